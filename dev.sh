@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Glass Transformer's one entry point. Sets everything up on a fresh machine, then:
+#   ./dev.sh app     start the app           (http://localhost:8501)
+#   ./dev.sh test    run every test: lint, model, pages (AppTest) and browser tests (Chromium)
+#   ./dev.sh bench   run the benchmark scripts and print their figures
+# Extra arguments go to streamlit / pytest.
+set -euo pipefail
+cd "$(dirname "$0")"
+cmd=${1:-}
+shift || true
+
+PY=${PYTHON:-python3.11}
+command -v "$PY" >/dev/null || PY=python3
+
+setup_python() {
+  if [ ! -x .venv/bin/python ]; then
+    "$PY" -m venv .venv
+  fi
+  # Reinstall only when the requirement files change.
+  stamp=.venv/.requirements.sha256
+  want=$(cat requirements.txt requirements-dev.txt | sha256sum | cut -d' ' -f1)
+  if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+    .venv/bin/pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+    echo "$want" > "$stamp"
+  fi
+  # torch must be the CPU build: a CUDA build means pip ignored the local wheel (see README).
+  .venv/bin/python - <<'PYEOF'
+import glob, sys, torch
+if "+cpu" not in torch.__version__ and glob.glob("/opt/wheels/torch-*cpu*.whl"):
+    sys.exit(f"torch {torch.__version__} is not the local CPU build: check pip's config (README, 'Set-up')")
+PYEOF
+}
+
+setup_chromium() {
+  if [ -x /usr/bin/chromium ]; then return; fi
+  if [ "$(id -u)" = 0 ]; then
+    apt-get update -qq -o DPkg::Lock::Timeout=300
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -o DPkg::Lock::Timeout=300 chromium >/dev/null
+  else
+    echo "Browser tests need Debian's chromium: sudo apt-get install -y chromium" >&2
+    exit 1
+  fi
+}
+
+export STREAMLIT_BROWSER_GATHER_USAGE_STATS=false STREAMLIT_SERVER_HEADLESS=true
+
+case "$cmd" in
+  app)
+    setup_python
+    exec .venv/bin/streamlit run app.py "$@"
+    ;;
+  test)
+    setup_python
+    setup_chromium
+    .venv/bin/ruff check .
+    # pytest exits 5 when no test ran: that is a failure here too.
+    .venv/bin/python -m pytest "$@"
+    ;;
+  bench)
+    setup_python
+    for b in bench/bench_*.py; do echo "== $b"; .venv/bin/python "$b"; done
+    ;;
+  *)
+    sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//'
+    exit 2
+    ;;
+esac
