@@ -1,0 +1,55 @@
+"""Helpers for AppTest-based page tests: run the app or one page, read back what it shows."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+from streamlit.testing.v1 import AppTest
+
+ROOT = Path(__file__).resolve().parents[1]
+TIMEOUT = 60  # the first run imports torch and loads the checkpoint
+
+
+def run_app(page: str | None = None, **state) -> AppTest:
+    """The whole app (sidebar included), optionally switched to pages/<page>.py, with state preset."""
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
+    for key, value in state.items():
+        at.session_state[key] = value
+    at.run()
+    if page:
+        at.switch_page(f"pages/{page}.py")
+        at.run()
+    return at
+
+
+def run_page(page: str, **state) -> AppTest:
+    """One page on its own (no sidebar): it must initialise the state it needs."""
+    at = AppTest.from_file(str(ROOT / "pages" / f"{page}.py"), default_timeout=TIMEOUT)
+    for key, value in state.items():
+        at.session_state[key] = value
+    return at.run()
+
+
+def figures(at: AppTest) -> list[dict]:
+    """Every plotly chart on the page as its figure JSON (data arrays included)."""
+    return [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
+
+
+def heatmap_z(fig: dict, trace: int = 0) -> np.ndarray:
+    return np.array(fig["data"][trace]["z"], dtype=float)
+
+
+def all_text(at: AppTest) -> str:
+    """Markdown, captions, titles, headers, alerts and LaTeX of the page, joined (for asserting on text)."""
+    parts = []
+    for kind in ("markdown", "caption", "title", "header", "subheader", "latex", "info", "warning", "error",
+                 "success", "code", "metric", "text"):
+        for el in at.get(kind):
+            parts.append(str(getattr(el, "value", "")) + " " + str(getattr(el, "label", "") or ""))
+    return "\n".join(parts)
+
+
+def no_exception(at: AppTest) -> None:
+    assert not at.exception, [e.value for e in at.exception]

@@ -1,0 +1,57 @@
+"""The shared sidebar: sentence, model choice, interventions, and the badge that says what is off."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from model.transformer import Config
+from ui.models import current_model
+from ui.state import MODELS, TOGGLES, head_key, init_state, interventions, reset_interventions, sync_query_params
+
+
+def all_heads(cfg: Config) -> list[str]:
+    """Every head of the model, as state strings: encoder self-attention, decoder self- and cross-attention."""
+    out = [head_key(f"enc.{i}.self_attn", h) for i in range(cfg.n_enc_layers) for h in range(cfg.n_heads)]
+    for i in range(cfg.n_dec_layers):
+        for kind in ("self_attn", "cross_attn"):
+            out += [head_key(f"dec.{i}.{kind}", h) for h in range(cfg.n_heads)]
+    return out
+
+
+def head_label(key: str) -> str:
+    module, _, head = key.partition(":")
+    stack, layer, kind = module.split(".")
+    where = {"enc": "encoder", "dec": "decoder"}[stack]
+    what = {"self_attn": "self-attn", "cross_attn": "cross-attn"}[kind]
+    return f"{where} L{layer} {what} · head {head}"
+
+
+def render_sidebar() -> None:
+    init_state()
+    ss = st.session_state
+    notice = ss.pop("_notice", None)
+    if notice:
+        st.toast(notice)
+    with st.sidebar:
+        st.text_input("Your sentence", key="sentence", placeholder="e.g. i am a student",
+                      help="English words from the toy set. Press Enter to apply.")
+        options = ["base", "no_mask"] + (["mine"] if ss.get("my_model") is not None else [])
+        if ss["model"] not in options:
+            ss["model"] = "base"
+        st.radio("Model", options, key="model", format_func=MODELS.get)
+        cfg = current_model().bundle.config
+        st.markdown("**Switch parts off**")
+        for key, (_, _, label) in TOGGLES.items():
+            st.toggle(label, key=key)
+        heads = all_heads(cfg)
+        ss["heads_off"] = [h for h in ss["heads_off"] if h in heads]
+        st.multiselect("Heads switched off", heads, key="heads_off", format_func=head_label,
+                       placeholder="all heads on")
+        iv = interventions()
+        if iv.active:
+            st.badge(f"{len(iv.describe())} intervention(s) active", icon=":material/warning:", color="orange")
+            st.caption("; ".join(iv.describe()))
+            st.button("Reset: switch everything back on", on_click=reset_interventions, key="reset_iv")
+        else:
+            st.caption("The model as trained: nothing switched off.")
+    sync_query_params()

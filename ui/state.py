@@ -1,0 +1,112 @@
+"""Per-session state shared by every page, and its mirror in the URL.
+
+Session-state keys (the sidebar's widgets use these keys directly, so a choice made on one page
+carries to the next):
+
+=================  =========================================================  ================
+key                meaning                                                    URL parameter
+=================  =========================================================  ================
+sentence           the sentence typed by the user                              s
+model              "base" (shipped), "no_mask" (shipped, trained without the   m
+                   look-ahead mask) or "mine" (this session's own model)
+heads_off          list of "enc.0.self_attn:2"-style strings                   off (comma list)
+iv_look_ahead      look-ahead mask on                                          la=0 when off
+iv_padding         padding mask on                                             pad=0 when off
+iv_scale           divide scores by sqrt(d_k)                                  scale=0 when off
+iv_pos             add the positional encoding                                 pe=0 when off
+my_model           this session's own Bundle (trained or uploaded), if any     -
+my_model_key       a unique id for it (part of every cache key)                -
+=================  =========================================================  ================
+
+Nothing here is shared between sessions: `st.session_state` is per browser tab. The shipped models
+are loaded once per server (`ui.models`) and only read.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from model.trace import Interventions
+
+DEFAULT_SENTENCE = "the animal didn't cross the street because it was too tired"
+MODELS = {"base": "Shipped model", "no_mask": "Shipped, trained without look-ahead mask", "mine": "My model"}
+TOGGLES = {  # state key -> (Interventions field, URL parameter, label)
+    "iv_look_ahead": ("look_ahead_mask", "la", "Look-ahead mask"),
+    "iv_padding": ("padding_mask", "pad", "Padding mask"),
+    "iv_scale": ("scale", "scale", "Divide by √d_k"),
+    "iv_pos": ("positional_encoding", "pe", "Positional encoding"),
+}
+MAX_URL_SENTENCE = 500  # a longer sentence is not put in the URL (it is cut to the model's limit anyway)
+
+
+def init_state() -> None:
+    """Give every key a value: from the URL on a session's first run, else the defaults."""
+    ss = st.session_state
+    if ss.get("_state_ready"):
+        return
+    qp = st.query_params
+    ss.setdefault("sentence", qp.get("s", DEFAULT_SENTENCE)[:10_000])
+    model = qp.get("m", "base")
+    ss.setdefault("model", model if model in ("base", "no_mask") else "base")
+    if model == "mine":
+        ss["_notice"] = "The link asked for someone's own model, which lives only in their session: " \
+                        "showing the shipped model instead."
+    ss.setdefault("heads_off", [h for h in qp.get("off", "").split(",") if parse_head(h)])
+    for key, (_, param, _) in TOGGLES.items():
+        ss.setdefault(key, qp.get(param, "1") != "0")
+    ss["_state_ready"] = True
+
+
+def parse_head(text: str) -> tuple[str, int] | None:
+    """"enc.0.self_attn:2" -> ("enc.0.self_attn", 2); anything malformed -> None."""
+    module, _, head = text.partition(":")
+    parts = module.split(".")
+    if len(parts) != 3 or parts[0] not in ("enc", "dec") or not parts[1].isdigit() or not head.isdigit():
+        return None
+    if parts[2] not in ("self_attn", "cross_attn") or (parts[0] == "enc" and parts[2] == "cross_attn"):
+        return None
+    return module, int(head)
+
+
+def head_key(module: str, head: int) -> str:
+    return f"{module}:{head}"
+
+
+def interventions() -> Interventions:
+    """The interventions the user chose, as the model's plain, hashable data."""
+    init_state()
+    ss = st.session_state
+    heads = frozenset(p for p in map(parse_head, ss["heads_off"]) if p)
+    return Interventions(heads_off=heads, **{field: bool(ss[key]) for key, (field, _, _) in TOGGLES.items()})
+
+
+def reset_interventions() -> None:
+    """Callback of the badge's reset button: everything back on."""
+    st.session_state["heads_off"] = []
+    for key in TOGGLES:
+        st.session_state[key] = True
+
+
+def set_head(module: str, head: int, on: bool) -> None:
+    """Switch one head on or off (usable as a widget callback from any page)."""
+    heads = [h for h in st.session_state.get("heads_off", []) if h != head_key(module, head)]
+    if not on:
+        heads.append(head_key(module, head))
+    st.session_state["heads_off"] = sorted(heads)
+
+
+def sync_query_params() -> None:
+    """Write the current state into the URL so the address bar is a shareable link."""
+    ss = st.session_state
+    want: dict[str, str] = {}
+    if ss["sentence"] != DEFAULT_SENTENCE and len(ss["sentence"]) <= MAX_URL_SENTENCE:
+        want["s"] = ss["sentence"]
+    if ss["model"] != "base" and ss["model"] != "mine":
+        want["m"] = ss["model"]
+    if ss["heads_off"]:
+        want["off"] = ",".join(sorted(ss["heads_off"]))
+    for key, (_, param, _) in TOGGLES.items():
+        if not ss[key]:
+            want[param] = "0"
+    if dict(st.query_params) != want:
+        st.query_params.from_dict(want)

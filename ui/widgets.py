@@ -1,0 +1,50 @@
+"""Streamlit pieces shared by the pages: the sentence header, matrices with their tables, escaping."""
+
+from __future__ import annotations
+
+import re
+
+import streamlit as st
+
+from model.pipeline import Analysis
+from viz.heatmap import heatmap, table
+
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$])")
+
+
+def md(text: str) -> str:
+    """Escape user text for st.markdown: shown literally, never interpreted (no HTML, no formatting)."""
+    return _MD_SPECIAL.sub(r"\\\1", text.replace("\n", " "))
+
+
+def sentence_header(a: Analysis, show_translation: bool = True) -> None:
+    """The sentence as the model sees it: tokens, unknown words flagged, truncation noted."""
+    p = a.prepared
+    chips = " ".join(f":red-background[{md(t)} ⚠]" if t in p.unknown else f":blue-background[{md(t)}]"
+                     for t in p.tokens)
+    st.markdown(f"**Source tokens:** {chips} :gray-background[<eos>]")
+    if p.unknown:
+        st.warning("Not in the model's vocabulary, fed as <unk>: " + ", ".join(f"**{md(w)}**" for w in p.unknown))
+    if p.truncated:
+        st.info(f"The sentence was cut to the model's limit of {len(p.tokens)} tokens "
+                f"({p.truncated} token(s) dropped).")
+    if show_translation:
+        st.markdown(f"**Translation:** {md(a.translation) or '*(empty)*'}")
+
+
+def require_sentence(a: Analysis) -> None:
+    """Stop the page with a friendly prompt when there is nothing to show."""
+    if a.prepared.empty:
+        st.info("Type a sentence in the sidebar (for example *i am a student*) to follow it through the model.")
+        st.stop()
+
+
+def matrix(values, x_labels: list[str], y_labels: list[str], kind: str, *, title: str, shape: str,
+           key: str, x_title: str | None = None, y_title: str | None = None, digits: int = 3,
+           show_table: bool = True) -> None:
+    """A heatmap, its shape written next to it, and the exact numbers in a table under it."""
+    st.markdown(f"**{title}** · shape `{shape}`")
+    fig = heatmap(values, x_labels, y_labels, kind, x_title=x_title, y_title=y_title, digits=digits)
+    st.plotly_chart(fig, key=key, config={"displayModeBar": False})
+    if show_table:
+        st.dataframe(table(values, x_labels, y_labels))

@@ -1,0 +1,90 @@
+"""Heatmaps and their tables: one builder for every matrix the app shows.
+
+Every heatmap has token labels on both axes (position-prefixed, so repeated words stay distinct),
+exact values on hover, and the colour scale of its *kind*, so the same kind of tensor looks the
+same on every page. `table` gives the exact numbers as a pandas DataFrame for beside the chart.
+-inf (masked scores) is drawn as a grey cell and written "-inf".
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import torch
+
+# kind -> plotly colour settings. One kind per family of tensors.
+SCALES: dict[str, dict] = {
+    "weights": {"colorscale": "Blues", "zmin": 0.0, "zmax": 1.0},  # attention weights, softmax rows
+    "probs": {"colorscale": "Greens", "zmin": 0.0, "zmax": 1.0},  # output probabilities
+    "scores": {"colorscale": "RdBu_r", "zmid": 0.0},  # raw / scaled / masked scores (unbounded)
+    "mask": {"colorscale": [[0.0, "#9e9e9e"], [1.0, "#ffffff"]], "zmin": 0.0, "zmax": 1.0},  # -inf grey, 0 white
+    "encoding": {"colorscale": "RdBu_r", "zmin": -1.0, "zmax": 1.0},  # sin/cos positional encoding
+    "activations": {"colorscale": "PuOr_r", "zmid": 0.0},  # embeddings, q/k/v, hidden states
+}
+
+MAX_TEXT_CELLS = 150  # write the value inside each cell when the matrix is this small
+
+
+def as_array(values) -> np.ndarray:
+    if isinstance(values, torch.Tensor):
+        values = values.detach().cpu().to(torch.float64).numpy()
+    return np.array(values, dtype=np.float64, copy=True)
+
+
+def fmt(v: float, digits: int = 3) -> str:
+    if math.isinf(v):
+        return "-inf" if v < 0 else "inf"
+    if math.isnan(v):
+        return "nan"
+    return f"{v:.{digits}f}"
+
+
+def heatmap(values, x_labels: list[str], y_labels: list[str], kind: str, title: str | None = None,
+            x_title: str | None = None, y_title: str | None = None, digits: int = 3,
+            height: int | None = None) -> go.Figure:
+    """A [rows, cols] matrix as a heatmap with rows top-to-bottom in the order given."""
+    z = as_array(values)
+    if z.ndim != 2 or z.shape != (len(y_labels), len(x_labels)):
+        raise ValueError(f"matrix of shape {z.shape} does not fit {len(y_labels)} x {len(x_labels)} labels")
+    text = [[fmt(v, digits) for v in row] for row in z]
+    if kind == "mask":
+        z = np.where(np.isneginf(z), 0.0, 1.0)
+    else:
+        z = np.where(np.isfinite(z), z, np.nan)  # -inf cells: drawn as gaps on a grey background
+    settings = dict(SCALES[kind])
+    if "zmid" in settings and np.isfinite(z).any():  # symmetric range so 0 is always the middle colour
+        lim = float(np.nanmax(np.abs(z))) or 1.0
+        settings.update(zmin=-lim, zmax=lim)
+        settings.pop("zmid")
+    fig = go.Figure(go.Heatmap(
+        z=z, x=list(x_labels), y=list(y_labels), text=text,
+        texttemplate="%{text}" if z.size <= MAX_TEXT_CELLS else None,
+        hovertemplate=f"{y_title or 'row'}: %{{y}}<br>{x_title or 'column'}: %{{x}}<br>value: %{{text}}<extra></extra>",
+        showscale=kind != "mask", xgap=1, ygap=1, **settings,
+    ))
+    n_rows = len(y_labels)
+    fig.update_layout(
+        title=title, height=height or max(220, min(720, 60 + 34 * n_rows)),
+        margin={"l": 10, "r": 10, "t": 40 if title else 10, "b": 10},
+        plot_bgcolor="#9e9e9e",
+        xaxis={"title": x_title, "side": "top", "type": "category", "tickangle": -45 if len(x_labels) > 8 else 0},
+        yaxis={"title": y_title, "autorange": "reversed", "type": "category"},
+    )
+    return fig
+
+
+def table(values, x_labels: list[str], y_labels: list[str], digits: int = 4) -> pd.DataFrame:
+    """The exact numbers of a matrix, labelled like the heatmap (-inf stays -inf)."""
+    z = as_array(values)
+    if z.ndim == 1:
+        z = z[None, :]
+    return pd.DataFrame(np.round(z, digits), index=list(y_labels), columns=list(x_labels))
+
+
+def shape_text(t, names: str) -> str:
+    """shape_text(x, "B,T,D") -> "[1, 7, 128]  (B, T, D)"."""
+    shape = tuple(t.shape) if hasattr(t, "shape") else tuple(np.shape(t))
+    return f"[{', '.join(str(s) for s in shape)}]  ({names})"
