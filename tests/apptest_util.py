@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 
@@ -37,8 +38,21 @@ def figures(at: AppTest) -> list[dict]:
     return [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
 
 
+def decode(values) -> np.ndarray:
+    """A plotly JSON array: a plain list, or Plotly 7's typed array {"dtype", "bdata" (base64), "shape"}."""
+    if isinstance(values, dict) and "bdata" in values:
+        arr = np.frombuffer(base64.b64decode(values["bdata"]), dtype=np.dtype(values["dtype"]))
+        shape = values.get("shape")
+        return arr.reshape([int(v) for v in str(shape).split(",")]) if shape else arr
+    return np.asarray(values, dtype=float)
+
+
 def heatmap_z(fig: dict, trace: int = 0) -> np.ndarray:
-    return np.array(fig["data"][trace]["z"], dtype=float)
+    """The z matrix of a figure's heatmap trace (NaN where a cell is a gap, e.g. -inf)."""
+    z = fig["data"][trace]["z"]
+    if isinstance(z, list) and z and isinstance(z[0], dict):  # a list of typed rows
+        return np.stack([decode(row) for row in z]).astype(float)
+    return decode(z).astype(float) if isinstance(z, dict) else np.array(z, dtype=float)
 
 
 def all_text(at: AppTest) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 import streamlit as st
+from streamlit.errors import StreamlitPageNotFoundError
 
 from model.pipeline import Analysis
 from viz.heatmap import heatmap, table
@@ -48,3 +49,11 @@ def matrix(values, x_labels: list[str], y_labels: list[str], kind: str, *, title
     st.plotly_chart(fig, key=key, config={"displayModeBar": False})
     if show_table:
         st.dataframe(table(values, x_labels, y_labels))
+
+
+def page_link(page: str, label: str, icon: str = ":material/arrow_forward:") -> None:
+    """A link to another page of the app (plain text when the page runs on its own, without navigation)."""
+    try:
+        st.page_link(page, label=label, icon=icon)
+    except StreamlitPageNotFoundError:
+        st.markdown(f"→ {label}")
