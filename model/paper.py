@@ -1,0 +1,82 @@
+"""Numbers from the paper, "Attention Is All You Need" (Vaswani et al., NeurIPS 2017): the one source.
+
+Everything here is quoted from the paper, not measured on this app's model:
+
+- `BASE`, `BIG`: the sizes of the base and big models (Table 3, section 3).
+- `TABLE1`: per-layer complexity, sequential operations and maximum path length (Table 1).
+- `BLEU_TABLE`: BLEU on newstest2014 and training cost in FLOPs (Table 2).
+
+The app's pages read these constants; no page writes a paper figure by hand.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+CITATION = "Vaswani et al., Attention Is All You Need, NeurIPS 2017"
+
+
+@dataclass(frozen=True)
+class PaperModel:
+    """The sizes of one of the paper's models (Table 3)."""
+
+    name: str
+    n_layers: int  # N: encoder layers, and as many decoder layers
+    d_model: int
+    n_heads: int  # h
+    d_k: int  # = d_v = d_model / h
+    d_ff: int
+    dropout: float  # P_drop
+    params_millions: int  # parameter count, in millions
+    train_steps: int
+    vocab: str  # the paper's vocabularies (sub-word, shared between source and target)
+
+
+VOCAB = "≈37k (EN-DE), 32k (EN-FR) sub-words"
+BASE = PaperModel("base", 6, 512, 8, 64, 2048, 0.1, 65, 100_000, VOCAB)
+BIG = PaperModel("big", 6, 1024, 16, 64, 4096, 0.3, 213, 300_000, VOCAB)
+
+
+@dataclass(frozen=True)
+class LayerType:
+    """One row of Table 1, as LaTeX (big-O) and as the plain formula the calculator evaluates."""
+
+    name: str
+    complexity: str  # LaTeX, complexity per layer
+    sequential: str  # LaTeX, minimum number of sequential operations
+    path: str  # LaTeX, maximum path length between two positions
+
+
+TABLE1 = (
+    LayerType("Self-attention", r"O(n^2 \cdot d)", r"O(1)", r"O(1)"),
+    LayerType("Recurrent", r"O(n \cdot d^2)", r"O(n)", r"O(n)"),
+    LayerType("Convolutional", r"O(k \cdot n \cdot d^2)", r"O(1)", r"O(\log_k(n))"),
+    LayerType("Self-attention (restricted)", r"O(r \cdot n \cdot d)", r"O(1)", r"O(n/r)"),
+)
+TABLE1_CAPTION = ("n: sequence length, d: representation dimension, k: kernel size of the convolutions, "
+                  "r: size of the neighbourhood in restricted self-attention.")
+
+
+@dataclass(frozen=True)
+class Result:
+    """One row of Table 2: BLEU on newstest2014 and training cost in FLOPs (None: not reported)."""
+
+    model: str
+    bleu_en_de: float | None
+    bleu_en_fr: float | None
+    cost_en_de: float | None
+    cost_en_fr: float | None
+
+
+BLEU_TABLE = (
+    Result("ByteNet", 23.75, None, None, None),
+    Result("Deep-Att + PosUnk", None, 39.2, None, 1.0e20),
+    Result("GNMT + RL", 24.6, 39.92, 2.3e19, 1.4e20),
+    Result("ConvS2S", 25.16, 40.46, 9.6e18, 1.5e20),
+    Result("MoE", 26.03, 40.56, 2.0e19, 1.2e20),
+    Result("Deep-Att + PosUnk Ensemble", None, 40.4, None, 8.0e20),
+    Result("GNMT + RL Ensemble", 26.30, 41.16, 1.8e20, 1.1e21),
+    Result("ConvS2S Ensemble", 26.36, 41.29, 7.7e19, 1.2e21),
+    Result("Transformer (base)", 27.3, 38.1, 3.3e18, None),
+    Result("Transformer (big)", 28.4, 41.8, 2.3e19, None),
+)

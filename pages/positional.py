@@ -1,0 +1,172 @@
+"""Positional encoding: the formula with real numbers, the table, PE(pos+k) = M_k PE(pos), word order."""
+
+import streamlit as st
+
+from model.checkpoint import Bundle
+from model.pipeline import token_labels
+from model.trace import Interventions
+from model.vocab import EOS
+from ui.models import analysis, current_model
+from ui.state import interventions
+from ui.widgets import matrix, md, require_sentence, sentence_header
+from viz.heatmap import shape_text, table
+from viz.positional import ORDERS, block, curves_figure, make_order, permutation_check, rotation, shift_check, worked
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def _permutation(model_key: str, ids: tuple[int, ...], order: tuple[int, ...], pe: bool, _bundle: Bundle):
+    return permutation_check(_bundle, ids, list(order), pe)
+
+
+st.title("Positional encoding")
+st.markdown(
+    "Attention compares every word with every other word, but nothing in it knows *where* a word stands: "
+    "shuffle the input vectors and the outputs are shuffled the same way. So before the first layer the "
+    "Transformer adds to each word's embedding a vector **PE(pos)** that depends only on its position. "
+    "The paper uses fixed sine and cosine waves of different frequencies."
+)
+
+a = analysis()
+require_sentence(a)
+cur = current_model()
+bundle, cfg = cur.bundle, cur.bundle.config
+D, L = cfg.d_model, cfg.max_len
+pe_table = bundle.model.src_embed.pe  # [max_len, D], the model's own buffer
+ref = analysis(iv=Interventions())  # the unmodified model: src.pos is recorded even when PE is switched off
+T = ref.trace["src.pos"].shape[1]
+dims = [f"d{j}" for j in range(D)]
+
+sentence_header(a, show_translation=False)
+if not interventions().positional_encoding:
+    st.warning("The positional encoding is switched **off** in the sidebar: the whole app now runs the model "
+               "without it (see section 5). The tables below show the encoding the model would add.")
+
+st.header("1. The formula")
+st.latex(r"PE_{(pos,\,2i)} = \sin\!\left(\frac{pos}{10000^{2i/d_{model}}}\right), \qquad "
+         r"PE_{(pos,\,2i+1)} = \cos\!\left(\frac{pos}{10000^{2i/d_{model}}}\right)")
+st.markdown(
+    f"Dimensions come in pairs (2i, 2i+1): a sine and a cosine of the same angle, like the two hands of a clock. "
+    f"Pair i turns by w_i = 1/10000^(2i/d_model) radians per position: the first pair fast (wavelength 2π ≈ 6.3 "
+    f"positions), the last slowly (wavelength ≈ 2π·10000). Here d_model = {D}, so i runs from 0 to {D // 2 - 1}."
+)
+st.subheader("With numbers")
+c1, c2 = st.columns(2)
+pos = int(c1.number_input("Position pos", 0, L - 1, 3, key="positional_pos"))
+i = int(c2.number_input(f"Pair index i (dimensions 2i, 2i+1; 0-{D // 2 - 1})", 0, D // 2 - 1, 1,
+                        key="positional_i"))
+w = worked(pos, i, pe_table)
+st.latex(rf"\text{{angle}} = \frac{{{pos}}}{{10000^{{2 \cdot {i} / {D}}}}} "
+         rf"= \frac{{{pos}}}{{10000^{{{w.exponent:.5f}}}}} = \frac{{{pos}}}{{{w.denominator:.5f}}} = {w.angle:.6f}")
+st.latex(rf"PE_{{({pos},\,{2 * i})}} = \sin({w.angle:.6f}) = {w.sin:.6f}, \qquad "
+         rf"PE_{{({pos},\,{2 * i + 1})}} = \cos({w.angle:.6f}) = {w.cos:.6f}")
+traced = ref.trace["src.pos"][0]
+rows = {"formula (float64)": [w.sin, w.cos], "the model's PE buffer (float32)": [w.buffer_sin, w.buffer_cos]}
+if pos < T:
+    rows["traced src.pos of your sentence"] = [float(traced[pos, 2 * i]), float(traced[pos, 2 * i + 1])]
+st.dataframe(table([v for v in rows.values()], [f"PE({pos}, {2 * i})", f"PE({pos}, {2 * i + 1})"], list(rows),
+                   digits=7))
+st.caption(f"Largest difference between the formula and the model's buffer here: {w.error:.1e} "
+           "(float32 rounding)." + ("" if pos < T else f" Your sentence has only {T} positions, so the trace "
+                                                        f"has no row {pos}."))
+
+st.header("2. The encoding of your sentence")
+matrix(traced, dims, ref.src_labels, "encoding", title="src.pos: PE rows added to the embeddings",
+       shape=shape_text(ref.trace["src.pos"], "1, T, D"), key="positional_sentence", x_title="dimension",
+       y_title="position")
+st.caption("The encoder's input is src.input = src.embed + src.pos: the same PE row is added to whatever word "
+           "stands at that position. Left columns (fast waves) change from row to row, right columns hardly.")
+st.subheader(f"Every position the model accepts (0-{L - 1})")
+matrix(pe_table, dims, [str(q) for q in range(L)], "encoding", title="The model's PE table",
+       shape=shape_text(pe_table, "max_len, D"), key="positional_all", x_title="dimension", y_title="position",
+       show_table=False)
+with st.expander("The numbers"):
+    st.dataframe(table(pe_table, dims, [str(q) for q in range(L)]))
+
+st.header("3. One dimension across positions")
+chosen = st.multiselect("Dimensions", list(range(D)), default=[0, 1, 10, 40], key="positional_dims")
+if chosen:
+    st.plotly_chart(curves_figure(pe_table, chosen), key="positional_curves", config={"displayModeBar": False})
+else:
+    st.info("Pick at least one dimension.")
+
+st.header("4. PE(pos + k) is a linear function of PE(pos)")
+st.markdown("For a fixed offset k, adding k to the position turns each (sin, cos) pair by the same angle k·w_i, "
+            "whatever pos is. A rotation is a linear map, so one matrix M_k moves every position k steps on. "
+            "This is why the paper expected the model to attend easily by *relative* position.")
+k = int(st.number_input("Offset k", 0, L - 1, 2, key="positional_k"))
+b = block(k, i, D)
+st.latex(r"\begin{pmatrix} PE_{(pos+k,\,2i)} \\ PE_{(pos+k,\,2i+1)} \end{pmatrix} = "
+         r"\begin{pmatrix} \cos k w_i & \sin k w_i \\ -\sin k w_i & \cos k w_i \end{pmatrix}"
+         r"\begin{pmatrix} PE_{(pos,\,2i)} \\ PE_{(pos,\,2i+1)} \end{pmatrix}")
+st.latex(rf"k = {k},\ i = {i}: \quad \begin{{pmatrix}} {b[0, 0]:.5f} & {b[0, 1]:.5f} \\ {b[1, 0]:.5f} & "
+         rf"{b[1, 1]:.5f} \end{{pmatrix}}, \qquad M_k = \mathrm{{diag}}(B_0, B_1, \dots, B_{{{D // 2 - 1}}})"
+         rf"\in \mathbb{{R}}^{{{D} \times {D}}}")
+M = rotation(k, D)
+matrix(M[:8, :8], dims[:8], dims[:8], "encoding", title=f"M_{k}, top-left 8 × 8 corner (2 × 2 blocks, zeros elsewhere)",
+       shape=f"[{D}, {D}]", key="positional_M", digits=3, show_table=False)
+checks = shift_check(pe_table, k)
+c1, c2 = st.columns([1, 2])
+c1.metric(f"Largest error over all {len(checks)} positions", f"{checks.iloc[:, 2].max():.1e}")
+c1.caption("The same M_k for every pos. The error is the float32 rounding of the stored table (in float64 the "
+           "identity holds to ~1e-15).")
+c2.dataframe(checks, hide_index=True, height=240)
+
+st.header("5. Switch it off: word order stops mattering")
+n = len(a.prepared.tokens)
+c1, c2 = st.columns(2)
+how = c1.selectbox("Permute the words", ORDERS, key="positional_order")
+seed = int(c2.number_input("Shuffle seed", 0, 10_000, 0, key="positional_seed", disabled=how != "shuffled"))
+order = make_order(n, how, seed)
+perm_tokens = [a.prepared.tokens[j] for j in order]
+st.markdown("**Permuted sentence:** " + " ".join(f":orange-background[{md(t)}]" for t in perm_tokens)
+            + " :gray-background[<eos>]")
+ids = tuple(int(x) for x in ref.trace["src.tokens"][0])
+off = _permutation(cur.key, ids, tuple(order), False, bundle)
+on = _permutation(cur.key, ids, tuple(order), True, bundle)
+if n < 2:
+    st.info("With a single word there is nothing to permute: type a longer sentence.")
+c1, c2 = st.columns(2)
+for col, check, label in ((c1, off, "Positional encoding OFF"), (c2, on, "Positional encoding ON")):
+    with col:
+        st.subheader(label)
+        st.metric("max |encoder outputs − permuted outputs, put back in order|", f"{check.max_diff:.1e}")
+        st.markdown(f"**Translation:** {md(check.translation) or '*(empty)*'}  \n"
+                    f"**Translation of the permuted sentence:** {md(check.translation_perm) or '*(empty)*'}")
+same = off.translation == off.translation_perm
+st.markdown(
+    "Without the encoding, the encoder output for the permuted sentence is **the same set of vectors, "
+    "permuted** (differences ~1e-6 are float rounding). Encoder-decoder attention only takes weighted sums over "
+    "the encoder's vectors, and a sum does not depend on the order of its terms, so the decoder gets the same "
+    "input either way" + (": **both orders get the same translation**." if same else
+                          ". Here the two translations still differ: a rounding-level difference tipped a near-tie "
+                          "between two candidate words during greedy decoding.")
+    + " With the encoding on, the vectors differ, and the model can tell the two orders apart."
+)
+perm_labels = token_labels([*perm_tokens, EOS])
+c1, c2 = st.columns(2)
+with c1:
+    matrix(off.enc[:, :16], dims[:16], ref.src_labels, "activations", title="PE off: enc.out, your sentence",
+           shape=shape_text(off.enc, "T, D") + ", first 16 dims", key="positional_enc_off", show_table=False)
+with c2:
+    matrix(off.enc_perm[:, :16], dims[:16], perm_labels, "activations", title="PE off: enc.out, permuted",
+           shape=shape_text(off.enc_perm, "T, D") + ", first 16 dims", key="positional_enc_off_perm",
+           show_table=False)
+
+st.subheader("The sidebar switch changes the whole model")
+pe_off = analysis(iv=Interventions(positional_encoding=False))
+c1, c2 = st.columns(2)
+c1.markdown(f"**With positional encoding:** {md(ref.translation) or '*(empty)*'}")
+c2.markdown(f"**Without (sidebar switch off):** {md(pe_off.translation) or '*(empty)*'}")
+st.caption("Switching *Positional encoding* off in the sidebar applies to every page: the model was trained "
+           "with it, so without it the decoder also loses track of where it is in its own output.")
+
+st.header("6. Other choices")
+st.markdown(
+    "- **Learned position embeddings** (one trained vector per position, as in ConvS2S, Gehring et al. 2017) work "
+    "too: the paper tried them and got nearly identical results (its Table 3, row E).\n"
+    "- The paper kept the sinusoids because they may let the model **extrapolate** to sentences longer than any "
+    "seen in training, and because of the **relative-position** property of section 4: PE(pos+k) is a fixed "
+    "linear function of PE(pos).\n"
+    "- Later models also encode relative positions directly inside attention; the idea stays: attention "
+    "alone is blind to order, so order must be put into the vectors."
+)

@@ -1,0 +1,111 @@
+"""Tokens -> ids -> one-hot rows -> embedding rows -> scaled by √d_model, with the real weights.
+
+`lookup_demo` shows that multiplying a one-hot row by the embedding matrix picks out one row of it
+(onehot @ E == E[id]), and that the traced ``src.embed`` is that row times √d_model.
+`TEXTBOOK_VOCAB` is the lecture notes' six-word output vocabulary: a clearly labelled textbook
+example, not the model's vocabulary.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import pandas as pd
+import torch
+
+from model.vocab import SPECIALS, UNK, UNK_ID, Vocab
+
+TEXTBOOK_VOCAB = ("a", "am", "I", "thanks", "student", "<eos>")  # the notes' output vocabulary, index 0..5
+
+
+def one_hot(ids, size: int) -> torch.Tensor:
+    """[T] ids -> [T, size] float rows with a single 1 at each id."""
+    ids = torch.as_tensor(list(ids), dtype=torch.long)
+    return torch.nn.functional.one_hot(ids, size).to(torch.float32)
+
+
+def textbook_one_hot(word: str) -> pd.DataFrame:
+    """The notes' example: the one-hot row of `word` over the 6-word output vocabulary."""
+    if word not in TEXTBOOK_VOCAB:
+        raise ValueError(f"{word!r} is not in the textbook vocabulary {TEXTBOOK_VOCAB}")
+    row = one_hot([TEXTBOOK_VOCAB.index(word)], len(TEXTBOOK_VOCAB))[0]
+    return pd.DataFrame([list(range(len(TEXTBOOK_VOCAB))), [int(v) for v in row]],
+                        index=["index", f'one-hot of "{word}"'], columns=list(TEXTBOOK_VOCAB))
+
+
+def vocab_window(ids) -> list[int]:
+    """The vocabulary columns worth drawing: the ids that occur, sorted (every other column is all zeros)."""
+    return sorted(set(int(i) for i in ids))
+
+
+def column_labels(vocab: Vocab, ids: list[int]) -> list[str]:
+    """["2 <eos>", "5 the", ...]: vocabulary columns labelled by id and token."""
+    return [f"{i} {vocab.itos[i]}" for i in ids]
+
+
+def token_table(tokens, ids, vocab: Vocab, unknown=()) -> pd.DataFrame:
+    """One row per position: the token, its id, and whether the vocabulary knows it."""
+    unknown = set(unknown)
+    status = []
+    for t, i in zip(tokens, ids, strict=True):
+        if t in SPECIALS:
+            status.append("special token")
+        elif i == UNK_ID or t in unknown:
+            status.append(f"unknown: fed as {UNK}")
+        else:
+            status.append("in vocabulary")
+    return pd.DataFrame({"position": list(range(len(ids))), "token": list(tokens), "id": [int(i) for i in ids],
+                         "status": status})
+
+
+@dataclass(frozen=True)
+class LookupDemo:
+    """One token's trip from id to the scaled embedding, every step a real tensor."""
+
+    token_id: int
+    d_model: int
+    one_hot: torch.Tensor  # [V]
+    product: torch.Tensor  # [D] one_hot @ E
+    row: torch.Tensor  # [D] E[id]
+    scale: float  # √d_model
+    scaled: torch.Tensor  # [D] E[id] * √d_model
+    traced: torch.Tensor | None  # [D] the model's traced embedding at that position ("src.embed")
+    traced_name: str = "src.embed"
+
+    @property
+    def lookup_error(self) -> float:
+        """max |onehot @ E - E[id]|: 0, a one-hot row selects a row."""
+        return float((self.product - self.row).abs().max())
+
+    @property
+    def trace_error(self) -> float | None:
+        """max |E[id] * √d_model - traced|: 0 when the trace is the scaled row."""
+        return None if self.traced is None else float((self.scaled - self.traced).abs().max())
+
+
+def lookup_demo(E: torch.Tensor, token_id: int, traced: torch.Tensor | None = None,
+                traced_name: str = "src.embed") -> LookupDemo:
+    """onehot(id) @ E, E[id], and E[id] * √d_model (the model's scale) beside the traced row."""
+    E = E.detach()
+    V, D = E.shape
+    if not 0 <= token_id < V:
+        raise ValueError(f"id {token_id} is outside the vocabulary of {V} tokens")
+    oh = one_hot([token_id], V)[0].to(E.dtype)  # [V]
+    scale = math.sqrt(D)
+    return LookupDemo(int(token_id), D, oh, oh @ E, E[token_id].clone(), scale, E[token_id] * scale,
+                      None if traced is None else traced.detach().reshape(-1).clone(), traced_name)
+
+
+def lookup_table(demo: LookupDemo, dims: int = 8) -> pd.DataFrame:
+    """The first `dims` numbers of each step, side by side (rows: steps, columns: dimensions)."""
+    n = min(dims, demo.d_model)
+    rows = {
+        "one-hot row @ E": demo.product[:n],
+        "E[id] (row of the table)": demo.row[:n],
+        f"E[id] x √{demo.d_model}": demo.scaled[:n],
+    }
+    if demo.traced is not None:
+        rows[f"traced {demo.traced_name}"] = demo.traced[:n]
+    return pd.DataFrame({k: [round(float(x), 5) for x in v] for k, v in rows.items()},
+                        index=[f"d{j}" for j in range(n)]).T

@@ -1,0 +1,183 @@
+"""Positional encoding: the formula with numbers, PE(pos+k) as a rotation of PE(pos), word order.
+
+- `worked`: one entry of the table computed from the formula in float64, beside the model's buffer.
+- `rotation` / `shift_check`: for a fixed offset k, PE(pos+k) = M_k PE(pos), with M_k block-diagonal
+  (2x2 rotations by the angles k·w_i) and the same for every pos.
+- `permutation_check`: without positional encoding the encoder cannot see word order: a permuted
+  sentence gives the same output vectors, permuted.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass, replace
+
+import pandas as pd
+import plotly.graph_objects as go
+import torch
+
+from model.checkpoint import Bundle
+from model.decoding import greedy_decode
+from model.pipeline import decode_text
+from model.trace import Interventions, Trace
+
+BASE = 10000.0
+
+
+def frequencies(d_model: int) -> torch.Tensor:
+    """w_i = 1 / 10000^(2i / d_model) for i = 0 .. d_model/2 - 1, float64."""
+    two_i = torch.arange(0, d_model, 2, dtype=torch.float64)
+    return 1.0 / torch.pow(torch.tensor(BASE, dtype=torch.float64), two_i / d_model)
+
+
+@dataclass(frozen=True)
+class Worked:
+    """PE(pos, 2i) and PE(pos, 2i+1) from the formula, and what the model's buffer holds."""
+
+    pos: int
+    i: int
+    d_model: int
+    exponent: float  # 2i / d_model
+    denominator: float  # 10000^(2i / d_model)
+    angle: float  # pos / denominator
+    sin: float  # formula, float64
+    cos: float
+    buffer_sin: float  # the model's PE table (float32)
+    buffer_cos: float
+
+    @property
+    def error(self) -> float:
+        return max(abs(self.sin - self.buffer_sin), abs(self.cos - self.buffer_cos))
+
+
+def worked(pos: int, i: int, buffer: torch.Tensor) -> Worked:
+    """The formula for one (pos, i), in float64, beside buffer[pos, 2i] and buffer[pos, 2i+1]."""
+    L, D = buffer.shape
+    if not (0 <= pos < L and 0 <= i < D // 2):
+        raise ValueError(f"pos must be in [0, {L}) and i in [0, {D // 2})")
+    exponent = 2 * i / D
+    denominator = BASE ** exponent
+    angle = pos / denominator
+    return Worked(pos, i, D, exponent, denominator, angle, math.sin(angle), math.cos(angle),
+                  float(buffer[pos, 2 * i]), float(buffer[pos, 2 * i + 1]))
+
+
+def block(k: int, i: int, d_model: int) -> torch.Tensor:
+    """The 2x2 block of M_k for the pair (2i, 2i+1): [[cos kw_i, sin kw_i], [-sin kw_i, cos kw_i]]."""
+    a = k * float(frequencies(d_model)[i])
+    return torch.tensor([[math.cos(a), math.sin(a)], [-math.sin(a), math.cos(a)]], dtype=torch.float64)
+
+
+def rotation(k: int, d_model: int) -> torch.Tensor:
+    """M_k [D, D], block-diagonal: PE(pos + k) = M_k @ PE(pos) for every pos. Depends on k only."""
+    a = k * frequencies(d_model)  # [D/2]
+    c, s = torch.cos(a), torch.sin(a)
+    M = torch.zeros(d_model, d_model, dtype=torch.float64)
+    idx = torch.arange(0, d_model, 2)
+    M[idx, idx] = c  # sin(x + a) = sin x cos a + cos x sin a
+    M[idx, idx + 1] = s
+    M[idx + 1, idx] = -s  # cos(x + a) = cos x cos a - sin x sin a
+    M[idx + 1, idx + 1] = c
+    return M
+
+
+def shift_check(pe: torch.Tensor, k: int, positions=None) -> pd.DataFrame:
+    """For each pos (with pos + k inside the table): max |M_k PE(pos) - PE(pos + k)| with the same M_k."""
+    L, D = pe.shape
+    if not 0 <= k < L:
+        raise ValueError(f"k must be in [0, {L})")
+    pe64 = pe.detach().to(torch.float64)
+    M = rotation(k, D)
+    positions = range(L - k) if positions is None else [p for p in positions if 0 <= p and p + k < L]
+    rows = []
+    for p in positions:
+        err = float((M @ pe64[p] - pe64[p + k]).abs().max())
+        rows.append((p, p + k, err))
+    return pd.DataFrame(rows, columns=["pos", "pos + k", "max |M_k·PE(pos) − PE(pos+k)|"])
+
+
+def curves_figure(pe: torch.Tensor, dims: list[int]) -> go.Figure:
+    """PE[:, dim] against position, one line per chosen dimension."""
+    pe = pe.detach().to(torch.float64)
+    L, D = pe.shape
+    fig = go.Figure()
+    for d in dims:
+        i = d // 2
+        kind = "sin" if d % 2 == 0 else "cos"
+        fig.add_trace(go.Scatter(
+            x=list(range(L)), y=pe[:, d].tolist(), mode="lines+markers", marker={"size": 4},
+            name=f"dim {d} ({kind}, i={i}, wavelength {2 * math.pi * BASE ** (2 * i / D):.1f})",
+            hovertemplate=f"dim {d}<br>pos %{{x}}<br>PE %{{y:.4f}}<extra></extra>",
+        ))
+    fig.update_layout(height=380, margin={"l": 10, "r": 10, "t": 10, "b": 10},
+                      xaxis={"title": "position"}, yaxis={"title": "PE(pos, dim)", "range": [-1.1, 1.1]},
+                      legend={"orientation": "h", "y": -0.25})
+    return fig
+
+
+# --- Word order ---------------------------------------------------------------------------------
+
+ORDERS = ("reversed", "rotated by one", "first two swapped", "shuffled")
+
+
+def make_order(n: int, how: str, seed: int = 0) -> list[int]:
+    """A permutation of range(n): new position j holds old word order[j]."""
+    base = list(range(n))
+    if how == "reversed":
+        return base[::-1]
+    if how == "rotated by one":
+        return base[1:] + base[:1]
+    if how == "first two swapped":
+        return [1, 0, *base[2:]] if n >= 2 else base
+    if how == "shuffled":
+        rng = random.Random(seed)
+        rng.shuffle(base)
+        return base
+    raise ValueError(f"unknown order {how!r}; expected one of {ORDERS}")
+
+
+@dataclass(frozen=True)
+class PermutationCheck:
+    """The encoder on a sentence and on its permutation (EOS stays last)."""
+
+    positional_encoding: bool
+    order: tuple[int, ...]  # over all encoder positions, EOS included (last stays last)
+    enc: torch.Tensor  # [T, D] encoder output for the sentence
+    enc_perm: torch.Tensor  # [T, D] encoder output for the permuted sentence
+    translation: str
+    translation_perm: str
+
+    @property
+    def unpermuted(self) -> torch.Tensor:
+        """enc_perm with its rows put back in the original order: row order[j] <- row j."""
+        out = torch.empty_like(self.enc_perm)
+        out[list(self.order)] = self.enc_perm
+        return out
+
+    @property
+    def max_diff(self) -> float:
+        """max |unpermuted - enc|: ~1e-6 when order does not matter, large when it does."""
+        return float((self.unpermuted - self.enc).abs().max())
+
+
+def encoder_output(bundle: Bundle, ids, iv: Interventions) -> torch.Tensor:
+    """[T] source ids -> encoder output [T, D] under `iv` (nothing recorded)."""
+    with torch.no_grad():
+        return bundle.model.encode(torch.tensor([list(ids)]), Trace(iv, record=False))[0]
+
+
+def permutation_check(bundle: Bundle, ids, word_order: list[int], positional_encoding: bool,
+                      iv: Interventions | None = None) -> PermutationCheck:
+    """Encode `ids` (words then EOS) and the words permuted by `word_order`, with PE on or off."""
+    ids = list(ids)
+    n = len(ids) - 1  # the last id is EOS
+    if sorted(word_order) != list(range(n)):
+        raise ValueError(f"word_order must be a permutation of range({n})")
+    order = (*word_order, n)
+    perm_ids = [ids[j] for j in order]
+    iv = replace(iv or Interventions(), positional_encoding=positional_encoding)
+    translations = [decode_text(bundle, greedy_decode(bundle.model, torch.tensor([x]), iv).tokens)
+                    for x in (ids, perm_ids)]
+    return PermutationCheck(positional_encoding, order, encoder_output(bundle, ids, iv),
+                            encoder_output(bundle, perm_ids, iv), *translations)
