@@ -28,6 +28,11 @@ def load_shipped(name: str) -> Bundle:
     return checkpoint.load(SHIPPED[name])
 
 
+def available_shipped() -> list[str]:
+    """The shipped checkpoints present on disk ("base" first)."""
+    return [name for name, stem in SHIPPED.items() if stem.with_suffix(".safetensors").is_file()]
+
+
 @dataclass(frozen=True)
 class Current:
     bundle: Bundle
@@ -41,7 +46,7 @@ def current_model() -> Current:
     ss = st.session_state
     if ss["model"] == "mine" and ss.get("my_model") is not None:
         return Current(ss["my_model"], ss["my_model_key"], "my model")
-    name = ss["model"] if ss["model"] in SHIPPED else "base"
+    name = ss["model"] if ss["model"] in available_shipped() else "base"
     bundle = load_shipped(name)
     return Current(bundle, f"{name}:{bundle.meta.get('weights_sha256', '')[:16]}", name)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from model.transformer import Config
-from ui.models import current_model
+from ui.models import available_shipped, current_model
 from ui.state import MODELS, TOGGLES, head_key, init_state, interventions, reset_interventions, sync_query_params
 
 
@@ -35,7 +35,7 @@ def render_sidebar() -> None:
     with st.sidebar:
         st.text_input("Your sentence", key="sentence", placeholder="e.g. i am a student",
                       help="English words from the toy set. Press Enter to apply.")
-        options = ["base", "no_mask"] + (["mine"] if ss.get("my_model") is not None else [])
+        options = available_shipped() + (["mine"] if ss.get("my_model") is not None else [])
         if ss["model"] not in options:
             ss["model"] = "base"
         st.radio("Model", options, key="model", format_func=MODELS.get)

@@ -1,0 +1,28 @@
+"""Start the app: ``python -m ui.serve [streamlit options]`` is ``streamlit run app.py`` plus one fix.
+
+Streamlit treats a folder named ``pages/`` next to the main script as an old-style (v1) multipage
+app until the main script has called ``st.navigation`` once in the process. So on a freshly started
+server, a first visitor arriving through a deep link (a teacher's shared ``/positional?s=...``)
+would get the bare page file without the sidebar or navigation. app.py always uses
+``st.navigation``, so we tell Streamlit that before the server starts.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from streamlit.runtime.pages_manager import PagesManager
+from streamlit.web import cli
+
+APP = Path(__file__).resolve().parents[1] / "app.py"
+
+
+def main() -> None:
+    PagesManager.uses_pages_directory = False  # pages/ is listed by st.navigation in app.py, not auto-discovered
+    sys.argv = ["streamlit", "run", str(APP), *sys.argv[1:]]
+    cli.main()
+
+
+if __name__ == "__main__":
+    main()
