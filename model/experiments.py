@@ -1,0 +1,135 @@
+"""Small numerical experiments the attention pages run live (pure PyTorch, no trained weights).
+
+- Why divide by sqrt(d_k): with q, k of independent N(0, 1) entries, q·k is a sum of d_k products
+  of variance 1, so Var(q·k) = d_k (`dot_product_samples`, `variance_by_dk`). Large scores make the
+  softmax saturate: one weight near 1, the rest near 0, and the softmax's Jacobian
+  J = diag(p) - p pᵀ near zero, so almost no gradient flows back (`saturation`, `saturation_by_dk`).
+- The parameter-free "dot-product self-attention" Y = softmax(X Xᵀ) X, with no learned weights at all
+  (`plain_self_attention`).
+
+Every function takes a seed and returns the same numbers for the same arguments.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+
+def _gen(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(int(seed))
+
+
+def dot_product_samples(d_k: int, n: int = 4000, seed: int = 0) -> Tensor:
+    """q·k for n independent pairs of d_k-dimensional vectors with N(0, 1) entries -> [n]."""
+    g = _gen(seed)
+    q = torch.randn(n, d_k, generator=g)  # [n, d_k] (float32 draws: 4x faster than float64)
+    k = torch.randn(n, d_k, generator=g)  # [n, d_k]
+    return (q * k).sum(-1).double()  # [n]
+
+
+@dataclass(frozen=True)
+class VarianceRow:
+    d_k: int
+    variance: float  # measured Var(q·k); theory: d_k
+    variance_scaled: float  # measured Var(q·k / sqrt(d_k)); theory: 1
+    low: float  # 1st percentile of q·k
+    high: float  # 99th percentile of q·k
+
+
+def variance_by_dk(d_ks: list[int], n: int = 4000, seed: int = 0) -> list[VarianceRow]:
+    """Measured spread of q·k for each d_k. One draw of the longest vectors serves every d_k: the dot
+    product over the first d_k dimensions is a running sum of the products."""
+    g = _gen(seed)
+    q = torch.randn(n, max(d_ks), generator=g)  # [n, d_max]
+    k = torch.randn(n, max(d_ks), generator=g)  # [n, d_max]
+    running = (q * k).cumsum(-1).double()  # [n, d_max]: column d-1 holds q·k over the first d dimensions
+    return [summarize(running[:, d_k - 1], d_k) for d_k in d_ks]
+
+
+def summarize(samples: Tensor, d_k: int) -> VarianceRow:
+    """Variance (raw and divided by sqrt(d_k)) and 1%-99% range of sampled dot products [n]."""
+    s = samples.double()
+    return VarianceRow(d_k, float(s.var()), float((s / math.sqrt(d_k)).var()),
+                       float(s.quantile(0.01)), float(s.quantile(0.99)))
+
+
+def softmax_jacobian(p: Tensor) -> Tensor:
+    """d softmax(s) / d s = diag(p) - p pᵀ for a probability vector p [n] -> [n, n]."""
+    return torch.diag(p) - p[:, None] * p[None, :]
+
+
+@dataclass(frozen=True)
+class Saturation:
+    """One query against n_keys random keys, softmax with and without the 1/sqrt(d_k) scaling."""
+
+    d_k: int
+    scores: Tensor  # [n_keys] q·k
+    weights_raw: Tensor  # softmax(q·k)
+    weights_scaled: Tensor  # softmax(q·k / sqrt(d_k))
+
+    @property
+    def max_raw(self) -> float:
+        return float(self.weights_raw.max())
+
+    @property
+    def max_scaled(self) -> float:
+        return float(self.weights_scaled.max())
+
+    @property
+    def jacobian_raw(self) -> float:
+        """Frobenius norm of the softmax Jacobian without scaling: near 0 = vanishing gradient."""
+        return float(torch.linalg.matrix_norm(softmax_jacobian(self.weights_raw)))
+
+    @property
+    def jacobian_scaled(self) -> float:
+        return float(torch.linalg.matrix_norm(softmax_jacobian(self.weights_scaled)))
+
+
+def saturation(d_k: int, n_keys: int = 8, seed: int = 0) -> Saturation:
+    g = _gen(seed)
+    q = torch.randn(d_k, generator=g, dtype=torch.float64)  # [d_k]
+    k = torch.randn(n_keys, d_k, generator=g, dtype=torch.float64)  # [n_keys, d_k]
+    scores = k @ q  # [n_keys]
+    return Saturation(d_k, scores, torch.softmax(scores, -1), torch.softmax(scores / math.sqrt(d_k), -1))
+
+
+@dataclass(frozen=True)
+class SaturationRow:
+    d_k: int
+    max_raw: float  # mean over trials of the largest weight, no scaling
+    max_scaled: float
+    jacobian_raw: float  # mean Frobenius norm of the softmax Jacobian, no scaling
+    jacobian_scaled: float
+
+
+def saturation_by_dk(d_ks: list[int], n_keys: int = 8, trials: int = 200, seed: int = 0) -> list[SaturationRow]:
+    """Averages of `saturation` over many random queries, for each d_k."""
+    rows = []
+    for d_k in d_ks:
+        runs = [saturation(d_k, n_keys, seed * 100_003 + t) for t in range(trials)]
+        rows.append(SaturationRow(
+            d_k,
+            sum(r.max_raw for r in runs) / trials, sum(r.max_scaled for r in runs) / trials,
+            sum(r.jacobian_raw for r in runs) / trials, sum(r.jacobian_scaled for r in runs) / trials))
+    return rows
+
+
+@dataclass(frozen=True)
+class PlainAttention:
+    """Y = softmax(X Xᵀ) X: self-attention with no learned weights (and no scaling)."""
+
+    scores: Tensor  # [T, T] x_n · x_m
+    weights: Tensor  # [T, T] a_nm, rows sum to 1
+    y: Tensor  # [T, D] y_n = sum_m a_nm x_m
+
+
+def plain_self_attention(x: Tensor) -> PlainAttention:
+    """x: [T, D] input vectors (the sentence's embeddings + positional encoding)."""
+    x = x.to(torch.float64)
+    scores = x @ x.T  # [T, T]
+    weights = torch.softmax(scores, dim=-1)  # [T, T]
+    return PlainAttention(scores, weights, weights @ x)  # y: [T, D]

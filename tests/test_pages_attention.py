@@ -1,0 +1,416 @@
+"""AppTest tests of the self-attention, multi-head and encoder-layer pages, against the shipped model.
+
+Every number the pages show is compared with an independent pass of the shipped checkpoint through
+model.pipeline (not through the app's cache), so a page that showed the wrong tensor would fail.
+"""
+
+from __future__ import annotations
+
+import base64
+
+import numpy as np
+import pytest
+import torch
+from apptest_util import all_text, figures, no_exception, run_app, run_page
+
+from model import checkpoint
+from model.pipeline import analyse, prepare, teacher_forced
+from model.trace import Interventions
+from ui.state import DEFAULT_SENTENCE
+from viz.attention import STEP_COLUMNS
+
+WIDE = "the animal didn't cross the street because it was too wide"
+HTML = "<script>alert('x')</script> <b>the animal</b> is <i>tired</i> & \"it\" <img src=x onerror=alert(1)>"
+
+
+@pytest.fixture(scope="module")
+def bundle():
+    return checkpoint.load(checkpoint.SHIPPED)
+
+
+@pytest.fixture(scope="module")
+def ref(bundle):
+    cache = {}
+
+    def get(text: str = DEFAULT_SENTENCE, iv: Interventions | None = None):
+        iv = iv or Interventions()
+        if (text, iv) not in cache:
+            cache[text, iv] = analyse(bundle, prepare(bundle, text), iv)
+        return cache[text, iv]
+
+    return get
+
+
+# --- Reading what the page shows ----------------------------------------------------------------
+
+
+def decode(value) -> np.ndarray:
+    """Plotly JSON arrays come either as lists or as {"dtype", "bdata", "shape"} typed arrays."""
+    if isinstance(value, dict) and "bdata" in value:
+        arr = np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"]))
+        shape = [int(s) for s in str(value.get("shape", len(arr))).split(",")]
+        return arr.reshape(shape).astype(float)
+    return np.array(value, dtype=float)
+
+
+def heatmaps(at) -> list[dict]:
+    return [f for f in figures(at) if f["data"] and f["data"][0].get("type") == "heatmap"]
+
+
+def z_of(fig: dict) -> np.ndarray:
+    return decode(fig["data"][0]["z"])
+
+
+def title_of(fig: dict) -> str:
+    title = fig["layout"].get("title") or {}
+    return title.get("text", "") if isinstance(title, dict) else str(title)
+
+
+def is_weights(fig: dict) -> bool:
+    """Attention-weight heatmaps use the "weights" colour kind: Blues, fixed range 0..1."""
+    d = fig["data"][0]
+    scale = d.get("colorscale")
+    return d.get("zmin") == 0.0 and d.get("zmax") == 1.0 and isinstance(scale, list) and "rgb(247,251,255)" in str(
+        scale).replace(" ", "")
+
+
+def frame(at, first_column: str):
+    """The first dataframe on the page whose columns start with `first_column`."""
+    for df in at.dataframe:
+        if len(df.value.columns) and df.value.columns[0] == first_column:
+            return df.value
+    raise AssertionError(f"no table starting with {first_column!r}")
+
+
+def frame_with(at, column: str):
+    for df in at.dataframe:
+        if column in df.value.columns:
+            return df.value
+    raise AssertionError(f"no table with column {column!r}")
+
+
+def weights_rows_sum_to_one(at) -> int:
+    n = 0
+    for fig in heatmaps(at):
+        if is_weights(fig):
+            z = np.nan_to_num(z_of(fig))  # masked cells are drawn as gaps (NaN): weight 0
+            assert np.allclose(z.sum(1), 1.0, atol=1e-5), title_of(fig)
+            n += 1
+    return n
+
+
+# --- Self-attention -----------------------------------------------------------------------------
+
+
+def check_step_table(at, r, layer: int, head: int, word: int, scale: bool = True):
+    t = r.trace.tensors
+    m = f"enc.{layer}.self_attn"
+    df = frame(at, "word")
+    assert list(df.columns) == list(STEP_COLUMNS)
+    assert list(df["word"]) == r.src_labels
+    q, k = t[f"{m}.q"][0, head, word], t[f"{m}.k"][0, head]
+    qk = (q @ k.T).numpy()  # [T]
+    assert np.allclose(df["q·k"], qk, atol=2e-3)
+    if scale:
+        assert np.allclose(df["÷√d_k"], qk / 5.657, rtol=2e-4, atol=2e-3)  # d_k = 32: sqrt = 5.657
+    else:
+        assert np.allclose(df["÷√d_k"], df["q·k"])
+    w = df["softmax weight"].to_numpy()
+    assert w.sum() == pytest.approx(1.0, abs=1e-3)
+    assert np.allclose(w, t[f"{m}.weights"][0, head, word].numpy(), atol=1e-4)
+    z = next(df_.value for df_ in at.dataframe if "z recorded by the model" in df_.value.index)
+    z_model = t[f"{m}.z"][0, head, word].numpy()
+    assert np.allclose(z.loc["z recorded by the model"], z_model, atol=1e-4)
+    assert np.allclose(z.loc["Σ weight × v (sum of the rows above)"], z_model, atol=1e-4)
+
+
+def test_self_attention_step_table_is_the_models(ref):
+    at = run_page("self_attention")
+    no_exception(at)
+    r = ref()
+    assert r.prepared.tokens[7] == "it"
+    assert at.selectbox(key="self_attention_word").value == 7  # "it" is picked by default
+    check_step_table(at, r, 0, 0, 7)
+    text = all_text(at)
+    assert "5.657" in text and "d_k = 32" in text
+    # pick another layer, head and word: the table follows
+    at.selectbox(key="self_attention_layer").set_value(1).run()
+    at.selectbox(key="self_attention_head").set_value(2).run()
+    at.selectbox(key="self_attention_word").set_value(1).run()
+    no_exception(at)
+    check_step_table(at, r, 1, 2, 1)
+    # the matrix-form heatmaps are the trace's scores / scaled / weights of that head
+    hm = heatmaps(at)
+    t = r.trace.tensors
+    for name in ("scores", "scaled", "weights"):
+        want = t[f"enc.1.self_attn.{name}"][0, 2].numpy()
+        assert any(z_of(f).shape == want.shape and np.allclose(z_of(f), want, atol=1e-5) for f in hm), name
+    assert weights_rows_sum_to_one(at) == 5  # matrix form, plain, learned, "it" tired / wide
+
+
+def test_self_attention_textbook_mode():
+    at = run_page("self_attention")
+    at.radio(key="self_attention_mode").set_value("Thinking Machines (textbook example)").run()
+    no_exception(at)
+    text = all_text(at)
+    for number in ("112", "96", "14", "12", "0.88", "0.12", "√64 = 8"):
+        assert number in text, number
+    assert "Textbook example" in text
+    df = frame(at, "word")
+    assert df["q·k"].tolist() == [112.0, 96.0]
+    assert df["÷√d_k"].tolist() == [14.0, 12.0]
+    assert np.allclose(df["softmax weight"], [0.8808, 0.1192], atol=1e-4)
+    tb = frame(at, "0 Thinking")
+    assert tb.loc["Softmax"].tolist() == ["0.88", "0.12"]
+    # the query of "Machines": q2·k1 = 32, q2·k2 = 80
+    at.radio(key="self_attention_tb_word").set_value(1).run()
+    assert frame(at, "word")["q·k"].tolist() == [32.0, 80.0]
+
+
+def test_self_attention_scaling_off(ref):
+    at = run_page("self_attention", iv_scale=False)
+    no_exception(at)
+    r = ref(iv=Interventions(scale=False))
+    check_step_table(at, r, 0, 0, 7, scale=False)
+    assert "equals the raw score" in all_text(at)
+    on = ref()
+    assert not np.allclose(r.trace["enc.0.self_attn.weights"], on.trace["enc.0.self_attn.weights"])
+
+
+def test_self_attention_head_off_shows_z_zero(ref):
+    at = run_page("self_attention", heads_off=["enc.0.self_attn:0"])
+    no_exception(at)
+    r = ref(iv=Interventions(heads_off=frozenset({("enc.0.self_attn", 0)})))
+    z = next(df.value for df in at.dataframe if "z recorded by the model" in df.value.index)
+    assert np.allclose(z.loc["z recorded by the model"], 0.0)
+    assert np.allclose(z.loc["Σ weight × v (sum of the rows above)"],
+                       (r.trace["enc.0.self_attn.weights"][0, 0, 7] @ r.trace["enc.0.self_attn.v"][0, 0]).numpy(),
+                       atol=1e-4)
+    assert "switched off" in all_text(at)
+
+
+def test_self_attention_why_scale_demo():
+    at = run_page("self_attention")
+    var = frame(at, "d_k")
+    assert np.allclose(var["Var(q·k) measured"], var["theory (= d_k)"], rtol=0.1)
+    at.select_slider(key="self_attention_dk").set_value(1024).run()
+    no_exception(at)
+    metrics = {m.label: m.value for m in at.metric}
+    assert float(metrics["measured Var(q·k), d_k = 1024"]) == pytest.approx(1024, rel=0.1)
+    assert float(metrics["max weight, no scaling"]) > float(metrics["max weight, ÷√d_k"])
+    sat = frame_with(at, "max weight, no scaling")
+    big = sat[sat["d_k"] == 1024].iloc[0]
+    assert big["max weight, no scaling"] > 0.9 and big["‖Jacobian‖, no scaling"] < big["‖Jacobian‖, ÷√d_k"]
+
+
+def test_self_attention_plain_and_coreference(ref):
+    at = run_page("self_attention")
+    r, w = ref(), ref(WIDE)
+    hm = heatmaps(at)
+    x = r.trace["src.input"][0].double()
+    plain = torch.softmax(x @ x.T, -1).numpy()
+    assert any(np.allclose(z_of(f), plain, atol=1e-5) for f in hm if z_of(f).shape == plain.shape)
+    # "it" across every head of every layer, for both sentences
+    for a in (r, w):
+        it = a.prepared.tokens.index("it")
+        want = np.concatenate([a.trace[f"enc.{i}.self_attn.weights"][0, :, it].numpy() for i in range(2)])
+        assert any(z_of(f).shape == want.shape and np.allclose(z_of(f), want, atol=1e-5) for f in hm)
+    text = all_text(at)
+    assert "too tired" in text and "too wide" in text
+    assert weights_rows_sum_to_one(at) == 5
+    # the button loads the "wide" sentence for the whole page
+    at.button(key="self_attention_load_wide").click().run()
+    no_exception(at)
+    assert at.session_state["sentence"] == WIDE
+    check_step_table(at, w, 0, 0, 7)
+
+
+# --- Multi-head ----------------------------------------------------------------------------------
+
+
+def grid(at) -> dict[str, dict]:
+    return {title_of(f): f for f in heatmaps(at) if title_of(f).startswith("head ")}
+
+
+def test_multi_head_grid_and_concat(ref):
+    at = run_page("multi_head")
+    no_exception(at)
+    r = ref()
+    g = grid(at)
+    assert sorted(g) == ["head 0", "head 1", "head 2", "head 3"]  # one heatmap per head
+    for h in range(4):
+        assert np.allclose(z_of(g[f"head {h}"]), r.trace["enc.0.self_attn.weights"][0, h].numpy(), atol=1e-5)
+    concat = r.trace["enc.0.self_attn.concat"][0].numpy()
+    T = len(r.src_labels)
+    assert concat.shape == (T, 128)
+    blocks = [f for f in heatmaps(at) if z_of(f).shape == (T, 128)]
+    assert any(np.allclose(z_of(f), concat, atol=1e-5) for f in blocks)
+    assert any(np.allclose(z_of(f), r.trace["enc.0.self_attn.out"][0].numpy(), atol=1e-5) for f in blocks)
+    assert f"[{T}, 128]" in all_text(at)
+    assert "H\\cdot" in all_text(at) or "4\\cdot32 = 128" in all_text(at)
+    assert weights_rows_sum_to_one(at) >= 6
+
+
+def test_multi_head_switch_a_head_off_through_the_page(bundle, ref):
+    at = run_page("multi_head")
+    key = "multi_head_on_enc.0.self_attn_2"
+    assert at.checkbox(key=key).value is True
+    before_df = frame_with(at, "p before")
+    assert (before_df["change"] == 0).all()  # nothing switched off yet: before = after
+    at.checkbox(key=key).uncheck().run()
+    no_exception(at)
+    assert at.session_state["heads_off"] == ["enc.0.self_attn:2"]
+    assert at.checkbox(key=key).value is False
+    g = grid(at)
+    assert "head 2 (off)" in g and "head 2" not in g
+    assert g["head 2 (off)"]["data"][0]["opacity"] < 1
+    iv = Interventions(heads_off=frozenset({("enc.0.self_attn", 2)}))
+    after = ref(iv=iv)
+    assert np.allclose(decode(g["head 2 (off)"]["data"][0]["z"]), after.trace["enc.0.self_attn.weights"][0, 2])
+    # probabilities before / after are the model's, scoring the unmodified translation
+    r0 = ref()
+    tf0 = teacher_forced(bundle, r0.prepared, r0.translation)
+    tf1 = teacher_forced(bundle, r0.prepared, r0.translation, iv)
+    df = frame_with(at, "p before")
+    assert np.allclose(df["p before"], tf0.gold_probs, atol=1e-4)
+    assert np.allclose(df["p after"], tf1.gold_probs, atol=1e-4)
+    assert (df["change"] != 0).any()
+    zn = frame_with(at, "head 2")
+    assert (zn["head 2"] == 0).all() and (zn["head 0"] > 0).all()
+    assert "heads 2 are off" in all_text(at)
+    # translations before / after are both shown
+    text = all_text(at)
+    assert r0.translation in text and after.translation in text
+    # switch it back on
+    at.checkbox(key=key).check().run()
+    assert at.session_state["heads_off"] == []
+    assert "head 2" in grid(at)
+
+
+def test_multi_head_checkbox_syncs_with_sidebar():
+    at = run_app("multi_head")
+    no_exception(at)
+    key = "multi_head_on_enc.0.self_attn_1"
+    at.checkbox(key=key).uncheck().run()
+    no_exception(at)
+    assert at.multiselect(key="heads_off").value == ["enc.0.self_attn:1"]
+    at.multiselect(key="heads_off").set_value([]).run()  # the sidebar switches it back on
+    assert at.checkbox(key=key).value is True
+    assert "head 1" in grid(at)
+
+
+def test_multi_head_cross_attention_and_word(ref):
+    at = run_page("multi_head")
+    at.radio(key="multi_head_kind").set_value("decoder cross-attention (encoder-decoder)").run()
+    at.selectbox(key="multi_head_layer").set_value(1).run()
+    no_exception(at)
+    r = ref()
+    g = grid(at)
+    assert len(g) == 4
+    fig = g["head 3"]
+    assert fig["data"][0]["x"] == r.src_labels and fig["data"][0]["y"] == r.tgt_labels
+    assert np.allclose(z_of(fig), r.trace["dec.1.cross_attn.weights"][0, 3].numpy(), atol=1e-5)
+    at.selectbox(key="multi_head_word").set_value(1).run()
+    want = r.trace["dec.1.cross_attn.weights"][0, :, 1].numpy()  # [H, Ts]
+    assert any(z_of(f).shape == want.shape and np.allclose(z_of(f), want, atol=1e-5) for f in heatmaps(at))
+    bars = [f for f in figures(at) if f["data"] and f["data"][0].get("type") == "bar"]
+    assert len(bars) == 1 and len(bars[0]["data"]) == 1 + 2 + 4
+    assert weights_rows_sum_to_one(at) >= 6
+
+
+# --- Encoder layer -------------------------------------------------------------------------------
+
+
+def test_encoder_layernorm_residual_ffn(bundle, ref):
+    at = run_page("encoder")
+    no_exception(at)
+    r = ref()
+    t = r.trace.tensors
+    st = frame(at, "word")
+    assert np.allclose(st["mean after"], 0.0, atol=1e-4)
+    assert np.allclose(st["variance after"], 1.0, atol=1e-3)
+    resid = t["enc.0.add_norm1.resid"][0]
+    assert np.allclose(st["mean before"], resid.mean(-1).numpy(), atol=1e-4)
+    assert np.allclose(st["variance before"], resid.var(-1, unbiased=False).numpy(), rtol=1e-4, atol=1e-4)
+    # residual: x + attention output = resid, for word 0, first 8 dims
+    res = next(df.value for df in at.dataframe if "resid recorded by the model" in df.value.index)
+    x = t["src.input"][0, 0, :8] + t["enc.0.self_attn.out"][0, 0, :8]
+    assert np.allclose(res.loc["x + Sublayer(x), added here"], x.numpy(), atol=1e-4)
+    assert np.allclose(res.loc["resid recorded by the model"], resid[0, :8].numpy(), atol=1e-4)
+    # scale and shift: gamma * normed + beta = out (the trace), gamma/beta are the model's parameters
+    aff = next(df.value for df in at.dataframe if "out recorded by the model" in df.value.index)
+    norm = bundle.model.encoder[0].add_norm1.norm
+    assert np.allclose(aff.loc["γ (learned)"], norm.weight[:8].detach().numpy(), atol=1e-4)
+    assert np.allclose(aff.loc["β (learned)"], norm.bias[:8].detach().numpy(), atol=1e-4)
+    assert np.allclose(aff.loc["γ · x̂ + β, computed here"], t["enc.0.add_norm1.out"][0, 0, :8].numpy(), atol=1e-4)
+    assert np.allclose(aff.loc["out recorded by the model"], t["enc.0.add_norm1.out"][0, 0, :8].numpy(), atol=1e-4)
+    # FFN hidden = relu(x W_1 + b_1), recomputed here from the model's weights
+    ffn = bundle.model.encoder[0].ffn
+    with torch.no_grad():
+        hidden = torch.relu(t["enc.0.add_norm1.out"][0] @ ffn.W_1.weight.T + ffn.W_1.bias).numpy()
+    T = len(r.src_labels)
+    hm = [f for f in heatmaps(at) if z_of(f).shape == (T, 256)]
+    assert len(hm) == 1 and np.allclose(z_of(hm[0]), hidden, atol=1e-4)
+    zeros = frame_with(at, "ReLU zeros")
+    assert zeros["ReLU zeros"].tolist() == (hidden == 0).sum(1).tolist()
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["hidden units set to 0 by the ReLU"] == f"{(hidden == 0).mean():.1%}"
+    text = all_text(at)
+    assert "N = 6" in text and "N = 2" in text
+
+
+def test_encoder_second_sublayer_layer_1_and_stack(ref):
+    at = run_page("encoder")
+    at.selectbox(key="encoder_layer").set_value(1).run()
+    at.radio(key="encoder_sub").set_value(2).run()
+    at.selectbox(key="encoder_word").set_value(3).run()
+    no_exception(at)
+    t = ref().trace.tensors
+    res = next(df.value for df in at.dataframe if "resid recorded by the model" in df.value.index)
+    assert np.allclose(res.loc["x (input of the sublayer)"], t["enc.1.add_norm1.out"][0, 3, :8].numpy(), atol=1e-4)
+    assert np.allclose(res.loc["Sublayer(x)"], t["enc.1.ffn.out"][0, 3, :8].numpy(), atol=1e-4)
+    assert np.allclose(res.loc["resid recorded by the model"], t["enc.1.add_norm2.resid"][0, 3, :8].numpy(),
+                       atol=1e-4)
+    st = frame(at, "word")
+    assert np.allclose(st["mean after"], 0.0, atol=1e-4) and np.allclose(st["variance after"], 1.0, atol=1e-3)
+    stages = frame(at, "stage")
+    assert len(stages) == 1 + 2 * 4
+    assert stages["norm"].iloc[0] == pytest.approx(float(t["src.input"][0, 3].norm()), abs=1e-3)
+    assert stages["norm"].iloc[-1] == pytest.approx(float(t["enc.out"][0, 3].norm()), abs=1e-3)
+    assert stages["cosine to input"].iloc[0] == pytest.approx(1.0)
+    text = all_text(at)
+    assert r"\mathrm{LayerNorm}\big(x + \mathrm{Sublayer}(x)\big)" in text  # post-LN
+    assert r"x + \mathrm{Sublayer}\big(\mathrm{LayerNorm}(x)\big)" in text  # pre-LN
+
+
+# --- Every page: through navigation, empty input, HTML input -------------------------------------
+
+PAGES = ["self_attention", "multi_head", "encoder"]
+TITLES = {"self_attention": "Self-attention, step by step", "multi_head": "Multi-head attention",
+          "encoder": "The encoder layer"}
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_page_through_the_app(page):
+    at = run_app(page)
+    no_exception(at)
+    assert at.title[0].value == TITLES[page]
+    assert len(heatmaps(at)) >= 3
+
+
+@pytest.mark.parametrize("page", PAGES)
+@pytest.mark.parametrize("text", ["", "   "])
+def test_empty_sentence_prompts(page, text):
+    at = run_page(page, sentence=text)
+    no_exception(at)
+    assert any("Type a sentence" in i.value for i in at.info)
+    assert not heatmaps(at)
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_html_input_is_harmless(page):
+    at = run_app(page, sentence=HTML)
+    no_exception(at)
+    assert heatmaps(at)
+    for el in at.markdown:
+        assert "<script" not in el.value and "<img" not in el.value

@@ -1,0 +1,189 @@
+"""Builders for the encoder-layer page: residual connections, LayerNorm's two steps, the FFN, the stack.
+
+All numbers come from a `Trace` (and, for γ, β, W_1, b_1, from the model's parameters). Works for
+post-LN models (the paper's and the shipped one: LayerNorm(x + Sublayer(x))) and for pre-LN models
+(x + Sublayer(LayerNorm(x)), with a final LayerNorm after the stack), which a user may upload.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+
+from model.trace import Trace
+from model.transformer import Transformer
+from viz.heatmap import as_array
+
+SUBLAYERS = {1: "self-attention", 2: "feed-forward"}
+
+
+def is_pre_ln(trace: Trace) -> bool:
+    """Pre-LN models record the final LayerNorm of the encoder stack; post-LN models have none."""
+    return "enc.norm.out" in trace.tensors
+
+
+def n_enc_layers(trace: Trace) -> int:
+    n = 0
+    while f"enc.{n}.add_norm2.resid" in trace.tensors:
+        n += 1
+    return n
+
+
+def layer_output(trace: Trace, layer: int) -> torch.Tensor:
+    """What encoder layer `layer` hands to the next one ([T, D]); layer -1 is the embedding + PE."""
+    if layer < 0:
+        return trace["src.input"][0]
+    return trace[f"enc.{layer}.add_norm2.{'resid' if is_pre_ln(trace) else 'out'}"][0]
+
+
+def sublayer_input(trace: Trace, layer: int, sub: int) -> torch.Tensor:
+    """x in x + Sublayer(x): the layer's input (sub 1) or the output of its first add & norm (sub 2)."""
+    if sub == 1:
+        return layer_output(trace, layer - 1)
+    return trace[f"enc.{layer}.add_norm1.{'resid' if is_pre_ln(trace) else 'out'}"][0]
+
+
+@dataclass(frozen=True)
+class Residual:
+    x: torch.Tensor  # [T, D] the sublayer's input
+    f: torch.Tensor  # [T, D] Sublayer(x): attention output or FFN output
+    resid: torch.Tensor  # [T, D] the model's x + Sublayer(x)
+
+
+def residual(trace: Trace, layer: int, sub: int) -> Residual:
+    f = trace[f"enc.{layer}.{'self_attn' if sub == 1 else 'ffn'}.out"][0]
+    return Residual(sublayer_input(trace, layer, sub), f, trace[f"enc.{layer}.add_norm{sub}.resid"][0])
+
+
+def dims(n: int) -> list[str]:
+    return [f"d{i}" for i in range(n)]
+
+
+def units(n: int) -> list[str]:
+    """Labels of the FFN's hidden units: "h0", "h1", ..."""
+    return [f"h{i}" for i in range(n)]
+
+
+def residual_table(r: Residual, word: int, n_dims: int = 8, digits: int = 4) -> pd.DataFrame:
+    """The first dimensions of x, Sublayer(x), their sum, and the model's recorded sum, for one word."""
+    rows = {"x (input of the sublayer)": r.x[word], "Sublayer(x)": r.f[word],
+            "x + Sublayer(x), added here": r.x[word] + r.f[word], "resid recorded by the model": r.resid[word]}
+    return pd.DataFrame({name: as_array(v[:n_dims]).round(digits) for name, v in rows.items()},
+                        index=dims(n_dims)).T
+
+
+@dataclass(frozen=True)
+class Norm:
+    """LayerNorm in its two steps, as the model ran it."""
+
+    x: torch.Tensor  # [T, D] what is normalised (post-LN: x + Sublayer(x); pre-LN: the sublayer input)
+    normed: torch.Tensor  # [T, D] (x - mean) / sqrt(var + eps), per word
+    out: torch.Tensor  # [T, D] γ · normed + β
+    gamma: torch.Tensor  # [D] learned scale
+    beta: torch.Tensor  # [D] learned shift
+
+
+def layer_norm(trace: Trace, model: Transformer, layer: int, sub: int) -> Norm:
+    name = f"enc.{layer}.add_norm{sub}"
+    norm = getattr(model.encoder[layer], f"add_norm{sub}").norm
+    x = sublayer_input(trace, layer, sub) if is_pre_ln(trace) else trace[f"{name}.resid"][0]
+    return Norm(x, trace[f"{name}.normed"][0], trace[f"{name}.out"][0], norm.weight.detach(), norm.bias.detach())
+
+
+def norm_stats(n: Norm, labels: list[str], digits: int = 4) -> pd.DataFrame:
+    """Per word: mean and variance (over the D features) before and after normalising."""
+    return pd.DataFrame({
+        "word": list(labels),
+        "mean before": as_array(n.x.mean(-1)).round(digits),
+        "variance before": as_array(n.x.var(-1, unbiased=False)).round(digits),
+        "mean after": as_array(n.normed.mean(-1)).round(digits),
+        "variance after": as_array(n.normed.var(-1, unbiased=False)).round(digits),
+    })
+
+
+def affine(n: Norm) -> torch.Tensor:
+    """γ · normed + β, recomputed from the learned parameters ([T, D])."""
+    return n.normed * n.gamma + n.beta
+
+
+def affine_table(n: Norm, word: int, n_dims: int = 8, digits: int = 4) -> pd.DataFrame:
+    rows = {"normed x̂": n.normed[word], "γ (learned)": n.gamma, "β (learned)": n.beta,
+            "γ · x̂ + β, computed here": affine(n)[word], "out recorded by the model": n.out[word]}
+    return pd.DataFrame({name: as_array(v[:n_dims]).round(digits) for name, v in rows.items()},
+                        index=dims(n_dims)).T
+
+
+@dataclass(frozen=True)
+class FFN:
+    x: torch.Tensor  # [T, D] the FFN's input
+    hidden: torch.Tensor  # [T, d_ff] the model's max(0, x W_1 + b_1)
+    recomputed: torch.Tensor  # [T, d_ff] the same, recomputed here from W_1, b_1
+    out: torch.Tensor  # [T, D] hidden W_2 + b_2
+
+    @property
+    def zero_fraction(self) -> float:
+        return float((self.hidden == 0).double().mean())
+
+    @property
+    def max_difference(self) -> float:
+        return float((self.hidden - self.recomputed).abs().max())
+
+
+def ffn(trace: Trace, model: Transformer, layer: int) -> FFN:
+    f = model.encoder[layer].ffn
+    # pre-LN feeds LayerNorm(x) to the FFN; post-LN feeds the output of the first add & norm
+    x = trace[f"enc.{layer}.add_norm2.out"][0] if is_pre_ln(trace) else sublayer_input(trace, layer, 2)
+    with torch.no_grad():
+        recomputed = torch.relu(x @ f.W_1.weight.T + f.W_1.bias)  # [T, d_ff]
+    return FFN(x, trace[f"enc.{layer}.ffn.hidden"][0], recomputed, trace[f"enc.{layer}.ffn.out"][0])
+
+
+def zero_table(f: FFN, labels: list[str]) -> pd.DataFrame:
+    """Per word: how many hidden units the ReLU switched off."""
+    zeros = (f.hidden == 0).sum(-1)
+    return pd.DataFrame({"word": list(labels), "ReLU zeros": as_array(zeros).astype(int),
+                         "fraction": as_array(zeros / f.hidden.shape[-1]).round(4)})
+
+
+@dataclass(frozen=True)
+class Stages:
+    labels: list[str]  # "input (embedding + PE)", "L0 x + attention", ...
+    vectors: np.ndarray  # [S, D] one word's vector after each stage
+
+
+def word_stages(trace: Trace, word: int) -> Stages:
+    """One word's vector after the embedding and after every sublayer of every encoder layer."""
+    pre = is_pre_ln(trace)
+    labels, vecs = ["input (embedding + PE)"], [trace["src.input"][0, word]]
+    for layer in range(n_enc_layers(trace)):
+        for sub, what in SUBLAYERS.items():
+            name = f"enc.{layer}.add_norm{sub}"
+            labels.append(f"L{layer} x + {what}")
+            vecs.append(trace[f"{name}.resid"][0, word])
+            if not pre:
+                labels.append(f"L{layer} LayerNorm ({what})")
+                vecs.append(trace[f"{name}.out"][0, word])
+    if pre:
+        labels.append("final LayerNorm")
+        vecs.append(trace["enc.norm.out"][0, word])
+    return Stages(labels, as_array(torch.stack(vecs)))
+
+
+def stage_table(s: Stages, digits: int = 4) -> pd.DataFrame:
+    """Norm of the word's vector per stage and its cosine similarity to the input and to the stage before."""
+    v = s.vectors
+    norms = np.linalg.norm(v, axis=1)
+    safe = np.where(norms > 0, norms, 1.0)
+    unit = v / safe[:, None]
+    to_input = unit @ unit[0]
+    to_prev = np.concatenate([[1.0], (unit[1:] * unit[:-1]).sum(1)])
+    return pd.DataFrame({"stage": s.labels, "norm": norms.round(digits),
+                         "cosine to input": to_input.round(digits), "cosine to previous stage": to_prev.round(digits)})
+
+
+def ln_params(n: Norm) -> torch.Tensor:
+    """[2, D]: γ in the first row, β in the second (for one heatmap)."""
+    return torch.stack([n.gamma, n.beta])
