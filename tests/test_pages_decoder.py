@@ -1,0 +1,496 @@
+"""AppTest of the two decoder pages (pages/decoder.py, pages/output.py) with the shipped checkpoints.
+
+Every check compares what the page shows (figure JSON, dataframes, metrics, text) with an independent
+computation: the checkpoint loaded here with model.checkpoint.load and run through the model directly.
+"""
+
+import base64
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+from apptest_util import all_text, no_exception, run_app, run_page
+
+import ui.models
+from model import checkpoint, pipeline
+from model.data import pad
+from model.decoding import beam_search
+from model.trace import Interventions
+from model.transformer import traced
+from model.vocab import BOS_ID, EOS_ID, tokenize
+from ui.state import DEFAULT_SENTENCE
+
+S = DEFAULT_SENTENCE
+REF = "l'animal n'a pas traversé la rue parce qu'il était trop fatigué"  # the toy set's French for S
+HTML = "<img src=x onerror=alert(1)> i am <b>a</b> student <script>alert('x')</script>"
+
+
+@pytest.fixture(scope="module")
+def base():
+    return checkpoint.load(ui.models.SHIPPED["base"])
+
+
+@pytest.fixture(scope="module")
+def nomask():
+    return checkpoint.load(ui.models.SHIPPED["no_mask"])
+
+
+@pytest.fixture(scope="module")
+def own(base):
+    """The default sentence through the base model, computed here (not through the app)."""
+    return pipeline.analyse(base, pipeline.prepare(base, S), Interventions())
+
+
+@pytest.fixture(scope="module")
+def dec_page():
+    at = run_page("decoder")
+    no_exception(at)
+    return at
+
+
+@pytest.fixture(scope="module")
+def out_page():
+    at = run_page("output")
+    no_exception(at)
+    return at
+
+
+def fig(at, key: str) -> dict:
+    """The figure JSON of the plotly chart with this widget key."""
+    for el in at.get("plotly_chart"):
+        if el.proto.id.endswith("-" + key):
+            return json.loads(el.proto.spec)
+    raise KeyError(f"no chart with key {key!r}")
+
+
+def arr(value) -> np.ndarray:
+    """A figure array: a plain list, or plotly's typed-array form {"dtype", "bdata", "shape"}."""
+    if isinstance(value, dict) and "bdata" in value:
+        out = np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"])).astype(float)
+        shape = value.get("shape")
+        return out.reshape([int(n) for n in str(shape).split(",")]) if shape else out
+    return np.array(value, dtype=float)
+
+
+def heatmap_z(f: dict) -> np.ndarray:
+    return arr(f["data"][0]["z"])
+
+
+def text_of(f: dict) -> np.ndarray:
+    return np.array(f["data"][0]["text"], dtype=object)
+
+
+def frame_with(at, column: str, nth: int = 0):
+    found = [d.value for d in at.dataframe if column in d.value.columns]
+    assert len(found) > nth, f"no dataframe with column {column!r}"
+    return found[nth]
+
+
+def comparison(at):
+    """The greedy-vs-beam table (its first column has no name)."""
+    return frame_with(at, "")
+
+
+def metric(at, label_start: str) -> str:
+    for m in at.metric:
+        if m.label.startswith(label_start):
+            return m.value
+    raise KeyError(label_start)
+
+
+def src_ids(bundle, text):
+    return list(pipeline.prepare(bundle, text).ids)
+
+
+# --- Decoder page ---------------------------------------------------------------------------------
+
+def test_masked_equals_scaled_plus_mask(dec_page, own):
+    at = dec_page
+    scaled = heatmap_z(fig(at, "decoder_scaled"))
+    mask_text = text_of(fig(at, "decoder_mask"))
+    masked_f = fig(at, "decoder_masked")
+    T = len(own.tgt_labels)
+    assert scaled.shape == (T, T)
+    mask = np.where(mask_text == "-inf", -np.inf, 0.0)
+    # the look-ahead mask is the literal upper triangle of -inf
+    assert np.array_equal(mask, np.triu(np.full((T, T), -np.inf), 1) + 0.0 * np.tril(np.ones((T, T))))
+    summed = scaled + mask
+    masked_text, masked_z = text_of(masked_f), heatmap_z(masked_f)
+    assert np.array_equal(np.isneginf(summed), masked_text == "-inf")
+    fin = np.isfinite(summed)
+    assert np.allclose(summed[fin], masked_z[fin], atol=1e-6)
+    # ... and equals the model's own trace, computed independently
+    tr_masked = own.trace["dec.0.self_attn.masked"][0, 0].double().numpy()
+    assert np.array_equal(np.isneginf(tr_masked), np.isneginf(summed))
+    assert np.allclose(tr_masked[fin], summed[fin], atol=1e-6)
+    assert np.allclose(scaled, own.trace["dec.0.self_attn.scaled"][0, 0].double().numpy(), atol=1e-6)
+    # the table under the heatmap shows the same -inf
+    table = frame_with(at, own.tgt_labels[0], 2)  # scaled, mask, masked, ... in page order
+    assert np.isneginf(table.to_numpy()[0, 1:]).all()
+
+
+def test_weights_above_diagonal_zero_with_mask(dec_page, own):
+    w = heatmap_z(fig(dec_page, "decoder_weights"))
+    assert np.all(np.triu(w, 1) == 0.0)
+    assert np.allclose(w.sum(1), 1.0, atol=1e-6)
+    assert np.allclose(w, own.trace["dec.0.self_attn.weights"][0, 0].double().numpy(), atol=1e-6)
+    assert metric(dec_page, "Weights above the diagonal") == "0"
+    # section 4(a): the same head with the mask on and off, side by side
+    assert np.all(np.triu(heatmap_z(fig(dec_page, "decoder_la_on")), 1) == 0.0)
+    assert (np.triu(heatmap_z(fig(dec_page, "decoder_la_off")), 1) > 0).any()
+
+
+def test_look_ahead_off_in_sidebar(base):
+    at = run_page("decoder", iv_look_ahead=False)
+    no_exception(at)
+    w = heatmap_z(fig(at, "decoder_weights"))
+    ref = pipeline.analyse(base, pipeline.prepare(base, S), Interventions(look_ahead_mask=False))
+    w_ref = ref.trace["dec.0.self_attn.weights"][0, 0]
+    assert np.allclose(w, w_ref.double().numpy(), atol=1e-6)
+    n_future = int((torch.triu(w_ref, 1) > 0).sum())
+    assert n_future > 0 and (np.triu(w, 1) > 0).sum() == n_future
+    assert int(metric(at, "Weights above the diagonal")) == n_future
+    assert "look-ahead mask is switched off" in all_text(at)
+    assert not np.isneginf(np.where(text_of(fig(at, "decoder_mask")) == "-inf", -np.inf, 0)).any()
+
+
+def test_layer_and_head_pickers(own):
+    at = run_page("decoder")
+    at.radio(key="decoder_mask_layer").set_value(1)
+    at.radio(key="decoder_mask_head").set_value(2)
+    at.run()
+    no_exception(at)
+    assert np.allclose(heatmap_z(fig(at, "decoder_scaled")),
+                       own.trace["dec.1.self_attn.scaled"][0, 2].double().numpy(), atol=1e-6)
+    w = heatmap_z(fig(at, "decoder_weights"))
+    assert np.allclose(w, own.trace["dec.1.self_attn.weights"][0, 2].double().numpy(), atol=1e-6)
+    assert np.all(np.triu(w, 1) == 0.0)
+
+
+def test_lecture_example(dec_page):
+    masked = fig(dec_page, "decoder_ex_masked")
+    assert text_of(masked)[1].tolist() == ["0.100", "0.600", "-inf", "-inf"]
+    assert heatmap_z(masked)[1, :2].tolist() == pytest.approx([0.1, 0.6])
+    assert text_of(fig(dec_page, "decoder_ex_mask")).tolist() == [
+        ["0.000", "-inf", "-inf", "-inf"], ["0.000", "0.000", "-inf", "-inf"],
+        ["0.000", "0.000", "0.000", "-inf"], ["0.000", "0.000", "0.000", "0.000"]]
+    assert np.allclose(heatmap_z(fig(dec_page, "decoder_ex_scaled")),
+                       [[0.7, 0.1, 0.1, 0.1], [0.1, 0.6, 0.2, 0.1], [0.1, 0.3, 0.6, 0.1], [0.1, 0.3, 0.3, 0.3]])
+    w = heatmap_z(fig(dec_page, "decoder_ex_weights"))
+    e = math.exp(0.5)
+    assert w[1].tolist() == pytest.approx([1 / (1 + e), e / (1 + e), 0, 0], abs=1e-6)
+    assert w[3].tolist() == pytest.approx(torch.softmax(torch.tensor([0.1, 0.3, 0.3, 0.3]), 0).tolist(), abs=1e-6)
+    tables = [d.value for d in dec_page.dataframe if list(d.value.columns) == ["t=1", "t=2", "t=3", "t=4"]]
+    assert len(tables) == 4
+    assert tables[2].loc["t=2"].tolist() == [0.1, 0.6, -np.inf, -np.inf]
+    assert "Example from the lecture notes" in all_text(dec_page)
+
+
+def test_renormalisation_table(dec_page, own):
+    df = frame_with(dec_page, "masked softmax (the weights)")
+    row = min(len(own.tgt_labels) - 1, 2)
+    assert np.allclose(df["masked softmax (the weights)"], own.trace["dec.0.self_attn.weights"][0, 0, row].numpy(),
+                       atol=1e-6)
+    assert np.allclose(df["÷ share of allowed keys"], df["masked softmax (the weights)"], atol=1e-6)
+    assert df["softmax over all keys"].sum() == pytest.approx(1.0, abs=1e-5)
+
+
+def test_padding_demo(dec_page, base):
+    on, off = fig(dec_page, "decoder_pad_on"), fig(dec_page, "decoder_pad_off")
+    labels = on["data"][0]["x"]
+    n_real = sum(not lab.endswith("<pad>") for lab in labels)
+    assert n_real < len(labels)  # there is padding
+    z_on, z_off = heatmap_z(on), heatmap_z(off)
+    assert np.all(z_on[:, n_real:] == 0.0)
+    assert np.all(z_off[:n_real, n_real:] > 0)
+    # independent: the user's sentence (short) batched with the partner the page chose (the long one)
+    ids = [src_ids(base, S), src_ids(base, "i am a student")]
+    short = 1  # the default sentence is the long one; its partner is the short sentence
+    src = pad(ids)
+    bos = torch.full((2, 1), BOS_ID)
+    for iv, z in ((Interventions(), z_on), (Interventions(padding_mask=False), z_off)):
+        w = traced(base.model, src, bos, iv)["enc.0.self_attn.weights"][short, 0].double().numpy()
+        assert np.allclose(w, z, atol=1e-6)
+    mask_text = text_of(fig(dec_page, "decoder_pad_mask"))
+    assert mask_text.shape == (2, src.size(1))
+    assert (mask_text[short, n_real:] == "-inf").all() and (mask_text[1 - short] == "0.000").all()
+    assert float(metric(dec_page, "most weight a real token gives to <pad>")) == 0.0
+
+
+def test_padding_demo_with_a_short_sentence(base):
+    at = run_page("decoder", sentence="i am a student")
+    no_exception(at)
+    z_on, z_off = heatmap_z(fig(at, "decoder_pad_on")), heatmap_z(fig(at, "decoder_pad_off"))
+    assert z_on.shape == (12, 12)  # padded to the long partner's 11 words + <eos>
+    assert np.all(z_on[:, 5:] == 0.0) and np.all(z_off[:5, 5:] > 0)
+    src = pad([src_ids(base, "i am a student"), src_ids(base, S)])
+    w = traced(base.model, src, torch.full((2, 1), BOS_ID))["enc.0.self_attn.weights"][0, 0].double().numpy()
+    assert np.allclose(w, z_on, atol=1e-6)
+
+
+def test_cross_attention(dec_page, own):
+    z = heatmap_z(fig(dec_page, "decoder_cross"))
+    assert z.shape == (len(own.tgt_labels), len(own.src_labels))
+    assert np.allclose(z.sum(1), 1.0, atol=1e-6)
+    assert np.allclose(z, own.trace["dec.0.cross_attn.weights"][0, 0].double().numpy(), atol=1e-6)
+    f = fig(dec_page, "decoder_cross")
+    assert f["data"][0]["x"] == own.src_labels and f["data"][0]["y"] == own.tgt_labels
+    at = run_page("decoder")
+    at.radio(key="decoder_cross_layer").set_value(1)
+    at.radio(key="decoder_cross_head").set_value(-1)
+    at.run()
+    z = heatmap_z(fig(at, "decoder_cross"))
+    assert np.allclose(z, own.trace["dec.1.cross_attn.weights"][0].mean(0).double().numpy(), atol=1e-6)
+    assert np.allclose(z.sum(1), 1.0, atol=1e-6)
+
+
+def test_no_mask_model_reads_the_answer_but_cannot_generate(dec_page, base, nomask):
+    at = dec_page
+    assert at.text_input(key="decoder_reference").value == REF
+    off = Interventions(look_ahead_mask=False)
+    prep = pipeline.prepare(nomask, S)
+    tf = pipeline.teacher_forced(nomask, prep, REF, off)
+    acc = sum(p == g for p, g in zip(tf.predicted, tf.gold, strict=True)) / len(tf.gold)
+    tf_base = pipeline.teacher_forced(base, pipeline.prepare(base, S), REF, Interventions())
+    acc_base = sum(p == g for p, g in zip(tf_base.predicted, tf_base.gold, strict=True)) / len(tf_base.gold)
+    shown = at.table[0].value
+    assert shown.iloc[0, 1] == f"{acc:.0%}" and shown.iloc[1, 1] == f"{acc_base:.0%}"
+    assert shown.iloc[0, 2] == f"{sum(tf.gold_probs) / len(tf.gold_probs):.3f}"
+    assert acc >= 0.8  # teacher-forced, it reads the answer
+    gen = pipeline.analyse(nomask, prep, off).translation
+    gen_base = pipeline.analyse(base, pipeline.prepare(base, S)).translation
+    translations = frame_with(at, "translation")["translation"].tolist()
+    assert translations[:2] == [gen or "(empty)", gen_base or "(empty)"]
+    assert gen != REF and gen != gen_base  # generating, it fails
+    # the head the page picks looks at position t+1 (the word to predict)
+    best, best_score = None, -1.0
+    for layer in range(nomask.config.n_dec_layers):
+        w = tf.trace[f"dec.{layer}.self_attn.weights"][0]
+        for h in range(nomask.config.n_heads):
+            s = float(w[h].diagonal(1).mean())
+            if s > best_score:
+                best, best_score = (layer, h), s
+    assert at.selectbox(key="decoder_cheat_head").value == best
+    w = tf.trace[f"dec.{best[0]}.self_attn.weights"][0, best[1]]
+    share = float((w.argmax(-1)[:-1] == torch.arange(1, w.size(0))).float().mean())
+    assert metric(at, "rows whose largest weight is on position t + 1") == f"{share:.0%}"
+    assert np.allclose(heatmap_z(fig(at, "decoder_cheat_weights")), w.double().numpy(), atol=1e-6)
+    # training figures straight from the JSON files
+    figures = at.table[1].value
+    row = figures.loc["held-out exact match (greedy)"]
+    assert row["base model"] == f"{base.meta['metrics']['exact_match']:.1%}"
+    assert row["no-mask model"] == f"{nomask.meta['metrics']['exact_match']:.1%}"
+    assert figures.loc["look-ahead mask in training"].tolist() == ["on", "off"]
+    assert nomask.meta["metrics"]["exact_match"] < base.meta["metrics"]["exact_match"]
+
+
+def test_reference_input_and_unknown_words(nomask):
+    at = run_page("decoder", sentence="i am a student")
+    assert at.text_input(key="decoder_reference").value == "je suis étudiant"
+    at.text_input(key="decoder_reference").input("je suis zorglub <b>x</b>").run()
+    no_exception(at)
+    text = all_text(at)
+    assert "zorglub" in text and "<unk>" in text
+    tf = pipeline.teacher_forced(nomask, pipeline.prepare(nomask, "i am a student"), "je suis zorglub <b>x</b>",
+                                 Interventions(look_ahead_mask=False))
+    acc = sum(p == g for p, g in zip(tf.predicted, tf.gold, strict=True)) / len(tf.gold)
+    assert at.table[0].value.iloc[0, 1] == f"{acc:.0%}"
+
+
+def test_reference_default_falls_back_to_the_base_translation(base):
+    text = "the horse is tired"
+    at = run_page("decoder", sentence=text)
+    no_exception(at)
+    from viz.decoder import dataset_reference
+    expected = dataset_reference(text) or pipeline.analyse(base, pipeline.prepare(base, text)).translation
+    assert at.text_input(key="decoder_reference").value == expected
+
+
+@pytest.mark.parametrize("page", ["decoder", "output"])
+def test_empty_sentence_prompts(page):
+    at = run_page(page, sentence="")
+    no_exception(at)
+    assert "Type a sentence" in all_text(at)
+    assert not at.get("plotly_chart")
+
+
+@pytest.mark.parametrize("page", ["decoder", "output"])
+def test_html_sentence(page):
+    at = run_page(page, sentence=HTML)
+    no_exception(at)
+    assert "<script>" not in all_text(at).replace("\\<script\\>", "")
+
+
+@pytest.mark.parametrize("page", ["decoder", "output"])
+def test_through_navigation(page):
+    at = run_app(page)
+    no_exception(at)
+    assert at.title[0].value == {"decoder": "The decoder and masking", "output": "Output and decoding"}[page]
+    assert at.get("plotly_chart")
+
+
+def test_other_model_in_sidebar():
+    at = run_app("decoder", model="no_mask")
+    no_exception(at)
+    at = run_app("output", model="no_mask")
+    no_exception(at)
+
+
+# --- Output page ----------------------------------------------------------------------------------
+
+def test_top_candidates(out_page, own, base):
+    itos = base.tgt_vocab.itos
+    for pos, at in ((0, out_page), (3, None)):
+        if at is None:
+            at = run_page("output")
+            at.selectbox(key="output_pos").set_value(pos).run()
+            no_exception(at)
+        f = fig(at, "output_top")
+        shown_p = arr(f["data"][0]["x"])
+        probs = own.trace["probs"][0, pos]
+        p, ids = probs.topk(10)
+        assert np.allclose(shown_p, p.numpy(), atol=1e-7)
+        assert [w.strip() for w in f["data"][0]["y"]] == [itos[i] for i in ids.tolist()]
+        assert shown_p.sum() <= 1.0 + 1e-6
+        df = frame_with(at, "probability")
+        assert np.allclose(df["probability"], p.numpy(), atol=1e-7)
+        assert df["index"].tolist() == ids.tolist()
+        assert metric(at, "logits vector") == f"{len(itos)} numbers"
+        assert int(metric(at, "argmax index")) == int(own.trace["logits"][0, pos].argmax())
+        assert metric(at, "which word") == itos[int(own.trace["logits"][0, pos].argmax())]
+        lf = fig(at, "output_logits")
+        assert np.allclose(arr(lf["data"][0]["y"]), own.trace["logits"][0, pos].numpy(), atol=1e-5)
+
+
+def gold_and_probs(base, text, reference):
+    """Teacher forcing computed here: BOS + reference in, reference + EOS as gold."""
+    ids, _ = base.tgt_vocab.encode(tokenize(reference, "fr"))
+    tr = traced(base.model, torch.tensor([src_ids(base, text)]), torch.tensor([[BOS_ID, *ids]]))
+    return torch.tensor([*ids, EOS_ID]), tr["probs"][0].double()
+
+
+def test_cross_entropy(out_page, base):
+    at = out_page
+    assert at.text_input(key="output_reference").value == REF
+    gold, probs = gold_and_probs(base, S, REF)
+    logp = probs[torch.arange(len(gold)), gold].log()
+    assert metric(at, "mean cross-entropy") == f"{float(-logp.mean()):.4f}"
+    df = frame_with(at, "-log p(gold)")
+    assert np.allclose(df["-log p(gold)"], (-logp).numpy(), rtol=1e-5)
+    assert df["gold next word"].tolist() == [base.tgt_vocab.itos[g] for g in gold.tolist()]
+    assert df["argmax prediction"].tolist() == [base.tgt_vocab.itos[i] for i in probs.argmax(-1).tolist()]
+    one_hot = frame_with(at, "thanks")
+    assert list(one_hot.columns) == ["a", "am", "I", "thanks", "student", "<eos>"]
+    assert one_hot.iloc[0].tolist() == [0, 1, 2, 3, 4, 5] and one_hot.iloc[1].tolist() == [0, 1, 0, 0, 0, 0]
+    grad = frame_with(at, "gradient p − y")
+    assert np.allclose(grad["gradient p − y"], grad["p"] - grad["one-hot y"], atol=1e-6)
+
+
+@pytest.mark.parametrize("eps", [0.1, 0.25])
+def test_label_smoothing(base, eps):
+    at = run_page("output")
+    if eps != 0.1:
+        at.slider(key="output_eps").set_value(eps).run()
+    no_exception(at)
+    V = len(base.tgt_vocab)
+    df = frame_with(at, "q(gold)")
+    assert np.allclose(df["q(gold)"], 1 - eps)
+    assert np.allclose(df["q(each other word)"], eps / (V - 1))
+    assert np.allclose(df["q(gold)"] + (V - 1) * df["q(each other word)"], 1.0)
+    gold, probs = gold_and_probs(base, S, REF)
+    q = torch.full((len(gold), V), eps / (V - 1), dtype=torch.float64)
+    q[torch.arange(len(gold)), gold] = 1 - eps
+    smoothed = float(-(q * probs.log()).sum(-1).mean())
+    assert metric(at, "loss vs smoothed target") == f"{smoothed:.4f}"
+    assert np.allclose(df["loss vs smoothed"], (-(q * probs.log()).sum(-1)).numpy(), rtol=1e-6)
+    f = fig(at, "output_targets")
+    smooth_bars = f["data"][2]
+    i = [k for k, x in enumerate(smooth_bars["x"]) if x.endswith("(gold)")][0]
+    assert arr(smooth_bars["y"])[i] == pytest.approx(1 - eps)
+
+
+def test_greedy_steps(out_page, own, base):
+    itos = base.tgt_vocab.itos
+    df = frame_with(out_page, "chosen word")
+    assert df["chosen word"].tolist() == [itos[s.chosen] for s in own.greedy.steps]
+    assert np.allclose(df["p(chosen)"], [s.candidates[0].prob for s in own.greedy.steps], rtol=1e-5)
+    assert df["chosen word"].iloc[-1] == "<eos>"
+    at = run_page("output")
+    at.select_slider(key="output_greedy_step").set_value(3).run()
+    no_exception(at)
+    cand = frame_with(at, "chosen")
+    step = own.greedy.steps[2]
+    assert cand["word"].tolist() == [itos[c.token] for c in step.candidates]
+    assert np.allclose(cand["probability"], [c.prob for c in step.candidates], rtol=1e-5)
+    bars = fig(at, "output_greedy_chart")["data"][0]
+    assert np.allclose(arr(bars["x"]), [c.prob for c in step.candidates], rtol=1e-5)
+
+
+def test_beam_tree_kept_nodes(out_page, base):
+    res = beam_search(base.model, pipeline.prepare(base, S).src(), 3, 0.6)
+    f = fig(out_page, "output_beam_tree")
+    traces = {t["name"]: t for t in f["data"]}
+    xs = list(arr(traces["kept"]["x"])) + list(arr(traces["finished"]["x"]))
+    finished_before = 0
+    for d, step in enumerate(res.steps, start=1):
+        kept = sum(e.kept for e in step.expansions)
+        assert xs.count(d) == kept
+        assert kept == min(3 - finished_before, len(step.expansions))  # k minus those already finished
+        finished_before += sum(e.kept and e.hypothesis.finished for e in step.expansions)
+    assert len(arr(traces["finished"]["x"])) == len(res.finished)
+    comp = comparison(out_page)
+    assert comp["total log-prob"].iloc[1] == pytest.approx(res.best.log_prob, abs=1e-5)
+    assert comp["normalised score"].iloc[1] == pytest.approx(res.best.score, abs=1e-5)
+
+
+def test_beam_k1_equals_greedy(own):
+    at = run_page("output")
+    at.slider(key="output_beam_k").set_value(1).run()
+    no_exception(at)
+    comp = comparison(at)
+    assert comp["output"].iloc[0] == comp["output"].iloc[1] == own.translation
+    assert comp["total log-prob"].iloc[0] == pytest.approx(comp["total log-prob"].iloc[1], abs=1e-4)
+    assert "*is* greedy decoding" in all_text(at)
+    traces = {t["name"]: t for t in fig(at, "output_beam_tree")["data"]}
+    xs = list(arr(traces["kept"]["x"])) + list(arr(traces["finished"]["x"]))
+    assert sorted(xs) == [0] + list(range(1, len(own.greedy.steps) + 1))  # one kept node per step
+
+
+def test_beam_width_and_alpha(base):
+    at = run_page("output")
+    at.slider(key="output_beam_k").set_value(5)
+    at.slider(key="output_beam_alpha").set_value(0.0)
+    at.run()
+    no_exception(at)
+    res = beam_search(base.model, pipeline.prepare(base, S).src(), 5, 0.0)
+    comp = comparison(at)
+    assert comp["normalised score"].iloc[1] == pytest.approx(res.best.log_prob, abs=1e-5)  # α = 0: no normalisation
+    traces = {t["name"]: t for t in fig(at, "output_beam_tree")["data"]}
+    assert list(arr(traces["kept"]["x"])).count(1) + list(arr(traces["finished"]["x"])).count(1) == 5
+    at.select_slider(key="output_beam_step").set_value(2).run()
+    step = frame_with(at, "fate")
+    assert len(step) == len(res.steps[1].expansions)
+    assert step["fate"].tolist().count("pruned") == sum(not e.kept for e in res.steps[1].expansions)
+
+
+def test_run_twice_is_beam_two(out_page, base):
+    res = beam_search(base.model, pipeline.prepare(base, S).src(), 2, 0.6)
+    df = frame_with(out_page, "step 2 word (model run on that prefix)")
+    itos = base.tgt_vocab.itos
+    assert sorted(set(df["step 1 word"])) == sorted(itos[e.token] for e in res.steps[0].expansions if e.kept)
+    ok = df["p(step 2 | step 1)"].notna()
+    assert np.allclose(df["p(both)"][ok], (df["p(step 1)"] * df["p(step 2 | step 1)"])[ok], rtol=1e-4)
+
+
+def test_output_unknown_reference(base):
+    at = run_page("output", sentence="i am a student")
+    assert at.text_input(key="output_reference").value == "je suis étudiant"
+    at.text_input(key="output_reference").input("je suis zorglub <script>").run()
+    no_exception(at)
+    assert any("zorglub" in w.value for w in at.warning)
+    df = frame_with(at, "gold next word")
+    assert "<unk>" in df["gold next word"].tolist()
+    gold, probs = gold_and_probs(base, "i am a student", "je suis zorglub <script>")
+    assert metric(at, "mean cross-entropy") == f"{float(-probs[torch.arange(len(gold)), gold].log().mean()):.4f}"

@@ -1,0 +1,367 @@
+"""Unit tests of the decoder page's and the output page's helpers (viz/decoder.py, viz/decoding.py).
+
+Most run on a tiny random-weights model (fast, no checkpoint needed); values are checked against
+independent computations (literal matrices, torch.softmax, the model's own trace).
+"""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from model import pipeline
+from model.checkpoint import Bundle
+from model.data import pad
+from model.decoding import beam_search, greedy_decode
+from model.trace import Interventions
+from model.transformer import Config, Transformer, traced
+from model.vocab import BOS_ID, EOS_ID, SPECIALS, Vocab, tokenize
+from viz import decoder as vd
+from viz import decoding as vo
+
+EN = ["i", "am", "a", "student", "the", "animal", "didn't", "cross", "street", "because", "it", "was", "too", "tired"]
+FR = ["je", "suis", "étudiant", "l'", "animal", "n'", "a", "pas", "traversé", "la", "rue", "parce", "qu'", "il",
+      "était", "trop", "fatigué"]
+
+
+@pytest.fixture(scope="module")
+def bundle() -> Bundle:
+    torch.manual_seed(0)
+    src, tgt = Vocab(list(SPECIALS) + EN), Vocab(list(SPECIALS) + FR)
+    cfg = Config(src_vocab=len(src), tgt_vocab=len(tgt), d_model=16, n_heads=2, d_ff=32, dropout=0.0, max_len=32)
+    model = Transformer(cfg).eval()
+    return Bundle(model, src, tgt, "en-fr", {"metrics": {"exact_match": 0.5, "final_train_loss": 1.2},
+                                             "training": {"look_ahead_mask": True, "steps_done": 7}})
+
+
+@pytest.fixture(scope="module")
+def analysed(bundle):
+    return pipeline.analyse(bundle, pipeline.prepare(bundle, "i am a student"), Interventions(), )
+
+
+def traced_pair(bundle, iv=None):
+    iv = iv or Interventions()
+    src = torch.tensor([[4, 5, 6, 7, EOS_ID]])
+    tgt = torch.tensor([[BOS_ID, 4, 5, 6, 7, 8]])
+    return traced(bundle.model, src, tgt, iv)
+
+
+# --- viz/decoder.py ---------------------------------------------------------------------------
+
+def test_lecture_masking_is_the_lecture_example():
+    ex = vd.lecture_masking()
+    inf = float("-inf")
+    assert np.allclose(ex.scaled.numpy(), [[0.7, 0.1, 0.1, 0.1], [0.1, 0.6, 0.2, 0.1],
+                                           [0.1, 0.3, 0.6, 0.1], [0.1, 0.3, 0.3, 0.3]])
+    assert ex.mask.tolist() == [[0, inf, inf, inf], [0, 0, inf, inf], [0, 0, 0, inf], [0, 0, 0, 0]]
+    assert ex.masked[1].tolist() == pytest.approx([0.1, 0.6, inf, inf])
+    assert ex.masked[3].tolist() == pytest.approx([0.1, 0.3, 0.3, 0.3])
+    e = math.exp(0.5)
+    assert ex.weights[1].tolist() == pytest.approx([1 / (1 + e), e / (1 + e), 0, 0], abs=1e-6)
+    assert ex.weights[0].tolist() == [1.0, 0.0, 0.0, 0.0]
+    assert torch.allclose(ex.weights.sum(-1), torch.ones(4))
+    assert vd.above_diagonal(ex.weights) == (0, 0.0)
+
+
+def test_mask_steps_add_up_and_hide_the_future(bundle):
+    tr = traced_pair(bundle)
+    for layer in range(2):
+        for head in range(2):
+            s = vd.mask_steps(tr, f"dec.{layer}.self_attn", head)
+            assert s.scaled.shape == s.mask.shape == s.masked.shape == s.weights.shape == (6, 6)
+            assert torch.equal(s.masked, s.scaled + s.mask)
+            assert torch.allclose(s.weights, torch.softmax(s.masked, -1))
+            assert torch.equal(torch.triu(s.weights, 1), torch.zeros(6, 6))
+            assert vd.above_diagonal(s.weights) == (0, 0.0)
+    off = vd.mask_steps(traced_pair(bundle, Interventions(look_ahead_mask=False)), "dec.0.self_attn", 0)
+    n, total = vd.above_diagonal(off.weights)
+    assert n == 15 and total > 0  # every one of the 6*5/2 future cells gets some weight
+    assert torch.equal(off.mask, torch.zeros(6, 6))  # padding mask only, no <pad> here: all zeros
+
+
+def test_above_diagonal_literal():
+    w = torch.tensor([[0.5, 0.5, 0.0], [0.2, 0.8, 0.0], [0.1, 0.2, 0.7]])
+    assert vd.above_diagonal(w) == (1, pytest.approx(0.5))
+
+
+def test_renormalisation_row(bundle):
+    tr = traced_pair(bundle)
+    s = vd.mask_steps(tr, "dec.1.self_attn", 1)
+    labels = [str(i) for i in range(6)]
+    df = vd.renormalisation(s.scaled[2], s.mask[2], labels)
+    assert df["mask"].tolist() == ["0", "0", "0", "-inf", "-inf", "-inf"]
+    assert np.allclose(df["masked softmax (the weights)"], s.weights[2].numpy(), atol=1e-6)
+    assert np.allclose(df["÷ share of allowed keys"], df["masked softmax (the weights)"], atol=1e-6)
+    full = torch.softmax(s.scaled[2], -1)
+    assert np.allclose(df["softmax over all keys"], full.numpy(), atol=1e-6)
+    assert df["masked softmax (the weights)"].sum() == pytest.approx(1.0)
+
+
+def test_block_table_shapes(bundle):
+    tr = traced_pair(bundle)
+    df = vd.block_table(tr, 1)
+    assert df["tensor"].tolist()[:3] == ["dec.0.add_norm3.out", "dec.1.self_attn.out", "dec.1.add_norm1.out"]
+    assert set(df["shape"][:-1]) == {"[1, 6, 16]"}
+    assert df["shape"].iloc[-1] == "[1, 5, 16]"
+    assert vd.block_table(tr, 0)["tensor"].iloc[0] == "tgt.input"
+
+
+def test_block_dot():
+    dot = vd.block_dot(3)
+    assert dot.startswith("digraph") and "× 3 blocks" in dot and 'enc -> ca [label=" K, V"]' in dot
+    assert dot.count("add & norm") == 3 and "masked multi-head" in dot
+
+
+def test_cross_attention(bundle):
+    tr = traced_pair(bundle)
+    w = tr["dec.1.cross_attn.weights"][0]
+    assert torch.equal(vd.cross_attention(tr, 1, 0), w[0])
+    avg = vd.cross_attention(tr, 1)
+    assert avg.shape == (6, 5) and torch.allclose(avg, (w[0] + w[1]) / 2)
+    assert torch.allclose(avg.sum(-1), torch.ones(6))
+    assert torch.allclose(vd.head_average(tr, "dec.0.self_attn"), tr["dec.0.self_attn.weights"][0].mean(0))
+
+
+def test_padding_demo(bundle):
+    d = vd.padding_demo(bundle, "i am a student", vd.LONG_PARTNER)
+    assert d.short == 0 and d.n_real == 5 and d.src.shape == (2, 12) and d.n_pad == 7
+    assert d.src[0, 5:].tolist() == [0] * 7
+    assert d.mask.shape == (2, 1, 1, 12) and d.mask.dtype == torch.bool
+    assert d.mask[0, 0, 0].tolist() == [True] * 5 + [False] * 7 and d.mask[1].all()
+    grid = vd.mask_grid(d)
+    assert grid.shape == (2, 12) and torch.isneginf(grid[0, 5:]).all() and (grid[0, :5] == 0).all()
+    # mask on: <pad> keys get exactly 0 (every layer, head, query); off: they get weight
+    assert torch.equal(d.weights_on[..., 5:], torch.zeros_like(d.weights_on[..., 5:]))
+    assert (d.pad_weight(False) > 0).all()
+    assert torch.equal(d.cross_on[..., 5:], torch.zeros_like(d.cross_on[..., 5:]))
+    assert (d.cross_off[..., 5:] > 0).all()
+    # independent: the short sentence alone vs in the batch
+    alone = traced(bundle.model, torch.tensor([[4, 5, 6, 7, EOS_ID]]), torch.tensor([[BOS_ID]]))
+    assert torch.allclose(d.weights_on[0, :, :5, :5], alone["enc.0.self_attn.weights"][0], atol=1e-6)
+    assert d.out_change(True) < 1e-5 < d.out_change(False)
+    assert d.translation_on == d.translation_alone
+    table = vd.batch_table(d)
+    assert table.iloc[0].tolist() == ["i", "am", "a", "student", "<eos>"] + ["<pad>"] * 7
+    assert table.index[0] == "sentence 1 (shorter)"
+    assert d.labels[0][5] == "5 <pad>"
+
+
+def test_padding_partner(bundle):
+    assert vd.padding_partner(4, bundle) == vd.LONG_PARTNER
+    assert vd.padding_partner(10, bundle) == vd.LONG_PARTNER
+    assert vd.padding_partner(11, bundle) == vd.SHORT_PARTNER  # as long as the long partner: use the short one
+    assert vd.padding_partner(40, bundle) == vd.SHORT_PARTNER
+
+
+def test_peek_helpers_literal():
+    # row t puts its weight on t+1 (a "cheating" head), last row on itself
+    w = torch.zeros(4, 4)
+    for t in range(3):
+        w[t, t + 1] = 0.9
+        w[t, t] = 0.1
+    w[3, 3] = 1.0
+    assert vd.next_weight(w).tolist() == pytest.approx([0.9, 0.9, 0.9])
+    assert vd.peek_share(w) == 1.0
+    assert vd.peek_share(torch.eye(4)) == 0.0
+    assert math.isnan(vd.peek_share(torch.ones(1, 1)))
+
+
+def test_cheat_table_and_peek_scores(bundle):
+    prep = pipeline.prepare(bundle, "i am a student")
+    tf = pipeline.teacher_forced(bundle, prep, "je suis étudiant", Interventions(look_ahead_mask=False))
+    w = tf.trace["dec.0.self_attn.weights"][0, 1]
+    df = vd.cheat_table(tf, bundle.tgt_vocab.itos, w)
+    assert df["must predict"].tolist() == ["je", "suis", "étudiant", "<eos>"]
+    assert df["p(correct next token)"].tolist() == pytest.approx(list(tf.gold_probs), abs=5e-5)
+    assert df["weight on position t+1"].tolist()[:3] == pytest.approx(w.diagonal(1).tolist(), abs=5e-5)
+    assert math.isnan(df["weight on position t+1"].iloc[-1])
+    assert vd.accuracy(tf) == sum(p == g for p, g in zip(tf.predicted, tf.gold, strict=True)) / 4
+    assert vd.mean_gold_prob(tf) == pytest.approx(sum(tf.gold_probs) / 4)
+    peek = vd.peek_scores(tf.trace, 2)
+    assert peek.shape == (2, 2)
+    assert peek.loc["layer 0", "head 1"] == pytest.approx(float(w.diagonal(1).mean()))
+    layer, head = vd.best_peek_head(tf.trace, 2)
+    assert peek.iloc[layer, head] == peek.to_numpy().max()
+
+
+def test_training_figures(bundle):
+    f = vd.training_figures(bundle)
+    assert f["held-out exact match (greedy)"] == 0.5 and f["final train loss (label-smoothed)"] == 1.2
+    assert f["look-ahead mask in training"] is True and f["steps"] == 7
+    assert f["held-out BLEU (greedy)"] is None
+    t = vd.training_table({"a": bundle, "b": bundle}).set_index("")
+    assert t.loc["held-out exact match (greedy)"].tolist() == ["50.0%", "50.0%"]
+    assert t.loc["final train loss (label-smoothed)", "a"] == "1.200"
+    assert t.loc["held-out BLEU (greedy)", "b"] == "—" and t.loc["look-ahead mask in training", "a"] == "on"
+    assert t.loc["steps", "a"] == "7"
+
+
+def test_dataset_reference():
+    assert vd.dataset_reference("i am a student") == "je suis étudiant"
+    assert vd.dataset_reference("  I am a   STUDENT ") == "je suis étudiant"
+    assert vd.dataset_reference("the animal didn't cross the street because it was too tired") == \
+        "l'animal n'a pas traversé la rue parce qu'il était trop fatigué"
+    assert vd.dataset_reference("zebras juggle quantum spoons") is None
+    assert vd.dataset_reference("je suis étudiant", "fr-en") == "i am a student"
+    assert vd.dataset_reference("i am a student", "xx-yy") is None
+
+
+def test_who_looks_where():
+    t = vd.WHO_LOOKS_WHERE
+    assert len(t) == 3 and "previous target tokens" in t.iloc[1, 2] and "all the encoder states" in t.iloc[2, 2]
+
+
+# --- viz/decoding.py --------------------------------------------------------------------------
+
+def test_textbook_one_hot():
+    df = vo.textbook_one_hot("am")
+    assert list(df.columns) == ["a", "am", "I", "thanks", "student", "<eos>"]
+    assert df.loc["index"].tolist() == [0, 1, 2, 3, 4, 5]
+    assert df.iloc[1].tolist() == [0, 1, 0, 0, 0, 0]
+    assert vo.one_hot(2, 4).tolist() == [0, 0, 1, 0]
+
+
+def test_top_candidates_and_figures(analysed, bundle):
+    itos = bundle.tgt_vocab.itos
+    probs, logits = analysed.trace["probs"][0, 1], analysed.trace["logits"][0, 1]
+    df = vo.top_candidates(probs, logits, itos, 10)
+    assert len(df) == 10 and df["rank"].tolist() == list(range(1, 11))
+    assert df["probability"].tolist() == pytest.approx(torch.sort(probs, descending=True).values[:10].tolist())
+    assert df["probability"].is_monotonic_decreasing and df["probability"].sum() <= 1 + 1e-6
+    assert df["word"].iloc[0] == itos[int(probs.argmax())]
+    assert df["logit"].tolist() == pytest.approx(logits[df["index"].tolist()].tolist())
+    fig = vo.top_bar(df, highlight=df["word"].iloc[0])
+    assert list(fig.data[0].x) == pytest.approx(df["probability"].tolist())
+    lf = vo.logits_figure(logits, itos)
+    assert len(lf.data[0].y) == len(itos) and lf.data[1].x[0] == int(logits.argmax())
+    assert len(vo.top_candidates(probs[:3], logits[:3], itos, 10)) == 3
+
+
+def test_loss_table_and_gradient(bundle):
+    itos = bundle.tgt_vocab.itos
+    tf = pipeline.teacher_forced(bundle, pipeline.prepare(bundle, "i am a student"), "je suis étudiant")
+    df = vo.loss_table(tf, itos)
+    probs = tf.trace["probs"][0]
+    gold = torch.tensor(tf.gold)
+    manual = -probs[torch.arange(4), gold].log()
+    assert df["-log p(gold)"].tolist() == pytest.approx(manual.tolist(), rel=1e-5)
+    assert vo.cross_entropy(tf.gold_probs) == pytest.approx(float(manual.mean()), rel=1e-5)
+    assert vo.cross_entropy(tf.gold_probs) == pytest.approx(tf.loss, rel=1e-5)
+    g = vo.logit_gradient(probs[1], tf.gold[1])
+    assert float(g.sum()) == pytest.approx(0.0, abs=1e-6) and float(g[tf.gold[1]]) < 0
+    # p - y is the real gradient of the cross-entropy with respect to the logits
+    logits = tf.trace["logits"][0, 1].clone().requires_grad_(True)
+    torch.nn.functional.cross_entropy(logits[None], torch.tensor([tf.gold[1]])).backward()
+    assert torch.allclose(logits.grad, g, atol=1e-6)
+    gt = vo.gradient_table(probs[1], tf.gold[1], itos)
+    assert np.allclose(gt["gradient p − y"], gt["p"] - gt["one-hot y"], atol=1e-6)
+
+
+@pytest.mark.parametrize("eps", [0.0, 0.1, 0.3])
+def test_label_smoothing(bundle, eps):
+    V = len(bundle.tgt_vocab)
+    q = vo.smoothed_target(5, V, eps)
+    assert float(q.sum()) == pytest.approx(1.0)
+    assert float(q[5]) == pytest.approx(1 - eps) and float(q[0]) == pytest.approx(eps / (V - 1))
+    tf = pipeline.teacher_forced(bundle, pipeline.prepare(bundle, "i am a student"), "je suis étudiant")
+    probs = tf.trace["probs"][0].double()
+    sm = vo.label_smoothing(tf.trace["probs"][0], tf.gold, eps, bundle.tgt_vocab.itos)
+    assert sm.plain == pytest.approx(tf.loss, rel=1e-5)
+    manual = sum(float(-(vo.smoothed_target(g, V, eps) * probs[t].log()).sum()) for t, g in enumerate(tf.gold)) / 4
+    assert sm.smoothed == pytest.approx(manual)
+    assert (sm.table["q(gold)"] + (V - 1) * sm.table["q(each other word)"]).tolist() == pytest.approx([1.0] * 4)
+    if eps == 0:
+        assert sm.smoothed == pytest.approx(sm.plain) and sm.floor == pytest.approx(0.0)
+    else:
+        ent = -((1 - eps) * math.log(1 - eps) + eps * math.log(eps / (V - 1)))
+        assert sm.floor == pytest.approx(ent)
+    fig = vo.target_figure(tf.trace["probs"][0, 0], tf.gold[0], eps, bundle.tgt_vocab.itos)
+    assert [t.name.split(" ")[0] for t in fig.data] == ["model", "one-hot", "smoothed"]
+    gold_word = [x for x in fig.data[1].x if x.endswith("(gold)")]
+    assert len(gold_word) == 1 and sum(fig.data[1].y) == 1.0
+
+
+def test_greedy_helpers(analysed, bundle):
+    itos = bundle.tgt_vocab.itos
+    g = analysed.greedy
+    df = vo.greedy_table(g, itos)
+    assert df["chosen word"].tolist() == [itos[s.chosen] for s in g.steps]
+    assert df["p(chosen)"].tolist() == [s.candidates[0].prob for s in g.steps]
+    assert df["prefix (decoder input)"].iloc[0] == "<bos>"
+    cand = vo.step_candidates(g.steps[0], itos)
+    assert cand["chosen"].tolist()[0] == "✓" and len(cand) == len(g.steps[0].candidates)
+    lp, score, n = vo.greedy_score(g, 0.6)
+    assert n == len(g.steps)
+    assert lp == pytest.approx(sum(math.log(s.candidates[0].prob) for s in g.steps))
+    assert score == pytest.approx(lp / ((5 + n) / 6) ** 0.6)
+
+
+def beam_of(bundle, k, alpha=0.6, text="the animal didn't cross the street because it was too tired"):
+    return beam_search(bundle.model, pipeline.prepare(bundle, text).src(), k, alpha)
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 5])
+def test_beam_nodes_tree(bundle, k):
+    res = beam_of(bundle, k)
+    nodes = vo.beam_nodes(res)
+    assert [n.id for n in nodes] == list(range(len(nodes)))
+    assert len(nodes) == 1 + sum(len(s.expansions) for s in res.steps)
+    for d, step in enumerate(res.steps, start=1):
+        kept = [n for n in nodes if n.depth == d and n.kept]
+        assert len(kept) == sum(e.kept for e in step.expansions) == vo.kept_per_step(res)[d - 1]
+        live = [n.hypothesis for n in kept if not n.finished]
+        assert tuple(live) == step.beam
+    for n in nodes[1:]:
+        parent = nodes[n.parent]
+        assert parent.depth == n.depth - 1 and parent.kept and not parent.finished
+        prev = () if parent.hypothesis is None else parent.hypothesis.tokens
+        assert n.hypothesis.tokens == (*prev, n.token)
+        assert n.hypothesis.log_prob == pytest.approx((0 if parent.hypothesis is None else parent.hypothesis.log_prob)
+                                                      + math.log(n.prob), abs=1e-5)
+    path = vo.best_path(nodes, res.best)
+    assert len(path) == len(res.best.tokens) + 1
+    fig = vo.beam_tree(res, bundle.tgt_vocab.itos)
+    markers = {t.name: t for t in fig.data if t.mode and "markers" in t.mode}
+    xs = list(markers["kept"].x) + list(markers["finished"].x)
+    for d in range(1, len(res.steps) + 1):
+        assert xs.count(d) == vo.kept_per_step(res)[d - 1]
+    assert len(markers["pruned"].x) == sum(not e.kept for s in res.steps for e in s.expansions)
+
+
+def test_beam_k1_is_greedy(bundle):
+    prep = pipeline.prepare(bundle, "the animal didn't cross the street because it was too tired")
+    g = greedy_decode(bundle.model, prep.src())
+    res = beam_search(bundle.model, prep.src(), 1, 0.6)
+    assert res.best.output == g.tokens
+    lp, score, _ = vo.greedy_score(g, 0.6)
+    assert res.best.log_prob == pytest.approx(lp, abs=1e-4) and res.best.score == pytest.approx(score, abs=1e-4)
+    assert vo.kept_per_step(res) == [1] * len(res.steps)
+
+
+def test_beam_tables_and_run_twice(bundle):
+    itos = bundle.tgt_vocab.itos
+    res = beam_of(bundle, 3)
+    t = vo.beam_step_table(res, 1, itos)
+    assert len(t) == 3 and t["fate"].tolist().count("pruned") + t["fate"].tolist().count("kept") + \
+        t["fate"].tolist().count("finished") == 3
+    assert t["total log-prob"].is_monotonic_decreasing
+    f = vo.finished_table(res, itos)
+    assert f["normalised score"].is_monotonic_decreasing
+    two = beam_of(bundle, 2)
+    rt = vo.run_twice(two, itos)
+    assert len(rt) <= 4 and rt["p(step 1)"].iloc[0] >= rt["p(step 1)"].iloc[-1]
+    ok = rt["p(step 2 | step 1)"].notna()
+    assert np.allclose(rt["p(both)"][ok], (rt["p(step 1)"] * rt["p(step 2 | step 1)"])[ok], rtol=1e-4)
+    assert rt["kept after step 2"].tolist().count("✓") == sum(e.kept for e in two.steps[1].expansions)
+
+
+def test_ids_text():
+    itos = list(SPECIALS) + ["l'", "animal", "dort"]
+    assert vo.ids_text([4, 5, 6, EOS_ID, 6], itos, "fr") == "l'animal dort"
+    assert vo.ids_text([], itos, "fr") == ""
+
+
+def test_pad_helper_is_what_the_demo_uses():
+    assert pad([[1, 2], [3]]).tolist() == [[1, 2], [3, 0]]
+    assert tokenize(vd.LONG_PARTNER, "en")[-1] == "tired"

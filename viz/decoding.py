@@ -1,0 +1,374 @@
+"""Pure helpers for the output page: final linear + softmax, one-hot and cross-entropy, label smoothing,
+greedy decoding and beam search, step by step. No Streamlit.
+
+Every function takes real tensors of the model (a trace's logits / probs, a decoding record) or the
+lecture notes' clearly labelled textbook example, and returns numbers, DataFrames or plotly figures.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import pandas as pd
+import plotly.graph_objects as go
+import torch
+from torch import Tensor
+
+from model.decoding import BeamResult, Greedy, GreedyStep, Hypothesis, length_penalty
+from model.pipeline import TeacherForced
+from model.vocab import BOS, BOS_ID, EOS_ID, detokenize
+
+# --- The lecture notes' one-hot example (textbook, not the model) ----------------------------------
+
+TEXTBOOK_VOCAB = ("a", "am", "I", "thanks", "student", "<eos>")
+
+
+def one_hot(index: int, size: int) -> Tensor:
+    """[size] vector with 1 at `index`, 0 elsewhere."""
+    return torch.nn.functional.one_hot(torch.tensor(index), size).to(torch.float32)
+
+
+def textbook_one_hot(word: str = "am") -> pd.DataFrame:
+    """The lecture notes' output vocabulary (indices 0-5) and the one-hot encoding of `word`."""
+    idx = TEXTBOOK_VOCAB.index(word)
+    return pd.DataFrame([list(range(len(TEXTBOOK_VOCAB))), one_hot(idx, len(TEXTBOOK_VOCAB)).int().tolist()],
+                        index=["index", f'one-hot of "{word}"'], columns=list(TEXTBOOK_VOCAB))
+
+
+# --- Final linear + softmax ----------------------------------------------------------------------
+
+def top_candidates(probs: Tensor, logits: Tensor, itos: list[str], k: int = 10) -> pd.DataFrame:
+    """The k most probable next tokens at one position: rank, id, word, logit, probability."""
+    p, ids = probs.topk(min(k, probs.numel()))
+    return pd.DataFrame({
+        "rank": range(1, len(ids) + 1),
+        "index": ids.tolist(),
+        "word": [itos[i] for i in ids.tolist()],
+        "logit": logits[ids].tolist(),
+        "probability": p.tolist(),
+    })
+
+
+def top_bar(df: pd.DataFrame, title: str | None = None, highlight: str | None = None) -> go.Figure:
+    """Horizontal bars of a candidates table (columns word, probability), best on top."""
+    colours = ["#e6550d" if w == highlight else "#31a354" for w in df["word"]]
+    fig = go.Figure(go.Bar(
+        x=df["probability"], y=[f"{w}  " for w in df["word"]], orientation="h", marker_color=colours,
+        text=[f"{v:.3f}" for v in df["probability"]], textposition="outside",
+        hovertemplate="%{y}: p = %{x:.6f}<extra></extra>"))
+    fig.update_layout(title=title, height=max(220, 40 + 26 * len(df)),
+                      margin={"l": 10, "r": 30, "t": 40 if title else 10, "b": 10},
+                      xaxis={"title": "probability", "range": [0, 1.12]},
+                      yaxis={"autorange": "reversed", "type": "category"})
+    return fig
+
+
+def logits_figure(logits: Tensor, itos: list[str]) -> go.Figure:
+    """Every one of the V logits at one position (x: vocabulary index), the argmax marked."""
+    best = int(logits.argmax())
+    fig = go.Figure(go.Bar(x=list(range(logits.numel())), y=logits.tolist(), marker_color="#9ecae1",
+                           customdata=itos, hovertemplate="index %{x}: %{customdata}<br>logit %{y:.4f}<extra></extra>"))
+    fig.add_trace(go.Scatter(x=[best], y=[float(logits[best])], mode="markers+text",
+                             text=[f"argmax {best}: {itos[best]}"], textposition="top center",
+                             marker={"color": "#e6550d", "size": 10}, name="argmax",
+                             hoverinfo="skip"))
+    fig.update_layout(height=260, showlegend=False, margin={"l": 10, "r": 10, "t": 10, "b": 10},
+                      xaxis={"title": f"vocabulary index (0 … {logits.numel() - 1})"}, yaxis={"title": "logit"})
+    return fig
+
+
+# --- One-hot target and cross-entropy ------------------------------------------------------------
+
+def loss_table(tf: TeacherForced, itos: list[str]) -> pd.DataFrame:
+    """Teacher forcing with a reference: per position the gold next word, p(gold), -log p(gold), the argmax."""
+    return pd.DataFrame({
+        "decoder input": tf.in_labels,
+        "gold next word": [itos[g] for g in tf.gold],
+        "p(gold)": list(tf.gold_probs),
+        "-log p(gold)": [-math.log(p) if p > 0 else math.inf for p in tf.gold_probs],
+        "argmax prediction": [itos[p] for p in tf.predicted],
+        "right?": ["✓" if p == g else "✗" for p, g in zip(tf.predicted, tf.gold, strict=True)],
+    })
+
+
+def cross_entropy(gold_probs) -> float:
+    """Mean of -log p(gold) over the positions (nats per token)."""
+    vals = [-math.log(p) if p > 0 else math.inf for p in gold_probs]
+    return sum(vals) / len(vals)
+
+
+def logit_gradient(probs: Tensor, gold: int) -> Tensor:
+    """∂(−log p_gold)/∂logits = p − one-hot(gold): what backpropagation starts from at this position."""
+    return probs - one_hot(gold, probs.numel())
+
+
+def gradient_table(probs: Tensor, gold: int, itos: list[str], k: int = 6) -> pd.DataFrame:
+    """The k largest entries (by size) of the gradient of the loss with respect to the logits."""
+    g = logit_gradient(probs, gold)
+    ids = g.abs().topk(min(k, g.numel())).indices.tolist()
+    return pd.DataFrame({"word": [itos[i] for i in ids], "p": [float(probs[i]) for i in ids],
+                         "one-hot y": [1 if i == gold else 0 for i in ids],
+                         "gradient p − y": [float(g[i]) for i in ids]})
+
+
+# --- Label smoothing -----------------------------------------------------------------------------
+
+def smoothed_target(gold: int, vocab_size: int, eps: float) -> Tensor:
+    """(1 − ε) on the gold word and ε spread evenly over the V − 1 other words. Sums to 1."""
+    q = torch.full((vocab_size,), eps / (vocab_size - 1), dtype=torch.float64)
+    q[gold] = 1.0 - eps
+    return q
+
+
+@dataclass(frozen=True)
+class Smoothing:
+    eps: float
+    table: pd.DataFrame  # per position
+    plain: float  # mean -log p(gold): loss against the one-hot target
+    smoothed: float  # mean -Σ q log p: loss against the smoothed target
+    floor: float  # entropy of the smoothed target: the smallest smoothed loss possible
+
+
+def label_smoothing(probs: Tensor, gold, eps: float, itos: list[str]) -> Smoothing:
+    """Loss against the one-hot target vs against the smoothed target, with the model's real probabilities.
+
+    probs: [T, V] the model's output distributions; gold: the T gold ids.
+    """
+    probs = probs.to(torch.float64)
+    T, V = probs.shape
+    logp = probs.clamp_min(1e-300).log()  # [T, V]
+    rows = []
+    plain, smooth = [], []
+    for t, g in enumerate(gold):
+        q = smoothed_target(g, V, eps)
+        lp, ls = float(-logp[t, g]), float(-(q * logp[t]).sum())
+        plain.append(lp)
+        smooth.append(ls)
+        rows.append({"position": t, "gold word": itos[g], "q(gold)": float(q[g]),
+                     "q(each other word)": eps / (V - 1), "p(gold)": float(probs[t, g]),
+                     "loss vs one-hot": lp, "loss vs smoothed": ls})
+    q0 = smoothed_target(0, V, eps)
+    floor = float(-(q0 * q0.clamp_min(1e-300).log()).sum())
+    return Smoothing(eps, pd.DataFrame(rows), sum(plain) / T, sum(smooth) / T, floor)
+
+
+def target_figure(probs: Tensor, gold: int, eps: float, itos: list[str], k: int = 8) -> go.Figure:
+    """Grouped bars on the k most probable words (and the gold word): model p, one-hot y, smoothed q."""
+    ids = probs.topk(min(k, probs.numel())).indices.tolist()
+    if gold not in ids:
+        ids.append(gold)
+    words = [f"{itos[i]}{' (gold)' if i == gold else ''}" for i in ids]
+    q = smoothed_target(gold, probs.numel(), eps)
+    fig = go.Figure()
+    for name, vals, colour in (("model output p", [float(probs[i]) for i in ids], "#31a354"),
+                               ("one-hot target y", [1.0 if i == gold else 0.0 for i in ids], "#636363"),
+                               (f"smoothed target q (ε = {eps:g})", [float(q[i]) for i in ids], "#fd8d3c")):
+        fig.add_trace(go.Bar(name=name, x=words, y=vals, marker_color=colour,
+                             hovertemplate="%{x}: %{y:.6f}<extra>" + name + "</extra>"))
+    fig.update_layout(barmode="group", height=300, margin={"l": 10, "r": 10, "t": 10, "b": 10},
+                      xaxis={"type": "category"}, yaxis={"range": [0, 1.05], "title": "probability"},
+                      legend={"orientation": "h", "y": 1.12})
+    return fig
+
+
+# --- Greedy decoding -----------------------------------------------------------------------------
+
+def prefix_words(prefix, itos: list[str]) -> str:
+    return " ".join(itos[i] for i in prefix)
+
+
+def greedy_table(greedy: Greedy, itos: list[str]) -> pd.DataFrame:
+    """One row per step: what the decoder had read, the word it chose, and the runner-up."""
+    rows = []
+    for t, s in enumerate(greedy.steps, start=1):
+        second = s.candidates[1] if len(s.candidates) > 1 else None
+        rows.append({"step": t, "prefix (decoder input)": prefix_words(s.prefix, itos),
+                     "chosen word": itos[s.chosen], "p(chosen)": s.candidates[0].prob,
+                     "runner-up": itos[second.token] if second else "",
+                     "p(runner-up)": second.prob if second else math.nan})
+    return pd.DataFrame(rows)
+
+
+def step_candidates(step: GreedyStep, itos: list[str]) -> pd.DataFrame:
+    return pd.DataFrame({"rank": range(1, len(step.candidates) + 1),
+                         "word": [itos[c.token] for c in step.candidates],
+                         "probability": [c.prob for c in step.candidates],
+                         "chosen": ["✓" if c.token == step.chosen else "" for c in step.candidates]})
+
+
+def greedy_score(greedy: Greedy, alpha: float) -> tuple[float, float, int]:
+    """(total log-probability, length-normalised score, length) of the greedy output, <eos> included if said."""
+    log_prob = sum(math.log(s.candidates[0].prob) for s in greedy.steps)
+    length = len(greedy.steps)  # one token per step; the last one is <eos> when finished
+    return log_prob, log_prob / length_penalty(length, alpha), length
+
+
+# --- Beam search ---------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Node:
+    """One hypothesis in the beam tree: `depth` tokens after <bos>."""
+
+    id: int
+    depth: int
+    parent: int | None
+    token: int
+    prob: float  # p(token | parent's prefix)
+    hypothesis: Hypothesis | None  # None for the root
+    kept: bool
+    y: float = 0.0
+
+    @property
+    def finished(self) -> bool:
+        return self.hypothesis is not None and self.hypothesis.finished
+
+
+def beam_nodes(result: BeamResult) -> list[Node]:
+    """Every hypothesis the search considered, with its parent, laid out so siblings sit together.
+
+    The live beam after a step is its kept, unfinished expansions in order (model/decoding.py keeps
+    them in the order of the sorted pool), which tells which node each next expansion's `parent` is.
+    """
+    nodes = [Node(0, 0, None, BOS_ID, 1.0, None, True, 0.0)]
+    live = [0]
+    for depth, step in enumerate(result.steps, start=1):
+        new_live = []
+        layer = []
+        for rank, e in enumerate(step.expansions):
+            parent = live[e.parent]
+            layer.append((nodes[parent].y, rank, Node(len(nodes) + len(layer), depth, parent, e.token, e.prob,
+                                                      e.hypothesis, e.kept)))
+        ordered = sorted(layer, key=lambda x: (x[0], x[1]))
+        n = len(ordered)
+        ys = {node.id: i - (n - 1) / 2 for i, (_, _, node) in enumerate(ordered)}
+        for _, _, node in layer:
+            nodes.append(Node(node.id, depth, node.parent, node.token, node.prob, node.hypothesis, node.kept,
+                              ys[node.id]))
+            if node.kept and not node.hypothesis.finished:
+                new_live.append(node.id)
+        live = new_live
+    return nodes
+
+
+def best_path(nodes: list[Node], best: Hypothesis) -> set[int]:
+    """Node ids on the path from the root to the winning hypothesis."""
+    end = next((n for n in nodes if n.hypothesis == best and n.kept), None)
+    path = set()
+    while end is not None:
+        path.add(end.id)
+        end = nodes[end.parent] if end.parent is not None else None
+    return path
+
+
+def beam_tree(result: BeamResult, itos: list[str]) -> go.Figure:
+    """The search as a tree: x = step, one marker per hypothesis; kept ones bold, pruned ones faded."""
+    nodes = beam_nodes(result)
+    path = best_path(nodes, result.best)
+    fig = go.Figure()
+    for kind, colour, width in (("pruned", "rgba(180,180,180,0.35)", 1), ("kept", "#6baed6", 2),
+                                ("best", "#e6550d", 4)):
+        xs, ys = [], []
+        for n in nodes[1:]:
+            k = "best" if n.id in path else "kept" if n.kept else "pruned"
+            if k == kind:
+                p = nodes[n.parent]
+                xs += [p.depth, n.depth, None]
+                ys += [p.y, n.y, None]
+        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", line={"color": colour, "width": width}, hoverinfo="skip",
+                                 name=f"{kind} edges", showlegend=False))
+
+    def hover(n: Node) -> str:
+        if n.hypothesis is None:
+            return f"{BOS}: the start"
+        h = n.hypothesis
+        words = " ".join(itos[t] for t in h.tokens)
+        state = "finished (said <eos>)" if h.finished and n.kept else "kept in the beam" if n.kept else "pruned"
+        return (f"{words}<br>p({itos[n.token]} | prefix) = {n.prob:.4f}<br>total log-prob = {h.log_prob:.4f}"
+                f"<br>normalised score = {h.score:.4f}<br>{state}")
+
+    groups = {
+        "pruned": [n for n in nodes[1:] if not n.kept],
+        "kept": [n for n in nodes if n.kept and not n.finished],
+        "finished": [n for n in nodes if n.kept and n.finished],
+    }
+    style = {"pruned": {"color": "rgba(150,150,150,0.4)", "size": 6},
+             "kept": {"color": "#3182bd", "size": 11},
+             "finished": {"color": "#31a354", "size": 13, "symbol": "square"}}
+    for name, group in groups.items():
+        fig.add_trace(go.Scatter(
+            x=[n.depth for n in group], y=[n.y for n in group], mode="markers" if name == "pruned" else "markers+text",
+            text=[BOS if n.hypothesis is None else itos[n.token] for n in group], textposition="top center",
+            marker={**style[name], "line": {"width": [3 if n.id in path else 0 for n in group], "color": "#e6550d"}},
+            hovertext=[hover(n) for n in group], hoverinfo="text", name=name,
+            customdata=[n.id for n in group]))
+    ys = [n.y for n in nodes]
+    widest = max((sum(1 for n in nodes if n.depth == d) for d in range(len(result.steps) + 1)), default=1)
+    fig.update_layout(height=max(360, min(1200, 80 + 40 * widest)), margin={"l": 10, "r": 10, "t": 60, "b": 10},
+                      xaxis={"title": "step (tokens after <bos>)", "dtick": 1},
+                      yaxis={"visible": False, "range": [max(ys) + 0.6, min(ys) - 0.9]},  # reversed, room for labels
+                      legend={"orientation": "h", "y": 0.99, "yanchor": "top", "yref": "container"})
+    return fig
+
+
+def beam_step_table(result: BeamResult, step: int, itos: list[str], lang: str = "fr") -> pd.DataFrame:
+    """Every expansion considered at `step` (1-based), best total log-probability first."""
+    s = result.steps[step - 1]
+    return pd.DataFrame({
+        "hypothesis": [detokenize([itos[t] for t in e.hypothesis.tokens], lang) for e in s.expansions],
+        "new word": [itos[e.token] for e in s.expansions],
+        "p(word | prefix)": [e.prob for e in s.expansions],
+        "total log-prob": [e.hypothesis.log_prob for e in s.expansions],
+        "normalised score": [e.hypothesis.score for e in s.expansions],
+        "fate": [("finished" if e.hypothesis.finished else "kept") if e.kept else "pruned" for e in s.expansions],
+    })
+
+
+def finished_table(result: BeamResult, itos: list[str], lang: str = "fr") -> pd.DataFrame:
+    """The completed hypotheses, ranked by length-normalised score (the winner first)."""
+    hs = result.finished or (result.best,)
+    return pd.DataFrame({
+        "output": [detokenize([itos[t] for t in h.output], lang) for h in hs],
+        "length (with <eos>)": [len(h.tokens) for h in hs],
+        "total log-prob": [h.log_prob for h in hs],
+        "probability": [h.prob for h in hs],
+        "normalised score": [h.score for h in hs],
+    })
+
+
+def kept_per_step(result: BeamResult) -> list[int]:
+    return [sum(e.kept for e in s.expansions) for s in result.steps]
+
+
+def run_twice(result: BeamResult, itos: list[str]) -> pd.DataFrame:
+    """The lecture notes' "keep the top two words and run the model twice": beam search's first two steps."""
+    if not result.steps:
+        return pd.DataFrame()
+    first = [e for e in result.steps[0].expansions if e.kept]
+    rows = []
+    parent = 0  # index of the hypothesis in the beam after step 1 (finished ones leave the beam)
+    for e1 in first:
+        kids = []
+        if not e1.hypothesis.finished:
+            if len(result.steps) > 1:
+                kids = [e for e in result.steps[1].expansions if e.parent == parent]
+            parent += 1
+        for e2 in kids or [None]:
+            rows.append({
+                "step 1 word": itos[e1.token], "p(step 1)": e1.prob,
+                "step 2 word (model run on that prefix)": itos[e2.token] if e2 else "—",
+                "p(step 2 | step 1)": e2.prob if e2 else math.nan,
+                "p(both)": e2.hypothesis.prob if e2 else e1.hypothesis.prob,
+                "kept after step 2": ("✓" if e2.kept else "") if e2 else "",
+            })
+    return pd.DataFrame(rows)
+
+
+def ids_text(ids, itos: list[str], lang: str) -> str:
+    """Token ids (no <bos>) -> the detokenized sentence, stopping at <eos>."""
+    words = []
+    for i in ids:
+        if i == EOS_ID:
+            break
+        words.append(itos[i])
+    return detokenize(words, lang)
