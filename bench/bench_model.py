@@ -21,31 +21,11 @@ import torch
 from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.reference import TorchReference  # noqa: E402
 from model.trace import Trace  # noqa: E402
-from model.transformer import Config, Embeddings, Transformer, look_ahead_mask, traced  # noqa: E402
+from model.transformer import Config, Transformer, traced  # noqa: E402
 
 V, B, T = 300, 64, 12
-
-
-class TorchReference(nn.Module):
-    """nn.Transformer wrapped with the same embeddings, positional encoding and final linear."""
-
-    def __init__(self, cfg: Config):
-        super().__init__()
-        self.cfg = cfg
-        self.src_embed = Embeddings(cfg.src_vocab, cfg, "src")
-        self.tgt_embed = Embeddings(cfg.tgt_vocab, cfg, "tgt")
-        self.core = nn.Transformer(cfg.d_model, cfg.n_heads, cfg.n_enc_layers, cfg.n_dec_layers, cfg.d_ff,
-                                   cfg.dropout, batch_first=True)
-        self.generator = nn.Linear(cfg.d_model, cfg.tgt_vocab)
-
-    def forward(self, src, tgt_in, trace=None):
-        t = Trace(record=False)
-        pad_s, pad_t = src == 0, tgt_in == 0
-        out = self.core(self.src_embed(src, t), self.tgt_embed(tgt_in, t),
-                        tgt_mask=~look_ahead_mask(tgt_in.size(1))[0, 0], src_key_padding_mask=pad_s,
-                        tgt_key_padding_mask=pad_t, memory_key_padding_mask=pad_s, tgt_is_causal=True)
-        return self.generator(out)
 
 
 def batch(gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
@@ -89,7 +69,7 @@ def main() -> None:
     }
     data = [batch(gen) for _ in range(args.steps)]
     times: dict[str, list[float]] = {k: [] for k in runs}
-    for name, step in runs.items():  # warm-up
+    for step in runs.values():  # warm-up
         for src, tgt in data[:3]:
             step(src, tgt)
     for _ in range(args.rounds):

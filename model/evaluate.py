@@ -1,0 +1,132 @@
+"""How good is a model? Exact match, BLEU and il/elle accuracy on held-out sentence pairs.
+
+- Exact match: the share of sentences translated token for token like the reference. On a grammar
+  with one right answer per sentence this is the clearest figure.
+- BLEU (Papineni et al. 2002; the paper's Table 2): n-gram overlap of the translations with the
+  references over the whole corpus, 0-100, computed by sacreBLEU on detokenized text.
+- il/elle accuracy: on the ``coref`` pairs ("the animal didn't cross the street because it was too
+  tired / wide"), the share where the French pronoun is the right one. Getting it right needs the
+  model to link "it" to the noun the adjective fits: what the lecture's attention picture shows.
+
+Translations are greedy (`model.decoding.greedy_batch`), the held-out sentences in length-sorted
+batches so the whole split takes well under a few seconds.
+
+    python -m model.evaluate [--checkpoint assets/checkpoints/base] [--split heldout]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+
+import sacrebleu
+import torch
+
+from model.checkpoint import Bundle
+from model.decoding import greedy_batch
+from model.trace import Interventions
+from model.vocab import EOS_ID, PAD_ID, detokenize, tokenize
+
+COREF_TAG = "coref"
+PRONOUNS = ("il", "elle")  # the French pronoun that "it" becomes in a coref sentence
+
+
+@dataclass(frozen=True)
+class Metrics:
+    """exact_match and coref_accuracy are shares in [0, 1]; bleu is 0-100 (sacreBLEU's scale)."""
+
+    exact_match: float
+    bleu: float
+    coref_accuracy: float | None  # None: no coref pairs with an il/elle reference (or target not French)
+    n: int  # pairs scored
+    n_coref: int = 0  # coref pairs scored for il/elle
+
+    def as_dict(self) -> dict:
+        return {"exact_match": self.exact_match, "bleu": self.bleu, "coref_accuracy": self.coref_accuracy,
+                "n": self.n, "n_coref": self.n_coref}
+
+
+def translate_batch(bundle: Bundle, sources: list[str], interventions: Interventions | None = None,
+                    batch_size: int = 256) -> list[list[str]]:
+    """Greedy translations (token lists) of many sentences, batched by length; order kept.
+
+    Sources longer than the model accepts are cut to fit (one position stays for <eos>).
+    """
+    src_lang, _ = bundle.langs
+    limit = bundle.config.max_len - 1
+    encoded = [bundle.src_vocab.encode(tokenize(s, src_lang)[:limit])[0] + [EOS_ID] for s in sources]
+    order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))  # similar lengths, little padding
+    out: list[list[str]] = [[] for _ in encoded]
+    for start in range(0, len(order), batch_size):
+        chunk = order[start:start + batch_size]
+        width = max(len(encoded[i]) for i in chunk)
+        src = torch.full((len(chunk), width), PAD_ID, dtype=torch.long)  # [B, Ts]
+        for row, i in enumerate(chunk):
+            src[row, : len(encoded[i])] = torch.tensor(encoded[i])
+        for i, ids in zip(chunk, greedy_batch(bundle.model, src, interventions), strict=True):
+            out[i] = bundle.tgt_vocab.decode(ids)
+    return out
+
+
+def pronoun(tokens: list[str]) -> str | None:
+    """The first il/elle in a French token list ("qu'" "il" counts: the tokenizer splits the elision)."""
+    return next((t for t in tokens if t in PRONOUNS), None)
+
+
+def score(pairs, hypotheses: list[list[str]], tgt_lang: str) -> Metrics:
+    """Score hypothesis token lists against the pairs' references (`pair.tgt`, `pair.tag`)."""
+    if len(pairs) != len(hypotheses):
+        raise ValueError(f"{len(pairs)} pairs but {len(hypotheses)} hypotheses")
+    refs = [tokenize(p.tgt, tgt_lang) for p in pairs]
+    n = len(pairs)
+    exact = sum(h == r for h, r in zip(hypotheses, refs, strict=True))
+    # BLEU on detokenized strings, as sacreBLEU wants; references normalised by the same tokenizer
+    # (lower case), so a capitalised user corpus is not penalised for the model's lower-case output.
+    hyp_text = [detokenize(h, tgt_lang) for h in hypotheses]
+    ref_text = [detokenize(r, tgt_lang) for r in refs]
+    bleu = sacrebleu.corpus_bleu(hyp_text, [ref_text]).score if n else 0.0
+    coref_right = coref_n = 0
+    if tgt_lang == "fr":
+        for p, h, r in zip(pairs, hypotheses, refs, strict=True):
+            if getattr(p, "tag", None) == COREF_TAG and pronoun(r) is not None:
+                coref_n += 1
+                coref_right += pronoun(h) == pronoun(r)
+    return Metrics(exact / n if n else 0.0, float(bleu), coref_right / coref_n if coref_n else None, n, coref_n)
+
+
+def evaluate(bundle: Bundle, pairs, interventions: Interventions | None = None) -> Metrics:
+    """Greedy-translate `pairs` (sources in the bundle's source language) and score them."""
+    _, tgt_lang = bundle.langs
+    return score(pairs, translate_batch(bundle, [p.src for p in pairs], interventions), tgt_lang)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from model.checkpoint import SHIPPED, CheckpointError, load
+    from model.data import DATASET_PATH, load_dataset
+
+    ap = argparse.ArgumentParser(prog="python -m model.evaluate", description="Exact match, BLEU and il/elle "
+                                 "accuracy of a checkpoint on the toy set's held-out split.")
+    ap.add_argument("--checkpoint", default=str(SHIPPED), help="checkpoint stem (default: the shipped model)")
+    ap.add_argument("--split", default="heldout", choices=("heldout", "train"))
+    ap.add_argument("--data", default=str(DATASET_PATH), help="TSV data set (default: the toy set)")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads (one is the fastest for this model)")
+    args = ap.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    try:
+        bundle = load(args.checkpoint)
+    except CheckpointError as e:
+        print(f"cannot load {args.checkpoint}: {e}", file=sys.stderr)
+        return 2
+    pairs = load_dataset(args.data, bundle.direction)[args.split]
+    m = evaluate(bundle, pairs)
+    print(f"{bundle.name} ({bundle.direction}) on {m.n} {args.split} pairs")
+    print(f"exact match: {m.exact_match:.1%}")
+    print(f"BLEU: {m.bleu:.1f}")
+    coref = "n/a (no coref pairs)" if m.coref_accuracy is None else f"{m.coref_accuracy:.1%} ({m.n_coref} sentences)"
+    print(f"il/elle accuracy: {coref}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

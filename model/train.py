@@ -1,0 +1,519 @@
+"""Training: the recipe of "Attention Is All You Need" (section 5), small enough to watch live.
+
+- Adam with beta1 = 0.9, beta2 = 0.98, eps = 1e-9 (paper 5.3).
+- The paper's learning-rate schedule, `rate`: linear warm-up, then decay with 1/sqrt(step).
+- Label smoothing eps_ls = 0.1 (paper 5.4): the target distribution puts 0.9 on the right token and
+  spreads 0.1 over the whole vocabulary. It hurts perplexity but helps accuracy and BLEU.
+- Dropout 0.1 on the sums of embeddings and positional encodings and on every sub-layer output.
+- Padding is masked twice: in attention (keys that are <pad> get no weight) and in the loss (a
+  <pad> target counts for nothing).
+- Length-bucketed batches (paper 5.1: "sentence pairs were batched together by approximate
+  sequence length") so little compute is spent on padding.
+
+`Trainer` runs the recipe step by step and yields an event after every step, so the app can drive it
+from a background thread and draw the loss curve live; the CLI drives the same loop with a progress
+bar::
+
+    python -m model.train --out assets/checkpoints/base
+    python -m model.train --no-look-ahead-mask --out assets/checkpoints/no_mask
+
+`torch.set_num_threads` is process-wide, so `Trainer` never calls it; the caller decides (the CLI
+has ``--threads``, default 1: for a model this small one thread is as fast as two on an idle machine,
+and on a busy one two threads wait for each other at every operation, 10-15x slower per step).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import dataclasses
+import hashlib
+import math
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, fields
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from model.checkpoint import Bundle
+from model.data import (
+    DATASET_PATH,
+    DIRECTIONS,
+    Pair,
+    batches,
+    build_vocabs,
+    data_hash,
+    encode_pairs,
+    langs,
+    load_dataset,
+)
+from model.evaluate import Metrics, score, translate_batch
+from model.trace import Interventions, Trace
+from model.transformer import Config, Transformer
+from model.vocab import PAD_ID, detokenize, tokenize
+
+# --- Configuration --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Everything that decides a training run. The defaults train the shipped model.
+
+    The model is far smaller than the paper's base model (d_model 512, 8 heads, 6+6 layers, d_ff
+    2048, 100k steps on 8 GPUs) because the toy data set is small and training runs on two CPU
+    cores in about a minute.
+    """
+
+    direction: str = "en-fr"
+    d_model: int = 128
+    n_heads: int = 4
+    n_layers: int = 2  # encoder layers and decoder layers (the paper uses 6 and 6)
+    d_ff: int = 256
+    dropout: float = 0.1
+    batch_size: int = 64  # sentence pairs per step
+    steps: int = 1200  # held-out exact match passes 95% after about 650-800 steps
+    warmup: int = 200  # the paper uses 4000 steps of warm-up for 100k steps
+    lr_scale: float = 0.35  # factor in front of the paper's formula (see `rate`): peak lr 2.2e-3 at step 200
+    label_smoothing: float = 0.1
+    clip_grad_norm: float | None = None  # None: no gradient clipping (the paper does not clip)
+    seed: int = 0
+    look_ahead_mask: bool = True  # False: train without it, so the decoder can copy the answer
+    eval_every: int = 100  # steps between held-out evaluations (0: only at the end)
+    max_seconds: float | None = None  # stop after this much wall-clock time
+    max_len: int = 64  # longest sequence the model accepts (positional-encoding rows)
+
+    def __post_init__(self) -> None:
+        problems = []
+        if self.direction not in DIRECTIONS:
+            problems.append(f"direction must be one of {', '.join(DIRECTIONS)} (got {self.direction!r})")
+        for name in ("d_model", "n_heads", "n_layers", "d_ff", "batch_size", "steps", "warmup", "max_len"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                problems.append(f"{name} must be a positive integer (got {value!r})")
+        for name in ("seed", "eval_every"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                problems.append(f"{name} must be a non-negative integer (got {value!r})")
+        if not problems and self.d_model % self.n_heads:
+            problems.append(f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads}) "
+                            f"so every head gets d_k = d_model / n_heads dimensions")
+        if not problems and self.d_model % 2:
+            problems.append(f"d_model ({self.d_model}) must be even for the sin/cos positional encoding")
+        for name in ("dropout", "label_smoothing"):
+            value = getattr(self, name)
+            if not _is_number(value) or not 0.0 <= value < 1.0:
+                problems.append(f"{name} must be a number in [0, 1) (got {value!r})")
+        if not _is_number(self.lr_scale) or not 0 < self.lr_scale < math.inf:
+            problems.append(f"lr_scale must be a positive number (got {self.lr_scale!r})")
+        for name in ("clip_grad_norm", "max_seconds"):
+            value = getattr(self, name)
+            if value is not None and (not _is_number(value) or not 0 < value < math.inf):
+                problems.append(f"{name} must be a positive number or None (got {value!r})")
+        if not isinstance(self.look_ahead_mask, bool):
+            problems.append(f"look_ahead_mask must be True or False (got {self.look_ahead_mask!r})")
+        if problems:
+            raise ValueError("Invalid training config: " + "; ".join(problems))
+
+    def model_config(self, src_vocab: int, tgt_vocab: int) -> Config:
+        """The `Config` of the model this recipe trains, for vocabularies of the given sizes."""
+        return Config(src_vocab=src_vocab, tgt_vocab=tgt_vocab, d_model=self.d_model, n_heads=self.n_heads,
+                      n_enc_layers=self.n_layers, n_dec_layers=self.n_layers, d_ff=self.d_ff,
+                      dropout=self.dropout, max_len=self.max_len)
+
+    @property
+    def peak_lr(self) -> float:
+        """The largest learning rate of the schedule, reached at step `warmup`."""
+        return rate(self.warmup, self.d_model, self.warmup, self.lr_scale)
+
+
+def _is_number(x: object) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and not math.isnan(x)
+
+
+def rate(step: int, d_model: int, warmup: int, scale: float = 1.0) -> float:
+    """The paper's learning rate (section 5.3), times `scale`:
+
+        lrate = scale * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)
+
+    It grows linearly for the first `warmup` steps, peaks at step = warmup (where both terms are
+    equal, warmup^-0.5), then decays proportionally to the inverse square root of the step number.
+    Warm-up matters for post-LN Transformers: large early updates, while Adam's estimates of the
+    gradient's scale are still poor, can wreck the freshly initialised network. `step` counts from 1.
+    """
+    if step < 1:
+        raise ValueError(f"the schedule counts steps from 1 (got {step})")
+    return scale * d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
+
+
+# --- Events the training loop yields -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StepEvent:
+    """One optimizer step done.
+
+    loss: the label-smoothed cross-entropy that is minimised (it cannot reach 0: with smoothing the
+    best possible value is the entropy of the smoothed target, about 0.9 nats here).
+    cross_entropy: plain cross-entropy of the same batch (no smoothing), nats per target token:
+    this one does fall to about 0 when the model is sure and right.
+    elapsed: wall-clock seconds since `run` started; train_seconds: the part spent in training steps
+    (held-out evaluations excluded).
+    """
+
+    step: int
+    loss: float
+    lr: float
+    tokens_per_s: float
+    elapsed: float
+    cross_entropy: float = math.nan
+    train_seconds: float = math.nan
+
+
+@dataclass(frozen=True)
+class EvalEvent:
+    """Held-out figures at `step`: greedy translations of the whole held-out split.
+
+    exact_match and coref_accuracy are shares in [0, 1]; bleu is sacreBLEU's 0-100.
+    heldout_loss is the label-smoothed loss (comparable with StepEvent.loss), teacher-forced.
+    samples: (source, model's translation, reference) for a few fixed held-out pairs.
+    """
+
+    step: int
+    heldout_loss: float
+    exact_match: float
+    bleu: float
+    coref_accuracy: float | None
+    samples: list[tuple[str, str, str]]
+    heldout_cross_entropy: float = math.nan
+    n: int = 0
+    seconds: float = 0.0  # time this evaluation took
+
+    @property
+    def metrics(self) -> dict:
+        """The figures as a plain dict (what goes into a checkpoint's JSON)."""
+        return {"step": self.step, "exact_match": self.exact_match, "bleu": self.bleu,
+                "coref_accuracy": self.coref_accuracy, "heldout_loss": self.heldout_loss,
+                "heldout_cross_entropy": self.heldout_cross_entropy, "n": self.n}
+
+
+Event = StepEvent | EvalEvent
+
+
+class TrainingDiverged(RuntimeError):
+    """The loss (or the gradient) became NaN or infinite. The trainer keeps the last good weights."""
+
+
+# --- The trainer --------------------------------------------------------------------------------
+
+
+ModelFactory = Callable[[Config], nn.Module]
+
+
+class Trainer:
+    """Trains one model with the paper's recipe, one step at a time.
+
+    `data` is ``{"train": [Pair, ...], "heldout": [Pair, ...]}`` in the direction of
+    `tcfg.direction` (``model.data.load_dataset`` gives that); by default the shipped toy set. The
+    vocabularies are built from the training pairs only. `model_factory` builds the network from a
+    `Config` (default `Transformer`); the benchmark passes torch's reference here.
+
+    Attributes the app reads while training runs: `model` (the live network), `src_vocab`,
+    `tgt_vocab`, `step` (optimizer updates so far), `last_eval` (the latest `EvalEvent`), `lock`
+    (held during each update; `bundle()` takes it, so a copy is never half-updated).
+    """
+
+    n_samples = 5  # held-out pairs shown in every EvalEvent
+
+    def __init__(self, tcfg: TrainConfig | None = None, data: dict[str, list[Pair]] | None = None,
+                 model_factory: ModelFactory | None = None, data_sha256: str | None = None):
+        self.tcfg = tcfg = tcfg or TrainConfig()
+        if data is None:
+            data = load_dataset(DATASET_PATH, tcfg.direction)
+            data_sha256 = data_sha256 or data_hash(DATASET_PATH)
+        if not isinstance(data, dict) or not data.get("train"):
+            raise ValueError('data must be {"train": [pairs, ...], "heldout": [pairs, ...]} with training pairs')
+        self.train_pairs: list[Pair] = list(data["train"])
+        self.heldout: list[Pair] = list(data.get("heldout") or [])
+        self.data_sha256 = data_sha256 or pairs_hash(self.train_pairs + self.heldout)
+        self.src_lang, self.tgt_lang = langs(tcfg.direction)
+        self.src_vocab, self.tgt_vocab = build_vocabs(self.train_pairs, tcfg.direction)
+        self.encoded = encode_pairs(self.train_pairs, self.src_vocab, self.tgt_vocab, self.src_lang, self.tgt_lang)
+        self.heldout_encoded = encode_pairs(self.heldout, self.src_vocab, self.tgt_vocab, self.src_lang,
+                                            self.tgt_lang)
+        longest = max(max(len(s), len(t)) for s, t in self.encoded)
+        if longest > tcfg.max_len:
+            raise ValueError(f"the longest training sentence has {longest} tokens (with <bos>/<eos>); "
+                             f"max_len is {tcfg.max_len}")
+        self.model_config = tcfg.model_config(len(self.src_vocab), len(self.tgt_vocab))
+        with torch.random.fork_rng():  # the same seed always gives the same initial weights
+            torch.manual_seed(tcfg.seed)
+            self.model = (model_factory or Transformer)(self.model_config)
+        self.model.train()
+        # Paper 5.3: Adam with beta1 = 0.9, beta2 = 0.98, eps = 1e-9; the lr is set before every step.
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=0.0, betas=(0.9, 0.98), eps=1e-9)
+        self.interventions = Interventions(look_ahead_mask=tcfg.look_ahead_mask)
+        self.step = 0
+        self.train_seconds = 0.0  # time spent in training steps over all calls of run()
+        self.last_eval: EvalEvent | None = None
+        self.lock = threading.Lock()
+        self._good = [p.detach().clone() for p in self.model.parameters()]  # weights before the last update
+        self._epoch = 0
+        self._batches: Iterator[tuple[Tensor, Tensor]] = iter(())
+        self._sample_ids = _spread(self.heldout, self.n_samples)
+
+    # --- one step -----------------------------------------------------------------------------
+
+    def loss(self, logits: Tensor, gold: Tensor, smoothing: float | None = None) -> Tensor:
+        """Label-smoothed cross-entropy over all non-<pad> target tokens (mean per token)."""
+        ls = self.tcfg.label_smoothing if smoothing is None else smoothing
+        return F.cross_entropy(logits.reshape(-1, logits.size(-1)), gold.reshape(-1), ignore_index=PAD_ID,
+                               label_smoothing=ls)
+
+    def next_batch(self) -> tuple[Tensor, Tensor]:
+        """The next (src [B, Ts], tgt [B, Tt]) batch; a new shuffle (seed + epoch) at every epoch."""
+        while True:
+            batch = next(self._batches, None)
+            if batch is not None:
+                return batch
+            self._batches = iter(batches(self.encoded, self.tcfg.batch_size, shuffle=True,
+                                         seed=self.tcfg.seed + self._epoch))
+            self._epoch += 1
+
+    def train_step(self) -> StepEvent:
+        """One update: forward (teacher forcing), loss, backward, Adam step with the scheduled lr."""
+        t0 = time.perf_counter()
+        src, tgt = self.next_batch()
+        tgt_in, gold = tgt[:, :-1], tgt[:, 1:]  # decoder input starts with BOS; position t predicts t+1
+        lr = rate(self.step + 1, self.tcfg.d_model, self.tcfg.warmup, self.tcfg.lr_scale)
+        logits = self.model(src, tgt_in, Trace(self.interventions, record=False))  # [B, Tt, V]
+        loss = self.loss(logits, gold)
+        if not torch.isfinite(loss):  # these weights are bad: go back to the ones before the last update
+            self._diverged("the loss", float(loss), restore=True)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        max_norm = self.tcfg.clip_grad_norm or math.inf  # inf: measure the norm, change nothing
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm))
+        if not math.isfinite(grad_norm):  # the weights gave a finite loss: keep them, skip the update
+            self._diverged("the gradient norm", grad_norm, restore=False)
+        with torch.no_grad():
+            cross_entropy = float(self.loss(logits.detach(), gold, smoothing=0.0))
+        with self.lock:
+            for p, good in zip(self.model.parameters(), self._good, strict=True):
+                good.copy_(p.detach())  # these weights gave a finite loss: keep them in case the next do not
+            for group in self.optimizer.param_groups:
+                group["lr"] = lr
+            self.optimizer.step()
+            self.step += 1
+        seconds = time.perf_counter() - t0
+        self.train_seconds += seconds
+        n_tokens = int((gold != PAD_ID).sum())
+        return StepEvent(self.step, float(loss.detach()), lr, n_tokens / max(seconds, 1e-9), math.nan, cross_entropy,
+                         self.train_seconds)
+
+    def _diverged(self, what: str, value: float, restore: bool) -> None:
+        """Raise `TrainingDiverged`; with `restore`, first put back the weights before the last update."""
+        with self.lock, torch.no_grad():
+            if restore and self.step > 0:
+                for p, good in zip(self.model.parameters(), self._good, strict=True):
+                    p.copy_(good)
+                self.step -= 1
+            self.optimizer.zero_grad(set_to_none=True)
+        t = self.tcfg
+        raise TrainingDiverged(
+            f"Training diverged: {what} became {value} (the paper's recipe cannot recover from that). "
+            f"The model keeps the weights after {self.step} updates, the last that gave a finite loss. "
+            f"Try a smaller lr_scale (now {t.lr_scale:g}, peak learning rate {t.peak_lr:.2g}), a longer "
+            f"warm-up (now {t.warmup} steps), or gradient clipping (clip_grad_norm, e.g. 1.0).")
+
+    # --- evaluation -----------------------------------------------------------------------------
+
+    def evaluate(self) -> EvalEvent:
+        """Greedy-translate the whole held-out split and score it; teacher-forced held-out loss too."""
+        t0 = time.perf_counter()
+        was_training = self.model.training
+        self.model.eval()  # dropout off
+        try:
+            with torch.no_grad():
+                loss, ce = self._heldout_loss()
+                bundle = Bundle(self.model, self.src_vocab, self.tgt_vocab, self.tcfg.direction)
+                hyps = translate_batch(bundle, [p.src for p in self.heldout], self.interventions)
+        finally:
+            self.model.train(was_training)
+        m: Metrics = score(self.heldout, hyps, self.tgt_lang)
+        samples = [(self.heldout[i].src, detokenize(hyps[i], self.tgt_lang),
+                    detokenize(tokenize(self.heldout[i].tgt, self.tgt_lang), self.tgt_lang))
+                   for i in self._sample_ids]
+        event = EvalEvent(self.step, loss, m.exact_match, m.bleu, m.coref_accuracy, samples, ce, m.n,
+                          time.perf_counter() - t0)
+        self.last_eval = event
+        return event
+
+    def _heldout_loss(self) -> tuple[float, float]:
+        """(label-smoothed, plain) cross-entropy per target token on the held-out pairs, teacher-forced."""
+        total, total_ce, n = 0.0, 0.0, 0
+        for src, tgt in batches(self.heldout_encoded, 256, shuffle=False, seed=0):
+            logits = self.model(src, tgt[:, :-1], Trace(self.interventions, record=False))
+            gold = tgt[:, 1:]
+            k = int((gold != PAD_ID).sum())
+            total += float(self.loss(logits, gold)) * k
+            total_ce += float(self.loss(logits, gold, smoothing=0.0)) * k
+            n += k
+        return (total / n, total_ce / n) if n else (math.nan, math.nan)
+
+    # --- the loop -------------------------------------------------------------------------------
+
+    def run(self, stop: threading.Event | None = None) -> Iterator[Event]:
+        """Train until `tcfg.steps` updates, `tcfg.max_seconds`, or until `stop` is set.
+
+        Yields a `StepEvent` after every step and an `EvalEvent` every `eval_every` steps and once
+        at the end (when there is a held-out split). Raises `TrainingDiverged` on a NaN/inf loss.
+        Calling `run` again continues where the last call stopped.
+        """
+        t = self.tcfg
+        start = time.perf_counter()
+        self.model.train()
+        evaluated_at = -1
+        while self.step < t.steps:
+            if stop is not None and stop.is_set():
+                break
+            if t.max_seconds is not None and time.perf_counter() - start >= t.max_seconds:
+                break
+            event = self.train_step()
+            yield dataclasses.replace(event, elapsed=time.perf_counter() - start)
+            if self.heldout and t.eval_every and self.step % t.eval_every == 0:
+                yield self.evaluate()
+                evaluated_at = self.step
+        if self.heldout and evaluated_at != self.step:
+            yield self.evaluate()
+
+    # --- the result -------------------------------------------------------------------------------
+
+    def bundle(self, name: str = "model", metrics: dict | None = None) -> Bundle:
+        """An independent copy of the current weights in eval mode, ready for `model.checkpoint.save`.
+
+        `metrics` defaults to the figures of the latest evaluation.
+        """
+        with self.lock:
+            model = copy.deepcopy(self.model)
+        model.eval()
+        for p in model.parameters():
+            p.requires_grad_(False)
+        if metrics is None and self.last_eval is not None:
+            metrics = self.last_eval.metrics
+        meta = {
+            "training": {**asdict(self.tcfg), "steps_done": self.step,
+                         "train_seconds": round(self.train_seconds, 2),
+                         "n_train": len(self.train_pairs), "n_heldout": len(self.heldout),
+                         "torch": torch.__version__},
+            "metrics": metrics or {},
+            "data_sha256": self.data_sha256,
+        }
+        return Bundle(model, copy.deepcopy(self.src_vocab), copy.deepcopy(self.tgt_vocab), self.tcfg.direction,
+                      meta, name)
+
+
+def pairs_hash(pairs: list[Pair]) -> str:
+    """sha256 of the pairs written as ``src<TAB>tgt<TAB>tag`` lines (for data given as pairs, not a file)."""
+    text = "".join(f"{p.src}\t{p.tgt}\t{p.tag}\n" for p in pairs)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _spread(items: list, k: int) -> list[int]:
+    """k indices spread evenly over `items` (fixed, so the app can watch the same sentences improve)."""
+    n = len(items)
+    return sorted({round(i * (n - 1) / max(k - 1, 1)) for i in range(min(k, n))}) if n else []
+
+
+# --- Command line -------------------------------------------------------------------------------
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m model.train", description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    defaults = TrainConfig()
+    for f in fields(TrainConfig):
+        flag = "--" + f.name.replace("_", "-")
+        default = getattr(defaults, f.name)
+        if f.name == "look_ahead_mask":
+            ap.add_argument("--no-look-ahead-mask", dest="look_ahead_mask", action="store_false",
+                            help="train WITHOUT the decoder's look-ahead mask (the model learns to cheat)")
+        elif f.name == "direction":
+            ap.add_argument(flag, default=default, choices=DIRECTIONS)
+        elif default is None:
+            ap.add_argument(flag, type=float, default=None, help=f.name.replace("_", " "))
+        else:
+            ap.add_argument(flag, type=type(default), default=default, help=f.name.replace("_", " "))
+    ap.add_argument("--out", help="checkpoint stem to write, e.g. assets/checkpoints/base (without it: no file)")
+    ap.add_argument("--name", help="the checkpoint's display name (default: the file name of --out)")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="torch threads (torch.set_num_threads). One is as fast for a model this small, and two "
+                         "slow down by 10x or more as soon as anything else uses a core")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    from tqdm import tqdm
+
+    from model.checkpoint import save
+
+    args = _parser().parse_args(argv)
+    kwargs = {f.name: getattr(args, f.name) for f in fields(TrainConfig)}
+    try:
+        tcfg = TrainConfig(**kwargs)
+    except ValueError as e:
+        print(e, file=sys.stderr)
+        return 2
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(tcfg.seed)  # dropout draws from torch's global generator
+    trainer = Trainer(tcfg)
+    print(f"{tcfg.direction}: {len(trainer.train_pairs)} training pairs, {len(trainer.heldout)} held-out; "
+          f"vocabularies {len(trainer.src_vocab)} / {len(trainer.tgt_vocab)}; "
+          f"{sum(p.numel() for p in trainer.model.parameters()):,} parameters; "
+          f"look-ahead mask {'on' if tcfg.look_ahead_mask else 'OFF'}; {torch.get_num_threads()} threads",
+          file=sys.stderr)
+    recent: list[float] = []
+    recent_ce: list[float] = []
+    postfix: dict[str, str] = {}
+    bar = tqdm(total=tcfg.steps, unit="step", dynamic_ncols=True)
+    try:
+        for ev in trainer.run():
+            if isinstance(ev, StepEvent):
+                recent = (recent + [ev.loss])[-50:]
+                recent_ce = (recent_ce + [ev.cross_entropy])[-50:]
+                postfix.update(loss=f"{ev.loss:.3f}", lr=f"{ev.lr:.2e}")
+                bar.update(1)
+            else:
+                postfix.update(EM=f"{ev.exact_match:.1%}", BLEU=f"{ev.bleu:.1f}")
+            bar.set_postfix(postfix, refresh=False)
+    except TrainingDiverged as e:
+        bar.close()
+        print(e, file=sys.stderr)
+        return 1
+    bar.close()
+    final = trainer.last_eval
+    train_loss = sum(recent) / len(recent)
+    train_ce = sum(recent_ce) / len(recent_ce)
+    print(f"{trainer.step} steps in {trainer.train_seconds:.1f} s of training; "
+          f"train loss {train_loss:.3f} (cross-entropy {train_ce:.3f}, mean of the last {len(recent)} steps)")
+    metrics = {"final_train_loss": round(train_loss, 4), "final_train_cross_entropy": round(train_ce, 4)}
+    if final is not None:
+        coref = "n/a" if final.coref_accuracy is None else f"{final.coref_accuracy:.1%}"
+        print(f"held-out ({final.n} pairs): exact match {final.exact_match:.1%}, BLEU {final.bleu:.1f}, "
+              f"il/elle accuracy {coref}, loss {final.heldout_loss:.3f} "
+              f"(cross-entropy {final.heldout_cross_entropy:.3f})")
+        metrics = {**final.metrics, **metrics}
+    if args.out:
+        from pathlib import Path
+
+        name = args.name or Path(args.out).name
+        paths = save(trainer.bundle(name=name, metrics=metrics), args.out)
+        print("wrote " + ", ".join(f"{p} ({p.stat().st_size / 1e6:.2f} MB)" for p in paths))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
