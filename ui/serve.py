@@ -4,13 +4,19 @@ Streamlit treats a folder named ``pages/`` next to the main script as an old-sty
 app until the main script has called ``st.navigation`` once in the process. So on a freshly started
 server, a first visitor arriving through a deep link (a teacher's shared ``/positional?s=...``)
 would get the bare page file without the sidebar or navigation. app.py always uses
-``st.navigation``, so we tell Streamlit that before the server starts.
+``st.navigation``, so we tell Streamlit that before the server starts. (tests/conftest.py does the
+same for AppTest.)
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
+
+# One torch (OpenMP) thread per server thread: on a small shared machine, torch's intra-op threads
+# fight the server and each other (a page with a new sentence: 0.37 s with 1 thread, 4-7 s with 2).
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 from streamlit.runtime.pages_manager import PagesManager
 from streamlit.web import cli
