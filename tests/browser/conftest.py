@@ -1,0 +1,149 @@
+"""Browser tests: the real app under `streamlit run`, driven in Debian's Chromium with Playwright.
+
+Fixtures
+--------
+app_url   (session)  base URL of `streamlit run app.py` on 127.0.0.1 and a free port; the process
+                     group is killed at the end of the session, also when tests fail.
+browser   (session)  Debian's /usr/bin/chromium through Playwright's sync API (a missing chromium is
+                     a failure with a clear message, never a skip: `./dev.sh test` installs it).
+app       (test)     a fresh browser context and page, with helpers: `goto(path, **query)`,
+                     `wait_idle()`, `act(fn)`, `shot(name)`, `main_text()`. Every visited page is
+                     saved as a screenshot in tests/artifacts/ (gitignored): its first screen, or
+                     the whole page with GLASS_FULL_SHOTS=1; a failing test's page always whole.
+
+`wait_idle` waits for `[data-testid="stApp"][data-test-script-state="notRunning"]` after the run an
+action triggered, instead of sleeping, and asserts that no `[data-testid="stException"]` is shown.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import re
+import urllib.parse
+from pathlib import Path
+
+import pytest
+
+from tests.browser.server import (
+    RUN_COUNTER_JS,
+    act,
+    assert_no_exception,
+    launch_chromium,
+    require_chromium,
+    screenshot_full,
+    start_server,
+    wait_idle,
+)
+
+ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
+VIEWPORT = {"width": 1400, "height": 1000}
+# One torch thread in the server, as in this process (tests/browser/test_browser.py): on 2 cores shared with
+# Chromium and pytest, torch's second intra-op thread made page runs several times slower (bench/bench_pages.py
+# --torch-threads 1 shows the difference), and equal thread counts give bit-identical numbers on both sides.
+SERVER_ENV = {"OMP_NUM_THREADS": "1"}
+# Whole pages (GLASS_FULL_SHOTS=1) instead of the first screen: about twice the browser tests' time.
+FULL_SHOTS = os.environ.get("GLASS_FULL_SHOTS", "") not in ("", "0")
+
+
+@pytest.fixture(scope="session")
+def app_url():
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    server = start_server(log=ARTIFACTS / f"streamlit-{os.getpid()}.log", timeout=60, extra_env=SERVER_ENV)
+    atexit.register(server.stop)  # belt and braces: a hard interrupt still leaves no server behind
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def browser():
+    try:
+        require_chromium()
+    except RuntimeError as e:
+        pytest.fail(str(e), pytrace=False)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = launch_chromium(p)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+class AppPage:
+    """One browser tab on the app, with the waits and screenshots every test needs."""
+
+    def __init__(self, page, base_url: str, test_name: str):
+        self.page = page
+        self.base_url = base_url
+        self.test_name = re.sub(r"[^\w.-]+", "_", test_name)
+        self.shots: list[Path] = []
+
+    def url(self, path: str = "", **query) -> str:
+        qs = urllib.parse.urlencode(query, quote_via=urllib.parse.quote)
+        return f"{self.base_url}/{path.lstrip('/')}" + (f"?{qs}" if qs else "")
+
+    def goto(self, path: str = "", **query) -> None:
+        self.page.goto(self.url(path, **query), wait_until="domcontentloaded")
+        self.wait_idle()
+        self.shot(path or "root")
+
+    def wait_idle(self, since: int | None = None) -> None:
+        wait_idle(self.page, since=since)
+
+    def act(self, action) -> None:
+        act(self.page, action)
+
+    def shot(self, name: str, full: bool = FULL_SHOTS) -> Path:
+        """Save what the tab shows (the whole page with `full`, slower) in tests/artifacts/."""
+        safe = re.sub(r"[^\w.-]+", "_", name)
+        path = ARTIFACTS / f"{self.test_name}-{len(self.shots):02d}-{safe}.png"
+        if full:
+            screenshot_full(self.page, path)
+        else:
+            self.page.screenshot(path=str(path))
+        self.shots.append(path)
+        return path
+
+    @property
+    def sidebar(self):
+        return self.page.locator('[data-testid="stSidebar"]')
+
+    @property
+    def main(self):
+        return self.page.locator('[data-testid="stMain"]')
+
+    def main_text(self) -> str:
+        return self.main.inner_text()
+
+    def no_exception(self) -> None:
+        assert_no_exception(self.page)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if report.when == "call":
+        item.call_failed = report.failed
+
+
+@pytest.fixture
+def app(request, browser, app_url):
+    context = browser.new_context(viewport=VIEWPORT, device_scale_factor=1)
+    context.set_default_timeout(30_000)
+    context.add_init_script(RUN_COUNTER_JS)
+    page = context.new_page()
+    ap = AppPage(page, app_url, request.node.name)
+    try:
+        yield ap
+    finally:
+        if getattr(request.node, "call_failed", False):
+            try:
+                ap.shot("FAILED", full=True)
+            except Exception:  # noqa: BLE001 - the screenshot is a debugging aid only
+                pass
+        context.close()
