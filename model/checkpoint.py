@@ -84,10 +84,15 @@ def save(bundle: Bundle, stem: str | Path) -> tuple[Path, Path]:
     stem = Path(stem)
     stem.parent.mkdir(parents=True, exist_ok=True)
     weights, meta = to_bytes(bundle)
-    w, j = stem.with_suffix(".safetensors"), stem.with_suffix(".json")
+    w, j = _paths(stem)
     w.write_bytes(weights)
     j.write_bytes(meta)
     return w, j
+
+
+def _paths(stem: Path) -> tuple[Path, Path]:
+    """stem + ".safetensors", stem + ".json" (appended, so a dotted name like "lr0.5" keeps its dot)."""
+    return stem.with_name(stem.name + ".safetensors"), stem.with_name(stem.name + ".json")
 
 
 def load(stem: str | Path) -> Bundle:
@@ -95,7 +100,7 @@ def load(stem: str | Path) -> Bundle:
     stem = Path(stem)
     if stem.suffix in (".safetensors", ".json"):
         stem = stem.with_suffix("")
-    w, j = stem.with_suffix(".safetensors"), stem.with_suffix(".json")
+    w, j = _paths(stem)
     for p in (w, j):
         if not p.is_file():
             raise CheckpointError(f"checkpoint file not found: {p}")

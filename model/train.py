@@ -292,7 +292,7 @@ class Trainer:
         logits = self.model(src, tgt_in, Trace(self.interventions, record=False))  # [B, Tt, V]
         loss = self.loss(logits, gold)
         if not torch.isfinite(loss):  # these weights are bad: go back to the ones before the last update
-            self._diverged("the loss", float(loss), restore=True)
+            self._diverged("the loss", float(loss.detach()), restore=True)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         max_norm = self.tcfg.clip_grad_norm or math.inf  # inf: measure the norm, change nothing
@@ -447,6 +447,8 @@ def _parser() -> argparse.ArgumentParser:
             ap.add_argument(flag, type=float, default=None, help=f.name.replace("_", " "))
         else:
             ap.add_argument(flag, type=type(default), default=default, help=f.name.replace("_", " "))
+    ap.add_argument("--data", default=str(DATASET_PATH),
+                    help="data set in the toy set's format (TSV: split, en, fr, tag); default: the toy set")
     ap.add_argument("--out", help="checkpoint stem to write, e.g. assets/checkpoints/base (without it: no file)")
     ap.add_argument("--name", help="the checkpoint's display name (default: the file name of --out)")
     ap.add_argument("--threads", type=int, default=1,
@@ -469,7 +471,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     torch.set_num_threads(args.threads)
     torch.manual_seed(tcfg.seed)  # dropout draws from torch's global generator
-    trainer = Trainer(tcfg)
+    try:
+        data = load_dataset(args.data, tcfg.direction)
+    except (OSError, ValueError) as e:
+        print(f"cannot read the data set: {e}", file=sys.stderr)
+        return 2
+    trainer = Trainer(tcfg, data, data_sha256=data_hash(args.data))
     print(f"{tcfg.direction}: {len(trainer.train_pairs)} training pairs, {len(trainer.heldout)} held-out; "
           f"vocabularies {len(trainer.src_vocab)} / {len(trainer.tgt_vocab)}; "
           f"{sum(p.numel() for p in trainer.model.parameters()):,} parameters; "

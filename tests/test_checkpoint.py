@@ -59,6 +59,13 @@ def test_round_trip_gives_identical_logits(bundle, tmp_path):
     assert load(tmp_path / "tiny.json").config == bundle.config  # a path to either file works
 
 
+def test_a_dotted_name_keeps_its_dot(bundle, tmp_path):
+    paths = save(bundle, tmp_path / "lr0.5")
+    assert [p.name for p in paths] == ["lr0.5.safetensors", "lr0.5.json"]
+    assert load(tmp_path / "lr0.5").name == "lr0.5"
+    assert load(tmp_path / "lr0.5.json").config == bundle.config
+
+
 def test_missing_file(tmp_path):
     with pytest.raises(CheckpointError, match="not found"):
         load(tmp_path / "nothing")

@@ -1,5 +1,6 @@
 """The command-line tools, run as a user would run them (in a subprocess)."""
 
+import hashlib
 import json
 import re
 import subprocess
@@ -97,13 +98,18 @@ def test_evaluate_prints_the_three_figures_of_the_shipped_model():
 
 
 def test_train_cli_writes_a_loadable_checkpoint(tmp_path):
+    lines = (ROOT / "assets/toy_en_fr.tsv").read_text(encoding="utf-8").splitlines()
+    train = [x for x in lines if x.startswith("train\t")][:60]
+    small = [lines[0], *train, *[x for x in lines if x.startswith("heldout\t")][:10]]
+    (tmp_path / "small.tsv").write_text("\n".join(small) + "\n", encoding="utf-8")
     out = tmp_path / "tiny"
     r = run("model.train", "--steps", "3", "--d-model", "16", "--n-heads", "2", "--n-layers", "1", "--d-ff", "32",
-            "--eval-every", "0", "--threads", "1", "--out", str(out))
+            "--eval-every", "0", "--data", str(tmp_path / "small.tsv"), "--out", str(out))
     assert r.returncode == 0, r.stderr
-    assert "held-out" in r.stdout and "exact match" in r.stdout
+    assert "held-out (10 pairs)" in r.stdout and "exact match" in r.stdout
     meta = json.loads(out.with_suffix(".json").read_text())
     assert meta["training"]["steps_done"] == 3 and meta["config"]["d_model"] == 16
+    assert meta["data_sha256"] == hashlib.sha256((tmp_path / "small.tsv").read_bytes()).hexdigest()
     assert "final_train_loss" in meta["metrics"] and "exact_match" in meta["metrics"]
     r = run("model.translate", "--checkpoint", str(out), "i am a student")
     assert r.returncode == 0 and len(r.stdout.splitlines()) == 1
@@ -112,3 +118,5 @@ def test_train_cli_writes_a_loadable_checkpoint(tmp_path):
 def test_train_cli_rejects_a_bad_config(capsys):
     assert train_main(["--d-model", "130", "--steps", "1"]) == 2
     assert "divisible" in capsys.readouterr().err
+    assert train_main(["--steps", "1", "--data", "/nonexistent.tsv"]) == 2
+    assert "cannot read the data set" in capsys.readouterr().err

@@ -251,3 +251,12 @@ def test_default_data_is_the_shipped_set():
     assert len(trainer.train_pairs) == len(data["train"]) and len(trainer.heldout) == len(data["heldout"])
     assert len(trainer.data_sha256) == 64
     assert isinstance(trainer.model, Transformer)
+
+
+def test_french_to_english_has_no_il_elle_figure():
+    data = load_dataset(direction="fr-en")
+    subset = {"train": data["train"][:100], "heldout": [p for p in data["heldout"] if p.tag == "coref"][:5]}
+    trainer = Trainer(TrainConfig(**{**TINY, "steps": 2, "direction": "fr-en"}), subset)
+    ev = [e for e in trainer.run() if isinstance(e, EvalEvent)][-1]
+    assert ev.coref_accuracy is None and ev.n == 5  # "it" is "it" whatever the noun: nothing to score
+    assert trainer.bundle().langs == ("fr", "en")
