@@ -1,0 +1,137 @@
+"""Time to 95% held-out exact match: the app's background job against the command line.
+
+Both train the same configuration (the shipped recipe, `TrainConfig()`'s defaults) with the same
+seed and evaluate every 50 steps; each stops at the first
+evaluation with exact match >= 95% (or at --max-steps).
+
+- "app": the `ui.jobs` machinery the page uses (a `Job` submitted to a `JobManager` with one slot,
+  running in its background thread with ONE torch thread, recording the probe sentences' attention
+  every 25 steps like the page), polled from the main thread as the page's fragment would. The
+  other core stays idle.
+- "cli": `Trainer` driven in the main thread with 2 torch threads, as `python -m model.train` does.
+- "cli1": the same with 1 torch thread: app / cli1 isolates the cost of the app's machinery (the
+  background thread, the polling, the probe snapshots) from the choice of one thread per job.
+
+Target: app / cli <= 1.2. The machine is shared and noisy: runs alternate (cli, cli1, app, then
+app, cli1, cli, ...) and the medians are compared. Note that two torch threads lose badly when
+other processes compete for the two cores (OpenMP threads wait for each other): then "cli" is far
+slower than "cli1" and the ratio says more about the machine than about the app.
+
+    .venv/bin/python bench/bench_training_app.py [--repeats 2] [--max-steps 2000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch  # noqa: E402
+
+from model.train import EvalEvent, TrainConfig, Trainer  # noqa: E402
+from ui import jobs  # noqa: E402
+
+TARGET_EM = 0.95
+Result = tuple[float | None, int | None, int]  # (seconds to target, step of that evaluation, steps done)
+
+
+def config(max_steps: int) -> TrainConfig:
+    return TrainConfig(steps=max_steps, eval_every=50)
+
+
+def run_cli(tcfg: TrainConfig, target: float = TARGET_EM, verbose: bool = False, threads: int = 2) -> Result:
+    """(seconds to target, step at target, steps done) training in the main thread like the CLI."""
+    torch.set_num_threads(threads)
+    start = time.perf_counter()
+    torch.manual_seed(tcfg.seed)
+    trainer = Trainer(tcfg, data=jobs.toy_data(tcfg.direction), data_sha256=jobs.toy_sha256())
+    for ev in trainer.run():
+        if isinstance(ev, EvalEvent):
+            if verbose:
+                print(f"  cli ({threads} thread(s)) step {ev.step}: exact match {ev.exact_match:.1%} "
+                      f"({time.perf_counter() - start:.0f} s)", flush=True)
+            if ev.exact_match >= target:
+                return time.perf_counter() - start, ev.step, trainer.step
+    return None, None, trainer.step
+
+
+def run_app(tcfg: TrainConfig, target: float = TARGET_EM, verbose: bool = False) -> Result:
+    """The same through the app's job machinery: background thread, one torch thread, probe snapshots."""
+    manager = jobs.JobManager(max_running=1, max_seconds=3600, poll=1.0)
+    settings = {f.name: getattr(tcfg, f.name) for f in dataclasses.fields(tcfg)
+                if f.name not in ("clip_grad_norm", "max_seconds", "max_len")}
+    job = jobs.make_job(settings, probe_every=jobs.DEFAULT_PROBE_EVERY)
+    manager.submit(job)
+    seen = 0
+    try:
+        while not job.done:
+            time.sleep(0.5)  # the page's polling interval
+            v = job.view()
+            for ev, sec in zip(v.evals[seen:], v.eval_seconds[seen:], strict=True):
+                if verbose:
+                    print(f"  app step {ev.step}: exact match {ev.exact_match:.1%} ({sec:.0f} s)", flush=True)
+                if ev.exact_match >= target:
+                    job.stop("benchmark target reached")
+                    job.join(60)
+                    return sec, ev.step, v.step
+            seen = len(v.evals)
+        v = job.view()
+        if v.error:
+            raise RuntimeError(v.error)
+        for ev, sec in zip(v.evals, v.eval_seconds, strict=True):
+            if ev.exact_match >= target:
+                return sec, ev.step, v.step
+        return None, None, v.step
+    finally:
+        manager.shutdown()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--repeats", type=int, default=1, help="runs of each (alternating order)")
+    ap.add_argument("--max-steps", type=int, default=2000)
+    ap.add_argument("--target", type=float, default=TARGET_EM, help="held-out exact match to reach (0-1)")
+    ap.add_argument("-v", "--verbose", action="store_true", help="print every evaluation")
+    args = ap.parse_args(argv)
+    tcfg = config(args.max_steps)
+    print(f"config: d_model {tcfg.d_model}, {tcfg.n_heads} heads, {tcfg.n_layers}+{tcfg.n_layers} layers, d_ff "
+          f"{tcfg.d_ff}, batch {tcfg.batch_size}, warm-up {tcfg.warmup}, evaluation every {tcfg.eval_every} steps; "
+          f"target: held-out exact match >= {args.target:.0%}", flush=True)
+    results: dict[str, list[Result]] = {"cli": [], "cli1": [], "app": []}
+    runs = {"cli": lambda: run_cli(tcfg, args.target, args.verbose, threads=2),
+            "cli1": lambda: run_cli(tcfg, args.target, args.verbose, threads=1),
+            "app": lambda: run_app(tcfg, args.target, args.verbose)}
+    order = []
+    for i in range(args.repeats):
+        order += ["cli", "cli1", "app"] if i % 2 == 0 else ["app", "cli1", "cli"]
+    for kind in order:
+        r = runs[kind]()
+        results[kind].append(r)
+        sec, step, done = r
+        if sec is None:
+            print(f"{kind}: target not reached in {done} steps", flush=True)
+        else:
+            print(f"{kind}: {sec:.1f} s to {args.target:.0%} exact match (evaluation at step {step}; "
+                  f"{sec / step * 1000:.0f} ms per step, evaluations included)", flush=True)
+    med = {}
+    for kind, rs in results.items():
+        secs = [s for s, _, _ in rs if s is not None]
+        med[kind] = statistics.median(secs) if len(secs) == len(rs) else None
+    if med["cli"] and med["app"] and med["cli1"]:
+        ratio = med["app"] / med["cli"]
+        print(f"median time to {args.target:.0%}: app job {med['app']:.1f} s, command line {med['cli']:.1f} s "
+              f"(2 threads), {med['cli1']:.1f} s (1 thread)")
+        print(f"ratio app/cli = {ratio:.2f} (target <= 1.2: {'met' if ratio <= 1.2 else 'NOT met'}); "
+              f"app/cli with 1 thread = {med['app'] / med['cli1']:.2f} (the app's own overhead)")
+    else:
+        print("a run did not reach the target: no ratio")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,351 @@
+"""A classroom on one server: 30 browser sessions typing and switching pages while 2 models train.
+
+Starts its own `streamlit run app.py` on 127.0.0.1 and a free port (loopback only), then drives one
+Debian Chromium with Playwright's async API:
+
+1. two "trainer" sessions open the training page and press Start with the page's default settings;
+2. thirty "student" sessions (separate browser contexts = separate Streamlit sessions) open the app,
+   then each does a fixed number of interactions, alternating: type its own sentence into the
+   sidebar and press Enter, or switch to another page through the sidebar.
+
+Measured per interaction: the time from the action (Enter, click) to the end of the script run it
+triggered (a run must start after the action, then `data-test-script-state="notRunning"`). Errors:
+exception boxes, timeouts, and pages that did not update (the sentence header still showing an older
+sentence). Leak check: every student types sentences no other student types; after every
+interaction the sentence box and the page's sentence header (tokens and translation, computed here
+with the shipped model) must be the student's own, never another student's.
+
+Bounded: --students (30), --interactions per student (5), first loads within max(4 x timeout, 240 s),
+then --deadline seconds for the interactions (300, counted from the moment every student has loaded;
+no interaction starts after it), --timeout per interaction (60 s); the whole run is cut at the sum of
+these + 180 s. Prints p50 / p95 / max latency, errors, the leak check and the trainings' progress.
+
+    .venv/bin/python bench/load_test.py [--students 30] [--interactions 5] [--deadline 300]
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import asyncio
+import json
+import math
+import re
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from model import checkpoint, pipeline  # noqa: E402
+from model.data import load_dataset  # noqa: E402
+from tests.browser.server import (  # noqa: E402
+    CHROMIUM_ARGS,
+    EXCEPTION_SELECTOR,
+    IDLE_SELECTOR,
+    RUN_COUNTER_JS,
+    require_chromium,
+    start_server,
+)
+
+DEFAULT = "the animal didn't cross the street because it was too tired"  # ui.state.DEFAULT_SENTENCE
+SWITCH_PAGES = ["Overview", "Tokens and embeddings", "Self-attention, step by step", "Decoder and masking",
+                "Output and decoding"]  # titles of app.py's st.Page entries the students visit, in turn
+
+
+@dataclass
+class Interaction:
+    student: int
+    kind: str  # "load", "type" or "switch"
+    seconds: float | None  # None: it failed
+    error: str = ""
+    leak: str = ""
+
+
+@dataclass
+class Report:
+    interactions: list[Interaction] = field(default_factory=list)
+    trainers: list[str] = field(default_factory=list)
+
+
+def page_titles() -> set[str]:
+    titles = set()
+    for node in ast.walk(ast.parse((ROOT / "app.py").read_text())):
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "Page":
+            titles |= {k.value.value for k in node.keywords if k.arg == "title"}
+    return titles
+
+
+TOKENS: dict[str, str] = {}  # sentence -> its tokens as the sentence header shows them
+TRANSLATIONS: dict[str, str] = {}  # sentence -> the shipped model's translation
+OWNER: dict[str, int] = {}  # sentence -> the student who types it
+
+
+def sentences(n: int) -> list[tuple[str, str]]:
+    """n distinct toy-set sentences with distinct translations by the shipped model: (sentence, translation)."""
+    bundle = checkpoint.load(checkpoint.SHIPPED)
+    TOKENS[DEFAULT] = " ".join(pipeline.prepare(bundle, DEFAULT).tokens)
+    out, seen = [], set()
+    for p in load_dataset()["train"]:
+        if len(out) == n:
+            break
+        if p.src in seen:
+            continue
+        tr = pipeline.analyse(bundle, pipeline.prepare(bundle, p.src)).translation
+        if tr in {t for _, t in out}:
+            continue
+        seen.add(p.src)
+        TOKENS[p.src] = " ".join(pipeline.prepare(bundle, p.src).tokens)
+        out.append((p.src, tr))
+    return out
+
+
+async def run_count(page) -> int:
+    return int(await page.evaluate("window.__glassRuns ?? 0"))
+
+
+async def wait_run(page, before: int, timeout: float) -> None:
+    """Wait until a script run started after `before` has finished (ms timeout for both halves).
+
+    Every measured action (a new sentence, another page) triggers a run, so a run that never starts
+    is a timeout, not a pass: reading the page before the server answered would measure nothing.
+    """
+    await page.wait_for_function(f"(window.__glassRuns ?? 0) > {before}", timeout=timeout, polling=50)
+    await page.wait_for_selector(IDLE_SELECTOR, state="attached", timeout=timeout)
+
+
+async def check(page, student: int, own: str, own_translation: str) -> tuple[str, str]:
+    """(error, leak) after an interaction.
+
+    The sentence box must hold the student's own sentence. Where a page shows the sentence header
+    ("Source tokens: ... <eos>", then "Translation: ..."), its tokens and translation must be the
+    student's own: another student's sentence there is a leak; anything else (the default sentence,
+    an earlier one) is an error, a page that did not update. Other "Translation:" lines on a page
+    may belong to fixed examples and are not checked.
+    """
+    error = leak = ""
+    boxes = page.locator(EXCEPTION_SELECTOR)
+    if await boxes.count():
+        error = "exception box: " + (await boxes.first.inner_text())[:200]
+    box = page.locator('[data-testid="stSidebar"]').get_by_role("textbox", name="Your sentence", exact=True)
+    value = await box.input_value()
+    if value != own:
+        owner = OWNER.get(value)
+        if owner is not None and owner != student:
+            leak = f"sentence box shows student {owner}'s {value!r}"
+        else:
+            error = error or f"stale sentence box: {value!r}, typed {own!r}"
+    text = await page.locator('[data-testid="stMain"]').inner_text()
+    header = re.search(r"Source tokens:\s*(.*?)\s*<eos>(.*?)(?:^Translation: (.*?)$|\Z)", text, flags=re.M | re.S)
+    if header:
+        tokens = " ".join(header.group(1).split())
+        if tokens != TOKENS[own]:
+            owner = next((OWNER[s] for s, t in TOKENS.items() if t == tokens and s in OWNER), None)
+            if owner is not None and owner != student:
+                leak = f"page shows student {owner}'s sentence {tokens!r}; own {own!r}"
+            else:
+                error = error or f"stale page: shows {tokens!r}, own sentence {own!r}"
+        elif header.group(3) is not None and header.group(3).strip() != own_translation:
+            shown = header.group(3).strip()
+            owner = next((OWNER[s] for s, t in TRANSLATIONS.items() if t == shown), None)
+            if owner is not None and owner != student:
+                leak = f"page shows student {owner}'s translation {shown!r}; own {own!r}"
+            else:
+                error = error or f"wrong translation {shown!r} for {own!r} (expected {own_translation!r})"
+    return error, leak
+
+
+async def trainer(browser, url: str, report: Report, status: dict) -> None:
+    ctx = await browser.new_context(viewport={"width": 1400, "height": 1000})
+    await ctx.add_init_script(RUN_COUNTER_JS)
+    page = await ctx.new_page()
+    await page.goto(url, wait_until="domcontentloaded", timeout=120_000)
+    await page.wait_for_selector(IDLE_SELECTOR, state="attached", timeout=120_000)
+    before = await run_count(page)
+    await page.locator('[data-testid="stSidebar"]').get_by_role("link", name="Train your own", exact=True).click()
+    await wait_run(page, before, 120_000)
+    await page.locator('[data-testid="stMain"]').get_by_role("button", name=re.compile("Start")).click()
+    status[id(page)] = page
+    report.trainers.append("started")
+
+
+class Phase:
+    """The interactions start when every student has loaded the app (or failed to): a class settles in first."""
+
+    def __init__(self, students: int, seconds: float):
+        self.left, self.seconds = students, seconds
+        self.all_loaded = asyncio.Event()
+        self.deadline = math.inf
+        self.started = math.nan
+
+    def arrive(self) -> None:
+        self.left -= 1
+        if self.left == 0:
+            self.started = time.monotonic()
+            print(f"every session has loaded the app; interactions for at most {self.seconds:.0f} s", flush=True)
+            self.deadline = self.started + self.seconds
+            self.all_loaded.set()
+
+
+async def student(i: int, browser, url: str, mine: list[tuple[str, str]], n: int, phase: Phase,
+                  timeout: float, report: Report, delay: float) -> None:
+    await asyncio.sleep(delay)
+    ctx = await browser.new_context(viewport={"width": 1280, "height": 900})
+    try:
+        await ctx.add_init_script(RUN_COUNTER_JS)
+        page = await ctx.new_page()
+        t0 = time.perf_counter()
+        try:
+            load_ms = max(4 * timeout, 240) * 1000  # the first load of 30 tabs at once on 2 cores is slow
+            await page.goto(url, wait_until="domcontentloaded", timeout=load_ms)
+            await page.wait_for_selector(IDLE_SELECTOR, state="attached", timeout=load_ms)
+            report.interactions.append(Interaction(i, "load", time.perf_counter() - t0))
+        except Exception as e:  # noqa: BLE001 - a failed load is a measured error
+            report.interactions.append(Interaction(i, "load", None, f"load: {type(e).__name__}"))
+            phase.arrive()
+            return
+        phase.arrive()
+        await phase.all_loaded.wait()
+        sidebar = page.locator('[data-testid="stSidebar"]')
+        own, own_translation = DEFAULT, None
+        typed = 0
+        for k in range(n):
+            if time.monotonic() > phase.deadline:
+                break
+            kind = "type" if k % 2 == 0 else "switch"
+            before = await run_count(page)
+            try:
+                if kind == "type":
+                    own, own_translation = mine[typed % len(mine)]
+                    typed += 1
+                    box = sidebar.get_by_role("textbox", name="Your sentence", exact=True)
+                    await box.fill(own)
+                    t = time.perf_counter()
+                    await box.press("Enter")
+                else:
+                    title = SWITCH_PAGES[(i + k) % len(SWITCH_PAGES)]
+                    link = sidebar.get_by_role("link", name=title, exact=True)
+                    t = time.perf_counter()
+                    await link.click()
+                await wait_run(page, before, timeout * 1000)
+                seconds = time.perf_counter() - t
+                error, leak = await check(page, i, own, own_translation) if own_translation else ("", "")
+                report.interactions.append(Interaction(i, kind, seconds if not error else None, error, leak))
+            except Exception as e:  # noqa: BLE001
+                report.interactions.append(Interaction(i, kind, None, f"{kind}: {type(e).__name__}: {str(e)[:120]}"))
+    finally:
+        await ctx.close()
+
+
+def pct(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, max(0, round(q * (len(xs) - 1))))]
+
+
+async def main_async(args) -> Report:
+    from playwright.async_api import async_playwright
+
+    report = Report()
+    pool = sentences(args.students * ((args.interactions + 1) // 2))
+    per = (args.interactions + 1) // 2
+    mine = [pool[s * per:(s + 1) * per] for s in range(args.students)]
+    for s, sentences_of_s in enumerate(mine):
+        for sentence, translation in sentences_of_s:
+            OWNER[sentence], TRANSLATIONS[sentence] = s, translation
+    server = start_server(log=Path("/tmp") / "glass-load-test.log", timeout=120)
+    print(f"server {server.url} (log {server.log})", flush=True)
+    try:
+        async with async_playwright() as p:
+            browser = await p.chromium.launch(executable_path=require_chromium(), args=CHROMIUM_ARGS)
+            try:
+                trainers: dict = {}
+                t0 = time.perf_counter()
+                await asyncio.gather(*(trainer(browser, server.url, report, trainers) for _ in range(args.trainings)))
+                print(f"{len(trainers)} trainings started in {time.perf_counter() - t0:.1f} s", flush=True)
+                phase = Phase(args.students, args.deadline)
+                tasks = [student(i, browser, server.url, mine[i], args.interactions, phase, args.timeout, report,
+                                 i * args.stagger) for i in range(args.students)]
+                limit = max(4 * args.timeout, 240) + args.students * args.stagger + args.deadline + 180
+                try:
+                    await asyncio.wait_for(asyncio.gather(*tasks), timeout=limit)
+                except TimeoutError:
+                    report.interactions.append(Interaction(-1, "all", None, "overall time limit reached"))
+                for page in trainers.values():  # how far the trainings got meanwhile
+                    try:
+                        bar = page.locator('[data-testid="stProgress"]').first
+                        text = await bar.inner_text(timeout=10_000) if await bar.count() else ""
+                        main = await page.locator('[data-testid="stMain"]').inner_text()
+                        state = next((s for s in ("Training finished", "Training stopped", "Waiting for a free slot",
+                                                  "Training diverged") if s in main), "running")
+                        report.trainers.append(f"{state}: {' '.join(text.split())[:80]}")
+                    except Exception as e:  # noqa: BLE001
+                        report.trainers.append(f"unknown ({type(e).__name__})")
+            finally:
+                await browser.close()
+    finally:
+        server.stop()
+    return report
+
+
+def summarise(report: Report, args) -> dict:
+    ok = [x for x in report.interactions if x.kind in ("type", "switch") and x.seconds is not None]
+    loads = [x.seconds for x in report.interactions if x.kind == "load" and x.seconds is not None]
+    errors = [x for x in report.interactions if x.error]
+    leaks = [x for x in report.interactions if x.leak]
+    out = {"students": args.students, "trainings": args.trainings, "interactions_done": len(ok),
+           "interactions_planned": args.students * args.interactions, "errors": len(errors), "leaks": len(leaks)}
+    if ok:
+        secs = [x.seconds for x in ok]
+        out.update(p50=statistics.median(secs), p95=pct(secs, 0.95), max=max(secs))
+        for kind in ("type", "switch"):
+            ks = [x.seconds for x in ok if x.kind == kind]
+            if ks:
+                out[f"{kind}_p50"], out[f"{kind}_p95"] = statistics.median(ks), pct(ks, 0.95)
+    if loads:
+        out.update(load_p50=statistics.median(loads), load_p95=pct(loads, 0.95))
+    out["error_samples"] = [x.error for x in errors[:5]]
+    out["leak_samples"] = [x.leak for x in leaks[:5]]
+    out["trainers"] = report.trainers
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--students", type=int, default=30)
+    ap.add_argument("--trainings", type=int, default=2)
+    ap.add_argument("--interactions", type=int, default=5, help="per student, alternating type / switch")
+    ap.add_argument("--deadline", type=float, default=300, help="seconds; no interaction starts after it")
+    ap.add_argument("--timeout", type=float, default=60, help="seconds per interaction")
+    ap.add_argument("--stagger", type=float, default=0.5, help="seconds between two students' arrivals")
+    ap.add_argument("--json", help="also write the figures to this file")
+    args = ap.parse_args(argv)
+    if not set(SWITCH_PAGES) <= page_titles():
+        print(f"app.py lacks some of the pages {SWITCH_PAGES}", file=sys.stderr)
+        return 2
+    t0 = time.perf_counter()
+    report = asyncio.run(main_async(args))
+    s = summarise(report, args)
+    s["wall_seconds"] = time.perf_counter() - t0
+    print(f"{s['interactions_done']} of {s['interactions_planned']} interactions by {args.students} sessions while "
+          f"{args.trainings} models trained ({s['wall_seconds']:.0f} s in all)")
+    if "p50" in s:
+        print(f"interaction -> updated page: p50 {s['p50']:.2f} s, p95 {s['p95']:.2f} s, max {s['max']:.2f} s "
+              f"(typing: p50 {s.get('type_p50', float('nan')):.2f} / p95 {s.get('type_p95', float('nan')):.2f} s; "
+              f"page switch: p50 {s.get('switch_p50', float('nan')):.2f} / p95 {s.get('switch_p95', float('nan')):.2f}"
+              f" s); target p95 <= 2 s: {'met' if s['p95'] <= 2 else 'NOT met'}")
+    if "load_p50" in s:
+        print(f"first load of the app: p50 {s['load_p50']:.1f} s, p95 {s['load_p95']:.1f} s")
+    print(f"errors: {s['errors']} {s['error_samples'] or ''}")
+    print(f"cross-session leaks: {s['leaks']} {s['leak_samples'] or ''}")
+    print("trainings: " + " | ".join(s["trainers"]))
+    if args.json:
+        Path(args.json).write_text(json.dumps({**s, "interactions": [asdict(x) for x in report.interactions]},
+                                              indent=1))
+    return 0 if not s["errors"] and not s["leaks"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,413 @@
+"""The background training job and the server-wide job manager, without Streamlit."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from model.checkpoint import from_bytes, to_bytes
+from model.data import load_dataset
+from model.trace import Trace
+from model.train import Trainer
+from ui import jobs
+from ui.jobs import Job, JobManager, JobRefused, SettingsError
+
+TINY = dict(d_model=16, n_heads=2, n_layers=1, d_ff=32, batch_size=16, steps=40, warmup=10, eval_every=0, dropout=0.0)
+LONG = {**TINY, "steps": 5000}
+
+
+@pytest.fixture(scope="module")
+def small_data():
+    """200 training and 8 held-out pairs of the toy set: evaluations take milliseconds."""
+    toy = load_dataset()
+    return {"train": toy["train"][:200], "heldout": toy["heldout"][:8]}
+
+
+@pytest.fixture
+def manager():
+    m = JobManager(max_running=2, poll=0.05, grace=0.0)
+    yield m
+    m.shutdown()
+
+
+def job(data, probe_every=0, owner=None, session_id=None, **settings) -> Job:
+    return jobs.make_job({**TINY, **settings}, data=data, probe_every=probe_every, owner=owner, session_id=session_id,
+                         probes=["i am a student"] if probe_every else [])
+
+
+def wait_for(cond, timeout=60.0):
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out")
+        time.sleep(0.01)
+
+
+def wait_steps(j: Job, n: int = 2):
+    wait_for(lambda: j.view().step >= n or j.done)
+
+
+# --- Settings ------------------------------------------------------------------------------------
+
+
+def test_defaults_are_valid_and_inside_the_bounds():
+    tcfg = jobs.make_config({f.name: getattr(jobs.DEFAULTS, f.name) for f in dataclasses.fields(jobs.DEFAULTS)
+                             if f.name in jobs.BOUNDS or f.name == "direction"})
+    assert tcfg.d_model % tcfg.n_heads == 0
+    for name, (lo, hi) in jobs.BOUNDS.items():
+        assert lo <= getattr(jobs.DEFAULTS, name) <= hi, name
+
+
+@pytest.mark.parametrize("settings, words", [
+    ({"d_model": 130, "n_heads": 4}, "divisible by n_heads"),
+    ({"d_model": 33, "n_heads": 1}, "must be even"),
+    ({"d_model": 512}, "d_model must be between 8 and 256"),
+    ({"n_layers": 5}, "layers must be between 1 and 4"),
+    ({"batch_size": 0}, "batch size must be between 1 and 128"),
+    ({"steps": 6000}, "steps must be between 1 and 5000"),
+    ({"dropout": 0.9}, "dropout must be between 0 and 0.5"),
+    ({"direction": "de-fr"}, "direction must be one of"),
+])
+def test_impossible_settings_are_refused_with_a_message(settings, words):
+    with pytest.raises(SettingsError) as e:
+        jobs.make_config({**TINY, **settings})
+    assert words in str(e.value)
+
+
+def test_every_out_of_bounds_setting_is_named_at_once():
+    with pytest.raises(SettingsError) as e:
+        jobs.make_config({**TINY, "n_layers": 9, "d_ff": 4096})
+    assert "layers must be" in str(e.value) and "d_ff must be" in str(e.value)
+
+
+# --- Memory bound -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kw", [dict(d_model=32, n_heads=2, n_layers=1, d_ff=64),
+                                dict(d_model=64, n_layers=3, d_ff=256),
+                                dict(d_model=128, n_heads=8, n_layers=2, d_ff=512)])
+def test_parameter_count_is_the_models(kw):
+    tcfg = dataclasses.replace(jobs.DEFAULTS, **kw)
+    prof = jobs.toy_profile("en-fr")
+    model = Trainer(tcfg, data=jobs.toy_data("en-fr")).model
+    assert jobs.count_parameters(tcfg.d_model, tcfg.n_layers, tcfg.d_ff, prof.src_vocab, prof.tgt_vocab) == \
+        sum(p.numel() for p in model.parameters())
+
+
+def saved_for_backward(trainer: Trainer, B: int, T: int) -> int:
+    """Bytes autograd keeps for the backward pass of one batch (parameters excluded)."""
+    g = torch.Generator().manual_seed(0)
+    src = torch.randint(4, len(trainer.src_vocab), (B, T), generator=g)
+    tgt = torch.randint(4, len(trainer.tgt_vocab), (B, T + 1), generator=g)
+    params = {p.untyped_storage().data_ptr() for p in trainer.model.parameters()}
+    seen: dict[int, int] = {}
+
+    def pack(t):
+        s = t.untyped_storage()
+        if s.data_ptr() not in params:
+            seen[s.data_ptr()] = s.nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        trainer.loss(trainer.model(src, tgt[:, :-1], Trace(trainer.interventions, record=False)), tgt[:, 1:])
+    return sum(seen.values())
+
+
+@pytest.mark.parametrize("kw", [dict(d_model=32, n_heads=2, n_layers=1, d_ff=64, batch_size=16),
+                                dict(d_model=64, n_heads=4, n_layers=2, d_ff=256, batch_size=32),
+                                dict(d_model=128, n_heads=8, n_layers=3, d_ff=128, batch_size=8)])
+def test_activation_estimate_matches_a_measurement(kw):
+    tcfg = dataclasses.replace(jobs.DEFAULTS, **kw)
+    prof = jobs.toy_profile("en-fr")
+    trainer = Trainer(tcfg, data=jobs.toy_data("en-fr"))
+    measured = saved_for_backward(trainer, tcfg.batch_size, prof.longest - 1)
+    estimated = jobs.estimate_memory(tcfg, prof).activation_bytes / 1.5  # the estimate adds 50% for backward's peak
+    assert 0.75 < estimated / measured < 1.3, (estimated, measured)
+
+
+def test_the_worst_case_fits_the_limit_and_bigger_runs_are_refused(small_data, monkeypatch):
+    worst = jobs.worst_case()
+    assert worst.total <= jobs.MAX_JOB_BYTES
+    assert worst.parameters > 5_000_000  # d_model 256, 4+4 layers, d_ff 1024
+    monkeypatch.setattr(jobs, "MAX_JOB_BYTES", 1_000_000)
+    with pytest.raises(SettingsError, match="limit per job"):
+        job(small_data)
+
+
+def test_a_corpus_with_a_huge_vocabulary_is_refused():
+    from model.data import Pair
+    pairs = [Pair(f"w{i} x{i}", f"y{i} z{i}") for i in range(jobs.MAX_VOCAB)]
+    with pytest.raises(SettingsError, match="limit is 8,000 per side"):
+        jobs.make_job(TINY, data={"train": pairs, "heldout": pairs[:5]})
+
+
+# --- The queue ------------------------------------------------------------------------------------
+
+
+def test_third_job_waits_with_position_1_then_runs_when_one_ends(small_data, manager):
+    a, b, c = (job(small_data, **LONG) for _ in range(3))
+    for j in (a, b, c):
+        manager.submit(j)
+    assert (a.state, b.state, c.state) == ("running", "running", "queued")
+    assert manager.position(c) == 1 and c.view().position == 1 and a.view().position is None
+    assert c.thread is None and manager.counts() == (2, 1)
+    d = manager.submit(job(small_data, **LONG))
+    assert manager.position(d) == 2
+    wait_steps(a)
+    a.stop()
+    assert a.join(30)
+    assert a.state == "stopped"
+    wait_for(lambda: c.state == "running")  # the freed slot goes to the first in line
+    assert manager.position(d) == 1 and manager.counts() == (2, 1)
+    manager.stop(d)  # a queued job leaves the queue at once, without ever running
+    assert d.done and d.state == "stopped" and d.thread is None and d.result is None
+    assert manager.counts() == (2, 0)
+
+
+def test_a_finished_job_frees_its_slot(small_data):
+    m = JobManager(max_running=1, poll=0.05)
+    first, second = job(small_data, steps=5), job(small_data, steps=5)
+    m.submit(first)
+    m.submit(second)
+    assert second.state == "queued"
+    assert first.join(60) and second.join(60)
+    assert (first.state, second.state) == ("finished", "finished")
+    assert second.started >= first.ended
+
+
+def test_one_active_job_per_owner(small_data, manager):
+    a = manager.submit(job(small_data, owner="student-1", **LONG))
+    with pytest.raises(JobRefused, match="already have a training job"):
+        manager.submit(job(small_data, owner="student-1", **LONG))
+    other = manager.submit(job(small_data, owner="student-2", **LONG))  # another session is not affected
+    assert other.state == "running"
+    a.stop()
+    a.join(30)
+    again = manager.submit(job(small_data, owner="student-1", steps=3))
+    assert again.join(60) and again.state == "finished"
+
+
+def test_full_queue_refuses(small_data):
+    m = JobManager(max_running=1, max_queue=1, poll=0.05)
+    try:
+        m.submit(job(small_data, **LONG))
+        m.submit(job(small_data, **LONG))
+        with pytest.raises(JobRefused, match="queue is full"):
+            m.submit(job(small_data, **LONG))
+    finally:
+        m.shutdown()
+
+
+# --- Stop, time limit, ended sessions, divergence -----------------------------------------------
+
+
+def test_stop_hands_over_the_model_so_far(small_data, manager):
+    j = manager.submit(job(small_data, **LONG))
+    wait_steps(j, 3)
+    j.stop()
+    assert j.join(30)
+    v = j.view()
+    assert (v.state, v.reason) == ("stopped", "stopped by you")
+    assert 3 <= v.step < 5000 and j.result is not None
+    assert j.result.meta["training"]["steps_done"] == v.step
+    assert not j.result.model.training
+
+
+def test_time_limit_stops_the_job(small_data):
+    m = JobManager(max_running=1, max_seconds=0.5, poll=0.05)
+    j = m.submit(job(small_data, **LONG))
+    assert j.tcfg.max_seconds == 0.5
+    assert j.join(60)
+    assert j.state == "stopped" and j.reason.startswith("time limit") and 0 < j.view().step < 5000
+    assert j.result is not None
+
+
+def test_jobs_of_an_ended_session_are_cancelled(small_data):
+    alive = {"s1": True, "s2": True, "s3": True}
+    m = JobManager(max_running=1, session_alive=lambda sid: alive[sid], grace=0.0, poll=3600)  # sweeps by hand
+    running = m.submit(job(small_data, session_id="s1", **LONG))
+    queued = m.submit(job(small_data, session_id="s2", **LONG))
+    other = m.submit(job(small_data, session_id="s3", **LONG))
+    wait_steps(running)
+    assert m.sweep() == []
+    alive["s1"] = alive["s2"] = False  # both browser tabs closed
+    assert set(m.sweep()) == {running, queued}
+    assert running.join(30) and running.state == "stopped" and running.reason == "session ended"
+    assert queued.done and queued.state == "stopped" and queued.thread is None
+    wait_for(lambda: other.state == "running")  # the living session's job gets the slot
+    m.shutdown()
+
+
+def test_a_short_disconnection_is_forgiven(small_data):
+    alive = {"s1": True}
+    m = JobManager(max_running=1, session_alive=lambda sid: alive[sid], grace=10.0, poll=3600)
+    j = m.submit(job(small_data, session_id="s1", **LONG))
+    t0 = time.monotonic()
+    alive["s1"] = False  # a page reload: the websocket is gone for a moment
+    assert m.sweep(now=t0) == [] and m.sweep(now=t0 + 9) == []
+    alive["s1"] = True
+    assert m.sweep(now=t0 + 11) == [] and j.active
+    alive["s1"] = False
+    assert m.sweep(now=t0 + 12) == []
+    assert m.sweep(now=t0 + 23) == [j]
+    assert j.join(30) and j.reason == "session ended"
+
+
+def test_the_watchdog_sweeps_by_itself(small_data):
+    alive = {"s1": True}
+    m = JobManager(max_running=1, session_alive=lambda sid: alive[sid], grace=0.0, poll=0.02)
+    j = m.submit(job(small_data, session_id="s1", **LONG))
+    wait_steps(j)
+    alive["s1"] = False
+    assert j.join(30) and j.reason == "session ended"
+
+
+def test_outside_streamlit_every_session_counts_as_alive():
+    assert jobs.streamlit_session_alive("no such session") is True
+    assert jobs.current_session_id() is None
+
+
+def test_nan_fails_the_job_with_an_explanation_and_the_manager_goes_on(small_data, manager):
+    j = manager.submit(job(small_data, owner="me", lr_scale=1e6, warmup=1))
+    assert j.join(60)
+    v = j.view()
+    assert (v.state, v.reason) == ("failed", "diverged")
+    assert "Training diverged" in v.error and "smaller lr_scale" in v.error and "warm-up" in v.error
+    assert j.result is None
+    assert manager.counts() == (0, 0)
+    again = manager.submit(job(small_data, owner="me", steps=3))  # the same session trains again
+    assert again.join(60) and again.state == "finished"
+
+
+def test_an_unexpected_error_fails_the_job_not_the_server(small_data, manager):
+    bad = job(small_data)
+    bad._data = {"train": [], "heldout": []}  # Trainer refuses: no training pairs
+    manager.submit(bad)
+    assert bad.join(30) and bad.state == "failed" and bad.error.startswith("Training failed: ValueError")
+    assert manager.counts() == (0, 0)
+
+
+# --- What the job records ------------------------------------------------------------------------
+
+
+def test_loss_falls_on_a_tiny_config(small_data, manager):
+    j = manager.submit(job(small_data, steps=40, dropout=0.0, warmup=10))
+    assert j.join(120) and j.state == "finished"
+    v = j.view()
+    assert v.steps == list(range(1, 41))
+    assert len(v.losses) == len(v.cross_entropy) == len(v.lrs) == 40
+    assert np.mean(v.losses[-10:]) < np.mean(v.losses[:10]) - 0.5
+    assert v.lrs[9] == pytest.approx(j.tcfg.lr_scale * 16 ** -0.5 * 10 ** -0.5)  # the peak, at warm-up
+    assert j.result.meta["training"]["steps_done"] == 40
+    assert [e.step for e in v.evals] == [40]  # eval_every 0: once at the end
+    assert v.eval_seconds[-1] <= v.seconds
+
+
+def test_the_job_trains_with_one_torch_thread(small_data, manager):
+    seen = []
+    j = job(small_data, steps=2)
+    original = j._train
+
+    def spy():
+        seen.append(torch.get_num_threads())
+        return original()
+
+    j._train = spy
+    before = torch.get_num_threads()
+    manager.submit(j)
+    assert j.join(60) and seen == [1]
+    assert torch.get_num_threads() == before  # the server's threads are untouched
+
+
+def test_probe_snapshots(small_data, manager):
+    j = manager.submit(job(small_data, steps=20, probe_every=5))
+    assert j.join(60) and j.state == "finished"
+    snaps = j.view().snapshots
+    assert [s.step for s in snaps] == [0, 5, 10, 15, 20]
+    for s in snaps:
+        assert s.src_labels == ("0 i", "1 am", "2 a", "3 student", "4 <eos>")
+        assert s.tgt_labels == ("0 <bos>", "1 je", "2 suis", "3 étudiant")  # the reference, teacher-forced
+        assert s.enc_self.shape == (1, 2, 5, 5) and s.dec_self.shape == (1, 2, 4, 4) and s.cross.shape == (1, 2, 4, 5)
+        for kind in ("enc_self", "dec_self", "cross"):
+            w = s.weights(kind)
+            assert w.dtype == np.float32
+            np.testing.assert_allclose(w.sum(-1), 1.0, atol=1e-5)
+        assert np.triu(s.dec_self, k=1).max() == 0.0  # the look-ahead mask
+    assert not np.allclose(snaps[0].enc_self, snaps[-1].enc_self)  # attention changed with training
+    assert j.result.model.training is False
+
+
+def test_probe_snapshots_without_the_mask_look_ahead(small_data, manager):
+    j = manager.submit(job(small_data, steps=5, probe_every=5, look_ahead_mask=False))
+    assert j.join(60)
+    s = j.view().snapshots[-1]
+    assert np.triu(s.dec_self, k=1).sum() > 0.1
+
+
+def test_probe_snapshot_of_the_shipped_recipe_matches_a_traced_pass():
+    """The snapshot holds exactly the weights of a traced teacher-forced pass over the reference."""
+    from model.pipeline import prepare, teacher_forced
+    data = jobs.toy_data("en-fr")
+    trainer = Trainer(dataclasses.replace(jobs.DEFAULTS, **TINY), data=data)
+    bundle = trainer.bundle()
+    text = "the animal didn't cross the street because it was too tired"
+    ref = jobs.find_reference(data, text, "en")
+    assert ref == "l'animal n'a pas traversé la rue parce qu'il était trop fatigué"
+    snap = jobs.probe_snapshot(bundle, text, ref, step=7)
+    tf = teacher_forced(bundle, prepare(bundle, text), ref)
+    np.testing.assert_array_equal(snap.enc_self[0], tf.trace["enc.0.self_attn.weights"][0].numpy())
+    np.testing.assert_array_equal(snap.cross[0], tf.trace["dec.0.cross_attn.weights"][0].numpy())
+    assert snap.step == 7 and snap.src_labels[7] == "7 it"
+
+
+def test_snapshots_are_capped_for_long_runs():
+    assert Job(dataclasses.replace(jobs.DEFAULTS, steps=5000), probe_every=1).probe_every == 50
+    assert Job(dataclasses.replace(jobs.DEFAULTS, steps=600), probe_every=25).probe_every == 25
+    assert Job(jobs.DEFAULTS, probe_every=0).probe_every == 0
+
+
+def test_default_probes():
+    assert jobs.default_probes("en-fr")[0] == "the animal didn't cross the street because it was too tired"
+    fr = jobs.default_probes("fr-en")
+    data = jobs.toy_data("fr-en")
+    assert jobs.find_reference(data, fr[1], "fr") == "i am a student"
+    custom = {"train": [], "heldout": load_dataset()["heldout"][:3]}
+    assert jobs.default_probes("en-fr", custom) == [p.src for p in custom["heldout"][:2]]
+
+
+def test_the_result_survives_download_and_upload(small_data, manager):
+    j = manager.submit(job(small_data, steps=3))
+    assert j.join(60)
+    weights, meta = to_bytes(j.result)
+    back = from_bytes(weights, meta)
+    for (k, a), (_, b) in zip(j.result.model.state_dict().items(), back.model.state_dict().items(), strict=True):
+        assert torch.equal(a, b), k
+    assert back.src_vocab.itos == j.result.src_vocab.itos
+
+
+def test_view_is_a_consistent_copy_while_training(small_data, manager):
+    j = manager.submit(job(small_data, **LONG))
+    views = []
+    stop = threading.Event()
+
+    def reader():
+        while not stop.is_set():
+            views.append(j.view())
+
+    t = threading.Thread(target=reader)
+    t.start()
+    wait_steps(j, 20)
+    stop.set()
+    t.join()
+    j.stop()
+    j.join(30)
+    for v in views:
+        assert len(v.steps) == len(v.losses) == len(v.lrs) == len(v.cross_entropy) == v.step
+    v = j.view()
+    v.losses.append(1.0)  # a copy: the job's own list is untouched
+    assert len(j.view().losses) == v.step
