@@ -4,13 +4,12 @@ what goes wrong without the look-ahead mask, the padding mask, and encoder-decod
 from dataclasses import replace
 
 import streamlit as st
-from streamlit.errors import StreamlitPageNotFoundError
 
 from model import pipeline
 from model.checkpoint import Bundle, CheckpointError
 from ui.models import analysis, current_model, load_shipped
 from ui.state import interventions
-from ui.widgets import matrix, md, require_sentence, sentence_header
+from ui.widgets import matrix, md, page_link, require_sentence, sentence_header
 from viz import decoder as vd
 from viz.heatmap import shape_text, table
 
@@ -28,13 +27,6 @@ def _base_translation(model_key: str, text: str, _bundle: Bundle) -> str:
 @st.cache_data(max_entries=64, show_spinner=False)
 def _cheating(keys: str, text: str, reference: str, _base: Bundle, _cheat: Bundle) -> vd.Cheating:
     return vd.cheating_story(_base, _cheat, text, reference)
-
-
-def link(page: str, label: str) -> None:
-    try:
-        st.page_link(page, label=label, icon=":material/arrow_forward:")
-    except StreamlitPageNotFoundError:
-        st.markdown(f"→ {label}")
 
 
 def operator(symbol: str) -> None:
@@ -354,6 +346,6 @@ st.header("7. Three kinds of attention: who looks where")
 st.dataframe(vd.WHO_LOOKS_WHERE, hide_index=True)
 st.markdown("After the last block, a linear layer and a softmax turn each decoder position into a probability "
             "for every word of the target vocabulary:")
-link("pages/output.py", "Output and decoding")
+page_link("pages/output.py", "Output and decoding")
 if iv.active:
     st.caption("Sidebar interventions active: " + "; ".join(iv.describe()))

@@ -1,13 +1,12 @@
 """Overview: the encoder-decoder stack, the sentence's translation, the sizes, and the model in use."""
 
 import streamlit as st
-from streamlit.errors import StreamlitPageNotFoundError
 
 from model.data import DATASET_PATH, data_hash, load_dataset
 from model.paper import BASE, CITATION
 from ui.models import analysis, current_model
 from ui.state import MODELS
-from ui.widgets import sentence_header
+from ui.widgets import page_link, sentence_header
 from viz.heatmap import shape_text
 from viz.overview import (
     STOPS,
@@ -24,14 +23,6 @@ from viz.overview import (
 @st.cache_data(show_spinner=False, max_entries=4)
 def _toy_data(mtime: float):  # keyed on the file's modification time: a regenerated file is read again
     return data_summary(load_dataset()), data_hash(DATASET_PATH)
-
-
-def link(page: str, label: str) -> None:
-    """A link to another page of the app (plain text when this page runs on its own)."""
-    try:
-        st.page_link(page, label=label, icon=":material/arrow_forward:")
-    except StreamlitPageNotFoundError:
-        st.markdown(f"→ {label}")
 
 
 a = analysis()
@@ -64,10 +55,10 @@ with left:
 with right:
     st.markdown("**Open each block:**")
     for stop in STOPS:
-        link(stop.page, f"({stop.number}) {stop.block} → **{stop.title}**")
+        page_link(stop.page, f"({stop.number}) {stop.block} → **{stop.title}**")
     st.markdown("**And then:**")
-    link("pages/why_attention.py", "Attention instead of recurrence → **Why attention**")
-    link("pages/training.py", "Training a model like this one → **Train your own**")
+    page_link("pages/why_attention.py", "Attention instead of recurrence → **Why attention**")
+    page_link("pages/training.py", "Training a model like this one → **Train your own**")
     st.markdown(
         f"- **Encoder block** = multi-head self-attention + dense (feed-forward) layer, each followed by a skip "
         f"connection and layer normalisation. The paper stacks 6 blocks; this model {cfg.n_enc_layers}.\n"
