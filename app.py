@@ -6,6 +6,7 @@ Run with `./dev.sh app` (or `streamlit run app.py`). Each page in pages/ also ru
 import streamlit as st
 
 from ui.sidebar import render_sidebar
+from ui.state import keep_widget_state
 
 st.set_page_config(page_title="Glass Transformer", page_icon=":material/visibility:", layout="wide")
 
@@ -36,5 +37,6 @@ PAGES = {
 }
 
 page = st.navigation(PAGES)
+keep_widget_state()
 render_sidebar()
 page.run()

@@ -39,10 +39,31 @@ TOGGLES = {  # state key -> (Interventions field, URL parameter, label)
 MAX_URL_SENTENCE = 500  # a longer sentence is not put in the URL (it is cut to the model's limit anyway)
 
 
+WIDGET_KEYS = ("sentence", "model", "heads_off", *TOGGLES)
+
+
+def keep_widget_state() -> None:
+    """Call once at the top of every run of app.py, before any widget is drawn.
+
+    Streamlit drops the value of a widget that was not drawn in a completed run (for example a run
+    cut short by the next click), and the widget then comes back with its own default (a toggle:
+    off). Re-assigning each key to itself makes the value the session's own, so it survives.
+    """
+    ss = st.session_state
+    for key in WIDGET_KEYS:
+        if key in ss:
+            ss[key] = ss[key]
+
+
 def init_state() -> None:
     """Give every key a value: from the URL on a session's first run, else the defaults."""
     ss = st.session_state
     if ss.get("_state_ready"):
+        ss.setdefault("sentence", DEFAULT_SENTENCE)
+        ss.setdefault("model", "base")
+        ss.setdefault("heads_off", [])
+        for key in TOGGLES:
+            ss.setdefault(key, True)
         return
     qp = st.query_params
     ss.setdefault("sentence", qp.get("s", DEFAULT_SENTENCE)[:10_000])
