@@ -301,8 +301,9 @@ else:
         f"{mem.activation_bytes / 1e6:,.1f} MB, attention snapshots ≤ {mem.snapshot_bytes / 1e6:,.1f} MB. "
         f"The largest allowed settings need about {worst.total / 1e6:,.0f} MB; a run above "
         f"{jobs.MAX_JOB_BYTES / 1e6:,.0f} MB is refused.  \n"
-        f"**This server** trains at most {manager.max_running} model(s) at once (one CPU thread each; more wait "
-        f"in a queue) and stops a run after {manager.max_seconds / 60:.0f} minutes.")
+        f"**This server** trains at most {manager.max_running} model(s) at once (one CPU thread each, at a lower "
+        f"priority than the pages; more wait in a queue) and stops a run after {manager.max_seconds / 60:.0f} "
+        f"minutes.")
     with st.expander("The learning-rate schedule of these settings", expanded=job is None):
         st.latex(r"\text{lrate} = \text{scale}\cdot d_{\text{model}}^{-0.5}\cdot"
                  r"\min\left(\text{step}^{-0.5},\ \text{step}\cdot\text{warmup}^{-1.5}\right)")

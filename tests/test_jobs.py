@@ -238,6 +238,8 @@ def test_jobs_of_an_ended_session_are_cancelled(small_data):
     alive["s1"] = alive["s2"] = False  # both browser tabs closed
     assert set(m.sweep()) == {running, queued}
     assert running.join(30) and running.state == "stopped" and running.reason == "session ended"
+    assert running.process.returncode == -9  # killed at once: nobody is left to look at its model
+    assert running.result is None
     assert queued.done and queued.state == "stopped" and queued.thread is None
     wait_for(lambda: other.state == "running")  # the living session's job gets the slot
     m.shutdown()
@@ -292,6 +294,15 @@ def test_an_unexpected_error_fails_the_job_not_the_server(small_data, manager):
     assert manager.counts() == (0, 0)
 
 
+def test_a_worker_that_dies_fails_its_job_with_a_message(small_data, manager):
+    j = manager.submit(job(small_data, **LONG))
+    wait_steps(j)
+    j.process.kill()  # as the kernel's out-of-memory killer would
+    assert j.join(30) and j.state == "failed"
+    assert "ended unexpectedly (exit code -9 (killed: perhaps out of memory))" in j.error
+    assert manager.counts() == (0, 0)
+
+
 # --- What the job records ------------------------------------------------------------------------
 
 
@@ -308,20 +319,20 @@ def test_loss_falls_on_a_tiny_config(small_data, manager):
     assert v.eval_seconds[-1] <= v.seconds
 
 
-def test_the_job_trains_with_one_torch_thread(small_data, manager):
-    seen = []
-    j = job(small_data, steps=2)
-    original = j._train
+def test_the_job_trains_in_its_own_process_with_one_torch_thread_at_a_lower_priority(small_data, manager):
+    import os
 
-    def spy():
-        seen.append(torch.get_num_threads())
-        return original()
-
-    j._train = spy
     before = torch.get_num_threads()
-    manager.submit(j)
-    assert j.join(60) and seen == [1]
+    nice = os.getpriority(os.PRIO_PROCESS, 0)
+    j = manager.submit(job(small_data, steps=2))
+    assert j.join(60) and j.state == "finished", j.view().error
+    info = j.worker_info
+    assert info["pid"] != os.getpid()  # not a thread of the server: no shared interpreter lock
+    assert info["torch_threads"] == 1
+    assert info["nice"] == min(19, nice + jobs.NICE)
     assert torch.get_num_threads() == before  # the server's threads are untouched
+    assert os.getpriority(os.PRIO_PROCESS, 0) == nice
+    assert j.process.poll() is not None  # the worker is gone once the job has ended
 
 
 def test_probe_snapshots(small_data, manager):

@@ -2,20 +2,22 @@
 
 A **job** (`Job`) is a plain object: settings, a lock, lists of figures (loss per step, held-out
 metrics, attention snapshots of the probe sentences), a stop event, a done event, a final state
-and, at the end, the trained model as a `Bundle`. Its thread runs the paper's recipe
-(`model.train.Trainer`) with ONE torch thread and only ever writes to the job object; it never
-calls Streamlit. The page keeps the job in its own `st.session_state`, so nothing one student
-trains is visible to another; the page reads `job.view()` (a consistent copy) to draw it.
+and, at the end, the trained model as a `Bundle`. The paper's recipe (`model.train.Trainer`) runs in
+a worker process (`python -m ui.train_worker`, see `worker`) with ONE torch thread; the job's thread
+in the server only copies the worker's messages into the job object and never calls Streamlit. The
+page keeps the job in its own `st.session_state`, so nothing one student trains is visible to
+another; the page reads `job.view()` (a consistent copy) to draw it.
 
 The **manager** (`JobManager`, one per process via `get_manager()`) is the only shared object. It
 holds no results, just the bookkeeping that a classroom needs:
 
-- at most `max_running` jobs train at once (default: the number of CPU cores); the others wait in
-  a first-in-first-out queue and can see their position;
+- at most `max_running` jobs train at once (default: the number of CPU cores), each in its own
+  process with one torch thread at a lower CPU priority (nice +10) than the server; the others
+  wait in a first-in-first-out queue and can see their position;
 - one active job per owner (the page's per-session token), so a double click cannot start two;
 - a maximum wall-clock time per job (`TrainConfig.max_seconds`, plus a watchdog for a hard stop);
 - a job whose browser session has ended (no websocket for `grace` seconds) is cancelled: queued
-  jobs leave the queue, running ones stop. The liveness check is injectable (`session_alive`), so
+  jobs leave the queue, running ones are killed. The liveness check is injectable (`session_alive`), so
   tests simulate a dead session without Streamlit.
 
 Memory per job is bounded by the settings' bounds (`BOUNDS`) and by `MAX_JOB_BYTES`:
@@ -34,18 +36,22 @@ import collections
 import dataclasses
 import functools
 import math
+import multiprocessing
 import os
+import subprocess
+import sys
 import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
 
 from model import pipeline
-from model.checkpoint import Bundle
+from model.checkpoint import Bundle, from_bytes, to_bytes
 from model.data import DATASET_PATH, Pair, build_vocabs, data_hash, langs, load_dataset
 from model.decoding import greedy_decode
 from model.train import EvalEvent, StepEvent, TrainConfig, Trainer, TrainingDiverged
@@ -314,8 +320,6 @@ def default_probes(direction: str, data: dict[str, list[Pair]] | None = None) ->
 ACTIVE = ("queued", "running")
 ENDED = ("finished", "stopped", "failed")
 
-_INIT_LOCK = threading.Lock()  # Trainer() seeds the global RNG inside fork_rng: one construction at a time
-
 
 @dataclass(frozen=True)
 class JobView:
@@ -397,6 +401,9 @@ class Job:
         self.started: float | None = None
         self.ended: float | None = None
         self._stop_reason = ""
+        self._kill = False  # end the worker at once (its session is gone: nobody waits for the model)
+        self.process = None  # the worker process while it runs
+        self.worker_info: dict = {}  # what the worker reports about itself (pid, torch threads, nice)
         self._manager: JobManager | None = None
         self._dead_since: float | None = None  # when its session was first seen disconnected
 
@@ -444,9 +451,10 @@ class Job:
 
     # --- state changes (the manager calls these under its lock) ---------------------------------
 
-    def _request_stop(self, reason: str) -> None:
+    def _request_stop(self, reason: str, kill: bool = False) -> None:
         if not self._stop_reason:
             self._stop_reason = reason
+        self._kill = self._kill or kill
         self.stop_event.set()
 
     def _end(self, state: str, reason: str, error: str | None = None) -> None:
@@ -457,83 +465,205 @@ class Job:
     # --- the thread -----------------------------------------------------------------------------
 
     def _run(self) -> None:
-        """The job's thread: train, record, and end in exactly one of finished / stopped / failed."""
-        torch.set_num_threads(1)  # per thread in this torch build: the server keeps its cores
-        state, reason, error = "failed", "", None
+        """The job's thread in the server: start the worker process and copy its messages into the job.
+
+        It only waits on a pipe, so it costs the server nearly nothing; the training itself runs in
+        `python -m ui.train_worker`, a separate interpreter that shares no lock with the pages' runs.
+        """
+        state, reason, error = "failed", "error", None
+        conn, child_conn = multiprocessing.Pipe()  # a socket pair: messages both ways
+        spec = {"tcfg": self.tcfg, "data": self._data, "data_sha256": self.data_sha256, "probes": self.probes,
+                "probe_every": self.probe_every, "name": self.name}
+        proc = None
         try:
-            state, reason = self._train()
-        except TrainingDiverged as e:
-            state, reason, error = "failed", "diverged", str(e)
+            proc = subprocess.Popen([sys.executable, "-m", "ui.train_worker", str(child_conn.fileno())],
+                                    pass_fds=[child_conn.fileno()], cwd=ROOT, stdin=subprocess.DEVNULL,
+                                    env={**os.environ, "OMP_NUM_THREADS": "1"})
+            child_conn.close()
+            with self.lock:
+                self.process = proc
+            conn.send(spec)
+            stop_sent: float | None = None
+            while True:
+                if self.stop_event.is_set() and stop_sent is None:
+                    conn.send(("stop",))  # the worker ends after its current step and sends the model so far
+                    stop_sent = time.monotonic()
+                if self._kill or (stop_sent is not None and time.monotonic() - stop_sent > STOP_GRACE):
+                    proc.kill()  # nobody waits for this model (session ended), or the worker is stuck
+                    state, reason = "stopped", self._stop_reason or "stopped"
+                    break
+                if conn.poll(0.1):
+                    try:
+                        msg = conn.recv()
+                    except (EOFError, OSError):
+                        msg = None
+                    if msg is None:
+                        state, reason, error = self._died(proc)
+                        break
+                    if msg[0] == "end":
+                        state, reason, error = msg[1], msg[2], msg[3]
+                        if state == "stopped" and self.stop_event.is_set():
+                            reason = self._stop_reason or reason
+                        break
+                    self._apply(msg)
+                elif proc.poll() is not None:
+                    state, reason, error = self._died(proc)
+                    break
         except Exception as e:  # noqa: BLE001 - the session must keep working whatever happens here
             state, reason, error = "failed", "error", f"Training failed: {type(e).__name__}: {e}"
         finally:
+            conn.close()
+            child_conn.close()
+            if proc is not None:
+                try:
+                    proc.wait(5)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait(5)
             self._data = None
             self._end(state, reason, error)
             if self._manager is not None:
                 self._manager._job_ended(self)
             self.done_event.set()
 
-    def _train(self) -> tuple[str, str]:
-        t = self.tcfg
-        start = time.perf_counter()
-        data = self._data if self._data is not None else toy_data(t.direction)
-        sha = self.data_sha256 or (toy_sha256() if self._data is None else None)
-        with _INIT_LOCK:
-            torch.manual_seed(t.seed)  # dropout draws from torch's global generator (as in the CLI)
-            trainer = Trainer(t, data=data, data_sha256=sha)
-        src_lang, _ = langs(t.direction)
-        references = [find_reference(data, p, src_lang) for p in self.probes]
+    def _apply(self, msg: tuple) -> None:
+        """One message from the worker (see `worker`)."""
+        kind = msg[0]
+        if kind == "result":
+            result = from_bytes(msg[1], msg[2], name=self.name)  # validated like an upload, never unpickled
+            with self.lock:
+                self.result = result
+            return
         with self.lock:
-            self.parameters = sum(p.numel() for p in trainer.model.parameters())
-        self._snapshot(trainer, references)  # step 0: the attention of the untrained model
-        for ev in trainer.run(self.stop_event):
-            now = time.perf_counter() - start
-            if isinstance(ev, StepEvent):
-                with self.lock:
+            if kind == "info":
+                self.worker_info = msg[1]
+                self.parameters = msg[1]["parameters"]
+            elif kind == "steps":
+                for ev, seconds in msg[1]:
                     self.steps.append(ev.step)
                     self.losses.append(ev.loss)
                     self.cross_entropy.append(ev.cross_entropy)
                     self.lrs.append(ev.lr)
-                    self.elapsed.append(now)
-                if self.probe_every and ev.step % self.probe_every == 0:
-                    self._snapshot(trainer, references)
-            elif isinstance(ev, EvalEvent):
-                with self.lock:
-                    self.evals.append(ev)
-                    self.eval_seconds.append(now)
-            if self.stop_event.is_set():
-                break  # stopped: no final evaluation, the model is handed over at once
-        if self.probe_every and (not self.snapshots or self.snapshots[-1].step != trainer.step):
-            self._snapshot(trainer, references)
-        result = trainer.bundle(name=self.name)
-        with self.lock:
-            self.result = result
-        if self.stop_event.is_set():
-            return "stopped", self._stop_reason or "stopped"
-        if trainer.step < t.steps:
-            return "stopped", f"time limit ({t.max_seconds:.0f} s per job)"
-        return "finished", "completed"
+                    self.elapsed.append(seconds)
+            elif kind == "eval":
+                self.evals.append(msg[1])
+                self.eval_seconds.append(msg[2])
+            elif kind == "snapshots":
+                self.snapshots.extend(msg[1])
 
-    def _snapshot(self, trainer: Trainer, references: list[str | None]) -> None:
-        if not self.probes or not self.probe_every:
-            return
-        snaps = []
-        with trainer.lock:
-            model = trainer.model
-            was_training = model.training
-            model.eval()
-            try:
-                bundle = Bundle(model, trainer.src_vocab, trainer.tgt_vocab, self.tcfg.direction)
-                for i, (text, ref) in enumerate(zip(self.probes, references, strict=True)):
-                    snaps.append(probe_snapshot(bundle, text, ref, trainer.step, i, trainer.interventions))
-            finally:
-                model.train(was_training)
-        with self.lock:
-            self.snapshots.extend(snaps)
+    @staticmethod
+    def _died(proc: subprocess.Popen) -> tuple[str, str, str]:
+        try:
+            code = proc.wait(5)
+        except subprocess.TimeoutExpired:
+            code = None
+        hint = " (killed: perhaps out of memory)" if code is not None and code < 0 else ""
+        return "failed", "error", (f"Training failed: the training process ended unexpectedly (exit code {code}"
+                                   f"{hint}). Try smaller settings.")
+
+
+# --- The worker process ------------------------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[1]  # the worker runs as `python -m ui.train_worker` from here
+STOP_GRACE = 30.0  # seconds a stopped worker may take to send its model before it is terminated
+FLUSH_SECONDS = 0.2  # the worker sends its step figures in batches, at most this often
+NICE = 10  # the worker runs this much nicer than the server: when the cores are busy, page runs go first
+
+
+def worker(conn, stop, spec: dict) -> None:
+    """Entry point of a training process: train, and send everything the page shows through `conn`.
+
+    Messages: ("info", {...}), ("steps", [(StepEvent, seconds since start), ...]), ("eval", EvalEvent,
+    seconds), ("snapshots", [Snapshot, ...]), ("result", weights bytes, JSON bytes) and last
+    ("end", state, reason, error). A broken pipe (the server is gone) ends the process.
+    """
+    torch.set_num_threads(1)  # one core per job: the server and the other jobs keep theirs
+    try:
+        end = _train_in_worker(conn, stop, spec)
+    except TrainingDiverged as e:
+        end = ("end", "failed", "diverged", str(e))
+    except (BrokenPipeError, EOFError):
+        return
+    except Exception as e:  # noqa: BLE001 - reported to the page, the server never sees a traceback
+        end = ("end", "failed", "error", f"Training failed: {type(e).__name__}: {e}")
+    try:
+        conn.send(end)
+    except (BrokenPipeError, OSError):
+        pass
+    finally:
+        conn.close()
+
+
+def _train_in_worker(conn, stop, spec: dict) -> tuple:
+    t: TrainConfig = spec["tcfg"]
+    start = time.perf_counter()
+    data = spec["data"] if spec["data"] is not None else toy_data(t.direction)
+    sha = spec["data_sha256"] or (toy_sha256() if spec["data"] is None else None)
+    torch.manual_seed(t.seed)  # dropout draws from torch's global generator (as in the CLI); this process only
+    trainer = Trainer(t, data=data, data_sha256=sha)
+    src_lang, _ = langs(t.direction)
+    probes, probe_every = spec["probes"], spec["probe_every"]
+    references = [find_reference(data, p, src_lang) for p in probes]
+    conn.send(("info", {"parameters": sum(p.numel() for p in trainer.model.parameters()), "pid": os.getpid(),
+                        "torch_threads": torch.get_num_threads(),
+                        "nice": os.getpriority(os.PRIO_PROCESS, 0) if hasattr(os, "getpriority") else None}))
+
+    def snapshot() -> None:
+        if probes and probe_every:
+            conn.send(("snapshots", snapshots(trainer, t.direction, probes, references)))
+
+    snapshot()  # step 0: the attention of the untrained model
+    pending: list = []
+    flushed = time.perf_counter()
+    last_snap = 0
+    for ev in trainer.run(stop):
+        now = time.perf_counter() - start
+        if isinstance(ev, StepEvent):
+            pending.append((ev, now))
+            if probe_every and ev.step % probe_every == 0:
+                conn.send(("steps", pending))
+                pending, flushed = [], time.perf_counter()
+                snapshot()
+                last_snap = ev.step
+        elif isinstance(ev, EvalEvent):
+            conn.send(("steps", pending))
+            pending, flushed = [], time.perf_counter()
+            conn.send(("eval", ev, now))
+        if pending and time.perf_counter() - flushed >= FLUSH_SECONDS:
+            conn.send(("steps", pending))
+            pending, flushed = [], time.perf_counter()
+        if stop.is_set():
+            break  # stopped: no final evaluation, the model is handed over at once
+    if pending:
+        conn.send(("steps", pending))
+    if last_snap != trainer.step:
+        snapshot()
+    weights, meta = to_bytes(trainer.bundle(name=spec["name"]))
+    conn.send(("result", weights, meta))
+    if stop.is_set():
+        return ("end", "stopped", "stopped", None)
+    if trainer.step < t.steps:
+        return ("end", "stopped", f"time limit ({t.max_seconds:.0f} s per job)", None)
+    return ("end", "finished", "completed", None)
+
+
+def snapshots(trainer: Trainer, direction: str, probes, references) -> list[Snapshot]:
+    """The probes' attention now (eval mode for the pass, then back to training mode)."""
+    out = []
+    with trainer.lock:
+        model = trainer.model
+        was_training = model.training
+        model.eval()
+        try:
+            bundle = Bundle(model, trainer.src_vocab, trainer.tgt_vocab, direction)
+            for i, (text, ref) in enumerate(zip(probes, references, strict=True)):
+                out.append(probe_snapshot(bundle, text, ref, trainer.step, i, trainer.interventions))
+        finally:
+            model.train(was_training)
+    return out
 
 
 # --- The manager: one per process ------------------------------------------------------------
-
 
 def streamlit_session_alive(session_id: str | None) -> bool:
     """True while the browser session is connected (always True outside a Streamlit server)."""
@@ -614,7 +744,9 @@ class JobManager:
                     return i + 1
         return None
 
-    def stop(self, job: Job, reason: str = "stopped by you") -> None:
+    def stop(self, job: Job, reason: str = "stopped by you", kill: bool = False) -> None:
+        """Stop a job: it leaves the queue, or its worker ends after the current step and hands over the
+        model so far; with `kill` (nobody will look at the model) the worker process is killed at once."""
         with self._lock:
             if job in self._queue:
                 self._queue.remove(job)
@@ -622,7 +754,7 @@ class JobManager:
                 job._end("stopped", reason)
                 job.done_event.set()
             elif job in self._running:
-                job._request_stop(reason)
+                job._request_stop(reason, kill)
 
     def counts(self) -> tuple[int, int]:
         """(running, queued)."""
@@ -648,7 +780,7 @@ class JobManager:
             else:
                 job._dead_since = job._dead_since if job._dead_since is not None else now
                 if now - job._dead_since >= self.grace:
-                    self.stop(job, "session ended")
+                    self.stop(job, "session ended", kill=True)
                     stopped.append(job)
                     continue
             # hard limit: the trainer stops itself at max_seconds; this catches a run stuck in one long step
