@@ -6,10 +6,16 @@ server, a first visitor arriving through a deep link (a teacher's shared ``/posi
 would get the bare page file without the sidebar or navigation. app.py always uses
 ``st.navigation``, so we tell Streamlit that before the server starts. (tests/conftest.py does the
 same for AppTest.)
+
+It also imports the heavy libraries before the server starts and freezes what they allocated
+(``gc.freeze``): those ~250,000 long-lived objects then never go through the garbage collector
+again, so its occasional full collections stay short while students are using the app (see also
+``runner.postScriptGC`` in .streamlit/config.toml).
 """
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 from pathlib import Path
@@ -26,6 +32,14 @@ APP = Path(__file__).resolve().parents[1] / "app.py"
 
 def main() -> None:
     PagesManager.uses_pages_directory = False  # pages/ is listed by st.navigation in app.py, not auto-discovered
+    import pandas  # noqa: F401 - imported now so that gc.freeze() below covers them
+    import plotly.graph_objects  # noqa: F401
+    import torch  # noqa: F401
+
+    import model.pipeline  # noqa: F401
+    import ui.jobs  # noqa: F401
+
+    gc.freeze()
     sys.argv = ["streamlit", "run", str(APP), *sys.argv[1:]]
     cli.main()
 
