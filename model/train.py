@@ -18,8 +18,8 @@ bar::
     python -m model.train --no-look-ahead-mask --out assets/checkpoints/no_mask
 
 `torch.set_num_threads` is process-wide, so `Trainer` never calls it; the caller decides (the CLI
-has ``--threads``, default 1: for a model this small one thread is as fast as two on an idle machine,
-and on a busy one two threads wait for each other at every operation, 10-15x slower per step).
+has ``--threads``, default 1: for a model this small two threads gain about 25% per step on an idle
+machine, and on a busy one they wait for each other at every operation, 10-15x slower per step).
 """
 
 from __future__ import annotations
@@ -452,8 +452,8 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--out", help="checkpoint stem to write, e.g. assets/checkpoints/base (without it: no file)")
     ap.add_argument("--name", help="the checkpoint's display name (default: the file name of --out)")
     ap.add_argument("--threads", type=int, default=1,
-                    help="torch threads (torch.set_num_threads). One is as fast for a model this small, and two "
-                         "slow down by 10x or more as soon as anything else uses a core")
+                    help="torch threads (torch.set_num_threads). Two are about 25%% faster per step on an idle "
+                         "machine and 10x slower as soon as anything else uses a core")
     return ap
 
 
