@@ -7,24 +7,24 @@ import streamlit as st
 
 from model import pipeline
 from model.checkpoint import Bundle, CheckpointError
-from ui.models import analysis, current_model, load_shipped
+from ui.models import analysis, current_model, load_shipped, session_cache
 from ui.state import interventions
 from ui.widgets import matrix, md, page_link, require_sentence, sentence_header
 from viz import decoder as vd
 from viz.heatmap import shape_text, table
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
+@session_cache(max_entries=64)
 def _padding(model_key: str, text: str, partner: str, _bundle: Bundle) -> vd.PaddingDemo:
     return vd.padding_demo(_bundle, text, partner)
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
+@session_cache(max_entries=64)
 def _base_translation(model_key: str, text: str, _bundle: Bundle) -> str:
     return pipeline.analyse(_bundle, pipeline.prepare(_bundle, text)).translation
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
+@session_cache(max_entries=64)
 def _cheating(keys: str, text: str, reference: str, _base: Bundle, _cheat: Bundle) -> vd.Cheating:
     return vd.cheating_story(_base, _cheat, text, reference)
 

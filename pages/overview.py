@@ -4,7 +4,7 @@ import streamlit as st
 
 from model.data import DATASET_PATH, data_hash, load_dataset
 from model.paper import BASE, CITATION
-from ui.models import analysis, current_model
+from ui.models import analysis, current_model, session_cache
 from ui.state import MODELS
 from ui.widgets import page_link, sentence_header
 from viz.heatmap import shape_text
@@ -20,7 +20,7 @@ from viz.overview import (
 )
 
 
-@st.cache_data(show_spinner=False, max_entries=4)
+@session_cache(max_entries=4)
 def _toy_data(mtime: float):  # keyed on the file's modification time: a regenerated file is read again
     return data_summary(load_dataset()), data_hash(DATASET_PATH)
 

@@ -6,14 +6,14 @@ from model.checkpoint import Bundle
 from model.pipeline import token_labels
 from model.trace import Interventions
 from model.vocab import EOS
-from ui.models import analysis, current_model
+from ui.models import analysis, current_model, session_cache
 from ui.state import interventions
 from ui.widgets import matrix, md, require_sentence, sentence_header
 from viz.heatmap import shape_text, table
 from viz.positional import ORDERS, block, curves_figure, make_order, permutation_check, rotation, shift_check, worked
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
+@session_cache(max_entries=64)
 def _permutation(model_key: str, ids: tuple[int, ...], order: tuple[int, ...], pe: bool, _bundle: Bundle):
     return permutation_check(_bundle, ids, list(order), pe)
 

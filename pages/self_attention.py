@@ -13,7 +13,7 @@ from model.experiments import (
     variance_by_dk,
 )
 from model.textbook import thinking_machines
-from ui.models import analysis, current_model
+from ui.models import analysis, current_model, session_cache
 from ui.state import DEFAULT_SENTENCE
 from ui.widgets import matrix, md, require_sentence, sentence_header
 from viz.attention import (
@@ -44,12 +44,12 @@ D_KS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
 MODES = ("Your sentence, the trained model", "Thinking Machines (textbook example)")
 
 
-@st.cache_data(show_spinner=False)
+@session_cache()
 def _variance(d_ks: tuple[int, ...]):
     return variance_by_dk(list(d_ks), n=4000, seed=0)
 
 
-@st.cache_data(show_spinner=False)
+@session_cache()
 def _saturation(d_ks: tuple[int, ...]):
     return saturation_by_dk(list(d_ks), n_keys=8, trials=200, seed=0)
 

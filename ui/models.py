@@ -6,11 +6,19 @@ stores anything on it). A session's own model lives in its `st.session_state` on
 
 Heavy work is cached with `st.cache_data` keyed on (model key, sentence, interventions): the model
 key names the weights (the shipped file's hash, or a per-session random id), so two sessions only
-ever share a cache entry when they use the very same shipped weights.
+ever share a cache entry when they use the very same shipped weights. `st.cache_data` hands every
+caller its own copy, and making that copy (unpickling the recorded tensors) was a fifth to a third
+of a page's rerun; so `session_cache` (used for every cached result in ui/ and pages/) puts
+`st.cache_data` behind a small per-session memo in `st.session_state`: a rerun or a page switch
+with the same sentence reuses the session's own copy, and nothing is ever shared between sessions.
 """
 
 from __future__ import annotations
 
+import collections
+import functools
+import inspect
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import streamlit as st
@@ -51,7 +59,47 @@ def current_model() -> Current:
     return Current(bundle, f"{name}:{bundle.meta.get('weights_sha256', '')[:16]}", name)
 
 
-@st.cache_data(max_entries=512, show_spinner=False)
+MEMO_KEY = "_results_memo"  # st.session_state key: this session's last results
+MEMO_SIZE = 12  # results kept per session (an analysis with its recorded tensors is about 0.5 MB)
+
+
+def _session_memo(key: tuple, compute: Callable):
+    """This session's copy of a result: `compute()` (a `st.cache_data` call) only on a miss."""
+    memo = st.session_state.get(MEMO_KEY)
+    if memo is None:
+        memo = st.session_state[MEMO_KEY] = collections.OrderedDict()
+    if key in memo:
+        memo.move_to_end(key)
+        return memo[key]
+    value = memo[key] = compute()
+    while len(memo) > MEMO_SIZE:
+        memo.popitem(last=False)
+    return value
+
+
+def session_cache(max_entries: int = 256) -> Callable:
+    """`st.cache_data(max_entries=...)` behind a per-session memo; call the result with positional args.
+
+    As in `st.cache_data`, parameters whose names start with "_" are not part of the key (pass a
+    key naming them, such as the model key, among the other arguments).
+    """
+
+    def decorate(fn: Callable) -> Callable:
+        cached = st.cache_data(max_entries=max_entries, show_spinner=False)(fn)
+        names = list(inspect.signature(fn).parameters)
+
+        @functools.wraps(fn)
+        def call(*args):
+            key = (fn.__module__, fn.__qualname__,
+                   *(a for n, a in zip(names, args, strict=True) if not n.startswith("_")))
+            return _session_memo(key, lambda: cached(*args))
+
+        return call
+
+    return decorate
+
+
+@session_cache(max_entries=512)
 def _analyse(model_key: str, text: str, iv: Interventions, _bundle: Bundle) -> pipeline.Analysis:
     return pipeline.analyse(_bundle, pipeline.prepare(_bundle, text), iv)
 
@@ -63,7 +111,7 @@ def analysis(iv: Interventions | None = None, text: str | None = None) -> pipeli
     return _analyse(cur.key, text, interventions() if iv is None else iv, cur.bundle)
 
 
-@st.cache_data(max_entries=256, show_spinner=False)
+@session_cache()
 def _teacher_forced(model_key: str, text: str, target: str, iv: Interventions,
                     _bundle: Bundle) -> pipeline.TeacherForced:
     return pipeline.teacher_forced(_bundle, pipeline.prepare(_bundle, text), target, iv)
@@ -75,7 +123,7 @@ def teacher_forced(target: str, iv: Interventions | None = None) -> pipeline.Tea
                            interventions() if iv is None else iv, cur.bundle)
 
 
-@st.cache_data(max_entries=256, show_spinner=False)
+@session_cache()
 def _beam(model_key: str, text: str, k: int, alpha: float, iv: Interventions, _bundle: Bundle):
     return pipeline.beam(_bundle, pipeline.prepare(_bundle, text), k, alpha, iv)
 
