@@ -34,13 +34,13 @@ def test_a_rerun_reuses_the_sessions_own_copy():
     at = session()
     at.run()
     ids = at.session_state["ids"]
-    assert len(ids) == 2 and ids[0] == ids[1]  # no second copy out of st.cache_data
+    assert len(ids) == 2 and ids[0] == ids[1]  # no second copy of the server-wide entry
 
 
 def test_sessions_never_share_a_result():
     spoiler = session(vandal=True)
     assert shown(spoiler) == 7.0
-    other = session()  # same sentence, same model: the same st.cache_data entry
+    other = session()  # same sentence, same model: the same server-wide entry
     assert 0 < shown(other) <= 1.0  # attention weights, untouched by the other session
     spoiler.run()
     assert shown(spoiler) == 7.0  # its own (spoiled) copy, still its own

@@ -59,20 +59,22 @@ def heatmap(values, x_labels: list[str], y_labels: list[str], kind: str, title: 
         lim = float(np.nanmax(np.abs(z))) or 1.0
         settings.update(zmin=-lim, zmax=lim)
         settings.pop("zmid")
+    n_rows = len(y_labels)
+    # The layout goes into the constructor: fig.update_layout(...) costs three times as much (plotly
+    # resolves every key as a property path), and a page builds a dozen of these on every run.
+    layout = {
+        "title": title, "height": height or max(220, min(720, 60 + 34 * n_rows)),
+        "margin": {"l": 10, "r": 10, "t": 40 if title else 10, "b": 10},
+        "plot_bgcolor": "#9e9e9e",
+        "xaxis": {"title": x_title, "side": "top", "type": "category", "tickangle": -45 if len(x_labels) > 8 else 0},
+        "yaxis": {"title": y_title, "autorange": "reversed", "type": "category"},
+    }
     fig = go.Figure(go.Heatmap(
         z=z, x=list(x_labels), y=list(y_labels), text=text,
         texttemplate="%{text}" if z.size <= MAX_TEXT_CELLS else None,
         hovertemplate=f"{y_title or 'row'}: %{{y}}<br>{x_title or 'column'}: %{{x}}<br>value: %{{text}}<extra></extra>",
         showscale=kind != "mask", xgap=1, ygap=1, **settings,
-    ))
-    n_rows = len(y_labels)
-    fig.update_layout(
-        title=title, height=height or max(220, min(720, 60 + 34 * n_rows)),
-        margin={"l": 10, "r": 10, "t": 40 if title else 10, "b": 10},
-        plot_bgcolor="#9e9e9e",
-        xaxis={"title": x_title, "side": "top", "type": "category", "tickangle": -45 if len(x_labels) > 8 else 0},
-        yaxis={"title": y_title, "autorange": "reversed", "type": "category"},
-    )
+    ), layout=layout)
     return fig
 
 
