@@ -20,7 +20,14 @@ then --deadline seconds for the interactions (300, counted from the moment every
 no interaction starts after it), --timeout per interaction (60 s); the whole run is cut at the sum of
 these + 180 s. Prints p50 / p95 / max latency, errors, the leak check and the trainings' progress.
 
-    .venv/bin/python bench/load_test.py [--students 30] [--interactions 5] [--deadline 300]
+--client ws: the students are no browsers but bench/ws_client.py's StreamlitSessions, which speak
+Streamlit's websocket protocol directly and cost almost no CPU, so that the figures measure the server
+alone (thirty Chromium renderers take most of a 2-core machine: 1-3 CPU-s per page). Same interactions,
+timed from sending the rerun to the end of its run (script_finished); the same checks on the page's
+text as the server sent it (the sentence header must be there after typing). The trainers stay
+Chromium pages: their polling is the frontend's (st.fragment timers).
+
+    .venv/bin/python bench/load_test.py [--client browser|ws] [--students 30] [--interactions 5] [--deadline 300]
 """
 
 from __future__ import annotations
@@ -28,8 +35,10 @@ from __future__ import annotations
 import argparse
 import ast
 import asyncio
+import contextlib
 import json
 import math
+import random
 import re
 import statistics
 import sys
@@ -40,6 +49,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.ws_client import StreamlitSession  # noqa: E402
 from model import checkpoint, pipeline  # noqa: E402
 from model.data import load_dataset  # noqa: E402
 from tests.browser.server import (  # noqa: E402
@@ -118,27 +128,35 @@ async def wait_run(page, before: int, timeout: float) -> None:
 
 
 async def check(page, student: int, own: str, own_translation: str) -> tuple[str, str]:
-    """(error, leak) after an interaction.
+    """(error, leak) after an interaction in a browser page: see `check_text`."""
+    boxes = page.locator(EXCEPTION_SELECTOR)
+    exception = await boxes.first.inner_text() if await boxes.count() else ""
+    box = page.locator('[data-testid="stSidebar"]').get_by_role("textbox", name="Your sentence", exact=True)
+    text = await page.locator('[data-testid="stMain"]').inner_text()
+    return check_text(student, own, own_translation, exception, await box.input_value(), text)
+
+
+def check_text(student: int, own: str, own_translation: str, exception: str, value: str, text: str,
+               require_header: bool = False) -> tuple[str, str]:
+    """(error, leak) after an interaction, from the page's first exception box ("" if none), the
+    sentence box's value and the main area's text.
 
     The sentence box must hold the student's own sentence. Where a page shows the sentence header
     ("Source tokens: ... <eos>", then "Translation: ..."), its tokens and translation must be the
     student's own: another student's sentence there is a leak; anything else (the default sentence,
     an earlier one) is an error, a page that did not update. Other "Translation:" lines on a page
-    may belong to fixed examples and are not checked.
+    may belong to fixed examples and are not checked. With `require_header`, a page without the
+    header is an error too.
     """
     error = leak = ""
-    boxes = page.locator(EXCEPTION_SELECTOR)
-    if await boxes.count():
-        error = "exception box: " + (await boxes.first.inner_text())[:200]
-    box = page.locator('[data-testid="stSidebar"]').get_by_role("textbox", name="Your sentence", exact=True)
-    value = await box.input_value()
+    if exception:
+        error = "exception box: " + exception[:200]
     if value != own:
         owner = OWNER.get(value)
         if owner is not None and owner != student:
             leak = f"sentence box shows student {owner}'s {value!r}"
         else:
             error = error or f"stale sentence box: {value!r}, typed {own!r}"
-    text = await page.locator('[data-testid="stMain"]').inner_text()
     header = re.search(r"Source tokens:\s*(.*?)\s*<eos>(.*?)(?:^Translation: (.*?)$|\Z)", text, flags=re.M | re.S)
     if header:
         tokens = " ".join(header.group(1).split())
@@ -155,6 +173,8 @@ async def check(page, student: int, own: str, own_translation: str) -> tuple[str
                 leak = f"page shows student {owner}'s translation {shown!r}; own {own!r}"
             else:
                 error = error or f"wrong translation {shown!r} for {own!r} (expected {own_translation!r})"
+    elif require_header:
+        error = error or f"no sentence header on the page after typing {own!r}"
     return error, leak
 
 
@@ -183,8 +203,8 @@ async def trainer(browser, url: str, report: Report, status: dict) -> None:
 class Phase:
     """The interactions start when every student has loaded the app (or failed to): a class settles in first."""
 
-    def __init__(self, students: int, seconds: float):
-        self.left, self.seconds = students, seconds
+    def __init__(self, students: int, seconds: float, think: float = 0.0):
+        self.left, self.seconds, self.think = students, seconds, think
         self.all_loaded = asyncio.Event()
         self.deadline = math.inf
         self.started = math.nan
@@ -196,6 +216,11 @@ class Phase:
             print(f"every session has loaded the app; interactions for at most {self.seconds:.0f} s", flush=True)
             self.deadline = self.started + self.seconds
             self.all_loaded.set()
+
+    async def pause(self, rng: random.Random) -> None:
+        """A student reads the page before the next interaction: uniform in [0, 2 * think] seconds."""
+        if self.think > 0:
+            await asyncio.sleep(rng.uniform(0, 2 * self.think))
 
 
 async def student(i: int, browser, url: str, mine: list[tuple[str, str]], n: int, phase: Phase,
@@ -218,7 +243,10 @@ async def student(i: int, browser, url: str, mine: list[tuple[str, str]], n: int
         sidebar = page.locator('[data-testid="stSidebar"]')
         own, own_translation = DEFAULT, None
         typed = 0
+        rng = random.Random(i)
         for k in range(n):
+            if k:
+                await phase.pause(rng)
             if time.monotonic() > phase.deadline:
                 break
             kind = "type" if k % 2 == 0 else "switch"
@@ -246,6 +274,48 @@ async def student(i: int, browser, url: str, mine: list[tuple[str, str]], n: int
         await ctx.close()
 
 
+async def ws_student(i: int, url: str, mine: list[tuple[str, str]], n: int, phase: Phase, timeout: float,
+                     report: Report, delay: float, load_timeout: float) -> None:
+    """`student` without a browser: a StreamlitSession does the same interactions over the websocket."""
+    await asyncio.sleep(delay)
+    session = StreamlitSession(url, timeout=load_timeout)
+    try:
+        try:
+            report.interactions.append(Interaction(i, "load", await session.connect()))
+        except Exception as e:  # noqa: BLE001 - a failed load is a measured error
+            report.interactions.append(Interaction(i, "load", None, f"load: {type(e).__name__}"))
+            phase.arrive()
+            return
+        phase.arrive()
+        await phase.all_loaded.wait()
+        session.timeout = timeout
+        own, own_translation = DEFAULT, None
+        typed = 0
+        rng = random.Random(i)
+        for k in range(n):
+            if k:
+                await phase.pause(rng)
+            if time.monotonic() > phase.deadline:
+                break
+            kind = "type" if k % 2 == 0 else "switch"
+            try:
+                if kind == "type":
+                    own, own_translation = mine[typed % len(mine)]
+                    typed += 1
+                    seconds = await session.type_sentence(own)
+                else:
+                    seconds = await session.switch_page(SWITCH_PAGES[(i + k) % len(SWITCH_PAGES)])
+                exceptions = session.exceptions()
+                error, leak = check_text(i, own, own_translation, exceptions[0] if exceptions else "",
+                                         session.widget_value("Your sentence"), session.text(),
+                                         require_header=kind == "type") if own_translation else ("", "")
+                report.interactions.append(Interaction(i, kind, seconds if not error else None, error, leak))
+            except Exception as e:  # noqa: BLE001
+                report.interactions.append(Interaction(i, kind, None, f"{kind}: {type(e).__name__}: {str(e)[:120]}"))
+    finally:
+        await session.close()
+
+
 def pct(xs: list[float], q: float) -> float:
     xs = sorted(xs)
     return xs[min(len(xs) - 1, max(0, round(q * (len(xs) - 1))))]
@@ -262,35 +332,40 @@ async def main_async(args) -> Report:
         for sentence, translation in sentences_of_s:
             OWNER[sentence], TRANSLATIONS[sentence] = s, translation
     server = start_server(log=Path("/tmp") / "glass-load-test.log", timeout=120)
-    print(f"server {server.url} (log {server.log})", flush=True)
+    print(f"server {server.url} (log {server.log}); students: {args.client} client", flush=True)
     try:
-        async with async_playwright() as p:
-            browser = await p.chromium.launch(executable_path=require_chromium(), args=CHROMIUM_ARGS)
-            try:
-                trainers: dict = {}
-                t0 = time.perf_counter()
-                await asyncio.gather(*(trainer(browser, server.url, report, trainers) for _ in range(args.trainings)))
-                print(f"{len(trainers)} trainings started in {time.perf_counter() - t0:.1f} s", flush=True)
-                phase = Phase(args.students, args.deadline)
+        async with contextlib.AsyncExitStack() as stack:
+            browser = None  # Chromium for the trainers, and for the students with --client browser
+            if args.client == "browser" or args.trainings:
+                p = await stack.enter_async_context(async_playwright())
+                browser = await p.chromium.launch(executable_path=require_chromium(), args=CHROMIUM_ARGS)
+                stack.push_async_callback(browser.close)
+            trainers: dict = {}
+            t0 = time.perf_counter()
+            await asyncio.gather(*(trainer(browser, server.url, report, trainers) for _ in range(args.trainings)))
+            print(f"{len(trainers)} trainings started in {time.perf_counter() - t0:.1f} s", flush=True)
+            phase = Phase(args.students, args.deadline, args.think)
+            if args.client == "ws":
+                tasks = [ws_student(i, server.url, mine[i], args.interactions, phase, args.timeout, report,
+                                    i * args.stagger, args.load_timeout) for i in range(args.students)]
+            else:
                 tasks = [student(i, browser, server.url, mine[i], args.interactions, phase, args.timeout, report,
                                  i * args.stagger, args.load_timeout) for i in range(args.students)]
-                limit = args.load_timeout + args.students * args.stagger + args.deadline + 180
+            limit = args.load_timeout + args.students * args.stagger + args.deadline + 180
+            try:
+                await asyncio.wait_for(asyncio.gather(*tasks), timeout=limit)
+            except TimeoutError:
+                report.interactions.append(Interaction(-1, "all", None, "overall time limit reached"))
+            for page in trainers.values():  # how far the trainings got meanwhile
                 try:
-                    await asyncio.wait_for(asyncio.gather(*tasks), timeout=limit)
-                except TimeoutError:
-                    report.interactions.append(Interaction(-1, "all", None, "overall time limit reached"))
-                for page in trainers.values():  # how far the trainings got meanwhile
-                    try:
-                        bar = page.locator('[data-testid="stProgress"]').first
-                        text = await bar.inner_text(timeout=10_000) if await bar.count() else ""
-                        main = await page.locator('[data-testid="stMain"]').inner_text()
-                        state = next((s for s in ("Training finished", "Training stopped", "Waiting for a free slot",
-                                                  "Training diverged") if s in main), "running")
-                        report.trainers.append(f"{state}: {' '.join(text.split())[:80]}")
-                    except Exception as e:  # noqa: BLE001
-                        report.trainers.append(f"unknown ({type(e).__name__})")
-            finally:
-                await browser.close()
+                    bar = page.locator('[data-testid="stProgress"]').first
+                    text = await bar.inner_text(timeout=10_000) if await bar.count() else ""
+                    main = await page.locator('[data-testid="stMain"]').inner_text()
+                    state = next((s for s in ("Training finished", "Training stopped", "Waiting for a free slot",
+                                              "Training diverged") if s in main), "running")
+                    report.trainers.append(f"{state}: {' '.join(text.split())[:80]}")
+                except Exception as e:  # noqa: BLE001
+                    report.trainers.append(f"unknown ({type(e).__name__})")
     finally:
         server.stop()
     return report
@@ -301,7 +376,8 @@ def summarise(report: Report, args) -> dict:
     loads = [x.seconds for x in report.interactions if x.kind == "load" and x.seconds is not None]
     errors = [x for x in report.interactions if x.error]
     leaks = [x for x in report.interactions if x.leak]
-    out = {"students": args.students, "trainings": args.trainings, "interactions_done": len(ok),
+    out = {"client": args.client, "think": args.think, "students": args.students, "trainings": args.trainings,
+           "interactions_done": len(ok),
            "interactions_planned": args.students * args.interactions, "errors": len(errors), "leaks": len(leaks)}
     if ok:
         secs = [x.seconds for x in ok]
@@ -320,6 +396,8 @@ def summarise(report: Report, args) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--client", choices=("browser", "ws"), default="browser",
+                    help="the students: Chromium pages, or bench/ws_client.py's browserless websocket sessions")
     ap.add_argument("--students", type=int, default=30)
     ap.add_argument("--trainings", type=int, default=2)
     ap.add_argument("--interactions", type=int, default=5, help="per student, alternating type / switch")
@@ -327,6 +405,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=60, help="seconds per interaction")
     ap.add_argument("--load-timeout", type=float, default=600, help="seconds for a session's first load of the app")
     ap.add_argument("--stagger", type=float, default=0.5, help="seconds between two students' arrivals")
+    ap.add_argument("--think", type=float, default=0.0,
+                    help="mean seconds a student reads a page before the next interaction (uniform in [0, 2x]); "
+                         "0: the next one at once, which measures a saturated server")
     ap.add_argument("--json", help="also write the figures to this file")
     args = ap.parse_args(argv)
     if not set(SWITCH_PAGES) <= page_titles():
@@ -336,8 +417,10 @@ def main(argv: list[str] | None = None) -> int:
     report = asyncio.run(main_async(args))
     s = summarise(report, args)
     s["wall_seconds"] = time.perf_counter() - t0
-    print(f"{s['interactions_done']} of {s['interactions_planned']} interactions by {args.students} sessions while "
-          f"{args.trainings} models trained ({s['wall_seconds']:.0f} s in all)")
+    print(f"{s['interactions_done']} of {s['interactions_planned']} interactions by {args.students} {args.client} "
+          f"sessions while "
+          f"{args.trainings} models trained ({s['wall_seconds']:.0f} s in all; {args.client} client, mean think time "
+          f"{args.think:g} s)")
     if "p50" in s:
         print(f"interaction -> updated page: p50 {s['p50']:.2f} s, p95 {s['p95']:.2f} s, max {s['max']:.2f} s "
               f"(typing: p50 {s.get('type_p50', float('nan')):.2f} / p95 {s.get('type_p95', float('nan')):.2f} s; "

@@ -1,0 +1,290 @@
+"""A browserless Streamlit session: speaks the app's websocket protocol directly (asyncio + `websockets`).
+
+Used by bench/load_test.py (`--client ws`) to measure the server alone: thirty of these cost almost no
+CPU, where thirty Chromium renderers take most of a small machine.
+
+The protocol, as Streamlit 1.67's server (web/server/starlette/starlette_websocket.py) and frontend
+bundle (static/js/index.*.js) speak it:
+
+* One websocket per session: `ws://host:port/_stcore/stream`. The server creates a new AppSession for
+  every connection (`runtime.connect_session`); nothing else identifies a session (no cookie).
+* The Sec-WebSocket-Protocol header is repurposed: `["streamlit", <xsrf token>, <old session id>]`.
+  The server selects the first entry; the token only gates reading the auth cookie (st.user), so the
+  frontend's own fallback "PLACEHOLDER_AUTH_TOKEN" is enough; the third entry (reconnects) is left out.
+  No Origin header: allowed for non-browser clients. Frames are binary protobufs both ways.
+* The client starts every run: `BackMsg(rerun_script=ClientState(...))` with the query string, the
+  widget states, and the page: on a first load `page_script_hash=""` and `page_name` = the URL path
+  ("" = the default page); afterwards the current page's hash, or the target page's on a nav click.
+  `cached_message_hashes` stays empty, so the server never answers with `ref_hash` references.
+* The server answers with ForwardMsgs: `new_session` (a run starts; its metadata names the run),
+  `delta`s (element protos, placed by `metadata.delta_path`: [root container (0 main, 1 sidebar), ...],
+  each tagged with the `active_script_hash` that drew it: app.py or the page), `navigation` (the
+  st.navigation pages and the page being run), `page_info_changed` (the new query string), `auto_rerun`
+  (fragment timers, which only a frontend runs) and `script_finished` with a status:
+  FINISHED_SUCCESSFULLY, FINISHED_WITH_COMPILE_ERROR, FINISHED_EARLY_FOR_RERUN (st.rerun(): another run
+  follows) or FINISHED_FRAGMENT_RUN_SUCCESSFULLY.
+* Widget states: the frontend gives every widget a state as soon as it is drawn (its default, or the
+  value the server pushed with `set_value`), sends all of them on every rerun, drops the states of
+  widgets the last run did not draw, and on a page change sends only the widgets drawn by the main
+  script (app.py's sidebar). This client does the same for the widget types it knows (`_widget_state`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from urllib.parse import urlparse
+
+from streamlit.proto.BackMsg_pb2 import BackMsg
+from streamlit.proto.ClientState_pb2 import ClientState
+from streamlit.proto.Element_pb2 import Element
+from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+from streamlit.proto.NumberInput_pb2 import NumberInput
+from streamlit.proto.WidgetStates_pb2 import WidgetState, WidgetStates
+from websockets.asyncio.client import connect
+
+MAIN, SIDEBAR = 0, 1  # root containers (first entry of a delta_path)
+DONE = {ForwardMsg.FINISHED_SUCCESSFULLY, ForwardMsg.FINISHED_WITH_COMPILE_ERROR}  # the run chain's last run
+
+
+def _get(msg, name: str):
+    """A field's value, or None when it is an unset `optional` field."""
+    try:
+        if not msg.HasField(name):
+            return None
+    except ValueError:  # not an optional field: always has a value
+        pass
+    return getattr(msg, name)
+
+
+def _widget_state(kind: str, w, pushed: bool) -> WidgetState | None:
+    """The state the frontend keeps for widget `w` (an element of type `kind`): the value the server
+    pushed (`pushed`, i.e. set_value) or else the widget's default. None: a type this client does not
+    model (buttons, uploaders...: they have no state until clicked) or a widget without a value."""
+    s = WidgetState(id=w.id)
+    if kind in ("text_input", "text_area"):
+        v = _get(w, "value" if pushed else "default")
+        if v is None:
+            return None
+        s.string_value = v
+    elif kind == "checkbox":  # st.checkbox and st.toggle
+        s.bool_value = w.value if pushed else w.default
+    elif kind in ("radio", "selectbox"):  # the formatted option
+        v = _get(w, "raw_value") if pushed else _get(w, "default")
+        if v is None:
+            return None
+        s.string_value = v if pushed else w.options[v]
+    elif kind == "multiselect":
+        s.string_array_value.data.extend(w.raw_values if pushed else [w.options[i] for i in w.default])
+    elif kind == "slider" and w.options:  # st.select_slider: formatted options; default holds indices
+        s.string_array_value.data.extend(w.raw_value if pushed else [w.options[int(i)] for i in w.default])
+    elif kind == "slider":
+        s.double_array_value.data.extend(w.value if pushed else w.default)
+    elif kind == "number_input":
+        v = _get(w, "value" if pushed else "default")
+        if v is None:
+            return None
+        if w.data_type == NumberInput.INT:
+            s.int_value = int(v)
+        else:
+            s.double_value = v
+    else:
+        return None
+    return s
+
+
+def markdown_text(body: str) -> str:
+    """Roughly the text a browser shows for a Streamlit markdown string: `:blue-background[x]` -> x,
+    `:material/icon:` dropped, emphasis stars dropped, backslash escapes undone (enough to read the page)."""
+    body = re.sub(r":material/\w+:", "", body)
+    body = re.sub(r":[\w-]+\[((?:\\.|[^\]\\])*)\]", r"\1", body)
+    body = re.sub(r"(?<!\\)\*+", "", body)
+    return re.sub(r"\\(.)", r"\1", body)
+
+
+class StreamlitSession:
+    """One app session over one websocket. `await connect()` first, then `type_sentence` / `switch_page`
+    (each returns the seconds from sending the rerun to the end of the server's answer), `close()`.
+
+    State kept from the messages (the latest complete run wins):
+    `elements`: delta_path -> (active_script_hash, Element) of the current run;
+    `widgets`: widget id -> WidgetState as it will be sent; `pages`: page title and url path -> hash;
+    `page_hash`, `query_string`, `session_id`, `statuses` (script_finished statuses seen, in order).
+    """
+
+    def __init__(self, base_url: str, timeout: float = 60):
+        u = urlparse(base_url)
+        self.ws_url = f"{'wss' if u.scheme == 'https' else 'ws'}://{u.netloc}{u.path.rstrip('/')}/_stcore/stream"
+        self.page_url = base_url.rstrip("/")
+        self.timeout = timeout
+        self.elements: dict[tuple[int, ...], tuple[str, Element]] = {}
+        self.widgets: dict[str, WidgetState] = {}
+        self.pages: dict[str, str] = {}
+        self.page_hash = self.main_hash = self.query_string = self.session_id = ""
+        self.statuses: list[int] = []
+        self.auto_reruns: set[str] = set()  # fragments the server asked the frontend to rerun on a timer
+        self._ws = None
+        self._reader: asyncio.Task | None = None
+        self._waiter: asyncio.Future | None = None  # set while a rerun waits for its answer
+        self._started = False  # a run has started (new_session) since the rerun was sent
+
+    # -- connection -----------------------------------------------------------------------------
+    async def connect(self, page: str = "", query: str = "") -> float:
+        """Open the websocket and do the first run of `page` (a url path; "" = default page) with
+        query string `query`, as a browser opening `base_url/page?query` does. Returns its seconds."""
+        t = time.perf_counter()
+        # max_size: a page's charts can exceed websockets' 1 MiB default message size. No protocol pings:
+        # a browser sends none, and a busy server answering one late would cut the session.
+        self._ws = await connect(self.ws_url, subprotocols=["streamlit", "PLACEHOLDER_AUTH_TOKEN"],
+                                 max_size=None, ping_interval=None, open_timeout=self.timeout)
+        self._reader = asyncio.create_task(self._read())
+        self.query_string = query
+        await self._rerun(ClientState(page_script_hash="", page_name=page.strip("/")), t)
+        return time.perf_counter() - t
+
+    async def close(self) -> None:
+        if self._ws is not None:
+            await self._ws.close()
+        if self._reader is not None:
+            self._reader.cancel()
+            await asyncio.gather(self._reader, return_exceptions=True)
+
+    async def __aenter__(self) -> StreamlitSession:
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+    # -- interactions ---------------------------------------------------------------------------
+    async def type_sentence(self, text: str, label: str = "Your sentence") -> float:
+        """Type `text` into the text input `label` and press Enter: a rerun with that widget's new
+        value and every other widget's current one. Returns the seconds to the end of the run."""
+        wid = self.widget_id(label)
+        self.widgets[wid] = WidgetState(id=wid, string_value=text)
+        return await self._rerun(ClientState(page_script_hash=self.page_hash))
+
+    async def switch_page(self, title_or_url_path: str) -> float:
+        """Click the nav link of a page (by title or url path): a rerun with the target page's hash and
+        only the main script's widgets, as the frontend sends. Returns the seconds to the end of the run."""
+        target = self.pages[title_or_url_path.strip("/")]
+        keep = {w.widget_id for h, el in self.elements.values() if h == self.main_hash
+                and (w := _Widget(el)).widget_id}
+        return await self._rerun(ClientState(page_script_hash=target), only=keep)
+
+    async def _rerun(self, state: ClientState, t: float | None = None, only: set[str] | None = None) -> float:
+        """Send a rerun and wait until a run started after it ends the chain (FINISHED_SUCCESSFULLY or a
+        compile error; a FINISHED_EARLY_FOR_RERUN run is followed by another run)."""
+        state.query_string = self.query_string
+        state.widget_states.CopyFrom(WidgetStates(widgets=[w for i, w in self.widgets.items()
+                                                           if only is None or i in only]))
+        state.context_info.timezone, state.context_info.locale = "UTC", "en-US"
+        state.context_info.url = self.page_url
+        self._waiter, self._started = asyncio.get_running_loop().create_future(), False
+        t = time.perf_counter() if t is None else t
+        await self._ws.send(BackMsg(rerun_script=state).SerializeToString())
+        try:
+            await asyncio.wait_for(self._waiter, self.timeout)
+        finally:
+            self._waiter = None
+        return time.perf_counter() - t
+
+    # -- what the page shows --------------------------------------------------------------------
+    def widget_id(self, label: str) -> str:
+        """The id of the first widget (main area, then sidebar) with this label in the current run."""
+        for _, (_, el) in sorted(self.elements.items()):
+            w = _Widget(el)
+            if w.widget_id and w.label == label:
+                return w.widget_id
+        raise KeyError(f"no widget labelled {label!r} on the page")
+
+    def widget_value(self, label: str):
+        """The value the widget `label` holds (what the browser's input box would show)."""
+        s = self.widgets.get(self.widget_id(label))
+        return getattr(s, s.WhichOneof("value")) if s is not None and s.WhichOneof("value") else None
+
+    def text(self, root: int = MAIN) -> str:
+        """The text of the markdown, headings, texts, alerts and code of one root container, one element
+        a line, in page order."""
+        lines = []
+        for path, (_, el) in sorted(self.elements.items()):
+            kind = el.WhichOneof("type")
+            if path[0] != root:
+                continue
+            if kind in ("markdown", "heading", "text", "alert"):
+                body = getattr(el, kind).body
+                lines.append(markdown_text(body) if kind != "text" else body)
+            elif kind == "code":
+                lines.append(el.code.code_text)
+        return "\n".join(lines)
+
+    def exceptions(self) -> list[str]:
+        """The exception boxes on the page (any container): "Type: message"."""
+        return [f"{el.exception.type}: {el.exception.message}" for _, el in self.elements.values()
+                if el.WhichOneof("type") == "exception"]
+
+    # -- the message reader ---------------------------------------------------------------------
+    async def _read(self) -> None:
+        try:
+            async for raw in self._ws:
+                msg = ForwardMsg()
+                msg.ParseFromString(raw)
+                self._handle(msg)
+        except Exception as e:  # noqa: BLE001 - handed to the waiting rerun
+            self._fail(e)
+        self._fail(ConnectionError("the server closed the websocket"))
+
+    def _fail(self, e: BaseException) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_exception(e)
+
+    def _handle(self, msg: ForwardMsg) -> None:
+        kind = msg.WhichOneof("type")
+        if kind == "new_session":
+            ns = msg.new_session
+            self.session_id = ns.initialize.session_id or self.session_id
+            self.main_hash, self.page_hash = ns.main_script_hash, ns.page_script_hash
+            for p in ns.app_pages:  # pages known at the start of the run (st.navigation's follow)
+                self.pages.setdefault(p.page_name, p.page_script_hash)
+                self.pages.setdefault(p.url_pathname, p.page_script_hash)
+            if not msg.metadata.run.fragment_ids:  # a full run redraws the whole page
+                self.elements.clear()
+                self._started = True
+        elif kind == "delta" and msg.delta.WhichOneof("type") == "new_element":
+            el = msg.delta.new_element
+            self.elements[tuple(msg.metadata.delta_path)] = (msg.metadata.active_script_hash, el)
+            w = _Widget(el)
+            if w.widget_id and (w.pushed or w.widget_id not in self.widgets):
+                s = _widget_state(el.WhichOneof("type"), w.proto, w.pushed)
+                if s is not None:
+                    self.widgets[w.widget_id] = s
+        elif kind == "navigation":
+            for p in msg.navigation.app_pages:
+                self.pages[p.page_name] = self.pages[p.url_pathname] = p.page_script_hash
+            self.page_hash = msg.navigation.page_script_hash
+        elif kind == "page_info_changed":
+            self.query_string = msg.page_info_changed.query_string
+        elif kind == "auto_rerun":
+            self.auto_reruns.add(msg.auto_rerun.fragment_id)
+        elif kind == "ref_hash":  # only sent for hashes the client said it has cached; we list none
+            self._fail(RuntimeError("unexpected ref_hash message"))
+        elif kind == "script_finished":
+            self.statuses.append(msg.script_finished)
+            if msg.script_finished in DONE and self._started:
+                active = {w.widget_id for _, el in self.elements.values() if (w := _Widget(el)).widget_id}
+                self.widgets = {i: s for i, s in self.widgets.items() if i in active}  # drop stale widgets
+                if self._waiter is not None and not self._waiter.done():
+                    self._waiter.set_result(msg.script_finished)
+        # anything else (session_status_changed, page_config_changed, logo, session_event...) is ignored
+
+
+class _Widget:
+    """The widget inside an Element, if it is one: its proto, id, label, and whether the server pushed
+    a value (`set_value`)."""
+
+    def __init__(self, el: Element):
+        kind = el.WhichOneof("type")
+        self.proto = getattr(el, kind) if kind else None
+        self.widget_id = getattr(self.proto, "id", "") if kind not in (None, "exception") else ""
+        self.label = getattr(self.proto, "label", "")
+        self.pushed = bool(getattr(self.proto, "set_value", False))
