@@ -18,7 +18,8 @@ with the shipped model) must be the student's own, never another student's.
 Bounded: --students (30), --interactions per student (5), first loads within --load-timeout (600 s),
 then --deadline seconds for the interactions (300, counted from the moment every student has loaded;
 no interaction starts after it), --timeout per interaction (60 s); the whole run is cut at the sum of
-these + 180 s. Prints p50 / p95 / max latency, errors, the leak check and the trainings' progress.
+these + 180 s. Prints p50 / p95 / max latency, errors, the leak check, the trainings' progress and
+the CPU seconds used by the server, the training workers, the browsers and this script.
 
 --client ws: the students are no browsers but bench/ws_client.py's StreamlitSessions, which speak
 Streamlit's websocket protocol directly and cost almost no CPU, so that the figures measure the server
@@ -38,6 +39,7 @@ import asyncio
 import contextlib
 import json
 import math
+import os
 import random
 import re
 import statistics
@@ -75,9 +77,33 @@ class Interaction:
     leak: str = ""
 
 
+def cpu_seconds(server_pid: int) -> dict[str, float]:
+    """CPU seconds used so far, by who: the server (with the training workers it has reaped), the live
+    training workers, the browsers (Chromium) and this script (the ws clients run here)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out = {"server": 0.0, "training workers": 0.0, "browsers": 0.0, "this script": time.process_time()}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            pid = int(stat.parent.name)
+            head, rest = stat.read_text().rsplit(")", 1)
+            cmd = (stat.parent / "cmdline").read_bytes()
+        except (OSError, ValueError):
+            continue  # the process has gone meanwhile
+        f = rest.split()
+        own, reaped = (int(f[11]) + int(f[12])) / tick, (int(f[13]) + int(f[14])) / tick
+        if pid == server_pid:
+            out["server"] += own + reaped
+        elif b"ui.train_worker" in cmd:
+            out["training workers"] += own
+        elif "chrom" in head.rsplit("(", 1)[-1]:
+            out["browsers"] += own
+    return out
+
+
 @dataclass
 class Report:
     interactions: list[Interaction] = field(default_factory=list)
+    cpu: dict[str, float] = field(default_factory=dict)
     trainers: list[str] = field(default_factory=list)
 
 
@@ -333,6 +359,7 @@ async def main_async(args) -> Report:
             OWNER[sentence], TRANSLATIONS[sentence] = s, translation
     server = start_server(log=Path("/tmp") / "glass-load-test.log", timeout=120)
     print(f"server {server.url} (log {server.log}); students: {args.client} client", flush=True)
+    cpu0 = cpu_seconds(server.proc.pid)
     try:
         async with contextlib.AsyncExitStack() as stack:
             browser = None  # Chromium for the trainers, and for the students with --client browser
@@ -366,6 +393,8 @@ async def main_async(args) -> Report:
                     report.trainers.append(f"{state}: {' '.join(text.split())[:80]}")
                 except Exception as e:  # noqa: BLE001
                     report.trainers.append(f"unknown ({type(e).__name__})")
+            cpu1 = cpu_seconds(server.proc.pid)
+            report.cpu = {k: cpu1[k] - cpu0[k] for k in cpu0}
     finally:
         server.stop()
     return report
@@ -391,6 +420,7 @@ def summarise(report: Report, args) -> dict:
     out["error_samples"] = [x.error for x in errors[:5]]
     out["leak_samples"] = [x.leak for x in leaks[:5]]
     out["trainers"] = report.trainers
+    out["cpu_seconds"] = report.cpu
     return out
 
 
@@ -431,6 +461,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"errors: {s['errors']} {s['error_samples'] or ''}")
     print(f"cross-session leaks: {s['leaks']} {s['leak_samples'] or ''}")
     print("trainings: " + " | ".join(s["trainers"]))
+    if s["cpu_seconds"]:  # where the machine's time went: the browsers' share is not the server's latency
+        print("CPU seconds used: " + ", ".join(f"{k} {v:.0f}" for k, v in s["cpu_seconds"].items()))
     if args.json:
         Path(args.json).write_text(json.dumps({**s, "interactions": [asdict(x) for x in report.interactions]},
                                               indent=1))
