@@ -91,12 +91,13 @@ def cpu_seconds(server_pid: int) -> dict[str, float]:
             continue  # the process has gone meanwhile
         f = rest.split()
         own, reaped = (int(f[11]) + int(f[12])) / tick, (int(f[13]) + int(f[14])) / tick
-        if pid == server_pid:
-            out["server"] += own + reaped
+        if pid == server_pid:  # its only children are the training workers
+            out["server"] += own
+            out["training workers"] += reaped
         elif b"ui.train_worker" in cmd:
             out["training workers"] += own
-        elif "chrom" in head.rsplit("(", 1)[-1]:
-            out["browsers"] += own
+        elif "chrom" in head.rsplit("(", 1)[-1]:  # with the renderers of closed pages, reaped by their parent
+            out["browsers"] += own + reaped
     return out
 
 
