@@ -400,7 +400,7 @@ def attention_section(v: jobs.JobView) -> None:
 
 
 def live_status() -> None:
-    """The job's state, progress bar and headline numbers: cheap, so it polls twice a second while running."""
+    """The job's state, progress bar and headline numbers: cheap, so it polls every second while running."""
     job = ss.get(JOB)
     if job is None:
         st.info("No training yet in this session. Choose the settings above and press **Start**.")
@@ -451,7 +451,7 @@ def live_status() -> None:
 
 
 def live_figures() -> None:
-    """Curves, translations and attention: redrawn every 2 s while running (each redraw builds ~6 figures)."""
+    """Curves, translations and attention: redrawn every 3 s while running (each redraw builds ~6 figures)."""
     job = ss.get(JOB)
     if job is None or job.state == "queued":
         return
@@ -494,11 +494,13 @@ def live_figures() -> None:
 
 
 # Polling only while this session's job is queued or running (or has just ended and is not handed over
-# yet): the status twice a second, the figures every 2 s. Idle sessions cost the server nothing.
+# yet): the status every second, the figures every 3 s. Idle sessions cost the server nothing. Each
+# redraw of the figures costs the browser far more than the server (a training page polling twice as
+# often took most of a core in Chromium), so the intervals serve a projector laptop as well.
 polling = job is not None and (job.active or (job.done and ss.get(ADOPTED) != job.id))
 running = job is not None and job.state == "running"
-st.fragment(live_status, run_every=(0.5 if running else 2.0) if polling else None)()
-st.fragment(live_figures, run_every=2.0 if running else None)()
+st.fragment(live_status, run_every=(1.0 if running else 2.0) if polling else None)()
+st.fragment(live_figures, run_every=3.0 if running else None)()
 
 # --- 4. My model -----------------------------------------------------------------------------------
 
