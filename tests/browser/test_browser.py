@@ -15,7 +15,7 @@ import pytest
 
 from model import checkpoint, pipeline
 from model.trace import Interventions
-from tests.browser.server import start_server, wait_idle
+from tests.browser.server import RUN_COUNTER_JS, start_server, wait_idle
 
 pytestmark = pytest.mark.browser
 
@@ -268,9 +268,12 @@ def test_deep_link_on_a_fresh_server(tmp_path, browser):
     server = start_server(log=tmp_path / "fresh.log", extra_env={"OMP_NUM_THREADS": "1"})
     try:
         context = browser.new_context(viewport={"width": 1400, "height": 1000})
+        context.add_init_script(RUN_COUNTER_JS)
         page = context.new_page()
         try:
             page.goto(server.url + "/tokens?s=i%20am%20a%20student", wait_until="domcontentloaded")
+            # the first run must have started (on a busy machine the websocket may take seconds), then ended
+            page.wait_for_function("(window.__glassRuns ?? 0) > 0", timeout=60_000, polling=50)
             wait_idle(page, timeout=60_000)
             sidebar = page.locator('[data-testid="stSidebar"]')
             box = sidebar.get_by_role("textbox", name="Your sentence", exact=True)
