@@ -154,15 +154,6 @@ async def wait_run(page, before: int, timeout: float) -> None:
     await page.wait_for_selector(IDLE_SELECTOR, state="attached", timeout=timeout)
 
 
-async def check(page, student: int, own: str, own_translation: str) -> tuple[str, str]:
-    """(error, leak) after an interaction in a browser page: see `check_text`."""
-    boxes = page.locator(EXCEPTION_SELECTOR)
-    exception = await boxes.first.inner_text() if await boxes.count() else ""
-    box = page.locator('[data-testid="stSidebar"]').get_by_role("textbox", name="Your sentence", exact=True)
-    text = await page.locator('[data-testid="stMain"]').inner_text()
-    return check_text(student, own, own_translation, exception, await box.input_value(), text)
-
-
 def check_text(student: int, own: str, own_translation: str, exception: str, value: str, text: str,
                require_header: bool = False) -> tuple[str, str]:
     """(error, leak) after an interaction, from the page's first exception box ("" if none), the
@@ -250,72 +241,95 @@ class Phase:
             await asyncio.sleep(rng.uniform(0, 2 * self.think))
 
 
-async def student(i: int, browser, url: str, mine: list[tuple[str, str]], n: int, phase: Phase,
-                  timeout: float, report: Report, delay: float, load_timeout: float) -> None:
-    await asyncio.sleep(delay)
-    ctx = await browser.new_context(viewport={"width": 1280, "height": 900})
-    try:
-        await ctx.add_init_script(RUN_COUNTER_JS)
-        page = await ctx.new_page()
+class BrowserStudent:
+    """A student in a Chromium page (its own browser context, so its own Streamlit session)."""
+
+    require_header = False  # the browser check reads what is drawn; a page may legitimately lack the header
+
+    def __init__(self, browser, url: str, timeout: float):
+        self.browser, self.url, self.timeout = browser, url, timeout
+
+    async def load(self, load_timeout: float) -> float:
+        self.ctx = await self.browser.new_context(viewport={"width": 1280, "height": 900})
+        await self.ctx.add_init_script(RUN_COUNTER_JS)
+        self.page = await self.ctx.new_page()
+        self.sidebar = self.page.locator('[data-testid="stSidebar"]')
         t0 = time.perf_counter()
-        try:
-            await open_app(page, url, load_timeout * 1000)
-            report.interactions.append(Interaction(i, "load", time.perf_counter() - t0))
-        except Exception as e:  # noqa: BLE001 - a failed load is a measured error
-            report.interactions.append(Interaction(i, "load", None, f"load: {type(e).__name__}"))
-            phase.arrive()
-            return
-        phase.arrive()
-        await phase.all_loaded.wait()
-        sidebar = page.locator('[data-testid="stSidebar"]')
-        own, own_translation = DEFAULT, None
-        typed = 0
-        rng = random.Random(i)
-        for k in range(n):
-            if k:
-                await phase.pause(rng)
-            if time.monotonic() > phase.deadline:
-                break
-            kind = "type" if k % 2 == 0 else "switch"
-            before = await run_count(page)
-            try:
-                if kind == "type":
-                    own, own_translation = mine[typed % len(mine)]
-                    typed += 1
-                    box = sidebar.get_by_role("textbox", name="Your sentence", exact=True)
-                    await box.fill(own)
-                    t = time.perf_counter()
-                    await box.press("Enter")
-                else:
-                    title = SWITCH_PAGES[(i + k) % len(SWITCH_PAGES)]
-                    link = sidebar.get_by_role("link", name=title, exact=True)
-                    t = time.perf_counter()
-                    await link.click()
-                await wait_run(page, before, timeout * 1000)
-                seconds = time.perf_counter() - t
-                error, leak = await check(page, i, own, own_translation) if own_translation else ("", "")
-                report.interactions.append(Interaction(i, kind, seconds if not error else None, error, leak))
-            except Exception as e:  # noqa: BLE001
-                report.interactions.append(Interaction(i, kind, None, f"{kind}: {type(e).__name__}: {str(e)[:120]}"))
-    finally:
-        await ctx.close()
+        await open_app(self.page, self.url, load_timeout * 1000)
+        return time.perf_counter() - t0
+
+    async def _timed(self, act, prepare=None) -> float:
+        """`prepare()` if given, then `act()` timed until the script run it triggered has finished."""
+        before = await run_count(self.page)
+        if prepare is not None:
+            await prepare()
+        t = time.perf_counter()
+        await act()
+        await wait_run(self.page, before, self.timeout * 1000)
+        return time.perf_counter() - t
+
+    async def type_sentence(self, text: str) -> float:
+        box = self.sidebar.get_by_role("textbox", name="Your sentence", exact=True)
+        return await self._timed(lambda: box.press("Enter"), prepare=lambda: box.fill(text))
+
+    async def switch_page(self, title: str) -> float:
+        link = self.sidebar.get_by_role("link", name=title, exact=True)
+        return await self._timed(link.click)
+
+    async def observe(self) -> tuple[str, str, str]:
+        """(first exception box or "", the sentence box's value, the main area's text)."""
+        boxes = self.page.locator(EXCEPTION_SELECTOR)
+        exception = await boxes.first.inner_text() if await boxes.count() else ""
+        box = self.sidebar.get_by_role("textbox", name="Your sentence", exact=True)
+        text = await self.page.locator('[data-testid="stMain"]').inner_text()
+        return exception, await box.input_value(), text
+
+    async def close(self) -> None:
+        if getattr(self, "ctx", None) is not None:
+            await self.ctx.close()
 
 
-async def ws_student(i: int, url: str, mine: list[tuple[str, str]], n: int, phase: Phase, timeout: float,
-                     report: Report, delay: float, load_timeout: float) -> None:
-    """`student` without a browser: a StreamlitSession does the same interactions over the websocket."""
+class WsStudent:
+    """A student without a browser: a StreamlitSession does the same interactions over the websocket."""
+
+    require_header = True  # after typing, the server's answer must carry the sentence header
+
+    def __init__(self, url: str, timeout: float):
+        self.session, self.timeout = StreamlitSession(url), timeout
+
+    async def load(self, load_timeout: float) -> float:
+        self.session.timeout = load_timeout
+        seconds = await self.session.connect()
+        self.session.timeout = self.timeout
+        return seconds
+
+    async def type_sentence(self, text: str) -> float:
+        return await self.session.type_sentence(text)
+
+    async def switch_page(self, title: str) -> float:
+        return await self.session.switch_page(title)
+
+    async def observe(self) -> tuple[str, str, str]:
+        exceptions = self.session.exceptions()
+        return exceptions[0] if exceptions else "", self.session.widget_value("Your sentence"), self.session.text()
+
+    async def close(self) -> None:
+        await self.session.close()
+
+
+async def student(i: int, client: BrowserStudent | WsStudent, mine: list[tuple[str, str]], n: int, phase: Phase,
+                  report: Report, delay: float, load_timeout: float) -> None:
+    """Arrive after `delay`, load the app, wait for the class, then n interactions: type / switch in turn."""
     await asyncio.sleep(delay)
-    session = StreamlitSession(url, timeout=load_timeout)
     try:
         try:
-            report.interactions.append(Interaction(i, "load", await session.connect()))
+            report.interactions.append(Interaction(i, "load", await client.load(load_timeout)))
         except Exception as e:  # noqa: BLE001 - a failed load is a measured error
             report.interactions.append(Interaction(i, "load", None, f"load: {type(e).__name__}"))
             phase.arrive()
             return
         phase.arrive()
         await phase.all_loaded.wait()
-        session.timeout = timeout
         own, own_translation = DEFAULT, None
         typed = 0
         rng = random.Random(i)
@@ -329,18 +343,18 @@ async def ws_student(i: int, url: str, mine: list[tuple[str, str]], n: int, phas
                 if kind == "type":
                     own, own_translation = mine[typed % len(mine)]
                     typed += 1
-                    seconds = await session.type_sentence(own)
+                    seconds = await client.type_sentence(own)
                 else:
-                    seconds = await session.switch_page(SWITCH_PAGES[(i + k) % len(SWITCH_PAGES)])
-                exceptions = session.exceptions()
-                error, leak = check_text(i, own, own_translation, exceptions[0] if exceptions else "",
-                                         session.widget_value("Your sentence"), session.text(),
-                                         require_header=kind == "type") if own_translation else ("", "")
+                    seconds = await client.switch_page(SWITCH_PAGES[(i + k) % len(SWITCH_PAGES)])
+                error, leak = "", ""
+                if own_translation:
+                    error, leak = check_text(i, own, own_translation, *await client.observe(),
+                                             require_header=client.require_header and kind == "type")
                 report.interactions.append(Interaction(i, kind, seconds if not error else None, error, leak))
             except Exception as e:  # noqa: BLE001
                 report.interactions.append(Interaction(i, kind, None, f"{kind}: {type(e).__name__}: {str(e)[:120]}"))
     finally:
-        await session.close()
+        await client.close()
 
 
 def pct(xs: list[float], q: float) -> float:
@@ -373,12 +387,10 @@ async def main_async(args) -> Report:
             await asyncio.gather(*(trainer(browser, server.url, report, trainers) for _ in range(args.trainings)))
             print(f"{len(trainers)} trainings started in {time.perf_counter() - t0:.1f} s", flush=True)
             phase = Phase(args.students, args.deadline, args.think)
-            if args.client == "ws":
-                tasks = [ws_student(i, server.url, mine[i], args.interactions, phase, args.timeout, report,
-                                    i * args.stagger, args.load_timeout) for i in range(args.students)]
-            else:
-                tasks = [student(i, browser, server.url, mine[i], args.interactions, phase, args.timeout, report,
-                                 i * args.stagger, args.load_timeout) for i in range(args.students)]
+            clients = [WsStudent(server.url, args.timeout) if args.client == "ws"
+                       else BrowserStudent(browser, server.url, args.timeout) for _ in range(args.students)]
+            tasks = [student(i, c, mine[i], args.interactions, phase, report, i * args.stagger, args.load_timeout)
+                     for i, c in enumerate(clients)]
             limit = args.load_timeout + args.students * args.stagger + args.deadline + 180
             try:
                 await asyncio.wait_for(asyncio.gather(*tasks), timeout=limit)
