@@ -18,14 +18,7 @@ from model.checkpoint import SHIPPED, Bundle, CheckpointError, from_bytes, load,
 from model.transformer import Config, Transformer
 from model.vocab import SPECIALS, Vocab
 
-
-@pytest.fixture(autouse=True, scope="module")
-def one_torch_thread():
-    """Tiny models run fastest on one thread (two threads spin against each other on a busy machine)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # conftest.py
 
 
 SRC = torch.tensor([[4, 5, 6, 2, 0], [7, 8, 2, 0, 0]])

@@ -12,14 +12,7 @@ from model.pipeline import prepare
 from model.transformer import Config, Transformer
 from model.vocab import EOS_ID, PAD_ID, detokenize
 
-
-@pytest.fixture(autouse=True, scope="module")
-def one_torch_thread():
-    """Tiny models run fastest on one thread (two threads spin against each other on a busy machine)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # conftest.py
 
 
 @pytest.fixture(scope="module")

@@ -91,16 +91,7 @@ def failures(text: str) -> dict[str, list[str]]:
     return out
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_torch_thread():
-    """One intra-op thread while these ~200 page runs go on: on 2 busy cores torch's second thread
-    spins against the test process and the other processes (a page's run was 10x slower with two)."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # conftest.py
 
 
 def test_every_page_is_listed():

@@ -16,14 +16,7 @@ from model.evaluate import evaluate
 from model.train import EvalEvent, StepEvent, TrainConfig, Trainer, TrainingDiverged, pairs_hash, rate
 from model.transformer import Config, Transformer
 
-
-@pytest.fixture(autouse=True, scope="module")
-def one_torch_thread():
-    """Tiny models run fastest on one thread (two threads spin against each other on a busy machine)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # conftest.py
 
 
 TINY = {"d_model": 32, "n_heads": 2, "n_layers": 1, "d_ff": 64, "batch_size": 32, "warmup": 10, "lr_scale": 0.3,
