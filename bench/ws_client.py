@@ -110,7 +110,7 @@ class StreamlitSession:
     State kept from the messages (the latest complete run wins):
     `elements`: delta_path -> (active_script_hash, Element) of the current run;
     `widgets`: widget id -> WidgetState as it will be sent; `pages`: page title and url path -> hash;
-    `page_hash`, `query_string`, `session_id`, `statuses` (script_finished statuses seen, in order).
+    `page_hash`, `main_hash`, `query_string`.
     """
 
     def __init__(self, base_url: str, timeout: float = 60):
@@ -121,9 +121,7 @@ class StreamlitSession:
         self.elements: dict[tuple[int, ...], tuple[str, Element]] = {}
         self.widgets: dict[str, WidgetState] = {}
         self.pages: dict[str, str] = {}
-        self.page_hash = self.main_hash = self.query_string = self.session_id = ""
-        self.statuses: list[int] = []
-        self.auto_reruns: set[str] = set()  # fragments the server asked the frontend to rerun on a timer
+        self.page_hash = self.main_hash = self.query_string = ""
         self._ws = None
         self._reader: asyncio.Task | None = None
         self._waiter: asyncio.Future | None = None  # set while a rerun waits for its answer
@@ -149,12 +147,6 @@ class StreamlitSession:
         if self._reader is not None:
             self._reader.cancel()
             await asyncio.gather(self._reader, return_exceptions=True)
-
-    async def __aenter__(self) -> StreamlitSession:
-        return self
-
-    async def __aexit__(self, *exc) -> None:
-        await self.close()
 
     # -- interactions ---------------------------------------------------------------------------
     async def type_sentence(self, text: str, label: str = "Your sentence") -> float:
@@ -242,7 +234,6 @@ class StreamlitSession:
         kind = msg.WhichOneof("type")
         if kind == "new_session":
             ns = msg.new_session
-            self.session_id = ns.initialize.session_id or self.session_id
             self.main_hash, self.page_hash = ns.main_script_hash, ns.page_script_hash
             for p in ns.app_pages:  # pages known at the start of the run (st.navigation's follow)
                 self.pages.setdefault(p.page_name, p.page_script_hash)
@@ -264,18 +255,16 @@ class StreamlitSession:
             self.page_hash = msg.navigation.page_script_hash
         elif kind == "page_info_changed":
             self.query_string = msg.page_info_changed.query_string
-        elif kind == "auto_rerun":
-            self.auto_reruns.add(msg.auto_rerun.fragment_id)
         elif kind == "ref_hash":  # only sent for hashes the client said it has cached; we list none
             self._fail(RuntimeError("unexpected ref_hash message"))
         elif kind == "script_finished":
-            self.statuses.append(msg.script_finished)
             if msg.script_finished in DONE and self._started:
                 active = {w.widget_id for _, el in self.elements.values() if (w := _Widget(el)).widget_id}
                 self.widgets = {i: s for i, s in self.widgets.items() if i in active}  # drop stale widgets
                 if self._waiter is not None and not self._waiter.done():
                     self._waiter.set_result(msg.script_finished)
-        # anything else (session_status_changed, page_config_changed, logo, session_event...) is ignored
+        # anything else (auto_rerun: fragment timers, which only a frontend runs; session_status_changed,
+        # page_config_changed, logo, session_event...) is ignored
 
 
 class _Widget:
