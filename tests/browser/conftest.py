@@ -88,9 +88,7 @@ class AppPage:
 
     def goto(self, path: str = "", **query) -> None:
         self.page.goto(self.url(path, **query), wait_until="domcontentloaded")
-        # A page load always runs the script; until its websocket is up the app reads "notRunning", so
-        # wait for that run to start (seconds on a busy machine) rather than the short default grace.
-        wait_idle(self.page, since=0, start_timeout=30_000)
+        self.wait_idle()
         self.shot(path or "root")
 
     def wait_idle(self, since: int | None = None) -> None:
