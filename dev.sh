@@ -47,7 +47,7 @@ export STREAMLIT_BROWSER_GATHER_USAGE_STATS=false STREAMLIT_SERVER_HEADLESS=true
 case "$cmd" in
   app)
     setup_python
-    exec .venv/bin/python -m ui.serve "$@"
+    exec .venv/bin/streamlit run app.py "$@"
     ;;
   test)
     setup_python

@@ -7,11 +7,14 @@ import streamlit as st
 
 from model import pipeline
 from model.checkpoint import Bundle, CheckpointError
+from ui import shell
 from ui.models import analysis, current_model, load_shipped, session_cache
 from ui.state import interventions
 from ui.widgets import matrix, md, page_link, require_sentence, sentence_header
 from viz import decoder as vd
 from viz.heatmap import shape_text, table
+
+shell.enter(__file__)  # first: re-enter through app.py if Streamlit ran this page bare
 
 
 @session_cache(max_entries=64)

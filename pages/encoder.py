@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from ui import shell
 from ui.models import analysis, current_model
 from ui.widgets import matrix, md, require_sentence, sentence_header
 from viz.heatmap import table
@@ -22,6 +23,8 @@ from viz.layers import (
     word_stages,
     zero_table,
 )
+
+shell.enter(__file__)  # first: re-enter through app.py if Streamlit ran this page bare
 
 P = "encoder_"  # widget key prefix
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from model.trace import Interventions
+from ui import shell
 from ui.models import analysis, current_model, teacher_forced
 from ui.state import set_head
 from ui.widgets import matrix, md, require_sentence, sentence_header
@@ -25,6 +26,8 @@ from viz.attention import (
     word_heads,
 )
 from viz.heatmap import table
+
+shell.enter(__file__)  # first: re-enter through app.py if Streamlit ran this page bare
 
 P = "multi_head_"  # widget key prefix
 

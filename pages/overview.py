@@ -4,6 +4,7 @@ import streamlit as st
 
 from model.data import DATASET_PATH, data_hash, load_dataset
 from model.paper import BASE, CITATION
+from ui import shell
 from ui.models import analysis, current_model, session_cache
 from ui.state import MODELS
 from ui.widgets import page_link, sentence_header
@@ -18,6 +19,8 @@ from viz.overview import (
     shape_rows,
     sizes_table,
 )
+
+shell.enter(__file__)  # first: re-enter through app.py if Streamlit ran this page bare
 
 
 @session_cache(max_entries=4)

@@ -6,11 +6,14 @@ from model.checkpoint import Bundle
 from model.pipeline import token_labels
 from model.trace import Interventions
 from model.vocab import EOS
+from ui import shell
 from ui.models import analysis, current_model, session_cache
 from ui.state import interventions
 from ui.widgets import matrix, md, require_sentence, sentence_header
 from viz.heatmap import shape_text, table
 from viz.positional import ORDERS, block, curves_figure, make_order, permutation_check, rotation, shift_check, worked
+
+shell.enter(__file__)  # first: re-enter through app.py if Streamlit ran this page bare
 
 
 @session_cache(max_entries=64)

@@ -13,6 +13,7 @@ from model.experiments import (
     variance_by_dk,
 )
 from model.textbook import thinking_machines
+from ui import shell
 from ui.models import analysis, current_model, session_cache
 from ui.state import DEFAULT_SENTENCE
 from ui.widgets import matrix, md, require_sentence, sentence_header
@@ -36,6 +37,8 @@ from viz.attention import (
 )
 from viz.heatmap import heatmap
 from viz.layers import layer_output
+
+shell.enter(__file__)  # first: re-enter through app.py if Streamlit ran this page bare
 
 P = "self_attention_"  # widget key prefix
 TIRED = DEFAULT_SENTENCE

@@ -3,6 +3,7 @@
 import streamlit as st
 
 from model.vocab import BOS, EOS
+from ui import shell
 from ui.models import analysis, current_model
 from ui.widgets import matrix, md, require_sentence, sentence_header
 from viz.embeddings import (
@@ -16,6 +17,8 @@ from viz.embeddings import (
     vocab_window,
 )
 from viz.heatmap import shape_text
+
+shell.enter(__file__)  # first: re-enter through app.py if Streamlit ran this page bare
 
 st.title("Tokens and embeddings")
 st.markdown(

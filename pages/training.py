@@ -17,10 +17,12 @@ import streamlit as st
 
 from model.checkpoint import MAX_BYTES, CheckpointError, from_bytes, to_bytes
 from model.data import MIN_PAIRS, CorpusError, langs, parse_corpus, split_pairs
-from ui import jobs
+from ui import jobs, shell
 from ui.state import init_state
 from ui.widgets import matrix, md
 from viz import training as vt
+
+shell.enter(__file__)  # first: re-enter through app.py if Streamlit ran this page bare
 
 init_state()
 ss = st.session_state

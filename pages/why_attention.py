@@ -3,6 +3,7 @@
 import streamlit as st
 
 from model.paper import CITATION, TABLE1, TABLE1_CAPTION
+from ui import shell
 from ui.models import analysis, current_model
 from viz.complexity import (
     attention_matrix_bytes,
@@ -15,6 +16,8 @@ from viz.complexity import (
     layer_costs,
 )
 from viz.heatmap import shape_text
+
+shell.enter(__file__)  # first: re-enter through app.py if Streamlit ran this page bare
 
 st.title("Why attention?")
 st.markdown(

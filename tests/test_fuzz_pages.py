@@ -6,7 +6,6 @@ for a fixed list of awkward inputs and for hypothesis-generated text (derandomiz
 
 from __future__ import annotations
 
-import ast
 import os
 import re
 
@@ -14,21 +13,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.apptest_util import ROOT, all_text, run_app, run_page
+from tests.apptest_util import all_text, run_app, run_page
+from ui import page_list
 
-
-def _page_entries() -> list[tuple[str, str, bool]]:
-    """(page name, url_path, default) of every st.Page in app.py (read, not imported)."""
-    out = []
-    for node in ast.walk(ast.parse((ROOT / "app.py").read_text())):
-        if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "Page":
-            kw = {k.arg: k.value.value for k in node.keywords if isinstance(k.value, ast.Constant)}
-            out.append((node.args[0].value.removeprefix("pages/").removesuffix(".py"), kw.get("url_path", ""),
-                        bool(kw.get("default", False))))
-    return out
-
-
-PAGES = [name for name, _, _ in _page_entries()]  # every page of app.py, in navigation order
+PAGES = [p.name for p in page_list.PAGES]  # every page of the app, in navigation order
 
 AWKWARD = [
     "",
@@ -95,9 +83,12 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")  # conftest.py
 
 
 def test_every_page_is_listed():
+    """Every listed page exists, and every script in pages/ is listed: Streamlit serves any pages/*.py as a
+    page of its own on a fresh server, so helper modules live in pages/content/ (not globbed)."""
     assert len(PAGES) >= 10
-    for name in PAGES:
-        assert (ROOT / "pages" / f"{name}.py").is_file(), name
+    for p in page_list.PAGES:
+        assert p.path.is_file(), p.file
+    assert sorted(f.stem for f in (page_list.ROOT / "pages").glob("*.py")) == sorted(PAGES)
 
 
 @pytest.mark.parametrize("text", AWKWARD, ids=lambda t: repr(t[:24]))
@@ -113,26 +104,7 @@ def test_any_text_on_every_page(text):
     assert failures(text) == {}
 
 
-def _apptest_uses_v1_shim() -> bool:
-    """Does AppTest run this app through Streamlit's MPA-v1 shim?
-
-    AppTest resets PagesManager.uses_pages_directory before every run; with a pages/ folder next to
-    app.py the run then goes through the v1 shim, which matches the requested page by url_path = file
-    stem and runs pages/<name>.py alone (no app.py, no sidebar; widget state of the sidebar dropped).
-    ui.serve fixes the same thing for the real server. For AppTest, tests/apptest_util.py can swap in
-    a PagesManager that sets the flag to False after __init__ (as ui.serve does); then this is False.
-    """
-    import streamlit.testing.v1.app_test as app_test
-    from streamlit.runtime.pages_manager import PagesManager
-
-    return (ROOT / "pages").is_dir() and app_test.PagesManager is PagesManager
-
-
-V1_SHADOWED = ({name for name, url, default in _page_entries() if default or url == name}
-               if _apptest_uses_v1_shim() else set())
-# The page the sidebar tests type on: the landing page, unless AppTest cannot keep its sidebar (above).
-SIDEBAR_PAGE = next(name for name, _, default in sorted(_page_entries(), key=lambda e: not e[2])
-                    if name not in V1_SHADOWED)
+SIDEBAR_PAGE = page_list.DEFAULT.name  # the page the sidebar tests type on: the landing page
 
 
 @pytest.mark.parametrize("text", ["<b>bold</b>", "\x00\x07", "", "a" * 10_000],
@@ -146,10 +118,7 @@ def test_any_text_through_the_sidebar(text):
     assert at.text_input(key="sentence").value == text
 
 
-@pytest.mark.parametrize("page", [
-    pytest.param(name, marks=pytest.mark.xfail(strict=True, reason="AppTest runs the bare page: MPA-v1 shim "
-                                                                   "(see _apptest_uses_v1_shim)"))
-    if name in V1_SHADOWED else name for name, _, _ in _page_entries()])
+@pytest.mark.parametrize("page", PAGES)
 def test_sidebar_survives_a_rerun(page):
     """Through the app: switch to the page, change the sentence in the sidebar; the sidebar is still there."""
     at = run_app(page)

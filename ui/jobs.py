@@ -54,6 +54,7 @@ from model import pipeline
 from model.checkpoint import Bundle, from_bytes, to_bytes
 from model.data import DATASET_PATH, Pair, build_vocabs, data_hash, langs, load_dataset
 from model.decoding import greedy_decode
+from model.limits import BOUNDS, LABELS, MAX_VOCAB  # noqa: F401 - re-exported for the page
 from model.train import EvalEvent, StepEvent, TrainConfig, Trainer, TrainingDiverged
 from model.transformer import Config
 from model.vocab import tokenize
@@ -67,30 +68,10 @@ DEFAULTS = TrainConfig(d_model=64, n_heads=4, n_layers=2, d_ff=128, dropout=0.1,
                        warmup=100, lr_scale=0.5, label_smoothing=0.1, seed=0, eval_every=100)
 DEFAULT_PROBE_EVERY = 25  # steps between attention snapshots of the probe sentences
 
-BOUNDS: dict[str, tuple[float, float]] = {  # inclusive; every one caps time or memory
-    "n_layers": (1, 4),
-    "n_heads": (1, 8),
-    "d_model": (8, 256),
-    "d_ff": (8, 1024),
-    "batch_size": (1, 128),
-    "steps": (1, 5000),
-    "warmup": (1, 5000),
-    "lr_scale": (0.001, 1e6),  # far above any useful value on purpose: 1e6 shows what divergence looks like
-    "dropout": (0.0, 0.5),
-    "label_smoothing": (0.0, 0.5),
-    "seed": (0, 2**31 - 1),
-    "eval_every": (0, 5000),
-}
-LABELS = {  # how the page names each setting (used in messages)
-    "n_layers": "layers", "n_heads": "heads", "d_model": "d_model", "d_ff": "d_ff", "batch_size": "batch size",
-    "steps": "steps", "warmup": "warm-up steps", "lr_scale": "learning-rate scale", "dropout": "dropout",
-    "label_smoothing": "label smoothing", "seed": "seed", "eval_every": "evaluate every",
-}
 MAX_PROBES = 3
 MAX_PROBE_TOKENS = 20  # a probe sentence is cut to this many words
 MAX_SNAPSHOTS = 100  # per probe; the snapshot interval grows for long runs
 MAX_JOB_BYTES = 1_000_000_000  # a run whose estimate is above this is refused
-MAX_VOCAB = 8_000  # an uploaded corpus with a larger vocabulary (per side) is refused
 DEFAULT_MAX_SECONDS = float(os.environ.get("GLASS_TRAINING_MAX_SECONDS", 600))
 DEFAULT_GRACE = 60.0  # seconds a session may be disconnected (a reload, a flaky network) before its job ends
 

@@ -1,8 +1,10 @@
-"""Streamlit pieces shared by the pages: the sentence header, matrices with their tables, escaping."""
+"""Streamlit pieces shared by the pages: the sentence header, pickers, matrices with their tables, escaping."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import streamlit as st
 from streamlit.errors import StreamlitPageNotFoundError
@@ -57,3 +59,32 @@ def page_link(page: str, label: str, icon: str = ":material/arrow_forward:") -> 
         st.page_link(page, label=label, icon=icon)
     except StreamlitPageNotFoundError:
         st.markdown(f"→ {label}")
+
+
+def keep_valid(key: str, options: Sequence, default) -> None:
+    """Reset a widget's remembered choice to `default` when it is no longer among its options (another
+    sentence or model). Call before drawing the widget."""
+    if key in st.session_state and st.session_state[key] not in options:
+        st.session_state[key] = default
+
+
+def pick(label: str, options: Sequence, key: str, default=None, *, style: str = "select",
+         format_func: Callable[[Any], str] = str, **kw) -> Any:
+    """Choose one of `options`, remembered under `key` across reruns and pages.
+
+    A remembered choice that is no longer an option (a shorter sentence, another model) falls back to
+    `default` (or the first option). `style` is "select" (a selectbox), "radio" (horizontal buttons) or
+    "slider" (a select_slider; with a single option, a caption instead of a slider).
+    """
+    options = list(options)
+    default = default if default in options else options[0]
+    keep_valid(key, options, default)
+    st.session_state.setdefault(key, default)
+    if style == "radio":
+        return st.radio(label, options, key=key, format_func=format_func, horizontal=True, **kw)
+    if style == "slider":
+        if len(options) == 1:
+            st.caption(f"{label}: {format_func(options[0])} (the only one)")
+            return options[0]
+        return st.select_slider(label, options, key=key, format_func=format_func, **kw)
+    return st.selectbox(label, options, key=key, format_func=format_func, **kw)

@@ -73,10 +73,7 @@ def stop_process_group(proc: subprocess.Popen, timeout: float = 10) -> None:
 
 
 def launch_command() -> list[str]:
-    """How `./dev.sh app` starts the app: `python -m ui.serve` (= `streamlit run app.py` plus the fix that
-    makes deep links work on a fresh server), or plain `python -m streamlit run app.py` without it."""
-    if (ROOT / "ui" / "serve.py").is_file():
-        return [sys.executable, "-m", "ui.serve"]
+    """How the README starts the app: the standard `streamlit run app.py`."""
     return [sys.executable, "-m", "streamlit", "run", "app.py"]
 
 

@@ -1,0 +1,88 @@
+"""Every page of the app, in navigation order: plain data, read by app.py (navigation), the pages'
+"next" links, the tests, the benchmarks and the screenshot script. Importing it needs no Streamlit.
+
+A page's address is its file's stem (`/positional?s=...`); the `file` is relative to the project root.
+`walkthrough` pages form the path from a sentence to its translation, in this order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class PageSpec:
+    section: str
+    file: str  # "pages/positional.py"
+    title: str
+    icon: str
+    summary: str  # one line: what the page shows (README, screenshot captions)
+    walkthrough: bool = True
+
+    @property
+    def name(self) -> str:
+        """The file's stem, "positional": how tests and benchmarks name a page."""
+        return Path(self.file).stem
+
+    @property
+    def url_path(self) -> str:
+        """The page's address, "/self_attention": always the file's stem. On a fresh server Streamlit may
+        first serve a deep link as an old-style pages/ app, which names a page by its file; the same name
+        then finds the same page (see ui/shell.py)."""
+        return self.name
+
+    @property
+    def path(self) -> Path:
+        return ROOT / self.file
+
+
+PAGES: tuple[PageSpec, ...] = (
+    PageSpec("Start", "pages/overview.py", "Overview", ":material/account_tree:",
+             "The sentence and its translation, the encoder-decoder stack block by block, shapes and sizes "
+             "beside the paper's base model"),
+    PageSpec("Encoder", "pages/tokens.py", "Tokens and embeddings", ":material/token:",
+             "Words to tokens to ids, one-hot vectors times the embedding table, scaled by √d_model"),
+    PageSpec("Encoder", "pages/positional.py", "Positional encoding", ":material/waves:",
+             "The sine/cosine formula with numbers, the encoding of the sentence, PE(pos + k) as a rotation of "
+             "PE(pos), and what happens without it"),
+    PageSpec("Encoder", "pages/self_attention.py", "Self-attention, step by step", ":material/visibility:",
+             "self-attention",
+             "One word through one head: query, keys and values, scores divided by √d_k, softmax, the weighted sum"),
+    PageSpec("Encoder", "pages/multi_head.py", "Multi-head attention", ":material/view_column:",
+             "Every head of a layer side by side, one head in detail, concatenation and W_O, switching heads off"),
+    PageSpec("Encoder", "pages/encoder.py", "The encoder layer", ":material/layers:",
+             "Residual connection, LayerNorm in two steps, the feed-forward net, one word through the stack"),
+    PageSpec("Decoder", "pages/decoder.py", "Decoder and masking", ":material/masks:",
+             "The decoder block, the look-ahead mask added to the scores, padding mask and encoder-decoder "
+             "attention"),
+    PageSpec("Decoder", "pages/output.py", "Output and decoding", ":material/output:",
+             "Final linear layer and softmax over the French vocabulary, the loss, greedy decoding and beam search"),
+    PageSpec("Context", "pages/why_attention.py", "Why attention", ":material/speed:",
+             "The paper's Table 1 (complexity, sequential operations, path length), a calculator, and its results",
+             walkthrough=False),
+    PageSpec("Train", "pages/training.py", "Train your own", ":material/model_training:",
+             "Train a small Transformer in your session: data, model and recipe settings, the learning-rate "
+             "schedule, live progress, then every page shows your model", walkthrough=False),
+)
+
+DEFAULT = PAGES[0]  # what "/" shows
+
+
+def by_name(name: str) -> PageSpec:
+    """The page whose file stem is `name` ("self_attention")."""
+    for p in PAGES:
+        if p.name == name:
+            return p
+    raise KeyError(name)
+
+
+def next_page(name: str) -> PageSpec | None:
+    """The walkthrough page after `name`, or None at the end (or for a page outside the walkthrough)."""
+    walk = [p for p in PAGES if p.walkthrough]
+    names = [p.name for p in walk]
+    if name not in names or names.index(name) == len(walk) - 1:
+        return None
+    return walk[names.index(name) + 1]

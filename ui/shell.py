@@ -1,0 +1,63 @@
+"""The app's frame: navigation built from ui/page_list.py, and the guard every page calls first.
+
+Why the guard (`enter`): Streamlit treats a folder named ``pages/`` next to the main script as an
+old-style (v1) multipage app until the main script has called ``st.navigation`` once in the
+process. So on a freshly started server (`streamlit run app.py`), the first visitor who arrives
+through a deep link (a teacher's shared ``/positional?s=...``) gets the bare page file, without
+app.py's sidebar and navigation. Every page therefore calls ``shell.enter(__file__)`` first: when it
+finds itself run outside app.py's navigation on a server whose main script is app.py, it calls
+``st.navigation`` (public API; this switches the server to app.py's navigation for good) and
+``st.switch_page`` to itself with the same query parameters. The next run is app.py's own, with the
+right page. This happens at most once per server process. A page run on its own (its file is the
+main script, as in `AppTest.from_file("pages/x.py")`) runs as it is.
+
+`/` is a hidden page that forwards to the overview's own address, so `/overview?s=...` is a link
+like every other page's.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import streamlit as st
+from streamlit.navigation.page import StreamlitPage
+
+from ui.page_list import DEFAULT, PAGES
+
+_local = threading.local()  # .inside: this script run goes through app.py's navigation
+
+
+def _home() -> None:
+    st.switch_page(DEFAULT.file, query_params=st.query_params.to_dict())
+
+
+def _pages() -> dict[str, list[StreamlitPage]]:
+    sections: dict[str, list[StreamlitPage]] = {"": [st.Page(_home, title="Home", url_path="home", default=True,
+                                                            visibility="hidden")]}
+    for p in PAGES:
+        sections.setdefault(p.section, []).append(st.Page(p.file, title=p.title, icon=p.icon, url_path=p.url_path))
+    return sections
+
+
+def navigation() -> StreamlitPage:
+    """app.py's navigation; marks this script run as going through it."""
+    _local.inside = True
+    return st.navigation(_pages())
+
+
+def leave() -> None:
+    _local.inside = False
+
+
+def enter(page_file: str) -> None:
+    """Call first in every page: re-enters through app.py when Streamlit ran the page bare (see above)."""
+    if getattr(_local, "inside", False):
+        return
+    ctx = st.runtime.scriptrunner.get_script_run_ctx()
+    main = Path(ctx.main_script_path).resolve() if ctx else None
+    if main is None or main == Path(page_file).resolve():
+        return  # the page is the main script: it runs on its own
+    st.navigation(_pages(), position="hidden")
+    st.switch_page(Path(page_file).resolve().relative_to(main.parent).as_posix(),
+                   query_params=st.query_params.to_dict())
