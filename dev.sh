@@ -58,7 +58,7 @@ case "$cmd" in
     ;;
   bench)
     setup_python
-    for b in bench/bench_*.py; do echo "== $b"; .venv/bin/python "$b"; done
+    for b in bench/bench_*.py; do m=bench.$(basename "$b" .py); echo "== $m"; .venv/bin/python -m "$m"; done
     ;;
   *)
     sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//'

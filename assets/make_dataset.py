@@ -1,4 +1,4 @@
-"""Generate the toy English-French data set: ``python assets/make_dataset.py [OUTPUT.tsv]``.
+"""Generate the toy English-French data set: ``python -m assets.make_dataset [OUTPUT.tsv]``.
 
 Writes ``assets/toy_en_fr.tsv`` (or OUTPUT) with the header ``split<TAB>en<TAB>fr<TAB>tag``. The
 output is deterministic: a fixed seed, no dictionary/set iteration order anywhere, so two runs
@@ -70,11 +70,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from model.vocab import tokenize  # noqa: E402  (needs the repo root on sys.path when run as a script)
+from model.vocab import tokenize
 
 SEED = 20170612  # the day "Attention Is All You Need" appeared on arXiv
 OUTPUT = Path(__file__).resolve().with_name("toy_en_fr.tsv")

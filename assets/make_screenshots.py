@@ -7,24 +7,19 @@ until the script is idle and every plotly chart is drawn, and saves the page fro
 at most MAX_HEIGHT pixels. Each PNG is reduced to a 256-colour palette to stay small (< 400 KB).
 Also writes assets/screenshots/README.md: a list of the images with captions, ready to paste.
 
-Usage: python assets/make_screenshots.py [--pages url_path,...] [--max-height PX]
+Usage: python -m assets.make_screenshots [--pages url_path,...] [--max-height PX]
 """
 
 from __future__ import annotations
 
 import argparse
-import ast
 import io
-import sys
 import urllib.parse
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from PIL import Image  # (installed with streamlit)
 
-from PIL import Image  # noqa: E402  (installed with streamlit)
-
-from tests.browser.server import (  # noqa: E402
+from tests.browser.server import (
     RUN_COUNTER_JS,
     content_height,
     launch_chromium,
@@ -32,46 +27,20 @@ from tests.browser.server import (  # noqa: E402
     wait_idle,
     wait_rendered,
 )
+from ui.page_list import PAGES, ROOT
 
 OUT = ROOT / "assets" / "screenshots"
 WIDTH = 1400
 MAX_HEIGHT = 3600
 MAX_BYTES = 400_000
 SENTENCE = "i am a student"
-COREFERENCE_PAGES = ("self-attention", "multi-head")  # shown again with the default sentence
+COREFERENCE_PAGES = ("self_attention", "multi_head")  # shown again with the app's default (coreference) sentence
 
-CAPTIONS = {  # url_path -> what the screenshot shows (the page title is used when missing)
-    "overview": "The sentence and its translation, the encoder-decoder stack block by block, shapes and sizes "
-                "beside the paper's base model",
-    "tokens": "Words to tokens to ids, one-hot vectors times the embedding table, scaled by √d_model",
-    "positional": "The sine/cosine formula with numbers, the encoding of the sentence, PE(pos + k) as a rotation "
-                  "of PE(pos), and what happens without it",
-    "self-attention": "One word through one head: query, keys and values, scores divided by √d_k, softmax, "
-                      "the weighted sum",
-    "self-attention-coreference": "The same steps on \"the animal didn't cross the street because it was too "
+CAPTIONS = {p.url_path: p.summary for p in PAGES} | {  # the page's own summary (ui/page_list.py)
+    "self_attention-coreference": "The same steps on \"the animal didn't cross the street because it was too "
                                   "tired\": the query is \"it\"",
-    "multi-head": "Every head of a layer side by side, one head in detail, concatenation and W_O, switching "
-                  "heads off",
-    "multi-head-coreference": "The heads of the first encoder layer on the coreference sentence",
-    "encoder": "Residual connection, LayerNorm in two steps, the feed-forward net, one word through the stack",
-    "decoder": "The decoder block, the look-ahead mask added to the scores, padding mask and encoder-decoder "
-               "attention",
-    "output": "Final linear layer and softmax over the French vocabulary, the loss, greedy decoding and beam search",
-    "why-attention": "The paper's Table 1 (complexity, sequential operations, path length), a calculator, and "
-                     "its results",
-    "training": "Train a small Transformer in your session: data, model and recipe settings, the learning-rate "
-                "schedule, live progress, then every page shows your model",
+    "multi_head-coreference": "The heads of the first encoder layer on the coreference sentence",
 }
-
-
-def app_pages() -> list[tuple[str, str, bool]]:
-    """(title, url_path, default) of every st.Page in app.py, in navigation order."""
-    out = []
-    for node in ast.walk(ast.parse((ROOT / "app.py").read_text())):
-        if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "Page":
-            kw = {k.arg: k.value.value for k in node.keywords if isinstance(k.value, ast.Constant)}
-            out.append((kw["title"], kw["url_path"], bool(kw.get("default", False))))
-    return out
 
 
 def wait_drawn(page) -> None:
@@ -112,14 +81,13 @@ def main() -> None:
     wanted = set(filter(None, args.pages.split(",")))
 
     shots: list[tuple[str, str, dict]] = []  # (file stem, url_path, query)
-    for _, url_path, _ in app_pages():
+    for url_path in (p.url_path for p in PAGES):
         if wanted and url_path not in wanted:
             continue
         shots.append((url_path, url_path, {"s": SENTENCE}))
         if url_path in COREFERENCE_PAGES:
             shots.append((f"{url_path}-coreference", url_path, {}))  # no "s": the default sentence
-    titles = {url: title for title, url, _ in app_pages()}
-    default_path = next(url for _, url, default in app_pages() if default)
+    titles = {p.url_path: p.title for p in PAGES}
 
     from playwright.sync_api import sync_playwright
 
@@ -135,8 +103,7 @@ def main() -> None:
         page.goto(server.url + "/", wait_until="domcontentloaded")  # runs app.py once (see tests/browser)
         wait_drawn(page)
         for stem, url_path, query in shots:
-            route = "" if url_path == default_path else url_path
-            url = f"{server.url}/{route}" + ("?" + urllib.parse.urlencode(query, quote_via=urllib.parse.quote)
+            url = f"{server.url}/{url_path}" + ("?" + urllib.parse.urlencode(query, quote_via=urllib.parse.quote)
                                              if query else "")
             path = OUT / f"{stem}.png"
             size = shoot(page, url, path, args.max_height)
@@ -152,7 +119,7 @@ def main() -> None:
 
 def write_readme(titles: dict[str, str]) -> None:
     """assets/screenshots/README.md: every screenshot present, in page order, with its caption."""
-    lines = ["<!-- generated by assets/make_screenshots.py: paste into the README -->", ""]
+    lines = ["<!-- generated by `python -m assets.make_screenshots`: paste into the README -->", ""]
     for url_path in titles:
         for stem in (url_path, f"{url_path}-coreference"):
             path = OUT / f"{stem}.png"

@@ -5,7 +5,7 @@ Same size for all (d_model 128, 4 heads, 2+2 layers, d_ff 256), a batch like the
 machine noise hits them alike; the figures are medians and ratios measured in this one run.
 Also: one traced forward pass for an 8-word sentence (time and bytes recorded).
 
-Usage: python bench/bench_model.py [--steps N] [--rounds R]
+Usage: python -m bench.bench_model [--steps N] [--rounds R]
 """
 
 from __future__ import annotations
@@ -13,17 +13,14 @@ from __future__ import annotations
 import argparse
 import math
 import statistics
-import sys
 import time
-from pathlib import Path
 
 import torch
 from torch import nn
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.reference import TorchReference  # noqa: E402
-from model.trace import Trace  # noqa: E402
-from model.transformer import Config, Transformer, traced  # noqa: E402
+from bench.reference import TorchReference
+from model.trace import Trace
+from model.transformer import Config, Transformer, traced
 
 V, B, T = 300, 64, 12
 

@@ -11,22 +11,18 @@
 
 The machine is shared and noisy: compare pages with each other within one run.
 
-Usage: python bench/bench_pages.py [--reruns N] [--starts R] [--skip-browser] [--pages a,b]
+Usage: python -m bench.bench_pages [--reruns N] [--starts R] [--skip-browser] [--pages a,b]
 """
 
 from __future__ import annotations
 
 import argparse
-import ast
 import itertools
 import os
 import statistics
-import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from ui.page_list import PAGES, ROOT
 
 SENTENCE = "the animal didn't cross the street because it was too tired."  # 12 tokens with the "."
 TARGET_RERUN_MS = 150
@@ -37,16 +33,6 @@ DRAWN_JS = """() => {
   return !document.querySelector('[data-testid="stSkeleton"]') && charts.length > 0
     && charts.every(c => c.querySelector('svg'));
 }"""
-
-
-def app_pages() -> list[tuple[str, str, str]]:
-    """(page name, title, url_path) of every st.Page in app.py, in navigation order."""
-    out = []
-    for node in ast.walk(ast.parse((ROOT / "app.py").read_text())):
-        if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "Page":
-            kw = {k.arg: k.value.value for k in node.keywords if isinstance(k.value, ast.Constant)}
-            out.append((node.args[0].value.removeprefix("pages/").removesuffix(".py"), kw["title"], kw["url_path"]))
-    return out
 
 
 def head_pairs():
@@ -135,7 +121,7 @@ def main() -> None:
     import streamlit.logger
 
     streamlit.logger.set_log_level("error")  # no "No runtime found" / "missing ScriptRunContext" noise
-    pages = [p for p, _, _ in app_pages()]
+    pages = [p.name for p in PAGES]
     if args.pages:
         pages = [p for p in args.pages.split(",") if p]
 

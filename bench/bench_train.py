@@ -11,30 +11,27 @@ In one run:
 
 The machine is shared and noisy: compare the ratios, measured here in one run.
 
-Usage: python bench/bench_train.py [--threads 1] [--max-steps 3000] [--eval-every 50] [--repeats 15]
+Usage: python -m bench.bench_train [--threads 1] [--max-steps 3000] [--eval-every 50] [--repeats 15]
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import threading
 import time
 from dataclasses import replace
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.reference import TorchReference  # noqa: E402
-from model.decoding import _next_log_probs  # noqa: E402
-from model.evaluate import evaluate  # noqa: E402
-from model.pipeline import prepare  # noqa: E402
-from model.trace import Trace  # noqa: E402
-from model.train import EvalEvent, TrainConfig, Trainer  # noqa: E402
-from model.transformer import Transformer  # noqa: E402
-from model.vocab import BOS_ID, tokenize  # noqa: E402
+from bench.reference import TorchReference
+from model.decoding import _next_log_probs
+from model.evaluate import evaluate
+from model.pipeline import prepare
+from model.trace import Trace
+from model.train import EvalEvent, TrainConfig, Trainer
+from model.transformer import Transformer
+from model.vocab import BOS_ID, tokenize
 
 TARGETS = (0.90, 0.95)
 

@@ -19,7 +19,7 @@ evaluation with exact match >= 95% (or at --max-steps).
 Target: app / cli <= 1.2. The machine is shared and noisy: runs alternate (cli, cli2, app, then
 app, cli2, cli, ...) and the medians are compared.
 
-    .venv/bin/python bench/bench_training_app.py [--repeats 2] [--max-steps 2000]
+    .venv/bin/python -m bench.bench_training_app [--repeats 2] [--max-steps 2000]
 """
 
 from __future__ import annotations
@@ -29,14 +29,11 @@ import dataclasses
 import statistics
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import torch
 
-import torch  # noqa: E402
-
-from model.train import EvalEvent, TrainConfig, Trainer  # noqa: E402
-from ui import jobs  # noqa: E402
+from model.train import EvalEvent, TrainConfig, Trainer
+from ui import jobs
 
 TARGET_EM = 0.95
 Result = tuple[float | None, int | None, int]  # (seconds to target, step of that evaluation, steps done)

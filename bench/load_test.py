@@ -28,13 +28,12 @@ timed from sending the rerun to the end of its run (script_finished); the same c
 text as the server sent it (the sentence header must be there after typing). The trainers stay
 Chromium pages: their polling is the frontend's (st.fragment timers).
 
-    .venv/bin/python bench/load_test.py [--client browser|ws] [--students 30] [--interactions 5] [--deadline 300]
+    .venv/bin/python -m bench.load_test [--client browser|ws] [--students 30] [--interactions 5] [--deadline 300]
 """
 
 from __future__ import annotations
 
 import argparse
-import ast
 import asyncio
 import contextlib
 import json
@@ -48,9 +47,6 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
 from bench.ws_client import StreamlitSession  # noqa: E402
 from model import checkpoint, pipeline  # noqa: E402
 from model.data import load_dataset  # noqa: E402
@@ -62,6 +58,7 @@ from tests.browser.server import (  # noqa: E402
     require_chromium,
     start_server,
 )
+from ui.page_list import PAGES
 
 DEFAULT = "the animal didn't cross the street because it was too tired"  # ui.state.DEFAULT_SENTENCE
 SWITCH_PAGES = ["Overview", "Tokens and embeddings", "Self-attention, step by step", "Decoder and masking",
@@ -106,14 +103,6 @@ class Report:
     interactions: list[Interaction] = field(default_factory=list)
     cpu: dict[str, float] = field(default_factory=dict)
     trainers: list[str] = field(default_factory=list)
-
-
-def page_titles() -> set[str]:
-    titles = set()
-    for node in ast.walk(ast.parse((ROOT / "app.py").read_text())):
-        if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "Page":
-            titles |= {k.value.value for k in node.keywords if k.arg == "title"}
-    return titles
 
 
 TOKENS: dict[str, str] = {}  # sentence -> its tokens as the sentence header shows them
@@ -453,7 +442,7 @@ def main(argv: list[str] | None = None) -> int:
                          "0: the next one at once, which measures a saturated server")
     ap.add_argument("--json", help="also write the figures to this file")
     args = ap.parse_args(argv)
-    if not set(SWITCH_PAGES) <= page_titles():
+    if not set(SWITCH_PAGES) <= {p.title for p in PAGES}:
         print(f"app.py lacks some of the pages {SWITCH_PAGES}", file=sys.stderr)
         return 2
     t0 = time.perf_counter()

@@ -10,14 +10,10 @@ embeddings included), so only the encoder and decoder implementations differ.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 from torch import Tensor, nn
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from model.trace import NO_TRACE, Trace  # noqa: E402
-from model.transformer import Config, Embeddings, look_ahead_mask  # noqa: E402
+from model.trace import NO_TRACE, Trace
+from model.transformer import Config, Embeddings, look_ahead_mask
 
 
 class TorchReference(nn.Module):

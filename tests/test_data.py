@@ -1,11 +1,8 @@
 """The toy data set (its promises, checked on the shipped file), batching, and corpus uploads."""
 
 import hashlib
-import importlib.util
 import re
-import sys
 from collections import Counter
-from pathlib import Path
 
 import pytest
 import torch
@@ -28,21 +25,12 @@ from model.data import (
 )
 from model.vocab import BOS_ID, EOS_ID, PAD_ID, tokenize
 
-ROOT = Path(__file__).resolve().parents[1]
-GENERATOR = ROOT / "assets" / "make_dataset.py"
-
-
-def load_generator():
-    spec = importlib.util.spec_from_file_location("make_dataset", GENERATOR)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the file runs
-    spec.loader.exec_module(module)
-    return module
-
 
 @pytest.fixture(scope="module")
 def gen():
-    return load_generator()
+    from assets import make_dataset
+
+    return make_dataset
 
 
 @pytest.fixture(scope="module")
@@ -267,7 +255,7 @@ def test_coref_heldout_combinations_are_new(rows):
 def test_generator_is_deterministic(tmp_path, gen):
     out = tmp_path / "toy.tsv"
     gen.write(out)
-    assert out.read_bytes() == DATASET_PATH.read_bytes(), "run `python assets/make_dataset.py` to refresh the file"
+    assert out.read_bytes() == DATASET_PATH.read_bytes(), "run `python -m assets.make_dataset` to refresh the file"
 
 
 # --- loading ----------------------------------------------------------------------------------------
