@@ -49,7 +49,6 @@ PAGES: tuple[PageSpec, ...] = (
              "The sine/cosine formula with numbers, the encoding of the sentence, PE(pos + k) as a rotation of "
              "PE(pos), and what happens without it"),
     PageSpec("Encoder", "pages/self_attention.py", "Self-attention, step by step", ":material/visibility:",
-             "self-attention",
              "One word through one head: query, keys and values, scores divided by √d_k, softmax, the weighted sum"),
     PageSpec("Encoder", "pages/multi_head.py", "Multi-head attention", ":material/view_column:",
              "Every head of a layer side by side, one head in detail, concatenation and W_O, switching heads off"),

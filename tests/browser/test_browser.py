@@ -6,10 +6,8 @@ What is shown is compared with an independent computation: the shipped checkpoin
 
 from __future__ import annotations
 
-import ast
 import re
 from functools import cache
-from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect
@@ -17,25 +15,15 @@ from playwright.sync_api import expect
 from model import checkpoint, pipeline
 from model.trace import Interventions
 from tests.browser.server import start_server, wait_idle
+from ui import page_list
 
 pytestmark = pytest.mark.browser
 
-ROOT = Path(__file__).resolve().parents[2]
 SENTENCE = "i am a student"
 HEAD_OPTION = "{where} L{layer} {what} · head {head}"  # ui.sidebar.head_label's format
 
 
-def app_pages() -> list[tuple[str, str, str]]:
-    """(file, title, url_path) of every st.Page in app.py, in navigation order (read, not imported)."""
-    out = []
-    for node in ast.walk(ast.parse((ROOT / "app.py").read_text())):
-        if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "Page":
-            kw = {k.arg: k.value.value for k in node.keywords if isinstance(k.value, ast.Constant)}
-            out.append((node.args[0].value, kw["title"], kw["url_path"]))
-    return out
-
-
-PAGES = app_pages()
+PAGES = page_list.PAGES
 
 
 @cache
@@ -175,9 +163,9 @@ def main_has(app, text: str) -> None:
 # --- tests ----------------------------------------------------------------------------------------------------
 
 def test_app_lists_every_page():
-    assert len(PAGES) >= 10 and PAGES[0][2] == "overview"
-    for file, _, _ in PAGES:
-        assert (ROOT / file).is_file(), file
+    assert len(PAGES) >= 10 and page_list.DEFAULT.url_path == "overview"
+    for p in PAGES:
+        assert p.path.is_file(), p.file
 
 
 def test_every_page_through_the_sidebar(app):
@@ -188,10 +176,10 @@ def test_every_page_through_the_sidebar(app):
     assert shown_translation(app) == translate(SENTENCE)
     nav = app.sidebar.get_by_test_id("stSidebarNavLink")
     assert nav.count() == len(PAGES), nav.all_inner_texts()
-    for _, title, url_path in PAGES:
+    for title, url_path in ((p.title, p.url_path) for p in PAGES):
         open_page(app, title)
         path = app.page.url.split("?")[0]
-        assert path.endswith("/" + url_path) or (url_path == PAGES[0][2] and path == app.base_url + "/"), path
+        assert path.endswith("/" + url_path), path
         heading = app.main.locator("h1").first
         assert heading.is_visible() and heading.inner_text().strip(), f"{title}: no page title"
         assert len(app.main_text()) > 200, f"{title}: almost nothing shown"
@@ -243,7 +231,7 @@ def test_link_restores_state(app):
     assert badge_count(app) == 1
     assert shown_translation(app) == translate(SENTENCE, Interventions(look_ahead_mask=False))
     # the state stays in the address bar when moving on
-    open_page(app, PAGES[1][1])
+    open_page(app, PAGES[1].title)
     assert "la=0" in app.page.url and "s=i" in app.page.url, app.page.url
     assert not look_ahead_switch(app).is_checked()
 
@@ -261,27 +249,47 @@ def test_html_in_the_sentence_is_shown_literally(app):
     assert main.locator("script", has_text="__xss").count() == 0
 
 
-def test_deep_link_on_a_fresh_server(tmp_path, browser):
-    """The first visitor of a freshly started server opens a shared link: the whole app (sidebar) answers.
+def open_link(page, url: str) -> None:
+    page.goto(url, wait_until="domcontentloaded")
+    wait_idle(page, timeout=60_000)
 
-    Streamlit treats pages/ next to app.py as an old-style multipage app until st.navigation has run once:
-    /tokens on a fresh server would run pages/tokens.py alone. `python -m ui.serve` (how the app is started,
-    see server.launch_command) prevents it; this test guards that.
+
+def expect_app_page(page, title: str, sentence: str) -> None:
+    """The whole app answers on `title`: its sidebar with the sentence, that page marked current, no dialog."""
+    sidebar = page.locator('[data-testid="stSidebar"]')
+    box = sidebar.get_by_role("textbox", name="Your sentence", exact=True)
+    # retrying assertions: the sidebar's inputs can show up a moment after the run has ended
+    expect(box, "the page ran without app.py (no sidebar)").to_have_count(1)
+    expect(box).to_have_value(sentence)
+    expect(sidebar.get_by_role("link", name=title, exact=True)).to_have_attribute("aria-current", "page")
+    expect(page.get_by_role("dialog"), "a dialog (e.g. 'Page not found') is open").to_have_count(0)
+    expect(page.locator("h1").first).not_to_be_empty()
+
+
+@pytest.mark.parametrize("first", ["tokens", "self_attention", "overview"])
+def test_deep_link_on_a_fresh_server(tmp_path, browser, first):
+    """The first visitor of a freshly started `streamlit run app.py` opens a shared link: the whole app answers.
+
+    Streamlit treats pages/ next to app.py as an old-style multipage app until st.navigation has run once,
+    so /tokens on a fresh server would run pages/tokens.py alone (ui/shell.py explains the fix). Then every
+    page's own address works as a link on that server, the default page's too, and / forwards to it.
     """
     server = start_server(log=tmp_path / "fresh.log", extra_env={"OMP_NUM_THREADS": "1"})
     try:
         context = browser.new_context(viewport={"width": 1400, "height": 1000})
         page = context.new_page()
         try:
-            page.goto(server.url + "/tokens?s=i%20am%20a%20student", wait_until="domcontentloaded")
-            wait_idle(page, timeout=60_000)
-            sidebar = page.locator('[data-testid="stSidebar"]')
-            box = sidebar.get_by_role("textbox", name="Your sentence", exact=True)
-            # retrying assertions: the sidebar's inputs can show up a moment after the run has ended
-            expect(box, "the page ran without app.py (no sidebar)").to_have_count(1)
-            expect(box).to_have_value(SENTENCE)
-            link = sidebar.get_by_role("link", name="Tokens and embeddings", exact=True)
-            assert link.get_attribute("aria-current") == "page"
+            open_link(page, f"{server.url}/{first}?s=i%20am%20a%20student")
+            expect_app_page(page, page_list.by_name(first).title, SENTENCE)
+            assert page.url.split("?")[0].endswith("/" + first), page.url
+            if first != "overview":
+                return
+            for p in PAGES:  # every page's own address, on a server that has run app.py once
+                open_link(page, f"{server.url}/{p.url_path}?s=thinking%20machines")
+                expect_app_page(page, p.title, "thinking machines")
+            open_link(page, f"{server.url}/?s=thinking%20machines")
+            expect_app_page(page, page_list.DEFAULT.title, "thinking machines")
+            assert page.url.split("?")[0].endswith("/" + page_list.DEFAULT.url_path), page.url
         finally:
             context.close()
     finally:
@@ -387,10 +395,10 @@ PAGE_CHECKS = {
     "overview": check_overview,
     "tokens": check_tokens,
     "positional": check_positional,
-    "self-attention": check_self_attention,
-    "multi-head": check_multi_head,
+    "self_attention": check_self_attention,
+    "multi_head": check_multi_head,
     "encoder": check_encoder,
     "decoder": check_decoder,
     "output": check_output,
-    "why-attention": check_why_attention,
+    "why_attention": check_why_attention,
 }
