@@ -278,6 +278,10 @@ class RNNSeq2Seq(nn.Module):
         self.check_length(src)
         trace("rnn.src.tokens", src)  # [B, Ts]
         x = self.dropout(trace("rnn.src.embed", self.src_embed(src)))  # [B, Ts, E]
+        return self.recur(x, trace)
+
+    def recur(self, x: Tensor, trace: Trace = NO_TRACE) -> Tensor:
+        """The encoder's loop over word vectors x [B, Ts, E] -> states h [B, Ts, H]."""
         B, Ts, _ = x.shape
         state = self.encoder.init_state(x.new_zeros(B, self.cfg.hidden))  # h_0 = 0
         hs, gates = [], []

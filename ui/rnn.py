@@ -1,0 +1,73 @@
+"""Cached computations for "Before the Transformer" (pages/before.py).
+
+The shipped recurrent model (assets/checkpoints/rnn) is loaded once per server and shared read-only,
+like the shipped Transformers in ui/models.py. `view()` is the page's one call: the sentence through
+the recurrent model (greedy translation, then one traced teacher-forced pass over it) next to the same
+sentence through the Transformer chosen in the sidebar. `comparison()` reads the measured comparison
+shipped in assets/rnn_comparison.json (written by `python -m bench.bench_rnn --write`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import streamlit as st
+
+from model import checkpoint, pipeline
+from model.checkpoint import Bundle
+from ui.models import analysis, session_cache
+from ui.state import init_state
+
+RNN_STEM = checkpoint.ASSETS / "checkpoints" / "rnn"
+COMPARISON = checkpoint.ASSETS / "rnn_comparison.json"
+
+
+@st.cache_resource(show_spinner="Loading the recurrent model…")
+def rnn_bundle() -> Bundle:
+    return checkpoint.load(RNN_STEM)
+
+
+def rnn_key(bundle: Bundle) -> str:
+    return f"rnn:{bundle.meta.get('weights_sha256', '')[:16]}"
+
+
+@session_cache(max_entries=256)
+def _rnn_analysis(model_key: str, text: str, _bundle: Bundle) -> pipeline.Analysis:
+    return pipeline.analyse(_bundle, pipeline.prepare(_bundle, text))
+
+
+@dataclass(frozen=True)
+class View:
+    rnn: pipeline.Analysis  # trace: rnn.* (see model/rnn.py)
+    transformer: pipeline.Analysis  # trace: enc.*, dec.* of the sidebar's Transformer
+    bundle: Bundle  # the recurrent model
+
+    @property
+    def cell(self) -> str:
+        return self.bundle.config.cell
+
+    @property
+    def attention(self) -> str:
+        return self.bundle.config.attention
+
+
+def view() -> View:
+    """The sidebar's sentence through the recurrent model and through the current Transformer."""
+    init_state()
+    bundle = rnn_bundle()
+    text = st.session_state["sentence"]
+    return View(_rnn_analysis(rnn_key(bundle), text, bundle), analysis(), bundle)
+
+
+@st.cache_resource
+def _comparison(path: str, mtime: float) -> dict:
+    return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+def comparison() -> dict | None:
+    """The shipped measurements, or None when the file is missing."""
+    if not COMPARISON.is_file():
+        return None
+    return _comparison(str(COMPARISON), COMPARISON.stat().st_mtime)
