@@ -302,3 +302,72 @@ def test_evaluate_cli_rejects_a_missing_checkpoint(tmp_path, capsys):
 
     assert main(["--checkpoint", str(tmp_path / "nothing")]) == 2
     assert "cannot load" in capsys.readouterr().err
+
+
+# --- The measurements (model/compare.py) and their notices (viz/rnn.py) ---------------------------
+
+def test_sequential_steps_count_the_real_pairs():
+    from model.compare import sequential_steps
+
+    pairs = [Pair("i am a student", "je suis étudiant"), Pair("i am a cat", "je suis un chat")]
+    rows = sequential_steps(pairs)
+    assert rows == [{"m": 5, "t": 4, "n": 2, "rnn": 9, "transformer_decode": 5, "transformer_train": 2}]
+
+
+def test_jacobian_norms_see_the_recurrence_is_causal():
+    from model.compare import jacobian_norms
+
+    m = small()
+    x = torch.randn(6, 12)
+    norms = jacobian_norms(lambda v: m.recur(v[None])[0], x)  # [6, 6]
+    assert norms.shape == (6, 6)
+    assert (norms.triu(1) == 0).all()  # h_t never depends on a later word
+    assert (norms[torch.ones(6, 6, dtype=torch.bool).tril()] > 0).all()
+    w = torch.randn(3, 12)
+    linear = jacobian_norms(lambda v: v @ w.T, x)  # out_t = W x_t: ‖W‖ on the diagonal, 0 elsewhere
+    torch.testing.assert_close(linear, torch.eye(6) * w.norm())
+
+
+def test_gradient_by_distance_is_relative_to_distance_0():
+    from model.compare import gradient_by_distance
+
+    rnn_b = small_bundle("gru", "additive")
+    tf_b = checkpoint.load(checkpoint.SHIPPED)
+    tf_b = Bundle(tf_b.model, rnn_b.src_vocab, rnn_b.tgt_vocab, "en-fr")  # same data: the same vocabularies
+    g = gradient_by_distance(rnn_b, tf_b, ["i am a student", "the cat is under the table"], max_distance=3)
+    assert g["distance"] == [0, 1, 2, 3] and g["rnn"][0] == 1.0 and g["transformer"][0] == 1.0
+    assert g["n_sentences"] == 2 and g["n_pairs"] == sum(g["count"])
+
+
+def test_decoder_step_notice_states_the_recorded_weight():
+    from viz.rnn import decoder_step, step_notice
+
+    m = small()
+    src, tgt_in = batch()
+    t = traced(m, src[:1], tgt_in[:1])
+    labels = [f"{i} w{i}" for i in range(6)]
+    s = decoder_step(t, 2, [f"{i} y{i}" for i in range(5)])
+    top = int(t["rnn.dec.alpha"][0, 2].argmax())
+    assert f"“w{top}” (α = {float(t['rnn.dec.alpha'][0, 2, top]):.2f})" in step_notice(s, labels, 2)
+
+
+COMPARISON = ROOT / "assets" / "rnn_comparison.json"
+
+
+@pytest.mark.skipif(not COMPARISON.is_file(), reason="no shipped comparison")
+def test_shipped_comparison_and_its_notices():
+    from viz import rnn as vr
+
+    data = json.loads(COMPARISON.read_text())
+    parts = {"sequential_steps", "encode_time", "training", "accuracy_by_length", "coref", "gradient", "meta"}
+    assert parts <= set(data)
+    for fig in (vr.steps_figure, vr.encode_time_figure, vr.length_figure, vr.gradient_figure):
+        assert fig(data).data
+    last = data["encode_time"]["rows"][-1]
+    assert f"{last['rnn_ms'] / last['transformer_ms']:.1f}x as long" in vr.encode_time_notice(data)
+    r = data["training"]["rnn"]
+    if r["steps_to_target"]:
+        assert f"after {r['steps_to_target']} steps" in vr.training_notice(data)
+    g = data["gradient"]
+    assert f"{g['rnn'][-1]:.2g}" in vr.gradient_notice(data)
+    assert len(vr.training_table(data)) == 2 and len(vr.length_table(data)) == len(data["accuracy_by_length"]["rows"])
