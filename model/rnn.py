@@ -348,6 +348,25 @@ def tensor_names(cell: str = "gru") -> list[str]:
             + ["rnn.dec.out", "logits", "probs"])
 
 
+def expected_tensors(cfg: RNNConfig) -> dict[str, tuple[int, ...]]:
+    """Name -> shape of every tensor in ``RNNSeq2Seq(cfg).state_dict()``, computed without building the
+    model (a checkpoint's header is checked against it before any tensor is read; a test compares)."""
+    E, H, A, Vs, Vt = cfg.d_emb, cfg.hidden, cfg.d_attn, cfg.src_vocab, cfg.tgt_vocab
+    G = 3 if cfg.cell == "gru" else 4  # gates stacked in W_x and W_h
+    shapes: dict[str, tuple[int, ...]] = {"src_embed.weight": (Vs, E), "tgt_embed.weight": (Vt, E)}
+    for cell, d_in in (("encoder", E), ("decoder", E + H)):
+        shapes.update({f"{cell}.W_x.weight": (G * H, d_in), f"{cell}.W_x.bias": (G * H,),
+                       f"{cell}.W_h.weight": (G * H, H), f"{cell}.W_h.bias": (G * H,)})
+    shapes.update({"W_init.weight": (H, H), "W_init.bias": (H,), "attention.W_q.weight": (A, H),
+                   "attention.W_k.weight": (A, H), "W_o.weight": (H, 2 * H), "W_o.bias": (H,),
+                   "generator.weight": (Vt, H), "generator.bias": (Vt,)})
+    if cfg.attention == "additive":
+        shapes.update({"attention.W_q.bias": (A,), "attention.v.weight": (1, A)})
+    else:
+        shapes["attention.W_v.weight"] = (H, H)
+    return shapes
+
+
 def n_params(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
 

@@ -163,6 +163,15 @@ def test_a_step_only_sees_its_past():
     torch.testing.assert_close(m(src, tgt_in)[0, :3], m(src, changed)[0, :3])
 
 
+@pytest.mark.parametrize("cell", CELLS)
+@pytest.mark.parametrize("attention", ATTENTIONS)
+def test_expected_tensors_are_the_state_dict(cell, attention):
+    from model.rnn import expected_tensors
+
+    m = small(cell, attention)
+    assert expected_tensors(m.cfg) == {k: tuple(v.shape) for k, v in m.state_dict().items()}
+
+
 @pytest.mark.parametrize("kw", [{"hidden": 0}, {"hidden": 10_000}, {"cell": "rnn"}, {"attention": "dot"},
                                 {"dropout": 1.0}, {"src_vocab": True}, {"max_len": 2}])
 def test_config_is_validated_with_bounds(kw):
@@ -214,6 +223,15 @@ def test_checkpoint_round_trip(tmp_path):
     assert isinstance(back.model, RNNSeq2Seq) and back.config == b.config
     src, tgt_in = torch.tensor([[5, 6, 3]]), torch.tensor([[1, 7, 8]])
     torch.testing.assert_close(back.model(src, tgt_in), b.model(src, tgt_in), atol=0, rtol=0)
+
+
+def test_uploads_and_training_jobs_accept_only_transformers():
+    """`from_bytes` (uploads, the training page's jobs) feeds pages that draw a Transformer: an RNN
+    checkpoint is refused there with a message; `load` (the command line) reads it."""
+    weights, meta = checkpoint.to_bytes(small_bundle())
+    with pytest.raises(checkpoint.CheckpointError, match="rnn"):
+        checkpoint.from_bytes(weights, meta)
+    assert isinstance(checkpoint.from_bytes(weights, meta, archs=("transformer", "rnn")).model, RNNSeq2Seq)
 
 
 def test_a_transformer_checkpoint_is_not_read_as_an_rnn(tmp_path):
