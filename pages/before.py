@@ -5,7 +5,7 @@ import streamlit as st
 
 from pages.content import before as text
 from ui import shell
-from ui.rnn import comparison, view
+from ui.rnn import RNN_LABELS, STATE_KEY, available, comparison, view
 from ui.widgets import md, pick, sentence_header
 from viz import rnn as vr
 from viz.heatmap import table
@@ -23,13 +23,14 @@ def chart(fig, key: str) -> None:
     st.plotly_chart(fig, key=f"{P}{key}", config=vr.CONFIG)
 
 
-v = view()
-a, tf = v.rnn, v.transformer
-cfg = v.bundle.config
 st.title(text.TITLE)
 st.markdown(text.INTRO)
+kind = pick("Recurrent model", available(), STATE_KEY, style="radio", format_func=RNN_LABELS.get)
+v = view(kind)
+a, tf = v.rnn, v.transformer
+cfg = v.bundle.config
 st.caption(text.model_line(cfg.cell, cfg.attention, cfg.hidden, sum(p.numel() for p in v.bundle.model.parameters()),
-                           v.bundle.meta.get("metrics", {}).get("exact_match")))
+                           v.bundle.meta.get("metrics", {})))
 
 if a.prepared.empty:
     st.info(text.NO_SENTENCE)

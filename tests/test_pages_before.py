@@ -110,3 +110,30 @@ def test_unknown_words_are_flagged():
     at = run_page("before", sentence="the zorblax is under the table")
     no_exception(at)
     assert any("zorblax" in w.value for w in at.warning)
+
+
+def test_a_shorter_sentence_after_moving_every_picker():
+    at = run_page("before", sentence="the animal didn't cross the street because it was too tired")
+    at.slider(key="before_enc_step").set_value(11).run()
+    at.select_slider(key="before_dec_step").set_value(10).run()
+    at.select_slider(key="before_j").set_value(10).run()
+    at.session_state["sentence"] = "i am"
+    at.run()
+    no_exception(at)
+    assert at.slider(key="before_enc_step").value <= 3
+
+
+def test_the_lecture_form_of_attention():
+    from ui.rnn import RNN_MODELS
+
+    at = run_page("before", sentence=SENTENCE)
+    at.radio(key="before_attention").set_value("qkv").run()
+    no_exception(at)
+    qkv = checkpoint.load(RNN_MODELS["qkv"])
+    assert qkv.config.attention == "qkv"
+    a = pipeline.analyse(qkv, pipeline.prepare(qkv, SENTENCE))
+    figs = figures(at)
+    np.testing.assert_allclose(heatmap_z(figs[0]), a.trace["rnn.enc.h"][0].numpy(), atol=1e-6)
+    np.testing.assert_allclose(heatmap_z(figs[3]), a.trace["rnn.dec.alpha"][0].numpy(), atol=1e-6)
+    assert any("K^\\top q_t" in el.value for el in at.latex)
+    assert f"{qkv.meta['metrics']['exact_match']:.1%} exact match" in text_of(at)

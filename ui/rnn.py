@@ -21,12 +21,21 @@ from ui.models import analysis, session_cache
 from ui.state import init_state
 
 RNN_STEM = checkpoint.ASSETS / "checkpoints" / "rnn"
+# The shipped recurrent models, by attention form (both GRU, same data and recipe: `python -m model.train
+# --arch rnn [--attention qkv] --out ...`). "additive" is the one the measurements use.
+RNN_MODELS = {"additive": RNN_STEM, "qkv": checkpoint.ASSETS / "checkpoints" / "rnn_qkv"}
+RNN_LABELS = {"additive": "additive attention (Bahdanau et al.)", "qkv": "key/query/value attention (the lecture)"}
 COMPARISON = checkpoint.ASSETS / "rnn_comparison.json"
+STATE_KEY = "before_attention"  # st.session_state: the attention form chosen on the page
+
+
+def available() -> list[str]:
+    return [k for k, stem in RNN_MODELS.items() if stem.with_name(stem.name + ".safetensors").is_file()]
 
 
 @st.cache_resource(show_spinner="Loading the recurrent model…")
-def rnn_bundle() -> Bundle:
-    return checkpoint.load(RNN_STEM)
+def rnn_bundle(kind: str = "additive") -> Bundle:
+    return checkpoint.load(RNN_MODELS[kind])
 
 
 def rnn_key(bundle: Bundle) -> str:
@@ -53,10 +62,11 @@ class View:
         return self.bundle.config.attention
 
 
-def view() -> View:
-    """The sidebar's sentence through the recurrent model and through the current Transformer."""
+def view(kind: str = "additive") -> View:
+    """The sidebar's sentence through the recurrent model with `kind` attention and through the current
+    Transformer."""
     init_state()
-    bundle = rnn_bundle()
+    bundle = rnn_bundle(kind if kind in RNN_MODELS else "additive")
     text = st.session_state["sentence"]
     return View(_rnn_analysis(rnn_key(bundle), text, bundle), analysis(), bundle)
 

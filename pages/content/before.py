@@ -16,11 +16,14 @@ NO_SENTENCE = ("Type a sentence in the sidebar (for example *i am a student*) to
                "recurrent model; the measurements at the end of the page do not need one.")
 
 
-def model_line(cell: str, attention: str, hidden: int, params: int, em: float | None) -> str:
+def model_line(cell: str, attention: str, hidden: int, params: int, metrics: dict) -> str:
     att = {"additive": "additive attention (Bahdanau)", "qkv": "key/query/value attention"}[attention]
-    score = f", {em:.1%} exact match on the held-out pairs" if em is not None else ""
-    return (f"The recurrent model: a {cell.upper()} encoder and decoder with {att}, states of {hidden} numbers, "
-            f"{params:,} parameters{score}.")
+    em, coref = metrics.get("exact_match"), metrics.get("coref_accuracy")
+    score = f"; on the held-out pairs {em:.1%} exact match" if em is not None else ""
+    score += f", il/elle right in {coref:.1%} of the coreference sentences" if em is not None and coref is not None \
+        else ""
+    return (f"This recurrent model: a {cell.upper()} encoder and decoder with {att}, states of {hidden} numbers, "
+            f"{params:,} parameters, trained on the same data with the same recipe as the Transformer{score}.")
 
 
 ENCODER = (
