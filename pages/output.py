@@ -3,11 +3,11 @@ greedy decoding and beam search step by step."""
 
 import streamlit as st
 
+from model.data import dataset_reference
 from ui import shell
 from ui.models import analysis, beam, current_model, teacher_forced
 from ui.widgets import md, require_sentence, sentence_header
 from viz import decoding as vo
-from viz.decoder import dataset_reference
 from viz.heatmap import shape_text
 
 shell.enter(__file__)  # first: re-enter through app.py if Streamlit ran this page bare

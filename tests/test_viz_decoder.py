@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 import torch
 
+from model import mask_experiments as me
 from model import pipeline
 from model.checkpoint import Bundle
-from model.data import pad
+from model.data import dataset_reference, pad
 from model.decoding import beam_search, greedy_decode
 from model.trace import Interventions
 from model.transformer import Config, Transformer, traced
@@ -124,7 +125,7 @@ def test_cross_attention(bundle):
 
 
 def test_padding_demo(bundle):
-    d = vd.padding_demo(bundle, "i am a student", vd.LONG_PARTNER)
+    d = me.padding_demo(bundle, "i am a student", me.LONG_PARTNER)
     assert d.short == 0 and d.n_real == 5 and d.src.shape == (2, 12) and d.n_pad == 7
     assert d.src[0, 5:].tolist() == [0] * 7
     assert d.mask.shape == (2, 1, 1, 12) and d.mask.dtype == torch.bool
@@ -148,10 +149,10 @@ def test_padding_demo(bundle):
 
 
 def test_padding_partner(bundle):
-    assert vd.padding_partner(4, bundle) == vd.LONG_PARTNER
-    assert vd.padding_partner(10, bundle) == vd.LONG_PARTNER
-    assert vd.padding_partner(11, bundle) == vd.SHORT_PARTNER  # as long as the long partner: use the short one
-    assert vd.padding_partner(40, bundle) == vd.SHORT_PARTNER
+    assert me.padding_partner(4, bundle) == me.LONG_PARTNER
+    assert me.padding_partner(10, bundle) == me.LONG_PARTNER
+    assert me.padding_partner(11, bundle) == me.SHORT_PARTNER  # as long as the long partner: use the short one
+    assert me.padding_partner(40, bundle) == me.SHORT_PARTNER
 
 
 def test_peek_helpers_literal():
@@ -198,13 +199,13 @@ def test_training_figures(bundle):
 
 
 def test_dataset_reference():
-    assert vd.dataset_reference("i am a student") == "je suis étudiant"
-    assert vd.dataset_reference("  I am a   STUDENT ") == "je suis étudiant"
-    assert vd.dataset_reference("the animal didn't cross the street because it was too tired") == \
+    assert dataset_reference("i am a student") == "je suis étudiant"
+    assert dataset_reference("  I am a   STUDENT ") == "je suis étudiant"
+    assert dataset_reference("the animal didn't cross the street because it was too tired") == \
         "l'animal n'a pas traversé la rue parce qu'il était trop fatigué"
-    assert vd.dataset_reference("zebras juggle quantum spoons") is None
-    assert vd.dataset_reference("je suis étudiant", "fr-en") == "i am a student"
-    assert vd.dataset_reference("i am a student", "xx-yy") is None
+    assert dataset_reference("zebras juggle quantum spoons") is None
+    assert dataset_reference("je suis étudiant", "fr-en") == "i am a student"
+    assert dataset_reference("i am a student", "xx-yy") is None
 
 
 def test_who_looks_where():
@@ -364,4 +365,4 @@ def test_ids_text():
 
 def test_pad_helper_is_what_the_demo_uses():
     assert pad([[1, 2], [3]]).tolist() == [[1, 2], [3, 0]]
-    assert tokenize(vd.LONG_PARTNER, "en")[-1] == "tired"
+    assert tokenize(me.LONG_PARTNER, "en")[-1] == "tired"
