@@ -34,6 +34,15 @@ def index(label: str, n: int, key: str, prefix: str, average: bool = False) -> i
     return None if choice < 0 else choice
 
 
+def layer_and_head(layer_label: str, n_layers: int, key: str, average: bool = False) -> tuple[int, int | None]:
+    """Two pickers side by side: `<key>_layer` and `<key>_head`."""
+    c1, c2 = st.columns(2)
+    with c1:
+        layer = index(layer_label, n_layers, f"{key}_layer", "layer ")
+    with c2:
+        return layer, index("Head", cfg.n_heads, f"{key}_head", "head ", average)
+
+
 a = analysis()
 bundle = current_model().bundle
 cfg = bundle.config
@@ -59,18 +68,11 @@ st.markdown(text.MASKED)
 st.latex(text.MASKED_LATEX)
 if not iv.look_ahead_mask:
     st.warning(text.MASK_OFF)
-c1, c2 = st.columns(2)
-with c1:
-    layer = index("Decoder layer", cfg.n_dec_layers, "decoder_mask_layer", "layer ")
-with c2:
-    head = index("Head", cfg.n_heads, "decoder_mask_head", "head ")
+layer, head = layer_and_head("Decoder layer", cfg.n_dec_layers, "decoder_mask")
 module = f"dec.{layer}.self_attn"
 steps = vd.mask_steps(a.trace, module, head)
 kw = dict(x_title="key (may be looked at)", y_title="query (looking)")
-four_steps(steps, lab, [f"Scaled scores ({module}.scaled, head {head})", f"Look-ahead mask ({module}.mask)",
-                        f"Masked scores ({module}.masked)", f"Weights ({module}.weights)"],
-           [shape_text(a.trace[f"{module}.{n}"], "B|1, 1, t|1, t" if n == "mask" else "B, H, t, t")
-            for n in ("scaled", "mask", "masked", "weights")],
+four_steps(steps, lab, text.step_titles(module, head), vd.step_shapes(a.trace, module),
            ["decoder_scaled", "decoder_mask", "decoder_masked", "decoder_weights"], **kw)
 n_up, s_up = vd.above_diagonal(steps.weights)
 m1, m2, m3 = st.columns(3)
@@ -90,15 +92,13 @@ ex = vd.lecture_masking()
 four_steps(ex, [f"t={i}" for i in range(1, 5)], ["Scaled scores", "Look-ahead mask", "Masked scores", "Weights"],
            ["[4, 4]"] * 4, ["decoder_ex_scaled", "decoder_ex_mask", "decoder_ex_masked", "decoder_ex_weights"])
 st.caption(vd.lecture_notice(ex))
-
-
 st.header("4. What goes wrong without the look-ahead mask")
 st.subheader("(a) This model with the mask switched off while translating")
 a_on, a_off = analysis(iv=replace(iv, look_ahead_mask=True)), analysis(iv=replace(iv, look_ahead_mask=False))
 st.markdown(text.mask_off_intro(layer, head))
 for col, an, name in zip(st.columns(2), (a_on, a_off), ("mask on", "mask off"), strict=True):
     with col:
-        w = vd.mask_steps(an.trace, module, head).weights
+        w = vd.head_weights(an.trace, module, head)
         n, s = vd.above_diagonal(w)
         st.markdown(f"**Look-ahead {name}** · translation: {md(an.translation) or '*(empty)*'}")
         weights_panel(w, an.tgt_labels, title=f"{module}.weights, head {head}", key=f"decoder_la_{name[5:]}",
@@ -163,11 +163,7 @@ matrix(vd.mask_grid(demo), *vd.grid_labels(demo), "mask",
        title="Padding mask (0 = may be looked at, −inf = <pad> key hidden)", shape=shape_text(demo.mask, "B, 1, 1, T"),
        key="decoder_pad_mask", x_title="key position", y_title="sentence")
 st.markdown(f"Sentence {demo.short + 1} is the shorter one: {demo.n_real} real tokens and {demo.n_pad} `<pad>`.")
-p1, p2 = st.columns(2)
-with p1:
-    pl = index("Encoder layer", cfg.n_enc_layers, "decoder_pad_layer", "layer ")
-with p2:
-    ph = index("Head", cfg.n_heads, "decoder_pad_head", "head ")
+pl, ph = layer_and_head("Encoder layer", cfg.n_enc_layers, "decoder_pad")
 for col, on in zip(st.columns(2), (True, False), strict=True):
     with col:
         w, state = vd.padding_weights(demo, pl, ph, on), "on" if on else "off"
@@ -184,11 +180,7 @@ st.caption(text.PADDING_CAPTION)
 st.header("6. Encoder-decoder attention")
 st.markdown(text.CROSS)
 st.latex(text.CROSS_LATEX)
-c1, c2 = st.columns(2)
-with c1:
-    cl = index("Decoder layer", cfg.n_dec_layers, "decoder_cross_layer", "layer ")
-with c2:
-    chh = index("Head", cfg.n_heads, "decoder_cross_head", "head ", average=True)
+cl, chh = layer_and_head("Decoder layer", cfg.n_dec_layers, "decoder_cross", average=True)
 cm, tr = f"dec.{cl}.cross_attn", a.trace
 st.markdown(f"`{cm}.q` {shape_text(tr[cm + '.q'], 'B, H, t, d_k')} from the decoder · "
             f"`{cm}.k`, `{cm}.v` {shape_text(tr[cm + '.k'], 'B, H, m, d_k')} from `enc.out` "

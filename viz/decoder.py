@@ -23,6 +23,7 @@ from torch import Tensor
 from model.checkpoint import Bundle
 from model.trace import Trace
 from model.transformer import additive_mask, look_ahead_mask
+from viz.heatmap import shape_text
 
 if TYPE_CHECKING:  # result types only: viz draws what model/ computed, it never runs the network
     from model.mask_experiments import Cheating, PaddingDemo
@@ -68,6 +69,13 @@ def mask_steps(trace: Trace, module: str, head: int) -> MaskSteps:
     mask = trace[f"{module}.mask"].expand(scaled.shape)  # [B|1, 1, Tq|1, Tk] -> [B, H, Tq, Tk]
     return MaskSteps(scaled[0, head], mask[0, head], trace[f"{module}.masked"][0, head],
                      trace[f"{module}.weights"][0, head])
+
+
+def step_shapes(trace: Trace, module: str) -> list[str]:
+    """The recorded shapes of `module`'s scaled scores, mask, masked scores and weights, named dimension by
+    dimension (the mask broadcasts: batch 1 and, for the padding mask, one query row)."""
+    return [shape_text(trace[f"{module}.{n}"], "B|1, 1, t|1, t" if n == "mask" else "B, H, t, t")
+            for n in ("scaled", "mask", "masked", "weights")]
 
 
 def above_diagonal(weights: Tensor) -> tuple[int, float]:

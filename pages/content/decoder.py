@@ -29,6 +29,11 @@ MASKED = (
 )
 MASKED_LATEX = (r"\mathrm{MaskedAttention}(Q,K,V)=\mathrm{softmax}\!\left(\frac{QK^{\top}}{\sqrt{d_k}}+M\right)V,"
                 r"\qquad M_{ij}=\begin{cases}0 & j\le i\\ -\infty & j>i\end{cases}")
+def step_titles(module: str, head: int) -> list[str]:
+    return [f"Scaled scores ({module}.scaled, head {head})", f"Look-ahead mask ({module}.mask)",
+            f"Masked scores ({module}.masked)", f"Weights ({module}.weights)"]
+
+
 MASK_OFF = ("The look-ahead mask is switched off in the sidebar: the mask below has no −∞ above the diagonal "
             "and the weights reach into the future.")
 MASKED_CAPTION = ("Rows are queries (the position that looks), columns are keys. Grey cells are −∞. Each row of the "
