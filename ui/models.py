@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from model import checkpoint, pipeline
+from model import checkpoint, data, mask_experiments, pipeline
 from model.checkpoint import Bundle
 from model.trace import Interventions
 from ui.state import init_state, interventions
@@ -134,3 +134,40 @@ def _beam(model_key: str, text: str, k: int, alpha: float, iv: Interventions, _b
 def beam(k: int, alpha: float = 0.6, iv: Interventions | None = None):
     cur = current_model()
     return _beam(cur.key, st.session_state["sentence"], k, alpha, interventions() if iv is None else iv, cur.bundle)
+
+
+# --- The decoder page: the padding demo and the model trained without the look-ahead mask ---------
+
+@session_cache(max_entries=64)
+def _padding(model_key: str, text: str, partner: str, _bundle: Bundle) -> mask_experiments.PaddingDemo:
+    return mask_experiments.padding_demo(_bundle, text, partner)
+
+
+def padding_demo(prepared: pipeline.Prepared) -> mask_experiments.PaddingDemo:
+    """The (prepared) current sentence batched with a partner of another length, padding mask on and off."""
+    cur = current_model()
+    partner = mask_experiments.padding_partner(len(prepared.tokens), cur.bundle)
+    return _padding(cur.key, prepared.text, partner, cur.bundle)
+
+
+@session_cache(max_entries=64)
+def _base_translation(model_key: str, text: str, _bundle: Bundle) -> str:
+    return pipeline.analyse(_bundle, pipeline.prepare(_bundle, text)).translation
+
+
+def no_mask_reference(text: str, base: Bundle) -> str:
+    """The reference fed to the no-mask story: the toy data set's translation of `text`, or else the base
+    model's own translation."""
+    ref = data.dataset_reference(text, base.direction)
+    return ref if ref is not None else _base_translation(base.meta.get("weights_sha256", "base"), text, base)
+
+
+@session_cache(max_entries=64)
+def _cheating(keys: str, text: str, reference: str, _base: Bundle, _cheat: Bundle) -> mask_experiments.Cheating:
+    return mask_experiments.cheating_story(_base, _cheat, text, reference)
+
+
+def cheating(text: str, reference: str, base: Bundle, cheat: Bundle) -> mask_experiments.Cheating:
+    """The no-mask model and the base model on `text`: teacher-forced with `reference`, and generating."""
+    keys = f"{base.meta.get('weights_sha256', '')}:{cheat.meta.get('weights_sha256', '')}"
+    return _cheating(keys, text, reference, base, cheat)
