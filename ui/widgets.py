@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import streamlit as st
 from streamlit.errors import StreamlitPageNotFoundError
 
 from model.pipeline import Analysis
+from ui import page_list
 from viz.heatmap import heatmap, table
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$])")
@@ -59,6 +61,14 @@ def page_link(page: str, label: str, icon: str = ":material/arrow_forward:") -> 
         st.page_link(page, label=label, icon=icon)
     except StreamlitPageNotFoundError:
         st.markdown(f"→ {label}")
+
+
+def next_link(page_file: str) -> None:
+    """The "Next: ..." link at the bottom of a walkthrough page, in walkthrough order (ui/page_list.py)."""
+    nxt = page_list.next_page(Path(page_file).stem)
+    if nxt is not None:
+        st.divider()
+        page_link(nxt.file, f"Next: **{nxt.title}**: {nxt.summary[0].lower()}{nxt.summary[1:]}")
 
 
 def keep_valid(key: str, options: Sequence, default) -> None:
