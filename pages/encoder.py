@@ -5,15 +5,13 @@ from __future__ import annotations
 import streamlit as st
 
 from ui import shell
-from ui.models import analysis, current_model
+from ui.models import analysis, current_model, encoder_layer
 from ui.widgets import matrix, md, require_sentence, sentence_header
 from viz.heatmap import table
 from viz.layers import (
     SUBLAYERS,
     affine_table,
     dims,
-    ffn,
-    layer_norm,
     ln_params,
     norm_stats,
     residual,
@@ -50,7 +48,6 @@ def _pick(label: str, options: list, key: str, default=0, **kw):
 st.title("The encoder layer")
 a = analysis()
 cfg = current_model().bundle.config
-model = current_model().bundle.model
 st.markdown(f"One encoder block is **self-attention followed by a small feed-forward net** (“dense” layer), each "
             f"wrapped in a residual connection and a LayerNorm. The encoder stacks N such blocks with the same shape "
             f"and different weights: the paper uses N = 6, this model N = {cfg.n_enc_layers}. Every word enters as "
@@ -85,7 +82,7 @@ st.markdown(f"**{md(labels[word])}**, layer {layer}, sublayer {sub} ({SUBLAYERS[
 st.dataframe(residual_table(r, word))
 
 st.header("LayerNorm, step 1: normalise each word")
-ln = layer_norm(a.trace, model, layer, sub)
+ln, f = encoder_layer(a, layer, sub)
 st.latex(r"\hat x = \frac{x - \mu}{\sqrt{\sigma^2 + \epsilon}}, \qquad \mu = \frac1D\sum_i x_i, \quad "
          r"\sigma^2 = \frac1D \sum_i (x_i - \mu)^2")
 st.markdown("Each word's vector separately (over its features, not over the sentence) is shifted to mean 0 and "
@@ -114,7 +111,6 @@ st.markdown(f"**{md(labels[word])}**: the first 8 dimensions")
 st.dataframe(affine_table(ln, word))
 
 st.header("The feed-forward net")
-f = ffn(a.trace, model, layer)
 st.latex(r"\mathrm{FFN}(x) = \max(0,\ xW_1 + b_1)\,W_2 + b_2")
 T, D, F = len(labels), cfg.d_model, cfg.d_ff
 st.latex(rf"[{T},\ {D}] \xrightarrow{{W_1\ [{D},\ {F}],\ \mathrm{{ReLU}}}} [{T},\ {F}] "

@@ -2,23 +2,17 @@
 
 import streamlit as st
 
-from model.checkpoint import Bundle
 from model.pipeline import token_labels
 from model.trace import Interventions
 from model.vocab import EOS
 from ui import shell
-from ui.models import analysis, current_model, session_cache
+from ui.models import analysis, current_model, permutation_checks
 from ui.state import interventions
 from ui.widgets import matrix, md, require_sentence, sentence_header
 from viz.heatmap import shape_text, table
-from viz.positional import ORDERS, block, curves_figure, make_order, permutation_check, rotation, shift_check, worked
+from viz.positional import ORDERS, block, curves_figure, make_order, rotation, shift_check, worked
 
 shell.enter(__file__)  # first: re-enter through app.py if Streamlit ran this page bare
-
-
-@session_cache(max_entries=64)
-def _permutation(model_key: str, ids: tuple[int, ...], order: tuple[int, ...], pe: bool, _bundle: Bundle):
-    return permutation_check(_bundle, ids, list(order), pe)
 
 
 st.title("Positional encoding")
@@ -123,9 +117,7 @@ order = make_order(n, how, seed)
 perm_tokens = [a.prepared.tokens[j] for j in order]
 st.markdown("**Permuted sentence:** " + " ".join(f":orange-background[{md(t)}]" for t in perm_tokens)
             + " :gray-background[<eos>]")
-ids = tuple(int(x) for x in ref.trace["src.tokens"][0])
-off = _permutation(cur.key, ids, tuple(order), False, bundle)
-on = _permutation(cur.key, ids, tuple(order), True, bundle)
+off, on = permutation_checks(ref.trace["src.tokens"][0], order)
 if n < 2:
     st.info("With a single word there is nothing to permute: type a longer sentence.")
 c1, c2 = st.columns(2)
