@@ -8,6 +8,7 @@ import torch
 
 from model.checkpoint import Bundle
 from model.data import Pair
+from model.experiments import permutation_check
 from model.paper import BASE, BIG, BLEU_TABLE, TABLE1
 from model.transformer import Config, Transformer, sinusoidal_encoding
 from model.vocab import Vocab
@@ -49,7 +50,6 @@ from viz.positional import (
     curves_figure,
     frequencies,
     make_order,
-    permutation_check,
     rotation,
     shift_check,
     worked,
