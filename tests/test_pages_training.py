@@ -11,11 +11,10 @@ import base64
 import json
 import re
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
-from apptest_util import ROOT, all_text, figures, no_exception, run_page
+from apptest_util import ROOT, all_text, figures, no_exception, run_app, run_page
 from streamlit.testing.v1 import AppTest
 
 from model import checkpoint
@@ -90,37 +89,15 @@ def finish(at, job, timeout: float = 180):
     return job.view()
 
 
-NAV = "nav_pages"  # the pages folder's name in the app copy of `run_navigated`
-
-
-@pytest.fixture(scope="module")
-def app_copy(tmp_path_factory) -> Path:
-    """app.py with its pages folder reached through a symlink named NAV (see `run_navigated`)."""
-    d = tmp_path_factory.mktemp("app")
-    (d / "app.py").write_text((ROOT / "app.py").read_text().replace('"pages/', f'"{NAV}/'))
-    (d / NAV).symlink_to(ROOT / "pages")
-    return d / "app.py"
-
-
-def run_navigated(app_copy: Path, page: str) -> AppTest:
-    """The whole app (app.py, its sidebar, then pages/<page>.py), as a student sees it.
-
-    `apptest_util.run_app(page)` cannot do this while the pages live in a folder named pages/:
-    AppTest (like a fresh server, see tests/browser/test_browser.py) then treats that folder as an
-    old-style multipage app and runs the switched-to page on its own, without app.py and its sidebar.
-    A copy of app.py whose folder has another name (a symlink to the real pages) runs them as
-    st.navigation does.
-    """
-    at = AppTest.from_file(str(app_copy), default_timeout=60)
-    at.run()
-    at.switch_page(f"{NAV}/{page}.py")
-    at.run()
+def run_navigated(page: str) -> AppTest:
+    """The whole app (app.py, its sidebar, then pages/<page>.py), as a student sees it."""
+    at = run_app(page)
     assert at.sidebar.radio, "no sidebar: the page ran without app.py"
     return at
 
 
 def switch(at: AppTest, page: str) -> None:
-    at.switch_page(f"{NAV}/{page}.py")
+    at.switch_page(f"pages/{page}.py")
     at.run()
     no_exception(at)
 
@@ -221,8 +198,8 @@ def test_impossible_settings_are_refused_before_anything_starts():
 # --- a short run ----------------------------------------------------------------------------------
 
 
-def test_short_run_loss_falls_and_the_model_appears_on_every_page(app_copy):
-    at = run_navigated(app_copy, "training")
+def test_short_run_loss_falls_and_the_model_appears_on_every_page():
+    at = run_navigated("training")
     job = start(at)
     assert job.view().state in ("running", "finished")
     v = finish(at, job)
@@ -483,9 +460,9 @@ def test_download_is_the_model_in_the_checkpoint_format():
 # --- isolation ----------------------------------------------------------------------------------------
 
 
-def test_one_session_never_changes_what_another_sees(tsv, app_copy):
-    a = run_navigated(app_copy, "training")
-    b = run_navigated(app_copy, "training")
+def test_one_session_never_changes_what_another_sees(tsv):
+    a = run_navigated("training")
+    b = run_navigated("training")
     before = {k: b.session_state[k] for k in ("model", "iv_look_ahead", "heads_off", "sentence")}
     b_text = all_text(b)
     # A trains, uploads a corpus and a model, switches a part off, types a sentence
