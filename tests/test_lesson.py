@@ -7,15 +7,20 @@ the named tensors directly (not through model/lesson.py), and looked for in the 
 from __future__ import annotations
 
 import math
+import random
 from functools import cache
 
+import numpy as np
 import pytest
 import torch
+from streamlit.testing.v1 import AppTest
 
 from model import checkpoint, pipeline
 from model import lesson as L
 from model.textbook import thinking_machines
 from model.trace import Interventions
+from tests.apptest_util import ROOT, TIMEOUT, all_text, decode, figures, heatmap_z, no_exception
+from ui.widgets import md
 from viz import lesson as V
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -219,3 +224,160 @@ def test_odd_sentences_never_raise(text):
     for s in L.STEPS:
         v = V.view(s.key, c)
         assert v.notice and v.figure is not None and v.table is not None
+
+
+# --- the page, through AppTest ------------------------------------------------------------------------------
+
+def lesson_app(page_only: bool = True, **query) -> AppTest:
+    """The lesson page on a fresh session opened with `query` as its link (on its own, or through app.py)."""
+    at = AppTest.from_file(str(ROOT / ("pages/lesson.py" if page_only else "app.py")), default_timeout=TIMEOUT)
+    at.query_params.update(query)
+    at.run()
+    if not page_only:
+        at.switch_page("pages/lesson.py")
+        at.run()
+    no_exception(at)
+    return at
+
+
+def shown_step(at: AppTest) -> int:
+    return int(at.header[0].value.split(".", 1)[0])
+
+
+def shown_notice(at: AppTest) -> str:
+    [box] = [s.value for s in at.success if str(s.value).startswith("**Notice:**")]
+    return box
+
+
+def check_step(at: AppTest, text: str, k: int, iv: Interventions = NO_IV) -> None:
+    """Step k is shown, with its title, progress, the notice computed from an independent analysis, and
+    a figure that draws the very tensors the notice describes."""
+    no_exception(at)
+    s = L.STEPS[k - 1]
+    assert at.header[0].value == f"{k}. {s.title}"
+    assert at.get("progress")[0].value == pytest.approx(100 * k / L.N_STEPS, abs=1)  # percent
+    assert f"Step {k} of {L.N_STEPS}" in str(at.get("progress")[0].proto.text)
+    assert at.button(key="lesson_back").proto.disabled == (k == 1)
+    assert at.button(key="lesson_next").proto.disabled == (k == L.N_STEPS)
+    assert at.button(key="lesson_next").proto.type == "primary"
+    c = ctx(text, iv)
+    v = V.view(s.key, c)
+    assert shown_notice(at) == "**Notice:** " + md(v.notice)
+    assert dict(at.query_params)["step"] == str(k)
+    [fig] = figures(at)
+    t, f = c.a.trace, c.f
+    if s.key == "softmax":
+        want = t["enc.0.self_attn.weights"][0, f.head, f.word].numpy()
+        np.testing.assert_allclose(decode(fig["data"][0]["y"]), want, rtol=1e-6)
+    if s.key == "cross":
+        last = bundle().config.n_dec_layers - 1
+        np.testing.assert_allclose(heatmap_z(fig), t[f"dec.{last}.cross_attn.weights"][0].mean(0).numpy(), rtol=1e-5)
+    if s.key == "embedding":
+        np.testing.assert_allclose(heatmap_z(fig), t["src.embed"][0].numpy(), rtol=1e-6)
+
+
+def walk(at: AppTest, text: str, iv: Interventions = NO_IV) -> None:
+    """From step 1 to the last with Next, checking every step."""
+    assert shown_step(at) == 1
+    for k in range(1, L.N_STEPS + 1):
+        check_step(at, text, k, iv)
+        if k < L.N_STEPS:
+            at.button(key="lesson_next").click().run()
+
+
+@pytest.mark.parametrize("text", L.SENTENCES)
+def test_walk_every_step_of_the_offered_sentences(text):
+    at = lesson_app(lesson=text)
+    assert at.radio(key="lesson_choice").value == text
+    walk(at, text)
+
+
+def typed_sentence(seed: int = 0) -> str:
+    """A random sentence a student might type: words of the vocabulary, and one it lacks."""
+    rng = random.Random(seed)
+    words = [w for w in bundle().src_vocab.itos[4:] if w.isalpha()]
+    return " ".join(rng.choice(words) for _ in range(rng.randint(3, 9))) + " zorblax"
+
+
+def test_walk_a_typed_sentence():
+    text = typed_sentence()
+    at = lesson_app()
+    at.text_input(key="lesson_own").set_value(text).run()
+    assert at.radio(key="lesson_choice").value == "Type your own…"
+    assert dict(at.query_params)["lesson"] == text
+    assert "zorblax" in all_text(at)  # the unknown word is pointed out
+    walk(at, text)
+
+
+@pytest.mark.parametrize("text", ["<b>bold</b> 🙂 $x$ **no**", "go", "the cat " * 40])
+def test_odd_typed_sentences_walk_without_exception(text):
+    at = lesson_app(lesson=text)
+    assert at.radio(key="lesson_choice").value == "Type your own…"
+    for _ in range(L.N_STEPS - 1):
+        at.button(key="lesson_next").click().run()
+        no_exception(at)
+        if "<b>" in text:
+            assert not any("<b>" in str(m.value) for m in at.markdown), "user HTML unescaped"
+    assert shown_step(at) == L.N_STEPS
+
+
+def test_an_empty_sentence_asks_for_one():
+    at = lesson_app(lesson="")
+    assert not at.header and "Choose a sentence" in all_text(at)
+
+
+def test_back_next_and_the_picker():
+    at = lesson_app()
+    for _ in range(4):
+        at.button(key="lesson_next").click().run()
+    assert shown_step(at) == 5
+    at.button(key="lesson_back").click().run()
+    assert shown_step(at) == 4 and dict(at.query_params)["step"] == "4"
+    at.selectbox(key="lesson_jump").set_value(17).run()
+    check_step(at, L.DEFAULT_SENTENCE, 17)
+    at.radio(key="lesson_choice").set_value("i am a student").run()  # another sentence: same step
+    check_step(at, "i am a student", 17)
+    assert dict(at.query_params) == {"lesson": "i am a student", "step": "17"}
+
+
+@pytest.mark.parametrize("k", [1, 9, L.N_STEPS])
+def test_deep_link_opens_the_step(k):
+    at = lesson_app(page_only=False, lesson="i am a student", step=str(k))
+    check_step(at, "i am a student", k)
+    assert not [w for w in at.warning if "step" in str(w.value)]
+
+
+def test_deep_link_through_the_app_keeps_the_step_across_pages():
+    at = lesson_app(page_only=False, lesson=CORE, step="9")
+    check_step(at, CORE, 9)
+    at.switch_page("pages/overview.py")
+    at.run()
+    no_exception(at)
+    at.switch_page("pages/lesson.py")
+    at.run()
+    check_step(at, CORE, 9)
+    assert at.radio(key="lesson_choice").value == CORE
+
+
+@pytest.mark.parametrize(("raw", "k"), [("0", 1), ("999", L.N_STEPS), ("abc", 1), ("٣", 1), ("", 1), ("-2", 1),
+                                        ("2.5", 1), ("1" * 200, L.N_STEPS)])
+def test_bad_step_values_give_a_notice(raw, k):
+    at = lesson_app(page_only=False, lesson=THINKING, step=raw)
+    check_step(at, THINKING, k)
+    assert [w for w in at.warning if "step" in str(w.value)], [w.value for w in at.warning]
+    at.button(key="lesson_next" if k == 1 else "lesson_back").click().run()
+    assert not [w for w in at.warning if "step" in str(w.value)]  # gone once the student moves
+
+
+def test_the_sidebar_interventions_reach_the_lesson():
+    heads = [f"enc.0.self_attn:{h}" for h in range(bundle().config.n_heads)]
+    iv = Interventions(heads_off=frozenset(("enc.0.self_attn", h) for h in range(bundle().config.n_heads)),
+                       scale=False, look_ahead_mask=False, positional_encoding=False)
+    for key in ("positional", "scale", "z", "masked", "output"):
+        at = lesson_app(page_only=False, lesson=THINKING, step=str(L.step_index(key)))
+        at.session_state["heads_off"] = heads
+        for toggle in ("iv_scale", "iv_look_ahead", "iv_pos"):
+            at.session_state[toggle] = False
+        at.run()
+        check_step(at, THINKING, L.step_index(key), iv)
+        assert at.warning, key
