@@ -309,12 +309,19 @@ def n_layers(a: Analysis, stack: str) -> int:
     return len({k.split(".")[1] for k in a.trace.tensors if k.startswith(f"{stack}.") and k.split(".")[1].isdigit()})
 
 
+def pre_ln(a: Analysis) -> bool:
+    """A pre-LN model (an uploaded one may be) records the final LayerNorm of its encoder stack."""
+    return "enc.norm.out" in a.trace.tensors
+
+
 def layer_outputs(a: Analysis, stack: str = "enc") -> list[torch.Tensor]:
-    """The stack's input and each layer's output, [T, D] each (post-LN: the last add & norm)."""
+    """The stack's input and each layer's output, [T, D] each (post-LN: the last add & norm's output;
+    pre-LN: the last residual sum)."""
     t = a.trace
     last = "add_norm2" if stack == "enc" else "add_norm3"
     first = t["src.input" if stack == "enc" else "tgt.input"][0]
-    return [first] + [t[f"{stack}.{i}.{last}.out"][0] for i in range(n_layers(a, stack))]
+    what = "resid" if pre_ln(a) else "out"
+    return [first] + [t[f"{stack}.{i}.{last}.{what}"][0] for i in range(n_layers(a, stack))]
 
 
 @dataclass(frozen=True)

@@ -381,3 +381,21 @@ def test_the_sidebar_interventions_reach_the_lesson():
         at.run()
         check_step(at, THINKING, L.step_index(key), iv)
         assert at.warning, key
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_other_model_shapes_never_raise(norm_first):
+    """A student's own model may be smaller, deeper or pre-LN: every step still builds."""
+    from model.checkpoint import Bundle
+    from model.transformer import Config, Transformer
+
+    b = bundle()
+    torch.manual_seed(0)
+    cfg = Config(src_vocab=len(b.src_vocab), tgt_vocab=len(b.tgt_vocab), d_model=16, n_heads=2, n_enc_layers=1,
+                 n_dec_layers=3, d_ff=32, dropout=0.0, max_len=12, norm_first=norm_first)
+    mine = Bundle(Transformer(cfg).eval(), b.src_vocab, b.tgt_vocab)
+    a = pipeline.analyse(mine, pipeline.prepare(mine, CORE))
+    c = V.context(a, mine.tgt_vocab.itos, len(mine.src_vocab))
+    for s in L.STEPS:
+        assert V.view(s.key, c).notice
+    assert (V.view("add_norm", c).warning is not None) == norm_first

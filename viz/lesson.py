@@ -383,7 +383,9 @@ def _add_norm(c: Context) -> View:
     _layout(fig, title=f"the {len(r)} numbers of {word(a.src_labels[f.word])}", xaxis_title="dimension", legend=True,
             xaxis={"type": "category", "showticklabels": False})
     tab = pd.DataFrame({"dimension": d, "x + attention(x)": r, "normalised": z}).round(4)
-    return View(fig, notice_add_norm(L.add_norm(a, f)), tab)
+    warn = ("This model is pre-LN (LayerNorm before each sublayer, not after it as in the paper): the grey line is "
+            "the layer's input + attention, the blue one the LayerNorm of the layer's input.") if L.pre_ln(a) else None
+    return View(fig, notice_add_norm(L.add_norm(a, f)), tab, warning=warn)
 
 
 def notice_ffn(x: L.FFN) -> str:
