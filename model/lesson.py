@@ -156,6 +156,12 @@ def embedding(a: Analysis, word: int) -> Embedding:
                      float(e.norm()), factor)
 
 
+def pe_position(f: Focus, n_positions: int) -> int:
+    """The position the positional-encoding step looks at: the focus word's, but not 0 (sin 0 = 0 and
+    cos 0 = 1 show nothing) when there is a position 1 (<eos> follows the last word)."""
+    return min(f.word or 1, n_positions - 1)
+
+
 @dataclass(frozen=True)
 class Positional:
     on: bool  # positional encoding switched on (else the other fields are 0)

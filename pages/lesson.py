@@ -23,7 +23,7 @@ st.markdown(INTRO)
 
 c1, c2 = st.columns([3, 2])
 with c1:
-    st.radio("Sentence", [*L.SENTENCES, state.OWN], key=state.CHOICE, on_change=state.chose)
+    st.radio("Sentence", [*L.SENTENCES, state.OWN], key=state.CHOICE, on_change=state.chose, horizontal=True)
 with c2:
     st.text_input("Your own sentence", key=state.OWN_TEXT, on_change=state.typed, placeholder="e.g. the cat is big",
                   help="English words from the toy set. Press Enter to follow it through the lesson.")

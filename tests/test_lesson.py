@@ -117,10 +117,12 @@ def test_every_notice_states_the_tensors(text):
     assert f3(float(e.norm())) in n["embedding"] and f3(float(e.norm()) / math.sqrt(d)) in n["embedding"]
     assert f3(math.sqrt(d)) in n["embedding"]
     # positional: sin and cos of the position in dimensions 0 and 1
-    pe = t["src.pos"][0, f.word]
+    pos = f.word or 1  # position 0 would show sin 0 = 0, cos 0 = 1
+    pe = t["src.pos"][0, pos]
+    assert f"at position {pos}:" in n["positional"]
     assert f3(float(pe[0])) in n["positional"] and f3(float(pe[1])) in n["positional"]
-    assert f3(math.sin(f.word)) in n["positional"] and f3(math.cos(f.word)) in n["positional"]
-    assert f3(float(t["src.input"][0, f.word].norm())) in n["positional"]
+    assert f3(math.sin(pos)) in n["positional"] and f3(math.cos(pos)) in n["positional"]
+    assert f3(float(t["src.input"][0, pos].norm())) in n["positional"]
     # q, k, v: shapes and the lengths of this word's vectors
     m = "enc.0.self_attn"
     assert f"[{len(toks) + 1}, {d}]" in n["qkv"]

@@ -165,18 +165,19 @@ def notice_positional(p: L.Positional, label: str) -> str:
 
 def _positional(c: Context) -> View:
     a = c.a
-    p = L.positional(a, c.f.word)
+    pos = L.pe_position(c.f, len(a.src_labels))
+    p = L.positional(a, pos)
     labels = a.src_labels
     if not p.on:
         x = a.trace["src.input"][0]
         fig = heatmap(x, dims(x.shape[1]), labels, "activations", x_title="dimension", y_title="position")
-        return View(fig, notice_positional(p, labels[c.f.word]), table(x, dims(x.shape[1]), labels),
+        return View(fig, notice_positional(p, labels[pos]), table(x, dims(x.shape[1]), labels),
                     warning="Positional encoding is switched off in the sidebar: the figure shows the encoder's "
                             "input, which is now the embedding alone.")
     pe = a.trace["src.pos"][0]
     fig = heatmap(pe, dims(pe.shape[1]), labels, "encoding", x_title="dimension (even: sin, odd: cos)",
                   y_title="position", height=max(220, min(520, 60 + 30 * pe.shape[0])))
-    return View(fig, notice_positional(p, labels[c.f.word]), table(pe, dims(pe.shape[1]), labels))
+    return View(fig, notice_positional(p, labels[pos]), table(pe, dims(pe.shape[1]), labels))
 
 
 # --- 5. q, k, v -------------------------------------------------------------------------------------
@@ -474,7 +475,7 @@ def _cross(c: Context) -> View:
     w = L.cross_matrix(a)
     ylabels = [f"{lab} → {word(nxt)}" for lab, nxt in zip(a.tgt_labels, a.next_labels, strict=True)]
     fig = heatmap(w, a.src_labels, ylabels, "weights", x_title="English source (keys, values from the encoder)",
-                  y_title="decoder position → word it predicts")
+                  y_title="position → predicts")
     return View(fig, notice_cross(L.cross(a, c.f)), table(w, a.src_labels, ylabels))
 
 
