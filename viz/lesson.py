@@ -21,7 +21,8 @@ from plotly.subplots import make_subplots
 from model import lesson as L
 from model import paper
 from model.pipeline import Analysis
-from model.textbook import WORDS, thinking_machines
+from model.textbook import D_K, WORDS, thinking_machines
+from model.vocab import UNK_ID
 from viz.heatmap import SCALES, as_array, heatmap, table
 
 BLUE, GREEN, GREY, ORANGE = "#1f77b4", "#2ca02c", "#9e9e9e", "#ff7f0e"
@@ -118,7 +119,7 @@ def notice_tokens(t: L.Tokens, vocab_size: int) -> str:
     more = f" (and {len(t.ids) - 4} more)" if len(t.ids) > 4 else ""
     text = f"{pairs}{more}: {len(t.ids)} ids from a vocabulary of {vocab_size} English tokens."
     if t.unknown:
-        text += f" Unknown: {', '.join(f'“{w}”' for w in t.unknown)} → id 3 (<unk>)."
+        text += f" Unknown: {', '.join(f'“{w}”' for w in t.unknown)} → id {UNK_ID} (<unk>)."
     if t.truncated:
         text += f" {t.truncated} token(s) beyond the model's limit were cut off."
     return text
@@ -231,11 +232,13 @@ def textbook_line(kind: str) -> str:
     """The Illustrated Transformer's numbers for q1 ("Thinking"), computed from model/textbook.py."""
     scores, scaled, weights = _textbook_row()
     w1, w2 = WORDS
-    head = f"Textbook (the Illustrated Transformer's made-up “{w1} {w2}” vectors, d_k = 64, not this model): "
+    root = D_K ** 0.5
+    head = f"Textbook (the Illustrated Transformer's made-up “{w1} {w2}” vectors, d_k = {D_K}, not this model): "
     if kind == "scores":
         return head + f"q1·k1 = {scores[0]:g}, q1·k2 = {scores[1]:g}."
     if kind == "scale":
-        return head + f"{scores[0]:g} / 8 = {scaled[0]:g}, {scores[1]:g} / 8 = {scaled[1]:g} (√64 = 8)."
+        return head + (f"{scores[0]:g} / {root:g} = {scaled[0]:g}, {scores[1]:g} / {root:g} = {scaled[1]:g} "
+                       f"(√{D_K} = {root:g}).")
     if kind == "softmax":
         return head + f"softmax({scaled[0]:g}, {scaled[1]:g}) = {weights[0]:.2f}, {weights[1]:.2f}."
     return head + f"z1 = {weights[0]:.2f} · v1 + {weights[1]:.2f} · v2."
@@ -261,9 +264,8 @@ def notice_scale(r: L.Row) -> str:
 
 def notice_softmax(r: L.Row) -> str:
     top = r.top
-    return (f"{q(r.query_label)} gives {r.weights[top]:.3f} of its attention to {q(r.key_labels[top])}"
-            + ("" if len(r.weights) < 2 else
-               f"; the {len(r.weights)} weights add up to {sum(r.weights):.3f}.") )
+    return (f"{q(r.query_label)} gives {r.weights[top]:.3f} of its attention to {q(r.key_labels[top])}; "
+            f"the {len(r.weights)} weights add up to {sum(r.weights):.3f}.")
 
 
 def notice_z(r: L.Row, off: bool = False) -> str:
@@ -425,7 +427,7 @@ def _stack(c: Context) -> View:
                                 line={"width": 4 if i == f.word else 1.5})
                      for i, lab in enumerate(a.src_labels)])
     _layout(fig, title="each word compared with its own input (cosine similarity)", yaxis_title="similarity",
-            legend=True)
+            legend=len(a.src_labels) <= 16)
     return View(fig, notice_stack(L.stack(a, f)), pd.DataFrame(sims, index=a.src_labels, columns=xs).round(4),
                 textbook=f"The paper stacks N = {paper.BASE.n_layers} layers in the encoder and in the decoder; this "
                          f"model {L.n_layers(a, 'enc')} and {L.n_layers(a, 'dec')}.")

@@ -79,7 +79,8 @@ TEXT: dict[str, str] = {
     "cross": (
         "The second sublayer is **encoder-decoder attention**: the queries come from the decoder, the keys and "
         "values from the encoder's output. This is where the decoder reads the English sentence. Each row "
-        "says which source words a decoder position draws on."),
+        "says which source words a decoder position draws on. A feed-forward network follows, as in the encoder, "
+        "each sublayer with add & norm; the decoder stacks {n_dec} such layers."),
     "output": (
         "After {n_dec} decoder layers, each position has a vector of {d_model} numbers. A final linear layer "
         "turns it into one score (a **logit**) for each of the {tgt_vocab} French tokens, and softmax turns "
