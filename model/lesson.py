@@ -338,6 +338,13 @@ class Stack:
     out_shape: tuple[int, int]
 
 
+def stack_similarity(a: Analysis) -> torch.Tensor:
+    """Cosine similarity of every source word's vector with its own encoder input: [Ts, N + 1] (column 0
+    is the input itself, 1.0; column i + 1 after encoder layer i)."""
+    outs = layer_outputs(a, "enc")
+    return torch.stack([torch.nn.functional.cosine_similarity(outs[0], o, dim=-1) for o in outs], dim=1)
+
+
 def stack(a: Analysis, f: Focus) -> Stack:
     outs = layer_outputs(a, "enc")
     x = outs[0][f.word]

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
-import torch
 from plotly.subplots import make_subplots
 
 from model import lesson as L
@@ -419,10 +418,8 @@ def notice_stack(s: L.Stack) -> str:
 
 def _stack(c: Context) -> View:
     a, f = c.a, c.f
-    outs = L.layer_outputs(a, "enc")
-    sims = np.array([[float(torch.nn.functional.cosine_similarity(outs[0][i], o[i], dim=0)) for o in outs]
-                     for i in range(outs[0].shape[0])])  # [T, N+1]
-    xs = ["input"] + [f"after layer {i}" for i in range(len(outs) - 1)]
+    sims = as_array(L.stack_similarity(a))  # [Ts, N + 1]
+    xs = ["input"] + [f"after layer {i}" for i in range(sims.shape[1] - 1)]
     fig = go.Figure([go.Scatter(x=xs, y=sims[i], name=lab, mode="lines+markers",
                                 line={"width": 4 if i == f.word else 1.5})
                      for i, lab in enumerate(a.src_labels)])
