@@ -16,9 +16,6 @@ from ui.state import keep_widget_state
 st.set_page_config(page_title="Glass Transformer", page_icon=":material/visibility:", layout="wide")
 
 page = shell.navigation()
-keep_widget_state()
-render_sidebar()
-try:
-    page.run()
-finally:
-    shell.leave()
+if shell.admitted():
+    keep_widget_state()
+    shell.run(page, sidebar=render_sidebar)

@@ -13,11 +13,19 @@ ROOT = Path(__file__).resolve().parents[1]
 TIMEOUT = 60  # the first run imports torch and loads the checkpoint
 
 
-def run_app(page: str | None = None, **state) -> AppTest:
-    """The whole app (sidebar included), optionally switched to pages/<page>.py, with state preset."""
+def run_app(page: str | None = None, query: dict[str, str] | None = None, **state) -> AppTest:
+    """The whole app (sidebar included), optionally switched to pages/<page>.py, with state preset.
+
+    With `query`, the first run is a visit through a link carrying that query string (to the page, when given).
+    """
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
     for key, value in state.items():
         at.session_state[key] = value
+    if query is not None:
+        at.query_params.update(query)
+        if page:
+            at.switch_page(f"pages/{page}.py")
+        return at.run()
     at.run()
     if page:
         at.switch_page(f"pages/{page}.py")

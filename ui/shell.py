@@ -13,11 +13,21 @@ main script, as in `AppTest.from_file("pages/x.py")`) runs as it is.
 
 `/` is a hidden page that forwards to the overview's own address, so `/overview?s=...` is a link
 like every other page's.
+
+`run` runs the sidebar and the page; anything that still fails is logged on the server (with its
+traceback) and the visitor gets a short apology and a link that starts the page afresh, never a
+traceback or a server path (`client.showErrorDetails = "none"` in .streamlit/config.toml covers
+what fails outside it). `admitted` is the optional access code of a class server (GLASS_ACCESS_CODE).
 """
 
 from __future__ import annotations
 
+import hmac
+import logging
+import os
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import streamlit as st
@@ -26,6 +36,8 @@ from streamlit.navigation.page import StreamlitPage
 from ui.page_list import DEFAULT, PAGES
 
 _local = threading.local()  # .inside: this script run goes through app.py's navigation
+log = logging.getLogger("glass.pages")
+ACCESS_CODE_ENV = "GLASS_ACCESS_CODE"
 
 
 def _home() -> None:
@@ -46,8 +58,46 @@ def navigation() -> StreamlitPage:
     return st.navigation(_pages())
 
 
-def leave() -> None:
-    _local.inside = False
+def run(page: StreamlitPage, sidebar: Callable[[], None]) -> None:
+    """The sidebar, then the page; a failure is logged and apologised for, never shown as a traceback."""
+    try:
+        sidebar()
+        page.run()
+    except Exception:  # Streamlit's rerun/stop signals are BaseExceptions and pass through
+        log.exception("page %r failed (query %r)", page.url_path, st.query_params.to_dict())
+        apologise(page.url_path)
+    finally:
+        _local.inside = False
+
+
+def apologise(url_path: str) -> None:
+    st.error("Sorry: something went wrong on this page. It has been noted on the server. Starting the page "
+             "afresh usually helps (the link drops the settings that came with the address).",
+             icon=":material/sentiment_dissatisfied:")
+    st.link_button("Start this page afresh", f"./{url_path}", icon=":material/restart_alt:")
+
+
+def admitted() -> bool:
+    """True when no access code is set, or this session has entered it (draws the form otherwise).
+
+    A light barrier for a class server (the code is shared with the class); a wrong code costs the
+    session a growing wait. Use TLS in front of it (see the README's "Serving a class")."""
+    code = os.environ.get(ACCESS_CODE_ENV, "")
+    ss = st.session_state
+    if not code or ss.get("_admitted"):
+        return True
+    st.title("Glass Transformer")
+    with st.form("access"):
+        given = st.text_input("Access code for this class", type="password", max_chars=200)
+        sent = st.form_submit_button("Enter", type="primary")
+    if sent:
+        if hmac.compare_digest(given.encode(), code.encode()):
+            ss["_admitted"] = True
+            st.rerun()
+        ss["_wrong_codes"] = ss.get("_wrong_codes", 0) + 1
+        time.sleep(min(2.0 ** ss["_wrong_codes"] / 4, 8.0))
+        st.error("That is not this class's access code.")
+    return False
 
 
 def enter(page_file: str) -> None:

@@ -29,9 +29,8 @@ def head_label(key: str) -> str:
 def render_sidebar() -> None:
     init_state()
     ss = st.session_state
-    notice = ss.pop("_notice", None)
-    if notice:
-        st.toast(notice)
+    for notice in ss.pop("_notices", []):
+        st.toast(notice, icon=":material/link_off:")
     with st.sidebar:
         st.text_input("Your sentence", key="sentence", placeholder="e.g. i am a student",
                       help="English words from the toy set. Press Enter to apply.")

@@ -18,11 +18,18 @@ my_model           this session's own Bundle (trained or uploaded), if any     -
 my_model_key       a unique id for it (part of every cache key)                -
 =================  =========================================================  ================
 
+The guided lesson (pages/lesson.py, state in ui/lesson.py) has its own sentence and step, mirrored in
+`PAGE_PARAMS` (``?lesson=<sentence>&step=N``): `sync_query_params` leaves those alone. Streamlit clears the
+query string when the user moves to another page, so they only live on the page that writes them.
+
 Nothing here is shared between sessions: `st.session_state` is per browser tab. The shipped models
 are loaded once per server (`ui.models`) and only read.
 """
 
 from __future__ import annotations
+
+import re
+from collections.abc import Mapping
 
 import streamlit as st
 
@@ -36,7 +43,10 @@ TOGGLES = {  # state key -> (Interventions field, URL parameter, label)
     "iv_scale": ("scale", "scale", "Divide by √d_k"),
     "iv_pos": ("positional_encoding", "pe", "Positional encoding"),
 }
+PAGE_PARAMS = ("lesson", "step")  # URL parameters a page owns (the guided lesson): kept, never wiped
 MAX_URL_SENTENCE = 500  # a longer sentence is not put in the URL (it is cut to the model's limit anyway)
+MAX_LINK_SENTENCE = 2_000  # a link's sentence is cut to this (the model reads at most max_len tokens)
+MAX_LINK_HEADS = 64  # heads read from a link's "off" list
 
 
 WIDGET_KEYS = ("sentence", "model", "heads_off", *TOGGLES)
@@ -55,38 +65,70 @@ def keep_widget_state() -> None:
             ss[key] = ss[key]
 
 
+def read_link(params: Mapping[str, str]) -> tuple[dict, list[str]]:
+    """The state a shared link asks for, and a notice for every part of it that was dropped.
+
+    Never raises: anything invalid (an unknown model, a malformed head, a toggle that is not 0 or 1, a
+    sentence over MAX_LINK_SENTENCE characters: cut) is dropped or cut, and said so. Parameters it does
+    not know (other pages' own) are left alone.
+    """
+    values: dict = {}
+    notices: list[str] = []
+    if "s" in params:
+        text = str(params["s"])
+        if len(text) > MAX_LINK_SENTENCE:
+            notices.append(f"The link's sentence was cut to its first {MAX_LINK_SENTENCE:,} characters.")
+        values["sentence"] = text[:MAX_LINK_SENTENCE]
+    if "m" in params:
+        if params["m"] in ("base", "no_mask"):
+            values["model"] = params["m"]
+        elif params["m"] == "mine":
+            notices.append("The link asked for someone's own model, which lives only in their session: "
+                           "showing the shipped model instead.")
+        else:
+            notices.append("The link named a model this app does not have: showing the shipped model.")
+    if "off" in params:
+        asked = str(params["off"]).split(",")[:MAX_LINK_HEADS]
+        heads = [head_key(*parse_head(h)) for h in asked if parse_head(h)]
+        if len(heads) < len([h for h in asked if h]):
+            notices.append("Some heads in the link were not understood and were left on.")
+        values["heads_off"] = sorted(set(heads))
+    for key, (_, param, label) in TOGGLES.items():
+        if param in params:
+            if params[param] in ("0", "1"):
+                values[key] = params[param] == "1"
+            else:
+                notices.append(f"The link's setting for “{label}” was not 0 or 1 and was ignored.")
+    return values, notices
+
+
 def init_state() -> None:
     """Give every key a value: from the URL on a session's first run, else the defaults."""
     ss = st.session_state
-    if ss.get("_state_ready"):
-        ss.setdefault("sentence", DEFAULT_SENTENCE)
-        ss.setdefault("model", "base")
-        ss.setdefault("heads_off", [])
-        for key in TOGGLES:
-            ss.setdefault(key, True)
-        return
-    qp = st.query_params
-    ss.setdefault("sentence", qp.get("s", DEFAULT_SENTENCE)[:10_000])
-    model = qp.get("m", "base")
-    ss.setdefault("model", model if model in ("base", "no_mask") else "base")
-    if model == "mine":
-        ss["_notice"] = "The link asked for someone's own model, which lives only in their session: " \
-                        "showing the shipped model instead."
-    ss.setdefault("heads_off", [h for h in qp.get("off", "").split(",") if parse_head(h)])
-    for key, (_, param, _) in TOGGLES.items():
-        ss.setdefault(key, qp.get(param, "1") != "0")
-    ss["_state_ready"] = True
+    if not ss.get("_state_ready"):
+        values, notices = read_link(st.query_params.to_dict())
+        for key, value in values.items():
+            ss.setdefault(key, value)
+        if notices:
+            ss["_notices"] = notices
+        ss["_state_ready"] = True
+    ss.setdefault("sentence", DEFAULT_SENTENCE)
+    ss.setdefault("model", "base")
+    ss.setdefault("heads_off", [])
+    for key in TOGGLES:
+        ss.setdefault(key, True)
+
+
+_HEAD = re.compile(r"(enc|dec)\.(\d{1,2})\.(self_attn|cross_attn):(\d{1,2})", re.ASCII)
 
 
 def parse_head(text: str) -> tuple[str, int] | None:
-    """"enc.0.self_attn:2" -> ("enc.0.self_attn", 2); anything malformed -> None."""
-    module, _, head = text.partition(":")
-    parts = module.split(".")
-    if len(parts) != 3 or parts[0] not in ("enc", "dec") or not parts[1].isdigit() or not head.isdigit():
+    """"enc.0.self_attn:2" -> ("enc.0.self_attn", 2); anything malformed -> None (ASCII digits only:
+    "²" is a digit to str.isdigit but not to int)."""
+    m = _HEAD.fullmatch(text) if isinstance(text, str) else None
+    if m is None or (m[1] == "enc" and m[3] == "cross_attn"):
         return None
-    if parts[2] not in ("self_attn", "cross_attn") or (parts[0] == "enc" and parts[2] == "cross_attn"):
-        return None
-    return module, int(head)
+    return f"{m[1]}.{int(m[2])}.{m[3]}", int(m[4])
 
 
 def head_key(module: str, head: int) -> str:
@@ -129,5 +171,8 @@ def sync_query_params() -> None:
     for key, (_, param, _) in TOGGLES.items():
         if not ss[key]:
             want[param] = "0"
+    for param in PAGE_PARAMS:  # the page that owns them writes them after this (see the module docstring)
+        if param in st.query_params:
+            want[param] = st.query_params[param]
     if dict(st.query_params) != want:
         st.query_params.from_dict(want)

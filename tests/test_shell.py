@@ -1,0 +1,68 @@
+"""The app's frame (ui/shell.py): a failing page apologises instead of showing a traceback, the optional
+access code of a class server, and the safe defaults in .streamlit/config.toml."""
+
+from __future__ import annotations
+
+import tomllib
+
+import pytest
+from apptest_util import ROOT, all_text, run_app
+
+import ui.models
+
+
+def test_a_failing_page_apologises_and_logs(monkeypatch, caplog):
+    def broken(*args, **kwargs):
+        raise RuntimeError("/secret/server/path exploded")
+
+    monkeypatch.setattr(ui.models, "analysis", broken)
+    with caplog.at_level("ERROR", logger="glass.pages"):
+        at = run_app("tokens")
+    assert not at.exception
+    text = all_text(at)
+    assert "Sorry: something went wrong on this page" in text
+    assert "/secret/server/path" not in text and "Traceback" not in text
+    assert [b.proto.url for b in at.get("link_button")] == ["./tokens"]
+    assert at.sidebar.text_input(key="sentence") is not None  # the sidebar still works
+    assert any("/secret/server/path exploded" in r.exc_text for r in caplog.records if r.exc_text)
+
+
+def test_no_access_code_lets_everyone_in(monkeypatch):
+    monkeypatch.delenv("GLASS_ACCESS_CODE", raising=False)
+    at = run_app()
+    assert not at.exception and at.sidebar.text_input(key="sentence") is not None
+
+
+def test_access_code_gates_the_app(monkeypatch):
+    monkeypatch.setenv("GLASS_ACCESS_CODE", "tensor-42")
+    at = run_app()
+    assert not at.exception
+    assert len(at.sidebar.text_input) == 0 and "Translation" not in all_text(at)  # nothing but the form
+    at.text_input[0].set_value("wrong")
+    at.button[0].click().run()
+    assert "not this class's access code" in all_text(at)
+    assert len(at.sidebar.text_input) == 0
+    at.text_input[0].set_value("tensor-42")
+    at.button[0].click().run()
+    assert not at.exception
+    assert at.sidebar.text_input(key="sentence") is not None
+
+
+@pytest.fixture(scope="module")
+def config():
+    return tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())
+
+
+def test_config_binds_to_loopback_and_hides_error_details(config):
+    assert config["server"]["address"] == "127.0.0.1"
+    assert config["client"]["showErrorDetails"] == "none"
+
+
+def test_walkthrough_order_and_next_links():
+    from ui import page_list
+
+    walk = [p.name for p in page_list.PAGES if p.walkthrough]
+    assert walk[:2] == ["overview", "tokens"] and walk[-1] == "output"
+    for a, b in zip(walk, walk[1:], strict=False):
+        assert page_list.next_page(a).name == b
+    assert page_list.next_page(walk[-1]) is None and page_list.next_page("training") is None
