@@ -91,7 +91,8 @@ else:
     x = vr.cross_attention(tf.trace, layer, head, tf.interventions.scale)
     tf_src, tf_out = tf.src_labels, tf.next_labels
     chart(vr.alignment_figure(x.alpha, tf_src, tf_out), "tf_align")
-    notice(vr.cross_notice(x, tf_src, tf_out, head))
+    off = (x.module, head) in tf.interventions.heads_off
+    notice(vr.cross_notice(x, tf_src, tf_out, head, off))
     notice(vr.agreement_notice(alpha, x.alpha, out, tf_out, src))
     st.caption(text.SCALE_NOTE)
     j = pick("Output word j", list(range(len(tf_out))), f"{P}j", style="slider",
@@ -103,7 +104,7 @@ else:
     with col2:
         st.markdown(f"**c_:{j + 1} = V·α_:{j + 1}** next to the model's own {x.module}.z")
         chart(vr.context_pair_figure(x, j), "tf_c")
-    notice(vr.cross_step_notice(x, j, tf_src, tf_out))
+    notice(vr.cross_step_notice(x, j, tf_src, tf_out, off))
     st.markdown(text.NO_RECURRENCE)
 
 st.header("5 · Measured: sequential steps, speed, accuracy, long-range gradients")

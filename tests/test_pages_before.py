@@ -137,3 +137,19 @@ def test_the_lecture_form_of_attention():
     np.testing.assert_allclose(heatmap_z(figs[3]), a.trace["rnn.dec.alpha"][0].numpy(), atol=1e-6)
     assert any("K^\\top q_t" in el.value for el in at.latex)
     assert f"{qkv.meta['metrics']['exact_match']:.1%} exact match" in text_of(at)
+
+
+def test_sidebar_interventions_reach_the_transformer_side(transformer):
+    from model.trace import Interventions
+
+    at = run_page("before", sentence=SENTENCE, heads_off=["dec.1.cross_attn:2"], iv_scale=False)
+    at.selectbox(key="before_layer").set_value(1).run()
+    at.selectbox(key="before_head").set_value(2).run()
+    no_exception(at)
+    iv = Interventions(heads_off=frozenset({("dec.1.cross_attn", 2)}), scale=False)
+    tf = pipeline.analyse(transformer, pipeline.prepare(transformer, SENTENCE), iv)
+    figs = figures(at)
+    np.testing.assert_allclose(heatmap_z(figs[4]), tf.trace["dec.1.cross_attn.weights"][0, 2].numpy(), atol=1e-6)
+    q, k = tf.trace["dec.1.cross_attn.q"][0, 2, 0], tf.trace["dec.1.cross_attn.k"][0, 2]
+    np.testing.assert_allclose(figs[5]["data"][0]["y"], (k @ q).numpy(), atol=1e-5)  # no ÷√d_k
+    assert "head 2 is switched off" in text_of(at)

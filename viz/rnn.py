@@ -219,17 +219,24 @@ def context_pair_figure(x: CrossAttention, j: int):
                                  "activations", x_title="dimension", height=170))
 
 
-def cross_step_notice(x: CrossAttention, j: int, src_labels: list[str], out_labels: list[str]) -> str:
+def cross_step_notice(x: CrossAttention, j: int, src_labels: list[str], out_labels: list[str],
+                      off: bool = False) -> str:
     top = int(x.alpha[j].argmax())
     err = float(np.abs(x.c[j] - x.recorded_z[j]).max())
-    return (f"Output word {j + 1} (“{word(out_labels[j])}”) takes {x.alpha[j, top]:.0%} of its context from "
-            f"“{word(src_labels[top])}”; V·α_:{j + 1} equals the model's z row {j + 1} to {err:.1e}.")
+    text = (f"Output word {j + 1} (“{word(out_labels[j])}”) takes {x.alpha[j, top]:.0%} of its context from "
+            f"“{word(src_labels[top])}”; ")
+    if off:
+        return text + (f"this head is switched off in the sidebar, so the model's z row {j + 1} is 0 and V·α_:{j + 1} "
+                       f"is what it would have passed on.")
+    return text + f"V·α_:{j + 1} equals the model's z row {j + 1} to {err:.1e}."
 
 
-def cross_notice(x: CrossAttention, src_labels: list[str], out_labels: list[str], head: int) -> str:
+def cross_notice(x: CrossAttention, src_labels: list[str], out_labels: list[str], head: int,
+                 off: bool = False) -> str:
+    c_part = (f"C is not compared: head {head} is switched off in the sidebar, so the model's {x.module}.z is 0"
+              if off else f"C equals {x.module}.z to {x.c_error:.1e}")
     return (f"Recomputed from K, V and the queries alone, α equals {x.module}.weights (head {head}) to "
-            f"{x.alpha_error:.1e} and C equals {x.module}.z to {x.c_error:.1e}. "
-            + alignment_notice(x.alpha, src_labels, out_labels))
+            f"{x.alpha_error:.1e}; {c_part}. " + alignment_notice(x.alpha, src_labels, out_labels))
 
 
 # --- The measured comparison (assets/rnn_comparison.json) -----------------------------------------------
