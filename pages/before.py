@@ -6,7 +6,7 @@ import streamlit as st
 from pages.content import before as text
 from ui import shell
 from ui.rnn import RNN_LABELS, STATE_KEY, available, comparison, view
-from ui.widgets import md, pick, sentence_header
+from ui.widgets import md, page_link, pick, sentence_header
 from viz import rnn as vr
 from viz.heatmap import table
 
@@ -133,3 +133,7 @@ else:
     st.markdown(text.GRADIENT)
     chart(vr.gradient_figure(data), "m_grad")
     notice(vr.gradient_notice(data))
+
+st.divider()
+page_link("pages/why_attention.py", text.NEXT_WHY)
+page_link("pages/tokens.py", text.NEXT_TOKENS)

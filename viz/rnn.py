@@ -345,7 +345,7 @@ def training_table(data: dict) -> pd.DataFrame:
                      "parameters": f"{r['parameters']:,}",
                      f"steps to {t['target']:.0%}": r["steps_to_target"] if r["steps_to_target"] else "not reached",
                      f"CPU s to {t['target']:.0%}": r["cpu_seconds_to_target"] or "–",
-                     "ms per step (median)": r["ms_per_step"],
+                     "wall ms per step (median)": r["ms_per_step"],
                      "final exact match": f"{r['final_exact_match']:.1%}"})
     return pd.DataFrame(rows)
 

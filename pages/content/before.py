@@ -108,3 +108,5 @@ GRADIENT = (
     "∂out_t/∂x_i (x_i the word vector fed to each model), both divided by their value at distance 0."
 )
 NO_COMPARISON = "The measured comparison (assets/rnn_comparison.json) is not installed."
+NEXT_WHY = "Next: **Why attention**: the paper's comparison of the layer types, with a calculator"
+NEXT_TOKENS = "Or start the walkthrough: **Tokens and embeddings**, the Transformer from the first step"
