@@ -105,6 +105,9 @@ else:
         st.markdown(f"**c_:{j + 1} = V·α_:{j + 1}** next to the model's own {x.module}.z")
         chart(vr.context_pair_figure(x, j), "tf_c")
     notice(vr.cross_step_notice(x, j, tf_src, tf_out, off))
+    st.markdown(f"**All output words at once: C = [c_:1 … c_:{len(tf_out)}]**")
+    chart(vr.c_matrix_figure(x, tf_out), "tf_C")
+    notice(vr.c_matrix_notice(x, off))
     st.markdown(text.NO_RECURRENCE)
 
 st.header("5 · Measured: sequential steps, speed, accuracy, long-range gradients")

@@ -59,6 +59,7 @@ def test_the_page_draws_the_recorded_tensors(rnn, transformer):
     z = tf.trace[f"dec.{layer}.cross_attn.z"][0, head]
     np.testing.assert_allclose(heatmap_z(figs[6])[1], z[0].numpy(), atol=1e-6)
     np.testing.assert_allclose(heatmap_z(figs[6])[0], z[0].numpy(), atol=1e-5)
+    np.testing.assert_allclose(heatmap_z(figs[7]), z.numpy(), atol=1e-5)  # C stacked = the model's z
     assert a.translation in text
     assert "Measured" in text
 

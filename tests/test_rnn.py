@@ -389,3 +389,12 @@ def test_shipped_comparison_and_its_notices():
     g = data["gradient"]
     assert f"{g['rnn'][-1]:.2g}" in vr.gradient_notice(data)
     assert len(vr.training_table(data)) == 2 and len(vr.length_table(data)) == len(data["accuracy_by_length"]["rows"])
+
+
+def test_bench_prints_its_tables(capsys):
+    from bench.bench_rnn import main
+
+    assert main(["--skip-training", "--sentences", "2", "--repeats", "1"]) == 0
+    out = capsys.readouterr().out
+    for part in ("1. sequential steps", "2. encode a batch", "4. held-out exact match", "5. ‖∂out_t/∂x_i‖"):
+        assert part in out

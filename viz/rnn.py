@@ -219,6 +219,21 @@ def context_pair_figure(x: CrossAttention, j: int):
                                  "activations", x_title="dimension", height=170))
 
 
+def c_matrix_figure(x: CrossAttention, out_labels: list[str]):
+    """C = [c_:1 … c_:t] recomputed, one row per output word (the model's z of this head, transposed)."""
+    return heatmap(x.c, [str(d) for d in range(x.c.shape[1])], out_labels, "activations", x_title="dimension",
+                   y_title="output word j")
+
+
+def c_matrix_notice(x: CrossAttention, off: bool = False) -> str:
+    t, d = x.c.shape
+    if off:
+        return (f"C is {t} × {d}: one context vector per output word, all from one matrix product "
+                f"softmax(QKᵀ/√d_k)·V (this head is switched off, so the model passes on zeros instead).")
+    return (f"C is {t} × {d}: one context vector per output word, all from one matrix product, equal to the "
+            f"model's {x.module}.z of this head to {x.c_error:.1e}. No row waited for another.")
+
+
 def cross_step_notice(x: CrossAttention, j: int, src_labels: list[str], out_labels: list[str],
                       off: bool = False) -> str:
     top = int(x.alpha[j].argmax())
