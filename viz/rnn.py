@@ -221,8 +221,8 @@ def context_pair_figure(x: CrossAttention, j: int):
 
 def c_matrix_figure(x: CrossAttention, out_labels: list[str]):
     """C = [c_:1 … c_:t] recomputed, one row per output word (the model's z of this head, transposed)."""
-    return heatmap(x.c, [str(d) for d in range(x.c.shape[1])], out_labels, "activations", x_title="dimension",
-                   y_title="output word j")
+    return _no_cell_text(heatmap(x.c, [str(d) for d in range(x.c.shape[1])], out_labels, "activations",
+                                 x_title="dimension", y_title="output word j"))
 
 
 def c_matrix_notice(x: CrossAttention, off: bool = False) -> str:
