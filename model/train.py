@@ -510,7 +510,11 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError) as e:
         print(f"cannot read the data set: {e}", file=sys.stderr)
         return 2
-    trainer = Trainer(tcfg, data, data_sha256=data_hash(args.data))
+    try:
+        trainer = Trainer(tcfg, data, data_sha256=data_hash(args.data))
+    except ValueError as e:  # a model config out of bounds (e.g. an RNN wider than model/rnn.py allows)
+        print(e, file=sys.stderr)
+        return 2
     print(f"{tcfg.direction}: {len(trainer.train_pairs)} training pairs, {len(trainer.heldout)} held-out; "
           f"vocabularies {len(trainer.src_vocab)} / {len(trainer.tgt_vocab)}; "
           f"{sum(p.numel() for p in trainer.model.parameters()):,} parameters; "

@@ -302,7 +302,8 @@ def test_train_cli_writes_an_rnn_checkpoint_the_other_clis_read(tmp_path):
 
 
 @pytest.mark.parametrize("args", [["--arch", "lstm"], ["--arch", "rnn", "--cell", "vanilla"],
-                                  ["--arch", "rnn", "--attention", "dot"], ["--arch", "rnn", "--d-model", "0"]])
+                                  ["--arch", "rnn", "--attention", "dot"], ["--arch", "rnn", "--d-model", "0"],
+                                  ["--arch", "rnn", "--d-model", "100000"]])
 def test_train_cli_rejects_bad_rnn_settings_with_exit_2(args, capsys):
     from model.train import main
 
