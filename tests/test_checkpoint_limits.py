@@ -17,6 +17,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -31,6 +32,7 @@ from model.limits import BOUNDS, MAX_TOKEN_CHARS, MAX_VOCAB, MODEL_BOUNDS
 from model.train import TrainConfig, Trainer
 from model.transformer import Config, Transformer
 from model.vocab import SPECIALS, Vocab
+from tests.apptest_util import run_page
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")  # conftest.py
 
@@ -401,3 +403,13 @@ def test_load_refuses_a_huge_file_without_reading_it(tmp_path):
 def test_bytes_of_the_wrong_type_are_refused():
     with pytest.raises(CheckpointError, match="two files of bytes"):
         from_bytes("weights", b"{}")
+
+
+def test_the_positional_page_draws_a_model_at_the_largest_max_len():
+    """max_len is free within its bound (the table is computed): the page that draws the table copes."""
+    m = json.loads(json.dumps(META))
+    m["config"]["max_len"] = MODEL_BOUNDS["max_len"][1]
+    b = from_bytes(WEIGHTS, meta_bytes(m), name="long")
+    t = time.perf_counter()
+    at = run_page("positional", my_model=b, my_model_key=uuid.uuid4().hex, model="mine")
+    assert not at.exception and time.perf_counter() - t < 30
