@@ -40,7 +40,6 @@ from model.transformer import Config, Transformer
 from model.vocab import SPECIALS, Vocab
 
 FORMAT = "glass-transformer/1"
-MAX_BYTES = 20 * 1024 * 1024  # an uploaded checkpoint larger than this is refused (the training page checks it)
 ASSETS = Path(__file__).resolve().parents[1] / "assets"
 SHIPPED = ASSETS / "checkpoints" / "base"  # the trained model the app opens with
 SHIPPED_NO_MASK = ASSETS / "checkpoints" / "no_mask"  # same recipe, trained without the look-ahead mask
@@ -248,7 +247,10 @@ def _largest_model_bytes() -> int:
 
 
 MAX_MODEL_BYTES = _largest_model_bytes()  # about 58 MB (vocabularies of 8,000 at d_model 256): what from_bytes
-# accepts by default, so every model the training page trains loads again; uploads are held to MAX_BYTES first
+# accepts by default, so every model the training page trains loads again
+MAX_BYTES = MAX_MODEL_BYTES  # an upload (weights + JSON) may be as large: a student can re-upload any model they
+# downloaded. A refused upload costs about its own size (the header is checked before anything is built), and
+# Streamlit's own limit, server.maxUploadSize in .streamlit/config.toml, is set just above it.
 
 
 def _show(value: object, n: int = 40) -> str:
