@@ -54,6 +54,17 @@ def cheaper_than_recurrence(n: int, d: int) -> bool:
     return n < d
 
 
+def costs_notice(costs: pd.DataFrame) -> str:
+    """Self-attention against a recurrent layer at the calculator's n and d: operations and sequential steps."""
+    attn, rnn = (costs.iloc[i] for i in (0, 1))
+    n = int(rnn["sequential operations"])
+    ratio = rnn["count"] / attn["count"]
+    cmp = f"{ratio:.3g}× more" if ratio >= 1 else f"{1 / ratio:.3g}× fewer"
+    return (f"Notice: self-attention needs {int(attn['count']):,} operations, a recurrent layer "
+            f"{int(rnn['count']):,} ({cmp}); self-attention takes 1 sequential step where the recurrent layer takes "
+            f"{n}, each waiting for the one before.")
+
+
 def costs_figure(costs: pd.DataFrame) -> go.Figure:
     """Operations per layer for each layer type, as bars on a log axis."""
     fig = go.Figure(go.Bar(
@@ -105,9 +116,26 @@ def bleu_display(frame: pd.DataFrame) -> pd.DataFrame:
     out = frame.copy()
     for col in ("BLEU EN-DE", "BLEU EN-FR"):
         out[col] = [("-" if pd.isna(v) else f"{v:g}") for v in frame[col]]
+    shared = [r.cost_shared for r in BLEU_TABLE] if len(frame) == len(BLEU_TABLE) else [False] * len(frame)
     for col in ("training FLOPs EN-DE", "training FLOPs EN-FR"):
-        out[col] = [("-" if pd.isna(v) else f"{v:.1e}".replace("e+", "e")) for v in frame[col]]
+        out[col] = [("-" if pd.isna(v) else f"{v:.1e}".replace("e+", "e") + (" ‡" if s else ""))
+                    for v, s in zip(frame[col], shared, strict=True)]
     return out
+
+
+def bleu_notice(frame: pd.DataFrame) -> str:
+    """The best BLEU of each task, and what the best model's training cost compared with the best earlier one."""
+    parts = []
+    for pair in ("EN-DE", "EN-FR"):
+        b, c = frame[f"BLEU {pair}"], frame[f"training FLOPs {pair}"]
+        i = int(b.idxmax())
+        earlier = frame[~frame["model"].str.startswith("Transformer")]
+        j = int(earlier[f"BLEU {pair}"].idxmax())
+        cost = (f", with {c[j] / c[i]:.2g}× less training ({c[i]:.1e} vs {c[j]:.1e} FLOPs)"
+                if pd.notna(c[i]) and pd.notna(c[j]) else "")
+        parts.append(f"{pair}: {frame['model'][i]} scores {b[i]:g} BLEU, {b[i] - b[j]:.2f} above the best earlier "
+                     f"model ({frame['model'][j]}, {b[j]:g}){cost}".replace("e+", "e"))
+    return "Notice: " + "; ".join(parts) + "."
 
 
 def bleu_figure(frame: pd.DataFrame) -> go.Figure:
@@ -129,6 +157,6 @@ def bleu_figure(frame: pd.DataFrame) -> go.Figure:
     fig.update_layout(barmode="group", height=460, margin={"l": 10, "r": 10, "t": 40, "b": 10},
                       legend={"orientation": "h", "y": -0.45})
     fig.update_xaxes(type="category", tickangle=-40)
-    fig.update_yaxes(title_text="BLEU", range=[20, 43], row=1, col=1)
+    fig.update_yaxes(title_text="BLEU", range=[0, 45], row=1, col=1)  # from 0: bar heights compare honestly
     fig.update_yaxes(title_text="FLOPs", type="log", row=1, col=2)
     return fig
