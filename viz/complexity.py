@@ -54,15 +54,16 @@ def cheaper_than_recurrence(n: int, d: int) -> bool:
     return n < d
 
 
-def costs_notice(costs: pd.DataFrame) -> str:
+def costs_notice(costs: pd.DataFrame, d: int) -> str:
     """Self-attention against a recurrent layer at the calculator's n and d: operations and sequential steps."""
-    attn, rnn = (costs.iloc[i] for i in (0, 1))
-    n = int(rnn["sequential operations"])
-    ratio = rnn["count"] / attn["count"]
-    cmp = f"{ratio:.3g}× more" if ratio >= 1 else f"{1 / ratio:.3g}× fewer"
-    return (f"Notice: self-attention needs {int(attn['count']):,} operations, a recurrent layer "
-            f"{int(rnn['count']):,} ({cmp}); self-attention takes 1 sequential step where the recurrent layer takes "
-            f"{n}, each waiting for the one before.")
+    attn, rnn = (int(costs["count"][i]) for i in (0, 1))
+    n = int(costs["sequential operations"][1])
+    verdict = (f"n = {n} < d = {d}, so self-attention is cheaper: {attn:,} operations against a recurrent layer's "
+               f"{rnn:,} ({rnn / attn:.3g}× more)" if attn < rnn else
+               f"n = {n} ≥ d = {d}, so self-attention costs at least as much: {attn:,} operations against a "
+               f"recurrent layer's {rnn:,} ({attn / rnn:.3g}× more)")
+    return (f"Notice: {verdict}. And self-attention takes 1 sequential step where the recurrent layer takes {n}, "
+            "each waiting for the one before.")
 
 
 def costs_figure(costs: pd.DataFrame) -> go.Figure:
@@ -116,10 +117,8 @@ def bleu_display(frame: pd.DataFrame) -> pd.DataFrame:
     out = frame.copy()
     for col in ("BLEU EN-DE", "BLEU EN-FR"):
         out[col] = [("-" if pd.isna(v) else f"{v:g}") for v in frame[col]]
-    shared = [r.cost_shared for r in BLEU_TABLE] if len(frame) == len(BLEU_TABLE) else [False] * len(frame)
     for col in ("training FLOPs EN-DE", "training FLOPs EN-FR"):
-        out[col] = [("-" if pd.isna(v) else f"{v:.1e}".replace("e+", "e") + (" ‡" if s else ""))
-                    for v, s in zip(frame[col], shared, strict=True)]
+        out[col] = [("-" if pd.isna(v) else f"{v:.1e}".replace("e+", "e")) for v in frame[col]]
     return out
 
 

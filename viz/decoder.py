@@ -154,6 +154,12 @@ def block_table(trace: Trace, layer: int) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def projection_biases(model) -> bool:
+    """True when every attention projection (W_q, W_k, W_v, W_o of every attention module) has a bias vector."""
+    attn = [m for m in model.modules() if all(hasattr(m, w) for w in ("W_q", "W_k", "W_v", "W_o"))]
+    return bool(attn) and all(getattr(m, w).bias is not None for m in attn for w in ("W_q", "W_k", "W_v", "W_o"))
+
+
 WHO_LOOKS_WHERE = pd.DataFrame({
     "attention": ["encoder self-attention", "decoder (masked) self-attention", "encoder-decoder attention"],
     "who is looking (queries)": ["every source token", "the target token at each time step",

@@ -449,6 +449,17 @@ def finished_table(result: BeamResult, itos: list[str], lang: str = "fr") -> pd.
     })
 
 
+def comparison_table(greedy: Greedy, result: BeamResult, alpha: float, k: int, itos: list[str],
+                     lang: str = "fr") -> pd.DataFrame:
+    """Greedy decoding and beam search side by side: output, length, total log-probability, normalised score."""
+    g_lp, g_score, g_len = greedy_score(greedy, alpha)
+    return pd.DataFrame({"": ["greedy", f"beam search (k = {k})"],
+                         "output": [ids_text(greedy.tokens, itos, lang), ids_text(result.best.output, itos, lang)],
+                         "length (with <eos>)": [g_len, len(result.best.tokens)],
+                         "total log-prob": [g_lp, result.best.log_prob],
+                         "normalised score": [g_score, result.best.score]})
+
+
 def kept_per_step(result: BeamResult) -> list[int]:
     return [sum(e.kept for e in s.expansions) for s in result.steps]
 
