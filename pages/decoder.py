@@ -21,7 +21,7 @@ a = analysis()
 bundle = current_model().bundle
 cfg = bundle.config
 iv = interventions()
-kw = dict(x_title="key (may be looked at)", y_title="query (looking)", show_table=False)
+kw = dict(x_title="key (may be looked at)", y_title="query (looking)")
 
 
 def exact_numbers(steps, labels: list[str]) -> None:  # the four matrices' numbers, one click away
@@ -61,7 +61,7 @@ with c2:
 module = f"dec.{layer}.self_attn"
 steps = vd.mask_steps(a.trace, module, head)
 four_steps(steps, lab, text.step_titles(module, head), vd.step_shapes(a.trace, module),
-           ["decoder_scaled", "decoder_mask", "decoder_masked", "decoder_weights"], **kw)
+           ["decoder_scaled", "decoder_mask", "decoder_masked", "decoder_weights"], show_table=False, **kw)
 st.info(md(vd.masked_notice(steps.weights, lab)))
 exact_numbers(steps, lab)
 n_up, s_up = vd.above_diagonal(steps.weights)
