@@ -91,6 +91,7 @@ st.header("3. Label smoothing")
 eps = st.slider("ε (label smoothing)", 0.0, 0.5, 0.1, 0.01, key="output_eps",
                 help="The paper and the training of this model use ε = 0.1.")
 st.markdown(text.smoothing(SECTIONS["label smoothing"]))
+st.latex(text.SMOOTHING_LATEX)
 st.latex(text.smoothing_latex(V, eps))
 sm = vo.label_smoothing(vo.output_logits(tf.trace), tf.gold, eps, itos)
 s1, s2, s3 = st.columns(3)

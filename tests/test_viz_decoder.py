@@ -68,7 +68,7 @@ def test_lecture_masking_is_the_lecture_example():
 def test_small_views_of_the_mask_steps(bundle):
     ex = vd.lecture_masking()
     e = math.exp(0.5)
-    assert vd.lecture_notice(ex) == (f"Row t=2 keeps 0.1 and 0.6 and hides the rest: softmax(0.1, 0.6) = "
+    assert vd.lecture_notice(ex) == (f"Notice: row t=2 keeps 0.1 and 0.6 and hides the rest: softmax(0.1, 0.6) = "
                                      f"({1 / (1 + e):.3f}, {e / (1 + e):.3f}).")
     assert vd.row_sum_error(ex.weights) < 1e-6
     assert vd.row_sum_error(torch.tensor([[0.5, 0.25]])) == 0.25
@@ -444,12 +444,17 @@ def test_masked_notice_literal():
     assert "row <bos> has only itself to look at (weight 1.000)" in note
     # rows les and pensantes peak on themselves; machines peaks on <bos> (0.9), the strongest earlier word
     assert "2 put their largest weight on their own position and 1 on an earlier word" in note
+    assert "(0 on the word just before" in note
     assert "machines → <bos> 0.900" in note
     assert "the 6 cells above the diagonal (the future) are exactly 0" in note
     w_off = w.clone()
     w_off[0] = torch.tensor([0.4, 0.3, 0.2, 0.1])
     note = vd.masked_notice(w_off, LAB4)
     assert "3 of the 6 cells above the diagonal are > 0 (sum 0.600)" in note
+    prev = torch.tensor([[1.0, 0, 0, 0], [0.8, 0.2, 0, 0], [0.1, 0.7, 0.2, 0], [0.1, 0.1, 0.6, 0.2]])
+    note = vd.masked_notice(prev, LAB4)  # a "previous word" head
+    assert "0 put their largest weight on their own position and 3 on an earlier word" in note
+    assert "(3 on the word just before" in note
 
 
 def test_masked_notice_on_the_model(bundle, analysed):

@@ -60,8 +60,7 @@ PAGES: tuple[PageSpec, ...] = (
     PageSpec("Decoder", "pages/decoder.py", "Decoder and masking", ":material/masks:",
              "The decoder block, the look-ahead mask added to the scores, and a model trained without it"),
     PageSpec("Decoder", "pages/cross_attention.py", "Encoder-decoder attention", ":material/compare_arrows:",
-             "Each target position reads the source sentence: which source word it reads most, the source's "
-             "padding mask, the three kinds of attention"),
+             "Each target position reads the source sentence; the source's padding mask"),
     PageSpec("Decoder", "pages/output.py", "Output and decoding", ":material/output:",
              "Final linear layer and softmax over the French vocabulary, the loss, greedy decoding and beam search"),
     PageSpec("Context", "pages/why_attention.py", "Why attention", ":material/speed:",

@@ -59,7 +59,7 @@ def lecture_masking() -> MaskSteps:
 
 def lecture_notice(ex: MaskSteps) -> str:
     """What row t=2 of the lecture notes' example shows, with the weights computed."""
-    return ("Row t=2 keeps 0.1 and 0.6 and hides the rest: softmax(0.1, 0.6) = "
+    return ("Notice: row t=2 keeps 0.1 and 0.6 and hides the rest: softmax(0.1, 0.6) = "
             f"({float(ex.weights[1, 0]):.3f}, {float(ex.weights[1, 1]):.3f}).")
 
 
@@ -358,12 +358,16 @@ def masked_notice(weights: Tensor, labels: list[str]) -> str:
         return f"Notice: row {_word(labels[0])} can only look at itself (weight {float(weights[0, 0]):.3f}); {future}."
     peak = weights.argmax(-1)
     on_diag = sum(int(peak[t]) == t for t in range(1, T))
+    before = sum(int(peak[t]) == t - 1 for t in range(1, T))
+    later = sum(int(peak[t]) > t for t in range(1, T))
     low = torch.tril(weights, diagonal=-1)
     i, j = divmod(int(low.argmax()), T)
+    earlier = T - 1 - on_diag - later
     return (f"Notice: row {_word(labels[0])} has only itself to look at (weight {float(weights[0, 0]):.3f}); "
             f"of the other {T - 1} rows, {on_diag} put their largest weight on their own position and "
-            f"{T - 1 - on_diag} on an earlier word (the strongest: {_word(labels[i])} → {_word(labels[j])} "
-            f"{float(weights[i, j]):.3f}); {future}.")
+            f"{earlier} on an earlier word ({before} on the word just before"
+            + (f"; {later} on a later word" if later else "") + f"; the strongest: {_word(labels[i])} → "
+            f"{_word(labels[j])} {float(weights[i, j]):.3f}); {future}.")
 
 
 def renorm_notice(scaled_row: Tensor, mask_row: Tensor, label: str) -> str:

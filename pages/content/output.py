@@ -24,9 +24,9 @@ def lookup(w_shape: str, best: int, word: str) -> str:
 ONE_HOT = ("*Example from the lecture notes*: an output vocabulary of six words with indices 0-5; the word "
            "“am” as a target is a vector with a single 1 at its index.")
 CROSS_ENTROPY = (
-    "In training, the output distribution p_t of position *t* is compared with the one-hot vector y_{t+1} of the "
-    "right next word, word *t + 1* of the reference. The cross-entropy between them only keeps the "
-    "log-probability of that word:"
+    "In training, the output distribution of position *t* is compared with the one-hot vector of the right next "
+    "word, word *t + 1* of the reference. The cross-entropy between them only keeps the log-probability of that "
+    "word:"
 )
 CROSS_ENTROPY_LATEX = (r"L_t = -\sum_{w} y_{t+1}(w)\,\log p_t(w) = -\log p_t(\text{word}_{t+1}),\qquad "
                        r"L = \frac{1}{T}\sum_t L_t")
@@ -52,11 +52,13 @@ def smoothing(section: str) -> str:
     )
 
 
+SMOOTHING_LATEX = (r"q = (1-\varepsilon)\,y + \frac{\varepsilon}{V}:\qquad q(\text{gold}) = 1-\varepsilon+"
+                   r"\frac{\varepsilon}{V},\qquad q(\text{other}) = \frac{\varepsilon}{V}")
+
+
 def smoothing_latex(vocab_size: int, eps: float) -> str:
-    return (rf"q = (1-\varepsilon)\,y + \frac{{\varepsilon}}{{V}}:\quad q(\text{{gold}}) = 1-\varepsilon+"
-            rf"\frac{{\varepsilon}}{{V}},\; q(\text{{other}}) = \frac{{\varepsilon}}{{V}};\qquad V = {vocab_size},\; "
-            rf"\varepsilon = {eps:g}:\; q(\text{{gold}}) = {1 - eps + eps / vocab_size:.5g},\; "
-            rf"q(\text{{other}}) = {eps / vocab_size:.3g}")
+    return (rf"V = {vocab_size},\; \varepsilon = {eps:g}:\qquad q(\text{{gold}}) = {1 - eps + eps / vocab_size:.5g},"
+            rf"\qquad q(\text{{other}}) = {eps / vocab_size:.3g}")
 
 
 def torch_smoothing(eps: float, ours: float, torch_loss: float) -> str:
