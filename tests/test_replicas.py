@@ -1,0 +1,180 @@
+"""Several app processes behind HAProxy, end to end with real processes (ui/serve_many.py): two
+`streamlit run app.py`, HAProxy and a redis-server, all on 127.0.0.1 and free ports, all stopped at the
+end (process groups), also when a test fails.
+
+Checks: HTTP and Streamlit's websocket work through the proxy; a client keeps to one process (the
+proxy's cookie); after one process is killed, a client that was on it is served by the other at once
+(a page, then a new websocket session), and new clients too.
+
+The tests of this module share one cluster and run in order (the last one kills a process).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import http.client
+import time
+from http.cookies import SimpleCookie
+from pathlib import Path
+
+import pytest
+from streamlit.proto.ClientState_pb2 import ClientState
+from websockets.asyncio.client import connect
+
+from bench.ws_client import StreamlitSession
+from tests.services import require_tool
+from ui.class_store import RedisClassStore
+from ui.serve_many import Cluster
+
+COOKIE = "GLASS_REPLICA"
+ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    require_tool("haproxy")
+    require_tool("redis-server")
+    c = Cluster(replicas=2, timeout=90)
+    try:
+        c.start()
+    except BaseException:
+        c.stop()
+        raise
+    try:
+        yield c
+    finally:
+        logs = c.logs(40)
+        c.stop()
+        ARTIFACTS.mkdir(exist_ok=True)
+        (ARTIFACTS / "replicas.log").write_text(logs)  # the processes' last lines, for a failing run
+
+
+def get(cluster: Cluster, path: str = "/", cookie: str | None = None) -> tuple[int, str | None, str | None, bytes]:
+    """GET through the proxy: (status, the process that answered, the GLASS_REPLICA cookie set, body)."""
+    conn = http.client.HTTPConnection("127.0.0.1", cluster.port, timeout=10)
+    try:
+        conn.request("GET", path, headers={"Cookie": f"{COOKIE}={cookie}"} if cookie else {})
+        r = conn.getresponse()
+        body = r.read()
+        return r.status, r.getheader("X-Glass-Replica"), set_cookie(r.getheaders()), body
+    finally:
+        conn.close()
+
+
+def set_cookie(headers) -> str | None:
+    for name, value in headers:
+        if name.lower() == "set-cookie":
+            c = SimpleCookie()
+            c.load(value)
+            if COOKIE in c:
+                return c[COOKIE].value
+    return None
+
+
+class CookieSession(StreamlitSession):
+    """bench/ws_client.py's browserless session, sending a cookie with the websocket upgrade (as a browser
+    sends the proxy's cookie) and noting which process the proxy chose."""
+
+    def __init__(self, base_url: str, cookie: str | None, timeout: float = 60):
+        super().__init__(base_url, timeout)
+        self.cookie = cookie
+        self.replica: str | None = None
+        self.new_cookie: str | None = None
+
+    async def connect(self, page: str = "", query: str = "") -> float:
+        t = time.perf_counter()
+        self._ws = await connect(self.ws_url, subprotocols=["streamlit", "PLACEHOLDER_AUTH_TOKEN"],
+                                 additional_headers={"Cookie": f"{COOKIE}={self.cookie}"} if self.cookie else None,
+                                 max_size=None, ping_interval=None, open_timeout=self.timeout)
+        headers = self._ws.response.headers
+        self.replica = headers.get("X-Glass-Replica")
+        self.new_cookie = set_cookie(headers.raw_items())
+        self._reader = asyncio.create_task(self._read())
+        self.query_string = query
+        await self._rerun(ClientState(page_script_hash="", page_name=page.strip("/")), t)
+        return time.perf_counter() - t
+
+
+async def open_page(cluster: Cluster, cookie: str | None, sentence: str | None = None) -> CookieSession:
+    s = CookieSession(cluster.url, cookie)
+    await s.connect("overview")
+    assert s.exceptions() == []
+    assert s.text(), "the page drew nothing"
+    if sentence is not None:
+        await s.type_sentence(sentence)  # a second run in the same session: the same process
+        assert s.exceptions() == [] and s.widget_value("Your sentence") == sentence
+    return s
+
+
+def test_http_through_the_proxy_sets_a_sticky_cookie(cluster):
+    status, replica, cookie, body = get(cluster)
+    assert status == 200 and b"<html" in body.lower()
+    assert replica in ("app1", "app2") and cookie == replica
+    for _ in range(10):  # with the cookie: always the same process, and no new cookie
+        status, again, new_cookie, _ = get(cluster, "/_stcore/health", cookie)
+        assert (status, again, new_cookie) == (200, replica, None)
+    for name in ("app1", "app2"):  # each process answers its own cookie
+        assert get(cluster, "/_stcore/health", name)[:2] == (200, name)
+    # new clients are spread over the processes
+    assert {get(cluster)[1] for _ in range(8)} == {"app1", "app2"}
+
+
+def test_websocket_session_through_the_proxy_sticks(cluster):
+    async def run():
+        for name in ("app1", "app2"):
+            s = await open_page(cluster, name, sentence=f"i am a student of {name}"[:40])
+            try:
+                assert s.replica == name and s.new_cookie is None
+            finally:
+                await s.close()
+        s = await open_page(cluster, None)  # a first visit: the proxy picks a process and says so
+        try:
+            assert s.replica in ("app1", "app2") and s.new_cookie == s.replica
+        finally:
+            await s.close()
+
+    asyncio.run(asyncio.wait_for(run(), 60))
+
+
+def test_replicas_share_one_cookie_secret_and_the_redis(cluster):
+    def env(pid: int) -> dict[str, str]:
+        raw = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        return dict(item.decode().split("=", 1) for item in raw if b"=" in item)
+
+    e1, e2 = (env(a.proc.pid) for a in cluster.apps)
+    assert e1["STREAMLIT_SERVER_COOKIE_SECRET"] == e2["STREAMLIT_SERVER_COOKIE_SECRET"]
+    assert len(e1["STREAMLIT_SERVER_COOKIE_SECRET"]) >= 32
+    assert e1["GLASS_REDIS_URL"] == e2["GLASS_REDIS_URL"] == cluster.redis_url
+    store = RedisClassStore(cluster.redis_url)
+    try:
+        code, _ = store.create({"page": "overview"})
+        assert store.snapshot(code).state == {"page": "overview"}
+    finally:
+        store.close()
+
+
+def test_a_killed_process_sends_its_clients_to_the_other(cluster):
+    async def run():
+        victim, survivor = "app1", "app2"
+        s = await open_page(cluster, victim)
+        assert s.replica == victim
+        cluster.kill_app(0)
+        t = time.perf_counter()
+        # the open websocket dies with its process; the browser's next request (the page again, or a
+        # reconnect) still names the dead process in its cookie: the proxy sends it to the live one
+        status, replica, new_cookie, _ = get(cluster, "/", victim)
+        first = time.perf_counter() - t
+        assert (status, replica, new_cookie) == (200, survivor, survivor)
+        s2 = await open_page(cluster, victim, sentence="i am a student")
+        try:
+            assert s2.replica == survivor and s2.new_cookie == survivor
+        finally:
+            await s2.close()
+            await s.close()
+        for _ in range(4):  # new clients only go to the live process
+            assert get(cluster)[1] == survivor
+        return first
+
+    first = asyncio.run(asyncio.wait_for(run(), 60))
+    assert first < 5, f"the first request after the kill took {first:.1f} s"
+    print(f"first page after the kill: {first * 1000:.0f} ms")
