@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import http.client
+import os
+import subprocess
 import time
 from http.cookies import SimpleCookie
 from pathlib import Path
@@ -24,7 +26,7 @@ from websockets.asyncio.client import connect
 from bench.ws_client import StreamlitSession
 from tests.services import require_tool
 from ui.class_store import RedisClassStore
-from ui.serve_many import Cluster
+from ui.serve_many import Cluster, render_haproxy
 
 COOKIE = "GLASS_REPLICA"
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
@@ -178,3 +180,18 @@ def test_a_killed_process_sends_its_clients_to_the_other(cluster):
     first = asyncio.run(asyncio.wait_for(run(), 60))
     assert first < 5, f"the first request after the kill took {first:.1f} s"
     print(f"first page after the kill: {first * 1000:.0f} ms")
+
+
+def test_shipped_proxy_configs_are_valid(tmp_path):
+    """HAProxy itself accepts the rendered config of ui/serve_many.py and compose.yaml's."""
+    haproxy = require_tool("haproxy")
+    rendered = tmp_path / "haproxy.cfg"
+    rendered.write_text(render_haproxy("127.0.0.1", 8500, [("app1", 8501), ("app2", 8502)]))
+    compose = Path(__file__).resolve().parents[1] / "deploy" / "haproxy-compose.cfg"
+    for cfg in (rendered, compose):
+        r = subprocess.run([haproxy, "-c", "-f", str(cfg)], capture_output=True, text=True, timeout=30,
+                           env={**os.environ, "GLASS_PROXY_COOKIE_KEY": "test"})
+        assert r.returncode == 0, f"{cfg}:\n{r.stdout}{r.stderr}"
+    text = rendered.read_text()
+    assert "cookie GLASS_REPLICA insert indirect nocache" in text and "option redispatch" in text
+    assert "server app2 127.0.0.1:8502 cookie app2" in text and "bind 127.0.0.1:8500" in text
