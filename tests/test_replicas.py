@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import http.client
 import os
+import re
 import subprocess
 import time
 from http.cookies import SimpleCookie
@@ -77,16 +78,17 @@ class CookieSession(StreamlitSession):
     """bench/ws_client.py's browserless session, sending a cookie with the websocket upgrade (as a browser
     sends the proxy's cookie) and noting which process the proxy chose."""
 
-    def __init__(self, base_url: str, cookie: str | None, timeout: float = 60):
+    def __init__(self, base_url: str, cookie: str | None, timeout: float = 60, headers: dict | None = None):
         super().__init__(base_url, timeout)
         self.cookie = cookie
+        self.headers = {**(headers or {}), **({"Cookie": f"{COOKIE}={cookie}"} if cookie else {})}
         self.replica: str | None = None
         self.new_cookie: str | None = None
 
     async def connect(self, page: str = "", query: str = "") -> float:
         t = time.perf_counter()
         self._ws = await connect(self.ws_url, subprotocols=["streamlit", "PLACEHOLDER_AUTH_TOKEN"],
-                                 additional_headers={"Cookie": f"{COOKIE}={self.cookie}"} if self.cookie else None,
+                                 additional_headers=self.headers or None,
                                  max_size=None, ping_interval=None, open_timeout=self.timeout)
         headers = self._ws.response.headers
         self.replica = headers.get("X-Glass-Replica")
@@ -153,6 +155,39 @@ def test_replicas_share_one_cookie_secret_and_the_redis(cluster):
         assert store.snapshot(code).state == {"page": "overview"}
     finally:
         store.close()
+
+
+@pytest.fixture
+def probe():
+    """Two processes of tests/replica_probe_app.py (no torch: starts in seconds) behind the proxy."""
+    require_tool("haproxy")
+    with Cluster(replicas=2, timeout=60, script="tests/replica_probe_app.py") as c:
+        yield c
+
+
+def test_processes_share_classes_and_see_the_real_client_address(probe):
+    """A class created in one process is joined in the other (GLASS_REDIS_URL reaches both); the client
+    address a page sees is the one the proxy saw, whatever X-Forwarded-For the client sends."""
+    async def run():
+        teacher = CookieSession(probe.url, "app1")
+        await teacher.connect("", "create=1")
+        text = teacher.text()
+        assert "replica=app1" in text and "store=RedisClassStore" in text, text
+        code = re.search(r"code=(\w+)", text)[1]
+        student = CookieSession(probe.url, "app2", headers={"X-Forwarded-For": "203.0.113.66"})
+        await student.connect("", f"code={code}")
+        text = student.text()
+        assert "replica=app2" in text and "sentence=i am a student" in text, text
+        assert "ip=None" in text, text  # 127.0.0.1 (the proxy saw this machine), not the forged address
+        # the header matters: straight to a process from 127.0.0.1 (trusted as a proxy) it is believed,
+        # which is why the app processes listen on 127.0.0.1 only and the proxy overwrites the header
+        direct = CookieSession(probe.app_url(1), None, headers={"X-Forwarded-For": "203.0.113.66"})
+        await direct.connect("", "")
+        assert "ip=203.0.113.66" in direct.text()
+        for s in (teacher, student, direct):
+            await s.close()
+
+    asyncio.run(asyncio.wait_for(run(), 30))
 
 
 def test_a_killed_process_sends_its_clients_to_the_other(cluster):

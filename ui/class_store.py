@@ -30,8 +30,10 @@ Safety:
 - Codes: 6 characters of a 31-letter alphabet without look-alikes (0/O, 1/I/L): 887 million codes.
   `join` allows at most `max_failed_joins` failed joins per client per `join_window_seconds` (10 a
   minute): after that the client is refused (`RateLimited`) before its code is even looked at, so it
-  learns nothing. The client id should be the client's address as the proxy saw it (the last entry of
-  X-Forwarded-For behind ui/serve_many.py's HAProxy), not a session id the client can renew.
+  learns nothing. The client id should be the client's address, not a session id the client can renew:
+  `st.context.ip_address or "local"`. Behind the HAProxy configs in deploy/ that is the address the
+  proxy saw (it overwrites X-Forwarded-For, and uvicorn trusts that header from 127.0.0.1, or from
+  FORWARDED_ALLOW_IPS in compose.yaml, where only the proxy reaches the apps).
 - Bounded: at most `max_students` per class, `MAX_CLASSES` classes in the memory store.
 """
 

@@ -174,8 +174,8 @@ def render_haproxy(bind: str, port: int, servers: list[tuple[str, int]]) -> str:
     return string.Template(TEMPLATE.read_text()).substitute(bind=bind, port=port, servers=lines)
 
 
-def app_command(port: int, extra: list[str] | tuple[str, ...] = ()) -> list[str]:
-    return [sys.executable, "-m", "streamlit", "run", "app.py", "--server.address", "127.0.0.1",
+def app_command(port: int, extra: list[str] | tuple[str, ...] = (), script: str = "app.py") -> list[str]:
+    return [sys.executable, "-m", "streamlit", "run", script, "--server.address", "127.0.0.1",
             "--server.port", str(port), "--server.headless", "true", "--server.fileWatcherType", "none",
             "--browser.gatherUsageStats", "false", *extra]
 
@@ -185,13 +185,13 @@ class Cluster:
 
     def __init__(self, replicas: int = 2, port: int = 0, host: str = "127.0.0.1", redis_url: str | None = None,
                  log_dir: Path | None = None, app_args: tuple[str, ...] = (), env: dict | None = None,
-                 timeout: float = 90):
+                 timeout: float = 90, script: str = "app.py"):
         if not 1 <= replicas <= 16:
             raise ValueError("replicas: 1 to 16")
         self.replicas, self.host, self.timeout = replicas, host, timeout
         self.port = port or free_port(host if host != "0.0.0.0" else "127.0.0.1")
         self.redis_url = redis_url
-        self.app_args, self.extra_env = tuple(app_args), dict(env or {})
+        self.app_args, self.extra_env, self.script = tuple(app_args), dict(env or {}), script
         self._own_dir = log_dir is None
         self.dir = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix="glass-serve-"))
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -219,8 +219,8 @@ class Cluster:
                        "GLASS_REPLICA": f"app{i}", "GLASS_MAX_TRAINING_JOBS": jobs, "OMP_NUM_THREADS": "1",
                        "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false", "STREAMLIT_SERVER_HEADLESS": "true",
                        **self.extra_env}
-                self.apps.append(spawn(f"app{i}", app_command(port, self.app_args), self.dir / f"app{i}.log",
-                                       env=env, port=port))
+                self.apps.append(spawn(f"app{i}", app_command(port, self.app_args, self.script),
+                                       self.dir / f"app{i}.log", env=env, port=port))
             for i, app in enumerate(self.apps):
                 wait_until(lambda i=i: healthy(self.app_url(i)), app, self.timeout, app.name)
             cfg = self.dir / "haproxy.cfg"
