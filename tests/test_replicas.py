@@ -15,8 +15,11 @@ import asyncio
 import http.client
 import os
 import re
+import signal
 import subprocess
+import sys
 import time
+import urllib.request
 from http.cookies import SimpleCookie
 from pathlib import Path
 
@@ -27,7 +30,7 @@ from websockets.asyncio.client import connect
 from bench.ws_client import StreamlitSession
 from tests.services import require_tool
 from ui.class_store import RedisClassStore
-from ui.serve_many import Cluster, render_haproxy
+from ui.serve_many import Child, Cluster, free_port, render_haproxy, stop
 
 COOKIE = "GLASS_REPLICA"
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
@@ -230,3 +233,31 @@ def test_shipped_proxy_configs_are_valid(tmp_path):
     text = rendered.read_text()
     assert "cookie GLASS_REPLICA insert indirect nocache" in text and "option redispatch" in text
     assert "server app2 127.0.0.1:8502 cookie app2" in text and "bind 127.0.0.1:8500" in text
+
+
+def test_serve_command_starts_and_stops_everything(tmp_path):
+    """`python -m ui.serve_many` (what `./dev.sh serve` runs): up, answering through the proxy, and on
+    SIGTERM every process it started is gone."""
+    require_tool("haproxy")
+    port = free_port()
+    log = tmp_path / "serve.out"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "ui.serve_many", "--replicas", "2", "--port", str(port),
+                                 "--script", "tests/replica_probe_app.py", "--log-dir", str(tmp_path / "logs")],
+                                cwd=Path(__file__).resolve().parents[1], stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while b"Glass Transformer: http://127.0.0.1:" not in log.read_bytes():
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.2)
+        children = [int(p) for p in Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()]
+        assert len(children) == 4  # redis-server, two app processes, haproxy
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=5) as r:
+            assert r.read() == b"ok" and r.headers["X-Glass-Replica"] in ("app1", "app2")
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0, log.read_text()
+        for pid in children:
+            assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
+    finally:
+        stop(Child("serve_many", proc, log))

@@ -265,6 +265,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--redis-url", default=os.environ.get("GLASS_REDIS_URL", ""),
                     help="a running Redis (default GLASS_REDIS_URL; none: start a private redis-server)")
     ap.add_argument("--log-dir", type=Path, default=None, help="keep the logs and the HAProxy config here")
+    ap.add_argument("--script", default="app.py", help="the Streamlit script each process runs (default app.py)")
     args = ap.parse_args(argv)
 
     stopping = False
@@ -275,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
-    cluster = Cluster(args.replicas, args.port, args.host, args.redis_url or None, args.log_dir)
+    cluster = Cluster(args.replicas, args.port, args.host, args.redis_url or None, args.log_dir, script=args.script)
     print(f"starting {args.replicas} app processes, HAProxy{'' if args.redis_url else ' and redis-server'} "
           f"(logs: {cluster.dir})", flush=True)
     try:
