@@ -347,6 +347,9 @@ def test_bad_student_input_rejected(make_store):
     for option in [-1, 6, 10**12, "1", 1.0, True, None]:
         with pytest.raises(InvalidInput):
             store.answer(code, sid(1), qid, option)
+    for bad_qid in [True, "1", None, 1.0]:
+        with pytest.raises(InvalidInput):
+            store.answer(code, sid(1), bad_qid, 0)
     assert store.snapshot(code).counts == (0, 0, 0)
 
 

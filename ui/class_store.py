@@ -338,7 +338,7 @@ class ClassStore(ABC):
         """Answer the question `question_id` (as shown to the student); changeable until the reveal."""
         code = self._code(code)
         student_id = check_id(student_id)
-        if not isinstance(question_id, int) or not isinstance(option, int) or isinstance(option, bool):
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in (question_id, option)):
             raise InvalidInput("the question id and the option are whole numbers")
         if not 0 <= option < MAX_OPTIONS:
             raise InvalidInput("no such option")
