@@ -4,8 +4,8 @@ Both train the same configuration (the shipped recipe, `TrainConfig()`'s default
 seed and evaluate every 50 steps; each stops at the first
 evaluation with exact match >= 95% (or at --max-steps).
 
-- "app": the `ui.jobs` machinery the page uses (a `Job` submitted to a `JobManager` with one slot; it
-  trains in its worker process, `python -m ui.train_worker`, with ONE torch thread at nice +10,
+- "app": the machinery the page uses (a `ui.jobs.Job` submitted to a `ui.job_manager.JobManager`
+  with one slot; it trains in its worker process, `python -m ui.train_worker`, with ONE torch thread at nice +10,
   records the probe sentences' attention every 25 steps like the page and streams everything back
   to the job's thread), polled from the main thread. Its time runs from `submit`, so it includes
   starting the worker process (about 1 s), and an evaluation counts when the poll sees it (every 0.1 s).
@@ -32,8 +32,9 @@ import time
 
 import torch
 
+from model import train_settings
 from model.train import EvalEvent, TrainConfig, Trainer
-from ui import jobs
+from ui import job_manager, jobs
 
 TARGET_EM = 0.95
 Result = tuple[float | None, int | None, int]  # (seconds to target, step of that evaluation, steps done)
@@ -48,7 +49,7 @@ def run_cli(tcfg: TrainConfig, target: float = TARGET_EM, verbose: bool = False,
     torch.set_num_threads(threads)
     start = time.perf_counter()
     torch.manual_seed(tcfg.seed)
-    trainer = Trainer(tcfg, data=jobs.toy_data(tcfg.direction), data_sha256=jobs.toy_sha256())
+    trainer = Trainer(tcfg, data=train_settings.toy_data(tcfg.direction), data_sha256=train_settings.toy_sha256())
     for ev in trainer.run():
         if isinstance(ev, EvalEvent):
             if verbose:
@@ -61,10 +62,10 @@ def run_cli(tcfg: TrainConfig, target: float = TARGET_EM, verbose: bool = False,
 
 def run_app(tcfg: TrainConfig, target: float = TARGET_EM, verbose: bool = False) -> Result:
     """The same through the app's job machinery: worker process, one torch thread, probe snapshots."""
-    manager = jobs.JobManager(max_running=1, max_seconds=3600, poll=1.0)
+    manager = job_manager.JobManager(max_running=1, max_seconds=3600, poll=1.0)
     settings = {f.name: getattr(tcfg, f.name) for f in dataclasses.fields(tcfg)
                 if f.name not in ("clip_grad_norm", "max_seconds", "max_len")}
-    job = jobs.make_job(settings, probe_every=jobs.DEFAULT_PROBE_EVERY)
+    job = jobs.make_job(settings, probe_every=train_settings.DEFAULT_PROBE_EVERY)
     start = time.perf_counter()
     manager.submit(job)
     seen = 0

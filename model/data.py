@@ -29,6 +29,7 @@ import hashlib
 import io
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 import torch
@@ -294,3 +295,26 @@ def split_pairs(pairs: Sequence[Pair], every: int = 10) -> dict[str, list[Pair]]
         raise ValueError(f"every must be at least 2 (got {every})")
     return {"train": [p for i, p in enumerate(pairs) if i % every != every - 1],
             "heldout": [p for i, p in enumerate(pairs) if i % every == every - 1]}
+
+
+# --- Reference translations from the toy data set -----------------------------------------------
+
+@lru_cache(maxsize=4)
+def _references(direction: str) -> dict[tuple[str, ...], str]:
+    try:
+        data = load_dataset(direction=direction)
+    except (OSError, ValueError):
+        return {}
+    src_lang = direction.split("-")[0]
+    out: dict[tuple[str, ...], str] = {}
+    for split in ("train", "heldout"):
+        for p in data[split]:
+            out.setdefault(tuple(tokenize(p.src, src_lang)), p.tgt)
+    return out
+
+
+def dataset_reference(text: str, direction: str = "en-fr") -> str | None:
+    """The toy data set's translation of `text` (compared token by token), or None if it is not in the set."""
+    if direction not in ("en-fr", "fr-en"):
+        return None
+    return _references(direction).get(tuple(tokenize(text, direction.split("-")[0])))

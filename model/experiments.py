@@ -6,17 +6,27 @@
   J = diag(p) - p pᵀ near zero, so almost no gradient flows back (`saturation`, `saturation_by_dk`).
 - The parameter-free "dot-product self-attention" Y = softmax(X Xᵀ) X, with no learned weights at all
   (`plain_self_attention`).
+- Word order: without positional encoding the encoder cannot see word order: a permuted sentence gives
+  the same output vectors, permuted (`permutation_check`, runs the trained model).
+- The encoder layer recomputed from the model's own parameters: LayerNorm's γ and β
+  (`layer_norm_params`) and the feed-forward net's hidden layer max(0, x W_1 + b_1) (`ffn_hidden`).
 
-Every function takes a seed and returns the same numbers for the same arguments.
+Every random experiment takes a seed and returns the same numbers for the same arguments.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch import Tensor
+
+from model.checkpoint import Bundle
+from model.decoding import greedy_decode
+from model.pipeline import decode_text
+from model.trace import Interventions, Trace
+from model.transformer import Transformer
 
 
 def _gen(seed: int) -> torch.Generator:
@@ -133,3 +143,68 @@ def plain_self_attention(x: Tensor) -> PlainAttention:
     scores = x @ x.T  # [T, T]
     weights = torch.softmax(scores, dim=-1)  # [T, T]
     return PlainAttention(scores, weights, weights @ x)  # y: [T, D]
+
+
+# --- Word order: the encoder with and without positional encoding --------------------------------
+
+
+@dataclass(frozen=True)
+class PermutationCheck:
+    """The encoder on a sentence and on its permutation (EOS stays last)."""
+
+    positional_encoding: bool
+    order: tuple[int, ...]  # over all encoder positions, EOS included (last stays last)
+    enc: Tensor  # [T, D] encoder output for the sentence
+    enc_perm: Tensor  # [T, D] encoder output for the permuted sentence
+    translation: str
+    translation_perm: str
+
+    @property
+    def unpermuted(self) -> Tensor:
+        """enc_perm with its rows put back in the original order: row order[j] <- row j."""
+        out = torch.empty_like(self.enc_perm)
+        out[list(self.order)] = self.enc_perm
+        return out
+
+    @property
+    def max_diff(self) -> float:
+        """max |unpermuted - enc|: ~1e-6 when order does not matter, large when it does."""
+        return float((self.unpermuted - self.enc).abs().max())
+
+
+def encoder_output(bundle: Bundle, ids, iv: Interventions) -> Tensor:
+    """[T] source ids -> encoder output [T, D] under `iv` (nothing recorded)."""
+    with torch.no_grad():
+        return bundle.model.encode(torch.tensor([list(ids)]), Trace(iv, record=False))[0]
+
+
+def permutation_check(bundle: Bundle, ids, word_order: list[int], positional_encoding: bool,
+                      iv: Interventions | None = None) -> PermutationCheck:
+    """Encode `ids` (words then EOS) and the words permuted by `word_order`, with PE on or off."""
+    ids = list(ids)
+    n = len(ids) - 1  # the last id is EOS
+    if sorted(word_order) != list(range(n)):
+        raise ValueError(f"word_order must be a permutation of range({n})")
+    order = (*word_order, n)
+    perm_ids = [ids[j] for j in order]
+    iv = replace(iv or Interventions(), positional_encoding=positional_encoding)
+    translations = [decode_text(bundle, greedy_decode(bundle.model, torch.tensor([x]), iv).tokens)
+                    for x in (ids, perm_ids)]
+    return PermutationCheck(positional_encoding, order, encoder_output(bundle, ids, iv),
+                            encoder_output(bundle, perm_ids, iv), *translations)
+
+
+# --- The encoder layer, recomputed from its parameters -------------------------------------------
+
+
+def layer_norm_params(model: Transformer, layer: int, sub: int) -> tuple[Tensor, Tensor]:
+    """γ and β ([D] each) of the LayerNorm of encoder layer `layer`, sublayer `sub` (1 or 2)."""
+    norm = getattr(model.encoder[layer], f"add_norm{sub}").norm
+    return norm.weight.detach(), norm.bias.detach()
+
+
+def ffn_hidden(model: Transformer, layer: int, x: Tensor) -> Tensor:
+    """max(0, x W_1 + b_1) of encoder layer `layer`, recomputed from its own W_1, b_1: [T, D] -> [T, d_ff]."""
+    f = model.encoder[layer].ffn
+    with torch.no_grad():
+        return torch.relu(x @ f.W_1.weight.T + f.W_1.bias)  # [T, d_ff]

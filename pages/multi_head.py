@@ -5,10 +5,11 @@ from __future__ import annotations
 import streamlit as st
 
 from model.trace import Interventions
+from pages.content import multi_head as text
 from ui import shell
 from ui.models import analysis, current_model, teacher_forced
 from ui.state import set_head
-from ui.widgets import matrix, md, require_sentence, sentence_header
+from ui.widgets import matrix, md, pick, require_sentence, sentence_header
 from viz.attention import (
     MODULES,
     axis_labels,
@@ -32,13 +33,6 @@ shell.enter(__file__)  # first: re-enter through app.py if Streamlit ran this pa
 P = "multi_head_"  # widget key prefix
 
 
-def _pick(label: str, options: list, key: str, default=0, **kw):
-    """A selectbox whose remembered value is dropped when it no longer exists (e.g. a shorter sentence)."""
-    if key in st.session_state and st.session_state[key] not in options:
-        del st.session_state[key]
-    return st.selectbox(label, options, index=options.index(default) if default in options else 0, key=key, **kw)
-
-
 def _toggle(module: str, head: int, key: str) -> None:
     set_head(module, head, bool(st.session_state[key]))
 
@@ -48,11 +42,7 @@ def check_key(module: str, head: int) -> str:
 
 
 st.title("Multi-head attention")
-st.markdown("One attention pattern is one way for words to look at each other. Multi-head attention runs several "
-            "attentions side by side, each with its own W_Q, W_K, W_V projecting to a smaller space of d_k "
-            "dimensions, so different heads can follow different relations at the same time (which word a pronoun "
-            "refers to, the verb's tense, the word next door, …). Their outputs are put side by side and mixed by "
-            "one more matrix, W_O.")
+st.markdown(text.INTRO)
 
 a = analysis()
 require_sentence(a)
@@ -61,16 +51,13 @@ cfg = current_model().bundle.config
 iv = a.interventions
 H, D, d_k = cfg.n_heads, cfg.d_model, cfg.d_k
 
-st.latex(r"\mathrm{MultiHead}(Q, K, V) = \mathrm{Concat}(\mathrm{head}_1, \dots, \mathrm{head}_h)\,W^O, \qquad "
-         r"\mathrm{head}_i = \mathrm{Attention}(QW_i^Q,\ KW_i^K,\ VW_i^V)")
-st.markdown(f"Each head has its own three matrices, so h heads have 3h of them (here {3 * H}, each "
-            f"{D} × {d_k}), plus W^O ({D} × {D}). For self-attention Q, K and V are all the same input X.")
+st.latex(text.FORMULA)
+st.markdown(text.matrices(H, D, d_k))
 c1, c2 = st.columns([3, 2])
 with c1:
     st.dataframe(shapes_table(D, H, len(a.src_labels)))
 with c2:
-    st.caption("The lecture notes write these shapes with one column per word (512 × m); here each word is a "
-               "row (m × 512). d_k = d_model / h keeps the total work the same as one full-width head.")
+    st.caption(text.SHAPES_CAPTION)
 
 st.header("All heads of a layer")
 c1, c2 = st.columns(2)
@@ -79,14 +66,13 @@ with c1:
 stack, kind = MODULES[kind_label]
 n_layers = cfg.n_enc_layers if stack == "enc" else cfg.n_dec_layers
 with c2:
-    layer = _pick("Layer", list(range(n_layers)), f"{P}layer", format_func=lambda i: f"layer {i}")
+    layer = pick("Layer", range(n_layers), f"{P}layer", format_func=lambda i: f"layer {i}")
 module = module_name(stack, kind, layer)
 x_labels, y_labels = axis_labels(a, module)
 weights = a.trace[f"{module}.weights"][0]  # [H, Tq, Tk]
 off = iv.heads_off_in(module)
 if stack == "dec":
-    st.caption("Decoder rows are the decoder's inputs (<bos> and the translation so far); cross-attention "
-               "columns are the source words.")
+    st.caption(text.DECODER_ROWS)
 per_row = min(H, 4)
 for start in range(0, H, per_row):
     cols = st.columns(per_row)
@@ -104,16 +90,14 @@ with st.expander("Exact weights of every head"):
         st.dataframe(table(weights[h], x_labels, y_labels))
 
 st.header("One head in detail")
-head = _pick("Head", list(range(H)), f"{P}head", format_func=lambda h: f"head {h}" + (" (off)" if h in off else ""))
+head = pick("Head", range(H), f"{P}head", format_func=lambda h: f"head {h}" + (" (off)" if h in off else ""))
 matrix(weights[head], x_labels, y_labels, "weights", title=f"{module}, head {head}: attention weights",
        shape=f"[{len(y_labels)}, {len(x_labels)}]", key=f"{P}detail", x_title="key", y_title="query")
 
 st.header("One word, one head or several")
-st.markdown("With one head a word gets one weighted mix of the others. With more heads it gets several, each "
-            "looking somewhere else; the layer combines them all.")
+st.markdown(text.ONE_WORD)
 it = find_word(a.prepared.tokens, "it") if stack == "enc" else None
-word = _pick("Word (query)", list(range(len(y_labels))), f"{P}word", default=it or 0,
-             format_func=lambda i: y_labels[i])
+word = pick("Word (query)", range(len(y_labels)), f"{P}word", default=it or 0, format_func=lambda i: y_labels[i])
 rows = word_heads(weights, word)  # [H, Tk]
 st.plotly_chart(heads_bars_figure(rows, x_labels, (1, 2, 0) if H > 2 else (1, 0), off=off), key=f"{P}bars",
                 config={"displayModeBar": False})
@@ -122,8 +106,7 @@ matrix(rows, x_labels, [f"head {h}" for h in range(H)], "weights", title=f"where
 
 st.header("Concatenate the heads, multiply by W_O")
 T = len(y_labels)
-st.latex(rf"\underbrace{{Z_1, \dots, Z_{{{H}}}}}_{{{H}\ \times\ [{T},\ {d_k}]}} \xrightarrow{{\mathrm{{concat}}}} "
-         rf"[{T},\ {H}\cdot{d_k} = {D}] \xrightarrow{{\times\, W^O\ [{D},\ {D}]}} [{T},\ {D}]")
+st.latex(text.concat_latex(H, T, d_k, D))
 concat, out = a.trace[f"{module}.concat"][0], a.trace[f"{module}.out"][0]
 st.markdown(f"**Concat(Z_1 … Z_{H})** · shape `[{T}, {D}]` — heads side by side, borders marked"
             + (f"; heads {', '.join(map(str, off))} are off (all zeros)" if off else ""))
@@ -135,10 +118,9 @@ with st.expander("Exact numbers: concat and output"):
     st.dataframe(table(out, dims(D), y_labels))
 
 st.header("Switch heads off")
-st.markdown("Untick a head above (or pick heads in the sidebar) and compare the model with and without it. "
-            "A head that is off still computes its weights, but its z is set to 0.")
+st.markdown(text.SWITCH_OFF)
 if not iv.heads_off:
-    st.info("All heads are on: before and after are the same model. Untick a head above to see its effect.")
+    st.info(text.ALL_ON)
 else:
     st.warning("Switched off: " + "; ".join(iv.describe()))
 a0 = analysis(iv=Interventions())
@@ -151,7 +133,7 @@ with c2:
     st.subheader("After: with your interventions")
     st.markdown(f"**Translation:** {md(a.translation) or '*(empty)*'}")
     st.dataframe(greedy_probs(a), hide_index=True)
-st.caption("Probability the model gave each token when it chose it (each model decoding on its own).")
+st.caption(text.GREEDY_CAPTION)
 
 tf_before = teacher_forced(a0.translation, iv=Interventions())
 tf_after = teacher_forced(a0.translation)

@@ -2,10 +2,10 @@
 
 import streamlit as st
 
-from model.data import DATASET_PATH, data_hash, load_dataset
 from model.paper import BASE, CITATION
+from pages.content import overview as text
 from ui import shell
-from ui.models import analysis, current_model, session_cache
+from ui.models import analysis, current_model, toy_data
 from ui.state import MODELS
 from ui.widgets import page_link, sentence_header
 from viz.heatmap import shape_text
@@ -13,7 +13,6 @@ from viz.overview import (
     STOPS,
     architecture_dot,
     count_parameters,
-    data_summary,
     heads_latex,
     model_record,
     shape_rows,
@@ -22,12 +21,6 @@ from viz.overview import (
 
 shell.enter(__file__)  # first: re-enter through app.py if Streamlit ran this page bare
 
-
-@session_cache(max_entries=4)
-def _toy_data(mtime: float):  # keyed on the file's modification time: a regenerated file is read again
-    return data_summary(load_dataset()), data_hash(DATASET_PATH)
-
-
 a = analysis()
 cur = current_model()
 bundle = cur.bundle
@@ -35,17 +28,11 @@ cfg = bundle.config
 empty = a.prepared.empty
 
 st.title("The Transformer at a glance")
-st.markdown(
-    "The Transformer of *Attention Is All You Need* (Vaswani et al., 2017) translates a sentence with an "
-    "**encoder** that reads all source words at once and a **decoder** that writes the translation one word at "
-    "a time. It is a sequence-to-sequence model, but **not a recurrent network**: it is built only from "
-    "attention and dense (feed-forward) layers. Every number in this app comes from a real, small, trained "
-    "Transformer running on your sentence."
-)
+st.markdown(text.INTRO)
 
 st.header("Your sentence, translated")
 if empty:
-    st.info("Type a sentence in the sidebar (for example *i am a student*) to follow it through the model.")
+    st.info(text.EMPTY)
 else:
     sentence_header(a)
 
@@ -53,8 +40,7 @@ st.header("The encoder-decoder stack")
 left, right = st.columns([1, 1])
 with left:
     st.graphviz_chart(architecture_dot(cfg), width="stretch")
-    st.caption("Read bottom to top, as in the paper's Figure 1. Numbers in brackets are the pages on the right; "
-               "dashed lines are the residual (skip) connections around each sub-layer.")
+    st.caption(text.STACK_CAPTION)
 with right:
     st.markdown("**Open each block:**")
     for stop in STOPS:
@@ -62,23 +48,10 @@ with right:
     st.markdown("**And then:**")
     page_link("pages/why_attention.py", "Attention instead of recurrence → **Why attention**")
     page_link("pages/training.py", "Training a model like this one → **Train your own**")
-    st.markdown(
-        f"- **Encoder block** = multi-head self-attention + dense (feed-forward) layer, each followed by a skip "
-        f"connection and layer normalisation. The paper stacks 6 blocks; this model {cfg.n_enc_layers}.\n"
-        f"- **Decoder block** = *masked* multi-head self-attention (over the words written so far) + "
-        f"encoder-decoder attention (queries from the decoder, keys and values from the encoder output) + dense "
-        f"layer. The paper stacks 6; this model {cfg.n_dec_layers}.\n"
-        "- Same structure in every block, different parameters.\n"
-        "- The last decoder block feeds a linear layer and a softmax: a probability for every word of the "
-        "target vocabulary."
-    )
+    st.markdown(text.blocks(cfg.n_enc_layers, cfg.n_dec_layers))
 
 st.header("Why the name “Transformer”?")
-st.markdown(
-    "Each block **transforms a set of vectors into a new set of vectors of the same dimension**: one vector per "
-    "word goes in, one vector per word comes out. The goal is a richer internal representation, in which "
-    "each word's vector also carries what the task needs from the other words."
-)
+st.markdown(text.NAME)
 if not empty:
     t = a.trace
     c1, c2 = st.columns(2)
@@ -90,8 +63,7 @@ if not empty:
 st.header("Shapes: the paper and this model")
 m = a.trace["enc.out"].shape[1] if not empty else "m"
 tlen = a.trace["dec.out"].shape[1] if not empty else "t"
-st.markdown("The lecture notes write the vectors as columns: a sentence of m words is a D × m matrix. "
-            "(The code stores the transpose, [m, D], one row per word.)")
+st.markdown(text.COLUMNS)
 c1, c2 = st.columns(2)
 with c1:
     st.markdown("**Paper (base model)**")
@@ -99,9 +71,8 @@ with c1:
 with c2:
     st.markdown("**This model, on your sentence**")
     st.latex(heads_latex(cfg.d_model, cfg.n_heads, cfg.d_k, m))
-st.table({"": [r[0] for r in shape_rows(cfg, m, tlen)],
-          "paper (base)": [r[1] for r in shape_rows(cfg, m, tlen)],
-          "this model": [r[2] for r in shape_rows(cfg, m, tlen)]})
+rows = shape_rows(cfg, m, tlen)
+st.table({"": [r[0] for r in rows], "paper (base)": [r[1] for r in rows], "this model": [r[2] for r in rows]})
 if not empty:
     st.caption(f"Measured in the trace: one head's output enc.0.self_attn.z is "
                f"{shape_text(a.trace['enc.0.self_attn.z'], 'B, H, m, d_k')}, the concatenation "
@@ -110,9 +81,7 @@ if not empty:
 st.header("Sizes: this model beside the paper")
 n_params = count_parameters(bundle.model)
 st.dataframe(sizes_table(cfg, n_params), height="content")
-st.caption(f"Paper figures from {CITATION} (Table 3). The base model has about "
-           f"{BASE.params_millions * 1e6 / n_params:,.0f} times as many parameters as this one, which is small "
-           "enough to train on two CPU cores in about a minute, on a toy data set.")
+st.caption(text.sizes_caption(CITATION, BASE.params_millions * 1e6 / n_params))
 
 st.header("The model in use")
 st.markdown(f"**{MODELS.get({'my model': 'mine'}.get(cur.label, cur.label), cur.label)}** "
@@ -125,18 +94,12 @@ else:
     st.caption("This checkpoint records no training metadata.")
 
 st.subheader("What it was trained on")
-summary, toy_hash = _toy_data(DATASET_PATH.stat().st_mtime)
+summary, toy_hash = toy_data()
 trained_hash = bundle.meta.get("data_sha256")
 if cur.label != "my model" or trained_hash in (None, toy_hash):
-    st.markdown(
-        "The toy English→French set (`assets/toy_en_fr.tsv`, made by `assets/make_dataset.py`): sentences "
-        "generated from a small grammar, one right translation each, lower case. Held-out sentences use "
-        "subject/verb/object combinations never seen in training, so the held-out score measures generalisation "
-        "to new combinations of known words."
-    )
+    st.markdown(text.TOY_DATA)
     st.dataframe(summary, hide_index=True, height="content")
     if trained_hash not in (None, toy_hash):
-        st.caption("The data file has changed since this checkpoint was trained (its recorded hash differs); "
-                   "the counts above are those of the current file.")
+        st.caption(text.DATA_CHANGED)
 else:
-    st.markdown("A corpus uploaded in *Train your own* (not the shipped toy set).")
+    st.markdown(text.UPLOADED)

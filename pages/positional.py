@@ -2,32 +2,22 @@
 
 import streamlit as st
 
-from model.checkpoint import Bundle
 from model.pipeline import token_labels
 from model.trace import Interventions
 from model.vocab import EOS
+from pages.content import positional as text
 from ui import shell
-from ui.models import analysis, current_model, session_cache
+from ui.models import analysis, current_model, permutation_checks
 from ui.state import interventions
 from ui.widgets import matrix, md, require_sentence, sentence_header
 from viz.heatmap import shape_text, table
-from viz.positional import ORDERS, block, curves_figure, make_order, permutation_check, rotation, shift_check, worked
+from viz.positional import ORDERS, block, curves_figure, make_order, rotation, shift_check, worked
 
 shell.enter(__file__)  # first: re-enter through app.py if Streamlit ran this page bare
 
 
-@session_cache(max_entries=64)
-def _permutation(model_key: str, ids: tuple[int, ...], order: tuple[int, ...], pe: bool, _bundle: Bundle):
-    return permutation_check(_bundle, ids, list(order), pe)
-
-
 st.title("Positional encoding")
-st.markdown(
-    "Attention compares every word with every other word, but nothing in it knows *where* a word stands: "
-    "shuffle the input vectors and the outputs are shuffled the same way. So before the first layer the "
-    "Transformer adds to each word's embedding a vector **PE(pos)** that depends only on its position. "
-    "The paper uses fixed sine and cosine waves of different frequencies."
-)
+st.markdown(text.INTRO)
 
 a = analysis()
 require_sentence(a)
@@ -41,17 +31,11 @@ dims = [f"d{j}" for j in range(D)]
 
 sentence_header(a, show_translation=False)
 if not interventions().positional_encoding:
-    st.warning("The positional encoding is switched **off** in the sidebar: the whole app now runs the model "
-               "without it (see section 5). The tables below show the encoding the model would add.")
+    st.warning(text.PE_OFF)
 
 st.header("1. The formula")
-st.latex(r"PE_{(pos,\,2i)} = \sin\!\left(\frac{pos}{10000^{2i/d_{model}}}\right), \qquad "
-         r"PE_{(pos,\,2i+1)} = \cos\!\left(\frac{pos}{10000^{2i/d_{model}}}\right)")
-st.markdown(
-    f"Dimensions come in pairs (2i, 2i+1): a sine and a cosine of the same angle, like the two hands of a clock. "
-    f"Pair i turns by w_i = 1/10000^(2i/d_model) radians per position: the first pair fast (wavelength 2π ≈ 6.3 "
-    f"positions), the last slowly (wavelength ≈ 2π·10000). Here d_model = {D}, so i runs from 0 to {D // 2 - 1}."
-)
+st.latex(text.FORMULA)
+st.markdown(text.pairs(D))
 st.subheader("With numbers")
 c1, c2 = st.columns(2)
 pos = int(c1.number_input("Position pos", 0, L - 1, 3, key="positional_pos"))
@@ -76,8 +60,7 @@ st.header("2. The encoding of your sentence")
 matrix(traced, dims, ref.src_labels, "encoding", title="src.pos: PE rows added to the embeddings",
        shape=shape_text(ref.trace["src.pos"], "1, T, D"), key="positional_sentence", x_title="dimension",
        y_title="position")
-st.caption("The encoder's input is src.input = src.embed + src.pos: the same PE row is added to whatever word "
-           "stands at that position. Left columns (fast waves) change from row to row, right columns hardly.")
+st.caption(text.SENTENCE_CAPTION)
 st.subheader(f"Every position the model accepts (0-{L - 1})")
 matrix(pe_table, dims, [str(q) for q in range(L)], "encoding", title="The model's PE table",
        shape=shape_text(pe_table, "max_len, D"), key="positional_all", x_title="dimension", y_title="position",
@@ -93,14 +76,10 @@ else:
     st.info("Pick at least one dimension.")
 
 st.header("4. PE(pos + k) is a linear function of PE(pos)")
-st.markdown("For a fixed offset k, adding k to the position turns each (sin, cos) pair by the same angle k·w_i, "
-            "whatever pos is. A rotation is a linear map, so one matrix M_k moves every position k steps on. "
-            "This is why the paper expected the model to attend easily by *relative* position.")
+st.markdown(text.ROTATION)
 k = int(st.number_input("Offset k", 0, L - 1, 2, key="positional_k"))
 b = block(k, i, D)
-st.latex(r"\begin{pmatrix} PE_{(pos+k,\,2i)} \\ PE_{(pos+k,\,2i+1)} \end{pmatrix} = "
-         r"\begin{pmatrix} \cos k w_i & \sin k w_i \\ -\sin k w_i & \cos k w_i \end{pmatrix}"
-         r"\begin{pmatrix} PE_{(pos,\,2i)} \\ PE_{(pos,\,2i+1)} \end{pmatrix}")
+st.latex(text.ROTATION_LATEX)
 st.latex(rf"k = {k},\ i = {i}: \quad \begin{{pmatrix}} {b[0, 0]:.5f} & {b[0, 1]:.5f} \\ {b[1, 0]:.5f} & "
          rf"{b[1, 1]:.5f} \end{{pmatrix}}, \qquad M_k = \mathrm{{diag}}(B_0, B_1, \dots, B_{{{D // 2 - 1}}})"
          rf"\in \mathbb{{R}}^{{{D} \times {D}}}")
@@ -110,8 +89,7 @@ matrix(M[:8, :8], dims[:8], dims[:8], "encoding", title=f"M_{k}, top-left 8 × 8
 checks = shift_check(pe_table, k)
 c1, c2 = st.columns([1, 2])
 c1.metric(f"Largest error over all {len(checks)} positions", f"{checks.iloc[:, 2].max():.1e}")
-c1.caption("The same M_k for every pos. The error is the float32 rounding of the stored table (in float64 the "
-           "identity holds to ~1e-15).")
+c1.caption(text.SHIFT_CAPTION)
 c2.dataframe(checks, hide_index=True, height=240)
 
 st.header("5. Switch it off: word order stops mattering")
@@ -123,9 +101,7 @@ order = make_order(n, how, seed)
 perm_tokens = [a.prepared.tokens[j] for j in order]
 st.markdown("**Permuted sentence:** " + " ".join(f":orange-background[{md(t)}]" for t in perm_tokens)
             + " :gray-background[<eos>]")
-ids = tuple(int(x) for x in ref.trace["src.tokens"][0])
-off = _permutation(cur.key, ids, tuple(order), False, bundle)
-on = _permutation(cur.key, ids, tuple(order), True, bundle)
+off, on = permutation_checks(ref.trace["src.tokens"][0], order)
 if n < 2:
     st.info("With a single word there is nothing to permute: type a longer sentence.")
 c1, c2 = st.columns(2)
@@ -135,16 +111,7 @@ for col, check, label in ((c1, off, "Positional encoding OFF"), (c2, on, "Positi
         st.metric("max |encoder outputs − permuted outputs, put back in order|", f"{check.max_diff:.1e}")
         st.markdown(f"**Translation:** {md(check.translation) or '*(empty)*'}  \n"
                     f"**Translation of the permuted sentence:** {md(check.translation_perm) or '*(empty)*'}")
-same = off.translation == off.translation_perm
-st.markdown(
-    "Without the encoding, the encoder output for the permuted sentence is **the same set of vectors, "
-    "permuted** (differences ~1e-6 are float rounding). Encoder-decoder attention only takes weighted sums over "
-    "the encoder's vectors, and a sum does not depend on the order of its terms, so the decoder gets the same "
-    "input either way" + (": **both orders get the same translation**." if same else
-                          ". Here the two translations still differ: a rounding-level difference tipped a near-tie "
-                          "between two candidate words during greedy decoding.")
-    + " With the encoding on, the vectors differ, and the model can tell the two orders apart."
-)
+st.markdown(text.order_blind(off.translation == off.translation_perm))
 perm_labels = token_labels([*perm_tokens, EOS])
 c1, c2 = st.columns(2)
 with c1:
@@ -160,16 +127,7 @@ pe_off = analysis(iv=Interventions(positional_encoding=False))
 c1, c2 = st.columns(2)
 c1.markdown(f"**With positional encoding:** {md(ref.translation) or '*(empty)*'}")
 c2.markdown(f"**Without (sidebar switch off):** {md(pe_off.translation) or '*(empty)*'}")
-st.caption("Switching *Positional encoding* off in the sidebar applies to every page: the model was trained "
-           "with it, so without it the decoder also loses track of where it is in its own output.")
+st.caption(text.SWITCH_CAPTION)
 
 st.header("6. Other choices")
-st.markdown(
-    "- **Learned position embeddings** (one trained vector per position, as in ConvS2S, Gehring et al. 2017) work "
-    "too: the paper tried them and got nearly identical results (its Table 3, row E).\n"
-    "- The paper kept the sinusoids because they may let the model **extrapolate** to sentences longer than any "
-    "seen in training, and because of the **relative-position** property of section 4: PE(pos+k) is a fixed "
-    "linear function of PE(pos).\n"
-    "- Later models also encode relative positions directly inside attention; the idea stays: attention "
-    "alone is blind to order, so order must be put into the vectors."
-)
+st.markdown(text.OTHER_CHOICES)

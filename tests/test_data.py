@@ -16,6 +16,7 @@ from model.data import (
     batches,
     build_vocabs,
     data_hash,
+    dataset_reference,
     encode_pairs,
     langs,
     load_dataset,
@@ -499,3 +500,13 @@ def test_split_pairs_every_tenth():
     assert split == split_pairs(pairs)
     with pytest.raises(ValueError):
         split_pairs(pairs, every=1)
+
+
+def test_dataset_reference():
+    assert dataset_reference("i am a student") == "je suis étudiant"
+    assert dataset_reference("  I am a   STUDENT ") == "je suis étudiant"
+    assert dataset_reference("the animal didn't cross the street because it was too tired") == \
+        "l'animal n'a pas traversé la rue parce qu'il était trop fatigué"
+    assert dataset_reference("zebras juggle quantum spoons") is None
+    assert dataset_reference("je suis étudiant", "fr-en") == "i am a student"
+    assert dataset_reference("i am a student", "xx-yy") is None

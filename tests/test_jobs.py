@@ -1,4 +1,5 @@
-"""The background training job and the server-wide job manager, without Streamlit."""
+"""The background training job, its worker process, the server-wide job manager and the run settings
+(model/train_settings.py, model/probes.py), without Streamlit."""
 
 from __future__ import annotations
 
@@ -10,12 +11,17 @@ import numpy as np
 import pytest
 import torch
 
+from model import train_settings as ts
 from model.checkpoint import from_bytes, to_bytes
 from model.data import load_dataset
+from model.limits import BOUNDS, MAX_VOCAB
+from model.probes import default_probes, find_reference, probe_snapshot
 from model.trace import Trace
 from model.train import Trainer
-from ui import jobs
-from ui.jobs import Job, JobManager, JobRefused, SettingsError
+from model.train_settings import SettingsError
+from ui import job_manager, jobs, train_worker
+from ui.job_manager import JobManager, JobRefused
+from ui.jobs import Job
 
 TINY = dict(d_model=16, n_heads=2, n_layers=1, d_ff=32, batch_size=16, steps=40, warmup=10, eval_every=0, dropout=0.0)
 LONG = {**TINY, "steps": 5000}
@@ -56,11 +62,11 @@ def wait_steps(j: Job, n: int = 2):
 
 
 def test_defaults_are_valid_and_inside_the_bounds():
-    tcfg = jobs.make_config({f.name: getattr(jobs.DEFAULTS, f.name) for f in dataclasses.fields(jobs.DEFAULTS)
-                             if f.name in jobs.BOUNDS or f.name == "direction"})
+    tcfg = ts.make_config({f.name: getattr(ts.DEFAULTS, f.name) for f in dataclasses.fields(ts.DEFAULTS)
+                             if f.name in BOUNDS or f.name == "direction"})
     assert tcfg.d_model % tcfg.n_heads == 0
-    for name, (lo, hi) in jobs.BOUNDS.items():
-        assert lo <= getattr(jobs.DEFAULTS, name) <= hi, name
+    for name, (lo, hi) in BOUNDS.items():
+        assert lo <= getattr(ts.DEFAULTS, name) <= hi, name
 
 
 @pytest.mark.parametrize("settings, words", [
@@ -75,13 +81,13 @@ def test_defaults_are_valid_and_inside_the_bounds():
 ])
 def test_impossible_settings_are_refused_with_a_message(settings, words):
     with pytest.raises(SettingsError) as e:
-        jobs.make_config({**TINY, **settings})
+        ts.make_config({**TINY, **settings})
     assert words in str(e.value)
 
 
 def test_every_out_of_bounds_setting_is_named_at_once():
     with pytest.raises(SettingsError) as e:
-        jobs.make_config({**TINY, "n_layers": 9, "d_ff": 4096})
+        ts.make_config({**TINY, "n_layers": 9, "d_ff": 4096})
     assert "layers must be" in str(e.value) and "d_ff must be" in str(e.value)
 
 
@@ -92,10 +98,10 @@ def test_every_out_of_bounds_setting_is_named_at_once():
                                 dict(d_model=64, n_layers=3, d_ff=256),
                                 dict(d_model=128, n_heads=8, n_layers=2, d_ff=512)])
 def test_parameter_count_is_the_models(kw):
-    tcfg = dataclasses.replace(jobs.DEFAULTS, **kw)
-    prof = jobs.toy_profile("en-fr")
-    model = Trainer(tcfg, data=jobs.toy_data("en-fr")).model
-    assert jobs.count_parameters(tcfg.d_model, tcfg.n_layers, tcfg.d_ff, prof.src_vocab, prof.tgt_vocab) == \
+    tcfg = dataclasses.replace(ts.DEFAULTS, **kw)
+    prof = ts.toy_profile("en-fr")
+    model = Trainer(tcfg, data=ts.toy_data("en-fr")).model
+    assert ts.count_parameters(tcfg.d_model, tcfg.n_layers, tcfg.d_ff, prof.src_vocab, prof.tgt_vocab) == \
         sum(p.numel() for p in model.parameters())
 
 
@@ -122,26 +128,26 @@ def saved_for_backward(trainer: Trainer, B: int, T: int) -> int:
                                 dict(d_model=64, n_heads=4, n_layers=2, d_ff=256, batch_size=32),
                                 dict(d_model=128, n_heads=8, n_layers=3, d_ff=128, batch_size=8)])
 def test_activation_estimate_matches_a_measurement(kw):
-    tcfg = dataclasses.replace(jobs.DEFAULTS, **kw)
-    prof = jobs.toy_profile("en-fr")
-    trainer = Trainer(tcfg, data=jobs.toy_data("en-fr"))
+    tcfg = dataclasses.replace(ts.DEFAULTS, **kw)
+    prof = ts.toy_profile("en-fr")
+    trainer = Trainer(tcfg, data=ts.toy_data("en-fr"))
     measured = saved_for_backward(trainer, tcfg.batch_size, prof.longest - 1)
-    estimated = jobs.estimate_memory(tcfg, prof).activation_bytes / 1.5  # the estimate adds 50% for backward's peak
+    estimated = ts.estimate_memory(tcfg, prof).activation_bytes / 1.5  # the estimate adds 50% for backward's peak
     assert 0.75 < estimated / measured < 1.3, (estimated, measured)
 
 
 def test_the_worst_case_fits_the_limit_and_bigger_runs_are_refused(small_data, monkeypatch):
-    worst = jobs.worst_case()
-    assert worst.total <= jobs.MAX_JOB_BYTES
+    worst = ts.worst_case()
+    assert worst.total <= ts.MAX_JOB_BYTES
     assert worst.parameters > 5_000_000  # d_model 256, 4+4 layers, d_ff 1024
-    monkeypatch.setattr(jobs, "MAX_JOB_BYTES", 1_000_000)
+    monkeypatch.setattr(ts, "MAX_JOB_BYTES", 1_000_000)
     with pytest.raises(SettingsError, match="limit per job"):
         job(small_data)
 
 
 def test_a_corpus_with_a_huge_vocabulary_is_refused():
     from model.data import Pair
-    pairs = [Pair(f"w{i} x{i}", f"y{i} z{i}") for i in range(jobs.MAX_VOCAB)]
+    pairs = [Pair(f"w{i} x{i}", f"y{i} z{i}") for i in range(MAX_VOCAB)]
     with pytest.raises(SettingsError, match="limit is 8,000 per side"):
         jobs.make_job(TINY, data={"train": pairs, "heldout": pairs[:5]})
 
@@ -270,8 +276,8 @@ def test_the_watchdog_sweeps_by_itself(small_data):
 
 
 def test_outside_streamlit_every_session_counts_as_alive():
-    assert jobs.streamlit_session_alive("no such session") is True
-    assert jobs.current_session_id() is None
+    assert job_manager.streamlit_session_alive("no such session") is True
+    assert job_manager.current_session_id() is None
 
 
 def test_nan_fails_the_job_with_an_explanation_and_the_manager_goes_on(small_data, manager):
@@ -329,7 +335,7 @@ def test_the_job_trains_in_its_own_process_with_one_torch_thread_at_a_lower_prio
     info = j.worker_info
     assert info["pid"] != os.getpid()  # not a thread of the server: no shared interpreter lock
     assert info["torch_threads"] == 1
-    assert info["nice"] == min(19, nice + jobs.NICE)
+    assert info["nice"] == min(19, nice + train_worker.NICE)
     assert torch.get_num_threads() == before  # the server's threads are untouched
     assert os.getpriority(os.PRIO_PROCESS, 0) == nice
     assert j.process.poll() is not None  # the worker is gone once the job has ended
@@ -363,13 +369,13 @@ def test_probe_snapshots_without_the_mask_look_ahead(small_data, manager):
 def test_probe_snapshot_of_the_shipped_recipe_matches_a_traced_pass():
     """The snapshot holds exactly the weights of a traced teacher-forced pass over the reference."""
     from model.pipeline import prepare, teacher_forced
-    data = jobs.toy_data("en-fr")
-    trainer = Trainer(dataclasses.replace(jobs.DEFAULTS, **TINY), data=data)
+    data = ts.toy_data("en-fr")
+    trainer = Trainer(dataclasses.replace(ts.DEFAULTS, **TINY), data=data)
     bundle = trainer.bundle()
     text = "the animal didn't cross the street because it was too tired"
-    ref = jobs.find_reference(data, text, "en")
+    ref = find_reference(data, text, "en")
     assert ref == "l'animal n'a pas traversé la rue parce qu'il était trop fatigué"
-    snap = jobs.probe_snapshot(bundle, text, ref, step=7)
+    snap = probe_snapshot(bundle, text, ref, step=7)
     tf = teacher_forced(bundle, prepare(bundle, text), ref)
     np.testing.assert_array_equal(snap.enc_self[0], tf.trace["enc.0.self_attn.weights"][0].numpy())
     np.testing.assert_array_equal(snap.cross[0], tf.trace["dec.0.cross_attn.weights"][0].numpy())
@@ -377,18 +383,18 @@ def test_probe_snapshot_of_the_shipped_recipe_matches_a_traced_pass():
 
 
 def test_snapshots_are_capped_for_long_runs():
-    assert Job(dataclasses.replace(jobs.DEFAULTS, steps=5000), probe_every=1).probe_every == 50
-    assert Job(dataclasses.replace(jobs.DEFAULTS, steps=600), probe_every=25).probe_every == 25
-    assert Job(jobs.DEFAULTS, probe_every=0).probe_every == 0
+    assert Job(dataclasses.replace(ts.DEFAULTS, steps=5000), probe_every=1).probe_every == 50
+    assert Job(dataclasses.replace(ts.DEFAULTS, steps=600), probe_every=25).probe_every == 25
+    assert Job(ts.DEFAULTS, probe_every=0).probe_every == 0
 
 
 def test_default_probes():
-    assert jobs.default_probes("en-fr")[0] == "the animal didn't cross the street because it was too tired"
-    fr = jobs.default_probes("fr-en")
-    data = jobs.toy_data("fr-en")
-    assert jobs.find_reference(data, fr[1], "fr") == "i am a student"
+    assert default_probes("en-fr")[0] == "the animal didn't cross the street because it was too tired"
+    fr = default_probes("fr-en")
+    data = ts.toy_data("fr-en")
+    assert find_reference(data, fr[1], "fr") == "i am a student"
     custom = {"train": [], "heldout": load_dataset()["heldout"][:3]}
-    assert jobs.default_probes("en-fr", custom) == [p.src for p in custom["heldout"][:2]]
+    assert default_probes("en-fr", custom) == [p.src for p in custom["heldout"][:2]]
 
 
 def test_the_result_survives_download_and_upload(small_data, manager):

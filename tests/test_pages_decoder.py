@@ -303,7 +303,7 @@ def test_reference_default_falls_back_to_the_base_translation(base):
     text = "the horse is tired"
     at = run_page("decoder", sentence=text)
     no_exception(at)
-    from viz.decoder import dataset_reference
+    from model.data import dataset_reference
     expected = dataset_reference(text) or pipeline.analyse(base, pipeline.prepare(base, text)).translation
     assert at.text_input(key="decoder_reference").value == expected
 

@@ -11,18 +11,19 @@ import base64
 import json
 import re
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
-from apptest_util import ROOT, all_text, figures, no_exception, run_page
+from apptest_util import ROOT, all_text, figures, no_exception, run_app, run_page
 from streamlit.testing.v1 import AppTest
 
 from model import checkpoint
+from model import train_settings as ts
 from model.checkpoint import from_bytes, to_bytes
 from model.data import Pair, build_vocabs, load_dataset, split_pairs
+from model.probes import PROBES as DEFAULT_PROBES
 from model.train import EvalEvent, rate
-from ui import jobs
+from ui import job_manager
 from ui.models import available_shipped
 from ui.state import MODELS
 from viz import training as vt
@@ -90,37 +91,15 @@ def finish(at, job, timeout: float = 180):
     return job.view()
 
 
-NAV = "nav_pages"  # the pages folder's name in the app copy of `run_navigated`
-
-
-@pytest.fixture(scope="module")
-def app_copy(tmp_path_factory) -> Path:
-    """app.py with its pages folder reached through a symlink named NAV (see `run_navigated`)."""
-    d = tmp_path_factory.mktemp("app")
-    (d / "app.py").write_text((ROOT / "app.py").read_text().replace('"pages/', f'"{NAV}/'))
-    (d / NAV).symlink_to(ROOT / "pages")
-    return d / "app.py"
-
-
-def run_navigated(app_copy: Path, page: str) -> AppTest:
-    """The whole app (app.py, its sidebar, then pages/<page>.py), as a student sees it.
-
-    `apptest_util.run_app(page)` cannot do this while the pages live in a folder named pages/:
-    AppTest (like a fresh server, see tests/browser/test_browser.py) then treats that folder as an
-    old-style multipage app and runs the switched-to page on its own, without app.py and its sidebar.
-    A copy of app.py whose folder has another name (a symlink to the real pages) runs them as
-    st.navigation does.
-    """
-    at = AppTest.from_file(str(app_copy), default_timeout=60)
-    at.run()
-    at.switch_page(f"{NAV}/{page}.py")
-    at.run()
+def run_navigated(page: str) -> AppTest:
+    """The whole app (app.py, its sidebar, then pages/<page>.py), as a student sees it."""
+    at = run_app(page)
     assert at.sidebar.radio, "no sidebar: the page ran without app.py"
     return at
 
 
 def switch(at: AppTest, page: str) -> None:
-    at.switch_page(f"{NAV}/{page}.py")
+    at.switch_page(f"pages/{page}.py")
     at.run()
     no_exception(at)
 
@@ -146,7 +125,7 @@ def texts(at, kind: str) -> list[str]:
 def no_job_left_behind():
     """A failing test must not leave a training thread running (torch aborts at interpreter exit)."""
     yield
-    for job in jobs.get_manager().active_jobs():
+    for job in job_manager.get_manager().active_jobs():
         job.stop("test ended")
         job.join(60)
 
@@ -175,21 +154,21 @@ def test_page_alone_shows_defaults_and_their_real_sizes():
     at = run_page("training")
     no_exception(at)
     assert at.title[0].value == "Train your own Transformer"
-    d = jobs.DEFAULTS
+    d = ts.DEFAULTS
     assert at.number_input(key="training_d_model").value == d.d_model
     assert at.number_input(key="training_steps").value == d.steps
     assert at.selectbox(key="training_direction").value == "en-fr"
     assert not at.toggle(key="training_no_mask").value
     text = all_text(at)
-    prof = jobs.toy_profile("en-fr")
+    prof = ts.toy_profile("en-fr")
     from model.train import Trainer
-    real = sum(p.numel() for p in Trainer(d, data=jobs.toy_data("en-fr")).model.parameters())
+    real = sum(p.numel() for p in Trainer(d, data=ts.toy_data("en-fr")).model.parameters())
     assert f"{real:,} parameters" in text
     assert f"peak learning rate {rate(d.warmup, d.d_model, d.warmup, d.lr_scale):.2e} at step {d.warmup}" in text
-    mem = jobs.estimate_memory(d, prof)
+    mem = ts.estimate_memory(d, prof)
     assert f"{mem.total / 1e6:,.0f} MB for this run" in text
-    assert f"about {jobs.worst_case().total / 1e6:,.0f} MB" in text
-    assert f"at most {jobs.get_manager().max_running} model(s) at once" in text
+    assert f"about {ts.worst_case().total / 1e6:,.0f} MB" in text
+    assert f"at most {job_manager.get_manager().max_running} model(s) at once" in text
     assert "No training yet" in text
     lr = chart(at, "training_lr_preview")
     np.testing.assert_allclose(decode(trace(lr, "learning rate")["y"]),
@@ -200,7 +179,7 @@ def test_page_alone_shows_defaults_and_their_real_sizes():
 def test_probe_sentences_follow_the_direction_until_edited():
     at = run_page("training")
     set_widgets(at, {"training_direction": "fr-en"})
-    assert at.text_area(key="training_probes").value == "\n".join(jobs.PROBES["fr-en"])
+    assert at.text_area(key="training_probes").value == "\n".join(DEFAULT_PROBES["fr-en"])
     set_widgets(at, {"training_probes": "je suis étudiant"})
     set_widgets(at, {"training_direction": "en-fr"})
     assert at.text_area(key="training_probes").value == "je suis étudiant"
@@ -221,8 +200,8 @@ def test_impossible_settings_are_refused_before_anything_starts():
 # --- a short run ----------------------------------------------------------------------------------
 
 
-def test_short_run_loss_falls_and_the_model_appears_on_every_page(app_copy):
-    at = run_navigated(app_copy, "training")
+def test_short_run_loss_falls_and_the_model_appears_on_every_page():
+    at = run_navigated("training")
     job = start(at)
     assert job.view().state in ("running", "finished")
     v = finish(at, job)
@@ -239,7 +218,7 @@ def test_short_run_loss_falls_and_the_model_appears_on_every_page(app_copy):
 
     # the schedule in full, the current step marked
     lr = chart(at, "training_lr")
-    scale = jobs.DEFAULTS.lr_scale
+    scale = ts.DEFAULTS.lr_scale
     np.testing.assert_allclose(decode(trace(lr, "learning rate")["y"]), [rate(s, 16, 10, scale) for s in range(1, 41)])
     assert decode(trace(lr, "now")["x"]).tolist() == [40]
     assert decode(trace(lr, "now")["y"])[0] == pytest.approx(v.lrs[-1])  # the rate of the last step taken
@@ -357,8 +336,8 @@ def test_the_slider_scrubs_through_training():
 
 
 def test_queue_position_is_shown(monkeypatch):
-    manager = jobs.JobManager(max_running=1, poll=0.05)
-    monkeypatch.setattr(jobs, "_MANAGER", manager)
+    manager = job_manager.JobManager(max_running=1, poll=0.05)
+    monkeypatch.setattr(job_manager, "_MANAGER", manager)
     first, second = run_page("training"), run_page("training")
     try:
         a = start(first, training_steps=5000, training_eval_every=0)
@@ -391,7 +370,7 @@ def test_every_bad_corpus_gets_its_message(name, data, message):
     at = run_page("training")
     upload(at, "training_corpus_upload", (name, data, "text/plain"))
     assert any(message in e for e in texts(at, "error")), texts(at, "error")
-    prof = jobs.toy_profile("en-fr")
+    prof = ts.toy_profile("en-fr")
     assert at.radio(key="training_data").options == [
         f"The toy set ({prof.n_train:,} training pairs, {prof.n_heldout:,} held out)"]  # no "My corpus"
 
@@ -440,9 +419,9 @@ def bad_models(shipped_files):
     no_hash = {k: v for k, v in meta.items() if k != "weights_sha256"}
     wider = {**no_hash, "config": {**meta["config"], "d_ff": meta["config"]["d_ff"] * 2}}
     from model.train import Trainer
-    other = to_bytes(Trainer(jobs.make_config({k.removeprefix("training_"): v for k, v in TINY.items()
+    other = to_bytes(Trainer(ts.make_config({k.removeprefix("training_"): v for k, v in TINY.items()
                                                if k != "training_probe_every"}),
-                             data=jobs.toy_data("en-fr")).bundle())[0]  # weights of another (untrained) model
+                             data=ts.toy_data("en-fr")).bundle())[0]  # weights of another (untrained) model
     return [
         ("corrupt weights", [("m.safetensors", b"\x00garbage" * 100, ""), ("m.json", json.dumps(no_hash).encode(), "")],
          "not a readable safetensors file"),
@@ -483,9 +462,9 @@ def test_download_is_the_model_in_the_checkpoint_format():
 # --- isolation ----------------------------------------------------------------------------------------
 
 
-def test_one_session_never_changes_what_another_sees(tsv, app_copy):
-    a = run_navigated(app_copy, "training")
-    b = run_navigated(app_copy, "training")
+def test_one_session_never_changes_what_another_sees(tsv):
+    a = run_navigated("training")
+    b = run_navigated("training")
     before = {k: b.session_state[k] for k in ("model", "iv_look_ahead", "heads_off", "sentence")}
     b_text = all_text(b)
     # A trains, uploads a corpus and a model, switches a part off, types a sentence
@@ -506,7 +485,7 @@ def test_one_session_never_changes_what_another_sees(tsv, app_copy):
     assert "No training yet" in all_text(b) and all_text(b) == b_text
     assert b.session_state["training_data"] == "toy"
     # the only shared thing is the manager, and it holds no finished job
-    assert job not in jobs.get_manager().active_jobs()
+    assert job not in job_manager.get_manager().active_jobs()
 
 
 # --- figures (viz/training.py) ---------------------------------------------------------------------------
@@ -581,41 +560,3 @@ def test_page_file_is_thin():
     """No torch arithmetic in the page: it imports no torch."""
     src = (ROOT / "pages" / "training.py").read_text()
     assert "import torch" not in src
-
-
-# --- the hook for app.py: "My model" on whatever page the student is --------------------------------
-
-
-def _app_with_status():
-    import streamlit as st
-
-    from ui.jobs import sidebar_status
-
-    sidebar_status()
-    options = ["base", "no_mask"] + (["mine"] if st.session_state.get("my_model") is not None else [])
-    st.radio("Model", options, key="model")
-
-
-def test_sidebar_status_hands_the_model_over_before_the_sidebar_is_drawn():
-    from streamlit.testing.v1 import AppTest
-
-    at = AppTest.from_function(_app_with_status, default_timeout=60)
-    at.session_state["model"] = "base"
-    at.run()
-    assert at.radio(key="model").options == ["base", "no_mask"]
-    manager = jobs.JobManager(max_running=1, poll=0.05)
-    job = jobs.make_job({k.removeprefix("training_"): v for k, v in TINY.items() if k != "training_probe_every"}
-                        | {"steps": 2000, "eval_every": 0}, probe_every=0)
-    manager.submit(job)
-    at.session_state[jobs.JOB_KEY] = job
-    wait_steps(job, 2)
-    at.run()
-    no_exception(at)
-    assert at.sidebar.get("progress")[0].proto.text.startswith("Training: step ")
-    job.stop()
-    job.join(60)
-    at.run()  # the next run on any page: adopted before the radio, and selected
-    no_exception(at)
-    assert at.session_state["my_model"] is job.result and at.session_state["model"] == "mine"
-    assert at.radio(key="model").options == ["base", "no_mask", "mine"] and at.radio(key="model").value == "mine"
-    assert not at.sidebar.get("progress")

@@ -56,3 +56,13 @@ def config():
 def test_config_binds_to_loopback_and_hides_error_details(config):
     assert config["server"]["address"] == "127.0.0.1"
     assert config["client"]["showErrorDetails"] == "none"
+
+
+def test_walkthrough_order_and_next_links():
+    from ui import page_list
+
+    walk = [p.name for p in page_list.PAGES if p.walkthrough]
+    assert walk[:2] == ["overview", "tokens"] and walk[-1] == "output"
+    for a, b in zip(walk, walk[1:], strict=False):
+        assert page_list.next_page(a).name == b
+    assert page_list.next_page(walk[-1]) is None and page_list.next_page("training") is None

@@ -10,6 +10,8 @@ import torch
 
 from model.experiments import (
     dot_product_samples,
+    ffn_hidden,
+    layer_norm_params,
     plain_self_attention,
     saturation,
     saturation_by_dk,
@@ -226,7 +228,7 @@ def test_layers_helpers_match_the_model(norm_first):
             df = vl.residual_table(r, 2, n_dims=5)
             assert df.shape == (4, 5)
             assert np.allclose(df.iloc[2], df.iloc[3], atol=1e-4)
-            n = vl.layer_norm(t, m, layer, sub)
+            n = vl.layer_norm(t, layer, sub, *layer_norm_params(m, layer, sub))
             ln = getattr(m.encoder[layer], f"add_norm{sub}").norm
             assert torch.allclose(n.normed * ln.weight + ln.bias, n.out, atol=1e-6)
             assert torch.allclose(torch.nn.functional.layer_norm(n.x, (16,)), n.normed, atol=1e-5)
@@ -235,7 +237,7 @@ def test_layers_helpers_match_the_model(norm_first):
             at = vl.affine_table(n, 1)
             assert np.allclose(at.iloc[3], at.iloc[4], atol=1e-4)
             assert vl.ln_params(n).shape == (2, 16)
-        f = vl.ffn(t, m, layer)
+        f = vl.ffn(t, layer, ffn_hidden(m, layer, vl.ffn_input(t, layer)))
         assert f.max_difference < 1e-5
         assert f.zero_fraction == pytest.approx(float((t[f"enc.{layer}.ffn.hidden"] == 0).double().mean()))
         zt = vl.zero_table(f, list("abcde"))

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 
+from model import mask_experiments as me
 from model import pipeline
 from model.checkpoint import Bundle
 from model.data import pad
@@ -62,6 +63,19 @@ def test_lecture_masking_is_the_lecture_example():
     assert ex.weights[0].tolist() == [1.0, 0.0, 0.0, 0.0]
     assert torch.allclose(ex.weights.sum(-1), torch.ones(4))
     assert vd.above_diagonal(ex.weights) == (0, 0.0)
+
+
+def test_small_views_of_the_mask_steps(bundle):
+    ex = vd.lecture_masking()
+    e = math.exp(0.5)
+    assert vd.lecture_notice(ex) == (f"Row t=2 keeps 0.1 and 0.6 and hides the rest: softmax(0.1, 0.6) = "
+                                     f"({1 / (1 + e):.3f}, {e / (1 + e):.3f}).")
+    assert vd.row_sum_error(ex.weights) < 1e-6
+    assert vd.row_sum_error(torch.tensor([[0.5, 0.25]])) == 0.25
+    tr = traced_pair(bundle)
+    assert vd.step_shapes(tr, "dec.0.self_attn") == ["[1, 2, 6, 6]  (B, H, t, t)", "[1, 1, 6, 6]  (B|1, 1, t|1, t)",
+                                                     "[1, 2, 6, 6]  (B, H, t, t)", "[1, 2, 6, 6]  (B, H, t, t)"]
+    assert torch.equal(vd.head_weights(tr, "dec.1.self_attn", 1), tr["dec.1.self_attn.weights"][0, 1])
 
 
 def test_mask_steps_add_up_and_hide_the_future(bundle):
@@ -124,7 +138,7 @@ def test_cross_attention(bundle):
 
 
 def test_padding_demo(bundle):
-    d = vd.padding_demo(bundle, "i am a student", vd.LONG_PARTNER)
+    d = me.padding_demo(bundle, "i am a student", me.LONG_PARTNER)
     assert d.short == 0 and d.n_real == 5 and d.src.shape == (2, 12) and d.n_pad == 7
     assert d.src[0, 5:].tolist() == [0] * 7
     assert d.mask.shape == (2, 1, 1, 12) and d.mask.dtype == torch.bool
@@ -147,11 +161,22 @@ def test_padding_demo(bundle):
     assert d.labels[0][5] == "5 <pad>"
 
 
+def test_padding_result_views(bundle):
+    """What the page reads off the padding demo's result: labels, one head's weights, the most weight on <pad>."""
+    d = me.padding_demo(bundle, "i am a student", me.LONG_PARTNER)
+    assert vd.grid_labels(d) == ([f"pos {t}" for t in range(12)], ["sentence 1", "sentence 2"])
+    assert torch.equal(vd.padding_weights(d, 1, 0, True), d.weights_on[1, 0])
+    assert torch.equal(vd.padding_weights(d, 1, 0, False), d.weights_off[1, 0])
+    assert vd.max_pad_weight(d, 0, 1, True) == 0.0
+    off = d.weights_off[0, 1, :5, 5:].sum(-1).max()
+    assert vd.max_pad_weight(d, 0, 1, False) == pytest.approx(float(off)) and float(off) > 0
+
+
 def test_padding_partner(bundle):
-    assert vd.padding_partner(4, bundle) == vd.LONG_PARTNER
-    assert vd.padding_partner(10, bundle) == vd.LONG_PARTNER
-    assert vd.padding_partner(11, bundle) == vd.SHORT_PARTNER  # as long as the long partner: use the short one
-    assert vd.padding_partner(40, bundle) == vd.SHORT_PARTNER
+    assert me.padding_partner(4, bundle) == me.LONG_PARTNER
+    assert me.padding_partner(10, bundle) == me.LONG_PARTNER
+    assert me.padding_partner(11, bundle) == me.SHORT_PARTNER  # as long as the long partner: use the short one
+    assert me.padding_partner(40, bundle) == me.SHORT_PARTNER
 
 
 def test_peek_helpers_literal():
@@ -185,6 +210,20 @@ def test_cheat_table_and_peek_scores(bundle):
     assert peek.iloc[layer, head] == peek.to_numpy().max()
 
 
+def test_cheating_tables(bundle):
+    story = me.cheating_story(bundle, bundle, "i am a student", "je suis étudiant")
+    assert story.reference == "je suis étudiant"
+    tf = vd.teacher_forcing_table(story)
+    assert list(tf.columns) == ["", "accuracy (argmax = next reference word)", "mean p(next reference word)"]
+    assert tf.iloc[0, 1] == f"{vd.accuracy(story.cheat_tf):.0%}"
+    assert tf.iloc[1, 1] == f"{vd.accuracy(story.base_tf):.0%}"
+    assert tf.iloc[1, 2] == f"{vd.mean_gold_prob(story.base_tf):.3f}"
+    gen = vd.generation_table(story)
+    assert gen[""].tolist() == ["no-mask model", "base model", "reference"]
+    assert gen["translation"].tolist()[2] == "je suis étudiant"
+    assert gen["translation"].tolist()[1] == (story.base.translation or "(empty)")
+
+
 def test_training_figures(bundle):
     f = vd.training_figures(bundle)
     assert f["held-out exact match (greedy)"] == 0.5 and f["final train loss (label-smoothed)"] == 1.2
@@ -195,16 +234,6 @@ def test_training_figures(bundle):
     assert t.loc["final train loss (label-smoothed)", "a"] == "1.200"
     assert t.loc["held-out BLEU (greedy)", "b"] == "—" and t.loc["look-ahead mask in training", "a"] == "on"
     assert t.loc["steps", "a"] == "7"
-
-
-def test_dataset_reference():
-    assert vd.dataset_reference("i am a student") == "je suis étudiant"
-    assert vd.dataset_reference("  I am a   STUDENT ") == "je suis étudiant"
-    assert vd.dataset_reference("the animal didn't cross the street because it was too tired") == \
-        "l'animal n'a pas traversé la rue parce qu'il était trop fatigué"
-    assert vd.dataset_reference("zebras juggle quantum spoons") is None
-    assert vd.dataset_reference("je suis étudiant", "fr-en") == "i am a student"
-    assert vd.dataset_reference("i am a student", "xx-yy") is None
 
 
 def test_who_looks_where():
@@ -238,6 +267,15 @@ def test_top_candidates_and_figures(analysed, bundle):
     assert len(vo.top_candidates(probs[:3], logits[:3], itos, 10)) == 3
 
 
+def test_position_output(analysed, bundle):
+    tr = analysed.trace
+    out = vo.position_output(tr, 2)
+    assert torch.equal(out.h, tr["dec.out"][0, 2]) and torch.equal(out.logits, tr["logits"][0, 2])
+    assert torch.equal(out.probs, tr["probs"][0, 2]) and out.best == int(tr["logits"][0, 2].argmax())
+    assert torch.equal(vo.output_probs(tr), tr["probs"][0]) and torch.equal(vo.output_probs(tr, 1), tr["probs"][0, 1])
+    assert vo.output_weight(bundle.model).shape == (16, len(bundle.tgt_vocab.itos))
+
+
 def test_loss_table_and_gradient(bundle):
     itos = bundle.tgt_vocab.itos
     tf = pipeline.teacher_forced(bundle, pipeline.prepare(bundle, "i am a student"), "je suis étudiant")
@@ -248,6 +286,7 @@ def test_loss_table_and_gradient(bundle):
     assert df["-log p(gold)"].tolist() == pytest.approx(manual.tolist(), rel=1e-5)
     assert vo.cross_entropy(tf.gold_probs) == pytest.approx(float(manual.mean()), rel=1e-5)
     assert vo.cross_entropy(tf.gold_probs) == pytest.approx(tf.loss, rel=1e-5)
+    assert vo.n_right(tf) == sum(p == g for p, g in zip(tf.predicted, tf.gold, strict=True))
     g = vo.logit_gradient(probs[1], tf.gold[1])
     assert float(g.sum()) == pytest.approx(0.0, abs=1e-6) and float(g[tf.gold[1]]) < 0
     # p - y is the real gradient of the cross-entropy with respect to the logits
@@ -364,4 +403,4 @@ def test_ids_text():
 
 def test_pad_helper_is_what_the_demo_uses():
     assert pad([[1, 2], [3]]).tolist() == [[1, 2], [3, 0]]
-    assert tokenize(vd.LONG_PARTNER, "en")[-1] == "tired"
+    assert tokenize(me.LONG_PARTNER, "en")[-1] == "tired"

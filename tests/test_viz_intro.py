@@ -8,6 +8,7 @@ import torch
 
 from model.checkpoint import Bundle
 from model.data import Pair
+from model.experiments import permutation_check
 from model.paper import BASE, BIG, BLEU_TABLE, TABLE1
 from model.transformer import Config, Transformer, sinusoidal_encoding
 from model.vocab import Vocab
@@ -21,6 +22,7 @@ from viz.complexity import (
     human_bytes,
     layer_costs,
     path_length_conv,
+    stored_bytes,
 )
 from viz.embeddings import (
     TEXTBOOK_VOCAB,
@@ -48,7 +50,6 @@ from viz.positional import (
     curves_figure,
     frequencies,
     make_order,
-    permutation_check,
     rotation,
     shift_check,
     worked,
@@ -138,6 +139,7 @@ def test_cheaper_and_memory():
     assert attention_matrix_bytes(10, 8, 6) == 10 * 10 * 8 * 6 * 4
     assert attention_matrix_bytes(3, 2, 1, n_keys=5) == 3 * 5 * 2 * 4
     assert human_bytes(512) == "512 bytes" and human_bytes(1536) == "1.5 KiB" and human_bytes(3 * 1024**2) == "3.0 MiB"
+    assert stored_bytes(torch.zeros(1, 2, 5, 5)) == 50 * 4 and stored_bytes(torch.zeros(3, dtype=torch.float64)) == 24
 
 
 def test_costs_figure():

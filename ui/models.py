@@ -4,7 +4,7 @@ The shipped checkpoints are loaded with `st.cache_resource`: one copy per server
 read-only by every session (the model is in eval mode with gradients off, and a forward pass never
 stores anything on it). A session's own model lives in its `st.session_state` only.
 
-Heavy work is cached by `session_cache` (every cached result in ui/ and pages/), keyed on (model
+Heavy work is cached by `session_cache` (every cached result of the pages lives in ui/), keyed on (model
 key, sentence, interventions, ...): the model key names the weights (the shipped file's hash, or a
 per-session random id), so two sessions only ever share a cache entry when they use the very same
 shipped weights. The server-wide entry (`st.cache_resource`) is never handed out: a session gets
@@ -24,12 +24,16 @@ import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import pandas as pd
 import streamlit as st
 
-from model import checkpoint, pipeline
+from model import checkpoint, data, experiments, mask_experiments, pipeline
 from model.checkpoint import Bundle
+from model.data import DATASET_PATH, data_hash, load_dataset
 from model.trace import Interventions
 from ui.state import init_state, interventions
+from viz import layers
+from viz.overview import data_summary
 
 SHIPPED = {"base": checkpoint.SHIPPED, "no_mask": checkpoint.SHIPPED_NO_MASK}
 
@@ -126,6 +130,62 @@ def teacher_forced(target: str, iv: Interventions | None = None) -> pipeline.Tea
                            interventions() if iv is None else iv, cur.bundle)
 
 
+# --- The encoder-side pages (overview, positional, self-attention, encoder) ----------------------
+
+
+@session_cache(max_entries=4)
+def _toy_data(mtime: float) -> tuple[pd.DataFrame, str]:  # keyed on the file's modification time
+    return data_summary(load_dataset()), data_hash(DATASET_PATH)
+
+
+def toy_data() -> tuple[pd.DataFrame, str]:
+    """The shipped toy data set: pairs per family and split (a table), and the file's hash. A regenerated
+    file is read again."""
+    return _toy_data(DATASET_PATH.stat().st_mtime)
+
+
+@session_cache(max_entries=64)
+def _permutation(model_key: str, ids: tuple[int, ...], order: tuple[int, ...], pe: bool, _bundle: Bundle):
+    return experiments.permutation_check(_bundle, ids, list(order), pe)
+
+
+def permutation_checks(ids, order) -> tuple[experiments.PermutationCheck, experiments.PermutationCheck]:
+    """The word-order experiment on source `ids` (words then EOS) with the current model: PE off, PE on."""
+    cur = current_model()
+    ids, order = tuple(int(i) for i in ids), tuple(order)
+    return (_permutation(cur.key, ids, order, False, cur.bundle),
+            _permutation(cur.key, ids, order, True, cur.bundle))
+
+
+@session_cache()
+def _variance(d_ks: tuple[int, ...]) -> list[experiments.VarianceRow]:
+    return experiments.variance_by_dk(list(d_ks), n=4000, seed=0)
+
+
+def variance_rows(d_ks) -> list[experiments.VarianceRow]:
+    """Measured Var(q·k) for every d_k (4000 random pairs, seed 0)."""
+    return _variance(tuple(d_ks))
+
+
+@session_cache()
+def _saturation(d_ks: tuple[int, ...]) -> list[experiments.SaturationRow]:
+    return experiments.saturation_by_dk(list(d_ks), n_keys=8, trials=200, seed=0)
+
+
+def saturation_rows(d_ks) -> list[experiments.SaturationRow]:
+    """Softmax saturation for every d_k (200 random queries against 8 keys, seed 0)."""
+    return _saturation(tuple(d_ks))
+
+
+def encoder_layer(a: pipeline.Analysis, layer: int, sub: int) -> tuple[layers.Norm, layers.FFN]:
+    """LayerNorm `sub` and the FFN of encoder layer `layer` on the analysed sentence, with the current
+    model's γ, β and its FFN's hidden layer recomputed from W_1, b_1."""
+    model = current_model().bundle.model
+    norm = layers.layer_norm(a.trace, layer, sub, *experiments.layer_norm_params(model, layer, sub))
+    hidden = experiments.ffn_hidden(model, layer, layers.ffn_input(a.trace, layer))
+    return norm, layers.ffn(a.trace, layer, hidden)
+
+
 @session_cache()
 def _beam(model_key: str, text: str, k: int, alpha: float, iv: Interventions, _bundle: Bundle):
     return pipeline.beam(_bundle, pipeline.prepare(_bundle, text), k, alpha, iv)
@@ -134,3 +194,40 @@ def _beam(model_key: str, text: str, k: int, alpha: float, iv: Interventions, _b
 def beam(k: int, alpha: float = 0.6, iv: Interventions | None = None):
     cur = current_model()
     return _beam(cur.key, st.session_state["sentence"], k, alpha, interventions() if iv is None else iv, cur.bundle)
+
+
+# --- The decoder page: the padding demo and the model trained without the look-ahead mask ---------
+
+@session_cache(max_entries=64)
+def _padding(model_key: str, text: str, partner: str, _bundle: Bundle) -> mask_experiments.PaddingDemo:
+    return mask_experiments.padding_demo(_bundle, text, partner)
+
+
+def padding_demo(prepared: pipeline.Prepared) -> mask_experiments.PaddingDemo:
+    """The (prepared) current sentence batched with a partner of another length, padding mask on and off."""
+    cur = current_model()
+    partner = mask_experiments.padding_partner(len(prepared.tokens), cur.bundle)
+    return _padding(cur.key, prepared.text, partner, cur.bundle)
+
+
+@session_cache(max_entries=64)
+def _base_translation(model_key: str, text: str, _bundle: Bundle) -> str:
+    return pipeline.analyse(_bundle, pipeline.prepare(_bundle, text)).translation
+
+
+def no_mask_reference(text: str, base: Bundle) -> str:
+    """The reference fed to the no-mask story: the toy data set's translation of `text`, or else the base
+    model's own translation."""
+    ref = data.dataset_reference(text, base.direction)
+    return ref if ref is not None else _base_translation(base.meta.get("weights_sha256", "base"), text, base)
+
+
+@session_cache(max_entries=64)
+def _cheating(keys: str, text: str, reference: str, _base: Bundle, _cheat: Bundle) -> mask_experiments.Cheating:
+    return mask_experiments.cheating_story(_base, _cheat, text, reference)
+
+
+def cheating(text: str, reference: str, base: Bundle, cheat: Bundle) -> mask_experiments.Cheating:
+    """The no-mask model and the base model on `text`: teacher-forced with `reference`, and generating."""
+    keys = f"{base.meta.get('weights_sha256', '')}:{cheat.meta.get('weights_sha256', '')}"
+    return _cheating(keys, text, reference, base, cheat)

@@ -40,6 +40,9 @@ class PageSpec:
 
 
 PAGES: tuple[PageSpec, ...] = (
+    PageSpec("Start", "pages/lesson.py", "Guided lesson", ":material/school:",
+             "One sentence from words to its translation in about twenty short steps, each with one figure and "
+             "the numbers to notice; Back / Next, and a link to every step", walkthrough=False),
     PageSpec("Start", "pages/overview.py", "Overview", ":material/account_tree:",
              "The sentence and its translation, the encoder-decoder stack block by block, shapes and sizes "
              "beside the paper's base model"),
@@ -67,15 +70,15 @@ PAGES: tuple[PageSpec, ...] = (
              "schedule, live progress, then every page shows your model", walkthrough=False),
 )
 
-DEFAULT = PAGES[0]  # what "/" shows
-
-
 def by_name(name: str) -> PageSpec:
     """The page whose file stem is `name` ("self_attention")."""
     for p in PAGES:
         if p.name == name:
             return p
     raise KeyError(name)
+
+
+DEFAULT = by_name("overview")  # what "/" forwards to (by name: the guided lesson is listed first)
 
 
 def next_page(name: str) -> PageSpec | None:

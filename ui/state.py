@@ -18,6 +18,10 @@ my_model           this session's own Bundle (trained or uploaded), if any     -
 my_model_key       a unique id for it (part of every cache key)                -
 =================  =========================================================  ================
 
+The guided lesson (pages/lesson.py, state in ui/lesson.py) has its own sentence and step, mirrored in
+`PAGE_PARAMS` (``?lesson=<sentence>&step=N``): `sync_query_params` leaves those alone. Streamlit clears the
+query string when the user moves to another page, so they only live on the page that writes them.
+
 Nothing here is shared between sessions: `st.session_state` is per browser tab. The shipped models
 are loaded once per server (`ui.models`) and only read.
 """
@@ -39,6 +43,7 @@ TOGGLES = {  # state key -> (Interventions field, URL parameter, label)
     "iv_scale": ("scale", "scale", "Divide by √d_k"),
     "iv_pos": ("positional_encoding", "pe", "Positional encoding"),
 }
+PAGE_PARAMS = ("lesson", "step")  # URL parameters a page owns (the guided lesson): kept, never wiped
 MAX_URL_SENTENCE = 500  # a longer sentence is not put in the URL (it is cut to the model's limit anyway)
 MAX_LINK_SENTENCE = 2_000  # a link's sentence is cut to this (the model reads at most max_len tokens)
 MAX_LINK_HEADS = 64  # heads read from a link's "off" list
@@ -166,5 +171,8 @@ def sync_query_params() -> None:
     for key, (_, param, _) in TOGGLES.items():
         if not ss[key]:
             want[param] = "0"
+    for param in PAGE_PARAMS:  # the page that owns them writes them after this (see the module docstring)
+        if param in st.query_params:
+            want[param] = st.query_params[param]
     if dict(st.query_params) != want:
         st.query_params.from_dict(want)

@@ -1,28 +1,197 @@
-"""One training job's process: `python -m ui.train_worker FD`, started by `ui.jobs.Job`.
+"""The training process: `python -m ui.train_worker FD`, both ends of its connection.
 
-Training runs here rather than in a thread of the Streamlit server: a small model's training step is
-mostly Python overhead, so a training thread would hold the server's interpreter lock and every
-student's page would wait for it. A separate interpreter (about 1 s to start) shares nothing with the
-server but the connection on file descriptor FD:
+Training runs in its own process rather than in a thread of the Streamlit server: a small model's
+training step is mostly Python overhead, so a training thread would hold the server's interpreter
+lock and every student's page would wait for it. A separate interpreter (about 1 s to start) shares
+nothing with the server but a connection (a socket pair) on file descriptor FD:
 
-- server -> worker: the job's spec (a dict, see `Job._run`), then optionally ("stop",);
-- worker -> server: the messages listed in `ui.jobs.worker`, ending with ("end", ...).
+- server -> worker: the job's spec (a dict: tcfg, data, data_sha256, probes, probe_every, name),
+  then optionally ("stop",);
+- worker -> server: ("info", {...}), ("steps", [(StepEvent, seconds since start), ...]),
+  ("eval", EvalEvent, seconds), ("snapshots", [Snapshot, ...]), ("result", weights bytes, JSON
+  bytes) and last ("end", state, reason, error).
 
-The worker runs at a lower CPU priority with one torch thread. When the server goes away the
-connection closes, the worker stops after its current step and exits.
+The worker runs at a lower CPU priority (nice +`NICE`) with one torch thread, so the server and
+the other jobs keep their cores. When the server goes away the connection closes, the worker stops
+after its current step and exits.
+
+In the server, `run` (called by the job's thread, see `ui.jobs.Job`) starts the process and hands
+each message to the job; it only waits on a pipe, so it costs the server nearly nothing.
 """
 
 from __future__ import annotations
 
+import multiprocessing
 import os
+import subprocess
 import sys
 import threading
+import time
+from collections.abc import Callable
 from multiprocessing.connection import Connection
+from pathlib import Path
+
+import torch
+
+from model.checkpoint import to_bytes
+from model.data import langs
+from model.probes import find_reference, snapshots
+from model.train import EvalEvent, StepEvent, TrainConfig, Trainer, TrainingDiverged
+from model.train_settings import toy_data, toy_sha256
+
+ROOT = Path(__file__).resolve().parents[1]  # the worker runs as `python -m ui.train_worker` from here
+STOP_GRACE = 30.0  # seconds a stopped worker may take to send its model before it is terminated
+FLUSH_SECONDS = 0.2  # the worker sends its step figures in batches, at most this often
+NICE = 10  # the worker runs this much nicer than the server: when the cores are busy, page runs go first
+
+
+# --- The server's end ----------------------------------------------------------------------------
+
+
+def run(spec: dict, stop: threading.Event, kill: Callable[[], bool], started: Callable[[subprocess.Popen], None],
+        receive: Callable[[tuple], None]) -> tuple[str, str, str | None]:
+    """Start a worker with `spec`, pass each of its messages to `receive`; returns (state, reason, error).
+
+    `stop` set: the worker is told to stop after its current step and send the model so far; `kill()`
+    true (nobody waits for the model) or a worker stuck for `STOP_GRACE` seconds: it is killed.
+    """
+    state, reason, error = "failed", "error", None
+    conn, child_conn = multiprocessing.Pipe()  # a socket pair: messages both ways
+    proc = None
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "ui.train_worker", str(child_conn.fileno())],
+                                pass_fds=[child_conn.fileno()], cwd=ROOT, stdin=subprocess.DEVNULL,
+                                env={**os.environ, "OMP_NUM_THREADS": "1"})
+        child_conn.close()
+        started(proc)
+        conn.send(spec)
+        stop_sent: float | None = None
+        while True:
+            if stop.is_set() and stop_sent is None:
+                conn.send(("stop",))  # the worker ends after its current step and sends the model so far
+                stop_sent = time.monotonic()
+            if kill() or (stop_sent is not None and time.monotonic() - stop_sent > STOP_GRACE):
+                proc.kill()  # nobody waits for this model (session ended), or the worker is stuck
+                state, reason = "stopped", "stopped"
+                break
+            if conn.poll(0.1):
+                try:
+                    msg = conn.recv()
+                except (EOFError, OSError):
+                    msg = None
+                if msg is None:
+                    state, reason, error = _died(proc)
+                    break
+                if msg[0] == "end":
+                    state, reason, error = msg[1], msg[2], msg[3]
+                    break
+                receive(msg)
+            elif proc.poll() is not None:
+                state, reason, error = _died(proc)
+                break
+    except Exception as e:  # noqa: BLE001 - the session must keep working whatever happens here
+        state, reason, error = "failed", "error", f"Training failed: {type(e).__name__}: {e}"
+    finally:
+        conn.close()
+        child_conn.close()
+        if proc is not None:
+            try:
+                proc.wait(5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(5)
+    return state, reason, error
+
+
+def _died(proc: subprocess.Popen) -> tuple[str, str, str]:
+    try:
+        code = proc.wait(5)
+    except subprocess.TimeoutExpired:
+        code = None
+    hint = " (killed: perhaps out of memory)" if code is not None and code < 0 else ""
+    return "failed", "error", (f"Training failed: the training process ended unexpectedly (exit code {code}"
+                               f"{hint}). Try smaller settings.")
+
+
+# --- The worker's end ----------------------------------------------------------------------------
+
+
+def worker(conn, stop, spec: dict) -> None:
+    """The body of a training process: train, and send everything the page shows through `conn`.
+
+    A broken pipe (the server is gone) ends the process.
+    """
+    torch.set_num_threads(1)  # one core per job: the server and the other jobs keep theirs
+    try:
+        end = _train(conn, stop, spec)
+    except TrainingDiverged as e:
+        end = ("end", "failed", "diverged", str(e))
+    except (BrokenPipeError, EOFError):
+        return
+    except Exception as e:  # noqa: BLE001 - reported to the page, the server never sees a traceback
+        end = ("end", "failed", "error", f"Training failed: {type(e).__name__}: {e}")
+    try:
+        conn.send(end)
+    except (BrokenPipeError, OSError):
+        pass
+    finally:
+        conn.close()
+
+
+def _train(conn, stop, spec: dict) -> tuple:
+    t: TrainConfig = spec["tcfg"]
+    start = time.perf_counter()
+    data = spec["data"] if spec["data"] is not None else toy_data(t.direction)
+    sha = spec["data_sha256"] or (toy_sha256() if spec["data"] is None else None)
+    torch.manual_seed(t.seed)  # dropout draws from torch's global generator (as in the CLI); this process only
+    trainer = Trainer(t, data=data, data_sha256=sha)
+    src_lang, _ = langs(t.direction)
+    probes, probe_every = spec["probes"], spec["probe_every"]
+    references = [find_reference(data, p, src_lang) for p in probes]
+    conn.send(("info", {"parameters": sum(p.numel() for p in trainer.model.parameters()), "pid": os.getpid(),
+                        "torch_threads": torch.get_num_threads(),
+                        "nice": os.getpriority(os.PRIO_PROCESS, 0) if hasattr(os, "getpriority") else None}))
+
+    def snapshot() -> None:
+        if probes and probe_every:
+            conn.send(("snapshots", snapshots(trainer, t.direction, probes, references)))
+
+    snapshot()  # step 0: the attention of the untrained model
+    pending: list = []
+    flushed = time.perf_counter()
+    last_snap = 0
+    for ev in trainer.run(stop):
+        now = time.perf_counter() - start
+        if isinstance(ev, StepEvent):
+            pending.append((ev, now))
+            if probe_every and ev.step % probe_every == 0:
+                conn.send(("steps", pending))
+                pending, flushed = [], time.perf_counter()
+                snapshot()
+                last_snap = ev.step
+        elif isinstance(ev, EvalEvent):
+            conn.send(("steps", pending))
+            pending, flushed = [], time.perf_counter()
+            conn.send(("eval", ev, now))
+        if pending and time.perf_counter() - flushed >= FLUSH_SECONDS:
+            conn.send(("steps", pending))
+            pending, flushed = [], time.perf_counter()
+        if stop.is_set():
+            break  # stopped: no final evaluation, the model is handed over at once
+    if pending:
+        conn.send(("steps", pending))
+    if last_snap != trainer.step:
+        snapshot()
+    weights, meta = to_bytes(trainer.bundle(name=spec["name"]))
+    conn.send(("result", weights, meta))
+    if stop.is_set():
+        return ("end", "stopped", "stopped", None)
+    if trainer.step < t.steps:
+        return ("end", "stopped", f"time limit ({t.max_seconds:.0f} s per job)", None)
+    return ("end", "finished", "completed", None)
 
 
 def main() -> None:
-    from ui.jobs import NICE, worker
-
     os.nice(NICE)  # before any other thread starts: on Linux each thread has its own priority, new ones inherit it
     conn = Connection(int(sys.argv[1]))
     spec = conn.recv()

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import streamlit as st
 from streamlit.errors import StreamlitPageNotFoundError
 
 from model.pipeline import Analysis
+from ui import page_list
 from viz.heatmap import heatmap, table
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$])")
@@ -61,6 +63,14 @@ def page_link(page: str, label: str, icon: str = ":material/arrow_forward:") -> 
         st.markdown(f"→ {label}")
 
 
+def next_link(page_file: str) -> None:
+    """The "Next: ..." link at the bottom of a walkthrough page, in walkthrough order (ui/page_list.py)."""
+    nxt = page_list.next_page(Path(page_file).stem)
+    if nxt is not None:
+        st.divider()
+        page_link(nxt.file, f"Next: **{nxt.title}**: {nxt.summary[0].lower()}{nxt.summary[1:]}")
+
+
 def keep_valid(key: str, options: Sequence, default) -> None:
     """Reset a widget's remembered choice to `default` when it is no longer among its options (another
     sentence or model). Call before drawing the widget."""
@@ -88,3 +98,47 @@ def pick(label: str, options: Sequence, key: str, default=None, *, style: str = 
             return options[0]
         return st.select_slider(label, options, key=key, format_func=format_func, **kw)
     return st.selectbox(label, options, key=key, format_func=format_func, **kw)
+
+
+def reference_box(label: str, key: str, sentence: str, default: Callable[[], str], help: str) -> str:
+    """A text box for a reference translation, filled with `default()` whenever the sentence changes (the
+    sentence it was filled for is kept under `<key>_for`); what the user types stays until then."""
+    ss = st.session_state
+    if ss.get(f"{key}_for") != sentence or key not in ss:
+        ss[key] = default()
+        ss[f"{key}_for"] = sentence
+    return st.text_input(label, key=key, help=help)
+
+
+def operator(symbol: str) -> None:
+    """A big +, =, → between two matrices."""
+    st.markdown(f"<div style='text-align:center;font-size:2.6rem;padding-top:7rem'>{symbol}</div>",
+                unsafe_allow_html=True)
+
+
+def four_steps(s, labels: list[str], titles: list[str], shapes: list[str], keys: list[str], **kw) -> None:
+    """scaled + mask = masked -> softmax -> weights (a viz.decoder.MaskSteps), as a 2 x 2 grid with the
+    operators between."""
+    g1, g2, g3 = st.columns([10, 1, 10])
+    with g1:
+        matrix(s.scaled, labels, labels, "scores", title=titles[0], shape=shapes[0], key=keys[0], **kw)
+    with g2:
+        operator("+")
+    with g3:
+        matrix(s.mask, labels, labels, "mask", title=titles[1], shape=shapes[1], key=keys[1], **kw)
+    g1, g2, g3 = st.columns([10, 1, 10])
+    with g1:
+        st.markdown("<div style='font-size:2.2rem;line-height:1'>=</div>", unsafe_allow_html=True)
+        matrix(s.masked, labels, labels, "scores", title=titles[2], shape=shapes[2], key=keys[2], **kw)
+    with g2:
+        operator("→")
+    with g3:
+        st.markdown("<div style='font-size:1.3rem;line-height:1.7'>softmax, row by row</div>", unsafe_allow_html=True)
+        matrix(s.weights, labels, labels, "weights", title=titles[3], shape=shapes[3], key=keys[3], **kw)
+
+
+def weights_panel(w, labels: list[str], *, title: str, shape: str, key: str, **kw) -> None:
+    """A square weight heatmap with its exact numbers folded away in an expander."""
+    matrix(w, labels, labels, "weights", title=title, shape=shape, key=key, show_table=False, **kw)
+    with st.expander("Exact numbers"):
+        st.dataframe(table(w, labels, labels))

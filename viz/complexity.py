@@ -74,6 +74,11 @@ def attention_matrix_bytes(n: int, heads: int, layers: int, bytes_per_value: int
     return n * (n if n_keys is None else n_keys) * heads * layers * bytes_per_value
 
 
+def stored_bytes(t) -> int:
+    """Bytes a tensor's values take in memory (e.g. one layer's recorded attention weights)."""
+    return t.numel() * t.element_size()
+
+
 def human_bytes(n: int) -> str:
     """1536 -> "1.5 KiB"."""
     value = float(n)

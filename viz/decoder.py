@@ -1,7 +1,9 @@
-"""Pure helpers for the decoder page: masking step by step, padding, cross-attention, the no-mask model.
+"""Pure builders for the decoder page: masking step by step, cross-attention, and the results of the
+padding demo and the no-mask model (run by model/mask_experiments.py), as tensors and tables.
 
-Everything here takes real tensors (a trace, a bundle) or the lecture notes' textbook numbers and
-returns tensors, small dataclasses or pandas DataFrames for the page to draw. No Streamlit.
+Everything here takes real tensors (a trace, an experiment's result) or the lecture notes' textbook
+numbers and returns tensors, small dataclasses, strings or pandas DataFrames for the page to draw. It
+never runs the model. No Streamlit.
 
 Masks follow the model's convention (model/transformer.py): boolean True = may attend; the additive
 form drawn in the lecture notes is 0 where allowed and -inf where masked, and
@@ -12,19 +14,20 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import lru_cache
+from typing import TYPE_CHECKING
 
 import pandas as pd
 import torch
 from torch import Tensor
 
 from model.checkpoint import Bundle
-from model.data import load_dataset, pad
-from model.decoding import greedy_batch, max_output_len
-from model.pipeline import Analysis, TeacherForced, analyse, prepare, teacher_forced, token_labels
-from model.trace import Interventions, Trace
-from model.transformer import additive_mask, look_ahead_mask, padding_mask, traced
-from model.vocab import BOS_ID, detokenize, tokenize
+from model.trace import Trace
+from model.transformer import additive_mask, look_ahead_mask
+from viz.heatmap import shape_text
+
+if TYPE_CHECKING:  # result types only: viz draws what model/ computed, it never runs the network
+    from model.mask_experiments import Cheating, PaddingDemo
+    from model.pipeline import TeacherForced
 
 # --- The lecture notes' 4 x 4 example ------------------------------------------------------------
 
@@ -54,6 +57,12 @@ def lecture_masking() -> MaskSteps:
     return MaskSteps(scaled, mask, masked, torch.softmax(masked, dim=-1))
 
 
+def lecture_notice(ex: MaskSteps) -> str:
+    """What row t=2 of the lecture notes' example shows, with the weights computed."""
+    return ("Row t=2 keeps 0.1 and 0.6 and hides the rest: softmax(0.1, 0.6) = "
+            f"({float(ex.weights[1, 0]):.3f}, {float(ex.weights[1, 1]):.3f}).")
+
+
 def mask_steps(trace: Trace, module: str, head: int) -> MaskSteps:
     """The four matrices of one head of `module` (e.g. "dec.0.self_attn") for sentence 0 of the batch."""
     scaled = trace[f"{module}.scaled"]  # [B, H, Tq, Tk]
@@ -62,10 +71,22 @@ def mask_steps(trace: Trace, module: str, head: int) -> MaskSteps:
                      trace[f"{module}.weights"][0, head])
 
 
+def step_shapes(trace: Trace, module: str) -> list[str]:
+    """The recorded shapes of `module`'s scaled scores, mask, masked scores and weights, named dimension by
+    dimension (the mask broadcasts: batch 1 and, for the padding mask, one query row)."""
+    return [shape_text(trace[f"{module}.{n}"], "B|1, 1, t|1, t" if n == "mask" else "B, H, t, t")
+            for n in ("scaled", "mask", "masked", "weights")]
+
+
 def above_diagonal(weights: Tensor) -> tuple[int, float]:
     """(how many weights strictly above the diagonal are > 0, their sum): the attention paid to the future."""
     upper = torch.triu(weights, diagonal=1)
     return int((upper > 0).sum()), float(upper.sum())
+
+
+def row_sum_error(weights: Tensor) -> float:
+    """Largest |row sum - 1| of a [Tq, Tk] weight matrix (0 up to rounding: every row is a distribution)."""
+    return float((weights.sum(-1) - 1).abs().max())
 
 
 def renormalisation(scaled_row: Tensor, mask_row: Tensor, labels: list[str]) -> pd.DataFrame:
@@ -153,91 +174,17 @@ def cross_attention(trace: Trace, layer: int, head: int | None = None) -> Tensor
     return w.mean(0) if head is None else w[head]
 
 
+def head_weights(trace: Trace, module: str, head: int) -> Tensor:
+    """[Tq, Tk] weights of one head of `module` (e.g. "dec.0.self_attn") for sentence 0."""
+    return trace[f"{module}.weights"][0, head]
+
+
 def head_average(trace: Trace, module: str) -> Tensor:
     """[Tq, Tk] mean of the heads' weights of `module` for sentence 0."""
     return trace[f"{module}.weights"][0].mean(0)
 
 
 # --- Padding -------------------------------------------------------------------------------------
-
-LONG_PARTNER = "the animal didn't cross the street because it was too tired"
-SHORT_PARTNER = "i am a student"
-FRENCH_PARTNERS = ("l'animal n'a pas traversé la rue parce qu'il était trop fatigué", "je suis étudiant")  # for fr-en
-
-
-def padding_partner(n_tokens: int, bundle: Bundle) -> str:
-    """A sentence of a different length to batch with a sentence of `n_tokens` tokens."""
-    long, short = (LONG_PARTNER, SHORT_PARTNER) if bundle.direction == "en-fr" else FRENCH_PARTNERS
-    return long if n_tokens < len(tokenize(long, bundle.langs[0])) else short
-
-
-@dataclass(frozen=True)
-class PaddingDemo:
-    """Two sentences in one padded batch, the padding mask, and what it changes for the shorter one."""
-
-    texts: tuple[str, str]
-    labels: tuple[tuple[str, ...], ...]  # position-prefixed tokens of each padded row (with <eos>, <pad>)
-    src: Tensor  # [B, T] ids, 0 = <pad>
-    mask: Tensor  # [B, 1, 1, T] boolean padding mask, True = may attend
-    short: int  # row of the shorter sentence
-    n_real: int  # its real tokens (with <eos>)
-    weights_on: Tensor  # [L, H, T, T] encoder self-attention of the short row, padding mask on
-    weights_off: Tensor  # [L, H, T, T] the same with the padding mask off
-    cross_on: Tensor  # [L, H, 1, T] encoder-decoder attention of the short row's first decoder step (mask on)
-    cross_off: Tensor  # [L, H, 1, T] same, mask off
-    out_alone: Tensor  # [n_real, D] encoder output of the short sentence run on its own
-    out_on: Tensor  # [n_real, D] its encoder output inside the padded batch, mask on
-    out_off: Tensor  # [n_real, D] same, mask off
-    translation_alone: str
-    translation_on: str
-    translation_off: str
-
-    @property
-    def n_pad(self) -> int:
-        return self.src.size(1) - self.n_real
-
-    def pad_weight(self, on: bool) -> Tensor:
-        """[L, H, n_real] total weight each real query of the short row gives to <pad> keys."""
-        w = self.weights_on if on else self.weights_off
-        return w[:, :, : self.n_real, self.n_real:].sum(-1)
-
-    def out_change(self, on: bool) -> float:
-        """Largest |difference| between the short sentence's encoder output in the batch and on its own."""
-        return float((self.out_on if on else self.out_off).sub(self.out_alone).abs().max())
-
-
-def padding_demo(bundle: Bundle, text: str, partner: str) -> PaddingDemo:
-    """Batch `text` with `partner`, pad the shorter one, run the unmodified model with the padding mask on and off."""
-    p_a, p_b = prepare(bundle, text), prepare(bundle, partner)
-    src = pad([list(p_a.ids), list(p_b.ids)])  # [2, T]
-    short = 0 if len(p_a.ids) <= len(p_b.ids) else 1
-    n_real = len((p_a, p_b)[short].ids)
-    tgt_in = torch.full((2, 1), BOS_ID, dtype=torch.long)  # [2, 1]: the first decoder step
-    on, off = Interventions(), Interventions(padding_mask=False)
-    tr_on, tr_off = traced(bundle.model, src, tgt_in, on), traced(bundle.model, src, tgt_in, off)
-    alone = traced(bundle.model, (p_a, p_b)[short].src(), tgt_in[:1], on)
-    L = bundle.config.n_enc_layers
-    Ld = bundle.config.n_dec_layers
-    enc = lambda tr: torch.stack([tr[f"enc.{i}.self_attn.weights"][short] for i in range(L)])  # [L, H, T, T]
-    cross = lambda tr: torch.stack([tr[f"dec.{i}.cross_attn.weights"][short] for i in range(Ld)])  # [L, H, 1, T]
-    labels = []
-    for row in src.tolist():
-        toks = [bundle.src_vocab.itos[i] for i in row]
-        labels.append(tuple(token_labels(toks)))
-    tgt_lang = bundle.langs[1]
-    limit = max_output_len(bundle.model, n_real)  # the same length limit as when translated alone
-    out_on = greedy_batch(bundle.model, src, on, limit)[short]
-    out_off = greedy_batch(bundle.model, src, off, limit)[short]
-    out_alone = greedy_batch(bundle.model, (p_a, p_b)[short].src(), on, limit)[0]
-    say = lambda ids: detokenize(bundle.tgt_vocab.decode(ids), tgt_lang)
-    return PaddingDemo(
-        texts=(text, partner), labels=tuple(labels), src=src, mask=padding_mask(src, bundle.config.pad_id),
-        short=short, n_real=n_real, weights_on=enc(tr_on), weights_off=enc(tr_off),
-        cross_on=cross(tr_on), cross_off=cross(tr_off),
-        out_alone=alone["enc.out"][0], out_on=tr_on["enc.out"][short, :n_real],
-        out_off=tr_off["enc.out"][short, :n_real],
-        translation_alone=say(out_alone), translation_on=say(out_on), translation_off=say(out_off))
-
 
 def batch_table(demo: PaddingDemo) -> pd.DataFrame:
     """The padded batch as words: one row per sentence, one column per position."""
@@ -252,28 +199,22 @@ def mask_grid(demo: PaddingDemo) -> Tensor:
     return additive_mask(demo.mask)[:, 0, 0, :]
 
 
+def grid_labels(demo: PaddingDemo) -> tuple[list[str], list[str]]:
+    """(x labels: "pos t" per key position, y labels: "sentence i" per row) of the mask grid."""
+    return [f"pos {t}" for t in range(demo.src.size(1))], [f"sentence {i + 1}" for i in range(demo.src.size(0))]
+
+
+def padding_weights(demo: PaddingDemo, layer: int, head: int, on: bool) -> Tensor:
+    """[T, T] encoder self-attention of the shorter sentence, one layer and head, padding mask on or off."""
+    return (demo.weights_on if on else demo.weights_off)[layer, head]
+
+
+def max_pad_weight(demo: PaddingDemo, layer: int, head: int, on: bool) -> float:
+    """The most weight any real token of the shorter sentence gives to <pad> keys (one layer and head)."""
+    return float(demo.pad_weight(on)[layer, head].max())
+
+
 # --- The model trained without the look-ahead mask ---------------------------------------------
-
-@dataclass(frozen=True)
-class Cheating:
-    """The no-mask model and the base model on the same sentence: teacher forcing vs generation."""
-
-    reference: str
-    cheat_tf: TeacherForced  # no-mask model, teacher-forced with the reference, look-ahead mask off (as trained)
-    base_tf: TeacherForced  # base model, teacher-forced, mask on
-    cheat: Analysis  # no-mask model, greedy generation (mask off, as trained)
-    base: Analysis  # base model, greedy generation
-
-
-CHEAT_IV = Interventions(look_ahead_mask=False)
-
-
-def cheating_story(base: Bundle, cheat: Bundle, text: str, reference: str) -> Cheating:
-    p_cheat, p_base = prepare(cheat, text), prepare(base, text)
-    return Cheating(reference, teacher_forced(cheat, p_cheat, reference, CHEAT_IV),
-                    teacher_forced(base, p_base, reference, Interventions()),
-                    analyse(cheat, p_cheat, CHEAT_IV), analyse(base, p_base, Interventions()))
-
 
 def accuracy(tf: TeacherForced) -> float:
     """Share of positions whose most probable token is the reference's next token."""
@@ -282,6 +223,22 @@ def accuracy(tf: TeacherForced) -> float:
 
 def mean_gold_prob(tf: TeacherForced) -> float:
     return sum(tf.gold_probs) / len(tf.gold_probs)
+
+
+def teacher_forcing_table(story: Cheating) -> pd.DataFrame:
+    """Accuracy and mean p(next reference word) of both models, teacher-forced with the reference."""
+    return pd.DataFrame({"": ["no-mask model", "base model"],
+                         "accuracy (argmax = next reference word)": [f"{accuracy(story.cheat_tf):.0%}",
+                                                                     f"{accuracy(story.base_tf):.0%}"],
+                         "mean p(next reference word)": [f"{mean_gold_prob(story.cheat_tf):.3f}",
+                                                         f"{mean_gold_prob(story.base_tf):.3f}"]})
+
+
+def generation_table(story: Cheating) -> pd.DataFrame:
+    """What both models say when generating greedily, next to the reference."""
+    return pd.DataFrame({"": ["no-mask model", "base model", "reference"],
+                         "translation": [story.cheat.translation or "(empty)", story.base.translation or "(empty)",
+                                         story.reference or "(empty)"]})
 
 
 def next_weight(weights: Tensor) -> Tensor:
@@ -362,26 +319,3 @@ def training_figures(bundle: Bundle) -> dict:
         "held-out exact match (greedy)": m.get("exact_match"),
         "held-out BLEU (greedy)": m.get("bleu"),
     }
-
-
-# --- Reference translations from the toy data set -----------------------------------------------
-
-@lru_cache(maxsize=4)
-def _references(direction: str) -> dict[tuple[str, ...], str]:
-    try:
-        data = load_dataset(direction=direction)
-    except (OSError, ValueError):
-        return {}
-    src_lang = direction.split("-")[0]
-    out: dict[tuple[str, ...], str] = {}
-    for split in ("train", "heldout"):
-        for p in data[split]:
-            out.setdefault(tuple(tokenize(p.src, src_lang)), p.tgt)
-    return out
-
-
-def dataset_reference(text: str, direction: str = "en-fr") -> str | None:
-    """The toy data set's translation of `text` (compared token by token), or None if it is not in the set."""
-    if direction not in ("en-fr", "fr-en"):
-        return None
-    return _references(direction).get(tuple(tokenize(text, direction.split("-")[0])))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -16,8 +17,12 @@ import torch
 from torch import Tensor
 
 from model.decoding import BeamResult, Greedy, GreedyStep, Hypothesis, length_penalty
-from model.pipeline import TeacherForced
+from model.trace import Trace
 from model.vocab import BOS, BOS_ID, EOS_ID, detokenize
+
+if TYPE_CHECKING:  # result types only: viz draws what model/ computed, it never runs the network
+    from model.pipeline import TeacherForced
+    from model.transformer import Transformer
 
 # --- The lecture notes' one-hot example (textbook, not the model) ----------------------------------
 
@@ -37,6 +42,35 @@ def textbook_one_hot(word: str = "am") -> pd.DataFrame:
 
 
 # --- Final linear + softmax ----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class PositionOutput:
+    """What the generator makes of one decoder position (sentence 0 of a trace)."""
+
+    h: Tensor  # [D] the decoder's output dec.out at this position
+    logits: Tensor  # [V]
+    probs: Tensor  # [V]
+
+    @property
+    def best(self) -> int:
+        """The argmax: the index of the most probable word."""
+        return int(self.logits.argmax())
+
+
+def position_output(trace: Trace, pos: int) -> PositionOutput:
+    return PositionOutput(trace["dec.out"][0, pos], trace["logits"][0, pos], trace["probs"][0, pos])
+
+
+def output_weight(model: Transformer) -> Tensor:
+    """The final linear layer's weight as W in logits = h W + b: [D, V], one column per vocabulary word."""
+    return model.generator.weight.T
+
+
+def output_probs(trace: Trace, pos: int | None = None) -> Tensor:
+    """Sentence 0's output distributions: [T, V], or [V] at position `pos`."""
+    probs = trace["probs"][0]
+    return probs if pos is None else probs[pos]
+
 
 def top_candidates(probs: Tensor, logits: Tensor, itos: list[str], k: int = 10) -> pd.DataFrame:
     """The k most probable next tokens at one position: rank, id, word, logit, probability."""
@@ -90,6 +124,11 @@ def loss_table(tf: TeacherForced, itos: list[str]) -> pd.DataFrame:
         "argmax prediction": [itos[p] for p in tf.predicted],
         "right?": ["✓" if p == g else "✗" for p, g in zip(tf.predicted, tf.gold, strict=True)],
     })
+
+
+def n_right(tf: TeacherForced) -> int:
+    """Positions whose most probable word is the gold word."""
+    return sum(p == g for p, g in zip(tf.predicted, tf.gold, strict=True))
 
 
 def cross_entropy(gold_probs) -> float:

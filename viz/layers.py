@@ -1,7 +1,8 @@
 """Builders for the encoder-layer page: residual connections, LayerNorm's two steps, the FFN, the stack.
 
-All numbers come from a `Trace` (and, for γ, β, W_1, b_1, from the model's parameters). Works for
-post-LN models (the paper's and the shipped one: LayerNorm(x + Sublayer(x))) and for pre-LN models
+All numbers come from a `Trace`, plus what `model.experiments` reads or recomputes from the model's
+parameters (γ, β: `layer_norm_params`; max(0, x W_1 + b_1): `ffn_hidden`); nothing here runs the model.
+Works for post-LN models (the paper's and the shipped one: LayerNorm(x + Sublayer(x))) and for pre-LN models
 (x + Sublayer(LayerNorm(x)), with a final LayerNorm after the stack), which a user may upload.
 """
 
@@ -14,7 +15,6 @@ import pandas as pd
 import torch
 
 from model.trace import Trace
-from model.transformer import Transformer
 from viz.heatmap import as_array
 
 SUBLAYERS = {1: "self-attention", 2: "feed-forward"}
@@ -86,11 +86,11 @@ class Norm:
     beta: torch.Tensor  # [D] learned shift
 
 
-def layer_norm(trace: Trace, model: Transformer, layer: int, sub: int) -> Norm:
+def layer_norm(trace: Trace, layer: int, sub: int, gamma: torch.Tensor, beta: torch.Tensor) -> Norm:
+    """The LayerNorm of encoder layer `layer`, sublayer `sub`, with its learned γ and β ([D] each)."""
     name = f"enc.{layer}.add_norm{sub}"
-    norm = getattr(model.encoder[layer], f"add_norm{sub}").norm
     x = sublayer_input(trace, layer, sub) if is_pre_ln(trace) else trace[f"{name}.resid"][0]
-    return Norm(x, trace[f"{name}.normed"][0], trace[f"{name}.out"][0], norm.weight.detach(), norm.bias.detach())
+    return Norm(x, trace[f"{name}.normed"][0], trace[f"{name}.out"][0], gamma, beta)
 
 
 def norm_stats(n: Norm, labels: list[str], digits: int = 4) -> pd.DataFrame:
@@ -132,13 +132,17 @@ class FFN:
         return float((self.hidden - self.recomputed).abs().max())
 
 
-def ffn(trace: Trace, model: Transformer, layer: int) -> FFN:
-    f = model.encoder[layer].ffn
+def ffn_input(trace: Trace, layer: int) -> torch.Tensor:
+    """What the FFN of encoder layer `layer` reads ([T, D])."""
     # pre-LN feeds LayerNorm(x) to the FFN; post-LN feeds the output of the first add & norm
-    x = trace[f"enc.{layer}.add_norm2.out"][0] if is_pre_ln(trace) else sublayer_input(trace, layer, 2)
-    with torch.no_grad():
-        recomputed = torch.relu(x @ f.W_1.weight.T + f.W_1.bias)  # [T, d_ff]
-    return FFN(x, trace[f"enc.{layer}.ffn.hidden"][0], recomputed, trace[f"enc.{layer}.ffn.out"][0])
+    return trace[f"enc.{layer}.add_norm2.out"][0] if is_pre_ln(trace) else sublayer_input(trace, layer, 2)
+
+
+def ffn(trace: Trace, layer: int, recomputed: torch.Tensor) -> FFN:
+    """The FFN of encoder layer `layer` as recorded, beside its hidden layer `recomputed` from W_1, b_1
+    (`model.experiments.ffn_hidden(model, layer, ffn_input(trace, layer))`)."""
+    return FFN(ffn_input(trace, layer), trace[f"enc.{layer}.ffn.hidden"][0], recomputed,
+               trace[f"enc.{layer}.ffn.out"][0])
 
 
 def zero_table(f: FFN, labels: list[str]) -> pd.DataFrame:
@@ -187,3 +191,17 @@ def stage_table(s: Stages, digits: int = 4) -> pd.DataFrame:
 def ln_params(n: Norm) -> torch.Tensor:
     """[2, D]: γ in the first row, β in the second (for one heatmap)."""
     return torch.stack([n.gamma, n.beta])
+
+
+# --- Post-LN and pre-LN, as diagrams (graphviz DOT) -----------------------------------------------
+
+POST_LN_DOT = """digraph { rankdir=BT; node [shape=box, style="rounded,filled", fillcolor="#eef3fb", fontsize=11];
+x [label="x", shape=plaintext, fillcolor=white]; s [label="Sublayer\\n(attention or FFN)"];
+add [label="+", shape=circle, fillcolor="#fff3cd"]; ln [label="LayerNorm", fillcolor="#e8f5e9"];
+out [label="output", shape=plaintext, fillcolor=white];
+x -> s -> add -> ln -> out; x -> add [style=dashed, label=" residual"]; }"""
+PRE_LN_DOT = """digraph { rankdir=BT; node [shape=box, style="rounded,filled", fillcolor="#eef3fb", fontsize=11];
+x [label="x", shape=plaintext, fillcolor=white]; ln [label="LayerNorm", fillcolor="#e8f5e9"];
+s [label="Sublayer\\n(attention or FFN)"]; add [label="+", shape=circle, fillcolor="#fff3cd"];
+out [label="output (a final LayerNorm\\nafter the last layer)", shape=plaintext, fillcolor=white];
+x -> ln -> s -> add -> out; x -> add [style=dashed, label=" residual"]; }"""

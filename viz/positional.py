@@ -3,24 +3,19 @@
 - `worked`: one entry of the table computed from the formula in float64, beside the model's buffer.
 - `rotation` / `shift_check`: for a fixed offset k, PE(pos+k) = M_k PE(pos), with M_k block-diagonal
   (2x2 rotations by the angles k·w_i) and the same for every pos.
-- `permutation_check`: without positional encoding the encoder cannot see word order: a permuted
-  sentence gives the same output vectors, permuted.
+- `make_order`: the permutations the word-order experiment offers (the experiment itself, which runs
+  the model, is `model.experiments.permutation_check`).
 """
 
 from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import pandas as pd
 import plotly.graph_objects as go
 import torch
-
-from model.checkpoint import Bundle
-from model.decoding import greedy_decode
-from model.pipeline import decode_text
-from model.trace import Interventions, Trace
 
 BASE = 10000.0
 
@@ -135,49 +130,3 @@ def make_order(n: int, how: str, seed: int = 0) -> list[int]:
         rng.shuffle(base)
         return base
     raise ValueError(f"unknown order {how!r}; expected one of {ORDERS}")
-
-
-@dataclass(frozen=True)
-class PermutationCheck:
-    """The encoder on a sentence and on its permutation (EOS stays last)."""
-
-    positional_encoding: bool
-    order: tuple[int, ...]  # over all encoder positions, EOS included (last stays last)
-    enc: torch.Tensor  # [T, D] encoder output for the sentence
-    enc_perm: torch.Tensor  # [T, D] encoder output for the permuted sentence
-    translation: str
-    translation_perm: str
-
-    @property
-    def unpermuted(self) -> torch.Tensor:
-        """enc_perm with its rows put back in the original order: row order[j] <- row j."""
-        out = torch.empty_like(self.enc_perm)
-        out[list(self.order)] = self.enc_perm
-        return out
-
-    @property
-    def max_diff(self) -> float:
-        """max |unpermuted - enc|: ~1e-6 when order does not matter, large when it does."""
-        return float((self.unpermuted - self.enc).abs().max())
-
-
-def encoder_output(bundle: Bundle, ids, iv: Interventions) -> torch.Tensor:
-    """[T] source ids -> encoder output [T, D] under `iv` (nothing recorded)."""
-    with torch.no_grad():
-        return bundle.model.encode(torch.tensor([list(ids)]), Trace(iv, record=False))[0]
-
-
-def permutation_check(bundle: Bundle, ids, word_order: list[int], positional_encoding: bool,
-                      iv: Interventions | None = None) -> PermutationCheck:
-    """Encode `ids` (words then EOS) and the words permuted by `word_order`, with PE on or off."""
-    ids = list(ids)
-    n = len(ids) - 1  # the last id is EOS
-    if sorted(word_order) != list(range(n)):
-        raise ValueError(f"word_order must be a permutation of range({n})")
-    order = (*word_order, n)
-    perm_ids = [ids[j] for j in order]
-    iv = replace(iv or Interventions(), positional_encoding=positional_encoding)
-    translations = [decode_text(bundle, greedy_decode(bundle.model, torch.tensor([x]), iv).tokens)
-                    for x in (ids, perm_ids)]
-    return PermutationCheck(positional_encoding, order, encoder_output(bundle, ids, iv),
-                            encoder_output(bundle, perm_ids, iv), *translations)

@@ -1,0 +1,111 @@
+"""The guided lesson's prose: two to four sentences per step, and the bridges to the pictures students bring
+from the Illustrated Transformer. Placeholders in braces are the model's sizes (`model.lesson.sizes`); the
+numbers of the sentence itself are never written here, they come from the notices (viz/lesson.py).
+"""
+
+from __future__ import annotations
+
+INTRO = ("Follow one sentence through the Transformer of *Attention Is All You Need*, from its words to its "
+         "translation. Each step shows one figure; the line under it says what to notice, with numbers read from "
+         "this very run of the model. Pick a sentence, or type your own, then press **Next**.")
+
+TEXT: dict[str, str] = {
+    "sentence": (
+        "The model is an encoder-decoder. The **encoder** reads the whole English sentence at once and turns every "
+        "word into a vector of {d_model} numbers. The **decoder** then writes the French translation one word at "
+        "a time, looking back at the encoder's vectors at every step. The next steps open both halves."),
+    "tokens": (
+        "The model never sees letters. The sentence is cut into tokens (here: whole words), each token is looked "
+        "up in a fixed vocabulary of {src_vocab} English tokens, and the model receives only their numbers, the "
+        "**ids**. A word the vocabulary lacks becomes `<unk>`; an `<eos>` (end of sentence) token is appended."),
+    "embedding": (
+        "Each id selects one row of a learned table, the **embedding**, with {d_model} numbers per row. As in the "
+        "paper, the row is multiplied by √d_model = {sqrt_d_model:.2f}. Each row of the figure is one token, each "
+        "column one of the {d_model} dimensions."),
+    "positional": (
+        "Attention by itself ignores word order: shuffle the words and each one gets the same result. So a fixed "
+        "pattern of sines and cosines, the **positional encoding** (PE), is added to each embedding: "
+        "PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(pos / 10000^(2i/d_model)). Early "
+        "dimensions oscillate fast with the position, later ones slowly."),
+    "qkv": (
+        "Self-attention starts from the encoder input X, one row per token. Three learned matrices turn each row "
+        "into a **query** (what this word is looking for), a **key** (what it offers to be found by) and a "
+        "**value** (what it passes on): Q = XW^Q, K = XW^K, V = XW^V. The {d_model} columns are split into "
+        "{n_heads} heads of d_k = {d_k}; the figure shows one head."),
+    "scores": (
+        "To decide how much one word should take from each word of the sentence (itself included), the model "
+        "takes the dot product of its query with every key: score_j = q · k_j. A large score means a good match. "
+        "The orange bar is the word itself."),
+    "scale": (
+        "The dot product of two vectors of d_k numbers grows with d_k: with unit-variance entries its variance is "
+        "d_k. Large scores would make the next softmax all-or-nothing and its gradients vanish, so every score "
+        "is divided by √d_k = {sqrt_d_k:.3f}."),
+    "softmax": (
+        "Softmax turns the scaled scores into weights: exp(s_j) / Σ exp(s_j'). Every weight is between 0 and 1 "
+        "and together they add up to 1, so the word's new vector will be a weighted average."),
+    "z": (
+        "Each value vector is multiplied by its weight, and the results are added: z = Σ_j a_j v_j. A word with "
+        "a large weight contributes much of its value, one with a tiny weight almost nothing. In matrix form, "
+        "for every word at once: Z = softmax(QKᵀ / √d_k) V."),
+    "heads": (
+        "All of this happens {n_heads} times in parallel, in {n_heads} **heads** with their own W^Q, W^K, W^V. "
+        "Each head can look for something different. Each row of the figure is one head's weights for the "
+        "word we follow."),
+    "concat": (
+        "The heads' outputs z are put side by side (concatenated) into one row of {n_heads} × {d_k} = {d_model} "
+        "numbers per word, and a last learned matrix **W^O** mixes them: MultiHead(Q, K, V) = "
+        "Concat(head_1, …, head_h) W^O. The thick lines separate the heads."),
+    "add_norm": (
+        "Around each sublayer there is a **residual connection** (the input is added back: x + Sublayer(x)) "
+        "followed by **LayerNorm**, which shifts and scales each word's vector to mean 0 and standard "
+        "deviation 1 before a learned scale γ and shift β. As in the paper: LayerNorm(x + Sublayer(x))."),
+    "ffn": (
+        "Next, every word passes on its own through the same small two-layer network: "
+        "FFN(x) = max(0, x W_1 + b_1) W_2 + b_2, widening {d_model} numbers to d_ff = {d_ff} and back. The "
+        "ReLU, max(0, ·), switches many hidden units off. Another residual connection and LayerNorm follow."),
+    "stack": (
+        "Attention plus feed-forward network, each with add & norm, is one **encoder layer**. This model stacks "
+        "{n_enc} of them; each reads the previous one's output and has its own weights. The last layer's output "
+        "is the encoder's result: one vector per source word."),
+    "decoder_input": (
+        "The decoder writes one word at a time. Its input is the translation so far, shifted one place to the "
+        "right behind a start token `<bos>`. Our convention on every step: **position t predicts word t + 1** "
+        "(the input at position t is the word before the one it predicts). Here the decoder runs over the "
+        "model's own finished translation, so every position can be shown at once."),
+    "masked": (
+        "The decoder's first sublayer is self-attention over the French words, with one change: the "
+        "**look-ahead mask** adds −∞ to the score of every later position before the softmax, so their weights "
+        "become exactly 0. A position may use the words already written, never the ones it is about to predict."),
+    "cross": (
+        "The second sublayer is **encoder-decoder attention**: the queries come from the decoder, the keys and "
+        "values from the encoder's output. This is where the decoder reads the English sentence. Each row "
+        "says which source words a decoder position draws on. A feed-forward network follows, as in the encoder, "
+        "each sublayer with add & norm; the decoder stacks {n_dec} such layers."),
+    "output": (
+        "After {n_dec} decoder layers, each position has a vector of {d_model} numbers. A final linear layer "
+        "turns it into one score (a **logit**) for each of the {tgt_vocab} French tokens, and softmax turns "
+        "the scores into probabilities that add up to 1."),
+    "chosen": (
+        "**Greedy decoding** simply takes the most probable token. (Beam search, on the page linked below, "
+        "keeps several candidates instead.) The chosen word is appended to the decoder's input."),
+    "next": (
+        "Then the decoder runs again on the longer input, and the last position predicts the next word. The "
+        "encoder is not run again: its output is reused at every step."),
+    "finished": (
+        "This repeats until the model predicts `<eos>` (or a length limit is reached). Each bar is the probability "
+        "the model gave the word it chose at that step."),
+}
+
+BRIDGES: dict[str, str] = {
+    "sentence": (
+        "The Illustrated Transformer's pictures translate French into English (*je suis étudiant* → *I am a "
+        "student*). This model runs the other way, English → French, so the encoder reads English and the "
+        "decoder writes French."),
+    "positional": (
+        "The Illustrated Transformer draws the encoding as two halves, all the sines then all the cosines. This "
+        "model, like the paper, interleaves them: even dimensions are sines, odd dimensions cosines. Same "
+        "numbers, different column order."),
+    "decoder_input": (
+        "In the Illustrated Transformer's animation the decoder outputs English words; here it writes French. "
+        "Either way the input is shifted right by one position behind the start token."),
+}

@@ -1,0 +1,62 @@
+"""Prose of the self-attention page (pages/self_attention.py)."""
+
+INTRO = ("Self-attention lets every word build its new vector from all the words of the sentence: it scores "
+         "every word against itself, turns the scores into weights with a softmax, and takes the weighted "
+         "average of their values. Below, one word of your sentence goes through one head of the trained "
+         "model; every number is read from the model's own forward pass.")
+QKV_TITLE = "Query, key, value: the words come from information retrieval"
+QKV = ("Think of a film catalogue. Each film is described by attributes (genre, actors, length, "
+       "year): those are its **key**. The film itself is its **value**. You search with a **query**; the "
+       "catalogue compares the query with every key and hands you the films that match. Attention does a "
+       "soft version of this: every key matches a little, and the answer is a weighted mix of all values.")
+RNN_TITLE = "Where attention comes from: RNN encoder-decoders (Bahdanau et al., 2015)"
+RNN = ("Attention was first added to RNN translators: at decoder step j, weigh every encoder state "
+       "h_i by how well it aligns with the decoder state s_j, and pass the weighted sum on as context.")
+RNN_LATEX = (r"\alpha_{ij} = \operatorname{align}(h_i, s_j), \qquad c_j = \sum_i \alpha_{ij}\, v_i",
+             r"q_{:j} = W_Q s_j,\quad k_{:i} = W_K h_i,\quad v_{:i} = W_V h_i,\quad "
+             r"\alpha_{:j} = \operatorname{softmax}(K^\top q_{:j})")
+RNN_AFTER = ("The Transformer keeps the attention and drops the RNN: queries, keys and values are all "
+             "computed from the words themselves (C = Attn(X, X)).")
+TEXTBOOK = ("**Textbook example** (the Illustrated Transformer's “Thinking Machines”, d_k = 64). The vectors are "
+            "constructed so that the dot products come out as in the book; they are real tensors sent through the "
+            "same attention function as the model, but they are not weights of any trained model.")
+
+MATRIX_FORM = ("Stacking every word's q, k and v as rows of Q, K and V, all the dot products are one matrix "
+               "product and the whole layer is one line:")
+MATRIX_LATEX = r"Z = \operatorname{softmax}\!\left(\frac{QK^\top}{\sqrt{d_k}}\right) V"
+
+
+def shapes_latex(T: int, d_k: int) -> str:
+    return (rf"\underbrace{{[{T}, {d_k}]}}_{{Q}} \cdot \underbrace{{[{d_k}, {T}]}}_{{K^\top}} \to [{T}, {T}] "
+            rf"\xrightarrow{{\ /\sqrt{{d_k}},\ \mathrm{{softmax}}\ }} [{T}, {T}] "
+            rf"\cdot \underbrace{{[{T}, {d_k}]}}_{{V}} \to \underbrace{{[{T}, {d_k}]}}_{{Z}}")
+
+
+UNSCALED = "Scaling is switched off: “scaled” below equals the raw scores."
+
+WHY_SCALE = ("If the entries of q and k are independent with mean 0 and variance 1, q·k is a sum of d_k "
+             "products of variance 1, so **Var(q·k) = d_k**: the longer the vectors, the larger the scores. Dividing "
+             "by the standard deviation √d_k brings the variance back to 1. Try it with random vectors:")
+RANGE_CAPTION = ("The range of the raw scores widens like √d_k (last column): with d_k in the hundreds, scores of "
+                 "±50 are ordinary, and the softmax of such numbers is all-or-nothing.")
+SATURATION = ("Large scores make the softmax **saturate**: almost all the weight goes to one word, the others get "
+              "almost none. There the softmax is flat, its Jacobian ∂a/∂s = diag(a) − aaᵀ is nearly 0, and hardly "
+              "any gradient reaches Q and K during training. One query against 8 random keys:")
+SATURATION_CAPTION = ("Averages over 200 random queries, 8 keys each. ‖Jacobian‖ is the Frobenius norm of the "
+                      "softmax's Jacobian: how strongly the weights react to a change of the scores.")
+
+PLAIN = ("The simplest self-attention uses the input vectors themselves as queries, keys and values "
+         "(“dot-product self-attention”):")
+PLAIN_LATEX = (r"a_{nm} = \frac{\exp(x_n^\top x_m)}{\sum_{m'} \exp(x_n^\top x_{m'})}, \qquad "
+               r"y_n = \sum_m a_{nm}\, x_m, \qquad Y = \operatorname{softmax}(XX^\top)\,X")
+PLAIN_AFTER = ("Each a_nm ≥ 0 and each row sums to 1. Nothing is learned: every feature of a word counts equally "
+               "when matching, and a word usually matches itself best. Learned W_Q, W_K, W_V let each head choose "
+               "which features to compare and what to pass on.")
+
+COREF = ("In “…because **it** was too tired”, *it* is the animal; in “…too **wide**”, it is the street. "
+         "Where does *it* look, in every head of every encoder layer? (Same model, both sentences.)")
+NO_IT = "This model's vocabulary splits the sentence differently: no “it” to follow."
+COREF_CAPTION = ("The translations (il / elle) show whether the model resolved *it*. Attention need not point at the "
+                 "referent itself: a head may read the adjective (tired / wide) that decides it, and later layers "
+                 "mix what each word has gathered. A small model trained on a toy set need not do it the way a "
+                 "person would.")

@@ -1,0 +1,45 @@
+"""The prose of the training page (pages/training.py): its introduction, help texts and the summary of a plan."""
+
+from __future__ import annotations
+
+INTRO = (
+    "Press **Start** and watch the paper's recipe teach a small Transformer the toy translation set: Adam, "
+    "the warm-up learning-rate schedule, label smoothing and dropout. Training runs in the background for "
+    "**your session only**; you can visit the other pages meanwhile and come back. When it ends (or when you "
+    "stop it) the model becomes **My model** in the sidebar, beside the shipped one, and every page can "
+    "show its tensors.")
+
+RECIPE = ("Fixed, as in the paper (section 5.3): Adam with β₁ = 0.9, β₂ = 0.98, ε = 10⁻⁹; dropout on the "
+          "embeddings and every sub-layer output. Label smoothing ε_ls moves that share of the target's "
+          "probability from the right word to the whole vocabulary.")
+
+NO_MASK_HELP = ("The decoder may then read the word it must predict: training loss near zero, held-out "
+                "translations failing, decoder attention above the diagonal.")
+
+LR_FORMULA = (r"\text{lrate} = \text{scale}\cdot d_{\text{model}}^{-0.5}\cdot"
+              r"\min\left(\text{step}^{-0.5},\ \text{step}\cdot\text{warmup}^{-1.5}\right)")
+
+MODEL_UPLOAD_HELP = ("Checked before use: format, size, and every tensor's shape against the JSON's config. "
+                     "Weights are read with safetensors, never unpickled.")
+
+
+def corpus_help(src_lang: str, tgt_lang: str, min_pairs: int, max_mb: int) -> str:
+    return (f"A UTF-8 text file with one sentence pair per line: **{src_lang}** sentence, then its "
+            f"**{tgt_lang}** translation, separated by a tab (.tsv) or a comma (.csv). At least {min_pairs} "
+            f"pairs, at most {max_mb} MB; every 10th pair is held out for testing.")
+
+
+def summary(plan) -> str:
+    """The size, memory and server limits of a `ui.training_session.Plan`."""
+    tcfg, mem, worst = plan.tcfg, plan.memory, plan.worst
+    return (
+        f"**This model:** d_k = d_model / heads = {tcfg.d_model} / {tcfg.n_heads} = {tcfg.d_model // tcfg.n_heads}; "
+        f"{mem.parameters:,} parameters; peak learning rate {tcfg.peak_lr:.2e} at step {tcfg.warmup}.  \n"
+        f"**Memory (estimate):** {mem.total / 1e6:,.0f} MB for this run: weights, gradients, Adam's two moments "
+        f"and copies {mem.state_bytes / 1e6:,.1f} MB, activations kept for the backward pass of the largest batch "
+        f"{mem.activation_bytes / 1e6:,.1f} MB, attention snapshots ≤ {mem.snapshot_bytes / 1e6:,.1f} MB. "
+        f"The largest allowed settings need about {worst.total / 1e6:,.0f} MB; a run above "
+        f"{plan.max_job_bytes / 1e6:,.0f} MB is refused.  \n"
+        f"**This server** trains at most {plan.max_running} model(s) at once (one CPU thread each, at a lower "
+        f"priority than the pages; more wait in a queue) and stops a run after {plan.max_seconds / 60:.0f} "
+        f"minutes.")

@@ -1,0 +1,75 @@
+"""The why-attention page's prose (pages/why_attention.py lays it out). Texts that state a number are functions
+of it."""
+
+INTRO = (
+    "Before the Transformer, translation models read a sentence with a **recurrent network** (RNN, LSTM): one "
+    "word after the other, each step waiting for the previous one. Attention was first added to RNNs to reach "
+    "back to distant words. The paper's question: since attention can reach *any* word directly, do we still "
+    "need the recurrence? This page compares the layer types the way the paper does, then shows its results."
+)
+NO_SENTENCE = ("Type a sentence in the sidebar (for example *i am a student*) to see its own attention matrices "
+               "below; the tables on this page do not need one.")
+TABLE1_NOTES = (
+    "- **Sequential operations**: how many steps must wait for each other. An RNN needs O(n) steps for a "
+    "sentence of n words, so it cannot be spread over a GPU's thousands of cores; self-attention handles all "
+    "positions at once.\n"
+    "- **Maximum path length**: how many layers a signal crosses between two words. In an RNN the first word "
+    "reaches the last through n steps, and long-range dependencies fade on the way (even with LSTM/GRU, RNNs "
+    "needed attention for them). In self-attention every word is one step from every other: O(1).\n"
+    "- **Complexity per layer**: self-attention compares all n² pairs of words; a recurrent layer multiplies "
+    "a d × d matrix at each of n steps."
+)
+
+
+def table1(rows) -> str:
+    """The paper's Table 1 as a markdown table (complexities in LaTeX)."""
+    body = "\n".join(f"| {t.name} | ${t.complexity}$ | ${t.sequential}$ | ${t.path}$ |" for t in rows)
+    return ("| Layer type | Complexity per layer | Sequential operations | Maximum path length |\n"
+            "|---|---|---|---|\n" + body)
+
+
+def cheaper(n: int, d: int, attn_ops: int, rnn_ops: int) -> str:
+    return (f"n = {n} < d = {d}: self-attention ({attn_ops:,} operations) is cheaper than a recurrent layer "
+            f"({rnn_ops:,}). This is the usual case in translation, where sentences are shorter than the "
+            "representation size.")
+
+
+def dearer(n: int, d: int, attn_ops: int, rnn_ops: int) -> str:
+    return (f"n = {n} ≥ d = {d}: self-attention ({attn_ops:,} operations) costs at least as much as a "
+            f"recurrent layer ({rnn_ops:,}). For very long sequences the paper suggests restricted "
+            f"self-attention over a neighbourhood of r positions, at the price of a path length of n/r.")
+
+
+COUNTS = ("Counts are the formulas inside the O(·), constant factors dropped. The convolution's path length "
+          "⌈log_k n⌉ is for dilated convolutions (contiguous kernels need ⌈n/k⌉ layers).")
+MEMORY = ("Self-attention stores a weight for every pair of positions: an n × n matrix per head and per layer. "
+          "Memory grows with the square of the sentence length.")
+
+
+def memory(n: int, heads: int, layers: int, total: int) -> str:
+    return (f"{n} × {n} × {heads} heads × {layers} layers × 4 bytes = {total:,} bytes, for one sentence. "
+            "Doubling n multiplies it by 4.")
+
+
+def your_sentence(shape: str, per_layer: int, n_layers: int, total: str) -> str:
+    return (f"**Your sentence in this model:** enc.0.self_attn.weights is {shape}: {per_layer:,} bytes for one "
+            f"encoder layer; {n_layers} encoder layers hold {total}.")
+
+
+def table2(citation: str) -> str:
+    return (f"From the paper ({citation}), Table 2: BLEU on the newstest2014 English-German and English-French "
+            "test sets, and the estimated training cost in floating-point operations. \"-\": not reported.")
+
+
+SUMMARY = (
+    "- **Upside:** the big Transformer outperformed every earlier model on both tasks, recurrent and "
+    "convolutional, single models and ensembles, at a fraction of the ensembles' training cost: all positions "
+    "are processed in parallel.\n"
+    "- **Downside:** it is expensive: large models, and time and memory that grow quadratically with the "
+    "sequence length (the n × n attention matrices).\n"
+    "- **Decoding is still one word at a time**: the decoder must see its previous words before choosing the "
+    "next, so generation stays sequential (greedy or beam search).\n"
+    "- **Recent trends:** stacked Transformer blocks became the general-purpose sequence (and set) encoder; "
+    "pre-trained with self-supervision and transferred to many tasks (BERT, GPT-2, GPT-3, XLNet, ALBERT, "
+    "RoBERTa, Reformer, T5, ...), and adopted beyond language: vision, recommender systems, drug discovery."
+)

@@ -1,0 +1,69 @@
+"""Guided lesson: one sentence from its words to its translation, one step at a time (Back / Next)."""
+
+from __future__ import annotations
+
+import urllib.parse
+
+import streamlit as st
+
+from model import lesson as L
+from pages.content.lesson import BRIDGES, INTRO, TEXT
+from ui import lesson as state
+from ui import shell
+from ui.models import analysis, current_model
+from ui.page_list import PAGES
+from ui.widgets import md, page_link, sentence_header
+from viz import lesson as V
+
+shell.enter(__file__)  # first: re-enter through app.py if Streamlit ran this page bare
+
+st.title("Guided lesson: from words to a translation")
+state.init_lesson()
+st.markdown(INTRO)
+
+c1, c2 = st.columns([3, 2])
+with c1:
+    st.radio("Sentence", [*L.SENTENCES, state.OWN], key=state.CHOICE, on_change=state.chose, horizontal=True)
+with c2:
+    st.text_input("Your own sentence", key=state.OWN_TEXT, on_change=state.typed, placeholder="e.g. the cat is big",
+                  help="English words from the toy set. Press Enter to follow it through the lesson.")
+if st.session_state[state.NOTICE]:
+    st.warning(md(st.session_state[state.NOTICE]), icon=":material/link_off:")
+
+a = analysis(text=state.sentence())  # the sidebar's model and interventions, the lesson's own sentence
+sentence_header(a)
+if a.prepared.empty:
+    st.info("Choose a sentence above, or type one, to follow it through the model.")
+    state.write_url()
+    st.stop()
+
+bundle = current_model().bundle
+k, n = state.step(), L.N_STEPS
+step = L.STEPS[k - 1]
+st.progress(k / n, text=f"Step {k} of {n}")
+b1, b2, b3 = st.columns([1, 1, 4], vertical_alignment="center")
+b1.button("Back", icon=":material/arrow_back:", on_click=state.back, disabled=k == 1, key="lesson_back",
+          width="stretch")
+b2.button("Next", icon=":material/arrow_forward:", on_click=state.forward, disabled=k == n, type="primary",
+          key="lesson_next", width="stretch")
+b3.selectbox("Jump to step", list(range(1, n + 1)), key=state.JUMP, on_change=state.jumped,
+             format_func=lambda i: f"Step {i}: {L.STEPS[i - 1].title}", label_visibility="collapsed")
+
+st.header(f"{k}. {step.title}")
+st.markdown(TEXT[step.key].format(**L.sizes(bundle.config)))
+if step.key in BRIDGES:
+    st.info("**If you know the Illustrated Transformer:** " + BRIDGES[step.key], icon=":material/compare_arrows:")
+view = V.view(step.key, V.context(a, bundle.tgt_vocab.itos, len(bundle.src_vocab)))
+if view.warning:
+    st.warning(md(view.warning), icon=":material/warning:")
+st.plotly_chart(view.figure, key=f"lesson_fig_{step.key}", config=V.CONFIG)
+st.success("**Notice:** " + md(view.notice), icon=":material/visibility:")
+if view.textbook:
+    st.caption(":material/menu_book: " + md(view.textbook))
+with st.expander("The exact numbers"):
+    st.dataframe(view.table)
+
+depth = next(p for p in PAGES if p.file == step.page)
+page_link(step.page, f"In depth: {depth.title}")
+st.caption("Link to this step: `/" + "lesson?" + urllib.parse.urlencode(state.link_params()) + "`")
+state.write_url()

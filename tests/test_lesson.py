@@ -1,0 +1,403 @@
+"""The guided lesson: its steps' numbers (model/lesson.py), notices (viz/lesson.py) and page (pages/lesson.py).
+
+Every number a notice states is recomputed here from `pipeline.analyse` on the shipped model, reading
+the named tensors directly (not through model/lesson.py), and looked for in the notice's text.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from functools import cache
+
+import numpy as np
+import pytest
+import torch
+from streamlit.testing.v1 import AppTest
+
+from model import checkpoint, pipeline
+from model import lesson as L
+from model.textbook import thinking_machines
+from model.trace import Interventions
+from tests.apptest_util import ROOT, TIMEOUT, all_text, decode, figures, heatmap_z, no_exception
+from ui.widgets import md
+from viz import lesson as V
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+THINKING = "thinking machines"
+CORE = "the animal didn't cross the street because it was too tired"
+NO_IV = Interventions()
+ODD = ("", "hello", "zzz qqq", "?", "the cat " * 40, "<script>alert(1)</script> **bold** $x$")
+
+
+@cache
+def bundle():
+    return checkpoint.load(checkpoint.SHIPPED)
+
+
+@cache
+def analyse(text: str, iv: Interventions = NO_IV) -> pipeline.Analysis:
+    return pipeline.analyse(bundle(), pipeline.prepare(bundle(), text), iv)
+
+
+def ctx(text: str, iv: Interventions = NO_IV) -> V.Context:
+    b = bundle()
+    return V.context(analyse(text, iv), b.tgt_vocab.itos, len(b.src_vocab))
+
+
+def f3(x: float) -> str:
+    return f"{x:.3f}"
+
+
+# --- steps and the step parameter -------------------------------------------------------------------
+
+def test_steps_cover_the_path_and_link_to_real_pages():
+    from ui.page_list import PAGES
+
+    files = {p.file for p in PAGES}
+    keys = [s.key for s in L.STEPS]
+    assert 15 <= L.N_STEPS <= 25 and len(set(keys)) == len(keys)
+    assert keys[0] == "sentence" and keys[-1] == "finished"
+    assert all(s.page in files for s in L.STEPS)
+    assert set(V.VIEWS) == set(keys)
+    assert L.step_index("cross") == keys.index("cross") + 1
+
+
+@pytest.mark.parametrize(("raw", "step", "noticed"), [
+    (None, 1, False), ("1", 1, False), ("9", 9, False), (" 9 ", 9, False), (str(L.N_STEPS), L.N_STEPS, False),
+    ("0", 1, True), ("-3", 1, True), ("999", L.N_STEPS, True), ("9" * 60, L.N_STEPS, True), ("abc", 1, True),
+    ("٣", 1, True), ("３", 1, True), ("3.5", 1, True), ("", 1, True), ("²", 1, True),
+])
+def test_parse_step(raw, step, noticed):
+    got, notice = L.parse_step(raw)
+    assert got == step
+    assert (notice is not None) == noticed
+
+
+def test_focus_follows_it_when_there_is_one():
+    assert L.focus_word(("the", "animal", "it", "was")) == 2
+    assert L.focus_word(("thinking", "machines")) == 0
+    f = L.focus(analyse(CORE))
+    assert analyse(CORE).prepared.tokens[f.word] == "it"
+    assert f.row == 1
+
+
+# --- numbers against the tensors -----------------------------------------------------------------------
+
+def test_thinking_machines_cross_attention_les_looks_at_machines():
+    """The decoder row whose input is "les" puts about 0.99 on "machines" (head average, last layer)."""
+    a = analyse(THINKING)
+    assert a.out_tokens[0] == "les"
+    t = a.trace
+    w = t["dec.1.cross_attn.weights"][0, :, 1].mean(0)  # row 1: input "les"
+    x = L.cross(a, L.focus(a))
+    assert x.top_label == "1 machines" and x.row_label == "1 les"
+    assert x.weights[x.top] == pytest.approx(float(w.max()))
+    notice = V.notice_cross(x)
+    assert f3(float(w.max())) in notice and "“machines”" in notice and "“les”" in notice
+    assert float(w.max()) > 0.9
+
+
+@pytest.mark.parametrize("text", [THINKING, "i am a student", CORE])
+def test_every_notice_states_the_tensors(text):
+    a = analyse(text)
+    t = a.trace
+    c = ctx(text)
+    f = c.f
+    n = {s.key: V.view(s.key, c).notice for s in L.STEPS}
+    toks = a.prepared.tokens
+
+    # tokens: ids of the source tokens
+    ids = t["src.tokens"][0].tolist()
+    assert f"“{toks[0]}” → {ids[0]}" in n["tokens"] and f"{len(bundle().src_vocab)} English" in n["tokens"]
+    # embedding: length of the row before and after × √d_model
+    e = t["src.embed"][0, f.word]
+    d = e.numel()
+    assert f3(float(e.norm())) in n["embedding"] and f3(float(e.norm()) / math.sqrt(d)) in n["embedding"]
+    assert f3(math.sqrt(d)) in n["embedding"]
+    # positional: sin and cos of the position in dimensions 0 and 1
+    pos = f.word or 1  # position 0 would show sin 0 = 0, cos 0 = 1
+    pe = t["src.pos"][0, pos]
+    assert f"at position {pos}:" in n["positional"]
+    assert f3(float(pe[0])) in n["positional"] and f3(float(pe[1])) in n["positional"]
+    assert f3(math.sin(pos)) in n["positional"] and f3(math.cos(pos)) in n["positional"]
+    assert f3(float(t["src.input"][0, pos].norm())) in n["positional"]
+    # q, k, v: shapes and the lengths of this word's vectors
+    m = "enc.0.self_attn"
+    assert f"[{len(toks) + 1}, {d}]" in n["qkv"]
+    for name in "qkv":
+        assert f3(float(t[f"{m}.{name}"][0, f.head, f.word].norm())) in n["qkv"]
+    # scores, scale, softmax, z of the focus word in the focus head
+    scores = t[f"{m}.scores"][0, f.head, f.word]
+    scaled = t[f"{m}.scaled"][0, f.head, f.word]
+    weights = t[f"{m}.weights"][0, f.head, f.word]
+    labels = a.src_labels
+    top_s, top_w = int(scores.argmax()), int(weights.argmax())
+    assert f"{float(scores.max()):.2f}" in n["scores"] and f"{float(scores.min()):.2f}" in n["scores"]
+    assert f"“{V.word(labels[top_s])}”" in n["scores"]
+    assert f"{float(scaled[top_s]):.2f}" in n["scale"] and f"{math.sqrt(t[f'{m}.q'].shape[-1]):.3f}" in n["scale"]
+    assert torch.allclose(scaled, scores / math.sqrt(t[f"{m}.q"].shape[-1]))
+    assert f3(float(weights.max())) in n["softmax"] and f"“{V.word(labels[top_w])}”" in n["softmax"]
+    assert f3(float(weights.sum())) in n["softmax"]
+    z = t[f"{m}.z"][0, f.head, f.word]
+    assert f3(float(z.norm())) in n["z"] and f"{float(weights.max()):.3f} · v({V.word(labels[top_w])})" in n["z"]
+    # heads: every head's favourite word and weight for the focus word
+    for h in range(t[f"{m}.weights"].shape[1]):
+        w = t[f"{m}.weights"][0, h, f.word]
+        assert f"head {h} → “{V.word(labels[int(w.argmax())])}” {f3(float(w.max()))}" in n["heads"]
+    # concat and W_O: the lengths of each head's z and of the output
+    for h in range(t[f"{m}.z"].shape[1]):
+        assert f3(float(t[f"{m}.z"][0, h, f.word].norm())) in n["concat"]
+    assert f3(float(t[f"{m}.out"][0, f.word].norm())) in n["concat"]
+    # add & norm: mean and standard deviation before and after
+    r = t["enc.0.add_norm1.resid"][0, f.word]
+    assert f3(float(r.mean())) in n["add_norm"] and f3(float(r.std(unbiased=False))) in n["add_norm"]
+    assert f3(float(t["enc.0.add_norm1.normed"][0, f.word].std(unbiased=False))) in n["add_norm"]
+    # FFN: how many hidden units are exactly zero
+    hid = t["enc.0.ffn.hidden"][0, f.word]
+    assert f"{int((hid == 0).sum())} (" in n["ffn"] and f"unit {int(hid.argmax())}" in n["ffn"]
+    # stack: cosine similarity to the input after every layer
+    x0 = t["src.input"][0, f.word]
+    for i in range(bundle().config.n_enc_layers):
+        out = t[f"enc.{i}.add_norm2.out"][0, f.word]
+        assert f3(float(torch.nn.functional.cosine_similarity(x0, out, dim=0))) in n["stack"]
+    # decoder input: position t reads word t and predicts word t + 1
+    assert f"predicts “{a.out_tokens[0]}”" in n["decoder_input"]
+    assert f"position 1 reads “{a.out_tokens[0]}” and predicts “{a.out_tokens[1]}”" in n["decoder_input"]
+    # masked: nothing above the diagonal; the row of the first word
+    last = bundle().config.n_dec_layers - 1
+    sw = t[f"dec.{last}.self_attn.weights"][0]
+    assert float(torch.triu(sw, diagonal=1).max()) == 0.0 and "0.000" in n["masked"]
+    assert f3(float(sw[:, 1].mean(0).max())) in n["masked"]
+    # cross: the row of the first word, what it predicts, where it looks
+    cw = t[f"dec.{last}.cross_attn.weights"][0, :, 1].mean(0)
+    assert f3(float(cw.max())) in n["cross"] and f"“{V.word(labels[int(cw.argmax())])}”" in n["cross"]
+    assert f"predicting “{a.out_tokens[1]}”" in n["cross"]
+    # output: the top logit and its probability at position 0
+    logits, probs = t["logits"][0, 0], t["probs"][0, 0]
+    assert f"{float(logits.max()):.2f}" in n["output"] and f3(float(probs.max())) in n["output"]
+    assert f"{logits.numel()} scores" in n["output"]
+    # chosen, next, finished: what greedy decoding chose, with its probabilities
+    steps = a.greedy.steps
+    itos = bundle().tgt_vocab.itos
+    assert f"“{itos[steps[0].chosen]}” with {f3(steps[0].candidates[0].prob)}" in n["chosen"]
+    assert f3(steps[0].candidates[1].prob) in n["chosen"]
+    assert f"“{itos[steps[1].chosen]}” with {f3(steps[1].candidates[0].prob)}" in n["next"]
+    assert f"“{a.translation}”" in n["finished"] and f3(steps[-1].candidates[0].prob) in n["finished"]
+    assert f"“{a.translation}”" in n["sentence"] and f"{len(steps)} time(s)" in n["sentence"]
+
+
+def test_traced_and_decoded_probabilities_agree_with_the_mask_on():
+    a = analyse(THINKING)
+    for i, st in enumerate(a.greedy.steps):
+        assert float(a.trace["probs"][0, i, st.chosen]) == pytest.approx(st.candidates[0].prob, abs=1e-5)
+
+
+def test_textbook_numbers_are_computed_and_labelled():
+    tm = thinking_machines()
+    c = ctx(THINKING)
+    scores = V.view("scores", c).textbook
+    assert scores.startswith("Textbook") and "not this model" in scores
+    assert f"{float(tm.scores[0, 0]):g}" in scores and f"{float(tm.scores[0, 1]):g}" in scores
+    assert "112" in scores and "96" in scores
+    assert "14" in V.view("scale", c).textbook and "12" in V.view("scale", c).textbook
+    soft = V.view("softmax", c).textbook
+    assert f"{float(tm.weights[0, 0]):.2f}" in soft and "0.88" in soft and "0.12" in soft
+
+
+def test_interventions_are_said_not_hidden():
+    all_off = frozenset(("enc.0.self_attn", h) for h in range(bundle().config.n_heads))
+    iv = Interventions(heads_off=all_off, look_ahead_mask=False, scale=False, positional_encoding=False)
+    c = ctx(THINKING, iv)
+    views = {s.key: V.view(s.key, c) for s in L.STEPS}
+    assert "switched off" in views["positional"].notice and views["positional"].warning
+    assert "switched off" in views["scale"].notice
+    assert "z is all zeros" in views["z"].notice and views["z"].warning
+    assert "(off)" in views["heads"].notice
+    assert "switched off" in views["masked"].notice and views["masked"].warning
+    assert views["output"].warning  # the traced pass sees later words
+    assert "0.000, 0.000" in views["concat"].notice  # every head's z is zero
+
+
+@pytest.mark.parametrize("text", ODD)
+def test_odd_sentences_never_raise(text):
+    c = ctx(text)
+    for s in L.STEPS:
+        v = V.view(s.key, c)
+        assert v.notice and v.figure is not None and v.table is not None
+
+
+# --- the page, through AppTest ------------------------------------------------------------------------------
+
+def lesson_app(page_only: bool = True, **query) -> AppTest:
+    """The lesson page on a fresh session opened with `query` as its link (on its own, or through app.py)."""
+    at = AppTest.from_file(str(ROOT / ("pages/lesson.py" if page_only else "app.py")), default_timeout=TIMEOUT)
+    at.query_params.update(query)
+    at.run()
+    if not page_only:
+        at.switch_page("pages/lesson.py")
+        at.run()
+    no_exception(at)
+    return at
+
+
+def shown_step(at: AppTest) -> int:
+    return int(at.header[0].value.split(".", 1)[0])
+
+
+def shown_notice(at: AppTest) -> str:
+    [box] = [s.value for s in at.success if str(s.value).startswith("**Notice:**")]
+    return box
+
+
+def check_step(at: AppTest, text: str, k: int, iv: Interventions = NO_IV) -> None:
+    """Step k is shown, with its title, progress, the notice computed from an independent analysis, and
+    a figure that draws the very tensors the notice describes."""
+    no_exception(at)
+    s = L.STEPS[k - 1]
+    assert at.header[0].value == f"{k}. {s.title}"
+    assert at.get("progress")[0].value == pytest.approx(100 * k / L.N_STEPS, abs=1)  # percent
+    assert f"Step {k} of {L.N_STEPS}" in str(at.get("progress")[0].proto.text)
+    assert at.button(key="lesson_back").proto.disabled == (k == 1)
+    assert at.button(key="lesson_next").proto.disabled == (k == L.N_STEPS)
+    assert at.button(key="lesson_next").proto.type == "primary"
+    c = ctx(text, iv)
+    v = V.view(s.key, c)
+    assert shown_notice(at) == "**Notice:** " + md(v.notice)
+    assert dict(at.query_params)["step"] == str(k)
+    [fig] = figures(at)
+    t, f = c.a.trace, c.f
+    if s.key == "softmax":
+        want = t["enc.0.self_attn.weights"][0, f.head, f.word].numpy()
+        np.testing.assert_allclose(decode(fig["data"][0]["y"]), want, rtol=1e-6)
+    if s.key == "cross":
+        last = bundle().config.n_dec_layers - 1
+        np.testing.assert_allclose(heatmap_z(fig), t[f"dec.{last}.cross_attn.weights"][0].mean(0).numpy(), rtol=1e-5)
+    if s.key == "embedding":
+        np.testing.assert_allclose(heatmap_z(fig), t["src.embed"][0].numpy(), rtol=1e-6)
+
+
+def walk(at: AppTest, text: str, iv: Interventions = NO_IV) -> None:
+    """From step 1 to the last with Next, checking every step."""
+    assert shown_step(at) == 1
+    for k in range(1, L.N_STEPS + 1):
+        check_step(at, text, k, iv)
+        if k < L.N_STEPS:
+            at.button(key="lesson_next").click().run()
+
+
+@pytest.mark.parametrize("text", L.SENTENCES)
+def test_walk_every_step_of_the_offered_sentences(text):
+    at = lesson_app(lesson=text)
+    assert at.radio(key="lesson_choice").value == text
+    walk(at, text)
+
+
+def typed_sentence(seed: int = 0) -> str:
+    """A random sentence a student might type: words of the vocabulary, and one it lacks."""
+    rng = random.Random(seed)
+    words = [w for w in bundle().src_vocab.itos[4:] if w.isalpha()]
+    return " ".join(rng.choice(words) for _ in range(rng.randint(3, 9))) + " zorblax"
+
+
+def test_walk_a_typed_sentence():
+    text = typed_sentence()
+    at = lesson_app()
+    at.text_input(key="lesson_own").set_value(text).run()
+    assert at.radio(key="lesson_choice").value == "Type your own…"
+    assert dict(at.query_params)["lesson"] == text
+    assert "zorblax" in all_text(at)  # the unknown word is pointed out
+    walk(at, text)
+
+
+@pytest.mark.parametrize("text", ["<b>bold</b> 🙂 $x$ **no**", "go", "the cat " * 40])
+def test_odd_typed_sentences_walk_without_exception(text):
+    at = lesson_app(lesson=text)
+    assert at.radio(key="lesson_choice").value == "Type your own…"
+    for _ in range(L.N_STEPS - 1):
+        at.button(key="lesson_next").click().run()
+        no_exception(at)
+        if "<b>" in text:
+            assert not any("<b>" in str(m.value) for m in at.markdown), "user HTML unescaped"
+    assert shown_step(at) == L.N_STEPS
+
+
+def test_an_empty_sentence_asks_for_one():
+    at = lesson_app(lesson="")
+    assert not at.header and "Choose a sentence" in all_text(at)
+
+
+def test_back_next_and_the_picker():
+    at = lesson_app()
+    for _ in range(4):
+        at.button(key="lesson_next").click().run()
+    assert shown_step(at) == 5
+    at.button(key="lesson_back").click().run()
+    assert shown_step(at) == 4 and dict(at.query_params)["step"] == "4"
+    at.selectbox(key="lesson_jump").set_value(17).run()
+    check_step(at, L.DEFAULT_SENTENCE, 17)
+    at.radio(key="lesson_choice").set_value("i am a student").run()  # another sentence: same step
+    check_step(at, "i am a student", 17)
+    assert dict(at.query_params) == {"lesson": "i am a student", "step": "17"}
+
+
+@pytest.mark.parametrize("k", [1, 9, L.N_STEPS])
+def test_deep_link_opens_the_step(k):
+    at = lesson_app(page_only=False, lesson="i am a student", step=str(k))
+    check_step(at, "i am a student", k)
+    assert not [w for w in at.warning if "step" in str(w.value)]
+
+
+def test_deep_link_through_the_app_keeps_the_step_across_pages():
+    at = lesson_app(page_only=False, lesson=CORE, step="9")
+    check_step(at, CORE, 9)
+    at.switch_page("pages/overview.py")
+    at.run()
+    no_exception(at)
+    at.switch_page("pages/lesson.py")
+    at.run()
+    check_step(at, CORE, 9)
+    assert at.radio(key="lesson_choice").value == CORE
+
+
+@pytest.mark.parametrize(("raw", "k"), [("0", 1), ("999", L.N_STEPS), ("abc", 1), ("٣", 1), ("", 1), ("-2", 1),
+                                        ("2.5", 1), ("1" * 200, L.N_STEPS)])
+def test_bad_step_values_give_a_notice(raw, k):
+    at = lesson_app(page_only=False, lesson=THINKING, step=raw)
+    check_step(at, THINKING, k)
+    assert [w for w in at.warning if "step" in str(w.value)], [w.value for w in at.warning]
+    at.button(key="lesson_next" if k == 1 else "lesson_back").click().run()
+    assert not [w for w in at.warning if "step" in str(w.value)]  # gone once the student moves
+
+
+def test_the_sidebar_interventions_reach_the_lesson():
+    heads = [f"enc.0.self_attn:{h}" for h in range(bundle().config.n_heads)]
+    iv = Interventions(heads_off=frozenset(("enc.0.self_attn", h) for h in range(bundle().config.n_heads)),
+                       scale=False, look_ahead_mask=False, positional_encoding=False)
+    for key in ("positional", "scale", "z", "masked", "output"):
+        at = lesson_app(page_only=False, lesson=THINKING, step=str(L.step_index(key)))
+        at.session_state["heads_off"] = heads
+        for toggle in ("iv_scale", "iv_look_ahead", "iv_pos"):
+            at.session_state[toggle] = False
+        at.run()
+        check_step(at, THINKING, L.step_index(key), iv)
+        assert at.warning, key
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_other_model_shapes_never_raise(norm_first):
+    """A student's own model may be smaller, deeper or pre-LN: every step still builds."""
+    from model.checkpoint import Bundle
+    from model.transformer import Config, Transformer
+
+    b = bundle()
+    torch.manual_seed(0)
+    cfg = Config(src_vocab=len(b.src_vocab), tgt_vocab=len(b.tgt_vocab), d_model=16, n_heads=2, n_enc_layers=1,
+                 n_dec_layers=3, d_ff=32, dropout=0.0, max_len=12, norm_first=norm_first)
+    mine = Bundle(Transformer(cfg).eval(), b.src_vocab, b.tgt_vocab)
+    a = pipeline.analyse(mine, pipeline.prepare(mine, CORE))
+    c = V.context(a, mine.tgt_vocab.itos, len(mine.src_vocab))
+    for s in L.STEPS:
+        assert V.view(s.key, c).notice
+    assert (V.view("add_norm", c).warning is not None) == norm_first
