@@ -4,7 +4,9 @@ end (process groups), also when a test fails.
 
 Checks: HTTP and Streamlit's websocket work through the proxy; a client keeps to one process (the
 proxy's cookie); after one process is killed, a client that was on it is served by the other at once
-(a page, then a new websocket session), and new clients too.
+(a page, then a new websocket session), new clients too, and a Chromium tab that was open on it
+reconnects to the other by itself. Two processes of a tiny script share a class through Redis and see
+the client's real address; `python -m ui.serve_many` starts and stops everything.
 
 The tests of this module share one cluster and run in order (the last one kills a process).
 """
@@ -20,14 +22,17 @@ import subprocess
 import sys
 import time
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from http.cookies import SimpleCookie
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import sync_playwright
 from streamlit.proto.ClientState_pb2 import ClientState
 from websockets.asyncio.client import connect
 
 from bench.ws_client import StreamlitSession
+from tests.browser.server import IDLE_SELECTOR, assert_no_exception, launch_chromium
 from tests.services import require_tool
 from ui.class_store import RedisClassStore
 from ui.serve_many import Child, Cluster, free_port, render_haproxy, stop
@@ -215,9 +220,47 @@ def test_a_killed_process_sends_its_clients_to_the_other(cluster):
             assert get(cluster)[1] == survivor
         return first
 
-    first = asyncio.run(asyncio.wait_for(run(), 60))
-    assert first < 5, f"the first request after the kill took {first:.1f} s"
-    print(f"first page after the kill: {first * 1000:.0f} ms")
+    with sync_playwright() as pw:
+        browser = launch_chromium(pw)
+        try:
+            # a student's Chromium tab on the process that will die
+            ctx = browser.new_context()
+            ctx.add_cookies([{"name": COOKIE, "value": "app1", "url": cluster.url}])
+            page = ctx.new_page()
+            page.goto(cluster.url + "/overview?s=i+am+a+student")
+            page.wait_for_selector(IDLE_SELECTOR, state="attached", timeout=60_000)
+            assert "Source tokens: i am a student" in main_text(page)
+
+            # (in a thread: Playwright's sync API keeps an event loop of its own in this one)
+            with ThreadPoolExecutor(1) as pool:
+                first = pool.submit(asyncio.run, asyncio.wait_for(run(), 60)).result()
+            assert first < 5, f"the first request after the kill took {first:.1f} s"
+
+            # the tab reconnects by itself (Streamlit's frontend retries its websocket): the proxy sends it
+            # to the live process and its cookie now names that one; the page is still drawn
+            t, deadline = time.perf_counter(), time.monotonic() + 30
+            while replica_cookie(ctx) != "app2":
+                assert time.monotonic() < deadline, f"the tab did not reconnect: cookie {replica_cookie(ctx)}"
+                page.wait_for_timeout(100)
+            reconnect = time.perf_counter() - t
+            assert_no_exception(page)
+            assert "Source tokens: i am a student" in main_text(page)
+            page.goto(cluster.url + "/overview?s=she+is+a+student")  # the student goes on, on the live process
+            page.wait_for_selector(IDLE_SELECTOR, state="attached", timeout=60_000)
+            assert_no_exception(page)
+            assert "Source tokens: she is a student" in main_text(page)
+        finally:
+            browser.close()
+    print(f"first request after the kill: {first * 1000:.0f} ms; the tab's cookie named the live process "
+          f"{reconnect:.1f} s after the websocket checks")
+
+
+def replica_cookie(ctx) -> str | None:
+    return next((c["value"] for c in ctx.cookies() if c["name"] == COOKIE), None)
+
+
+def main_text(page) -> str:
+    return page.locator('[data-testid="stMain"]').inner_text()
 
 
 def test_shipped_proxy_configs_are_valid(tmp_path):
