@@ -19,6 +19,25 @@ Back-ends, chosen by one setting (`get_store()`):
 
 Pages never know which one runs. This module does not import Streamlit.
 
+How the classroom UI is meant to use it (a sketch; `ss` is st.session_state):
+
+    store = get_store()
+    # teacher
+    ss.class_code, ss.class_secret = store.create(shared_state())   # show the code, never the secret
+    store.set_state(ss.class_code, ss.class_secret, shared_state())  # on every change of the shared keys
+    qid = store.ask(code, ss.class_secret, "Which word does 'it' attend to most?", ["animal", "street"], 0)
+    snap = store.snapshot(code, secret=ss.class_secret)              # counts live; .answer before reveal
+    store.reveal(code, ss.class_secret); store.end(code, ss.class_secret)
+    # student (put ?class=CODE in the URL: a student moved to another process rejoins by itself)
+    ss.student_id = ss.get("student_id") or new_student_id()
+    snap = store.join(code, st.context.ip_address or "local", ss.student_id)
+    snap = store.snapshot(code, student_id=ss.student_id)            # each second, in an st.fragment
+    if following and snap.version != ss.applied_version: apply(snap.state)
+    store.answer(code, ss.student_id, snap.question.id, option)
+
+Errors are `ClassStoreError` subclasses whose message can be shown as it is (NotFound, ClassEnded,
+Forbidden, RateLimited with .retry_after, QuestionClosed, ClassFull, InvalidInput, StoreUnavailable).
+
 Safety:
 - The teacher's secret is `secrets.token_urlsafe(24)`; only its SHA-256 (with the code) is stored,
   and it is compared with `hmac.compare_digest`. Nothing a student sees or sends (code, snapshot,
