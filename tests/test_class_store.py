@@ -1,4 +1,4 @@
-"""ui/class_store.py: every test runs on both back-ends, the in-process memory store and Redis (a real
+"""ui/classroom/: every test runs on both back-ends, the in-process memory store and Redis (a real
 redis-server on 127.0.0.1 and a free port, started here: tests/services.py)."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import uuid
 import pytest
 
 from tests.services import redis_server, require_tool
-from ui import class_store as cs
-from ui.class_store import (
+from ui import classroom as cs
+from ui.classroom import (
     CODE_ALPHABET,
     ClassEnded,
     ClassFull,

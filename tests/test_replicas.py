@@ -34,7 +34,7 @@ from websockets.asyncio.client import connect
 from bench.ws_client import StreamlitSession
 from tests.browser.server import IDLE_SELECTOR, assert_no_exception, launch_chromium
 from tests.services import require_tool
-from ui.class_store import RedisClassStore
+from ui.classroom import RedisClassStore
 from ui.serve_many import Child, Cluster, free_port, render_haproxy, stop
 
 COOKIE = "GLASS_REPLICA"

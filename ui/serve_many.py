@@ -8,7 +8,7 @@ dying: the children get SIGTERM from the kernel):
 - a `redis-server` on 127.0.0.1 and a free port, with a random password and no persistence (nothing of
   a class outlives it), unless a Redis is given (--redis-url or GLASS_REDIS_URL);
 - N × `streamlit run app.py` on 127.0.0.1 and free ports, sharing one `server.cookieSecret` (so the XSRF
-  cookie one process set is accepted by all) and the Redis URL (GLASS_REDIS_URL: ui/class_store.py);
+  cookie one process set is accepted by all) and the Redis URL (GLASS_REDIS_URL: ui/classroom/);
   each gets GLASS_MAX_TRAINING_JOBS = cores / N unless set (the cores are shared by all replicas);
 - HAProxy (deploy/haproxy.cfg.in, rendered into a temporary folder) on --host:--port: sticky sessions
   by cookie, websocket upgrades, health checks, redispatch to a live process.
