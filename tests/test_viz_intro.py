@@ -66,13 +66,32 @@ EXPECTED_BLEU = [
     ("Deep-Att + PosUnk Ensemble", None, 40.4, None, 8.0e20),
     ("GNMT + RL Ensemble", 26.30, 41.16, 1.8e20, 1.1e21),
     ("ConvS2S Ensemble", 26.36, 41.29, 7.7e19, 1.2e21),
-    ("Transformer (base)", 27.3, 38.1, 3.3e18, None),
-    ("Transformer (big)", 28.4, 41.8, 2.3e19, None),
+    ("Transformer (base)", 27.3, 38.1, 3.3e18, 3.3e18),  # one cost for both tasks: a merged cell in the paper
+    ("Transformer (big)", 28.4, 41.8, 2.3e19, 2.3e19),
 ]
 
 
 def test_bleu_table_rows_exactly():
     assert [(r.model, r.bleu_en_de, r.bleu_en_fr, r.cost_en_de, r.cost_en_fr) for r in BLEU_TABLE] == EXPECTED_BLEU
+
+
+def test_table2_cells():
+    """Table 2's cells as printed in the paper: the Transformers' training cost is one figure for both tasks."""
+    rows = {r.model: r for r in BLEU_TABLE}
+    for name, cost in (("Transformer (base)", 3.3e18), ("Transformer (big)", 2.3e19)):
+        r = rows[name]
+        assert r.cost_shared and r.cost_en_de == r.cost_en_fr == cost
+    assert [r.model for r in BLEU_TABLE if r.cost_shared] == ["Transformer (base)", "Transformer (big)"]
+    assert (rows["Transformer (big)"].bleu_en_de, rows["Transformer (big)"].bleu_en_fr) == (28.4, 41.8)
+    assert (rows["Transformer (base)"].bleu_en_de, rows["Transformer (base)"].bleu_en_fr) == (27.3, 38.1)
+    assert rows["ByteNet"].cost_en_de is None and rows["Deep-Att + PosUnk"].cost_en_de is None  # truly not reported
+    shown = bleu_display(bleu_frame())
+    assert shown["training FLOPs EN-FR"].tolist()[-2:] == ["3.3e18", "2.3e19"]
+    assert shown["training FLOPs EN-DE"].tolist()[-2:] == ["3.3e18", "2.3e19"]
+    fig = bleu_figure(bleu_frame())
+    assert fig.layout.yaxis.range[0] == 0  # BLEU bars start at 0
+    assert max(v for v in fig.data[2].y if v is not None) <= fig.layout.yaxis.range[1]
+    assert list(fig.data[3].y)[-2:] == [3.3e18, 2.3e19]  # the EN-FR cost bars of the Transformers are drawn
 
 
 def test_bleu_frame_and_display():
