@@ -222,3 +222,14 @@ def layouts_notice(pe: torch.Tensor) -> str:
     D = pe.shape[1]
     return (f"The same {D} numbers per position, in another order: column 2i here is column i there, column 2i+1 "
             f"here is column {D // 2} + i there. A model must be trained with one layout; this one uses the paper's.")
+
+
+def permuted_notice(enc: torch.Tensor, enc_perm: torch.Tensor, order, labels: list[str]) -> str:
+    """PE off: the permuted sentence's rows are the original rows, moved (the first moved word as the example)."""
+    moved = [j for j, o in enumerate(order) if o != j]
+    if not moved:
+        return "Nothing moved: the two heatmaps are the same rows in the same order."
+    j = moved[0]
+    diff = float((enc_perm[j] - enc[order[j]]).abs().max())
+    return (f"Row {j} of the permuted output is row {order[j]} (“{labels[order[j]]}”) of the original, moved: the "
+            f"largest difference is {diff:.0e}. Same rows, another order.")
