@@ -4,14 +4,17 @@ import streamlit as st
 
 from model.vocab import BOS, EOS
 from ui import shell
+from ui.attention_steps import figure
 from ui.models import analysis, current_model
-from ui.widgets import matrix, md, require_sentence, sentence_header
+from ui.widgets import md, next_link, require_sentence, sentence_header
 from viz.embeddings import (
     TEXTBOOK_VOCAB,
     column_labels,
+    embed_notice,
     lookup_demo,
     lookup_table,
     one_hot,
+    one_hot_notice,
     textbook_one_hot,
     token_table,
     vocab_window,
@@ -70,9 +73,9 @@ st.subheader("Your sentence")
 window = vocab_window(src_ids)
 V = len(bundle.src_vocab)
 oh = one_hot(src_ids, V)  # [T, V]
-matrix(oh[:, window], column_labels(bundle.src_vocab, window), a.src_labels, "probs",
+figure(oh[:, window], column_labels(bundle.src_vocab, window), a.src_labels, "probs",
        title="One-hot rows of the source tokens", shape=f"[{len(src_ids)}, {V}]  (T, V_src)", key="tokens_onehot",
-       x_title="vocabulary id", y_title="token", digits=0)
+       x_title="vocabulary id", y_title="token", digits=0, note=one_hot_notice(oh, src_ids, a.src_labels))
 st.caption(f"Only the {len(window)} columns of ids that occur in the sentence are drawn: the other "
            f"{V - len(window)} columns of the {V}-wide rows are all 0.")
 
@@ -101,10 +104,10 @@ if hi <= lo:  # an empty range: show one dimension
     hi = min(D, lo + 1)
     lo = hi - 1
 embed = a.trace["src.embed"][0]  # [T, D]
-matrix(embed[:, lo:hi], [f"d{j}" for j in range(lo, hi)], a.src_labels, "activations",
+figure(embed[:, lo:hi], [f"d{j}" for j in range(lo, hi)], a.src_labels, "activations",
        title=f"src.embed: embedding rows × √{D} (dimensions {lo}-{hi - 1})",
        shape=shape_text(a.trace["src.embed"], "B, T, D"), key="tokens_src_embed", x_title="dimension",
-       y_title="token")
+       y_title="token", note=embed_notice(embed[:, lo:hi], src_ids, a.src_labels, demo.scale))
 
 st.header("6. The decoder side")
 tgt_ids = [int(i) for i in a.trace["tgt.tokens"][0]]
@@ -116,7 +119,9 @@ st.markdown(
 )
 st.dataframe(token_table(tgt_tokens, tgt_ids, bundle.tgt_vocab), hide_index=True, height="content")
 tgt_embed = a.trace["tgt.embed"][0]
-matrix(tgt_embed[:, lo:hi], [f"d{j}" for j in range(lo, hi)], a.tgt_labels, "activations",
+figure(tgt_embed[:, lo:hi], [f"d{j}" for j in range(lo, hi)], a.tgt_labels, "activations",
        title=f"tgt.embed: target embedding rows × √{D} (dimensions {lo}-{hi - 1})",
        shape=shape_text(a.trace["tgt.embed"], "B, T, D"), key="tokens_tgt_embed", x_title="dimension",
-       y_title="token")
+       y_title="token", note=embed_notice(tgt_embed[:, lo:hi], tgt_ids, a.tgt_labels, demo.scale))
+
+next_link(__file__)
