@@ -102,6 +102,17 @@ def weights_rows_sum_to_one(at) -> int:
 # --- Self-attention -----------------------------------------------------------------------------
 
 
+def expected_focus(r, referent: int, other: int, it: int = 7) -> tuple[int, int]:
+    """(layer, head) where "it" gives `referent` the most weight among heads preferring it to `other`."""
+    best, where = -1.0, None
+    for layer in range(2):
+        w = r.trace[f"enc.{layer}.self_attn.weights"][0, :, it]  # [H, T]
+        for h in range(w.shape[0]):
+            if float(w[h, referent]) > float(w[h, other]) and float(w[h, referent]) > best:
+                best, where = float(w[h, referent]), (layer, h)
+    return where
+
+
 def check_step_table(at, r, layer: int, head: int, word: int, scale: bool = True):
     t = r.trace.tensors
     m = f"enc.{layer}.self_attn"
@@ -130,7 +141,8 @@ def test_self_attention_step_table_is_the_models(ref):
     r = ref()
     assert r.prepared.tokens[7] == "it"
     assert at.selectbox(key="self_attention_word").value == 7  # "it" is picked by default
-    check_step_table(at, r, 0, 0, 7)
+    layer, head = expected_focus(r, 1, 5)  # the coreference sentence opens on the head linking "it" to "animal"
+    check_step_table(at, r, layer, head, 7)
     text = all_text(at)
     assert "5.657" in text and "d_k = 32" in text
     # pick another layer, head and word: the table follows
@@ -168,7 +180,7 @@ def test_self_attention_textbook_mode():
 
 
 def test_self_attention_scaling_off(ref):
-    at = run_page("self_attention", iv_scale=False)
+    at = run_page("self_attention", iv_scale=False, self_attention_layer=0, self_attention_head=0)
     no_exception(at)
     r = ref(iv=Interventions(scale=False))
     check_step_table(at, r, 0, 0, 7, scale=False)
@@ -178,7 +190,7 @@ def test_self_attention_scaling_off(ref):
 
 
 def test_self_attention_head_off_shows_z_zero(ref):
-    at = run_page("self_attention", heads_off=["enc.0.self_attn:0"])
+    at = run_page("self_attention", heads_off=["enc.0.self_attn:0"], self_attention_layer=0, self_attention_head=0)
     no_exception(at)
     r = ref(iv=Interventions(heads_off=frozenset({("enc.0.self_attn", 0)})))
     z = next(df.value for df in at.dataframe if "z recorded by the model" in df.value.index)
@@ -222,7 +234,10 @@ def test_self_attention_plain_and_coreference(ref):
     at.button(key="self_attention_load_wide").click().run()
     no_exception(at)
     assert at.session_state["sentence"] == WIDE
-    check_step_table(at, w, 0, 0, 7)
+    layer, head = expected_focus(w, 5, 1)  # a new coreference sentence moves the pickers to its own focus
+    assert (at.selectbox(key="self_attention_layer").value, at.selectbox(key="self_attention_head").value) == (
+        layer, head)
+    check_step_table(at, w, layer, head, 7)
 
 
 # --- Multi-head ----------------------------------------------------------------------------------
@@ -233,7 +248,7 @@ def grid(at) -> dict[str, dict]:
 
 
 def test_multi_head_grid_and_concat(ref):
-    at = run_page("multi_head")
+    at = run_page("multi_head", multi_head_layer=0)
     no_exception(at)
     r = ref()
     g = grid(at)
@@ -252,7 +267,7 @@ def test_multi_head_grid_and_concat(ref):
 
 
 def test_multi_head_switch_a_head_off_through_the_page(bundle, ref):
-    at = run_page("multi_head")
+    at = run_page("multi_head", multi_head_layer=0)
     key = "multi_head_on_enc.0.self_attn_2"
     assert at.checkbox(key=key).value is True
     before_df = frame_with(at, "p before")
@@ -288,7 +303,7 @@ def test_multi_head_switch_a_head_off_through_the_page(bundle, ref):
 
 
 def test_multi_head_checkbox_syncs_with_sidebar():
-    at = run_app("multi_head")
+    at = run_app("multi_head", multi_head_layer=0)
     no_exception(at)
     key = "multi_head_on_enc.0.self_attn_1"
     at.checkbox(key=key).uncheck().run()

@@ -84,7 +84,7 @@ def show_steps(s: WordSteps, key_labels: list[str], query_label: str, key: str, 
                    "column below equals the raw score q·k.")
     if textbook:
         st.dataframe(va.textbook_table(s, key_labels, query))
-        st.markdown(f"**{md(va.textbook_line(s, query, from_book(query)))}**")
+        st.markdown(f"**{va.textbook_line(s, query, from_book(query))}**")  # no user text: written as is
     st.dataframe(step_table(s, key_labels), hide_index=True)
     notice(va.row_notice(s.weights, key_labels, query_label))
     st.caption("The weights are all ≥ 0 and add up to 1: a weighted average, not a sum that can grow.")
