@@ -133,8 +133,8 @@ def embed_notice(embed: torch.Tensor, ids, labels: list[str], scale: float) -> s
     e = embed.detach().to(torch.float64)
     rms = e.pow(2).mean(1).sqrt()
     out = (f"Typical size of an entry (root mean square per row): {float(rms.min()):.2f} to {float(rms.max()):.2f}, "
-           f"after × √d_model = {scale:.2f}, against √½ ≈ 0.71 for the positional encoding added next (each sin/cos pair "
-           "has length 1).")
+           f"after × √d_model = {scale:.2f}, against √½ ≈ 0.71 for the positional encoding added next (each "
+           "sin/cos pair has length 1).")
     for i in sorted(set(ids)):
         where = [t for t, x in enumerate(ids) if x == i]
         if len(where) > 1:
