@@ -336,6 +336,13 @@ def test_weighted_and_z_notices_on_a_trace():
                                                     f"{float(norms[j]):.2f})")
     diff = float((s.z_sum - s.z_model).abs().max())
     assert f"largest difference {diff:.1e}" in va.z_notice(s)
+    qk = s.q @ s.k.T
+    j = int(qk.argmax())
+    assert va.keys_notice(s, labels, "c").startswith(f"The key of “{labels[j]}” points most the way q of “c” points "
+                                                      f"(q·k = {float(qk[j]):.2f})")
+    vn = s.v.norm(dim=-1)
+    assert f"the longest value is “{labels[int(vn.argmax())]}”'s (‖v‖ = {float(vn.max()):.2f})" in va.values_notice(
+        s, labels)
     off = traced(small_model(), SRC, TGT, Interventions(heads_off=frozenset({("enc.0.self_attn", 1)})))
     assert "switched off" in va.z_notice(va.word_steps(off, "enc.0.self_attn", 1, 2))
 

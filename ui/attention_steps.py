@@ -70,10 +70,12 @@ def show_steps(s: WordSteps, key_labels: list[str], query_label: str, key: str, 
     c1, c2 = st.columns(2)
     with c1:
         figure(s.k, dims(s.d_k), key_labels, "activations", title="k of every word",
-               shape=f"[{len(key_labels)}, {s.d_k}]", key=f"{key}k", x_title="dimension", y_title="key")
+               shape=f"[{len(key_labels)}, {s.d_k}]", key=f"{key}k", x_title="dimension", y_title="key",
+               note=va.keys_notice(s, key_labels, query_label))
     with c2:
         figure(s.v, dims(s.d_k), key_labels, "activations", title="v of every word",
-               shape=f"[{len(key_labels)}, {s.d_k}]", key=f"{key}v", x_title="dimension", y_title="value")
+               shape=f"[{len(key_labels)}, {s.d_k}]", key=f"{key}v", x_title="dimension", y_title="value",
+               note=va.values_notice(s, key_labels))
 
     st.subheader(f"2 · Score, divide by √d_k = {s.sqrt_dk:.4g}, softmax")
     st.latex(rf"\text{{score}}_j = q \cdot k_j, \qquad \frac{{q\cdot k_j}}{{\sqrt{{d_k}}}}, \quad "
