@@ -338,13 +338,18 @@ def test_weighted_and_z_notices_on_a_trace():
     assert f"largest difference {diff:.1e}" in va.z_notice(s)
     qk = s.q @ s.k.T
     j = int(qk.argmax())
-    assert va.keys_notice(s, labels, "c").startswith(f"The key of “{labels[j]}” points most the way q of “c” points "
+    assert va.keys_notice(s, labels, "c").startswith(f"The key of “{labels[j]}” matches q of “c” best "
                                                       f"(q·k = {float(qk[j]):.2f})")
     vn = s.v.norm(dim=-1)
     assert f"the longest value is “{labels[int(vn.argmax())]}”'s (‖v‖ = {float(vn.max()):.2f})" in va.values_notice(
         s, labels)
     off = traced(small_model(), SRC, TGT, Interventions(heads_off=frozenset({("enc.0.self_attn", 1)})))
     assert "switched off" in va.z_notice(va.word_steps(off, "enc.0.self_attn", 1, 2))
+
+
+def test_values_notice_when_all_values_are_as_long():
+    s = va.textbook_steps(thinking_machines(), 1)  # v1, v2: 32 ones each
+    assert va.values_notice(s, va.textbook_labels()).endswith("every value has the same length here (‖v‖ = 5.66).")
 
 
 def test_plain_notice_counts_the_diagonal():

@@ -402,14 +402,16 @@ def keys_notice(s: WordSteps, key_labels: list[str], query_label: str) -> str:
     """The keys [Tk, d_k]: the one that points most the way q points (the largest q·k), and the one least."""
     qk = as_array(s.scores)
     j, m = int(qk.argmax()), int(qk.argmin())
-    return (f"The key of “{key_labels[j]}” points most the way q of “{query_label}” points (q·k = {qk[j]:.2f}), the "
-            f"key of “{key_labels[m]}” most against it ({qk[m]:.2f}): a key matches by direction and length.")
+    return (f"The key of “{key_labels[j]}” matches q of “{query_label}” best (q·k = {qk[j]:.2f}), the key of "
+            f"“{key_labels[m]}” least ({qk[m]:.2f}): a key matches by its direction and its length.")
 
 
 def values_notice(s: WordSteps, key_labels: list[str]) -> str:
     """The values [Tk, d_k]: what each word would pass on; the longest and shortest."""
     n = as_array(s.v.norm(dim=-1))
     j, m = int(n.argmax()), int(n.argmin())
+    if np.isclose(n[j], n[m]):
+        return f"What each word would pass on, if chosen: every value has the same length here (‖v‖ = {n[j]:.2f})."
     return (f"What each word would pass on, if chosen: the longest value is “{key_labels[j]}”'s (‖v‖ = {n[j]:.2f}), "
             f"the shortest “{key_labels[m]}”'s ({n[m]:.2f}).")
 
