@@ -459,6 +459,8 @@ def test_self_attention_opens_on_the_coreference_head_and_says_why(ref):
     assert f"The head that best links “it” to “1 animal” is L{layer} h{head}" in text
     wide = expected_focus(ref(WIDE), 5, 1)
     assert f"The head that best links “it” to “5 street” is L{wide[0]} h{wide[1]}" in text
+    outlined = [f["layout"]["shapes"][0] for f in heatmaps(at) if f["layout"].get("shapes")]
+    assert [(s_["y0"] + 0.5) for s_ in outlined] == [layer * 4 + head, wide[0] * 4 + wide[1]]  # tired, wide
     # another sentence: no focus, the pickers keep their defaults
     other = run_page("self_attention", sentence="i am a student")
     no_exception(other)

@@ -15,7 +15,7 @@ from ui.models import saturation_rows, variance_rows
 from ui.widgets import matrix, md
 from viz import attention as va
 from viz.attention import Projection, WordSteps, dims, step_table, z_table
-from viz.heatmap import table
+from viz.heatmap import heatmap, table
 
 
 def notice(text: str) -> None:
@@ -24,9 +24,17 @@ def notice(text: str) -> None:
 
 
 def figure(values, x_labels: list[str], y_labels: list[str], kind: str, *, title: str, shape: str, key: str,
-           note: str | None = None, numbers: bool = True, **kw) -> None:
-    """A heatmap with its shape, its notice line, and its exact numbers one click away (a collapsed table)."""
-    matrix(values, x_labels, y_labels, kind, title=title, shape=shape, key=key, show_table=False, **kw)
+           note: str | None = None, numbers: bool = True, mark_row: int | None = None, **kw) -> None:
+    """A heatmap with its shape, its notice line, and its exact numbers one click away (a collapsed table);
+    `mark_row`: a row to outline (the row the notice talks about)."""
+    if mark_row is None:
+        matrix(values, x_labels, y_labels, kind, title=title, shape=shape, key=key, show_table=False, **kw)
+    else:
+        st.markdown(f"**{title}** · shape `{shape}`")
+        fig = heatmap(values, x_labels, y_labels, kind, **kw)
+        fig.add_shape(type="rect", xref="x", yref="y", x0=-0.5, x1=len(x_labels) - 0.5, y0=mark_row - 0.5,
+                      y1=mark_row + 0.5, line={"color": "#d62728", "width": 3})
+        st.plotly_chart(fig, key=key, config={"displayModeBar": False})
     if note:
         notice(note)
     if numbers:
@@ -154,9 +162,10 @@ def show_coref(ca, name: str, n_layers: int, n_heads: int, key: str, no_it: str)
         return
     rows = va.word_across_layers(ca.trace, "enc", "self_attn", n_layers, c.it)
     hl = va.head_labels(n_layers, n_heads)
-    note = va.coref_notice(rows, hl, ca.src_labels, c, va.coref_focus(ca.trace, n_layers, c))
-    figure(rows, ca.src_labels, hl, "weights", title="where “it” looks, every head", key=key,
-           shape=f"[{len(hl)}, {len(ca.src_labels)}]", note=note,
+    focus = va.coref_focus(ca.trace, n_layers, c)
+    figure(rows, ca.src_labels, hl, "weights", title="where “it” looks, every head (outlined: the head that best "
+           "links it to the deciding noun)", key=key, shape=f"[{len(hl)}, {len(ca.src_labels)}]",
+           note=va.coref_notice(rows, hl, ca.src_labels, c, focus), mark_row=focus.layer * n_heads + focus.head,
            numbers=False, x_title="key word", y_title="layer · head")
     with st.expander("Per head: the candidate words"):
         st.dataframe(va.coref_table(rows, hl, ca.src_labels, ca.prepared.tokens, c.it))
