@@ -6,9 +6,8 @@ import streamlit as st
 
 from pages.content import encoder as text
 from ui import shell
-from ui.attention_steps import figure
 from ui.models import analysis, current_model, encoder_layer
-from ui.widgets import md, next_link, pick, require_sentence, sentence_header
+from ui.widgets import figure, md, next_link, pick, require_sentence, sentence_header
 from viz import layers as vl
 from viz.layers import (
     POST_LN_DOT,

@@ -7,10 +7,9 @@ import streamlit as st
 from model.trace import Interventions
 from pages.content import multi_head as text
 from ui import shell
-from ui.attention_steps import figure, notice
 from ui.models import analysis, coref_defaults, current_model, teacher_forced
 from ui.state import set_head
-from ui.widgets import md, next_link, pick, require_sentence, sentence_header
+from ui.widgets import figure, md, next_link, notice, pick, require_sentence, sentence_header
 from viz import attention as va
 from viz.attention import MODULES, axis_labels, block_figure, dims, head_figure, module_name
 from viz.heatmap import table

@@ -7,10 +7,9 @@ from model.trace import Interventions
 from model.vocab import EOS
 from pages.content import positional as text
 from ui import shell
-from ui.attention_steps import figure, notice
 from ui.models import analysis, current_model, permutation_checks
 from ui.state import interventions
-from ui.widgets import md, next_link, require_sentence, sentence_header
+from ui.widgets import figure, md, next_link, notice, require_sentence, sentence_header
 from viz import positional as vp
 from viz.heatmap import shape_text, table
 from viz.positional import ORDERS, block, clamp, curves_figure, make_order, rotation, shift_check, worked

@@ -10,10 +10,10 @@ from model.experiments import plain_self_attention
 from model.textbook import thinking_machines
 from pages.content import self_attention as text
 from ui import shell
-from ui.attention_steps import figure, show_coref, show_steps, show_why_scale
+from ui.attention_steps import show_coref, show_steps, show_why_scale
 from ui.models import analysis, coref_defaults, current_model, projection
 from ui.state import DEFAULT_SENTENCE
-from ui.widgets import md, next_link, pick, require_sentence, sentence_header
+from ui.widgets import figure, md, next_link, pick, require_sentence, sentence_header
 from viz import attention as va
 from viz.layers import layer_output
 

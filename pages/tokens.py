@@ -5,9 +5,8 @@ import streamlit as st
 from model.vocab import BOS, EOS
 from pages.content import tokens as text
 from ui import shell
-from ui.attention_steps import figure
 from ui.models import analysis, current_model
-from ui.widgets import md, next_link, require_sentence, sentence_header
+from ui.widgets import figure, md, next_link, require_sentence, sentence_header
 from viz.embeddings import (
     TEXTBOOK_VOCAB,
     column_labels,
