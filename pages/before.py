@@ -6,17 +6,13 @@ import streamlit as st
 from pages.content import before as text
 from ui import shell
 from ui.rnn import RNN_LABELS, STATE_KEY, available, comparison, view
-from ui.widgets import md, page_link, pick, sentence_header
+from ui.widgets import md, notice, page_link, pick, sentence_header
 from viz import rnn as vr
 from viz.heatmap import table
 
 shell.enter(__file__)  # first: re-enter through app.py if Streamlit ran this page bare
 
 P = "before_"  # widget key prefix
-
-
-def notice(line: str) -> None:
-    st.caption(":material/lightbulb: " + md(line))
 
 
 def chart(fig, key: str) -> None:
