@@ -10,6 +10,7 @@ import ui.process  # noqa: F401, I001 - first: per-process settings before torch
 import streamlit as st
 
 from ui import shell
+from ui.classroom import panels as classroom
 from ui.sidebar import render_sidebar
 from ui.state import keep_widget_state
 
@@ -18,4 +19,4 @@ st.set_page_config(page_title="Glass Transformer", page_icon=":material/visibili
 page = shell.navigation()
 if shell.admitted():
     keep_widget_state()
-    shell.run(page, sidebar=render_sidebar)
+    classroom.run(page, lambda: shell.run(page, sidebar=render_sidebar))  # follow a class / lead one
