@@ -18,7 +18,7 @@ st.title("Classroom")
 init_state()
 notice = st.session_state.pop(cls.NOTICE, None)  # (in app.py's runs, a toast has shown it already)
 if notice:
-    st.info(md(notice), icon=":material/groups:")
+    st.warning(md(notice), icon=":material/groups:")
 
 
 @st.fragment(run_every=1)

@@ -9,14 +9,21 @@ failover (a new session from the student's URL), and what a student cannot do. A
 
 from __future__ import annotations
 
+import json
+import time
 import uuid
 
 import pytest
+import torch
 
-from tests.apptest_util import all_text, no_exception, run_app
+from model import checkpoint, pipeline
+from model import questions as Q
+from model.trace import Interventions
+from tests.apptest_util import all_text, decode, no_exception, run_app
 from tests.services import redis_server
 from ui import classroom
-from ui.classroom import MemoryClassStore, RedisClassStore
+from ui.classroom import Forbidden, MemoryClassStore, QuestionClosed, RedisClassStore, check_question
+from ui.widgets import md
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 SENTENCE = "the animal didn't cross the street because it was too tired"
@@ -29,19 +36,30 @@ def redis_url():
 
 
 @pytest.fixture(params=["memory", "redis"])
-def store(request, monkeypatch):
-    """A fresh class store for the app's sessions (get_store() returns it), on either back-end."""
-    kw = getattr(request, "param_kw", {})
-    if request.param == "memory":
-        monkeypatch.delenv(classroom.REDIS_URL_ENV, raising=False)
-        s, key = MemoryClassStore(**kw), ""
-    else:
-        url = request.getfixturevalue("redis_url")
-        monkeypatch.setenv(classroom.REDIS_URL_ENV, url)
-        s, key = RedisClassStore(url, prefix=f"test:{uuid.uuid4().hex[:8]}", **kw), url
-    monkeypatch.setitem(classroom._stores, key, s)
-    yield s
-    s.close()
+def backend(request, monkeypatch):
+    """install(**settings) -> a fresh class store that the app's get_store() returns, on either back-end."""
+    made = []
+
+    def install(**kw):
+        if request.param == "memory":
+            monkeypatch.delenv(classroom.REDIS_URL_ENV, raising=False)
+            s, key = MemoryClassStore(**kw), ""
+        else:
+            url = request.getfixturevalue("redis_url")
+            monkeypatch.setenv(classroom.REDIS_URL_ENV, url)
+            s, key = RedisClassStore(url, prefix=f"test:{uuid.uuid4().hex[:8]}", **kw), url
+        monkeypatch.setitem(classroom._stores, key, s)
+        made.append(s)
+        return s
+
+    yield install
+    for s in made:
+        s.close()
+
+
+@pytest.fixture
+def store(backend):
+    return backend()
 
 
 def state(at, key, default=None):
@@ -177,3 +195,215 @@ def test_students_follow_the_teacher_leave_and_come_back(store):
         assert state(s, "class_role") is None and "class" not in s.query_params
     if isinstance(store, RedisClassStore):
         assert store._r.keys(f"{store._p}:{code}*") == [f"{store._p}:{code}"]  # the "ended" marker only
+
+
+# -- predict, then reveal -------------------------------------------------------------------------------
+def question_text(at) -> str:
+    return " ".join(m.value for m in at.markdown if "Question from your teacher" in m.value)
+
+
+def test_a_question_live_answers_and_the_reveal(store):
+    teacher, code = start_teacher()
+    students = [join_by_link(code) for _ in range(3)]
+    teacher.radio(key="class_kind").set_value("attention").run()
+    teacher.button(key="class_ask").click().run()
+    no_exception(teacher)
+    snap = store.snapshot(code, secret=state(teacher, "_class_secret"))
+    q = snap.question
+    assert q is not None and not snap.revealed and snap.answered == 0
+    # the model's answer, recomputed from the tensors: the largest weight of "it" in the asked head
+    bundle = checkpoint.load(checkpoint.SHIPPED)
+    a = pipeline.analyse(bundle, pipeline.prepare(bundle, SENTENCE))
+    it = a.prepared.tokens.index("it")
+    head = int(a.trace["enc.0.self_attn.weights"][0, :, it].max(-1).values.argmax())
+    w = a.trace["enc.0.self_attn.weights"][0, head, it]
+    words = [*a.prepared.tokens, "<eos>"]
+    assert f"head {head}:" in q.text and q.options[snap.answer] == words[int(w.argmax())]
+    assert float(w.max()) == pytest.approx(float(torch.softmax(
+        a.trace["enc.0.self_attn.scaled"][0, head, it], -1).max()), abs=1e-6)
+
+    right, wrong = snap.answer, (snap.answer + 1) % len(q.options)
+    for s in students:
+        s.run()
+        no_exception(s)
+        assert "Question from your teacher" in question_text(s)
+        assert "The model's answer:" not in all_text(s)  # hidden until the reveal
+        assert store.snapshot(code, student_id=state(s, "_class_student")).answer is None
+    students[0].button(key=f"class_answer_{q.id}_{right}").click().run()
+    students[1].button(key=f"class_answer_{q.id}_{right}").click().run()
+    students[1].button(key=f"class_answer_{q.id}_{wrong}").click().run()  # changed their mind
+    no_exception(students[1])
+    # the teacher's live view (a fragment each second): the count and the distribution
+    teacher.run()
+    counts = [0] * len(q.options)
+    counts[right] += 1
+    counts[wrong] += 1
+    chart = next(c for c in teacher.get("plotly_chart") if "answer" in c.proto.spec)
+    bars = json.loads(chart.proto.spec)["data"][0]
+    assert [int(v) for v in decode(bars["x"])] == counts
+    assert "2 of 3 students answered" in all_text(teacher)
+    assert "The model's answer:" not in all_text(teacher) and "✓" not in chart.proto.spec  # nor the projector
+    assert "question: 2 answers" in all_text(teacher)  # the sidebar line (st.caption)
+
+    teacher.button(key="class_reveal").click().run()
+    no_exception(teacher)
+    assert f"The model's answer:** {md(q.options[right])}" in all_text(teacher)
+    for s in students:
+        s.run()
+        no_exception(s)
+        assert f"The model's answer:** {md(q.options[right])}" in all_text(s)
+    assert "the same as the model's" in all_text(students[0])
+    assert "not what the model does" in all_text(students[1])
+    assert "You did not answer" in all_text(students[2])
+    with pytest.raises(QuestionClosed):  # answers close with the reveal
+        store.answer(code, state(students[2], "_class_student"), q.id, right)
+
+
+@pytest.mark.parametrize("kind", ["next_word", "head_off", "no_mask"])
+def test_every_kind_of_question_can_be_asked(store, kind):
+    teacher, code = start_teacher()
+    teacher.radio(key="class_kind").set_value(kind).run()
+    teacher.button(key="class_ask").click().run()
+    no_exception(teacher)
+    snap = store.snapshot(code, secret=state(teacher, "_class_secret"))
+    assert snap.question is not None and 2 <= len(snap.question.options) <= 6
+
+
+def test_shared_text_is_shown_as_text(store):
+    teacher, code = start_teacher()
+    s1 = join_by_link(code)
+    # markdown in the teacher's sentence reaches the students as the characters typed
+    sentence = "the **animal** [it](javascript:alert(1)) was too `tired`"
+    teacher.switch_page("pages/overview.py")
+    teacher.run()
+    teacher.sidebar.text_input(key="sentence").input(sentence).run()
+    teacher.switch_page("pages/classroom.py")
+    teacher.run()
+    teacher.radio(key="class_kind").set_value("attention").run()
+    teacher.button(key="class_ask").click().run()
+    s1.run()
+    no_exception(s1)
+    assert state(s1, "sentence") == sentence
+    shown = question_text(s1)
+    q = store.snapshot(code).question
+    assert md(q.text) in shown
+    assert "[it](javascript" not in shown and "**animal**" not in shown
+    # HTML cannot be shared at all: the teacher is told, the students keep the sentence before
+    teacher.switch_page("pages/overview.py")
+    teacher.run()
+    teacher.sidebar.text_input(key="sentence").input("<b>bold</b> <script>x</script>").run()
+    no_exception(teacher)
+    assert any("cannot see your sentence" in w.value for w in teacher.warning)
+    s1.run()
+    assert state(s1, "sentence") == sentence
+
+
+# -- what a student cannot do ---------------------------------------------------------------------------
+def test_a_student_cannot_act_as_the_teacher(store):
+    teacher, code = start_teacher()
+    s1 = join_by_link(code)
+    before = store.snapshot(code)
+    # keys that mimic the teacher's, with a forged secret (a browser cannot even set these keys)
+    s1.session_state["class_role"] = "teacher"
+    s1.session_state["_class_secret"] = "forged-secret-forged-secret"
+    s1.sidebar.text_input(key="sentence").input("i am a student").run()
+    no_exception(s1)
+    assert state(s1, "class_role") is None  # told, and no longer claiming it
+    s1.switch_page("pages/classroom.py")
+    s1.run()
+    no_exception(s1)
+    assert not [b for b in s1.button if b.key in ("class_reveal", "class_end", "class_ask")]
+    after = store.snapshot(code)
+    assert (after.version, after.state, after.question) == (before.version, before.state, before.question)
+    # every teacher operation needs the secret (what the callbacks call)
+    for op, args in ((store.set_state, ({"sentence": "x"},)), (store.ask, ("q?", ["a", "b"], 0)),
+                     (store.reveal, ()), (store.end, ()), (store.touch, ())):
+        with pytest.raises(Forbidden):
+            op(code, "forged-secret-forged-secret", *args)
+    # a student's own messages (typing, switching, answering, leaving) change nothing shared
+    s2 = join_by_link(code)
+    s2.sidebar.toggle(key="iv_pos").set_value(False).run()
+    s2.sidebar.button(key="class_follow").click().run()
+    assert store.snapshot(code).version == before.version and not store.snapshot(code).ended
+    # the teacher key resumes the class in a new session (a reload, a failover); a wrong key does not
+    resumed = run_app("classroom")
+    resumed.text_input(key="class_resume_key").input(f"{code}-nottherightsecret").run()
+    resumed.button(key="class_resume").click().run()
+    assert state(resumed, "class_role") is None and "not the key of a running class" in all_text(resumed)
+    resumed.text_input(key="class_resume_key").input(f"{code}-{state(teacher, '_class_secret')}").run()
+    resumed.button(key="class_resume").click().run()
+    no_exception(resumed)
+    assert state(resumed, "class_role") == "teacher" and state(resumed, "class_resume_key") == ""
+
+
+def test_class_codes_cannot_be_enumerated(store):
+    teacher, code = start_teacher()
+    at = run_app("classroom")
+    wrong = "ZZZZZZ" if code != "ZZZZZZ" else "YYYYYY"
+    for _ in range(store.max_failed_joins):
+        at.text_input(key="class_join_code").input(wrong).run()
+        at.button(key="class_join").click().run()
+        assert "No class with this code" in all_text(at)
+    at.text_input(key="class_join_code").input(code).run()  # even the right code, now
+    at.button(key="class_join").click().run()
+    no_exception(at)
+    assert "Too many attempts: try again in" in all_text(at) and state(at, "class_role") is None
+    linked = run_app(query={"class": code})  # the same address through a link: refused too, said once
+    assert state(linked, "class_role") is None and "class" not in linked.query_params
+
+
+def test_an_idle_class_ends_by_itself(backend):
+    store = backend(idle_seconds=1.5)
+    teacher, code = start_teacher()
+    s1 = join_by_link(code)
+    time.sleep(2.0)
+    s1.run()
+    no_exception(s1)
+    assert state(s1, "class_role") is None and "class" not in s1.query_params
+    assert store.snapshot(code) is None or store.snapshot(code).ended
+
+
+# -- model/questions.py: the answers are the model's --------------------------------------------------------
+@pytest.fixture(scope="module")
+def bundles():
+    return checkpoint.load(checkpoint.SHIPPED), checkpoint.load(checkpoint.SHIPPED_NO_MASK)
+
+
+@pytest.mark.parametrize("text", [SENTENCE, "i am a student", "thinking machines", "the the cat <b>"])
+def test_question_answers_are_recomputed_from_the_tensors(bundles, text):
+    base, cheat = bundles
+    prepared = pipeline.prepare(base, text)
+    a = pipeline.analyse(base, prepared)
+    qs = []
+    for layer in range(base.config.n_enc_layers):
+        for head in range(base.config.n_heads):
+            q = Q.attention(a, layer, head)
+            w = a.trace[f"enc.{layer}.self_attn.weights"][0, head, Q.default_query(a)]
+            label = Q._labels([*a.prepared.tokens, "<eos>"])[int(w.argmax())]
+            assert q.answer_text == label
+            qs.append(q)
+    for t in range(len(a.out_tokens) + 1):
+        q = Q.next_word(a, base.tgt_vocab.itos, t)
+        best = base.tgt_vocab.itos[int(a.trace["probs"][0, t].argmax())]
+        assert q.answer_text == Q._labels([best])[0]
+        if t < len(a.out_tokens):  # what greedy decoding picked
+            assert best == a.out_tokens[t]
+        qs.append(q)
+    off = ("dec.0.cross_attn", 1)
+    q = Q.head_off(base, prepared, Interventions(), off)
+    changed = pipeline.analyse(base, prepared, Interventions().with_head(*off, on=False)).translation != a.translation
+    assert q.answer == int(changed)
+    qs.append(q)
+    q = Q.no_mask(base, cheat, prepared)
+    same = pipeline.analyse(cheat, pipeline.prepare(cheat, text)).translation == a.translation
+    assert q.answer == (0 if same else 1)
+    qs.append(q)
+    for q in qs:  # every question is one a class store accepts as it is
+        check_question(q.text, list(q.options), q.answer)
+        assert "<" not in q.detail + q.text
+
+
+def test_the_no_mask_model_gets_the_lecture_sentence_wrong(bundles):
+    base, cheat = bundles
+    q = Q.no_mask(base, cheat, pipeline.prepare(base, "i am a student"))
+    assert q.answer_text.startswith("No") and "je je je" in q.detail

@@ -20,6 +20,7 @@ from streamlit.navigation.page import StreamlitPage
 
 from ui.classroom import ClassSnapshot, ClassStoreError
 from ui.classroom.session import (
+    CLASS_PAGE,
     NOTICE,
     POLL_SECONDS,
     SEEN,
@@ -142,7 +143,7 @@ def run(page: StreamlitPage, body: Callable[[], None]) -> None:
             student_poller()
         elif is_teacher():
             teacher_poller()
-    if NOTICE in ss():
+    if NOTICE in ss() and here != CLASS_PAGE:  # the class page shows its notices itself
         st.toast(md(ss().pop(NOTICE)), icon=":material/groups:")
     if is_student() and ss().get(SNAP) is not None and ss()[SNAP].question is not None:
         question_panel()
