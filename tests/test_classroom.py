@@ -9,6 +9,7 @@ failover (a new session from the student's URL), and what a student cannot do. A
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 import uuid
@@ -407,3 +408,23 @@ def test_the_no_mask_model_gets_the_lecture_sentence_wrong(bundles):
     base, cheat = bundles
     q = Q.no_mask(base, cheat, pipeline.prepare(base, "i am a student"))
     assert q.answer_text.startswith("No") and "je je je" in q.detail
+
+
+# -- several processes: one class through Redis, and a process killed mid-class ---------------------------
+def test_two_processes_share_a_class_and_its_students_survive_a_killed_process():
+    """2 × `streamlit run app.py` behind HAProxy with a redis-server (ui/serve_many.py); a teacher on app1,
+    students on both (websocket sessions, bench/ws_client.py). A question is open, half answered; app2 is
+    killed. Its students reconnect through the proxy with their own address (``?class=CODE``): they are in
+    the class again on app1, following, and the class's state, question and counts are as they were."""
+    from bench.classroom_load import failover
+    from tests.services import require_tool
+    from ui.serve_many import Cluster
+
+    require_tool("haproxy")
+    require_tool("redis-server")
+    with Cluster(replicas=2, timeout=120) as c:
+        res = asyncio.run(asyncio.wait_for(failover(c, 6, 60), 300))
+    assert res["on_killed_process"] == 3 and res["rejoined"] == 3, res
+    assert res["class_state_unchanged"] and res["answers_after"] == res["answers_before"]
+    assert sum(res["answers_after"]) == 3
+    assert res["followed_next_change"] == 6 and res["now_on"] == ["app1"], res

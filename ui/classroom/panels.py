@@ -147,6 +147,8 @@ def run(page: StreamlitPage, body: Callable[[], None]) -> None:
         st.toast(md(ss().pop(NOTICE)), icon=":material/groups:")
     if is_student() and ss().get(SNAP) is not None and ss()[SNAP].question is not None:
         question_panel()
+    if is_teacher():  # the widgets' new values are in the session already: the class sees them now,
+        publish(here, warn=False)  # not after the teacher's page has drawn (and again after it)
     try:
         body()
     finally:

@@ -317,13 +317,13 @@ def teacher_call(op: Callable, *args):
     return None
 
 
-def publish(page: str) -> None:
-    """After a teacher's run: share the state if it changed; touch the class at most once a minute."""
+def publish(page: str, warn: bool = True) -> None:
+    """In a teacher's run: share the state if it changed; touch the class at most once a minute."""
     s = ss()
     if page not in NOT_SHARED and page in PAGE_FILES:
         s[TEACHER_PAGE] = page
     state, refused = publishable(shared_state(s.get(TEACHER_PAGE, "overview")))
-    if refused:
+    if refused and warn:
         st.warning("The class cannot see your " + " and ".join(k.replace("_", " ") for k in refused)
                    + " (it holds < or >, or is over 500 characters): the students keep the one before.",
                    icon=":material/visibility_off:")
