@@ -4,24 +4,28 @@ Every client is bench/ws_client.py's StreamlitSession (Streamlit's websocket pro
 also runs the page's fragment timers as a browser does: a following student polls its class each second
 (ui/classroom/panels.py) and the server reruns its page when the teacher changed something.
 
-    .venv/bin/python -m bench.classroom_load follow --students 30 100 [--changes 6]
+    .venv/bin/python -m bench.classroom_load follow --students 30 100 [--changes 6] [--processes 2]
     .venv/bin/python -m bench.classroom_load throughput [--students 24] [--seconds 40]
     .venv/bin/python -m bench.classroom_load failover [--students 20]
 
-follow: one `streamlit run app.py` (the memory store). A teacher (ws) starts a class, N students join with
-the link and follow; the teacher types a new sentence `--changes` times (a pause between); per change and
-student, the time from the teacher sending the sentence to the end of the student's run that shows it
-(its sidebar's sentence box). p50 / p95 / max, and how many students never showed it within --timeout.
+follow: one `streamlit run app.py` (the memory store), or --processes N behind HAProxy (Redis). A teacher
+(ws) starts a class, N students join with the link and follow; the teacher types a new sentence `--changes`
+times (a pause between); per change and student, the time from the teacher sending the sentence to the end
+of the student's run that shows it (its sidebar's sentence box). p50 / p95 / max, and how many students
+never showed it within --timeout.
 
 throughput: the same N students, each typing its own sentences one after the other without a pause (a
 saturated server), for --seconds, through HAProxy in front of 1 and then 2 app processes (ui/serve_many.py,
-Redis): completed interactions per second, and the ratio.
+Redis): completed interactions per second, and the ratio; and where the machine's CPU went meanwhile (the
+app processes, the clients in this script, everything else: on a shared machine other people's work
+takes cores the second process would use).
 
 failover: 2 app processes behind HAProxy with Redis; a teacher on app1, students spread over both; a
 question is open and half the class answered; app2 is killed (SIGKILL). Its students reconnect through the
-proxy with the address they had (``?class=CODE``, as a browser's reconnect does) and land on app1: they
+proxy with the address and widget values they had (as a browser's reconnect does) and land on app1: they
 must be in the class again (following, the teacher's sentence), the question and its counts unchanged, and
-they follow the teacher's next change.
+they follow the teacher's next change. One of them explores on its own and has just typed a sentence when
+its process dies: it must come back exploring, with the sentence it typed.
 
 Bounded: every wait has a timeout, every loop a count or a deadline; servers on 127.0.0.1 and free ports,
 stopped at the end (process groups).
@@ -33,6 +37,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import re
 import statistics
 import sys
@@ -149,6 +154,15 @@ async def follow(url: str, n: int, changes: int, pause: float, timeout: float) -
                 await asyncio.wait_for(done.wait(), timeout)
             out.latencies += [seen[i] - t0 for i in seen]
             out.missed += n - len(seen)
+            missed = [s for i, s in enumerate(students) if i not in seen]
+            if missed:  # what those students show: exploring? an old sentence? a dropped connection?
+                why = {}
+                for s in missed:
+                    badge = next((line for line in s.text(1).splitlines() if "class" in line), "no badge")
+                    key = f"{getattr(s, 'replica', None)}: {badge[:40]} / {s.widget_value('Your sentence')!r}"
+                    why[key] = why.get(key, 0) + 1
+                runs = [r for r in missed[0].runs if r[0] >= t0 - 2][:30]
+                print(f"    not updated: {why}; the runs of one since the change (t0 {t0:.2f}): {runs}", flush=True)
             print(f"  change {k + 1}: {len(seen)}/{n} students updated, p50 "
                   f"{statistics.median([seen[i] - t0 for i in seen]) if seen else float('nan'):.2f} s, "
                   f"full runs {sum(s.full_runs for s in students) - runs0}", flush=True)
@@ -161,12 +175,31 @@ async def follow(url: str, n: int, changes: int, pause: float, timeout: float) -
     return out
 
 
-async def saturate(url: str, n: int, seconds: float) -> dict:
-    """n sessions, each typing its own sentences back to back for `seconds`: interactions per second."""
+def cpu_seconds(pids: list[int]) -> float:
+    """CPU seconds used so far by these processes (user + system)."""
+    total = 0.0
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def machine_busy() -> float:
+    """CPU seconds the whole machine has spent busy so far (all processes, every core)."""
+    f = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    ticks = [int(x) for x in f]
+    return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")  # minus idle and iowait
+
+
+async def saturate(url: str, n: int, seconds: float, pids: list[int] | None = None) -> dict:
+    """n sessions, each typing its own sentences back to back for `seconds`: interactions per second, and
+    where the machine's CPU went meanwhile (the app processes, this script's clients, everything)."""
     sessions = [StreamlitSession(url, timeout=120) for _ in range(n)]
     for i in range(0, n, 8):
         await asyncio.gather(*(s.connect("overview") for s in sessions[i:i + 8]))
     done, errors, times = 0, 0, []
+    cpu0, mine0, busy0 = cpu_seconds(pids or []), time.process_time(), machine_busy()
     start = time.perf_counter()
     end = start + seconds
 
@@ -186,8 +219,12 @@ async def saturate(url: str, n: int, seconds: float) -> dict:
 
     await asyncio.gather(*(one(i, s) for i, s in enumerate(sessions)))
     wall = time.perf_counter() - start
+    cpu = {"apps": cpu_seconds(pids or []) - cpu0, "clients": time.process_time() - mine0,
+           "machine": machine_busy() - busy0}
+    cpu["others"] = cpu["machine"] - cpu["apps"] - cpu["clients"]  # HAProxy, Redis, and whatever else runs here
     await asyncio.gather(*(s.close() for s in sessions), return_exceptions=True)
-    return {"interactions": done, "seconds": wall, "per_second": done / wall, "errors": errors, **summary(times)}
+    return {"interactions": done, "seconds": wall, "per_second": done / wall, "errors": errors, **summary(times),
+            "cpu_seconds": cpu, "per_app_cpu_second": done / cpu["apps"] if cpu["apps"] else float("nan")}
 
 
 async def failover(cluster: Cluster, n: int, timeout: float) -> dict:
@@ -206,20 +243,31 @@ async def failover(cluster: Cluster, n: int, timeout: float) -> dict:
         await asyncio.gather(*(s.rerun() for s in students))  # their poll: the question shows
         for s in students[: n // 2]:  # half the class answers
             await s.click(f"class_answer_{q.id}_0")
-        before = store.snapshot(code)
         dead = [i for i, r in enumerate(where) if r == "app2"]
+        explorer = students[dead[0]]  # one of them explores on its own, its own sentence
+        await explorer.click("class_detach")
+        await explorer.type_sentence("she is a student")
+        before = store.snapshot(code)
         cluster.kill_app(1)
         t0 = time.perf_counter()
         back: dict[int, float] = {}
 
-        async def reconnect(i: int) -> None:  # with its own address (the class code in it), as a browser does
+        async def reconnect(i: int) -> None:
+            """As a browser does: its address (the class code in it) and its widgets' values; the explorer
+            has just typed a new sentence, whose Enter met the dead process."""
             old = students[i]
             with contextlib.suppress(Exception):
                 await old.close()
             s = Cookie(cluster.url, "app2", timeout=timeout)
+            s.widgets = dict(old.widgets)
+            if old is explorer:
+                wid = old.widget_id("Your sentence")
+                s.widgets[wid] = type(old.widgets[wid])(id=wid, string_value="we are students")
             await s.connect("", old.query_string)
             students[i] = s
-            if f"Following class {code}" in s.text(1) and shows(s, "thinking machines"):
+            ok = (f"Exploring · class {code}" in s.text(1) and shows(s, "we are students") if old is explorer
+                  else f"Following class {code}" in s.text(1) and shows(s, "thinking machines"))
+            if ok:
                 back[i] = time.perf_counter() - t0
 
         await asyncio.gather(*(reconnect(i) for i in dead))
@@ -231,10 +279,12 @@ async def failover(cluster: Cluster, n: int, timeout: float) -> dict:
         await teacher.type_sentence("i am a student")
         await asyncio.gather(*(s.rerun() for s in students))  # each one's poll
         followed = sum(shows(s, "i am a student") for s in students)
+        explorer_kept = shows(students[dead[0]], "we are students")
         return {"students": n, "on_killed_process": len(dead), "rejoined": len(back),
                 "rejoin_seconds": summary(list(back.values())), "class_state_unchanged": same,
                 "answers_before": list(before.counts), "answers_after": list(after.counts),
-                "followed_next_change": followed, "now_on": sorted({s.replica for s in students if s.replica})}
+                "followed_next_change": followed, "explorer_kept_own_sentence": explorer_kept,
+                "now_on": sorted({s.replica for s in students if s.replica})}
     finally:
         store.close()
         await asyncio.gather(*(s.close() for s in [teacher, *students]), return_exceptions=True)
@@ -249,11 +299,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=30.0, help="seconds a student may take to show a change")
     ap.add_argument("--seconds", type=float, default=40.0, help="throughput: seconds of load per run")
     ap.add_argument("--replicas", type=int, nargs="+", default=[1, 2], help="throughput: app processes to compare")
+    ap.add_argument("--processes", type=int, default=0,
+                    help="follow: 0 = one `streamlit run app.py` (memory store); N = N processes behind HAProxy, Redis")
     ap.add_argument("--json", help="also write the figures to this file")
     args = ap.parse_args(argv)
     out: dict = {"what": args.what}
     if args.what == "follow":
-        server = start_server(log=Path("/tmp") / "glass-classroom-load.log", timeout=120)
+        server = (start_server(log=Path("/tmp") / "glass-classroom-load.log", timeout=120) if not args.processes
+                  else Cluster(replicas=args.processes, timeout=120).start())
+        out["processes"] = args.processes or "one streamlit run app.py (memory store)"
         try:
             for n in args.students or [30, 100]:
                 print(f"follow: {n} students, {args.changes} changes", flush=True)
@@ -273,10 +327,14 @@ def main(argv: list[str] | None = None) -> int:
             with Cluster(replicas=r, timeout=120) as c:
                 print(f"throughput: {n} students, {r} app process(es) behind HAProxy, {args.seconds:.0f} s", flush=True)
                 asyncio.run(asyncio.wait_for(saturate(c.url, n, 5), 300))  # warm-up: imports, first analyses
-                res = asyncio.run(asyncio.wait_for(saturate(c.url, n, args.seconds), args.seconds + 300))
+                pids = [a.proc.pid for a in c.apps]
+                res = asyncio.run(asyncio.wait_for(saturate(c.url, n, args.seconds, pids), args.seconds + 300))
                 out[f"replicas_{r}"] = res
+                cpu = res["cpu_seconds"]
                 print(f"  {res['interactions']} interactions in {res['seconds']:.1f} s = {res['per_second']:.2f}/s "
-                      f"(p50 {res['p50']:.2f} s, p95 {res['p95']:.2f} s), errors {res['errors']}", flush=True)
+                      f"(p50 {res['p50']:.2f} s, p95 {res['p95']:.2f} s), errors {res['errors']}; CPU-s: app "
+                      f"processes {cpu['apps']:.1f}, clients {cpu['clients']:.1f}, everything else on the machine "
+                      f"{cpu['others']:.1f} (of {2 * res['seconds']:.0f} on 2 cores)", flush=True)
         if len(args.replicas) == 2:
             a, b = (out[f"replicas_{r}"]["per_second"] for r in args.replicas)
             out["ratio"] = b / a

@@ -130,6 +130,7 @@ class StreamlitSession:
         self.fragments: dict[str, float] = {}  # fragment id -> its run_every (auto_rerun messages)
         self.on_full_run = None  # called with this session after every full run (a poll that reran the app too)
         self.full_runs = 0
+        self.runs: list[tuple] = []  # (time, "new_session" / "script_finished", fragment ids / status)
 
     # -- connection -----------------------------------------------------------------------------
     async def connect(self, page: str = "", query: str = "") -> float:
@@ -274,6 +275,10 @@ class StreamlitSession:
 
     def _handle(self, msg: ForwardMsg) -> None:
         kind = msg.WhichOneof("type")
+        if kind in ("new_session", "script_finished"):  # the last few runs, for a report on a stuck session
+            self.runs.append((round(time.perf_counter(), 2), kind, msg.script_finished if kind == "script_finished"
+                              else list(msg.metadata.run.fragment_ids)))
+            del self.runs[:-60]
         if kind == "new_session":
             ns = msg.new_session
             self.main_hash, self.page_hash = ns.main_script_hash, ns.page_script_hash

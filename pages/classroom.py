@@ -6,6 +6,7 @@ import streamlit as st
 from model import questions as Q
 from pages.content import classroom as text
 from ui import shell
+from ui.classroom import asking
 from ui.classroom import session as cls
 from ui.models import current_model
 from ui.state import init_state
@@ -37,7 +38,7 @@ def live_answers() -> None:
     st.plotly_chart(answers_figure(q.options, snap.counts, snap.answer if snap.revealed else None),
                     key="class_answers", config={"displayModeBar": False})
     if not snap.revealed:
-        st.button("Reveal the model's answer", key="class_reveal", on_click=cls.reveal, type="primary",
+        st.button("Reveal the model's answer", key="class_reveal", on_click=asking.reveal, type="primary",
                   icon=":material/visibility:")
     else:
         st.success(f"**The model's answer:** {md(q.options[snap.answer])}", icon=":material/smart_toy:")
@@ -77,7 +78,7 @@ def teacher() -> None:
         heads = Q.all_heads(current_model().bundle)
         params["off"] = st.selectbox("Head to switch off", heads, format_func=lambda h: Q.head_label(*h),
                                      key="class_off")
-    st.button("Ask the class", key="class_ask", type="primary", icon=":material/quiz:", on_click=cls.ask_new,
+    st.button("Ask the class", key="class_ask", type="primary", icon=":material/quiz:", on_click=asking.ask_new,
               args=(kind, params))
     live_answers()
     st.divider()

@@ -128,16 +128,18 @@ def test_students_follow_the_teacher_leave_and_come_back(store):
     teacher.sidebar.text_input(key="sentence").input("i am a student").run()
     teacher.sidebar.toggle(key="iv_scale").set_value(False).run()
     teacher.sidebar.multiselect(key="heads_off").select("enc.0.self_attn:1").run()
+    teacher.sidebar.radio(key="model").set_value("no_mask").run()
     no_exception(teacher)
     snap = store.snapshot(code)
     assert snap.state["sentence"] == "i am a student" and snap.state["page"] == "multi_head"
     assert snap.state["iv_scale"] is False and snap.state["heads_off"] == ["enc.0.self_attn:1"]
+    assert snap.state["model"] == "no_mask"
     for s in students:
         s.run()  # the poll (a fragment each second in a browser)
         no_exception(s)
         assert title(s) == "Multi-head attention"
         assert state(s, "sentence") == "i am a student" and state(s, "iv_scale") is False
-        assert state(s, "heads_off") == ["enc.0.self_attn:1"]
+        assert state(s, "heads_off") == ["enc.0.self_attn:1"] and state(s, "model") == "no_mask"
         assert s.sidebar.text_input(key="sentence").value == "i am a student"
         assert s.sidebar.toggle(key="iv_scale").value is False
 
@@ -414,8 +416,9 @@ def test_the_no_mask_model_gets_the_lecture_sentence_wrong(bundles):
 def test_two_processes_share_a_class_and_its_students_survive_a_killed_process():
     """2 × `streamlit run app.py` behind HAProxy with a redis-server (ui/serve_many.py); a teacher on app1,
     students on both (websocket sessions, bench/ws_client.py). A question is open, half answered; app2 is
-    killed. Its students reconnect through the proxy with their own address (``?class=CODE``): they are in
-    the class again on app1, following, and the class's state, question and counts are as they were."""
+    killed. Its students reconnect through the proxy with their own address (``?class=CODE``) and widget
+    values: they are in the class again on app1, following, and the class's state, question and counts are as
+    they were; one who was exploring keeps exploring, with the sentence it typed as the process died."""
     from bench.classroom_load import failover
     from tests.services import require_tool
     from ui.serve_many import Cluster
@@ -427,4 +430,4 @@ def test_two_processes_share_a_class_and_its_students_survive_a_killed_process()
     assert res["on_killed_process"] == 3 and res["rejoined"] == 3, res
     assert res["class_state_unchanged"] and res["answers_after"] == res["answers_before"]
     assert sum(res["answers_after"]) == 3
-    assert res["followed_next_change"] == 6 and res["now_on"] == ["app1"], res
+    assert res["followed_next_change"] == 5 and res["explorer_kept_own_sentence"] and res["now_on"] == ["app1"], res

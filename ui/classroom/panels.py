@@ -17,11 +17,13 @@ from collections.abc import Callable
 
 import streamlit as st
 from streamlit.navigation.page import StreamlitPage
+from streamlit.runtime.scriptrunner import StopException
 
 from ui.classroom import ClassSnapshot, ClassStoreError
 from ui.classroom.session import (
     CLASS_PAGE,
     NOTICE,
+    PENDING,
     POLL_SECONDS,
     SEEN,
     SNAP,
@@ -53,7 +55,8 @@ def student_panel() -> None:
     """The sidebar badge, polled each second; a change (new state, question, reveal, end) reruns the app."""
     if not is_student():
         return
-    snap = ss().get(SNAP) if ss().pop("_class_fresh", False) else poll()
+    full_run = ss().pop("_class_fresh", False)  # drawn by a full run: its snapshot, and it reruns nothing
+    snap = ss().get(SNAP) if full_run else poll()
     if snap is None:
         st.rerun(scope="app")
     if following():
@@ -64,7 +67,7 @@ def student_panel() -> None:
         st.badge(f"Exploring · class {snap.code}", icon=":material/explore:", color="gray")
         st.button("Follow the teacher", key="class_follow", icon=":material/cast_for_education:", type="primary",
                   on_click=set_following, args=(True,))
-    if ss().pop("_class_rerun", False) or seen_key(snap) != ss().get(SEEN):
+    if not full_run and (ss().pop("_class_rerun", False) or seen_key(snap) != ss().get(SEEN)):
         st.rerun(scope="app")
 
 
@@ -149,9 +152,16 @@ def run(page: StreamlitPage, body: Callable[[], None]) -> None:
         question_panel()
     if is_teacher():  # the widgets' new values are in the session already: the class sees them now,
         publish(here, warn=False)  # not after the teacher's page has drawn (and again after it)
+    completed = False
     try:
         body()
-    finally:
+        completed = True
+    except StopException:  # a page that stops early has completed its run
+        completed = True
+        raise
+    finally:  # (a RerunException, e.g. a newer request cutting this run short, is not a completed run)
         if is_teacher():
             publish(here)
+        if completed and PENDING in ss():
+            ss()[SEEN] = ss().pop(PENDING)
         write_url()

@@ -1,20 +1,21 @@
 """Classroom mode in a Streamlit session: a teacher runs a class, students follow it (issue 14).
 
-The only module of ui/classroom/ that imports Streamlit. app.py wraps every run in `run(page, body)`:
+This module holds the session's class state and its operations (join, follow, apply, publish, questions);
+ui/classroom/panels.py draws them and holds `run(page, body)`, which app.py wraps every run in:
 
 1. a link with ``?class=CODE`` joins this session to the class (a join link, or a student whom a
    failover moved to another process: the URL keeps the code, so they rejoin by themselves);
-2. a following student's run polls the class (`store.snapshot`) and, when the teacher's state has a new
-   version, writes it into this session's keys (ui/state.py's, ui/lesson.py's) before any widget is
-   drawn, and switches to the teacher's page;
+2. a student's run polls the class (`store.snapshot`); when following and the teacher's state has a
+   new version, it writes that state into this session's keys (ui/state.py's, ui/lesson.py's) before
+   any widget is drawn, and switches to the teacher's page;
 3. the sidebar shows a badge (following / exploring, the code) from a fragment that polls every
-   second (`st.fragment(run_every=1)`) and asks for a full rerun when anything changed; a student sees
-   the teacher's open question above the page;
-4. after the page, the teacher's run publishes the shared keys when they changed (`store.set_state`,
-   compared with the last published dict) and postpones the class's idle expiry (`store.touch`).
+   second (`st.fragment(run_every=1)`) and reruns the app when anything changed; a student sees the
+   teacher's open question above the page;
+4. a teacher's run publishes the shared keys when they changed (`store.set_state`, compared with the
+   last published dict), before and after the page draws, and postpones the idle expiry (`store.touch`).
 
 A student who changes a shared key or goes to another page leaves follow mode by that very act (their
-own sentence stays theirs); "Follow the teacher again" re-applies the teacher's state.
+own sentence stays theirs); "Follow the teacher" re-applies the teacher's state.
 
 Session-state keys:
 
@@ -27,7 +28,8 @@ class_following       a student follows the teacher (False: explores on their ow
 _class_secret         the teacher's secret: in the teacher's session only, never drawn
 _class_student        this student's random id (answers are counted once per id)
 _class_applied        the teacher's state last applied to this student's session, and its version
-_class_seen           what the last poll saw: (version, question id, revealed)
+_class_seen           what the last completed full run showed: (version, question id, revealed); a
+                      poll that sees anything else reruns the app (also after a run cut short)
 _class_snap           the last snapshot (the question panel reads it)
 _class_published      the state this teacher last published
 _class_page           the teacher's last page of the walkthrough (the class page is not shared)
@@ -52,7 +54,6 @@ from urllib.parse import urlsplit
 
 import streamlit as st
 
-from model import questions as Q
 from ui import lesson
 from ui.classroom import (
     STATE_FIELDS,
@@ -67,13 +68,15 @@ from ui.classroom import (
     normalize_code,
 )
 from ui.page_list import PAGES
-from ui.state import TOGGLES, init_state, interventions
+from ui.state import TOGGLES, init_state
 
 CODE, ROLE, FOLLOWING = "class_code", "class_role", "class_following"
 SECRET, STUDENT, APPLIED, SEEN, SNAP = "_class_secret", "_class_student", "_class_applied", "_class_seen", "_class_snap"
+PENDING = "_class_pending"  # what this full run's poll saw: SEEN once the run has completed
 PUBLISHED, TEACHER_PAGE, ASKED, TOUCHED, NOTICE = ("_class_published", "_class_page", "_class_asked",
                                                    "_class_touched", "_class_notice")
-KEYS = (CODE, ROLE, FOLLOWING, SECRET, STUDENT, APPLIED, SEEN, SNAP, PUBLISHED, TEACHER_PAGE, ASKED, TOUCHED)
+KEYS = (CODE, ROLE, FOLLOWING, SECRET, STUDENT, APPLIED, SEEN, PENDING, SNAP, PUBLISHED, TEACHER_PAGE, ASKED,
+        TOUCHED)
 CLASS_PAGE = "classroom"  # the class's own page: its url path
 NOT_SHARED = (CLASS_PAGE, "home")  # pages a teacher visits without taking the class along
 POLL_SECONDS = 1.0  # a student's poll
@@ -252,9 +255,9 @@ def follow_on_run(page: str) -> None:
             s[APPLIED] = (snap.version, {k: v for k, v in snap.state.items()})
             target = snap.state.get("page")
             if target in PAGE_FILES and target != page:
-                s[SEEN] = seen_key(snap)
                 st.switch_page(PAGE_FILES[target], query_params={PARAM: snap.code})
-    s[SEEN] = seen_key(snap)
+    s.pop("_class_rerun", None)  # this full run is the rerun a badge button asked for
+    s[PENDING] = seen_key(snap)  # becomes SEEN when this run completes (panels.run)
 
 
 def set_following(on: bool) -> None:
@@ -348,43 +351,6 @@ def teacher_snapshot() -> ClassSnapshot | None:
         leave_class("The class has ended.")
         return None
     return snap
-
-
-def make_question(kind: str, layer: int = 0, head: int | None = None, position: int | None = None,
-                  off: tuple[str, int] | None = None) -> Q.Question:
-    """A question about the teacher's current sentence, model and interventions, answered by that model."""
-    from ui.models import analysis, current_model, load_shipped  # torch: only when a question is made
-
-    a, bundle = analysis(), current_model().bundle
-    if kind == "attention":
-        return Q.attention(a, layer, head)
-    if kind == "next_word":
-        return Q.next_word(a, bundle.tgt_vocab.itos, position)
-    if kind == "head_off":
-        return Q.head_off(bundle, a.prepared, interventions(), off or Q.all_heads(bundle)[0])
-    if kind == "no_mask":
-        return Q.no_mask(load_shipped("base"), load_shipped("no_mask"), a.prepared)
-    raise ValueError(f"no question of kind {kind!r}")
-
-
-def ask(q: Q.Question) -> int | None:
-    """Ask the class `q` (replaces the open question); returns its id."""
-    qid = teacher_call(store().ask, q.text, list(q.options), q.answer)
-    if qid is not None:
-        ss()[ASKED] = (qid, q)
-    return qid
-
-
-def ask_new(kind: str, params: dict) -> None:
-    """Callback of the Ask button: a question of `kind` from the teacher's current state."""
-    try:
-        ask(make_question(kind, **params))
-    except ValueError as e:
-        notify(str(e))
-
-
-def reveal() -> None:
-    teacher_call(store().reveal)
 
 
 def end_class() -> None:
