@@ -159,7 +159,11 @@ async def follow(url: str, n: int, changes: int, pause: float, timeout: float) -
                 why = {}
                 for s in missed:
                     badge = next((line for line in s.text(1).splitlines() if "class" in line), "no badge")
-                    key = f"{getattr(s, 'replica', None)}: {badge[:40]} / {s.widget_value('Your sentence')!r}"
+                    try:
+                        box = repr(s.widget_value("Your sentence"))
+                    except KeyError:
+                        box = "no sentence box (a run under way)"
+                    key = f"{getattr(s, 'replica', None)}: {badge[:40]} / {box}"
                     why[key] = why.get(key, 0) + 1
                 runs = [r for r in missed[0].runs if r[0] >= t0 - 2][:30]
                 print(f"    not updated: {why}; the runs of one since the change (t0 {t0:.2f}): {runs}", flush=True)

@@ -130,6 +130,7 @@ class StreamlitSession:
         self.fragments: dict[str, float] = {}  # fragment id -> its run_every (auto_rerun messages)
         self.on_full_run = None  # called with this session after every full run (a poll that reran the app too)
         self.full_runs = 0
+        self.running = False  # a run is under way (between new_session and its script_finished)
         self.runs: list[tuple] = []  # (time, "new_session" / "script_finished", fragment ids / status)
 
     # -- connection -----------------------------------------------------------------------------
@@ -191,11 +192,12 @@ class StreamlitSession:
 
     async def poll_fragments(self, seconds: float) -> None:
         """Run the page's fragment timers (st.fragment(run_every=...)) for `seconds`, as the frontend does:
-        a fragment rerun each interval, without waiting for its answer (a full run it causes is counted in
-        `full_runs` and reported to `on_full_run`)."""
+        a fragment rerun each interval, none while a run is under way (a request then would replace the run
+        in progress), without waiting for its answer (a full run it causes is counted in `full_runs` and
+        reported to `on_full_run`)."""
         end = time.monotonic() + seconds
         while time.monotonic() < end and self._ws is not None:
-            for fid in list(self.fragments):
+            for fid in list(self.fragments) if not self.running else ():  # none while a run is under way
                 state = ClientState(page_script_hash=self.page_hash, fragment_id=fid, is_auto_rerun=True,
                                     query_string=self.query_string)
                 state.widget_states.CopyFrom(WidgetStates(widgets=list(self.widgets.values())))
@@ -280,6 +282,7 @@ class StreamlitSession:
                               else list(msg.metadata.run.fragment_ids)))
             del self.runs[:-60]
         if kind == "new_session":
+            self.running = True
             ns = msg.new_session
             self.main_hash, self.page_hash = ns.main_script_hash, ns.page_script_hash
             for p in ns.app_pages:  # pages known at the start of the run (st.navigation's follow)
@@ -308,6 +311,7 @@ class StreamlitSession:
         elif kind == "auto_rerun":
             self.fragments[msg.auto_rerun.fragment_id] = msg.auto_rerun.interval
         elif kind == "script_finished":
+            self.running = msg.script_finished == ForwardMsg.FINISHED_EARLY_FOR_RERUN  # another run follows
             if msg.script_finished in DONE and self._full:
                 self._full = False
                 self.full_runs += 1
