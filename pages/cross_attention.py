@@ -6,7 +6,7 @@ import streamlit as st
 from pages.content import cross_attention as text
 from ui import shell
 from ui.models import analysis, current_model, padding_demo
-from ui.widgets import matrix, md, next_link, pick, require_sentence, sentence_header
+from ui.widgets import matrix, md, next_link, notice, pick, require_sentence, sentence_header
 from viz import decoder as vd
 from viz.heatmap import shape_text, table
 
@@ -37,7 +37,7 @@ cw = vd.cross_attention(tr, layer, head)
 matrix(cw, src, lab, "weights", shape=shape_text(cw, "t, m"), key="cross_weights", show_table=False,
        title=f"{cm}.weights, {'average of the heads' if head is None else f'head {head}'}",
        x_title="source word (encoder)", y_title="target position (decoder)")
-st.info(md(vd.cross_notice(cw, src, lab, a.next_labels)))
+notice(vd.cross_notice(cw, src, lab, a.next_labels))
 st.caption(text.cross_caption(len(src)))
 with st.expander(text.ALIGNMENT):
     st.dataframe(vd.alignment(cw, src, lab, a.next_labels), hide_index=True)
@@ -51,7 +51,7 @@ st.dataframe(vd.batch_table(demo))
 matrix(vd.mask_grid(demo), *vd.grid_labels(demo), "mask", show_table=False,
        title="Padding mask (0 = may be looked at, −inf = <pad> key hidden)", shape=shape_text(demo.mask, "B, 1, 1, T"),
        key="cross_pad_mask", x_title="key position", y_title="sentence")
-st.info(md(vd.mask_grid_notice(demo)))
+notice(vd.mask_grid_notice(demo))
 c1, c2 = st.columns(2)
 with c1:
     pl = pick("Encoder layer", range(cfg.n_enc_layers), "cross_pad_layer", 0, style="radio",
@@ -68,7 +68,7 @@ for col, on in zip(st.columns(2), (True, False), strict=True):
         st.metric("most weight a real token gives to <pad>", f"{vd.max_pad_weight(demo, pl, ph, on):.4f}")
         st.metric("encoder output vs the sentence alone: largest |difference|", f"{demo.out_change(on):.2e}")
         st.markdown(f"Translation in the batch: **{md(demo.translation_on if on else demo.translation_off)}**")
-st.info(md(vd.padding_notice(demo, pl, ph)))
+notice(vd.padding_notice(demo, pl, ph))
 with st.expander("Exact numbers of both matrices"):
     for on in (True, False):
         st.dataframe(table(vd.padding_weights(demo, pl, ph, on), *[list(demo.labels[demo.short])] * 2))

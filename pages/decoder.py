@@ -11,7 +11,17 @@ from pages.content import decoder as text
 from ui import shell
 from ui.models import analysis, cheating, current_model, load_shipped, no_mask_reference
 from ui.state import interventions
-from ui.widgets import four_steps, md, next_link, pick, reference_box, require_sentence, sentence_header, weights_panel
+from ui.widgets import (
+    four_steps,
+    md,
+    next_link,
+    notice,
+    pick,
+    reference_box,
+    require_sentence,
+    sentence_header,
+    weights_panel,
+)
 from viz import decoder as vd
 from viz.heatmap import shape_text, table
 
@@ -44,7 +54,7 @@ with right:
     layer_b = pick("Block", range(cfg.n_dec_layers), "decoder_block_layer", 0, style="radio",
                    format_func=lambda i: f"decoder layer {i}")
     st.dataframe(vd.block_table(a.trace, layer_b), hide_index=True)
-    st.info(md(vd.block_notice(a.trace, layer_b)))
+    notice(vd.block_notice(a.trace, layer_b))
 st.markdown(text.regularisation(SECTIONS["dropout"], BASE.dropout, cfg.dropout, vd.projection_biases(bundle.model)))
 
 st.header("2. Masked self-attention: scores + mask = masked scores → softmax")
@@ -62,7 +72,7 @@ module = f"dec.{layer}.self_attn"
 steps = vd.mask_steps(a.trace, module, head)
 four_steps(steps, lab, text.step_titles(module, head), vd.step_shapes(a.trace, module),
            ["decoder_scaled", "decoder_mask", "decoder_masked", "decoder_weights"], show_table=False, **kw)
-st.info(md(vd.masked_notice(steps.weights, lab)))
+notice(vd.masked_notice(steps.weights, lab))
 exact_numbers(steps, lab)
 n_up, s_up = vd.above_diagonal(steps.weights)
 m1, m2, m3 = st.columns(3)
@@ -74,7 +84,7 @@ st.subheader("The softmax renormalises over the allowed positions")
 st.markdown(text.RENORM)
 row = pick("Query position", range(len(lab)), "decoder_renorm_row", min(len(lab) - 1, 2), format_func=lab.__getitem__)
 st.dataframe(vd.renormalisation(steps.scaled[row], steps.mask[row], lab), hide_index=True)
-st.info(md(vd.renorm_notice(steps.scaled[row], steps.mask[row], lab[row])))
+notice(vd.renorm_notice(steps.scaled[row], steps.mask[row], lab[row]))
 st.latex(text.RENORM_LATEX)
 
 st.header("3. Example from the lecture notes: a 4 × 4 look-ahead mask")
@@ -82,7 +92,7 @@ st.markdown(text.LECTURE)
 ex, ex_lab = vd.lecture_masking(), [f"t={i}" for i in range(1, 5)]
 four_steps(ex, ex_lab, ["Scaled scores", "Look-ahead mask", "Masked scores", "Weights"], ["[4, 4]"] * 4,
            ["decoder_ex_scaled", "decoder_ex_mask", "decoder_ex_masked", "decoder_ex_weights"], show_table=False)
-st.info(md(vd.lecture_notice(ex)))
+notice(vd.lecture_notice(ex))
 exact_numbers(ex, ex_lab)
 
 st.header("4. What goes wrong without the look-ahead mask")
@@ -98,7 +108,7 @@ for col, an, w, name in zip(st.columns(2), (a_on, a_off), ws, ("mask on", "mask 
                       shape=shape_text(an.trace[f"{module}.weights"], "B, H, t, t"), **kw)
         st.metric("weights above the diagonal > 0", n, help="strictly above the diagonal")
         st.metric("their sum", f"{s:.4f}")
-st.info(md(vd.future_notice(*ws, a_off.tgt_labels)))
+notice(vd.future_notice(*ws, a_off.tgt_labels))
 if a_on.translation != a_off.translation:
     st.warning(f"The translation changes: **{md(a_on.translation)}** → **{md(a_off.translation)}**.")
 else:
@@ -144,7 +154,7 @@ if cheat_b is not None:
         st.metric("rows whose largest weight is on position t + 1", f"{vd.peek_share(w_cheat):.0%}")
         st.markdown("**Mean weight on position t + 1, per head** (the word to predict)")
         st.dataframe(vd.peek_scores(tr_c, nl).round(3))
-    st.info(md(vd.peek_notice(w_cheat, story.cheat_tf.in_labels)))
+    notice(vd.peek_notice(w_cheat, story.cheat_tf.in_labels))
     with st.expander("Position by position: what it must predict, what it reads"):
         st.dataframe(vd.cheat_table(story.cheat_tf, cheat_b.tgt_vocab.itos, w_cheat), hide_index=True)
     st.markdown(text.TRAINING_FIGURES)

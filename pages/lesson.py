@@ -12,7 +12,7 @@ from ui import lesson as state
 from ui import shell
 from ui.models import analysis, current_model
 from ui.page_list import PAGES
-from ui.widgets import md, page_link
+from ui.widgets import md, notice, page_link
 from viz import lesson as V
 
 shell.enter(__file__)  # first: re-enter through app.py if Streamlit ran this page bare
@@ -66,7 +66,7 @@ view = V.view(step.key, V.context(a, bundle.tgt_vocab.itos, len(bundle.src_vocab
 if view.warning:
     st.warning(md(view.warning), icon=":material/warning:")
 st.plotly_chart(view.figure, key=f"lesson_fig_{step.key}", config=V.CONFIG)
-st.success("**Notice:** " + md(view.notice), icon=":material/visibility:")
+notice(view.notice)
 if view.textbook:
     st.caption(":material/menu_book: " + md(view.textbook))
 with st.expander("The exact numbers"):

@@ -8,7 +8,7 @@ from model.paper import SECTIONS
 from pages.content import output as text
 from ui import shell
 from ui.models import analysis, beam, current_model, teacher_forced
-from ui.widgets import md, next_link, pick, reference_box, require_sentence, sentence_header
+from ui.widgets import md, next_link, notice, pick, reference_box, require_sentence, sentence_header
 from viz import decoding as vo
 from viz.heatmap import shape_text
 
@@ -44,13 +44,14 @@ top = vo.top_candidates(out.probs, out.logits, itos, 10)
 c1, c2 = st.columns([3, 2])
 c1.plotly_chart(vo.top_bar(top, f"Top 10 of p_{pos} (softmax over all {V} words)", highlight=itos[best]),
                 key="output_top", config=CHART)
-c2.info(md(vo.choice_notice(out, itos, a.tgt_labels[pos])))
+with c2:
+    notice(vo.choice_notice(out, itos, a.tgt_labels[pos]))
 c2.metric("probability of these 10 together", f"{float(top['probability'].sum()):.4f}")
 with c2.expander("The 10 as a table"):
     st.dataframe(top, hide_index=True)
 st.markdown(f"**All {V} logits at this position** (hover for the word):")
 st.plotly_chart(vo.logits_figure(out.logits, itos), key="output_logits", config=CHART)
-st.info(md(vo.logits_notice(out.logits, itos)))
+notice(vo.logits_notice(out.logits, itos))
 
 st.header("2. Training: the one-hot target and the cross-entropy loss")
 st.markdown(text.ONE_HOT)
@@ -71,7 +72,7 @@ if tf.unknown:
     st.warning("Not in the target vocabulary, fed as <unk> (the model cannot produce these): "
                + ", ".join(f"**{md(w)}**" for w in tf.unknown))
 st.dataframe(vo.loss_table(tf, itos), hide_index=True)
-st.info(md(vo.loss_notice(tf, itos)))
+notice(vo.loss_notice(tf, itos))
 l1, l2 = st.columns(2)
 l1.metric("mean cross-entropy L (nats per token)", f"{tf.loss:.4f}")
 l2.metric("positions where the argmax is the gold word", f"{vo.n_right(tf)} / {len(tf.gold)}")
@@ -101,7 +102,7 @@ s3.metric("lowest possible smoothed loss (entropy of q)", f"{sm.floor:.4f}")
 lpos = gold_position("Position to plot", "output_ls_pos")
 st.plotly_chart(vo.target_figure(vo.output_probs(tf.trace, lpos), tf.gold[lpos], eps, itos), key="output_targets",
                 config=CHART)
-st.info(md(vo.smoothing_notice(vo.output_probs(tf.trace, lpos), tf.gold[lpos], eps, itos)))
+notice(vo.smoothing_notice(vo.output_probs(tf.trace, lpos), tf.gold[lpos], eps, itos))
 with st.expander("Every position: targets and losses"):
     st.dataframe(sm.table, hide_index=True)
 st.caption(text.torch_smoothing(eps, sm.smoothed, sm.torch_loss))
@@ -117,7 +118,8 @@ cand = vo.step_candidates(step, itos)
 k1, k2 = st.columns([3, 2])
 k1.plotly_chart(vo.top_bar(cand, f"Top {len(cand)} candidates at step {gs}", highlight=itos[step.chosen]),
                 key="output_greedy_chart", config=CHART)
-k2.info(md(vo.greedy_notice(step, gs, itos)))
+with k2:
+    notice(vo.greedy_notice(step, gs, itos))
 with k2.expander("The candidates as a table"):
     st.dataframe(cand, hide_index=True)
 if not g.finished:
@@ -132,7 +134,7 @@ alpha = b2.slider("Length normalisation α", 0.0, 1.5, 0.6, 0.1, key="output_bea
                   help="0: plain total log-probability. GNMT's default is 0.6.")
 res = beam(k, alpha)
 st.plotly_chart(vo.beam_tree(res, itos), key="output_beam_tree", config=CHART)
-st.info(md(vo.beam_notice(res, a.greedy, itos, bundle.langs[1])))
+notice(vo.beam_notice(res, a.greedy, itos, bundle.langs[1]))
 st.caption(text.BEAM_TREE)
 with st.expander("Every expansion of one step, as a table"):
     bs = pick("Beam step", range(1, len(res.steps) + 1), "output_beam_step", style="slider")

@@ -260,7 +260,7 @@ def shown_step(at: AppTest) -> int:
 
 
 def shown_notice(at: AppTest) -> str:
-    [box] = [s.value for s in at.success if str(s.value).startswith("**Notice:**")]
+    [box] = [s.value for s in at.info if str(s.value).startswith("**Notice:**")]
     return box
 
 

@@ -281,7 +281,7 @@ def test_cross_attention_opens_on_the_last_layer_with_its_notice(base):
     top = w.max(-1)
     src_words = [lab.split(" ", 1)[1] for lab in a.src_labels]
     notice = at.info[0].value
-    assert notice.startswith("Notice, row by row")
+    assert notice.startswith("**Notice:** Row by row")
     assert md(f"les (writes machines) reads {src_words[int(top.indices[1])]} {float(top.values[1]):.2f}") in notice
     assert src_words[int(top.indices[1])] == "machines" and float(top.values[1]) > 0.9
     # the last row writes <eos> and reads the source's <eos> most

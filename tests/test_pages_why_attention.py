@@ -22,7 +22,7 @@ def test_notices_and_table2_caption():
     at.number_input(key="why_d").set_value(512).run()
     no_exception(at)
     assert f"{50 * 50 * 512:,} operations against a recurrent layer's {50 * 512 * 512:,}" in at.success[0].value
-    assert at.info[0].value == bleu_notice(bleu_frame())
+    assert at.info[0].value == "**Notice:** " + md(bleu_notice(bleu_frame()))
     assert "one training cost for both tasks" in all_text(at)
     assert "not reported" in all_text(at)
     table = [e for e in at.expander if e.label == "Table 2 as numbers"]

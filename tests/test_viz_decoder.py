@@ -68,7 +68,7 @@ def test_lecture_masking_is_the_lecture_example():
 def test_small_views_of_the_mask_steps(bundle):
     ex = vd.lecture_masking()
     e = math.exp(0.5)
-    assert vd.lecture_notice(ex) == (f"Notice: row t=2 keeps 0.1 and 0.6 and hides the rest: softmax(0.1, 0.6) = "
+    assert vd.lecture_notice(ex) == (f"row t=2 keeps 0.1 and 0.6 and hides the rest: softmax(0.1, 0.6) = "
                                      f"({1 / (1 + e):.3f}, {e / (1 + e):.3f}).")
     assert vd.row_sum_error(ex.weights) < 1e-6
     assert vd.row_sum_error(torch.tensor([[0.5, 0.25]])) == 0.25

@@ -62,7 +62,7 @@ def costs_notice(costs: pd.DataFrame, d: int) -> str:
                f"{rnn:,} ({rnn / attn:.3g}× more)" if attn < rnn else
                f"n = {n} ≥ d = {d}, so self-attention costs at least as much: {attn:,} operations against a "
                f"recurrent layer's {rnn:,} ({attn / rnn:.3g}× more)")
-    return (f"Notice: {verdict}. And self-attention takes 1 sequential step where the recurrent layer takes {n}, "
+    return (f"{verdict}. And self-attention takes 1 sequential step where the recurrent layer takes {n}, "
             "each waiting for the one before.")
 
 
@@ -134,7 +134,7 @@ def bleu_notice(frame: pd.DataFrame) -> str:
                 if pd.notna(c[i]) and pd.notna(c[j]) else "")
         parts.append(f"{pair}: {frame['model'][i]} scores {b[i]:g} BLEU, {b[i] - b[j]:.2f} above the best earlier "
                      f"model ({frame['model'][j]}, {b[j]:g}){cost}".replace("e+", "e"))
-    return "Notice: " + "; ".join(parts) + "."
+    return "; ".join(parts) + "."
 
 
 def bleu_figure(frame: pd.DataFrame) -> go.Figure:

@@ -59,7 +59,7 @@ def lecture_masking() -> MaskSteps:
 
 def lecture_notice(ex: MaskSteps) -> str:
     """What row t=2 of the lecture notes' example shows, with the weights computed."""
-    return ("Notice: row t=2 keeps 0.1 and 0.6 and hides the rest: softmax(0.1, 0.6) = "
+    return ("row t=2 keeps 0.1 and 0.6 and hides the rest: softmax(0.1, 0.6) = "
             f"({float(ex.weights[1, 0]):.3f}, {float(ex.weights[1, 1]):.3f}).")
 
 
@@ -340,7 +340,7 @@ def block_notice(trace: Trace, layer: int) -> str:
     shape_in, shape_out = list(trace[first].shape), list(trace[f"dec.{layer}.add_norm3.out"].shape)
     mem = list(trace["enc.out"].shape)
     same = "the same shape" if shape_in == shape_out else f"shape {shape_out}"
-    return (f"Notice: the block takes {shape_in} and gives back {same}: it changes the numbers, not the shape. "
+    return (f"the block takes {shape_in} and gives back {same}: it changes the numbers, not the shape. "
             f"Only enc.out {mem} has the source's length ({mem[1]}), and it enters through keys and values.")
 
 
@@ -355,7 +355,7 @@ def masked_notice(weights: Tensor, labels: list[str]) -> str:
         future = (f"{n_up} of the {cells} cells above the diagonal are > 0 (sum {s_up:.3f}): "
                   "the mask is off and positions read words that come later")
     if T < 2:
-        return f"Notice: row {_word(labels[0])} can only look at itself (weight {float(weights[0, 0]):.3f}); {future}."
+        return f"row {_word(labels[0])} can only look at itself (weight {float(weights[0, 0]):.3f}); {future}."
     peak = weights.argmax(-1)
     on_diag = sum(int(peak[t]) == t for t in range(1, T))
     before = sum(int(peak[t]) == t - 1 for t in range(1, T))
@@ -363,7 +363,7 @@ def masked_notice(weights: Tensor, labels: list[str]) -> str:
     low = torch.tril(weights, diagonal=-1)
     i, j = divmod(int(low.argmax()), T)
     earlier = T - 1 - on_diag - later
-    return (f"Notice: row {_word(labels[0])} has only itself to look at (weight {float(weights[0, 0]):.3f}); "
+    return (f"row {_word(labels[0])} has only itself to look at (weight {float(weights[0, 0]):.3f}); "
             f"of the other {T - 1} rows, {on_diag} put their largest weight on their own position and "
             f"{earlier} on an earlier word ({before} on the word just before"
             + (f"; {later} on a later word" if later else "") + f"; the strongest: {_word(labels[i])} → "
@@ -375,7 +375,7 @@ def renorm_notice(scaled_row: Tensor, mask_row: Tensor, label: str) -> str:
     allowed = mask_row == 0
     share = float(torch.softmax(scaled_row, -1)[allowed].sum())
     n = int(allowed.sum())
-    return (f"Notice: over all keys, the {n} allowed key(s) of row {_word(label)} would get {share:.3f} of the "
+    return (f"over all keys, the {n} allowed key(s) of row {_word(label)} would get {share:.3f} of the "
             f"weight; the masked softmax divides them by {share:.3f}, so they get all of it (1.000).")
 
 
@@ -384,10 +384,10 @@ def future_notice(w_on: Tensor, w_off: Tensor, labels_off: list[str]) -> str:
     n_on, s_on = above_diagonal(w_on)
     n_off, s_off = above_diagonal(w_off)
     if n_off == 0:
-        return f"Notice: even with the mask off this head gives the future nothing (mask on: {n_on} cells > 0)."
+        return f"even with the mask off this head gives the future nothing (mask on: {n_on} cells > 0)."
     upper = torch.triu(w_off, diagonal=1).sum(-1)  # [T]: weight each row gives to later positions
     r = int(upper.argmax())
-    return (f"Notice: with the mask on, the future gets {s_on:.3f} in total ({n_on} cells > 0); with it off, "
+    return (f"with the mask on, the future gets {s_on:.3f} in total ({n_on} cells > 0); with it off, "
             f"{n_off} cells > 0 get {s_off:.3f}, most in row {_word(labels_off[r])}, which gives "
             f"{float(upper[r]):.3f} of its weight to later words.")
 
@@ -396,11 +396,11 @@ def peek_notice(weights: Tensor, labels: list[str]) -> str:
     """A no-mask head, teacher-forced: how often and how strongly row t looks at t + 1, the word to predict."""
     T = weights.size(0)
     if T < 2:
-        return "Notice: one position only: there is no next word to peek at."
+        return "one position only: there is no next word to peek at."
     nxt = next_weight(weights)
     hits = int((weights.argmax(-1)[: T - 1] == torch.arange(1, T)).sum())
     t = int(nxt.argmax())
-    return (f"Notice: in {hits} of {T - 1} rows the largest weight sits on position t + 1, the very word that "
+    return (f"in {hits} of {T - 1} rows the largest weight sits on position t + 1, the very word that "
             f"position must predict (strongest: row {_word(labels[t])} → {_word(labels[t + 1])} "
             f"{float(nxt[t]):.3f}). The answer is in the input, and this head reads it.")
 
@@ -408,11 +408,11 @@ def peek_notice(weights: Tensor, labels: list[str]) -> str:
 def padding_notice(demo: PaddingDemo, layer: int, head: int) -> str:
     """The shorter sentence's encoder self-attention with the padding mask on and off."""
     if demo.n_pad == 0:
-        return "Notice: both sentences have the same length here: there is no <pad> to hide."
+        return "both sentences have the same length here: there is no <pad> to hide."
     on, off = demo.pad_weight(True)[layer, head], demo.pad_weight(False)[layer, head]  # [n_real]
     worst = int(off.argmax())
     word = _word(demo.labels[demo.short][worst])
-    return (f"Notice: with the mask on, the {demo.n_pad} <pad> column(s) get exactly {float(on.max()):.3f}; with it "
+    return (f"with the mask on, the {demo.n_pad} <pad> column(s) get exactly {float(on.max()):.3f}; with it "
             f"off, {word} gives {float(off[worst]):.3f} of its weight to <pad>, and the encoding moves by up to "
             f"{demo.out_change(False):.2e} (mask on: {demo.out_change(True):.1e}).")
 
@@ -420,8 +420,8 @@ def padding_notice(demo: PaddingDemo, layer: int, head: int) -> str:
 def mask_grid_notice(demo: PaddingDemo) -> str:
     """Which keys of the batch the padding mask hides."""
     if demo.n_pad == 0:
-        return "Notice: both sentences have the same length here: the mask hides nothing."
-    return (f"Notice: sentence {demo.short + 1} has {demo.n_real} real tokens and {demo.n_pad} <pad>: its last "
+        return "both sentences have the same length here: the mask hides nothing."
+    return (f"sentence {demo.short + 1} has {demo.n_real} real tokens and {demo.n_pad} <pad>: its last "
             f"{demo.n_pad} key(s) are −inf for every query; the longer sentence has no −inf at all.")
 
 
@@ -458,5 +458,5 @@ def cross_notice(weights: Tensor, src_labels: list[str], in_labels: list[str], n
     if others:
         why += (f" {others} other row(s) also read <eos> most: a head with nothing particular to fetch often "
                 "parks its weight on <eos>.")
-    return ("Notice, row by row (the source word each position reads most, and its weight): " + " · ".join(rows)
+    return ("Row by row (the source word each position reads most, and its weight): " + " · ".join(rows)
             + f". {why}")

@@ -122,7 +122,7 @@ def choice_notice(out: PositionOutput, itos: list[str], in_label: str) -> str:
     """One decoder position: the word it chooses, its probability, and the runner-up."""
     p, ids = out.probs.topk(min(2, out.probs.numel()))
     word = in_label.split(" ", 1)[-1]
-    first = f"Notice: position “{word}” chooses “{itos[int(ids[0])]}” with p = {float(p[0]):.4f}"
+    first = f"position “{word}” chooses “{itos[int(ids[0])]}” with p = {float(p[0]):.4f}"
     if len(ids) < 2:
         return first + "."
     return (first + f"; the runner-up “{itos[int(ids[1])]}” gets {float(p[1]):.4f}, "
@@ -133,9 +133,9 @@ def logits_notice(logits: Tensor, itos: list[str]) -> str:
     """The gap between the two largest logits, and the probability ratio the softmax turns it into."""
     v, ids = logits.topk(min(2, logits.numel()))
     if len(ids) < 2:
-        return f"Notice: one word only: “{itos[int(ids[0])]}”."
+        return f"one word only: “{itos[int(ids[0])]}”."
     gap = float(v[0] - v[1])
-    return (f"Notice: the largest logit (index {int(ids[0])}, “{itos[int(ids[0])]}”) is {gap:.2f} above the next "
+    return (f"the largest logit (index {int(ids[0])}, “{itos[int(ids[0])]}”) is {gap:.2f} above the next "
             f"(“{itos[int(ids[1])]}”); the softmax turns a gap of {gap:.2f} into a probability ratio e^{gap:.2f} = "
             f"{math.exp(min(gap, 700)):,.1f}. Only differences between logits matter.")
 
@@ -165,7 +165,7 @@ def loss_notice(tf: TeacherForced, itos: list[str]) -> str:
     p = tf.gold_probs[t]
     word = tf.in_labels[t].split(" ", 1)[-1]
     lt = -math.log(p) if p > 0 else math.inf
-    return (f"Notice: the largest term is at position “{word}”, which must write “{itos[tf.gold[t]]}” and gives it "
+    return (f"the largest term is at position “{word}”, which must write “{itos[tf.gold[t]]}” and gives it "
             f"p = {p:.4f}: −log p = {lt:.3f} of the total {tf.loss * len(tf.gold):.3f} (the mean over the "
             f"{len(tf.gold)} positions is L = {tf.loss:.4f}).")
 
@@ -239,7 +239,7 @@ def smoothing_notice(probs: Tensor, gold: int, eps: float, itos: list[str]) -> s
     """One position of the targets figure: what one-hot, the smoothed target and the model give the gold word."""
     V = probs.numel()
     q = smoothed_target(gold, V, eps)
-    return (f"Notice: the one-hot target puts 1 on “{itos[gold]}”; the smoothed target puts 1 − ε + ε/V = "
+    return (f"the one-hot target puts 1 on “{itos[gold]}”; the smoothed target puts 1 − ε + ε/V = "
             f"{float(q[gold]):.5f} there and ε/V = {eps / V:.2e} on each of the other {V - 1} words; "
             f"the model gives “{itos[gold]}” p = {float(probs[gold]):.4f}.")
 
@@ -291,7 +291,7 @@ def step_candidates(step: GreedyStep, itos: list[str]) -> pd.DataFrame:
 def greedy_notice(step: GreedyStep, number: int, itos: list[str]) -> str:
     """One greedy step: the word chosen, its probability, and the runner-up it beat."""
     c = step.candidates
-    first = (f"Notice: step {number} runs the decoder on {len(step.prefix)} position(s) and takes the prediction of "
+    first = (f"step {number} runs the decoder on {len(step.prefix)} position(s) and takes the prediction of "
              f"the last one: “{itos[step.chosen]}”, p = {c[0].prob:.4f}")
     if len(c) < 2:
         return first + "."
@@ -418,7 +418,7 @@ def beam_notice(result: BeamResult, greedy: Greedy, itos: list[str], lang: str =
     pruned = sum(not e.kept for s in result.steps for e in s.expansions)
     best = ids_text(result.best.output, itos, lang)
     same = ids_text(greedy.tokens, itos, lang) == best
-    return (f"Notice: over {len(result.steps)} steps the search weighed {considered} hypotheses and pruned "
+    return (f"over {len(result.steps)} steps the search weighed {considered} hypotheses and pruned "
             f"{pruned}; the winner, “{best}”, has total log-probability {result.best.log_prob:.3f} and normalised "
             f"score {result.best.score:.3f}. " + ("Greedy decoding found the same sentence." if same else
                                                    "Greedy decoding found another sentence (see below)."))
