@@ -122,12 +122,17 @@ def texts(at, kind: str) -> list[str]:
 
 
 @pytest.fixture(autouse=True)
-def no_job_left_behind():
-    """A failing test must not leave a training thread running (torch aborts at interpreter exit)."""
+def no_job_left_behind(monkeypatch):
+    """A fresh job manager per test (every AppTest session is the client "local": the per-client start
+    rate would otherwise count the whole module's starts); a failing test must not leave a training
+    thread running (torch aborts at interpreter exit)."""
+    manager = job_manager.JobManager(starts_per_minute=1000, jobs_per_client=10)
+    monkeypatch.setattr(job_manager, "_MANAGER", manager)
     yield
-    for job in job_manager.get_manager().active_jobs():
+    for job in manager.active_jobs():
         job.stop("test ended")
         job.join(60)
+    manager.shutdown()
 
 
 @pytest.fixture(scope="module")

@@ -161,6 +161,7 @@ def current_identity() -> Identity:
         ip = ctx.ip_address
     except Exception:  # noqa: BLE001 - no server (AppTest, scripts): nobody to ask
         cookie = forwarded = ip = None
+    cookie, forwarded, ip = (v if isinstance(v, str) else None for v in (cookie, forwarded, ip))  # AppTest: mocks
     return Identity(client_address(ip, forwarded, trusted_proxies()), browser_id(cookie), session)
 
 
