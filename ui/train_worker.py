@@ -10,7 +10,8 @@ nothing with the server but a connection (a socket pair) on file descriptor FD:
 - worker -> server: ("info", {...}), ("steps", [(StepEvent, seconds since start), ...]),
   ("eval", EvalEvent, seconds), ("snapshots", [Snapshot, ...]), ("result", weights bytes, JSON
   bytes), ("usage", {"peak_rss": bytes, "memory_limit": bytes or None}) and last ("end", state,
-  reason, error).
+  reason, error); ("failing", state, reason, error) announces the end before a last act that may
+  crash the process (handing over the model after running out of memory).
 
 The worker runs at a lower CPU priority (nice +`NICE`) with one torch thread, so the server and
 the other jobs keep their cores. When the server goes away the connection closes, the worker stops
@@ -33,6 +34,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import resource
+import signal
 import subprocess
 import sys
 import threading
@@ -78,6 +80,7 @@ def run(spec: dict, stop: threading.Event, kill: Callable[[], bool], started: Ca
         started(proc)
         conn.send(spec)
         stop_sent: float | None = None
+        failing: tuple[str, str, str] | None = None  # the worker's reason, sent before a risky last act
         while True:
             if stop.is_set() and stop_sent is None:
                 conn.send(("stop",))  # the worker ends after its current step and sends the model so far
@@ -92,14 +95,17 @@ def run(spec: dict, stop: threading.Event, kill: Callable[[], bool], started: Ca
                 except (EOFError, OSError):
                     msg = None
                 if msg is None:
-                    state, reason, error = _died(proc)
+                    state, reason, error = failing or _died(proc, spec)
                     break
                 if msg[0] == "end":
                     state, reason, error = msg[1], msg[2], msg[3]
                     break
+                if msg[0] == "failing":
+                    failing = (msg[1], msg[2], msg[3])
+                    continue
                 receive(msg)
             elif proc.poll() is not None:
-                state, reason, error = _died(proc)
+                state, reason, error = failing or _died(proc, spec)
                 break
     except Exception as e:  # noqa: BLE001 - the session must keep working whatever happens here
         state, reason, error = "failed", "error", f"Training failed: {type(e).__name__}: {e}"
@@ -115,11 +121,13 @@ def run(spec: dict, stop: threading.Event, kill: Callable[[], bool], started: Ca
     return state, reason, error
 
 
-def _died(proc: subprocess.Popen) -> tuple[str, str, str]:
+def _died(proc: subprocess.Popen, spec: dict | None = None) -> tuple[str, str, str]:
     try:
         code = proc.wait(5)
     except subprocess.TimeoutExpired:
         code = None
+    if code == -signal.SIGABRT and spec and spec.get("memory_bytes"):  # under its cap: an allocation in C++/Rust
+        return "failed", "memory", out_of_memory_message(spec) + " (The training process aborted.)"
     hint = " (killed: perhaps out of memory)" if code is not None and code < 0 else ""
     return "failed", "error", (f"Training failed: the training process ended unexpectedly (exit code {code}"
                                f"{hint}). Try smaller settings.")
@@ -228,12 +236,18 @@ def _train(conn, stop, spec: dict) -> tuple:
             raise
         out_of_memory = True  # handled below, once the failed step's frames (and tensors) are gone
     if out_of_memory:
+        failing = ("end", "failed", "memory", out_of_memory_message(spec))
+        conn.send(("usage", usage(spec)))
+        conn.send(("failing", *failing[1:]))  # should the hand-over below fail too, the server knows why
+        trainer.optimizer.state.clear()  # Adam's moments and the gradients: room for the model's copy
+        trainer.optimizer.zero_grad(set_to_none=True)
+        trainer._good = []
         try:  # the model as it was: its copy needs far less than the step that failed
             weights, meta = to_bytes(trainer.bundle(name=spec["name"]))
             conn.send(("result", weights, meta))
         except Exception:  # noqa: BLE001, S110 - nothing to hand over; the message says why
             pass
-        return ("end", "failed", "memory", out_of_memory_message(spec))
+        return failing
     if last_snap != trainer.step:
         snapshot()
     weights, meta = to_bytes(trainer.bundle(name=spec["name"]))
