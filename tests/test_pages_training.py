@@ -595,7 +595,8 @@ def test_a_reload_or_second_tab_of_the_same_browser_reattaches(monkeypatch):
     assert "training_job" not in stranger.session_state and "No training yet" in all_text(stranger)
 
 
-def test_a_model_too_large_to_save_is_refused_before_start():
+def test_a_model_too_large_to_save_is_refused_before_start(monkeypatch):
+    monkeypatch.setattr(checkpoint, "MAX_BYTES", 20 * 2**20)  # 4 layers of d_model 256 make about 30 MB
     at = run_page("training")
     set_widgets(at, {**TINY, "training_d_model": 256, "training_n_heads": 8, "training_d_ff": 1024,
                      "training_n_layers": 4})

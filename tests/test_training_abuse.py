@@ -87,10 +87,15 @@ def saved_size(tcfg, data) -> int:
     return len(weights) + len(meta)
 
 
+@pytest.mark.parametrize("limit", [None, 20 * 2**20])
 @pytest.mark.parametrize("layers", [1, 2, 3, 4])
-def test_every_accepted_model_of_the_largest_width_saves_within_the_limit(layers):
-    """d_model 256, d_ff 1024 on the toy set: 3 and 4 layers make a checkpoint over 20 MB; the page
-    accepted them and the run ended in "Training failed: CheckpointError" after all its work."""
+def test_every_accepted_model_of_the_largest_width_saves_within_the_limit(layers, limit, monkeypatch):
+    """d_model 256, d_ff 1024 on the toy set. With a 20 MB limit (the app's until checkpoints allowed
+    every size the bounds allow), 3 and 4 layers make a checkpoint over it: the page accepted them and
+    the run ended in "Training failed: CheckpointError" after all its work. Whatever the limit is
+    (None: the app's own), what the plan accepts saves within it and loads again."""
+    if limit is not None:
+        monkeypatch.setattr(checkpoint, "MAX_BYTES", limit)
     settings = {**TINY, **BIG, "n_layers": layers}
     tcfg = ts.make_config(settings)
     bound = ts.checkpoint_bytes(tcfg, ts.toy_profile("en-fr"))
@@ -99,15 +104,20 @@ def test_every_accepted_model_of_the_largest_width_saves_within_the_limit(layers
     except SettingsError as e:
         assert bound > checkpoint.MAX_BYTES
         assert "could not be saved and loaded again" in str(e) and "parameters" in str(e)
+        assert limit is not None or layers > 2, "the app's own limit refuses a model of 2 layers or fewer"
         return
+    assert limit is None or layers <= 2, "accepted a model over 20 MB"
     size = saved_size(tcfg, ts.toy_data("en-fr"))
     assert size <= bound <= checkpoint.MAX_BYTES
     assert bound - size < 32_768  # a tight bound: the parameter count is exact
 
 
-def test_the_largest_accepted_model_on_a_wide_corpus_saves_within_the_limit(widest_data):
-    """With an uploaded vocabulary the embeddings and the output layer grow: find the widest d_model
-    the plan accepts (1 layer, d_ff 8) and save it."""
+@pytest.mark.parametrize("limit", [None, 20 * 2**20])
+def test_the_largest_accepted_model_on_a_wide_corpus_saves_within_the_limit(widest_data, limit, monkeypatch):
+    """With an uploaded vocabulary of 8,000 words a side the embeddings and the output layer grow: find the
+    widest d_model the plan accepts (1 layer, d_ff 8) and save it."""
+    if limit is not None:
+        monkeypatch.setattr(checkpoint, "MAX_BYTES", limit)
     wide_data = widest_data
     prof = ts.profile(wide_data, "en-fr")
     assert prof.src_vocab == prof.tgt_vocab == 8000
@@ -121,11 +131,14 @@ def test_the_largest_accepted_model_on_a_wide_corpus_saves_within_the_limit(wide
             continue
         accepted = ts.make_config(settings)
         break
-    assert accepted is not None and accepted.d_model < 256  # 256 is refused: the limit binds
+    assert accepted is not None
     size = saved_size(accepted, wide_data)
     assert size <= ts.checkpoint_bytes(accepted, prof) <= checkpoint.MAX_BYTES
-    wider = dataclasses.replace(accepted, d_model=accepted.d_model + 8)
-    assert ts.checkpoint_bytes(wider, prof) > checkpoint.MAX_BYTES
+    if accepted.d_model < 256:  # the checkpoint limit binds: one step wider would be over it
+        wider = dataclasses.replace(accepted, d_model=accepted.d_model + 8)
+        assert ts.checkpoint_bytes(wider, prof) > checkpoint.MAX_BYTES
+    if limit is not None:
+        assert accepted.d_model < 256  # at 20 MB it binds
 
 
 def test_a_finished_run_is_never_thrown_away(small_data, monkeypatch):
