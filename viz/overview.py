@@ -33,8 +33,9 @@ STOPS = (
     Stop(3, "Self-attention, one head", "pages/self_attention.py", "Self-attention, step by step"),
     Stop(4, "Multi-head attention", "pages/multi_head.py", "Multi-head attention"),
     Stop(5, "Add & Norm, feed-forward", "pages/encoder.py", "The encoder layer"),
-    Stop(6, "Masked and cross attention", "pages/decoder.py", "Decoder and masking"),
-    Stop(7, "Linear + softmax", "pages/output.py", "Output and decoding"),
+    Stop(6, "Masked self-attention", "pages/decoder.py", "Decoder and masking"),
+    Stop(7, "Encoder-decoder attention", "pages/cross_attention.py", "Encoder-decoder attention"),
+    Stop(8, "Linear + softmax", "pages/output.py", "Output and decoding"),
 )
 
 _COLOURS = {"embed": "#f8cecc", "pos": "#ffffff", "attn": "#ffe6cc", "norm": "#fff2cc", "ffn": "#dae8fc",
@@ -44,6 +45,12 @@ _COLOURS = {"embed": "#f8cecc", "pos": "#ffffff", "attn": "#ffe6cc", "norm": "#f
 def _node(name: str, label: str, kind: str, shape: str = "box") -> str:
     return (f'  {name} [label="{label}", shape={shape}, style="rounded,filled", fillcolor="{_COLOURS[kind]}", '
             f'fontname="Helvetica"];')
+
+
+# The decoder's three residual connections: around masked self-attention, cross-attention and the FFN.
+RESIDUAL_EDGES_DEC = tuple(
+    f'  {a} -> {b} [style=dashed, color="#999999", arrowhead=none, constraint=false];'
+    for a, b in (("tgt_pos", "dec_norm1"), ("dec_norm1", "dec_norm2"), ("dec_norm2", "dec_norm3")))
 
 
 def architecture_dot(cfg: Config) -> str:
@@ -66,17 +73,17 @@ def architecture_dot(cfg: Config) -> str:
         _node("enc_ffn", f"Feed-forward  {D} -> {F} -> {D}", "ffn"),
         _node("enc_norm2", "Add & Norm", "norm"),
         "  }",
-        f'  subgraph cluster_dec {{ label="(6) Decoder layer  x {cfg.n_dec_layers}"; labeljust=r; '
+        f'  subgraph cluster_dec {{ label="Decoder layer  x {cfg.n_dec_layers}"; labeljust=r; '
         'style="rounded"; color="#888888"; fontname="Helvetica"; fontsize=12;',
-        _node("dec_self", f"Masked multi-head self-attention  {H} heads", "attn"),
+        _node("dec_self", f"(6) Masked multi-head self-attention  {H} heads", "attn"),
         _node("dec_norm1", "Add & Norm", "norm"),
-        _node("dec_cross", f"Encoder-decoder attention  {H} heads", "attn"),
+        _node("dec_cross", f"(7) Encoder-decoder attention  {H} heads", "attn"),
         _node("dec_norm2", "Add & Norm", "norm"),
         _node("dec_ffn", f"Feed-forward  {D} -> {F} -> {D}", "ffn"),
         _node("dec_norm3", "Add & Norm", "norm"),
         "  }",
-        _node("linear", f"(7) Linear  {D} -> V_tgt", "linear"),
-        _node("softmax", "(7) Softmax", "softmax"),
+        _node("linear", f"(8) Linear  {D} -> V_tgt", "linear"),
+        _node("softmax", "(8) Softmax", "softmax"),
         _node("probs", "Output probabilities (next French word)", "io", "plaintext"),
         "  src -> src_emb -> src_pos -> enc_attn -> enc_norm1 -> enc_ffn -> enc_norm2;",
         "  tgt -> tgt_emb -> tgt_pos -> dec_self -> dec_norm1 -> dec_cross -> dec_norm2 -> dec_ffn -> dec_norm3;",
@@ -84,6 +91,7 @@ def architecture_dot(cfg: Config) -> str:
         '  enc_norm2 -> dec_cross [label=" keys, values", fontsize=10, color="#c0504d", fontcolor="#c0504d"];',
         '  src_pos -> enc_norm1 [style=dashed, color="#999999", arrowhead=none, constraint=false];',
         '  enc_norm1 -> enc_norm2 [style=dashed, color="#999999", arrowhead=none, constraint=false];',
+        *RESIDUAL_EDGES_DEC,
         "  { rank=same; src; tgt; }",
         "}",
     ]
