@@ -14,9 +14,12 @@ the server writes it), so one "browser" can reload. Then:
      `--reloads` times while it is queued or running; after each reload the page must show their job
      (re-attached), and in the end every one of their trainings must finish: a training that is lost
      (not shown after a reload, or ended "session ended") counts as lost;
-   - hostile uploads, when model/checkpoint.py has the upload hardening (`expected_tensors`): each
-     flood session also uploads nothing; uploads go through Streamlit's HTTP endpoint and are measured
-     by the checkpoint engineer's own tests, so here they are skipped and said so.
+   - hostile uploads (another client, through Streamlit's own upload endpoint, as the frontend does it):
+     the largest corpus the page takes (just under 2 MB, 7,996 words a side, every sentence 30 words),
+     the largest settings on it (must be refused with the reason), then the heaviest run the server
+     accepts on it (must finish, or fail with the memory message, within its cap); and checkpoints made
+     to hurt (garbage, a header claiming a 40 GB tensor, JSON nested 100,000 deep): each must get its
+     message.
 3. it prints the server's peak memory (resident set of the server and its training workers, sampled
    every 0.25 s), the students' rerun latency during the attack against before (median and p95, and
    their ratios), how many flood starts were accepted and refused, and jobs lost (must be 0).
@@ -33,18 +36,24 @@ import argparse
 import asyncio
 import contextlib
 import os
+import random
 import statistics
 import sys
 import threading
 import time
+import urllib.request
+import uuid
 from pathlib import Path
 
+from streamlit.proto.BackMsg_pb2 import BackMsg
 from streamlit.proto.ClientState_pb2 import ClientState
+from streamlit.proto.Common_pb2 import FileUploaderState, FileURLsRequest, UploadedFileInfo
 from streamlit.proto.WidgetStates_pb2 import WidgetState, WidgetStates
 from streamlit.web.server.starlette.starlette_app_utils import generate_xsrf_token_string
 from websockets.asyncio.client import connect
 
 from bench.ws_client import StreamlitSession, _Widget
+from model import checkpoint
 from tests.browser.server import start_server
 
 SENTENCES = ["i am a student", "the cat is small", "she is happy", "we are tired", "the dog is young",
@@ -62,6 +71,53 @@ class Visitor(StreamlitSession):
         self.address = address
         self.token = token if token is not None else os.urandom(16)  # the browser's cookie: token ...
         self.stamp = stamp if stamp is not None else int(time.time())  # ... and its time, both kept by the server
+
+    session_id = ""
+    _urls: asyncio.Future | None = None
+
+    def _handle(self, msg) -> None:
+        kind = msg.WhichOneof("type")
+        if kind == "new_session" and msg.new_session.initialize.session_id:
+            self.session_id = msg.new_session.initialize.session_id
+        elif kind == "file_urls_response" and self._urls is not None and not self._urls.done():
+            self._urls.set_result(msg.file_urls_response)
+        super()._handle(msg)
+
+    async def upload(self, label: str, files: list[tuple[str, bytes]]) -> float:
+        """Choose `files` in the file uploader `label`, as the frontend does: ask for upload URLs over the
+        websocket, PUT each file over HTTP (with the XSRF cookie and header), then rerun with the uploader's
+        new state. Returns the seconds to the end of that rerun."""
+        t = time.perf_counter()
+        self._urls = asyncio.get_running_loop().create_future()
+        request = FileURLsRequest(request_id=uuid.uuid4().hex, file_names=[n for n, _ in files],
+                                  session_id=self.session_id)
+        await self._ws.send(BackMsg(file_urls_request=request).SerializeToString())
+        resp = await asyncio.wait_for(self._urls, self.timeout)
+        cookie = generate_xsrf_token_string(self.token, self.stamp)
+        infos = []
+        for (name, data), urls in zip(files, resp.file_urls, strict=True):
+            await asyncio.to_thread(self._put, urls.upload_url, name, data, cookie)
+            infos.append(UploadedFileInfo(name=name, size=len(data), file_id=urls.file_id, file_urls=urls))
+        wid = self.widget_id(label)
+        self.widgets[wid] = WidgetState(id=wid, file_uploader_state_value=FileUploaderState(uploaded_file_info=infos))
+        await self.rerun()
+        return time.perf_counter() - t
+
+    def _put(self, url: str, name: str, data: bytes, cookie: str) -> None:
+        boundary = uuid.uuid4().hex
+        body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{name}\"\r\n"
+                "Content-Type: application/octet-stream\r\n\r\n").encode() + data + f"\r\n--{boundary}--\r\n".encode()
+        full = url if url.startswith("http") else self.page_url.split("/", 3)[0] + "//" + \
+            self.page_url.split("/", 3)[2] + url
+        req = urllib.request.Request(full, data=body, method="PUT", headers={
+            "Content-Type": f"multipart/form-data; boundary={boundary}", "X-Xsrftoken": cookie,
+            "Cookie": f"_streamlit_xsrf={cookie}", "X-Forwarded-For": self.address})
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as r:
+                r.read()
+        except urllib.error.HTTPError as e:  # a refused upload (too large) is an answer, not a crash
+            if e.code not in (400, 413):
+                raise
 
     async def connect(self, page: str = "", query: str = "") -> float:
         t = time.perf_counter()
@@ -214,6 +270,78 @@ async def flood(url: str, n: int, until: float, result: dict, retry: float) -> l
     return opened
 
 
+def hostile_corpus(n_words: int = 7996, n_pairs: int = 5400, per: int = 30) -> bytes:
+    """Just under 2 MB: 7,996 distinct words a side (the limit is 8,000 with the special tokens), every
+    sentence at the 30-word limit: the largest embeddings, output layer and evaluation batches a corpus
+    can ask for."""
+    rng = random.Random(0)
+    return ("\n".join(" ".join(f"s{rng.randrange(n_words)}" for _ in range(per)) + "\t"
+                      + " ".join(f"t{rng.randrange(n_words)}" for _ in range(per)) for _ in range(n_pairs))
+            + "\n").encode()
+
+
+def hostile_checkpoints() -> dict[str, tuple[bytes, bytes]]:
+    """Checkpoints made to hurt: garbage, a header that claims a 40 GB tensor, JSON nested 100,000 deep."""
+    import json
+    import struct
+
+    header = json.dumps({"src_embed.weight": {"dtype": "F32", "shape": [100_000, 100_000],
+                                              "data_offsets": [0, 40_000_000_000]}})
+    claim = struct.pack("<Q", len(header)) + header.encode() + b"\0" * 64
+    meta = json.loads((checkpoint.SHIPPED.parent / (checkpoint.SHIPPED.name + ".json")).read_text())
+    meta.pop("weights_sha256", None)  # the shipped model's real config and vocabularies, with the claim above
+    meta = json.dumps(meta).encode()
+    return {"garbage": (os.urandom(100_000), b"{}"), "40 GB claim": (claim, meta),
+            "nested JSON": (b"\0" * 64, b"[" * 100_000 + b"]" * 100_000)}
+
+
+LABELS = {"layers": "Layers (encoder and decoder each)", "heads": "Heads", "d_model": "d_model", "d_ff": "d_ff",
+          "batch": "Batch size (sentence pairs)", "steps": "Steps", "eval": "Evaluate on held-out pairs every … steps "
+          "(0: only at the end)"}
+MODEL_UPLOADER = "Upload a model: its .safetensors and .json files together"
+
+
+async def hostile(url: str, until: float, report: dict) -> None:
+    """One more client: uploads the largest corpus it can, asks for the largest settings, then trains the
+    heaviest run the server accepts on it; and uploads hostile checkpoints."""
+    v = Visitor(url, "203.0.113.99")
+    try:
+        await v.connect("training")
+        report["corpus upload s"] = round(await v.upload("Corpus file", [("wide.tsv", hostile_corpus())]), 2)
+        choices = next((list(el.radio.options) for _, (_, el) in v.elements.items()
+                        if el.WhichOneof("type") == "radio" and el.radio.label == "Train on"), [])
+        report["corpus"] = choices[-1] if choices else "no choice of data on the page"
+        for key, value in {"layers": 4, "heads": 8, "d_model": 256, "d_ff": 1024, "batch": 128}.items():
+            v.set_number(LABELS[key], value)
+        await v.click("Start")
+        text = v.text()
+        report["largest settings"] = ("refused: " + next(line for line in text.splitlines()
+                                                          if "could not be saved" in line or "limit per job" in line
+                                                          or "memory" in line.lower() and "MB" in line)[:160]
+                                      if "No training yet" in text else "ACCEPTED")
+        for key, value in {"layers": 2, "heads": 4, "d_model": 128, "d_ff": 1024, "batch": 8, "steps": 30,
+                           "eval": 0}.items():
+            v.set_number(LABELS[key], value)
+        await v.click("Start")
+        state = job_state(v)
+        report["heavy run"] = state
+        while state in ("running", "queued") and time.monotonic() < until:
+            await asyncio.sleep(3)
+            await v.rerun()
+            state = job_state(v)
+        report["heavy run"] += f" -> {state}" + (": " + next((x for x in v.text().splitlines() if "memory" in x), "")
+                                                 [:160] if state == "failed" else "")
+        for what, (w, j) in hostile_checkpoints().items():
+            await v.upload(MODEL_UPLOADER, [("m.safetensors", w), ("m.json", j)])
+            said = next((x for x in v.text().splitlines() if "cannot be used" in x or "checkpoint" in x.lower()), "")
+            report[f"checkpoint: {what}"] = said[:140] or "no message"
+        report["exceptions"] = v.exceptions()
+    except Exception as e:  # noqa: BLE001
+        report["error"] = f"{type(e).__name__}: {str(e)[:160]}"
+    finally:
+        await v.close()
+
+
 def job_state(v: Visitor) -> str:
     text = v.text()
     for words, state in (("Training finished", "finished"), ("session ended", "lost"),
@@ -298,9 +426,12 @@ async def main_async(args) -> dict:
                         for i in range(args.students)]
             trainers = [asyncio.create_task(trainer(server.url, i, args.reloads, until, out["trainers"]))
                         for i in range(args.trainers)]
+            hostile_report: dict = {}
+            out["hostile"] = hostile_report
+            hostiles = [asyncio.create_task(hostile(server.url, until, hostile_report))] if args.uploads else []
             await asyncio.sleep(1)
             flooding = asyncio.create_task(flood(server.url, args.flood, until, out["flood"], args.retry))
-            await asyncio.gather(*trainers)
+            await asyncio.gather(*trainers, *hostiles)
             out["flood"]["done"] = True
             opened = await flooding
             for s in students:
@@ -328,6 +459,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--deadline", type=float, default=300, help="the attack phase ends after this many seconds")
     ap.add_argument("--max-seconds", type=float, default=120, help="the server's time limit per training job")
     ap.add_argument("--retry", type=float, default=10, help="seconds between a flood session's Start presses")
+    ap.add_argument("--no-uploads", dest="uploads", action="store_false", help="skip the hostile uploads")
     args = ap.parse_args(argv)
     args.flood, args.trainers, args.reloads = min(args.flood, 200), min(args.trainers, 10), min(args.reloads, 20)
     try:
@@ -354,7 +486,8 @@ def main(argv: list[str] | None = None) -> int:
               f"errors {len(out['student_errors'])}")
     print(f"server memory (server + training workers, resident): after warm-up {out['idle_rss'] / 1e6:,.0f} MB, "
           f"peak {out['peak_rss'] / 1e6:,.0f} MB ({out['samples']} samples, attack {out['attack_seconds']:.0f} s)")
-    print("hostile uploads: not replayed here (model/checkpoint.py's upload hardening is tested by its own suite)")
+    for k, v in out.get("hostile", {}).items():
+        print(f"hostile uploads: {k}: {v}")
     return 0 if t["lost"] == 0 and t["started"] == args.trainers else 1
 
 

@@ -177,20 +177,26 @@ def out_of_memory_message(spec: dict) -> str:
 
 
 def usage(spec: dict) -> dict:
-    return {"peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-            "memory_limit": spec.get("memory_limit")}
+    """The peak resident memory of this process (VmHWM: getrusage's ru_maxrss would start at the server's
+    size, since Linux keeps it across the fork and exec that started this process) and its cap."""
+    return {"peak_rss": _status("VmHWM"), "memory_limit": spec.get("memory_limit")}
 
 
-def vm_size() -> int:
-    """Bytes of address space this process has mapped now (Linux: /proc/self/status VmSize)."""
+def _status(field: str) -> int:
+    """A size from /proc/self/status, in bytes (0 when unknown: not Linux)."""
     try:
         with open("/proc/self/status") as f:
             for line in f:
-                if line.startswith("VmSize:"):
+                if line.startswith(field + ":"):
                     return int(line.split()[1]) * 1024
     except OSError:
         pass
     return 0
+
+
+def vm_size() -> int:
+    """Bytes of address space this process has mapped now (Linux: /proc/self/status VmSize)."""
+    return _status("VmSize")
 
 
 def limit_memory(estimate: int | None) -> int | None:

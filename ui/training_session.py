@@ -26,7 +26,7 @@ from pathlib import PurePath
 
 import streamlit as st
 
-from model import train_settings
+from model import checkpoint, train_settings
 from model.checkpoint import MAX_BYTES, Bundle, CheckpointError, from_bytes
 from model.data import CorpusError, langs, parse_corpus, split_pairs
 from model.probes import default_probes
@@ -311,4 +311,4 @@ def plan() -> Plan:
     memory = estimate_memory(tcfg, prof, n_probes=max(1, len(probes())))
     train_settings.check_memory(memory)
     return Plan(tcfg, memory, worst_case(ss["training_direction"]), manager.max_running, manager.max_seconds,
-                train_settings.MAX_JOB_BYTES, train_settings.checkpoint_bytes(tcfg, prof), MAX_BYTES)
+                train_settings.MAX_JOB_BYTES, train_settings.checkpoint_bytes(tcfg, prof), checkpoint.MAX_BYTES)
