@@ -5,7 +5,8 @@ from __future__ import annotations
 INTRO = (
     "Press **Start** and watch the paper's recipe teach a small Transformer the toy translation set: Adam, "
     "the warm-up learning-rate schedule, label smoothing and dropout. Training runs in the background for "
-    "**your session only**; you can visit the other pages meanwhile and come back. When it ends (or when you "
+    "**your browser only**; you can visit the other pages meanwhile and come back, and a reload or a second tab "
+    "of the same browser shows the same run. When it ends (or when you "
     "stop it) the model becomes **My model** in the sidebar, beside the shipped one, and every page can "
     "show its tensors.")
 
