@@ -111,11 +111,20 @@ def _analyse(model_key: str, text: str, iv: Interventions, _bundle: Bundle) -> p
     return pipeline.analyse(_bundle, pipeline.prepare(_bundle, text), iv)
 
 
+def used_text(text: str) -> str:
+    """The part of `text` an analysis uses: `pipeline.prepare` reads only the first `pipeline.MAX_CHARS`
+    characters; one more keeps "it was cut" true. The cache key, and everything the cache keeps, holds
+    this, never a whole pasted text (a 20M-character sentence would otherwise stay in the server's
+    cache after its session ended)."""
+    text = text if isinstance(text, str) else str(text)
+    return text[: pipeline.MAX_CHARS + 1]
+
+
 def analysis(iv: Interventions | None = None, text: str | None = None) -> pipeline.Analysis:
     """The current sentence through the current model under the current (or given) interventions."""
     cur = current_model()
     text = st.session_state["sentence"] if text is None else text
-    return _analyse(cur.key, text, interventions() if iv is None else iv, cur.bundle)
+    return _analyse(cur.key, used_text(text), interventions() if iv is None else iv, cur.bundle)
 
 
 @session_cache()
