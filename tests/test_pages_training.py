@@ -596,6 +596,23 @@ def test_a_reload_or_second_tab_of_the_same_browser_reattaches(monkeypatch):
     assert "training_job" not in stranger.session_state and "No training yet" in all_text(stranger)
 
 
+def test_any_page_of_the_browser_keeps_its_run(monkeypatch):
+    """A reload on another page than the training page still attaches the new session to the browser's run
+    (app.py asks on every page), so the run is not ended while the student reads another page."""
+    browser = job_manager.Identity("local", "b-00000000000000000000000000000001", None)
+    monkeypatch.setattr(job_manager, "current_identity", lambda: browser)
+    first = run_page("training")
+    job = start(first, training_steps=5000, training_eval_every=0)
+    wait_steps(job, 2)
+    monkeypatch.setattr(job_manager, "current_identity",
+                        lambda: job_manager.Identity("local", browser.browser, "session-on-overview"))
+    at = run_app("overview")
+    no_exception(at)
+    assert at.session_state["training_job"] is job and "session-on-overview" in job.session_ids()
+    first.button(key="training_stop").click().run()
+    assert finish(first, job, 60).state == "stopped"
+
+
 def test_a_model_too_large_to_save_is_refused_before_start(monkeypatch):
     monkeypatch.setattr(checkpoint, "MAX_BYTES", 20 * 2**20)  # 4 layers of d_model 256 make about 30 MB
     at = run_page("training")
