@@ -191,13 +191,13 @@ class StreamlitSession:
         return await self._rerun(ClientState(page_script_hash=self.page_hash))
 
     async def poll_fragments(self, seconds: float) -> None:
-        """Run the page's fragment timers (st.fragment(run_every=...)) for `seconds`, as the frontend does:
-        a fragment rerun each interval, none while a run is under way (a request then would replace the run
-        in progress), without waiting for its answer (a full run it causes is counted in `full_runs` and
-        reported to `on_full_run`)."""
+        """Run the page's fragment timers (st.fragment(run_every=...)) for `seconds`, as the frontend does
+        (a `setInterval` per fragment, whatever the script is doing): a fragment rerun each interval, without
+        waiting for its answer (a full run it causes is counted in `full_runs` and reported to
+        `on_full_run`)."""
         end = time.monotonic() + seconds
         while time.monotonic() < end and self._ws is not None:
-            for fid in list(self.fragments) if not self.running else ():  # none while a run is under way
+            for fid in list(self.fragments):  # also while a run is under way, as the frontend's timers do
                 state = ClientState(page_script_hash=self.page_hash, fragment_id=fid, is_auto_rerun=True,
                                     query_string=self.query_string)
                 state.widget_states.CopyFrom(WidgetStates(widgets=list(self.widgets.values())))

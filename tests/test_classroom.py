@@ -431,3 +431,21 @@ def test_two_processes_share_a_class_and_its_students_survive_a_killed_process()
     assert res["class_state_unchanged"] and res["answers_after"] == res["answers_before"]
     assert sum(res["answers_after"]) == 3
     assert res["followed_next_change"] == 5 and res["explorer_kept_own_sentence"] and res["now_on"] == ["app1"], res
+
+
+def test_a_late_request_with_old_values_does_not_detach_a_student(store):
+    """A browser's fragment timer sends every widget's value; one sent just before the teacher's change
+    reached the student writes the old sentence back. That is the teacher's previous value, not the
+    student's doing: the student keeps following and shows the teacher's sentence again."""
+    teacher, code = start_teacher()
+    s1 = join_by_link(code)
+    teacher.switch_page("pages/overview.py")
+    teacher.run()
+    teacher.sidebar.text_input(key="sentence").input("i am a student").run()
+    s1.run()
+    assert state(s1, "sentence") == "i am a student"
+    s1.sidebar.text_input(key="sentence").input(SENTENCE).run()  # the value before the change, sent late
+    no_exception(s1)
+    assert state(s1, "class_following") is True and state(s1, "sentence") == "i am a student"
+    s1.sidebar.text_input(key="sentence").input("she is a student").run()  # a sentence of the student's own
+    assert state(s1, "class_following") is False and state(s1, "sentence") == "she is a student"

@@ -27,7 +27,8 @@ class_role            "teacher" or "student"
 class_following       a student follows the teacher (False: explores on their own)
 _class_secret         the teacher's secret: in the teacher's session only, never drawn
 _class_student        this student's random id (answers are counted once per id)
-_class_applied        the teacher's state last applied to this student's session, and its version
+_class_applied        the teacher's state last applied to this student's session: (version, state,
+                      the state applied before it)
 _class_seen           what the last completed full run showed: (version, question id, revealed); a
                       poll that sees anything else reruns the app (also after a run cut short)
 _class_snap           the last snapshot (the question panel reads it)
@@ -172,11 +173,19 @@ def apply(state: dict) -> None:
     s[lesson.READY] = True  # the lesson's link (if any) must not override the teacher's step
 
 
-def diverged(page: str, applied: dict) -> bool:
-    """The student changed something the teacher shares (typed, toggled, went to another page; the class
-    page itself does not count: a following student may look at it)."""
+def changed_keys(page: str, applied: dict) -> list[str]:
+    """The shared keys whose value in this session differs from the teacher's state last applied (the
+    class page itself does not count: a following student may look at it)."""
     mine = shared_state(page)
-    return any(mine.get(k) != v for k, v in applied.items() if k != "page" or page not in NOT_SHARED)
+    return [k for k, v in applied.items() if mine.get(k) != v and (k != "page" or page not in NOT_SHARED)]
+
+
+def stale(page: str, keys: list[str], previous: dict | None) -> bool:
+    """Every changed key holds the teacher's value before the last one: not the student's doing, but a
+    browser's request sent before that change reached it (a fragment timer carries all the widgets'
+    values; the run after it writes them back)."""
+    mine = shared_state(page)
+    return previous is not None and all(k != "page" and k in previous and mine.get(k) == previous[k] for k in keys)
 
 
 # -- joining --------------------------------------------------------------------------------------------
@@ -245,14 +254,17 @@ def follow_on_run(page: str) -> None:
         return
     s = ss()
     if following():
-        applied = s.get(APPLIED)
-        if applied is not None and diverged(page, applied[1]):
+        applied = s.get(APPLIED)  # (version, state, the state before it)
+        changed = changed_keys(page, applied[1]) if applied is not None else []
+        if changed and stale(page, changed, applied[2]):
+            apply(applied[1])  # a late request wrote old values back: the teacher's again
+        elif changed:
             s[FOLLOWING] = False
             notify("You changed something yourself: you now explore on your own. "
                    "“Follow the teacher” takes you back to the class.")
-        elif applied is None or applied[0] != snap.version:
+        if following() and (applied is None or applied[0] != snap.version):
             apply(snap.state)
-            s[APPLIED] = (snap.version, {k: v for k, v in snap.state.items()})
+            s[APPLIED] = (snap.version, dict(snap.state), applied[1] if applied is not None else None)
             target = snap.state.get("page")
             if target in PAGE_FILES and target != page:
                 st.switch_page(PAGE_FILES[target], query_params={PARAM: snap.code})
