@@ -15,7 +15,9 @@ ui/classroom/panels.py draws them and holds `run(page, body)`, which app.py wrap
    last published dict), before and after the page draws, and postpones the idle expiry (`store.touch`).
 
 A student who changes a shared key or goes to another page leaves follow mode by that very act (their
-own sentence stays theirs); "Follow the teacher" re-applies the teacher's state.
+own sentence stays theirs); "Follow the teacher" re-applies the teacher's state. A change back to the
+teacher's previous values is no such act: a browser's fragment timer sends every widget's value, and one
+sent just before the teacher's change reached it writes the old values back (`stale`); those are re-applied.
 
 Session-state keys:
 
