@@ -42,10 +42,8 @@ _class_notice         a message for this session, shown once
 ====================  ================================================================================
 
 Security: every teacher operation goes through the store with `_class_secret`, which the store checks;
-nothing a browser can send sets that key (widgets set their own keys only, and callbacks take their
-arguments from the server). A session that claims to be a teacher without the secret is told so and
-stops being one. Everything shared is drawn as text: markdown escaped (`ui.widgets.md`), and the store
-refuses ``<`` and ``>``.
+no browser message sets that key (widgets set their own keys; callbacks get the server's arguments). A
+session claiming the role without the secret loses it. Shared text is drawn escaped (`ui.widgets.md`).
 """
 
 from __future__ import annotations
@@ -78,8 +76,7 @@ SECRET, STUDENT, APPLIED, SEEN, SNAP = "_class_secret", "_class_student", "_clas
 PENDING = "_class_pending"  # what this full run's poll saw: SEEN once the run has completed
 PUBLISHED, TEACHER_PAGE, ASKED, TOUCHED, NOTICE = ("_class_published", "_class_page", "_class_asked",
                                                    "_class_touched", "_class_notice")
-KEYS = (CODE, ROLE, FOLLOWING, SECRET, STUDENT, APPLIED, SEEN, PENDING, SNAP, PUBLISHED, TEACHER_PAGE, ASKED,
-        TOUCHED)
+KEYS = (CODE, ROLE, FOLLOWING, SECRET, STUDENT, APPLIED, SEEN, PENDING, SNAP, PUBLISHED, TEACHER_PAGE, ASKED, TOUCHED)
 CLASS_PAGE = "classroom"  # the class's own page: its url path
 NOT_SHARED = (CLASS_PAGE, "home")  # pages a teacher visits without taking the class along
 POLL_SECONDS = 1.0  # a student's poll
@@ -93,8 +90,7 @@ def ss():
     return st.session_state
 
 
-def store():
-    return get_store()
+store = get_store  # this process's class store (memory or Redis: the pages never know which)
 
 
 def role() -> str | None:
