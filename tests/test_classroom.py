@@ -418,7 +418,8 @@ def test_two_processes_share_a_class_and_its_students_survive_a_killed_process()
     students on both (websocket sessions, bench/ws_client.py). A question is open, half answered; app2 is
     killed. Its students reconnect through the proxy with their own address (``?class=CODE``) and widget
     values: they are in the class again on app1, following, and the class's state, question and counts are as
-    they were; one who was exploring keeps exploring, with the sentence it typed as the process died."""
+    they were; one who was exploring keeps exploring, with its own sentence (from its address: a sentence whose
+    Enter met the dead process itself is lost, see README)."""
     from bench.classroom_load import failover
     from tests.services import require_tool
     from ui.serve_many import Cluster

@@ -34,7 +34,6 @@ from collections.abc import Mapping
 import streamlit as st
 
 from model.trace import Interventions
-from ui.reconnect import browser_text
 
 DEFAULT_SENTENCE = "the animal didn't cross the street because it was too tired"
 MODELS = {"base": "Shipped model", "no_mask": "Shipped, trained without look-ahead mask", "mine": "My model"}
@@ -109,9 +108,6 @@ def init_state() -> None:
     ss = st.session_state
     if not ss.get("_state_ready"):
         values, notices = read_link(st.query_params.to_dict())
-        typed = browser_text("sentence")  # a reconnect (failover) sends what was typed: newer than the URL
-        if typed is not None:
-            values["sentence"] = typed[:MAX_LINK_SENTENCE]
         for key, value in values.items():
             ss.setdefault(key, value)
         if notices:
