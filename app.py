@@ -10,12 +10,15 @@ import ui.process  # noqa: F401, I001 - first: per-process settings before torch
 import streamlit as st
 
 from ui import shell
+from ui.classroom import panels as classroom
 from ui.sidebar import render_sidebar
 from ui.state import keep_widget_state
+from ui.training_session import job as attach_training_run
 
 st.set_page_config(page_title="Glass Transformer", page_icon=":material/visibility:", layout="wide")
 
 page = shell.navigation()
 if shell.admitted():
     keep_widget_state()
-    shell.run(page, sidebar=render_sidebar)
+    attach_training_run()  # a reload on any page keeps this browser's training run (ui/training_session.py)
+    classroom.run(page, lambda: shell.run(page, sidebar=render_sidebar))  # follow a class / lead one

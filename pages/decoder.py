@@ -41,7 +41,7 @@ def exact_numbers(steps, labels: list[str]) -> None:  # the four matrices' numbe
 
 
 st.title("The decoder and masking")
-st.markdown(text.INTRO)
+st.markdown(text.intro(a.out_tokens))
 require_sentence(a)
 sentence_header(a)
 sentence, lab = a.prepared.text, a.tgt_labels

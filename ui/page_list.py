@@ -43,6 +43,10 @@ PAGES: tuple[PageSpec, ...] = (
     PageSpec("Start", "pages/lesson.py", "Guided lesson", ":material/school:",
              "One sentence from words to its translation in about twenty short steps, each with one figure and "
              "the numbers to notice; Back / Next, and a link to every step", walkthrough=False),
+    PageSpec("Start", "pages/classroom.py", "Classroom", ":material/groups:",
+             "Teach a class: students join with a code or a QR code and follow your page, sentence and "
+             "switches; ask them what the model will do, watch their answers, then reveal the model's",
+             walkthrough=False),
     PageSpec("Start", "pages/overview.py", "Overview", ":material/account_tree:",
              "The sentence and its translation, the encoder-decoder stack block by block, shapes and sizes "
              "beside the paper's base model"),
