@@ -77,19 +77,13 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import Tensor, nn
 
+from model.limits import RNN_BOUNDS
 from model.trace import NO_TRACE, Interventions, Trace
 
 PAD_ID = 0  # padding id in both vocabularies (see model/vocab.py)
 CELLS = ("gru", "lstm")
 ATTENTIONS = ("additive", "qkv")
 GATES = {"gru": ("r", "z", "n"), "lstm": ("i", "f", "g", "o", "c")}  # what each cell records per step
-
-# Inclusive bounds for every size (an uploaded or hand-edited JSON cannot ask for a huge model).
-BOUNDS: dict[str, tuple[int, int]] = {
-    "src_vocab": (5, 8_000), "tgt_vocab": (5, 8_000), "d_emb": (4, 512), "hidden": (4, 512),
-    "d_attn": (4, 512), "max_len": (4, 512),
-}
-
 
 @dataclass(frozen=True)
 class RNNConfig:
@@ -109,20 +103,17 @@ class RNNConfig:
 
     def __post_init__(self) -> None:
         problems = []
-        for name, (lo, hi) in BOUNDS.items():
+        for name, (lo, hi) in RNN_BOUNDS.items():  # model/limits.py: the app's bounds, inclusive
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-                problems.append(f"{name} must be an integer in [{lo}, {hi}] (got {value!r})")
+            number = isinstance(value, (int, float)) and not isinstance(value, bool)
+            if name != "dropout" and not (number and isinstance(value, int)):
+                problems.append(f"{name} must be a whole number (got {_short(value)})")
+            elif not (number and lo <= value <= hi):
+                problems.append(f"{name} must be in [{lo:g}, {hi:g}] (got {_short(value)})")
         if self.cell not in CELLS:
-            problems.append(f"cell must be one of {', '.join(CELLS)} (got {self.cell!r})")
+            problems.append(f"cell must be one of {', '.join(CELLS)} (got {_short(self.cell)})")
         if self.attention not in ATTENTIONS:
-            problems.append(f"attention must be one of {', '.join(ATTENTIONS)} (got {self.attention!r})")
-        if isinstance(self.dropout, bool) or not isinstance(self.dropout, (int, float)) \
-                or not 0.0 <= self.dropout < 1.0:
-            problems.append(f"dropout must be in [0, 1) (got {self.dropout!r})")
-        if not problems and (isinstance(self.pad_id, bool) or not isinstance(self.pad_id, int)
-                             or not 0 <= self.pad_id < min(self.src_vocab, self.tgt_vocab)):
-            problems.append(f"pad_id must be a valid token id (got {self.pad_id!r})")
+            problems.append(f"attention must be one of {', '.join(ATTENTIONS)} (got {_short(self.attention)})")
         if problems:
             raise ValueError("Invalid RNN config: " + "; ".join(problems))
 
@@ -133,6 +124,11 @@ class RNNConfig:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def _short(value: object, n: int = 40) -> str:
+    text = repr(value)
+    return text if len(text) <= n else text[: n - 5] + "…" + text[-4:]
 
 
 # --- 1. The recurrent cells ---------------------------------------------------------------------

@@ -209,7 +209,7 @@ def test_a_tiny_rnn_trains():
 def small_bundle(cell="lstm", attention="qkv") -> Bundle:
     src_vocab, tgt_vocab = build_vocabs(tiny_data()["train"], "en-fr")
     torch.manual_seed(3)
-    cfg = RNNConfig(len(src_vocab), len(tgt_vocab), d_emb=8, hidden=12, d_attn=6, cell=cell, attention=attention)
+    cfg = RNNConfig(len(src_vocab), len(tgt_vocab), d_emb=8, hidden=12, d_attn=8, cell=cell, attention=attention)
     model = RNNSeq2Seq(cfg).eval()
     return Bundle(model, src_vocab, tgt_vocab, "en-fr", {"arch": "rnn"}, "tiny")
 
@@ -232,6 +232,21 @@ def test_uploads_and_training_jobs_accept_only_transformers():
     with pytest.raises(checkpoint.CheckpointError, match="rnn"):
         checkpoint.from_bytes(weights, meta)
     assert isinstance(checkpoint.from_bytes(weights, meta, archs=("transformer", "rnn")).model, RNNSeq2Seq)
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"hidden": 100_000}, "hidden must be in"), ({"cell": "x" * 10_000}, "cell must be one of"),
+    ({"heads": 4}, "unknown field"), ({"d_attn": 12.5}, "whole number"), ({"dropout": "0.1"}, "dropout"),
+    ({"attention": "additive"}, "weights do not match"),  # the qkv weights under an additive config
+])
+def test_a_hostile_rnn_config_is_refused_with_a_message(change, message):
+    weights, meta = checkpoint.to_bytes(small_bundle("lstm", "qkv"))
+    m = json.loads(meta)
+    m["config"].update(change)
+    m.pop("weights_sha256")
+    with pytest.raises(checkpoint.CheckpointError, match=message) as e:
+        checkpoint.from_bytes(weights, json.dumps(m).encode(), archs=("rnn",))
+    assert len(str(e.value)) < 600
 
 
 def test_a_transformer_checkpoint_is_not_read_as_an_rnn(tmp_path):
