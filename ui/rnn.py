@@ -17,7 +17,7 @@ import streamlit as st
 
 from model import checkpoint, pipeline
 from model.checkpoint import Bundle
-from ui.models import analysis, session_cache
+from ui.models import analysis, session_cache, used_text
 from ui.state import init_state
 
 RNN_STEM = checkpoint.ASSETS / "checkpoints" / "rnn"
@@ -68,7 +68,7 @@ def view(kind: str = "additive") -> View:
     init_state()
     bundle = rnn_bundle(kind if kind in RNN_MODELS else "additive")
     text = st.session_state["sentence"]
-    return View(_rnn_analysis(rnn_key(bundle), text, bundle), analysis(), bundle)
+    return View(_rnn_analysis(rnn_key(bundle), used_text(text), bundle), analysis(), bundle)
 
 
 @st.cache_resource
