@@ -154,3 +154,16 @@ def test_sidebar_interventions_reach_the_transformer_side(transformer):
     q, k = tf.trace["dec.1.cross_attn.q"][0, 2, 0], tf.trace["dec.1.cross_attn.k"][0, 2]
     np.testing.assert_allclose(figs[5]["data"][0]["y"], (k @ q).numpy(), atol=1e-5)  # no ÷√d_k
     assert "head 2 is switched off" in text_of(at)
+
+
+def test_in_the_app_between_the_overview_and_why_attention():
+    from tests.apptest_util import run_app
+    from ui import page_list
+
+    names = [p.name for p in page_list.PAGES]
+    assert names.index("before") == names.index("overview") + 1
+    assert names.index("why_attention") == names.index("before") + 1
+    assert page_list.by_name("before").section == page_list.by_name("overview").section == "Start"
+    at = run_app("before", sentence=SENTENCE)
+    no_exception(at)
+    assert "Before the Transformer" in text_of(at)
