@@ -47,12 +47,21 @@ def figures(at: AppTest) -> list[dict]:
 
 
 def decode(values) -> np.ndarray:
-    """A plotly JSON array: a plain list, or Plotly 7's typed array {"dtype", "bdata" (base64), "shape"}."""
+    """A plotly JSON array as floats: a plain list (None -> NaN), or Plotly 7's typed array
+    {"dtype", "bdata" (base64), "shape"}. The one reader of figure arrays for every test."""
     if isinstance(values, dict) and "bdata" in values:
         arr = np.frombuffer(base64.b64decode(values["bdata"]), dtype=np.dtype(values["dtype"]))
         shape = values.get("shape")
-        return arr.reshape([int(v) for v in str(shape).split(",")]) if shape else arr
+        return (arr.reshape([int(v) for v in str(shape).split(",")]) if shape else arr).astype(float)
     return np.asarray(values, dtype=float)
+
+
+def chart_spec(at: AppTest, key: str) -> dict:
+    """The figure JSON of the plotly chart drawn with widget key `key`."""
+    for el in at.get("plotly_chart"):
+        if el.proto.id.endswith("-" + key):
+            return json.loads(el.proto.spec)
+    raise AssertionError(f"no chart with key {key!r}; charts: {[e.proto.id for e in at.get('plotly_chart')]}")
 
 
 def heatmap_z(fig: dict, trace: int = 0) -> np.ndarray:

@@ -6,12 +6,10 @@ model.pipeline (not through the app's cache), so a page that showed the wrong te
 
 from __future__ import annotations
 
-import base64
-
 import numpy as np
 import pytest
 import torch
-from apptest_util import all_text, figures, no_exception, run_app, run_page
+from apptest_util import all_text, decode, figures, no_exception, run_app, run_page
 
 from model import checkpoint
 from model.pipeline import analyse, prepare, teacher_forced
@@ -42,15 +40,6 @@ def ref(bundle):
 
 
 # --- Reading what the page shows ----------------------------------------------------------------
-
-
-def decode(value) -> np.ndarray:
-    """Plotly JSON arrays come either as lists or as {"dtype", "bdata", "shape"} typed arrays."""
-    if isinstance(value, dict) and "bdata" in value:
-        arr = np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"]))
-        shape = [int(s) for s in str(value.get("shape", len(arr))).split(",")]
-        return arr.reshape(shape).astype(float)
-    return np.array(value, dtype=float)
 
 
 def heatmaps(at) -> list[dict]:

@@ -5,15 +5,13 @@ Every check compares what the page shows (figure JSON, dataframes, metrics, text
 computation: the checkpoint loaded here with model.checkpoint.load and run through the model directly.
 """
 
-import base64
-import json
 import math
 import re
 
 import numpy as np
 import pytest
 import torch
-from apptest_util import all_text, no_exception, run_app, run_page
+from apptest_util import all_text, chart_spec, decode, heatmap_z, no_exception, run_app, run_page
 
 import ui.models
 from model import checkpoint, pipeline
@@ -67,27 +65,6 @@ def out_page():
     return at
 
 
-def fig(at, key: str) -> dict:
-    """The figure JSON of the plotly chart with this widget key."""
-    for el in at.get("plotly_chart"):
-        if el.proto.id.endswith("-" + key):
-            return json.loads(el.proto.spec)
-    raise KeyError(f"no chart with key {key!r}")
-
-
-def arr(value) -> np.ndarray:
-    """A figure array: a plain list, or plotly's typed-array form {"dtype", "bdata", "shape"}."""
-    if isinstance(value, dict) and "bdata" in value:
-        out = np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"])).astype(float)
-        shape = value.get("shape")
-        return out.reshape([int(n) for n in str(shape).split(",")]) if shape else out
-    return np.array(value, dtype=float)
-
-
-def heatmap_z(f: dict) -> np.ndarray:
-    return arr(f["data"][0]["z"])
-
-
 def text_of(f: dict) -> np.ndarray:
     return np.array(f["data"][0]["text"], dtype=object)
 
@@ -118,9 +95,9 @@ def src_ids(bundle, text):
 
 def test_masked_equals_scaled_plus_mask(dec_page, own):
     at = dec_page
-    scaled = heatmap_z(fig(at, "decoder_scaled"))
-    mask_text = text_of(fig(at, "decoder_mask"))
-    masked_f = fig(at, "decoder_masked")
+    scaled = heatmap_z(chart_spec(at, "decoder_scaled"))
+    mask_text = text_of(chart_spec(at, "decoder_mask"))
+    masked_f = chart_spec(at, "decoder_masked")
     T = len(own.tgt_labels)
     assert scaled.shape == (T, T)
     mask = np.where(mask_text == "-inf", -np.inf, 0.0)
@@ -142,20 +119,20 @@ def test_masked_equals_scaled_plus_mask(dec_page, own):
 
 
 def test_weights_above_diagonal_zero_with_mask(dec_page, own):
-    w = heatmap_z(fig(dec_page, "decoder_weights"))
+    w = heatmap_z(chart_spec(dec_page, "decoder_weights"))
     assert np.all(np.triu(w, 1) == 0.0)
     assert np.allclose(w.sum(1), 1.0, atol=1e-6)
     assert np.allclose(w, own.trace["dec.0.self_attn.weights"][0, 0].double().numpy(), atol=1e-6)
     assert metric(dec_page, "Weights above the diagonal") == "0"
     # section 4(a): the same head with the mask on and off, side by side
-    assert np.all(np.triu(heatmap_z(fig(dec_page, "decoder_la_on")), 1) == 0.0)
-    assert (np.triu(heatmap_z(fig(dec_page, "decoder_la_off")), 1) > 0).any()
+    assert np.all(np.triu(heatmap_z(chart_spec(dec_page, "decoder_la_on")), 1) == 0.0)
+    assert (np.triu(heatmap_z(chart_spec(dec_page, "decoder_la_off")), 1) > 0).any()
 
 
 def test_look_ahead_off_in_sidebar(base):
     at = run_page("decoder", iv_look_ahead=False)
     no_exception(at)
-    w = heatmap_z(fig(at, "decoder_weights"))
+    w = heatmap_z(chart_spec(at, "decoder_weights"))
     ref = pipeline.analyse(base, pipeline.prepare(base, S), Interventions(look_ahead_mask=False))
     w_ref = ref.trace["dec.0.self_attn.weights"][0, 0]
     assert np.allclose(w, w_ref.double().numpy(), atol=1e-6)
@@ -163,7 +140,7 @@ def test_look_ahead_off_in_sidebar(base):
     assert n_future > 0 and (np.triu(w, 1) > 0).sum() == n_future
     assert int(metric(at, "Weights above the diagonal")) == n_future
     assert "look-ahead mask is switched off" in all_text(at)
-    assert not np.isneginf(np.where(text_of(fig(at, "decoder_mask")) == "-inf", -np.inf, 0)).any()
+    assert not np.isneginf(np.where(text_of(chart_spec(at, "decoder_mask")) == "-inf", -np.inf, 0)).any()
 
 
 def test_layer_and_head_pickers(own):
@@ -172,23 +149,23 @@ def test_layer_and_head_pickers(own):
     at.radio(key="decoder_mask_head").set_value(2)
     at.run()
     no_exception(at)
-    assert np.allclose(heatmap_z(fig(at, "decoder_scaled")),
+    assert np.allclose(heatmap_z(chart_spec(at, "decoder_scaled")),
                        own.trace["dec.1.self_attn.scaled"][0, 2].double().numpy(), atol=1e-6)
-    w = heatmap_z(fig(at, "decoder_weights"))
+    w = heatmap_z(chart_spec(at, "decoder_weights"))
     assert np.allclose(w, own.trace["dec.1.self_attn.weights"][0, 2].double().numpy(), atol=1e-6)
     assert np.all(np.triu(w, 1) == 0.0)
 
 
 def test_lecture_example(dec_page):
-    masked = fig(dec_page, "decoder_ex_masked")
+    masked = chart_spec(dec_page, "decoder_ex_masked")
     assert text_of(masked)[1].tolist() == ["0.100", "0.600", "-inf", "-inf"]
     assert heatmap_z(masked)[1, :2].tolist() == pytest.approx([0.1, 0.6])
-    assert text_of(fig(dec_page, "decoder_ex_mask")).tolist() == [
+    assert text_of(chart_spec(dec_page, "decoder_ex_mask")).tolist() == [
         ["0.000", "-inf", "-inf", "-inf"], ["0.000", "0.000", "-inf", "-inf"],
         ["0.000", "0.000", "0.000", "-inf"], ["0.000", "0.000", "0.000", "0.000"]]
-    assert np.allclose(heatmap_z(fig(dec_page, "decoder_ex_scaled")),
+    assert np.allclose(heatmap_z(chart_spec(dec_page, "decoder_ex_scaled")),
                        [[0.7, 0.1, 0.1, 0.1], [0.1, 0.6, 0.2, 0.1], [0.1, 0.3, 0.6, 0.1], [0.1, 0.3, 0.3, 0.3]])
-    w = heatmap_z(fig(dec_page, "decoder_ex_weights"))
+    w = heatmap_z(chart_spec(dec_page, "decoder_ex_weights"))
     e = math.exp(0.5)
     assert w[1].tolist() == pytest.approx([1 / (1 + e), e / (1 + e), 0, 0], abs=1e-6)
     assert w[3].tolist() == pytest.approx(torch.softmax(torch.tensor([0.1, 0.3, 0.3, 0.3]), 0).tolist(), abs=1e-6)
@@ -208,7 +185,7 @@ def test_renormalisation_table(dec_page, own):
 
 
 def test_padding_demo(cross_page, base):
-    on, off = fig(cross_page, "cross_pad_on"), fig(cross_page, "cross_pad_off")
+    on, off = chart_spec(cross_page, "cross_pad_on"), chart_spec(cross_page, "cross_pad_off")
     labels = on["data"][0]["x"]
     n_real = sum(not lab.endswith("<pad>") for lab in labels)
     assert n_real < len(labels)  # there is padding
@@ -223,7 +200,7 @@ def test_padding_demo(cross_page, base):
     for iv, z in ((Interventions(), z_on), (Interventions(padding_mask=False), z_off)):
         w = traced(base.model, src, bos, iv)["enc.0.self_attn.weights"][short, 0].double().numpy()
         assert np.allclose(w, z, atol=1e-6)
-    mask_text = text_of(fig(cross_page, "cross_pad_mask"))
+    mask_text = text_of(chart_spec(cross_page, "cross_pad_mask"))
     assert mask_text.shape == (2, src.size(1))
     assert (mask_text[short, n_real:] == "-inf").all() and (mask_text[1 - short] == "0.000").all()
     assert float(metric(cross_page, "most weight a real token gives to <pad>")) == 0.0
@@ -238,7 +215,7 @@ def test_padding_demo(cross_page, base):
 def test_padding_demo_with_a_short_sentence(base):
     at = run_page("cross_attention", sentence="i am a student")
     no_exception(at)
-    z_on, z_off = heatmap_z(fig(at, "cross_pad_on")), heatmap_z(fig(at, "cross_pad_off"))
+    z_on, z_off = heatmap_z(chart_spec(at, "cross_pad_on")), heatmap_z(chart_spec(at, "cross_pad_off"))
     assert z_on.shape == (12, 12)  # padded to the long partner's 11 words + <eos>
     assert np.all(z_on[:, 5:] == 0.0) and np.all(z_off[:5, 5:] > 0)
     src = pad([src_ids(base, "i am a student"), src_ids(base, S)])
@@ -252,17 +229,17 @@ def test_cross_attention(own):
     at.radio(key="cross_head").set_value(0)
     at.run()
     no_exception(at)
-    z = heatmap_z(fig(at, "cross_weights"))
+    z = heatmap_z(chart_spec(at, "cross_weights"))
     assert z.shape == (len(own.tgt_labels), len(own.src_labels))
     assert np.allclose(z.sum(1), 1.0, atol=1e-6)
     assert np.allclose(z, own.trace["dec.0.cross_attn.weights"][0, 0].double().numpy(), atol=1e-6)
-    f = fig(at, "cross_weights")
+    f = chart_spec(at, "cross_weights")
     assert f["data"][0]["x"] == own.src_labels and f["data"][0]["y"] == own.tgt_labels
     at = run_page("cross_attention")
     at.radio(key="cross_layer").set_value(1)
     at.radio(key="cross_head").set_value(-1)
     at.run()
-    z = heatmap_z(fig(at, "cross_weights"))
+    z = heatmap_z(chart_spec(at, "cross_weights"))
     assert np.allclose(z, own.trace["dec.1.cross_attn.weights"][0].mean(0).double().numpy(), atol=1e-6)
     assert np.allclose(z.sum(1), 1.0, atol=1e-6)
 
@@ -275,7 +252,7 @@ def test_cross_attention_opens_on_the_last_layer_with_its_notice(base):
     a = pipeline.analyse(base, pipeline.prepare(base, "thinking machines"))
     last = base.config.n_dec_layers - 1
     w = a.trace[f"dec.{last}.cross_attn.weights"][0].mean(0)  # [t, m]
-    z = heatmap_z(fig(at, "cross_weights"))
+    z = heatmap_z(chart_spec(at, "cross_weights"))
     assert np.allclose(z, w.double().numpy(), atol=1e-6)
     assert a.tgt_labels == ["0 <bos>", "1 les", "2 machines", "3 pensantes"]
     top = w.max(-1)
@@ -323,7 +300,7 @@ def test_no_mask_model_reads_the_answer_but_cannot_generate(dec_page, base, noma
     w = tf.trace[f"dec.{best[0]}.self_attn.weights"][0, best[1]]
     share = float((w.argmax(-1)[:-1] == torch.arange(1, w.size(0))).float().mean())
     assert metric(at, "rows whose largest weight is on position t + 1") == f"{share:.0%}"
-    assert np.allclose(heatmap_z(fig(at, "decoder_cheat_weights")), w.double().numpy(), atol=1e-6)
+    assert np.allclose(heatmap_z(chart_spec(at, "decoder_cheat_weights")), w.double().numpy(), atol=1e-6)
     # training figures straight from the JSON files
     figures = at.table[1].value
     row = figures.loc["held-out exact match (greedy)"]
@@ -397,8 +374,8 @@ def test_top_candidates(out_page, own, base):
             at = run_page("output")
             at.selectbox(key="output_pos").set_value(pos).run()
             no_exception(at)
-        f = fig(at, "output_top")
-        shown_p = arr(f["data"][0]["x"])
+        f = chart_spec(at, "output_top")
+        shown_p = decode(f["data"][0]["x"])
         probs = own.trace["probs"][0, pos]
         p, ids = probs.topk(10)
         assert np.allclose(shown_p, p.numpy(), atol=1e-7)
@@ -410,8 +387,8 @@ def test_top_candidates(out_page, own, base):
         assert metric(at, "logits vector") == f"{len(itos)} numbers"
         assert int(metric(at, "argmax index")) == int(own.trace["logits"][0, pos].argmax())
         assert metric(at, "which word") == itos[int(own.trace["logits"][0, pos].argmax())]
-        lf = fig(at, "output_logits")
-        assert np.allclose(arr(lf["data"][0]["y"]), own.trace["logits"][0, pos].numpy(), atol=1e-5)
+        lf = chart_spec(at, "output_logits")
+        assert np.allclose(decode(lf["data"][0]["y"]), own.trace["logits"][0, pos].numpy(), atol=1e-5)
 
 
 def gold_and_probs(base, text, reference):
@@ -463,10 +440,10 @@ def test_label_smoothing(base, eps):
     assert smoothed == pytest.approx(by_torch, abs=1e-5)
     shown = float(re.search(r"gives (\d+\.\d+) on these positions", all_text(at)).group(1))
     assert shown == pytest.approx(by_torch, abs=2e-6)
-    f = fig(at, "output_targets")
+    f = chart_spec(at, "output_targets")
     smooth_bars = f["data"][2]
     i = [k for k, x in enumerate(smooth_bars["x"]) if x.endswith("(gold)")][0]
-    assert arr(smooth_bars["y"])[i] == pytest.approx(1 - eps + eps / V)
+    assert decode(smooth_bars["y"])[i] == pytest.approx(1 - eps + eps / V)
     assert "ε/(V-1)" not in all_text(at) and r"\varepsilon/(V-1)" not in all_text(at)
     assert "section 5.4" in all_text(at)
 
@@ -484,22 +461,22 @@ def test_greedy_steps(out_page, own, base):
     step = own.greedy.steps[2]
     assert cand["word"].tolist() == [itos[c.token] for c in step.candidates]
     assert np.allclose(cand["probability"], [c.prob for c in step.candidates], rtol=1e-5)
-    bars = fig(at, "output_greedy_chart")["data"][0]
-    assert np.allclose(arr(bars["x"]), [c.prob for c in step.candidates], rtol=1e-5)
+    bars = chart_spec(at, "output_greedy_chart")["data"][0]
+    assert np.allclose(decode(bars["x"]), [c.prob for c in step.candidates], rtol=1e-5)
 
 
 def test_beam_tree_kept_nodes(out_page, base):
     res = beam_search(base.model, pipeline.prepare(base, S).src(), 3, 0.6)
-    f = fig(out_page, "output_beam_tree")
+    f = chart_spec(out_page, "output_beam_tree")
     traces = {t["name"]: t for t in f["data"]}
-    xs = list(arr(traces["kept"]["x"])) + list(arr(traces["finished"]["x"]))
+    xs = list(decode(traces["kept"]["x"])) + list(decode(traces["finished"]["x"]))
     finished_before = 0
     for d, step in enumerate(res.steps, start=1):
         kept = sum(e.kept for e in step.expansions)
         assert xs.count(d) == kept
         assert kept == min(3 - finished_before, len(step.expansions))  # k minus those already finished
         finished_before += sum(e.kept and e.hypothesis.finished for e in step.expansions)
-    assert len(arr(traces["finished"]["x"])) == len(res.finished)
+    assert len(decode(traces["finished"]["x"])) == len(res.finished)
     comp = comparison(out_page)
     assert comp["total log-prob"].iloc[1] == pytest.approx(res.best.log_prob, abs=1e-5)
     assert comp["normalised score"].iloc[1] == pytest.approx(res.best.score, abs=1e-5)
@@ -513,8 +490,8 @@ def test_beam_k1_equals_greedy(own):
     assert comp["output"].iloc[0] == comp["output"].iloc[1] == own.translation
     assert comp["total log-prob"].iloc[0] == pytest.approx(comp["total log-prob"].iloc[1], abs=1e-4)
     assert "*is* greedy decoding" in all_text(at)
-    traces = {t["name"]: t for t in fig(at, "output_beam_tree")["data"]}
-    xs = list(arr(traces["kept"]["x"])) + list(arr(traces["finished"]["x"]))
+    traces = {t["name"]: t for t in chart_spec(at, "output_beam_tree")["data"]}
+    xs = list(decode(traces["kept"]["x"])) + list(decode(traces["finished"]["x"]))
     assert sorted(xs) == [0] + list(range(1, len(own.greedy.steps) + 1))  # one kept node per step
 
 
@@ -527,8 +504,8 @@ def test_beam_width_and_alpha(base):
     res = beam_search(base.model, pipeline.prepare(base, S).src(), 5, 0.0)
     comp = comparison(at)
     assert comp["normalised score"].iloc[1] == pytest.approx(res.best.log_prob, abs=1e-5)  # α = 0: no normalisation
-    traces = {t["name"]: t for t in fig(at, "output_beam_tree")["data"]}
-    assert list(arr(traces["kept"]["x"])).count(1) + list(arr(traces["finished"]["x"])).count(1) == 5
+    traces = {t["name"]: t for t in chart_spec(at, "output_beam_tree")["data"]}
+    assert list(decode(traces["kept"]["x"])).count(1) + list(decode(traces["finished"]["x"])).count(1) == 5
     at.select_slider(key="output_beam_step").set_value(2).run()
     step = frame_with(at, "fate")
     assert len(step) == len(res.steps[1].expansions)

@@ -4,7 +4,7 @@ Every value shown is compared with an independent computation from the checkpoin
 and model.pipeline here, not the page's helpers).
 """
 
-import base64
+import json
 import math
 import re
 
@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 import pytest
 import torch
-from apptest_util import all_text, figures, no_exception, run_app, run_page
+from apptest_util import all_text, chart_spec, decode, figures, no_exception, run_app, run_page
 
 from model import checkpoint, pipeline
 from model.trace import Interventions, Trace
@@ -34,19 +34,7 @@ def bundle():
 
 def chart(at, key: str) -> go.Figure:
     """The plotly figure of the chart with this widget key (typed arrays decoded by plotly itself)."""
-    for el in at.get("plotly_chart"):
-        if el.proto.id.endswith("-" + key):
-            return pio.from_json(el.proto.spec)
-    raise AssertionError(f"no chart with key {key!r}")
-
-
-def decode(values) -> np.ndarray:
-    """Plotly's JSON array: a list, or a typed array {"dtype", "bdata" (base64), "shape"}."""
-    if isinstance(values, dict) and "bdata" in values:
-        arr = np.frombuffer(base64.b64decode(values["bdata"]), dtype=np.dtype(values["dtype"]))
-        shape = values.get("shape")
-        return arr.reshape([int(v) for v in str(shape).split(",")]) if shape else arr
-    return np.asarray(values, dtype=float)
+    return pio.from_json(json.dumps(chart_spec(at, key)))
 
 
 def z_of(fig: go.Figure, trace: int = 0) -> np.ndarray:

@@ -7,14 +7,13 @@ what the job recorded and with independent computations (model.train.rate, the c
 
 from __future__ import annotations
 
-import base64
 import json
 import re
 import time
 
 import numpy as np
 import pytest
-from apptest_util import ROOT, all_text, figures, no_exception, run_app, run_page
+from apptest_util import ROOT, all_text, chart_spec, decode, figures, no_exception, run_app, run_page
 from streamlit.testing.v1 import AppTest
 
 from model import checkpoint
@@ -35,22 +34,6 @@ PROBES = ["the animal didn't cross the street because it was too tired", "i am a
 
 
 # --- helpers -----------------------------------------------------------------------------------------
-
-
-def decode(values) -> np.ndarray:
-    """A plotly JSON array: a list, or a typed array {"dtype", "bdata" (base64), "shape"}."""
-    if isinstance(values, dict) and "bdata" in values:
-        arr = np.frombuffer(base64.b64decode(values["bdata"]), dtype=np.dtype(values["dtype"]))
-        shape = values.get("shape")
-        return arr.reshape([int(v) for v in str(shape).split(",")]) if shape else arr
-    return np.asarray([np.nan if v is None else v for v in values], dtype=float)
-
-
-def chart(at, key: str) -> dict:
-    for el in at.get("plotly_chart"):
-        if el.proto.id.endswith("-" + key):
-            return json.loads(el.proto.spec)
-    raise AssertionError(f"no chart with key {key!r}; charts: {[e.proto.id for e in at.get('plotly_chart')]}")
 
 
 def trace(fig: dict, name: str) -> dict:
@@ -175,7 +158,7 @@ def test_page_alone_shows_defaults_and_their_real_sizes():
     assert f"about {ts.worst_case().total / 1e6:,.0f} MB" in text
     assert f"at most {job_manager.get_manager().max_running} model(s) at once" in text
     assert "No training yet" in text
-    lr = chart(at, "training_lr_preview")
+    lr = chart_spec(at, "training_lr_preview")
     np.testing.assert_allclose(decode(trace(lr, "learning rate")["y"]),
                                [rate(s, d.d_model, d.warmup, d.lr_scale) for s in range(1, d.steps + 1)])
     assert at.text_area(key="training_probes").value == "\n".join(PROBES)
@@ -213,16 +196,16 @@ def test_short_run_loss_falls_and_the_model_appears_on_every_page():
     assert v.state == "finished" and v.step == 40
 
     # the loss curve shown is exactly the job's recorded losses, and it falls
-    loss = chart(at, "training_loss")
+    loss = chart_spec(at, "training_loss")
     shown = decode(trace(loss, "training loss")["y"])
     np.testing.assert_allclose(shown, v.losses, rtol=1e-12)
     np.testing.assert_array_equal(decode(trace(loss, "training loss")["x"]), np.arange(1, 41))
     assert shown[-10:].mean() < shown[:10].mean() - 0.5
     np.testing.assert_allclose(decode(trace(loss, "held-out loss")["y"]), [e.heldout_loss for e in v.evals])
-    np.testing.assert_allclose(decode(trace(chart(at, "training_ce"), "training loss")["y"]), v.cross_entropy)
+    np.testing.assert_allclose(decode(trace(chart_spec(at, "training_ce"), "training loss")["y"]), v.cross_entropy)
 
     # the schedule in full, the current step marked
-    lr = chart(at, "training_lr")
+    lr = chart_spec(at, "training_lr")
     scale = ts.DEFAULTS.lr_scale
     np.testing.assert_allclose(decode(trace(lr, "learning rate")["y"]), [rate(s, 16, 10, scale) for s in range(1, 41)])
     assert decode(trace(lr, "now")["x"]).tolist() == [40]
@@ -230,7 +213,7 @@ def test_short_run_loss_falls_and_the_model_appears_on_every_page():
 
     # held-out metrics every 20 steps, and the fixed sentences
     assert [e.step for e in v.evals] == [20, 40]
-    metrics = chart(at, "training_metrics")
+    metrics = chart_spec(at, "training_metrics")
     np.testing.assert_allclose(decode(trace(metrics, "exact match %")["y"]), [100 * e.exact_match for e in v.evals])
     np.testing.assert_allclose(decode(trace(metrics, "BLEU")["y"]), [e.bleu for e in v.evals])
     samples = at.dataframe[-2].value if len(at.dataframe) >= 2 else None
@@ -247,7 +230,7 @@ def test_short_run_loss_falls_and_the_model_appears_on_every_page():
     assert snap.step == 40
     np.testing.assert_allclose(decode(heat["data"][0]["z"]), snap.enc_self[0].mean(axis=0), rtol=1e-6)
     assert heat["data"][0]["x"] == list(snap.src_labels)
-    coref = chart(at, "training_coref_timeline")
+    coref = chart_spec(at, "training_coref_timeline")
     it, animal = snap.src_labels.index("7 it"), snap.src_labels.index("1 animal")
     np.testing.assert_allclose(decode(trace(coref, "it → animal")["y"]),
                                [s.enc_self[0].mean(0)[it, animal] for s in v.snapshots if s.probe == 0], rtol=1e-6)
@@ -311,7 +294,7 @@ def test_training_without_the_mask_is_announced():
     assert v.tcfg.look_ahead_mask is False
     assert any("without the look-ahead mask" in w for w in texts(at, "warning"))
     set_widgets(at, {"training_probe_kind": "dec_self"})
-    fut = chart(at, "training_future_timeline")
+    fut = chart_spec(at, "training_future_timeline")
     ys = decode(trace(fut, "weight above the diagonal")["y"])
     expected = [vt.future_share(s.dec_self[0].mean(0)) for s in v.snapshots if s.probe == 0]
     np.testing.assert_allclose(ys, expected, rtol=1e-6)
