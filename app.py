@@ -9,13 +9,15 @@ import ui.process  # noqa: F401, I001 - first: per-process settings before torch
 
 import streamlit as st
 
-from ui import shell
+from ui import shell, style
 from ui.sidebar import render_sidebar
-from ui.state import keep_widget_state
+from ui.state import init_state, keep_widget_state
 
 st.set_page_config(page_title="Glass Transformer", page_icon=":material/visibility:", layout="wide")
 
 page = shell.navigation()
 if shell.admitted():
     keep_widget_state()
+    init_state()  # the session's state (from a shared link on its first run), presenter mode included
+    style.inject()  # the app's stylesheet (ui/style.py): contrast, formulas, phones, presenter mode
     shell.run(page, sidebar=render_sidebar)
