@@ -3,6 +3,7 @@
 #   ./dev.sh app     start the app           (http://localhost:8501)
 #   ./dev.sh test    run every test: lint, model, pages (AppTest) and browser tests (Chromium)
 #   ./dev.sh bench   run the benchmark scripts and print their figures
+#   ./dev.sh serve   several app processes behind HAProxy, + redis-server (--replicas N --port 8500)
 # Extra arguments go to streamlit / pytest.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -42,6 +43,24 @@ setup_chromium() {
   fi
 }
 
+# Classroom mode: Redis holds the classes when several app processes serve one class, HAProxy sits in
+# front of them (ui/serve_many.py); their tests start both (tests/services.py).
+setup_services() {
+  missing=""
+  for tool in redis-server haproxy; do
+    command -v "$tool" >/dev/null || [ -x "/usr/sbin/$tool" ] || [ -x "/usr/bin/$tool" ] || missing="$missing $tool"
+  done
+  if [ -z "$missing" ]; then return; fi
+  if [ "$(id -u)" = 0 ]; then
+    apt-get update -qq -o DPkg::Lock::Timeout=300
+    # shellcheck disable=SC2086
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -o DPkg::Lock::Timeout=300 $missing >/dev/null
+  else
+    echo "Classroom tests and ./dev.sh serve need Debian's$missing: sudo apt-get install -y$missing" >&2
+    exit 1
+  fi
+}
+
 export STREAMLIT_BROWSER_GATHER_USAGE_STATS=false STREAMLIT_SERVER_HEADLESS=true
 
 case "$cmd" in
@@ -52,16 +71,22 @@ case "$cmd" in
   test)
     setup_python
     setup_chromium
+    setup_services
     .venv/bin/ruff check .
     # pytest exits 5 when no test ran: that is a failure here too.
     .venv/bin/python -m pytest "$@"
+    ;;
+  serve)
+    setup_python
+    setup_services
+    exec .venv/bin/python -m ui.serve_many "$@"
     ;;
   bench)
     setup_python
     for b in bench/bench_*.py; do m=bench.$(basename "$b" .py); echo "== $m"; .venv/bin/python -m "$m"; done
     ;;
   *)
-    sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac

@@ -34,6 +34,7 @@ from pathlib import Path
 
 import torch
 
+from model.limits import MAX_TOKEN_CHARS
 from model.vocab import BOS_ID, EOS_ID, PAD_ID, Vocab, tokenize
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -224,7 +225,8 @@ def parse_corpus(data: bytes, filename: str, max_bytes: int = 2_000_000, max_pai
     skipped. Blank lines and empty trailing cells are ignored. Repeated pairs are dropped with a
     warning. Limits:
     `max_bytes` for the file, `max_pairs` pairs, `max_words` tokens per sentence (counted by
-    `tokenize` in `src_lang` / `tgt_lang`), and at least 20 pairs.
+    `tokenize` in `src_lang` / `tgt_lang`), `MAX_TOKEN_CHARS` characters per word (what a checkpoint's
+    vocabulary may hold), and at least 20 pairs.
     """
     if not data or not data.strip():
         raise CorpusError("The file is empty. Upload a file with one sentence pair per line.")
@@ -272,6 +274,10 @@ def parse_corpus(data: bytes, filename: str, max_bytes: int = 2_000_000, max_pai
             if len(words) > max_words:
                 raise CorpusError(f"Line {number}: the {name} sentence is too long ({len(words)} words); the "
                                   f"limit is {max_words} words per sentence.")
+            long = next((w for w in words if len(w) > MAX_TOKEN_CHARS), None)
+            if long is not None:  # a model with such a word in its vocabulary could not be saved or loaded
+                raise CorpusError(f"Line {number}: the {name} sentence has a word of {len(long)} characters; the "
+                                  f"limit is {MAX_TOKEN_CHARS} characters per word.")
         if (src, tgt) in seen:
             duplicates += 1
             continue

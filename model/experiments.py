@@ -208,3 +208,19 @@ def ffn_hidden(model: Transformer, layer: int, x: Tensor) -> Tensor:
     f = model.encoder[layer].ffn
     with torch.no_grad():
         return torch.relu(x @ f.W_1.weight.T + f.W_1.bias)  # [T, d_ff]
+
+
+def head_projection(model: Transformer, layer: int, head: int) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
+    """This head's slice of W_q, W_k, W_v of encoder layer `layer`, in the paper's x · W form.
+
+    nn.Linear stores weight [D_out, D_in] and computes x @ weight.T + bias; head h owns output columns
+    h·d_k .. (h+1)·d_k - 1. Returns ({"q", "k", "v"} -> W [D, d_k], {"q", "k", "v"} -> b [d_k]).
+    """
+    attn = model.encoder[layer].self_attn
+    d_k = model.cfg.d_model // model.cfg.n_heads
+    cols = slice(head * d_k, (head + 1) * d_k)
+    weights, biases = {}, {}
+    for name, lin in (("q", attn.W_q), ("k", attn.W_k), ("v", attn.W_v)):
+        weights[name] = lin.weight.detach()[cols].T  # [D, d_k]
+        biases[name] = lin.bias.detach()[cols]  # [d_k]
+    return weights, biases

@@ -397,14 +397,23 @@ class Cross:
     weights: tuple[float, ...]  # head-average cross-attention weights of the row over the source
     top: int
     top_label: str
+    visits: tuple[int, ...] = ()  # the source word each row attends to most, top to bottom (<eos> left out)
+
+    @property
+    def reordered(self) -> bool:
+        """Do the rows visit the source words out of their English order (the translation reorders)?"""
+        return any(b < a for a, b in zip(self.visits, self.visits[1:], strict=False))
 
 
 def cross(a: Analysis, f: Focus, layer: int | None = None) -> Cross:
     layer = n_layers(a, "dec") - 1 if layer is None else layer
     row = a.trace[f"dec.{layer}.cross_attn.weights"][0, :, f.row].mean(0)  # [Ts]
     top = int(row.argmax())
+    last = len(a.src_labels) - 1  # <eos>
+    visits = [i for i in cross_matrix(a, layer).argmax(-1).tolist() if i != last]
+    visits = [v for k, v in enumerate(visits) if k == 0 or v != visits[k - 1]]  # consecutive rows on one word: once
     return Cross(layer, f.row, a.tgt_labels[f.row], a.next_labels[f.row], tuple(float(v) for v in row), top,
-                 a.src_labels[top])
+                 a.src_labels[top], tuple(visits))
 
 
 def cross_matrix(a: Analysis, layer: int | None = None) -> torch.Tensor:

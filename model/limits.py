@@ -27,3 +27,33 @@ LABELS = {  # how the page names each setting (used in messages)
     "label_smoothing": "label smoothing", "seed": "seed", "eval_every": "evaluate every",
 }
 MAX_VOCAB = 8_000  # words per side: an uploaded corpus or model with a larger vocabulary is refused
+
+# --- Models: what a checkpoint (an upload, a file, a finished training job) may hold ------------------
+# `model.checkpoint` checks every config against these before it allocates anything. Sizes are the
+# training page's own bounds, so every model the page can train loads again, and nothing larger does.
+MODEL_BOUNDS: dict[str, tuple[float, float]] = {  # `Config` fields
+    "src_vocab": (4, MAX_VOCAB),  # at least the 4 special tokens <pad> <bos> <eos> <unk>
+    "tgt_vocab": (4, MAX_VOCAB),
+    "d_model": BOUNDS["d_model"],
+    "n_heads": BOUNDS["n_heads"],
+    "n_enc_layers": BOUNDS["n_layers"],
+    "n_dec_layers": BOUNDS["n_layers"],
+    "d_ff": BOUNDS["d_ff"],
+    "dropout": BOUNDS["dropout"],
+    # The positional table is computed, not stored in the weights, so nothing in the weights pins
+    # max_len: the bound is what keeps it safe. 128 is twice what the training page trains with (64)
+    # and four times the longest sentence it accepts (30 words + <bos>/<eos>). The pages truncate
+    # input to max_len - 1 tokens and trace [heads, T, T] tensors for every attention, so a traced run
+    # grows with max_len²: at 128 and the largest model it records about 30 MB, at 512 it would be
+    # about 500 MB per student. 8: the positional page's default position (3) and offset (2) need at
+    # least 4 rows, and a sentence needs a few more.
+    "max_len": (8, 128),
+    "pad_id": (0, 0),  # every vocabulary starts with <pad>, so padding is id 0 (model/vocab.py)
+}
+MODEL_LABELS = {  # what each `Config` field means, for messages
+    "src_vocab": "source vocabulary size", "tgt_vocab": "target vocabulary size", "n_heads": "heads",
+    "n_enc_layers": "encoder layers", "n_dec_layers": "decoder layers", "max_len": "positions",
+    "pad_id": "padding id",
+}
+MAX_TOKEN_CHARS = 50  # characters per vocabulary entry ("anticonstitutionnellement" has 25)
+MAX_TEXT_CHARS = 200  # characters in any other string of a checkpoint's JSON (name, version, ...)

@@ -5,6 +5,7 @@ Everything here is quoted from the paper, not measured on this app's model:
 - `BASE`, `BIG`: the sizes of the base and big models (Table 3, section 3).
 - `TABLE1`: per-layer complexity, sequential operations and maximum path length (Table 1).
 - `BLEU_TABLE`: BLEU on newstest2014 and training cost in FLOPs (Table 2).
+- `SECTIONS`: where the paper describes each part of its training recipe.
 
 The app's pages read these constants; no page writes a paper figure by hand.
 """
@@ -59,13 +60,18 @@ TABLE1_CAPTION = ("n: sequence length, d: representation dimension, k: kernel si
 
 @dataclass(frozen=True)
 class Result:
-    """One row of Table 2: BLEU on newstest2014 and training cost in FLOPs (None: not reported)."""
+    """One row of Table 2: BLEU on newstest2014 and training cost in FLOPs (None: not reported).
+
+    `cost_shared`: the paper prints one training cost for both tasks (a cell merged across EN-DE and EN-FR, as
+    for the two Transformers); it is then stored in both columns.
+    """
 
     model: str
     bleu_en_de: float | None
     bleu_en_fr: float | None
     cost_en_de: float | None
     cost_en_fr: float | None
+    cost_shared: bool = False
 
 
 BLEU_TABLE = (
@@ -77,6 +83,16 @@ BLEU_TABLE = (
     Result("Deep-Att + PosUnk Ensemble", None, 40.4, None, 8.0e20),
     Result("GNMT + RL Ensemble", 26.30, 41.16, 1.8e20, 1.1e21),
     Result("ConvS2S Ensemble", 26.36, 41.29, 7.7e19, 1.2e21),
-    Result("Transformer (base)", 27.3, 38.1, 3.3e18, None),
-    Result("Transformer (big)", 28.4, 41.8, 2.3e19, None),
+    Result("Transformer (base)", 27.3, 38.1, 3.3e18, 3.3e18, cost_shared=True),
+    Result("Transformer (big)", 28.4, 41.8, 2.3e19, 2.3e19, cost_shared=True),
 )
+
+# Section 5 of the paper, "Training": 5.1 data and batching, 5.2 hardware and schedule, 5.3 the optimizer (Adam and
+# the learning-rate schedule), 5.4 regularization (residual dropout and label smoothing).
+SECTIONS = {
+    "batching": "5.1",
+    "optimizer": "5.3",
+    "learning rate": "5.3",
+    "dropout": "5.4",
+    "label smoothing": "5.4",
+}

@@ -20,6 +20,15 @@ from model.transformer import scaled_dot_product_attention
 
 D_K = 64
 WORDS = ("Thinking", "Machines")
+# Which queries' numbers the Illustrated Transformer prints: only the query of "Thinking" (112, 96 -> 14, 12
+# -> 0.88, 0.12). The numbers of the query of "Machines" (32, 80 -> 4, 10 -> 0.00, 1.00) are this app's own
+# construction (any vectors would do; these make "Machines" attend to itself).
+FROM_BOOK = (0,)
+
+
+def from_book(query: int) -> bool:
+    """True when the Illustrated Transformer prints this query's numbers, False for the app's own construction."""
+    return query in FROM_BOOK
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,8 @@ import streamlit as st
 from pages.content import encoder as text
 from ui import shell
 from ui.models import analysis, current_model, encoder_layer
-from ui.widgets import matrix, md, pick, require_sentence, sentence_header
-from viz.heatmap import table
+from ui.widgets import figure, md, next_link, pick, require_sentence, sentence_header
+from viz import layers as vl
 from viz.layers import (
     POST_LN_DOT,
     PRE_LN_DOT,
@@ -64,20 +64,18 @@ st.markdown(text.normalise(pre))
 st.dataframe(norm_stats(ln, labels), hide_index=True)
 c1, c2 = st.columns(2)
 with c1:
-    matrix(ln.x, dims(D), labels, "activations", title="before: x", shape=f"[{len(labels)}, {D}]", key=f"{P}ln_x",
-           x_title="dimension", y_title="word", show_table=False)
+    figure(ln.x, dims(D), labels, "activations", title="before: x", shape=f"[{len(labels)}, {D}]", key=f"{P}ln_x",
+           x_title="dimension", y_title="word", note=vl.norm_notice(ln, labels, before=True))
 with c2:
-    matrix(ln.normed, dims(D), labels, "activations", title="after: x̂ (mean 0, variance 1)",
-           shape=f"[{len(labels)}, {D}]", key=f"{P}ln_normed", x_title="dimension", y_title="word", show_table=False)
-with st.expander("Exact numbers of x and x̂"):
-    st.dataframe(table(ln.x, dims(D), labels))
-    st.dataframe(table(ln.normed, dims(D), labels))
+    figure(ln.normed, dims(D), labels, "activations", title="after: x̂ (mean 0, variance 1)",
+           shape=f"[{len(labels)}, {D}]", key=f"{P}ln_normed", x_title="dimension", y_title="word",
+           note=vl.norm_notice(ln, labels, before=False))
 
 st.header("LayerNorm, step 2: scale and shift with learned γ and β")
 st.latex(r"\mathrm{LayerNorm}(x) = \gamma \odot \hat x + \beta")
 st.markdown(text.scale_shift(D))
-matrix(ln_params(ln), dims(D), ["γ (weight)", "β (bias)"], "activations", title=f"γ and β of {name}.norm",
-       shape=f"2 × [{D}]", key=f"{P}gamma_beta", x_title="dimension")
+figure(ln_params(ln), dims(D), ["γ (weight)", "β (bias)"], "activations", title=f"γ and β of {name}.norm",
+       shape=f"2 × [{D}]", key=f"{P}gamma_beta", x_title="dimension", note=vl.gamma_beta_notice(ln))
 st.markdown(f"**{md(labels[word])}**: the first 8 dimensions")
 st.dataframe(affine_table(ln, word))
 
@@ -88,25 +86,19 @@ st.markdown(text.ffn(D, cfg.d_ff))
 c1, c2 = st.columns(2)
 c1.metric("hidden units set to 0 by the ReLU", f"{f.zero_fraction:.1%}")
 c2.metric("largest |difference| when recomputed from W_1, b_1", f"{f.max_difference:.1e}")
-matrix(f.hidden, units(cfg.d_ff), labels, "activations", title=f"hidden layer max(0, xW_1 + b_1) of layer {layer}",
+figure(f.hidden, units(cfg.d_ff), labels, "activations", title=f"hidden layer max(0, xW_1 + b_1) of layer {layer}",
        shape=f"[{len(labels)}, {cfg.d_ff}]", key=f"{P}hidden", x_title="hidden unit", y_title="word",
-       show_table=False)
-c1, c2 = st.columns([2, 3])
-with c1:
+       note=vl.hidden_notice(f, labels))
+with st.expander("ReLU zeros per word"):
     st.dataframe(zero_table(f, labels), hide_index=True)
-with c2:
-    with st.expander("Exact numbers of the hidden layer"):
-        st.dataframe(table(f.hidden, units(cfg.d_ff), labels))
 
 st.header("One word through the whole stack")
 st.markdown(f"**{md(labels[word])}** " + text.STACK)
 stages = word_stages(a.trace, word)
-matrix(stages.vectors, dims(D), stages.labels, "activations", title=f"{md(labels[word])}, stage by stage",
+figure(stages.vectors, dims(D), stages.labels, "activations", title=f"{md(labels[word])}, stage by stage",
        shape=f"[{len(stages.labels)} stages, {D}]", key=f"{P}stages", x_title="dimension", y_title="stage",
-       show_table=False)
+       note=vl.stages_notice(stages))
 st.dataframe(stage_table(stages), hide_index=True)
-with st.expander("Exact numbers, stage by stage"):
-    st.dataframe(table(stages.vectors, dims(D), stages.labels))
 
 st.header("Post-LN or pre-LN?")
 c1, c2 = st.columns(2)
@@ -122,3 +114,5 @@ with c2:
     st.latex(text.PRE_LN_LATEX)
     st.graphviz_chart(PRE_LN_DOT)
     st.markdown(text.PRE_LN_ABOUT)
+
+next_link(__file__)

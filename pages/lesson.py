@@ -12,43 +12,52 @@ from ui import lesson as state
 from ui import shell
 from ui.models import analysis, current_model
 from ui.page_list import PAGES
-from ui.widgets import md, page_link, sentence_header
+from ui.widgets import md, notice, page_link
 from viz import lesson as V
 
 shell.enter(__file__)  # first: re-enter through app.py if Streamlit ran this page bare
 
-st.title("Guided lesson: from words to a translation")
+st.title("Guided lesson")
 state.init_lesson()
-st.markdown(INTRO)
-
-c1, c2 = st.columns([3, 2])
-with c1:
-    st.radio("Sentence", [*L.SENTENCES, state.OWN], key=state.CHOICE, on_change=state.chose, horizontal=True)
-with c2:
-    st.text_input("Your own sentence", key=state.OWN_TEXT, on_change=state.typed, placeholder="e.g. the cat is big",
+k, n = state.step(), L.N_STEPS
+if k == 1:
+    st.markdown(INTRO)
+with st.expander(f"Sentence: **{md(state.sentence()) or '(none)'}**: choose another, or type your own",
+                 expanded=k == 1):
+    c1, c2 = st.columns([3, 2])
+    c1.radio("Sentence", [*L.SENTENCES, state.OWN], key=state.CHOICE, on_change=state.chose, horizontal=True)
+    c2.text_input("Your own sentence", key=state.OWN_TEXT, on_change=state.typed, placeholder="e.g. the cat is big",
                   help="English words from the toy set. Press Enter to follow it through the lesson.")
 if st.session_state[state.NOTICE]:
     st.warning(md(st.session_state[state.NOTICE]), icon=":material/link_off:")
 
 a = analysis(text=state.sentence())  # the sidebar's model and interventions, the lesson's own sentence
-sentence_header(a)
 if a.prepared.empty:
     st.info("Choose a sentence above, or type one, to follow it through the model.")
     state.write_url()
     st.stop()
 
 bundle = current_model().bundle
-k, n = state.step(), L.N_STEPS
 step = L.STEPS[k - 1]
-st.progress(k / n, text=f"Step {k} of {n}")
-b1, b2, b3 = st.columns([1, 1, 4], vertical_alignment="center")
-b1.button("Back", icon=":material/arrow_back:", on_click=state.back, disabled=k == 1, key="lesson_back",
-          width="stretch")
-b2.button("Next", icon=":material/arrow_forward:", on_click=state.forward, disabled=k == n, type="primary",
-          key="lesson_next", width="stretch")
-b3.selectbox("Jump to step", list(range(1, n + 1)), key=state.JUMP, on_change=state.jumped,
-             format_func=lambda i: f"Step {i}: {L.STEPS[i - 1].title}", label_visibility="collapsed")
 
+
+def navigation(where: str) -> None:
+    """Back, Next (the primary button: Enter or Space on it goes on) and a jump to any step."""
+    b1, b2, b3 = st.columns([1, 1, 4], vertical_alignment="center")
+    suffix = "" if where == "top" else "_bottom"
+    b1.button("Back", icon=":material/arrow_back:", on_click=state.back, disabled=k == 1, key="lesson_back" + suffix,
+              width="stretch")
+    b2.button("Next", icon=":material/arrow_forward:", on_click=state.forward, disabled=k == n, type="primary",
+              key="lesson_next" + suffix, width="stretch")
+    if where == "top":
+        b3.selectbox("Jump to step", list(range(1, n + 1)), key=state.JUMP, on_change=state.jumped,
+                     format_func=lambda i: f"Step {i}: {L.STEPS[i - 1].title}", label_visibility="collapsed")
+    else:
+        b3.progress(k / n, text=f"Step {k} of {n}")
+
+
+st.progress(k / n, text=f"Step {k} of {n}")
+navigation("top")
 st.header(f"{k}. {step.title}")
 st.markdown(TEXT[step.key].format(**L.sizes(bundle.config)))
 if step.key in BRIDGES:
@@ -57,12 +66,13 @@ view = V.view(step.key, V.context(a, bundle.tgt_vocab.itos, len(bundle.src_vocab
 if view.warning:
     st.warning(md(view.warning), icon=":material/warning:")
 st.plotly_chart(view.figure, key=f"lesson_fig_{step.key}", config=V.CONFIG)
-st.success("**Notice:** " + md(view.notice), icon=":material/visibility:")
+notice(view.notice)
 if view.textbook:
     st.caption(":material/menu_book: " + md(view.textbook))
 with st.expander("The exact numbers"):
     st.dataframe(view.table)
 
+navigation("bottom")
 depth = next(p for p in PAGES if p.file == step.page)
 page_link(step.page, f"In depth: {depth.title}")
 st.caption("Link to this step: `/" + "lesson?" + urllib.parse.urlencode(state.link_params()) + "`")

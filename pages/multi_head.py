@@ -7,30 +7,18 @@ import streamlit as st
 from model.trace import Interventions
 from pages.content import multi_head as text
 from ui import shell
-from ui.models import analysis, current_model, teacher_forced
+from ui.models import analysis, coref_defaults, current_model, teacher_forced
 from ui.state import set_head
-from ui.widgets import matrix, md, pick, require_sentence, sentence_header
-from viz.attention import (
-    MODULES,
-    axis_labels,
-    block_figure,
-    compare_probs,
-    dims,
-    find_word,
-    greedy_probs,
-    head_figure,
-    head_z_norms,
-    heads_bars_figure,
-    module_name,
-    output_change,
-    shapes_table,
-    word_heads,
-)
+from ui.widgets import figure, md, next_link, notice, pick, require_sentence, sentence_header
+from viz import attention as va
+from viz.attention import MODULES, axis_labels, block_figure, dims, head_figure, module_name
 from viz.heatmap import table
 
 shell.enter(__file__)  # first: re-enter through app.py if Streamlit ran this page bare
 
 P = "multi_head_"  # widget key prefix
+KEYS = (f"{P}layer", f"{P}head", f"{P}word")
+NO_BAR = {"displayModeBar": False}
 
 
 def _toggle(module: str, head: int, key: str) -> None:
@@ -55,7 +43,7 @@ st.latex(text.FORMULA)
 st.markdown(text.matrices(H, D, d_k))
 c1, c2 = st.columns([3, 2])
 with c1:
-    st.dataframe(shapes_table(D, H, len(a.src_labels)))
+    st.dataframe(va.shapes_table(D, H, len(a.src_labels)))
 with c2:
     st.caption(text.SHAPES_CAPTION)
 
@@ -64,9 +52,10 @@ c1, c2 = st.columns(2)
 with c1:
     kind_label = st.radio("Attention", list(MODULES), key=f"{P}kind")
 stack, kind = MODULES[kind_label]
+focus = coref_defaults(a, KEYS, cfg.n_enc_layers) if stack == "enc" else None
 n_layers = cfg.n_enc_layers if stack == "enc" else cfg.n_dec_layers
 with c2:
-    layer = pick("Layer", range(n_layers), f"{P}layer", format_func=lambda i: f"layer {i}")
+    layer = pick("Layer", range(n_layers), KEYS[0], format_func=lambda i: f"layer {i}")
 module = module_name(stack, kind, layer)
 x_labels, y_labels = axis_labels(a, module)
 weights = a.trace[f"{module}.weights"][0]  # [H, Tq, Tk]
@@ -79,30 +68,37 @@ for start in range(0, H, per_row):
     for h, col in zip(range(start, min(start + per_row, H)), cols, strict=False):
         with col:
             st.plotly_chart(head_figure(weights[h], x_labels, y_labels, h, h in off, height=300),
-                            key=f"{P}grid_{h}", config={"displayModeBar": False})
+                            key=f"{P}grid_{h}", config=NO_BAR)
             key = check_key(module, h)
             st.session_state[key] = h not in off  # follow the shared state (the sidebar may have changed it)
             st.checkbox(f"head {h} on", key=key, on_change=_toggle, args=(module, h, key),
                         help="Switch this head off: its z becomes 0 before the concatenation.")
+notice(va.heads_notice(weights, x_labels, off))
 with st.expander("Exact weights of every head"):
     for h in range(H):
         st.markdown(f"**head {h}**" + (" (off)" if h in off else ""))
         st.dataframe(table(weights[h], x_labels, y_labels))
 
 st.header("One head in detail")
-head = pick("Head", range(H), f"{P}head", format_func=lambda h: f"head {h}" + (" (off)" if h in off else ""))
-matrix(weights[head], x_labels, y_labels, "weights", title=f"{module}, head {head}: attention weights",
-       shape=f"[{len(y_labels)}, {len(x_labels)}]", key=f"{P}detail", x_title="key", y_title="query")
+if focus is not None:
+    c = va.coref_parts(a.prepared.tokens)
+    st.markdown(text.focus(focus.layer, focus.head, *(md(va.word_of(a.src_labels[j])) for j in (c.referent, c.other,
+                c.adjective)), focus.weight, focus.other))
+head = pick("Head", range(H), KEYS[1], format_func=lambda h: f"head {h}" + (" (off)" if h in off else ""))
+figure(weights[head], x_labels, y_labels, "weights", title=f"{module}, head {head}: attention weights",
+       shape=f"[{len(y_labels)}, {len(x_labels)}]", key=f"{P}detail", x_title="key", y_title="query",
+       note=va.matrix_notice(weights[head], y_labels, x_labels))
 
 st.header("One word, one head or several")
 st.markdown(text.ONE_WORD)
-it = find_word(a.prepared.tokens, "it") if stack == "enc" else None
-word = pick("Word (query)", range(len(y_labels)), f"{P}word", default=it or 0, format_func=lambda i: y_labels[i])
-rows = word_heads(weights, word)  # [H, Tk]
-st.plotly_chart(heads_bars_figure(rows, x_labels, (1, 2, 0) if H > 2 else (1, 0), off=off), key=f"{P}bars",
-                config={"displayModeBar": False})
-matrix(rows, x_labels, [f"head {h}" for h in range(H)], "weights", title=f"where {md(y_labels[word])} looks, per head",
-       shape=f"[{H}, {len(x_labels)}]", key=f"{P}word_heads", x_title="key", y_title="head")
+it = va.find_word(a.prepared.tokens, "it") if stack == "enc" else None
+word = pick("Word (query)", range(len(y_labels)), KEYS[2], default=it or 0, format_func=lambda i: y_labels[i])
+rows = va.word_heads(weights, word)  # [H, Tk]
+st.plotly_chart(va.heads_bars_figure(rows, x_labels, (1, 2, 0) if H > 2 else (1, 0), off=off), key=f"{P}bars",
+                config=NO_BAR)
+figure(rows, x_labels, [f"head {h}" for h in range(H)], "weights", title=f"where {md(y_labels[word])} looks, per head",
+       shape=f"[{H}, {len(x_labels)}]", key=f"{P}word_heads", x_title="key", y_title="head",
+       note=va.word_heads_notice(rows, x_labels, y_labels[word]))
 
 st.header("Concatenate the heads, multiply by W_O")
 T = len(y_labels)
@@ -110,9 +106,11 @@ st.latex(text.concat_latex(H, T, d_k, D))
 concat, out = a.trace[f"{module}.concat"][0], a.trace[f"{module}.out"][0]
 st.markdown(f"**Concat(Z_1 … Z_{H})** · shape `[{T}, {D}]` — heads side by side, borders marked"
             + (f"; heads {', '.join(map(str, off))} are off (all zeros)" if off else ""))
-st.plotly_chart(block_figure(concat, y_labels, H, off=off), key=f"{P}concat", config={"displayModeBar": False})
+st.plotly_chart(block_figure(concat, y_labels, H, off=off), key=f"{P}concat", config=NO_BAR)
+notice(va.concat_notice(concat, H, off))
 st.markdown(f"**Concat · W_O** · shape `[{T}, {D}]` — every output dimension mixes all heads")
-st.plotly_chart(block_figure(out, y_labels, 1), key=f"{P}out", config={"displayModeBar": False})
+st.plotly_chart(block_figure(out, y_labels, 1), key=f"{P}out", config=NO_BAR)
+notice(va.out_notice(concat, out, y_labels))
 with st.expander("Exact numbers: concat and output"):
     st.dataframe(table(concat, dims(D), y_labels))
     st.dataframe(table(out, dims(D), y_labels))
@@ -128,22 +126,24 @@ c1, c2 = st.columns(2)
 with c1:
     st.subheader("Before: the unmodified model")
     st.markdown(f"**Translation:** {md(a0.translation) or '*(empty)*'}")
-    st.dataframe(greedy_probs(a0), hide_index=True)
+    st.dataframe(va.greedy_probs(a0), hide_index=True)
 with c2:
     st.subheader("After: with your interventions")
     st.markdown(f"**Translation:** {md(a.translation) or '*(empty)*'}")
-    st.dataframe(greedy_probs(a), hide_index=True)
+    st.dataframe(va.greedy_probs(a), hide_index=True)
 st.caption(text.GREEDY_CAPTION)
 
 tf_before = teacher_forced(a0.translation, iv=Interventions())
 tf_after = teacher_forced(a0.translation)
 st.subheader("The same output tokens, scored by both")
-st.dataframe(compare_probs(tf_before.trace, tf_after.trace, tf_before.gold, tf_before.gold_labels), hide_index=True)
+st.dataframe(va.compare_probs(tf_before.trace, tf_after.trace, tf_before.gold, tf_before.gold_labels), hide_index=True)
 st.subheader(f"The attention output of {module}, before and after")
 out_labels = tf_before.in_labels if stack == "dec" else a.src_labels
 c1, c2 = st.columns(2)
 with c1:
-    st.dataframe(output_change(tf_before.trace, tf_after.trace, module, out_labels), hide_index=True)
+    st.dataframe(va.output_change(tf_before.trace, tf_after.trace, module, out_labels), hide_index=True)
 with c2:
     st.markdown("‖z‖ of each head (after): a head that is off is 0 everywhere")
-    st.dataframe(head_z_norms(tf_after.trace, module, out_labels))
+    st.dataframe(va.head_z_norms(tf_after.trace, module, out_labels))
+
+next_link(__file__)

@@ -4,10 +4,11 @@ greedy decoding and beam search step by step."""
 import streamlit as st
 
 from model.data import dataset_reference
+from model.paper import SECTIONS
 from pages.content import output as text
 from ui import shell
 from ui.models import analysis, beam, current_model, teacher_forced
-from ui.widgets import md, pick, reference_box, require_sentence, sentence_header
+from ui.widgets import md, next_link, notice, pick, reference_box, require_sentence, sentence_header
 from viz import decoding as vo
 from viz.heatmap import shape_text
 
@@ -26,6 +27,7 @@ require_sentence(a)
 sentence_header(a)
 
 st.header("1. The final linear layer and softmax")
+st.markdown(text.LINEAR)
 st.latex(text.LINEAR_LATEX)
 pos = pick("Decoder position", range(len(a.tgt_labels)), "output_pos", 0,
            format_func=lambda t: f"{a.tgt_labels[t]}  →  predicts {a.next_labels[t].split(' ', 1)[1]}")
@@ -42,10 +44,14 @@ top = vo.top_candidates(out.probs, out.logits, itos, 10)
 c1, c2 = st.columns([3, 2])
 c1.plotly_chart(vo.top_bar(top, f"Top 10 of p_{pos} (softmax over all {V} words)", highlight=itos[best]),
                 key="output_top", config=CHART)
-c2.dataframe(top, hide_index=True)
+with c2:
+    notice(vo.choice_notice(out, itos, a.tgt_labels[pos]))
 c2.metric("probability of these 10 together", f"{float(top['probability'].sum()):.4f}")
+with c2.expander("The 10 as a table"):
+    st.dataframe(top, hide_index=True)
 st.markdown(f"**All {V} logits at this position** (hover for the word):")
 st.plotly_chart(vo.logits_figure(out.logits, itos), key="output_logits", config=CHART)
+notice(vo.logits_notice(out.logits, itos))
 
 st.header("2. Training: the one-hot target and the cross-entropy loss")
 st.markdown(text.ONE_HOT)
@@ -66,6 +72,7 @@ if tf.unknown:
     st.warning("Not in the target vocabulary, fed as <unk> (the model cannot produce these): "
                + ", ".join(f"**{md(w)}**" for w in tf.unknown))
 st.dataframe(vo.loss_table(tf, itos), hide_index=True)
+notice(vo.loss_notice(tf, itos))
 l1, l2 = st.columns(2)
 l1.metric("mean cross-entropy L (nats per token)", f"{tf.loss:.4f}")
 l2.metric("positions where the argmax is the gold word", f"{vo.n_right(tf)} / {len(tf.gold)}")
@@ -84,9 +91,10 @@ st.dataframe(vo.gradient_table(vo.output_probs(tf.trace, gpos), tf.gold[gpos], i
 st.header("3. Label smoothing")
 eps = st.slider("ε (label smoothing)", 0.0, 0.5, 0.1, 0.01, key="output_eps",
                 help="The paper and the training of this model use ε = 0.1.")
-st.markdown(text.SMOOTHING)
+st.markdown(text.smoothing(SECTIONS["label smoothing"]))
+st.latex(text.SMOOTHING_LATEX)
 st.latex(text.smoothing_latex(V, eps))
-sm = vo.label_smoothing(vo.output_probs(tf.trace), tf.gold, eps, itos)
+sm = vo.label_smoothing(vo.output_logits(tf.trace), tf.gold, eps, itos)
 s1, s2, s3 = st.columns(3)
 s1.metric("loss vs one-hot", f"{sm.plain:.4f}")
 s2.metric("loss vs smoothed target", f"{sm.smoothed:.4f}")
@@ -94,8 +102,10 @@ s3.metric("lowest possible smoothed loss (entropy of q)", f"{sm.floor:.4f}")
 lpos = gold_position("Position to plot", "output_ls_pos")
 st.plotly_chart(vo.target_figure(vo.output_probs(tf.trace, lpos), tf.gold[lpos], eps, itos), key="output_targets",
                 config=CHART)
-st.dataframe(sm.table, hide_index=True)
-st.caption(text.torch_smoothing(V, eps))
+notice(vo.smoothing_notice(vo.output_probs(tf.trace, lpos), tf.gold[lpos], eps, itos))
+with st.expander("Every position: targets and losses"):
+    st.dataframe(sm.table, hide_index=True)
+st.caption(text.torch_smoothing(eps, sm.smoothed, sm.torch_loss))
 
 st.header("4. Greedy decoding, step by step")
 st.markdown(text.GREEDY)
@@ -103,13 +113,15 @@ g = a.greedy
 st.dataframe(vo.greedy_table(g, itos), hide_index=True)
 gs = pick("Greedy step", range(1, len(g.steps) + 1), "output_greedy_step", style="slider")
 step = g.steps[gs - 1]
-st.markdown(f"**Step {gs}**: the decoder has read {md(vo.prefix_words(step.prefix, itos))} and chooses "
-            f"**{md(itos[step.chosen])}**.")
+st.markdown(f"**Step {gs}**: the decoder has read {md(vo.prefix_words(step.prefix, itos))}.")
 cand = vo.step_candidates(step, itos)
 k1, k2 = st.columns([3, 2])
 k1.plotly_chart(vo.top_bar(cand, f"Top {len(cand)} candidates at step {gs}", highlight=itos[step.chosen]),
                 key="output_greedy_chart", config=CHART)
-k2.dataframe(cand, hide_index=True)
+with k2:
+    notice(vo.greedy_notice(step, gs, itos))
+with k2.expander("The candidates as a table"):
+    st.dataframe(cand, hide_index=True)
 if not g.finished:
     st.info("The model did not say <eos> before the length limit.")
 
@@ -122,19 +134,18 @@ alpha = b2.slider("Length normalisation α", 0.0, 1.5, 0.6, 0.1, key="output_bea
                   help="0: plain total log-probability. GNMT's default is 0.6.")
 res = beam(k, alpha)
 st.plotly_chart(vo.beam_tree(res, itos), key="output_beam_tree", config=CHART)
+notice(vo.beam_notice(res, a.greedy, itos, bundle.langs[1]))
 st.caption(text.BEAM_TREE)
-bs = pick("Beam step", range(1, len(res.steps) + 1), "output_beam_step", style="slider")
-st.dataframe(vo.beam_step_table(res, bs, itos, bundle.langs[1]), hide_index=True)
+with st.expander("Every expansion of one step, as a table"):
+    bs = pick("Beam step", range(1, len(res.steps) + 1), "output_beam_step", style="slider")
+    st.dataframe(vo.beam_step_table(res, bs, itos, bundle.langs[1]), hide_index=True)
 st.markdown("**Finished hypotheses**, best normalised score first:")
 st.dataframe(vo.finished_table(res, itos, bundle.langs[1]), hide_index=True)
 
 st.subheader("Beam search vs greedy")
-g_lp, g_score, g_len = vo.greedy_score(g, alpha)
-beam_out = vo.ids_text(res.best.output, itos, bundle.langs[1])
-greedy_out = vo.ids_text(g.tokens, itos, bundle.langs[1])
-st.dataframe({"": ["greedy", f"beam search (k = {k})"], "output": [greedy_out, beam_out],
-              "length (with <eos>)": [g_len, len(res.best.tokens)], "total log-prob": [g_lp, res.best.log_prob],
-              "normalised score": [g_score, res.best.score]}, hide_index=True)
+comp = vo.comparison_table(g, res, alpha, k, itos, bundle.langs[1])
+st.dataframe(comp, hide_index=True)
+greedy_out, beam_out = comp["output"]
 if beam_out == greedy_out:
     st.success("Beam search and greedy decoding agree here." + (text.K1_NOTE if k == 1 else ""))
 else:
@@ -143,3 +154,4 @@ else:
 st.subheader("The lecture notes' “another method”: keep the top two words and run the model twice")
 st.markdown(text.RUN_TWICE)
 st.dataframe(vo.run_twice(beam(2, alpha), itos), hide_index=True)
+next_link(__file__)

@@ -7,7 +7,7 @@ from pages.content import overview as text
 from ui import shell
 from ui.models import analysis, current_model, toy_data
 from ui.state import MODELS
-from ui.widgets import page_link, sentence_header
+from ui.widgets import next_link, page_link, sentence_header
 from viz.heatmap import shape_text
 from viz.overview import (
     STOPS,
@@ -81,7 +81,9 @@ if not empty:
 st.header("Sizes: this model beside the paper")
 n_params = count_parameters(bundle.model)
 st.dataframe(sizes_table(cfg, n_params), height="content")
-st.caption(text.sizes_caption(CITATION, BASE.params_millions * 1e6 / n_params))
+training = bundle.meta.get("training") or {}
+st.caption(text.sizes_caption(CITATION, BASE.params_millions * 1e6 / n_params, training.get("train_seconds"),
+                              training.get("steps_done")))
 
 st.header("The model in use")
 st.markdown(f"**{MODELS.get({'my model': 'mine'}.get(cur.label, cur.label), cur.label)}** "
@@ -103,3 +105,5 @@ if cur.label != "my model" or trained_hash in (None, toy_hash):
         st.caption(text.DATA_CHANGED)
 else:
     st.markdown(text.UPLOADED)
+
+next_link(__file__)

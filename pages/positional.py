@@ -9,9 +9,10 @@ from pages.content import positional as text
 from ui import shell
 from ui.models import analysis, current_model, permutation_checks
 from ui.state import interventions
-from ui.widgets import matrix, md, require_sentence, sentence_header
+from ui.widgets import figure, md, next_link, notice, require_sentence, sentence_header
+from viz import positional as vp
 from viz.heatmap import shape_text, table
-from viz.positional import ORDERS, block, curves_figure, make_order, rotation, shift_check, worked
+from viz.positional import ORDERS, block, clamp, curves_figure, make_order, rotation, shift_check, worked
 
 shell.enter(__file__)  # first: re-enter through app.py if Streamlit ran this page bare
 
@@ -38,8 +39,8 @@ st.latex(text.FORMULA)
 st.markdown(text.pairs(D))
 st.subheader("With numbers")
 c1, c2 = st.columns(2)
-pos = int(c1.number_input("Position pos", 0, L - 1, 3, key="positional_pos"))
-i = int(c2.number_input(f"Pair index i (dimensions 2i, 2i+1; 0-{D // 2 - 1})", 0, D // 2 - 1, 1,
+pos = int(c1.number_input("Position pos", 0, L - 1, clamp(3, 0, L - 1), key="positional_pos"))
+i = int(c2.number_input(f"Pair index i (dimensions 2i, 2i+1; 0-{D // 2 - 1})", 0, D // 2 - 1, clamp(1, 0, D // 2 - 1),
                         key="positional_i"))
 w = worked(pos, i, pe_table)
 st.latex(rf"\text{{angle}} = \frac{{{pos}}}{{10000^{{2 \cdot {i} / {D}}}}} "
@@ -57,40 +58,52 @@ st.caption(f"Largest difference between the formula and the model's buffer here:
                                                         f"has no row {pos}."))
 
 st.header("2. The encoding of your sentence")
-matrix(traced, dims, ref.src_labels, "encoding", title="src.pos: PE rows added to the embeddings",
+figure(traced, dims, ref.src_labels, "encoding", title="src.pos: PE rows added to the embeddings",
        shape=shape_text(ref.trace["src.pos"], "1, T, D"), key="positional_sentence", x_title="dimension",
-       y_title="position")
+       y_title="position", note=vp.sentence_notice(traced))
 st.caption(text.SENTENCE_CAPTION)
 st.subheader(f"Every position the model accepts (0-{L - 1})")
-matrix(pe_table, dims, [str(q) for q in range(L)], "encoding", title="The model's PE table",
+figure(pe_table, dims, [str(q) for q in range(L)], "encoding", title="The model's PE table",
        shape=shape_text(pe_table, "max_len, D"), key="positional_all", x_title="dimension", y_title="position",
-       show_table=False)
-with st.expander("The numbers"):
-    st.dataframe(table(pe_table, dims, [str(q) for q in range(L)]))
+       note=vp.table_notice(pe_table))
+st.subheader("Interleaved or in two halves?")
+st.markdown(text.LAYOUTS)
+rows_shown = [str(q) for q in range(min(L, 32))]
+c1, c2 = st.columns(2)
+with c1:
+    figure(pe_table[: len(rows_shown)], dims, rows_shown, "encoding", title="interleaved: sin, cos, sin, cos, … "
+           "(paper, this model)", shape=f"[{len(rows_shown)}, {D}]", key="positional_interleaved", numbers=False)
+with c2:
+    figure(vp.concatenated(pe_table[: len(rows_shown)]), dims, rows_shown, "encoding", title="halves: all sin, then "
+           "all cos (Illustrated Transformer)", shape=f"[{len(rows_shown)}, {D}]", key="positional_halves",
+           numbers=False)
+notice(vp.layouts_notice(pe_table))
 
 st.header("3. One dimension across positions")
-chosen = st.multiselect("Dimensions", list(range(D)), default=[0, 1, 10, 40], key="positional_dims")
+chosen = st.multiselect("Dimensions", list(range(D)), default=vp.default_dims(D), key="positional_dims")
 if chosen:
     st.plotly_chart(curves_figure(pe_table, chosen), key="positional_curves", config={"displayModeBar": False})
+    notice(vp.curves_notice(pe_table, chosen))
 else:
     st.info("Pick at least one dimension.")
 
 st.header("4. PE(pos + k) is a linear function of PE(pos)")
 st.markdown(text.ROTATION)
-k = int(st.number_input("Offset k", 0, L - 1, 2, key="positional_k"))
+k = int(st.number_input("Offset k", 0, L - 1, clamp(2, 0, L - 1), key="positional_k"))
 b = block(k, i, D)
 st.latex(text.ROTATION_LATEX)
 st.latex(rf"k = {k},\ i = {i}: \quad \begin{{pmatrix}} {b[0, 0]:.5f} & {b[0, 1]:.5f} \\ {b[1, 0]:.5f} & "
          rf"{b[1, 1]:.5f} \end{{pmatrix}}, \qquad M_k = \mathrm{{diag}}(B_0, B_1, \dots, B_{{{D // 2 - 1}}})"
          rf"\in \mathbb{{R}}^{{{D} \times {D}}}")
 M = rotation(k, D)
-matrix(M[:8, :8], dims[:8], dims[:8], "encoding", title=f"M_{k}, top-left 8 × 8 corner (2 × 2 blocks, zeros elsewhere)",
-       shape=f"[{D}, {D}]", key="positional_M", digits=3, show_table=False)
+figure(M[:8, :8], dims[:8], dims[:8], "encoding", title=f"M_{k}, top-left 8 × 8 corner (2 × 2 blocks, zeros elsewhere)",
+       shape=f"[{D}, {D}]", key="positional_M", digits=3, numbers=False, note=vp.rotation_notice(M, k, i))
 checks = shift_check(pe_table, k)
 c1, c2 = st.columns([1, 2])
 c1.metric(f"Largest error over all {len(checks)} positions", f"{checks.iloc[:, 2].max():.1e}")
-c1.caption(text.SHIFT_CAPTION)
-c2.dataframe(checks, hide_index=True, height=240)
+c1.caption(text.shift_caption(vp.float64_shift_error(L, D, k)))
+with c2.expander(f"Every position: {len(checks)} rows"):
+    st.dataframe(checks, hide_index=True, height=240)
 
 st.header("5. Switch it off: word order stops mattering")
 n = len(a.prepared.tokens)
@@ -111,16 +124,16 @@ for col, check, label in ((c1, off, "Positional encoding OFF"), (c2, on, "Positi
         st.metric("max |encoder outputs − permuted outputs, put back in order|", f"{check.max_diff:.1e}")
         st.markdown(f"**Translation:** {md(check.translation) or '*(empty)*'}  \n"
                     f"**Translation of the permuted sentence:** {md(check.translation_perm) or '*(empty)*'}")
-st.markdown(text.order_blind(off.translation == off.translation_perm))
+st.markdown(text.order_blind(off.translation == off.translation_perm, off.max_diff))
 perm_labels = token_labels([*perm_tokens, EOS])
 c1, c2 = st.columns(2)
 with c1:
-    matrix(off.enc[:, :16], dims[:16], ref.src_labels, "activations", title="PE off: enc.out, your sentence",
-           shape=shape_text(off.enc, "T, D") + ", first 16 dims", key="positional_enc_off", show_table=False)
+    figure(off.enc[:, :16], dims[:16], ref.src_labels, "activations", title="PE off: enc.out, your sentence",
+           shape=shape_text(off.enc, "T, D") + ", first 16 dims", key="positional_enc_off", numbers=False)
 with c2:
-    matrix(off.enc_perm[:, :16], dims[:16], perm_labels, "activations", title="PE off: enc.out, permuted",
-           shape=shape_text(off.enc_perm, "T, D") + ", first 16 dims", key="positional_enc_off_perm",
-           show_table=False)
+    figure(off.enc_perm[:, :16], dims[:16], perm_labels, "activations", title="PE off: enc.out, permuted",
+           shape=shape_text(off.enc_perm, "T, D") + ", first 16 dims", key="positional_enc_off_perm", numbers=False)
+notice(vp.permuted_notice(off.enc, off.enc_perm, off.order, ref.src_labels))
 
 st.subheader("The sidebar switch changes the whole model")
 pe_off = analysis(iv=Interventions(positional_encoding=False))
@@ -131,3 +144,5 @@ st.caption(text.SWITCH_CAPTION)
 
 st.header("6. Other choices")
 st.markdown(text.OTHER_CHOICES)
+
+next_link(__file__)

@@ -3,15 +3,18 @@
 import streamlit as st
 
 from model.vocab import BOS, EOS
+from pages.content import tokens as text
 from ui import shell
 from ui.models import analysis, current_model
-from ui.widgets import matrix, md, require_sentence, sentence_header
+from ui.widgets import figure, md, next_link, require_sentence, sentence_header
 from viz.embeddings import (
     TEXTBOOK_VOCAB,
     column_labels,
+    embed_notice,
     lookup_demo,
     lookup_table,
     one_hot,
+    one_hot_notice,
     textbook_one_hot,
     token_table,
     vocab_window,
@@ -21,12 +24,7 @@ from viz.heatmap import shape_text
 shell.enter(__file__)  # first: re-enter through app.py if Streamlit ran this page bare
 
 st.title("Tokens and embeddings")
-st.markdown(
-    "A Transformer never sees letters. The sentence is cut into **tokens**, each token becomes an **id** (its "
-    "number in the vocabulary), and each id selects one row of a learned **embedding table**: a vector of "
-    "d_model numbers. Those vectors, one per token, are what the first encoder layer receives (after the "
-    "positional encoding is added, next page)."
-)
+st.markdown(text.INTRO)
 
 a = analysis()
 require_sentence(a)
@@ -40,16 +38,7 @@ D = cfg.d_model
 sentence_header(a, show_translation=False)
 
 st.header("1. Words to tokens")
-st.markdown(
-    "The tokenizer is word-level, so every token is a word you can read:\n"
-    "- lower-case; spaces separate tokens;\n"
-    "- every punctuation mark is a token of its own (`stop!` → `stop` `!`);\n"
-    "- English contractions stay whole (`didn't` is one token); French elisions are split after the "
-    "apostrophe (`l'animal` → `l'` `animal`, `qu'il` → `qu'` `il`);\n"
-    "- a word the training data never contained becomes the special token `<unk>` (flagged above), and the "
-    "encoder input always ends with `<eos>`.\n\n"
-    "Real systems (the paper too) use sub-word pieces (BPE, word-pieces) so that no word is ever unknown."
-)
+st.markdown(text.TOKENIZER)
 
 st.header("2. Tokens to ids")
 c1, c2, c3 = st.columns(3)
@@ -57,11 +46,10 @@ c1.metric("Source vocabulary (English)", f"{len(bundle.src_vocab):,} tokens")
 c2.metric("Target vocabulary (French)", f"{len(bundle.tgt_vocab):,} tokens")
 c3.metric("Tokens in your sentence", f"{len(src_ids)} (with <eos>)")
 st.dataframe(token_table(src_tokens, src_ids, bundle.src_vocab, p.unknown), hide_index=True, height="content")
-st.caption("Ids 0-3 are the special tokens <pad>, <bos>, <eos>, <unk>; the other words are numbered by "
-           "how often they occur in the training data (most frequent first).")
+st.caption(text.IDS_CAPTION)
 
 st.header("3. Ids to one-hot vectors")
-st.markdown("A one-hot vector has as many entries as the vocabulary: 1 at the token's id, 0 everywhere else.")
+st.markdown(text.ONE_HOT)
 st.subheader("Textbook example (from the lecture notes, not this model)")
 word = st.selectbox("Word of the notes' 6-word output vocabulary", TEXTBOOK_VOCAB, index=1, key="tokens_textbook")
 st.dataframe(textbook_one_hot(word))
@@ -70,11 +58,10 @@ st.subheader("Your sentence")
 window = vocab_window(src_ids)
 V = len(bundle.src_vocab)
 oh = one_hot(src_ids, V)  # [T, V]
-matrix(oh[:, window], column_labels(bundle.src_vocab, window), a.src_labels, "probs",
+figure(oh[:, window], column_labels(bundle.src_vocab, window), a.src_labels, "probs",
        title="One-hot rows of the source tokens", shape=f"[{len(src_ids)}, {V}]  (T, V_src)", key="tokens_onehot",
-       x_title="vocabulary id", y_title="token", digits=0)
-st.caption(f"Only the {len(window)} columns of ids that occur in the sentence are drawn: the other "
-           f"{V - len(window)} columns of the {V}-wide rows are all 0.")
+       x_title="vocabulary id", y_title="token", digits=0, note=one_hot_notice(oh, src_ids, a.src_labels))
+st.caption(text.window_caption(len(window), V))
 
 st.header("4. One-hot × embedding table = one row of the table")
 E = bundle.model.src_embed.lut.weight
@@ -88,35 +75,31 @@ st.dataframe(lookup_table(demo))
 c1, c2 = st.columns(2)
 c1.metric("max |onehot · E − E[id]|", f"{demo.lookup_error:.1e}")
 c2.metric(f"max |E[id] · √{D} − traced src.embed|", f"{demo.trace_error:.1e}")
-st.caption("That is why frameworks implement the embedding as a table lookup: the matrix product with a "
-           "one-hot row would multiply thousands of zeros.")
+st.caption(text.LOOKUP_CAPTION)
 
 st.header("5. Scaled by √d_model")
 st.latex(rf"x_{{\text{{embed}}}} = E[\text{{id}}] \cdot \sqrt{{d_{{model}}}} = E[\text{{id}}] \cdot \sqrt{{{D}}} "
          rf"= E[\text{{id}}] \cdot {demo.scale:.4f}")
-st.markdown("The paper multiplies the embedding weights by √d_model. The positional encoding added next has "
-            "values between −1 and 1; the scale keeps the word's own information from being drowned by it.")
+st.markdown(text.SCALE)
 lo, hi = st.slider("Dimensions shown", 0, D, (0, min(32, D)), key="tokens_dims")
 if hi <= lo:  # an empty range: show one dimension
     hi = min(D, lo + 1)
     lo = hi - 1
 embed = a.trace["src.embed"][0]  # [T, D]
-matrix(embed[:, lo:hi], [f"d{j}" for j in range(lo, hi)], a.src_labels, "activations",
+figure(embed[:, lo:hi], [f"d{j}" for j in range(lo, hi)], a.src_labels, "activations",
        title=f"src.embed: embedding rows × √{D} (dimensions {lo}-{hi - 1})",
        shape=shape_text(a.trace["src.embed"], "B, T, D"), key="tokens_src_embed", x_title="dimension",
-       y_title="token")
+       y_title="token", note=embed_notice(embed[:, lo:hi], src_ids, a.src_labels, demo.scale))
 
 st.header("6. The decoder side")
 tgt_ids = [int(i) for i in a.trace["tgt.tokens"][0]]
 tgt_tokens = [BOS, *a.out_tokens]
-st.markdown(
-    f"The decoder has its own vocabulary ({len(bundle.tgt_vocab):,} French tokens) and its own embedding table. "
-    f"Its input is the translation **shifted right**: it starts with `{BOS}`, so position t sees the words "
-    "before t and predicts word t. Here the decoder input is the model's own translation of your sentence."
-)
+st.markdown(text.decoder(len(bundle.tgt_vocab), BOS))
 st.dataframe(token_table(tgt_tokens, tgt_ids, bundle.tgt_vocab), hide_index=True, height="content")
 tgt_embed = a.trace["tgt.embed"][0]
-matrix(tgt_embed[:, lo:hi], [f"d{j}" for j in range(lo, hi)], a.tgt_labels, "activations",
+figure(tgt_embed[:, lo:hi], [f"d{j}" for j in range(lo, hi)], a.tgt_labels, "activations",
        title=f"tgt.embed: target embedding rows × √{D} (dimensions {lo}-{hi - 1})",
        shape=shape_text(a.trace["tgt.embed"], "B, T, D"), key="tokens_tgt_embed", x_title="dimension",
-       y_title="token")
+       y_title="token", note=embed_notice(tgt_embed[:, lo:hi], tgt_ids, a.tgt_labels, demo.scale))
+
+next_link(__file__)

@@ -6,13 +6,16 @@ from model.paper import CITATION, TABLE1, TABLE1_CAPTION
 from pages.content import why_attention as text
 from ui import shell
 from ui.models import analysis, current_model
+from ui.widgets import notice
 from viz.complexity import (
     attention_matrix_bytes,
     bleu_display,
     bleu_figure,
     bleu_frame,
+    bleu_notice,
     cheaper_than_recurrence,
     costs_figure,
+    costs_notice,
     human_bytes,
     layer_costs,
     stored_bytes,
@@ -41,13 +44,11 @@ d = int(c[1].number_input("d: representation size", 1, 100_000, 512, key="why_d"
 k = int(c[2].number_input("k: kernel size", 1, 1_000, 3, key="why_k"))
 r = int(c[3].number_input("r: neighbourhood (restricted)", 1, 100_000, 8, key="why_r"))
 costs = layer_costs(n, d, k, r)
-attn_ops, rnn_ops = int(costs["count"][0]), int(costs["count"][1])
 st.dataframe(costs, hide_index=True)
 st.plotly_chart(costs_figure(costs), key="why_costs", config={"displayModeBar": False})
-if cheaper_than_recurrence(n, d):
-    st.success(text.cheaper(n, d, attn_ops, rnn_ops))
-else:
-    st.warning(text.dearer(n, d, attn_ops, rnn_ops))
+(st.success if cheaper_than_recurrence(n, d) else st.warning)(costs_notice(costs, d))  # a verdict: coloured
+if not cheaper_than_recurrence(n, d):
+    st.caption(text.restricted(n, d))
 st.caption(text.COUNTS)
 
 st.header("3. The price: an n × n matrix per head")
@@ -66,7 +67,9 @@ if not a.prepared.empty:
 st.header("4. The results: better translations for less training")
 frame = bleu_frame()
 st.plotly_chart(bleu_figure(frame), key="why_bleu", config={"displayModeBar": False})
-st.dataframe(bleu_display(frame), hide_index=True)
+notice(bleu_notice(frame))
+with st.expander("Table 2 as numbers"):
+    st.dataframe(bleu_display(frame), hide_index=True)
 st.caption(text.table2(CITATION))
 
 st.header("5. Summary")

@@ -466,6 +466,20 @@ def test_error_sentence_too_long():
     parse_corpus(data, "mine.tsv", max_words=31)
 
 
+def test_error_word_too_long_for_a_checkpoint():
+    """A word longer than a checkpoint's vocabulary allows: refused at upload, not after training."""
+    from model import checkpoint
+    from model.limits import MAX_TOKEN_CHARS
+
+    data = corpus(3) + f"le {'x' * (MAX_TOKEN_CHARS + 1)}\tcourt\n".encode() + corpus(20, start=3)
+    with pytest.raises(CorpusError, match=f"Line 4: the source sentence has a word of {MAX_TOKEN_CHARS + 1} "
+                                          f"characters; the limit is {MAX_TOKEN_CHARS}"):
+        parse_corpus(data, "mine.tsv")
+    ok = corpus(3) + f"le {'x' * MAX_TOKEN_CHARS}\tcourt\n".encode() + corpus(20, start=3)
+    assert len(parse_corpus(ok, "mine.tsv").pairs) == 24
+    assert checkpoint.MAX_TOKEN_CHARS == MAX_TOKEN_CHARS
+
+
 def test_error_too_few_pairs():
     with pytest.raises(CorpusError, match="Too few pairs: 19; at least 20"):
         parse_corpus(corpus(19), "mine.tsv")

@@ -99,6 +99,19 @@ def test_thinking_machines_cross_attention_les_looks_at_machines():
     assert float(w.max()) > 0.9
 
 
+def test_thinking_machines_cross_attention_shows_the_reordering():
+    """"les machines pensantes": the rows visit "machines" before "thinking", and the notice says so."""
+    a = analyse(THINKING)
+    w = a.trace["dec.1.cross_attn.weights"][0].mean(0)  # [Tt, Ts]
+    tops = [i for i in w.argmax(-1).tolist() if i != len(a.src_labels) - 1]
+    x = L.cross(a, L.focus(a))
+    assert list(x.visits) == [v for k, v in enumerate(tops) if k == 0 or v != tops[k - 1]]
+    assert x.visits.index(1) < x.visits.index(0) and x.reordered  # machines (1) before thinking (0)
+    notice = V.notice_cross(x, a.src_labels)
+    assert "order “machines”, “thinking”" in notice
+    assert not L.cross(analyse("i am a student"), L.focus(analyse("i am a student"))).reordered
+
+
 @pytest.mark.parametrize("text", [THINKING, "i am a student", CORE])
 def test_every_notice_states_the_tensors(text):
     a = analyse(text)
@@ -247,7 +260,7 @@ def shown_step(at: AppTest) -> int:
 
 
 def shown_notice(at: AppTest) -> str:
-    [box] = [s.value for s in at.success if str(s.value).startswith("**Notice:**")]
+    [box] = [s.value for s in at.info if str(s.value).startswith("**Notice:**")]
     return box
 
 

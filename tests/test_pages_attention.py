@@ -102,6 +102,17 @@ def weights_rows_sum_to_one(at) -> int:
 # --- Self-attention -----------------------------------------------------------------------------
 
 
+def expected_focus(r, referent: int, other: int, it: int = 7) -> tuple[int, int]:
+    """(layer, head) where "it" gives `referent` the most weight among heads preferring it to `other`."""
+    best, where = -1.0, None
+    for layer in range(2):
+        w = r.trace[f"enc.{layer}.self_attn.weights"][0, :, it]  # [H, T]
+        for h in range(w.shape[0]):
+            if float(w[h, referent]) > float(w[h, other]) and float(w[h, referent]) > best:
+                best, where = float(w[h, referent]), (layer, h)
+    return where
+
+
 def check_step_table(at, r, layer: int, head: int, word: int, scale: bool = True):
     t = r.trace.tensors
     m = f"enc.{layer}.self_attn"
@@ -130,7 +141,8 @@ def test_self_attention_step_table_is_the_models(ref):
     r = ref()
     assert r.prepared.tokens[7] == "it"
     assert at.selectbox(key="self_attention_word").value == 7  # "it" is picked by default
-    check_step_table(at, r, 0, 0, 7)
+    layer, head = expected_focus(r, 1, 5)  # the coreference sentence opens on the head linking "it" to "animal"
+    check_step_table(at, r, layer, head, 7)
     text = all_text(at)
     assert "5.657" in text and "d_k = 32" in text
     # pick another layer, head and word: the table follows
@@ -168,7 +180,7 @@ def test_self_attention_textbook_mode():
 
 
 def test_self_attention_scaling_off(ref):
-    at = run_page("self_attention", iv_scale=False)
+    at = run_page("self_attention", iv_scale=False, self_attention_layer=0, self_attention_head=0)
     no_exception(at)
     r = ref(iv=Interventions(scale=False))
     check_step_table(at, r, 0, 0, 7, scale=False)
@@ -178,7 +190,7 @@ def test_self_attention_scaling_off(ref):
 
 
 def test_self_attention_head_off_shows_z_zero(ref):
-    at = run_page("self_attention", heads_off=["enc.0.self_attn:0"])
+    at = run_page("self_attention", heads_off=["enc.0.self_attn:0"], self_attention_layer=0, self_attention_head=0)
     no_exception(at)
     r = ref(iv=Interventions(heads_off=frozenset({("enc.0.self_attn", 0)})))
     z = next(df.value for df in at.dataframe if "z recorded by the model" in df.value.index)
@@ -222,7 +234,10 @@ def test_self_attention_plain_and_coreference(ref):
     at.button(key="self_attention_load_wide").click().run()
     no_exception(at)
     assert at.session_state["sentence"] == WIDE
-    check_step_table(at, w, 0, 0, 7)
+    layer, head = expected_focus(w, 5, 1)  # a new coreference sentence moves the pickers to its own focus
+    assert (at.selectbox(key="self_attention_layer").value, at.selectbox(key="self_attention_head").value) == (
+        layer, head)
+    check_step_table(at, w, layer, head, 7)
 
 
 # --- Multi-head ----------------------------------------------------------------------------------
@@ -233,7 +248,7 @@ def grid(at) -> dict[str, dict]:
 
 
 def test_multi_head_grid_and_concat(ref):
-    at = run_page("multi_head")
+    at = run_page("multi_head", multi_head_layer=0)
     no_exception(at)
     r = ref()
     g = grid(at)
@@ -252,7 +267,7 @@ def test_multi_head_grid_and_concat(ref):
 
 
 def test_multi_head_switch_a_head_off_through_the_page(bundle, ref):
-    at = run_page("multi_head")
+    at = run_page("multi_head", multi_head_layer=0)
     key = "multi_head_on_enc.0.self_attn_2"
     assert at.checkbox(key=key).value is True
     before_df = frame_with(at, "p before")
@@ -288,7 +303,7 @@ def test_multi_head_switch_a_head_off_through_the_page(bundle, ref):
 
 
 def test_multi_head_checkbox_syncs_with_sidebar():
-    at = run_app("multi_head")
+    at = run_app("multi_head", multi_head_layer=0)
     no_exception(at)
     key = "multi_head_on_enc.0.self_attn_1"
     at.checkbox(key=key).uncheck().run()
@@ -414,3 +429,137 @@ def test_html_input_is_harmless(page):
     assert heatmaps(at)
     for el in at.markdown:
         assert "<script" not in el.value and "<img" not in el.value
+
+
+# --- Issue 10: the coreference focus, the projection, textbook labels, collapsed tables, notices --------
+
+
+def plain_text(at) -> str:
+    """The page's text with markdown escapes removed (notices escape the user's words)."""
+    return all_text(at).replace("\\", "")
+
+
+def visible_numbers(at) -> int:
+    """Cells of the dataframes that are not folded away in an expander."""
+    folded = sum(df.value.size for exp in at.expander for df in exp.dataframe)
+    return sum(df.value.size for df in at.dataframe) - folded
+
+
+def test_self_attention_opens_on_the_coreference_head_and_says_why(ref):
+    at = run_page("self_attention")
+    r = ref()
+    layer, head = expected_focus(r, 1, 5)
+    assert (layer, head) != (0, 0)  # today's weights: layer 0, head 0 parks "it" on <eos>
+    w = r.trace[f"enc.{layer}.self_attn.weights"][0, head, 7]
+    text = plain_text(at)
+    assert f"open on **layer {layer}, head {head}**" in text
+    assert f"gives it the most, {float(w[1]):.2f} (against {float(w[5]):.2f})" in text
+    assert "park" in text and "<eos>" in text  # attention to <eos> is explained up front
+    # the coreference heatmaps say which head links "it" to the deciding noun
+    assert f"The head that best links “it” to “1 animal” is L{layer} h{head}" in text
+    wide = expected_focus(ref(WIDE), 5, 1)
+    assert f"The head that best links “it” to “5 street” is L{wide[0]} h{wide[1]}" in text
+    outlined = [f["layout"]["shapes"][0] for f in heatmaps(at) if f["layout"].get("shapes")]
+    assert [(s_["y0"] + 0.5) for s_ in outlined] == [layer * 4 + head, wide[0] * 4 + wide[1]]  # tired, wide
+    # another sentence: no focus, the pickers keep their defaults
+    other = run_page("self_attention", sentence="i am a student")
+    no_exception(other)
+    assert "open on" not in plain_text(other) and other.selectbox(key="self_attention_layer").value == 0
+
+
+def test_self_attention_projection_step(bundle, ref):
+    at = run_page("self_attention", self_attention_layer=1, self_attention_head=2, self_attention_word=3)
+    no_exception(at)
+    r = ref()
+    W = bundle.model.encoder[1].self_attn.W_q
+    q = r.trace["enc.1.self_attn.q"][0, 2, 3].numpy()
+    x = r.trace["enc.0.add_norm2.out"][0, 3].numpy()  # post-LN: layer 1 reads layer 0's output
+    hm = heatmaps(at)
+    assert any(z_of(f).shape == (1, 32) and np.allclose(z_of(f)[0], q, atol=1e-5) for f in hm)
+    assert any(z_of(f).shape == (1, 128) and np.allclose(z_of(f)[0], x, atol=1e-5) for f in hm)
+    wq = W.weight[64:96].T.detach().numpy()  # head 2: columns 64..95 of x·W^Q
+    assert any(z_of(f).shape == (128, 32) and np.allclose(z_of(f), wq, atol=1e-6) for f in hm)
+    assert np.allclose(x @ wq + W.bias[64:96].detach().numpy(), q, atol=1e-4)
+    text = all_text(at)
+    assert r"\underbrace{q}_{[1,\,32]} = \underbrace{x}_{[1,\,128]} \cdot \underbrace{W^Q}_{[128,\,32]}" in text
+    assert "b^Q" in text and "bias" in text
+    assert r"Q = XW^Q + b^Q, \qquad K = XW^K + b^K, \qquad V = XW^V + b^V" in text
+
+
+def test_self_attention_textbook_labels_q2_and_hides_the_pickers():
+    at = run_page("self_attention")
+    at.radio(key="self_attention_mode").set_value("Thinking Machines (textbook example)").run()
+    no_exception(at)
+    keys = {s.key for s in at.selectbox}
+    assert not keys & {"self_attention_layer", "self_attention_head", "self_attention_word"}
+    assert "From the Illustrated Transformer: q1·k1 = 112, q1·k2 = 96" in all_text(at)
+    at.radio(key="self_attention_tb_word").set_value(1).run()
+    tb = frame(at, "0 Thinking")
+    assert tb.loc["Score"].tolist() == ["q2·k1 = 32", "q2·k2 = 80"]
+    text = all_text(at)
+    assert "This app's own construction" in text and "q2·k1 = 32, q2·k2 = 80 → ÷ √64 = 8 → 4, 10" in text
+    assert "q1·k1 = 32" not in text and "Textbook numbers" not in text
+    # back to the trained model: the pickers return where they were
+    at.radio(key="self_attention_mode").set_value("Your sentence, the trained model").run()
+    assert at.selectbox(key="self_attention_word").value == 7
+
+
+@pytest.mark.parametrize("page, most", [("self_attention", 120), ("multi_head", 400), ("encoder", 200)])
+def test_big_tables_are_folded_away(page, most):
+    at = run_page(page)
+    no_exception(at)
+    assert visible_numbers(at) <= most, visible_numbers(at)
+    assert sum(df.value.size for df in at.dataframe) > 1000  # the numbers are still one click away
+    assert plain_text(at).count("Notice:") >= 5
+
+
+def test_multi_head_opens_on_the_coreference_head(ref):
+    at = run_page("multi_head")
+    no_exception(at)
+    r = ref()
+    layer, head = expected_focus(r, 1, 5)
+    assert at.selectbox(key="multi_head_layer").value == layer
+    assert at.selectbox(key="multi_head_head").value == head
+    assert f"opens on **layer {layer}, head {head}**" in plain_text(at)
+    w = r.trace[f"enc.{layer}.self_attn.weights"][0]  # [H, T, T]
+    g = grid(at)
+    assert np.allclose(z_of(g["head 0"]), w[0].numpy(), atol=1e-5)
+    text = plain_text(at)
+    top = w[:, 7].max(-1).values
+    h = int(top.argmax())
+    assert f"“7 it”: head {h} is the most focused, {float(top[h]):.2f}" in text
+    c = r.trace[f"enc.{layer}.self_attn.concat"][0]
+    share = torch.stack([c[:, i * 32:(i + 1) * 32].pow(2).sum() for i in range(4)])
+    share = share / share.sum()
+    assert f"Head {int(share.argmax())} contributes the most ({float(share.max()):.0%}" in text
+
+
+# --- Issue 11: every encoder-side page on tiny and large random-weight models ----------------------------
+
+SIZES = {"tiny": dict(d_model=8, n_heads=1, n_enc_layers=1, n_dec_layers=1, d_ff=16, max_len=8),
+         "large": dict(d_model=256, n_heads=8, n_enc_layers=4, n_dec_layers=4, d_ff=512, max_len=512)}
+
+
+@pytest.fixture(scope="module")
+def sized(bundle):
+    from dataclasses import replace
+
+    from model.transformer import Config, Transformer
+
+    out = {}
+    for name, kw in SIZES.items():
+        torch.manual_seed(0)
+        cfg = Config(bundle.config.src_vocab, bundle.config.tgt_vocab, **kw)
+        out[name] = replace(bundle, model=Transformer(cfg).eval())
+    return out
+
+
+@pytest.mark.parametrize("size", list(SIZES))
+@pytest.mark.parametrize("page", ["overview", "tokens", "positional", "self_attention", "multi_head", "encoder"])
+def test_encoder_side_pages_at_any_size(sized, page, size):
+    at = run_app(page, my_model=sized[size], my_model_key=f"test-{size}", model="mine")
+    no_exception(at)
+    assert not at.error, [e.value for e in at.error]  # the app's apology box: a page failed
+    d = SIZES[size]["d_model"]
+    if page in ("self_attention", "multi_head", "encoder", "positional"):
+        assert any(d in z_of(f).shape for f in heatmaps(at)), page  # the page shows this model, not the shipped one

@@ -1,4 +1,5 @@
-"""AppTest of the two decoder pages (pages/decoder.py, pages/output.py) with the shipped checkpoints.
+"""AppTest of the decoder-side pages (pages/decoder.py, pages/cross_attention.py, pages/output.py) with the shipped
+checkpoints.
 
 Every check compares what the page shows (figure JSON, dataframes, metrics, text) with an independent
 computation: the checkpoint loaded here with model.checkpoint.load and run through the model directly.
@@ -7,6 +8,7 @@ computation: the checkpoint loaded here with model.checkpoint.load and run throu
 import base64
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -21,6 +23,7 @@ from model.trace import Interventions
 from model.transformer import traced
 from model.vocab import BOS_ID, EOS_ID, tokenize
 from ui.state import DEFAULT_SENTENCE
+from ui.widgets import md
 
 S = DEFAULT_SENTENCE
 REF = "l'animal n'a pas traversé la rue parce qu'il était trop fatigué"  # the toy set's French for S
@@ -46,6 +49,13 @@ def own(base):
 @pytest.fixture(scope="module")
 def dec_page():
     at = run_page("decoder")
+    no_exception(at)
+    return at
+
+
+@pytest.fixture(scope="module")
+def cross_page():
+    at = run_page("cross_attention")
     no_exception(at)
     return at
 
@@ -197,8 +207,8 @@ def test_renormalisation_table(dec_page, own):
     assert df["softmax over all keys"].sum() == pytest.approx(1.0, abs=1e-5)
 
 
-def test_padding_demo(dec_page, base):
-    on, off = fig(dec_page, "decoder_pad_on"), fig(dec_page, "decoder_pad_off")
+def test_padding_demo(cross_page, base):
+    on, off = fig(cross_page, "cross_pad_on"), fig(cross_page, "cross_pad_off")
     labels = on["data"][0]["x"]
     n_real = sum(not lab.endswith("<pad>") for lab in labels)
     assert n_real < len(labels)  # there is padding
@@ -213,16 +223,22 @@ def test_padding_demo(dec_page, base):
     for iv, z in ((Interventions(), z_on), (Interventions(padding_mask=False), z_off)):
         w = traced(base.model, src, bos, iv)["enc.0.self_attn.weights"][short, 0].double().numpy()
         assert np.allclose(w, z, atol=1e-6)
-    mask_text = text_of(fig(dec_page, "decoder_pad_mask"))
+    mask_text = text_of(fig(cross_page, "cross_pad_mask"))
     assert mask_text.shape == (2, src.size(1))
     assert (mask_text[short, n_real:] == "-inf").all() and (mask_text[1 - short] == "0.000").all()
-    assert float(metric(dec_page, "most weight a real token gives to <pad>")) == 0.0
+    assert float(metric(cross_page, "most weight a real token gives to <pad>")) == 0.0
+    # the notice: the <pad> columns get exactly 0 with the mask on; what the worst word gives them with it off
+    pad_off = z_off[:n_real, n_real:].sum(1)
+    worst = labels[int(pad_off.argmax())].split(" ", 1)[1]
+    shown = " ".join(i.value for i in cross_page.info)
+    assert md(f"{len(labels) - n_real} <pad> column(s) get exactly 0.000") in shown
+    assert md(f"{worst} gives {pad_off.max():.3f} of its weight to <pad>") in shown
 
 
 def test_padding_demo_with_a_short_sentence(base):
-    at = run_page("decoder", sentence="i am a student")
+    at = run_page("cross_attention", sentence="i am a student")
     no_exception(at)
-    z_on, z_off = heatmap_z(fig(at, "decoder_pad_on")), heatmap_z(fig(at, "decoder_pad_off"))
+    z_on, z_off = heatmap_z(fig(at, "cross_pad_on")), heatmap_z(fig(at, "cross_pad_off"))
     assert z_on.shape == (12, 12)  # padded to the long partner's 11 words + <eos>
     assert np.all(z_on[:, 5:] == 0.0) and np.all(z_off[:5, 5:] > 0)
     src = pad([src_ids(base, "i am a student"), src_ids(base, S)])
@@ -230,20 +246,51 @@ def test_padding_demo_with_a_short_sentence(base):
     assert np.allclose(w, z_on, atol=1e-6)
 
 
-def test_cross_attention(dec_page, own):
-    z = heatmap_z(fig(dec_page, "decoder_cross"))
+def test_cross_attention(own):
+    at = run_page("cross_attention")
+    at.radio(key="cross_layer").set_value(0)
+    at.radio(key="cross_head").set_value(0)
+    at.run()
+    no_exception(at)
+    z = heatmap_z(fig(at, "cross_weights"))
     assert z.shape == (len(own.tgt_labels), len(own.src_labels))
     assert np.allclose(z.sum(1), 1.0, atol=1e-6)
     assert np.allclose(z, own.trace["dec.0.cross_attn.weights"][0, 0].double().numpy(), atol=1e-6)
-    f = fig(dec_page, "decoder_cross")
+    f = fig(at, "cross_weights")
     assert f["data"][0]["x"] == own.src_labels and f["data"][0]["y"] == own.tgt_labels
-    at = run_page("decoder")
-    at.radio(key="decoder_cross_layer").set_value(1)
-    at.radio(key="decoder_cross_head").set_value(-1)
+    at = run_page("cross_attention")
+    at.radio(key="cross_layer").set_value(1)
+    at.radio(key="cross_head").set_value(-1)
     at.run()
-    z = heatmap_z(fig(at, "decoder_cross"))
+    z = heatmap_z(fig(at, "cross_weights"))
     assert np.allclose(z, own.trace["dec.1.cross_attn.weights"][0].mean(0).double().numpy(), atol=1e-6)
     assert np.allclose(z.sum(1), 1.0, atol=1e-6)
+
+
+def test_cross_attention_opens_on_the_last_layer_with_its_notice(base):
+    """Default view: the last decoder layer, averaged over heads; the notice names, row by row, the source word each
+    position reads most. "thinking machines": row les (writing machines) reads machines with about 0.99."""
+    at = run_page("cross_attention", sentence="thinking machines")
+    no_exception(at)
+    a = pipeline.analyse(base, pipeline.prepare(base, "thinking machines"))
+    last = base.config.n_dec_layers - 1
+    w = a.trace[f"dec.{last}.cross_attn.weights"][0].mean(0)  # [t, m]
+    z = heatmap_z(fig(at, "cross_weights"))
+    assert np.allclose(z, w.double().numpy(), atol=1e-6)
+    assert a.tgt_labels == ["0 <bos>", "1 les", "2 machines", "3 pensantes"]
+    top = w.max(-1)
+    src_words = [lab.split(" ", 1)[1] for lab in a.src_labels]
+    notice = at.info[0].value
+    assert notice.startswith("**Notice:** Row by row")
+    assert md(f"les (writes machines) reads {src_words[int(top.indices[1])]} {float(top.values[1]):.2f}") in notice
+    assert src_words[int(top.indices[1])] == "machines" and float(top.values[1]) > 0.9
+    # the last row writes <eos> and reads the source's <eos> most
+    assert int(top.indices[-1]) == len(src_words) - 1
+    assert md(f"reads the source's <eos> most ({float(w[-1, -1]):.2f})") in notice
+    align = frame_with(at, "reads most (source word)")
+    assert align["predicts"].tolist() == ["les", "machines", "pensantes", "<eos>"]
+    assert np.allclose(align["its weight"], top.values.numpy(), atol=1e-3)
+    assert "Next: **Output and decoding**" in all_text(at) or "Output and decoding" in all_text(at)
 
 
 def test_no_mask_model_reads_the_answer_but_cannot_generate(dec_page, base, nomask):
@@ -308,7 +355,7 @@ def test_reference_default_falls_back_to_the_base_translation(base):
     assert at.text_input(key="decoder_reference").value == expected
 
 
-@pytest.mark.parametrize("page", ["decoder", "output"])
+@pytest.mark.parametrize("page", ["decoder", "cross_attention", "output"])
 def test_empty_sentence_prompts(page):
     at = run_page(page, sentence="")
     no_exception(at)
@@ -316,18 +363,19 @@ def test_empty_sentence_prompts(page):
     assert not at.get("plotly_chart")
 
 
-@pytest.mark.parametrize("page", ["decoder", "output"])
+@pytest.mark.parametrize("page", ["decoder", "cross_attention", "output"])
 def test_html_sentence(page):
     at = run_page(page, sentence=HTML)
     no_exception(at)
     assert "<script>" not in all_text(at).replace("\\<script\\>", "")
 
 
-@pytest.mark.parametrize("page", ["decoder", "output"])
+@pytest.mark.parametrize("page", ["decoder", "cross_attention", "output"])
 def test_through_navigation(page):
     at = run_app(page)
     no_exception(at)
-    assert at.title[0].value == {"decoder": "The decoder and masking", "output": "Output and decoding"}[page]
+    assert at.title[0].value == {"decoder": "The decoder and masking", "cross_attention": "Encoder-decoder attention",
+                                 "output": "Output and decoding"}[page]
     assert at.get("plotly_chart")
 
 
@@ -335,6 +383,8 @@ def test_other_model_in_sidebar():
     at = run_app("decoder", model="no_mask")
     no_exception(at)
     at = run_app("output", model="no_mask")
+    no_exception(at)
+    at = run_app("cross_attention", model="no_mask")
     no_exception(at)
 
 
@@ -390,25 +440,35 @@ def test_cross_entropy(out_page, base):
 
 @pytest.mark.parametrize("eps", [0.1, 0.25])
 def test_label_smoothing(base, eps):
+    """The paper's form (Szegedy et al.), q = (1 − ε)·one-hot + ε/V, which is torch's label_smoothing target."""
     at = run_page("output")
     if eps != 0.1:
         at.slider(key="output_eps").set_value(eps).run()
     no_exception(at)
     V = len(base.tgt_vocab)
     df = frame_with(at, "q(gold)")
-    assert np.allclose(df["q(gold)"], 1 - eps)
-    assert np.allclose(df["q(each other word)"], eps / (V - 1))
+    assert np.allclose(df["q(gold)"], 1 - eps + eps / V)
+    assert np.allclose(df["q(each other word)"], eps / V)
     assert np.allclose(df["q(gold)"] + (V - 1) * df["q(each other word)"], 1.0)
     gold, probs = gold_and_probs(base, S, REF)
-    q = torch.full((len(gold), V), eps / (V - 1), dtype=torch.float64)
-    q[torch.arange(len(gold)), gold] = 1 - eps
+    q = torch.full((len(gold), V), eps / V, dtype=torch.float64)
+    q[torch.arange(len(gold)), gold] += 1 - eps
     smoothed = float(-(q * probs.log()).sum(-1).mean())
     assert metric(at, "loss vs smoothed target") == f"{smoothed:.4f}"
     assert np.allclose(df["loss vs smoothed"], (-(q * probs.log()).sum(-1)).numpy(), rtol=1e-6)
+    # ... equal to what training computes: torch's cross_entropy with label_smoothing=ε
+    ids, _ = base.tgt_vocab.encode(tokenize(REF, "fr"))
+    logits = traced(base.model, torch.tensor([src_ids(base, S)]), torch.tensor([[BOS_ID, *ids]]))["logits"][0]
+    by_torch = float(torch.nn.functional.cross_entropy(logits, gold, label_smoothing=eps))
+    assert smoothed == pytest.approx(by_torch, abs=1e-5)
+    shown = float(re.search(r"gives (\d+\.\d+) on these positions", all_text(at)).group(1))
+    assert shown == pytest.approx(by_torch, abs=2e-6)
     f = fig(at, "output_targets")
     smooth_bars = f["data"][2]
     i = [k for k, x in enumerate(smooth_bars["x"]) if x.endswith("(gold)")][0]
-    assert arr(smooth_bars["y"])[i] == pytest.approx(1 - eps)
+    assert arr(smooth_bars["y"])[i] == pytest.approx(1 - eps + eps / V)
+    assert "ε/(V-1)" not in all_text(at) and r"\varepsilon/(V-1)" not in all_text(at)
+    assert "section 5.4" in all_text(at)
 
 
 def test_greedy_steps(out_page, own, base):
@@ -494,3 +554,103 @@ def test_output_unknown_reference(base):
     assert "<unk>" in df["gold next word"].tolist()
     gold, probs = gold_and_probs(base, "i am a student", "je suis zorglub <script>")
     assert metric(at, "mean cross-entropy") == f"{float(-probs[torch.arange(len(gold)), gold].log().mean()):.4f}"
+
+
+# --- What each page says to look at (notices), folded tables, next links, the fixed facts ------------
+
+def infos(at) -> str:
+    return "\n".join(i.value for i in at.info)
+
+
+def test_decoder_notices_match_the_tensors(dec_page, own, base):
+    from viz import decoder as vd
+    w = own.trace["dec.0.self_attn.weights"][0, 0]
+    T = w.size(0)
+    shown = infos(dec_page)
+    assert md(vd.masked_notice(w, own.tgt_labels)) in shown
+    assert md(f"the {T * (T - 1) // 2} cells above the diagonal (the future) are exactly 0") in shown
+    assert md(f"row <bos> has only itself to look at (weight {float(w[0, 0]):.3f})") in shown
+    # the lecture notice: softmax(0.1, 0.6)
+    e = math.exp(0.5)
+    assert md(f"({1 / (1 + e):.3f}, {e / (1 + e):.3f})") in shown
+    # mask on vs off, same head: the notice's totals are the sums above the diagonal
+    off = pipeline.analyse(base, pipeline.prepare(base, S), Interventions(look_ahead_mask=False))
+    w_off = off.trace["dec.0.self_attn.weights"][0, 0]
+    assert md(f"get {float(torch.triu(w_off, 1).sum()):.3f}, most in row") in shown
+    # the renormalised row (row 2 by default): the allowed keys' share of the plain softmax
+    scaled = own.trace["dec.0.self_attn.scaled"][0, 0, 2]
+    assert md(f"would get {float(torch.softmax(scaled, -1)[:3].sum()):.3f} of the weight") in shown
+    # the block notice: shapes from the trace
+    assert md(f"the block takes {list(own.trace['tgt.input'].shape)}") in shown
+
+
+def test_decoder_tables_are_folded(dec_page):
+    exact = [e for e in dec_page.expander if e.label == "Exact numbers of the four matrices"]
+    assert len(exact) == 2 and all(len(e.dataframe) == 4 for e in exact)  # real head and lecture example
+    # the figures come first: no T x T table outside an expander
+    folded = {id(d.proto) for e in dec_page.expander for d in e.dataframe}
+    open_frames = [d.value for d in dec_page.dataframe if id(d.proto) not in folded]
+    assert all(not (len(f) > 2 and len(f) == len(f.columns)) for f in open_frames)
+
+
+def test_peek_notice_on_the_no_mask_model(dec_page, nomask):
+    prep = pipeline.prepare(nomask, S)
+    tf = pipeline.teacher_forced(nomask, prep, REF, Interventions(look_ahead_mask=False))
+    layer, head = dec_page.selectbox(key="decoder_cheat_head").value
+    w = tf.trace[f"dec.{layer}.self_attn.weights"][0, head]
+    hits = int((w.argmax(-1)[:-1] == torch.arange(1, w.size(0))).sum())
+    assert md(f"in {hits} of {w.size(0) - 1} rows the largest weight sits on position t + 1") in infos(dec_page)
+
+
+def test_decoder_says_position_t_predicts_t_plus_1_and_where_dropout_is(dec_page, base):
+    text = all_text(dec_page)
+    assert "position t reads word t and predicts word t + 1" in text
+    assert "section 5.4" in text and "section 5.3" not in text
+    assert f"P_drop = {base.config.dropout:g}" in text
+    assert "drops attention weights after the softmax and the feed-forward net's hidden layer" in text
+    assert all(m.bias is not None for layer in base.model.decoder for m in (layer.self_attn.W_q, layer.cross_attn.W_o))
+    assert "have bias vectors" in text
+    assert "Encoder-decoder attention" in text  # the next link, from ui/page_list.py
+
+
+def test_next_links(dec_page, cross_page, out_page):
+    assert "Next: **Encoder-decoder attention**" in all_text(dec_page)
+    assert "Next: **Output and decoding**" in all_text(cross_page)
+    assert "Next:" not in all_text(out_page)  # the last walkthrough page
+    from ui import page_list
+    assert page_list.next_page("decoder").name == "cross_attention"
+    assert page_list.next_page("cross_attention").name == "output"
+
+
+def test_output_notices_match_the_tensors(out_page, own, base):
+    itos = base.tgt_vocab.itos
+    shown = infos(out_page)
+    probs = own.trace["probs"][0, 0]
+    p, ids = probs.topk(2)
+    assert md(f"position “<bos>” chooses “{itos[int(ids[0])]}” with p = {float(p[0]):.4f}") in shown
+    assert md(f"the runner-up “{itos[int(ids[1])]}” gets {float(p[1]):.4f}") in shown
+    logits = own.trace["logits"][0, 0]
+    v, _ = logits.topk(2)
+    assert md(f"is {float(v[0] - v[1]):.2f} above the next") in shown
+    step = own.greedy.steps[0]
+    assert md(f"“{itos[step.chosen]}”, p = {step.candidates[0].prob:.4f}; runner-up "
+              f"“{itos[step.candidates[1].token]}”, p = {step.candidates[1].prob:.4f}") in shown
+    res = beam_search(base.model, pipeline.prepare(base, S).src(), 3, 0.6)
+    n_exp = sum(len(s.expansions) for s in res.steps)
+    assert md(f"weighed {n_exp} hypotheses and pruned {sum(not e.kept for s in res.steps for e in s.expansions)}") \
+        in shown
+    gold, probs_tf = gold_and_probs(base, S, REF)
+    pg = probs_tf[torch.arange(len(gold)), gold]
+    worst = int(pg.argmin())
+    assert md(f"must write “{itos[int(gold[worst])]}” and gives it p = {float(pg[worst]):.4f}") in shown
+    V = len(itos)
+    assert md(f"1 − ε + ε/V = {1 - 0.1 + 0.1 / V:.5f}") in shown
+
+
+def test_output_position_convention_and_folded_tables(out_page):
+    text = all_text(out_page)
+    assert "Decoder position *t* reads word *t* and predicts word *t + 1*" in text
+    assert r"\hat y_{t+1}" in text
+    labels = {e.label for e in out_page.expander}
+    assert {"The 10 as a table", "Every position: targets and losses", "Every expansion of one step, as a table"} \
+        <= labels

@@ -380,7 +380,7 @@ def test_why_bleu_table_and_chart():
     assert df["training FLOPs EN-DE"].tolist() == ["-", "-", "2.3e19", "9.6e18", "2.0e19", "-", "1.8e20", "7.7e19",
                                                    "3.3e18", "2.3e19"]
     assert df["training FLOPs EN-FR"].tolist() == ["-", "1.0e20", "1.4e20", "1.5e20", "1.2e20", "8.0e20", "1.1e21",
-                                                   "1.2e21", "-", "-"]
+                                                   "1.2e21", "3.3e18", "2.3e19"]  # one cost for both tasks
     fig = chart(at, "why_bleu")
     assert y_of(fig, 0) == [23.75, None, 24.6, 25.16, 26.03, None, 26.3, 26.36, 27.3, 28.4]
     assert y_of(fig, 1)[2] == 2.3e19 and y_of(fig, 3)[6] == 1.1e21
@@ -393,3 +393,88 @@ def test_why_figures_helper_sees_all_charts():
     at = run_page("why_attention")
     assert len(figures(at)) == 2
     assert re.search(r"Table 2", all_text(at))
+
+
+# --- Issue 10 / 11: computed sentences, notices, layouts, next links, any model size --------------------
+
+
+def plain(at) -> str:
+    return all_text(at).replace("\\", "")
+
+
+def test_overview_training_time_is_the_checkpoints(bundle):
+    at = run_page("overview")
+    training = bundle.meta["training"]
+    text = all_text(at)
+    assert f"trained on a CPU in {training['train_seconds']:,.0f} s ({training['steps_done']:,} steps)" in text
+    assert "about a minute" not in text and "two CPU cores" not in text
+    assert "three in every decoder layer" in text
+    assert "Next: **Tokens and embeddings**" in text
+
+
+NEXT = [("tokens", "Positional encoding"), ("positional", "Self-attention, step by step"),
+        ("self_attention", "Multi-head attention"), ("multi_head", "The encoder layer"),
+        ("encoder", "Decoder and masking")]
+
+
+@pytest.mark.parametrize("page, nxt", NEXT)
+def test_next_links(page, nxt):  # ui.widgets.next_link, in the page list's order
+    assert f"Next: **{nxt}**" in all_text(run_page(page))
+
+
+def test_tokens_notices_are_the_tensors(bundle):
+    at = run_page("tokens")
+    no_exception(at)
+    ids = ids_of(bundle, SENT)
+    text = plain(at)
+    assert f"Every row holds a single 1 (row sums 1 to 1) among {len(bundle.src_vocab)} columns" in text
+    assert f"“0 the” and “4 the” are the same token: the same column {ids[0]}" in text
+    E = bundle.model.src_embed.lut.weight.detach()
+    rows = E[ids, :32] * math.sqrt(128)  # the drawn slice: dimensions 0-31
+    rms = rows.pow(2).mean(1).sqrt()
+    assert f"{float(rms.min()):.2f} to {float(rms.max()):.2f}, after × √d_model = 11.31" in text
+    assert "identical (max difference 0)" in text
+
+
+def test_positional_computed_sentences_and_layouts(bundle):
+    at = run_page("positional")
+    no_exception(at)
+    text = plain(at)
+    pe64 = torch.zeros(64, 128, dtype=torch.float64)
+    ang = torch.arange(64, dtype=torch.float64)[:, None] / 10000 ** (torch.arange(0, 128, 2, dtype=torch.float64) / 128)
+    pe64[:, 0::2], pe64[:, 1::2] = torch.sin(ang), torch.cos(ang)
+    from viz.positional import rotation  # the block-diagonal M_k (tested against the formula in test_viz_intro)
+
+    err = float((pe64[:62] @ rotation(2, 128).T - pe64[2:]).abs().max())
+    assert f"computed in float64, the identity holds to {err:.0e}" in text
+    assert "~1e-15" not in text and "~1e-6" not in text
+    off = [float(m.value) for m in at.metric if m.label.startswith("max |encoder outputs")][0]
+    assert f"the largest difference, {off:.0e}, is float rounding" in text
+    assert "French → English" in text and "English → French" in text
+    pe = sinusoidal_encoding(64, 128)
+    np.testing.assert_allclose(z_of(chart(at, "positional_interleaved")), pe[:32], atol=1e-6)
+    halves = z_of(chart(at, "positional_halves"))
+    np.testing.assert_allclose(halves[:, :64], pe[:32, 0::2], atol=1e-6)
+    np.testing.assert_allclose(halves[:, 64:], pe[:32, 1::2], atol=1e-6)
+    assert "Every row has the same length, √(D/2) = 8.000" in text
+
+
+@pytest.mark.parametrize("d_model, max_len", [(8, 8), (4, 3), (40, 2)])
+def test_positional_defaults_follow_the_models_size(bundle, d_model, max_len):
+    from dataclasses import replace
+
+    from model.transformer import Config, Transformer
+
+    torch.manual_seed(0)
+    cfg = Config(bundle.config.src_vocab, bundle.config.tgt_vocab, d_model=d_model, n_heads=1, n_enc_layers=1,
+                 n_dec_layers=1, d_ff=8, max_len=max_len)
+    small = replace(bundle, model=Transformer(cfg).eval())
+    at = run_app("positional", my_model=small, my_model_key=f"pe-{d_model}-{max_len}", model="mine")
+    no_exception(at)
+    assert not at.error, [e.value for e in at.error]
+    dims = at.multiselect(key="positional_dims").value
+    assert dims and all(d < d_model for d in dims)
+    assert at.number_input(key="positional_pos").value <= max_len - 1
+    assert at.number_input(key="positional_k").value <= max_len - 1
+    assert at.number_input(key="positional_i").value <= d_model // 2 - 1
+    np.testing.assert_allclose(z_of(chart(at, "positional_all")), sinusoidal_encoding(max_len, d_model), atol=1e-6)

@@ -432,7 +432,8 @@ def bad_models(shipped_files):
          "does not belong to this JSON"),
         ("shapes", [("m.safetensors", w, ""), ("m.json", json.dumps(wider).encode(), "")], "has shape"),
         ("too large", [("m.safetensors", b"0" * (checkpoint.MAX_BYTES + 1), ""), ("m.json", j, "")],
-         "it is 20.0 MB; the limit is 20 MB"),
+         f"it is {(checkpoint.MAX_BYTES + 1 + len(j)) / 2**20:.1f} MB; "
+         f"the limit is {checkpoint.MAX_BYTES / 2**20:.1f} MB"),
         ("one file", [("m.json", j, "")], "exactly one .safetensors and one .json"),
     ]
 

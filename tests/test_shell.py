@@ -66,3 +66,9 @@ def test_walkthrough_order_and_next_links():
     for a, b in zip(walk, walk[1:], strict=False):
         assert page_list.next_page(a).name == b
     assert page_list.next_page(walk[-1]) is None and page_list.next_page("training") is None
+
+
+def test_streamlit_accepts_every_checkpoint_the_app_accepts(config):
+    from model import checkpoint
+
+    assert config["server"]["maxUploadSize"] * 2**20 >= checkpoint.MAX_BYTES >= checkpoint.MAX_MODEL_BYTES

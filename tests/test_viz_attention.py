@@ -11,6 +11,7 @@ import torch
 from model.experiments import (
     dot_product_samples,
     ffn_hidden,
+    head_projection,
     layer_norm_params,
     plain_self_attention,
     saturation,
@@ -282,3 +283,188 @@ def test_coref_table():
     assert df["→ animal"].tolist() == [0.5, 0.1] and df["→ street"].tolist() == [0.2, 0.1]
     assert df["strongest word besides “it”"].tolist() == ["1 animal", "0 the"]
     assert "→ street" not in va.coref_table(rows, ["a", "b"], list("wxyz"), ("the", "animal", "it", "x"), 2)
+
+
+# --- Notices: each sentence's numbers recomputed from the tensor it describes -------------------
+
+LABELS = ["0 the", "1 cat", "2 sat", "3 .", "4 <eos>"]
+
+
+def test_row_notice_biggest_weight_and_parking():
+    w = torch.tensor([0.05, 0.1, 0.15, 0.2, 0.5])
+    text = va.row_notice(w, LABELS, "2 sat")
+    assert text.startswith("“2 sat” gives its largest weight, 0.50, to “4 <eos>”; next comes “3 .” with 0.20.")
+    assert "parks its weight on <eos>" in text  # why <eos>: nothing useful to read
+    text = va.row_notice(torch.tensor([0.1, 0.2, 0.6, 0.05, 0.05]), LABELS, "2 sat")
+    assert "0.60, to “2 sat” (itself)" in text and "parks" not in text
+    assert va.word_of("11 <eos>") == "<eos>" and va.word_of("plain") == "plain" and va.is_parking("3 .")
+
+
+def test_matrix_notice_diagonal_and_parked_rows():
+    w = torch.tensor([[0.7, 0.1, 0.1, 0.05, 0.05],
+                      [0.1, 0.2, 0.1, 0.1, 0.5],
+                      [0.1, 0.1, 0.6, 0.1, 0.1],
+                      [0.1, 0.1, 0.1, 0.6, 0.1],
+                      [0.1, 0.1, 0.1, 0.1, 0.6]])
+    text = va.matrix_notice(w, LABELS, LABELS)
+    assert "The biggest weight, 0.70, goes from “0 the” to “0 the”." in text
+    assert f"holds {float(torch.diagonal(w).mean()):.2f} of a row on average; 4 of 5 words look most at themselves" \
+        in text
+    # rows "3 ." and "4 <eos>" look at themselves: not parking; row "1 cat" parks on <eos>
+    assert "1 of 3 words put their largest weight on <eos> or punctuation" in text
+
+
+def test_scores_and_z_matrix_notices():
+    sc = torch.tensor([[1.0, -2.0], [4.0, 0.5]])
+    text = va.scores_notice(sc, ["a", "b"], sc / 2, 2.0)
+    assert "Scores run from -2.0 to 4.0; the largest is “b” → “a”." in text
+    assert "Divided by √d_k = 2 they run from -1.00 to 2.00" in text
+    w = torch.tensor([[0.9, 0.1], [0.5, 0.5]])
+    v = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    z = w @ v
+    cos = float(z[0] @ v[0] / z[0].norm())
+    assert va.z_matrix_notice(z, w, v, ["a", "b"]).endswith(f"(cosine {cos:.2f}).")
+
+
+def test_weighted_and_z_notices_on_a_trace():
+    t = traced(small_model(), SRC, TGT)
+    s = va.word_steps(t, "enc.0.self_attn", 1, 2)
+    labels = list("abcde")
+    norms = s.weighted.norm(dim=-1)
+    j = int(norms.argmax())
+    assert va.weighted_notice(s, labels).startswith(f"The row of “{labels[j]}” is the largest (‖weight × v‖ = "
+                                                    f"{float(norms[j]):.2f})")
+    diff = float((s.z_sum - s.z_model).abs().max())
+    assert f"largest difference {diff:.1e}" in va.z_notice(s)
+    qk = s.q @ s.k.T
+    j = int(qk.argmax())
+    assert va.keys_notice(s, labels, "c").startswith(f"The key of “{labels[j]}” matches q of “c” best "
+                                                      f"(q·k = {float(qk[j]):.2f})")
+    vn = s.v.norm(dim=-1)
+    assert f"the longest value is “{labels[int(vn.argmax())]}”'s (‖v‖ = {float(vn.max()):.2f})" in va.values_notice(
+        s, labels)
+    off = traced(small_model(), SRC, TGT, Interventions(heads_off=frozenset({("enc.0.self_attn", 1)})))
+    assert "switched off" in va.z_notice(va.word_steps(off, "enc.0.self_attn", 1, 2))
+
+
+def test_values_notice_when_all_values_are_as_long():
+    s = va.textbook_steps(thinking_machines(), 1)  # v1, v2: 32 ones each
+    assert va.values_notice(s, va.textbook_labels()).endswith("every value has the same length here (‖v‖ = 5.66).")
+
+
+def test_plain_notice_counts_the_diagonal():
+    x = torch.eye(4) * 3
+    plain = plain_self_attention(x)
+    learned = torch.roll(torch.eye(4), 1, 1) * 0.6 + 0.1  # every word reads its neighbour
+    text = va.plain_notice(plain.weights, learned, list("abcd"))
+    assert text.startswith(f"Without learned weights, 4 of 4 words look most at themselves (diagonal "
+                           f"{float(torch.diagonal(plain.weights).mean()):.2f}")
+    assert "The learned head: 0 of 4 (diagonal 0.10)" in text
+
+
+COREF = ("the", "animal", "didn't", "cross", "the", "street", "because", "it", "was", "too")
+
+
+def test_coref_parts_and_focus_chosen_by_the_data():
+    c = va.coref_parts((*COREF, "tired"))
+    assert (c.it, c.animal, c.place, c.adjective, c.referent, c.other) == (7, 1, 5, 10, 1, 5)
+    assert va.coref_parts((*COREF, "wide")).referent == 5
+    assert va.coref_parts((*COREF, "green")) is None and va.coref_parts(("i", "am")) is None
+    m = Transformer(Config(src_vocab=20, tgt_vocab=22, d_model=16, n_heads=4, d_ff=32)).eval()
+    src = torch.tensor([[5, 6, 7, 8, 5, 9, 10, 11, 12, 13, 14, 2]])
+    t = traced(m, src, TGT)
+    f = va.coref_focus(t, 2, c)
+    rows = va.word_across_layers(t, "enc", "self_attn", 2, 7)  # [8, 12]
+    prefer = rows[:, 1] > rows[:, 5]
+    best = int(np.where(prefer, rows[:, 1], -1).argmax()) if prefer.any() else int(rows[:, 1].argmax())
+    assert (f.layer, f.head) == divmod(best, 4)
+    assert f.weight == pytest.approx(rows[best, 1]) and f.other == pytest.approx(rows[best, 5])
+    labels = [f"{i} {w}" for i, w in enumerate((*COREF, "tired", "<eos>"))]
+    hl = va.head_labels(2, 4)
+    text = va.coref_notice(rows, hl, labels, c, f)
+    assert text.startswith("“tired” makes “it” the animal. The head that best links “it” to “1 animal” is "
+                           f"{hl[best]} ({rows[best, 1]:.2f}, against {rows[best, 5]:.2f} for “5 street”).")
+    assert f"The strongest single weight of “it” is {rows.max():.2f}" in text
+
+
+def test_multi_head_notices():
+    w = torch.zeros(2, 3, 3)
+    w[0] = torch.eye(3)  # head 0: itself
+    w[1, :, 2] = 1.0  # head 1: every word reads word 2
+    text = va.heads_notice(w, ["a", "b", "c"], off=(1,))
+    assert text == "Mostly: head 0 → itself (1.00 of a row on average); head 1 (off) → “c” (1.00 of a row on average)."
+    rows = np.array([[0.2, 0.8, 0.0], [0.1, 0.1, 0.8], [0.95, 0.05, 0.0]])
+    assert va.word_heads_notice(rows, ["a", "b", "c"], "b") == ("“b”: head 2 is the most focused, 0.95 on “a”; the 3 "
+                                                                "heads look most at 3 different words.")
+    concat = torch.cat([torch.ones(2, 2), 3 * torch.ones(2, 2)], 1)  # head 1 has 9x the sum of squares
+    assert "Head 1 contributes the most (90% of the sum of squares)" in va.concat_notice(concat, 2)
+    assert "switched-off heads 0 are all zeros (10%)" in va.concat_notice(concat, 2, off=(0,))
+    out = torch.tensor([[3.0, 4.0], [0.0, 1.0]])
+    text = va.out_notice(concat[:, :2], out, ["a", "b"])
+    assert "“a” gets the longest output vector (‖out‖ = 5.00)" in text
+    ratio = float(out.norm(dim=1).mean() / concat[:, :2].norm(dim=1).mean())
+    assert f"on average ‖out‖ is {ratio:.2f} × ‖concat‖" in text
+
+
+def test_why_scale_notices_are_the_samples():
+    rows = variance_by_dk([16, 256, 1024], n=4000, seed=0)
+    text = va.range_notice(rows)
+    assert f"at d_k = 256, 98% of the scores lie between {rows[1].low:.0f} and {rows[1].high:.0f}" in text
+    assert f"at d_k = 1024 between {rows[2].low:.0f} and {rows[2].high:.0f}" in text
+    s = dot_product_samples(64, n=4000, seed=0)
+    assert f"standard deviation {float(s.std(unbiased=False)):.2f} ≈ √64 = 8.00" in va.histogram_notice(s, 64)
+    sat = saturation(256, 8, 0)
+    assert f"{sat.max_raw:.2f} of the weight without scaling and {sat.max_scaled:.2f}" in va.saturation_notice(
+        sat.max_raw, sat.max_scaled, 256)
+
+
+def test_projection_is_the_models_q_k_v():
+    m = small_model()
+    t = traced(m, SRC, TGT)
+    W, b = head_projection(m, 1, 2)
+    assert W["q"].shape == (16, 4) and b["q"].shape == (4,)
+    assert torch.equal(W["q"], m.encoder[1].self_attn.W_q.weight[8:12].T)  # head 2 owns columns 8..11
+    x = vl.attention_input(t, 1)[3]
+    p = va.projection(t, "enc.1.self_attn", 2, 3, x, W, b)
+    for which in "qkv":
+        assert p.error(which) < 1e-5
+        assert torch.allclose(p.computed(which).float(), t[f"enc.1.self_attn.{which}"][0, 2, 3], atol=1e-5)
+    assert f"equals the model's q to {p.error('q'):.1e}" in va.projection_notice(p)
+    pre = small_model(norm_first=True)
+    tp = traced(pre, SRC, TGT)
+    Wp, bp = head_projection(pre, 0, 1)
+    assert va.projection(tp, "enc.0.self_attn", 1, 0, vl.attention_input(tp, 0)[0], Wp, bp).error("k") < 1e-5
+
+
+def test_textbook_labels_the_second_query_q2():
+    s = va.textbook_steps(thinking_machines(), 1)
+    tb = va.textbook_table(s, va.textbook_labels(), 1)
+    assert tb.loc["Score"].tolist() == ["q2·k1 = 32", "q2·k2 = 80"]
+    line = va.textbook_line(s, 1, book=False)
+    assert line.startswith("This app's own construction") and "q2·k1 = 32, q2·k2 = 80" in line
+    assert "4, 10 → softmax → 0.00, 1.00" in line
+    book = va.textbook_line(va.textbook_steps(thinking_machines(), 0), 0, book=True)
+    assert book == ("From the Illustrated Transformer: q1·k1 = 112, q1·k2 = 96 → ÷ √64 = 8 → 14, 12 → softmax → "
+                    "0.88, 0.12")
+
+
+def test_layer_notices_are_the_tensors():
+    m = small_model()
+    t = traced(m, SRC, TGT)
+    labels = list("abcde")
+    n = vl.layer_norm(t, 0, 1, *layer_norm_params(m, 0, 1))
+    before = vl.norm_notice(n, labels, before=True)
+    mean, std = n.x.mean(-1), n.x.std(-1, unbiased=False)
+    assert f"means run from {float(mean.min()):.2f} to {float(mean.max()):.2f}" in before
+    assert f"from {float(std.min()):.2f} to {float(std.max()):.2f} (largest: “{labels[int(std.argmax())]}”)" in before
+    assert "standard deviation 1" in vl.norm_notice(n, labels, before=False)
+    g = n.gamma
+    assert f"γ runs from {float(g.min()):.2f} to {float(g.max()):.2f}" in vl.gamma_beta_notice(n)
+    f = vl.ffn(t, 0, ffn_hidden(m, 0, vl.ffn_input(t, 0)))
+    active = (f.hidden > 0).sum(1)
+    text = vl.hidden_notice(f, labels)
+    assert text.startswith(f"{int(active.sum()):,} of {f.hidden.numel():,} hidden values are active")
+    assert f"from {int(active.min())} of 32 units" in text
+    s = vl.word_stages(t, 1)
+    norms = np.linalg.norm(s.vectors, axis=1)
+    assert vl.stages_notice(s).startswith(f"The vector's length goes from {norms[0]:.1f} (input) to {norms[-1]:.1f}")

@@ -15,7 +15,7 @@ from model import pipeline
 from model.checkpoint import Bundle
 from model.data import pad
 from model.decoding import beam_search, greedy_decode
-from model.trace import Interventions
+from model.trace import Interventions, Trace
 from model.transformer import Config, Transformer, traced
 from model.vocab import BOS_ID, EOS_ID, SPECIALS, Vocab, tokenize
 from viz import decoder as vd
@@ -68,7 +68,7 @@ def test_lecture_masking_is_the_lecture_example():
 def test_small_views_of_the_mask_steps(bundle):
     ex = vd.lecture_masking()
     e = math.exp(0.5)
-    assert vd.lecture_notice(ex) == (f"Row t=2 keeps 0.1 and 0.6 and hides the rest: softmax(0.1, 0.6) = "
+    assert vd.lecture_notice(ex) == (f"row t=2 keeps 0.1 and 0.6 and hides the rest: softmax(0.1, 0.6) = "
                                      f"({1 / (1 + e):.3f}, {e / (1 + e):.3f}).")
     assert vd.row_sum_error(ex.weights) < 1e-6
     assert vd.row_sum_error(torch.tensor([[0.5, 0.25]])) == 0.25
@@ -299,26 +299,53 @@ def test_loss_table_and_gradient(bundle):
 
 @pytest.mark.parametrize("eps", [0.0, 0.1, 0.3])
 def test_label_smoothing(bundle, eps):
+    """The paper's (Szegedy et al.'s) target, (1 − ε)·one-hot + ε/V, which is torch's label_smoothing target."""
     V = len(bundle.tgt_vocab)
     q = vo.smoothed_target(5, V, eps)
     assert float(q.sum()) == pytest.approx(1.0)
-    assert float(q[5]) == pytest.approx(1 - eps) and float(q[0]) == pytest.approx(eps / (V - 1))
+    assert float(q[5]) == pytest.approx(1 - eps + eps / V) and float(q[0]) == pytest.approx(eps / V)
+    assert torch.allclose(q, (1 - eps) * vo.one_hot(5, V).double() + eps / V)
     tf = pipeline.teacher_forced(bundle, pipeline.prepare(bundle, "i am a student"), "je suis étudiant")
     probs = tf.trace["probs"][0].double()
-    sm = vo.label_smoothing(tf.trace["probs"][0], tf.gold, eps, bundle.tgt_vocab.itos)
+    logits = tf.trace["logits"][0]
+    sm = vo.label_smoothing(logits, tf.gold, eps, bundle.tgt_vocab.itos)
     assert sm.plain == pytest.approx(tf.loss, rel=1e-5)
     manual = sum(float(-(vo.smoothed_target(g, V, eps) * probs[t].log()).sum()) for t, g in enumerate(tf.gold)) / 4
-    assert sm.smoothed == pytest.approx(manual)
+    assert sm.smoothed == pytest.approx(manual, rel=1e-6)
+    # the same loss two ways: our target by hand, and torch's cross_entropy(label_smoothing=ε) as model/train.py uses
+    gold = torch.tensor(tf.gold)
+    by_torch = float(torch.nn.functional.cross_entropy(logits.double(), gold, label_smoothing=eps))
+    assert sm.smoothed == pytest.approx(by_torch, abs=1e-6) and sm.torch_loss == pytest.approx(by_torch, abs=1e-12)
     assert (sm.table["q(gold)"] + (V - 1) * sm.table["q(each other word)"]).tolist() == pytest.approx([1.0] * 4)
+    assert sm.table["q(each other word)"].tolist() == pytest.approx([eps / V] * 4)
     if eps == 0:
         assert sm.smoothed == pytest.approx(sm.plain) and sm.floor == pytest.approx(0.0)
     else:
-        ent = -((1 - eps) * math.log(1 - eps) + eps * math.log(eps / (V - 1)))
+        g = 1 - eps + eps / V
+        ent = -(g * math.log(g) + (V - 1) * (eps / V) * math.log(eps / V))
         assert sm.floor == pytest.approx(ent)
     fig = vo.target_figure(tf.trace["probs"][0, 0], tf.gold[0], eps, bundle.tgt_vocab.itos)
     assert [t.name.split(" ")[0] for t in fig.data] == ["model", "one-hot", "smoothed"]
     gold_word = [x for x in fig.data[1].x if x.endswith("(gold)")]
     assert len(gold_word) == 1 and sum(fig.data[1].y) == 1.0
+    note = vo.smoothing_notice(probs[0], tf.gold[0], eps, bundle.tgt_vocab.itos)
+    assert f"{1 - eps + eps / V:.5f}" in note and f"{eps / V:.2e}" in note
+    assert f"{float(probs[0, tf.gold[0]]):.4f}" in note
+
+
+def test_smoothed_target_matches_torch_on_random_logits():
+    """Losses computed both ways agree to 1e-6 for any logits, any gold, any ε."""
+    torch.manual_seed(1)
+    itos = [f"w{i}" for i in range(37)]
+    for eps in (0.05, 0.1, 0.5):
+        logits = torch.randn(6, 37) * 4
+        gold = torch.randint(0, 37, (6,))
+        q = torch.stack([vo.smoothed_target(int(g), 37, eps) for g in gold])
+        assert torch.allclose(q.sum(-1), torch.ones(6, dtype=torch.float64))
+        ours = float(-(q * torch.log_softmax(logits.double(), -1)).sum(-1).mean())
+        theirs = float(torch.nn.functional.cross_entropy(logits, gold, label_smoothing=eps))
+        assert ours == pytest.approx(theirs, abs=1e-6)
+        assert vo.label_smoothing(logits, gold.tolist(), eps, itos).smoothed == pytest.approx(theirs, abs=1e-6)
 
 
 def test_greedy_helpers(analysed, bundle):
@@ -404,3 +431,177 @@ def test_ids_text():
 def test_pad_helper_is_what_the_demo_uses():
     assert pad([[1, 2], [3]]).tolist() == [[1, 2], [3, 0]]
     assert tokenize(me.LONG_PARTNER, "en")[-1] == "tired"
+
+
+# --- Notice lines: each checked against the tensor it describes -----------------------------------
+
+LAB4 = ["0 <bos>", "1 les", "2 machines", "3 pensantes"]
+
+
+def test_masked_notice_literal():
+    w = torch.tensor([[1.0, 0, 0, 0], [0.3, 0.7, 0, 0], [0.9, 0.05, 0.05, 0], [0.2, 0.2, 0.1, 0.5]])
+    note = vd.masked_notice(w, LAB4)
+    assert "row <bos> has only itself to look at (weight 1.000)" in note
+    # rows les and pensantes peak on themselves; machines peaks on <bos> (0.9), the strongest earlier word
+    assert "2 put their largest weight on their own position and 1 on an earlier word" in note
+    assert "(0 on the word just before" in note
+    assert "machines → <bos> 0.900" in note
+    assert "the 6 cells above the diagonal (the future) are exactly 0" in note
+    w_off = w.clone()
+    w_off[0] = torch.tensor([0.4, 0.3, 0.2, 0.1])
+    note = vd.masked_notice(w_off, LAB4)
+    assert "3 of the 6 cells above the diagonal are > 0 (sum 0.600)" in note
+    prev = torch.tensor([[1.0, 0, 0, 0], [0.8, 0.2, 0, 0], [0.1, 0.7, 0.2, 0], [0.1, 0.1, 0.6, 0.2]])
+    note = vd.masked_notice(prev, LAB4)  # a "previous word" head
+    assert "0 put their largest weight on their own position and 3 on an earlier word" in note
+    assert "(3 on the word just before" in note
+
+
+def test_masked_notice_on_the_model(bundle, analysed):
+    steps = vd.mask_steps(analysed.trace, "dec.0.self_attn", 1)
+    w, lab = steps.weights, analysed.tgt_labels
+    note = vd.masked_notice(w, lab)
+    T = w.size(0)
+    assert f"the {T * (T - 1) // 2} cells above the diagonal (the future) are exactly 0" in note
+    on_diag = sum(int(w[t].argmax()) == t for t in range(1, T))
+    assert f"{on_diag} put their largest weight on their own position" in note
+    low = torch.tril(w, -1)
+    i, j = divmod(int(low.argmax()), T)
+    assert f"{lab[i].split(' ', 1)[1]} → {lab[j].split(' ', 1)[1]} {float(w[i, j]):.3f}" in note
+
+
+def test_renorm_notice(bundle, analysed):
+    steps = vd.mask_steps(analysed.trace, "dec.0.self_attn", 0)
+    row = 2
+    allowed = steps.mask[row] == 0  # keys 0..row, minus any <pad> this random model may have written
+    assert not allowed[row + 1:].any()
+    share = float(torch.softmax(steps.scaled[row], -1)[allowed].sum())
+    note = vd.renorm_notice(steps.scaled[row], steps.mask[row], analysed.tgt_labels[row])
+    assert float((torch.softmax(steps.scaled[row] + steps.mask[row], -1)[allowed]).sum()) == pytest.approx(1.0)
+    word = analysed.tgt_labels[row].split(" ", 1)[1]
+    assert f"the {int(allowed.sum())} allowed key(s) of row {word} would get {share:.3f}" in note
+
+
+def test_future_and_peek_notices():
+    on = torch.tril(torch.ones(4, 4))
+    on = on / on.sum(-1, keepdim=True)
+    off = torch.full((4, 4), 0.25)
+    note = vd.future_notice(on, off, LAB4)
+    assert "the future gets 0.000 in total (0 cells > 0)" in note
+    assert "6 cells > 0 get 1.500, most in row <bos>, which gives 0.750" in note
+    assert "even with the mask off" in vd.future_notice(on, on, LAB4)
+    peek = torch.zeros(4, 4)
+    for t in range(3):
+        peek[t, t + 1], peek[t, t] = 0.8 - 0.1 * t, 0.2 + 0.1 * t
+    peek[3, 3] = 1.0
+    note = vd.peek_notice(peek, LAB4)
+    assert "in 3 of 3 rows the largest weight sits on position t + 1" in note
+    assert "row <bos> → les 0.800" in note
+
+
+def test_padding_notices(bundle):
+    d = me.padding_demo(bundle, "i am a student", me.LONG_PARTNER)
+    note = vd.padding_notice(d, 0, 1)
+    off = d.pad_weight(False)[0, 1]
+    worst = int(off.argmax())
+    assert "the 7 <pad> column(s) get exactly 0.000" in note
+    assert f"{d.labels[0][worst].split(' ', 1)[1]} gives {float(off[worst]):.3f} of its weight to <pad>" in note
+    assert f"{d.out_change(False):.2e}" in note
+    assert "sentence 1 has 5 real tokens and 7 <pad>" in vd.mask_grid_notice(d)
+
+
+def test_cross_notice_and_alignment():
+    src = ["0 thinking", "1 machines", "2 <eos>"]
+    w = torch.tensor([[0.2, 0.45, 0.35], [0.01, 0.99, 0.0], [1.0, 0.0, 0.0], [0.05, 0.02, 0.93]])
+    nxt = ["0 les", "1 machines", "2 pensantes", "3 <eos>"]
+    note = vd.cross_notice(w, src, LAB4, nxt)
+    assert "les (writes machines) reads machines 0.99" in note
+    assert "<bos> (writes les) reads machines 0.45" in note
+    assert "machines (writes pensantes) reads thinking 1.00" in note
+    assert "The last row (pensantes) must write <eos>, and it reads the source's <eos> most (0.93)" in note
+    assert "other row(s)" not in note
+    w2 = w.clone()
+    w2[0] = torch.tensor([0.1, 0.1, 0.8])
+    assert "1 other row(s) also read <eos> most" in vd.cross_notice(w2, src, LAB4, nxt)
+    w3 = w.clone()
+    w3[3] = torch.tensor([0.6, 0.3, 0.1])
+    assert "it gives the source's <eos> 0.10" in vd.cross_notice(w3, src, LAB4, nxt)
+    df = vd.alignment(w, src, LAB4, nxt)
+    assert df["predicts"].tolist() == ["les", "machines", "pensantes", "<eos>"]
+    assert df["reads most (source word)"].tolist() == ["machines", "machines", "thinking", "<eos>"]
+    assert df["its weight"].tolist() == pytest.approx([0.45, 0.99, 1.0, 0.93])
+    assert df["weight on <eos>"].tolist() == pytest.approx([0.35, 0.0, 0.0, 0.93])
+
+
+def test_block_notice_and_biases(bundle, analysed):
+    note = vd.block_notice(analysed.trace, 1)
+    T, m = analysed.trace["tgt.input"].size(1), len(analysed.src_labels)
+    assert f"takes [1, {T}, 16] and gives back the same shape" in note and f"enc.out [1, {m}, 16]" in note
+    assert vd.projection_biases(bundle.model)
+    cfg = Config(src_vocab=10, tgt_vocab=10, d_model=8, n_heads=2, d_ff=16)
+    model = Transformer(cfg)
+    for mod in model.modules():
+        if hasattr(mod, "W_q"):
+            mod.W_q.bias = None
+    assert not vd.projection_biases(model)
+
+
+def test_dropout_where_the_page_says():
+    """The page says: besides the paper's dropout, this model drops attention weights and the FFN's hidden layer.
+    With only those dropouts at p = 1 (training mode), the heads' outputs and the FFN's hidden layer vanish."""
+    torch.manual_seed(0)
+    cfg = Config(src_vocab=10, tgt_vocab=10, d_model=8, n_heads=2, d_ff=16, dropout=0.0)
+    model = Transformer(cfg).train()
+    layer = model.decoder[0]
+    layer.self_attn.dropout.p = 1.0  # dropout on the attention weights
+    layer.ffn.dropout.p = 1.0  # dropout on the FFN's hidden layer
+    tr = Trace(Interventions())
+    with torch.no_grad():
+        model(torch.tensor([[4, 5, EOS_ID]]), torch.tensor([[BOS_ID, 4, 5]]), tr)  # training mode: dropout on
+    assert (tr["dec.0.self_attn.weights"] > 0).any()  # recorded before dropout
+    assert torch.equal(tr["dec.0.self_attn.z"], torch.zeros_like(tr["dec.0.self_attn.z"]))
+    assert torch.allclose(tr["dec.0.ffn.out"], layer.ffn.W_2.bias.expand_as(tr["dec.0.ffn.out"]))
+    assert not torch.equal(tr["dec.0.cross_attn.z"], torch.zeros_like(tr["dec.0.cross_attn.z"]))
+
+
+def test_output_notices(analysed, bundle):
+    itos = bundle.tgt_vocab.itos
+    out = vo.position_output(analysed.trace, 1)
+    p, ids = out.probs.topk(2)
+    note = vo.choice_notice(out, itos, analysed.tgt_labels[1])
+    word = analysed.tgt_labels[1].split(" ", 1)[1]
+    assert f"position “{word}” chooses “{itos[int(ids[0])]}” with p = {float(p[0]):.4f}" in note
+    assert f"runner-up “{itos[int(ids[1])]}” gets {float(p[1]):.4f}" in note
+    assert int(ids[0]) == out.best
+    v, li = out.logits.topk(2)
+    gap = float(v[0] - v[1])
+    note = vo.logits_notice(out.logits, itos)
+    assert f"index {int(li[0])}" in note and f"{gap:.2f} above the next" in note
+    assert f"{math.exp(gap):,.1f}" in note
+    assert math.exp(gap) == pytest.approx(float(p[0] / p[1]), rel=1e-3)  # the ratio the notice states is p1/p2
+
+
+def test_loss_and_greedy_and_beam_notices(analysed, bundle):
+    itos = bundle.tgt_vocab.itos
+    tf = pipeline.teacher_forced(bundle, pipeline.prepare(bundle, "i am a student"), "je suis étudiant")
+    worst = int(np.argmin(tf.gold_probs))
+    note = vo.loss_notice(tf, itos)
+    assert f"must write “{itos[tf.gold[worst]]}” and gives it p = {tf.gold_probs[worst]:.4f}" in note
+    assert f"−log p = {-math.log(tf.gold_probs[worst]):.3f}" in note and f"L = {tf.loss:.4f}" in note
+    step = analysed.greedy.steps[0]
+    note = vo.greedy_notice(step, 1, itos)
+    assert f"“{itos[step.chosen]}”, p = {step.candidates[0].prob:.4f}" in note
+    assert f"runner-up “{itos[step.candidates[1].token]}”, p = {step.candidates[1].prob:.4f}" in note
+    res = beam_of(bundle, 3, text="i am a student")
+    note = vo.beam_notice(res, analysed.greedy, itos)
+    n_exp = sum(len(s.expansions) for s in res.steps)
+    n_pruned = sum(not e.kept for s in res.steps for e in s.expansions)
+    assert f"weighed {n_exp} hypotheses and pruned {n_pruned}" in note
+    assert f"{res.best.log_prob:.3f}" in note and f"{res.best.score:.3f}" in note
+    same = vo.ids_text(res.best.output, itos, "fr") == vo.ids_text(analysed.greedy.tokens, itos, "fr")
+    assert ("found the same sentence" in note) == same
+    comp = vo.comparison_table(analysed.greedy, res, 0.6, 3, itos)
+    assert comp["output"].tolist() == [vo.ids_text(analysed.greedy.tokens, itos, "fr"),
+                                       vo.ids_text(res.best.output, itos, "fr")]
+    assert comp["total log-prob"].iloc[1] == res.best.log_prob
+    assert comp["normalised score"].iloc[0] == pytest.approx(vo.greedy_score(analysed.greedy, 0.6)[1])

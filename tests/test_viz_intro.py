@@ -12,6 +12,8 @@ from model.experiments import permutation_check
 from model.paper import BASE, BIG, BLEU_TABLE, TABLE1
 from model.transformer import Config, Transformer, sinusoidal_encoding
 from model.vocab import Vocab
+from viz import embeddings as ve
+from viz import positional as vp
 from viz.complexity import (
     attention_matrix_bytes,
     bleu_display,
@@ -35,6 +37,7 @@ from viz.embeddings import (
     vocab_window,
 )
 from viz.overview import (
+    RESIDUAL_EDGES_DEC,
     STOPS,
     architecture_dot,
     count_parameters,
@@ -66,13 +69,32 @@ EXPECTED_BLEU = [
     ("Deep-Att + PosUnk Ensemble", None, 40.4, None, 8.0e20),
     ("GNMT + RL Ensemble", 26.30, 41.16, 1.8e20, 1.1e21),
     ("ConvS2S Ensemble", 26.36, 41.29, 7.7e19, 1.2e21),
-    ("Transformer (base)", 27.3, 38.1, 3.3e18, None),
-    ("Transformer (big)", 28.4, 41.8, 2.3e19, None),
+    ("Transformer (base)", 27.3, 38.1, 3.3e18, 3.3e18),  # one cost for both tasks: a merged cell in the paper
+    ("Transformer (big)", 28.4, 41.8, 2.3e19, 2.3e19),
 ]
 
 
 def test_bleu_table_rows_exactly():
     assert [(r.model, r.bleu_en_de, r.bleu_en_fr, r.cost_en_de, r.cost_en_fr) for r in BLEU_TABLE] == EXPECTED_BLEU
+
+
+def test_table2_cells():
+    """Table 2's cells as printed in the paper: the Transformers' training cost is one figure for both tasks."""
+    rows = {r.model: r for r in BLEU_TABLE}
+    for name, cost in (("Transformer (base)", 3.3e18), ("Transformer (big)", 2.3e19)):
+        r = rows[name]
+        assert r.cost_shared and r.cost_en_de == r.cost_en_fr == cost
+    assert [r.model for r in BLEU_TABLE if r.cost_shared] == ["Transformer (base)", "Transformer (big)"]
+    assert (rows["Transformer (big)"].bleu_en_de, rows["Transformer (big)"].bleu_en_fr) == (28.4, 41.8)
+    assert (rows["Transformer (base)"].bleu_en_de, rows["Transformer (base)"].bleu_en_fr) == (27.3, 38.1)
+    assert rows["ByteNet"].cost_en_de is None and rows["Deep-Att + PosUnk"].cost_en_de is None  # truly not reported
+    shown = bleu_display(bleu_frame())
+    assert shown["training FLOPs EN-FR"].tolist()[-2:] == ["3.3e18", "2.3e19"]
+    assert shown["training FLOPs EN-DE"].tolist()[-2:] == ["3.3e18", "2.3e19"]
+    fig = bleu_figure(bleu_frame())
+    assert fig.layout.yaxis.range[0] == 0  # BLEU bars start at 0
+    assert max(v for v in fig.data[2].y if v is not None) <= fig.layout.yaxis.range[1]
+    assert list(fig.data[3].y)[-2:] == [3.3e18, 2.3e19]  # the EN-FR cost bars of the Transformers are drawn
 
 
 def test_bleu_frame_and_display():
@@ -339,3 +361,65 @@ def test_data_summary():
     assert df["family"].tolist() == ["x", "y"]
     assert df["training pairs"].tolist() == [2, 1] and df["held-out pairs"].tolist() == [0, 1]
     assert df["example (English)"].tolist() == ["a", "c"]
+
+
+# --- Notices, sizes and layouts of the intro pages (recomputed from the tensors) -------------------
+
+
+def test_architecture_dot_draws_the_decoders_three_residuals():
+    dot = architecture_dot(Config(100, 120, d_model=64, n_heads=2))
+    for a, b in (("src_pos", "enc_norm1"), ("enc_norm1", "enc_norm2"),  # the encoder's two
+                 ("tgt_pos", "dec_norm1"), ("dec_norm1", "dec_norm2"), ("dec_norm2", "dec_norm3")):  # the decoder's 3
+        assert f"{a} -> {b} [style=dashed" in dot, (a, b)
+    assert len(RESIDUAL_EDGES_DEC) == 3 and dot.count("style=dashed") == 5
+
+
+def test_positional_defaults_fit_any_model():
+    assert vp.default_dims(128) == [0, 1, 10, 40]
+    assert vp.default_dims(8) == [0, 1, 6, 7] and vp.default_dims(2) == [0, 1]
+    assert all(d < 40 for d in vp.default_dims(40))
+    assert vp.clamp(3, 0, 7) == 3 and vp.clamp(3, 0, 1) == 1 and vp.clamp(2, 0, 0) == 0
+
+
+def test_formula_table_layouts_and_float64_error():
+    pe64 = vp.formula_table(16, 8)
+    assert torch.allclose(pe64.float(), sinusoidal_encoding(16, 8), atol=1e-6)
+    err = vp.float64_shift_error(64, 128, 2)
+    assert 0 < err < 1e-12  # the identity itself holds to rounding in float64
+    halves = vp.concatenated(pe64)
+    assert torch.equal(halves[:, :4], pe64[:, 0::2]) and torch.equal(halves[:, 4:], pe64[:, 1::2])
+    assert "column 2i+1 here is column 4 + i there" in vp.layouts_notice(pe64)
+
+
+def test_positional_notices_are_the_encoding():
+    pe = sinusoidal_encoding(64, 128)
+    step = (pe[1:12] - pe[:11]).abs().mean(0)
+    text = vp.sentence_notice(pe[:12])
+    assert f"dimension 0 changes by {float(step[0]):.2f} on average and dimension 127 by {float(step[-1]):.1e}" in text
+    assert f"PE(0) and PE(11) are {float((pe[0] - pe[11]).norm()):.2f} apart" in text
+    text = vp.table_notice(pe)
+    assert "√(D/2) = 8.000" in text and f"‖PE(0) − PE(63)‖ = {float((pe[0] - pe[63]).norm()):.2f}" in text
+    flips = int(((pe[1:, 0] > 0) != (pe[:-1, 0] > 0)).sum())
+    assert f"dim 0: {flips}," in vp.curves_notice(pe, [0, 40])
+    M = rotation(2, 128)
+    assert "Only 256 of the 16,384 entries of M_2 are non-zero" in vp.rotation_notice(M, 2, 1)
+    assert f"k·w_1 = {2 * float(frequencies(128)[1]):.4f} rad" in vp.rotation_notice(M, 2, 1)
+    enc = torch.randn(4, 3)
+    order = [1, 0, 2, 3]
+    assert "Row 0 of the permuted output is row 1 (“b”) of the original, moved: the largest difference is 0e+00" in \
+        vp.permuted_notice(enc, enc[order], order, list("abcd"))
+
+
+def test_embedding_notices():
+    ids = [4, 7, 4, 2]
+    oh = one_hot(ids, 10)
+    labels = ["0 the", "1 cat", "2 the", "3 <eos>"]
+    text = ve.one_hot_notice(oh, ids, labels)
+    assert "Every row holds a single 1 (row sums 1 to 1) among 10 columns" in text
+    assert "“0 the” and “2 the” are the same token: the same column 4" in text
+    E = torch.randn(10, 16)
+    embed = E[ids] * 4.0
+    rms = embed.pow(2).mean(1).sqrt()
+    text = ve.embed_notice(embed, ids, labels, 4.0)
+    assert f"{float(rms.min()):.2f} to {float(rms.max()):.2f}, after × √d_model = 4.00" in text
+    assert "identical (max difference 0)" in text

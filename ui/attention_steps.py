@@ -1,33 +1,64 @@
-"""One query's attention in the order the model computes it: q, k, v -> scores, ÷√d_k, softmax -> z.
+"""One query's attention in the order the model computes it: x·W -> q, k, v -> scores, ÷√d_k, softmax -> z.
 
 Renders a `viz.attention.WordSteps` (from a trace, `word_steps`, or the textbook example,
-`textbook_steps`), so any page can walk through one word of any attention module.
+`textbook_steps`), so any page can walk through one word of any attention module. Also the pieces the
+encoder-side pages share: a figure with its computed notice line and its exact numbers folded away.
 """
 
 from __future__ import annotations
 
 import streamlit as st
 
-from ui.widgets import matrix, md
-from viz.attention import WordSteps, dims, step_table, textbook_table, z_table
+from model.experiments import dot_product_samples, saturation, summarize
+from model.textbook import from_book
+from ui.models import saturation_rows, variance_rows
+from ui.widgets import figure, md, notice
+from viz import attention as va
+from viz.attention import Projection, WordSteps, dims, step_table, z_table
+
+
+def show_projection(p: Projection, query_label: str, key: str) -> None:
+    """q = x·W^Q + b^Q for one word, with the real x, W^Q, b^Q and q; then k and v the same way."""
+    D, d_k = p.x.numel(), p.W["q"].shape[1]
+    st.latex(rf"\underbrace{{q}}_{{[1,\,{d_k}]}} = \underbrace{{x}}_{{[1,\,{D}]}} \cdot "
+             rf"\underbrace{{W^Q}}_{{[{D},\,{d_k}]}} + \underbrace{{b^Q}}_{{[1,\,{d_k}]}}, \qquad "
+             r"k = xW^K + b^K, \qquad v = xW^V + b^V")
+    st.caption("The model's projections (torch's nn.Linear) have a bias b as well as the matrix W; the paper writes "
+               "only W. W^Q here is this head's slice of the layer's W^Q: the columns that make this head's q.")
+    c1, c2 = st.columns([1, 2])
+    with c1:
+        figure(p.W["q"], dims(d_k), dims(D), "activations", title="W^Q of this head", shape=f"[{D}, {d_k}]",
+               key=f"{key}Wq", x_title="q dimension", y_title="x dimension")
+    with c2:
+        figure(p.x[None], dims(D), [query_label], "activations", title=f"x of {md(query_label)}", shape=f"[1, {D}]",
+               key=f"{key}x", x_title="dimension", y_title="word")
+        figure(p.computed("q")[None], dims(d_k), [query_label], "activations", title="q = x·W^Q + b^Q",
+               shape=f"[1, {d_k}]", key=f"{key}q", x_title="dimension", y_title="query",
+               note=va.projection_notice(p))
 
 
 def show_steps(s: WordSteps, key_labels: list[str], query_label: str, key: str, textbook: bool = False,
-               off: bool = False) -> None:
-    """The computation for one query word; `key` prefixes the widget keys, `off`: the head is switched off."""
+               off: bool = False, proj: Projection | None = None, query: int = 0) -> None:
+    """The computation for one query word; `key` prefixes the widget keys, `off`: the head is switched off;
+    `proj`: the word's projection (q = x·W^Q + b^Q), shown first; `query`: the textbook query's index."""
     st.subheader("1 · The query, the keys and the values")
     st.markdown(f"Each word's vector is multiplied by three learned matrices: its **query** q (what this word looks "
                 f"for), its **key** k (what it offers to be found by) and its **value** v (what it passes on). In "
                 f"one head each has d_k = {s.d_k} numbers.")
-    matrix(s.q[None], dims(s.d_k), [query_label], "activations", title=f"q of {md(query_label)}",
-           shape=f"[1, {s.d_k}]", key=f"{key}q", x_title="dimension", y_title="query")
+    if proj is not None:
+        show_projection(proj, query_label, key)
+    else:
+        figure(s.q[None], dims(s.d_k), [query_label], "activations", title=f"q of {md(query_label)}",
+               shape=f"[1, {s.d_k}]", key=f"{key}q", x_title="dimension", y_title="query")
     c1, c2 = st.columns(2)
     with c1:
-        matrix(s.k, dims(s.d_k), key_labels, "activations", title="k of every word", shape=f"[{len(key_labels)}, "
-               f"{s.d_k}]", key=f"{key}k", x_title="dimension", y_title="key")
+        figure(s.k, dims(s.d_k), key_labels, "activations", title="k of every word",
+               shape=f"[{len(key_labels)}, {s.d_k}]", key=f"{key}k", x_title="dimension", y_title="key",
+               note=va.keys_notice(s, key_labels, query_label))
     with c2:
-        matrix(s.v, dims(s.d_k), key_labels, "activations", title="v of every word", shape=f"[{len(key_labels)}, "
-               f"{s.d_k}]", key=f"{key}v", x_title="dimension", y_title="value")
+        figure(s.v, dims(s.d_k), key_labels, "activations", title="v of every word",
+               shape=f"[{len(key_labels)}, {s.d_k}]", key=f"{key}v", x_title="dimension", y_title="value",
+               note=va.values_notice(s, key_labels))
 
     st.subheader(f"2 · Score, divide by √d_k = {s.sqrt_dk:.4g}, softmax")
     st.latex(rf"\text{{score}}_j = q \cdot k_j, \qquad \frac{{q\cdot k_j}}{{\sqrt{{d_k}}}}, \quad "
@@ -37,18 +68,79 @@ def show_steps(s: WordSteps, key_labels: list[str], query_label: str, key: str, 
         st.warning("Scaling is switched off in the sidebar: the model does not divide by √d_k, so the ÷√d_k "
                    "column below equals the raw score q·k.")
     if textbook:
-        st.dataframe(textbook_table(s, key_labels))
-        st.markdown(f"**Textbook numbers:** q1·k1 = {float(s.scores[0]):g}, q1·k2 = {float(s.scores[1]):g} → "
-                    f"÷ √{s.d_k} = {s.sqrt_dk:g} → {float(s.scaled[0]):g}, {float(s.scaled[1]):g} → softmax → "
-                    f"{float(s.weights[0]):.2f}, {float(s.weights[1]):.2f}")
+        st.dataframe(va.textbook_table(s, key_labels, query))
+        st.markdown(f"**{va.textbook_line(s, query, from_book(query))}**")  # no user text: written as is
     st.dataframe(step_table(s, key_labels), hide_index=True)
+    notice(va.row_notice(s.weights, key_labels, query_label))
     st.caption("The weights are all ≥ 0 and add up to 1: a weighted average, not a sum that can grow.")
 
     st.subheader("3 · Weight each value, add them up: z")
-    matrix(s.weighted, dims(s.d_k), key_labels, "activations", title="weight × v, one row per word",
-           shape=f"[{len(key_labels)}, {s.d_k}]", key=f"{key}wv", x_title="dimension", y_title="word")
+    figure(s.weighted, dims(s.d_k), key_labels, "activations", title="weight × v, one row per word",
+           shape=f"[{len(key_labels)}, {s.d_k}]", key=f"{key}wv", x_title="dimension", y_title="word",
+           note=va.weighted_notice(s, key_labels))
     st.latex(r"z = \sum_j a_j\, v_j")
-    st.dataframe(z_table(s))
+    notice(va.z_notice(s))
+    with st.expander(f"Exact numbers · z, [1, {s.d_k}]"):
+        st.dataframe(z_table(s))
     if off:
         st.info("This head is switched off in the sidebar: the model sets its z to 0 before concatenating the "
                 "heads (the weights above are still what it would have used).")
+
+
+# --- The self-attention page's demos ----------------------------------------------------------------
+
+D_KS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
+N_KEYS, N_QUERIES = 8, 200  # the saturation demo: one query against N_KEYS keys, averaged over N_QUERIES
+NO_BAR = {"displayModeBar": False}
+
+
+def show_why_scale(model_dk: int, key: str, prose) -> None:
+    """Var(q·k) = d_k with random vectors, and the softmax saturating without the division by √d_k. `prose`: the
+    page's content module (WHY_SCALE, SATURATION, saturation_caption)."""
+    st.markdown(prose.WHY_SCALE)
+    dk = st.select_slider("d_k", options=D_KS, value=model_dk if model_dk in D_KS else 64, key=f"{key}dk")
+    samples = dot_product_samples(dk, n=4000, seed=0)
+    chosen = summarize(samples, dk)
+    var_rows = variance_rows(D_KS)
+    c1, c2 = st.columns(2)
+    c1.metric(f"measured Var(q·k), d_k = {dk}", f"{chosen.variance:.1f}", help="theory: d_k")
+    c2.metric("measured Var(q·k / √d_k)", f"{chosen.variance_scaled:.3f}", help="theory: 1")
+    st.plotly_chart(va.histogram_figure(samples, dk), key=f"{key}hist", config=NO_BAR)
+    notice(va.histogram_notice(samples, dk))
+    c1, c2 = st.columns(2)
+    with c1:
+        st.plotly_chart(va.variance_figure(var_rows), key=f"{key}var", config=NO_BAR)
+    with c2:
+        st.dataframe(va.variance_table(var_rows), hide_index=True)
+    notice(va.range_notice(var_rows))
+    st.markdown(prose.SATURATION)
+    sat = saturation(dk, n_keys=N_KEYS, seed=0)
+    c1, c2, c3, c4 = st.columns(4)
+    c1.metric("max weight, no scaling", f"{sat.max_raw:.3f}")
+    c2.metric("max weight, ÷√d_k", f"{sat.max_scaled:.3f}")
+    c3.metric("‖Jacobian‖, no scaling", f"{sat.jacobian_raw:.4f}")
+    c4.metric("‖Jacobian‖, ÷√d_k", f"{sat.jacobian_scaled:.4f}")
+    st.plotly_chart(va.saturation_figure(sat.weights_raw, sat.weights_scaled, [f"key {j}" for j in range(N_KEYS)]),
+                    key=f"{key}sat", config=NO_BAR)
+    notice(va.saturation_notice(sat.max_raw, sat.max_scaled, dk))
+    with st.expander(f"Every d_k. {prose.saturation_caption(N_QUERIES, N_KEYS)}"):
+        st.dataframe(va.saturation_table(saturation_rows(D_KS)), hide_index=True)
+
+
+def show_coref(ca, name: str, n_layers: int, n_heads: int, key: str, no_it: str) -> None:
+    """Where "it" looks in every head of every encoder layer, for one coreference sentence (an Analysis);
+    `no_it`: what to say when the model's vocabulary splits the sentence differently."""
+    c = va.coref_parts(ca.prepared.tokens)
+    st.markdown(f"**“… too {name}”** → {md(ca.translation)}")
+    if c is None:
+        st.info(no_it)
+        return
+    rows = va.word_across_layers(ca.trace, "enc", "self_attn", n_layers, c.it)
+    hl = va.head_labels(n_layers, n_heads)
+    focus = va.coref_focus(ca.trace, n_layers, c)
+    figure(rows, ca.src_labels, hl, "weights", title="where “it” looks, every head (outlined: the head that best "
+           "links it to the deciding noun)", key=key, shape=f"[{len(hl)}, {len(ca.src_labels)}]",
+           note=va.coref_notice(rows, hl, ca.src_labels, c, focus), mark_row=focus.layer * n_heads + focus.head,
+           numbers=False, x_title="key word", y_title="layer · head")
+    with st.expander("Per head: the candidate words"):
+        st.dataframe(va.coref_table(rows, hl, ca.src_labels, ca.prepared.tokens, c.it))

@@ -231,3 +231,39 @@ def cheating(text: str, reference: str, base: Bundle, cheat: Bundle) -> mask_exp
     """The no-mask model and the base model on `text`: teacher-forced with `reference`, and generating."""
     keys = f"{base.meta.get('weights_sha256', '')}:{cheat.meta.get('weights_sha256', '')}"
     return _cheating(keys, text, reference, base, cheat)
+
+
+# --- The encoder-side pages, part 2: the projection step and the coreference focus ----------------
+
+
+def projection(a: pipeline.Analysis, layer: int, head: int, word: int):
+    """q = x·W^Q + b^Q (and k, v) of one word in one head of encoder layer `layer`, from the current model's
+    weights and the analysed sentence's trace (a `viz.attention.Projection`)."""
+    from viz import attention as va
+
+    model = current_model().bundle.model
+    x = layers.attention_input(a.trace, layer)[word]  # [D]
+    return va.projection(a.trace, f"enc.{layer}.self_attn", head, word, x,
+                         *experiments.head_projection(model, layer, head))
+
+
+def coref_defaults(a: pipeline.Analysis, keys: tuple[str, str, str], n_layers: int):
+    """On the coreference sentence, point the (layer, head, word) pickers stored under `keys` at the head where
+    "it" gives the deciding noun the largest weight (chosen by the data), once per sentence: a first visit or
+    a new sentence moves them there, the reader's own choices stay until the sentence changes. Returns the
+    `viz.attention.Focus`, or None for any other sentence."""
+    from viz import attention as va
+
+    c = va.coref_parts(a.prepared.tokens)
+    if c is None:
+        return None
+    focus = va.coref_focus(a.trace, n_layers, c)
+    ss = st.session_state
+    marker = f"{keys[0]}_focus_for"
+    if ss.get(marker) != a.prepared.text:
+        first = marker not in ss
+        ss[marker] = a.prepared.text
+        for k, v in zip(keys, (focus.layer, focus.head, c.it), strict=True):
+            if not first or k not in ss:  # a first visit keeps choices preset by a link or a test
+                ss[k] = v
+    return focus

@@ -58,8 +58,9 @@ PAGES: tuple[PageSpec, ...] = (
     PageSpec("Encoder", "pages/encoder.py", "The encoder layer", ":material/layers:",
              "Residual connection, LayerNorm in two steps, the feed-forward net, one word through the stack"),
     PageSpec("Decoder", "pages/decoder.py", "Decoder and masking", ":material/masks:",
-             "The decoder block, the look-ahead mask added to the scores, padding mask and encoder-decoder "
-             "attention"),
+             "The decoder block, the look-ahead mask added to the scores, and a model trained without it"),
+    PageSpec("Decoder", "pages/cross_attention.py", "Encoder-decoder attention", ":material/compare_arrows:",
+             "Each target position reads the source sentence; the source's padding mask"),
     PageSpec("Decoder", "pages/output.py", "Output and decoding", ":material/output:",
              "Final linear layer and softmax over the French vocabulary, the loss, greedy decoding and beam search"),
     PageSpec("Context", "pages/why_attention.py", "Why attention", ":material/speed:",

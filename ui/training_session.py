@@ -238,7 +238,7 @@ def on_model_upload() -> None:
     total = weights[0].size + meta[0].size
     if total > MAX_BYTES:
         ss[MODEL_MSG_KEY] = ("error", f"This checkpoint cannot be used: it is {total / 2**20:.1f} MB; the limit is "
-                                      f"{MAX_BYTES / 2**20:.0f} MB.")
+                                      f"{MAX_BYTES / 2**20:.1f} MB.")
         return
     try:
         bundle = from_bytes(weights[0].getvalue(), meta[0].getvalue(), name=PurePath(weights[0].name).stem)

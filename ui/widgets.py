@@ -55,6 +55,30 @@ def matrix(values, x_labels: list[str], y_labels: list[str], kind: str, *, title
         st.dataframe(table(values, x_labels, y_labels))
 
 
+def notice(text: str) -> None:
+    """The figure's "notice" line: what to look at, computed from the tensors it draws (escaped, never HTML)."""
+    st.info(f"**Notice:** {md(text)}", icon=":material/visibility:")
+
+
+def figure(values, x_labels: list[str], y_labels: list[str], kind: str, *, title: str, shape: str, key: str,
+           note: str | None = None, numbers: bool = True, mark_row: int | None = None, **kw) -> None:
+    """A heatmap with its shape, its notice line, and its exact numbers one click away (a collapsed table);
+    `mark_row`: a row to outline (the row the notice talks about)."""
+    if mark_row is None:
+        matrix(values, x_labels, y_labels, kind, title=title, shape=shape, key=key, show_table=False, **kw)
+    else:
+        st.markdown(f"**{title}** · shape `{shape}`")
+        fig = heatmap(values, x_labels, y_labels, kind, **kw)
+        fig.add_shape(type="rect", xref="x", yref="y", x0=-0.5, x1=len(x_labels) - 0.5, y0=mark_row - 0.5,
+                      y1=mark_row + 0.5, line={"color": "#d62728", "width": 3})
+        st.plotly_chart(fig, key=key, config={"displayModeBar": False})
+    if note:
+        notice(note)
+    if numbers:
+        with st.expander(f"Exact numbers · {shape}"):
+            st.dataframe(table(values, x_labels, y_labels))
+
+
 def page_link(page: str, label: str, icon: str = ":material/arrow_forward:") -> None:
     """A link to another page of the app (plain text when the page runs on its own, without navigation)."""
     try:

@@ -54,6 +54,18 @@ def cheaper_than_recurrence(n: int, d: int) -> bool:
     return n < d
 
 
+def costs_notice(costs: pd.DataFrame, d: int) -> str:
+    """Self-attention against a recurrent layer at the calculator's n and d: operations and sequential steps."""
+    attn, rnn = (int(costs["count"][i]) for i in (0, 1))
+    n = int(costs["sequential operations"][1])
+    verdict = (f"n = {n} < d = {d}, so self-attention is cheaper: {attn:,} operations against a recurrent layer's "
+               f"{rnn:,} ({rnn / attn:.3g}× more)" if attn < rnn else
+               f"n = {n} ≥ d = {d}, so self-attention costs at least as much: {attn:,} operations against a "
+               f"recurrent layer's {rnn:,} ({attn / rnn:.3g}× more)")
+    return (f"{verdict}. And self-attention takes 1 sequential step where the recurrent layer takes {n}, "
+            "each waiting for the one before.")
+
+
 def costs_figure(costs: pd.DataFrame) -> go.Figure:
     """Operations per layer for each layer type, as bars on a log axis."""
     fig = go.Figure(go.Bar(
@@ -110,6 +122,21 @@ def bleu_display(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def bleu_notice(frame: pd.DataFrame) -> str:
+    """The best BLEU of each task, and what the best model's training cost compared with the best earlier one."""
+    parts = []
+    for pair in ("EN-DE", "EN-FR"):
+        b, c = frame[f"BLEU {pair}"], frame[f"training FLOPs {pair}"]
+        i = int(b.idxmax())
+        earlier = frame[~frame["model"].str.startswith("Transformer")]
+        j = int(earlier[f"BLEU {pair}"].idxmax())
+        cost = (f", with {c[j] / c[i]:.2g}× less training ({c[i]:.1e} vs {c[j]:.1e} FLOPs)"
+                if pd.notna(c[i]) and pd.notna(c[j]) else "")
+        parts.append(f"{pair}: {frame['model'][i]} scores {b[i]:g} BLEU, {b[i] - b[j]:.2f} above the best earlier "
+                     f"model ({frame['model'][j]}, {b[j]:g}){cost}".replace("e+", "e"))
+    return "; ".join(parts) + "."
+
+
 def bleu_figure(frame: pd.DataFrame) -> go.Figure:
     """Two panels: BLEU (grouped bars, EN-DE and EN-FR) and training cost (log axis)."""
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12,
@@ -129,6 +156,6 @@ def bleu_figure(frame: pd.DataFrame) -> go.Figure:
     fig.update_layout(barmode="group", height=460, margin={"l": 10, "r": 10, "t": 40, "b": 10},
                       legend={"orientation": "h", "y": -0.45})
     fig.update_xaxes(type="category", tickangle=-40)
-    fig.update_yaxes(title_text="BLEU", range=[20, 43], row=1, col=1)
+    fig.update_yaxes(title_text="BLEU", range=[0, 45], row=1, col=1)  # from 0: bar heights compare honestly
     fig.update_yaxes(title_text="FLOPs", type="log", row=1, col=2)
     return fig

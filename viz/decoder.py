@@ -59,7 +59,7 @@ def lecture_masking() -> MaskSteps:
 
 def lecture_notice(ex: MaskSteps) -> str:
     """What row t=2 of the lecture notes' example shows, with the weights computed."""
-    return ("Row t=2 keeps 0.1 and 0.6 and hides the rest: softmax(0.1, 0.6) = "
+    return ("row t=2 keeps 0.1 and 0.6 and hides the rest: softmax(0.1, 0.6) = "
             f"({float(ex.weights[1, 0]):.3f}, {float(ex.weights[1, 1]):.3f}).")
 
 
@@ -152,6 +152,12 @@ def block_table(trace: Trace, layer: int) -> pd.DataFrame:
                  "shape": str(list(trace["enc.out"].shape)),
                  "what it is": "the encoder's output: keys and values of encoder-decoder attention"})
     return pd.DataFrame(rows)
+
+
+def projection_biases(model) -> bool:
+    """True when every attention projection (W_q, W_k, W_v, W_o of every attention module) has a bias vector."""
+    attn = [m for m in model.modules() if all(hasattr(m, w) for w in ("W_q", "W_k", "W_v", "W_o"))]
+    return bool(attn) and all(getattr(m, w).bias is not None for m in attn for w in ("W_q", "W_k", "W_v", "W_o"))
 
 
 WHO_LOOKS_WHERE = pd.DataFrame({
@@ -319,3 +325,138 @@ def training_figures(bundle: Bundle) -> dict:
         "held-out exact match (greedy)": m.get("exact_match"),
         "held-out BLEU (greedy)": m.get("bleu"),
     }
+
+
+# --- What to look at: one computed sentence per figure ------------------------------------------
+
+def _word(label: str) -> str:
+    """"3 pensantes" -> "pensantes": the word of a position-prefixed axis label."""
+    return label.split(" ", 1)[1] if " " in label else label
+
+
+def block_notice(trace: Trace, layer: int) -> str:
+    """Decoder block `layer` keeps the shape of its input; only enc.out has the source's length."""
+    first = "tgt.input" if layer == 0 else f"dec.{layer - 1}.add_norm3.out"
+    shape_in, shape_out = list(trace[first].shape), list(trace[f"dec.{layer}.add_norm3.out"].shape)
+    mem = list(trace["enc.out"].shape)
+    same = "the same shape" if shape_in == shape_out else f"shape {shape_out}"
+    return (f"the block takes {shape_in} and gives back {same}: it changes the numbers, not the shape. "
+            f"Only enc.out {mem} has the source's length ({mem[1]}), and it enters through keys and values.")
+
+
+def masked_notice(weights: Tensor, labels: list[str]) -> str:
+    """A decoder self-attention head's [T, T] weights: what the first row, the diagonal and the future get."""
+    T = weights.size(0)
+    n_up, s_up = above_diagonal(weights)
+    cells = T * (T - 1) // 2
+    if n_up == 0:
+        future = f"the {cells} cells above the diagonal (the future) are exactly 0"
+    else:
+        future = (f"{n_up} of the {cells} cells above the diagonal are > 0 (sum {s_up:.3f}): "
+                  "the mask is off and positions read words that come later")
+    if T < 2:
+        return f"row {_word(labels[0])} can only look at itself (weight {float(weights[0, 0]):.3f}); {future}."
+    peak = weights.argmax(-1)
+    on_diag = sum(int(peak[t]) == t for t in range(1, T))
+    before = sum(int(peak[t]) == t - 1 for t in range(1, T))
+    later = sum(int(peak[t]) > t for t in range(1, T))
+    low = torch.tril(weights, diagonal=-1)
+    i, j = divmod(int(low.argmax()), T)
+    earlier = T - 1 - on_diag - later
+    return (f"row {_word(labels[0])} has only itself to look at (weight {float(weights[0, 0]):.3f}); "
+            f"of the other {T - 1} rows, {on_diag} put their largest weight on their own position and "
+            f"{earlier} on an earlier word ({before} on the word just before"
+            + (f"; {later} on a later word" if later else "") + f"; the strongest: {_word(labels[i])} → "
+            f"{_word(labels[j])} {float(weights[i, j]):.3f}); {future}.")
+
+
+def renorm_notice(scaled_row: Tensor, mask_row: Tensor, label: str) -> str:
+    """One query row: the share the allowed keys had in the plain softmax, handed back by the masked one."""
+    allowed = mask_row == 0
+    share = float(torch.softmax(scaled_row, -1)[allowed].sum())
+    n = int(allowed.sum())
+    return (f"over all keys, the {n} allowed key(s) of row {_word(label)} would get {share:.3f} of the "
+            f"weight; the masked softmax divides them by {share:.3f}, so they get all of it (1.000).")
+
+
+def future_notice(w_on: Tensor, w_off: Tensor, labels_off: list[str]) -> str:
+    """The same head with the look-ahead mask on and off: how much weight the future gets in each."""
+    n_on, s_on = above_diagonal(w_on)
+    n_off, s_off = above_diagonal(w_off)
+    if n_off == 0:
+        return f"even with the mask off this head gives the future nothing (mask on: {n_on} cells > 0)."
+    upper = torch.triu(w_off, diagonal=1).sum(-1)  # [T]: weight each row gives to later positions
+    r = int(upper.argmax())
+    return (f"with the mask on, the future gets {s_on:.3f} in total ({n_on} cells > 0); with it off, "
+            f"{n_off} cells > 0 get {s_off:.3f}, most in row {_word(labels_off[r])}, which gives "
+            f"{float(upper[r]):.3f} of its weight to later words.")
+
+
+def peek_notice(weights: Tensor, labels: list[str]) -> str:
+    """A no-mask head, teacher-forced: how often and how strongly row t looks at t + 1, the word to predict."""
+    T = weights.size(0)
+    if T < 2:
+        return "one position only: there is no next word to peek at."
+    nxt = next_weight(weights)
+    hits = int((weights.argmax(-1)[: T - 1] == torch.arange(1, T)).sum())
+    t = int(nxt.argmax())
+    return (f"in {hits} of {T - 1} rows the largest weight sits on position t + 1, the very word that "
+            f"position must predict (strongest: row {_word(labels[t])} → {_word(labels[t + 1])} "
+            f"{float(nxt[t]):.3f}). The answer is in the input, and this head reads it.")
+
+
+def padding_notice(demo: PaddingDemo, layer: int, head: int) -> str:
+    """The shorter sentence's encoder self-attention with the padding mask on and off."""
+    if demo.n_pad == 0:
+        return "both sentences have the same length here: there is no <pad> to hide."
+    on, off = demo.pad_weight(True)[layer, head], demo.pad_weight(False)[layer, head]  # [n_real]
+    worst = int(off.argmax())
+    word = _word(demo.labels[demo.short][worst])
+    return (f"with the mask on, the {demo.n_pad} <pad> column(s) get exactly {float(on.max()):.3f}; with it "
+            f"off, {word} gives {float(off[worst]):.3f} of its weight to <pad>, and the encoding moves by up to "
+            f"{demo.out_change(False):.2e} (mask on: {demo.out_change(True):.1e}).")
+
+
+def mask_grid_notice(demo: PaddingDemo) -> str:
+    """Which keys of the batch the padding mask hides."""
+    if demo.n_pad == 0:
+        return "both sentences have the same length here: the mask hides nothing."
+    return (f"sentence {demo.short + 1} has {demo.n_real} real tokens and {demo.n_pad} <pad>: its last "
+            f"{demo.n_pad} key(s) are −inf for every query; the longer sentence has no −inf at all.")
+
+
+# --- Encoder-decoder attention: who reads which source word --------------------------------------
+
+def alignment(weights: Tensor, src_labels: list[str], in_labels: list[str], next_labels: list[str]) -> pd.DataFrame:
+    """One row per decoder position of a [Tt, Ts] cross-attention matrix: its input word, the word it predicts,
+    the source word it reads most and with what weight, and its weight on the source's <eos>."""
+    top = weights.max(-1)
+    return pd.DataFrame({
+        "position (input word)": in_labels,
+        "predicts": [_word(n) for n in next_labels],
+        "reads most (source word)": [_word(src_labels[j]) for j in top.indices.tolist()],
+        "its weight": top.values.tolist(),
+        "weight on <eos>": weights[:, -1].tolist(),
+    }).round(3)
+
+
+def cross_notice(weights: Tensor, src_labels: list[str], in_labels: list[str], next_labels: list[str]) -> str:
+    """Which source word each target row reads most, and what the row that predicts <eos> reads.
+
+    The source ends with <eos> (its last column); the decoder's last row predicts the target's <eos>.
+    """
+    top = weights.max(-1)
+    rows = [f"{_word(i)} (writes {_word(n)}) reads {_word(src_labels[j])} {v:.2f}"
+            for i, n, j, v in zip(in_labels, next_labels, top.indices.tolist(), top.values.tolist(), strict=True)]
+    last, eos, end = _word(in_labels[-1]), float(weights[-1, -1]), weights.size(1) - 1
+    others = int((top.indices[:-1] == end).sum())
+    if int(top.indices[-1]) == end:
+        why = (f"The last row ({last}) must write <eos>, and it reads the source's <eos> most ({eos:.2f}): the "
+               "source's end marker is what tells it that the sentence is complete.")
+    else:
+        why = f"The last row ({last}) must write <eos>; it gives the source's <eos> {eos:.2f}."
+    if others:
+        why += (f" {others} other row(s) also read <eos> most: a head with nothing particular to fetch often "
+                "parks its weight on <eos>.")
+    return ("Row by row (the source word each position reads most, and its weight): " + " · ".join(rows)
+            + f". {why}")

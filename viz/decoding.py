@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 import plotly.graph_objects as go
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from model.decoding import BeamResult, Greedy, GreedyStep, Hypothesis, length_penalty
@@ -66,6 +67,11 @@ def output_weight(model: Transformer) -> Tensor:
     return model.generator.weight.T
 
 
+def output_logits(trace: Trace) -> Tensor:
+    """Sentence 0's logits, [T, V]."""
+    return trace["logits"][0]
+
+
 def output_probs(trace: Trace, pos: int | None = None) -> Tensor:
     """Sentence 0's output distributions: [T, V], or [V] at position `pos`."""
     probs = trace["probs"][0]
@@ -112,6 +118,28 @@ def logits_figure(logits: Tensor, itos: list[str]) -> go.Figure:
     return fig
 
 
+def choice_notice(out: PositionOutput, itos: list[str], in_label: str) -> str:
+    """One decoder position: the word it chooses, its probability, and the runner-up."""
+    p, ids = out.probs.topk(min(2, out.probs.numel()))
+    word = in_label.split(" ", 1)[-1]
+    first = f"position “{word}” chooses “{itos[int(ids[0])]}” with p = {float(p[0]):.4f}"
+    if len(ids) < 2:
+        return first + "."
+    return (first + f"; the runner-up “{itos[int(ids[1])]}” gets {float(p[1]):.4f}, "
+            f"{float(p[0]) / max(float(p[1]), 1e-300):,.0f} times less.")
+
+
+def logits_notice(logits: Tensor, itos: list[str]) -> str:
+    """The gap between the two largest logits, and the probability ratio the softmax turns it into."""
+    v, ids = logits.topk(min(2, logits.numel()))
+    if len(ids) < 2:
+        return f"one word only: “{itos[int(ids[0])]}”."
+    gap = float(v[0] - v[1])
+    return (f"the largest logit (index {int(ids[0])}, “{itos[int(ids[0])]}”) is {gap:.2f} above the next "
+            f"(“{itos[int(ids[1])]}”); the softmax turns a gap of {gap:.2f} into a probability ratio e^{gap:.2f} = "
+            f"{math.exp(min(gap, 700)):,.1f}. Only differences between logits matter.")
+
+
 # --- One-hot target and cross-entropy ------------------------------------------------------------
 
 def loss_table(tf: TeacherForced, itos: list[str]) -> pd.DataFrame:
@@ -129,6 +157,17 @@ def loss_table(tf: TeacherForced, itos: list[str]) -> pd.DataFrame:
 def n_right(tf: TeacherForced) -> int:
     """Positions whose most probable word is the gold word."""
     return sum(p == g for p, g in zip(tf.predicted, tf.gold, strict=True))
+
+
+def loss_notice(tf: TeacherForced, itos: list[str]) -> str:
+    """Where the teacher-forced loss comes from: the position with the largest -log p(gold)."""
+    t = min(range(len(tf.gold)), key=lambda i: tf.gold_probs[i])
+    p = tf.gold_probs[t]
+    word = tf.in_labels[t].split(" ", 1)[-1]
+    lt = -math.log(p) if p > 0 else math.inf
+    return (f"the largest term is at position “{word}”, which must write “{itos[tf.gold[t]]}” and gives it "
+            f"p = {p:.4f}: −log p = {lt:.3f} of the total {tf.loss * len(tf.gold):.3f} (the mean over the "
+            f"{len(tf.gold)} positions is L = {tf.loss:.4f}).")
 
 
 def cross_entropy(gold_probs) -> float:
@@ -154,9 +193,11 @@ def gradient_table(probs: Tensor, gold: int, itos: list[str], k: int = 6) -> pd.
 # --- Label smoothing -----------------------------------------------------------------------------
 
 def smoothed_target(gold: int, vocab_size: int, eps: float) -> Tensor:
-    """(1 − ε) on the gold word and ε spread evenly over the V − 1 other words. Sums to 1."""
-    q = torch.full((vocab_size,), eps / (vocab_size - 1), dtype=torch.float64)
-    q[gold] = 1.0 - eps
+    """The paper's label smoothing (Szegedy et al.): q = (1 − ε)·one-hot(gold) + ε/V, i.e. ε spread evenly over
+    the whole vocabulary, the gold word included (gold gets 1 − ε + ε/V). Sums to 1. This is exactly the target of
+    torch's `cross_entropy(..., label_smoothing=ε)`, which model/train.py uses."""
+    q = torch.full((vocab_size,), eps / vocab_size, dtype=torch.float64)
+    q[gold] += 1.0 - eps
     return q
 
 
@@ -167,16 +208,17 @@ class Smoothing:
     plain: float  # mean -log p(gold): loss against the one-hot target
     smoothed: float  # mean -Σ q log p: loss against the smoothed target
     floor: float  # entropy of the smoothed target: the smallest smoothed loss possible
+    torch_loss: float  # F.cross_entropy(logits, gold, label_smoothing=ε): what training computes
 
 
-def label_smoothing(probs: Tensor, gold, eps: float, itos: list[str]) -> Smoothing:
-    """Loss against the one-hot target vs against the smoothed target, with the model's real probabilities.
+def label_smoothing(logits: Tensor, gold, eps: float, itos: list[str]) -> Smoothing:
+    """Loss against the one-hot target vs against the smoothed target, with the model's real outputs.
 
-    probs: [T, V] the model's output distributions; gold: the T gold ids.
+    logits: [T, V] the model's scores (log-probabilities are log_softmax(logits), no underflow); gold: T ids.
     """
-    probs = probs.to(torch.float64)
-    T, V = probs.shape
-    logp = probs.clamp_min(1e-300).log()  # [T, V]
+    logits = logits.to(torch.float64)
+    T, V = logits.shape
+    logp = torch.log_softmax(logits, dim=-1)  # [T, V]
     rows = []
     plain, smooth = [], []
     for t, g in enumerate(gold):
@@ -185,11 +227,21 @@ def label_smoothing(probs: Tensor, gold, eps: float, itos: list[str]) -> Smoothi
         plain.append(lp)
         smooth.append(ls)
         rows.append({"position": t, "gold word": itos[g], "q(gold)": float(q[g]),
-                     "q(each other word)": eps / (V - 1), "p(gold)": float(probs[t, g]),
+                     "q(each other word)": eps / V, "p(gold)": float(logp[t, g].exp()),
                      "loss vs one-hot": lp, "loss vs smoothed": ls})
     q0 = smoothed_target(0, V, eps)
     floor = float(-(q0 * q0.clamp_min(1e-300).log()).sum())
-    return Smoothing(eps, pd.DataFrame(rows), sum(plain) / T, sum(smooth) / T, floor)
+    ref = float(F.cross_entropy(logits, torch.tensor(list(gold)), label_smoothing=eps))
+    return Smoothing(eps, pd.DataFrame(rows), sum(plain) / T, sum(smooth) / T, floor, ref)
+
+
+def smoothing_notice(probs: Tensor, gold: int, eps: float, itos: list[str]) -> str:
+    """One position of the targets figure: what one-hot, the smoothed target and the model give the gold word."""
+    V = probs.numel()
+    q = smoothed_target(gold, V, eps)
+    return (f"the one-hot target puts 1 on “{itos[gold]}”; the smoothed target puts 1 − ε + ε/V = "
+            f"{float(q[gold]):.5f} there and ε/V = {eps / V:.2e} on each of the other {V - 1} words; "
+            f"the model gives “{itos[gold]}” p = {float(probs[gold]):.4f}.")
 
 
 def target_figure(probs: Tensor, gold: int, eps: float, itos: list[str], k: int = 8) -> go.Figure:
@@ -234,6 +286,16 @@ def step_candidates(step: GreedyStep, itos: list[str]) -> pd.DataFrame:
                          "word": [itos[c.token] for c in step.candidates],
                          "probability": [c.prob for c in step.candidates],
                          "chosen": ["✓" if c.token == step.chosen else "" for c in step.candidates]})
+
+
+def greedy_notice(step: GreedyStep, number: int, itos: list[str]) -> str:
+    """One greedy step: the word chosen, its probability, and the runner-up it beat."""
+    c = step.candidates
+    first = (f"step {number} runs the decoder on {len(step.prefix)} position(s) and takes the prediction of "
+             f"the last one: “{itos[step.chosen]}”, p = {c[0].prob:.4f}")
+    if len(c) < 2:
+        return first + "."
+    return first + f"; runner-up “{itos[c[1].token]}”, p = {c[1].prob:.4f}. Greedy never looks back at this choice."
 
 
 def greedy_score(greedy: Greedy, alpha: float) -> tuple[float, float, int]:
@@ -350,6 +412,18 @@ def beam_tree(result: BeamResult, itos: list[str]) -> go.Figure:
     return fig
 
 
+def beam_notice(result: BeamResult, greedy: Greedy, itos: list[str], lang: str = "fr") -> str:
+    """The search in one line: how many hypotheses it weighed, how many it pruned, what won, and against greedy."""
+    considered = sum(len(s.expansions) for s in result.steps)
+    pruned = sum(not e.kept for s in result.steps for e in s.expansions)
+    best = ids_text(result.best.output, itos, lang)
+    same = ids_text(greedy.tokens, itos, lang) == best
+    return (f"over {len(result.steps)} steps the search weighed {considered} hypotheses and pruned "
+            f"{pruned}; the winner, “{best}”, has total log-probability {result.best.log_prob:.3f} and normalised "
+            f"score {result.best.score:.3f}. " + ("Greedy decoding found the same sentence." if same else
+                                                   "Greedy decoding found another sentence (see below)."))
+
+
 def beam_step_table(result: BeamResult, step: int, itos: list[str], lang: str = "fr") -> pd.DataFrame:
     """Every expansion considered at `step` (1-based), best total log-probability first."""
     s = result.steps[step - 1]
@@ -373,6 +447,17 @@ def finished_table(result: BeamResult, itos: list[str], lang: str = "fr") -> pd.
         "probability": [h.prob for h in hs],
         "normalised score": [h.score for h in hs],
     })
+
+
+def comparison_table(greedy: Greedy, result: BeamResult, alpha: float, k: int, itos: list[str],
+                     lang: str = "fr") -> pd.DataFrame:
+    """Greedy decoding and beam search side by side: output, length, total log-probability, normalised score."""
+    g_lp, g_score, g_len = greedy_score(greedy, alpha)
+    return pd.DataFrame({"": ["greedy", f"beam search (k = {k})"],
+                         "output": [ids_text(greedy.tokens, itos, lang), ids_text(result.best.output, itos, lang)],
+                         "length (with <eos>)": [g_len, len(result.best.tokens)],
+                         "total log-prob": [g_lp, result.best.log_prob],
+                         "normalised score": [g_score, result.best.score]})
 
 
 def kept_per_step(result: BeamResult) -> list[int]:

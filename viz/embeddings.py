@@ -109,3 +109,37 @@ def lookup_table(demo: LookupDemo, dims: int = 8) -> pd.DataFrame:
         rows[f"traced {demo.traced_name}"] = demo.traced[:n]
     return pd.DataFrame({k: [round(float(x), 5) for x in v] for k, v in rows.items()},
                         index=[f"d{j}" for j in range(n)]).T
+
+
+# --- Notices: one computed sentence per figure ----------------------------------------------------
+
+def one_hot_notice(oh: torch.Tensor, ids, labels: list[str]) -> str:
+    """One-hot rows [T, V]: each row has a single 1, which column it picks, and repeated tokens."""
+    ids = [int(i) for i in ids]
+    ones = oh.sum(1)
+    repeated = sorted({i for i in ids if ids.count(i) > 1})
+    out = (f"Every row holds a single 1 (row sums {int(ones.min())} to {int(ones.max())}) among {oh.shape[1]} "
+           f"columns: row “{labels[0]}” picks column {ids[0]}, row “{labels[-1]}” column {ids[-1]}.")
+    if repeated:
+        i = repeated[0]
+        rows = [labels[t] for t, x in enumerate(ids) if x == i]
+        out += f" {' and '.join(f'“{r}”' for r in rows)} are the same token: the same column {i}, identical rows."
+    return out
+
+
+def embed_notice(embed: torch.Tensor, ids, labels: list[str], scale: float) -> str:
+    """Embedding rows [T, D] (after × √d_model): repeated tokens give identical rows; the rows' typical size."""
+    ids = [int(i) for i in ids]
+    e = embed.detach().to(torch.float64)
+    rms = e.pow(2).mean(1).sqrt()
+    out = (f"Typical size of an entry (root mean square per row): {float(rms.min()):.2f} to {float(rms.max()):.2f}, "
+           f"after × √d_model = {scale:.2f}, against √½ ≈ 0.71 for the positional encoding added next (each "
+           "sin/cos pair has length 1).")
+    for i in sorted(set(ids)):
+        where = [t for t, x in enumerate(ids) if x == i]
+        if len(where) > 1:
+            diff = float((e[where[0]] - e[where[1]]).abs().max())
+            out += (f" “{labels[where[0]]}” and “{labels[where[1]]}” are the same token, so their rows are identical "
+                    f"(max difference {diff:g}): nothing here knows the position yet.")
+            break
+    return out

@@ -26,6 +26,7 @@ SCALES: dict[str, dict] = {
 }
 
 MAX_TEXT_CELLS = 150  # write the value inside each cell when the matrix is this small
+MAX_TEXT_COLUMNS = 16  # ... and has at most this many columns (wider cells are too narrow for the numbers)
 
 
 def as_array(values) -> np.ndarray:
@@ -71,7 +72,7 @@ def heatmap(values, x_labels: list[str], y_labels: list[str], kind: str, title: 
     }
     fig = go.Figure(go.Heatmap(
         z=z, x=list(x_labels), y=list(y_labels), text=text,
-        texttemplate="%{text}" if z.size <= MAX_TEXT_CELLS else None,
+        texttemplate="%{text}" if z.size <= MAX_TEXT_CELLS and z.shape[1] <= MAX_TEXT_COLUMNS else None,
         hovertemplate=f"{y_title or 'row'}: %{{y}}<br>{x_title or 'column'}: %{{x}}<br>value: %{{text}}<extra></extra>",
         showscale=kind != "mask", xgap=1, ygap=1, **settings,
     ), layout=layout)

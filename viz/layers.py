@@ -205,3 +205,57 @@ x [label="x", shape=plaintext, fillcolor=white]; ln [label="LayerNorm", fillcolo
 s [label="Sublayer\\n(attention or FFN)"]; add [label="+", shape=circle, fillcolor="#fff3cd"];
 out [label="output (a final LayerNorm\\nafter the last layer)", shape=plaintext, fillcolor=white];
 x -> ln -> s -> add -> out; x -> add [style=dashed, label=" residual"]; }"""
+
+
+def attention_input(trace: Trace, layer: int) -> torch.Tensor:
+    """What the self-attention of encoder layer `layer` reads ([T, D]): pre-LN reads LayerNorm(x)."""
+    return trace[f"enc.{layer}.add_norm1.out"][0] if is_pre_ln(trace) else sublayer_input(trace, layer, 1)
+
+
+# --- Notices: one computed sentence per figure ----------------------------------------------------
+
+def norm_notice(n: Norm, labels: list[str], before: bool) -> str:
+    """x (before) or x̂ (after): the spread of the per-word means and standard deviations."""
+    v = n.x if before else n.normed
+    mean, std = as_array(v.mean(-1)), as_array(v.std(-1, unbiased=False))
+    if before:
+        i = int(std.argmax())
+        return (f"Before: the words' means run from {mean.min():.2f} to {mean.max():.2f} and their standard deviations "
+                f"from {std.min():.2f} to {std.max():.2f} (largest: “{labels[i]}”).")
+    return (f"After: every word has mean 0 (largest |mean| {np.abs(mean).max():.1e}) and standard deviation 1 "
+            f"({std.min():.4f} to {std.max():.4f}): all rows now have the same size, only their patterns differ.")
+
+
+def gamma_beta_notice(n: Norm) -> str:
+    """γ and β: their ranges and the feature γ scales most."""
+    g, b = as_array(n.gamma), as_array(n.beta)
+    j = int(np.abs(g).argmax())
+    return (f"γ runs from {g.min():.2f} to {g.max():.2f} (mean {g.mean():.2f}; 1 would leave x̂ as it is), β from "
+            f"{b.min():.2f} to {b.max():.2f}. The largest |γ| is on d{j} ({g[j]:.2f}): that feature comes out "
+            "of the LayerNorm amplified for every word.")
+
+
+def hidden_notice(f: FFN, labels: list[str]) -> str:
+    """The FFN's hidden layer: how many units the ReLU lets through (> 0), per word and over the sentence."""
+    h = as_array(f.hidden)
+    active = (h > 0).sum(1)
+    F = h.shape[1]
+    never = int(((h > 0).sum(0) == 0).sum())
+    lo, hi = int(active.argmin()), int(active.argmax())
+    return (f"{int(active.sum()):,} of {h.size:,} hidden values are active (ReLU > 0, {active.sum() / h.size:.0%}): "
+            f"from {active[lo]} of {F} units for “{labels[lo]}” to {active[hi]} for “{labels[hi]}”; {never} units stay "
+            "0 for every word of this sentence.")
+
+
+def stages_notice(s: Stages) -> str:
+    """One word through the stack: the norm after the input and after the last stage, LayerNorm's reset."""
+    v = s.vectors
+    norms = np.linalg.norm(v, axis=1)
+    ln = [i for i, label in enumerate(s.labels) if "LayerNorm" in label]
+    unit = v / np.where(norms > 0, norms, 1.0)[:, None]
+    out = (f"The vector's length goes from {norms[0]:.1f} (input) to {norms[-1]:.1f} ({s.labels[-1]}); its cosine to "
+           f"the input ends at {float(unit[-1] @ unit[0]):.2f}.")
+    if ln:
+        out += (f" After each LayerNorm the length is between {norms[ln].min():.1f} and {norms[ln].max():.1f} "
+                f"(x̂ alone would have √D = {np.sqrt(v.shape[1]):.1f}; γ and β change it).")
+    return out

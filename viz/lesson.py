@@ -464,9 +464,14 @@ def _masked(c: Context) -> View:
     return View(fig, notice_masked(L.masked(a, c.f)), table(w, a.tgt_labels, a.tgt_labels), warning=warn)
 
 
-def notice_cross(x: L.Cross) -> str:
-    return (f"Row {q(x.row_label)} (position {x.row}, predicting {q(x.predicts)}) puts {x.weights[x.top]:.3f} of "
-            f"its attention on the source word {q(x.top_label)} (layer {x.layer}, average of the heads).")
+def notice_cross(x: L.Cross, src_labels: list[str] | None = None) -> str:
+    out = (f"Row {q(x.row_label)} (position {x.row}, predicting {q(x.predicts)}) puts {x.weights[x.top]:.3f} of "
+           f"its attention on the source word {q(x.top_label)} (layer {x.layer}, average of the heads).")
+    if src_labels and x.reordered:
+        order = ", ".join(q(src_labels[i]) for i in x.visits)
+        out += (f" Read the rows top to bottom: the decoder visits the English words in the order {order}, not in "
+                "the sentence's order; the French word order differs, and attention follows it.")
+    return out
 
 
 def _cross(c: Context) -> View:
@@ -475,7 +480,7 @@ def _cross(c: Context) -> View:
     ylabels = [f"{lab} → {word(nxt)}" for lab, nxt in zip(a.tgt_labels, a.next_labels, strict=True)]
     fig = heatmap(w, a.src_labels, ylabels, "weights", x_title="English source (keys, values from the encoder)",
                   y_title="position → predicts")
-    return View(fig, notice_cross(L.cross(a, c.f)), table(w, a.src_labels, ylabels))
+    return View(fig, notice_cross(L.cross(a, c.f), a.src_labels), table(w, a.src_labels, ylabels))
 
 
 # --- 18. output, 19. chosen word, 20. next step, 21. finished -----------------------------------------------

@@ -46,6 +46,12 @@ def _node(name: str, label: str, kind: str, shape: str = "box") -> str:
             f'fontname="Helvetica"];')
 
 
+# The decoder's three residual connections: around masked self-attention, cross-attention and the FFN.
+RESIDUAL_EDGES_DEC = tuple(
+    f'  {a} -> {b} [style=dashed, color="#999999", arrowhead=none, constraint=false];'
+    for a, b in (("tgt_pos", "dec_norm1"), ("dec_norm1", "dec_norm2"), ("dec_norm2", "dec_norm3")))
+
+
 def architecture_dot(cfg: Config) -> str:
     """The Transformer of Figure 1 (bottom to top), labelled with this model's sizes and the page numbers."""
     D, H, dk, F = cfg.d_model, cfg.n_heads, cfg.d_k, cfg.d_ff
@@ -84,6 +90,7 @@ def architecture_dot(cfg: Config) -> str:
         '  enc_norm2 -> dec_cross [label=" keys, values", fontsize=10, color="#c0504d", fontcolor="#c0504d"];',
         '  src_pos -> enc_norm1 [style=dashed, color="#999999", arrowhead=none, constraint=false];',
         '  enc_norm1 -> enc_norm2 [style=dashed, color="#999999", arrowhead=none, constraint=false];',
+        *RESIDUAL_EDGES_DEC,
         "  { rank=same; src; tgt; }",
         "}",
     ]

@@ -130,3 +130,106 @@ def make_order(n: int, how: str, seed: int = 0) -> list[int]:
         rng.shuffle(base)
         return base
     raise ValueError(f"unknown order {how!r}; expected one of {ORDERS}")
+
+
+# --- Sizes: defaults that fit any model -----------------------------------------------------------
+
+def default_dims(d_model: int, wanted=(0, 1, 10, 40)) -> list[int]:
+    """The curves drawn first: `wanted` where the model has them, else the first and the last pair."""
+    dims = [d for d in wanted if d < d_model]
+    return dims if len(dims) == len(wanted) else sorted({0, 1, max(0, d_model - 2), d_model - 1})
+
+
+def clamp(value: int, low: int, high: int) -> int:
+    """A number input's default inside its range (a tiny model has few positions or pairs)."""
+    return max(low, min(value, high))
+
+
+# --- The formula in float64, and the Illustrated Transformer's layout ------------------------------
+
+def formula_table(max_len: int, d_model: int) -> torch.Tensor:
+    """PE [max_len, D] from the formula in float64, interleaved as in the paper (sin in 2i, cos in 2i+1)."""
+    angles = torch.arange(max_len, dtype=torch.float64)[:, None] * frequencies(d_model)[None, :]  # [L, D/2]
+    pe = torch.zeros(max_len, d_model, dtype=torch.float64)
+    pe[:, 0::2], pe[:, 1::2] = torch.sin(angles), torch.cos(angles)
+    return pe
+
+
+def float64_shift_error(max_len: int, d_model: int, k: int) -> float:
+    """max |M_k PE(pos) - PE(pos + k)| over every pos, with PE computed in float64 (the identity's own error)."""
+    pe = formula_table(max_len, d_model)
+    if k >= max_len:
+        return 0.0
+    return float((pe[: max_len - k] @ rotation(k, d_model).T - pe[k:]).abs().max())
+
+
+def concatenated(pe: torch.Tensor) -> torch.Tensor:
+    """The Illustrated Transformer's layout: all sines (left half), then all cosines (right half)."""
+    return torch.cat([pe[:, 0::2], pe[:, 1::2]], dim=1)
+
+
+# --- Notices: one computed sentence per figure ----------------------------------------------------
+
+def sentence_notice(pe) -> str:
+    """The sentence's PE rows [T, D]: neighbours differ a lot in the first pair, hardly in the last."""
+    pe = torch.as_tensor(pe).detach().to(torch.float64)
+    T, D = pe.shape
+    if T < 2:
+        return "A single position: one row, PE(0) = (0, 1, 0, 1, …)."
+    step = (pe[1:] - pe[:-1]).abs().mean(0)  # [D] mean change between neighbouring positions
+    return (f"From one position to the next, dimension 0 changes by {float(step[0]):.2f} on average and dimension "
+            f"{D - 1} by {float(step[-1]):.1e}: the left columns tell neighbours apart, the right ones hardly move. "
+            f"PE(0) and PE({T - 1}) are {float((pe[0] - pe[-1]).norm()):.2f} apart.")
+
+
+def table_notice(pe) -> str:
+    """The whole table [L, D]: every row has length √(D/2), and rows drift apart with distance."""
+    pe = torch.as_tensor(pe).detach().to(torch.float64)
+    L, D = pe.shape
+    norms = pe.norm(dim=1)
+    out = (f"Every row has the same length, √(D/2) = {float(norms.mean()):.3f} (each pair is sin² + cos² = 1; "
+           f"largest deviation {float((norms - (D / 2) ** 0.5).abs().max()):.0e}), so PE moves the embedding by the "
+           "same amount at every position.")
+    if L > 2:
+        near, far = float((pe[0] - pe[1]).norm()), float((pe[0] - pe[L - 1]).norm())
+        out += f" ‖PE(0) − PE(1)‖ = {near:.2f}, ‖PE(0) − PE({L - 1})‖ = {far:.2f}."
+    return out
+
+
+def curves_notice(pe, dims: list[int]) -> str:
+    """The chosen curves: how many times each changes sign over the table's positions."""
+    pe = torch.as_tensor(pe).detach().to(torch.float64)
+    L, D = pe.shape
+    parts = []
+    for d in dims:
+        col = pe[:, d]
+        flips = int(((col[1:] > 0) != (col[:-1] > 0)).sum())
+        parts.append(f"dim {d}: {flips}")
+    return (f"Sign changes over the {L} positions, " + ", ".join(parts) + ": low dimensions are fast waves, high "
+            "ones slow; together they give every position its own pattern.")
+
+
+def rotation_notice(M: torch.Tensor, k: int, i: int) -> str:
+    """M_k [D, D]: how many entries are non-zero (block-diagonal), and the angle of the chosen pair."""
+    D = M.shape[0]
+    nz = int((M.abs() > 1e-12).sum())
+    angle = k * float(frequencies(D)[i])
+    return (f"Only {nz} of the {D * D:,} entries of M_{k} are non-zero (the 2 × 2 blocks on the diagonal). Pair {i} "
+            f"turns by k·w_{i} = {angle:.4f} rad, whatever pos is.")
+
+
+def layouts_notice(pe: torch.Tensor) -> str:
+    D = pe.shape[1]
+    return (f"The same {D} numbers per position, in another order: column 2i here is column i there, column 2i+1 "
+            f"here is column {D // 2} + i there. A model must be trained with one layout; this one uses the paper's.")
+
+
+def permuted_notice(enc: torch.Tensor, enc_perm: torch.Tensor, order, labels: list[str]) -> str:
+    """PE off: the permuted sentence's rows are the original rows, moved (the first moved word as the example)."""
+    moved = [j for j, o in enumerate(order) if o != j]
+    if not moved:
+        return "Nothing moved: the two heatmaps are the same rows in the same order."
+    j = moved[0]
+    diff = float((enc_perm[j] - enc[order[j]]).abs().max())
+    return (f"Row {j} of the permuted output is row {order[j]} (“{labels[order[j]]}”) of the original, moved: the "
+            f"largest difference is {diff:.0e}. Same rows, another order.")

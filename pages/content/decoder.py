@@ -1,12 +1,13 @@
 """The decoder page's prose (pages/decoder.py lays it out). Texts that state a number are functions of it."""
 
 INTRO = (
-    "The decoder writes the translation one word at a time. Each of its blocks has **three** sub-layers: "
-    "**masked self-attention** over the words written so far, **encoder-decoder attention** over the encoded "
-    "source sentence, and a **feed-forward** net; each is wrapped in a residual connection and layer "
-    "normalisation (add & norm). Masks decide what each position may look at: the **look-ahead mask** hides "
-    "future target words, the **padding mask** hides `<pad>` filler. Everything below is computed on your "
-    "sentence by the real model, unless it says *example from the lecture notes*."
+    "The decoder writes the translation one word at a time. Its input is the translation shifted right by one: "
+    "**position t reads word t and predicts word t + 1** (input `<bos> les machines pensantes`, output `les "
+    "machines pensantes <eos>`). Each of its blocks has **three** sub-layers: **masked self-attention** over the "
+    "words written so far, **encoder-decoder attention** over the encoded source sentence (next page), and a "
+    "**feed-forward** net; each is wrapped in a residual connection and layer normalisation (add & norm). This "
+    "page is about the **look-ahead mask**, which keeps position t from reading word t + 1 and later. Everything "
+    "below is computed on your sentence by the real model, unless it says *example from the lecture notes*."
 )
 
 
@@ -17,15 +18,29 @@ def block(n_layers: int, t: int, d_model: int) -> str:
         f"every target position can read the whole source sentence.\n"
         f"- **Feed-forward**: the same two-layer net at every position.\n"
         f"- Stacked N times: the paper uses N = 6, this model N = {n_layers}. Every block keeps the shape "
-        f"[t, d_model] = [{t}, {d_model}] for your translation (t = {t} decoder positions)."
+        f"[T, d_model] = [{t}, {d_model}] for your translation (T = {t} decoder positions: <bos> and the words)."
+    )
+
+
+def regularisation(section: str, p_paper: float, p_model: float, biases: bool) -> str:
+    bias = ("All its attention projections W^Q, W^K, W^V, W^O have bias vectors, which the paper's formulas do not "
+            "write (its feed-forward net has b_1, b_2 in both)." if biases else
+            "Its attention projections have no bias vectors, as in the paper's formulas.")
+    return (
+        f"**Dropout** (the paper's section {section}, P_drop = {p_paper:g} in the base model) is applied to the "
+        "output of every sub-layer before the add & norm, and to the sums of embeddings and positional encodings. "
+        f"This model (P_drop = {p_model:g}) also drops attention weights after the softmax and the feed-forward "
+        "net's hidden layer, as `torch.nn.Transformer` does. Dropout acts only in training, never while "
+        f"translating, so the numbers on these pages are the same every time. {bias}"
     )
 
 
 MASKED = (
-    "While translating, the word at position *t* is not written yet when position *t − 1* predicts it. In "
-    "training the whole reference is fed in at once (teacher forcing), so the decoder must be kept from peeking: "
-    "before the softmax, a mask adds **0** where a query may look (itself and earlier positions) and **−∞** where "
-    "it may not (later positions). Since e^−∞ = 0, the future gets exactly zero weight."
+    "Position *t* reads word *t* and predicts word *t + 1*. While translating, word *t + 1* is not written yet. "
+    "In training the whole reference is fed in at once (teacher forcing), so word *t + 1* sits right there in the "
+    "input at position *t + 1*, and the decoder must be kept from peeking: before the softmax, a mask adds **0** "
+    "where a query may look (itself and earlier positions) and **−∞** where it may not (later positions). Since "
+    "e^−∞ = 0, the future gets exactly zero weight."
 )
 MASKED_LATEX = (r"\mathrm{MaskedAttention}(Q,K,V)=\mathrm{softmax}\!\left(\frac{QK^{\top}}{\sqrt{d_k}}+M\right)V,"
                 r"\qquad M_{ij}=\begin{cases}0 & j\le i\\ -\infty & j>i\end{cases}")
@@ -61,8 +76,8 @@ WRONG_DIRECTION = ("The shipped no-mask model translates English → French; pic
                    "type an English sentence to see it.")
 CHEAT = (
     "The shipped *no-mask* model was trained with the same recipe, but its decoder could see the whole "
-    "reference during training. At position *t* it must predict word *t + 1*, which sits right there in its "
-    "input, so it learns to **copy the answer**. Teacher forcing with a reference shows it; generating, where "
+    "reference during training. Position *t* must predict word *t + 1*, which is the input of position *t + 1*, "
+    "so it learns to **copy the answer**. Teacher forcing with a reference shows it; generating, where "
     "the next word does not exist yet, gives it away."
 )
 REFERENCE_LABEL = "Reference translation fed to the decoder (teacher forcing)"
@@ -75,32 +90,6 @@ TRAINING_FIGURES = (
     "second."
 )
 
-PADDING = (
-    "Training runs on batches, and the sentences of a batch differ in length. Shorter ones are filled up with "
-    "`<pad>` tokens so that the batch is a rectangle. The padding mask, shape [B, 1, 1, T], hides the `<pad>` "
-    "*keys* from every query (in encoder self-attention, in encoder-decoder attention, and in the decoder), so "
-    "a padded sentence is encoded exactly as if it were alone. Here your sentence shares a batch with another one."
-)
-PADDING_CAPTION = (
-    "With the mask on, the <pad> columns are exactly 0 and the shorter sentence's encoding equals its encoding "
-    "alone (up to rounding). With the mask off, its words also attend to <pad>, and its encoding (and possibly its "
-    "translation) changes just because it was batched with a longer sentence."
-)
-
-CROSS = (
-    "The second sub-layer of every decoder block. Its **queries** come from the decoder (the layer below), its "
-    "**keys and values** from the encoder output `enc.out`: each target position asks which source words matter "
-    "for the word it is about to write. The weights form a target × source *alignment* matrix."
-)
-CROSS_LATEX = (r"\mathrm{Attention}(Q_{\text{dec}},K_{\text{enc}},V_{\text{enc}})=\mathrm{softmax}\!\left("
-               r"\frac{Q_{\text{dec}}K_{\text{enc}}^{\top}}{\sqrt{d_k}}\right)V_{\text{enc}},\quad "
-               r"Q_{\text{dec}}=YW^Q,\; K_{\text{enc}}=\mathrm{enc.out}\,W^K,\; V_{\text{enc}}=\mathrm{enc.out}\,W^V")
-
-
-def cross_caption(n_src: int) -> str:
-    return ("Each row is one decoder position (labelled with its input word) while it predicts the next word; "
-            f"its weights over the {n_src} source positions sum to 1.")
-
-
-OUTRO = ("After the last block, a linear layer and a softmax turn each decoder position into a probability for every "
-         "word of the target vocabulary:")
+OUTRO = ("Masked self-attention is the decoder reading its own words. What it reads from the source sentence, "
+         "through encoder-decoder attention and the source's padding mask, is the next page.")
+EXACT = "Exact numbers of the four matrices"

@@ -33,3 +33,11 @@ SWITCH_OFF = ("Untick a head above (or pick heads in the sidebar) and compare th
               "A head that is off still computes its weights, but its z is set to 0.")
 ALL_ON = "All heads are on: before and after are the same model. Untick a head above to see its effect."
 GREEDY_CAPTION = "Probability the model gave each token when it chose it (each model decoding on its own)."
+
+
+def focus(layer: int, head: int, referent: str, other: str, adjective: str, weight: float, other_weight: float) -> str:
+    """Why the layer and head pickers opened where they did, on the coreference sentence."""
+    return (f"On this sentence the page opens on **layer {layer}, head {head}**, chosen from the weights: of the "
+            f"heads where “it” gives “{referent}” more than “{other}”, this one gives it the most, {weight:.2f} "
+            f"(against {other_weight:.2f}). “{adjective}” makes “it” the {referent}, the noun that decides il or "
+            "elle. Heads with nothing useful to read for “it” park its weight on <eos>.")

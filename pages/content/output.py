@@ -10,8 +10,10 @@ def intro(vocab_size: int) -> str:
     )
 
 
+LINEAR = ("Decoder position *t* reads word *t* and predicts word *t + 1*: position 0 reads `<bos>` and predicts "
+          "the first word; the last position predicts `<eos>`.")
 LINEAR_LATEX = (r"\text{logits}_t = h_t W + b \in \mathbb{R}^{V},\qquad p_t = \mathrm{softmax}(\text{logits}_t),"
-                r"\qquad \hat y_t = \arg\max_w p_t(w)")
+                r"\qquad \hat y_{t+1} = \arg\max_w p_t(w)")
 
 
 def lookup(w_shape: str, best: int, word: str) -> str:
@@ -22,10 +24,12 @@ def lookup(w_shape: str, best: int, word: str) -> str:
 ONE_HOT = ("*Example from the lecture notes*: an output vocabulary of six words with indices 0-5; the word "
            "“am” as a target is a vector with a single 1 at its index.")
 CROSS_ENTROPY = (
-    "In training, the model's output distribution at each position is compared with the one-hot vector of the "
-    "right next word. The cross-entropy between them only keeps the log-probability of the right word:"
+    "In training, the output distribution of position *t* is compared with the one-hot vector of the right next "
+    "word, word *t + 1* of the reference. The cross-entropy between them only keeps the log-probability of that "
+    "word:"
 )
-CROSS_ENTROPY_LATEX = r"L_t = -\sum_{w} y_t(w)\,\log p_t(w) = -\log p_t(\text{gold}_t),\qquad L = \frac{1}{T}\sum_t L_t"
+CROSS_ENTROPY_LATEX = (r"L_t = -\sum_{w} y_{t+1}(w)\,\log p_t(w) = -\log p_t(\text{word}_{t+1}),\qquad "
+                       r"L = \frac{1}{T}\sum_t L_t")
 REFERENCE_LABEL = "Reference translation (fed to the decoder: teacher forcing)"
 REFERENCE_HELP = ("Defaults to the toy data set's translation of your sentence, or the model's own translation when "
                   "the sentence is not in the set.")
@@ -38,22 +42,29 @@ GRADIENT = (
     "4. **Update** every parameter: θ ← θ − η ∂L/∂θ (this model was trained with Adam, a refined version)."
 )
 
-SMOOTHING = (
-    "The paper (section 5.4) trains against a softened target: **1 − ε** on the right word and **ε** shared by "
-    "all the others. The model is discouraged from becoming certain, which hurts perplexity but helps accuracy "
-    "and BLEU. With the model's real probabilities for your reference:"
-)
+def smoothing(section: str) -> str:
+    return (
+        f"The paper (section {section}) trains against a softened target, the label smoothing of Szegedy et al.: "
+        "keep **1 − ε** of the one-hot target and spread **ε** evenly over the whole vocabulary, the right word "
+        "included. The model is discouraged from becoming certain, which hurts perplexity but helps accuracy and "
+        "BLEU. This is also what this model's training computes (PyTorch's `cross_entropy(..., "
+        "label_smoothing=ε)`). With the model's real outputs for your reference:"
+    )
+
+
+SMOOTHING_LATEX = (r"q = (1-\varepsilon)\,y + \frac{\varepsilon}{V}:\qquad q(\text{gold}) = 1-\varepsilon+"
+                   r"\frac{\varepsilon}{V},\qquad q(\text{other}) = \frac{\varepsilon}{V}")
 
 
 def smoothing_latex(vocab_size: int, eps: float) -> str:
-    return (rf"q(w) = \begin{{cases}} 1-\varepsilon & w = \text{{gold}} \\ \varepsilon/(V-1) & \text{{otherwise}}"
-            rf"\end{{cases}}\qquad V = {vocab_size},\; \varepsilon = {eps:g}:\; q(\text{{gold}}) = {1 - eps:.4g},\;"
-            rf" q(\text{{other}}) = {eps / (vocab_size - 1):.3g}")
+    return (rf"V = {vocab_size},\; \varepsilon = {eps:g}:\qquad q(\text{{gold}}) = {1 - eps + eps / vocab_size:.5g},"
+            rf"\qquad q(\text{{other}}) = {eps / vocab_size:.3g}")
 
 
-def torch_smoothing(vocab_size: int, eps: float) -> str:
-    return ("The training code uses PyTorch's `label_smoothing`, which spreads ε over all V words including the "
-            f"gold one (gold gets 1 − ε + ε/V = {1 - eps + eps / vocab_size:.4f}): the same idea, a hair different.")
+def torch_smoothing(eps: float, ours: float, torch_loss: float) -> str:
+    return (f"Check: PyTorch's `F.cross_entropy(logits, gold, label_smoothing={eps:g})`, the loss the trainer "
+            f"minimises, gives {torch_loss:.6f} on these positions; the table's mean loss vs the smoothed target is "
+            f"{ours:.6f}.")
 
 
 GREEDY = (

@@ -9,7 +9,8 @@ INTRO = (
 )
 EMPTY = "Type a sentence in the sidebar (for example *i am a student*) to follow it through the model."
 STACK_CAPTION = ("Read bottom to top, as in the paper's Figure 1. Numbers in brackets are the pages on the right; "
-                 "dashed lines are the residual (skip) connections around each sub-layer.")
+                 "dashed lines are the residual (skip) connections around each sub-layer: two in every encoder "
+                 "layer, three in every decoder layer.")
 
 
 def blocks(n_enc_layers: int, n_dec_layers: int) -> str:
@@ -34,10 +35,16 @@ COLUMNS = ("The lecture notes write the vectors as columns: a sentence of m word
            "(The code stores the transpose, [m, D], one row per word.)")
 
 
-def sizes_caption(citation: str, ratio: float) -> str:
-    return (f"Paper figures from {citation} (Table 3). The base model has about {ratio:,.0f} times as many "
-            "parameters as this one, which is small enough to train on two CPU cores in about a minute, on a toy "
-            "data set.")
+def sizes_caption(citation: str, ratio: float, train_seconds: float | None = None, steps: int | None = None) -> str:
+    """`train_seconds`, `steps`: what the checkpoint records of its own training (None: not recorded)."""
+    out = (f"Paper figures from {citation} (Table 3). The base model has about {ratio:,.0f} times as many "
+           "parameters as this one")
+    if train_seconds is not None:
+        out += (f"; this checkpoint was trained on a CPU in {train_seconds:,.0f} s"
+                + (f" ({steps:,} steps)" if steps else "") + ", on a toy data set.")
+    else:
+        out += ", which is small enough to train on a CPU, on a toy data set."
+    return out
 
 
 TOY_DATA = (

@@ -30,19 +30,30 @@ ROTATION = ("For a fixed offset k, adding k to the position turns each (sin, cos
 ROTATION_LATEX = (r"\begin{pmatrix} PE_{(pos+k,\,2i)} \\ PE_{(pos+k,\,2i+1)} \end{pmatrix} = "
                   r"\begin{pmatrix} \cos k w_i & \sin k w_i \\ -\sin k w_i & \cos k w_i \end{pmatrix}"
                   r"\begin{pmatrix} PE_{(pos,\,2i)} \\ PE_{(pos,\,2i+1)} \end{pmatrix}")
-SHIFT_CAPTION = ("The same M_k for every pos. The error is the float32 rounding of the stored table (in float64 the "
-                 "identity holds to ~1e-15).")
 
 
-def order_blind(same_translation: bool) -> str:
-    """Why the encoder cannot see word order without the encoding; `same_translation`: both orders translate alike."""
+def shift_caption(float64_error: float) -> str:
+    return (f"The same M_k for every pos. The error is the float32 rounding of the stored table: computed in float64, "
+            f"the identity holds to {float64_error:.0e}.")
+
+
+LAYOUTS = ("The Illustrated Transformer translates French → English and draws the encoding in two halves: all the "
+           "sines on the left, all the cosines on the right. This model translates English → French and, like the "
+           "paper (and its code), interleaves them: sin in the even dimensions 2i, cos in the odd ones 2i+1. Same "
+           "numbers, other columns:")
+
+
+def order_blind(same_translation: bool, max_diff: float) -> str:
+    """Why the encoder cannot see word order without the encoding; `same_translation`: both orders translate alike;
+    `max_diff`: the largest difference between the outputs, put back in order."""
+    ending = (": **both orders get the same translation**." if same_translation else
+              ". Here the two translations still differ: a rounding-level difference tipped a near-tie between two "
+              "candidate words during greedy decoding.")
     return (
         "Without the encoding, the encoder output for the permuted sentence is **the same set of vectors, "
-        "permuted** (differences ~1e-6 are float rounding). Encoder-decoder attention only takes weighted sums "
-        "over the encoder's vectors, and a sum does not depend on the order of its terms, so the decoder gets the "
-        "same input either way" + (": **both orders get the same translation**." if same_translation else
-                                   ". Here the two translations still differ: a rounding-level difference tipped a "
-                                   "near-tie between two candidate words during greedy decoding.")
+        f"permuted** (the largest difference, {max_diff:.0e}, is float rounding). Encoder-decoder attention only "
+        "takes weighted sums over the encoder's vectors, and a sum does not depend on the order of its terms, so the "
+        "decoder gets the same input either way" + ending
         + " With the encoding on, the vectors differ, and the model can tell the two orders apart."
     )
 

@@ -17,10 +17,13 @@ RNN_LATEX = (r"\alpha_{ij} = \operatorname{align}(h_i, s_j), \qquad c_j = \sum_i
              r"\alpha_{:j} = \operatorname{softmax}(K^\top q_{:j})")
 RNN_AFTER = ("The Transformer keeps the attention and drops the RNN: queries, keys and values are all "
              "computed from the words themselves (C = Attn(X, X)).")
-TEXTBOOK = ("**Textbook example** (the Illustrated Transformer's “Thinking Machines”, d_k = 64). The vectors are "
-            "constructed so that the dot products come out as in the book; they are real tensors sent through the "
-            "same attention function as the model, but they are not weights of any trained model.")
+TEXTBOOK = ("**Textbook example** (the Illustrated Transformer's “Thinking Machines”, d_k = 64). The book prints "
+            "the scores of the query of “Thinking” (112 and 96); the query of “Machines” is this app's own "
+            "construction. The vectors are built so that the dot products come out so; they are real tensors sent "
+            "through the same attention function as the model, but not weights of any trained model. (The layer, "
+            "head and word pickers belong to the trained model and are hidden here.)")
 
+MATRIX_LATEX_QKV = r"Q = XW^Q + b^Q, \qquad K = XW^K + b^K, \qquad V = XW^V + b^V"
 MATRIX_FORM = ("Stacking every word's q, k and v as rows of Q, K and V, all the dot products are one matrix "
                "product and the whole layer is one line:")
 MATRIX_LATEX = r"Z = \operatorname{softmax}\!\left(\frac{QK^\top}{\sqrt{d_k}}\right) V"
@@ -37,13 +40,15 @@ UNSCALED = "Scaling is switched off: “scaled” below equals the raw scores."
 WHY_SCALE = ("If the entries of q and k are independent with mean 0 and variance 1, q·k is a sum of d_k "
              "products of variance 1, so **Var(q·k) = d_k**: the longer the vectors, the larger the scores. Dividing "
              "by the standard deviation √d_k brings the variance back to 1. Try it with random vectors:")
-RANGE_CAPTION = ("The range of the raw scores widens like √d_k (last column): with d_k in the hundreds, scores of "
-                 "±50 are ordinary, and the softmax of such numbers is all-or-nothing.")
 SATURATION = ("Large scores make the softmax **saturate**: almost all the weight goes to one word, the others get "
               "almost none. There the softmax is flat, its Jacobian ∂a/∂s = diag(a) − aaᵀ is nearly 0, and hardly "
               "any gradient reaches Q and K during training. One query against 8 random keys:")
-SATURATION_CAPTION = ("Averages over 200 random queries, 8 keys each. ‖Jacobian‖ is the Frobenius norm of the "
-                      "softmax's Jacobian: how strongly the weights react to a change of the scores.")
+
+
+def saturation_caption(n_queries: int, n_keys: int) -> str:
+    return (f"Averages over {n_queries} random queries, {n_keys} keys each. ‖Jacobian‖ is the Frobenius norm of the "
+            "softmax's Jacobian: how strongly the weights react to a change of the scores.")
+
 
 PLAIN = ("The simplest self-attention uses the input vectors themselves as queries, keys and values "
          "(“dot-product self-attention”):")
@@ -56,7 +61,18 @@ PLAIN_AFTER = ("Each a_nm ≥ 0 and each row sums to 1. Nothing is learned: ever
 COREF = ("In “…because **it** was too tired”, *it* is the animal; in “…too **wide**”, it is the street. "
          "Where does *it* look, in every head of every encoder layer? (Same model, both sentences.)")
 NO_IT = "This model's vocabulary splits the sentence differently: no “it” to follow."
-COREF_CAPTION = ("The translations (il / elle) show whether the model resolved *it*. Attention need not point at the "
-                 "referent itself: a head may read the adjective (tired / wide) that decides it, and later layers "
+
+
+def focus(layer: int, head: int, referent: str, other: str, adjective: str, weight: float, other_weight: float) -> str:
+    """Why the pickers opened where they did, on the coreference sentence."""
+    return (f"On this sentence the pickers open on **layer {layer}, head {head}**, chosen from the weights: of the "
+            f"heads that give “{referent}” more than “{other}”, this one gives it the most, {weight:.2f} (against "
+            f"{other_weight:.2f}). “{adjective}” makes “it” the {referent}, and that noun decides il or elle. Pick "
+            "other heads to compare: many park “it” on <eos>.")
+
+
+COREF_CAPTION = ("The translations (il / elle) show whether the model resolved *it*. A head with nothing useful to "
+                 "read for *it* parks its weight on <eos> or punctuation. Attention need not point at the referent "
+                 "itself: a head may read the adjective (tired / wide) that decides it, and later layers "
                  "mix what each word has gathered. A small model trained on a toy set need not do it the way a "
                  "person would.")

@@ -11,8 +11,9 @@ NO_SENTENCE = ("Type a sentence in the sidebar (for example *i am a student*) to
                "below; the tables on this page do not need one.")
 TABLE1_NOTES = (
     "- **Sequential operations**: how many steps must wait for each other. An RNN needs O(n) steps for a "
-    "sentence of n words, so it cannot be spread over a GPU's thousands of cores; self-attention handles all "
-    "positions at once.\n"
+    "sentence of n words: step t needs the hidden state of step t − 1. It still keeps a GPU busy, but only across "
+    "the sentences of a batch and the hidden units of one step, never across the positions of a sentence. "
+    "Self-attention handles all positions of a sentence at once, in O(1) sequential steps.\n"
     "- **Maximum path length**: how many layers a signal crosses between two words. In an RNN the first word "
     "reaches the last through n steps, and long-range dependencies fade on the way (even with LSTM/GRU, RNNs "
     "needed attention for them). In self-attention every word is one step from every other: O(1).\n"
@@ -28,16 +29,9 @@ def table1(rows) -> str:
             "|---|---|---|---|\n" + body)
 
 
-def cheaper(n: int, d: int, attn_ops: int, rnn_ops: int) -> str:
-    return (f"n = {n} < d = {d}: self-attention ({attn_ops:,} operations) is cheaper than a recurrent layer "
-            f"({rnn_ops:,}). This is the usual case in translation, where sentences are shorter than the "
-            "representation size.")
-
-
-def dearer(n: int, d: int, attn_ops: int, rnn_ops: int) -> str:
-    return (f"n = {n} ≥ d = {d}: self-attention ({attn_ops:,} operations) costs at least as much as a "
-            f"recurrent layer ({rnn_ops:,}). For very long sequences the paper suggests restricted "
-            f"self-attention over a neighbourhood of r positions, at the price of a path length of n/r.")
+def restricted(n: int, d: int) -> str:
+    return (f"n = {n} ≥ d = {d}: for sequences this long the paper suggests restricted self-attention over a "
+            "neighbourhood of r positions, at the price of a path length of n/r.")
 
 
 COUNTS = ("Counts are the formulas inside the O(·), constant factors dropped. The convolution's path length "
@@ -58,7 +52,9 @@ def your_sentence(shape: str, per_layer: int, n_layers: int, total: str) -> str:
 
 def table2(citation: str) -> str:
     return (f"From the paper ({citation}), Table 2: BLEU on the newstest2014 English-German and English-French "
-            "test sets, and the estimated training cost in floating-point operations. \"-\": not reported.")
+            "test sets, and the estimated training cost in floating-point operations. \"-\": not reported. The "
+            "paper gives each Transformer one training cost for both tasks (a single cell spanning EN-DE and "
+            "EN-FR), so the same figure stands in both columns. The BLEU axis starts at 0.")
 
 
 SUMMARY = (

@@ -338,6 +338,8 @@ def check_tokens(app) -> None:
 
 def check_positional(app) -> None:
     pos = analyse(SENTENCE).trace["src.pos"][0]  # [T, D]
+    # the exact numbers are one click away: open the sentence's table under its heatmap
+    app.act(app.main.get_by_text("Exact numbers · [1, ", exact=False).first.click)
     assert_numbers_shown(app, pos[:, :8].flatten().tolist(), "src.pos (first 8 dimensions)")
 
 

@@ -1,0 +1,82 @@
+"""Encoder-decoder attention: each decoder position reads the source sentence; the source's padding mask; the
+three kinds of attention side by side."""
+
+import streamlit as st
+
+from pages.content import cross_attention as text
+from ui import shell
+from ui.models import analysis, current_model, padding_demo
+from ui.widgets import matrix, md, next_link, notice, pick, require_sentence, sentence_header
+from viz import decoder as vd
+from viz.heatmap import shape_text, table
+
+shell.enter(__file__)  # first: re-enter through app.py if Streamlit ran this page bare
+
+a = analysis()
+cfg = current_model().bundle.config
+st.title("Encoder-decoder attention")
+st.markdown(text.INTRO)
+require_sentence(a)
+sentence_header(a)
+tr, src, lab = a.trace, a.src_labels, a.tgt_labels
+
+st.header("1. Each target position reads the source")
+st.latex(text.CROSS_LATEX)
+c1, c2 = st.columns(2)
+with c1:
+    layer = pick("Decoder layer", range(cfg.n_dec_layers), "cross_layer", cfg.n_dec_layers - 1, style="radio",
+                 format_func=lambda i: f"layer {i}")
+with c2:
+    head = pick("Head", [*range(cfg.n_heads), -1], "cross_head", -1, style="radio",
+                format_func=lambda i: "average of heads" if i < 0 else f"head {i}")
+cm, head = f"dec.{layer}.cross_attn", None if head < 0 else head
+st.markdown(f"`{cm}.q` {shape_text(tr[cm + '.q'], 'B, H, t, d_k')} from the decoder · "
+            f"`{cm}.k`, `{cm}.v` {shape_text(tr[cm + '.k'], 'B, H, m, d_k')} from `enc.out` "
+            f"{shape_text(tr['enc.out'], 'B, m, D')}")
+cw = vd.cross_attention(tr, layer, head)
+matrix(cw, src, lab, "weights", shape=shape_text(cw, "t, m"), key="cross_weights", show_table=False,
+       title=f"{cm}.weights, {'average of the heads' if head is None else f'head {head}'}",
+       x_title="source word (encoder)", y_title="target position (decoder)")
+notice(vd.cross_notice(cw, src, lab, a.next_labels))
+st.caption(text.cross_caption(len(src)))
+with st.expander(text.ALIGNMENT):
+    st.dataframe(vd.alignment(cw, src, lab, a.next_labels), hide_index=True)
+    st.dataframe(table(cw, src, lab))
+
+st.header("2. The padding mask: which source keys exist")
+st.markdown(text.PADDING)
+demo = padding_demo(a.prepared)
+st.markdown(f"**The batch** (source ids padded with id 0 = `<pad>`) · shape `{shape_text(demo.src, 'B, T')}`")
+st.dataframe(vd.batch_table(demo))
+matrix(vd.mask_grid(demo), *vd.grid_labels(demo), "mask", show_table=False,
+       title="Padding mask (0 = may be looked at, −inf = <pad> key hidden)", shape=shape_text(demo.mask, "B, 1, 1, T"),
+       key="cross_pad_mask", x_title="key position", y_title="sentence")
+notice(vd.mask_grid_notice(demo))
+c1, c2 = st.columns(2)
+with c1:
+    pl = pick("Encoder layer", range(cfg.n_enc_layers), "cross_pad_layer", 0, style="radio",
+              format_func=lambda i: f"layer {i}")
+with c2:
+    ph = pick("Head", range(cfg.n_heads), "cross_pad_head", 0, style="radio", format_func=lambda i: f"head {i}")
+for col, on in zip(st.columns(2), (True, False), strict=True):
+    with col:
+        w, state = vd.padding_weights(demo, pl, ph, on), "on" if on else "off"
+        st.markdown(f"**Padding mask {state}**")
+        matrix(w, list(demo.labels[demo.short]), list(demo.labels[demo.short]), "weights", show_table=False,
+               title=f"enc.{pl}.self_attn.weights, sentence {demo.short + 1}, head {ph}",
+               shape=shape_text(w, "T, T"), key=f"cross_pad_{state}", x_title="key", y_title="query")
+        st.metric("most weight a real token gives to <pad>", f"{vd.max_pad_weight(demo, pl, ph, on):.4f}")
+        st.metric("encoder output vs the sentence alone: largest |difference|", f"{demo.out_change(on):.2e}")
+        st.markdown(f"Translation in the batch: **{md(demo.translation_on if on else demo.translation_off)}**")
+notice(vd.padding_notice(demo, pl, ph))
+with st.expander("Exact numbers of both matrices"):
+    for on in (True, False):
+        st.dataframe(table(vd.padding_weights(demo, pl, ph, on), *[list(demo.labels[demo.short])] * 2))
+st.markdown(f"Translation of sentence {demo.short + 1} on its own: **{md(demo.translation_alone)}**")
+st.caption(text.PADDING_CAPTION)
+
+st.header("3. Three kinds of attention: who looks where")
+st.markdown(text.WHO)
+st.dataframe(vd.WHO_LOOKS_WHERE, hide_index=True)
+st.markdown(text.OUTRO)
+next_link(__file__)

@@ -1,0 +1,37 @@
+"""Real servers for tests: a redis-server (and the Debian tools the replica tests need), started on
+127.0.0.1 and a free port by the test itself and stopped with their process group, also on failure.
+
+A missing tool is a test failure with the command that installs it, never a skip: `./dev.sh test`
+installs redis-server and haproxy (as it installs chromium).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from ui.serve_many import MissingTool, require, start_redis, stop
+
+
+def require_tool(binary: str) -> str:
+    try:
+        return require(binary)
+    except MissingTool as e:
+        pytest.fail(str(e), pytrace=False)
+
+
+@contextmanager
+def redis_server():
+    """A private redis-server (password, no persistence): yields its redis:// URL."""
+    require_tool("redis-server")
+    workdir = Path(tempfile.mkdtemp(prefix="glass-redis-"))
+    child, url = start_redis(workdir)
+    try:
+        yield url
+    finally:
+        stop(child)
+        shutil.rmtree(workdir, ignore_errors=True)

@@ -1,0 +1,433 @@
+"""ui/classroom/: every test runs on both back-ends, the in-process memory store and Redis (a real
+redis-server on 127.0.0.1 and a free port, started here: tests/services.py)."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+
+import pytest
+
+from tests.services import redis_server, require_tool
+from ui import classroom as cs
+from ui.classroom import (
+    CODE_ALPHABET,
+    ClassEnded,
+    ClassFull,
+    Forbidden,
+    InvalidInput,
+    MemoryClassStore,
+    NotFound,
+    QuestionClosed,
+    RateLimited,
+    RedisClassStore,
+)
+from ui.serve_many import MissingTool, require
+
+STATE = {"page": "positional", "sentence": "i am a student", "model": "base", "heads_off": ["enc.0.self_attn:2"],
+         "iv_look_ahead": True, "iv_padding": True, "iv_scale": False, "iv_pos": True, "lesson": "attention",
+         "step": 3}
+Q = ("Which word does 'it' attend to most?", ["animal", "street", "tired"], 0)
+
+
+@pytest.fixture(scope="module")
+def redis_url():
+    with redis_server() as url:
+        yield url
+
+
+@pytest.fixture(params=["memory", "redis"])
+def make_store(request):
+    """make_store(**settings) -> a store; Redis stores of one test share a key prefix of their own (two
+    stores of one test are two app processes on one Redis)."""
+    made = []
+    prefix = f"test:{uuid.uuid4().hex[:8]}"
+
+    def make(**kw):
+        if request.param == "memory":
+            store = MemoryClassStore(**kw)
+        else:
+            store = RedisClassStore(request.getfixturevalue("redis_url"), prefix=prefix, **kw)
+        made.append(store)
+        return store
+
+    make.kind = request.param
+    make.prefix = prefix
+    yield make
+    for s in made:
+        s.close()
+
+
+def redis_keys(store: RedisClassStore) -> list[str]:
+    return sorted(store._r.keys(f"{store._p}:*"))
+
+
+def sid(n: int = 0) -> str:
+    return f"student-{n:04d}"
+
+
+# -- following the teacher ------------------------------------------------------------------------------
+def test_create_follow_and_join(make_store):
+    store = make_store()
+    code, secret = store.create(STATE)
+    assert len(code) == 6 and set(code) <= set(CODE_ALPHABET)
+    assert secret not in code and len(secret) >= 32
+    snap = store.join(code, "10.0.0.1", sid(1))
+    assert snap.state == STATE and snap.version == 1 and snap.students == 1 and not snap.ended
+    assert snap.question is None and snap.counts == () and snap.answer is None
+    # the student's copy is data: changing it changes nothing in the store
+    snap.state["sentence"] = "changed"
+    assert store.snapshot(code).state["sentence"] == "i am a student"
+
+    assert store.set_state(code, secret, {**STATE, "page": "decoder", "step": 4}) == 2
+    snap = store.snapshot(code)
+    assert snap.version == 2 and snap.state["page"] == "decoder" and snap.state["step"] == 4
+    assert store.set_state(code, secret, {"page": "overview"}) == 3  # replaces the state
+    assert store.snapshot(code).state == {"page": "overview"}
+    # rejoining (the same student after a detach) does not count twice; codes are read leniently
+    store.join(code.lower()[:3] + " " + code.lower()[3:], "10.0.0.1", sid(1))
+    store.join(code, "10.0.0.2", sid(2))
+    assert store.snapshot(code).students == 2
+    assert store.snapshot("ZZZZZZ") is None and store.snapshot("<b>") is None
+
+
+def test_question_answer_reveal(make_store):
+    store = make_store()
+    code, secret = store.create(STATE)
+    for n in range(4):
+        store.join(code, f"10.0.0.{n}", sid(n))
+    qid = store.ask(code, secret, *Q)
+    snap = store.snapshot(code)
+    assert snap.question == cs.Question(qid, Q[0], tuple(Q[1]))
+    assert snap.answer is None and not snap.revealed and snap.counts == (0, 0, 0)
+    assert store.snapshot(code, secret=secret).answer == 0  # the teacher sees the model's answer
+
+    store.answer(code, sid(0), qid, 0)
+    store.answer(code, sid(1), qid, 1)
+    store.answer(code, sid(2), qid, 1)
+    store.answer(code, sid(2), qid, 1)  # the same answer again changes nothing
+    assert store.snapshot(code).counts == (1, 2, 0)
+    store.answer(code, sid(1), qid, 2)  # changed before the reveal: one answer per student
+    snap = store.snapshot(code, student_id=sid(1))
+    assert snap.counts == (1, 1, 1) and snap.answered == 3 and snap.my_answer == 2
+    assert store.snapshot(code, student_id=sid(3)).my_answer is None
+
+    with pytest.raises(InvalidInput):
+        store.answer(code, sid(3), qid, 3)  # no fourth option
+    with pytest.raises(NotFound):
+        store.answer(code, "not-a-member", qid, 0)  # must join first
+    with pytest.raises(QuestionClosed):
+        store.answer(code, sid(3), qid + 1, 0)  # not the current question
+
+    store.reveal(code, secret)
+    snap = store.snapshot(code)
+    assert snap.revealed and snap.answer == 0 and snap.counts == (1, 1, 1)
+    with pytest.raises(QuestionClosed):
+        store.answer(code, sid(3), qid, 0)  # closed at the reveal
+
+    qid2 = store.ask(code, secret, "Which head?", ["0", "1"], 1)
+    assert qid2 == qid + 1
+    snap = store.snapshot(code)
+    assert snap.counts == (0, 0) and not snap.revealed and snap.answer is None
+    with pytest.raises(QuestionClosed):
+        store.answer(code, sid(0), qid, 0)  # an answer to the old question does not land on the new one
+    store.answer(code, sid(0), qid2, 1)
+    assert store.snapshot(code).counts == (0, 1)
+
+
+def test_reveal_without_question(make_store):
+    store = make_store()
+    code, secret = store.create({})
+    with pytest.raises(QuestionClosed):
+        store.reveal(code, secret)
+
+
+# -- only the teacher -----------------------------------------------------------------------------------
+def test_students_cannot_act_as_teacher(make_store):
+    store = make_store()
+    code, secret = store.create(STATE)
+    other_code, other_secret = store.create(STATE)
+    qid = store.ask(code, secret, *Q)
+    snap = store.join(code, "10.0.0.9", sid(9))
+    seen_by_student = repr(snap)
+    assert secret not in seen_by_student and cs.secret_hash(code, secret) not in seen_by_student
+    for wrong in [None, "", "x", secret[:-1], secret + "x", other_secret, code, sid(9), "a" * 10_000, 12345,
+                  cs.secret_hash(code, secret)]:
+        with pytest.raises(Forbidden):
+            store.set_state(code, wrong, {"page": "overview"})
+        with pytest.raises(Forbidden):
+            store.ask(code, wrong, *Q)
+        with pytest.raises(Forbidden):
+            store.reveal(code, wrong)
+        with pytest.raises(Forbidden):
+            store.end(code, wrong)
+        with pytest.raises(Forbidden):
+            store.touch(code, wrong)
+        if wrong is not None:
+            with pytest.raises(Forbidden):
+                store.snapshot(code, secret=wrong)  # the model's answer stays hidden
+        assert not store.is_teacher(code, wrong)
+    snap = store.snapshot(code)
+    assert snap.state == STATE and snap.version == 1 and snap.question.id == qid and not snap.revealed
+    assert snap.answer is None and not snap.ended
+    assert store.is_teacher(code, secret) and store.is_teacher(other_code, other_secret)
+
+
+def test_end_deletes_everything(make_store):
+    store = make_store(tombstone_seconds=1.0)
+    code, secret = store.create(STATE)
+    store.join(code, "10.0.0.1", sid(1))
+    qid = store.ask(code, secret, *Q)
+    store.answer(code, sid(1), qid, 2)
+    store.end(code, secret)
+    snap = store.snapshot(code)
+    assert snap.ended and snap.state == {} and snap.question is None and snap.counts == () and snap.students == 0
+    assert store.snapshot(code, secret=secret).ended
+    with pytest.raises(ClassEnded):
+        store.join(code, "10.0.0.1", sid(1))
+    with pytest.raises(ClassEnded):
+        store.answer(code, sid(1), qid, 0)
+    with pytest.raises(ClassEnded):
+        store.set_state(code, secret, STATE)
+    with pytest.raises(ClassEnded):
+        store.end(code, secret)
+    if make_store.kind == "redis":
+        assert redis_keys(store) == [f"{store._p}:{code}"]  # only the "ended" marker
+        assert set(store._r.hgetall(f"{store._p}:{code}")) == {"ended", "version"}
+    time.sleep(1.2)
+    assert store.snapshot(code) is None
+    if make_store.kind == "redis":
+        assert redis_keys(store) == []
+
+
+def test_idle_expiry_and_teacher_actions_postpone_it(make_store):
+    store = make_store(idle_seconds=1.0)
+    code, secret = store.create(STATE)
+    store.join(code, "10.0.0.1", sid(1))
+    qid = store.ask(code, secret, *Q)
+    store.answer(code, sid(1), qid, 1)
+    for _ in range(2):  # 1.4 s in all: alive because the teacher acted
+        time.sleep(0.7)
+        store.touch(code, secret)
+    time.sleep(0.3)
+    store.snapshot(code)  # students polling does not keep a class alive
+    store.answer(code, sid(1), qid, 2)
+    assert store.snapshot(code).counts == (0, 0, 1)
+    time.sleep(1.3)
+    assert store.snapshot(code) is None
+    with pytest.raises(NotFound):
+        store.join(code, "10.0.0.1", sid(1))
+    with pytest.raises(NotFound):
+        store.set_state(code, secret, STATE)
+    if make_store.kind == "redis":
+        assert [k for k in redis_keys(store) if ":joinfail:" not in k] == []  # answers, counts, students too
+    else:
+        assert code not in store._classes
+
+
+# -- joining --------------------------------------------------------------------------------------------
+def test_join_rate_limit(make_store):
+    store = make_store(join_window_seconds=1.5)
+    code, _ = store.create(STATE)
+    for _ in range(3):
+        store.join(code, "10.0.0.1", sid(1))  # successful joins do not count
+    wrong = [c for c in ("222222", "333333", "444444") if c != code]
+    for n in range(10):
+        with pytest.raises(NotFound):
+            store.join(["<script>", wrong[0], wrong[1], "nope"][n % 4], "10.0.0.66", sid(66))
+    with pytest.raises(RateLimited) as refused:
+        store.join(code, "10.0.0.66", sid(66))  # refused before the code is looked at: learns nothing
+    assert 0 < refused.value.retry_after <= 1.5
+    with pytest.raises(RateLimited):
+        store.join(wrong[0], "10.0.0.66", sid(67))  # a new student id does not help
+    assert store.join(code, "10.0.0.2", sid(2)).students == 2  # others are not affected
+    time.sleep(1.6)
+    assert store.join(code, "10.0.0.66", sid(66)).students == 3
+
+
+def test_class_full(make_store):
+    store = make_store(max_students=3)
+    code, _ = store.create({})
+    for n in range(3):
+        store.join(code, "10.0.0.1", sid(n))
+    with pytest.raises(ClassFull):
+        store.join(code, "10.0.0.1", sid(3))
+    store.join(code, "10.0.0.1", sid(1))  # a member may rejoin
+
+
+def test_codes_are_distinct_and_unambiguous(make_store):
+    store = make_store()
+    codes = {store.create({})[0] for _ in range(50)}
+    assert len(codes) == 50
+    assert all(len(c) == 6 and not set(c) & set("01OIL") for c in codes)
+    assert len(CODE_ALPHABET) ** 6 > 800_000_000
+
+
+# -- input is data, validated -----------------------------------------------------------------------------
+BAD_STATES = [
+    {"sentence": "<script>alert(1)</script>"},
+    {"sentence": "<img src=x onerror=alert(1)>"},
+    {"sentence": "x" * 501},
+    {"sentence": "a\x00b"},
+    {"sentence": "line\nbreak"},
+    {"sentence": "\u202egnitirw"},  # a bidi override
+    {"sentence": 42},
+    {"unknown": 1},
+    {"__proto__": {}},
+    {"model": "mine"},
+    {"model": "<b>"},
+    {"iv_scale": 1},
+    {"iv_scale": "false"},
+    {"heads_off": ["<b>bold</b>"]},
+    {"heads_off": "enc.0.self_attn:2"},
+    {"heads_off": ["enc.0.self_attn:2"] * 65},
+    {"heads_off": ["enc.0.cross_attn:1"]},
+    {"page": "../../etc/passwd"},
+    {"page": "Overview"},
+    {"lesson": "x" * 65},
+    {"step": 10**9},
+    {"step": True},
+    {"step": 1.5},
+    ["page", "overview"],
+    "page=overview",
+]
+
+
+@pytest.mark.parametrize("bad", BAD_STATES, ids=[repr(b)[:40] for b in BAD_STATES])
+def test_bad_state_rejected(make_store, bad):
+    store = make_store()
+    with pytest.raises(InvalidInput):
+        store.create(bad)
+    code, secret = store.create(STATE)
+    with pytest.raises(InvalidInput):
+        store.set_state(code, secret, bad)
+    assert store.snapshot(code).state == STATE and store.snapshot(code).version == 1
+
+
+BAD_QUESTIONS = [
+    ("<b>Which?</b>", ["a", "b"], 0),
+    ("q" * 501, ["a", "b"], 0),
+    ("", ["a", "b"], 0),
+    ("Which?", ["a"], 0),
+    ("Which?", ["a", "b", "c", "d", "e", "f", "g"], 0),
+    ("Which?", ["a", "a"], 0),
+    ("Which?", ["a", "<i>b</i>"], 0),
+    ("Which?", ["a", "b" * 81], 0),
+    ("Which?", ["a", ""], 0),
+    ("Which?", ["a", 2], 0),
+    ("Which?", "ab", 0),
+    ("Which?", ["a", "b"], 2),
+    ("Which?", ["a", "b"], -1),
+    ("Which?", ["a", "b"], True),
+    ("Which?", ["a", "b"], None),
+]
+
+
+@pytest.mark.parametrize("bad", BAD_QUESTIONS, ids=[repr(b)[:40] for b in BAD_QUESTIONS])
+def test_bad_question_rejected(make_store, bad):
+    store = make_store()
+    code, secret = store.create({})
+    with pytest.raises(InvalidInput):
+        store.ask(code, secret, *bad)
+    assert store.snapshot(code).question is None
+
+
+def test_bad_student_input_rejected(make_store):
+    store = make_store()
+    code, secret = store.create({})
+    for bad_id in ["<script>", "short", "x" * 65, "a b c d e f", 12345678, None]:
+        with pytest.raises(InvalidInput):
+            store.join(code, "10.0.0.1", bad_id)
+    for bad_client in ["", "x" * 257, None]:
+        with pytest.raises(InvalidInput):
+            store.join(code, bad_client, sid(1))
+    store.join(code, "10.0.0.1", sid(1))
+    qid = store.ask(code, secret, *Q)
+    for option in [-1, 6, 10**12, "1", 1.0, True, None]:
+        with pytest.raises(InvalidInput):
+            store.answer(code, sid(1), qid, option)
+    for bad_qid in [True, "1", None, 1.0]:
+        with pytest.raises(InvalidInput):
+            store.answer(code, sid(1), bad_qid, 0)
+    assert store.snapshot(code).counts == (0, 0, 0)
+
+
+# -- several processes (Redis) --------------------------------------------------------------------------
+def test_two_processes_share_a_class(redis_url):
+    prefix = f"test:{uuid.uuid4().hex[:8]}"
+    a, b = RedisClassStore(redis_url, prefix=prefix), RedisClassStore(redis_url, prefix=prefix)
+    try:
+        code, secret = a.create(STATE)  # the teacher's session lives in process A
+        assert b.join(code, "10.0.0.1", sid(1)).state == STATE  # a student's in process B
+        assert b.is_teacher(code, secret)
+        a.set_state(code, secret, {**STATE, "page": "encoder"})
+        assert b.snapshot(code).version == 2 and b.snapshot(code).state["page"] == "encoder"
+        qid = b.ask(code, secret, *Q)  # the teacher's next request may land on B (a failover)
+        b.answer(code, sid(1), qid, 2)
+        assert a.snapshot(code).counts == (0, 0, 1)
+
+        # 60 students answer at once through both processes: every answer is counted once
+        for n in range(60):
+            (a, b)[n % 2].join(code, f"10.1.0.{n}", sid(100 + n))
+        errors = []
+
+        def student(n: int) -> None:
+            try:
+                s = (a, b)[n % 2]
+                s.answer(code, sid(100 + n), qid, n % 3)
+                s.answer(code, sid(100 + n), qid, (n + 1) % 3)  # and changes it
+            except Exception as e:  # noqa: BLE001
+                errors.append(e)
+
+        threads = [threading.Thread(target=student, args=(n,)) for n in range(60)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=30)
+        assert not errors
+        assert a.snapshot(code).counts == (20, 20, 21) and b.snapshot(code).answered == 61
+        b.end(code, secret)
+        assert a.snapshot(code).ended
+    finally:
+        a.close()
+        b.close()
+
+
+def test_unreachable_redis_is_a_clear_error():
+    store = RedisClassStore(f"redis://127.0.0.1:{_closed_port()}/0")
+    with pytest.raises(cs.StoreUnavailable):
+        store.snapshot("ABCDEF")
+    with pytest.raises(cs.StoreUnavailable):
+        store.create({})
+
+
+def _closed_port() -> int:
+    from ui.serve_many import free_port
+
+    return free_port()  # nothing listens there once the probe socket is closed
+
+
+def test_memory_store_is_bounded():
+    store = MemoryClassStore(max_classes=3)
+    for _ in range(3):
+        store.create({})
+    with pytest.raises(cs.ClassStoreError):
+        store.create({})
+
+
+def test_get_store_follows_the_setting(monkeypatch, redis_url):
+    monkeypatch.delenv(cs.REDIS_URL_ENV, raising=False)
+    assert isinstance(cs.get_store(), MemoryClassStore) and cs.get_store() is cs.get_store()
+    monkeypatch.setenv(cs.REDIS_URL_ENV, redis_url)
+    store = cs.get_store()
+    assert isinstance(store, RedisClassStore) and store is cs.get_store()
+    code, secret = store.create({})
+    assert store.snapshot(code).version == 1
+
+
+def test_a_missing_tool_fails_with_the_install_command():
+    with pytest.raises(MissingTool, match="apt-get install -y glass-no-such-tool"):
+        require("glass-no-such-tool")
+    with pytest.raises(pytest.fail.Exception, match="dev.sh test"):
+        require_tool("glass-no-such-tool")

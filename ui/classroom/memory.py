@@ -1,0 +1,172 @@
+"""The in-process back-end of the class store (the default: one `streamlit run app.py`)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+from ui.classroom.store import (
+    MAX_CLASSES,
+    MAX_OPTIONS,
+    ClassEnded,
+    ClassFull,
+    ClassSnapshot,
+    ClassStore,
+    ClassStoreError,
+    InvalidInput,
+    NotFound,
+    QuestionClosed,
+    RateLimited,
+    _snapshot_of,
+)
+
+
+# -- in-process memory --------------------------------------------------------------------------------
+@dataclass
+class _Class:
+    secret_hash: str
+    state: dict
+    expires: float
+    version: int = 1
+    qid: int = 0
+    question: dict | None = None
+    answers: dict[str, int] = field(default_factory=dict)
+    revealed: bool = False
+    students: set[str] = field(default_factory=set)
+    ended: bool = False
+
+
+class MemoryClassStore(ClassStore):
+    """One process's classes, in a dict under one lock (every operation is a few dict updates)."""
+
+    def __init__(self, clock=time.monotonic, max_classes: int = MAX_CLASSES, **kw):
+        super().__init__(**kw)
+        self._clock = clock
+        self._max_classes = max_classes
+        self._lock = threading.Lock()
+        self._classes: dict[str, _Class] = {}
+        self._fails: dict[str, deque[float]] = {}
+        self._next_sweep = 0.0
+
+    def _sweep(self, now: float) -> None:  # under the lock
+        if now < self._next_sweep:
+            return
+        self._next_sweep = now + min(30.0, self.idle_seconds / 4, self.join_window_seconds / 4)
+        for code in [c for c, k in self._classes.items() if k.expires <= now]:
+            del self._classes[code]
+        for ckey in [c for c, d in self._fails.items() if not d or d[-1] <= now - self.join_window_seconds]:
+            del self._fails[ckey]
+
+    def _live(self, code: str, now: float) -> _Class | None:
+        self._sweep(now)
+        c = self._classes.get(code)
+        if c is not None and c.expires <= now:
+            del self._classes[code]
+            return None
+        return c
+
+    def _get(self, code: str, shash: str | None = None) -> _Class:
+        now = self._clock()
+        c = self._live(code, now)
+        if c is None or (shash is not None and c.secret_hash != shash):
+            raise NotFound("No class with this code.")
+        if c.ended:
+            raise ClassEnded("This class has ended.")
+        if shash is not None:
+            c.expires = now + self.idle_seconds
+        return c
+
+    def _create(self, code, shash, state):
+        with self._lock:
+            now = self._clock()
+            if self._live(code, now) is not None:
+                return False
+            if len(self._classes) >= self._max_classes:
+                self._next_sweep = 0.0
+                self._sweep(now)
+                if len(self._classes) >= self._max_classes:
+                    raise ClassStoreError("Too many classes on this server: try again later.")
+            self._classes[code] = _Class(shash, dict(state), now + self.idle_seconds)
+            return True
+
+    def _secret_hash(self, code):
+        with self._lock:
+            return self._get(code).secret_hash
+
+    def _set_state(self, code, shash, state):
+        with self._lock:
+            c = self._get(code, shash)
+            c.state = dict(state)
+            c.version += 1
+            return c.version
+
+    def _ask(self, code, shash, q):
+        with self._lock:
+            c = self._get(code, shash)
+            c.qid += 1
+            c.question, c.answers, c.revealed = q, {}, False
+            return c.qid
+
+    def _reveal(self, code, shash):
+        with self._lock:
+            c = self._get(code, shash)
+            if c.question is None:
+                raise QuestionClosed("There is no question to reveal.")
+            c.revealed = True
+
+    def _end(self, code, shash):
+        with self._lock:
+            self._get(code, shash)
+            self._classes[code] = _Class("", {}, self._clock() + self.tombstone_seconds, version=0, ended=True)
+
+    def _touch(self, code, shash):
+        with self._lock:
+            self._get(code, shash)
+
+    def _join(self, code, ckey, student_id):
+        with self._lock:
+            now = self._clock()
+            fails = self._fails.setdefault(ckey, deque())
+            while fails and fails[0] <= now - self.join_window_seconds:
+                fails.popleft()
+            if len(fails) >= self.max_failed_joins:
+                raise RateLimited(fails[0] + self.join_window_seconds - now)
+            c = self._live(code, now) if code else None
+            if c is None:
+                fails.append(now)
+                raise NotFound("No class with this code.")
+            if c.ended:
+                raise ClassEnded("This class has ended.")
+            if student_id not in c.students and len(c.students) >= self.max_students:
+                raise ClassFull("This class is full.")
+            c.students.add(student_id)
+
+    def _answer(self, code, student_id, question_id, option):
+        with self._lock:
+            c = self._get(code)
+            if student_id not in c.students:
+                raise NotFound("Join the class first.")
+            if c.question is None or question_id != c.qid or c.revealed:
+                raise QuestionClosed("This question is closed.")
+            if option >= len(c.question["options"]):
+                raise InvalidInput("no such option")
+            c.answers[student_id] = option
+
+    def _snapshot(self, code, teacher, student_id):
+        with self._lock:
+            c = self._live(code, self._clock())
+            if c is None:
+                return None
+            if c.ended:
+                return ClassSnapshot(code=code, ended=True)
+            counts = [0] * MAX_OPTIONS
+            for a in c.answers.values():
+                counts[a] += 1
+            return _snapshot_of(code, json.loads(json.dumps(c.state)), c.version, c.qid, c.question, counts,
+                                c.revealed, len(c.students), teacher,
+                                c.answers.get(student_id) if student_id else None)
+
+
