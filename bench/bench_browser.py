@@ -4,8 +4,9 @@ For every page in the app's sidebar (found in the page itself, so an older check
 addresses works too), with a 12-token sentence, median of --repeats of:
 
   nav       a click on the page's sidebar link (coming from a light page) -> the script run it
-            triggered has finished, no placeholder skeleton is left, every chart in the DOM has drawn
-            its SVG, and two animation frames have passed (the main thread is free to paint again);
+            triggered has finished (seen by its websocket messages: see Tab.settled), no placeholder
+            skeleton is left, every chart in the DOM has drawn its SVG, and two animation frames have
+            passed (the main thread is free to paint again);
   sentence  a new sentence typed into the sidebar + Enter -> the same;
   toggle    the sidebar's "Positional encoding" intervention switched (off, on, off, ...) -> the same.
 
@@ -36,7 +37,6 @@ from tests.browser.server import (
     IDLE_SELECTOR,
     RUN_COUNTER_JS,
     launch_chromium,
-    run_count,
     start_server,
 )
 from ui.page_list import ROOT
@@ -66,6 +66,7 @@ COUNTS_JS = """() => {
   return {charts: charts.length, drawn: drawn.length, in_view: inView.length,
           tables: document.querySelectorAll('TABLES').length};
 }""".replace("CHARTS", CHARTS).replace("TABLES", TABLES)
+QUIET_S = 0.05  # no websocket frame for this long: the run's burst of messages is over (adds at most 50 ms)
 FRAMES_JS = "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(true))))"
 
 
@@ -90,6 +91,8 @@ class Tab:
         self.url = url
         self.timeout_ms = timeout_s * 1000
         self.received = 0
+        self.frames = 0
+        self.last_frame = 0.0
         self.page.on("websocket", self._on_ws)
 
     def _on_ws(self, ws) -> None:
@@ -97,6 +100,8 @@ class Tab:
 
     def _on_frame(self, payload) -> None:
         self.received += len(payload)
+        self.frames += 1
+        self.last_frame = time.perf_counter()
 
     @property
     def sidebar(self):
@@ -107,24 +112,34 @@ class Tab:
         links = self.sidebar.get_by_test_id("stSidebarNavLink").all_inner_texts()
         return [t.strip().splitlines()[-1].strip() for t in links]
 
-    def settled(self, since: int, start_timeout_ms: float = 3_000) -> None:
-        """The run started after `since` has finished, and the page is drawn and painted."""
-        try:
-            self.page.wait_for_function(f"(window.__glassRuns ?? 0) > {since}", timeout=start_timeout_ms)
-        except Exception:  # noqa: BLE001 - the action may not need a run
-            pass
-        self.page.wait_for_selector(IDLE_SELECTOR, state="attached", timeout=self.timeout_ms)
-        self.page.wait_for_function(DRAWN_JS, timeout=self.timeout_ms)
-        self.page.evaluate(FRAMES_JS)
+    def settled(self, frames_before: int, start_timeout_s: float = 3.0) -> None:
+        """The run the action triggered has finished, and the page is drawn and painted.
+
+        A run is seen by its websocket frames, not by the app's "running" state: a fast run (the overview,
+        about 15 ms) can start and end within one React render, so the state attribute never changes in the
+        DOM. So: wait (up to `start_timeout_s`) for a frame after the action, then until the script is idle,
+        every chart has drawn, two animation frames have passed, and no frame has arrived for QUIET_S (the
+        run's messages come in one burst that ends with "script finished")."""
+        deadline = time.perf_counter() + start_timeout_s
+        while self.frames <= frames_before and time.perf_counter() < deadline:
+            self.page.wait_for_timeout(5)
+        deadline = time.perf_counter() + self.timeout_ms / 1000
+        while True:
+            self.page.wait_for_selector(IDLE_SELECTOR, state="attached", timeout=self.timeout_ms)
+            self.page.wait_for_function(DRAWN_JS, timeout=self.timeout_ms)
+            self.page.evaluate(FRAMES_JS)
+            if time.perf_counter() - self.last_frame >= QUIET_S or time.perf_counter() > deadline:
+                break
+            self.page.wait_for_timeout(10)
         if self.page.locator('[data-testid="stException"]').count():
             raise RuntimeError("exception box: " + self.page.locator('[data-testid="stException"]').first.inner_text())
 
     def timed(self, action) -> tuple[float, int]:
         """(seconds, websocket bytes received) from `action()` to the page settled."""
-        before, received = run_count(self.page), self.received
+        frames, received = self.frames, self.received
         t = time.perf_counter()
         action()
-        self.settled(before)
+        self.settled(frames)
         return time.perf_counter() - t, self.received - received
 
     def link(self, title: str):

@@ -8,7 +8,7 @@ from model.paper import SECTIONS
 from pages.content import output as text
 from ui import shell
 from ui.models import analysis, beam, current_model, teacher_forced
-from ui.widgets import chart, md, next_link, notice, pick, reference_box, require_sentence, sentence_header
+from ui.widgets import chart, fold, md, next_link, notice, pick, reference_box, require_sentence, sentence_header
 from viz import decoding as vo
 from viz.heatmap import shape_text
 
@@ -101,11 +101,14 @@ s1.metric("loss vs one-hot", f"{sm.plain:.4f}")
 s2.metric("loss vs smoothed target", f"{sm.smoothed:.4f}")
 s3.metric("lowest possible smoothed loss (entropy of q)", f"{sm.floor:.4f}")
 lpos = gold_position("Position to plot", "output_ls_pos")
-chart(vo.target_figure(vo.output_probs(tf.trace, lpos), tf.gold[lpos], eps, itos), key="output_targets",
-      config=CHART)
-notice(vo.smoothing_notice(vo.output_probs(tf.trace, lpos), tf.gold[lpos], eps, itos))
-with st.expander("Every position: targets and losses"):
-    st.dataframe(sm.table, hide_index=True)
+with fold("Show the targets at this position", "output_fold_targets") as shown:
+    if shown:
+        chart(vo.target_figure(vo.output_probs(tf.trace, lpos), tf.gold[lpos], eps, itos), key="output_targets",
+              config=CHART)
+        notice(vo.smoothing_notice(vo.output_probs(tf.trace, lpos), tf.gold[lpos], eps, itos))
+        with st.expander("Every position: targets and losses"):
+            st.dataframe(sm.table, hide_index=True)
+
 st.caption(text.torch_smoothing(eps, sm.smoothed, sm.torch_loss))
 
 st.header("4. Greedy decoding, step by step")
@@ -135,12 +138,15 @@ k = b1.slider("Beam width k", 1, 5, 3, key="output_beam_k")
 alpha = b2.slider("Length normalisation α", 0.0, 1.5, 0.6, 0.1, key="output_beam_alpha",
                   help="0: plain total log-probability. GNMT's default is 0.6.")
 res = beam(k, alpha)
-chart(vo.beam_tree(res, itos), key="output_beam_tree", config=CHART)
-notice(vo.beam_notice(res, a.greedy, itos, bundle.langs[1]))
-st.caption(text.BEAM_TREE)
-with st.expander("Every expansion of one step, as a table"):
-    bs = pick("Beam step", range(1, len(res.steps) + 1), "output_beam_step", style="slider")
-    st.dataframe(vo.beam_step_table(res, bs, itos, bundle.langs[1]), hide_index=True)
+with fold("Show the search tree", "output_fold_tree") as shown:
+    if shown:
+        chart(vo.beam_tree(res, itos), key="output_beam_tree", config=CHART)
+        notice(vo.beam_notice(res, a.greedy, itos, bundle.langs[1]))
+        st.caption(text.BEAM_TREE)
+        with st.expander("Every expansion of one step, as a table"):
+            bs = pick("Beam step", range(1, len(res.steps) + 1), "output_beam_step", style="slider")
+            st.dataframe(vo.beam_step_table(res, bs, itos, bundle.langs[1]), hide_index=True)
+
 st.markdown("**Finished hypotheses**, best normalised score first:")
 st.dataframe(vo.finished_table(res, itos, bundle.langs[1]), hide_index=True)
 
