@@ -20,7 +20,7 @@ bundle (static/js/index.*.js) speak it:
   `delta`s (element protos, placed by `metadata.delta_path`: [root container (0 main, 1 sidebar), ...],
   each tagged with the `active_script_hash` that drew it: app.py or the page), `navigation` (the
   st.navigation pages and the page being run), `page_info_changed` (the new query string), `auto_rerun`
-  (fragment timers, which only a frontend runs) and `script_finished` with a status:
+  (fragment timers: `poll_fragments` runs them as the frontend does) and `script_finished` with a status:
   FINISHED_SUCCESSFULLY, FINISHED_WITH_COMPILE_ERROR, FINISHED_EARLY_FOR_RERUN (st.rerun(): another run
   follows) or FINISHED_FRAGMENT_RUN_SUCCESSFULLY.
 * Widget states: the frontend gives every widget a state as soon as it is drawn (its default, or the
@@ -126,6 +126,12 @@ class StreamlitSession:
         self._reader: asyncio.Task | None = None
         self._waiter: asyncio.Future | None = None  # set while a rerun waits for its answer
         self._started = False  # a run has started (new_session) since the rerun was sent
+        self._full = False  # the run going on is a full run (not a fragment's)
+        self.fragments: dict[str, float] = {}  # fragment id -> its run_every (auto_rerun messages)
+        self.on_full_run = None  # called with this session after every full run (a poll that reran the app too)
+        self.full_runs = 0
+        self.running = False  # a run is under way (between new_session and its script_finished)
+        self.runs: list[tuple] = []  # (time, "new_session" / "script_finished", fragment ids / status)
 
     # -- connection -----------------------------------------------------------------------------
     async def connect(self, page: str = "", query: str = "") -> float:
@@ -163,6 +169,45 @@ class StreamlitSession:
         keep = {w.widget_id for h, el in self.elements.values() if h == self.main_hash
                 and (w := _Widget(el)).widget_id}
         return await self._rerun(ClientState(page_script_hash=target), only=keep)
+
+    async def click(self, key: str) -> float:
+        """Click the button whose key is `key` (st.button(..., key=key)): a rerun whose widget states say
+        so (a trigger: true for this run only). Returns the seconds to the end of the run."""
+        wid = next((w.widget_id for _, (_, el) in self.elements.items() if (w := _Widget(el)).widget_id
+                    and w.widget_id.endswith(f"-{key}")), None)
+        if wid is None:
+            raise KeyError(f"no button with key {key!r} on the page")
+        state = ClientState(page_script_hash=self.page_hash)
+        t = time.perf_counter()
+        self.widgets[wid] = WidgetState(id=wid, trigger_value=True)
+        try:
+            return await self._rerun(state, t)
+        finally:
+            self.widgets.pop(wid, None)
+
+    async def rerun(self) -> float:
+        """A full rerun of the current page with the current widget states (what a fragment's
+        st.rerun(scope="app") or a browser's reconnect does). Returns its seconds."""
+        return await self._rerun(ClientState(page_script_hash=self.page_hash))
+
+    async def poll_fragments(self, seconds: float) -> None:
+        """Run the page's fragment timers (st.fragment(run_every=...)) for `seconds`, as the frontend does
+        (a `setInterval` per fragment, whatever the script is doing): a fragment rerun each interval, without
+        waiting for its answer (a full run it causes is counted in `full_runs` and reported to
+        `on_full_run`)."""
+        end = time.monotonic() + seconds
+        while time.monotonic() < end and self._ws is not None:
+            for fid in list(self.fragments):  # also while a run is under way, as the frontend's timers do
+                state = ClientState(page_script_hash=self.page_hash, fragment_id=fid, is_auto_rerun=True,
+                                    query_string=self.query_string)
+                state.widget_states.CopyFrom(WidgetStates(widgets=list(self.widgets.values())))
+                state.context_info.timezone, state.context_info.locale = "UTC", "en-US"
+                state.context_info.url = self.page_url
+                try:
+                    await self._ws.send(BackMsg(rerun_script=state).SerializeToString())
+                except Exception:  # noqa: BLE001 - the connection is gone: the caller reconnects
+                    return
+            await asyncio.sleep(min(self.fragments.values(), default=1.0))
 
     async def _rerun(self, state: ClientState, t: float | None = None, only: set[str] | None = None) -> float:
         """Send a rerun and wait until a run started after it ends the chain (FINISHED_SUCCESSFULLY or a
@@ -232,7 +277,12 @@ class StreamlitSession:
 
     def _handle(self, msg: ForwardMsg) -> None:
         kind = msg.WhichOneof("type")
+        if kind in ("new_session", "script_finished"):  # the last few runs, for a report on a stuck session
+            self.runs.append((round(time.perf_counter(), 2), kind, msg.script_finished if kind == "script_finished"
+                              else list(msg.metadata.run.fragment_ids)))
+            del self.runs[:-60]
         if kind == "new_session":
+            self.running = True
             ns = msg.new_session
             self.main_hash, self.page_hash = ns.main_script_hash, ns.page_script_hash
             for p in ns.app_pages:  # pages known at the start of the run (st.navigation's follow)
@@ -240,7 +290,8 @@ class StreamlitSession:
                 self.pages.setdefault(p.url_pathname, p.page_script_hash)
             if not msg.metadata.run.fragment_ids:  # a full run redraws the whole page
                 self.elements.clear()
-                self._started = True
+                self.fragments.clear()
+                self._started = self._full = True
         elif kind == "delta" and msg.delta.WhichOneof("type") == "new_element":
             el = msg.delta.new_element
             self.elements[tuple(msg.metadata.delta_path)] = (msg.metadata.active_script_hash, el)
@@ -257,13 +308,21 @@ class StreamlitSession:
             self.query_string = msg.page_info_changed.query_string
         elif kind == "ref_hash":  # only sent for hashes the client said it has cached; we list none
             self._fail(RuntimeError("unexpected ref_hash message"))
+        elif kind == "auto_rerun":
+            self.fragments[msg.auto_rerun.fragment_id] = msg.auto_rerun.interval
         elif kind == "script_finished":
+            self.running = msg.script_finished == ForwardMsg.FINISHED_EARLY_FOR_RERUN  # another run follows
+            if msg.script_finished in DONE and self._full:
+                self._full = False
+                self.full_runs += 1
+                if self.on_full_run is not None:
+                    self.on_full_run(self)
             if msg.script_finished in DONE and self._started:
                 active = {w.widget_id for _, el in self.elements.values() if (w := _Widget(el)).widget_id}
                 self.widgets = {i: s for i, s in self.widgets.items() if i in active}  # drop stale widgets
                 if self._waiter is not None and not self._waiter.done():
                     self._waiter.set_result(msg.script_finished)
-        # anything else (auto_rerun: fragment timers, which only a frontend runs; session_status_changed,
+        # anything else (session_status_changed,
         # page_config_changed, logo, session_event...) is ignored
 
 

@@ -3,7 +3,8 @@
 A checkpoint named ``X`` is two files side by side:
 
 - ``X.safetensors``: the model's state dict (tensors only).
-- ``X.json``: ``format``, ``config`` (the `Config` fields), ``direction`` ("en-fr" / "fr-en"),
+- ``X.json``: ``format``, ``arch`` ("transformer", or "rnn" for the recurrent model of model/rnn.py;
+  missing means "transformer"), ``config`` (the `Config` or `RNNConfig` fields), ``direction`` ("en-fr" / "fr-en"),
   ``src_vocab`` / ``tgt_vocab`` (token lists), ``training`` (recipe and run metadata), ``metrics``
   (held-out figures), ``data_sha256`` (hash of the training data file), ``weights_sha256``.
 
@@ -27,7 +28,7 @@ import json
 import math
 import re
 import unicodedata
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import torch
@@ -36,6 +37,8 @@ from safetensors.torch import load as load_safetensors_bytes
 from safetensors.torch import save as save_safetensors_bytes
 
 from model.limits import MAX_TEXT_CHARS, MAX_TOKEN_CHARS, MAX_VOCAB, MODEL_BOUNDS, MODEL_LABELS
+from model.rnn import RNNConfig, RNNSeq2Seq
+from model.rnn import expected_tensors as rnn_expected_tensors
 from model.transformer import Config, Transformer
 from model.vocab import SPECIALS, Vocab
 
@@ -43,6 +46,7 @@ FORMAT = "glass-transformer/1"
 ASSETS = Path(__file__).resolve().parents[1] / "assets"
 SHIPPED = ASSETS / "checkpoints" / "base"  # the trained model the app opens with
 SHIPPED_NO_MASK = ASSETS / "checkpoints" / "no_mask"  # same recipe, trained without the look-ahead mask
+ARCHS = ("transformer", "rnn")  # the JSON's "arch": the Transformer, or model/rnn.py's recurrent model
 
 
 class CheckpointError(ValueError):
@@ -80,6 +84,7 @@ def to_bytes(bundle: Bundle) -> tuple[bytes, bytes]:
     meta = {
         **_finite(bundle.meta),
         "format": FORMAT,
+        "arch": "rnn" if isinstance(bundle.model, RNNSeq2Seq) else "transformer",
         "name": bundle.name,
         "config": bundle.config.to_dict(),
         "direction": bundle.direction,
@@ -130,10 +135,11 @@ def load(stem: str | Path) -> Bundle:
     size = w.stat().st_size + j.stat().st_size
     if size > MAX_MODEL_BYTES:  # before reading: a huge file is never read into memory
         raise CheckpointError(f"checkpoint is {size / 1e6:.1f} MB; the limit is {MAX_MODEL_BYTES / 1e6:.0f} MB")
-    return from_bytes(w.read_bytes(), j.read_bytes(), name=stem.name)
+    return from_bytes(w.read_bytes(), j.read_bytes(), name=stem.name, archs=ARCHS)
 
 
-def from_bytes(weights: bytes, meta_json: bytes, name: str | None = None, max_bytes: int | None = None) -> Bundle:
+def from_bytes(weights: bytes, meta_json: bytes, name: str | None = None, max_bytes: int | None = None,
+               archs: tuple[str, ...] = ("transformer",)) -> Bundle:
     """Validate and load a checkpoint given as bytes (an upload, files read from disk, a training job's result).
 
     Everything is checked before anything is allocated: the JSON is parsed with limits (size,
@@ -141,6 +147,10 @@ def from_bytes(weights: bytes, meta_json: bytes, name: str | None = None, max_by
     `model.limits.MODEL_BOUNDS`, and the safetensors header (read by hand, no tensor loaded) lists
     exactly the tensors of that config with their shapes, float32, covering the file. Only then are
     the tensors read and the model built. `max_bytes` defaults to `MAX_MODEL_BYTES`.
+
+    `archs`: the architectures accepted. By default only the Transformer, which every page but "Before
+    the Transformer" draws (an upload, a training job's result); `load` (files on disk: the command
+    line, the shipped models) reads the recurrent model too (its config within `model.limits.RNN_BOUNDS`).
     """
     if not all(isinstance(b, bytes | bytearray | memoryview) for b in (weights, meta_json)):
         raise CheckpointError("a checkpoint is two files of bytes (.safetensors and .json)")
@@ -150,7 +160,13 @@ def from_bytes(weights: bytes, meta_json: bytes, name: str | None = None, max_by
         raise CheckpointError(f"checkpoint is {(len(weights) + len(meta_json)) / 1e6:.1f} MB; "
                               f"the limit is {max_bytes / 1e6:.0f} MB")
     meta = _parse_meta(meta_json)
-    cfg = _config(meta["config"])
+    arch = meta.get("arch", "transformer")
+    if arch not in ARCHS:
+        raise CheckpointError(f"unknown arch {_show(arch)} (expected one of {', '.join(ARCHS)})")
+    if arch not in archs:
+        raise CheckpointError(f"this is a checkpoint of the {arch} model; here only {', '.join(archs)} "
+                              "checkpoints can be used")
+    cfg = _rnn_config(meta["config"]) if arch == "rnn" else _config(meta["config"])
     src_vocab, tgt_vocab = _vocab(meta, "src_vocab"), _vocab(meta, "tgt_vocab")
     if len(src_vocab) != cfg.src_vocab or len(tgt_vocab) != cfg.tgt_vocab:
         raise CheckpointError(f"vocabulary sizes ({len(src_vocab)}, {len(tgt_vocab)}) do not match the config "
@@ -161,7 +177,7 @@ def from_bytes(weights: bytes, meta_json: bytes, name: str | None = None, max_by
         raise CheckpointError(f"unknown direction {_show(direction)} (expected 'en-fr' or 'fr-en')")
     if "weights_sha256" in meta and hashlib.sha256(weights).hexdigest() != meta["weights_sha256"]:
         raise CheckpointError("the weights file does not belong to this JSON file (its hash differs)")
-    _check_header(weights, expected_tensors(cfg))
+    _check_header(weights, rnn_expected_tensors(cfg) if arch == "rnn" else expected_tensors(cfg))
     try:  # the header is known to be right: this allocates exactly the tensors it lists
         state = load_safetensors_bytes(weights)
     except (SafetensorError, ValueError, RuntimeError) as e:
@@ -169,7 +185,7 @@ def from_bytes(weights: bytes, meta_json: bytes, name: str | None = None, max_by
     for k, t in state.items():
         if not torch.isfinite(t).all():
             raise CheckpointError(f"tensor {k} holds non-finite or non-float values")
-    model = Transformer(cfg)
+    model = RNNSeq2Seq(cfg) if arch == "rnn" else Transformer(cfg)
     try:
         model.load_state_dict(state)
     except RuntimeError as e:  # cannot happen after `_check_header`; kept so nothing from torch escapes
@@ -382,6 +398,19 @@ def _config(c: object) -> Config:
         raise CheckpointError(f"the JSON's config is not a valid model configuration: {e}") from None
 
 
+def _rnn_config(c: object) -> RNNConfig:
+    """The recurrent model's `RNNConfig`: known fields only; `RNNConfig` checks types and `RNN_BOUNDS`."""
+    if not isinstance(c, dict):
+        raise CheckpointError(f"'config' must be an object, not {_kind(c)}")
+    unknown = sorted(set(c) - {f.name for f in fields(RNNConfig)})
+    if unknown:
+        raise CheckpointError(f"the config has an unknown field {_show(unknown[0])}")
+    try:
+        return RNNConfig(**c)
+    except (TypeError, ValueError) as e:
+        raise CheckpointError(f"the JSON's config is not a valid RNN configuration: {_show(str(e), 400)}") from None
+
+
 def _vocab(meta: dict, key: str) -> Vocab:
     """A vocabulary: ``{"itos": [...]}``, the special tokens first, unique printable tokens of bounded length."""
     d = meta[key]
@@ -421,7 +450,7 @@ TRAINING_FIELDS = {  # `TrainConfig` fields and what `Trainer.bundle` adds
     "batch_size": INT, "steps": INT, "warmup": INT, "lr_scale": NUMBER, "label_smoothing": NUMBER,
     "clip_grad_norm": NUMBER_OR_NULL, "seed": INT, "look_ahead_mask": BOOL, "eval_every": INT,
     "max_seconds": NUMBER_OR_NULL, "max_len": INT, "steps_done": INT, "train_seconds": NUMBER, "n_train": INT,
-    "n_heldout": INT, "torch": TEXT,
+    "n_heldout": INT, "torch": TEXT, "arch": TEXT, "cell": TEXT, "attention": TEXT,
 }
 METRICS_FIELDS = {  # `EvalEvent.metrics` plus the CLI's final losses; NaN is written as null
     "step": INT, "n": INT, "exact_match": NUMBER_OR_NULL, "bleu": NUMBER_OR_NULL, "coref_accuracy": NUMBER_OR_NULL,
@@ -429,7 +458,7 @@ METRICS_FIELDS = {  # `EvalEvent.metrics` plus the CLI's final losses; NaN is wr
     "final_train_cross_entropy": NUMBER_OR_NULL,
 }
 TOP_FIELDS = {"format": TEXT, "name": TEXT, "direction": TEXT, "weights_sha256": SHA, "data_sha256": SHA_OR_NULL,
-              "training": TRAINING_FIELDS, "metrics": METRICS_FIELDS}
+              "training": TRAINING_FIELDS, "metrics": METRICS_FIELDS, "arch": TEXT}
 
 
 def _check_fields(d: dict, spec: dict, path: str, skip: tuple[str, ...] = ()) -> None:

@@ -12,6 +12,7 @@ Translations are greedy (`model.decoding.greedy_batch`), the held-out sentences 
 batches so the whole split takes well under a few seconds.
 
     python -m model.evaluate [--checkpoint assets/checkpoints/base] [--split heldout]
+    python -m model.evaluate --checkpoint assets/checkpoints/rnn      # the recurrent model (model/rnn.py)
 """
 
 from __future__ import annotations

@@ -57,3 +57,16 @@ MODEL_LABELS = {  # what each `Config` field means, for messages
 }
 MAX_TOKEN_CHARS = 50  # characters per vocabulary entry ("anticonstitutionnellement" has 25)
 MAX_TEXT_CHARS = 200  # characters in any other string of a checkpoint's JSON (name, version, ...)
+
+# The recurrent model of model/rnn.py ("Before the Transformer"): `RNNConfig` fields. Sizes as the
+# Transformer's d_model, vocabularies and positions as `MODEL_BOUNDS`.
+RNN_BOUNDS: dict[str, tuple[float, float]] = {
+    "src_vocab": MODEL_BOUNDS["src_vocab"],
+    "tgt_vocab": MODEL_BOUNDS["tgt_vocab"],
+    "d_emb": BOUNDS["d_model"],
+    "hidden": BOUNDS["d_model"],
+    "d_attn": BOUNDS["d_model"],
+    "dropout": BOUNDS["dropout"],
+    "max_len": MODEL_BOUNDS["max_len"],
+    "pad_id": MODEL_BOUNDS["pad_id"],
+}

@@ -16,6 +16,7 @@ bar::
 
     python -m model.train --out assets/checkpoints/base
     python -m model.train --no-look-ahead-mask --out assets/checkpoints/no_mask
+    python -m model.train --arch rnn --out assets/checkpoints/rnn    # the recurrent model of model/rnn.py
 
 `torch.set_num_threads` is process-wide, so `Trainer` never calls it; the caller decides (the CLI
 has ``--threads``, default 1: for a model this small two threads gain about 25% per step on an idle
@@ -52,6 +53,7 @@ from model.data import (
     load_dataset,
 )
 from model.evaluate import Metrics, score, translate_batch
+from model.rnn import ATTENTIONS, CELLS, RNNConfig, RNNSeq2Seq
 from model.trace import Interventions, Trace
 from model.transformer import Config, Transformer
 from model.vocab import PAD_ID, detokenize, tokenize
@@ -85,6 +87,12 @@ class TrainConfig:
     eval_every: int = 100  # steps between held-out evaluations (0: only at the end)
     max_seconds: float | None = None  # stop after this much wall-clock time
     max_len: int = 64  # longest sequence the model accepts (positional-encoding rows)
+    # The architecture: "transformer", or "rnn" for the recurrent encoder-decoder with attention of
+    # model/rnn.py (d_model is then its embedding, state and attention size; n_heads, n_layers, d_ff
+    # and look_ahead_mask do not apply to it).
+    arch: str = "transformer"
+    cell: str = "gru"  # rnn only: "gru" or "lstm"
+    attention: str = "additive"  # rnn only: "additive" (Bahdanau) or "qkv" (key/query/value)
 
     def __post_init__(self) -> None:
         problems = []
@@ -113,13 +121,23 @@ class TrainConfig:
             value = getattr(self, name)
             if value is not None and (not _is_number(value) or not 0 < value < math.inf):
                 problems.append(f"{name} must be a positive number or None (got {value!r})")
+        if self.arch not in ARCHS:
+            problems.append(f"arch must be one of {', '.join(ARCHS)} (got {self.arch!r})")
+        if self.cell not in CELLS:
+            problems.append(f"cell must be one of {', '.join(CELLS)} (got {self.cell!r})")
+        if self.attention not in ATTENTIONS:
+            problems.append(f"attention must be one of {', '.join(ATTENTIONS)} (got {self.attention!r})")
         if not isinstance(self.look_ahead_mask, bool):
             problems.append(f"look_ahead_mask must be True or False (got {self.look_ahead_mask!r})")
         if problems:
             raise ValueError("Invalid training config: " + "; ".join(problems))
 
-    def model_config(self, src_vocab: int, tgt_vocab: int) -> Config:
-        """The `Config` of the model this recipe trains, for vocabularies of the given sizes."""
+    def model_config(self, src_vocab: int, tgt_vocab: int) -> Config | RNNConfig:
+        """The `Config` (or `RNNConfig`) of the model this recipe trains, for vocabularies of the given sizes."""
+        if self.arch == "rnn":
+            return RNNConfig(src_vocab=src_vocab, tgt_vocab=tgt_vocab, d_emb=self.d_model, hidden=self.d_model,
+                             d_attn=self.d_model, cell=self.cell, attention=self.attention,
+                             dropout=self.dropout, max_len=self.max_len)
         return Config(src_vocab=src_vocab, tgt_vocab=tgt_vocab, d_model=self.d_model, n_heads=self.n_heads,
                       n_enc_layers=self.n_layers, n_dec_layers=self.n_layers, d_ff=self.d_ff,
                       dropout=self.dropout, max_len=self.max_len)
@@ -128,6 +146,14 @@ class TrainConfig:
     def peak_lr(self) -> float:
         """The largest learning rate of the schedule, reached at step `warmup`."""
         return rate(self.warmup, self.d_model, self.warmup, self.lr_scale)
+
+
+ARCHS = ("transformer", "rnn")
+
+
+def build_model(cfg: Config | RNNConfig) -> nn.Module:
+    """The network for a config: `RNNSeq2Seq` for an `RNNConfig`, else the `Transformer`."""
+    return RNNSeq2Seq(cfg) if isinstance(cfg, RNNConfig) else Transformer(cfg)
 
 
 def _is_number(x: object) -> bool:
@@ -210,7 +236,7 @@ class TrainingDiverged(RuntimeError):
 # --- The trainer --------------------------------------------------------------------------------
 
 
-ModelFactory = Callable[[Config], nn.Module]
+ModelFactory = Callable[[Config | RNNConfig], nn.Module]
 
 
 class Trainer:
@@ -219,7 +245,8 @@ class Trainer:
     `data` is ``{"train": [Pair, ...], "heldout": [Pair, ...]}`` in the direction of
     `tcfg.direction` (``model.data.load_dataset`` gives that); by default the shipped toy set. The
     vocabularies are built from the training pairs only. `model_factory` builds the network from a
-    `Config` (default `Transformer`); the benchmark passes torch's reference here.
+    `Config` (default `build_model`: the `Transformer`, or `RNNSeq2Seq` when `tcfg.arch` is "rnn"); the
+    benchmark passes torch's reference here.
 
     Attributes the app reads while training runs: `model` (the live network), `src_vocab`,
     `tgt_vocab`, `step` (optimizer updates so far), `last_eval` (the latest `EvalEvent`), `lock`
@@ -251,7 +278,7 @@ class Trainer:
         self.model_config = tcfg.model_config(len(self.src_vocab), len(self.tgt_vocab))
         with torch.random.fork_rng():  # the same seed always gives the same initial weights
             torch.manual_seed(tcfg.seed)
-            self.model = (model_factory or Transformer)(self.model_config)
+            self.model = (model_factory or build_model)(self.model_config)
         self.model.train()
         # Paper 5.3: Adam with beta1 = 0.9, beta2 = 0.98, eps = 1e-9; the lr is set before every step.
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=0.0, betas=(0.9, 0.98), eps=1e-9)
@@ -410,6 +437,7 @@ class Trainer:
                          "n_train": len(self.train_pairs), "n_heldout": len(self.heldout),
                          "torch": torch.__version__},
             "metrics": metrics or {},
+            "arch": self.tcfg.arch,
             "data_sha256": self.data_sha256,
         }
         return Bundle(model, copy.deepcopy(self.src_vocab), copy.deepcopy(self.tgt_vocab), self.tcfg.direction,
@@ -443,6 +471,12 @@ def _parser() -> argparse.ArgumentParser:
                             help="train WITHOUT the decoder's look-ahead mask (the model learns to cheat)")
         elif f.name == "direction":
             ap.add_argument(flag, default=default, choices=DIRECTIONS)
+        elif f.name in ("arch", "cell", "attention"):
+            ap.add_argument(flag, default=default, choices={"arch": ARCHS, "cell": CELLS,
+                                                            "attention": ATTENTIONS}[f.name],
+                            help={"arch": "the Transformer, or the recurrent encoder-decoder with attention",
+                                  "cell": "recurrent cell (--arch rnn)",
+                                  "attention": "attention form (--arch rnn)"}[f.name])
         elif default is None:
             ap.add_argument(flag, type=float, default=None, help=f.name.replace("_", " "))
         else:
@@ -476,11 +510,17 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError) as e:
         print(f"cannot read the data set: {e}", file=sys.stderr)
         return 2
-    trainer = Trainer(tcfg, data, data_sha256=data_hash(args.data))
+    try:
+        trainer = Trainer(tcfg, data, data_sha256=data_hash(args.data))
+    except ValueError as e:  # a model config out of bounds (e.g. an RNN wider than model/rnn.py allows)
+        print(e, file=sys.stderr)
+        return 2
     print(f"{tcfg.direction}: {len(trainer.train_pairs)} training pairs, {len(trainer.heldout)} held-out; "
           f"vocabularies {len(trainer.src_vocab)} / {len(trainer.tgt_vocab)}; "
           f"{sum(p.numel() for p in trainer.model.parameters()):,} parameters; "
-          f"look-ahead mask {'on' if tcfg.look_ahead_mask else 'OFF'}; {torch.get_num_threads()} threads",
+          + (f"RNN: {tcfg.cell}, {tcfg.attention} attention; " if tcfg.arch == "rnn" else
+             f"look-ahead mask {'on' if tcfg.look_ahead_mask else 'OFF'}; ")
+          + f"{torch.get_num_threads()} threads",
           file=sys.stderr)
     recent: list[float] = []
     recent_ce: list[float] = []

@@ -3,6 +3,7 @@
     python -m model.translate "i am a student"            # -> je suis étudiant
     python -m model.translate --beam 4 "the cat is under the table"
     python -m model.translate --checkpoint assets/checkpoints/no_mask "i am a student"
+    python -m model.translate --checkpoint assets/checkpoints/rnn "i am a student"   # the recurrent model
 
 Prints only the translation, on one line, so the output can be piped. Notes (unknown words, a
 sentence cut to fit the model) go to stderr. Exit status 2 for an empty sentence or a checkpoint

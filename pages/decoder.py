@@ -43,7 +43,7 @@ def exact_numbers(steps, labels: list[str], key: str) -> None:  # the four matri
 
 
 st.title("The decoder and masking")
-st.markdown(text.INTRO)
+st.markdown(text.intro(a.out_tokens))
 require_sentence(a)
 sentence_header(a)
 sentence, lab = a.prepared.text, a.tgt_labels

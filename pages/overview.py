@@ -29,6 +29,8 @@ empty = a.prepared.empty
 
 st.title("The Transformer at a glance")
 st.markdown(text.INTRO)
+page_link("pages/lesson.py", "Start here: follow one sentence step by step → **Guided lesson**",
+          icon=":material/school:")
 
 st.header("Your sentence, translated")
 if empty:

@@ -654,3 +654,11 @@ def test_output_position_convention_and_folded_tables(out_page):
     labels = {e.label for e in out_page.expander}
     assert {"The 10 as a table", "Every position: targets and losses", "Every expansion of one step, as a table"} \
         <= labels
+
+
+def test_decoder_intro_shifts_the_sentences_own_translation():
+    at = run_app("decoder", sentence="i am a student")
+    a = pipeline.analyse(checkpoint.load(checkpoint.SHIPPED), pipeline.prepare(checkpoint.load(checkpoint.SHIPPED),
+                                                                                "i am a student"))
+    words = " ".join(a.out_tokens)
+    assert f"input `<bos> {words}`, output `{words} <eos>`" in all_text(at)

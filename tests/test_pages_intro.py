@@ -20,6 +20,7 @@ from model import checkpoint, pipeline
 from model.trace import Interventions, Trace
 from model.transformer import sinusoidal_encoding
 from model.vocab import EOS_ID, tokenize
+from ui import page_list
 
 SENT = "the animal didn't cross the street because it was too tired"
 PAGES = ("overview", "tokens", "positional", "why_attention")
@@ -154,12 +155,14 @@ def test_overview_links_to_every_walkthrough_page():
     at = run_app("overview")
     no_exception(at)
     links = at.get("page_link")
-    pages = {el.proto.page.replace("_", "-") for el in links}  # AppTest names pages by file, the app by url_path
-    assert {"tokens", "positional", "self-attention", "multi-head", "encoder", "decoder", "output",
-            "why-attention"} <= pages
-    by_label = {el.proto.label.split(" → ")[0]: el.proto.page.replace("_", "-") for el in links}
+    pages = {el.proto.page for el in links}  # a page's address is its file's stem
+    walk = {p.name for p in page_list.PAGES if p.walkthrough} - {"overview"}
+    assert walk | {"why_attention", "lesson"} <= pages
+    by_label = {el.proto.label.split(" → ")[0]: el.proto.page for el in links}
     assert by_label["(1) Embeddings"] == "tokens" and by_label["(2) Positional encoding"] == "positional"
-    assert by_label["(6) Masked and cross attention"] == "decoder" and by_label["(7) Linear + softmax"] == "output"
+    assert by_label["(6) Masked self-attention"] == "decoder" and by_label["(8) Linear + softmax"] == "output"
+    assert by_label["(7) Encoder-decoder attention"] == "cross_attention"
+    assert by_label["Start here: follow one sentence step by step"] == "lesson"
 
 
 def test_overview_data_summary():

@@ -122,12 +122,17 @@ def texts(at, kind: str) -> list[str]:
 
 
 @pytest.fixture(autouse=True)
-def no_job_left_behind():
-    """A failing test must not leave a training thread running (torch aborts at interpreter exit)."""
+def no_job_left_behind(monkeypatch):
+    """A fresh job manager per test (every AppTest session is the client "local": the per-client start
+    rate would otherwise count the whole module's starts); a failing test must not leave a training
+    thread running (torch aborts at interpreter exit)."""
+    manager = job_manager.JobManager(starts_per_minute=1000, jobs_per_client=10)
+    monkeypatch.setattr(job_manager, "_MANAGER", manager)
     yield
-    for job in job_manager.get_manager().active_jobs():
+    for job in manager.active_jobs():
         job.stop("test ended")
         job.join(60)
+    manager.shutdown()
 
 
 @pytest.fixture(scope="module")
@@ -561,3 +566,59 @@ def test_page_file_is_thin():
     """No torch arithmetic in the page: it imports no torch."""
     src = (ROOT / "pages" / "training.py").read_text()
     assert "import torch" not in src
+
+
+# --- a job belongs to the browser (issue 11) -------------------------------------------------------------
+
+
+def test_a_reload_or_second_tab_of_the_same_browser_reattaches(monkeypatch):
+    """Two sessions with the same browser identity (a reload, a second tab): the second shows the first's
+    running job and its figures, can stop it, and gets its model; a Start there starts nothing new."""
+    same_browser = job_manager.Identity("local", "b-0123456789abcdef0123456789abcdef", None)
+    monkeypatch.setattr(job_manager, "current_identity", lambda: same_browser)
+    first = run_page("training")
+    job = start(first, training_steps=5000, training_eval_every=0)
+    wait_steps(job, 3)
+    reloaded = run_page("training")  # a new session: nothing in its session state but the browser's identity
+    no_exception(reloaded)
+    assert reloaded.session_state["training_job"] is job
+    assert reloaded.button(key="training_stop").disabled is False
+    assert reloaded.button(key="training_start").disabled
+    assert re.search(r"Step \d+ of 5000", reloaded.get("progress")[0].proto.text)
+    assert job_manager.get_manager().counts() == (1, 0)
+    reloaded.button(key="training_stop").click().run()
+    v = finish(reloaded, job, 60)
+    assert (v.state, v.reason) == ("stopped", "stopped by you")
+    assert reloaded.session_state["my_model"] is job.result
+    other = job_manager.Identity("local", "b-ffffffffffffffffffffffffffffffff", None)
+    monkeypatch.setattr(job_manager, "current_identity", lambda: other)
+    stranger = run_page("training")  # another browser sees nothing of it
+    assert "training_job" not in stranger.session_state and "No training yet" in all_text(stranger)
+
+
+def test_any_page_of_the_browser_keeps_its_run(monkeypatch):
+    """A reload on another page than the training page still attaches the new session to the browser's run
+    (app.py asks on every page), so the run is not ended while the student reads another page."""
+    browser = job_manager.Identity("local", "b-00000000000000000000000000000001", None)
+    monkeypatch.setattr(job_manager, "current_identity", lambda: browser)
+    first = run_page("training")
+    job = start(first, training_steps=5000, training_eval_every=0)
+    wait_steps(job, 2)
+    monkeypatch.setattr(job_manager, "current_identity",
+                        lambda: job_manager.Identity("local", browser.browser, "session-on-overview"))
+    at = run_app("overview")
+    no_exception(at)
+    assert at.session_state["training_job"] is job and "session-on-overview" in job.session_ids()
+    first.button(key="training_stop").click().run()
+    assert finish(first, job, 60).state == "stopped"
+
+
+def test_a_model_too_large_to_save_is_refused_before_start(monkeypatch):
+    monkeypatch.setattr(checkpoint, "MAX_BYTES", 20 * 2**20)  # 4 layers of d_model 256 make about 30 MB
+    at = run_page("training")
+    set_widgets(at, {**TINY, "training_d_model": 256, "training_n_heads": 8, "training_d_ff": 1024,
+                     "training_n_layers": 4})
+    assert any("could not be saved and loaded again" in e for e in texts(at, "error")), texts(at, "error")
+    at.button(key="training_start").click().run()
+    no_exception(at)
+    assert "training_job" not in at.session_state

@@ -1,38 +1,168 @@
 """The server's training jobs: one `JobManager` per process, the only object sessions share.
 
-It holds no results (each session keeps its own `ui.jobs.Job`), just the bookkeeping that a
-classroom needs:
+It holds the bookkeeping that a classroom needs:
 
 - at most `max_running` jobs train at once (default: the number of CPU cores), each in its own
   process (`ui.train_worker`) with one torch thread at a lower CPU priority (nice +10) than the
   server; the others wait in a first-in-first-out queue and can see their position;
-- one active job per owner (the page's per-session token), so a double click cannot start two;
+- a job belongs to a **browser**, not to a websocket: one active job per browser, and `submit` is a
+  compare-and-set under the manager's lock, so any burst of Start messages (from one tab, several
+  tabs, or reloads) gives exactly one job, which every session of that browser sees and can stop
+  (`job_for`); a reload re-attaches to the running job and its figures;
+- fair sharing between **clients** (network addresses): at most `jobs_per_client` jobs queued or
+  running per client and at most `starts_per_minute` new jobs per client per minute, so one client
+  cannot fill the running slots or the queue, whatever number of sessions or browsers it opens;
 - a maximum wall-clock time per job (`TrainConfig.max_seconds`, plus a watchdog for a hard stop);
-- a job whose browser session has ended (no websocket for `grace` seconds) is cancelled: queued
-  jobs leave the queue, running ones are killed. The liveness check is injectable (`session_alive`), so
-  tests simulate a dead session without Streamlit.
+- a job is cancelled only when no session of its browser has been alive for `grace` seconds
+  (queued jobs leave the queue, running ones are killed); the browser's last ended job (its model)
+  is kept for a reload until then too. The liveness check is injectable (`session_alive`), so tests
+  simulate dead sessions without Streamlit.
 
-The manager moves a job through its states only through the job's public methods. Nothing here
-needs a running Streamlit: the two Streamlit calls (the session id and the liveness check) are
-imported lazily inside two small functions.
+How a browser is identified (`current_identity`)
+-----------------------------------------------
+Streamlit 1.67 keeps no per-browser id of its own: every websocket is a new session. What a browser
+does carry is Streamlit's XSRF cookie, `_streamlit_xsrf`, which the server sets (without an expiry,
+so for the browser's lifetime, ``Path=/``, shared by all tabs) on the health check the frontend
+makes before it opens the websocket, and which the websocket's handshake then sends. The public
+`st.context.cookies` shows it. Its value is ``2|mask|masked_token|timestamp``: the mask is drawn
+afresh every time the server sets the cookie again, so the raw string changes from one load to the
+next, but the token underneath (token XOR mask) and the timestamp do not. We unmask the token and
+keep only ``sha256(per-process secret + token)``: the cookie is never stored, logged or shown.
+
+Limits of this choice: a browser without that cookie (XSRF protection switched off, or a client
+that is no browser, such as a script or AppTest) falls back to one identity per session, as before:
+no re-attach, but the per-client limits still apply. A private window, another browser profile or
+clearing cookies is another browser. Anyone who can read a browser's cookie (someone at that very
+computer) can attach to its job; the id is no secret from its own browser. The secret is per
+process, so ids (and jobs) do not outlive a server restart. Sessions attach to their browser's job
+when they run the training page; a reload on another page keeps the job alive only if a training page
+of that browser is opened within `grace` seconds.
+
+How a client is identified (`client_address`)
+---------------------------------------------
+By its IP address as Streamlit sees it (`st.context.ip_address`; a connection from this machine
+counts as "local"). IPv6 addresses count per /64 (one household or device gets a whole /64). Behind
+a reverse proxy every student would have the proxy's address: set ``GLASS_TRUST_PROXY=N`` (the number
+of proxies in front of the app that append to ``X-Forwarded-For``, usually 1), and the client is the
+address the outermost trusted proxy saw, read from the right of that header (entries further left
+are written by the client itself and could be anything). A class that reaches the server through
+one NAT address is one client: raise ``GLASS_JOBS_PER_CLIENT`` and ``GLASS_STARTS_PER_MINUTE`` to the
+class size there.
+
+Nothing here needs a running Streamlit: the Streamlit calls are imported lazily inside small functions.
 """
 
 from __future__ import annotations
 
 import collections
+import hashlib
+import ipaddress
 import os
+import secrets
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from ui.jobs import Job
 
 DEFAULT_MAX_SECONDS = float(os.environ.get("GLASS_TRAINING_MAX_SECONDS", 600))
-DEFAULT_GRACE = 60.0  # seconds a session may be disconnected (a reload, a flaky network) before its job ends
+DEFAULT_GRACE = 60.0  # seconds no session of a browser may be alive (a reload, a flaky network) before its job ends
+XSRF_COOKIE = "_streamlit_xsrf"
+_SECRET = secrets.token_bytes(16)  # hashes browser tokens into ids: never the same across server processes
+
+
+def _env_int(name: str, default: int) -> int:
+    try:
+        return int(os.environ.get(name, "") or default)
+    except ValueError:
+        return default
+
+
+def trusted_proxies() -> int:
+    """$GLASS_TRUST_PROXY: how many reverse proxies in front of the app append to X-Forwarded-For
+    (0: none, trust no header; "true"/"yes" mean 1)."""
+    raw = os.environ.get("GLASS_TRUST_PROXY", "").strip().lower()
+    if raw in ("true", "yes", "on"):
+        return 1
+    try:
+        return max(0, int(raw or 0))
+    except ValueError:
+        return 0
 
 
 class JobRefused(RuntimeError):
-    """The manager cannot take this job (one is already active for this session, the queue is full)."""
+    """The manager cannot take this job (its client is over its share, the queue is full)."""
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Who is asking: `client` (the fair-share unit: a network address), `browser` (a hash naming the
+    browser, or None when it has no XSRF cookie) and `session` (this Streamlit session's id, or None)."""
+
+    client: str
+    browser: str | None
+    session: str | None
+
+
+def browser_id(cookie: str | None) -> str | None:
+    """The id of the browser holding this `_streamlit_xsrf` cookie value: a hash of its unmasked token
+    and timestamp (stable while the browser keeps the cookie, whatever mask the value carries), or None."""
+    if not cookie:
+        return None
+    parts = cookie.strip("\"'").split("|")
+    try:
+        if len(parts) == 4 and parts[0] == "2":
+            mask, masked = bytes.fromhex(parts[1]), bytes.fromhex(parts[2])
+            if not mask or not masked:
+                return None
+            token = bytes(b ^ mask[i % len(mask)] for i, b in enumerate(masked)) + b"|" + parts[3].encode()
+        elif len(parts) == 1:  # version 1: the token itself, in hex
+            token = bytes.fromhex(parts[0])
+        else:
+            return None
+    except ValueError:
+        return None
+    if len(token) < 8:
+        return None
+    return "b-" + hashlib.sha256(_SECRET + token).hexdigest()[:32]
+
+
+def client_address(ip: str | None, forwarded_for: str | None = None, proxies: int = 0) -> str:
+    """The client a request counts for: the address the outermost trusted proxy saw when `proxies` > 0
+    and the header has one, else `ip`; "local" for none. IPv6 counts per /64."""
+    if proxies > 0 and forwarded_for:
+        hops = [h.strip() for h in forwarded_for.split(",") if h.strip()]
+        if hops:
+            ip = hops[max(0, len(hops) - proxies)]
+    if not ip:
+        return "local"
+    try:
+        addr = ipaddress.ip_address(ip.strip().strip("[]"))
+    except ValueError:
+        return "unparsable:" + hashlib.sha256(ip.encode("utf-8", "replace")).hexdigest()[:16]
+    if isinstance(addr, ipaddress.IPv6Address):
+        if addr.ipv4_mapped is not None:
+            return str(addr.ipv4_mapped)
+        return str(ipaddress.IPv6Network((addr, 64), strict=False))
+    return str(addr)
+
+
+def current_identity() -> Identity:
+    """This script run's identity (outside a Streamlit server: client "local", no browser, no session)."""
+    session = current_session_id()
+    try:
+        import streamlit as st
+
+        ctx = st.context
+        cookies, headers = ctx.cookies, ctx.headers
+        cookie = cookies.get(XSRF_COOKIE) if cookies is not None else None
+        forwarded = headers.get("X-Forwarded-For") if headers is not None else None
+        ip = ctx.ip_address
+    except Exception:  # noqa: BLE001 - no server (AppTest, scripts): nobody to ask
+        cookie = forwarded = ip = None
+    cookie, forwarded, ip = (v if isinstance(v, str) else None for v in (cookie, forwarded, ip))  # AppTest: mocks
+    return Identity(client_address(ip, forwarded, trusted_proxies()), browser_id(cookie), session)
 
 
 def streamlit_session_alive(session_id: str | None) -> bool:
@@ -59,18 +189,23 @@ def current_session_id() -> str | None:
 
 
 class JobManager:
-    """Server-wide limits: a number of running jobs, a FIFO queue, a time limit, session liveness.
+    """Server-wide limits: running jobs, a FIFO queue, per-client shares, a time limit, browser liveness.
 
     max_running: jobs training at once (default: CPU cores, or $GLASS_MAX_TRAINING_JOBS).
     max_seconds: wall-clock limit per job (default 600 s, or $GLASS_TRAINING_MAX_SECONDS).
     session_alive: session id -> bool (default: ask the Streamlit runtime).
-    grace: seconds a session may be disconnected before its job is cancelled.
-    poll: seconds between the watchdog's sweeps (it runs only while jobs are active).
+    grace: seconds no session of a browser may be alive before its job is cancelled (and its last
+      ended job forgotten).
+    poll: seconds between the watchdog's sweeps (it runs only while it has jobs to watch).
+    max_queue: jobs waiting at most.
+    jobs_per_client: jobs queued or running per client at most ($GLASS_JOBS_PER_CLIENT, default 2).
+    starts_per_minute: new jobs per client in any 60 s ($GLASS_STARTS_PER_MINUTE, default 6).
     """
 
     def __init__(self, max_running: int | None = None, max_seconds: float = DEFAULT_MAX_SECONDS,
                  session_alive: Callable[[str | None], bool] = streamlit_session_alive, grace: float = DEFAULT_GRACE,
-                 poll: float = 1.0, max_queue: int = 200):
+                 poll: float = 1.0, max_queue: int = 200, jobs_per_client: int | None = None,
+                 starts_per_minute: int | None = None, clock: Callable[[], float] = time.monotonic):
         env = os.environ.get("GLASS_MAX_TRAINING_JOBS")
         self.max_running = max(1, int(max_running or (int(env) if env else 0) or os.cpu_count() or 1))
         self.max_seconds = float(max_seconds)
@@ -78,24 +213,45 @@ class JobManager:
         self.grace = float(grace)
         self.poll = float(poll)
         self.max_queue = int(max_queue)
+        self.jobs_per_client = max(1, jobs_per_client if jobs_per_client is not None
+                                   else _env_int("GLASS_JOBS_PER_CLIENT", 2))
+        self.starts_per_minute = max(1, starts_per_minute if starts_per_minute is not None
+                                     else _env_int("GLASS_STARTS_PER_MINUTE", 6))
+        self.clock = clock
         self._lock = threading.Lock()
         self._running: list[Job] = []
         self._queue: collections.deque[Job] = collections.deque()
+        self._owned: dict[str, Job] = {}  # owner (browser) -> its latest job, active or ended
+        self._starts: dict[str, collections.deque[float]] = {}  # client -> times of its recent starts
         self._watchdog: threading.Thread | None = None
 
     # --- public -----------------------------------------------------------------------------
 
     def submit(self, job: Job) -> Job:
-        """Start the job now if a slot is free, else queue it. Raises `JobRefused`."""
+        """Start the job now if a slot is free, else queue it; returns the job that now runs for its owner.
+
+        Idempotent per owner: when the owner already has a job queued or running, that job is returned
+        and `job` is dropped (a double click, a burst of messages, a second tab). Raises `JobRefused`
+        when the job's client is over its share or the queue is full.
+        """
         with self._lock:
             if job.state != "new":
                 raise JobRefused("This job was already submitted.")
-            if job.owner is not None and any(j.owner == job.owner for j in (*self._running, *self._queue)):
-                raise JobRefused("You already have a training job queued or running: stop it first.")
+            if job.owner is not None:
+                current = self._owned.get(job.owner)
+                if current is not None and current.active:
+                    current.add_sessions(job.session_ids())
+                    return current
+            if job.client is not None:
+                self._check_share_locked(job.client)
             if len(self._running) >= self.max_running and len(self._queue) >= self.max_queue:
                 raise JobRefused(f"The server's training queue is full ({self.max_queue} jobs waiting). "
                                  "Try again in a few minutes.")
             job.attach(self, self.max_seconds)
+            if job.client is not None:
+                self._starts.setdefault(job.client, collections.deque()).append(self.clock())
+            if job.owner is not None:
+                self._owned[job.owner] = job
             if len(self._running) < self.max_running:
                 self._start_locked(job)
             else:
@@ -103,6 +259,17 @@ class JobManager:
                 self._queue.append(job)
             self._ensure_watchdog_locked()
         return job
+
+    def job_for(self, owner: str | None, session_id: str | None = None) -> Job | None:
+        """The owner's (browser's) latest job, active or ended and not yet forgotten; `session_id`, when
+        given, is attached to it, so this session keeps the job alive and sees its figures."""
+        if owner is None:
+            return None
+        with self._lock:
+            job = self._owned.get(owner)
+            if job is not None and session_id is not None:
+                job.add_sessions((session_id,))
+            return job
 
     def position(self, job: Job) -> int | None:
         """1-based position in the queue, or None when not queued."""
@@ -131,16 +298,18 @@ class JobManager:
         with self._lock:
             return [*self._running, *self._queue]
 
+    def client_jobs(self, client: str) -> int:
+        """Jobs of `client` queued or running."""
+        with self._lock:
+            return sum(j.client == client for j in (*self._running, *self._queue))
+
     def sweep(self, now: float | None = None) -> list[Job]:
-        """Cancel jobs of ended sessions and jobs over the time limit; returns the jobs told to stop."""
+        """Cancel jobs whose browser has had no live session for `grace` seconds and jobs over the time
+        limit; forget ended jobs nobody can come back for. Returns the jobs told to stop."""
         now = time.monotonic() if now is None else now
         stopped = []
         for job in self.active_jobs():
-            alive = True
-            try:
-                alive = bool(self.session_alive(job.session_id))
-            except Exception:  # noqa: BLE001 - a failing check must not kill the watchdog
-                alive = True
+            alive = self._alive(job)
             disconnected_for = job.seen_alive(alive, now)
             if not alive and disconnected_for >= self.grace:
                 self.stop(job, "session ended", kill=True)
@@ -150,6 +319,23 @@ class JobManager:
             if job.started is not None and job.state == "running" and now - job.started > self.max_seconds + 60:
                 self.stop(job, f"time limit ({self.max_seconds:.0f} s per job)")
                 stopped.append(job)
+        with self._lock:
+            ended = [(owner, job) for owner, job in self._owned.items() if job.done]
+        for owner, job in ended:
+            alive = self._alive(job)
+            disconnected_for = job.seen_alive(alive, now)
+            if not alive and disconnected_for >= self.grace:
+                with self._lock:
+                    if self._owned.get(owner) is job:
+                        del self._owned[owner]
+        with self._lock:
+            cutoff = self.clock() - 60.0
+            for client in list(self._starts):
+                times = self._starts[client]
+                while times and times[0] <= cutoff:
+                    times.popleft()
+                if not times:
+                    del self._starts[client]
         return stopped
 
     def shutdown(self, timeout: float = 30) -> None:
@@ -158,6 +344,8 @@ class JobManager:
             self.stop(job, "server shutting down")
         for job in list(self._running):
             job.join(timeout)
+        with self._lock:
+            self._owned.clear()
 
     def release(self, job: Job) -> None:
         """Called by a job's thread as it ends: free its slot and start the next queued jobs."""
@@ -168,6 +356,41 @@ class JobManager:
                 self._start_locked(self._queue.popleft())
 
     # --- internal ---------------------------------------------------------------------------
+
+    def _alive(self, job: Job) -> bool:
+        """Whether any session attached to the job is connected (a failing check counts as alive; a job
+        without sessions, started outside Streamlit, always is)."""
+        if not job.session_ids():
+            return True
+        alive = False
+        dead = []
+        for sid in job.session_ids():
+            try:
+                ok = bool(self.session_alive(sid))
+            except Exception:  # noqa: BLE001 - a failing check must not kill the watchdog
+                ok = True
+            alive = alive or ok
+            if not ok:
+                dead.append(sid)
+        if alive and dead:
+            job.drop_sessions(dead)  # a reload's old session: the new one keeps the job
+        return alive
+
+    def _check_share_locked(self, client: str) -> None:
+        active = sum(j.client == client for j in (*self._running, *self._queue))
+        if active >= self.jobs_per_client:
+            raise JobRefused(f"Your network address already has {active} training job(s) queued or running; the "
+                             f"limit is {self.jobs_per_client} per address, so that everyone gets a turn. Wait "
+                             "until one ends, or stop one.")
+        times = self._starts.get(client)
+        now = self.clock()
+        if times:
+            while times and times[0] <= now - 60.0:
+                times.popleft()
+            if len(times) >= self.starts_per_minute:
+                wait = max(1, int(times[0] + 60.0 - now + 0.999))
+                raise JobRefused(f"{len(times)} training runs were started from your network address in the last "
+                                 f"minute; the limit is {self.starts_per_minute} per minute. Try again in {wait} s.")
 
     def _start_locked(self, job: Job) -> None:
         self._running.append(job)
@@ -183,7 +406,7 @@ class JobManager:
             time.sleep(self.poll)
             self.sweep()
             with self._lock:
-                if not self._running and not self._queue:
+                if not self._running and not self._queue and not self._owned:
                     self._watchdog = None
                     return
 

@@ -5,12 +5,19 @@ attention snapshots of the probe sentences), a stop event, a done event, a final
 end, the trained model as a `Bundle`. The paper's recipe (`model.train.Trainer`) runs in a worker
 process (`ui.train_worker`) with ONE torch thread; the job's thread in the server only copies the
 worker's messages into the job object and never calls Streamlit. The page keeps the job in its own
-`st.session_state` (see `ui.training_session`), so nothing one student trains is visible to
-another; it reads `job.view()` to draw it. The server-wide queue and limits are in
-`ui.job_manager`, which moves a job through its states with the job's public methods.
+`st.session_state` (see `ui.training_session`), and the server-wide `ui.job_manager` keeps it for
+its owner (the browser that started it), so every session of that browser, and nobody else, sees it;
+the page reads `job.view()` to draw it. The manager moves a job through its states with the job's
+public methods.
 
-Memory per job is bounded before it starts (`make_job` calls `model.train_settings.plan_run`). A
-queued job holds no model; a finished job keeps only its result `Bundle` and its figures.
+Memory per job is bounded before it starts (`make_job` calls `model.train_settings.plan_run`, and
+the worker caps its own address space at the estimate, see `ui.train_worker`). A queued job holds
+no model; a finished job keeps only its result `Bundle` and its figures.
+
+A finished run is never thrown away: the worker hands the weights over as checkpoint bytes, which
+the job checks like an upload (`model.checkpoint.from_bytes`). Should that fail, for whatever
+reason, the job keeps the two files' bytes (`result_files`) and says why (`handover_error`), and
+the page offers them for download.
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from model.checkpoint import Bundle, from_bytes
+from model.checkpoint import Bundle, CheckpointError, from_bytes
 from model.data import Pair
 from model.probes import MAX_PROBES, MAX_SNAPSHOTS, Snapshot, default_probes
 from model.train import EvalEvent, TrainConfig
@@ -51,6 +58,7 @@ class JobView:
     data_label: str
     probes: tuple[str, ...]
     probe_every: int
+    handover_error: str | None  # why the trained model could not be loaded here (its files stay downloadable)
     step: int
     steps: list[int]
     losses: list[float]
@@ -88,7 +96,7 @@ class Job:
     def __init__(self, tcfg: TrainConfig, data: dict[str, list[Pair]] | None = None, data_label: str = "toy set",
                  data_sha256: str | None = None, probes: Sequence[str] | None = None,
                  probe_every: int = DEFAULT_PROBE_EVERY, session_id: str | None = None, owner: str | None = None,
-                 name: str = "my model", memory: MemoryEstimate | None = None):
+                 name: str = "my model", memory: MemoryEstimate | None = None, client: str | None = None):
         self.id = uuid.uuid4().hex[:12]
         self.tcfg = tcfg
         self._data = data
@@ -97,8 +105,10 @@ class Job:
         self.probes = tuple(probes if probes is not None else default_probes(tcfg.direction, data))[:MAX_PROBES]
         # at most MAX_SNAPSHOTS per probe: long runs take them further apart
         self.probe_every = max(1, int(probe_every), math.ceil(tcfg.steps / MAX_SNAPSHOTS)) if probe_every else 0
-        self.session_id = session_id
-        self.owner = owner
+        self.session_id = session_id  # the session that started it
+        self._sessions: set[str] = {session_id} if session_id is not None else set()  # every session attached
+        self.owner = owner  # the browser it belongs to (or a per-session token): one active job per owner
+        self.client = client  # the network address it counts for in the manager's fair share
         self.name = name
         self.memory = memory
         self.lock = threading.Lock()
@@ -109,6 +119,8 @@ class Job:
         self.reason = ""
         self.error: str | None = None
         self.result: Bundle | None = None
+        self.result_files: tuple[bytes, bytes] | None = None  # (weights, JSON) when they could not be loaded
+        self.handover_error: str | None = None
         self.parameters: int | None = None
         self.steps: list[int] = []
         self.losses: list[float] = []
@@ -166,7 +178,8 @@ class Job:
                     eta = (self.tcfg.steps - self.steps[-1]) / rate if self.state == "running" else None
             return JobView(id=self.id, state=self.state, reason=self.reason, error=self.error, position=position,
                            tcfg=self.tcfg, data_label=self.data_label, probes=self.probes,
-                           probe_every=self.probe_every, step=self.steps[-1] if self.steps else 0,
+                           probe_every=self.probe_every, handover_error=self.handover_error,
+                           step=self.steps[-1] if self.steps else 0,
                            steps=list(self.steps), losses=list(self.losses), cross_entropy=list(self.cross_entropy),
                            lrs=list(self.lrs), evals=list(self.evals), eval_seconds=list(self.eval_seconds),
                            snapshots=list(self.snapshots), seconds=seconds, steps_per_s=rate, eta_s=eta,
@@ -202,8 +215,21 @@ class Job:
         self._end("stopped", reason)
         self.done_event.set()
 
+    def add_sessions(self, session_ids) -> None:
+        """Sessions (of its browser) that show this job: while one of them is alive, the job lives."""
+        with self.lock:
+            self._sessions.update(s for s in session_ids if s is not None)
+
+    def drop_sessions(self, session_ids) -> None:
+        with self.lock:
+            self._sessions.difference_update(session_ids)
+
+    def session_ids(self) -> list[str]:
+        with self.lock:
+            return list(self._sessions)
+
     def seen_alive(self, alive: bool, now: float) -> float:
-        """Record whether its session is connected at `now`; returns for how long it has been disconnected."""
+        """Record whether a session of its browser is connected at `now`; returns for how long none has been."""
         if alive:
             self._dead_since = None
             return 0.0
@@ -221,7 +247,8 @@ class Job:
     def _run(self) -> None:
         """The job's thread in the server: run the worker process and copy its messages into the job."""
         spec = {"tcfg": self.tcfg, "data": self._data, "data_sha256": self.data_sha256, "probes": self.probes,
-                "probe_every": self.probe_every, "name": self.name}
+                "probe_every": self.probe_every, "name": self.name,
+                "memory_bytes": self.memory.total if self.memory is not None else None}
         state, reason, error = "failed", "error", None
         try:
             state, reason, error = train_worker.run(spec, self.stop_event, lambda: self._kill, self._started,
@@ -243,14 +270,14 @@ class Job:
         """One message from the worker (see `ui.train_worker`)."""
         kind = msg[0]
         if kind == "result":
-            result = from_bytes(msg[1], msg[2], name=self.name)  # validated like an upload, never unpickled
-            with self.lock:
-                self.result = result
+            self._hand_over(msg[1], msg[2])
             return
         with self.lock:
             if kind == "info":
-                self.worker_info = msg[1]
+                self.worker_info = {**self.worker_info, **msg[1]}
                 self.parameters = msg[1]["parameters"]
+            elif kind == "usage":
+                self.worker_info = {**self.worker_info, **msg[1]}
             elif kind == "steps":
                 for ev, seconds in msg[1]:
                     self.steps.append(ev.step)
@@ -265,9 +292,27 @@ class Job:
                 self.snapshots.extend(msg[1])
 
 
+    def _hand_over(self, weights: bytes, meta: bytes) -> None:
+        """The trained model's files: loaded like an upload (never unpickled). If that fails, for any
+        reason, the files are kept for download and the reason is recorded: a run is never thrown away."""
+        try:
+            result = from_bytes(weights, meta, name=self.name)
+        except Exception as e:  # noqa: BLE001 - whatever it is, the weights stay the student's
+            why = str(e) if isinstance(e, CheckpointError) else f"{type(e).__name__}: {e}"
+            with self.lock:
+                self.result, self.result_files = None, (weights, meta)
+                self.handover_error = (f"The trained model could not be loaded into the app ({why}). Its two files "
+                                       "are kept for you: download them below.")
+            return
+        with self.lock:
+            self.result, self.result_files, self.handover_error = result, None, None
+
+
 def make_job(settings: dict, probes: Sequence[str] | None = None, probe_every: int = DEFAULT_PROBE_EVERY,
              data: dict[str, list[Pair]] | None = None, data_label: str = "toy set", data_sha256: str | None = None,
-             session_id: str | None = None, owner: str | None = None, name: str = "my model") -> Job:
-    """Validate everything a run needs (settings, data, memory) and build its job; `SettingsError` if not."""
+             session_id: str | None = None, owner: str | None = None, name: str = "my model",
+             client: str | None = None) -> Job:
+    """Validate everything a run needs (settings, data, memory, checkpoint size) and build its job;
+    `SettingsError` if not."""
     tcfg, probes, memory = plan_run(settings, probes, data)
-    return Job(tcfg, data, data_label, data_sha256, probes, probe_every, session_id, owner, name, memory)
+    return Job(tcfg, data, data_label, data_sha256, probes, probe_every, session_id, owner, name, memory, client)

@@ -111,11 +111,20 @@ def _analyse(model_key: str, text: str, iv: Interventions, _bundle: Bundle) -> p
     return pipeline.analyse(_bundle, pipeline.prepare(_bundle, text), iv)
 
 
+def used_text(text: str) -> str:
+    """The part of `text` an analysis uses: `pipeline.prepare` reads only the first `pipeline.MAX_CHARS`
+    characters; one more keeps "it was cut" true. The cache key, and everything the cache keeps, holds
+    this, never a whole pasted text (a 20M-character sentence would otherwise stay in the server's
+    cache after its session ended)."""
+    text = text if isinstance(text, str) else str(text)
+    return text[: pipeline.MAX_CHARS + 1]
+
+
 def analysis(iv: Interventions | None = None, text: str | None = None) -> pipeline.Analysis:
     """The current sentence through the current model under the current (or given) interventions."""
     cur = current_model()
     text = st.session_state["sentence"] if text is None else text
-    return _analyse(cur.key, text, interventions() if iv is None else iv, cur.bundle)
+    return _analyse(cur.key, used_text(text), interventions() if iv is None else iv, cur.bundle)
 
 
 @session_cache()
@@ -126,7 +135,7 @@ def _teacher_forced(model_key: str, text: str, target: str, iv: Interventions,
 
 def teacher_forced(target: str, iv: Interventions | None = None) -> pipeline.TeacherForced:
     cur = current_model()
-    return _teacher_forced(cur.key, st.session_state["sentence"], target,
+    return _teacher_forced(cur.key, used_text(st.session_state["sentence"]), used_text(target),
                            interventions() if iv is None else iv, cur.bundle)
 
 
@@ -193,7 +202,8 @@ def _beam(model_key: str, text: str, k: int, alpha: float, iv: Interventions, _b
 
 def beam(k: int, alpha: float = 0.6, iv: Interventions | None = None):
     cur = current_model()
-    return _beam(cur.key, st.session_state["sentence"], k, alpha, interventions() if iv is None else iv, cur.bundle)
+    return _beam(cur.key, used_text(st.session_state["sentence"]), k, alpha, interventions() if iv is None else iv,
+                 cur.bundle)
 
 
 # --- The decoder page: the padding demo and the model trained without the look-ahead mask ---------
@@ -218,6 +228,7 @@ def _base_translation(model_key: str, text: str, _bundle: Bundle) -> str:
 def no_mask_reference(text: str, base: Bundle) -> str:
     """The reference fed to the no-mask story: the toy data set's translation of `text`, or else the base
     model's own translation."""
+    text = used_text(text)
     ref = data.dataset_reference(text, base.direction)
     return ref if ref is not None else _base_translation(base.meta.get("weights_sha256", "base"), text, base)
 
@@ -230,7 +241,7 @@ def _cheating(keys: str, text: str, reference: str, _base: Bundle, _cheat: Bundl
 def cheating(text: str, reference: str, base: Bundle, cheat: Bundle) -> mask_experiments.Cheating:
     """The no-mask model and the base model on `text`: teacher-forced with `reference`, and generating."""
     keys = f"{base.meta.get('weights_sha256', '')}:{cheat.meta.get('weights_sha256', '')}"
-    return _cheating(keys, text, reference, base, cheat)
+    return _cheating(keys, used_text(text), used_text(reference), base, cheat)
 
 
 # --- The encoder-side pages, part 2: the projection step and the coreference focus ----------------

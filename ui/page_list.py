@@ -43,9 +43,20 @@ PAGES: tuple[PageSpec, ...] = (
     PageSpec("Start", "pages/lesson.py", "Guided lesson", ":material/school:",
              "One sentence from words to its translation in about twenty short steps, each with one figure and "
              "the numbers to notice; Back / Next, and a link to every step", walkthrough=False),
+    PageSpec("Start", "pages/classroom.py", "Classroom", ":material/groups:",
+             "Teach a class: students join with a code or a QR code and follow your page, sentence and "
+             "switches; ask them what the model will do, watch their answers, then reveal the model's",
+             walkthrough=False),
     PageSpec("Start", "pages/overview.py", "Overview", ":material/account_tree:",
              "The sentence and its translation, the encoder-decoder stack block by block, shapes and sizes "
              "beside the paper's base model"),
+    PageSpec("Start", "pages/before.py", "Before the Transformer", ":material/history:",
+             "Your sentence through a recurrent encoder-decoder with attention: the encoder word by word, one "
+             "decoder step's scores, α and context, the alignment matrix; then the same formulas on the "
+             "Transformer's encoder-decoder attention, and the two measured side by side", walkthrough=False),
+    PageSpec("Start", "pages/why_attention.py", "Why attention", ":material/speed:",
+             "The paper's Table 1 (complexity, sequential operations, path length), a calculator, and its results",
+             walkthrough=False),
     PageSpec("Encoder", "pages/tokens.py", "Tokens and embeddings", ":material/token:",
              "Words to tokens to ids, one-hot vectors times the embedding table, scaled by √d_model"),
     PageSpec("Encoder", "pages/positional.py", "Positional encoding", ":material/waves:",
@@ -63,9 +74,6 @@ PAGES: tuple[PageSpec, ...] = (
              "Each target position reads the source sentence; the source's padding mask"),
     PageSpec("Decoder", "pages/output.py", "Output and decoding", ":material/output:",
              "Final linear layer and softmax over the French vocabulary, the loss, greedy decoding and beam search"),
-    PageSpec("Context", "pages/why_attention.py", "Why attention", ":material/speed:",
-             "The paper's Table 1 (complexity, sequential operations, path length), a calculator, and its results",
-             walkthrough=False),
     PageSpec("Train", "pages/training.py", "Train your own", ":material/model_training:",
              "Train a small Transformer in your session: data, model and recipe settings, the learning-rate "
              "schedule, live progress, then every page shows your model", walkthrough=False),

@@ -55,7 +55,7 @@ def _pages() -> dict[str, list[StreamlitPage]]:
 def navigation() -> StreamlitPage:
     """app.py's navigation; marks this script run as going through it."""
     _local.inside = True
-    return st.navigation(_pages())
+    return st.navigation(_pages(), expanded=True)  # every page listed (Streamlit folds more than 10)
 
 
 def run(page: StreamlitPage, sidebar: Callable[[], None]) -> None:

@@ -46,6 +46,7 @@ TOGGLES = {  # state key -> (Interventions field, URL parameter, label)
     "iv_pos": ("positional_encoding", "pe", "Positional encoding"),
 }
 PAGE_PARAMS = ("lesson", "step")  # URL parameters a page owns (the guided lesson): kept, never wiped
+CLASS_PARAMS = ("class", "follow")  # a student's class (ui/classroom/session.py): kept, never wiped
 MAX_URL_SENTENCE = 500  # a longer sentence is not put in the URL (it is cut to the model's limit anyway)
 MAX_LINK_SENTENCE = 2_000  # a link's sentence is cut to this (the model reads at most max_len tokens)
 MAX_LINK_HEADS = 64  # heads read from a link's "off" list
@@ -178,7 +179,7 @@ def sync_query_params() -> None:
             want[param] = "0"
     if ss.get(PRESENTER_KEY):
         want["presenter"] = "1"
-    for param in PAGE_PARAMS:  # the page that owns them writes them after this (see the module docstring)
+    for param in (*PAGE_PARAMS, *CLASS_PARAMS):  # their owners write them after this (module docstring)
         if param in st.query_params:
             want[param] = st.query_params[param]
     if dict(st.query_params) != want:

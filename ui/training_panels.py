@@ -15,6 +15,7 @@ from model.train_settings import SettingsError, check_corpus_profile
 from ui import job_manager
 from ui.jobs import JobView
 from ui.training_session import ADOPTED_KEY, JOB_KEY, adopt_finished, corpus_profile, on_use_mine
+from ui.training_session import job as browser_job
 from ui.widgets import chart, matrix, md
 from viz import training as vt
 
@@ -104,7 +105,7 @@ def attention_section(v: JobView) -> None:
 
 def live_status() -> None:
     """The job's state, progress bar and headline numbers: cheap, so it polls every second while running."""
-    job = st.session_state.get(JOB_KEY)
+    job = browser_job()
     if job is None:
         st.info("No training yet in this session. Choose the settings above and press **Start**.")
         return
@@ -123,15 +124,20 @@ def live_status() -> None:
         rate = f" · {v.steps_per_s:.1f} steps/s" if v.steps_per_s else ""
         st.progress(v.progress, text=f"Step {v.step} of {t.steps}{rate}{left}")
     elif v.state == "finished":
-        st.success(f"Training finished: {v.step} steps in {v.seconds:.0f} s. Your model is **My model** in the "
-                   "sidebar.")
+        st.success(f"Training finished: {v.step} steps in {v.seconds:.0f} s."
+                   + (" Your model is **My model** in the sidebar." if job.result is not None else ""))
     elif v.state == "stopped":
         st.warning(f"Training stopped ({v.reason}) after {v.step} of {t.steps} steps."
                    + (" The model as it was is **My model** in the sidebar." if job.result is not None else ""))
     elif v.state == "failed":
         st.error(v.error or "Training failed.")
-        st.info("Nothing was lost: change the settings (for example a learning-rate scale of 1 and a warm-up of a "
-                "few hundred steps) and press Start again.")
+        if job.result is not None:
+            st.info(f"The model as it was at step {v.step} is **My model** in the sidebar.")
+        else:
+            st.info("Nothing was lost: change the settings (for example a learning-rate scale of 1 and a warm-up of "
+                    "a few hundred steps) and press Start again.")
+    if v.handover_error and job.result_files is not None:
+        handover_downloads(v.handover_error, job.result_files)
     if v.state != "running" and v.step:
         st.progress(v.progress, text=f"Step {v.step} of {t.steps}")
     st.caption(f"Data: {md(v.data_label)} · {DIRECTIONS[t.direction]} · {t.n_layers}+{t.n_layers} layers, "
@@ -151,6 +157,17 @@ def live_status() -> None:
     m[2].metric("held-out exact match", f"{100 * last.exact_match:.1f} %" if last else "—")
     m[3].metric("held-out BLEU", f"{last.bleu:.1f}" if last else "—")
     m[4].metric("steps / s", f"{v.steps_per_s:.1f}" if v.steps_per_s else "—")
+
+
+def handover_downloads(message: str, files: tuple[bytes, bytes]) -> None:
+    """A trained model the app could not load: why, and its two files to download all the same."""
+    st.warning(message)
+    d1, d2, _ = st.columns(3)
+    d1.download_button("Download weights (.safetensors)", data=files[0], file_name="my_model.safetensors",
+                       mime="application/octet-stream", on_click="ignore", key="training_rescue_weights",
+                       icon=":material/download:")
+    d2.download_button("Download config (.json)", data=files[1], file_name="my_model.json", mime="application/json",
+                       on_click="ignore", key="training_rescue_json", icon=":material/download:")
 
 
 def live_figures() -> None:

@@ -1,7 +1,9 @@
 """The training page's session state: its keys, its defaults, and the callbacks that change it.
 
-Session-state keys (all per session): `training_job` (this session's `ui.jobs.Job`),
-`training_owner` (this session's token for the job manager), `training_adopted` (id of the job
+Session-state keys (all per session): `training_job` (the `ui.jobs.Job` this session shows: its
+browser's job, as the job manager keeps it), `training_owner` (a per-session token, the job's owner
+when the browser has no identity of its own), `_training_identity` (this session's
+`ui.job_manager.Identity`: client address, hashed browser id, session id), `training_adopted` (id of the job
 whose model became "my model"), `training_switched`, `training_error`, `training_corpus` (the
 uploaded corpus' bytes), `training_model_msg`, the memos `_training_parsed` / `_training_profile`
 / `_training_probes_auto`, and the page's widgets' `training_*` keys. The finished model goes to
@@ -9,6 +11,10 @@ uploaded corpus' bytes), `training_model_msg`, the memos `_training_parsed` / `_
 that at that moment.
 
 Callbacks (`on_*`) run before the script, so they may set widget keys and the sidebar's choice.
+
+A job belongs to the browser (see `ui.job_manager`): `job()` asks the manager for this browser's job on
+every run, so a reload or a second tab re-attaches to a running job and its figures, and a job started
+by a burst of Start messages is always the one shown and stopped. `on_start` is idempotent.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from pathlib import PurePath
 
 import streamlit as st
 
-from model import train_settings
+from model import checkpoint, train_settings
 from model.checkpoint import MAX_BYTES, Bundle, CheckpointError, from_bytes
 from model.data import CorpusError, langs, parse_corpus, split_pairs
 from model.probes import default_probes
@@ -41,7 +47,8 @@ from ui import job_manager
 from ui.jobs import make_job
 from ui.widgets import md
 
-JOB_KEY = "training_job"  # st.session_state key of this session's Job
+JOB_KEY = "training_job"  # st.session_state key of the Job this session shows
+IDENTITY_KEY = "_training_identity"  # this session's job_manager.Identity (computed once per session)
 ADOPTED_KEY = "training_adopted"  # id of the job whose model became "my model"
 SWITCHED_KEY = "training_switched"  # whether the sidebar's choice could be set to "mine" at that moment
 OWNER_KEY, ERROR_KEY, CORPUS_KEY, MODEL_MSG_KEY = "training_owner", "training_error", "training_corpus", \
@@ -66,11 +73,32 @@ def init() -> None:
     ss.setdefault("training_probe_every", DEFAULT_PROBE_EVERY)
     ss.setdefault("training_data", "toy")
     ss.setdefault(OWNER_KEY, uuid.uuid4().hex)
+    job()  # this browser's job, if any (a reload, another tab)
+
+
+def identity() -> job_manager.Identity:
+    """Who this session is for the job manager (client, browser, session), computed once per session."""
+    ss = st.session_state
+    ident = ss.get(IDENTITY_KEY)
+    if ident is None:
+        ident = ss[IDENTITY_KEY] = job_manager.current_identity()
+    return ident
+
+
+def owner() -> str:
+    """The owner of this session's jobs: its browser, or (no browser identity) this session alone."""
+    ss = st.session_state
+    return identity().browser or ss.setdefault(OWNER_KEY, uuid.uuid4().hex)
 
 
 def job():
-    """This session's job, or None."""
-    return st.session_state.get(JOB_KEY)
+    """The job this session shows: its browser's latest job (attaching this session to it, so that it
+    keeps the job alive), or the one it kept itself; None."""
+    ss = st.session_state
+    found = job_manager.get_manager().job_for(owner(), identity().session)
+    if found is not None and found is not ss.get(JOB_KEY):
+        ss[JOB_KEY] = found  # started in another tab of this browser, or before a reload: re-attached
+    return ss.get(JOB_KEY)
 
 
 # --- "My model" ------------------------------------------------------------------------------------
@@ -187,25 +215,28 @@ def chosen_data():
 
 
 def on_start() -> None:
+    """Start a run for this browser, unless one is queued or running already (then show that one)."""
     ss = st.session_state
     ss.pop(ERROR_KEY, None)
+    current = job()
+    if current is not None and current.active:  # a second click, a burst of messages, another tab
+        return
+    ident = identity()
     data, label, sha = chosen_data()
     try:
-        job = make_job(settings(), probes=probes(), probe_every=int(ss["training_probe_every"]), data=data,
-                       data_label=label, data_sha256=sha, session_id=job_manager.current_session_id(),
-                       owner=ss[OWNER_KEY], name="my model")
-        job_manager.get_manager().submit(job)
+        new = make_job(settings(), probes=probes(), probe_every=int(ss["training_probe_every"]), data=data,
+                       data_label=label, data_sha256=sha, session_id=ident.session, owner=owner(),
+                       client=ident.client, name="my model")
+        ss[JOB_KEY] = job_manager.get_manager().submit(new)  # compare-and-set: the browser's one active job
     except (SettingsError, job_manager.JobRefused) as e:
         ss[ERROR_KEY] = str(e)
-        return
-    ss[JOB_KEY] = job
 
 
 def on_stop() -> None:
-    job = st.session_state.get(JOB_KEY)
-    if job is not None:
-        job.stop("stopped by you")
-        if job.join(timeout=3.0):  # it stops after the current step: adopt here, where the sidebar may change
+    current = job()
+    if current is not None:
+        current.stop("stopped by you")
+        if current.join(timeout=3.0):  # it stops after the current step: adopt here, where the sidebar may change
             adopt_finished()
 
 
@@ -264,15 +295,20 @@ class Plan:
     max_running: int  # jobs this server trains at once
     max_seconds: float  # its time limit per job
     max_job_bytes: int  # a run whose estimate is above this is refused
+    checkpoint_bytes: int  # the checkpoint these settings would save (upper bound)
+    max_checkpoint_bytes: int  # settings whose checkpoint would be larger are refused
 
 
 def plan() -> Plan:
-    """The chosen settings' config and memory, and the server's limits; `SettingsError` if they cannot train."""
+    """The chosen settings' config, memory and checkpoint size, and the server's limits; `SettingsError` if
+    they cannot train (impossible settings, a model too large to save, a run over the memory limit)."""
     ss = st.session_state
     tcfg = make_config(settings())
     data, _, _ = chosen_data()
     prof = corpus_profile(corpus()[0]) if data is not None else toy_profile(ss["training_direction"])
     manager = job_manager.get_manager()
-    return Plan(tcfg, estimate_memory(tcfg, prof, n_probes=max(1, len(probes()))),
-                worst_case(ss["training_direction"]), manager.max_running, manager.max_seconds,
-                train_settings.MAX_JOB_BYTES)
+    train_settings.check_checkpoint_size(tcfg, prof)  # refused here, before Start, with the reason
+    memory = estimate_memory(tcfg, prof, n_probes=max(1, len(probes())))
+    train_settings.check_memory(memory)
+    return Plan(tcfg, memory, worst_case(ss["training_direction"]), manager.max_running, manager.max_seconds,
+                train_settings.MAX_JOB_BYTES, train_settings.checkpoint_bytes(tcfg, prof), checkpoint.MAX_BYTES)

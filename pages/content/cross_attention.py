@@ -8,9 +8,11 @@ INTRO = (
     "matter for the word it is about to write. The weights form a target × source *alignment* matrix. The "
     "source's **padding mask** decides which of its keys exist at all."
 )
-CROSS_LATEX = (r"\mathrm{Attention}(Q_{\text{dec}},K_{\text{enc}},V_{\text{enc}})=\mathrm{softmax}\!\left("
-               r"\frac{Q_{\text{dec}}K_{\text{enc}}^{\top}}{\sqrt{d_k}}\right)V_{\text{enc}},\quad "
-               r"Q_{\text{dec}}=YW^Q,\; K_{\text{enc}}=\mathrm{enc.out}\,W^K,\; V_{\text{enc}}=\mathrm{enc.out}\,W^V")
+CROSS_LATEX = (r"\begin{gathered}"
+               r"\mathrm{Attention}(Q_{\text{dec}},K_{\text{enc}},V_{\text{enc}})=\mathrm{softmax}\!\left("
+               r"\frac{Q_{\text{dec}}K_{\text{enc}}^{\top}}{\sqrt{d_k}}\right)V_{\text{enc}} \\[4pt] "
+               r"Q_{\text{dec}}=YW^Q,\; K_{\text{enc}}=\mathrm{enc.out}\,W^K,\; V_{\text{enc}}=\mathrm{enc.out}\,W^V"
+               r"\end{gathered}")
 
 
 def cross_caption(n_src: int) -> str:

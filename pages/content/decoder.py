@@ -1,9 +1,15 @@
 """The decoder page's prose (pages/decoder.py lays it out). Texts that state a number are functions of it."""
 
+def intro(words: list[str]) -> str:
+    """The page's opening, with the sentence's own translation as the shifted-right example."""
+    shown = " ".join(w.replace("`", "'") for w in (words or ["les", "machines", "pensantes"])[:12])
+    return INTRO.format(inp=f"<bos> {shown}", out=f"{shown} <eos>")
+
+
 INTRO = (
     "The decoder writes the translation one word at a time. Its input is the translation shifted right by one: "
-    "**position t reads word t and predicts word t + 1** (input `<bos> les machines pensantes`, output `les "
-    "machines pensantes <eos>`). Each of its blocks has **three** sub-layers: **masked self-attention** over the "
+    "**position t reads word t and predicts word t + 1** (input `{inp}`, output `{out}`). Each of its blocks "
+    "has **three** sub-layers: **masked self-attention** over the "
     "words written so far, **encoder-decoder attention** over the encoded source sentence (next page), and a "
     "**feed-forward** net; each is wrapped in a residual connection and layer normalisation (add & norm). This "
     "page is about the **look-ahead mask**, which keeps position t from reading word t + 1 and later. Everything "

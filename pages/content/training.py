@@ -5,7 +5,8 @@ from __future__ import annotations
 INTRO = (
     "Press **Start** and watch the paper's recipe teach a small Transformer the toy translation set: Adam, "
     "the warm-up learning-rate schedule, label smoothing and dropout. Training runs in the background for "
-    "**your session only**; you can visit the other pages meanwhile and come back. When it ends (or when you "
+    "**your browser only**; you can visit the other pages meanwhile and come back, and a reload or a second tab "
+    "of the same browser shows the same run. When it ends (or when you "
     "stop it) the model becomes **My model** in the sidebar, beside the shipped one, and every page can "
     "show its tensors.")
 
@@ -37,9 +38,14 @@ def summary(plan) -> str:
         f"{mem.parameters:,} parameters; peak learning rate {tcfg.peak_lr:.2e} at step {tcfg.warmup}.  \n"
         f"**Memory (estimate):** {mem.total / 1e6:,.0f} MB for this run: weights, gradients, Adam's two moments "
         f"and copies {mem.state_bytes / 1e6:,.1f} MB, activations kept for the backward pass of the largest batch "
-        f"{mem.activation_bytes / 1e6:,.1f} MB, attention snapshots ≤ {mem.snapshot_bytes / 1e6:,.1f} MB. "
-        f"The largest allowed settings need about {worst.total / 1e6:,.0f} MB; a run above "
-        f"{plan.max_job_bytes / 1e6:,.0f} MB is refused.  \n"
+        f"{mem.activation_bytes / 1e6:,.1f} MB (a held-out evaluation batch: {mem.eval_bytes / 1e6:,.1f} MB, "
+        f"never at the same time), attention snapshots ≤ {mem.snapshot_bytes / 1e6:,.1f} MB, the data "
+        f"{mem.data_bytes / 1e6:,.1f} MB. The largest settings the boxes allow would need about "
+        f"{worst.total / 1e6:,.0f} MB; a run above {plan.max_job_bytes / 1e6:,.0f} MB is refused, and a run "
+        f"that uses more than its estimate is stopped with a message.  \n"
+        f"**Checkpoint:** about {plan.checkpoint_bytes / 2**20:,.1f} MB (4 bytes per parameter, plus the "
+        f"vocabularies); a model above {plan.max_checkpoint_bytes / 2**20:,.0f} MB could not be saved and loaded "
+        f"again, so such settings are refused.  \n"
         f"**This server** trains at most {plan.max_running} model(s) at once (one CPU thread each, at a lower "
         f"priority than the pages; more wait in a queue) and stops a run after {plan.max_seconds / 60:.0f} "
         f"minutes.")

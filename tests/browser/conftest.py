@@ -4,7 +4,7 @@ Fixtures
 --------
 app_url   (session)  base URL of `streamlit run app.py` on 127.0.0.1 and a free port; the process
                      group is killed at the end of the session, also when tests fail.
-browser   (session)  Debian's /usr/bin/chromium through Playwright's sync API (a missing chromium is
+browser   (module)   Debian's /usr/bin/chromium through Playwright's sync API (a missing chromium is
                      a failure with a clear message, never a skip: `./dev.sh test` installs it).
 app       (test)     a fresh browser context and page, with helpers: `goto(path, **query)`,
                      `wait_idle()`, `act(fn)`, `shot(name)`, `main_text()`. Every visited page is
@@ -57,8 +57,11 @@ def app_url():
         server.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser():
+    """Chromium for one test module. Not for the whole session: Playwright's sync API keeps an asyncio
+    loop running in this thread while it is open, and later tests (the replicas, the classroom load) run
+    their own loops with asyncio.run."""
     try:
         require_chromium()
     except RuntimeError as e:

@@ -32,7 +32,7 @@ def test_every_step_opens_from_its_link(app):
         page.goto(link(app.base_url, k), wait_until="domcontentloaded")
         app.wait_idle()
         expect(heading(app)).to_contain_text(f"{k}. {step.title}")
-        expect(page.get_by_text(f"Step {k} of {L.N_STEPS}")).to_be_visible()
+        expect(page.get_by_text(f"Step {k} of {L.N_STEPS}").first).to_be_visible()  # above and below the step
         expect(app.sidebar.get_by_label("Your sentence").first).to_be_visible()  # through app.py: the sidebar
         app.no_exception()
         assert re.search(rf"[?&]step={k}(&|$)", page.url), page.url
@@ -44,7 +44,7 @@ def test_next_by_keyboard_and_a_bad_step(app):
     page = app.page
     page.goto(link(app.base_url, 9), wait_until="domcontentloaded")
     app.wait_idle()
-    next_button = app.main.get_by_role("button", name="Next")
+    next_button = app.main.get_by_role("button", name="Next").first  # the one above the step
     next_button.focus()
     app.act(lambda: page.keyboard.press("Enter"))
     expect(heading(app)).to_contain_text(f"10. {L.STEPS[9].title}")

@@ -1,7 +1,8 @@
 """Classroom mode's shared state: `get_store()` and everything a page needs from the class store.
 
 ui/classroom/store.py holds the interface, the data and the validation (read its docstring first);
-memory.py and redis_store.py the two back-ends. Nothing here imports Streamlit.
+memory.py and redis_store.py the two back-ends. Nothing here imports Streamlit, except session.py and
+panels.py (the classroom in a Streamlit session; import them by name).
 """
 
 from __future__ import annotations

@@ -213,6 +213,7 @@ STATE_FIELDS = {
     "iv_pos": _bool,
     "lesson": _slug,
     "step": _step,
+    "lesson_sentence": lambda v, w: check_text(v, MAX_TEXT, w, allow_empty=True),  # the guided lesson's own
 }
 
 

@@ -1,0 +1,357 @@
+"""Classroom mode under load: follow latency, throughput of 1 vs 2 app processes, a process killed mid-class.
+
+Every client is bench/ws_client.py's StreamlitSession (Streamlit's websocket protocol, no browser), which
+also runs the page's fragment timers as a browser does: a following student polls its class each second
+(ui/classroom/panels.py) and the server reruns its page when the teacher changed something.
+
+    .venv/bin/python -m bench.classroom_load follow --students 30 100 [--changes 6] [--processes 2]
+    .venv/bin/python -m bench.classroom_load throughput [--students 24] [--seconds 40]
+    .venv/bin/python -m bench.classroom_load failover [--students 20]
+
+follow: one `streamlit run app.py` (the memory store), or --processes N behind HAProxy (Redis). A teacher
+(ws) starts a class, N students join with the link and follow; the teacher types a new sentence `--changes`
+times (a pause between); per change and student, the time from the teacher sending the sentence to the end
+of the student's run that shows it (its sidebar's sentence box). p50 / p95 / max, and how many students
+never showed it within --timeout.
+
+throughput: the same N students, each typing its own sentences one after the other without a pause (a
+saturated server), for --seconds, through HAProxy in front of 1 and then 2 app processes (ui/serve_many.py,
+Redis): completed interactions per second, and the ratio; and where the machine's CPU went meanwhile (the
+app processes, the clients in this script, everything else: on a shared machine other people's work
+takes cores the second process would use).
+
+failover: 2 app processes behind HAProxy with Redis; a teacher on app1, students spread over both; a
+question is open and half the class answered; app2 is killed (SIGKILL). Its students reconnect through the
+proxy with the address and widget values they had (as a browser's reconnect does) and land on app1: they
+must be in the class again (following, the teacher's sentence), the question and its counts unchanged, and
+they follow the teacher's next change. One of them explores on its own and has just typed a sentence when
+its process dies: it must come back exploring, with the sentence it typed.
+
+Bounded: every wait has a timeout, every loop a count or a deadline; servers on 127.0.0.1 and free ports,
+stopped at the end (process groups).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import re
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bench.ws_client import StreamlitSession
+from tests.browser.server import start_server
+from ui.serve_many import Cluster
+
+SENTENCES = ["i am a student", "thinking machines", "she is a student", "we are students", "the cat is big",
+             "he is tired", "the animal didn't cross the street because it was too tired", "you are a teacher"]
+CODE = re.compile(r"classroom\?class=([23456789A-HJKMNP-Z]{6})")  # the join link on the teacher's page
+
+
+def pct(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, max(0, round(q * (len(xs) - 1))))] if xs else float("nan")
+
+
+def summary(xs: list[float]) -> dict:
+    return {"n": len(xs), "p50": statistics.median(xs) if xs else float("nan"), "p95": pct(xs, 0.95),
+            "max": max(xs, default=float("nan"))}
+
+
+class Cookie(StreamlitSession):
+    """A session that sends HAProxy's cookie (the process it sticks to), as a browser does."""
+
+    def __init__(self, url: str, cookie: str | None = None, timeout: float = 60):
+        super().__init__(url, timeout)
+        self.cookie = cookie
+
+    async def connect(self, page: str = "", query: str = "") -> float:
+        from streamlit.proto.ClientState_pb2 import ClientState
+        from websockets.asyncio.client import connect
+
+        t = time.perf_counter()
+        self._ws = await connect(self.ws_url, subprotocols=["streamlit", "PLACEHOLDER_AUTH_TOKEN"], max_size=None,
+                                 ping_interval=None, open_timeout=self.timeout,
+                                 additional_headers={"Cookie": f"GLASS_REPLICA={self.cookie}"} if self.cookie else None)
+        self.replica = self._ws.response.headers.get("X-Glass-Replica")
+        self._reader = asyncio.create_task(self._read())
+        self.query_string = query
+        await self._rerun(ClientState(page_script_hash="", page_name=page.strip("/")), t)
+        return time.perf_counter() - t
+
+
+async def start_class(url: str, cookie: str | None = None) -> tuple[StreamlitSession, str]:
+    """A teacher: opens the class page, starts a class, goes to the overview. (session, code)."""
+    teacher = Cookie(url, cookie, timeout=120)
+    await teacher.connect("classroom")
+    await teacher.click("class_start")
+    m = CODE.search(teacher.text())
+    if not m:
+        raise RuntimeError(f"no class code on the teacher's page:\n{teacher.text()[:500]}")
+    await teacher.switch_page("overview")
+    return teacher, m[1]
+
+
+async def join(url: str, code: str, cookie: str | None = None, timeout: float = 120) -> StreamlitSession:
+    s = Cookie(url, cookie, timeout=timeout)
+    await s.connect("classroom", f"class={code}")
+    if f"Following class {code}" not in s.text(1):
+        raise RuntimeError(f"the student did not join: {s.text(1)[:300]!r} {s.exceptions()}")
+    return s
+
+
+def shows(s: StreamlitSession, sentence: str) -> bool:
+    try:
+        return s.widget_value("Your sentence") == sentence
+    except KeyError:
+        return False
+
+
+@dataclass
+class Follow:
+    students: int
+    latencies: list[float] = field(default_factory=list)
+    missed: int = 0
+    join_seconds: float = 0.0
+    polls_per_second: float = 0.0
+
+
+async def follow(url: str, n: int, changes: int, pause: float, timeout: float) -> Follow:
+    """Teacher changes -> every following student's page updated: latencies."""
+    out = Follow(n)
+    teacher, code = await start_class(url)
+    t = time.perf_counter()
+    students: list[StreamlitSession] = []
+    for i in range(0, n, 10):  # arrive ten at a time
+        students += await asyncio.gather(*(join(url, code) for _ in range(min(10, n - i))))
+    out.join_seconds = time.perf_counter() - t
+    pollers = [asyncio.create_task(s.poll_fragments(changes * (pause + timeout) + 30)) for s in students]
+    try:
+        await asyncio.sleep(2)
+        for k in range(changes):
+            sentence = SENTENCES[k % len(SENTENCES)]
+            seen: dict[int, float] = {}
+            done = asyncio.Event()
+
+            def hook(s, i, sentence=sentence, seen=seen, done=done):
+                if i not in seen and shows(s, sentence):
+                    seen[i] = time.perf_counter()
+                    if len(seen) == n:
+                        done.set()
+
+            for i, s in enumerate(students):
+                s.on_full_run = lambda s, i=i, hook=hook: hook(s, i)
+            runs0 = sum(s.full_runs for s in students)
+            t0 = time.perf_counter()
+            await teacher.type_sentence(sentence)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(done.wait(), timeout)
+            out.latencies += [seen[i] - t0 for i in seen]
+            out.missed += n - len(seen)
+            missed = [s for i, s in enumerate(students) if i not in seen]
+            if missed:  # what those students show: exploring? an old sentence? a dropped connection?
+                why = {}
+                for s in missed:
+                    badge = next((line for line in s.text(1).splitlines() if "class" in line), "no badge")
+                    try:
+                        box = repr(s.widget_value("Your sentence"))
+                    except KeyError:
+                        box = "no sentence box (a run under way)"
+                    key = f"{getattr(s, 'replica', None)}: {badge[:40]} / {box}"
+                    why[key] = why.get(key, 0) + 1
+                runs = [r for r in missed[0].runs if r[0] >= t0 - 2][:30]
+                print(f"    not updated: {why}; the runs of one since the change (t0 {t0:.2f}): {runs}", flush=True)
+            print(f"  change {k + 1}: {len(seen)}/{n} students updated, p50 "
+                  f"{statistics.median([seen[i] - t0 for i in seen]) if seen else float('nan'):.2f} s, "
+                  f"full runs {sum(s.full_runs for s in students) - runs0}", flush=True)
+            await asyncio.sleep(pause)
+    finally:
+        for p in pollers:
+            p.cancel()
+        await asyncio.gather(*pollers, return_exceptions=True)
+        await asyncio.gather(*(s.close() for s in [teacher, *students]), return_exceptions=True)
+    return out
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """CPU seconds used so far by these processes (user + system)."""
+    total = 0.0
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def machine_busy() -> float:
+    """CPU seconds the whole machine has spent busy so far (all processes, every core)."""
+    f = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    ticks = [int(x) for x in f]
+    return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")  # minus idle and iowait
+
+
+async def saturate(url: str, n: int, seconds: float, pids: list[int] | None = None) -> dict:
+    """n sessions, each typing its own sentences back to back for `seconds`: interactions per second, and
+    where the machine's CPU went meanwhile (the app processes, this script's clients, everything)."""
+    sessions = [StreamlitSession(url, timeout=120) for _ in range(n)]
+    for i in range(0, n, 8):
+        await asyncio.gather(*(s.connect("overview") for s in sessions[i:i + 8]))
+    done, errors, times = 0, 0, []
+    cpu0, mine0, busy0 = cpu_seconds(pids or []), time.process_time(), machine_busy()
+    start = time.perf_counter()
+    end = start + seconds
+
+    async def one(i: int, s: StreamlitSession) -> None:
+        nonlocal done, errors
+        k = 0
+        while time.perf_counter() < end:
+            sentence = f"{SENTENCES[(i + k) % len(SENTENCES)]}"
+            sentence = sentence if k % 2 else sentence + " ."  # every interaction a new value
+            k += 1
+            try:
+                times.append(await s.type_sentence(sentence))
+                done += 1
+            except Exception:  # noqa: BLE001 - counted
+                errors += 1
+                return
+
+    await asyncio.gather(*(one(i, s) for i, s in enumerate(sessions)))
+    wall = time.perf_counter() - start
+    cpu = {"apps": cpu_seconds(pids or []) - cpu0, "clients": time.process_time() - mine0,
+           "machine": machine_busy() - busy0}
+    cpu["others"] = cpu["machine"] - cpu["apps"] - cpu["clients"]  # HAProxy, Redis, and whatever else runs here
+    await asyncio.gather(*(s.close() for s in sessions), return_exceptions=True)
+    return {"interactions": done, "seconds": wall, "per_second": done / wall, "errors": errors, **summary(times),
+            "cpu_seconds": cpu, "per_app_cpu_second": done / cpu["apps"] if cpu["apps"] else float("nan")}
+
+
+async def failover(cluster: Cluster, n: int, timeout: float) -> dict:
+    """A class on 2 processes; kill app2; its students come back through the proxy and rejoin."""
+    from ui.classroom import RedisClassStore
+
+    teacher, code = await start_class(cluster.url, "app1")
+    await teacher.type_sentence("thinking machines")
+    students = list(await asyncio.gather(*(join(cluster.url, code, f"app{1 + i % 2}") for i in range(n))))
+    where = [s.replica for s in students]
+    store = RedisClassStore(cluster.redis_url)
+    try:
+        await teacher.switch_page("classroom")
+        await teacher.click("class_ask")  # the default question: attention, from the teacher's sentence
+        q = store.snapshot(code).question
+        await asyncio.gather(*(s.rerun() for s in students))  # their poll: the question shows
+        for s in students[: n // 2]:  # half the class answers
+            await s.click(f"class_answer_{q.id}_0")
+        dead = [i for i, r in enumerate(where) if r == "app2"]
+        explorer = students[dead[0]]  # one of them explores on its own, its own sentence
+        await explorer.click("class_detach")
+        await explorer.type_sentence("she is a student")
+        before = store.snapshot(code)
+        cluster.kill_app(1)
+        t0 = time.perf_counter()
+        back: dict[int, float] = {}
+
+        async def reconnect(i: int) -> None:
+            """As a browser does: its address (the class code and the state of its last completed run in it)
+            and its widgets' values. (A sentence whose Enter met the dead process itself is not kept: the new
+            session starts from the address; reading the widget values a reconnect sends would need Streamlit's
+            private state.)"""
+            old = students[i]
+            with contextlib.suppress(Exception):
+                await old.close()
+            s = Cookie(cluster.url, "app2", timeout=timeout)
+            s.widgets = dict(old.widgets)
+            await s.connect("", old.query_string)
+            students[i] = s
+            ok = (f"Exploring · class {code}" in s.text(1) and shows(s, "she is a student") if old is explorer
+                  else f"Following class {code}" in s.text(1) and shows(s, "thinking machines"))
+            if ok:
+                back[i] = time.perf_counter() - t0
+
+        await asyncio.gather(*(reconnect(i) for i in dead))
+        after = store.snapshot(code)
+        same = (after.state, after.question, after.counts, after.version) == (before.state, before.question,
+                                                                             before.counts, before.version)
+        # the teacher goes on: every student, moved or not, follows
+        await teacher.switch_page("overview")
+        await teacher.type_sentence("i am a student")
+        await asyncio.gather(*(s.rerun() for s in students))  # each one's poll
+        followed = sum(shows(s, "i am a student") for s in students)
+        explorer_kept = shows(students[dead[0]], "she is a student")
+        return {"students": n, "on_killed_process": len(dead), "rejoined": len(back),
+                "rejoin_seconds": summary(list(back.values())), "class_state_unchanged": same,
+                "answers_before": list(before.counts), "answers_after": list(after.counts),
+                "followed_next_change": followed, "explorer_kept_own_sentence": explorer_kept,
+                "now_on": sorted({s.replica for s in students if s.replica})}
+    finally:
+        store.close()
+        await asyncio.gather(*(s.close() for s in [teacher, *students]), return_exceptions=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("what", choices=("follow", "throughput", "failover"))
+    ap.add_argument("--students", type=int, nargs="+", default=None)
+    ap.add_argument("--changes", type=int, default=6, help="follow: the teacher's changes")
+    ap.add_argument("--pause", type=float, default=3.0, help="follow: seconds between two changes")
+    ap.add_argument("--timeout", type=float, default=30.0, help="seconds a student may take to show a change")
+    ap.add_argument("--seconds", type=float, default=40.0, help="throughput: seconds of load per run")
+    ap.add_argument("--replicas", type=int, nargs="+", default=[1, 2], help="throughput: app processes to compare")
+    ap.add_argument("--processes", type=int, default=0,
+                    help="follow: 0 = one `streamlit run app.py` (memory store); N = N processes behind HAProxy, Redis")
+    ap.add_argument("--json", help="also write the figures to this file")
+    args = ap.parse_args(argv)
+    out: dict = {"what": args.what}
+    if args.what == "follow":
+        server = (start_server(log=Path("/tmp") / "glass-classroom-load.log", timeout=120) if not args.processes
+                  else Cluster(replicas=args.processes, timeout=120).start())
+        out["processes"] = args.processes or "one streamlit run app.py (memory store)"
+        try:
+            for n in args.students or [30, 100]:
+                print(f"follow: {n} students, {args.changes} changes", flush=True)
+                f = asyncio.run(asyncio.wait_for(
+                    follow(server.url, n, args.changes, args.pause, args.timeout),
+                    n * 5 + args.changes * (args.pause + args.timeout) + 120))
+                out[f"follow_{n}"] = {**summary(f.latencies), "missed": f.missed, "join_seconds": f.join_seconds}
+                s = out[f"follow_{n}"]
+                print(f"{n} students: teacher change -> student page updated p50 {s['p50']:.2f} s, "
+                      f"p95 {s['p95']:.2f} s, max {s['max']:.2f} s; {f.missed} missed of {n * args.changes}; "
+                      f"all joined in {f.join_seconds:.1f} s", flush=True)
+        finally:
+            server.stop()
+    elif args.what == "throughput":
+        n = (args.students or [24])[0]
+        for r in args.replicas:
+            with Cluster(replicas=r, timeout=120) as c:
+                print(f"throughput: {n} students, {r} app process(es) behind HAProxy, {args.seconds:.0f} s", flush=True)
+                asyncio.run(asyncio.wait_for(saturate(c.url, n, 5), 300))  # warm-up: imports, first analyses
+                pids = [a.proc.pid for a in c.apps]
+                res = asyncio.run(asyncio.wait_for(saturate(c.url, n, args.seconds, pids), args.seconds + 300))
+                out[f"replicas_{r}"] = res
+                cpu = res["cpu_seconds"]
+                print(f"  {res['interactions']} interactions in {res['seconds']:.1f} s = {res['per_second']:.2f}/s "
+                      f"(p50 {res['p50']:.2f} s, p95 {res['p95']:.2f} s), errors {res['errors']}; CPU-s: app "
+                      f"processes {cpu['apps']:.1f}, clients {cpu['clients']:.1f}, everything else on the machine "
+                      f"{cpu['others']:.1f} (of {2 * res['seconds']:.0f} on 2 cores)", flush=True)
+        if len(args.replicas) == 2:
+            a, b = (out[f"replicas_{r}"]["per_second"] for r in args.replicas)
+            out["ratio"] = b / a
+            print(f"{args.replicas[1]} processes vs {args.replicas[0]}: {b / a:.2f}x (target >= 1.6x)")
+    else:
+        n = (args.students or [20])[0]
+        with Cluster(replicas=2, timeout=120) as c:
+            res = asyncio.run(asyncio.wait_for(failover(c, n, args.timeout * 4), 600))
+        out["failover"] = res
+        print(json.dumps(res, indent=1))
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

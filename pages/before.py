@@ -1,0 +1,139 @@
+"""Before the Transformer: the sentence through a recurrent encoder-decoder with attention, step by step,
+then the same attention formulas on the Transformer's encoder-decoder attention, then the measurements."""
+
+import streamlit as st
+
+from pages.content import before as text
+from ui import shell
+from ui.rnn import RNN_LABELS, STATE_KEY, available, comparison, view
+from ui.widgets import chart as labelled_chart
+from ui.widgets import md, notice, page_link, pick, sentence_header
+from viz import rnn as vr
+from viz.heatmap import table
+
+shell.enter(__file__)  # first: re-enter through app.py if Streamlit ran this page bare
+
+P = "before_"  # widget key prefix
+
+
+def chart(fig, key: str) -> None:
+    labelled_chart(fig, key=f"{P}{key}", config=vr.CONFIG)
+
+
+st.title(text.TITLE)
+st.markdown(text.INTRO)
+kind = pick("Recurrent model", available(), STATE_KEY, style="radio", format_func=RNN_LABELS.get)
+v = view(kind)
+a, tf = v.rnn, v.transformer
+cfg = v.bundle.config
+st.caption(text.model_line(cfg.cell, cfg.attention, cfg.hidden, sum(p.numel() for p in v.bundle.model.parameters()),
+                           v.bundle.meta.get("metrics", {})))
+
+if a.prepared.empty:
+    st.info(text.NO_SENTENCE)
+else:
+    sentence_header(a, show_translation=False)
+    st.markdown(f"**Recurrent model:** {md(a.translation) or '*(empty)*'} · **Transformer:** "
+                f"{md(tf.translation) or '*(empty)*'}")
+    t = a.trace
+    src = a.src_labels
+
+    st.header("1 · The encoder reads one word at a time")
+    st.markdown(text.ENCODER)
+    for line in text.GRU_LATEX if cfg.cell == "gru" else text.LSTM_LATEX:
+        st.latex(line)
+    step = st.slider("Encoder step i", 1, len(src), len(src), key=f"{P}enc_step") - 1
+    chart(vr.encoder_figure(t, step, src), "enc")
+    notice(vr.encoder_notice(t, step, src, cfg.cell))
+    st.caption(text.ENCODER_GREY)
+
+    st.header("2 · One decoder step: scores, α and the context c_t")
+    st.markdown(text.DECODER)
+    for line in text.ADDITIVE_LATEX if cfg.attention == "additive" else text.QKV_LATEX:
+        st.latex(line)
+    st.latex(text.STATE_LATEX)
+    out = a.next_labels
+    dstep = pick("Decoder step t (the word it outputs)", list(range(len(out))), f"{P}dec_step", style="slider",
+                 format_func=lambda i: f"{i + 1}: {vr.word(out[i])}")
+    s = vr.decoder_step(t, dstep, out)
+    chart(vr.bars_figure(s.scores, s.alpha, src), "step")
+    notice(vr.step_notice(s, src, dstep))
+    chart(vr.context_figure(s, dstep), "context")
+    with st.expander("The numbers of this step"):
+        st.dataframe(vr.step_table(s, src), hide_index=True)
+    st.caption(text.INDEX_NOTE)
+
+    st.header("3 · Every step at once: the alignment matrix")
+    st.markdown(text.ALIGNMENT)
+    alpha = t["rnn.dec.alpha"][0]
+    chart(vr.alignment_figure(alpha, src, out), "align")
+    notice(vr.alignment_notice(alpha, src, out))
+    with st.expander("α as a table (rnn.dec.alpha)"):
+        st.dataframe(table(alpha, src, out))
+
+    st.header("4 · Remove the RNN, keep the attention")
+    st.markdown(text.DERIVATION)
+    for line in text.DERIVATION_LATEX:
+        st.latex(line)
+    n_layers, n_heads = vr.cross_shape(tf.trace)
+    same = [vr.word(w) for w in out] == [vr.word(w) for w in tf.next_labels]
+    best_layer, best_head = vr.closest_head(tf.trace, alpha, same)
+    c1, c2 = st.columns(2)
+    with c1:
+        layer = pick("Decoder layer", list(range(n_layers)), f"{P}layer", default=best_layer,
+                     format_func=lambda i: f"layer {i}")
+    with c2:
+        head = pick("Head", list(range(n_heads)), f"{P}head", default=best_head, format_func=lambda h: f"head {h}")
+    st.caption(text.HEAD_NOTE)
+    x = vr.cross_attention(tf.trace, layer, head, tf.interventions.scale)
+    tf_src, tf_out = tf.src_labels, tf.next_labels
+    chart(vr.alignment_figure(x.alpha, tf_src, tf_out), "tf_align")
+    off = (x.module, head) in tf.interventions.heads_off
+    notice(vr.cross_notice(x, tf_src, tf_out, head, off))
+    notice(vr.agreement_notice(alpha, x.alpha, out, tf_out, src))
+    st.caption(text.SCALE_NOTE)
+    j = pick("Output word j", list(range(len(tf_out))), f"{P}j", style="slider",
+             format_func=lambda i: f"{i + 1}: {vr.word(tf_out[i])}")
+    col1, col2 = st.columns(2)
+    with col1:
+        st.markdown(f"**Kᵀq_:{j + 1} and its softmax** (queries {x.module}.q, keys {x.module}.k)")
+        chart(vr.bars_figure(x.scores[j], x.alpha[j], tf_src, "Kᵀq / √d_k"), "tf_step")
+    with col2:
+        st.markdown(f"**c_:{j + 1} = V·α_:{j + 1}** next to the model's own {x.module}.z")
+        chart(vr.context_pair_figure(x, j), "tf_c")
+    notice(vr.cross_step_notice(x, j, tf_src, tf_out, off))
+    st.markdown(f"**All output words at once: C = [c_:1 … c_:{len(tf_out)}]**")
+    chart(vr.c_matrix_figure(x, tf_out), "tf_C")
+    notice(vr.c_matrix_notice(x, off))
+    st.markdown(text.NO_RECURRENCE)
+
+st.header("5 · Measured: sequential steps, speed, accuracy, long-range gradients")
+data = comparison()
+if data is None:
+    st.info(text.NO_COMPARISON)
+else:
+    st.markdown(text.MEASURED)
+    c1, c2 = st.columns(2)
+    with c1:
+        chart(vr.steps_figure(data), "m_steps")
+        notice(vr.steps_notice(data))
+    with c2:
+        chart(vr.encode_time_figure(data), "m_time")
+        notice(vr.encode_time_notice(data))
+    st.markdown(text.PARALLEL_NOTE)
+    st.subheader("Training to the same accuracy")
+    st.dataframe(vr.training_table(data), hide_index=True)
+    notice(vr.training_notice(data))
+    st.subheader("Accuracy by sentence length, and il/elle")
+    chart(vr.length_figure(data), "m_len")
+    notice(vr.length_notice(data))
+    with st.expander("The numbers"):
+        st.dataframe(vr.length_table(data), hide_index=True)
+    st.subheader("The long-term dependency problem")
+    st.markdown(text.GRADIENT)
+    chart(vr.gradient_figure(data), "m_grad")
+    notice(vr.gradient_notice(data))
+
+st.divider()
+page_link("pages/why_attention.py", text.NEXT_WHY)
+page_link("pages/tokens.py", text.NEXT_TOKENS)

@@ -1,0 +1,25 @@
+"""The classroom page's prose (pages/classroom.py lays it out)."""
+
+INTRO = (
+    "Teach with the app on a projector while every student has it open too. Start a class and show its code "
+    "or QR code: students who join **follow you**. Your page, sentence, model, switched-off parts and guided-lesson "
+    "step appear on their screens within about a second. A student can leave to explore on their own and come "
+    "back with one click. Ask the class what the model will do, watch the answers come in, then reveal the "
+    "model's own answer."
+)
+TEACHER_KEY = (
+    "Paste this key on this page to take the class back after a reload, or if your connection moves to "
+    "another server. Keep it private: anyone who has it can lead the class. It is not in the join link or the QR code."
+)
+PRIVATE = ("Your own sentence and your own trained model stay yours: while you explore, nothing you do reaches "
+           "the teacher or the other students.")
+ENDS = ("A class ends when its teacher ends it, or after two hours without a teacher action. Then "
+        "everything it stored (its state, the question, the answers) is deleted.")
+ASK = ("A question is made from what you are showing now (the sentence, the model and what is switched off), "
+       "and the model answers it. Students see the model's answer only after you reveal it.")
+KINDS = {
+    "attention": "Which word does a word attend to most in one head (encoder layer and head below)?",
+    "next_word": "Given the first words of the translation, which word does the decoder pick next?",
+    "head_off": "Does switching one more head off change the translation?",
+    "no_mask": "Does the model trained without the look-ahead mask translate this sentence correctly?",
+}

@@ -1,0 +1,79 @@
+"""Classroom mode in Chromium: one teacher tab and two student tabs (three browser contexts, so three
+Streamlit sessions) on one `streamlit run app.py`. The students join with the link; the teacher changes
+the sentence and a switch; both students' screens show it within a few seconds, by their own polling
+(st.fragment(run_every=1)), with nothing clicked on their side.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.browser.conftest import VIEWPORT, AppPage
+from tests.browser.server import RUN_COUNTER_JS
+
+pytestmark = pytest.mark.browser
+
+FOLLOW_SECONDS = 10  # "within about a second" on an idle machine; the shared test machine gets room
+
+
+def new_tab(browser, app_url: str, name: str) -> AppPage:
+    context = browser.new_context(viewport=VIEWPORT, device_scale_factor=1)
+    context.set_default_timeout(30_000)
+    context.add_init_script(RUN_COUNTER_JS)
+    return AppPage(context.new_page(), app_url, name)
+
+
+def sentence_box(tab: AppPage):
+    return tab.sidebar.get_by_role("textbox", name="Your sentence", exact=True)
+
+
+def scale_switch(tab: AppPage):
+    return tab.sidebar.get_by_role("switch", name="Divide by √d_k", exact=True)
+
+
+def test_two_students_follow_the_teacher(browser, app_url, app):
+    teacher = app
+    teacher.goto("classroom")
+    teacher.act(lambda: teacher.main.get_by_role("button", name="Start a class").click())
+    link = teacher.main.get_by_text(re.compile(r"/classroom\?class=[A-Z0-9]{6}")).first.inner_text()
+    code = re.search(r"class=([A-Z0-9]{6})", link)[1]
+    expect(teacher.main.get_by_role("img")).to_have_count(1)  # the QR code
+    teacher.shot("teacher-console")
+    students = [new_tab(browser, app_url, f"student{i}") for i in (1, 2)]
+    try:
+        for s in students:
+            s.goto("classroom", **{"class": code})  # the join link
+            expect(s.sidebar.get_by_text(f"Following class {code}")).to_be_visible(timeout=30_000)
+            expect(s.main.get_by_role("heading", name="The Transformer at a glance")).to_be_visible()
+            assert f"class={code}" in s.page.url
+
+        # the teacher goes to the overview (in the app: the session stays the teacher's), types, switches
+        teacher.act(lambda: teacher.sidebar.get_by_role("link", name="Overview", exact=True).click())
+        box = sentence_box(teacher)
+        box.fill("i am a student")
+        t0 = time.perf_counter()
+        teacher.act(lambda: box.press("Enter"))
+        seen = []
+        for s in students:
+            expect(sentence_box(s)).to_have_value("i am a student", timeout=FOLLOW_SECONDS * 1000)
+            seen.append(time.perf_counter() - t0)
+        expect(scale_switch(teacher)).to_be_checked()
+        t1 = time.perf_counter()
+        switch = teacher.page.get_by_role("switch", name="Divide by √d_k", exact=True)
+        teacher.act(lambda: teacher.sidebar.get_by_test_id("stCheckbox").filter(has=switch).locator("label").click())
+        expect(scale_switch(teacher)).not_to_be_checked()
+        for s in students:
+            expect(scale_switch(s)).not_to_be_checked(timeout=FOLLOW_SECONDS * 1000)
+            assert "Source tokens: i am a student" in s.main_text()
+            seen.append(time.perf_counter() - t1)
+            s.no_exception()
+            s.shot("following")
+        print(f"students showed the teacher's change after {', '.join(f'{x:.1f}' for x in seen)} s")
+        teacher.no_exception()
+    finally:
+        for s in students:
+            s.page.context.close()

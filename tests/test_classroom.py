@@ -1,0 +1,452 @@
+"""Classroom mode in the app (ui/classroom/session.py, panels.py, pages/classroom.py, model/questions.py).
+
+A teacher and three students, each its own AppTest session of app.py, on the memory store AND on a real
+redis-server started here (tests/services.py): following (page, sentence, a switch, a head, the lesson's
+step), leaving and rejoining, a question with live counts and the reveal, the end of the class, a
+failover (a new session from the student's URL), and what a student cannot do. AppTest never fires
+`st.fragment(run_every=...)`: a student's poll is its next run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+
+import pytest
+import torch
+
+from model import checkpoint, pipeline
+from model import questions as Q
+from model.trace import Interventions
+from tests.apptest_util import all_text, decode, no_exception, run_app
+from tests.services import redis_server
+from ui import classroom
+from ui.classroom import Forbidden, MemoryClassStore, QuestionClosed, RedisClassStore, check_question
+from ui.widgets import md
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+SENTENCE = "the animal didn't cross the street because it was too tired"
+
+
+@pytest.fixture(scope="module")
+def redis_url():
+    with redis_server() as url:
+        yield url
+
+
+@pytest.fixture(params=["memory", "redis"])
+def backend(request, monkeypatch):
+    """install(**settings) -> a fresh class store that the app's get_store() returns, on either back-end."""
+    made = []
+
+    def install(**kw):
+        if request.param == "memory":
+            monkeypatch.delenv(classroom.REDIS_URL_ENV, raising=False)
+            s, key = MemoryClassStore(**kw), ""
+        else:
+            url = request.getfixturevalue("redis_url")
+            monkeypatch.setenv(classroom.REDIS_URL_ENV, url)
+            s, key = RedisClassStore(url, prefix=f"test:{uuid.uuid4().hex[:8]}", **kw), url
+        monkeypatch.setitem(classroom._stores, key, s)
+        made.append(s)
+        return s
+
+    yield install
+    for s in made:
+        s.close()
+
+
+@pytest.fixture
+def store(backend):
+    return backend()
+
+
+def state(at, key, default=None):
+    try:
+        return at.session_state[key]
+    except KeyError:
+        return default
+
+
+def start_teacher():
+    teacher = run_app("classroom")
+    teacher.button(key="class_start").click().run()
+    no_exception(teacher)
+    return teacher, state(teacher, "class_code")
+
+
+def join_by_link(code: str, **query):
+    at = run_app(query={"class": code, **query})
+    no_exception(at)
+    return at
+
+
+def title(at) -> str:
+    return at.title[0].value if at.title else ""
+
+
+def sidebar_text(at) -> str:
+    """The sidebar's markdown (st.badge is markdown: ":green-badge[...]")."""
+    return " ".join(m.value for m in at.sidebar.markdown)
+
+
+def published(store, code):
+    return store.snapshot(code)
+
+
+# -- following ----------------------------------------------------------------------------------------
+def test_students_follow_the_teacher_leave_and_come_back(store):
+    teacher, code = start_teacher()
+    assert code and state(teacher, "class_role") == "teacher"
+    assert "class" not in teacher.query_params  # the teacher's address never carries the class
+    secret = state(teacher, "_class_secret")
+    assert code in all_text(teacher) and secret not in all_text(teacher)  # projected: no secret on it
+    teacher.toggle(key="class_show_key").set_value(True).run()
+    assert f"{code}-{secret}" in all_text(teacher)
+    teacher.toggle(key="class_show_key").set_value(False).run()
+
+    s1 = join_by_link(code)  # the join link
+    s2 = run_app("classroom")  # the join form
+    s2.text_input(key="class_join_code").input(code.lower())
+    s2.button(key="class_join").click().run()
+    no_exception(s2)
+    s2._page_hash = ""  # AppTest keeps at.switch_page's page for good; a browser follows st.switch_page
+    s3 = join_by_link(code)
+    students = [s1, s2, s3]
+    for s in students:
+        assert state(s, "class_role") == "student" and state(s, "class_following") is True
+        assert s.query_params.get("class") == code
+        assert title(s) == "The Transformer at a glance"  # the overview: the teacher's page at the start
+        assert f"Following class {code}" in sidebar_text(s)
+    assert store.snapshot(code).students == 3
+
+    # the teacher goes to a page, types a sentence, switches the scaling and a head off
+    teacher.switch_page("pages/multi_head.py")
+    teacher.run()
+    teacher.sidebar.text_input(key="sentence").input("i am a student").run()
+    teacher.sidebar.toggle(key="iv_scale").set_value(False).run()
+    teacher.sidebar.multiselect(key="heads_off").select("enc.0.self_attn:1").run()
+    teacher.sidebar.radio(key="model").set_value("no_mask").run()
+    no_exception(teacher)
+    snap = store.snapshot(code)
+    assert snap.state["sentence"] == "i am a student" and snap.state["page"] == "multi_head"
+    assert snap.state["iv_scale"] is False and snap.state["heads_off"] == ["enc.0.self_attn:1"]
+    assert snap.state["model"] == "no_mask"
+    for s in students:
+        s.run()  # the poll (a fragment each second in a browser)
+        no_exception(s)
+        assert title(s) == "Multi-head attention"
+        assert state(s, "sentence") == "i am a student" and state(s, "iv_scale") is False
+        assert state(s, "heads_off") == ["enc.0.self_attn:1"] and state(s, "model") == "no_mask"
+        assert s.sidebar.text_input(key="sentence").value == "i am a student"
+        assert s.sidebar.toggle(key="iv_scale").value is False
+
+    # the guided lesson: a step forward
+    teacher.switch_page("pages/lesson.py")
+    teacher.run()
+    teacher.button(key="lesson_next").click().run()
+    no_exception(teacher)
+    assert store.snapshot(code).state["step"] == 2
+    for s in students:
+        s.run()
+        no_exception(s)
+        assert title(s) == "Guided lesson" and state(s, "lesson_step") == 2
+        assert "2 of" in str(s.get("progress")[0].proto.text)
+
+    # s2 leaves follow mode and types its own sentence; the teacher moves on; s2 keeps its own
+    s2.sidebar.button(key="class_detach").click().run()
+    assert state(s2, "class_following") is False and s2.query_params.get("follow") == "0"
+    s2.sidebar.text_input(key="sentence").input("she is a student").run()
+    # s3 just types: that alone leaves follow mode (its sentence stays its own)
+    s3.sidebar.text_input(key="sentence").input("we are students").run()
+    assert state(s3, "class_following") is False
+    version = store.snapshot(code).version
+    teacher.sidebar.text_input(key="sentence").input("thinking machines").run()
+    assert store.snapshot(code).version == version + 1  # the students' own typing changed nothing shared
+    for s in students:
+        s.run()
+        no_exception(s)
+    assert state(s1, "sentence") == "thinking machines"
+    assert state(s2, "sentence") == "she is a student" and state(s3, "sentence") == "we are students"
+
+    # one click back: the teacher's state again
+    s2.sidebar.button(key="class_follow").click().run()
+    no_exception(s2)
+    assert state(s2, "class_following") is True and state(s2, "sentence") == "thinking machines"
+    assert "follow" not in s2.query_params and s2.query_params.get("class") == code
+    assert title(s2) == "Guided lesson"
+
+    # a failover: the student's next run is a new session (another process) opened from its own address
+    moved = run_app(query=dict(s1.query_params))
+    no_exception(moved)
+    assert state(moved, "class_role") == "student" and state(moved, "sentence") == "thinking machines"
+    exploring = run_app(query=dict(s3.query_params))  # &follow=0: rejoins, still exploring
+    assert state(exploring, "class_role") == "student" and state(exploring, "class_following") is False
+
+    # the teacher ends the class: every student leaves it, nothing of it stays
+    teacher.switch_page("pages/classroom.py")
+    teacher.run()
+    teacher.button(key="class_end").click().run()
+    no_exception(teacher)
+    assert state(teacher, "class_role") is None and state(teacher, "_class_secret") is None
+    assert store.snapshot(code).ended
+    for s in students:
+        s.run()
+        no_exception(s)
+        assert state(s, "class_role") is None and "class" not in s.query_params
+    if isinstance(store, RedisClassStore):
+        assert store._r.keys(f"{store._p}:{code}*") == [f"{store._p}:{code}"]  # the "ended" marker only
+
+
+# -- predict, then reveal -------------------------------------------------------------------------------
+def question_text(at) -> str:
+    return " ".join(m.value for m in at.markdown if "Question from your teacher" in m.value)
+
+
+def test_a_question_live_answers_and_the_reveal(store):
+    teacher, code = start_teacher()
+    students = [join_by_link(code) for _ in range(3)]
+    teacher.radio(key="class_kind").set_value("attention").run()
+    teacher.button(key="class_ask").click().run()
+    no_exception(teacher)
+    snap = store.snapshot(code, secret=state(teacher, "_class_secret"))
+    q = snap.question
+    assert q is not None and not snap.revealed and snap.answered == 0
+    # the model's answer, recomputed from the tensors: the largest weight of "it" in the asked head
+    bundle = checkpoint.load(checkpoint.SHIPPED)
+    a = pipeline.analyse(bundle, pipeline.prepare(bundle, SENTENCE))
+    it = a.prepared.tokens.index("it")
+    head = int(a.trace["enc.0.self_attn.weights"][0, :, it].max(-1).values.argmax())
+    w = a.trace["enc.0.self_attn.weights"][0, head, it]
+    words = [*a.prepared.tokens, "<eos>"]
+    assert f"head {head}:" in q.text and q.options[snap.answer] == words[int(w.argmax())]
+    assert float(w.max()) == pytest.approx(float(torch.softmax(
+        a.trace["enc.0.self_attn.scaled"][0, head, it], -1).max()), abs=1e-6)
+
+    right, wrong = snap.answer, (snap.answer + 1) % len(q.options)
+    for s in students:
+        s.run()
+        no_exception(s)
+        assert "Question from your teacher" in question_text(s)
+        assert "The model's answer:" not in all_text(s)  # hidden until the reveal
+        assert store.snapshot(code, student_id=state(s, "_class_student")).answer is None
+    students[0].button(key=f"class_answer_{q.id}_{right}").click().run()
+    students[1].button(key=f"class_answer_{q.id}_{right}").click().run()
+    students[1].button(key=f"class_answer_{q.id}_{wrong}").click().run()  # changed their mind
+    no_exception(students[1])
+    # the teacher's live view (a fragment each second): the count and the distribution
+    teacher.run()
+    counts = [0] * len(q.options)
+    counts[right] += 1
+    counts[wrong] += 1
+    chart = next(c for c in teacher.get("plotly_chart") if "answer" in c.proto.spec)
+    bars = json.loads(chart.proto.spec)["data"][0]
+    assert [int(v) for v in decode(bars["x"])] == counts
+    assert "2 of 3 students answered" in all_text(teacher)
+    assert "The model's answer:" not in all_text(teacher) and "✓" not in chart.proto.spec  # nor the projector
+    assert "question: 2 answers" in all_text(teacher)  # the sidebar line (st.caption)
+
+    teacher.button(key="class_reveal").click().run()
+    no_exception(teacher)
+    assert f"The model's answer:** {md(q.options[right])}" in all_text(teacher)
+    for s in students:
+        s.run()
+        no_exception(s)
+        assert f"The model's answer:** {md(q.options[right])}" in all_text(s)
+    assert "the same as the model's" in all_text(students[0])
+    assert "not what the model does" in all_text(students[1])
+    assert "You did not answer" in all_text(students[2])
+    with pytest.raises(QuestionClosed):  # answers close with the reveal
+        store.answer(code, state(students[2], "_class_student"), q.id, right)
+
+
+@pytest.mark.parametrize("kind", ["next_word", "head_off", "no_mask"])
+def test_every_kind_of_question_can_be_asked(store, kind):
+    teacher, code = start_teacher()
+    teacher.radio(key="class_kind").set_value(kind).run()
+    teacher.button(key="class_ask").click().run()
+    no_exception(teacher)
+    snap = store.snapshot(code, secret=state(teacher, "_class_secret"))
+    assert snap.question is not None and 2 <= len(snap.question.options) <= 6
+
+
+def test_shared_text_is_shown_as_text(store):
+    teacher, code = start_teacher()
+    s1 = join_by_link(code)
+    # markdown in the teacher's sentence reaches the students as the characters typed
+    sentence = "the **animal** [it](javascript:alert(1)) was too `tired`"
+    teacher.switch_page("pages/overview.py")
+    teacher.run()
+    teacher.sidebar.text_input(key="sentence").input(sentence).run()
+    teacher.switch_page("pages/classroom.py")
+    teacher.run()
+    teacher.radio(key="class_kind").set_value("attention").run()
+    teacher.button(key="class_ask").click().run()
+    s1.run()
+    no_exception(s1)
+    assert state(s1, "sentence") == sentence
+    shown = question_text(s1)
+    q = store.snapshot(code).question
+    assert md(q.text) in shown
+    assert "[it](javascript" not in shown and "**animal**" not in shown
+    # HTML cannot be shared at all: the teacher is told, the students keep the sentence before
+    teacher.switch_page("pages/overview.py")
+    teacher.run()
+    teacher.sidebar.text_input(key="sentence").input("<b>bold</b> <script>x</script>").run()
+    no_exception(teacher)
+    assert any("cannot see your sentence" in w.value for w in teacher.warning)
+    s1.run()
+    assert state(s1, "sentence") == sentence
+
+
+# -- what a student cannot do ---------------------------------------------------------------------------
+def test_a_student_cannot_act_as_the_teacher(store):
+    teacher, code = start_teacher()
+    s1 = join_by_link(code)
+    before = store.snapshot(code)
+    # keys that mimic the teacher's, with a forged secret (a browser cannot even set these keys)
+    s1.session_state["class_role"] = "teacher"
+    s1.session_state["_class_secret"] = "forged-secret-forged-secret"
+    s1.sidebar.text_input(key="sentence").input("i am a student").run()
+    no_exception(s1)
+    assert state(s1, "class_role") is None  # told, and no longer claiming it
+    s1.switch_page("pages/classroom.py")
+    s1.run()
+    no_exception(s1)
+    assert not [b for b in s1.button if b.key in ("class_reveal", "class_end", "class_ask")]
+    after = store.snapshot(code)
+    assert (after.version, after.state, after.question) == (before.version, before.state, before.question)
+    # every teacher operation needs the secret (what the callbacks call)
+    for op, args in ((store.set_state, ({"sentence": "x"},)), (store.ask, ("q?", ["a", "b"], 0)),
+                     (store.reveal, ()), (store.end, ()), (store.touch, ())):
+        with pytest.raises(Forbidden):
+            op(code, "forged-secret-forged-secret", *args)
+    # a student's own messages (typing, switching, answering, leaving) change nothing shared
+    s2 = join_by_link(code)
+    s2.sidebar.toggle(key="iv_pos").set_value(False).run()
+    s2.sidebar.button(key="class_follow").click().run()
+    assert store.snapshot(code).version == before.version and not store.snapshot(code).ended
+    # the teacher key resumes the class in a new session (a reload, a failover); a wrong key does not
+    resumed = run_app("classroom")
+    resumed.text_input(key="class_resume_key").input(f"{code}-nottherightsecret").run()
+    resumed.button(key="class_resume").click().run()
+    assert state(resumed, "class_role") is None and "not the key of a running class" in all_text(resumed)
+    resumed.text_input(key="class_resume_key").input(f"{code}-{state(teacher, '_class_secret')}").run()
+    resumed.button(key="class_resume").click().run()
+    no_exception(resumed)
+    assert state(resumed, "class_role") == "teacher" and state(resumed, "class_resume_key") == ""
+
+
+def test_class_codes_cannot_be_enumerated(store):
+    teacher, code = start_teacher()
+    at = run_app("classroom")
+    wrong = "ZZZZZZ" if code != "ZZZZZZ" else "YYYYYY"
+    for _ in range(store.max_failed_joins):
+        at.text_input(key="class_join_code").input(wrong).run()
+        at.button(key="class_join").click().run()
+        assert "No class with this code" in all_text(at)
+    at.text_input(key="class_join_code").input(code).run()  # even the right code, now
+    at.button(key="class_join").click().run()
+    no_exception(at)
+    assert "Too many attempts: try again in" in all_text(at) and state(at, "class_role") is None
+    linked = run_app(query={"class": code})  # the same address through a link: refused too, said once
+    assert state(linked, "class_role") is None and "class" not in linked.query_params
+
+
+def test_an_idle_class_ends_by_itself(backend):
+    store = backend(idle_seconds=1.5)
+    teacher, code = start_teacher()
+    s1 = join_by_link(code)
+    time.sleep(2.0)
+    s1.run()
+    no_exception(s1)
+    assert state(s1, "class_role") is None and "class" not in s1.query_params
+    assert store.snapshot(code) is None or store.snapshot(code).ended
+
+
+# -- model/questions.py: the answers are the model's --------------------------------------------------------
+@pytest.fixture(scope="module")
+def bundles():
+    return checkpoint.load(checkpoint.SHIPPED), checkpoint.load(checkpoint.SHIPPED_NO_MASK)
+
+
+@pytest.mark.parametrize("text", [SENTENCE, "i am a student", "thinking machines", "the the cat <b>"])
+def test_question_answers_are_recomputed_from_the_tensors(bundles, text):
+    base, cheat = bundles
+    prepared = pipeline.prepare(base, text)
+    a = pipeline.analyse(base, prepared)
+    qs = []
+    for layer in range(base.config.n_enc_layers):
+        for head in range(base.config.n_heads):
+            q = Q.attention(a, layer, head)
+            w = a.trace[f"enc.{layer}.self_attn.weights"][0, head, Q.default_query(a)]
+            label = Q._labels([*a.prepared.tokens, "<eos>"])[int(w.argmax())]
+            assert q.answer_text == label
+            qs.append(q)
+    for t in range(len(a.out_tokens) + 1):
+        q = Q.next_word(a, base.tgt_vocab.itos, t)
+        best = base.tgt_vocab.itos[int(a.trace["probs"][0, t].argmax())]
+        assert q.answer_text == Q._labels([best])[0]
+        if t < len(a.out_tokens):  # what greedy decoding picked
+            assert best == a.out_tokens[t]
+        qs.append(q)
+    off = ("dec.0.cross_attn", 1)
+    q = Q.head_off(base, prepared, Interventions(), off)
+    changed = pipeline.analyse(base, prepared, Interventions().with_head(*off, on=False)).translation != a.translation
+    assert q.answer == int(changed)
+    qs.append(q)
+    q = Q.no_mask(base, cheat, prepared)
+    same = pipeline.analyse(cheat, pipeline.prepare(cheat, text)).translation == a.translation
+    assert q.answer == (0 if same else 1)
+    qs.append(q)
+    for q in qs:  # every question is one a class store accepts as it is
+        check_question(q.text, list(q.options), q.answer)
+        assert "<" not in q.detail + q.text
+
+
+def test_the_no_mask_model_gets_the_lecture_sentence_wrong(bundles):
+    base, cheat = bundles
+    q = Q.no_mask(base, cheat, pipeline.prepare(base, "i am a student"))
+    assert q.answer_text.startswith("No") and "je je je" in q.detail
+
+
+# -- several processes: one class through Redis, and a process killed mid-class ---------------------------
+def test_two_processes_share_a_class_and_its_students_survive_a_killed_process():
+    """2 × `streamlit run app.py` behind HAProxy with a redis-server (ui/serve_many.py); a teacher on app1,
+    students on both (websocket sessions, bench/ws_client.py). A question is open, half answered; app2 is
+    killed. Its students reconnect through the proxy with their own address (``?class=CODE``) and widget
+    values: they are in the class again on app1, following, and the class's state, question and counts are as
+    they were; one who was exploring keeps exploring, with its own sentence (from its address: a sentence whose
+    Enter met the dead process itself is lost, see README)."""
+    from bench.classroom_load import failover
+    from tests.services import require_tool
+    from ui.serve_many import Cluster
+
+    require_tool("haproxy")
+    require_tool("redis-server")
+    with Cluster(replicas=2, timeout=120) as c:
+        res = asyncio.run(asyncio.wait_for(failover(c, 6, 60), 300))
+    assert res["on_killed_process"] == 3 and res["rejoined"] == 3, res
+    assert res["class_state_unchanged"] and res["answers_after"] == res["answers_before"]
+    assert sum(res["answers_after"]) == 3
+    assert res["followed_next_change"] == 5 and res["explorer_kept_own_sentence"] and res["now_on"] == ["app1"], res
+
+
+def test_a_late_request_with_old_values_does_not_detach_a_student(store):
+    """A browser's fragment timer sends every widget's value; one sent just before the teacher's change
+    reached the student writes the old sentence back. That is the teacher's previous value, not the
+    student's doing: the student keeps following and shows the teacher's sentence again."""
+    teacher, code = start_teacher()
+    s1 = join_by_link(code)
+    teacher.switch_page("pages/overview.py")
+    teacher.run()
+    teacher.sidebar.text_input(key="sentence").input("i am a student").run()
+    s1.run()
+    assert state(s1, "sentence") == "i am a student"
+    s1.sidebar.text_input(key="sentence").input(SENTENCE).run()  # the value before the change, sent late
+    no_exception(s1)
+    assert state(s1, "class_following") is True and state(s1, "sentence") == "i am a student"
+    s1.sidebar.text_input(key="sentence").input("she is a student").run()  # a sentence of the student's own
+    assert state(s1, "class_following") is False and state(s1, "sentence") == "she is a student"

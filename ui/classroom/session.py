@@ -1,0 +1,400 @@
+"""Classroom mode in a Streamlit session: a teacher runs a class, students follow it (issue 14).
+
+This module holds the session's class state and its operations (join, follow, apply, publish, questions);
+ui/classroom/panels.py draws them and holds `run(page, body)`, which app.py wraps every run in:
+
+1. a link with ``?class=CODE`` joins this session to the class (a join link, or a student whom a
+   failover moved to another process: the URL keeps the code, so they rejoin by themselves);
+2. a student's run polls the class (`store.snapshot`); when following and the teacher's state has a
+   new version, it writes that state into this session's keys (ui/state.py's, ui/lesson.py's) before
+   any widget is drawn, and switches to the teacher's page;
+3. the sidebar shows a badge (following / exploring, the code) from a fragment that polls every
+   second (`st.fragment(run_every=1)`) and reruns the app when anything changed; a student sees the
+   teacher's open question above the page;
+4. a teacher's run publishes the shared keys when they changed (`store.set_state`, compared with the
+   last published dict), before and after the page draws, and postpones the idle expiry (`store.touch`).
+
+A student who changes a shared key or goes to another page leaves follow mode by that very act (their
+own sentence stays theirs); "Follow the teacher" re-applies the teacher's state. A change back to the
+teacher's previous values is no such act: a browser's fragment timer sends every widget's value, and one
+sent just before the teacher's change reached it writes the old values back (`stale`); those are re-applied.
+
+Session-state keys:
+
+====================  ================================================================================
+key                   meaning
+====================  ================================================================================
+class_code            the class this session belongs to (teacher or student)
+class_role            "teacher" or "student"
+class_following       a student follows the teacher (False: explores on their own)
+_class_secret         the teacher's secret: in the teacher's session only, never drawn
+_class_student        this student's random id (answers are counted once per id)
+_class_applied        the teacher's state last applied to this student's session: (version, state,
+                      the state applied before it)
+_class_seen           what the last completed full run showed: (version, question id, revealed); a
+                      poll that sees anything else reruns the app (also after a run cut short)
+_class_snap           the last snapshot (the question panel reads it)
+_class_published      the state this teacher last published
+_class_page           the teacher's last page of the walkthrough (the class page is not shared)
+_class_asked          the teacher's last question (model.questions.Question) and its id
+_class_touched        when this teacher last called touch (monotonic seconds)
+_class_notice         a message for this session, shown once
+====================  ================================================================================
+
+Security: every teacher operation goes through the store with `_class_secret`, which the store checks;
+no browser message sets that key (widgets set their own keys; callbacks get the server's arguments). A
+session claiming the role without the secret loses it. Shared text is drawn escaped (`ui.widgets.md`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from urllib.parse import urlsplit
+
+import streamlit as st
+
+from ui import lesson
+from ui.classroom import (
+    STATE_FIELDS,
+    ClassEnded,
+    ClassSnapshot,
+    ClassStoreError,
+    Forbidden,
+    InvalidInput,
+    NotFound,
+    get_store,
+    new_student_id,
+    normalize_code,
+)
+from ui.page_list import PAGES
+from ui.state import TOGGLES, init_state
+
+CODE, ROLE, FOLLOWING = "class_code", "class_role", "class_following"
+SECRET, STUDENT, APPLIED, SEEN, SNAP = "_class_secret", "_class_student", "_class_applied", "_class_seen", "_class_snap"
+PENDING = "_class_pending"  # what this full run's poll saw: SEEN once the run has completed
+PUBLISHED, TEACHER_PAGE, ASKED, TOUCHED, NOTICE = ("_class_published", "_class_page", "_class_asked",
+                                                   "_class_touched", "_class_notice")
+KEYS = (CODE, ROLE, FOLLOWING, SECRET, STUDENT, APPLIED, SEEN, PENDING, SNAP, PUBLISHED, TEACHER_PAGE, ASKED, TOUCHED)
+CLASS_PAGE = "classroom"  # the class's own page: its url path
+NOT_SHARED = (CLASS_PAGE, "home")  # pages a teacher visits without taking the class along
+POLL_SECONDS = 1.0  # a student's poll
+TEACHER_POLL_SECONDS = 5.0  # the teacher's sidebar: student count
+TOUCH_SECONDS = 60.0  # at most one touch a minute
+PARAM, FOLLOW_PARAM = "class", "follow"  # URL: ?class=CODE (&follow=0 while exploring)
+PAGE_FILES = {p.url_path: p.file for p in PAGES}
+
+
+def ss():
+    return st.session_state
+
+
+store = get_store  # this process's class store (memory or Redis: the pages never know which)
+
+
+def role() -> str | None:
+    return ss().get(ROLE)
+
+
+def code() -> str | None:
+    return ss().get(CODE)
+
+
+def is_teacher() -> bool:
+    return role() == "teacher"
+
+
+def is_student() -> bool:
+    return role() == "student"
+
+
+def following() -> bool:
+    return is_student() and bool(ss().get(FOLLOWING))
+
+
+def notify(text: str) -> None:
+    ss()[NOTICE] = text
+
+
+def leave_class(notice: str | None = None) -> None:
+    """Forget the class in this session (nothing of it stays here); the URL loses its code."""
+    for key in KEYS:
+        ss().pop(key, None)
+    for param in (PARAM, FOLLOW_PARAM):
+        with contextlib.suppress(KeyError):
+            del st.query_params[param]
+    if notice:
+        notify(notice)
+
+
+# -- the shared state -----------------------------------------------------------------------------------
+def shared_state(page: str | None) -> dict:
+    """This session's values of the keys a class shares (ui/state.py's, the lesson's, the page)."""
+    init_state()
+    s = ss()
+    state = {"sentence": s["sentence"], "model": s["model"] if s["model"] in ("base", "no_mask") else "base",
+             "heads_off": sorted(s["heads_off"]), **{k: bool(s[k]) for k in TOGGLES}}
+    if page:
+        state["page"] = page
+    if isinstance(s.get(lesson.STEP), int):
+        state["step"] = s[lesson.STEP]
+    if isinstance(s.get(lesson.SENTENCE), str):
+        state["lesson_sentence"] = s[lesson.SENTENCE]
+    return state
+
+
+def publishable(state: dict) -> tuple[dict, list[str]]:
+    """The part of `state` the store accepts, and the keys it refused (a sentence with < or >, too long)."""
+    clean, refused = {}, []
+    for key, value in state.items():
+        try:
+            clean[key] = STATE_FIELDS[key](value, key)
+        except InvalidInput:
+            refused.append(key)
+    return clean, refused
+
+
+def apply(state: dict) -> None:
+    """Write the teacher's state into this session (before any widget of the run is drawn)."""
+    s = ss()
+    for key in ("sentence", "model", "heads_off", *TOGGLES):
+        if key in state:
+            s[key] = list(state[key]) if key == "heads_off" else state[key]
+    if "step" in state:
+        s[lesson.STEP] = state["step"]
+        s[lesson.NOTICE] = None
+    if "lesson_sentence" in state and state["lesson_sentence"] != s.get(lesson.SENTENCE):
+        s[lesson.SENTENCE] = state["lesson_sentence"]
+        s.pop(lesson.CHOICE, None)  # the lesson's widgets follow the new sentence (ui/lesson.init_lesson)
+        s.pop(lesson.OWN_TEXT, None)
+    s[lesson.READY] = True  # the lesson's link (if any) must not override the teacher's step
+
+
+def changed_keys(page: str, applied: dict) -> list[str]:
+    """The shared keys whose value in this session differs from the teacher's state last applied (the
+    class page itself does not count: a following student may look at it)."""
+    mine = shared_state(page)
+    return [k for k, v in applied.items() if mine.get(k) != v and (k != "page" or page not in NOT_SHARED)]
+
+
+def stale(page: str, keys: list[str], previous: dict | None) -> bool:
+    """Every changed key holds the teacher's value before the last one: not the student's doing, but a
+    browser's request sent before that change reached it (a fragment timer carries all the widgets'
+    values; the run after it writes them back)."""
+    mine = shared_state(page)
+    return previous is not None and all(k != "page" and k in previous and mine.get(k) == previous[k] for k in keys)
+
+
+# -- joining --------------------------------------------------------------------------------------------
+def client_id() -> str:
+    """Rate limits count per client address (the proxy's view of it), not per session."""
+    ip = None
+    with contextlib.suppress(Exception):  # no request context (tests)
+        ip = st.context.ip_address
+    return ip if isinstance(ip, str) and 0 < len(ip) <= 256 else "local"
+
+
+def join(raw_code: str, follow: bool = True) -> bool:
+    """Join the class `raw_code` as a student; on failure a notice says why (rate limit included)."""
+    s = ss()
+    sid = s.get(STUDENT) or new_student_id()
+    try:
+        snap = store().join(raw_code, client_id(), sid)
+    except ClassStoreError as e:
+        notify(str(e))
+        return False
+    leave_class()
+    s[CODE], s[ROLE], s[STUDENT], s[FOLLOWING], s[SNAP] = snap.code, "student", sid, follow, snap
+    return True
+
+
+def join_typed() -> None:
+    """Callback of the class page's Join button (the code box's value)."""
+    join(str(ss().get("class_join_code", "")))
+
+
+def join_from_link() -> None:
+    """?class=CODE on a session outside any class: join it (once; a failure drops the parameter)."""
+    raw = st.query_params.get(PARAM)
+    if raw is None or role() is not None:
+        return
+    if not join(raw, follow=st.query_params.get(FOLLOW_PARAM) != "0"):
+        for param in (PARAM, FOLLOW_PARAM):
+            with contextlib.suppress(KeyError):
+                del st.query_params[param]
+
+
+# -- the student's side ---------------------------------------------------------------------------------
+def poll() -> ClassSnapshot | None:
+    """The class as this student sees it now (None: the class is gone; the session leaves it)."""
+    try:
+        snap = store().snapshot(code(), student_id=ss()[STUDENT])
+    except ClassStoreError as e:  # the store cannot be reached: keep the last snapshot
+        notify(f"The class cannot be reached just now ({e}).")
+        return ss().get(SNAP)
+    if snap is None or snap.ended:
+        leave_class("The class has ended." if snap is not None else "The class has ended (or expired).")
+        return None
+    ss()[SNAP] = snap
+    return snap
+
+
+def seen_key(snap: ClassSnapshot) -> tuple:
+    return (snap.version if following() else None, snap.question.id if snap.question else 0, snap.revealed)
+
+
+def follow_on_run(page: str) -> None:
+    """A full run of a student: poll; leave follow mode if the student changed something; else apply a
+    new version of the teacher's state and go to the teacher's page."""
+    snap = poll()
+    if snap is None:
+        return
+    s = ss()
+    if following():
+        applied = s.get(APPLIED)  # (version, state, the state before it)
+        changed = changed_keys(page, applied[1]) if applied is not None else []
+        if changed and stale(page, changed, applied[2]):
+            apply(applied[1])  # a late request wrote old values back: the teacher's again
+        elif changed:
+            s[FOLLOWING] = False
+            notify("You changed something yourself: you now explore on your own. "
+                   "“Follow the teacher” takes you back to the class.")
+        if following() and (applied is None or applied[0] != snap.version):
+            apply(snap.state)
+            s[APPLIED] = (snap.version, dict(snap.state), applied[1] if applied is not None else None)
+            target = snap.state.get("page")
+            if target in PAGE_FILES and target != page:
+                st.switch_page(PAGE_FILES[target], query_params={PARAM: snap.code})
+    s.pop("_class_rerun", None)  # this full run is the rerun a badge button asked for
+    s[PENDING] = seen_key(snap)  # becomes SEEN when this run completes (panels.run)
+
+
+def set_following(on: bool) -> None:
+    """Callback of the badge's buttons; the panel then reruns the whole app."""
+    ss()[FOLLOWING] = on
+    ss().pop(APPLIED, None)  # following again: the teacher's state is applied afresh
+    ss()["_class_rerun"] = True
+
+
+# -- the teacher's side ---------------------------------------------------------------------------------
+def teacher_key() -> str:
+    """What the teacher pastes back to resume the class after a reload or a failover."""
+    return f"{code()}-{ss()[SECRET]}"
+
+
+def start_class() -> None:
+    """Callback: a new class with this session's state; this session becomes its teacher."""
+    leave_class()
+    state, _ = publishable(shared_state(ss().get(TEACHER_PAGE, "overview")))
+    try:
+        new_code, secret = store().create(state)
+    except ClassStoreError as e:
+        notify(str(e))
+        return
+    s = ss()
+    s[CODE], s[ROLE], s[SECRET], s[PUBLISHED], s[TOUCHED] = new_code, "teacher", secret, state, time.monotonic()
+
+
+def resume_class(key: str) -> bool:
+    """Become the teacher of a class again with its teacher key ("CODE-secret")."""
+    raw, _, secret = str(key).strip().partition("-")
+    norm = normalize_code(raw)
+    if norm is None or not secret or not store().is_teacher(norm, secret):
+        s = ss()
+        s["_class_wrong_keys"] = s.get("_class_wrong_keys", 0) + 1
+        time.sleep(min(2.0 ** s["_class_wrong_keys"] / 8, 4.0))  # a wrong key costs a growing wait
+        notify("That is not the key of a running class.")
+        return False
+    leave_class()
+    s = ss()
+    s[CODE], s[ROLE], s[SECRET], s[TOUCHED] = norm, "teacher", secret, 0.0
+    s.pop(PUBLISHED, None)  # publish this session's state on this run
+    return True
+
+
+def resume_typed() -> None:
+    """Callback of the class page's Resume button (the teacher-key box's value, then emptied)."""
+    resume_class(str(ss().get("class_resume_key", "")))
+    ss()["class_resume_key"] = ""
+
+
+def teacher_call(op: Callable, *args):
+    """A teacher operation; a refusal (ended, expired, not the teacher) ends the role in this session."""
+    try:
+        return op(code(), ss().get(SECRET), *args)
+    except (Forbidden, NotFound, ClassEnded) as e:
+        leave_class(f"{e} You are no longer this class's teacher." if isinstance(e, Forbidden) else str(e))
+    except ClassStoreError as e:
+        notify(str(e))
+    return None
+
+
+def publish(page: str, warn: bool = True) -> None:
+    """In a teacher's run: share the state if it changed; touch the class at most once a minute."""
+    s = ss()
+    if page not in NOT_SHARED and page in PAGE_FILES:
+        s[TEACHER_PAGE] = page
+    state, refused = publishable(shared_state(s.get(TEACHER_PAGE, "overview")))
+    if refused and warn:
+        st.warning("The class cannot see your " + " and ".join(k.replace("_", " ") for k in refused)
+                   + " (it holds < or >, or is over 500 characters): the students keep the one before.",
+                   icon=":material/visibility_off:")
+    if state != s.get(PUBLISHED):
+        if teacher_call(store().set_state, state) is not None:
+            s[PUBLISHED], s[TOUCHED] = state, time.monotonic()
+    elif time.monotonic() - s.get(TOUCHED, 0.0) > TOUCH_SECONDS:
+        teacher_call(store().touch)
+        s[TOUCHED] = time.monotonic()
+
+
+def teacher_snapshot() -> ClassSnapshot | None:
+    try:
+        snap = store().snapshot(code(), secret=ss().get(SECRET))
+    except Forbidden:
+        leave_class("Only the teacher can do this. You are no longer this class's teacher.")
+        return None
+    except ClassStoreError as e:
+        notify(str(e))
+        return None
+    if snap is None or snap.ended:
+        leave_class("The class has ended.")
+        return None
+    return snap
+
+
+def end_class() -> None:
+    """Callback: end the class for everyone; nothing of it stays in the store (a marker says it ended)."""
+    teacher_call(store().end)
+    leave_class("The class has ended.")
+
+
+# -- every run ------------------------------------------------------------------------------------------
+def join_link(class_code: str) -> str:
+    """The address a student opens to join: this server's /classroom?class=CODE."""
+    url = None
+    with contextlib.suppress(Exception):
+        url = st.context.url
+    if url:
+        parts = urlsplit(url)
+        path = parts.path.rstrip("/")
+        last = path.rsplit("/", 1)[-1]
+        if last in PAGE_FILES or last == "home":
+            path = path[: -len(last) - 1]
+        return f"{parts.scheme}://{parts.netloc}{path}/{CLASS_PAGE}?{PARAM}={class_code}"
+    return f"/{CLASS_PAGE}?{PARAM}={class_code}"
+
+
+def write_url() -> None:
+    """A student's address keeps the class (&follow=0 while exploring); a teacher's never shows it."""
+    qp = st.query_params
+    want = {PARAM: code()} if is_student() else {}
+    if is_student() and not following():
+        want[FOLLOW_PARAM] = "0"
+    for param in (PARAM, FOLLOW_PARAM):
+        if param in want and qp.get(param) != want[param]:
+            qp[param] = want[param]
+        elif param not in want and param in qp and (param == FOLLOW_PARAM or is_teacher()):
+            del qp[param]
+
+
