@@ -9,10 +9,10 @@ import ui.process  # noqa: F401, I001 - first: per-process settings before torch
 
 import streamlit as st
 
-from ui import shell
+from ui import shell, style
 from ui.classroom import panels as classroom
 from ui.sidebar import render_sidebar
-from ui.state import keep_widget_state
+from ui.state import init_state, keep_widget_state
 from ui.training_session import job as attach_training_run
 
 st.set_page_config(page_title="Glass Transformer", page_icon=":material/visibility:", layout="wide")
@@ -20,5 +20,7 @@ st.set_page_config(page_title="Glass Transformer", page_icon=":material/visibili
 page = shell.navigation()
 if shell.admitted():
     keep_widget_state()
+    init_state()  # the session's state (from a shared link on its first run), presenter mode included
+    style.inject()  # the app's stylesheet (ui/style.py): contrast, formulas, phones, presenter mode
     attach_training_run()  # a reload on any page keeps this browser's training run (ui/training_session.py)
     classroom.run(page, lambda: shell.run(page, sidebar=render_sidebar))  # follow a class / lead one

@@ -1,10 +1,12 @@
 """Screenshots of every page for the README: assets/screenshots/<url_path>.png.
 
 Starts the app like the browser tests (`streamlit run` on a free loopback port), opens every page of
-app.py in Debian's Chromium at 1400 px wide with the sentence "i am a student" (and the attention
-pages once more with the app's default, coreference sentence: <url_path>-coreference.png), waits
-until the script is idle and every plotly chart is drawn, and saves the page from the top down to
-at most MAX_HEIGHT pixels. Each PNG is reduced to a 256-colour palette to stay small (< 400 KB).
+app.py in Debian's Chromium in a 1280 x 720 window (a projector's) with the sentence "i am a student"
+(and the attention pages once more with the app's default, coreference sentence:
+<url_path>-coreference.png), waits until the script is idle and every plotly chart is drawn, and saves
+the page from the top down to at most MAX_HEIGHT pixels. Then the first screen of a few pages as a
+phone shows them (390 x 844: <url_path>-phone.png) and in presenter mode at 1280 x 720
+(<url_path>-presenter.png). Each PNG is reduced to a 256-colour palette to stay small (< 400 KB).
 Also writes assets/screenshots/README.md: a list of the images with captions, ready to paste.
 
 Usage: python -m assets.make_screenshots [--pages url_path,...] [--max-height PX]
@@ -30,8 +32,12 @@ from tests.browser.server import (
 from ui.page_list import PAGES, ROOT
 
 OUT = ROOT / "assets" / "screenshots"
-WIDTH = 1400
+WIDTH = 1280
+HEIGHT = 720
 MAX_HEIGHT = 3600
+PHONE = {"width": 390, "height": 844}
+PHONE_PAGES = ("overview", "self_attention", "decoder")  # also shot on a phone, first screen
+PRESENTER_PAGES = ("overview", "self_attention")  # also shot in presenter mode, first screen
 MAX_BYTES = 400_000
 SENTENCE = "i am a student"
 COREFERENCE_PAGES = ("self_attention", "multi_head")  # shown again with the app's default (coreference) sentence
@@ -40,7 +46,9 @@ CAPTIONS = {p.url_path: p.summary for p in PAGES} | {  # the page's own summary 
     "self_attention-coreference": "The same steps on \"the animal didn't cross the street because it was too "
                                   "tired\": the query is \"it\"",
     "multi_head-coreference": "The heads of the first encoder layer on the coreference sentence",
-}
+} | {f"{p}-phone": "On a phone (390 x 844), first screen" for p in PHONE_PAGES} | {
+    f"{p}-presenter": "Presenter mode (sidebar toggle or ?presenter=1) at 1280 x 720, first screen"
+    for p in PRESENTER_PAGES}
 
 
 def wait_drawn(page) -> None:
@@ -51,17 +59,23 @@ def wait_drawn(page) -> None:
     page.evaluate("new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
 
 
-def shoot(page, url: str, path: Path, max_height: int) -> int:
-    """Load the page in a viewport as tall as the picture may be (so every chart in it draws), shrink
-    the viewport to the content when it is shorter, and save a palette PNG under MAX_BYTES if possible."""
-    page.set_viewport_size({"width": WIDTH, "height": max_height})
+def shoot(page, url: str, path: Path, max_height: int, viewport: dict | None = None) -> int:
+    """Load the page in a 1280 x 720 window, grow it to the content's height (up to `max_height`, so every
+    chart in it draws) and save a palette PNG under MAX_BYTES if possible. With `viewport`: only the first
+    screen in that viewport."""
+    page.set_viewport_size(viewport or {"width": WIDTH, "height": HEIGHT})
     page.goto(url, wait_until="domcontentloaded")
     wait_drawn(page)
-    height = min(max(content_height(page), 800), max_height)
-    if height < max_height:
-        page.set_viewport_size({"width": WIDTH, "height": height})
-        wait_drawn(page)
+    if viewport is None:
+        height = min(max(content_height(page), HEIGHT), max_height)
+        if height > HEIGHT:
+            page.set_viewport_size({"width": WIDTH, "height": height})
+            wait_drawn(page)
     png = page.screenshot(full_page=False)
+    return save_small(png, path)
+
+
+def save_small(png: bytes, path: Path) -> int:
     img = Image.open(io.BytesIO(png)).convert("RGB")
     for colors in (256, 128, 64):
         buf = io.BytesIO()
@@ -80,13 +94,18 @@ def main() -> None:
     args = ap.parse_args()
     wanted = set(filter(None, args.pages.split(",")))
 
-    shots: list[tuple[str, str, dict]] = []  # (file stem, url_path, query)
+    shots: list[tuple[str, str, dict, dict | None]] = []  # (file stem, url_path, query, viewport)
     for url_path in (p.url_path for p in PAGES):
         if wanted and url_path not in wanted:
             continue
-        shots.append((url_path, url_path, {"s": SENTENCE}))
+        shots.append((url_path, url_path, {"s": SENTENCE}, None))
         if url_path in COREFERENCE_PAGES:
-            shots.append((f"{url_path}-coreference", url_path, {}))  # no "s": the default sentence
+            shots.append((f"{url_path}-coreference", url_path, {}, None))  # no "s": the default sentence
+        if url_path in PHONE_PAGES:
+            shots.append((f"{url_path}-phone", url_path, {"s": SENTENCE}, PHONE))
+        if url_path in PRESENTER_PAGES:
+            shots.append((f"{url_path}-presenter", url_path, {"s": SENTENCE, "presenter": "1"},
+                          {"width": WIDTH, "height": HEIGHT}))
     titles = {p.url_path: p.title for p in PAGES}
 
     from playwright.sync_api import sync_playwright
@@ -97,16 +116,16 @@ def main() -> None:
                         extra_env={"OMP_NUM_THREADS": "1"}) as server, \
             sync_playwright() as p:
         browser = launch_chromium(p)
-        context = browser.new_context(viewport={"width": WIDTH, "height": 1000}, device_scale_factor=1)
+        context = browser.new_context(viewport={"width": WIDTH, "height": HEIGHT}, device_scale_factor=1)
         context.add_init_script(RUN_COUNTER_JS)
         page = context.new_page()
         page.goto(server.url + "/", wait_until="domcontentloaded")  # runs app.py once (see tests/browser)
         wait_drawn(page)
-        for stem, url_path, query in shots:
+        for stem, url_path, query, viewport in shots:
             url = f"{server.url}/{url_path}" + ("?" + urllib.parse.urlencode(query, quote_via=urllib.parse.quote)
                                              if query else "")
             path = OUT / f"{stem}.png"
-            size = shoot(page, url, path, args.max_height)
+            size = shoot(page, url, path, args.max_height, viewport)
             written.append((stem, path, size))
             print(f"{path.relative_to(ROOT)}  {size / 1000:.0f} KB")
         browser.close()
@@ -121,11 +140,12 @@ def write_readme(titles: dict[str, str]) -> None:
     """assets/screenshots/README.md: every screenshot present, in page order, with its caption."""
     lines = ["<!-- generated by `python -m assets.make_screenshots`: paste into the README -->", ""]
     for url_path in titles:
-        for stem in (url_path, f"{url_path}-coreference"):
+        for stem, what in ((url_path, ""), (f"{url_path}-coreference", " (coreference sentence)"),
+                           (f"{url_path}-phone", " (phone)"), (f"{url_path}-presenter", " (presenter mode)")):
             path = OUT / f"{stem}.png"
             if not path.is_file():
                 continue
-            title = titles[url_path] + (" (coreference sentence)" if stem != url_path else "")
+            title = titles[url_path] + what
             lines.append(f"- **{title}**: {CAPTIONS.get(stem, titles[url_path])}  ")
             lines.append(f"  ![{title}](assets/screenshots/{path.name})")
     (OUT / "README.md").write_text("\n".join(lines) + "\n")

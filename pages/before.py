@@ -6,6 +6,7 @@ import streamlit as st
 from pages.content import before as text
 from ui import shell
 from ui.rnn import RNN_LABELS, STATE_KEY, available, comparison, view
+from ui.widgets import chart as labelled_chart
 from ui.widgets import md, notice, page_link, pick, sentence_header
 from viz import rnn as vr
 from viz.heatmap import table
@@ -16,7 +17,7 @@ P = "before_"  # widget key prefix
 
 
 def chart(fig, key: str) -> None:
-    st.plotly_chart(fig, key=f"{P}{key}", config=vr.CONFIG)
+    labelled_chart(fig, key=f"{P}{key}", config=vr.CONFIG)
 
 
 st.title(text.TITLE)

@@ -10,7 +10,7 @@ from ui.classroom import asking
 from ui.classroom import session as cls
 from ui.models import current_model
 from ui.state import init_state
-from ui.widgets import md
+from ui.widgets import chart, md
 from viz.classroom import answers_figure, qr_png
 
 shell.enter(__file__)  # first: re-enter through app.py if Streamlit ran this page bare
@@ -35,8 +35,8 @@ def live_answers() -> None:
     q = snap.question
     st.markdown(f"**Question {q.id}:** {md(q.text)}")
     st.caption(f"{snap.answered} of {snap.students} students answered")
-    st.plotly_chart(answers_figure(q.options, snap.counts, snap.answer if snap.revealed else None),
-                    key="class_answers", config={"displayModeBar": False})
+    chart(answers_figure(q.options, snap.counts, snap.answer if snap.revealed else None),
+          key="class_answers", config={"displayModeBar": False})
     if not snap.revealed:
         st.button("Reveal the model's answer", key="class_reveal", on_click=asking.reveal, type="primary",
                   icon=":material/visibility:")

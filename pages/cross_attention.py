@@ -6,7 +6,7 @@ import streamlit as st
 from pages.content import cross_attention as text
 from ui import shell
 from ui.models import analysis, current_model, padding_demo
-from ui.widgets import matrix, md, next_link, notice, pick, require_sentence, sentence_header
+from ui.widgets import fold, matrix, md, next_link, notice, pick, require_sentence, sentence_header
 from viz import decoder as vd
 from viz.heatmap import shape_text, table
 
@@ -39,9 +39,10 @@ matrix(cw, src, lab, "weights", shape=shape_text(cw, "t, m"), key="cross_weights
        x_title="source word (encoder)", y_title="target position (decoder)")
 notice(vd.cross_notice(cw, src, lab, a.next_labels))
 st.caption(text.cross_caption(len(src)))
-with st.expander(text.ALIGNMENT):
-    st.dataframe(vd.alignment(cw, src, lab, a.next_labels), hide_index=True)
-    st.dataframe(table(cw, src, lab))
+with fold(text.ALIGNMENT, "cross_alignment") as shown:
+    if shown:
+        st.dataframe(vd.alignment(cw, src, lab, a.next_labels), hide_index=True)
+        st.dataframe(table(cw, src, lab))
 
 st.header("2. The padding mask: which source keys exist")
 st.markdown(text.PADDING)
@@ -58,20 +59,24 @@ with c1:
               format_func=lambda i: f"layer {i}")
 with c2:
     ph = pick("Head", range(cfg.n_heads), "cross_pad_head", 0, style="radio", format_func=lambda i: f"head {i}")
-for col, on in zip(st.columns(2), (True, False), strict=True):
-    with col:
-        w, state = vd.padding_weights(demo, pl, ph, on), "on" if on else "off"
-        st.markdown(f"**Padding mask {state}**")
-        matrix(w, list(demo.labels[demo.short]), list(demo.labels[demo.short]), "weights", show_table=False,
-               title=f"enc.{pl}.self_attn.weights, sentence {demo.short + 1}, head {ph}",
-               shape=shape_text(w, "T, T"), key=f"cross_pad_{state}", x_title="key", y_title="query")
-        st.metric("most weight a real token gives to <pad>", f"{vd.max_pad_weight(demo, pl, ph, on):.4f}")
-        st.metric("encoder output vs the sentence alone: largest |difference|", f"{demo.out_change(on):.2e}")
-        st.markdown(f"Translation in the batch: **{md(demo.translation_on if on else demo.translation_off)}**")
-notice(vd.padding_notice(demo, pl, ph))
-with st.expander("Exact numbers of both matrices"):
-    for on in (True, False):
-        st.dataframe(table(vd.padding_weights(demo, pl, ph, on), *[list(demo.labels[demo.short])] * 2))
+with fold("Show the weights with the padding mask on and off", "cross_fold_padding") as shown:
+    if shown:
+        for col, on in zip(st.columns(2), (True, False), strict=True):
+            with col:
+                w, state = vd.padding_weights(demo, pl, ph, on), "on" if on else "off"
+                st.markdown(f"**Padding mask {state}**")
+                matrix(w, list(demo.labels[demo.short]), list(demo.labels[demo.short]), "weights", show_table=False,
+                       title=f"enc.{pl}.self_attn.weights, sentence {demo.short + 1}, head {ph}",
+                       shape=shape_text(w, "T, T"), key=f"cross_pad_{state}", x_title="key", y_title="query")
+                st.metric("most weight a real token gives to <pad>", f"{vd.max_pad_weight(demo, pl, ph, on):.4f}")
+                st.metric("encoder output vs the sentence alone: largest |difference|", f"{demo.out_change(on):.2e}")
+                st.markdown(f"Translation in the batch: **{md(demo.translation_on if on else demo.translation_off)}**")
+        notice(vd.padding_notice(demo, pl, ph))
+        with fold("Exact numbers of both matrices", "cross_pad_numbers") as shown:
+            if shown:
+                for on in (True, False):
+                    st.dataframe(table(vd.padding_weights(demo, pl, ph, on), *[list(demo.labels[demo.short])] * 2))
+
 st.markdown(f"Translation of sentence {demo.short + 1} on its own: **{md(demo.translation_alone)}**")
 st.caption(text.PADDING_CAPTION)
 

@@ -7,7 +7,7 @@ import streamlit as st
 from pages.content import encoder as text
 from ui import shell
 from ui.models import analysis, current_model, encoder_layer
-from ui.widgets import figure, md, next_link, pick, require_sentence, sentence_header
+from ui.widgets import figure, fold, md, next_link, pick, require_sentence, sentence_header
 from viz import layers as vl
 from viz.layers import (
     POST_LN_DOT,
@@ -86,19 +86,22 @@ st.markdown(text.ffn(D, cfg.d_ff))
 c1, c2 = st.columns(2)
 c1.metric("hidden units set to 0 by the ReLU", f"{f.zero_fraction:.1%}")
 c2.metric("largest |difference| when recomputed from W_1, b_1", f"{f.max_difference:.1e}")
-figure(f.hidden, units(cfg.d_ff), labels, "activations", title=f"hidden layer max(0, xW_1 + b_1) of layer {layer}",
-       shape=f"[{len(labels)}, {cfg.d_ff}]", key=f"{P}hidden", x_title="hidden unit", y_title="word",
-       note=vl.hidden_notice(f, labels))
-with st.expander("ReLU zeros per word"):
-    st.dataframe(zero_table(f, labels), hide_index=True)
+with fold("Show the hidden layer and the ReLU's zeros per word", f"{P}fold_hidden") as shown:
+    if shown:
+        figure(f.hidden, units(cfg.d_ff), labels, "activations",
+               title=f"hidden layer max(0, xW_1 + b_1) of layer {layer}", shape=f"[{len(labels)}, {cfg.d_ff}]",
+               key=f"{P}hidden", x_title="hidden unit", y_title="word", note=vl.hidden_notice(f, labels))
+        st.dataframe(zero_table(f, labels), hide_index=True)
 
 st.header("One word through the whole stack")
 st.markdown(f"**{md(labels[word])}** " + text.STACK)
 stages = word_stages(a.trace, word)
-figure(stages.vectors, dims(D), stages.labels, "activations", title=f"{md(labels[word])}, stage by stage",
-       shape=f"[{len(stages.labels)} stages, {D}]", key=f"{P}stages", x_title="dimension", y_title="stage",
-       note=vl.stages_notice(stages))
-st.dataframe(stage_table(stages), hide_index=True)
+with fold("Show the word's vector at every stage", f"{P}fold_stages") as shown:
+    if shown:
+        figure(stages.vectors, dims(D), stages.labels, "activations", title=f"{md(labels[word])}, stage by stage",
+               shape=f"[{len(stages.labels)} stages, {D}]", key=f"{P}stages", x_title="dimension", y_title="stage",
+               note=vl.stages_notice(stages))
+        st.dataframe(stage_table(stages), hide_index=True)
 
 st.header("Post-LN or pre-LN?")
 c1, c2 = st.columns(2)
@@ -107,12 +110,12 @@ with c1:
     for latex in text.POST_LN_LATEX:
         st.latex(latex)
     st.caption(text.POST_LN_LETTERS)
-    st.graphviz_chart(POST_LN_DOT)
+    st.graphviz_chart(POST_LN_DOT, alt=text.POST_LN_ALT)
     st.markdown(text.POST_LN)
 with c2:
     st.subheader("Pre-LN" + (" (this model)" if pre else ""))
     st.latex(text.PRE_LN_LATEX)
-    st.graphviz_chart(PRE_LN_DOT)
+    st.graphviz_chart(PRE_LN_DOT, alt=text.PRE_LN_ALT)
     st.markdown(text.PRE_LN_ABOUT)
 
 next_link(__file__)

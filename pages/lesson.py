@@ -12,7 +12,7 @@ from ui import lesson as state
 from ui import shell
 from ui.models import analysis, current_model
 from ui.page_list import PAGES
-from ui.widgets import md, notice, page_link
+from ui.widgets import chart, md, notice, page_link
 from viz import lesson as V
 
 shell.enter(__file__)  # first: re-enter through app.py if Streamlit ran this page bare
@@ -65,7 +65,7 @@ if step.key in BRIDGES:
 view = V.view(step.key, V.context(a, bundle.tgt_vocab.itos, len(bundle.src_vocab)))
 if view.warning:
     st.warning(md(view.warning), icon=":material/warning:")
-st.plotly_chart(view.figure, key=f"lesson_fig_{step.key}", config=V.CONFIG)
+chart(view.figure, key=f"lesson_fig_{step.key}", config=V.CONFIG)
 notice(view.notice)
 if view.textbook:
     st.caption(":material/menu_book: " + md(view.textbook))

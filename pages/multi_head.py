@@ -9,7 +9,18 @@ from pages.content import multi_head as text
 from ui import shell
 from ui.models import analysis, coref_defaults, current_model, teacher_forced
 from ui.state import set_head
-from ui.widgets import figure, md, next_link, notice, pick, require_sentence, sentence_header
+from ui.widgets import (
+    chart,
+    exact_numbers,
+    figure,
+    fold,
+    md,
+    next_link,
+    notice,
+    pick,
+    require_sentence,
+    sentence_header,
+)
 from viz import attention as va
 from viz.attention import MODULES, axis_labels, block_figure, dims, head_figure, module_name
 from viz.heatmap import table
@@ -67,17 +78,18 @@ for start in range(0, H, per_row):
     cols = st.columns(per_row)
     for h, col in zip(range(start, min(start + per_row, H)), cols, strict=False):
         with col:
-            st.plotly_chart(head_figure(weights[h], x_labels, y_labels, h, h in off, height=300),
+            chart(head_figure(weights[h], x_labels, y_labels, h, h in off, height=300),
                             key=f"{P}grid_{h}", config=NO_BAR)
             key = check_key(module, h)
             st.session_state[key] = h not in off  # follow the shared state (the sidebar may have changed it)
             st.checkbox(f"head {h} on", key=key, on_change=_toggle, args=(module, h, key),
                         help="Switch this head off: its z becomes 0 before the concatenation.")
 notice(va.heads_notice(weights, x_labels, off))
-with st.expander("Exact weights of every head"):
-    for h in range(H):
-        st.markdown(f"**head {h}**" + (" (off)" if h in off else ""))
-        st.dataframe(table(weights[h], x_labels, y_labels))
+with fold("Exact weights of every head", f"{P}grid_numbers") as shown:
+    if shown:
+        for h in range(H):
+            st.markdown(f"**head {h}**" + (" (off)" if h in off else ""))
+            st.dataframe(table(weights[h], x_labels, y_labels))
 
 st.header("One head in detail")
 if focus is not None:
@@ -93,27 +105,31 @@ st.header("One word, one head or several")
 st.markdown(text.ONE_WORD)
 it = va.find_word(a.prepared.tokens, "it") if stack == "enc" else None
 word = pick("Word (query)", range(len(y_labels)), KEYS[2], default=it or 0, format_func=lambda i: y_labels[i])
-rows = va.word_heads(weights, word)  # [H, Tk]
-st.plotly_chart(va.heads_bars_figure(rows, x_labels, (1, 2, 0) if H > 2 else (1, 0), off=off), key=f"{P}bars",
-                config=NO_BAR)
-figure(rows, x_labels, [f"head {h}" for h in range(H)], "weights", title=f"where {md(y_labels[word])} looks, per head",
-       shape=f"[{H}, {len(x_labels)}]", key=f"{P}word_heads", x_title="key", y_title="head",
-       note=va.word_heads_notice(rows, x_labels, y_labels[word]))
+with fold("Show this word's weights in every head", f"{P}fold_word") as shown:
+    if shown:
+        rows = va.word_heads(weights, word)  # [H, Tk]
+        chart(va.heads_bars_figure(rows, x_labels, (1, 2, 0) if H > 2 else (1, 0), off=off), key=f"{P}bars",
+              config=NO_BAR)
+        figure(rows, x_labels, [f"head {h}" for h in range(H)], "weights",
+               title=f"where {md(y_labels[word])} looks, per head", shape=f"[{H}, {len(x_labels)}]",
+               key=f"{P}word_heads", x_title="key", y_title="head",
+               note=va.word_heads_notice(rows, x_labels, y_labels[word]))
 
 st.header("Concatenate the heads, multiply by W_O")
 T = len(y_labels)
 st.latex(text.concat_latex(H, T, d_k, D))
-concat, out = a.trace[f"{module}.concat"][0], a.trace[f"{module}.out"][0]
-st.markdown(f"**Concat(Z_1 … Z_{H})** · shape `[{T}, {D}]` — heads side by side, borders marked"
-            + (f"; heads {', '.join(map(str, off))} are off (all zeros)" if off else ""))
-st.plotly_chart(block_figure(concat, y_labels, H, off=off), key=f"{P}concat", config=NO_BAR)
-notice(va.concat_notice(concat, H, off))
-st.markdown(f"**Concat · W_O** · shape `[{T}, {D}]` — every output dimension mixes all heads")
-st.plotly_chart(block_figure(out, y_labels, 1), key=f"{P}out", config=NO_BAR)
-notice(va.out_notice(concat, out, y_labels))
-with st.expander("Exact numbers: concat and output"):
-    st.dataframe(table(concat, dims(D), y_labels))
-    st.dataframe(table(out, dims(D), y_labels))
+with fold("Show Concat(Z_1 … Z_H) and Concat · W_O", f"{P}fold_concat") as shown:
+    if shown:
+        concat, out = a.trace[f"{module}.concat"][0], a.trace[f"{module}.out"][0]
+        st.markdown(f"**Concat(Z_1 … Z_{H})** · shape `[{T}, {D}]` — heads side by side, borders marked"
+                    + (f"; heads {', '.join(map(str, off))} are off (all zeros)" if off else ""))
+        chart(block_figure(concat, y_labels, H, off=off), key=f"{P}concat", config=NO_BAR)
+        notice(va.concat_notice(concat, H, off))
+        st.markdown(f"**Concat · W_O** · shape `[{T}, {D}]` — every output dimension mixes all heads")
+        chart(block_figure(out, y_labels, 1), key=f"{P}out", config=NO_BAR)
+        notice(va.out_notice(concat, out, y_labels))
+        exact_numbers("Exact numbers: concat and output", f"{P}concat_numbers",
+                      [(concat, dims(D), y_labels), (out, dims(D), y_labels)])
 
 st.header("Switch heads off")
 st.markdown(text.SWITCH_OFF)
@@ -121,29 +137,32 @@ if not iv.heads_off:
     st.info(text.ALL_ON)
 else:
     st.warning("Switched off: " + "; ".join(iv.describe()))
-a0 = analysis(iv=Interventions())
-c1, c2 = st.columns(2)
-with c1:
-    st.subheader("Before: the unmodified model")
-    st.markdown(f"**Translation:** {md(a0.translation) or '*(empty)*'}")
-    st.dataframe(va.greedy_probs(a0), hide_index=True)
-with c2:
-    st.subheader("After: with your interventions")
-    st.markdown(f"**Translation:** {md(a.translation) or '*(empty)*'}")
-    st.dataframe(va.greedy_probs(a), hide_index=True)
-st.caption(text.GREEDY_CAPTION)
+with fold("Show the translation and the probabilities before and after", f"{P}fold_off") as shown:
+    if shown:
+        a0 = analysis(iv=Interventions())
+        c1, c2 = st.columns(2)
+        with c1:
+            st.subheader("Before: the unmodified model")
+            st.markdown(f"**Translation:** {md(a0.translation) or '*(empty)*'}")
+            st.dataframe(va.greedy_probs(a0), hide_index=True)
+        with c2:
+            st.subheader("After: with your interventions")
+            st.markdown(f"**Translation:** {md(a.translation) or '*(empty)*'}")
+            st.dataframe(va.greedy_probs(a), hide_index=True)
+        st.caption(text.GREEDY_CAPTION)
 
-tf_before = teacher_forced(a0.translation, iv=Interventions())
-tf_after = teacher_forced(a0.translation)
-st.subheader("The same output tokens, scored by both")
-st.dataframe(va.compare_probs(tf_before.trace, tf_after.trace, tf_before.gold, tf_before.gold_labels), hide_index=True)
-st.subheader(f"The attention output of {module}, before and after")
-out_labels = tf_before.in_labels if stack == "dec" else a.src_labels
-c1, c2 = st.columns(2)
-with c1:
-    st.dataframe(va.output_change(tf_before.trace, tf_after.trace, module, out_labels), hide_index=True)
-with c2:
-    st.markdown("‖z‖ of each head (after): a head that is off is 0 everywhere")
-    st.dataframe(va.head_z_norms(tf_after.trace, module, out_labels))
+        tf_before = teacher_forced(a0.translation, iv=Interventions())
+        tf_after = teacher_forced(a0.translation)
+        st.subheader("The same output tokens, scored by both")
+        st.dataframe(va.compare_probs(tf_before.trace, tf_after.trace, tf_before.gold, tf_before.gold_labels),
+                     hide_index=True)
+        st.subheader(f"The attention output of {module}, before and after")
+        out_labels = tf_before.in_labels if stack == "dec" else a.src_labels
+        c1, c2 = st.columns(2)
+        with c1:
+            st.dataframe(va.output_change(tf_before.trace, tf_after.trace, module, out_labels), hide_index=True)
+        with c2:
+            st.markdown("‖z‖ of each head (after): a head that is off is 0 everywhere")
+            st.dataframe(va.head_z_norms(tf_after.trace, module, out_labels))
 
 next_link(__file__)

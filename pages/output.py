@@ -8,7 +8,7 @@ from model.paper import SECTIONS
 from pages.content import output as text
 from ui import shell
 from ui.models import analysis, beam, current_model, teacher_forced
-from ui.widgets import md, next_link, notice, pick, reference_box, require_sentence, sentence_header
+from ui.widgets import chart, fold, md, next_link, notice, pick, reference_box, require_sentence, sentence_header
 from viz import decoding as vo
 from viz.heatmap import shape_text
 
@@ -42,15 +42,16 @@ m4.metric("which word is that index?", itos[best])
 st.caption(text.lookup(shape_text(vo.output_weight(bundle.model), "D, V"), best, itos[best]))
 top = vo.top_candidates(out.probs, out.logits, itos, 10)
 c1, c2 = st.columns([3, 2])
-c1.plotly_chart(vo.top_bar(top, f"Top 10 of p_{pos} (softmax over all {V} words)", highlight=itos[best]),
-                key="output_top", config=CHART)
+with c1:
+    chart(vo.top_bar(top, f"Top 10 of p_{pos} (softmax over all {V} words)", highlight=itos[best]),
+          key="output_top", config=CHART)
 with c2:
     notice(vo.choice_notice(out, itos, a.tgt_labels[pos]))
 c2.metric("probability of these 10 together", f"{float(top['probability'].sum()):.4f}")
 with c2.expander("The 10 as a table"):
     st.dataframe(top, hide_index=True)
 st.markdown(f"**All {V} logits at this position** (hover for the word):")
-st.plotly_chart(vo.logits_figure(out.logits, itos), key="output_logits", config=CHART)
+chart(vo.logits_figure(out.logits, itos), key="output_logits", config=CHART)
 notice(vo.logits_notice(out.logits, itos))
 
 st.header("2. Training: the one-hot target and the cross-entropy loss")
@@ -100,11 +101,14 @@ s1.metric("loss vs one-hot", f"{sm.plain:.4f}")
 s2.metric("loss vs smoothed target", f"{sm.smoothed:.4f}")
 s3.metric("lowest possible smoothed loss (entropy of q)", f"{sm.floor:.4f}")
 lpos = gold_position("Position to plot", "output_ls_pos")
-st.plotly_chart(vo.target_figure(vo.output_probs(tf.trace, lpos), tf.gold[lpos], eps, itos), key="output_targets",
-                config=CHART)
-notice(vo.smoothing_notice(vo.output_probs(tf.trace, lpos), tf.gold[lpos], eps, itos))
-with st.expander("Every position: targets and losses"):
-    st.dataframe(sm.table, hide_index=True)
+with fold("Show the targets at this position", "output_fold_targets") as shown:
+    if shown:
+        chart(vo.target_figure(vo.output_probs(tf.trace, lpos), tf.gold[lpos], eps, itos), key="output_targets",
+              config=CHART)
+        notice(vo.smoothing_notice(vo.output_probs(tf.trace, lpos), tf.gold[lpos], eps, itos))
+        with st.expander("Every position: targets and losses"):
+            st.dataframe(sm.table, hide_index=True)
+
 st.caption(text.torch_smoothing(eps, sm.smoothed, sm.torch_loss))
 
 st.header("4. Greedy decoding, step by step")
@@ -116,8 +120,9 @@ step = g.steps[gs - 1]
 st.markdown(f"**Step {gs}**: the decoder has read {md(vo.prefix_words(step.prefix, itos))}.")
 cand = vo.step_candidates(step, itos)
 k1, k2 = st.columns([3, 2])
-k1.plotly_chart(vo.top_bar(cand, f"Top {len(cand)} candidates at step {gs}", highlight=itos[step.chosen]),
-                key="output_greedy_chart", config=CHART)
+with k1:
+    chart(vo.top_bar(cand, f"Top {len(cand)} candidates at step {gs}", highlight=itos[step.chosen]),
+          key="output_greedy_chart", config=CHART)
 with k2:
     notice(vo.greedy_notice(step, gs, itos))
 with k2.expander("The candidates as a table"):
@@ -133,12 +138,15 @@ k = b1.slider("Beam width k", 1, 5, 3, key="output_beam_k")
 alpha = b2.slider("Length normalisation α", 0.0, 1.5, 0.6, 0.1, key="output_beam_alpha",
                   help="0: plain total log-probability. GNMT's default is 0.6.")
 res = beam(k, alpha)
-st.plotly_chart(vo.beam_tree(res, itos), key="output_beam_tree", config=CHART)
-notice(vo.beam_notice(res, a.greedy, itos, bundle.langs[1]))
-st.caption(text.BEAM_TREE)
-with st.expander("Every expansion of one step, as a table"):
-    bs = pick("Beam step", range(1, len(res.steps) + 1), "output_beam_step", style="slider")
-    st.dataframe(vo.beam_step_table(res, bs, itos, bundle.langs[1]), hide_index=True)
+with fold("Show the search tree", "output_fold_tree") as shown:
+    if shown:
+        chart(vo.beam_tree(res, itos), key="output_beam_tree", config=CHART)
+        notice(vo.beam_notice(res, a.greedy, itos, bundle.langs[1]))
+        st.caption(text.BEAM_TREE)
+        with st.expander("Every expansion of one step, as a table"):
+            bs = pick("Beam step", range(1, len(res.steps) + 1), "output_beam_step", style="slider")
+            st.dataframe(vo.beam_step_table(res, bs, itos, bundle.langs[1]), hide_index=True)
+
 st.markdown("**Finished hypotheses**, best normalised score first:")
 st.dataframe(vo.finished_table(res, itos, bundle.langs[1]), hide_index=True)
 

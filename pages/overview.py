@@ -41,7 +41,7 @@ else:
 st.header("The encoder-decoder stack")
 left, right = st.columns([1, 1])
 with left:
-    st.graphviz_chart(architecture_dot(cfg), width="stretch")
+    st.graphviz_chart(architecture_dot(cfg), width="stretch", alt=text.stack_alt(cfg.n_enc_layers, cfg.n_dec_layers))
     st.caption(text.STACK_CAPTION)
 with right:
     st.markdown("**Open each block:**")

@@ -9,7 +9,7 @@ from pages.content import positional as text
 from ui import shell
 from ui.models import analysis, current_model, permutation_checks
 from ui.state import interventions
-from ui.widgets import figure, md, next_link, notice, require_sentence, sentence_header
+from ui.widgets import chart, figure, fold, md, next_link, notice, require_sentence, sentence_header
 from viz import positional as vp
 from viz.heatmap import shape_text, table
 from viz.positional import ORDERS, block, clamp, curves_figure, make_order, rotation, shift_check, worked
@@ -63,26 +63,32 @@ figure(traced, dims, ref.src_labels, "encoding", title="src.pos: PE rows added t
        y_title="position", note=vp.sentence_notice(traced))
 st.caption(text.SENTENCE_CAPTION)
 st.subheader(f"Every position the model accepts (0-{L - 1})")
-figure(pe_table, dims, [str(q) for q in range(L)], "encoding", title="The model's PE table",
-       shape=shape_text(pe_table, "max_len, D"), key="positional_all", x_title="dimension", y_title="position",
-       note=vp.table_notice(pe_table))
+with fold("Show the whole PE table", "positional_fold_all") as shown:
+    if shown:
+        figure(pe_table, dims, [str(q) for q in range(L)], "encoding", title="The model's PE table",
+               shape=shape_text(pe_table, "max_len, D"), key="positional_all", x_title="dimension", y_title="position",
+               note=vp.table_notice(pe_table))
+
 st.subheader("Interleaved or in two halves?")
 st.markdown(text.LAYOUTS)
-rows_shown = [str(q) for q in range(min(L, 32))]
-c1, c2 = st.columns(2)
-with c1:
-    figure(pe_table[: len(rows_shown)], dims, rows_shown, "encoding", title="interleaved: sin, cos, sin, cos, … "
-           "(paper, this model)", shape=f"[{len(rows_shown)}, {D}]", key="positional_interleaved", numbers=False)
-with c2:
-    figure(vp.concatenated(pe_table[: len(rows_shown)]), dims, rows_shown, "encoding", title="halves: all sin, then "
-           "all cos (Illustrated Transformer)", shape=f"[{len(rows_shown)}, {D}]", key="positional_halves",
-           numbers=False)
-notice(vp.layouts_notice(pe_table))
+with fold("Show both layouts side by side", "positional_fold_layouts") as shown:
+    if shown:
+        rows_shown = [str(q) for q in range(min(L, 32))]
+        c1, c2 = st.columns(2)
+        with c1:
+            figure(pe_table[: len(rows_shown)], dims, rows_shown, "encoding",
+                   title="interleaved: sin, cos, sin, cos, … (paper, this model)", shape=f"[{len(rows_shown)}, {D}]",
+                   key="positional_interleaved", numbers=False)
+        with c2:
+            figure(vp.concatenated(pe_table[: len(rows_shown)]), dims, rows_shown, "encoding",
+                   title="halves: all sin, then all cos (Illustrated Transformer)", shape=f"[{len(rows_shown)}, {D}]",
+                   key="positional_halves", numbers=False)
+        notice(vp.layouts_notice(pe_table))
 
 st.header("3. One dimension across positions")
 chosen = st.multiselect("Dimensions", list(range(D)), default=vp.default_dims(D), key="positional_dims")
 if chosen:
-    st.plotly_chart(curves_figure(pe_table, chosen), key="positional_curves", config={"displayModeBar": False})
+    chart(curves_figure(pe_table, chosen), key="positional_curves", config={"displayModeBar": False})
     notice(vp.curves_notice(pe_table, chosen))
 else:
     st.info("Pick at least one dimension.")
@@ -102,8 +108,10 @@ checks = shift_check(pe_table, k)
 c1, c2 = st.columns([1, 2])
 c1.metric(f"Largest error over all {len(checks)} positions", f"{checks.iloc[:, 2].max():.1e}")
 c1.caption(text.shift_caption(vp.float64_shift_error(L, D, k)))
-with c2.expander(f"Every position: {len(checks)} rows"):
-    st.dataframe(checks, hide_index=True, height=240)
+with c2:
+    with fold("Every position, row by row", "positional_checks") as shown:
+        if shown:
+            st.dataframe(checks, hide_index=True, height=240)
 
 st.header("5. Switch it off: word order stops mattering")
 n = len(a.prepared.tokens)
@@ -125,15 +133,18 @@ for col, check, label in ((c1, off, "Positional encoding OFF"), (c2, on, "Positi
         st.markdown(f"**Translation:** {md(check.translation) or '*(empty)*'}  \n"
                     f"**Translation of the permuted sentence:** {md(check.translation_perm) or '*(empty)*'}")
 st.markdown(text.order_blind(off.translation == off.translation_perm, off.max_diff))
-perm_labels = token_labels([*perm_tokens, EOS])
-c1, c2 = st.columns(2)
-with c1:
-    figure(off.enc[:, :16], dims[:16], ref.src_labels, "activations", title="PE off: enc.out, your sentence",
-           shape=shape_text(off.enc, "T, D") + ", first 16 dims", key="positional_enc_off", numbers=False)
-with c2:
-    figure(off.enc_perm[:, :16], dims[:16], perm_labels, "activations", title="PE off: enc.out, permuted",
-           shape=shape_text(off.enc_perm, "T, D") + ", first 16 dims", key="positional_enc_off_perm", numbers=False)
-notice(vp.permuted_notice(off.enc, off.enc_perm, off.order, ref.src_labels))
+with fold("Show the encoder outputs without PE, in both orders", "positional_fold_off") as shown:
+    if shown:
+        perm_labels = token_labels([*perm_tokens, EOS])
+        c1, c2 = st.columns(2)
+        with c1:
+            figure(off.enc[:, :16], dims[:16], ref.src_labels, "activations", title="PE off: enc.out, your sentence",
+                   shape=shape_text(off.enc, "T, D") + ", first 16 dims", key="positional_enc_off", numbers=False)
+        with c2:
+            figure(off.enc_perm[:, :16], dims[:16], perm_labels, "activations", title="PE off: enc.out, permuted",
+                   shape=shape_text(off.enc_perm, "T, D") + ", first 16 dims", key="positional_enc_off_perm",
+                   numbers=False)
+        notice(vp.permuted_notice(off.enc, off.enc_perm, off.order, ref.src_labels))
 
 st.subheader("The sidebar switch changes the whole model")
 pe_off = analysis(iv=Interventions(positional_encoding=False))

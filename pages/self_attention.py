@@ -13,7 +13,7 @@ from ui import shell
 from ui.attention_steps import show_coref, show_steps, show_why_scale
 from ui.models import analysis, coref_defaults, current_model, projection
 from ui.state import DEFAULT_SENTENCE
-from ui.widgets import figure, md, next_link, pick, require_sentence, sentence_header
+from ui.widgets import figure, fold, md, next_link, pick, require_sentence, sentence_header
 from viz import attention as va
 from viz.layers import layer_output
 
@@ -97,34 +97,41 @@ if not iv.scale:
     st.warning(text.UNSCALED)
 t = a.trace
 sc, w = t[f"{module}.scores"][0, head], t[f"{module}.weights"][0, head]
-c1, c2 = st.columns(2)
-with c1:
-    square(sc, "scores", f"QKᵀ (scores), layer {layer}, head {head}", "m_scores", va.scores_notice(sc, labels))
-with c2:
-    square(t[f"{module}.scaled"][0, head], "scores", "QKᵀ / √d_k (scaled)", "m_scaled",
-           va.scores_notice(sc, labels, t[f"{module}.scaled"][0, head], math.sqrt(d_k) if iv.scale else 1.0))
-c1, c2 = st.columns(2)
-with c1:
-    square(w, "weights", "softmax: attention weights", "m_weights", va.matrix_notice(w, labels, labels))
-with c2:
-    figure(t[f"{module}.z"][0, head], va.dims(d_k), labels, "activations", title="Z = weights · V",
-           shape=f"[{T}, {d_k}]", key=f"{P}m_z", x_title="dimension", y_title="word",
-           note=va.z_matrix_notice(t[f"{module}.z"][0, head], w, t[f"{module}.v"][0, head], labels))
+with fold("Show the four matrices of this head: QKᵀ, ÷√d_k, softmax, Z", f"{P}fold_matrix") as shown:
+    if shown:
+        c1, c2 = st.columns(2)
+        with c1:
+            square(sc, "scores", f"QKᵀ (scores), layer {layer}, head {head}", "m_scores", va.scores_notice(sc, labels))
+        with c2:
+            square(t[f"{module}.scaled"][0, head], "scores", "QKᵀ / √d_k (scaled)", "m_scaled",
+                   va.scores_notice(sc, labels, t[f"{module}.scaled"][0, head], math.sqrt(d_k) if iv.scale else 1.0))
+        c1, c2 = st.columns(2)
+        with c1:
+            square(w, "weights", "softmax: attention weights", "m_weights", va.matrix_notice(w, labels, labels))
+        with c2:
+            figure(t[f"{module}.z"][0, head], va.dims(d_k), labels, "activations", title="Z = weights · V",
+                   shape=f"[{T}, {d_k}]", key=f"{P}m_z", x_title="dimension", y_title="word",
+                   note=va.z_matrix_notice(t[f"{module}.z"][0, head], w, t[f"{module}.v"][0, head], labels))
 
 st.header("Why divide by √d_k?")
-show_why_scale(cfg.d_k, P, text)
+with fold("Show the experiment: Var(q·k) grows with d_k, and the softmax saturates", f"{P}fold_scale") as shown:
+    if shown:
+        show_why_scale(cfg.d_k, P, text)
 
 st.header("Attention without learned weights")
 plain = plain_self_attention(layer_output(t, layer - 1))  # X: the vectors entering this layer (layer 0: embedding + PE)
 st.markdown(text.PLAIN)
 st.latex(text.PLAIN_LATEX)
 st.markdown(text.PLAIN_AFTER)
-c1, c2 = st.columns(2)
-with c1:
-    square(plain.weights, "weights", f"softmax(XXᵀ), X = input of layer {layer}", "plain",
-           va.matrix_notice(plain.weights, labels, labels))
-with c2:
-    square(w, "weights", f"learned: layer {layer}, head {head}", "learned", va.plain_notice(plain.weights, w, labels))
+with fold("Show softmax(XXᵀ) beside the learned weights of this head", f"{P}fold_plain") as shown:
+    if shown:
+        c1, c2 = st.columns(2)
+        with c1:
+            square(plain.weights, "weights", f"softmax(XXᵀ), X = input of layer {layer}", "plain",
+                   va.matrix_notice(plain.weights, labels, labels))
+        with c2:
+            square(w, "weights", f"learned: layer {layer}, head {head}", "learned",
+                   va.plain_notice(plain.weights, w, labels))
 
 st.header("What does “it” refer to?")
 st.markdown(text.COREF)
@@ -132,8 +139,11 @@ st.caption(text.COREF_CAPTION)
 c1, c2 = st.columns(2)
 c1.button("Use “… too tired” on this page", on_click=_set_sentence, args=(TIRED,), key=f"{P}load_tired")
 c2.button("Use “… too wide” on this page", on_click=_set_sentence, args=(WIDE,), key=f"{P}load_wide")
-for col, sentence, name in zip(st.columns(2), (TIRED, WIDE), ("tired", "wide"), strict=True):
-    with col:
-        show_coref(analysis(text=sentence), name, cfg.n_enc_layers, cfg.n_heads, f"{P}coref_{name}", text.NO_IT)
+with fold("Show where “it” looks in every head, for both sentences", f"{P}fold_coref") as shown:
+    if shown:
+        for col, sentence, name in zip(st.columns(2), (TIRED, WIDE), ("tired", "wide"), strict=True):
+            with col:
+                show_coref(analysis(text=sentence), name, cfg.n_enc_layers, cfg.n_heads, f"{P}coref_{name}",
+                           text.NO_IT)
 
 next_link(__file__)

@@ -18,6 +18,7 @@ from ui import shell
 from ui import training_session as session
 from ui.state import init_state
 from ui.training_panels import DIRECTIONS, corpus_preview, live_figures, live_status, my_model_card
+from ui.widgets import chart
 from viz import training as vt
 
 shell.enter(__file__)  # first: re-enter through app.py if Streamlit ran this page bare
@@ -108,7 +109,7 @@ else:
     with st.expander("The learning-rate schedule of these settings", expanded=job is None):
         st.latex(text.LR_FORMULA)
         t = plan.tcfg
-        st.plotly_chart(vt.lr_figure(t.steps, t.d_model, t.warmup, t.lr_scale), key="training_lr_preview",
+        chart(vt.lr_figure(t.steps, t.d_model, t.warmup, t.lr_scale), key="training_lr_preview",
                         config={"displayModeBar": False})
 
 b1, b2, _ = st.columns([1, 1, 4])

@@ -6,7 +6,7 @@ from model.paper import CITATION, TABLE1, TABLE1_CAPTION
 from pages.content import why_attention as text
 from ui import shell
 from ui.models import analysis, current_model
-from ui.widgets import notice
+from ui.widgets import chart, notice
 from viz.complexity import (
     attention_matrix_bytes,
     bleu_display,
@@ -45,7 +45,7 @@ k = int(c[2].number_input("k: kernel size", 1, 1_000, 3, key="why_k"))
 r = int(c[3].number_input("r: neighbourhood (restricted)", 1, 100_000, 8, key="why_r"))
 costs = layer_costs(n, d, k, r)
 st.dataframe(costs, hide_index=True)
-st.plotly_chart(costs_figure(costs), key="why_costs", config={"displayModeBar": False})
+chart(costs_figure(costs), key="why_costs", config={"displayModeBar": False})
 (st.success if cheaper_than_recurrence(n, d) else st.warning)(costs_notice(costs, d))  # a verdict: coloured
 if not cheaper_than_recurrence(n, d):
     st.caption(text.restricted(n, d))
@@ -66,7 +66,7 @@ if not a.prepared.empty:
 
 st.header("4. The results: better translations for less training")
 frame = bleu_frame()
-st.plotly_chart(bleu_figure(frame), key="why_bleu", config={"displayModeBar": False})
+chart(bleu_figure(frame), key="why_bleu", config={"displayModeBar": False})
 notice(bleu_notice(frame))
 with st.expander("Table 2 as numbers"):
     st.dataframe(bleu_display(frame), hide_index=True)

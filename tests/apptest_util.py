@@ -9,6 +9,8 @@ from pathlib import Path
 import numpy as np
 from streamlit.testing.v1 import AppTest
 
+from ui.widgets import LAZY_KEYS
+
 ROOT = Path(__file__).resolve().parents[1]
 TIMEOUT = 60  # the first run imports torch and loads the checkpoint
 
@@ -25,10 +27,25 @@ def run_app(page: str | None = None, query: dict[str, str] | None = None, **stat
         at.query_params.update(query)
         if page:
             at.switch_page(f"pages/{page}.py")
-        return at.run()
+        return open_folds(at.run())
     at.run()
     if page:
         at.switch_page(f"pages/{page}.py")
+        at.run()
+    return open_folds(at)
+
+
+def open_folds(at: AppTest, rounds: int = 4) -> AppTest:
+    """Open every lazy fold the page has drawn (ui.widgets.fold: its content runs only while open), as a reader
+    clicking each one would, and rerun; folds inside folds take another round (at most `rounds`)."""
+    for _ in range(rounds):
+        if at.exception or LAZY_KEYS not in at.session_state:
+            return at
+        closed = [k for k in sorted(at.session_state[LAZY_KEYS]) if k in at.session_state and not at.session_state[k]]
+        if not closed:
+            return at
+        for k in closed:
+            at.session_state[k] = True
         at.run()
     return at
 
@@ -38,7 +55,7 @@ def run_page(page: str, **state) -> AppTest:
     at = AppTest.from_file(str(ROOT / "pages" / f"{page}.py"), default_timeout=TIMEOUT)
     for key, value in state.items():
         at.session_state[key] = value
-    return at.run()
+    return open_folds(at.run())
 
 
 def figures(at: AppTest) -> list[dict]:

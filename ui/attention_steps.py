@@ -12,7 +12,7 @@ import streamlit as st
 from model.experiments import dot_product_samples, saturation, summarize
 from model.textbook import from_book
 from ui.models import saturation_rows, variance_rows
-from ui.widgets import figure, md, notice
+from ui.widgets import chart, figure, fold, md, notice
 from viz import attention as va
 from viz.attention import Projection, WordSteps, dims, step_table, z_table
 
@@ -25,16 +25,19 @@ def show_projection(p: Projection, query_label: str, key: str) -> None:
              r"k = xW^K + b^K, \qquad v = xW^V + b^V")
     st.caption("The model's projections (torch's nn.Linear) have a bias b as well as the matrix W; the paper writes "
                "only W. W^Q here is this head's slice of the layer's W^Q: the columns that make this head's q.")
-    c1, c2 = st.columns([1, 2])
-    with c1:
-        figure(p.W["q"], dims(d_k), dims(D), "activations", title="W^Q of this head", shape=f"[{D}, {d_k}]",
-               key=f"{key}Wq", x_title="q dimension", y_title="x dimension")
-    with c2:
-        figure(p.x[None], dims(D), [query_label], "activations", title=f"x of {md(query_label)}", shape=f"[1, {D}]",
-               key=f"{key}x", x_title="dimension", y_title="word")
-        figure(p.computed("q")[None], dims(d_k), [query_label], "activations", title="q = x·W^Q + b^Q",
-               shape=f"[1, {d_k}]", key=f"{key}q", x_title="dimension", y_title="query",
-               note=va.projection_notice(p))
+    notice(va.projection_notice(p))
+    with fold("Show x, W^Q and q with the real numbers", f"{key}fold_projection") as shown:
+        if not shown:
+            return
+        c1, c2 = st.columns([1, 2])
+        with c1:
+            figure(p.W["q"], dims(d_k), dims(D), "activations", title="W^Q of this head", shape=f"[{D}, {d_k}]",
+                   key=f"{key}Wq", x_title="q dimension", y_title="x dimension")
+        with c2:
+            figure(p.x[None], dims(D), [query_label], "activations", title=f"x of {md(query_label)}",
+                   shape=f"[1, {D}]", key=f"{key}x", x_title="dimension", y_title="word")
+            figure(p.computed("q")[None], dims(d_k), [query_label], "activations", title="q = x·W^Q + b^Q",
+                   shape=f"[1, {d_k}]", key=f"{key}q", x_title="dimension", y_title="query")
 
 
 def show_steps(s: WordSteps, key_labels: list[str], query_label: str, key: str, textbook: bool = False,
@@ -80,8 +83,9 @@ def show_steps(s: WordSteps, key_labels: list[str], query_label: str, key: str, 
            note=va.weighted_notice(s, key_labels))
     st.latex(r"z = \sum_j a_j\, v_j")
     notice(va.z_notice(s))
-    with st.expander(f"Exact numbers · z, [1, {s.d_k}]"):
-        st.dataframe(z_table(s))
+    with fold("Exact numbers · z", f"{key}z_numbers") as shown:
+        if shown:
+            st.dataframe(z_table(s))
     if off:
         st.info("This head is switched off in the sidebar: the model sets its z to 0 before concatenating the "
                 "heads (the weights above are still what it would have used).")
@@ -105,11 +109,11 @@ def show_why_scale(model_dk: int, key: str, prose) -> None:
     c1, c2 = st.columns(2)
     c1.metric(f"measured Var(q·k), d_k = {dk}", f"{chosen.variance:.1f}", help="theory: d_k")
     c2.metric("measured Var(q·k / √d_k)", f"{chosen.variance_scaled:.3f}", help="theory: 1")
-    st.plotly_chart(va.histogram_figure(samples, dk), key=f"{key}hist", config=NO_BAR)
+    chart(va.histogram_figure(samples, dk), key=f"{key}hist", config=NO_BAR)
     notice(va.histogram_notice(samples, dk))
     c1, c2 = st.columns(2)
     with c1:
-        st.plotly_chart(va.variance_figure(var_rows), key=f"{key}var", config=NO_BAR)
+        chart(va.variance_figure(var_rows), key=f"{key}var", config=NO_BAR)
     with c2:
         st.dataframe(va.variance_table(var_rows), hide_index=True)
     notice(va.range_notice(var_rows))
@@ -120,11 +124,12 @@ def show_why_scale(model_dk: int, key: str, prose) -> None:
     c2.metric("max weight, ÷√d_k", f"{sat.max_scaled:.3f}")
     c3.metric("‖Jacobian‖, no scaling", f"{sat.jacobian_raw:.4f}")
     c4.metric("‖Jacobian‖, ÷√d_k", f"{sat.jacobian_scaled:.4f}")
-    st.plotly_chart(va.saturation_figure(sat.weights_raw, sat.weights_scaled, [f"key {j}" for j in range(N_KEYS)]),
+    chart(va.saturation_figure(sat.weights_raw, sat.weights_scaled, [f"key {j}" for j in range(N_KEYS)]),
                     key=f"{key}sat", config=NO_BAR)
     notice(va.saturation_notice(sat.max_raw, sat.max_scaled, dk))
-    with st.expander(f"Every d_k. {prose.saturation_caption(N_QUERIES, N_KEYS)}"):
-        st.dataframe(va.saturation_table(saturation_rows(D_KS)), hide_index=True)
+    with fold(f"Every d_k. {prose.saturation_caption(N_QUERIES, N_KEYS)}", f"{key}sat_numbers") as shown:
+        if shown:
+            st.dataframe(va.saturation_table(saturation_rows(D_KS)), hide_index=True)
 
 
 def show_coref(ca, name: str, n_layers: int, n_heads: int, key: str, no_it: str) -> None:
@@ -142,5 +147,6 @@ def show_coref(ca, name: str, n_layers: int, n_heads: int, key: str, no_it: str)
            "links it to the deciding noun)", key=key, shape=f"[{len(hl)}, {len(ca.src_labels)}]",
            note=va.coref_notice(rows, hl, ca.src_labels, c, focus), mark_row=focus.layer * n_heads + focus.head,
            numbers=False, x_title="key word", y_title="layer · head")
-    with st.expander("Per head: the candidate words"):
-        st.dataframe(va.coref_table(rows, hl, ca.src_labels, ca.prepared.tokens, c.it))
+    with fold("Per head: the candidate words", f"{key}_candidates") as shown:
+        if shown:
+            st.dataframe(va.coref_table(rows, hl, ca.src_labels, ca.prepared.tokens, c.it))

@@ -7,6 +7,7 @@ import streamlit as st
 from model.transformer import Config
 from ui.models import available_shipped, current_model
 from ui.state import MODELS, TOGGLES, head_key, init_state, interventions, reset_interventions, sync_query_params
+from ui.style import PRESENTER_KEY, inject_script
 
 
 def all_heads(cfg: Config) -> list[str]:
@@ -53,4 +54,8 @@ def render_sidebar() -> None:
             st.button("Reset: switch everything back on", on_click=reset_interventions, key="reset_iv")
         else:
             st.caption("The model as trained: nothing switched off.")
+        st.divider()
+        st.toggle("Presenter mode (large text)", key=PRESENTER_KEY,
+                  help="Larger text and charts for a projector; also `?presenter=1` in the address.")
+    inject_script()
     sync_query_params()

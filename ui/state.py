@@ -14,6 +14,7 @@ iv_look_ahead      look-ahead mask on                                          l
 iv_padding         padding mask on                                             pad=0 when off
 iv_scale           divide scores by sqrt(d_k)                                  scale=0 when off
 iv_pos             add the positional encoding                                 pe=0 when off
+presenter          presenter mode: larger text and charts (ui/style.py)        presenter=1 when on
 my_model           this session's own Bundle (trained or uploaded), if any     -
 my_model_key       a unique id for it (part of every cache key)                -
 =================  =========================================================  ================
@@ -34,6 +35,7 @@ from collections.abc import Mapping
 import streamlit as st
 
 from model.trace import Interventions
+from ui.style import PRESENTER_KEY, read_flag
 
 DEFAULT_SENTENCE = "the animal didn't cross the street because it was too tired"
 MODELS = {"base": "Shipped model", "no_mask": "Shipped, trained without look-ahead mask", "mine": "My model"}
@@ -50,7 +52,7 @@ MAX_LINK_SENTENCE = 2_000  # a link's sentence is cut to this (the model reads a
 MAX_LINK_HEADS = 64  # heads read from a link's "off" list
 
 
-WIDGET_KEYS = ("sentence", "model", "heads_off", *TOGGLES)
+WIDGET_KEYS = ("sentence", "model", "heads_off", *TOGGLES, PRESENTER_KEY)
 
 
 def keep_widget_state() -> None:
@@ -100,6 +102,8 @@ def read_link(params: Mapping[str, str]) -> tuple[dict, list[str]]:
                 values[key] = params[param] == "1"
             else:
                 notices.append(f"The link's setting for “{label}” was not 0 or 1 and was ignored.")
+    if "presenter" in params and read_flag(params["presenter"]) is not None:  # read tolerantly: on, true, 1, ...
+        values[PRESENTER_KEY] = read_flag(params["presenter"])
     return values, notices
 
 
@@ -118,6 +122,7 @@ def init_state() -> None:
     ss.setdefault("heads_off", [])
     for key in TOGGLES:
         ss.setdefault(key, True)
+    ss.setdefault(PRESENTER_KEY, False)
 
 
 _HEAD = re.compile(r"(enc|dec)\.(\d{1,2})\.(self_attn|cross_attn):(\d{1,2})", re.ASCII)
@@ -172,6 +177,8 @@ def sync_query_params() -> None:
     for key, (_, param, _) in TOGGLES.items():
         if not ss[key]:
             want[param] = "0"
+    if ss.get(PRESENTER_KEY):
+        want["presenter"] = "1"
     for param in (*PAGE_PARAMS, *CLASS_PARAMS):  # their owners write them after this (module docstring)
         if param in st.query_params:
             want[param] = st.query_params[param]

@@ -16,7 +16,7 @@ from ui import job_manager
 from ui.jobs import JobView
 from ui.training_session import ADOPTED_KEY, JOB_KEY, adopt_finished, corpus_profile, on_use_mine
 from ui.training_session import job as browser_job
-from ui.widgets import matrix, md
+from ui.widgets import chart, matrix, md
 from viz import training as vt
 
 DIRECTIONS = {"en-fr": "English → French", "fr-en": "French → English"}
@@ -88,14 +88,14 @@ def attention_section(v: JobView) -> None:
         cols = {f"{pronoun} → {word}": vt.find_token(snap.src_labels, word) for word in candidates}
         if kind == "enc_self" and qi is not None and all(k is not None for k in cols.values()):
             xs, series = vt.attention_timeline(mine, "enc_self", layer, head, qi, cols)
-            st.plotly_chart(vt.timeline_figure(xs, series, f"Where does “{pronoun}” look? (layer {layer})",
+            chart(vt.timeline_figure(xs, series, f"Where does “{pronoun}” look? (layer {layer})",
                                                "attention weight", current=snap.step),
                             key="training_coref_timeline", config={"displayModeBar": False})
             st.caption(f"The row of “{pronoun}” in the encoder's self-attention: its weight on "
                        f"“{candidates[0]}” and on “{candidates[1]}” at every recorded step.")
         elif kind == "dec_self":
             xs, ys = vt.future_timeline(mine, layer, head)
-            st.plotly_chart(vt.timeline_figure(xs, {"weight above the diagonal": ys},
+            chart(vt.timeline_figure(xs, {"weight above the diagonal": ys},
                                                f"Looking ahead (decoder layer {layer})", "mean weight on later words",
                                                current=snap.step),
                             key="training_future_timeline", config={"displayModeBar": False})
@@ -182,10 +182,10 @@ def live_figures() -> None:
     ev_steps = [e.step for e in v.evals]
     c1, c2 = st.columns(2)
     with c1:
-        st.plotly_chart(vt.loss_figure(v.steps, v.losses, ev_steps, [e.heldout_loss for e in v.evals]),
+        chart(vt.loss_figure(v.steps, v.losses, ev_steps, [e.heldout_loss for e in v.evals]),
                         key="training_loss", config={"displayModeBar": False})
     with c2:
-        st.plotly_chart(vt.loss_figure(v.steps, v.cross_entropy, ev_steps,
+        chart(vt.loss_figure(v.steps, v.cross_entropy, ev_steps,
                                        [e.heldout_cross_entropy for e in v.evals],
                                        title="Cross-entropy without smoothing (can reach 0)",
                                        what="cross-entropy"),
@@ -195,11 +195,11 @@ def live_figures() -> None:
                "and right. Held-out losses are teacher-forced, like training.")
     c3, c4 = st.columns(2)
     with c3:
-        st.plotly_chart(vt.lr_figure(t.steps, t.d_model, t.warmup, t.lr_scale, current=v.step), key="training_lr",
+        chart(vt.lr_figure(t.steps, t.d_model, t.warmup, t.lr_scale, current=v.step), key="training_lr",
                         config={"displayModeBar": False})
     with c4:
         if v.evals:
-            st.plotly_chart(vt.metrics_figure(ev_steps, [e.exact_match for e in v.evals], [e.bleu for e in v.evals],
+            chart(vt.metrics_figure(ev_steps, [e.exact_match for e in v.evals], [e.bleu for e in v.evals],
                                               [e.coref_accuracy for e in v.evals]),
                             key="training_metrics", config={"displayModeBar": False})
         else:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,54 @@ from streamlit.errors import StreamlitPageNotFoundError
 
 from model.pipeline import Analysis
 from ui import page_list
+from ui.style import chart_font
 from viz.heatmap import heatmap, table
+
+NO_BAR = {"displayModeBar": False}
+LAZY_KEYS = "_lazy_folds"  # session-state key: the keys of every lazy fold drawn so far (tests open them all)
+
+
+def describe_figure(fig) -> str:
+    """A one-line text alternative for a plotly figure without one: its title, its kind, its axes and size."""
+    lay = fig.layout
+    title = (lay.title.text or "").strip() if lay.title else ""
+    kinds = sorted({t.type for t in fig.data})
+    parts = [title] if title else []
+    parts.append(" and ".join(kinds) + " chart" if kinds else "chart")
+    x = lay.xaxis.title.text if lay.xaxis and lay.xaxis.title else None
+    y = lay.yaxis.title.text if lay.yaxis and lay.yaxis.title else None
+    if x or y:
+        parts.append(f"{y or 'rows'} by {x or 'columns'}")
+    heat = next((t for t in fig.data if t.type == "heatmap" and t.z is not None), None)
+    if heat is not None:
+        z = heat.z
+        parts.append(f"{len(z)} x {len(z[0]) if len(z) else 0} cells, values on hover")
+    return ": ".join(parts[:1]) + (", " + ", ".join(parts[1:]) if len(parts) > 1 else "")
+
+
+def chart(fig, *, key: str, alt: str | None = None, **kw) -> None:
+    """st.plotly_chart with a text alternative (`alt`, an aria-label a screen reader reads; described from the
+    figure when not given), the base font of the current mode (presenter mode: larger) and no mode bar."""
+    chart_font(fig)
+    kw.setdefault("config", NO_BAR)
+    st.plotly_chart(fig, key=key, alt=(alt or describe_figure(fig))[:600], **kw)
+
+
+@contextmanager
+def fold(label: str, key: str, *, expanded: bool = False, **kw) -> Iterator[bool]:
+    """A lazy expander: what is inside runs (and is sent to the browser) only while it is open.
+
+        with fold("Exact numbers", key="p_numbers") as shown:
+            if shown:
+                st.dataframe(...)
+
+    Opening or closing it reruns the page (Streamlit's `on_change="rerun"`); its state is `st.session_state[key]`.
+    A page's tests open every fold through LAZY_KEYS (tests/apptest_util.py)."""
+    ss = st.session_state
+    ss.setdefault(LAZY_KEYS, set()).add(key)
+    box = st.expander(label, expanded=expanded, key=key, on_change="rerun", **kw)
+    with box:
+        yield bool(box.open)
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$])")
 
@@ -50,7 +98,8 @@ def matrix(values, x_labels: list[str], y_labels: list[str], kind: str, *, title
     """A heatmap, its shape written next to it, and the exact numbers in a table under it."""
     st.markdown(f"**{title}** · shape `{shape}`")
     fig = heatmap(values, x_labels, y_labels, kind, x_title=x_title, y_title=y_title, digits=digits)
-    st.plotly_chart(fig, key=key, config={"displayModeBar": False})
+    chart(fig, key=key, alt=f"{title}, shape {shape}, {y_title or 'rows'} by {x_title or 'columns'}: "
+                            f"a heatmap, values on hover")
     if show_table:
         st.dataframe(table(values, x_labels, y_labels))
 
@@ -64,19 +113,24 @@ def figure(values, x_labels: list[str], y_labels: list[str], kind: str, *, title
            note: str | None = None, numbers: bool = True, mark_row: int | None = None, **kw) -> None:
     """A heatmap with its shape, its notice line, and its exact numbers one click away (a collapsed table);
     `mark_row`: a row to outline (the row the notice talks about)."""
-    if mark_row is None:
-        matrix(values, x_labels, y_labels, kind, title=title, shape=shape, key=key, show_table=False, **kw)
-    else:
-        st.markdown(f"**{title}** · shape `{shape}`")
-        fig = heatmap(values, x_labels, y_labels, kind, **kw)
+    st.markdown(f"**{title}** · shape `{shape}`")
+    fig = heatmap(values, x_labels, y_labels, kind, **kw)
+    if mark_row is not None:
         fig.add_shape(type="rect", xref="x", yref="y", x0=-0.5, x1=len(x_labels) - 0.5, y0=mark_row - 0.5,
                       y1=mark_row + 0.5, line={"color": "#d62728", "width": 3})
-        st.plotly_chart(fig, key=key, config={"displayModeBar": False})
+    chart(fig, key=key, alt=f"{title}, shape {shape}, a heatmap. " + (note or "Values on hover."))
     if note:
         notice(note)
     if numbers:
-        with st.expander(f"Exact numbers · {shape}"):
-            st.dataframe(table(values, x_labels, y_labels))
+        exact_numbers(f"Exact numbers · {shape}", f"{key}_numbers", [(values, x_labels, y_labels)])
+
+
+def exact_numbers(label: str, key: str, matrices: Sequence[tuple], **kw) -> None:
+    """The exact numbers of one or more matrices ((values, x_labels, y_labels) each), in a lazy fold."""
+    with fold(label, key) as shown:
+        if shown:
+            for values, x_labels, y_labels in matrices:
+                st.dataframe(table(values, x_labels, y_labels), **kw)
 
 
 def page_link(page: str, label: str, icon: str = ":material/arrow_forward:") -> None:
@@ -164,5 +218,4 @@ def four_steps(s, labels: list[str], titles: list[str], shapes: list[str], keys:
 def weights_panel(w, labels: list[str], *, title: str, shape: str, key: str, **kw) -> None:
     """A square weight heatmap with its exact numbers folded away in an expander."""
     matrix(w, labels, labels, "weights", title=title, shape=shape, key=key, show_table=False, **kw)
-    with st.expander("Exact numbers"):
-        st.dataframe(table(w, labels, labels))
+    exact_numbers("Exact numbers", f"{key}_numbers", [(w, labels, labels)])

@@ -76,7 +76,7 @@ def costs_figure(costs: pd.DataFrame) -> go.Figure:
         marker_color=["#1f77b4", "#d62728", "#2ca02c", "#9467bd"],
     ))
     fig.update_layout(height=360, margin={"l": 10, "r": 10, "t": 30, "b": 10},
-                      yaxis={"type": "log", "title": "operations per layer (log scale)"},
+                      yaxis={"type": "log", "dtick": 1, "title": "operations per layer (log scale)"},
                       xaxis={"type": "category"})
     return fig
 
@@ -157,5 +157,5 @@ def bleu_figure(frame: pd.DataFrame) -> go.Figure:
                       legend={"orientation": "h", "y": -0.45})
     fig.update_xaxes(type="category", tickangle=-40)
     fig.update_yaxes(title_text="BLEU", range=[0, 45], row=1, col=1)  # from 0: bar heights compare honestly
-    fig.update_yaxes(title_text="FLOPs", type="log", row=1, col=2)
+    fig.update_yaxes(title_text="FLOPs", type="log", dtick=1, row=1, col=2)  # powers of ten only: no small 2, 5 labels
     return fig

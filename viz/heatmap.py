@@ -4,6 +4,25 @@ Every heatmap has token labels on both axes (position-prefixed, so repeated word
 exact values on hover, and the colour scale of its *kind*, so the same kind of tensor looks the
 same on every page. `table` gives the exact numbers as a pandas DataFrame for beside the chart.
 -inf (masked scores) is drawn as a grey cell and written "-inf".
+
+Colour scales, chosen to stay readable for colour-blind readers (deuteranopia and protanopia, about 6 % of
+men, confuse red with green; tritanopia is rare). Every scale is a ColorBrewer scale that ColorBrewer lists
+as colour-blind safe, and each carries its information in lightness as well as hue:
+
+- sequential (weights, probabilities): "Blues" and "Greens" run from white to a dark colour, one hue:
+  lighter = smaller survives any loss of hue (and greyscale printing). Never red-to-green.
+- diverging (scores, encodings, activations): "RdBu_r" (blue - white - red) and "PuOr_r" (orange - white -
+  purple). Their two arms are blue vs red/orange, which deuteranopes and protanopes still tell apart
+  (blue vs yellow-brown); the middle is white (0) and both ends are dark. "RdYlGn", "Spectral", "Jet" and
+  "Rainbow" are not used: their ends collapse to the same olive under deuteranopia.
+- the mask: white (0, may attend) and mid grey (-inf), plus the written "-inf".
+
+tests/test_viz_colours.py checks the scales are these, and simulates deuteranopia and protanopia (Machado
+et al. 2009) to check lightness stays monotonic along each arm and the diverging ends stay apart.
+
+Cell labels: the value is written inside a cell (at CELL_FONT px, never shrunk to fit) only when the matrix
+is small enough for the numbers to fit side by side in a half-width column (MAX_TEXT_CELLS, MAX_TEXT_COLUMNS);
+otherwise the value is on hover and in the exact-numbers table, which keeps big pages light to draw.
 """
 
 from __future__ import annotations
@@ -25,8 +44,11 @@ SCALES: dict[str, dict] = {
     "activations": {"colorscale": "PuOr_r", "zmid": 0.0},  # embeddings, q/k/v, hidden states
 }
 
-MAX_TEXT_CELLS = 150  # write the value inside each cell when the matrix is this small
-MAX_TEXT_COLUMNS = 16  # ... and has at most this many columns (wider cells are too narrow for the numbers)
+MAX_TEXT_CELLS = 64  # write the value inside each cell when the matrix is this small
+MAX_TEXT_COLUMNS = 8  # ... and has at most this many columns (wider cells are too narrow for the numbers)
+CELL_FONT = 12  # px: cell labels are never shrunk below a legible size
+SEQUENTIAL = ("Blues", "Greens")  # colour-blind-safe scales (see the module docstring)
+DIVERGING = ("RdBu_r", "PuOr_r")
 
 
 def as_array(values) -> np.ndarray:
@@ -73,6 +95,7 @@ def heatmap(values, x_labels: list[str], y_labels: list[str], kind: str, title: 
     fig = go.Figure(go.Heatmap(
         z=z, x=list(x_labels), y=list(y_labels), text=text,
         texttemplate="%{text}" if z.size <= MAX_TEXT_CELLS and z.shape[1] <= MAX_TEXT_COLUMNS else None,
+        textfont={"size": CELL_FONT},
         hovertemplate=f"{y_title or 'row'}: %{{y}}<br>{x_title or 'column'}: %{{x}}<br>value: %{{text}}<extra></extra>",
         showscale=kind != "mask", xgap=1, ygap=1, **settings,
     ), layout=layout)

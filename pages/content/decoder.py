@@ -99,3 +99,6 @@ TRAINING_FIGURES = (
 OUTRO = ("Masked self-attention is the decoder reading its own words. What it reads from the source sentence, "
          "through encoder-decoder attention and the source's padding mask, is the next page.")
 EXACT = "Exact numbers of the four matrices"
+BLOCK_ALT = ("Diagram of one decoder block, bottom to top: the target words so far enter masked self-attention, then "
+             "add & norm, encoder-decoder attention reading the encoder's output, add & norm, the feed-forward net, "
+             "add & norm; the block is repeated for every decoder layer.")

@@ -59,3 +59,7 @@ POST_LN = "Every layer's output is normalised. Deep post-LN stacks need a learni
 PRE_LN_LATEX = r"x + \mathrm{Sublayer}\big(\mathrm{LayerNorm}(x)\big)"
 PRE_LN_ABOUT = ("The residual path is never normalised, so gradients pass straight through: more stable for deep "
                 "stacks. Since nothing normalises the last layer's output, a final LayerNorm follows the stack.")
+POST_LN_ALT = ("Diagram, bottom to top: x goes into the sublayer; x and the sublayer's output are added; LayerNorm "
+               "follows the addition; its output goes to the next sublayer.")
+PRE_LN_ALT = ("Diagram, bottom to top: x goes through LayerNorm into the sublayer; the sublayer's output is added to "
+              "the untouched x; no LayerNorm after the addition.")

@@ -56,3 +56,13 @@ TOY_DATA = (
 DATA_CHANGED = ("The data file has changed since this checkpoint was trained (its recorded hash differs); "
                 "the counts above are those of the current file.")
 UPLOADED = "A corpus uploaded in *Train your own* (not the shipped toy set)."
+
+
+def stack_alt(n_enc: int, n_dec: int) -> str:
+    """The stack diagram in words (its text alternative for screen readers)."""
+    return (f"Diagram of the Transformer, bottom to top. Left, the encoder: source tokens, embedding and positional "
+            f"encoding, then {n_enc} encoder layer(s) of self-attention and a feed-forward net, each followed by "
+            f"add & norm. Right, the decoder: target tokens shifted right, embedding and positional encoding, then "
+            f"{n_dec} decoder layer(s) of masked self-attention, encoder-decoder attention reading the encoder's "
+            f"output, and a feed-forward net, each followed by add & norm; then a linear layer and a softmax give "
+            f"the next word's probabilities. The numbered blocks link to the pages listed beside it.")

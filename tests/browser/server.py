@@ -77,8 +77,10 @@ def launch_command() -> list[str]:
     return [sys.executable, "-m", "streamlit", "run", "app.py"]
 
 
-def start_server(log: Path | None = None, timeout: float = 60, extra_env: dict[str, str] | None = None) -> Server:
-    """Start the app from the repo root on a free loopback port; return once /_stcore/health answers "ok"."""
+def start_server(log: Path | None = None, timeout: float = 60, extra_env: dict[str, str] | None = None,
+                 root: Path | None = None) -> Server:
+    """Start the app from the repo root (or another checkout's `root`, e.g. a git worktree of an older commit
+    for a before/after benchmark) on a free loopback port; return once /_stcore/health answers "ok"."""
     port = free_port()
     log = log or Path(os.environ.get("TMPDIR", "/tmp")) / f"glass-streamlit-{port}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -89,7 +91,7 @@ def start_server(log: Path | None = None, timeout: float = 60, extra_env: dict[s
     out = open(log, "wb")  # noqa: SIM115 - the child owns it; closed below
     started = time.perf_counter()
     try:
-        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+        proc = subprocess.Popen(cmd, cwd=root or ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
     finally:
         out.close()
@@ -118,8 +120,9 @@ def wait_healthy(server: Server, timeout: float) -> None:
 
 
 @contextmanager
-def running_server(log: Path | None = None, timeout: float = 60, extra_env: dict[str, str] | None = None):
-    server = start_server(log, timeout, extra_env)
+def running_server(log: Path | None = None, timeout: float = 60, extra_env: dict[str, str] | None = None,
+                   root: Path | None = None):
+    server = start_server(log, timeout, extra_env, root)
     try:
         yield server
     finally:

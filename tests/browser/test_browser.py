@@ -14,7 +14,7 @@ from playwright.sync_api import expect
 
 from model import checkpoint, pipeline
 from model.trace import Interventions
-from tests.browser.server import start_server, wait_idle
+from tests.browser.server import start_server, wait_idle, wait_rendered
 from ui import page_list
 
 pytestmark = pytest.mark.browser
@@ -316,10 +316,16 @@ def renderings(v: float) -> set[str]:
     return out
 
 
-def assert_numbers_shown(app, values, what: str, min_abs: float = 0.005) -> None:
-    text = content(app)
+def assert_numbers_shown(app, values, what: str, min_abs: float = 0.005, wait_ms: int = 5_000) -> None:
+    """Every value (|v| >= min_abs) is shown in some rounding. Retried for up to `wait_ms` (bounded): tables (glide
+    data grids) write their cells a moment after the script run has ended and the charts have drawn."""
     values = [float(v) for v in values if abs(float(v)) >= min_abs]
-    missing = [v for v in values if not any(r in text for r in renderings(v))]
+    for _ in range(max(1, wait_ms // 250)):
+        text = content(app)
+        missing = [v for v in values if not any(r in text for r in renderings(v))]
+        if not missing:
+            break
+        app.page.wait_for_timeout(250)
     assert values and not missing, f"{what}: {len(missing)} of {len(values)} values not shown, e.g. {missing[:5]}"
 
 
@@ -336,15 +342,27 @@ def check_tokens(app) -> None:
         assert str(i) in text and tok in text, f"token {tok!r} (id {i}) not shown"
 
 
+def open_fold(app, label: str) -> None:
+    """Open a lazy fold (ui.widgets.fold) by its label: the click reruns the page, which then sends what is inside."""
+    fold = app.main.get_by_test_id("stExpander").filter(has_text=label).first
+    app.act(fold.get_by_text(label, exact=False).first.click)
+    wait_rendered(app.page)
+
+
 def check_positional(app) -> None:
     pos = analyse(SENTENCE).trace["src.pos"][0]  # [T, D]
-    # the exact numbers are one click away: open the sentence's table under its heatmap
-    app.act(app.main.get_by_text("Exact numbers · [1, ", exact=False).first.click)
+    # the exact numbers are one click away: open the sentence's table under its heatmap (a lazy fold: the click
+    # reruns the page, which only then sends the table; the grid draws its cells a moment after the run)
+    fold = app.main.get_by_test_id("stExpander").filter(has_text="Exact numbers · [1, ").first
+    app.act(fold.get_by_text("Exact numbers · [1, ", exact=False).click)
+    expect(fold.get_by_test_id("stDataFrame")).to_be_visible()
+    wait_rendered(app.page)
     assert_numbers_shown(app, pos[:, :8].flatten().tolist(), "src.pos (first 8 dimensions)")
 
 
 def check_self_attention(app) -> None:
     scores = analyse(SENTENCE).trace["enc.0.self_attn.scores"][0, 0]  # layer 0, head 0: [T, T]
+    open_fold(app, "Show the four matrices of this head")
     assert_numbers_shown(app, scores.flatten().tolist(), "enc.0.self_attn.scores, head 0")
     from model.textbook import thinking_machines
 

@@ -1,0 +1,124 @@
+"""The app's own stylesheet and the presenter mode: readable in a classroom, on a projector and a phone.
+
+`inject()` is called once per run by app.py (a style-only `st.html` goes to Streamlit's event container:
+it takes no room on the page and is not redrawn when unchanged). What the stylesheet fixes, and why:
+
+- **Contrast (WCAG 2.1 AA 1.4.3, 4.5:1)**: Streamlit's captions are body text at 60 % opacity
+  (about 3.9:1 on white); they get the body colour at 80 % (about 7:1 on white, theme-aware).
+- **Formulas**: a KaTeX display wider than its column scrolls sideways, and a scroll region must be
+  reachable by keyboard (axe: scrollable-region-focusable). The formula is made a little smaller on
+  narrow screens, and `FOCUSABLE_JS` gives every display that overflows `tabindex="0"`, `role="group"`
+  and a label, so a keyboard user can focus it and scroll it with the arrow keys.
+- **Phones (390 px wide)**: the whole page never scrolls sideways; wide tables and formulas scroll
+  inside themselves.
+- **Presenter mode** (the sidebar's "Presenter mode" toggle, or `?presenter=1` in the address):
+  larger text everywhere (the root font size, which Streamlit's rem-based sizes follow) and larger
+  chart fonts (`PRESENTER_FONT`, applied to a figure by `chart_font`).
+- A visible keyboard focus ring on links, buttons and switches.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+PRESENTER_KEY = "presenter"  # session-state key of the sidebar toggle (URL parameter "presenter")
+PRESENTER_SCALE = 1.3  # root font size in presenter mode, relative to the browser's 16 px
+CHART_FONT = 13  # px, plotly figures' base font (tick labels, legends): >= 12 px at 100 % zoom
+PRESENTER_FONT = 18  # px, the same in presenter mode
+
+BASE_CSS = """
+/* Captions: body colour at 80 % opacity instead of 60 % (contrast >= 4.5:1 in the light and dark themes). */
+[data-testid="stCaptionContainer"] { color: inherit !important; opacity: 0.8; }
+/* Formulas never push the page sideways: they scroll inside their own box (made focusable by a script). */
+.katex-display { max-width: 100%; overflow-x: auto; overflow-y: hidden; padding: 2px 0; }
+.katex-display:focus-visible { outline: 2px solid #1c64d8; outline-offset: 2px; }
+/* A focus ring that is visible on every theme. */
+a:focus-visible, button:focus-visible, [role="switch"]:focus-visible + *, summary:focus-visible {
+  outline: 3px solid #1c64d8 !important; outline-offset: 2px;
+}
+/* Phones: the page itself never scrolls sideways; wide content scrolls inside its own element. */
+@media (max-width: 640px) {
+  [data-testid="stMainBlockContainer"] { padding-left: 0.75rem; padding-right: 0.75rem; max-width: 100vw; }
+  .katex-display > .katex { font-size: 1em; }
+  [data-testid="stMarkdownContainer"] table { display: block; overflow-x: auto; max-width: 100%; }
+  [data-testid="stPlotlyChart"], [data-testid="stGraphVizChart"], [data-testid="stDataFrame"] { max-width: 100%; }
+}
+"""
+
+PRESENTER_CSS = f"""
+/* Presenter mode: every rem-based size of Streamlit grows with the root font size. */
+html {{ font-size: {PRESENTER_SCALE * 100:.0f}%; }}
+[data-testid="stMainBlockContainer"] {{ max-width: 100%; }}
+[data-testid="stSidebar"] {{ font-size: 1rem; }}
+.katex {{ font-size: 1.3em; }}
+"""
+
+# Every KaTeX display that overflows its box becomes keyboard-focusable (WCAG 2.1.1), named for screen
+# readers by its own TeX source (KaTeX keeps it in an <annotation>), re-checked when the page changes.
+FOCUSABLE_JS = """
+<script>
+(() => {
+  if (window.__glassFocusable) return;
+  window.__glassFocusable = true;
+  const mark = () => {
+    for (const el of document.querySelectorAll('.katex-display')) {
+      const over = el.scrollWidth > el.clientWidth + 1;
+      if (over && !el.hasAttribute('tabindex')) {
+        el.setAttribute('tabindex', '0');
+        el.setAttribute('role', 'group');
+        const tex = el.querySelector('annotation');
+        el.setAttribute('aria-label', 'Formula (scrolls sideways)' + (tex ? ': ' + tex.textContent : ''));
+      } else if (!over && el.getAttribute('tabindex') === '0') {
+        el.removeAttribute('tabindex'); el.removeAttribute('role'); el.removeAttribute('aria-label');
+      }
+    }
+  };
+  let queued = false;
+  const later = () => { if (!queued) { queued = true; requestAnimationFrame(() => { queued = false; mark(); }); } };
+  new MutationObserver(later).observe(document.body, {childList: true, subtree: true});
+  window.addEventListener('resize', later);
+  mark();
+})();
+</script>
+"""
+
+
+def presenter() -> bool:
+    """Is this session in presenter mode?"""
+    return bool(st.session_state.get(PRESENTER_KEY, False))
+
+
+def read_flag(value) -> bool | None:
+    """A URL flag read tolerantly: 1/true/yes/on (any case, or empty: `?presenter`) -> True,
+    0/false/no/off -> False, anything else -> None (ignored)."""
+    if isinstance(value, list | tuple):
+        value = value[-1] if value else ""
+    text = str(value).strip().lower()
+    if text in ("", "1", "true", "yes", "on", "y", "t"):
+        return True
+    if text in ("0", "false", "no", "off", "n", "f"):
+        return False
+    return None
+
+
+def css(presenter_mode: bool) -> str:
+    return "<style>" + BASE_CSS + (PRESENTER_CSS if presenter_mode else "") + "</style>"
+
+
+def inject() -> None:
+    """The stylesheet (into the event container: no room taken) and the focusability script (at the
+    bottom of the sidebar, out of sight). Call once per run, before the page."""
+    st.html(css(presenter()))
+
+
+def inject_script() -> None:
+    """The keyboard script: an invisible element at the end of the sidebar (st.html with JavaScript
+    takes a place in a container; the sidebar's end is out of the reader's way)."""
+    st.sidebar.html(FOCUSABLE_JS, unsafe_allow_javascript=True)
+
+
+def chart_font(fig, presenter_mode: bool | None = None):
+    """Set a plotly figure's base font size for the current mode (in place; returns the figure)."""
+    size = PRESENTER_FONT if (presenter() if presenter_mode is None else presenter_mode) else CHART_FONT
+    fig.layout.font.size = size
+    return fig
