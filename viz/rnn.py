@@ -263,7 +263,8 @@ def _line(fig: go.Figure, x, y, name: str, colour: str, dash: str | None = None)
 
 def _layout(fig: go.Figure, x_title: str, y_title: str, log_y: bool = False) -> go.Figure:
     fig.update_layout(height=320, margin={"l": 10, "r": 10, "t": 30, "b": 10}, legend={"orientation": "h", "y": 1.2},
-                      xaxis={"title": x_title}, yaxis={"title": y_title, "type": "log" if log_y else "linear"})
+                      xaxis={"title": x_title}, yaxis={"title": y_title, "type": "log" if log_y else "linear",
+                                                     **({"dtick": 1} if log_y else {})})  # no small 2, 5 labels
     return fig
 
 
