@@ -6,7 +6,7 @@ import streamlit as st
 from pages.content import cross_attention as text
 from ui import shell
 from ui.models import analysis, current_model, padding_demo
-from ui.widgets import fold, matrix, md, next_link, notice, pick, require_sentence, sentence_header
+from ui.widgets import fold, layer_and_head, matrix, md, next_link, notice, pick, require_sentence, sentence_header
 from viz import decoder as vd
 from viz.heatmap import shape_text, table
 
@@ -53,12 +53,7 @@ matrix(vd.mask_grid(demo), *vd.grid_labels(demo), "mask", show_table=False,
        title="Padding mask (0 = may be looked at, −inf = <pad> key hidden)", shape=shape_text(demo.mask, "B, 1, 1, T"),
        key="cross_pad_mask", x_title="key position", y_title="sentence")
 notice(vd.mask_grid_notice(demo))
-c1, c2 = st.columns(2)
-with c1:
-    pl = pick("Encoder layer", range(cfg.n_enc_layers), "cross_pad_layer", 0, style="radio",
-              format_func=lambda i: f"layer {i}")
-with c2:
-    ph = pick("Head", range(cfg.n_heads), "cross_pad_head", 0, style="radio", format_func=lambda i: f"head {i}")
+pl, ph = layer_and_head("Encoder layer", cfg.n_enc_layers, cfg.n_heads, ("cross_pad_layer", "cross_pad_head"))
 with fold("Show the weights with the padding mask on and off", "cross_fold_padding") as shown:
     if shown:
         for col, on in zip(st.columns(2), (True, False), strict=True):

@@ -14,6 +14,7 @@ from ui.state import interventions
 from ui.widgets import (
     fold,
     four_steps,
+    layer_and_head,
     md,
     next_link,
     notice,
@@ -64,12 +65,8 @@ st.markdown(text.MASKED)
 st.latex(text.MASKED_LATEX)
 if not iv.look_ahead_mask:
     st.warning(text.MASK_OFF)
-c1, c2 = st.columns(2)
-with c1:
-    layer = pick("Decoder layer", range(cfg.n_dec_layers), "decoder_mask_layer", 0, style="radio",
-                 format_func=lambda i: f"layer {i}")
-with c2:
-    head = pick("Head", range(cfg.n_heads), "decoder_mask_head", 0, style="radio", format_func=lambda i: f"head {i}")
+layer, head = layer_and_head("Decoder layer", cfg.n_dec_layers, cfg.n_heads,
+                             ("decoder_mask_layer", "decoder_mask_head"))
 module = f"dec.{layer}.self_attn"
 steps = vd.mask_steps(a.trace, module, head)
 four_steps(steps, lab, text.step_titles(module, head), vd.step_shapes(a.trace, module),

@@ -141,6 +141,16 @@ def page_link(page: str, label: str, icon: str = ":material/arrow_forward:") -> 
         st.markdown(f"→ {label}")
 
 
+def layer_and_head(layer_label: str, n_layers: int, n_heads: int, keys: tuple[str, str]) -> tuple[int, int]:
+    """A layer and a head of it, side by side as radio buttons (layer 0, head 0 first)."""
+    c1, c2 = st.columns(2)
+    with c1:
+        layer = pick(layer_label, range(n_layers), keys[0], 0, style="radio", format_func=lambda i: f"layer {i}")
+    with c2:
+        head = pick("Head", range(n_heads), keys[1], 0, style="radio", format_func=lambda i: f"head {i}")
+    return layer, head
+
+
 def next_link(page_file: str) -> None:
     """The "Next: ..." link at the bottom of a walkthrough page, in walkthrough order (ui/page_list.py)."""
     nxt = page_list.next_page(Path(page_file).stem)
