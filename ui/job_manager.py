@@ -27,14 +27,16 @@ makes before it opens the websocket, and which the websocket's handshake then se
 `st.context.cookies` shows it. Its value is ``2|mask|masked_token|timestamp``: the mask is drawn
 afresh every time the server sets the cookie again, so the raw string changes from one load to the
 next, but the token underneath (token XOR mask) and the timestamp do not. We unmask the token and
-keep only ``sha256(per-process secret + token)``: the cookie is never stored, logged or shown.
+keep only ``sha256(key + token)``: the cookie is never stored, logged or shown. The key is random,
+per process, or, with ``GLASS_REDIS_URL`` set, one key kept in Redis for every app process
+(`ui.shared_redis`), so a browser keeps its id when a proxy sends it to another process.
 
 Limits of this choice: a browser without that cookie (XSRF protection switched off, or a client
 that is no browser, such as a script or AppTest) falls back to one identity per session, as before:
 no re-attach, but the per-client limits still apply. A private window, another browser profile or
 clearing cookies is another browser. Anyone who can read a browser's cookie (someone at that very
-computer) can attach to its job; the id is no secret from its own browser. The secret is per
-process, so ids (and jobs) do not outlive a server restart. Sessions attach to their browser's job
+computer) can attach to its job; the id is no secret from its own browser. Without Redis the key is
+per process, so ids (and jobs) do not outlive a server restart. Sessions attach to their browser's job
 when they run the training page; a reload on another page keeps the job alive only if a training page
 of that browser is opened within `grace` seconds.
 
@@ -69,7 +71,18 @@ from ui.jobs import Job
 DEFAULT_MAX_SECONDS = float(os.environ.get("GLASS_TRAINING_MAX_SECONDS", 600))
 DEFAULT_GRACE = 60.0  # seconds no session of a browser may be alive (a reload, a flaky network) before its job ends
 XSRF_COOKIE = "_streamlit_xsrf"
-_SECRET = secrets.token_bytes(16)  # hashes browser tokens into ids: never the same across server processes
+_SECRET = secrets.token_bytes(16)  # hashes browser tokens into ids in this process (see `_browser_key`)
+_KEY: bytes | None = None
+
+
+def _browser_key() -> bytes:
+    """This process's key for browser ids, or the one all app processes share through Redis (set on first use)."""
+    global _KEY
+    if _KEY is None:
+        from ui.shared_redis import browser_key
+
+        _KEY = browser_key(_SECRET)
+    return _KEY
 
 
 def _env_int(name: str, default: int) -> int:
@@ -125,7 +138,7 @@ def browser_id(cookie: str | None) -> str | None:
         return None
     if len(token) < 8:
         return None
-    return "b-" + hashlib.sha256(_SECRET + token).hexdigest()[:32]
+    return "b-" + hashlib.sha256(_browser_key() + token).hexdigest()[:32]
 
 
 def client_address(ip: str | None, forwarded_for: str | None = None, proxies: int = 0) -> str:

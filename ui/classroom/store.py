@@ -67,7 +67,8 @@ import unicodedata
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
-REDIS_URL_ENV = "GLASS_REDIS_URL"
+from ui.shared_redis import REDIS_URL_ENV  # noqa: F401 - one name for the setting
+
 CODE_ALPHABET = "23456789ABCDEFGHJKMNPQRSTUVWXYZ"  # no 0/O, 1/I/L
 CODE_LENGTH = 6
 IDLE_SECONDS = 2 * 3600  # a class without a teacher action for this long ends

@@ -1,0 +1,55 @@
+"""The one Redis server that app processes share when `GLASS_REDIS_URL` is set (none by default).
+
+The class store (`ui.classroom`) and the training queue (`ui.job_queue`) use it, and so does the key
+that turns a browser's cookie into its id (`ui.job_manager.browser_id`): with one key for every app
+process, a browser keeps its id, and so its training job and its place in a class, when the proxy
+sends it to another process (after a process was restarted or killed).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import threading
+
+REDIS_URL_ENV = "GLASS_REDIS_URL"
+BROWSER_KEY = "glass:browser-key"  # the shared key behind browser ids (no expiry: ids stay stable)
+
+_log = logging.getLogger("glass.redis")
+_clients: dict[str, object] = {}
+_lock = threading.Lock()
+
+
+def redis_url() -> str:
+    """$GLASS_REDIS_URL, stripped ("" when unset: everything stays in this process)."""
+    return os.environ.get(REDIS_URL_ENV, "").strip()
+
+
+def client(url: str | None = None):
+    """A `redis.Redis` for `url` (default: $GLASS_REDIS_URL), one per process and URL; bytes in, bytes out."""
+    import redis
+
+    url = redis_url() if url is None else url
+    with _lock:
+        conn = _clients.get(url)
+        if conn is None:
+            conn = _clients[url] = redis.Redis.from_url(url, socket_timeout=10, socket_connect_timeout=5,
+                                                        health_check_interval=30)
+        return conn
+
+
+def browser_key(fallback: bytes) -> bytes:
+    """The key that hashes browser tokens into ids: shared by every app process through Redis when one is
+    configured (set once, by whichever process asks first), else `fallback` (this process's own)."""
+    url = redis_url()
+    if not url:
+        return fallback
+    try:
+        conn = client(url)
+        conn.set(BROWSER_KEY, secrets.token_hex(16), nx=True)
+        value = conn.get(BROWSER_KEY)
+        return bytes.fromhex(value.decode()) if value else fallback
+    except Exception as e:  # noqa: BLE001 - no Redis: ids are per process, as without it
+        _log.warning("browser ids are per process: Redis did not answer (%s)", e)
+        return fallback
