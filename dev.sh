@@ -3,7 +3,8 @@
 #   ./dev.sh app     start the app           (http://localhost:8501)
 #   ./dev.sh test    run every test: lint, model, pages (AppTest) and browser tests (Chromium)
 #   ./dev.sh bench   run the benchmark scripts and print their figures
-#   ./dev.sh serve   several app processes behind HAProxy, + redis-server (--replicas N --port 8500)
+#   ./dev.sh serve   several app processes behind HAProxy, + redis-server and training queue workers
+#                    (--replicas N --workers W --port 8500)
 # Extra arguments go to streamlit / pytest.
 set -euo pipefail
 cd "$(dirname "$0")"

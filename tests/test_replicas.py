@@ -45,7 +45,7 @@ ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
 def cluster():
     require_tool("haproxy")
     require_tool("redis-server")
-    c = Cluster(replicas=2, timeout=90)
+    c = Cluster(replicas=2, timeout=90, workers=0)  # no training here: no queue workers
     try:
         c.start()
     except BaseException:
@@ -285,8 +285,9 @@ def test_serve_command_starts_and_stops_everything(tmp_path):
     port = free_port()
     log = tmp_path / "serve.out"
     with open(log, "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "ui.serve_many", "--replicas", "2", "--port", str(port),
-                                 "--script", "tests/replica_probe_app.py", "--log-dir", str(tmp_path / "logs")],
+        proc = subprocess.Popen([sys.executable, "-m", "ui.serve_many", "--replicas", "2", "--workers", "1",
+                                 "--port", str(port), "--script", "tests/replica_probe_app.py",
+                                 "--log-dir", str(tmp_path / "logs")],
                                 cwd=Path(__file__).resolve().parents[1], stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True)
     try:
@@ -295,7 +296,7 @@ def test_serve_command_starts_and_stops_everything(tmp_path):
             assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
             time.sleep(0.2)
         children = [int(p) for p in Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()]
-        assert len(children) == 4  # redis-server, two app processes, haproxy
+        assert len(children) == 5  # redis-server, two app processes, a training queue worker, haproxy
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=5) as r:
             assert r.read() == b"ok" and r.headers["X-Glass-Replica"] in ("app1", "app2")
         proc.send_signal(signal.SIGTERM)

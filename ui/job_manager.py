@@ -429,9 +429,17 @@ _MANAGER_LOCK = threading.Lock()
 
 
 def get_manager() -> JobManager:
-    """The process-wide manager (created on first use)."""
+    """The process-wide manager (created on first use): this process's pool, or, with $GLASS_REDIS_URL set,
+    the Redis queue that every app process and queue worker shares (`ui.job_queue.QueueJobManager`)."""
     global _MANAGER
     with _MANAGER_LOCK:
         if _MANAGER is None:
-            _MANAGER = JobManager()
+            from ui.shared_redis import redis_url
+
+            if redis_url():
+                from ui.job_queue import QueueJobManager
+
+                _MANAGER = QueueJobManager()
+            else:
+                _MANAGER = JobManager()
         return _MANAGER

@@ -138,6 +138,7 @@ class Job:
         self.process = None  # the worker process while it runs
         self.worker_info: dict = {}  # what the worker reports about itself (pid, torch threads, nice)
         self._manager: JobManager | None = None
+        self._runner = train_worker.run
         self._dead_since: float | None = None  # when its session was first seen disconnected
 
     # --- for the page ---------------------------------------------------------------------------
@@ -187,10 +188,14 @@ class Job:
 
     # --- state changes (the manager calls these under its lock) ---------------------------------
 
-    def attach(self, manager: JobManager, max_seconds: float) -> None:
-        """Accepted by `manager`, whose time limit caps the run's own."""
+    def attach(self, manager: JobManager, max_seconds: float, runner=None) -> None:
+        """Accepted by `manager`, whose time limit caps the run's own. `runner` runs the job (default:
+        `ui.train_worker.run`, a worker process of this server; `ui.job_queue` passes one that follows a
+        job trained by a queue worker, anywhere)."""
         self.tcfg = dataclasses.replace(self.tcfg, max_seconds=min(self.tcfg.max_seconds or math.inf, max_seconds))
         self._manager = manager
+        if runner is not None:
+            self._runner = runner
 
     def mark_queued(self) -> None:
         self.state = "queued"
@@ -199,8 +204,22 @@ class Job:
         """Start the job's thread, which runs the worker process."""
         self.state = "running"
         self.started = time.monotonic()
+        self.follow()
+
+    def follow(self) -> None:
+        """Start the job's thread (its runner); a queued job becomes "running" when its runner says so."""
         self.thread = threading.Thread(target=self._run, name=f"training-{self.id}", daemon=True)
         self.thread.start()
+
+    def spec(self) -> dict:
+        """What a worker needs to train this job (see `ui.train_worker`)."""
+        return {"job_id": self.id, "tcfg": self.tcfg, "data": self._data, "data_sha256": self.data_sha256,
+                "probes": self.probes, "probe_every": self.probe_every, "name": self.name,
+                "memory_bytes": self.memory.total if self.memory is not None else None}
+
+    def forget_data(self) -> None:
+        """The data went to the worker (the queue holds it): this process needs no copy."""
+        self._data = None
 
     def request_stop(self, reason: str, kill: bool = False) -> None:
         """Tell the worker to stop after its current step (with `kill`: kill it at once)."""
@@ -246,13 +265,10 @@ class Job:
 
     def _run(self) -> None:
         """The job's thread in the server: run the worker process and copy its messages into the job."""
-        spec = {"tcfg": self.tcfg, "data": self._data, "data_sha256": self.data_sha256, "probes": self.probes,
-                "probe_every": self.probe_every, "name": self.name,
-                "memory_bytes": self.memory.total if self.memory is not None else None}
         state, reason, error = "failed", "error", None
         try:
-            state, reason, error = train_worker.run(spec, self.stop_event, lambda: self._kill, self._started,
-                                                    self._receive)
+            state, reason, error = self._runner(self.spec(), self.stop_event, lambda: self._kill, self._started,
+                                                self._receive)
             if state == "stopped" and self.stop_event.is_set():
                 reason = self._stop_reason or reason
         finally:
@@ -273,7 +289,13 @@ class Job:
             self._hand_over(msg[1], msg[2])
             return
         with self.lock:
-            if kind == "info":
+            if kind == "started":  # a queue worker took the job (again, after a worker died: start afresh)
+                self.state = "running"
+                self.started = time.monotonic() - max(0.0, time.time() - msg[1]["wall"])
+                for figures in (self.steps, self.losses, self.cross_entropy, self.lrs, self.elapsed, self.evals,
+                                self.eval_seconds, self.snapshots):
+                    figures.clear()
+            elif kind == "info":
                 self.worker_info = {**self.worker_info, **msg[1]}
                 self.parameters = msg[1]["parameters"]
             elif kind == "usage":

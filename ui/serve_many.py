@@ -8,8 +8,11 @@ dying: the children get SIGTERM from the kernel):
 - a `redis-server` on 127.0.0.1 and a free port, with a random password and no persistence (nothing of
   a class outlives it), unless a Redis is given (--redis-url or GLASS_REDIS_URL);
 - N × `streamlit run app.py` on 127.0.0.1 and free ports, sharing one `server.cookieSecret` (so the XSRF
-  cookie one process set is accepted by all) and the Redis URL (GLASS_REDIS_URL: ui/classroom/);
-  each gets GLASS_MAX_TRAINING_JOBS = cores / N unless set (the cores are shared by all replicas);
+  cookie one process set is accepted by all) and the Redis URL (GLASS_REDIS_URL: the classes in
+  ui/classroom/, the training queue in ui/job_queue.py);
+- W training queue workers (`python -m ui.job_queue worker`, --workers, default GLASS_MAX_TRAINING_JOBS
+  or the machine's cores): the server-wide cap on jobs training at once. Workers on other machines
+  join with the same command and GLASS_REDIS_URL; --workers 0 leaves the training to them;
 - HAProxy (deploy/haproxy.cfg.in, rendered into a temporary folder) on --host:--port: sticky sessions
   by cookie, websocket upgrades, health checks, redispatch to a live process.
 
@@ -63,9 +66,11 @@ def free_port(host: str = "127.0.0.1") -> int:
         return s.getsockname()[1]
 
 
-def _die_with_parent() -> None:  # preexec_fn: SIGTERM when the process that started us dies
+def die_with_parent(sig: int = signal.SIGTERM) -> None:
+    """Ask Linux to send this process `sig` when the process that started it dies (PR_SET_PDEATHSIG);
+    also a `preexec_fn`."""
     with contextlib.suppress(Exception):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, sig)
 
 
 @dataclass
@@ -91,7 +96,7 @@ def spawn(name: str, cmd: list[str], log: Path, env: dict | None = None, stdin_t
     try:
         proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.PIPE if stdin_text is not None else subprocess.DEVNULL,
-                                start_new_session=True, preexec_fn=_die_with_parent)
+                                start_new_session=True, preexec_fn=die_with_parent)
     finally:
         out.close()
     if stdin_text is not None:
@@ -185,7 +190,7 @@ class Cluster:
 
     def __init__(self, replicas: int = 2, port: int = 0, host: str = "127.0.0.1", redis_url: str | None = None,
                  log_dir: Path | None = None, app_args: tuple[str, ...] = (), env: dict | None = None,
-                 timeout: float = 90, script: str = "app.py"):
+                 timeout: float = 90, script: str = "app.py", workers: int | None = None):
         if not 1 <= replicas <= 16:
             raise ValueError("replicas: 1 to 16")
         self.replicas, self.host, self.timeout = replicas, host, timeout
@@ -197,6 +202,10 @@ class Cluster:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.redis: Child | None = None
         self.apps: list[Child] = []
+        self.workers: list[Child] = []
+        env_jobs = os.environ.get("GLASS_MAX_TRAINING_JOBS", "")
+        self.n_workers = workers if workers is not None else (
+            int(env_jobs) if env_jobs.isdigit() else max(1, os.cpu_count() or 1))
         self.proxy: Child | None = None
 
     @property
@@ -212,15 +221,18 @@ class Cluster:
             if not self.redis_url:
                 self.redis, self.redis_url = start_redis(self.dir)
             cookie_secret = os.environ.get("STREAMLIT_SERVER_COOKIE_SECRET") or secrets.token_hex(32)
-            jobs = os.environ.get("GLASS_MAX_TRAINING_JOBS") or str(max(1, (os.cpu_count() or 1) // self.replicas))
             for i in range(1, self.replicas + 1):
                 port = free_port()
                 env = {**os.environ, "STREAMLIT_SERVER_COOKIE_SECRET": cookie_secret, "GLASS_REDIS_URL": self.redis_url,
-                       "GLASS_REPLICA": f"app{i}", "GLASS_MAX_TRAINING_JOBS": jobs, "OMP_NUM_THREADS": "1",
+                       "GLASS_REPLICA": f"app{i}", "OMP_NUM_THREADS": "1",
                        "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false", "STREAMLIT_SERVER_HEADLESS": "true",
                        **self.extra_env}
                 self.apps.append(spawn(f"app{i}", app_command(port, self.app_args, self.script),
                                        self.dir / f"app{i}.log", env=env, port=port))
+            for i in range(1, self.n_workers + 1):
+                self.workers.append(spawn(f"worker{i}", [sys.executable, "-m", "ui.job_queue", "worker"],
+                                          self.dir / f"worker{i}.log",
+                                          env={**os.environ, "GLASS_REDIS_URL": self.redis_url, **self.extra_env}))
             for i, app in enumerate(self.apps):
                 wait_until(lambda i=i: healthy(self.app_url(i)), app, self.timeout, app.name)
             cfg = self.dir / "haproxy.cfg"
@@ -240,7 +252,7 @@ class Cluster:
         stop(self.apps[i], sig=signal.SIGKILL)
 
     def stop(self) -> None:
-        for child in [self.proxy, *self.apps, self.redis]:
+        for child in [self.proxy, *self.apps, *self.workers, self.redis]:
             if child is not None:
                 with contextlib.suppress(Exception):
                     stop(child)
@@ -248,7 +260,8 @@ class Cluster:
             shutil.rmtree(self.dir, ignore_errors=True)
 
     def logs(self, n: int = 30) -> str:
-        return "\n".join(f"== {c.name} ({c.log})\n{c.log_tail(n)}" for c in [self.proxy, *self.apps, self.redis] if c)
+        children = [self.proxy, *self.apps, *self.workers, self.redis]
+        return "\n".join(f"== {c.name} ({c.log})\n{c.log_tail(n)}" for c in children if c)
 
     def __enter__(self) -> Cluster:
         return self.start()
@@ -264,6 +277,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--host", default="127.0.0.1", help="the proxy's address (default 127.0.0.1: this machine only)")
     ap.add_argument("--redis-url", default=os.environ.get("GLASS_REDIS_URL", ""),
                     help="a running Redis (default GLASS_REDIS_URL; none: start a private redis-server)")
+    ap.add_argument("--workers", type=int, default=None,
+                    help="training queue workers (default GLASS_MAX_TRAINING_JOBS, or the cores; 0: none here)")
     ap.add_argument("--log-dir", type=Path, default=None, help="keep the logs and the HAProxy config here")
     ap.add_argument("--script", default="app.py", help="the Streamlit script each process runs (default app.py)")
     args = ap.parse_args(argv)
@@ -276,7 +291,8 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
-    cluster = Cluster(args.replicas, args.port, args.host, args.redis_url or None, args.log_dir, script=args.script)
+    cluster = Cluster(args.replicas, args.port, args.host, args.redis_url or None, args.log_dir, script=args.script,
+                      workers=args.workers)
     print(f"starting {args.replicas} app processes, HAProxy{'' if args.redis_url else ' and redis-server'} "
           f"(logs: {cluster.dir})", flush=True)
     try:
@@ -290,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
         reported: set[str] = set()
         while not stopping:
             time.sleep(0.5)
-            for child in [*cluster.apps, cluster.redis]:
+            for child in [*cluster.apps, *cluster.workers, cluster.redis]:
                 if child is not None and not child.alive() and child.name not in reported:
                     reported.add(child.name)
                     print(f"{child.name} exited ({child.proc.returncode}); the proxy sends its visitors to the "

@@ -115,9 +115,13 @@ def live_status() -> None:
     v = job.view()
     t = v.tcfg
     if v.state == "queued":
-        running, queued = job_manager.get_manager().counts()
+        manager = job_manager.get_manager()
+        running, queued = manager.counts()
         st.info(f"Waiting for a free slot: you are **number {v.position}** in the queue ({running} job(s) "
                 f"training, {queued} waiting). Training starts by itself.")
+        if not manager.max_running:
+            st.warning("No training worker is connected to this server's queue right now, so nothing trains yet. "
+                       "Whoever runs the server starts them with `python -m ui.job_queue worker`.")
         return
     if v.state == "running":
         left = f" · about {v.eta_s:,.0f} s left" if v.eta_s is not None else ""

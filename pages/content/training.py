@@ -46,6 +46,8 @@ def summary(plan) -> str:
         f"**Checkpoint:** about {plan.checkpoint_bytes / 2**20:,.1f} MB (4 bytes per parameter, plus the "
         f"vocabularies); a model above {plan.max_checkpoint_bytes / 2**20:,.0f} MB could not be saved and loaded "
         f"again, so such settings are refused.  \n"
-        f"**This server** trains at most {plan.max_running} model(s) at once (one CPU thread each, at a lower "
-        f"priority than the pages; more wait in a queue) and stops a run after {plan.max_seconds / 60:.0f} "
-        f"minutes.")
+        + (f"**This server** trains at most {plan.max_running} model(s) at once (one CPU thread each, at a lower "
+           f"priority than the pages; more wait in a queue)" if plan.max_running else
+           "**No training worker is connected** to this server's queue right now: a run waits in the queue until "
+           "one is (whoever runs the server starts them with `python -m ui.job_queue worker`)")
+        + f" and stops a run after {plan.max_seconds / 60:.0f} minutes.")

@@ -1,0 +1,449 @@
+"""Training jobs through a Redis queue (RQ), for several app processes and any number of worker machines.
+
+With ``GLASS_REDIS_URL`` set, `ui.job_manager.get_manager()` returns a `QueueJobManager` instead of the
+in-process `JobManager`: same methods, same `ui.jobs.Job` objects for the page, but the jobs go through
+one RQ queue (``glass-training``) in Redis, and **queue workers** train them:
+
+    python -m ui.job_queue worker          # one worker = one job at a time; start as many as the cap
+
+Why RQ: it is the smallest well-kept Redis job queue (one list per queue, plain Redis keys, a worker
+process that forks one "work horse" per job, retries of jobs whose worker died); Celery would add a
+broker abstraction and a second configuration language for what one queue and one function need.
+
+What is shared, and where
+-------------------------
+- **The cap** on jobs training at once, server-wide: the number of queue workers (each takes one job
+  at a time). `./dev.sh serve --replicas N` starts ``GLASS_MAX_TRAINING_JOBS`` of them (default: the
+  machine's cores); more machines add their own with the command above and the same URL.
+- **One FIFO queue**: RQ's list; a job's place in it is the student's position in the queue.
+- **Fairness**, atomically in one Lua script (`_SUBMIT`) whatever process a student's request reaches:
+  one active job per owner (browser) — a second Start returns the running job, also from another
+  process —, at most ``jobs_per_client`` jobs queued or running per client (network address), at most
+  ``starts_per_minute`` starts per client, at most ``max_queue`` jobs waiting. The clock is Redis's.
+- **The run itself**: the worker runs the very worker process the local pool runs (`ui.train_worker`:
+  one torch thread, nice +10, an address-space cap), and appends each of its messages (pickled, as RQ
+  pickles its jobs: Redis is trusted infrastructure, never a user's input) to a Redis stream,
+  ``glass:train:job:<id>:events``. Every app process that shows the job reads that stream from its
+  start, so a student whose process died sees the whole run again on another process.
+
+Keys (prefix ``glass:train:``): ``active`` (sorted set of the ids queued or running), ``owner:<browser>``
+(its latest job), ``client:<addr>`` (its active ids), ``starts:<addr>`` (its recent starts),
+``job:<id>:meta`` (what the page needs to draw it), ``job:<id>:events`` (the stream),
+``job:<id>:stop`` ("stop" or "kill" and a reason), ``job:<id>:alive`` (exists while a session of the
+job's browser is connected to some app process: every app process refreshes it for the jobs it shows;
+when it expires — ``grace`` seconds after the last one went away — the worker ends the run). An ended
+job's keys expire after `KEEP_SECONDS` (a reload may still fetch the model); nothing else outlives it.
+
+No job is lost when an app process dies: the run is in a worker, its figures and model in Redis, and
+the owner key in Redis points the browser's next session, on any process, to it. When a *worker*
+dies mid-run, RQ's registry clean-up (each worker runs it every `MAINTENANCE_SECONDS`) finds the
+abandoned job and retries it once (``Retry(max=1)``) from the start; the page then shows the run
+starting over (the "started" message clears its figures).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import pickle
+import signal
+import socket
+import threading
+import time
+import uuid
+
+from ui import train_worker
+from ui.job_manager import JobRefused, streamlit_session_alive
+from ui.jobs import Job
+from ui.shared_redis import client as redis_client
+from ui.shared_redis import redis_url
+
+QUEUE = "glass-training"
+PREFIX = "glass:train:"
+KEEP_SECONDS = 3600  # an ended job (its model, its figures) stays fetchable this long
+ACTIVE_TTL = 12 * 3600  # bookkeeping of a job that never ends cleanly (a worker killed twice) expires
+POLL = 0.5  # seconds between a worker's looks at the stop and alive keys
+MAINTENANCE_SECONDS = 30  # how often a worker looks for jobs whose worker died (RQ's default is 10 min)
+DEFAULT_GRACE = 60.0
+_log = logging.getLogger("glass.training")
+
+
+def _key(*parts: str) -> str:
+    return PREFIX + ":".join(parts)
+
+
+def _events(job_id: str) -> str:
+    return _key("job", job_id, "events")
+
+
+# KEYS: owner, client set, client starts, active, rq queue list. ARGV: id, jobs/client, starts/minute, max queue,
+# ttl. Returns {"ok", id} | {"existing", id} | {"share", n} | {"rate", n, seconds to wait} | {"full", n}.
+_SUBMIT = """
+local now = redis.call('TIME')
+local t = tonumber(now[1]) + tonumber(now[2]) / 1e6
+local cur = redis.call('GET', KEYS[1])
+if cur and redis.call('ZSCORE', KEYS[4], cur) then return {'existing', cur} end
+for _, id in ipairs(redis.call('SMEMBERS', KEYS[2])) do
+  if not redis.call('ZSCORE', KEYS[4], id) then redis.call('SREM', KEYS[2], id) end
+end
+local n = redis.call('SCARD', KEYS[2])
+if n >= tonumber(ARGV[2]) then return {'share', tostring(n)} end
+redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', t - 60)
+local s = redis.call('ZCARD', KEYS[3])
+if s >= tonumber(ARGV[3]) then
+  local first = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')
+  return {'rate', tostring(s), tostring(math.ceil(tonumber(first[2]) + 60 - t))}
+end
+local waiting = redis.call('LLEN', KEYS[5])
+if waiting >= tonumber(ARGV[4]) then return {'full', tostring(waiting)} end
+redis.call('ZADD', KEYS[4], t, ARGV[1])
+redis.call('SADD', KEYS[2], ARGV[1])
+redis.call('EXPIRE', KEYS[2], ARGV[5])
+redis.call('ZADD', KEYS[3], t, ARGV[1])
+redis.call('EXPIRE', KEYS[3], 120)
+redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[5])
+return {'ok', ARGV[1]}
+"""
+
+
+class QueueJobManager:
+    """The `ui.job_manager.JobManager` interface over Redis and RQ (see the module's docstring).
+
+    This process keeps the `Job` objects its sessions show (`_jobs`); everything that decides (the
+    queue, the shares, which job a browser has) lives in Redis, so any app process may answer.
+    """
+
+    def __init__(self, url: str | None = None, max_seconds: float | None = None, grace: float = DEFAULT_GRACE,
+                 max_queue: int = 200, jobs_per_client: int | None = None, starts_per_minute: int | None = None,
+                 session_alive=streamlit_session_alive, poll: float = 1.0):
+        from rq import Queue
+
+        from ui.job_manager import DEFAULT_MAX_SECONDS, _env_int
+
+        self.url = url or redis_url()
+        self.redis = redis_client(self.url)
+        self.queue = Queue(QUEUE, connection=self.redis)
+        self.max_seconds = float(max_seconds if max_seconds is not None else DEFAULT_MAX_SECONDS)
+        self.grace = float(grace)
+        self.max_queue = int(max_queue)
+        self.jobs_per_client = max(1, jobs_per_client if jobs_per_client is not None
+                                   else _env_int("GLASS_JOBS_PER_CLIENT", 2))
+        self.starts_per_minute = max(1, starts_per_minute if starts_per_minute is not None
+                                     else _env_int("GLASS_STARTS_PER_MINUTE", 6))
+        self.session_alive = session_alive
+        self.poll = float(poll)
+        self._submit = self.redis.register_script(_SUBMIT)
+        self._lock = threading.Lock()
+        self._jobs: dict[str, Job] = {}  # id -> the Job object this process's sessions show
+        self._workers: tuple[float, int] = (0.0, 0)  # (when counted, queue workers)
+        self._watchdog: threading.Thread | None = None
+
+    # --- the JobManager interface ---------------------------------------------------------------
+
+    @property
+    def max_running(self) -> int:
+        """Jobs that train at once, server-wide: the queue workers connected now (counted every 10 s)."""
+        from rq import Worker
+
+        when, n = self._workers
+        if time.monotonic() - when > 10:
+            n = Worker.count(connection=self.redis, queue=self.queue)
+            self._workers = (time.monotonic(), n)
+        return n
+
+    def submit(self, job: Job) -> Job:
+        """Queue `job` (or return its owner's active job, from whatever process started it); `JobRefused`
+        when its client is over its share or the queue is full."""
+        from rq import Retry
+
+        if job.state != "new":
+            raise JobRefused("This job was already submitted.")
+        owner = job.owner or f"job-{job.id}"
+        client = job.client or "local"
+        job.attach(self, self.max_seconds, runner=self._follow)
+        self.redis.set(_key("job", job.id, "meta"), pickle.dumps(_meta(job)), ex=ACTIVE_TTL)
+        self.redis.set(_key("job", job.id, "alive"), b"1", ex=max(1, int(self.grace)))
+        verdict = self._submit(keys=[_key("owner", owner), _key("client", client), _key("starts", client),
+                                     _key("active"), self.queue.key],
+                               args=[job.id, self.jobs_per_client, self.starts_per_minute, self.max_queue,
+                                     ACTIVE_TTL])
+        what, arg = verdict[0].decode(), verdict[1].decode()
+        if what != "ok":
+            self.redis.delete(_key("job", job.id, "meta"), _key("job", job.id, "alive"))
+            if what == "existing":
+                found = self._local(arg) or self._rebuild(arg)
+                if found is not None:
+                    found.add_sessions(job.session_ids())
+                    return found
+                raise JobRefused("Your browser's training job could not be found; try again in a moment.")
+            raise JobRefused(_refusal(what, verdict, self))
+        self.queue.enqueue(train, job.spec(), job_id=job.id, job_timeout=int(job.tcfg.max_seconds or self.max_seconds)
+                           + 300, result_ttl=KEEP_SECONDS, failure_ttl=KEEP_SECONDS, retry=Retry(max=1),
+                           description=f"training for client {client}")
+        job.forget_data()
+        job.mark_queued()
+        with self._lock:
+            self._jobs[job.id] = job
+        job.follow()
+        self._ensure_watchdog()
+        return job
+
+    def job_for(self, owner: str | None, session_id: str | None = None) -> Job | None:
+        """The owner's latest job (started by any process, active or ended and kept), or None."""
+        if owner is None:
+            return None
+        raw = self.redis.get(_key("owner", owner))
+        if raw is None:
+            return None
+        job = self._local(raw.decode()) or self._rebuild(raw.decode())
+        if job is not None and session_id is not None:
+            job.add_sessions((session_id,))
+        return job
+
+    def position(self, job: Job) -> int | None:
+        """1-based position in the queue, or None when not queued."""
+        if job.state != "queued":
+            return None
+        pos = self.queue.get_job_position(job.id)
+        return None if pos is None else pos + 1
+
+    def stop(self, job: Job, reason: str = "stopped by you", kill: bool = False) -> None:
+        """Stop a job wherever it trains: a queued one leaves the queue at once, a running one stops after
+        its current step and hands over the model so far (with `kill`: ends at once)."""
+        job.request_stop(reason, kill)
+        self.redis.set(_key("job", job.id, "stop"), pickle.dumps(("kill" if kill else "stop", reason)),
+                       ex=ACTIVE_TTL)
+        if self.redis.lrem(self.queue.key, 0, job.id):  # still queued: nobody else will end it
+            _finish(self.redis, job.id, ("end", "stopped", reason, None))
+
+    def counts(self) -> tuple[int, int]:
+        """(running, queued), server-wide."""
+        with self.redis.pipeline() as p:
+            p.zcard(_key("active"))
+            p.llen(self.queue.key)
+            active, queued = p.execute()
+        return max(0, active - queued), queued
+
+    def active_jobs(self) -> list[Job]:
+        """The active jobs this process shows."""
+        with self._lock:
+            return [j for j in self._jobs.values() if j.active]
+
+    def release(self, job: Job) -> None:
+        """A job's thread ends: nothing to free here (the worker freed its slot)."""
+
+    def sweep(self, now: float | None = None) -> None:
+        """Keep the jobs whose browser has a live session here alive (in Redis, for every process and the
+        worker); forget ended jobs nobody here looks at any more."""
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            jobs = list(self._jobs.values())
+        for job in jobs:
+            alive = any(_safe_alive(self.session_alive, s) for s in job.session_ids()) or not job.session_ids()
+            gone_for = job.seen_alive(alive, now)
+            if job.active and alive:
+                self.redis.set(_key("job", job.id, "alive"), b"1", ex=max(1, int(self.grace)))
+            elif job.done and gone_for >= self.grace:
+                with self._lock:
+                    self._jobs.pop(job.id, None)
+
+    def shutdown(self, timeout: float = 30) -> None:
+        """Stop every job this process shows and wait for them (tests)."""
+        for job in self.active_jobs():
+            self.stop(job, "server shutting down")
+        for job in self.active_jobs():
+            job.join(timeout)
+
+    # --- internal ---------------------------------------------------------------------------------
+
+    def _local(self, job_id: str) -> Job | None:
+        with self._lock:
+            return self._jobs.get(job_id)
+
+    def _rebuild(self, job_id: str) -> Job | None:
+        """A job another process started (or one this process forgot): its Job object from its meta, and
+        a thread that reads its whole stream, so the page shows the run from its start."""
+        raw = self.redis.get(_key("job", job_id, "meta"))
+        if raw is None:
+            return None
+        meta = pickle.loads(raw)
+        job = Job(meta["tcfg"], None, meta["data_label"], meta["data_sha256"], meta["probes"], 0, None,
+                  meta["owner"], meta["name"], meta["memory"], meta["client"])
+        job.id, job.probe_every = job_id, meta["probe_every"]
+        job.attach(self, self.max_seconds, runner=self._follow)
+        job.mark_queued()
+        with self._lock:
+            if job_id in self._jobs:  # another session of this process got there first
+                return self._jobs[job_id]
+            self._jobs[job_id] = job
+        job.follow()
+        self._ensure_watchdog()
+        return job
+
+    def _follow(self, spec: dict, stop: threading.Event, kill, started, receive) -> tuple[str, str, str | None]:
+        """A job's runner in this process: pass each message of its stream to `receive` until its end;
+        forward a stop (or kill) of this process's page to the worker."""
+        job_id, last, told, attempt = spec["job_id"], "0", None, None
+        while True:
+            wanted = "kill" if kill() else "stop" if stop.is_set() else None
+            if wanted is not None and wanted != told:
+                self.redis.set(_key("job", job_id, "stop"), pickle.dumps((wanted, "stopped")), nx=told is None,
+                               ex=ACTIVE_TTL)
+                told = wanted
+            try:
+                batches = self.redis.xread({_events(job_id): last}, count=100, block=1000)
+            except Exception as e:  # noqa: BLE001 - Redis away for a moment: try again, the stream keeps
+                _log.warning("training job %s: reading its stream failed (%s)", job_id, e)
+                time.sleep(1.0)
+                continue
+            for _, entries in batches or ():
+                for entry_id, fields in entries:
+                    last, sender = entry_id, fields.get(b"a")
+                    msg = pickle.loads(fields[b"m"])
+                    if msg[0] == "started":
+                        attempt = sender
+                    elif attempt is not None and sender is not None and sender != attempt:
+                        continue  # a late message of an attempt whose worker died (a retry runs now)
+                    if msg[0] == "end":
+                        return msg[1], msg[2], msg[3]
+                    receive(msg)
+            if not batches and not self.redis.exists(_key("job", job_id, "meta")):
+                return "failed", "error", "This training job's records expired on the server."
+
+    def _ensure_watchdog(self) -> None:
+        with self._lock:
+            if self._watchdog is None or not self._watchdog.is_alive():
+                self._watchdog = threading.Thread(target=self._watch, name="training-queue-watchdog", daemon=True)
+                self._watchdog.start()
+
+    def _watch(self) -> None:
+        while True:
+            time.sleep(self.poll)
+            try:
+                self.sweep()
+            except Exception as e:  # noqa: BLE001 - Redis away for a moment: the next sweep tries again
+                _log.warning("training queue sweep failed: %s", e)
+            with self._lock:
+                if not self._jobs:
+                    self._watchdog = None
+                    return
+
+
+def _safe_alive(check, session_id: str) -> bool:
+    try:
+        return bool(check(session_id))
+    except Exception:  # noqa: BLE001 - a failing check counts as alive
+        return True
+
+
+def _meta(job: Job) -> dict:
+    """What another process needs to show `job` (no data: that went to the worker)."""
+    return {"tcfg": job.tcfg, "data_label": job.data_label, "data_sha256": job.data_sha256, "probes": job.probes,
+            "probe_every": job.probe_every, "owner": job.owner, "name": job.name, "memory": job.memory,
+            "client": job.client}
+
+
+def _refusal(what: str, verdict, manager: QueueJobManager) -> str:
+    n = verdict[1].decode()
+    if what == "share":
+        return (f"Your network address already has {n} training job(s) queued or running; the limit is "
+                f"{manager.jobs_per_client} per address, so that everyone gets a turn. Wait until one ends, or "
+                "stop one.")
+    if what == "rate":
+        return (f"{n} training runs were started from your network address in the last minute; the limit is "
+                f"{manager.starts_per_minute} per minute. Try again in {max(1, int(verdict[2]))} s.")
+    return f"The server's training queue is full ({n} jobs waiting). Try again in a few minutes."
+
+
+def _publish(conn, job_id: str, msg: tuple, attempt: str) -> None:
+    conn.xadd(_events(job_id), {"m": pickle.dumps(msg), "a": attempt})
+
+
+def _finish(conn, job_id: str, end: tuple, attempt: str = "") -> None:
+    """The job's last message, and its bookkeeping cleared (its stream and meta kept `KEEP_SECONDS`).
+    `attempt` names the worker's try ("": the job never started)."""
+    meta = conn.get(_key("job", job_id, "meta"))
+    client = pickle.loads(meta)["client"] or "local" if meta else None
+    with conn.pipeline() as p:
+        p.xadd(_events(job_id), {"m": pickle.dumps(end), "a": attempt})
+        p.zrem(_key("active"), job_id)
+        if client is not None:
+            p.srem(_key("client", client), job_id)
+        p.expire(_events(job_id), KEEP_SECONDS)
+        p.expire(_key("job", job_id, "meta"), KEEP_SECONDS)
+        p.delete(_key("job", job_id, "stop"), _key("job", job_id, "alive"))
+        p.execute()
+
+
+# --- The worker's end ----------------------------------------------------------------------------------
+
+
+def train(spec: dict) -> str:
+    """RQ's job function: train `spec` in a `ui.train_worker` process, publish every message to the job's
+    stream, obey its stop key, end it when no session looks at it any more (its alive key expired)."""
+    from rq import get_current_job
+
+    from ui.serve_many import die_with_parent
+
+    die_with_parent(signal.SIGKILL)  # this work horse ends with its worker (its training process then too)
+    conn = get_current_job().connection
+    job_id, attempt = spec["job_id"], uuid.uuid4().hex[:12]
+    stop, why = threading.Event(), {"kill": False, "reason": ""}
+
+    def control() -> None:  # the page's stop button and the browser's liveness, seen from here
+        while not done.is_set():
+            raw = conn.get(_key("job", job_id, "stop"))
+            if raw is not None:
+                kind, reason = pickle.loads(raw)
+                why["reason"] = why["reason"] or reason
+                why["kill"] = why["kill"] or kind == "kill"
+                stop.set()
+            elif not conn.exists(_key("job", job_id, "alive")):
+                why["reason"], why["kill"] = why["reason"] or "session ended", True
+                stop.set()
+            done.wait(POLL)
+
+    done = threading.Event()
+    end = ("end", "failed", "error", "Training failed before it started.")
+    try:
+        if conn.exists(_key("job", job_id, "stop")) or not conn.exists(_key("job", job_id, "alive")):
+            reason = "stopped" if conn.exists(_key("job", job_id, "stop")) else "session ended"
+            end = ("end", "stopped", reason, None)
+            return reason
+        _publish(conn, job_id, ("started", {"wall": time.time(), "worker": socket.gethostname()}), attempt)
+        watcher = threading.Thread(target=control, name="training-control", daemon=True)
+        watcher.start()
+        state, reason, error = train_worker.run(spec, stop, lambda: why["kill"], lambda proc: None,
+                                                lambda msg: _publish(conn, job_id, msg, attempt))
+        if state == "stopped" and why["reason"]:
+            reason = why["reason"]
+        end = ("end", state, reason, error)
+        return state
+    finally:
+        done.set()
+        _finish(conn, job_id, end, attempt)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m ui.job_queue worker [--burst]`: one queue worker on $GLASS_REDIS_URL (one job at a time)."""
+    from rq import Worker
+
+    ap = argparse.ArgumentParser(prog="python -m ui.job_queue", description=main.__doc__)
+    ap.add_argument("command", choices=["worker"])
+    ap.add_argument("--url", default=None, help="Redis URL (default: $GLASS_REDIS_URL)")
+    ap.add_argument("--burst", action="store_true", help="end when the queue is empty")
+    ap.add_argument("--name", default=None, help="worker name (default: host and pid)")
+    args = ap.parse_args(argv)
+    url = args.url or redis_url()
+    if not url:
+        raise SystemExit("Set GLASS_REDIS_URL (or --url): a queue worker needs the app's Redis.")
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    conn = redis_client(url)
+    worker = Worker([QUEUE], connection=conn, name=args.name or f"{socket.gethostname()}-{os.getpid()}",
+                    maintenance_interval=MAINTENANCE_SECONDS)
+    worker.work(burst=args.burst, logging_level="WARNING", with_scheduler=False)
+
+
+if __name__ == "__main__":
+    main()
