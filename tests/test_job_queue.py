@@ -277,3 +277,23 @@ def test_the_page_says_when_no_worker_serves_the_queue():
     plan = Plan(DEFAULTS, mem, worst_case(DEFAULTS.direction), 0, 600.0, 10**9, 10**6, 10**8)
     assert "No training worker is connected" in summary(plan) and "trains at most" not in summary(plan)
     assert "trains at most 3 model(s) at once" in summary(dataclasses.replace(plan, max_running=3))
+
+
+def test_an_unreachable_redis_is_a_message_not_a_traceback(monkeypatch):
+    from apptest_util import no_exception
+    from test_pages_training import TINY as PAGE_TINY
+    from test_pages_training import run_navigated, set_widgets
+
+    from ui import job_manager
+    from ui.serve_many import free_port
+
+    monkeypatch.setenv("GLASS_REDIS_URL", f"redis://127.0.0.1:{free_port()}/0")  # nothing listens there
+    monkeypatch.setattr(job_manager, "_MANAGER", None)
+    monkeypatch.setattr(job_manager, "_KEY", None)
+    at = run_navigated("training")
+    no_exception(at)
+    set_widgets(at, PAGE_TINY)
+    at.button(key="training_start").click().run()
+    no_exception(at)
+    assert [e.value for e in at.error] == ["The training queue cannot be reached right now. Try again in a minute."]
+    assert "training_job" not in at.session_state or at.session_state["training_job"] is None  # nothing started

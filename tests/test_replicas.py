@@ -169,7 +169,7 @@ def test_replicas_share_one_cookie_secret_and_the_redis(cluster):
 def probe():
     """Two processes of tests/replica_probe_app.py (no torch: starts in seconds) behind the proxy."""
     require_tool("haproxy")
-    with Cluster(replicas=2, timeout=60, script="tests/replica_probe_app.py") as c:
+    with Cluster(replicas=2, timeout=60, script="tests/replica_probe_app.py", workers=0) as c:
         yield c
 
 

@@ -65,6 +65,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from ui.jobs import Job
 
@@ -106,6 +107,20 @@ def trusted_proxies() -> int:
 
 class JobRefused(RuntimeError):
     """The manager cannot take this job (its client is over its share, the queue is full)."""
+
+    @classmethod
+    def share(cls, active: int, limit: int) -> JobRefused:
+        return cls(f"Your network address already has {active} training job(s) queued or running; the limit is "
+                   f"{limit} per address, so that everyone gets a turn. Wait until one ends, or stop one.")
+
+    @classmethod
+    def rate(cls, started: int, limit: int, wait: float) -> JobRefused:
+        return cls(f"{started} training runs were started from your network address in the last minute; the "
+                   f"limit is {limit} per minute. Try again in {max(1, int(wait + 0.999))} s.")
+
+    @classmethod
+    def full(cls, waiting: int) -> JobRefused:
+        return cls(f"The server's training queue is full ({waiting} jobs waiting). Try again in a few minutes.")
 
 
 @dataclass(frozen=True)
@@ -258,8 +273,7 @@ class JobManager:
             if job.client is not None:
                 self._check_share_locked(job.client)
             if len(self._running) >= self.max_running and len(self._queue) >= self.max_queue:
-                raise JobRefused(f"The server's training queue is full ({self.max_queue} jobs waiting). "
-                                 "Try again in a few minutes.")
+                raise JobRefused.full(len(self._queue))
             job.attach(self, self.max_seconds)
             if job.client is not None:
                 self._starts.setdefault(job.client, collections.deque()).append(self.clock())
@@ -392,18 +406,14 @@ class JobManager:
     def _check_share_locked(self, client: str) -> None:
         active = sum(j.client == client for j in (*self._running, *self._queue))
         if active >= self.jobs_per_client:
-            raise JobRefused(f"Your network address already has {active} training job(s) queued or running; the "
-                             f"limit is {self.jobs_per_client} per address, so that everyone gets a turn. Wait "
-                             "until one ends, or stop one.")
+            raise JobRefused.share(active, self.jobs_per_client)
         times = self._starts.get(client)
         now = self.clock()
         if times:
             while times and times[0] <= now - 60.0:
                 times.popleft()
             if len(times) >= self.starts_per_minute:
-                wait = max(1, int(times[0] + 60.0 - now + 0.999))
-                raise JobRefused(f"{len(times)} training runs were started from your network address in the last "
-                                 f"minute; the limit is {self.starts_per_minute} per minute. Try again in {wait} s.")
+                raise JobRefused.rate(len(times), self.starts_per_minute, times[0] + 60.0 - now)
 
     def _start_locked(self, job: Job) -> None:
         self._running.append(job)
@@ -424,11 +434,27 @@ class JobManager:
                     return
 
 
-_MANAGER: JobManager | None = None
+class Manager(Protocol):
+    """What the training page and a `Job` need from a manager: `JobManager` (this process's pool) and
+    `ui.job_queue.QueueJobManager` (one Redis queue for every process) both provide it."""
+
+    max_running: int
+    max_seconds: float
+
+    def submit(self, job: Job) -> Job: ...
+    def job_for(self, owner: str | None, session_id: str | None = None) -> Job | None: ...
+    def position(self, job: Job) -> int | None: ...
+    def stop(self, job: Job, reason: str = "stopped by you", kill: bool = False) -> None: ...
+    def counts(self) -> tuple[int, int]: ...
+    def release(self, job: Job) -> None: ...
+    def shutdown(self, timeout: float = 30) -> None: ...
+
+
+_MANAGER: Manager | None = None
 _MANAGER_LOCK = threading.Lock()
 
 
-def get_manager() -> JobManager:
+def get_manager() -> Manager:
     """The process-wide manager (created on first use): this process's pool, or, with $GLASS_REDIS_URL set,
     the Redis queue that every app process and queue worker shares (`ui.job_queue.QueueJobManager`)."""
     global _MANAGER

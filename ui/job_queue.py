@@ -44,6 +44,8 @@ starting over (the "started" message clears its figures).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import logging
 import os
 import pickle
@@ -52,6 +54,8 @@ import socket
 import threading
 import time
 import uuid
+
+from redis.exceptions import RedisError
 
 from ui import train_worker
 from ui.job_manager import JobRefused, streamlit_session_alive
@@ -78,7 +82,8 @@ def _events(job_id: str) -> str:
 
 
 # KEYS: owner, client set, client starts, active, rq queue list. ARGV: id, jobs/client, starts/minute, max queue,
-# ttl. Returns {"ok", id} | {"existing", id} | {"share", n} | {"rate", n, seconds to wait} | {"full", n}.
+# ttl. Returns {"ok", id} | {"existing", id} | {"share", n, limit} | {"rate", n, limit, seconds to wait} |
+# {"full", n}.
 _SUBMIT = """
 local now = redis.call('TIME')
 local t = tonumber(now[1]) + tonumber(now[2]) / 1e6
@@ -88,12 +93,12 @@ for _, id in ipairs(redis.call('SMEMBERS', KEYS[2])) do
   if not redis.call('ZSCORE', KEYS[4], id) then redis.call('SREM', KEYS[2], id) end
 end
 local n = redis.call('SCARD', KEYS[2])
-if n >= tonumber(ARGV[2]) then return {'share', tostring(n)} end
+if n >= tonumber(ARGV[2]) then return {'share', tostring(n), ARGV[2]} end
 redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', t - 60)
 local s = redis.call('ZCARD', KEYS[3])
 if s >= tonumber(ARGV[3]) then
   local first = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')
-  return {'rate', tostring(s), tostring(math.ceil(tonumber(first[2]) + 60 - t))}
+  return {'rate', tostring(s), ARGV[3], tostring(tonumber(first[2]) + 60 - t)}
 end
 local waiting = redis.call('LLEN', KEYS[5])
 if waiting >= tonumber(ARGV[4]) then return {'full', tostring(waiting)} end
@@ -105,6 +110,26 @@ redis.call('EXPIRE', KEYS[3], 120)
 redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[5])
 return {'ok', ARGV[1]}
 """
+
+
+UNREACHABLE = "The training queue cannot be reached right now. Try again in a minute."
+
+
+def _tolerant(fallback):
+    """Redis unreachable for a moment: log it and let the page carry on with `fallback` (an exception class:
+    raise it with `UNREACHABLE`, which the page shows)."""
+    def wrap(method):
+        @functools.wraps(method)
+        def inner(*args, **kwargs):
+            try:
+                return method(*args, **kwargs)
+            except (RedisError, OSError) as e:
+                _log.warning("training queue: %s failed (%s)", method.__name__, e)
+                if isinstance(fallback, type) and issubclass(fallback, Exception):
+                    raise fallback(UNREACHABLE) from e
+                return fallback
+        return inner
+    return wrap
 
 
 class QueueJobManager:
@@ -142,6 +167,7 @@ class QueueJobManager:
     # --- the JobManager interface ---------------------------------------------------------------
 
     @property
+    @_tolerant(0)
     def max_running(self) -> int:
         """Jobs that train at once, server-wide: the queue workers connected now (counted every 10 s)."""
         from rq import Worker
@@ -152,6 +178,7 @@ class QueueJobManager:
             self._workers = (time.monotonic(), n)
         return n
 
+    @_tolerant(JobRefused)
     def submit(self, job: Job) -> Job:
         """Queue `job` (or return its owner's active job, from whatever process started it); `JobRefused`
         when its client is over its share or the queue is full."""
@@ -177,10 +204,16 @@ class QueueJobManager:
                     found.add_sessions(job.session_ids())
                     return found
                 raise JobRefused("Your browser's training job could not be found; try again in a moment.")
-            raise JobRefused(_refusal(what, verdict, self))
-        self.queue.enqueue(train, job.spec(), job_id=job.id, job_timeout=int(job.tcfg.max_seconds or self.max_seconds)
-                           + 300, result_ttl=KEEP_SECONDS, failure_ttl=KEEP_SECONDS, retry=Retry(max=1),
-                           description=f"training for client {client}")
+            raise _refusal(verdict)
+        try:
+            self.queue.enqueue(train, job.spec(), job_id=job.id, retry=Retry(max=1),
+                               job_timeout=int(job.tcfg.max_seconds or self.max_seconds) + 300,
+                               result_ttl=KEEP_SECONDS, failure_ttl=KEEP_SECONDS,
+                               description=f"training for client {client}")
+        except BaseException:  # counted but not queued: give its owner's and client's places back
+            with contextlib.suppress(RedisError, OSError):
+                _finish(self.redis, job.id, ("end", "failed", "error", UNREACHABLE))
+            raise
         job.forget_data()
         job.mark_queued()
         with self._lock:
@@ -189,6 +222,7 @@ class QueueJobManager:
         self._ensure_watchdog()
         return job
 
+    @_tolerant(None)
     def job_for(self, owner: str | None, session_id: str | None = None) -> Job | None:
         """The owner's latest job (started by any process, active or ended and kept), or None."""
         if owner is None:
@@ -201,6 +235,7 @@ class QueueJobManager:
             job.add_sessions((session_id,))
         return job
 
+    @_tolerant(None)
     def position(self, job: Job) -> int | None:
         """1-based position in the queue, or None when not queued."""
         if job.state != "queued":
@@ -208,6 +243,7 @@ class QueueJobManager:
         pos = self.queue.get_job_position(job.id)
         return None if pos is None else pos + 1
 
+    @_tolerant(None)
     def stop(self, job: Job, reason: str = "stopped by you", kill: bool = False) -> None:
         """Stop a job wherever it trains: a queued one leaves the queue at once, a running one stops after
         its current step and hands over the model so far (with `kill`: ends at once)."""
@@ -215,8 +251,10 @@ class QueueJobManager:
         self.redis.set(_key("job", job.id, "stop"), pickle.dumps(("kill" if kill else "stop", reason)),
                        ex=ACTIVE_TTL)
         if self.redis.lrem(self.queue.key, 0, job.id):  # still queued: nobody else will end it
+            self.redis.expire(self.queue.job_class.key_for(job.id), KEEP_SECONDS)  # RQ's record of it
             _finish(self.redis, job.id, ("end", "stopped", reason, None))
 
+    @_tolerant((0, 0))
     def counts(self) -> tuple[int, int]:
         """(running, queued), server-wide."""
         with self.redis.pipeline() as p:
@@ -344,16 +382,14 @@ def _meta(job: Job) -> dict:
             "client": job.client}
 
 
-def _refusal(what: str, verdict, manager: QueueJobManager) -> str:
-    n = verdict[1].decode()
+def _refusal(verdict) -> JobRefused:
+    """The Lua script's refusal, in the words the local pool uses."""
+    what, *figures = (v.decode() for v in verdict)
     if what == "share":
-        return (f"Your network address already has {n} training job(s) queued or running; the limit is "
-                f"{manager.jobs_per_client} per address, so that everyone gets a turn. Wait until one ends, or "
-                "stop one.")
+        return JobRefused.share(int(figures[0]), int(figures[1]))
     if what == "rate":
-        return (f"{n} training runs were started from your network address in the last minute; the limit is "
-                f"{manager.starts_per_minute} per minute. Try again in {max(1, int(verdict[2]))} s.")
-    return f"The server's training queue is full ({n} jobs waiting). Try again in a few minutes."
+        return JobRefused.rate(int(figures[0]), int(figures[1]), float(figures[2]))
+    return JobRefused.full(int(figures[0]))
 
 
 def _publish(conn, job_id: str, msg: tuple, attempt: str) -> None:

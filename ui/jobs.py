@@ -39,7 +39,7 @@ from model.train_settings import DEFAULT_PROBE_EVERY, MemoryEstimate, plan_run
 from ui import train_worker
 
 if TYPE_CHECKING:
-    from ui.job_manager import JobManager
+    from ui.job_manager import Manager
 
 ACTIVE = ("queued", "running")
 ENDED = ("finished", "stopped", "failed")
@@ -137,7 +137,7 @@ class Job:
         self._kill = False  # end the worker at once (its session is gone: nobody waits for the model)
         self.process = None  # the worker process while it runs
         self.worker_info: dict = {}  # what the worker reports about itself (pid, torch threads, nice)
-        self._manager: JobManager | None = None
+        self._manager: Manager | None = None
         self._runner = train_worker.run
         self._dead_since: float | None = None  # when its session was first seen disconnected
 
@@ -188,7 +188,7 @@ class Job:
 
     # --- state changes (the manager calls these under its lock) ---------------------------------
 
-    def attach(self, manager: JobManager, max_seconds: float, runner=None) -> None:
+    def attach(self, manager: Manager, max_seconds: float, runner=None) -> None:
         """Accepted by `manager`, whose time limit caps the run's own. `runner` runs the job (default:
         `ui.train_worker.run`, a worker process of this server; `ui.job_queue` passes one that follows a
         job trained by a queue worker, anywhere)."""
