@@ -93,6 +93,14 @@ def _env_int(name: str, default: int) -> int:
         return default
 
 
+def client_shares(jobs_per_client: int | None = None, starts_per_minute: int | None = None) -> tuple[int, int]:
+    """(jobs queued or running, starts per minute) allowed per client: the arguments, else
+    $GLASS_JOBS_PER_CLIENT (default 2) and $GLASS_STARTS_PER_MINUTE (default 6); at least 1 each."""
+    jobs = jobs_per_client if jobs_per_client is not None else _env_int("GLASS_JOBS_PER_CLIENT", 2)
+    starts = starts_per_minute if starts_per_minute is not None else _env_int("GLASS_STARTS_PER_MINUTE", 6)
+    return max(1, jobs), max(1, starts)
+
+
 def trusted_proxies() -> int:
     """$GLASS_TRUST_PROXY: how many reverse proxies in front of the app append to X-Forwarded-For
     (0: none, trust no header; "true"/"yes" mean 1)."""
@@ -241,10 +249,7 @@ class JobManager:
         self.grace = float(grace)
         self.poll = float(poll)
         self.max_queue = int(max_queue)
-        self.jobs_per_client = max(1, jobs_per_client if jobs_per_client is not None
-                                   else _env_int("GLASS_JOBS_PER_CLIENT", 2))
-        self.starts_per_minute = max(1, starts_per_minute if starts_per_minute is not None
-                                     else _env_int("GLASS_STARTS_PER_MINUTE", 6))
+        self.jobs_per_client, self.starts_per_minute = client_shares(jobs_per_client, starts_per_minute)
         self.clock = clock
         self._lock = threading.Lock()
         self._running: list[Job] = []

@@ -144,7 +144,7 @@ class QueueJobManager:
                  session_alive=streamlit_session_alive, poll: float = 1.0):
         from rq import Queue
 
-        from ui.job_manager import DEFAULT_MAX_SECONDS, _env_int
+        from ui.job_manager import DEFAULT_MAX_SECONDS, client_shares
 
         self.url = url or redis_url()
         self.redis = redis_client(self.url)
@@ -152,10 +152,7 @@ class QueueJobManager:
         self.max_seconds = float(max_seconds if max_seconds is not None else DEFAULT_MAX_SECONDS)
         self.grace = float(grace)
         self.max_queue = int(max_queue)
-        self.jobs_per_client = max(1, jobs_per_client if jobs_per_client is not None
-                                   else _env_int("GLASS_JOBS_PER_CLIENT", 2))
-        self.starts_per_minute = max(1, starts_per_minute if starts_per_minute is not None
-                                     else _env_int("GLASS_STARTS_PER_MINUTE", 6))
+        self.jobs_per_client, self.starts_per_minute = client_shares(jobs_per_client, starts_per_minute)
         self.session_alive = session_alive
         self.poll = float(poll)
         self._submit = self.redis.register_script(_SUBMIT)

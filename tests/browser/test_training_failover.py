@@ -12,6 +12,8 @@ import time
 import pytest
 from playwright.sync_api import sync_playwright
 
+from bench.training_failover import STEP_JS
+from bench.training_failover import replica as replica_cookie
 from tests.browser.server import IDLE_SELECTOR, assert_no_exception, launch_chromium
 from tests.browser.test_training_browser import SETTINGS
 from tests.services import require_tool
@@ -19,14 +21,6 @@ from ui.serve_many import Cluster
 
 pytestmark = pytest.mark.browser
 
-STEP_JS = """() => {
-    const m = /Step (\\d+) of 3000/.exec(document.querySelector('[data-testid="stProgress"]')?.innerText || '');
-    return m ? Number(m[1]) : 0;
-}"""
-
-
-def replica_cookie(ctx) -> str | None:
-    return next((c["value"] for c in ctx.cookies() if c["name"] == "GLASS_REPLICA"), None)
 
 
 def test_a_training_run_survives_the_death_of_its_app_process():
