@@ -21,7 +21,7 @@ from rq.registry import StartedJobRegistry
 from tests.services import redis_server
 from ui import jobs
 from ui.job_manager import JobRefused
-from ui.job_queue import PREFIX, QUEUE, QueueJobManager
+from ui.job_queue import KEEP_SECONDS, PREFIX, QUEUE, QueueJobManager
 from ui.serve_many import ROOT, spawn, stop
 from ui.shared_redis import client as redis_client
 
@@ -96,7 +96,7 @@ def last_message(conn, job_id: str) -> tuple:
     return pickle.loads(fields[b"m"])
 
 
-def test_a_job_from_one_process_is_shown_and_stopped_by_another(managers):
+def test_a_job_from_one_process_is_shown_and_stopped_by_another(url, managers):
     a, b = managers
     job = a.submit(make("browser-1", **LONG))
     seen = b.job_for("browser-1", session_id=None)
@@ -109,6 +109,13 @@ def test_a_job_from_one_process_is_shown_and_stopped_by_another(managers):
     assert va.steps == vb.steps and va.losses == vb.losses and va.steps == list(range(1, len(va.steps) + 1))
     assert job.result is not None and seen.result is not None  # the model so far, on both processes
     assert seen.result.config.d_model == 16
+    # its records expire a few minutes after the last look by a page of its browser, not at once
+    events = f"{PREFIX}job:{job.id}:events"
+    conn = redis_client(url)
+    assert 0 < conn.ttl(events) <= KEEP_SECONDS and conn.ttl(f"{PREFIX}job:{job.id}:alive") == -2
+    conn.expire(events, 5)
+    b.sweep()  # a session of its browser still shows it (no sessions here: counts as alive)
+    assert conn.ttl(events) > 5
 
 
 def test_one_active_job_per_browser_and_the_client_share_hold_across_processes(url, workers):

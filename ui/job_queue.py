@@ -32,7 +32,9 @@ Keys (prefix ``glass:train:``): ``active`` (sorted set of the ids queued or runn
 ``job:<id>:stop`` ("stop" or "kill" and a reason), ``job:<id>:alive`` (exists while a session of the
 job's browser is connected to some app process: every app process refreshes it for the jobs it shows;
 when it expires — ``grace`` seconds after the last one went away — the worker ends the run). An ended
-job's keys expire after `KEEP_SECONDS` (a reload may still fetch the model); nothing else outlives it.
+job's stream (its figures and model) and meta expire `KEEP_SECONDS` after the last app process that
+showed it to a live session of its browser stopped refreshing them (as the local pool forgets a browser's
+ended job once its pages are closed); nothing else outlives it.
 
 No job is lost when an app process dies: the run is in a worker, its figures and model in Redis, and
 the owner key in Redis points the browser's next session, on any process, to it. When a *worker*
@@ -65,7 +67,7 @@ from ui.shared_redis import redis_url
 
 QUEUE = "glass-training"
 PREFIX = "glass:train:"
-KEEP_SECONDS = 3600  # an ended job (its model, its figures) stays fetchable this long
+KEEP_SECONDS = 300  # an ended job (its model, its figures) stays fetchable this long after the last look
 ACTIVE_TTL = 12 * 3600  # bookkeeping of a job that never ends cleanly (a worker killed twice) expires
 POLL = 0.5  # seconds between a worker's looks at the stop and alive keys
 MAINTENANCE_SECONDS = 30  # how often a worker looks for jobs whose worker died (RQ's default is 10 min)
@@ -279,6 +281,11 @@ class QueueJobManager:
             gone_for = job.seen_alive(alive, now)
             if job.active and alive:
                 self.redis.set(_key("job", job.id, "alive"), b"1", ex=max(1, int(self.grace)))
+            elif job.done and alive:  # its model stays fetchable while a page of its browser is open
+                with self.redis.pipeline() as p:
+                    p.expire(_events(job.id), KEEP_SECONDS)
+                    p.expire(_key("job", job.id, "meta"), KEEP_SECONDS)
+                    p.execute()
             elif job.done and gone_for >= self.grace:
                 with self._lock:
                     self._jobs.pop(job.id, None)
@@ -289,6 +296,8 @@ class QueueJobManager:
             self.stop(job, "server shutting down")
         for job in self.active_jobs():
             job.join(timeout)
+        with self._lock:
+            self._jobs.clear()  # the watchdog ends
 
     # --- internal ---------------------------------------------------------------------------------
 
