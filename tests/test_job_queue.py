@@ -291,12 +291,12 @@ def test_an_unreachable_redis_is_a_message_not_a_traceback(monkeypatch):
     from test_pages_training import TINY as PAGE_TINY
     from test_pages_training import run_navigated, set_widgets
 
-    from ui import job_manager
+    from ui import identity, job_manager
     from ui.serve_many import free_port
 
     monkeypatch.setenv("GLASS_REDIS_URL", f"redis://127.0.0.1:{free_port()}/0")  # nothing listens there
     monkeypatch.setattr(job_manager, "_MANAGER", None)
-    monkeypatch.setattr(job_manager, "_KEY", None)
+    monkeypatch.setattr(identity, "_KEY", None)
     at = run_navigated("training")
     no_exception(at)
     set_widgets(at, PAGE_TINY)

@@ -19,7 +19,7 @@ from model.probes import default_probes, find_reference, probe_snapshot
 from model.trace import Trace
 from model.train import Trainer
 from model.train_settings import SettingsError
-from ui import job_manager, jobs, train_worker
+from ui import identity, jobs, train_worker
 from ui.job_manager import JobManager, JobRefused
 from ui.jobs import Job
 
@@ -277,8 +277,8 @@ def test_the_watchdog_sweeps_by_itself(small_data):
 
 
 def test_outside_streamlit_every_session_counts_as_alive():
-    assert job_manager.streamlit_session_alive("no such session") is True
-    assert job_manager.current_session_id() is None
+    assert identity.streamlit_session_alive("no such session") is True
+    assert identity.current_session_id() is None
 
 
 def test_nan_fails_the_job_with_an_explanation_and_the_manager_goes_on(small_data, manager):

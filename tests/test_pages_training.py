@@ -22,7 +22,7 @@ from model.checkpoint import from_bytes, to_bytes
 from model.data import Pair, build_vocabs, load_dataset, split_pairs
 from model.probes import PROBES as DEFAULT_PROBES
 from model.train import EvalEvent, rate
-from ui import job_manager
+from ui import identity, job_manager, training_session
 from ui.models import available_shipped
 from ui.state import MODELS
 from viz import training as vt
@@ -557,8 +557,8 @@ def test_page_file_is_thin():
 def test_a_reload_or_second_tab_of_the_same_browser_reattaches(monkeypatch):
     """Two sessions with the same browser identity (a reload, a second tab): the second shows the first's
     running job and its figures, can stop it, and gets its model; a Start there starts nothing new."""
-    same_browser = job_manager.Identity("local", "b-0123456789abcdef0123456789abcdef", None)
-    monkeypatch.setattr(job_manager, "current_identity", lambda: same_browser)
+    same_browser = identity.Identity("local", "b-0123456789abcdef0123456789abcdef", None)
+    monkeypatch.setattr(training_session, "current_identity", lambda: same_browser)
     first = run_page("training")
     job = start(first, training_steps=5000, training_eval_every=0)
     wait_steps(job, 3)
@@ -573,8 +573,8 @@ def test_a_reload_or_second_tab_of_the_same_browser_reattaches(monkeypatch):
     v = finish(reloaded, job, 60)
     assert (v.state, v.reason) == ("stopped", "stopped by you")
     assert reloaded.session_state["my_model"] is job.result
-    other = job_manager.Identity("local", "b-ffffffffffffffffffffffffffffffff", None)
-    monkeypatch.setattr(job_manager, "current_identity", lambda: other)
+    other = identity.Identity("local", "b-ffffffffffffffffffffffffffffffff", None)
+    monkeypatch.setattr(training_session, "current_identity", lambda: other)
     stranger = run_page("training")  # another browser sees nothing of it
     assert "training_job" not in stranger.session_state and "No training yet" in all_text(stranger)
 
@@ -582,13 +582,13 @@ def test_a_reload_or_second_tab_of_the_same_browser_reattaches(monkeypatch):
 def test_any_page_of_the_browser_keeps_its_run(monkeypatch):
     """A reload on another page than the training page still attaches the new session to the browser's run
     (app.py asks on every page), so the run is not ended while the student reads another page."""
-    browser = job_manager.Identity("local", "b-00000000000000000000000000000001", None)
-    monkeypatch.setattr(job_manager, "current_identity", lambda: browser)
+    browser = identity.Identity("local", "b-00000000000000000000000000000001", None)
+    monkeypatch.setattr(training_session, "current_identity", lambda: browser)
     first = run_page("training")
     job = start(first, training_steps=5000, training_eval_every=0)
     wait_steps(job, 2)
-    monkeypatch.setattr(job_manager, "current_identity",
-                        lambda: job_manager.Identity("local", browser.browser, "session-on-overview"))
+    monkeypatch.setattr(training_session, "current_identity",
+                        lambda: identity.Identity("local", browser.browser, "session-on-overview"))
     at = run_app("overview")
     no_exception(at)
     assert at.session_state["training_job"] is job and "session-on-overview" in job.session_ids()

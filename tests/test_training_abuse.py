@@ -23,8 +23,9 @@ from model.checkpoint import CheckpointError, from_bytes, to_bytes
 from model.data import load_dataset, parse_corpus, split_pairs
 from model.train import Trainer
 from model.train_settings import SettingsError
-from ui import job_manager, jobs, train_worker
-from ui.job_manager import Identity, JobManager, JobRefused, browser_id, client_address
+from ui import identity, jobs, train_worker
+from ui.identity import Identity, browser_id, client_address
+from ui.job_manager import JobManager, JobRefused
 from ui.jobs import Job
 
 TINY = dict(d_model=16, n_heads=2, n_layers=1, d_ff=32, batch_size=16, steps=40, warmup=10, eval_every=0, dropout=0.0)
@@ -191,7 +192,7 @@ def test_client_address():
 
 
 def test_outside_streamlit_the_identity_is_local():
-    ident = job_manager.current_identity()
+    ident = identity.current_identity()
     assert ident == Identity("local", None, None)
 
 
@@ -309,9 +310,9 @@ def test_the_limits_come_from_the_environment(monkeypatch):
     m = JobManager()
     assert (m.jobs_per_client, m.starts_per_minute) == (40, 80)
     monkeypatch.setenv("GLASS_TRUST_PROXY", "1")
-    assert job_manager.trusted_proxies() == 1
+    assert identity.trusted_proxies() == 1
     monkeypatch.setenv("GLASS_TRUST_PROXY", "no")
-    assert job_manager.trusted_proxies() == 0
+    assert identity.trusted_proxies() == 0
 
 
 # --- Memory bounds that hold ----------------------------------------------------------------------------------

@@ -60,7 +60,8 @@ import uuid
 from redis.exceptions import RedisError
 
 from ui import train_worker
-from ui.job_manager import JobRefused, streamlit_session_alive
+from ui.identity import streamlit_session_alive
+from ui.job_manager import JobRefused
 from ui.jobs import Job
 from ui.shared_redis import client as redis_client
 from ui.shared_redis import redis_url

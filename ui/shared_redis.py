@@ -1,7 +1,7 @@
 """The one Redis server that app processes share when `GLASS_REDIS_URL` is set (none by default).
 
 The class store (`ui.classroom`) and the training queue (`ui.job_queue`) use it, and so does the key
-that turns a browser's cookie into its id (`ui.job_manager.browser_id`): with one key for every app
+that turns a browser's cookie into its id (`ui.identity.browser_id`): with one key for every app
 process, a browser keeps its id, and so its training job and its place in a class, when the proxy
 sends it to another process (after a process was restarted or killed).
 """

@@ -3,7 +3,7 @@
 Session-state keys (all per session): `training_job` (the `ui.jobs.Job` this session shows: its
 browser's job, as the job manager keeps it), `training_owner` (a per-session token, the job's owner
 when the browser has no identity of its own), `_training_identity` (this session's
-`ui.job_manager.Identity`: client address, hashed browser id, session id), `training_adopted` (id of the job
+`ui.identity.Identity`: client address, hashed browser id, session id), `training_adopted` (id of the job
 whose model became "my model"), `training_switched`, `training_error`, `training_corpus` (the
 uploaded corpus' bytes), `training_model_msg`, the memos `_training_parsed` / `_training_profile`
 / `_training_probes_auto`, and the page's widgets' `training_*` keys. The finished model goes to
@@ -44,11 +44,12 @@ from model.train_settings import (
     worst_case,
 )
 from ui import job_manager
+from ui.identity import Identity, current_identity
 from ui.jobs import make_job
 from ui.widgets import md
 
 JOB_KEY = "training_job"  # st.session_state key of the Job this session shows
-IDENTITY_KEY = "_training_identity"  # this session's job_manager.Identity (computed once per session)
+IDENTITY_KEY = "_training_identity"  # this session's identity.Identity (computed once per session)
 ADOPTED_KEY = "training_adopted"  # id of the job whose model became "my model"
 SWITCHED_KEY = "training_switched"  # whether the sidebar's choice could be set to "mine" at that moment
 OWNER_KEY, ERROR_KEY, CORPUS_KEY, MODEL_MSG_KEY = "training_owner", "training_error", "training_corpus", \
@@ -76,12 +77,12 @@ def init() -> None:
     job()  # this browser's job, if any (a reload, another tab)
 
 
-def identity() -> job_manager.Identity:
+def identity() -> Identity:
     """Who this session is for the job manager (client, browser, session), computed once per session."""
     ss = st.session_state
     ident = ss.get(IDENTITY_KEY)
     if ident is None:
-        ident = ss[IDENTITY_KEY] = job_manager.current_identity()
+        ident = ss[IDENTITY_KEY] = current_identity()
     return ident
 
 
