@@ -1,5 +1,5 @@
 """Training jobs through Redis and RQ (ui/job_queue.py): a real redis-server and real queue workers
-(`python -m ui.job_queue worker` processes), several `QueueJobManager`s standing in for app processes,
+(`python -m ui.queue_worker` processes), several `QueueJobManager`s standing in for app processes,
 and app processes that are killed for real."""
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ class Workers:
         self.url, self.dir, self.children = url, Path(tempfile.mkdtemp(prefix="glass-workers-")), {}
 
     def start(self, name: str):
-        self.children[name] = spawn(name, [sys.executable, "-m", "ui.job_queue", "worker", "--name", name],
+        self.children[name] = spawn(name, [sys.executable, "-m", "ui.queue_worker", "--name", name],
                                     self.dir / f"{name}.log", env={**os.environ, "GLASS_REDIS_URL": self.url})
         conn = redis_client(self.url)
         wait_for(lambda: conn.exists(f"rq:worker:{name}"), 60, f"worker {name} registered")

@@ -1,10 +1,12 @@
 """Training jobs through a Redis queue (RQ), for several app processes and any number of worker machines.
 
+This is the app's end; the workers' end is `ui.queue_worker`.
+
 With ``GLASS_REDIS_URL`` set, `ui.job_manager.get_manager()` returns a `QueueJobManager` instead of the
 in-process `JobManager`: same methods, same `ui.jobs.Job` objects for the page, but the jobs go through
 one RQ queue (``glass-training``) in Redis, and **queue workers** train them:
 
-    python -m ui.job_queue worker          # one worker = one job at a time; start as many as the cap
+    python -m ui.queue_worker          # one worker = one job at a time; start as many as the cap
 
 Why RQ: it is the smallest well-kept Redis job queue (one list per queue, plain Redis keys, a worker
 process that forks one "work horse" per job, retries of jobs whose worker died); Celery would add a
@@ -38,28 +40,22 @@ ended job once its pages are closed); nothing else outlives it.
 
 No job is lost when an app process dies: the run is in a worker, its figures and model in Redis, and
 the owner key in Redis points the browser's next session, on any process, to it. When a *worker*
-dies mid-run, RQ's registry clean-up (each worker runs it every `MAINTENANCE_SECONDS`) finds the
+dies mid-run, RQ's registry clean-up (each worker runs it every 30 s, `ui.queue_worker`) finds the
 abandoned job and retries it once (``Retry(max=1)``) from the start; the page then shows the run
 starting over (the "started" message clears its figures).
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import functools
 import logging
-import os
 import pickle
-import signal
-import socket
 import threading
 import time
-import uuid
 
 from redis.exceptions import RedisError
 
-from ui import train_worker
 from ui.identity import streamlit_session_alive
 from ui.job_manager import JobRefused
 from ui.jobs import Job
@@ -70,18 +66,16 @@ QUEUE = "glass-training"
 PREFIX = "glass:train:"
 KEEP_SECONDS = 300  # an ended job (its model, its figures) stays fetchable this long after the last look
 ACTIVE_TTL = 12 * 3600  # bookkeeping of a job that never ends cleanly (a worker killed twice) expires
-POLL = 0.5  # seconds between a worker's looks at the stop and alive keys
-MAINTENANCE_SECONDS = 30  # how often a worker looks for jobs whose worker died (RQ's default is 10 min)
 DEFAULT_GRACE = 60.0
 _log = logging.getLogger("glass.training")
 
 
-def _key(*parts: str) -> str:
+def key(*parts: str) -> str:
     return PREFIX + ":".join(parts)
 
 
-def _events(job_id: str) -> str:
-    return _key("job", job_id, "events")
+def events(job_id: str) -> str:
+    return key("job", job_id, "events")
 
 
 # KEYS: owner, client set, client starts, active, rq queue list. ARGV: id, jobs/client, starts/minute, max queue,
@@ -189,15 +183,15 @@ class QueueJobManager:
         owner = job.owner or f"job-{job.id}"
         client = job.client or "local"
         job.attach(self, self.max_seconds, runner=self._follow)
-        self.redis.set(_key("job", job.id, "meta"), pickle.dumps(_meta(job)), ex=ACTIVE_TTL)
-        self.redis.set(_key("job", job.id, "alive"), b"1", ex=max(1, int(self.grace)))
-        verdict = self._submit(keys=[_key("owner", owner), _key("client", client), _key("starts", client),
-                                     _key("active"), self.queue.key],
+        self.redis.set(key("job", job.id, "meta"), pickle.dumps(_meta(job)), ex=ACTIVE_TTL)
+        self.redis.set(key("job", job.id, "alive"), b"1", ex=max(1, int(self.grace)))
+        verdict = self._submit(keys=[key("owner", owner), key("client", client), key("starts", client),
+                                     key("active"), self.queue.key],
                                args=[job.id, self.jobs_per_client, self.starts_per_minute, self.max_queue,
                                      ACTIVE_TTL])
         what, arg = verdict[0].decode(), verdict[1].decode()
         if what != "ok":
-            self.redis.delete(_key("job", job.id, "meta"), _key("job", job.id, "alive"))
+            self.redis.delete(key("job", job.id, "meta"), key("job", job.id, "alive"))
             if what == "existing":
                 found = self._local(arg) or self._rebuild(arg)
                 if found is not None:
@@ -206,13 +200,13 @@ class QueueJobManager:
                 raise JobRefused("Your browser's training job could not be found; try again in a moment.")
             raise _refusal(verdict)
         try:
-            self.queue.enqueue(train, job.spec(), job_id=job.id, retry=Retry(max=1),
+            self.queue.enqueue("ui.queue_worker.train", job.spec(), job_id=job.id, retry=Retry(max=1),
                                job_timeout=int(job.tcfg.max_seconds or self.max_seconds) + 300,
                                result_ttl=KEEP_SECONDS, failure_ttl=KEEP_SECONDS,
                                description=f"training for client {client}")
         except BaseException:  # counted but not queued: give its owner's and client's places back
             with contextlib.suppress(RedisError, OSError):
-                _finish(self.redis, job.id, ("end", "failed", "error", UNREACHABLE))
+                finish(self.redis, job.id, ("end", "failed", "error", UNREACHABLE))
             raise
         job.forget_data()
         job.mark_queued()
@@ -227,7 +221,7 @@ class QueueJobManager:
         """The owner's latest job (started by any process, active or ended and kept), or None."""
         if owner is None:
             return None
-        raw = self.redis.get(_key("owner", owner))
+        raw = self.redis.get(key("owner", owner))
         if raw is None:
             return None
         job = self._local(raw.decode()) or self._rebuild(raw.decode())
@@ -248,17 +242,17 @@ class QueueJobManager:
         """Stop a job wherever it trains: a queued one leaves the queue at once, a running one stops after
         its current step and hands over the model so far (with `kill`: ends at once)."""
         job.request_stop(reason, kill)
-        self.redis.set(_key("job", job.id, "stop"), pickle.dumps(("kill" if kill else "stop", reason)),
+        self.redis.set(key("job", job.id, "stop"), pickle.dumps(("kill" if kill else "stop", reason)),
                        ex=ACTIVE_TTL)
         if self.redis.lrem(self.queue.key, 0, job.id):  # still queued: nobody else will end it
             self.redis.expire(self.queue.job_class.key_for(job.id), KEEP_SECONDS)  # RQ's record of it
-            _finish(self.redis, job.id, ("end", "stopped", reason, None))
+            finish(self.redis, job.id, ("end", "stopped", reason, None))
 
     @_tolerant((0, 0))
     def counts(self) -> tuple[int, int]:
         """(running, queued), server-wide."""
         with self.redis.pipeline() as p:
-            p.zcard(_key("active"))
+            p.zcard(key("active"))
             p.llen(self.queue.key)
             active, queued = p.execute()
         return max(0, active - queued), queued
@@ -281,11 +275,11 @@ class QueueJobManager:
             alive = any(_safe_alive(self.session_alive, s) for s in job.session_ids()) or not job.session_ids()
             gone_for = job.seen_alive(alive, now)
             if job.active and alive:
-                self.redis.set(_key("job", job.id, "alive"), b"1", ex=max(1, int(self.grace)))
+                self.redis.set(key("job", job.id, "alive"), b"1", ex=max(1, int(self.grace)))
             elif job.done and alive:  # its model stays fetchable while a page of its browser is open
                 with self.redis.pipeline() as p:
-                    p.expire(_events(job.id), KEEP_SECONDS)
-                    p.expire(_key("job", job.id, "meta"), KEEP_SECONDS)
+                    p.expire(events(job.id), KEEP_SECONDS)
+                    p.expire(key("job", job.id, "meta"), KEEP_SECONDS)
                     p.execute()
             elif job.done and gone_for >= self.grace:
                 with self._lock:
@@ -309,7 +303,7 @@ class QueueJobManager:
     def _rebuild(self, job_id: str) -> Job | None:
         """A job another process started (or one this process forgot): its Job object from its meta, and
         a thread that reads its whole stream, so the page shows the run from its start."""
-        raw = self.redis.get(_key("job", job_id, "meta"))
+        raw = self.redis.get(key("job", job_id, "meta"))
         if raw is None:
             return None
         meta = pickle.loads(raw)
@@ -333,11 +327,11 @@ class QueueJobManager:
         while True:
             wanted = "kill" if kill() else "stop" if stop.is_set() else None
             if wanted is not None and wanted != told:
-                self.redis.set(_key("job", job_id, "stop"), pickle.dumps((wanted, "stopped")), nx=told is None,
+                self.redis.set(key("job", job_id, "stop"), pickle.dumps((wanted, "stopped")), nx=told is None,
                                ex=ACTIVE_TTL)
                 told = wanted
             try:
-                batches = self.redis.xread({_events(job_id): last}, count=100, block=1000)
+                batches = self.redis.xread({events(job_id): last}, count=100, block=1000)
             except Exception as e:  # noqa: BLE001 - Redis away for a moment: try again, the stream keeps
                 _log.warning("training job %s: reading its stream failed (%s)", job_id, e)
                 time.sleep(1.0)
@@ -353,7 +347,7 @@ class QueueJobManager:
                     if msg[0] == "end":
                         return msg[1], msg[2], msg[3]
                     receive(msg)
-            if not batches and not self.redis.exists(_key("job", job_id, "meta")):
+            if not batches and not self.redis.exists(key("job", job_id, "meta")):
                 return "failed", "error", "This training job's records expired on the server."
 
     def _ensure_watchdog(self) -> None:
@@ -399,94 +393,21 @@ def _refusal(verdict) -> JobRefused:
     return JobRefused.full(int(figures[0]))
 
 
-def _publish(conn, job_id: str, msg: tuple, attempt: str) -> None:
-    conn.xadd(_events(job_id), {"m": pickle.dumps(msg), "a": attempt})
+def publish(conn, job_id: str, msg: tuple, attempt: str) -> None:
+    conn.xadd(events(job_id), {"m": pickle.dumps(msg), "a": attempt})
 
 
-def _finish(conn, job_id: str, end: tuple, attempt: str = "") -> None:
+def finish(conn, job_id: str, end: tuple, attempt: str = "") -> None:
     """The job's last message, and its bookkeeping cleared (its stream and meta kept `KEEP_SECONDS`).
     `attempt` names the worker's try ("": the job never started)."""
-    meta = conn.get(_key("job", job_id, "meta"))
+    meta = conn.get(key("job", job_id, "meta"))
     client = pickle.loads(meta)["client"] or "local" if meta else None
     with conn.pipeline() as p:
-        p.xadd(_events(job_id), {"m": pickle.dumps(end), "a": attempt})
-        p.zrem(_key("active"), job_id)
+        p.xadd(events(job_id), {"m": pickle.dumps(end), "a": attempt})
+        p.zrem(key("active"), job_id)
         if client is not None:
-            p.srem(_key("client", client), job_id)
-        p.expire(_events(job_id), KEEP_SECONDS)
-        p.expire(_key("job", job_id, "meta"), KEEP_SECONDS)
-        p.delete(_key("job", job_id, "stop"), _key("job", job_id, "alive"))
+            p.srem(key("client", client), job_id)
+        p.expire(events(job_id), KEEP_SECONDS)
+        p.expire(key("job", job_id, "meta"), KEEP_SECONDS)
+        p.delete(key("job", job_id, "stop"), key("job", job_id, "alive"))
         p.execute()
-
-
-# --- The worker's end ----------------------------------------------------------------------------------
-
-
-def train(spec: dict) -> str:
-    """RQ's job function: train `spec` in a `ui.train_worker` process, publish every message to the job's
-    stream, obey its stop key, end it when no session looks at it any more (its alive key expired)."""
-    from rq import get_current_job
-
-    from ui.serve_many import die_with_parent
-
-    die_with_parent(signal.SIGKILL)  # this work horse ends with its worker (its training process then too)
-    conn = get_current_job().connection
-    job_id, attempt = spec["job_id"], uuid.uuid4().hex[:12]
-    stop, why = threading.Event(), {"kill": False, "reason": ""}
-
-    def control() -> None:  # the page's stop button and the browser's liveness, seen from here
-        while not done.is_set():
-            raw = conn.get(_key("job", job_id, "stop"))
-            if raw is not None:
-                kind, reason = pickle.loads(raw)
-                why["reason"] = why["reason"] or reason
-                why["kill"] = why["kill"] or kind == "kill"
-                stop.set()
-            elif not conn.exists(_key("job", job_id, "alive")):
-                why["reason"], why["kill"] = why["reason"] or "session ended", True
-                stop.set()
-            done.wait(POLL)
-
-    done = threading.Event()
-    end = ("end", "failed", "error", "Training failed before it started.")
-    try:
-        if conn.exists(_key("job", job_id, "stop")) or not conn.exists(_key("job", job_id, "alive")):
-            reason = "stopped" if conn.exists(_key("job", job_id, "stop")) else "session ended"
-            end = ("end", "stopped", reason, None)
-            return reason
-        _publish(conn, job_id, ("started", {"wall": time.time(), "worker": socket.gethostname()}), attempt)
-        watcher = threading.Thread(target=control, name="training-control", daemon=True)
-        watcher.start()
-        state, reason, error = train_worker.run(spec, stop, lambda: why["kill"], lambda proc: None,
-                                                lambda msg: _publish(conn, job_id, msg, attempt))
-        if state == "stopped" and why["reason"]:
-            reason = why["reason"]
-        end = ("end", state, reason, error)
-        return state
-    finally:
-        done.set()
-        _finish(conn, job_id, end, attempt)
-
-
-def main(argv: list[str] | None = None) -> None:
-    """`python -m ui.job_queue worker [--burst]`: one queue worker on $GLASS_REDIS_URL (one job at a time)."""
-    from rq import Worker
-
-    ap = argparse.ArgumentParser(prog="python -m ui.job_queue", description=main.__doc__)
-    ap.add_argument("command", choices=["worker"])
-    ap.add_argument("--url", default=None, help="Redis URL (default: $GLASS_REDIS_URL)")
-    ap.add_argument("--burst", action="store_true", help="end when the queue is empty")
-    ap.add_argument("--name", default=None, help="worker name (default: host and pid)")
-    args = ap.parse_args(argv)
-    url = args.url or redis_url()
-    if not url:
-        raise SystemExit("Set GLASS_REDIS_URL (or --url): a queue worker needs the app's Redis.")
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
-    conn = redis_client(url)
-    worker = Worker([QUEUE], connection=conn, name=args.name or f"{socket.gethostname()}-{os.getpid()}",
-                    maintenance_interval=MAINTENANCE_SECONDS)
-    worker.work(burst=args.burst, logging_level="WARNING", with_scheduler=False)
-
-
-if __name__ == "__main__":
-    main()

@@ -10,7 +10,7 @@ dying: the children get SIGTERM from the kernel):
 - N × `streamlit run app.py` on 127.0.0.1 and free ports, sharing one `server.cookieSecret` (so the XSRF
   cookie one process set is accepted by all) and the Redis URL (GLASS_REDIS_URL: the classes in
   ui/classroom/, the training queue in ui/job_queue.py);
-- W training queue workers (`python -m ui.job_queue worker`, --workers, default GLASS_MAX_TRAINING_JOBS
+- W training queue workers (`python -m ui.queue_worker`, --workers, default GLASS_MAX_TRAINING_JOBS
   or the machine's cores): the server-wide cap on jobs training at once. Workers on other machines
   join with the same command and GLASS_REDIS_URL; --workers 0 leaves the training to them;
 - HAProxy (deploy/haproxy.cfg.in, rendered into a temporary folder) on --host:--port: sticky sessions
@@ -230,7 +230,7 @@ class Cluster:
                 self.apps.append(spawn(f"app{i}", app_command(port, self.app_args, self.script),
                                        self.dir / f"app{i}.log", env=env, port=port))
             for i in range(1, self.n_workers + 1):
-                self.workers.append(spawn(f"worker{i}", [sys.executable, "-m", "ui.job_queue", "worker"],
+                self.workers.append(spawn(f"worker{i}", [sys.executable, "-m", "ui.queue_worker"],
                                           self.dir / f"worker{i}.log",
                                           env={**os.environ, "GLASS_REDIS_URL": self.redis_url, **self.extra_env}))
             for i, app in enumerate(self.apps):

@@ -121,7 +121,7 @@ def live_status() -> None:
                 f"training, {queued} waiting). Training starts by itself.")
         if not manager.max_running:
             st.warning("No training worker is connected to this server's queue right now, so nothing trains yet. "
-                       "Whoever runs the server starts them with `python -m ui.job_queue worker`.")
+                       "Whoever runs the server starts them with `python -m ui.queue_worker`.")
         return
     if v.state == "running":
         left = f" · about {v.eta_s:,.0f} s left" if v.eta_s is not None else ""

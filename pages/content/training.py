@@ -49,5 +49,5 @@ def summary(plan) -> str:
         + (f"**This server** trains at most {plan.max_running} model(s) at once (one CPU thread each, at a lower "
            f"priority than the pages; more wait in a queue)" if plan.max_running else
            "**No training worker is connected** to this server's queue right now: a run waits in the queue until "
-           "one is (whoever runs the server starts them with `python -m ui.job_queue worker`)")
+           "one is (whoever runs the server starts them with `python -m ui.queue_worker`)")
         + f" and stops a run after {plan.max_seconds / 60:.0f} minutes.")
