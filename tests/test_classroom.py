@@ -450,3 +450,84 @@ def test_a_late_request_with_old_values_does_not_detach_a_student(store):
     assert state(s1, "class_following") is True and state(s1, "sentence") == "i am a student"
     s1.sidebar.text_input(key="sentence").input("she is a student").run()  # a sentence of the student's own
     assert state(s1, "class_following") is False and state(s1, "sentence") == "she is a student"
+
+
+# -- a student keeps their id on every process ---------------------------------------------------------
+XSRF = "2|0a0b0c0d|{}|1700000000"  # Streamlit's XSRF cookie: version|mask|token XOR mask|timestamp (hex)
+
+
+def xsrf_cookie(token: bytes) -> str:
+    mask = bytes.fromhex("0a0b0c0d")
+    return XSRF.format(bytes(b ^ mask[i % 4] for i, b in enumerate(token)).hex())
+
+
+def test_a_browser_is_the_same_student_on_every_process(redis_url, monkeypatch):
+    """With GLASS_REDIS_URL, a browser's id (its XSRF cookie hashed with the key all processes share in
+    Redis) names the same student on every app process: a student moved to another process (a failover)
+    rejoins as themselves, their answer still theirs and the class not counting them twice. Each "process"
+    here has its own class store client and its own fallback key; only Redis is shared."""
+    from ui import job_manager, shared_redis
+    from ui.job_manager import Identity
+
+    monkeypatch.setenv(classroom.REDIS_URL_ENV, redis_url)
+    monkeypatch.setattr(shared_redis, "_clients", {})
+    conn = shared_redis.client(redis_url)
+    conn.delete(shared_redis.BROWSER_KEY)  # a fresh shared key for this test
+    prefix = f"test:{uuid.uuid4().hex[:8]}"
+    stores = [RedisClassStore(redis_url, prefix=prefix) for _ in range(2)]
+    cookie = {"value": None}
+
+    def on_process(i: int, browser_cookie: str | None) -> None:
+        """What this process's next session sees: its store, its own key (until it reads Redis's)."""
+        monkeypatch.setitem(classroom._stores, redis_url, stores[i])
+        monkeypatch.setattr(job_manager, "_SECRET", uuid.uuid4().bytes)
+        monkeypatch.setattr(job_manager, "_KEY", None)
+        cookie["value"] = browser_cookie
+
+    monkeypatch.setattr(job_manager, "current_identity",
+                        lambda: Identity("local", job_manager.browser_id(cookie["value"]), None))
+    mine, other = xsrf_cookie(b"browser-one-token-0123456789"), xsrf_cookie(b"browser-two-token-0123456789")
+    try:
+        on_process(0, None)
+        teacher, code = start_teacher()
+        on_process(0, mine)
+        s1 = join_by_link(code)
+        sid = state(s1, "_class_student")
+        assert sid.startswith("s-") and store_students(stores[0], code) == 1
+        teacher.radio(key="class_kind").set_value("attention").run()
+        teacher.button(key="class_ask").click().run()
+        s1.run()
+        q = stores[0].snapshot(code).question
+        s1.button(key=f"class_answer_{q.id}_1").click().run()
+        no_exception(s1)
+
+        on_process(1, mine)  # process 0 died: the same browser, a new session on process 1
+        again = join_by_link(code)
+        assert state(again, "_class_student") == sid and job_manager._KEY != job_manager._SECRET
+        assert store_students(stores[1], code) == 1  # not a second student
+        snap = stores[1].snapshot(code, student_id=sid)
+        assert snap.my_answer == 1 and snap.answered == 1  # the answer is still theirs
+        assert f"Your answer: **{md(q.options[1])}**" in all_text(again)
+        again.button(key=f"class_answer_{q.id}_0").click().run()  # changing it replaces it
+        assert stores[0].snapshot(code).counts[:2] == (1, 0)
+
+        on_process(1, other)  # another browser: another student
+        s2 = join_by_link(code)
+        assert state(s2, "_class_student") not in (sid, None) and store_students(stores[1], code) == 2
+
+        on_process(0, None)  # no cookie (a script, AppTest): a random id per session, as before
+        s3, s4 = join_by_link(code), join_by_link(code)
+        assert state(s3, "_class_student") != state(s4, "_class_student")
+        assert not state(s3, "_class_student").startswith("s-") and store_students(stores[0], code) == 4
+
+        on_process(1, mine)  # the same browser in another class: an unrelated id
+        teacher2, code2 = start_teacher()
+        s5 = join_by_link(code2)
+        assert state(s5, "_class_student") not in (sid, None) and state(s5, "_class_student").startswith("s-")
+    finally:
+        for s in stores:
+            s.close()
+
+
+def store_students(store, code) -> int:
+    return store.snapshot(code).students

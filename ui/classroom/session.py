@@ -28,7 +28,8 @@ class_code            the class this session belongs to (teacher or student)
 class_role            "teacher" or "student"
 class_following       a student follows the teacher (False: explores on their own)
 _class_secret         the teacher's secret: in the teacher's session only, never drawn
-_class_student        this student's random id (answers are counted once per id)
+_class_student        this student's id in the class (answers are counted once per id): derived from the
+                      browser (`student_id_for`), so it is the same on every app process, else random
 _class_applied        the teacher's state last applied to this student's session: (version, state,
                       the state applied before it)
 _class_seen           what the last completed full run showed: (version, question id, revealed); a
@@ -49,6 +50,7 @@ session claiming the role without the secret loses it. Shared text is drawn esca
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import time
 from collections.abc import Callable
 from urllib.parse import urlsplit
@@ -195,10 +197,35 @@ def client_id() -> str:
     return ip if isinstance(ip, str) and 0 < len(ip) <= 256 else "local"
 
 
+def browser() -> str | None:
+    """This browser's id (`ui.job_manager.current_identity().browser`: a keyed hash of its XSRF cookie,
+    the same on every app process when GLASS_REDIS_URL is set), or None (no cookie: AppTest, scripts)."""
+    from ui.job_manager import current_identity
+
+    try:
+        return current_identity().browser
+    except Exception:  # noqa: BLE001 - no identity: the session's random id serves
+        return None
+
+
+def student_id_for(class_code: str | None) -> str | None:
+    """This browser's student id in class `class_code`, or None when the browser cannot be named.
+
+    A hash of the browser id and the code: a student whose process died rejoins on another process as
+    the same student (their answer stays theirs, the class does not count them twice), and the ids of one
+    browser in two classes are unrelated. Two tabs of one browser are one student (one answer between
+    them: the last click counts); a private window or another browser is another student."""
+    bid = browser()
+    if not class_code or not bid:
+        return None
+    return "s-" + hashlib.sha256(f"glass-class-student|{bid}|{class_code}".encode()).hexdigest()[:32]
+
+
 def join(raw_code: str, follow: bool = True) -> bool:
-    """Join the class `raw_code` as a student; on failure a notice says why (rate limit included)."""
+    """Join the class `raw_code` as a student; on failure a notice says why (rate limit included).
+    The student's id comes from the browser when it has one (`student_id_for`), else it is random."""
     s = ss()
-    sid = s.get(STUDENT) or new_student_id()
+    sid = student_id_for(normalize_code(raw_code)) or s.get(STUDENT) or new_student_id()
     try:
         snap = store().join(raw_code, client_id(), sid)
     except ClassStoreError as e:
