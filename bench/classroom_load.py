@@ -25,7 +25,9 @@ question is open and half the class answered; app2 is killed (SIGKILL). Its stud
 proxy with the address and widget values they had (as a browser's reconnect does) and land on app1: they
 must be in the class again (following, the teacher's sentence), the question and its counts unchanged, and
 they follow the teacher's next change. One of them explores on its own and has just typed a sentence when
-its process dies: it must come back exploring, with the sentence it typed.
+its process dies: it must come back exploring, with the sentence it typed. Each student sends a browser's
+XSRF cookie, so the moved students must come back as the same students: the class's count of students is
+unchanged and those who had answered see their answer as their own.
 
 Bounded: every wait has a timeout, every loop a count or a deadline; servers on 127.0.0.1 and free ports,
 stopped at the end (process groups).
@@ -64,21 +66,32 @@ def summary(xs: list[float]) -> dict:
             "max": max(xs, default=float("nan"))}
 
 
-class Cookie(StreamlitSession):
-    """A session that sends HAProxy's cookie (the process it sticks to), as a browser does."""
+def xsrf_cookie() -> str:
+    """A browser's `_streamlit_xsrf` cookie as Streamlit sets it (version 2: mask, token XOR mask, time):
+    what names the browser, and so its student, on every app process (ui.job_manager.browser_id)."""
+    mask, token = os.urandom(4), os.urandom(32)
+    return f"2|{mask.hex()}|{bytes(b ^ mask[i % 4] for i, b in enumerate(token)).hex()}|{int(time.time())}"
 
-    def __init__(self, url: str, cookie: str | None = None, timeout: float = 60):
+
+class Cookie(StreamlitSession):
+    """A session that sends HAProxy's cookie (the process it sticks to), and with `xsrf` a browser's XSRF
+    cookie, as a browser does."""
+
+    def __init__(self, url: str, cookie: str | None = None, timeout: float = 60, xsrf: str | None = None):
         super().__init__(url, timeout)
         self.cookie = cookie
+        self.xsrf = xsrf
 
     async def connect(self, page: str = "", query: str = "") -> float:
         from streamlit.proto.ClientState_pb2 import ClientState
         from websockets.asyncio.client import connect
 
+        cookies = [f"{name}={value}" for name, value in (("GLASS_REPLICA", self.cookie), ("_streamlit_xsrf", self.xsrf))
+                   if value]
         t = time.perf_counter()
         self._ws = await connect(self.ws_url, subprotocols=["streamlit", "PLACEHOLDER_AUTH_TOKEN"], max_size=None,
                                  ping_interval=None, open_timeout=self.timeout,
-                                 additional_headers={"Cookie": f"GLASS_REPLICA={self.cookie}"} if self.cookie else None)
+                                 additional_headers={"Cookie": "; ".join(cookies)} if cookies else None)
         self.replica = self._ws.response.headers.get("X-Glass-Replica")
         self._reader = asyncio.create_task(self._read())
         self.query_string = query
@@ -98,8 +111,9 @@ async def start_class(url: str, cookie: str | None = None) -> tuple[StreamlitSes
     return teacher, m[1]
 
 
-async def join(url: str, code: str, cookie: str | None = None, timeout: float = 120) -> StreamlitSession:
-    s = Cookie(url, cookie, timeout=timeout)
+async def join(url: str, code: str, cookie: str | None = None, timeout: float = 120, xsrf: str | None = None
+               ) -> StreamlitSession:
+    s = Cookie(url, cookie, timeout=timeout, xsrf=xsrf)
     await s.connect("classroom", f"class={code}")
     if f"Following class {code}" not in s.text(1):
         raise RuntimeError(f"the student did not join: {s.text(1)[:300]!r} {s.exceptions()}")
@@ -237,7 +251,9 @@ async def failover(cluster: Cluster, n: int, timeout: float) -> dict:
 
     teacher, code = await start_class(cluster.url, "app1")
     await teacher.type_sentence("thinking machines")
-    students = list(await asyncio.gather(*(join(cluster.url, code, f"app{1 + i % 2}") for i in range(n))))
+    browsers = [xsrf_cookie() for _ in range(n)]  # each student a browser (a cookie that outlives its process)
+    students = list(await asyncio.gather(*(join(cluster.url, code, f"app{1 + i % 2}", xsrf=browsers[i])
+                                           for i in range(n))))
     where = [s.replica for s in students]
     store = RedisClassStore(cluster.redis_url)
     try:
@@ -264,7 +280,7 @@ async def failover(cluster: Cluster, n: int, timeout: float) -> dict:
             old = students[i]
             with contextlib.suppress(Exception):
                 await old.close()
-            s = Cookie(cluster.url, "app2", timeout=timeout)
+            s = Cookie(cluster.url, "app2", timeout=timeout, xsrf=browsers[i])
             s.widgets = dict(old.widgets)
             await s.connect("", old.query_string)
             students[i] = s
@@ -275,6 +291,9 @@ async def failover(cluster: Cluster, n: int, timeout: float) -> dict:
 
         await asyncio.gather(*(reconnect(i) for i in dead))
         after = store.snapshot(code)
+        # the same students: not counted twice, and those who answered still see their own answer
+        answered_moved = [i for i in dead if i < n // 2]
+        kept = sum(f"Your answer: {q.options[0]}" in students[i].text() for i in answered_moved)
         same = (after.state, after.question, after.counts, after.version) == (before.state, before.question,
                                                                              before.counts, before.version)
         # the teacher goes on: every student, moved or not, follows
@@ -286,6 +305,8 @@ async def failover(cluster: Cluster, n: int, timeout: float) -> dict:
         return {"students": n, "on_killed_process": len(dead), "rejoined": len(back),
                 "rejoin_seconds": summary(list(back.values())), "class_state_unchanged": same,
                 "answers_before": list(before.counts), "answers_after": list(after.counts),
+                "students_before": before.students, "students_after": after.students,
+                "moved_who_answered": len(answered_moved), "moved_answer_kept": kept,
                 "followed_next_change": followed, "explorer_kept_own_sentence": explorer_kept,
                 "now_on": sorted({s.replica for s in students if s.replica})}
     finally:

@@ -419,7 +419,8 @@ def test_two_processes_share_a_class_and_its_students_survive_a_killed_process()
     killed. Its students reconnect through the proxy with their own address (``?class=CODE``) and widget
     values: they are in the class again on app1, following, and the class's state, question and counts are as
     they were; one who was exploring keeps exploring, with its own sentence (from its address: a sentence whose
-    Enter met the dead process itself is lost, see README)."""
+    Enter met the dead process itself is lost, see README). Each student sends a browser's XSRF cookie: the moved
+    students are the same students (the count is unchanged, an answer given on app2 is still theirs on app1)."""
     from bench.classroom_load import failover
     from tests.services import require_tool
     from ui.serve_many import Cluster
@@ -429,6 +430,9 @@ def test_two_processes_share_a_class_and_its_students_survive_a_killed_process()
     with Cluster(replicas=2, timeout=120) as c:
         res = asyncio.run(asyncio.wait_for(failover(c, 6, 60), 300))
     assert res["on_killed_process"] == 3 and res["rejoined"] == 3, res
+    # each student is a browser (an XSRF cookie): the moved ones come back as the same students
+    assert res["students_before"] == res["students_after"] == 6, res
+    assert res["moved_who_answered"] == 1 and res["moved_answer_kept"] == 1, res
     assert res["class_state_unchanged"] and res["answers_after"] == res["answers_before"]
     assert sum(res["answers_after"]) == 3
     assert res["followed_next_change"] == 5 and res["explorer_kept_own_sentence"] and res["now_on"] == ["app1"], res
