@@ -535,3 +535,36 @@ def test_a_browser_is_the_same_student_on_every_process(redis_url, monkeypatch):
 
 def store_students(store, code) -> int:
     return store.snapshot(code).students
+
+
+# -- the teacher's own model ----------------------------------------------------------------------------
+def test_a_teacher_showing_their_own_model_is_told_and_so_are_the_students(store):
+    """A model the teacher trained lives in the teacher's session: the class sees the shipped one. The
+    teacher is told (the sidebar, from the state published), and so are the following students; both
+    notices go as soon as the teacher shows the shipped model again."""
+    from ui.classroom.session import OWN_MODEL_STUDENT, OWN_MODEL_TEACHER
+
+    mine = checkpoint.load(checkpoint.SHIPPED)  # any bundle of the teacher's own will do
+    teacher = run_app("classroom", my_model=mine, my_model_key=f"own-{uuid.uuid4().hex}", model="mine")
+    teacher.button(key="class_start").click().run()
+    no_exception(teacher)
+    code = state(teacher, "class_code")
+    snap = store.snapshot(code)
+    assert snap.state["model"] == "base" and snap.state["own_model"] is True
+    assert state(teacher, "model") == "mine"  # the teacher still sees their own
+    assert [w.value for w in teacher.sidebar.warning] == [OWN_MODEL_TEACHER]
+
+    s1 = join_by_link(code)
+    s1.run()  # a poll
+    no_exception(s1)
+    assert state(s1, "model") == "base" and state(s1, "class_following") is True  # the notice is no change of theirs
+    assert OWN_MODEL_STUDENT in [c.value for c in s1.sidebar.caption]
+    assert "own_model" not in s1.session_state
+
+    teacher.sidebar.radio(key="model").set_value("no_mask").run()  # a shipped model: shared, no notice
+    no_exception(teacher)
+    snap = store.snapshot(code)
+    assert snap.state["model"] == "no_mask" and "own_model" not in snap.state
+    assert not [w for w in teacher.sidebar.warning if w.value == OWN_MODEL_TEACHER]
+    s1.run()
+    assert state(s1, "model") == "no_mask" and OWN_MODEL_STUDENT not in [c.value for c in s1.sidebar.caption]

@@ -23,8 +23,10 @@ from ui.classroom import ClassSnapshot, ClassStoreError
 from ui.classroom.session import (
     CLASS_PAGE,
     NOTICE,
+    OWN_MODEL_STUDENT,
     PENDING,
     POLL_SECONDS,
+    PUBLISHED,
     SEEN,
     SNAP,
     STUDENT,
@@ -38,6 +40,7 @@ from ui.classroom.session import (
     is_teacher,
     join_from_link,
     notify,
+    own_model_notice,
     poll,
     publish,
     seen_key,
@@ -63,6 +66,8 @@ def student_panel() -> None:
         st.badge(f"Following class {snap.code}", icon=":material/cast_for_education:", color="green")
         st.button("Explore on my own", key="class_detach", icon=":material/explore:", on_click=set_following,
                   args=(False,))
+        if snap.state.get("own_model"):
+            st.caption(OWN_MODEL_STUDENT)
     else:
         st.badge(f"Exploring · class {snap.code}", icon=":material/explore:", color="gray")
         st.button("Follow the teacher", key="class_follow", icon=":material/cast_for_education:", type="primary",
@@ -148,6 +153,9 @@ def teacher_panel() -> None:
         line += f" · question: {snap.answered} answer{'s' if snap.answered != 1 else ''}"
         line += " (revealed)" if snap.revealed else ""
     st.caption(line)
+    notice = own_model_notice(ss().get(PUBLISHED))
+    if notice:
+        st.warning(notice, icon=":material/visibility_off:")
 
 
 teacher_poller = st.fragment(run_every=TEACHER_POLL_SECONDS)(teacher_panel)

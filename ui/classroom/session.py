@@ -86,6 +86,7 @@ TEACHER_POLL_SECONDS = 5.0  # the teacher's sidebar: student count
 TOUCH_SECONDS = 60.0  # at most one touch a minute
 PARAM, FOLLOW_PARAM = "class", "follow"  # URL: ?class=CODE (&follow=0 while exploring)
 PAGE_FILES = {p.url_path: p.file for p in PAGES}
+STATE_KEYS = tuple(k for k in STATE_FIELDS if k != "own_model")  # what a student's session holds (not news)
 
 
 def ss():
@@ -146,6 +147,37 @@ def shared_state(page: str | None) -> dict:
     return state
 
 
+def own_model() -> bool:
+    """The teacher's session shows a model of its own (trained or uploaded): it cannot be shared (it lives in
+    this session only), so the class sees the shipped model instead."""
+    s = ss()
+    return s.get("model") == "mine" and s.get("my_model") is not None
+
+
+def class_state(page: str | None) -> dict:
+    """What a teacher shares: `shared_state`, and `own_model` when the class cannot see the teacher's model."""
+    state = shared_state(page)
+    if own_model():
+        state["own_model"] = True
+    return state
+
+
+OWN_MODEL_TEACHER = ("Your class sees the shipped model, not yours: the model you trained or uploaded stays "
+                     "in your session and cannot be shared. Your figures and numbers can differ from theirs, "
+                     "and questions you ask are answered by your model. Choose “Shipped model” to show what "
+                     "they see.")
+OWN_MODEL_STUDENT = ("Your teacher shows a model they trained themselves, which stays on their side: you see the "
+                     "shipped model, so some figures and numbers differ from the teacher's screen.")
+
+
+def own_model_notice(published: dict | None) -> str | None:
+    """The teacher's notice when the class does not see the teacher's model: computed from this session's
+    model and the state last published to the class."""
+    if published is None or not own_model() or published.get("model") == ss().get("model"):
+        return None
+    return OWN_MODEL_TEACHER
+
+
 def publishable(state: dict) -> tuple[dict, list[str]]:
     """The part of `state` the store accepts, and the keys it refused (a sentence with < or >, too long)."""
     clean, refused = {}, []
@@ -177,7 +209,8 @@ def changed_keys(page: str, applied: dict) -> list[str]:
     """The shared keys whose value in this session differs from the teacher's state last applied (the
     class page itself does not count: a following student may look at it)."""
     mine = shared_state(page)
-    return [k for k, v in applied.items() if mine.get(k) != v and (k != "page" or page not in NOT_SHARED)]
+    return [k for k, v in applied.items()
+            if k in STATE_KEYS and mine.get(k) != v and (k != "page" or page not in NOT_SHARED)]
 
 
 def stale(page: str, keys: list[str], previous: dict | None) -> bool:
@@ -313,7 +346,7 @@ def teacher_key() -> str:
 def start_class() -> None:
     """Callback: a new class with this session's state; this session becomes its teacher."""
     leave_class()
-    state, _ = publishable(shared_state(ss().get(TEACHER_PAGE, "overview")))
+    state, _ = publishable(class_state(ss().get(TEACHER_PAGE, "overview")))
     try:
         new_code, secret = store().create(state)
     except ClassStoreError as e:
@@ -362,7 +395,7 @@ def publish(page: str, warn: bool = True) -> None:
     s = ss()
     if page not in NOT_SHARED and page in PAGE_FILES:
         s[TEACHER_PAGE] = page
-    state, refused = publishable(shared_state(s.get(TEACHER_PAGE, "overview")))
+    state, refused = publishable(class_state(s.get(TEACHER_PAGE, "overview")))
     if refused and warn:
         st.warning("The class cannot see your " + " and ".join(k.replace("_", " ") for k in refused)
                    + " (it holds < or >, or is over 500 characters): the students keep the one before.",

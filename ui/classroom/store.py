@@ -215,6 +215,7 @@ STATE_FIELDS = {
     "lesson": _slug,
     "step": _step,
     "lesson_sentence": lambda v, w: check_text(v, MAX_TEXT, w, allow_empty=True),  # the guided lesson's own
+    "own_model": _bool,  # the teacher shows a model of their own (private): the class sees `model` instead
 }
 
 
