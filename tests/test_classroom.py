@@ -568,3 +568,93 @@ def test_a_teacher_showing_their_own_model_is_told_and_so_are_the_students(store
     assert not [w for w in teacher.sidebar.warning if w.value == OWN_MODEL_TEACHER]
     s1.run()
     assert state(s1, "model") == "no_mask" and OWN_MODEL_STUDENT not in [c.value for c in s1.sidebar.caption]
+
+
+# -- a browser that missed the end of a redraw ----------------------------------------------------------
+def test_a_poll_redraws_a_page_whose_end_never_reached_the_browser(tmp_path):
+    """Streamlit drops a stopped script runner's last messages when a fragment request starts a new runner
+    at that moment (ui/classroom/panels.py): the browser got the start of a student's redraw, never its end.
+    Simulated here in the client (a real server, one process): the end of the redraw after the teacher's
+    change is thrown away. The student's next poll, more than a second later, must redraw the page; and
+    polls of a browser that got everything must not."""
+    from streamlit.proto.BackMsg_pb2 import BackMsg
+    from streamlit.proto.ClientState_pb2 import ClientState
+    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+    from streamlit.proto.WidgetStates_pb2 import WidgetStates
+
+    from bench.classroom_load import Cookie, shows, start_class
+    from tests.browser.server import start_server
+
+    class Lossy(Cookie):
+        """Once armed (`keep`), drops every message of the next full run after its first `keep` (its end
+        included), up to the next run's start."""
+
+        def __init__(self, *a, **kw):
+            super().__init__(*a, **kw)
+            self.keep: int | None = None
+            self.losing, self.seen, self.dropped = False, 0, []
+
+        def _handle(self, msg):
+            kind = msg.WhichOneof("type")
+            if kind == "new_session":
+                self.losing = self.keep is not None and not msg.metadata.run.fragment_ids
+                self.keep, self.seen = (None, 0) if self.losing else (self.keep, 0)
+            if self.losing:
+                self.seen += 1
+                if self.seen > 6:  # the run's start and its first few elements arrive
+                    self.dropped.append(msg.script_finished if kind == "script_finished" else kind)
+                    return
+            super()._handle(msg)
+
+    async def poll(s, fid: str) -> None:
+        """One tick of the browser's fragment timer (what poll_fragments sends)."""
+        state = ClientState(page_script_hash=s.page_hash, fragment_id=fid, is_auto_rerun=True,
+                            query_string=s.query_string)
+        state.widget_states.CopyFrom(WidgetStates(widgets=list(s.widgets.values())))
+        state.context_info.timezone, state.context_info.locale = "UTC", "en-US"
+        await s._ws.send(BackMsg(rerun_script=state).SerializeToString())
+
+    async def until(check, seconds: float) -> bool:
+        deadline = time.monotonic() + seconds
+        while not check() and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        return check()
+
+    async def run(url: str) -> None:
+        teacher, code = await start_class(url)
+        student = Lossy(url, timeout=120)
+        await student.connect("classroom", f"class={code}")
+        try:
+            assert f"Following class {code}" in student.text(1)
+            await poll(student, fid := next(iter(student.fragments)))  # to the teacher's page, in full
+            assert await until(lambda: student.page_hash == teacher.page_hash and not student.running, 20)
+            await asyncio.sleep(1.5)
+            runs = student.full_runs
+            for _ in range(3):  # a browser that got everything: its polls redraw nothing
+                await poll(student, fid)
+                await asyncio.sleep(1.0)
+            assert student.full_runs == runs
+
+            student.keep = 6
+            await teacher.type_sentence("i am a student")
+            await poll(student, fid)  # sees the change: the redraw whose end gets lost
+            assert await until(lambda: ForwardMsg.FINISHED_SUCCESSFULLY in student.dropped, 20), student.dropped
+            assert student.full_runs == runs and not shows(student, "i am a student")  # half drawn
+            await asyncio.sleep(1.2)  # the next tick of the timer, well after that run's end
+            await poll(student, fid)
+            assert await until(lambda: student.full_runs > runs, 20), student.runs[-6:]
+            assert student.widget_value("Your sentence") == "i am a student" and not student.exceptions()
+            assert "i am a student" in student.text()
+            runs = student.full_runs
+            for _ in range(2):
+                await poll(student, fid)
+                await asyncio.sleep(1.0)
+            assert student.full_runs == runs  # and then nothing more
+        finally:
+            await asyncio.gather(teacher.close(), student.close(), return_exceptions=True)
+
+    server = start_server(log=tmp_path / "server.log", timeout=120)
+    try:
+        asyncio.run(asyncio.wait_for(run(server.url), 180))
+    finally:
+        server.stop()

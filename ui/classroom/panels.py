@@ -2,7 +2,8 @@
 explains the flow and the session keys).
 
 - the student's sidebar badge (following / exploring, the code), from a fragment that polls the class
-  every second (`st.fragment(run_every=1)`) and reruns the app when anything changed;
+  every second (`st.fragment(run_every=1)`) and reruns the app when anything changed, or when the browser
+  never got the end of the last full run (`missed_end`: the mark each student's full run ends with);
 - the open question above the page, with an answer button per option, then the model's answer beside
   the student's own;
 - the teacher's sidebar: the code, the number of students and answers (polled every 5 s).
@@ -12,6 +13,7 @@ AppTest never fires `run_every`: a test calls `student_panel()` / `teacher_panel
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 
@@ -72,28 +74,44 @@ def student_panel() -> None:
         st.badge(f"Exploring · class {snap.code}", icon=":material/explore:", color="gray")
         st.button("Follow the teacher", key="class_follow", icon=":material/cast_for_education:", type="primary",
                   on_click=set_following, args=(True,))
-    if not full_run and (ss().pop("_class_rerun", False) or seen_key(snap) != ss().get(SEEN)):
-        st.rerun(scope="app")
-    if not full_run and just_missed():
+    if not full_run and (ss().pop("_class_rerun", False) or seen_key(snap) != ss().get(SEEN) or missed_end()):
         st.rerun(scope="app")
 
 
-RACE_SECONDS = 0.5
+# -- did the browser get the end of the last full run? ----------------------------------------------------
+# Streamlit starts a new script runner for a fragment request that arrives just as the previous runner
+# stops, and then drops the stopped runner's messages not yet sent: the rest of the page and its "finished"
+# (streamlit/runtime/app_session.py, `request_rerun`; Streamlit issue 9921). A student's poll each second
+# meets that moment after some of the redraws a teacher's change causes: the page stayed half drawn, the new
+# sentence in its sidebar and the old figures below it (8 of 600 updates, 100 students on 2 processes).
+# So a student's full run ends with a mark, a hidden widget whose value changes every run: the browser keeps
+# it and sends it back with every request, the poll compares. A browser that sends an old mark never got the
+# end of the last run, and the poll redraws the page; one that got it costs nothing.
+MARK = "class_mark"  # the widget (its key); its value: this session's full-run counter
+MARK_WANT, MARK_BY = "_class_mark_want", "_class_mark_by"  # the mark the last full run drew, and its thread
 
 
-def just_missed() -> bool:
-    """This poll started right after a full run ended: the browser may never have got that run's end.
-
-    Streamlit starts a new script runner for a fragment request that arrives as the previous runner
-    stops, and the stopped runner's last messages (the rest of the page, "finished") are then dropped
-    (the race described in streamlit/runtime/app_session.py, Streamlit issue 9921). Measured without this:
-    up to 11 of 400 updates (100 students on 2 processes, bench/classroom_load.py) left a page half drawn.
-    One more full run fixes it; at most one per class state the student has seen."""
+def draw_mark() -> None:
+    """The last element of a student's full run (nothing may be drawn after it)."""
     s = ss()
-    if time.monotonic() - s.get("_class_done_at", 0.0) > RACE_SECONDS or s.get("_class_resent") == s.get(SEEN):
+    s[MARK_WANT] = str(int(s.get(MARK_WANT) or 0) + 1)
+    s[MARK] = s[MARK_WANT]  # a widget's value set before it is drawn: sent to the browser with it
+    s[MARK_BY] = threading.current_thread()
+    with st.sidebar:
+        st.html(f"<style>.st-key-{MARK} {{display: none}}</style>")
+        st.text_input("class sync", key=MARK, label_visibility="collapsed")
+
+
+def missed_end() -> bool:
+    """In a poll: the browser never got the end of this session's last full run (it sends an old mark).
+
+    A poll queued while that run was under way runs in the same script runner (thread) after it: its request
+    left the browser before the run's messages arrived, so its mark says nothing, and no message of that run
+    can have been dropped (one runner sends all its messages in order)."""
+    s = ss()
+    if s.get(MARK_BY) is threading.current_thread():
         return False
-    s["_class_resent"] = s.get(SEEN)
-    return True
+    return s.get(MARK) != s.get(MARK_WANT)
 
 
 student_poller = st.fragment(run_every=POLL_SECONDS)(student_panel)
@@ -180,17 +198,21 @@ def run(page: StreamlitPage, body: Callable[[], None]) -> None:
         question_panel()
     if is_teacher():  # the widgets' new values are in the session already: the class sees them now,
         publish(here, warn=False)  # not after the teacher's page has drawn (and again after it)
-    completed = False
+    completed = stopped = False
     try:
         body()
         completed = True
     except StopException:  # a page that stops early has completed its run
-        completed = True
+        completed = stopped = True
         raise
     finally:  # (a RerunException, e.g. a newer request cutting this run short, is not a completed run)
         if is_teacher():
             publish(here)
         if completed and PENDING in ss():
             ss()[SEEN] = ss().pop(PENDING)
-            ss()["_class_done_at"] = time.monotonic()
         write_url()
+        if is_student() and completed:
+            if stopped:  # nothing can be drawn after st.stop(): no mark this run (the widget's state goes)
+                ss()[MARK_WANT], ss()[MARK_BY] = None, threading.current_thread()
+            else:
+                draw_mark()

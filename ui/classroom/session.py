@@ -40,6 +40,10 @@ _class_page           the teacher's last page of the walkthrough (the class page
 _class_asked          the teacher's last question (model.questions.Question) and its id
 _class_touched        when this teacher last called touch (monotonic seconds)
 _class_notice         a message for this session, shown once
+class_mark            a student's hidden widget, the last element of each full run: its value (a counter)
+                      comes back with every request of a browser that got the whole run (panels.py)
+_class_mark_want      the mark the last full run drew (None: that run stopped early and drew none)
+_class_mark_by        the thread (script runner) of that run
 ====================  ================================================================================
 
 Security: every teacher operation goes through the store with `_class_secret`, which the store checks;
