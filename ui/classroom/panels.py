@@ -1,14 +1,14 @@
 """Classroom mode's drawing, and `run`, the entry point app.py wraps every run in (ui/classroom/session.py
 explains the flow and the session keys).
 
-- the student's sidebar badge (following / exploring, the code), from a fragment that polls the class
-  every second (`st.fragment(run_every=1)`) and reruns the app when anything changed, or when the browser
-  never got the end of the last full run (`missed_end`: the mark each student's full run ends with);
+- the student's sidebar badge (following / exploring, the code), and a fragment that draws nothing and
+  polls the class every second (`st.fragment(run_every=1)`): it reruns the app when anything changed, or
+  when the browser never got the end of the last full run (`missed_end`: the mark each full run ends with);
 - the open question above the page, with an answer button per option, then the model's answer beside
   the student's own;
 - the teacher's sidebar: the code, the number of students and answers (polled every 5 s).
 
-AppTest never fires `run_every`: a test calls `student_panel()` / `teacher_panel()` or reruns.
+AppTest never fires `run_every`: a test reruns (a student's full run polls the class too).
 """
 
 from __future__ import annotations
@@ -56,14 +56,12 @@ from ui.classroom.session import (
 from ui.widgets import md
 
 
-def student_panel() -> None:
-    """The sidebar badge, polled each second; a change (new state, question, reveal, end) reruns the app."""
-    if not is_student():
-        return
-    full_run = ss().pop("_class_fresh", False)  # drawn by a full run: its snapshot, and it reruns nothing
-    snap = ss().get(SNAP) if full_run else poll()
+def student_badge() -> None:
+    """The sidebar badge (following / exploring, the code) and its button. Drawn by full runs only: what it
+    shows changes only with one (the button's click is one), so a poll draws nothing."""
+    snap = ss().get(SNAP)
     if snap is None:
-        st.rerun(scope="app")
+        return
     if following():
         st.badge(f"Following class {snap.code}", icon=":material/cast_for_education:", color="green")
         st.button("Explore on my own", key="class_detach", icon=":material/explore:", on_click=set_following,
@@ -74,7 +72,16 @@ def student_panel() -> None:
         st.badge(f"Exploring · class {snap.code}", icon=":material/explore:", color="gray")
         st.button("Follow the teacher", key="class_follow", icon=":material/cast_for_education:", type="primary",
                   on_click=set_following, args=(True,))
-    if not full_run and (ss().pop("_class_rerun", False) or seen_key(snap) != ss().get(SEEN) or missed_end()):
+
+
+def student_poll() -> None:
+    """A student's poll, each second (a fragment that draws nothing): reruns the app when the class changed
+    (new state, question, reveal, end) or the browser never got the end of the last full run; else nothing.
+    The class is read with `poll`, which asks the store for a full snapshot only when its stamp moved."""
+    if not is_student() or ss().pop("_class_fresh", False):  # (the full run's own call: it polled already)
+        return
+    snap = poll(full=False)
+    if snap is None or seen_key(snap) != ss().get(SEEN) or missed_end():
         st.rerun(scope="app")
 
 
@@ -114,7 +121,7 @@ def missed_end() -> bool:
     return s.get(MARK) != s.get(MARK_WANT)
 
 
-student_poller = st.fragment(run_every=POLL_SECONDS)(student_panel)
+student_poller = st.fragment(run_every=POLL_SECONDS)(student_poll)
 
 
 def answer(qid: int, option: int) -> None:
@@ -189,6 +196,7 @@ def run(page: StreamlitPage, body: Callable[[], None]) -> None:
         ss()["_class_fresh"] = True  # the poller's first call in this run reuses this run's snapshot
     with st.sidebar:
         if is_student():
+            student_badge()
             student_poller()
         elif is_teacher():
             teacher_poller()

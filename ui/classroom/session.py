@@ -290,9 +290,13 @@ def join_from_link() -> None:
 
 
 # -- the student's side ---------------------------------------------------------------------------------
-def poll() -> ClassSnapshot | None:
-    """The class as this student sees it now (None: the class is gone; the session leaves it)."""
+def poll(full: bool = True) -> ClassSnapshot | None:
+    """The class as this student sees it now (None: the class is gone; the session leaves it). Not `full`
+    (a poll each second): the last snapshot, when the class's stamp says nothing a student sees has moved."""
+    last = ss().get(SNAP)
     try:
+        if not full and last is not None and store().stamp(code()) == last.stamp:
+            return last
         snap = store().snapshot(code(), student_id=ss()[STUDENT])
     except ClassStoreError as e:  # the store cannot be reached: keep the last snapshot
         notify(f"The class cannot be reached just now ({e}).")
@@ -330,15 +334,13 @@ def follow_on_run(page: str) -> None:
             target = snap.state.get("page")
             if target in PAGE_FILES and target != page:
                 st.switch_page(PAGE_FILES[target], query_params={PARAM: snap.code})
-    s.pop("_class_rerun", None)  # this full run is the rerun a badge button asked for
     s[PENDING] = seen_key(snap)  # becomes SEEN when this run completes (panels.run)
 
 
 def set_following(on: bool) -> None:
-    """Callback of the badge's buttons; the panel then reruns the whole app."""
+    """Callback of the badge's buttons (their click reruns the whole app)."""
     ss()[FOLLOWING] = on
     ss().pop(APPLIED, None)  # following again: the teacher's state is applied afresh
-    ss()["_class_rerun"] = True
 
 
 # -- the teacher's side ---------------------------------------------------------------------------------
