@@ -94,8 +94,19 @@ def student_poll() -> None:
 # So a student's full run ends with a mark, a hidden widget whose value changes every run: the browser keeps
 # it and sends it back with every request, the poll compares. A browser that sends an old mark never got the
 # end of the last run, and the poll redraws the page; one that got it costs nothing.
-MARK = "class_mark"  # the widget (its key); its value: this session's full-run counter
-MARK_WANT, MARK_BY = "_class_mark_want", "_class_mark_by"  # the mark the last full run drew, and its thread
+#
+# A browser sends an old mark for a while after every full run too: the run's messages are still on their way
+# when its timer's next request leaves (under load, for a second or more). Redrawing on that (measured: 100
+# students on one process) redraws every page again and again, each redraw delaying the next page's messages.
+# So the mark must have stayed old for REPAIR_SECONDS after the run ended, and a page is redrawn for it at most
+# MAX_REPAIRS times per class state: a lost end is repaired within about 3 to 4 s, and a slow server is never
+# sent into a loop of redraws.
+MARK = "class_mark"  # the widget's key; its value: this session's full-run counter
+MARK_WANT = "_class_mark_want"  # the mark the last full run drew (None: it stopped early and drew none)
+MARK_BY, MARK_AT = "_class_mark_by", "_class_mark_at"  # that run's thread, and when it ended (monotonic s)
+REPAIRS = "_class_repairs"  # (the class state seen, the redraws made for a lost end while it was seen)
+REPAIR_SECONDS = 3.0
+MAX_REPAIRS = 2
 
 
 def draw_mark() -> None:
@@ -103,7 +114,7 @@ def draw_mark() -> None:
     s = ss()
     s[MARK_WANT] = str(int(s.get(MARK_WANT) or 0) + 1)
     s[MARK] = s[MARK_WANT]  # a widget's value set before it is drawn: sent to the browser with it
-    s[MARK_BY] = threading.current_thread()
+    s[MARK_BY], s[MARK_AT] = threading.current_thread(), time.monotonic()
     with st.sidebar:
         st.html(f"<style>.st-key-{MARK} {{display: none}}</style>")
         st.text_input("class sync", key=MARK, label_visibility="collapsed")
@@ -116,9 +127,16 @@ def missed_end() -> bool:
     left the browser before the run's messages arrived, so its mark says nothing, and no message of that run
     can have been dropped (one runner sends all its messages in order)."""
     s = ss()
-    if s.get(MARK_BY) is threading.current_thread():
+    if s.get(MARK_BY) is threading.current_thread() or s.get(MARK) == s.get(MARK_WANT):
         return False
-    return s.get(MARK) != s.get(MARK_WANT)
+    if time.monotonic() - s.get(MARK_AT, 0.0) < REPAIR_SECONDS:  # its messages may still be on their way
+        return False
+    seen, done = s.get(REPAIRS) or (None, 0)
+    done = done if seen == s.get(SEEN) else 0
+    if done >= MAX_REPAIRS:
+        return False
+    s[REPAIRS] = (s.get(SEEN), done + 1)
+    return True
 
 
 student_poller = st.fragment(run_every=POLL_SECONDS)(student_poll)
@@ -221,6 +239,6 @@ def run(page: StreamlitPage, body: Callable[[], None]) -> None:
         write_url()
         if is_student() and completed:
             if stopped:  # nothing can be drawn after st.stop(): no mark this run (the widget's state goes)
-                ss()[MARK_WANT], ss()[MARK_BY] = None, threading.current_thread()
+                ss()[MARK_WANT], ss()[MARK_BY], ss()[MARK_AT] = None, threading.current_thread(), time.monotonic()
             else:
                 draw_mark()
