@@ -25,7 +25,9 @@ question is open and half the class answered; app2 is killed (SIGKILL). Its stud
 proxy with the address and widget values they had (as a browser's reconnect does) and land on app1: they
 must be in the class again (following, the teacher's sentence), the question and its counts unchanged, and
 they follow the teacher's next change. One of them explores on its own and has just typed a sentence when
-its process dies: it must come back exploring, with the sentence it typed.
+its process dies: it must come back exploring, with the sentence it typed. Each student sends a browser's
+XSRF cookie, so the moved students must come back as the same students: the class's count of students is
+unchanged and those who had answered see their answer as their own.
 
 Bounded: every wait has a timeout, every loop a count or a deadline; servers on 127.0.0.1 and free ports,
 stopped at the end (process groups).
@@ -64,21 +66,32 @@ def summary(xs: list[float]) -> dict:
             "max": max(xs, default=float("nan"))}
 
 
-class Cookie(StreamlitSession):
-    """A session that sends HAProxy's cookie (the process it sticks to), as a browser does."""
+def xsrf_cookie() -> str:
+    """A browser's `_streamlit_xsrf` cookie as Streamlit sets it (version 2: mask, token XOR mask, time):
+    what names the browser, and so its student, on every app process (ui.job_manager.browser_id)."""
+    mask, token = os.urandom(4), os.urandom(32)
+    return f"2|{mask.hex()}|{bytes(b ^ mask[i % 4] for i, b in enumerate(token)).hex()}|{int(time.time())}"
 
-    def __init__(self, url: str, cookie: str | None = None, timeout: float = 60):
+
+class Cookie(StreamlitSession):
+    """A session that sends HAProxy's cookie (the process it sticks to), and with `xsrf` a browser's XSRF
+    cookie, as a browser does."""
+
+    def __init__(self, url: str, cookie: str | None = None, timeout: float = 60, xsrf: str | None = None):
         super().__init__(url, timeout)
         self.cookie = cookie
+        self.xsrf = xsrf
 
     async def connect(self, page: str = "", query: str = "") -> float:
         from streamlit.proto.ClientState_pb2 import ClientState
         from websockets.asyncio.client import connect
 
+        cookies = [f"{name}={value}" for name, value in (("GLASS_REPLICA", self.cookie), ("_streamlit_xsrf", self.xsrf))
+                   if value]
         t = time.perf_counter()
         self._ws = await connect(self.ws_url, subprotocols=["streamlit", "PLACEHOLDER_AUTH_TOKEN"], max_size=None,
                                  ping_interval=None, open_timeout=self.timeout,
-                                 additional_headers={"Cookie": f"GLASS_REPLICA={self.cookie}"} if self.cookie else None)
+                                 additional_headers={"Cookie": "; ".join(cookies)} if cookies else None)
         self.replica = self._ws.response.headers.get("X-Glass-Replica")
         self._reader = asyncio.create_task(self._read())
         self.query_string = query
@@ -98,8 +111,9 @@ async def start_class(url: str, cookie: str | None = None) -> tuple[StreamlitSes
     return teacher, m[1]
 
 
-async def join(url: str, code: str, cookie: str | None = None, timeout: float = 120) -> StreamlitSession:
-    s = Cookie(url, cookie, timeout=timeout)
+async def join(url: str, code: str, cookie: str | None = None, timeout: float = 120, xsrf: str | None = None
+               ) -> StreamlitSession:
+    s = Cookie(url, cookie, timeout=timeout, xsrf=xsrf)
     await s.connect("classroom", f"class={code}")
     if f"Following class {code}" not in s.text(1):
         raise RuntimeError(f"the student did not join: {s.text(1)[:300]!r} {s.exceptions()}")
@@ -113,11 +127,25 @@ def shows(s: StreamlitSession, sentence: str) -> bool:
         return False
 
 
+def half_drawn(s: StreamlitSession, since: float) -> int:
+    """How many full runs since `since` this client saw start and never saw end: the next run started first
+    (Streamlit dropped the end of the page: the race ui/classroom/panels.py repairs with its mark)."""
+    count, open_full = 0, False
+    for _, kind, what in (r for r in s.runs if r[0] >= since):
+        if kind == "new_session":
+            count += open_full
+            open_full = not what  # a full run has no fragment ids
+        else:
+            open_full = False
+    return count
+
+
 @dataclass
 class Follow:
     students: int
     latencies: list[float] = field(default_factory=list)
     missed: int = 0
+    half_drawn: int = 0
     join_seconds: float = 0.0
     polls_per_second: float = 0.0
 
@@ -154,6 +182,9 @@ async def follow(url: str, n: int, changes: int, pause: float, timeout: float) -
                 await asyncio.wait_for(done.wait(), timeout)
             out.latencies += [seen[i] - t0 for i in seen]
             out.missed += n - len(seen)
+            await asyncio.sleep(pause)  # (the pause before the next change: runs that follow this one end)
+            half = sum(half_drawn(s, t0) for s in students)
+            out.half_drawn += half
             missed = [s for i, s in enumerate(students) if i not in seen]
             if missed:  # what those students show: exploring? an old sentence? a dropped connection?
                 why = {}
@@ -169,8 +200,8 @@ async def follow(url: str, n: int, changes: int, pause: float, timeout: float) -
                 print(f"    not updated: {why}; the runs of one since the change (t0 {t0:.2f}): {runs}", flush=True)
             print(f"  change {k + 1}: {len(seen)}/{n} students updated, p50 "
                   f"{statistics.median([seen[i] - t0 for i in seen]) if seen else float('nan'):.2f} s, "
-                  f"full runs {sum(s.full_runs for s in students) - runs0}", flush=True)
-            await asyncio.sleep(pause)
+                  f"full runs {sum(s.full_runs for s in students) - runs0}, redraws whose end was lost {half}",
+                  flush=True)
     finally:
         for p in pollers:
             p.cancel()
@@ -237,7 +268,9 @@ async def failover(cluster: Cluster, n: int, timeout: float) -> dict:
 
     teacher, code = await start_class(cluster.url, "app1")
     await teacher.type_sentence("thinking machines")
-    students = list(await asyncio.gather(*(join(cluster.url, code, f"app{1 + i % 2}") for i in range(n))))
+    browsers = [xsrf_cookie() for _ in range(n)]  # each student a browser (a cookie that outlives its process)
+    students = list(await asyncio.gather(*(join(cluster.url, code, f"app{1 + i % 2}", xsrf=browsers[i])
+                                           for i in range(n))))
     where = [s.replica for s in students]
     store = RedisClassStore(cluster.redis_url)
     try:
@@ -264,7 +297,7 @@ async def failover(cluster: Cluster, n: int, timeout: float) -> dict:
             old = students[i]
             with contextlib.suppress(Exception):
                 await old.close()
-            s = Cookie(cluster.url, "app2", timeout=timeout)
+            s = Cookie(cluster.url, "app2", timeout=timeout, xsrf=browsers[i])
             s.widgets = dict(old.widgets)
             await s.connect("", old.query_string)
             students[i] = s
@@ -275,6 +308,9 @@ async def failover(cluster: Cluster, n: int, timeout: float) -> dict:
 
         await asyncio.gather(*(reconnect(i) for i in dead))
         after = store.snapshot(code)
+        # the same students: not counted twice, and those who answered still see their own answer
+        answered_moved = [i for i in dead if i < n // 2]
+        kept = sum(f"Your answer: {q.options[0]}" in students[i].text() for i in answered_moved)
         same = (after.state, after.question, after.counts, after.version) == (before.state, before.question,
                                                                              before.counts, before.version)
         # the teacher goes on: every student, moved or not, follows
@@ -286,6 +322,8 @@ async def failover(cluster: Cluster, n: int, timeout: float) -> dict:
         return {"students": n, "on_killed_process": len(dead), "rejoined": len(back),
                 "rejoin_seconds": summary(list(back.values())), "class_state_unchanged": same,
                 "answers_before": list(before.counts), "answers_after": list(after.counts),
+                "students_before": before.students, "students_after": after.students,
+                "moved_who_answered": len(answered_moved), "moved_answer_kept": kept,
                 "followed_next_change": followed, "explorer_kept_own_sentence": explorer_kept,
                 "now_on": sorted({s.replica for s in students if s.replica})}
     finally:
@@ -317,11 +355,12 @@ def main(argv: list[str] | None = None) -> int:
                 f = asyncio.run(asyncio.wait_for(
                     follow(server.url, n, args.changes, args.pause, args.timeout),
                     n * 5 + args.changes * (args.pause + args.timeout) + 120))
-                out[f"follow_{n}"] = {**summary(f.latencies), "missed": f.missed, "join_seconds": f.join_seconds}
+                out[f"follow_{n}"] = {**summary(f.latencies), "missed": f.missed, "half_drawn": f.half_drawn,
+                                      "join_seconds": f.join_seconds}
                 s = out[f"follow_{n}"]
                 print(f"{n} students: teacher change -> student page updated p50 {s['p50']:.2f} s, "
                       f"p95 {s['p95']:.2f} s, max {s['max']:.2f} s; {f.missed} missed of {n * args.changes}; "
-                      f"all joined in {f.join_seconds:.1f} s", flush=True)
+                      f"{f.half_drawn} redraws whose end was lost; all joined in {f.join_seconds:.1f} s", flush=True)
         finally:
             server.stop()
     elif args.what == "throughput":

@@ -431,3 +431,27 @@ def test_a_missing_tool_fails_with_the_install_command():
         require("glass-no-such-tool")
     with pytest.raises(pytest.fail.Exception, match="dev.sh test"):
         require_tool("glass-no-such-tool")
+
+
+def test_the_stamp_moves_exactly_when_a_students_view_does(make_store):
+    """`stamp` (one small read a poll makes each second) equals the snapshot's stamp at every step, and moves
+    with a new state, a question, the reveal and the end, not with an answer (students see no counts)."""
+    store = make_store()
+    code, secret = store.create(STATE)
+    assert store.stamp(code) == store.snapshot(code).stamp == (1, 0, False)
+    assert store.stamp(code.lower()) == (1, 0, False)  # codes are normalised as everywhere
+    store.join(code, "203.0.113.1", sid(1))
+    assert store.stamp(code) == (1, 0, False)  # a join is nothing a student sees
+    store.set_state(code, secret, {**STATE, "sentence": "i am a student"})
+    assert store.stamp(code) == store.snapshot(code, student_id=sid(1)).stamp == (2, 0, False)
+    qid = store.ask(code, secret, "Which word?", ["a", "b"], 1)
+    assert store.stamp(code) == store.snapshot(code).stamp == (2, qid, False) and qid == 1
+    store.answer(code, sid(1), qid, 0)
+    assert store.stamp(code) == (2, qid, False)
+    store.reveal(code, secret)
+    assert store.stamp(code) == store.snapshot(code).stamp == (2, qid, True)
+    if make_store.kind == "redis":  # another app process reads the same
+        assert make_store().stamp(code) == (2, qid, True)
+    store.end(code, secret)
+    assert store.stamp(code) == store.snapshot(code).stamp == ("ended",)
+    assert store.stamp("ZZZZZZ") is None and store.stamp("not a code") is None

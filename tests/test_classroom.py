@@ -419,7 +419,8 @@ def test_two_processes_share_a_class_and_its_students_survive_a_killed_process()
     killed. Its students reconnect through the proxy with their own address (``?class=CODE``) and widget
     values: they are in the class again on app1, following, and the class's state, question and counts are as
     they were; one who was exploring keeps exploring, with its own sentence (from its address: a sentence whose
-    Enter met the dead process itself is lost, see README)."""
+    Enter met the dead process itself is lost, see README). Each student sends a browser's XSRF cookie: the moved
+    students are the same students (the count is unchanged, an answer given on app2 is still theirs on app1)."""
     from bench.classroom_load import failover
     from tests.services import require_tool
     from ui.serve_many import Cluster
@@ -429,6 +430,9 @@ def test_two_processes_share_a_class_and_its_students_survive_a_killed_process()
     with Cluster(replicas=2, timeout=120) as c:
         res = asyncio.run(asyncio.wait_for(failover(c, 6, 60), 300))
     assert res["on_killed_process"] == 3 and res["rejoined"] == 3, res
+    # each student is a browser (an XSRF cookie): the moved ones come back as the same students
+    assert res["students_before"] == res["students_after"] == 6, res
+    assert res["moved_who_answered"] == 1 and res["moved_answer_kept"] == 1, res
     assert res["class_state_unchanged"] and res["answers_after"] == res["answers_before"]
     assert sum(res["answers_after"]) == 3
     assert res["followed_next_change"] == 5 and res["explorer_kept_own_sentence"] and res["now_on"] == ["app1"], res
@@ -450,3 +454,211 @@ def test_a_late_request_with_old_values_does_not_detach_a_student(store):
     assert state(s1, "class_following") is True and state(s1, "sentence") == "i am a student"
     s1.sidebar.text_input(key="sentence").input("she is a student").run()  # a sentence of the student's own
     assert state(s1, "class_following") is False and state(s1, "sentence") == "she is a student"
+
+
+# -- a student keeps their id on every process ---------------------------------------------------------
+XSRF = "2|0a0b0c0d|{}|1700000000"  # Streamlit's XSRF cookie: version|mask|token XOR mask|timestamp (hex)
+
+
+def xsrf_cookie(token: bytes) -> str:
+    mask = bytes.fromhex("0a0b0c0d")
+    return XSRF.format(bytes(b ^ mask[i % 4] for i, b in enumerate(token)).hex())
+
+
+def test_a_browser_is_the_same_student_on_every_process(redis_url, monkeypatch):
+    """With GLASS_REDIS_URL, a browser's id (its XSRF cookie hashed with the key all processes share in
+    Redis) names the same student on every app process: a student moved to another process (a failover)
+    rejoins as themselves, their answer still theirs and the class not counting them twice. Each "process"
+    here has its own class store client and its own fallback key; only Redis is shared."""
+    from ui import job_manager, shared_redis
+    from ui.job_manager import Identity
+
+    monkeypatch.setenv(classroom.REDIS_URL_ENV, redis_url)
+    monkeypatch.setattr(shared_redis, "_clients", {})
+    conn = shared_redis.client(redis_url)
+    conn.delete(shared_redis.BROWSER_KEY)  # a fresh shared key for this test
+    prefix = f"test:{uuid.uuid4().hex[:8]}"
+    stores = [RedisClassStore(redis_url, prefix=prefix) for _ in range(2)]
+    cookie = {"value": None}
+
+    def on_process(i: int, browser_cookie: str | None) -> None:
+        """What this process's next session sees: its store, its own key (until it reads Redis's)."""
+        monkeypatch.setitem(classroom._stores, redis_url, stores[i])
+        monkeypatch.setattr(job_manager, "_SECRET", uuid.uuid4().bytes)
+        monkeypatch.setattr(job_manager, "_KEY", None)
+        cookie["value"] = browser_cookie
+
+    monkeypatch.setattr(job_manager, "current_identity",
+                        lambda: Identity("local", job_manager.browser_id(cookie["value"]), None))
+    mine, other = xsrf_cookie(b"browser-one-token-0123456789"), xsrf_cookie(b"browser-two-token-0123456789")
+    try:
+        on_process(0, None)
+        teacher, code = start_teacher()
+        on_process(0, mine)
+        s1 = join_by_link(code)
+        sid = state(s1, "_class_student")
+        assert sid.startswith("s-") and store_students(stores[0], code) == 1
+        teacher.radio(key="class_kind").set_value("attention").run()
+        teacher.button(key="class_ask").click().run()
+        s1.run()
+        q = stores[0].snapshot(code).question
+        s1.button(key=f"class_answer_{q.id}_1").click().run()
+        no_exception(s1)
+
+        on_process(1, mine)  # process 0 died: the same browser, a new session on process 1
+        again = join_by_link(code)
+        assert state(again, "_class_student") == sid and job_manager._KEY != job_manager._SECRET
+        assert store_students(stores[1], code) == 1  # not a second student
+        snap = stores[1].snapshot(code, student_id=sid)
+        assert snap.my_answer == 1 and snap.answered == 1  # the answer is still theirs
+        assert f"Your answer: **{md(q.options[1])}**" in all_text(again)
+        again.button(key=f"class_answer_{q.id}_0").click().run()  # changing it replaces it
+        assert stores[0].snapshot(code).counts[:2] == (1, 0)
+
+        on_process(1, other)  # another browser: another student
+        s2 = join_by_link(code)
+        assert state(s2, "_class_student") not in (sid, None) and store_students(stores[1], code) == 2
+
+        on_process(0, None)  # no cookie (a script, AppTest): a random id per session, as before
+        s3, s4 = join_by_link(code), join_by_link(code)
+        assert state(s3, "_class_student") != state(s4, "_class_student")
+        assert not state(s3, "_class_student").startswith("s-") and store_students(stores[0], code) == 4
+
+        on_process(1, mine)  # the same browser in another class: an unrelated id
+        teacher2, code2 = start_teacher()
+        s5 = join_by_link(code2)
+        assert state(s5, "_class_student") not in (sid, None) and state(s5, "_class_student").startswith("s-")
+    finally:
+        for s in stores:
+            s.close()
+
+
+def store_students(store, code) -> int:
+    return store.snapshot(code).students
+
+
+# -- the teacher's own model ----------------------------------------------------------------------------
+def test_a_teacher_showing_their_own_model_is_told_and_so_are_the_students(store):
+    """A model the teacher trained lives in the teacher's session: the class sees the shipped one. The
+    teacher is told (the sidebar, from the state published), and so are the following students; both
+    notices go as soon as the teacher shows the shipped model again."""
+    from ui.classroom.session import OWN_MODEL_STUDENT, OWN_MODEL_TEACHER
+
+    mine = checkpoint.load(checkpoint.SHIPPED)  # any bundle of the teacher's own will do
+    teacher = run_app("classroom", my_model=mine, my_model_key=f"own-{uuid.uuid4().hex}", model="mine")
+    teacher.button(key="class_start").click().run()
+    no_exception(teacher)
+    code = state(teacher, "class_code")
+    snap = store.snapshot(code)
+    assert snap.state["model"] == "base" and snap.state["own_model"] is True
+    assert state(teacher, "model") == "mine"  # the teacher still sees their own
+    assert [w.value for w in teacher.sidebar.warning] == [OWN_MODEL_TEACHER]
+
+    s1 = join_by_link(code)
+    s1.run()  # a poll
+    no_exception(s1)
+    assert state(s1, "model") == "base" and state(s1, "class_following") is True  # the notice is no change of theirs
+    assert OWN_MODEL_STUDENT in [c.value for c in s1.sidebar.caption]
+    assert "own_model" not in s1.session_state
+
+    teacher.sidebar.radio(key="model").set_value("no_mask").run()  # a shipped model: shared, no notice
+    no_exception(teacher)
+    snap = store.snapshot(code)
+    assert snap.state["model"] == "no_mask" and "own_model" not in snap.state
+    assert not [w for w in teacher.sidebar.warning if w.value == OWN_MODEL_TEACHER]
+    s1.run()
+    assert state(s1, "model") == "no_mask" and OWN_MODEL_STUDENT not in [c.value for c in s1.sidebar.caption]
+
+
+# -- a browser that missed the end of a redraw ----------------------------------------------------------
+def test_a_poll_redraws_a_page_whose_end_never_reached_the_browser(tmp_path):
+    """Streamlit drops a stopped script runner's last messages when a fragment request starts a new runner
+    at that moment (ui/classroom/panels.py): the browser got the start of a student's redraw, never its end.
+    Simulated here in the client (a real server, one process): the end of the redraw after the teacher's
+    change is thrown away. The student's polls, the first more than a second later, must redraw the page
+    (after REPAIR_SECONDS: its messages could have been on their way); polls of a browser that got
+    everything must not."""
+    from streamlit.proto.BackMsg_pb2 import BackMsg
+    from streamlit.proto.ClientState_pb2 import ClientState
+    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+    from streamlit.proto.WidgetStates_pb2 import WidgetStates
+
+    from bench.classroom_load import Cookie, shows, start_class
+    from tests.browser.server import start_server
+
+    class Lossy(Cookie):
+        """Once armed (`keep`), drops every message of the next full run after its first `keep` (its end
+        included), up to the next run's start."""
+
+        def __init__(self, *a, **kw):
+            super().__init__(*a, **kw)
+            self.keep: int | None = None
+            self.losing, self.seen, self.dropped = False, 0, []
+
+        def _handle(self, msg):
+            kind = msg.WhichOneof("type")
+            if kind == "new_session":
+                self.losing = self.keep is not None and not msg.metadata.run.fragment_ids
+                self.keep, self.seen = (None, 0) if self.losing else (self.keep, 0)
+            if self.losing:
+                self.seen += 1
+                if self.seen > 6:  # the run's start and its first few elements arrive
+                    self.dropped.append(msg.script_finished if kind == "script_finished" else kind)
+                    return
+            super()._handle(msg)
+
+    async def poll(s, fid: str) -> None:
+        """One tick of the browser's fragment timer (what poll_fragments sends)."""
+        state = ClientState(page_script_hash=s.page_hash, fragment_id=fid, is_auto_rerun=True,
+                            query_string=s.query_string)
+        state.widget_states.CopyFrom(WidgetStates(widgets=list(s.widgets.values())))
+        state.context_info.timezone, state.context_info.locale = "UTC", "en-US"
+        await s._ws.send(BackMsg(rerun_script=state).SerializeToString())
+
+    async def until(check, seconds: float) -> bool:
+        deadline = time.monotonic() + seconds
+        while not check() and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        return check()
+
+    async def run(url: str) -> None:
+        teacher, code = await start_class(url)
+        student = Lossy(url, timeout=120)
+        await student.connect("classroom", f"class={code}")
+        try:
+            assert f"Following class {code}" in student.text(1)
+            await poll(student, fid := next(iter(student.fragments)))  # to the teacher's page, in full
+            assert await until(lambda: student.page_hash == teacher.page_hash and not student.running, 20)
+            await asyncio.sleep(1.5)
+            runs = student.full_runs
+            for _ in range(3):  # a browser that got everything: its polls redraw nothing
+                await poll(student, fid)
+                await asyncio.sleep(1.0)
+            assert student.full_runs == runs
+
+            student.keep = 6
+            await teacher.type_sentence("i am a student")
+            await poll(student, fid)  # sees the change: the redraw whose end gets lost
+            assert await until(lambda: ForwardMsg.FINISHED_SUCCESSFULLY in student.dropped, 20), student.dropped
+            assert student.full_runs == runs and not shows(student, "i am a student")  # half drawn
+            for _ in range(8):  # the timer's next ticks, all well after that run's end
+                await asyncio.sleep(1.0)
+                await poll(student, fid)
+                if await until(lambda: student.full_runs > runs, 1.0):
+                    break
+            assert student.full_runs > runs, student.runs[-6:]
+            assert student.widget_value("Your sentence") == "i am a student" and not student.exceptions()
+            assert "i am a student" in student.text()
+            runs = student.full_runs
+            for _ in range(2):
+                await poll(student, fid)
+                await asyncio.sleep(1.0)
+            assert student.full_runs == runs  # and then nothing more
+        finally:
+            await asyncio.gather(teacher.close(), student.close(), return_exceptions=True)
+
+    server = start_server(log=tmp_path / "server.log", timeout=120)
+    try:
+        asyncio.run(asyncio.wait_for(run(server.url), 180))
+    finally:
+        server.stop()

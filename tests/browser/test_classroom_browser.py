@@ -11,6 +11,7 @@ import time
 
 import pytest
 from playwright.sync_api import expect
+from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
 from tests.browser.conftest import VIEWPORT, AppPage
 from tests.browser.server import RUN_COUNTER_JS
@@ -24,7 +25,18 @@ def new_tab(browser, app_url: str, name: str) -> AppPage:
     context = browser.new_context(viewport=VIEWPORT, device_scale_factor=1)
     context.set_default_timeout(30_000)
     context.add_init_script(RUN_COUNTER_JS)
-    return AppPage(context.new_page(), app_url, name)
+    page = context.new_page()
+    page.full_runs = []  # the start of every full run (not a fragment's) the server sent this tab
+    page.on("websocket", lambda ws: ws.on("framereceived", lambda frame: count_full_run(page, frame)))
+    return AppPage(page, app_url, name)
+
+
+def count_full_run(page, frame) -> None:
+    if isinstance(frame, bytes | bytearray):
+        msg = ForwardMsg()
+        msg.ParseFromString(bytes(frame))
+        if msg.WhichOneof("type") == "new_session" and not msg.metadata.run.fragment_ids:
+            page.full_runs.append(time.perf_counter())
 
 
 def sentence_box(tab: AppPage):
@@ -72,6 +84,16 @@ def test_two_students_follow_the_teacher(browser, app_url, app):
             seen.append(time.perf_counter() - t1)
             s.no_exception()
             s.shot("following")
+        # a student whose browser has the whole page is not redrawn by its polls (the mark each full run
+        # ends with, ui/classroom/panels.py, comes back from the browser as it was sent), and never sees it
+        for s in students:
+            s.wait_idle()
+            expect(s.page.locator(".st-key-class_mark")).to_be_hidden()
+        runs = [len(s.page.full_runs) for s in students]
+        for s in students:
+            s.page.wait_for_timeout(3_500)  # three polls or more
+        assert [len(s.page.full_runs) for s in students] == runs
+        assert all(r >= 2 for r in runs), runs
         print(f"students showed the teacher's change after {', '.join(f'{x:.1f}' for x in seen)} s")
         teacher.no_exception()
     finally:

@@ -155,6 +155,15 @@ class MemoryClassStore(ClassStore):
                 raise InvalidInput("no such option")
             c.answers[student_id] = option
 
+    def _stamp(self, code):
+        with self._lock:
+            c = self._live(code, self._clock())
+            if c is None:
+                return None
+            if c.ended:
+                return ("ended",)
+            return (c.version, c.qid if c.question else 0, c.revealed and c.question is not None)
+
     def _snapshot(self, code, teacher, student_id):
         with self._lock:
             c = self._live(code, self._clock())

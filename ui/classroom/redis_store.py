@@ -180,6 +180,16 @@ class RedisClassStore(ClassStore):
     def _answer(self, code, student_id, question_id, option):
         self._run("answer", self._keys(code), student_id, str(question_id), str(option))
 
+    def _stamp(self, code):
+        with self._errors():  # one HMGET (qid is 0 until the first question; revealed only with one)
+            secret, ended, version, qid, revealed = self._r.hmget(self._keys(code)[0], "secret", "ended", "version",
+                                                                  "qid", "revealed")
+        if ended == "1":
+            return ("ended",)
+        if secret is None:
+            return None
+        return (int(version), int(qid), revealed == "1")
+
     def _snapshot(self, code, teacher, student_id):
         k, answers, counts, students = self._keys(code)
         with self._errors():

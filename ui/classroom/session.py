@@ -28,7 +28,8 @@ class_code            the class this session belongs to (teacher or student)
 class_role            "teacher" or "student"
 class_following       a student follows the teacher (False: explores on their own)
 _class_secret         the teacher's secret: in the teacher's session only, never drawn
-_class_student        this student's random id (answers are counted once per id)
+_class_student        this student's id in the class (answers are counted once per id): derived from the
+                      browser (`student_id_for`), so it is the same on every app process, else random
 _class_applied        the teacher's state last applied to this student's session: (version, state,
                       the state applied before it)
 _class_seen           what the last completed full run showed: (version, question id, revealed); a
@@ -39,6 +40,10 @@ _class_page           the teacher's last page of the walkthrough (the class page
 _class_asked          the teacher's last question (model.questions.Question) and its id
 _class_touched        when this teacher last called touch (monotonic seconds)
 _class_notice         a message for this session, shown once
+class_mark            a student's hidden widget, the last element of each full run: its value (a counter)
+                      comes back with every request of a browser that got the whole run (panels.py)
+_class_mark_want      the mark the last full run drew (None: that run stopped early and drew none)
+_class_mark_by        the thread (script runner) of that run
 ====================  ================================================================================
 
 Security: every teacher operation goes through the store with `_class_secret`, which the store checks;
@@ -49,6 +54,7 @@ session claiming the role without the secret loses it. Shared text is drawn esca
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import time
 from collections.abc import Callable
 from urllib.parse import urlsplit
@@ -84,6 +90,7 @@ TEACHER_POLL_SECONDS = 5.0  # the teacher's sidebar: student count
 TOUCH_SECONDS = 60.0  # at most one touch a minute
 PARAM, FOLLOW_PARAM = "class", "follow"  # URL: ?class=CODE (&follow=0 while exploring)
 PAGE_FILES = {p.url_path: p.file for p in PAGES}
+STATE_KEYS = tuple(k for k in STATE_FIELDS if k != "own_model")  # what a student's session holds (not news)
 
 
 def ss():
@@ -144,6 +151,37 @@ def shared_state(page: str | None) -> dict:
     return state
 
 
+def own_model() -> bool:
+    """The teacher's session shows a model of its own (trained or uploaded): it cannot be shared (it lives in
+    this session only), so the class sees the shipped model instead."""
+    s = ss()
+    return s.get("model") == "mine" and s.get("my_model") is not None
+
+
+def class_state(page: str | None) -> dict:
+    """What a teacher shares: `shared_state`, and `own_model` when the class cannot see the teacher's model."""
+    state = shared_state(page)
+    if own_model():
+        state["own_model"] = True
+    return state
+
+
+OWN_MODEL_TEACHER = ("Your class sees the shipped model, not yours: the model you trained or uploaded stays "
+                     "in your session and cannot be shared. Your figures and numbers can differ from theirs, "
+                     "and questions you ask are answered by your model. Choose “Shipped model” to show what "
+                     "they see.")
+OWN_MODEL_STUDENT = ("Your teacher shows a model they trained themselves, which stays on their side: you see the "
+                     "shipped model, so some figures and numbers differ from the teacher's screen.")
+
+
+def own_model_notice(published: dict | None) -> str | None:
+    """The teacher's notice when the class does not see the teacher's model: computed from this session's
+    model and the state last published to the class."""
+    if published is None or not own_model() or published.get("model") == ss().get("model"):
+        return None
+    return OWN_MODEL_TEACHER
+
+
 def publishable(state: dict) -> tuple[dict, list[str]]:
     """The part of `state` the store accepts, and the keys it refused (a sentence with < or >, too long)."""
     clean, refused = {}, []
@@ -175,7 +213,8 @@ def changed_keys(page: str, applied: dict) -> list[str]:
     """The shared keys whose value in this session differs from the teacher's state last applied (the
     class page itself does not count: a following student may look at it)."""
     mine = shared_state(page)
-    return [k for k, v in applied.items() if mine.get(k) != v and (k != "page" or page not in NOT_SHARED)]
+    return [k for k, v in applied.items()
+            if k in STATE_KEYS and mine.get(k) != v and (k != "page" or page not in NOT_SHARED)]
 
 
 def stale(page: str, keys: list[str], previous: dict | None) -> bool:
@@ -195,10 +234,35 @@ def client_id() -> str:
     return ip if isinstance(ip, str) and 0 < len(ip) <= 256 else "local"
 
 
+def browser() -> str | None:
+    """This browser's id (`ui.job_manager.current_identity().browser`: a keyed hash of its XSRF cookie,
+    the same on every app process when GLASS_REDIS_URL is set), or None (no cookie: AppTest, scripts)."""
+    from ui.job_manager import current_identity
+
+    try:
+        return current_identity().browser
+    except Exception:  # noqa: BLE001 - no identity: the session's random id serves
+        return None
+
+
+def student_id_for(class_code: str | None) -> str | None:
+    """This browser's student id in class `class_code`, or None when the browser cannot be named.
+
+    A hash of the browser id and the code: a student whose process died rejoins on another process as
+    the same student (their answer stays theirs, the class does not count them twice), and the ids of one
+    browser in two classes are unrelated. Two tabs of one browser are one student (one answer between
+    them: the last click counts); a private window or another browser is another student."""
+    bid = browser()
+    if not class_code or not bid:
+        return None
+    return "s-" + hashlib.sha256(f"glass-class-student|{bid}|{class_code}".encode()).hexdigest()[:32]
+
+
 def join(raw_code: str, follow: bool = True) -> bool:
-    """Join the class `raw_code` as a student; on failure a notice says why (rate limit included)."""
+    """Join the class `raw_code` as a student; on failure a notice says why (rate limit included).
+    The student's id comes from the browser when it has one (`student_id_for`), else it is random."""
     s = ss()
-    sid = s.get(STUDENT) or new_student_id()
+    sid = student_id_for(normalize_code(raw_code)) or s.get(STUDENT) or new_student_id()
     try:
         snap = store().join(raw_code, client_id(), sid)
     except ClassStoreError as e:
@@ -226,9 +290,13 @@ def join_from_link() -> None:
 
 
 # -- the student's side ---------------------------------------------------------------------------------
-def poll() -> ClassSnapshot | None:
-    """The class as this student sees it now (None: the class is gone; the session leaves it)."""
+def poll(full: bool = True) -> ClassSnapshot | None:
+    """The class as this student sees it now (None: the class is gone; the session leaves it). Not `full`
+    (a poll each second): the last snapshot, when the class's stamp says nothing a student sees has moved."""
+    last = ss().get(SNAP)
     try:
+        if not full and last is not None and store().stamp(code()) == last.stamp:
+            return last
         snap = store().snapshot(code(), student_id=ss()[STUDENT])
     except ClassStoreError as e:  # the store cannot be reached: keep the last snapshot
         notify(f"The class cannot be reached just now ({e}).")
@@ -266,15 +334,13 @@ def follow_on_run(page: str) -> None:
             target = snap.state.get("page")
             if target in PAGE_FILES and target != page:
                 st.switch_page(PAGE_FILES[target], query_params={PARAM: snap.code})
-    s.pop("_class_rerun", None)  # this full run is the rerun a badge button asked for
     s[PENDING] = seen_key(snap)  # becomes SEEN when this run completes (panels.run)
 
 
 def set_following(on: bool) -> None:
-    """Callback of the badge's buttons; the panel then reruns the whole app."""
+    """Callback of the badge's buttons (their click reruns the whole app)."""
     ss()[FOLLOWING] = on
     ss().pop(APPLIED, None)  # following again: the teacher's state is applied afresh
-    ss()["_class_rerun"] = True
 
 
 # -- the teacher's side ---------------------------------------------------------------------------------
@@ -286,7 +352,7 @@ def teacher_key() -> str:
 def start_class() -> None:
     """Callback: a new class with this session's state; this session becomes its teacher."""
     leave_class()
-    state, _ = publishable(shared_state(ss().get(TEACHER_PAGE, "overview")))
+    state, _ = publishable(class_state(ss().get(TEACHER_PAGE, "overview")))
     try:
         new_code, secret = store().create(state)
     except ClassStoreError as e:
@@ -335,7 +401,7 @@ def publish(page: str, warn: bool = True) -> None:
     s = ss()
     if page not in NOT_SHARED and page in PAGE_FILES:
         s[TEACHER_PAGE] = page
-    state, refused = publishable(shared_state(s.get(TEACHER_PAGE, "overview")))
+    state, refused = publishable(class_state(s.get(TEACHER_PAGE, "overview")))
     if refused and warn:
         st.warning("The class cannot see your " + " and ".join(k.replace("_", " ") for k in refused)
                    + " (it holds < or >, or is over 500 characters): the students keep the one before.",

@@ -153,6 +153,11 @@ class ClassSnapshot:
     def answered(self) -> int:
         return sum(self.counts)
 
+    @property
+    def stamp(self) -> tuple:
+        """What moves when a student's view of the class changes (`ClassStore.stamp`)."""
+        return ("ended",) if self.ended else (self.version, self.question.id if self.question else 0, self.revealed)
+
 
 # -- validation ---------------------------------------------------------------------------------------
 def check_text(value, max_len: int = MAX_TEXT, what: str = "text", allow_empty: bool = False) -> str:
@@ -215,6 +220,7 @@ STATE_FIELDS = {
     "lesson": _slug,
     "step": _step,
     "lesson_sentence": lambda v, w: check_text(v, MAX_TEXT, w, allow_empty=True),  # the guided lesson's own
+    "own_model": _bool,  # the teacher shows a model of their own (private): the class sees `model` instead
 }
 
 
@@ -378,6 +384,18 @@ class ClassStore(ABC):
         if student_id is not None:
             student_id = check_id(student_id)
         return self._snapshot(code, teacher, student_id)
+
+    def stamp(self, code: str) -> tuple | None:
+        """(version, question id, revealed), ("ended",), or None when there is no such class: what moves when
+        anything a student sees changes (not the counts, which only the teacher sees). One small read: a
+        student's poll compares it with its last snapshot's (`ClassSnapshot.stamp`) and asks for a whole
+        snapshot only when it moved."""
+        code = normalize_code(code)
+        return None if code is None else self._stamp(code)
+
+    def _stamp(self, code: str) -> tuple | None:  # a back-end may do it cheaper
+        snap = self._snapshot(code, False, None)
+        return None if snap is None else snap.stamp
 
     def close(self) -> None:  # noqa: B027 - optional
         pass
