@@ -68,7 +68,7 @@ def summary(xs: list[float]) -> dict:
 
 def xsrf_cookie() -> str:
     """A browser's `_streamlit_xsrf` cookie as Streamlit sets it (version 2: mask, token XOR mask, time):
-    what names the browser, and so its student, on every app process (ui.job_manager.browser_id)."""
+    what names the browser, and so its student, on every app process (ui.identity.browser_id)."""
     mask, token = os.urandom(4), os.urandom(32)
     return f"2|{mask.hex()}|{bytes(b ^ mask[i % 4] for i, b in enumerate(token)).hex()}|{int(time.time())}"
 

@@ -470,8 +470,8 @@ def test_a_browser_is_the_same_student_on_every_process(redis_url, monkeypatch):
     Redis) names the same student on every app process: a student moved to another process (a failover)
     rejoins as themselves, their answer still theirs and the class not counting them twice. Each "process"
     here has its own class store client and its own fallback key; only Redis is shared."""
-    from ui import job_manager, shared_redis
-    from ui.job_manager import Identity
+    from ui import identity, shared_redis
+    from ui.identity import Identity
 
     monkeypatch.setenv(classroom.REDIS_URL_ENV, redis_url)
     monkeypatch.setattr(shared_redis, "_clients", {})
@@ -484,12 +484,12 @@ def test_a_browser_is_the_same_student_on_every_process(redis_url, monkeypatch):
     def on_process(i: int, browser_cookie: str | None) -> None:
         """What this process's next session sees: its store, its own key (until it reads Redis's)."""
         monkeypatch.setitem(classroom._stores, redis_url, stores[i])
-        monkeypatch.setattr(job_manager, "_SECRET", uuid.uuid4().bytes)
-        monkeypatch.setattr(job_manager, "_KEY", None)
+        monkeypatch.setattr(identity, "_SECRET", uuid.uuid4().bytes)
+        monkeypatch.setattr(identity, "_KEY", None)
         cookie["value"] = browser_cookie
 
-    monkeypatch.setattr(job_manager, "current_identity",
-                        lambda: Identity("local", job_manager.browser_id(cookie["value"]), None))
+    monkeypatch.setattr(identity, "current_identity",
+                        lambda: Identity("local", identity.browser_id(cookie["value"]), None))
     mine, other = xsrf_cookie(b"browser-one-token-0123456789"), xsrf_cookie(b"browser-two-token-0123456789")
     try:
         on_process(0, None)
@@ -507,7 +507,7 @@ def test_a_browser_is_the_same_student_on_every_process(redis_url, monkeypatch):
 
         on_process(1, mine)  # process 0 died: the same browser, a new session on process 1
         again = join_by_link(code)
-        assert state(again, "_class_student") == sid and job_manager._KEY != job_manager._SECRET
+        assert state(again, "_class_student") == sid and identity._KEY != identity._SECRET
         assert store_students(stores[1], code) == 1  # not a second student
         snap = stores[1].snapshot(code, student_id=sid)
         assert snap.my_answer == 1 and snap.answered == 1  # the answer is still theirs

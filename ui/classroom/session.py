@@ -235,9 +235,9 @@ def client_id() -> str:
 
 
 def browser() -> str | None:
-    """This browser's id (`ui.job_manager.current_identity().browser`: a keyed hash of its XSRF cookie,
+    """This browser's id (`ui.identity.current_identity().browser`: a keyed hash of its XSRF cookie,
     the same on every app process when GLASS_REDIS_URL is set), or None (no cookie: AppTest, scripts)."""
-    from ui.job_manager import current_identity
+    from ui.identity import current_identity
 
     try:
         return current_identity().browser
