@@ -45,13 +45,15 @@ sentence_header(a)
 cfg = current_model().bundle.config
 ss = st.session_state
 
-with st.expander(text.QKV_TITLE):
-    st.markdown(text.QKV)
-with st.expander(text.RNN_TITLE):
-    st.markdown(text.RNN)
-    for latex in text.RNN_LATEX:
-        st.latex(latex)
-    st.markdown(text.RNN_AFTER)
+with fold(text.QKV_TITLE, f"{P}fold_qkv") as shown:
+    if shown:
+        st.markdown(text.QKV)
+with fold(text.RNN_TITLE, f"{P}fold_rnn") as shown:
+    if shown:
+        st.markdown(text.RNN)
+        for latex in text.RNN_LATEX:
+            st.latex(latex)
+        st.markdown(text.RNN_AFTER)
 
 labels = a.src_labels
 focus = coref_defaults(a, KEYS, cfg.n_enc_layers)  # before the fragment: a new sentence moves the pickers
