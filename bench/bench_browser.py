@@ -250,7 +250,7 @@ def print_row(title: str, row: list[PageFigures | None], names: list[str]) -> No
     print(f"  {'checkout':24s} {'nav':>7s} {'sentence':>8s} {'toggle':>7s}  charts drawn in-view tables    ws KB")
     for name, f in zip(names, row, strict=True):
         if f is None:
-            print(f"  {name:24s}  (no such page)")
+            print(f"  {name:24s} {'n/a':>7s} {'n/a':>8s} {'n/a':>7s}  (no such page in this checkout)")
             continue
         c = f.counts
         kb = med([b / 1000 for b in f.bytes])
@@ -269,6 +269,7 @@ def print_summary(results: dict[str, list[PageFigures | None]], names: list[str]
         for title, row in results.items():
             f = row[i]
             if f is None:
+                print(f"  {title:30s} {'n/a':>7s} {'n/a':>8s} {'n/a':>7s} {'n/a':>6s}  (no such page)")
                 continue
             worst = max((m for m in (med(f.nav), med(f.sentence), med(f.toggle)) if m is not None), default=None)
             ok = (not f.error and worst is not None and worst <= TARGET_S

@@ -28,7 +28,13 @@ timed from sending the rerun to the end of its run (script_finished); the same c
 text as the server sent it (the sentence header must be there after typing). The trainers stay
 Chromium pages: their polling is the frontend's (st.fragment timers).
 
+--root PATH runs the app of another checkout (e.g. a git worktree of an older commit, which also starts
+with `python -m streamlit run app.py`) for a before/after figure, in the same spirit as bench_browser; the
+students, the checks and the figures stay this script's. Run one checkout at a time: thirty Chromium
+pages take the whole machine.
+
     .venv/bin/python -m bench.load_test [--client browser|ws] [--students 30] [--interactions 5] [--deadline 300]
+                                         [--root /work/wt/base]
 """
 
 from __future__ import annotations
@@ -361,8 +367,10 @@ async def main_async(args) -> Report:
     for s, sentences_of_s in enumerate(mine):
         for sentence, translation in sentences_of_s:
             OWNER[sentence], TRANSLATIONS[sentence] = s, translation
-    server = start_server(log=Path("/tmp") / "glass-load-test.log", timeout=120)
-    print(f"server {server.url} (log {server.log}); students: {args.client} client", flush=True)
+    root = Path(args.root).resolve() if args.root else None
+    server = start_server(log=Path("/tmp") / "glass-load-test.log", timeout=120, root=root)
+    print(f"server {server.url} (log {server.log}), app of {root or 'this checkout'}; students: {args.client} client",
+          flush=True)
     cpu0 = cpu_seconds(server.proc.pid)
     try:
         async with contextlib.AsyncExitStack() as stack:
@@ -441,6 +449,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="mean seconds a student reads a page before the next interaction (uniform in [0, 2x]); "
                          "0: the next one at once, which measures a saturated server")
     ap.add_argument("--json", help="also write the figures to this file")
+    ap.add_argument("--root", help="run the app of this checkout instead (default: this one); its sidebar must "
+                                   "have the pages the students visit")
     args = ap.parse_args(argv)
     if not set(SWITCH_PAGES) <= {p.title for p in PAGES}:
         print(f"app.py lacks some of the pages {SWITCH_PAGES}", file=sys.stderr)

@@ -7,7 +7,7 @@ from pages.content import before as text
 from ui import shell
 from ui.rnn import RNN_LABELS, STATE_KEY, available, comparison, view
 from ui.widgets import chart as labelled_chart
-from ui.widgets import md, notice, page_link, pick, sentence_header
+from ui.widgets import fold, md, notice, page_link, pick, sentence_header
 from viz import rnn as vr
 from viz.heatmap import table
 
@@ -58,9 +58,10 @@ else:
     s = vr.decoder_step(t, dstep, out)
     chart(vr.bars_figure(s.scores, s.alpha, src), "step")
     notice(vr.step_notice(s, src, dstep))
-    chart(vr.context_figure(s, dstep), "context")
-    with st.expander("The numbers of this step"):
-        st.dataframe(vr.step_table(s, src), hide_index=True)
+    with fold("Show the context c_t of this step and its numbers", f"{P}fold_context") as shown:
+        if shown:
+            chart(vr.context_figure(s, dstep), "context")
+            st.dataframe(vr.step_table(s, src), hide_index=True)
     st.caption(text.INDEX_NOTE)
 
     st.header("3 · Every step at once: the alignment matrix")
@@ -68,8 +69,9 @@ else:
     alpha = t["rnn.dec.alpha"][0]
     chart(vr.alignment_figure(alpha, src, out), "align")
     notice(vr.alignment_notice(alpha, src, out))
-    with st.expander("α as a table (rnn.dec.alpha)"):
-        st.dataframe(table(alpha, src, out))
+    with fold("α as a table (rnn.dec.alpha)", f"{P}fold_alpha") as shown:
+        if shown:
+            st.dataframe(table(alpha, src, out))
 
     st.header("4 · Remove the RNN, keep the attention")
     st.markdown(text.DERIVATION)
@@ -92,19 +94,22 @@ else:
     notice(vr.cross_notice(x, tf_src, tf_out, head, off))
     notice(vr.agreement_notice(alpha, x.alpha, out, tf_out, src))
     st.caption(text.SCALE_NOTE)
-    j = pick("Output word j", list(range(len(tf_out))), f"{P}j", style="slider",
-             format_func=lambda i: f"{i + 1}: {vr.word(tf_out[i])}")
-    col1, col2 = st.columns(2)
-    with col1:
-        st.markdown(f"**Kᵀq_:{j + 1} and its softmax** (queries {x.module}.q, keys {x.module}.k)")
-        chart(vr.bars_figure(x.scores[j], x.alpha[j], tf_src, "Kᵀq / √d_k"), "tf_step")
-    with col2:
-        st.markdown(f"**c_:{j + 1} = V·α_:{j + 1}** next to the model's own {x.module}.z")
-        chart(vr.context_pair_figure(x, j), "tf_c")
-    notice(vr.cross_step_notice(x, j, tf_src, tf_out, off))
-    st.markdown(f"**All output words at once: C = [c_:1 … c_:{len(tf_out)}]**")
-    chart(vr.c_matrix_figure(x, tf_out), "tf_C")
-    notice(vr.c_matrix_notice(x, off))
+    with fold("Show one output word: Kᵀq, its softmax, and c = V·α beside the model's z", f"{P}fold_word") as shown:
+        if shown:
+            j = pick("Output word j", list(range(len(tf_out))), f"{P}j", style="slider",
+                     format_func=lambda i: f"{i + 1}: {vr.word(tf_out[i])}")
+            col1, col2 = st.columns(2)
+            with col1:
+                st.markdown(f"**Kᵀq_:{j + 1} and its softmax** (queries {x.module}.q, keys {x.module}.k)")
+                chart(vr.bars_figure(x.scores[j], x.alpha[j], tf_src, "Kᵀq / √d_k"), "tf_step")
+            with col2:
+                st.markdown(f"**c_:{j + 1} = V·α_:{j + 1}** next to the model's own {x.module}.z")
+                chart(vr.context_pair_figure(x, j), "tf_c")
+            notice(vr.cross_step_notice(x, j, tf_src, tf_out, off))
+    with fold("Show every output word at once: C = [c_:1 … c_:m], V·α for each column", f"{P}fold_C") as shown:
+        if shown:
+            chart(vr.c_matrix_figure(x, tf_out), "tf_C")
+            notice(vr.c_matrix_notice(x, off))
     st.markdown(text.NO_RECURRENCE)
 
 st.header("5 · Measured: sequential steps, speed, accuracy, long-range gradients")
@@ -113,26 +118,31 @@ if data is None:
     st.info(text.NO_COMPARISON)
 else:
     st.markdown(text.MEASURED)
-    c1, c2 = st.columns(2)
-    with c1:
-        chart(vr.steps_figure(data), "m_steps")
-        notice(vr.steps_notice(data))
-    with c2:
-        chart(vr.encode_time_figure(data), "m_time")
-        notice(vr.encode_time_notice(data))
+    with fold("Show the sequential steps and the encoding time, by sentence length", f"{P}fold_speed") as shown:
+        if shown:
+            c1, c2 = st.columns(2)
+            with c1:
+                chart(vr.steps_figure(data), "m_steps")
+                notice(vr.steps_notice(data))
+            with c2:
+                chart(vr.encode_time_figure(data), "m_time")
+                notice(vr.encode_time_notice(data))
     st.markdown(text.PARALLEL_NOTE)
     st.subheader("Training to the same accuracy")
     st.dataframe(vr.training_table(data), hide_index=True)
     notice(vr.training_notice(data))
     st.subheader("Accuracy by sentence length, and il/elle")
-    chart(vr.length_figure(data), "m_len")
-    notice(vr.length_notice(data))
-    with st.expander("The numbers"):
-        st.dataframe(vr.length_table(data), hide_index=True)
+    with fold("Show the accuracy by sentence length and its numbers", f"{P}fold_length") as shown:
+        if shown:
+            chart(vr.length_figure(data), "m_len")
+            notice(vr.length_notice(data))
+            st.dataframe(vr.length_table(data), hide_index=True)
     st.subheader("The long-term dependency problem")
     st.markdown(text.GRADIENT)
-    chart(vr.gradient_figure(data), "m_grad")
-    notice(vr.gradient_notice(data))
+    with fold("Show the gradient norm by distance t − i, both models", f"{P}fold_gradient") as shown:
+        if shown:
+            chart(vr.gradient_figure(data), "m_grad")
+            notice(vr.gradient_notice(data))
 
 st.divider()
 page_link("pages/why_attention.py", text.NEXT_WHY)

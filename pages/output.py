@@ -48,8 +48,9 @@ with c1:
 with c2:
     notice(vo.choice_notice(out, itos, a.tgt_labels[pos]))
 c2.metric("probability of these 10 together", f"{float(top['probability'].sum()):.4f}")
-with c2.expander("The 10 as a table"):
-    st.dataframe(top, hide_index=True)
+with c2, fold("The 10 as a table", "output_fold_top") as shown:
+    if shown:
+        st.dataframe(top, hide_index=True)
 st.markdown(f"**All {V} logits at this position** (hover for the word):")
 chart(vo.logits_figure(out.logits, itos), key="output_logits", config=CHART)
 notice(vo.logits_notice(out.logits, itos))
@@ -115,18 +116,27 @@ st.header("4. Greedy decoding, step by step")
 st.markdown(text.GREEDY)
 g = a.greedy
 st.dataframe(vo.greedy_table(g, itos), hide_index=True)
-gs = pick("Greedy step", range(1, len(g.steps) + 1), "output_greedy_step", style="slider")
-step = g.steps[gs - 1]
-st.markdown(f"**Step {gs}**: the decoder has read {md(vo.prefix_words(step.prefix, itos))}.")
-cand = vo.step_candidates(step, itos)
-k1, k2 = st.columns([3, 2])
-with k1:
-    chart(vo.top_bar(cand, f"Top {len(cand)} candidates at step {gs}", highlight=itos[step.chosen]),
-          key="output_greedy_chart", config=CHART)
-with k2:
-    notice(vo.greedy_notice(step, gs, itos))
-with k2.expander("The candidates as a table"):
-    st.dataframe(cand, hide_index=True)
+
+
+@st.fragment
+def greedy_step(g, itos) -> None:
+    """One step of the greedy decoding: its slider reruns only this part of the page."""
+    gs = pick("Greedy step", range(1, len(g.steps) + 1), "output_greedy_step", style="slider")
+    step = g.steps[gs - 1]
+    st.markdown(f"**Step {gs}**: the decoder has read {md(vo.prefix_words(step.prefix, itos))}.")
+    cand = vo.step_candidates(step, itos)
+    k1, k2 = st.columns([3, 2])
+    with k1:
+        chart(vo.top_bar(cand, f"Top {len(cand)} candidates at step {gs}", highlight=itos[step.chosen]),
+              key="output_greedy_chart", config=CHART)
+    with k2:
+        notice(vo.greedy_notice(step, gs, itos))
+        with fold("The candidates as a table", "output_fold_candidates") as shown:
+            if shown:
+                st.dataframe(cand, hide_index=True)
+
+
+greedy_step(g, itos)
 if not g.finished:
     st.info("The model did not say <eos> before the length limit.")
 

@@ -85,66 +85,85 @@ with fold("Show both layouts side by side", "positional_fold_layouts") as shown:
                    key="positional_halves", numbers=False)
         notice(vp.layouts_notice(pe_table))
 
-st.header("3. One dimension across positions")
-chosen = st.multiselect("Dimensions", list(range(D)), default=vp.default_dims(D), key="positional_dims")
-if chosen:
-    chart(curves_figure(pe_table, chosen), key="positional_curves", config={"displayModeBar": False})
-    notice(vp.curves_notice(pe_table, chosen))
-else:
-    st.info("Pick at least one dimension.")
+# Sections 3-5 are fragments: their own widgets (dimensions, offset k, permutation) rerun only their section. A
+# new sentence, model or intervention, and the pair index i of section 1 (used in section 4), rerun the page.
+@st.fragment
+def one_dimension(pe_table, D: int) -> None:
+    st.header("3. One dimension across positions")
+    chosen = st.multiselect("Dimensions", list(range(D)), default=vp.default_dims(D), key="positional_dims")
+    if chosen:
+        chart(curves_figure(pe_table, chosen), key="positional_curves", config={"displayModeBar": False})
+        notice(vp.curves_notice(pe_table, chosen))
+    else:
+        st.info("Pick at least one dimension.")
 
-st.header("4. PE(pos + k) is a linear function of PE(pos)")
-st.markdown(text.ROTATION)
-k = int(st.number_input("Offset k", 0, L - 1, clamp(2, 0, L - 1), key="positional_k"))
-b = block(k, i, D)
-st.latex(text.ROTATION_LATEX)
-st.latex(rf"k = {k},\ i = {i}: \quad \begin{{pmatrix}} {b[0, 0]:.5f} & {b[0, 1]:.5f} \\ {b[1, 0]:.5f} & "
-         rf"{b[1, 1]:.5f} \end{{pmatrix}}, \qquad M_k = \mathrm{{diag}}(B_0, B_1, \dots, B_{{{D // 2 - 1}}})"
-         rf"\in \mathbb{{R}}^{{{D} \times {D}}}")
-M = rotation(k, D)
-figure(M[:8, :8], dims[:8], dims[:8], "encoding", title=f"M_{k}, top-left 8 × 8 corner (2 × 2 blocks, zeros elsewhere)",
-       shape=f"[{D}, {D}]", key="positional_M", digits=3, numbers=False, note=vp.rotation_notice(M, k, i))
-checks = shift_check(pe_table, k)
-c1, c2 = st.columns([1, 2])
-c1.metric(f"Largest error over all {len(checks)} positions", f"{checks.iloc[:, 2].max():.1e}")
-c1.caption(text.shift_caption(vp.float64_shift_error(L, D, k)))
-with c2:
-    with fold("Every position, row by row", "positional_checks") as shown:
+
+@st.fragment
+def shift(pe_table, D: int, L: int, i: int, dims: list[str]) -> None:
+    st.header("4. PE(pos + k) is a linear function of PE(pos)")
+    st.markdown(text.ROTATION)
+    k = int(st.number_input("Offset k", 0, L - 1, clamp(2, 0, L - 1), key="positional_k"))
+    b = block(k, i, D)
+    st.latex(text.ROTATION_LATEX)
+    st.latex(rf"k = {k},\ i = {i}: \quad \begin{{pmatrix}} {b[0, 0]:.5f} & {b[0, 1]:.5f} \\ {b[1, 0]:.5f} & "
+             rf"{b[1, 1]:.5f} \end{{pmatrix}}, \qquad M_k = \mathrm{{diag}}(B_0, B_1, \dots, B_{{{D // 2 - 1}}})"
+             rf"\in \mathbb{{R}}^{{{D} \times {D}}}")
+    M = rotation(k, D)
+    with fold("Show M_k's top-left corner as a heatmap", "positional_fold_M") as shown:
         if shown:
-            st.dataframe(checks, hide_index=True, height=240)
+            figure(M[:8, :8], dims[:8], dims[:8], "encoding", shape=f"[{D}, {D}]", key="positional_M", digits=3,
+                   title=f"M_{k}, top-left 8 × 8 corner (2 × 2 blocks, zeros elsewhere)", numbers=False,
+                   note=vp.rotation_notice(M, k, i))
+    checks = shift_check(pe_table, k)
+    c1, c2 = st.columns([1, 2])
+    c1.metric(f"Largest error over all {len(checks)} positions", f"{checks.iloc[:, 2].max():.1e}")
+    c1.caption(text.shift_caption(vp.float64_shift_error(L, D, k)))
+    with c2:
+        with fold("Every position, row by row", "positional_checks") as shown:
+            if shown:
+                st.dataframe(checks, hide_index=True, height=240)
 
-st.header("5. Switch it off: word order stops mattering")
-n = len(a.prepared.tokens)
-c1, c2 = st.columns(2)
-how = c1.selectbox("Permute the words", ORDERS, key="positional_order")
-seed = int(c2.number_input("Shuffle seed", 0, 10_000, 0, key="positional_seed", disabled=how != "shuffled"))
-order = make_order(n, how, seed)
-perm_tokens = [a.prepared.tokens[j] for j in order]
-st.markdown("**Permuted sentence:** " + " ".join(f":orange-background[{md(t)}]" for t in perm_tokens)
-            + " :gray-background[<eos>]")
-off, on = permutation_checks(ref.trace["src.tokens"][0], order)
-if n < 2:
-    st.info("With a single word there is nothing to permute: type a longer sentence.")
-c1, c2 = st.columns(2)
-for col, check, label in ((c1, off, "Positional encoding OFF"), (c2, on, "Positional encoding ON")):
-    with col:
-        st.subheader(label)
-        st.metric("max |encoder outputs − permuted outputs, put back in order|", f"{check.max_diff:.1e}")
-        st.markdown(f"**Translation:** {md(check.translation) or '*(empty)*'}  \n"
-                    f"**Translation of the permuted sentence:** {md(check.translation_perm) or '*(empty)*'}")
-st.markdown(text.order_blind(off.translation == off.translation_perm, off.max_diff))
-with fold("Show the encoder outputs without PE, in both orders", "positional_fold_off") as shown:
-    if shown:
-        perm_labels = token_labels([*perm_tokens, EOS])
-        c1, c2 = st.columns(2)
-        with c1:
-            figure(off.enc[:, :16], dims[:16], ref.src_labels, "activations", title="PE off: enc.out, your sentence",
-                   shape=shape_text(off.enc, "T, D") + ", first 16 dims", key="positional_enc_off", numbers=False)
-        with c2:
-            figure(off.enc_perm[:, :16], dims[:16], perm_labels, "activations", title="PE off: enc.out, permuted",
-                   shape=shape_text(off.enc_perm, "T, D") + ", first 16 dims", key="positional_enc_off_perm",
-                   numbers=False)
-        notice(vp.permuted_notice(off.enc, off.enc_perm, off.order, ref.src_labels))
+
+@st.fragment
+def word_order(a, ref, dims: list[str]) -> None:
+    st.header("5. Switch it off: word order stops mattering")
+    n = len(a.prepared.tokens)
+    c1, c2 = st.columns(2)
+    how = c1.selectbox("Permute the words", ORDERS, key="positional_order")
+    seed = int(c2.number_input("Shuffle seed", 0, 10_000, 0, key="positional_seed", disabled=how != "shuffled"))
+    order = make_order(n, how, seed)
+    perm_tokens = [a.prepared.tokens[j] for j in order]
+    st.markdown("**Permuted sentence:** " + " ".join(f":orange-background[{md(t)}]" for t in perm_tokens)
+                + " :gray-background[<eos>]")
+    off, on = permutation_checks(ref.trace["src.tokens"][0], order)
+    if n < 2:
+        st.info("With a single word there is nothing to permute: type a longer sentence.")
+    c1, c2 = st.columns(2)
+    for col, check, label in ((c1, off, "Positional encoding OFF"), (c2, on, "Positional encoding ON")):
+        with col:
+            st.subheader(label)
+            st.metric("max |encoder outputs − permuted outputs, put back in order|", f"{check.max_diff:.1e}")
+            st.markdown(f"**Translation:** {md(check.translation) or '*(empty)*'}  \n"
+                        f"**Translation of the permuted sentence:** {md(check.translation_perm) or '*(empty)*'}")
+    st.markdown(text.order_blind(off.translation == off.translation_perm, off.max_diff))
+    with fold("Show the encoder outputs without PE, in both orders", "positional_fold_off") as shown:
+        if shown:
+            perm_labels = token_labels([*perm_tokens, EOS])
+            c1, c2 = st.columns(2)
+            with c1:
+                figure(off.enc[:, :16], dims[:16], ref.src_labels, "activations",
+                       title="PE off: enc.out, your sentence", key="positional_enc_off", numbers=False,
+                       shape=shape_text(off.enc, "T, D") + ", first 16 dims")
+            with c2:
+                figure(off.enc_perm[:, :16], dims[:16], perm_labels, "activations", title="PE off: enc.out, permuted",
+                       shape=shape_text(off.enc_perm, "T, D") + ", first 16 dims", key="positional_enc_off_perm",
+                       numbers=False)
+            notice(vp.permuted_notice(off.enc, off.enc_perm, off.order, ref.src_labels))
+
+
+one_dimension(pe_table, D)
+shift(pe_table, D, L, i, dims)
+word_order(a, ref, dims)
 
 st.subheader("The sidebar switch changes the whole model")
 pe_off = analysis(iv=Interventions(positional_encoding=False))

@@ -43,95 +43,109 @@ a = analysis()
 require_sentence(a)
 sentence_header(a)
 cfg = current_model().bundle.config
-iv = a.interventions
 ss = st.session_state
 
-with st.expander(text.QKV_TITLE):
-    st.markdown(text.QKV)
-with st.expander(text.RNN_TITLE):
-    st.markdown(text.RNN)
-    for latex in text.RNN_LATEX:
-        st.latex(latex)
-    st.markdown(text.RNN_AFTER)
+with fold(text.QKV_TITLE, f"{P}fold_qkv") as shown:
+    if shown:
+        st.markdown(text.QKV)
+with fold(text.RNN_TITLE, f"{P}fold_rnn") as shown:
+    if shown:
+        st.markdown(text.RNN)
+        for latex in text.RNN_LATEX:
+            st.latex(latex)
+        st.markdown(text.RNN_AFTER)
 
-st.header("One word through one head")
 labels = a.src_labels
-focus = coref_defaults(a, KEYS, cfg.n_enc_layers)
-mode = st.radio("Numbers from", MODES, key=f"{P}mode", horizontal=True)
-if mode == MODES[1]:  # the pickers belong to the trained model: hidden, their choices kept for later
-    for k in KEYS:
-        if k in ss:
-            ss[k] = ss[k]
-    layer = ss.get(KEYS[0], 0) if ss.get(KEYS[0], 0) in range(cfg.n_enc_layers) else 0
-    head = ss.get(KEYS[1], 0) if ss.get(KEYS[1], 0) in range(cfg.n_heads) else 0
-    st.info(text.TEXTBOOK)
-    tb_labels = va.textbook_labels()
-    tb_word = st.radio("Query", [0, 1], key=f"{P}tb_word", horizontal=True, format_func=lambda i: tb_labels[i])
-    show_steps(va.textbook_steps(thinking_machines(), tb_word), tb_labels, tb_labels[tb_word], f"{P}tb_",
-               textbook=True, query=tb_word)
-else:
-    c1, c2, c3 = st.columns(3)
-    with c1:
-        layer = pick("Encoder layer", range(cfg.n_enc_layers), KEYS[0], format_func=lambda i: f"layer {i}")
-    with c2:
-        head = pick("Head", range(cfg.n_heads), KEYS[1], format_func=lambda h: f"head {h}")
-    with c3:
-        word = pick("Query word", range(len(labels)), KEYS[2], default=va.find_word(a.prepared.tokens, "it") or 0,
-                    format_func=lambda i: labels[i])
-    if focus is not None:
-        c = va.coref_parts(a.prepared.tokens)
-        st.markdown(text.focus(focus.layer, focus.head, *(md(va.word_of(labels[j])) for j in (c.referent, c.other,
-                               c.adjective)), focus.weight, focus.other))
-    st.markdown(f"Query word **{md(labels[word])}**, encoder layer {layer}, head {head}.")
-    show_steps(va.word_steps(a.trace, f"enc.{layer}.self_attn", head, word), labels, labels[word], f"{P}w_",
-               off=(f"enc.{layer}.self_attn", head) in iv.heads_off, proj=projection(a, layer, head, word))
-module = f"enc.{layer}.self_attn"
+focus = coref_defaults(a, KEYS, cfg.n_enc_layers)  # before the fragment: a new sentence moves the pickers
 
-st.header("All words at once: the matrix form")
-T, d_k = len(labels), cfg.d_k
-st.markdown(text.MATRIX_FORM)
-st.latex(text.MATRIX_LATEX_QKV)
-st.latex(text.MATRIX_LATEX)
-st.latex(text.shapes_latex(T, d_k))
-if not iv.scale:
-    st.warning(text.UNSCALED)
-t = a.trace
-sc, w = t[f"{module}.scores"][0, head], t[f"{module}.weights"][0, head]
-with fold("Show the four matrices of this head: QKᵀ, ÷√d_k, softmax, Z", f"{P}fold_matrix") as shown:
-    if shown:
-        c1, c2 = st.columns(2)
-        with c1:
-            square(sc, "scores", f"QKᵀ (scores), layer {layer}, head {head}", "m_scores", va.scores_notice(sc, labels))
-        with c2:
-            square(t[f"{module}.scaled"][0, head], "scores", "QKᵀ / √d_k (scaled)", "m_scaled",
-                   va.scores_notice(sc, labels, t[f"{module}.scaled"][0, head], math.sqrt(d_k) if iv.scale else 1.0))
-        c1, c2 = st.columns(2)
-        with c1:
-            square(w, "weights", "softmax: attention weights", "m_weights", va.matrix_notice(w, labels, labels))
-        with c2:
-            figure(t[f"{module}.z"][0, head], va.dims(d_k), labels, "activations", title="Z = weights · V",
-                   shape=f"[{T}, {d_k}]", key=f"{P}m_z", x_title="dimension", y_title="word",
-                   note=va.z_matrix_notice(t[f"{module}.z"][0, head], w, t[f"{module}.v"][0, head], labels))
 
-st.header("Why divide by √d_k?")
-with fold("Show the experiment: Var(q·k) grows with d_k, and the softmax saturates", f"{P}fold_scale") as shown:
-    if shown:
-        show_why_scale(cfg.d_k, P, text)
-
-st.header("Attention without learned weights")
-plain = plain_self_attention(layer_output(t, layer - 1))  # X: the vectors entering this layer (layer 0: embedding + PE)
-st.markdown(text.PLAIN)
-st.latex(text.PLAIN_LATEX)
-st.markdown(text.PLAIN_AFTER)
-with fold("Show softmax(XXᵀ) beside the learned weights of this head", f"{P}fold_plain") as shown:
-    if shown:
-        c1, c2 = st.columns(2)
+@st.fragment
+def one_head(a, cfg, focus) -> None:
+    """Everything that follows the layer / head / query-word pickers (and the d_k slider): a change of one of them
+    reruns only this part of the page, not the sidebar, the prose above or the coreference section below. A new
+    sentence, another model or an intervention is a full run, which calls this again with the new analysis."""
+    iv, labels = a.interventions, a.src_labels
+    st.header("One word through one head")
+    mode = st.radio("Numbers from", MODES, key=f"{P}mode", horizontal=True)
+    if mode == MODES[1]:  # the pickers belong to the trained model: hidden, their choices kept for later
+        for k in KEYS:
+            if k in ss:
+                ss[k] = ss[k]
+        layer = ss.get(KEYS[0], 0) if ss.get(KEYS[0], 0) in range(cfg.n_enc_layers) else 0
+        head = ss.get(KEYS[1], 0) if ss.get(KEYS[1], 0) in range(cfg.n_heads) else 0
+        st.info(text.TEXTBOOK)
+        tb_labels = va.textbook_labels()
+        tb_word = st.radio("Query", [0, 1], key=f"{P}tb_word", horizontal=True, format_func=lambda i: tb_labels[i])
+        show_steps(va.textbook_steps(thinking_machines(), tb_word), tb_labels, tb_labels[tb_word], f"{P}tb_",
+                   textbook=True, query=tb_word)
+    else:
+        c1, c2, c3 = st.columns(3)
         with c1:
-            square(plain.weights, "weights", f"softmax(XXᵀ), X = input of layer {layer}", "plain",
-                   va.matrix_notice(plain.weights, labels, labels))
+            layer = pick("Encoder layer", range(cfg.n_enc_layers), KEYS[0], format_func=lambda i: f"layer {i}")
         with c2:
-            square(w, "weights", f"learned: layer {layer}, head {head}", "learned",
-                   va.plain_notice(plain.weights, w, labels))
+            head = pick("Head", range(cfg.n_heads), KEYS[1], format_func=lambda h: f"head {h}")
+        with c3:
+            word = pick("Query word", range(len(labels)), KEYS[2], default=va.find_word(a.prepared.tokens, "it") or 0,
+                        format_func=lambda i: labels[i])
+        if focus is not None:
+            c = va.coref_parts(a.prepared.tokens)
+            st.markdown(text.focus(focus.layer, focus.head, *(md(va.word_of(labels[j])) for j in (c.referent, c.other,
+                                   c.adjective)), focus.weight, focus.other))
+        st.markdown(f"Query word **{md(labels[word])}**, encoder layer {layer}, head {head}.")
+        show_steps(va.word_steps(a.trace, f"enc.{layer}.self_attn", head, word), labels, labels[word], f"{P}w_",
+                   off=(f"enc.{layer}.self_attn", head) in iv.heads_off, proj=projection(a, layer, head, word))
+    module = f"enc.{layer}.self_attn"
+
+    st.header("All words at once: the matrix form")
+    T, d_k = len(labels), cfg.d_k
+    st.markdown(text.MATRIX_FORM)
+    st.latex(text.MATRIX_LATEX_QKV)
+    st.latex(text.MATRIX_LATEX)
+    st.latex(text.shapes_latex(T, d_k))
+    if not iv.scale:
+        st.warning(text.UNSCALED)
+    t = a.trace
+    sc, w = t[f"{module}.scores"][0, head], t[f"{module}.weights"][0, head]
+    with fold("Show the four matrices of this head: QKᵀ, ÷√d_k, softmax, Z", f"{P}fold_matrix") as shown:
+        if shown:
+            c1, c2 = st.columns(2)
+            with c1:
+                square(sc, "scores", f"QKᵀ (scores), layer {layer}, head {head}", "m_scores",
+                       va.scores_notice(sc, labels))
+            with c2:
+                scaled = t[f"{module}.scaled"][0, head]
+                square(scaled, "scores", "QKᵀ / √d_k (scaled)", "m_scaled",
+                       va.scores_notice(sc, labels, scaled, math.sqrt(d_k) if iv.scale else 1.0))
+            c1, c2 = st.columns(2)
+            with c1:
+                square(w, "weights", "softmax: attention weights", "m_weights", va.matrix_notice(w, labels, labels))
+            with c2:
+                figure(t[f"{module}.z"][0, head], va.dims(d_k), labels, "activations", title="Z = weights · V",
+                       shape=f"[{T}, {d_k}]", key=f"{P}m_z", x_title="dimension", y_title="word",
+                       note=va.z_matrix_notice(t[f"{module}.z"][0, head], w, t[f"{module}.v"][0, head], labels))
+
+    st.header("Why divide by √d_k?")
+    with fold("Show the experiment: Var(q·k) grows with d_k, and the softmax saturates", f"{P}fold_scale") as shown:
+        if shown:
+            show_why_scale(cfg.d_k, P, text)
+
+    st.header("Attention without learned weights")
+    plain = plain_self_attention(layer_output(t, layer - 1))  # X entering this layer (layer 0: embedding + PE)
+    st.markdown(text.PLAIN)
+    st.latex(text.PLAIN_LATEX)
+    st.markdown(text.PLAIN_AFTER)
+    with fold("Show softmax(XXᵀ) beside the learned weights of this head", f"{P}fold_plain") as shown:
+        if shown:
+            c1, c2 = st.columns(2)
+            with c1:
+                square(plain.weights, "weights", f"softmax(XXᵀ), X = input of layer {layer}", "plain",
+                       va.matrix_notice(plain.weights, labels, labels))
+            with c2:
+                square(w, "weights", f"learned: layer {layer}, head {head}", "learned",
+                       va.plain_notice(plain.weights, w, labels))
+
+
+one_head(a, cfg, focus)
 
 st.header("What does “it” refer to?")
 st.markdown(text.COREF)

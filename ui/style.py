@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import streamlit as st
 
+from viz.overview import FONT_SIZE as DIAGRAM_FONT
+
 PRESENTER_KEY = "presenter"  # session-state key of the sidebar toggle (URL parameter "presenter")
 PRESENTER_SCALE = 1.3  # root font size in presenter mode, relative to the browser's 16 px
 CHART_FONT = 13  # px, plotly figures' base font (tick labels, legends): >= 12 px at 100 % zoom
@@ -32,6 +34,10 @@ BASE_CSS = """
 /* Formulas never push the page sideways: they scroll inside their own box (made focusable by a script). */
 .katex-display { max-width: 100%; overflow-x: auto; overflow-y: hidden; padding: 2px 0; }
 .katex-display:focus-visible { outline: 2px solid #1c64d8; outline-offset: 2px; }
+/* Diagrams (st.graphviz_chart): Streamlit sets all their text to one small size (about 9.6 px before the diagram
+   is scaled to its column); give it back the size Graphviz laid the boxes out for (viz/overview.py FONT_SIZE, in
+   the diagram's units), so the labels fill their boxes and scale with the diagram. */
+[data-testid="stGraphVizChart"] svg text { font-size: DIAGRAM_FONTpx !important; }
 /* A focus ring that is visible on every theme. */
 a:focus-visible, button:focus-visible, [role="switch"]:focus-visible + *, summary:focus-visible {
   outline: 3px solid #1c64d8 !important; outline-offset: 2px;
@@ -44,6 +50,8 @@ a:focus-visible, button:focus-visible, [role="switch"]:focus-visible + *, summar
   [data-testid="stPlotlyChart"], [data-testid="stGraphVizChart"], [data-testid="stDataFrame"] { max-width: 100%; }
 }
 """
+
+BASE_CSS = BASE_CSS.replace("DIAGRAM_FONT", str(DIAGRAM_FONT))
 
 PRESENTER_CSS = f"""
 /* Presenter mode: every rem-based size of Streamlit grows with the root font size. */

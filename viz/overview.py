@@ -41,6 +41,12 @@ STOPS = (
 _COLOURS = {"embed": "#f8cecc", "pos": "#ffffff", "attn": "#ffe6cc", "norm": "#fff2cc", "ffn": "#dae8fc",
             "linear": "#e1d5e7", "softmax": "#d5e8d4", "io": "#f5f5f5"}
 
+# One font size for every label of the diagram, in the diagram's own units. Streamlit's frontend sets every text of
+# a Graphviz chart to one small CSS size, whatever the DOT says; ui/style.py sets them back to this one, so the
+# labels are as big as the boxes Graphviz drew around them. Labels are wrapped to a few short lines: the diagram
+# is then narrow (about 400 units for the two columns), so a 366 px phone column shows it at 0.9x, 12-13 px text.
+FONT_SIZE = 14
+
 
 def _node(name: str, label: str, kind: str, shape: str = "box") -> str:
     return (f'  {name} [label="{label}", shape={shape}, style="rounded,filled", fillcolor="{_COLOURS[kind]}", '
@@ -56,39 +62,39 @@ RESIDUAL_EDGES_DEC = tuple(
 def architecture_dot(cfg: Config) -> str:
     """The Transformer of Figure 1 (bottom to top), labelled with this model's sizes and the page numbers."""
     D, H, dk, F = cfg.d_model, cfg.n_heads, cfg.d_k, cfg.d_ff
+    cluster = f'labeljust=l; style="rounded"; color="#888888"; fontname="Helvetica"; fontsize={FONT_SIZE};'
     lines = [
         "digraph transformer {",
-        '  rankdir=BT; newrank=true; nodesep=0.35; ranksep=0.28; bgcolor="transparent";',
-        '  node [fontsize=11, margin="0.12,0.05"]; edge [arrowsize=0.6];',
-        _node("src", "Inputs (English tokens)", "io", "plaintext"),
-        _node("src_emb", f"(1) Input embedding  [V_src x {D}]", "embed"),
-        _node("src_pos", "(2) + positional encoding", "pos", "ellipse"),
-        _node("tgt", "Outputs so far (French, shifted right: <bos> ...)", "io", "plaintext"),
-        _node("tgt_emb", f"(1) Output embedding  [V_tgt x {D}]", "embed"),
-        _node("tgt_pos", "(2) + positional encoding", "pos", "ellipse"),
-        f'  subgraph cluster_enc {{ label="(5) Encoder layer  x {cfg.n_enc_layers}"; labeljust=l; '
-        'style="rounded"; color="#888888"; fontname="Helvetica"; fontsize=12;',
-        _node("enc_attn", f"(3)(4) Multi-head self-attention  {H} heads x d_k {dk}", "attn"),
+        '  rankdir=BT; newrank=true; nodesep=0.25; ranksep=0.25; bgcolor="transparent";',
+        f'  node [fontsize={FONT_SIZE}, margin="0.1,0.04"]; edge [arrowsize=0.6];',
+        _node("src", "Inputs\\n(English tokens)", "io", "plaintext"),
+        _node("src_emb", f"(1) Input embedding\\n[V_src x {D}]", "embed"),
+        _node("src_pos", "(2) + positional\\nencoding", "pos", "ellipse"),
+        _node("tgt", "Outputs so far\\n(French, shifted\\nright: <bos> ...)", "io", "plaintext"),
+        _node("tgt_emb", f"(1) Output embedding\\n[V_tgt x {D}]", "embed"),
+        _node("tgt_pos", "(2) + positional\\nencoding", "pos", "ellipse"),
+        f'  subgraph cluster_enc {{ label="(5) Encoder layer  x {cfg.n_enc_layers}"; {cluster}',
+        _node("enc_attn", f"(3)(4) Multi-head\\nself-attention\\n{H} heads x d_k {dk}", "attn"),
         _node("enc_norm1", "Add & Norm", "norm"),
-        _node("enc_ffn", f"Feed-forward  {D} -> {F} -> {D}", "ffn"),
+        _node("enc_ffn", f"Feed-forward\\n{D} -> {F} -> {D}", "ffn"),
         _node("enc_norm2", "Add & Norm", "norm"),
         "  }",
-        f'  subgraph cluster_dec {{ label="Decoder layer  x {cfg.n_dec_layers}"; labeljust=r; '
-        'style="rounded"; color="#888888"; fontname="Helvetica"; fontsize=12;',
-        _node("dec_self", f"(6) Masked multi-head self-attention  {H} heads", "attn"),
+        f'  subgraph cluster_dec {{ label="Decoder layer  x {cfg.n_dec_layers}"; {cluster.replace("=l", "=r")}',
+        _node("dec_self", f"(6) Masked multi-head\\nself-attention\\n{H} heads", "attn"),
         _node("dec_norm1", "Add & Norm", "norm"),
-        _node("dec_cross", f"(7) Encoder-decoder attention  {H} heads", "attn"),
+        _node("dec_cross", f"(7) Encoder-decoder\\nattention, {H} heads", "attn"),
         _node("dec_norm2", "Add & Norm", "norm"),
-        _node("dec_ffn", f"Feed-forward  {D} -> {F} -> {D}", "ffn"),
+        _node("dec_ffn", f"Feed-forward\\n{D} -> {F} -> {D}", "ffn"),
         _node("dec_norm3", "Add & Norm", "norm"),
         "  }",
-        _node("linear", f"(8) Linear  {D} -> V_tgt", "linear"),
+        _node("linear", f"(8) Linear\\n{D} -> V_tgt", "linear"),
         _node("softmax", "(8) Softmax", "softmax"),
-        _node("probs", "Output probabilities (next French word)", "io", "plaintext"),
+        _node("probs", "Output probabilities\\n(next French word)", "io", "plaintext"),
         "  src -> src_emb -> src_pos -> enc_attn -> enc_norm1 -> enc_ffn -> enc_norm2;",
         "  tgt -> tgt_emb -> tgt_pos -> dec_self -> dec_norm1 -> dec_cross -> dec_norm2 -> dec_ffn -> dec_norm3;",
         "  dec_norm3 -> linear -> softmax -> probs;",
-        '  enc_norm2 -> dec_cross [label=" keys, values", fontsize=10, color="#c0504d", fontcolor="#c0504d"];',
+        f'  enc_norm2 -> dec_cross [label=" keys,\\n values", fontsize={FONT_SIZE}, color="#c0504d", '
+        'fontcolor="#c0504d"];',
         '  src_pos -> enc_norm1 [style=dashed, color="#999999", arrowhead=none, constraint=false];',
         '  enc_norm1 -> enc_norm2 [style=dashed, color="#999999", arrowhead=none, constraint=false];',
         *RESIDUAL_EDGES_DEC,

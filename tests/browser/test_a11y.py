@@ -167,3 +167,28 @@ def test_no_sideways_scrolling_of_the_page(browser, app_url, width, height, scal
     finally:
         context.close()
     assert not wide, f"pages wider than a {width} x {height} viewport (scrollWidth, clientWidth): {wide}"
+
+
+DIAGRAM_JS = """() => [...document.querySelectorAll('[data-testid="stGraphVizChart"] svg')].map(svg => {
+  const scale = svg.getBoundingClientRect().width / svg.viewBox.baseVal.width;  // CSS px per diagram unit
+  const texts = [...svg.querySelectorAll('text')].filter(t => t.textContent.trim());
+  return {scale, width: svg.getBoundingClientRect().width,
+          sizes: texts.map(t => [parseFloat(getComputedStyle(t).fontSize) * scale, t.textContent.slice(0, 30)])};
+})"""
+
+
+@pytest.mark.parametrize(("width", "height", "query"), [(390, 844, {}), (1280, 720, {}),
+                                                        (1280, 720, {"presenter": "1"})],
+                         ids=["phone", "desktop", "presenter"])
+def test_overview_diagram_is_legible(app, width, height, query):
+    """The stack diagram's labels, as drawn (font size times the diagram's scale in its column), are at least
+    MIN_FONT_PX on a 390 px phone, at 1280 x 720 and in presenter mode; the diagram fits its column."""
+    app.page.set_viewport_size({"width": width, "height": height})
+    app.goto("overview", s=SENTENCE, **query)
+    settle(app)
+    app.page.wait_for_selector('[data-testid="stGraphVizChart"] svg text', timeout=30_000)
+    [diagram] = app.page.evaluate(DIAGRAM_JS)
+    assert len(diagram["sizes"]) >= 20, diagram  # every block of the stack has its label
+    small = [s for s in diagram["sizes"] if s[0] < MIN_FONT_PX]
+    assert not small, f"diagram text under {MIN_FONT_PX} px at {width} px (scale {diagram['scale']:.2f}): {small[:6]}"
+    assert diagram["width"] <= width
