@@ -20,6 +20,8 @@ import threading
 import time
 import uuid
 
+from redis.exceptions import RedisError
+
 from ui import train_worker
 from ui.job_queue import QUEUE, finish, key, publish
 from ui.shared_redis import client as redis_client
@@ -43,22 +45,26 @@ def train(spec: dict) -> str:
 
     def control() -> None:  # the page's stop button and the browser's liveness, seen from here
         while not done.is_set():
-            raw = conn.get(key("job", job_id, "stop"))
-            if raw is not None:
-                kind, reason = pickle.loads(raw)
-                why["reason"] = why["reason"] or reason
-                why["kill"] = why["kill"] or kind == "kill"
-                stop.set()
-            elif not conn.exists(key("job", job_id, "alive")):
-                why["reason"], why["kill"] = why["reason"] or "session ended", True
-                stop.set()
+            try:
+                raw = conn.get(key("job", job_id, "stop"))
+                if raw is not None:
+                    kind, reason = pickle.loads(raw)
+                    why["reason"] = why["reason"] or reason
+                    why["kill"] = why["kill"] or kind == "kill"
+                    stop.set()
+                elif not conn.exists(key("job", job_id, "alive")):
+                    why["reason"], why["kill"] = why["reason"] or "session ended", True
+                    stop.set()
+            except (RedisError, OSError):  # Redis away for a moment: the run goes on, look again next time
+                pass
             done.wait(POLL)
 
     done = threading.Event()
     end = ("end", "failed", "error", "Training failed before it started.")
     try:
-        if conn.exists(key("job", job_id, "stop")) or not conn.exists(key("job", job_id, "alive")):
-            reason = "stopped" if conn.exists(key("job", job_id, "stop")) else "session ended"
+        told = conn.get(key("job", job_id, "stop"))
+        if told is not None or not conn.exists(key("job", job_id, "alive")):  # stopped or left while queued
+            reason = pickle.loads(told)[1] if told is not None else "session ended"
             end = ("end", "stopped", reason, None)
             return reason
         publish(conn, job_id, ("started", {"wall": time.time(), "worker": socket.gethostname()}), attempt)
