@@ -325,14 +325,16 @@ class QueueJobManager:
         forward a stop (or kill) of this process's page to the worker."""
         job_id, last, told, attempt = spec["job_id"], "0", None, None
         while True:
-            wanted = "kill" if kill() else "stop" if stop.is_set() else None
-            if wanted is not None and wanted != told:
-                self.redis.set(key("job", job_id, "stop"), pickle.dumps((wanted, "stopped")), nx=told is None,
-                               ex=ACTIVE_TTL)
-                told = wanted
             try:
+                wanted = "kill" if kill() else "stop" if stop.is_set() else None
+                if wanted is not None and wanted != told:
+                    self.redis.set(key("job", job_id, "stop"), pickle.dumps((wanted, "stopped")),
+                                   nx=told is None, ex=ACTIVE_TTL)
+                    told = wanted
                 batches = self.redis.xread({events(job_id): last}, count=100, block=1000)
-            except Exception as e:  # noqa: BLE001 - Redis away for a moment: try again, the stream keeps
+                if not batches and not self.redis.exists(key("job", job_id, "meta")):
+                    return "failed", "error", "This training job's records expired on the server."
+            except (RedisError, OSError) as e:  # Redis away for a moment: try again, the stream keeps
                 _log.warning("training job %s: reading its stream failed (%s)", job_id, e)
                 time.sleep(1.0)
                 continue
@@ -347,8 +349,6 @@ class QueueJobManager:
                     if msg[0] == "end":
                         return msg[1], msg[2], msg[3]
                     receive(msg)
-            if not batches and not self.redis.exists(key("job", job_id, "meta")):
-                return "failed", "error", "This training job's records expired on the server."
 
     def _ensure_watchdog(self) -> None:
         with self._lock:
