@@ -441,7 +441,7 @@ def test_self_attention_opens_on_the_coreference_head_and_says_why(ref):
     assert (layer, head) != (0, 0)  # today's weights: layer 0, head 0 parks "it" on <eos>
     w = r.trace[f"enc.{layer}.self_attn.weights"][0, head, 7]
     text = plain_text(at)
-    assert f"open on **layer {layer}, head {head}**" in text
+    assert f"opens on **layer {layer}, head {head}**" in text
     assert f"gives it the most, {float(w[1]):.2f} (against {float(w[5]):.2f})" in text
     assert "park" in text and "<eos>" in text  # attention to <eos> is explained up front
     # the coreference heatmaps say which head links "it" to the deciding noun

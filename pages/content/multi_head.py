@@ -1,5 +1,7 @@
 """Prose of the multi-head attention page (pages/multi_head.py). Texts that state a number take it as an argument."""
 
+from pages.content.self_attention import focus  # noqa: F401 - one sentence for both pages
+
 INTRO = ("One attention pattern is one way for words to look at each other. Multi-head attention runs several "
          "attentions side by side, each with its own W_Q, W_K, W_V projecting to a smaller space of d_k "
          "dimensions, so different heads can follow different relations at the same time (which word a pronoun "
@@ -34,10 +36,3 @@ SWITCH_OFF = ("Untick a head above (or pick heads in the sidebar) and compare th
 ALL_ON = "All heads are on: before and after are the same model. Untick a head above to see its effect."
 GREEDY_CAPTION = "Probability the model gave each token when it chose it (each model decoding on its own)."
 
-
-def focus(layer: int, head: int, referent: str, other: str, adjective: str, weight: float, other_weight: float) -> str:
-    """Why the layer and head pickers opened where they did, on the coreference sentence."""
-    return (f"On this sentence the page opens on **layer {layer}, head {head}**, chosen from the weights: of the "
-            f"heads where “it” gives “{referent}” more than “{other}”, this one gives it the most, {weight:.2f} "
-            f"(against {other_weight:.2f}). “{adjective}” makes “it” the {referent}, the noun that decides il or "
-            "elle. Heads with nothing useful to read for “it” park its weight on <eos>.")

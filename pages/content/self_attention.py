@@ -64,11 +64,12 @@ NO_IT = "This model's vocabulary splits the sentence differently: no “it” to
 
 
 def focus(layer: int, head: int, referent: str, other: str, adjective: str, weight: float, other_weight: float) -> str:
-    """Why the pickers opened where they did, on the coreference sentence."""
-    return (f"On this sentence the pickers open on **layer {layer}, head {head}**, chosen from the weights: of the "
-            f"heads that give “{referent}” more than “{other}”, this one gives it the most, {weight:.2f} (against "
-            f"{other_weight:.2f}). “{adjective}” makes “it” the {referent}, and that noun decides il or elle. Pick "
-            "other heads to compare: many park “it” on <eos>.")
+    """Why the layer and head pickers opened where they did, on the coreference sentence (this page and the
+    multi-head page)."""
+    return (f"On this sentence the page opens on **layer {layer}, head {head}**, chosen from the weights: of the "
+            f"heads where “it” gives “{referent}” more than “{other}”, this one gives it the most, {weight:.2f} "
+            f"(against {other_weight:.2f}). “{adjective}” makes “it” the {referent}, the noun that decides il or "
+            "elle. Heads with nothing useful to read for “it” park its weight on <eos>: pick others to compare.")
 
 
 COREF_CAPTION = ("The translations (il / elle) show whether the model resolved *it*. A head with nothing useful to "
