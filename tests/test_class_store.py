@@ -174,12 +174,18 @@ def test_students_cannot_act_as_teacher(make_store):
     assert store.is_teacher(code, secret) and store.is_teacher(other_code, other_secret)
 
 
-def test_end_deletes_everything(make_store):
-    store = make_store(tombstone_seconds=1.0)
+def class_with_an_answer(store, option: int) -> tuple[str, str, str]:
+    """A class with one student who answered `option` to the open question: (code, secret, question id)."""
     code, secret = store.create(STATE)
     store.join(code, "10.0.0.1", sid(1))
     qid = store.ask(code, secret, *Q)
-    store.answer(code, sid(1), qid, 2)
+    store.answer(code, sid(1), qid, option)
+    return code, secret, qid
+
+
+def test_end_deletes_everything(make_store):
+    store = make_store(tombstone_seconds=1.0)
+    code, secret, qid = class_with_an_answer(store, 2)
     store.end(code, secret)
     snap = store.snapshot(code)
     assert snap.ended and snap.state == {} and snap.question is None and snap.counts == () and snap.students == 0
@@ -203,10 +209,7 @@ def test_end_deletes_everything(make_store):
 
 def test_idle_expiry_and_teacher_actions_postpone_it(make_store):
     store = make_store(idle_seconds=1.0)
-    code, secret = store.create(STATE)
-    store.join(code, "10.0.0.1", sid(1))
-    qid = store.ask(code, secret, *Q)
-    store.answer(code, sid(1), qid, 1)
+    code, secret, qid = class_with_an_answer(store, 1)
     for _ in range(2):  # 1.4 s in all: alive because the teacher acted
         time.sleep(0.7)
         store.touch(code, secret)

@@ -87,6 +87,14 @@ def metric(at, label_start: str) -> str:
     raise KeyError(label_start)
 
 
+def pick_layer_head(at, prefix: str, layer: int, head: int) -> None:
+    """Choose a layer and a head (-1: mean of the heads) with the page's two radios, and rerun."""
+    at.radio(key=f"{prefix}_layer").set_value(layer)
+    at.radio(key=f"{prefix}_head").set_value(head)
+    at.run()
+    no_exception(at)
+
+
 def src_ids(bundle, text):
     return list(pipeline.prepare(bundle, text).ids)
 
@@ -145,10 +153,7 @@ def test_look_ahead_off_in_sidebar(base):
 
 def test_layer_and_head_pickers(own):
     at = run_page("decoder")
-    at.radio(key="decoder_mask_layer").set_value(1)
-    at.radio(key="decoder_mask_head").set_value(2)
-    at.run()
-    no_exception(at)
+    pick_layer_head(at, "decoder_mask", 1, 2)
     assert np.allclose(heatmap_z(chart_spec(at, "decoder_scaled")),
                        own.trace["dec.1.self_attn.scaled"][0, 2].double().numpy(), atol=1e-6)
     w = heatmap_z(chart_spec(at, "decoder_weights"))
@@ -225,10 +230,7 @@ def test_padding_demo_with_a_short_sentence(base):
 
 def test_cross_attention(own):
     at = run_page("cross_attention")
-    at.radio(key="cross_layer").set_value(0)
-    at.radio(key="cross_head").set_value(0)
-    at.run()
-    no_exception(at)
+    pick_layer_head(at, "cross", 0, 0)
     z = heatmap_z(chart_spec(at, "cross_weights"))
     assert z.shape == (len(own.tgt_labels), len(own.src_labels))
     assert np.allclose(z.sum(1), 1.0, atol=1e-6)
@@ -236,9 +238,7 @@ def test_cross_attention(own):
     f = chart_spec(at, "cross_weights")
     assert f["data"][0]["x"] == own.src_labels and f["data"][0]["y"] == own.tgt_labels
     at = run_page("cross_attention")
-    at.radio(key="cross_layer").set_value(1)
-    at.radio(key="cross_head").set_value(-1)
-    at.run()
+    pick_layer_head(at, "cross", 1, -1)
     z = heatmap_z(chart_spec(at, "cross_weights"))
     assert np.allclose(z, own.trace["dec.1.cross_attn.weights"][0].mean(0).double().numpy(), atol=1e-6)
     assert np.allclose(z.sum(1), 1.0, atol=1e-6)

@@ -42,14 +42,18 @@ def batch() -> tuple[torch.Tensor, torch.Tensor]:
 
 # --- The cells are the textbook's (and torch's) ---------------------------------------------------
 
+def copy_into(ref: torch.nn.Module, cell, suffix: str = "") -> None:
+    """Our cell's W_x and W_h into torch's reference (a cell, or with suffix "_l0" a one-layer GRU/LSTM)."""
+    with torch.no_grad():
+        for torch_name, ours in (("ih", cell.W_x), ("hh", cell.W_h)):
+            getattr(ref, f"weight_{torch_name}{suffix}").copy_(ours.weight)
+            getattr(ref, f"bias_{torch_name}{suffix}").copy_(ours.bias)
+
+
 def test_gru_cell_equals_torch_grucell():
     torch.manual_seed(1)
     ours, ref = GRUCell(7, 5), torch.nn.GRUCell(7, 5)
-    with torch.no_grad():
-        ref.weight_ih.copy_(ours.W_x.weight)
-        ref.bias_ih.copy_(ours.W_x.bias)
-        ref.weight_hh.copy_(ours.W_h.weight)
-        ref.bias_hh.copy_(ours.W_h.bias)
+    copy_into(ref, ours)
     x, h = torch.randn(4, 7), torch.randn(4, 5)
     new, gates = ours(x, h)
     torch.testing.assert_close(new, ref(x, h), atol=1e-6, rtol=0)
@@ -60,11 +64,7 @@ def test_gru_cell_equals_torch_grucell():
 def test_lstm_cell_equals_torch_lstmcell():
     torch.manual_seed(2)
     ours, ref = LSTMCell(7, 5), torch.nn.LSTMCell(7, 5)
-    with torch.no_grad():
-        ref.weight_ih.copy_(ours.W_x.weight)
-        ref.bias_ih.copy_(ours.W_x.bias)
-        ref.weight_hh.copy_(ours.W_h.weight)
-        ref.bias_hh.copy_(ours.W_h.bias)
+    copy_into(ref, ours)
     x, h, c = torch.randn(4, 7), torch.randn(4, 5), torch.randn(4, 5)
     new, gates = ours(x, torch.cat([h, c], dim=-1))
     h_ref, c_ref = ref(x, (h, c))
@@ -78,11 +78,7 @@ def test_the_encoder_equals_torch_recurrent_layer(cell):
     """The whole encoder loop equals torch.nn.GRU / nn.LSTM over the sentence, with the same weights."""
     m = small(cell)
     ref = (torch.nn.GRU if cell == "gru" else torch.nn.LSTM)(12, 16, batch_first=True)
-    with torch.no_grad():
-        ref.weight_ih_l0.copy_(m.encoder.W_x.weight)
-        ref.bias_ih_l0.copy_(m.encoder.W_x.bias)
-        ref.weight_hh_l0.copy_(m.encoder.W_h.weight)
-        ref.bias_hh_l0.copy_(m.encoder.W_h.bias)
+    copy_into(ref, m.encoder, "_l0")
     src, tgt_in = batch()
     t = traced(m, src[:1], tgt_in[:1])
     expected, _ = ref(t["rnn.src.embed"])
