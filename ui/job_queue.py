@@ -183,15 +183,12 @@ class QueueJobManager:
         owner = job.owner or f"job-{job.id}"
         client = job.client or "local"
         job.attach(self, self.max_seconds, runner=self._follow)
-        self.redis.set(key("job", job.id, "meta"), pickle.dumps(_meta(job)), ex=ACTIVE_TTL)
-        self.redis.set(key("job", job.id, "alive"), b"1", ex=max(1, int(self.grace)))
         verdict = self._submit(keys=[key("owner", owner), key("client", client), key("starts", client),
                                      key("active"), self.queue.key],
                                args=[job.id, self.jobs_per_client, self.starts_per_minute, self.max_queue,
                                      ACTIVE_TTL])
         what, arg = verdict[0].decode(), verdict[1].decode()
         if what != "ok":
-            self.redis.delete(key("job", job.id, "meta"), key("job", job.id, "alive"))
             if what == "existing":
                 found = self._local(arg) or self._rebuild(arg)
                 if found is not None:
@@ -199,7 +196,11 @@ class QueueJobManager:
                     return found
                 raise JobRefused("Your browser's training job could not be found; try again in a moment.")
             raise _refusal(verdict)
-        try:
+        try:  # accepted: what other processes need to show it, its browser alive, then the queue
+            with self.redis.pipeline() as p:
+                p.set(key("job", job.id, "meta"), pickle.dumps(_meta(job)), ex=ACTIVE_TTL)
+                p.set(key("job", job.id, "alive"), b"1", ex=max(1, int(self.grace)))
+                p.execute()
             self.queue.enqueue("ui.queue_worker.train", job.spec(), job_id=job.id, retry=Retry(max=1),
                                job_timeout=int(job.tcfg.max_seconds or self.max_seconds) + 300,
                                result_ttl=KEEP_SECONDS, failure_ttl=KEEP_SECONDS,
