@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from ui.serve_many import MissingTool, require, start_redis, stop
+from serving.processes import MissingTool, require, stop
+from serving.replicas import start_redis
 
 
 def require_tool(binary: str) -> str:

@@ -1,4 +1,4 @@
-"""ui/classroom/: every test runs on both back-ends, the in-process memory store and Redis (a real
+"""classroom/ (the class store): every test runs on both back-ends, the in-process memory store and Redis (a real
 redis-server on 127.0.0.1 and a free port, started here: tests/services.py)."""
 
 from __future__ import annotations
@@ -9,9 +9,8 @@ import uuid
 
 import pytest
 
-from tests.services import redis_server, require_tool
-from ui import classroom as cs
-from ui.classroom import (
+import classroom as cs
+from classroom import (
     CODE_ALPHABET,
     ClassEnded,
     ClassFull,
@@ -23,7 +22,8 @@ from ui.classroom import (
     RateLimited,
     RedisClassStore,
 )
-from ui.serve_many import MissingTool, require
+from serving.processes import MissingTool, require
+from tests.services import redis_server, require_tool
 
 STATE = {"page": "positional", "sentence": "i am a student", "model": "base", "heads_off": ["enc.0.self_attn:2"],
          "iv_look_ahead": True, "iv_padding": True, "iv_scale": False, "iv_pos": True, "lesson": "attention",
@@ -406,7 +406,7 @@ def test_unreachable_redis_is_a_clear_error():
 
 
 def _closed_port() -> int:
-    from ui.serve_many import free_port
+    from serving.processes import free_port
 
     return free_port()  # nothing listens there once the probe socket is closed
 
@@ -420,9 +420,9 @@ def test_memory_store_is_bounded():
 
 
 def test_get_store_follows_the_setting(monkeypatch, redis_url):
-    monkeypatch.delenv(cs.REDIS_URL_ENV, raising=False)
+    monkeypatch.delenv("GLASS_REDIS_URL", raising=False)
     assert isinstance(cs.get_store(), MemoryClassStore) and cs.get_store() is cs.get_store()
-    monkeypatch.setenv(cs.REDIS_URL_ENV, redis_url)
+    monkeypatch.setenv("GLASS_REDIS_URL", redis_url)
     store = cs.get_store()
     assert isinstance(store, RedisClassStore) and store is cs.get_store()
     code, secret = store.create({})

@@ -17,13 +17,14 @@ import uuid
 import pytest
 import torch
 
+import classroom
+from classroom import Forbidden, MemoryClassStore, QuestionClosed, RedisClassStore, check_question
 from model import checkpoint, pipeline
 from model import questions as Q
 from model.trace import Interventions
+from serving.shared_redis import REDIS_URL_ENV
 from tests.apptest_util import all_text, decode, no_exception, run_app
 from tests.services import redis_server
-from ui import classroom
-from ui.classroom import Forbidden, MemoryClassStore, QuestionClosed, RedisClassStore, check_question
 from ui.widgets import md
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -43,11 +44,11 @@ def backend(request, monkeypatch):
 
     def install(**kw):
         if request.param == "memory":
-            monkeypatch.delenv(classroom.REDIS_URL_ENV, raising=False)
+            monkeypatch.delenv(REDIS_URL_ENV, raising=False)
             s, key = MemoryClassStore(**kw), ""
         else:
             url = request.getfixturevalue("redis_url")
-            monkeypatch.setenv(classroom.REDIS_URL_ENV, url)
+            monkeypatch.setenv(REDIS_URL_ENV, url)
             s, key = RedisClassStore(url, prefix=f"test:{uuid.uuid4().hex[:8]}", **kw), url
         monkeypatch.setitem(classroom._stores, key, s)
         made.append(s)
@@ -414,7 +415,7 @@ def test_the_no_mask_model_gets_the_lecture_sentence_wrong(bundles):
 
 # -- several processes: one class through Redis, and a process killed mid-class ---------------------------
 def test_two_processes_share_a_class_and_its_students_survive_a_killed_process():
-    """2 × `streamlit run app.py` behind HAProxy with a redis-server (ui/serve_many.py); a teacher on app1,
+    """2 × `streamlit run app.py` behind HAProxy with a redis-server (serving/replicas.py); a teacher on app1,
     students on both (websocket sessions, bench/ws_client.py). A question is open, half answered; app2 is
     killed. Its students reconnect through the proxy with their own address (``?class=CODE``) and widget
     values: they are in the class again on app1, following, and the class's state, question and counts are as
@@ -422,8 +423,8 @@ def test_two_processes_share_a_class_and_its_students_survive_a_killed_process()
     Enter met the dead process itself is lost, see README). Each student sends a browser's XSRF cookie: the moved
     students are the same students (the count is unchanged, an answer given on app2 is still theirs on app1)."""
     from bench.classroom_load import failover
+    from serving.replicas import Cluster
     from tests.services import require_tool
-    from ui.serve_many import Cluster
 
     require_tool("haproxy")
     require_tool("redis-server")
@@ -470,10 +471,11 @@ def test_a_browser_is_the_same_student_on_every_process(redis_url, monkeypatch):
     Redis) names the same student on every app process: a student moved to another process (a failover)
     rejoins as themselves, their answer still theirs and the class not counting them twice. Each "process"
     here has its own class store client and its own fallback key; only Redis is shared."""
-    from ui import identity, shared_redis
-    from ui.identity import Identity
+    from serving import identity, shared_redis
+    from serving.identity import Identity
+    from ui.classroom import session as class_session
 
-    monkeypatch.setenv(classroom.REDIS_URL_ENV, redis_url)
+    monkeypatch.setenv(shared_redis.REDIS_URL_ENV, redis_url)
     monkeypatch.setattr(shared_redis, "_clients", {})
     conn = shared_redis.client(redis_url)
     conn.delete(shared_redis.BROWSER_KEY)  # a fresh shared key for this test
@@ -488,7 +490,7 @@ def test_a_browser_is_the_same_student_on_every_process(redis_url, monkeypatch):
         monkeypatch.setattr(identity, "_KEY", None)
         cookie["value"] = browser_cookie
 
-    monkeypatch.setattr(identity, "current_identity",
+    monkeypatch.setattr(class_session, "current_identity",
                         lambda: Identity("local", identity.browser_id(cookie["value"]), None))
     mine, other = xsrf_cookie(b"browser-one-token-0123456789"), xsrf_cookie(b"browser-two-token-0123456789")
     try:
@@ -584,7 +586,7 @@ def test_a_poll_redraws_a_page_whose_end_never_reached_the_browser(tmp_path):
     from streamlit.proto.WidgetStates_pb2 import WidgetStates
 
     from bench.classroom_load import Cookie, shows, start_class
-    from tests.browser.server import start_server
+    from serving.processes import start_app
 
     class Lossy(Cookie):
         """Once armed (`keep`), drops every message of the next full run after its first `keep` (its end
@@ -657,7 +659,7 @@ def test_a_poll_redraws_a_page_whose_end_never_reached_the_browser(tmp_path):
         finally:
             await asyncio.gather(teacher.close(), student.close(), return_exceptions=True)
 
-    server = start_server(log=tmp_path / "server.log", timeout=120)
+    server = start_app(log=tmp_path / "server.log", timeout=120)
     try:
         asyncio.run(asyncio.wait_for(run(server.url), 180))
     finally:

@@ -1,4 +1,4 @@
-"""Classroom mode in a Streamlit session: a teacher runs a class, students follow it (issue 14).
+"""Classroom mode in a Streamlit session: a teacher runs a class, students follow it.
 
 This module holds the session's class state and its operations (join, follow, apply, publish, questions);
 ui/classroom/panels.py draws them and holds `run(page, body)`, which app.py wraps every run in:
@@ -61,8 +61,7 @@ from urllib.parse import urlsplit
 
 import streamlit as st
 
-from ui import lesson
-from ui.classroom import (
+from classroom import (
     STATE_FIELDS,
     ClassEnded,
     ClassSnapshot,
@@ -74,7 +73,9 @@ from ui.classroom import (
     new_student_id,
     normalize_code,
 )
+from ui import lesson
 from ui.page_list import PAGES
+from ui.session_info import current_identity
 from ui.state import TOGGLES, init_state
 
 CODE, ROLE, FOLLOWING = "class_code", "class_role", "class_following"
@@ -227,18 +228,17 @@ def stale(page: str, keys: list[str], previous: dict | None) -> bool:
 
 # -- joining --------------------------------------------------------------------------------------------
 def client_id() -> str:
-    """Rate limits count per client address (the proxy's view of it), not per session."""
-    ip = None
-    with contextlib.suppress(Exception):  # no request context (tests)
-        ip = st.context.ip_address
-    return ip if isinstance(ip, str) and 0 < len(ip) <= 256 else "local"
+    """Rate limits count per client (the address the proxy saw, as `serving.identity` decides it for the
+    training queue too), not per session."""
+    try:
+        return current_identity().client
+    except Exception:  # noqa: BLE001 - no request context: one client
+        return "local"
 
 
 def browser() -> str | None:
-    """This browser's id (`ui.identity.current_identity().browser`: a keyed hash of its XSRF cookie,
-    the same on every app process when GLASS_REDIS_URL is set), or None (no cookie: AppTest, scripts)."""
-    from ui.identity import current_identity
-
+    """This browser's id (`current_identity().browser`: a keyed hash of its XSRF cookie, the same on every
+    app process when GLASS_REDIS_URL is set), or None (no cookie: AppTest, scripts)."""
     try:
         return current_identity().browser
     except Exception:  # noqa: BLE001 - no identity: the session's random id serves

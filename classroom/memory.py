@@ -8,20 +8,9 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
-from ui.classroom.store import (
-    MAX_CLASSES,
-    MAX_OPTIONS,
-    ClassEnded,
-    ClassFull,
-    ClassSnapshot,
-    ClassStore,
-    ClassStoreError,
-    InvalidInput,
-    NotFound,
-    QuestionClosed,
-    RateLimited,
-    _snapshot_of,
-)
+from classroom.errors import ClassEnded, ClassFull, ClassStoreError, InvalidInput, NotFound, QuestionClosed, RateLimited
+from classroom.rules import MAX_CLASSES, MAX_OPTIONS
+from classroom.store import ClassSnapshot, ClassStore, _snapshot_of
 
 
 # -- in-process memory --------------------------------------------------------------------------------

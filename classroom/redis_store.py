@@ -4,21 +4,23 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 
-from ui.classroom.store import (
-    MAX_OPTIONS,
+from classroom.errors import (
     ClassEnded,
     ClassFull,
-    ClassSnapshot,
-    ClassStore,
     Forbidden,
     InvalidInput,
     NotFound,
     QuestionClosed,
     RateLimited,
     StoreUnavailable,
-    _snapshot_of,
 )
+from classroom.rules import MAX_OPTIONS, check_question, check_state
+from classroom.store import ClassSnapshot, ClassStore, _snapshot_of
+
+_log = logging.getLogger("glass.classroom")
+UNREADABLE = "The class's record on the server could not be read (see the server's log)."
 
 # -- Redis --------------------------------------------------------------------------------------------
 # Keys of class CODE (prefix p): p:CODE (hash: secret, version, state, qid, question, revealed, ended),
@@ -119,12 +121,19 @@ class RedisClassStore(ClassStore):
 
     @contextlib.contextmanager
     def _errors(self):
+        """Redis away, full, or holding a record this code did not write: a message, never a traceback."""
         import redis
 
         try:
             yield
         except (redis.ConnectionError, redis.TimeoutError) as e:
             raise StoreUnavailable("The class service cannot be reached right now.") from e
+        except redis.exceptions.OutOfMemoryError as e:
+            _log.warning("class store: Redis refused a write (its memory is full): %s", e)
+            raise StoreUnavailable("The class service is full right now; try again in a few minutes.") from e
+        except (ValueError, TypeError, KeyError, IndexError) as e:  # InvalidInput too: a record that fails our rules
+            _log.warning("class store: a record could not be read (%s: %s)", type(e).__name__, e)
+            raise StoreUnavailable(UNREADABLE) from e
 
     def _run(self, name: str, keys: list[str], *args):
         with self._errors():
@@ -184,11 +193,11 @@ class RedisClassStore(ClassStore):
         with self._errors():  # one HMGET (qid is 0 until the first question; revealed only with one)
             secret, ended, version, qid, revealed = self._r.hmget(self._keys(code)[0], "secret", "ended", "version",
                                                                   "qid", "revealed")
-        if ended == "1":
-            return ("ended",)
-        if secret is None:
-            return None
-        return (int(version), int(qid), revealed == "1")
+            if ended == "1":
+                return ("ended",)
+            if secret is None:
+                return None
+            return (int(version), int(qid), revealed == "1")
 
     def _snapshot(self, code, teacher, student_id):
         k, answers, counts, students = self._keys(code)
@@ -205,12 +214,15 @@ class RedisClassStore(ClassStore):
             return ClassSnapshot(code=code, ended=True)
         if secret is None:
             return None
-        per_option = [0] * MAX_OPTIONS
-        for option, n in count_map.items():
-            per_option[int(option)] = int(n)
-        my = mine[0] if mine else None
-        return _snapshot_of(code, json.loads(state), int(version), int(qid), json.loads(question) if question else None,
-                            per_option, revealed == "1", int(n_students), teacher,
-                            int(my) if my is not None else None)
+        with self._errors():  # what Redis holds is checked again as it is read: only our own records pass
+            per_option = [0] * MAX_OPTIONS
+            for option, n in count_map.items():
+                per_option[int(option)] = max(0, int(n))
+            my = mine[0] if mine else None
+            q = json.loads(question) if question else None
+            if q is not None:
+                q = check_question(q["text"], q["options"], q["answer"])
+            return _snapshot_of(code, check_state(json.loads(state)), int(version), int(qid), q, per_option,
+                                revealed == "1", int(n_students), teacher, int(my) if my is not None else None)
 
 

@@ -1,6 +1,6 @@
 """Several app processes behind HAProxy on one machine: `./dev.sh serve --replicas N`.
 
-    python -m ui.serve_many --replicas 2 --port 8500 [--host 127.0.0.1] [--redis-url redis://...]
+    python -m serving.replicas --replicas 2 --port 8500 [--host 127.0.0.1] [--redis-url redis://...]
 
 Starts, each in its own process group and all stopped together (Ctrl-C, SIGTERM, or this process
 dying: the children get SIGTERM from the kernel):
@@ -9,8 +9,8 @@ dying: the children get SIGTERM from the kernel):
   a class outlives it), unless a Redis is given (--redis-url or GLASS_REDIS_URL);
 - N × `streamlit run app.py` on 127.0.0.1 and free ports, sharing one `server.cookieSecret` (so the XSRF
   cookie one process set is accepted by all) and the Redis URL (GLASS_REDIS_URL: the classes in
-  ui/classroom/, the training queue in ui/job_queue.py);
-- W training queue workers (`python -m ui.queue_worker`, --workers, default GLASS_MAX_TRAINING_JOBS
+  classroom/, the training queue in training/redis_queue.py);
+- W training queue workers (`python -m training.queue_worker`, --workers, default GLASS_MAX_TRAINING_JOBS
   or the machine's cores): the server-wide cap on jobs training at once. Workers on other machines
   join with the same command and GLASS_REDIS_URL; --workers 0 leaves the training to them;
 - HAProxy (deploy/haproxy.cfg.in, rendered into a temporary folder) on --host:--port: sticky sessions
@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import ctypes
 import os
 import secrets
 import shutil
@@ -36,109 +35,22 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
-from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from serving.processes import (
+    ROOT,
+    Child,
+    MissingTool,
+    app_command,
+    free_port,
+    healthy,
+    require,
+    spawn,
+    stop,
+    wait_until,
+)
+
 TEMPLATE = ROOT / "deploy" / "haproxy.cfg.in"
-INSTALL_HINT = {"redis-server": "redis-server", "haproxy": "haproxy"}
-
-
-class MissingTool(RuntimeError):
-    pass
-
-
-def require(binary: str) -> str:
-    """The path of a Debian tool this needs, or MissingTool saying how to install it."""
-    path = shutil.which(binary) or next((p for p in (f"/usr/bin/{binary}", f"/usr/sbin/{binary}")
-                                         if os.access(p, os.X_OK)), None)
-    if path is None:
-        raise MissingTool(f"{binary} is missing: `./dev.sh test` and `./dev.sh serve` install it "
-                          f"(or: apt-get update && apt-get install -y {INSTALL_HINT.get(binary, binary)}).")
-    return path
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
-
-
-def die_with_parent(sig: int = signal.SIGTERM) -> None:
-    """Ask Linux to send this process `sig` when the process that started it dies (PR_SET_PDEATHSIG);
-    also a `preexec_fn`."""
-    with contextlib.suppress(Exception):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, sig)
-
-
-@dataclass
-class Child:
-    name: str
-    proc: subprocess.Popen
-    log: Path
-    port: int = 0
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def log_tail(self, n: int = 30) -> str:
-        try:
-            return "\n".join(self.log.read_text(errors="replace").splitlines()[-n:])
-        except OSError:
-            return ""
-
-
-def spawn(name: str, cmd: list[str], log: Path, env: dict | None = None, stdin_text: str | None = None,
-          port: int = 0) -> Child:
-    out = open(log, "ab")  # noqa: SIM115 - the child owns it
-    try:
-        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.PIPE if stdin_text is not None else subprocess.DEVNULL,
-                                start_new_session=True, preexec_fn=die_with_parent)
-    finally:
-        out.close()
-    if stdin_text is not None:
-        proc.stdin.write(stdin_text.encode())
-        proc.stdin.close()
-    return Child(name, proc, log, port)
-
-
-def stop(child: Child, timeout: float = 10, sig: int = signal.SIGTERM) -> None:
-    """Signal the child's process group, then SIGKILL whatever is left of it."""
-    proc = child.proc
-    if proc.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, sig)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=timeout)
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    if proc.poll() is None:
-        proc.wait(timeout=timeout)
-
-
-def http_get(url: str, timeout: float = 3) -> tuple[int, str]:
-    with urllib.request.urlopen(url, timeout=timeout) as r:
-        return r.status, r.read().decode(errors="replace")
-
-
-def wait_until(check, child: Child | None, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if child is not None and not child.alive():
-            raise RuntimeError(f"{child.name} exited with code {child.proc.returncode}:\n{child.log_tail()}")
-        with contextlib.suppress(OSError, urllib.error.URLError, ConnectionError, TimeoutError):
-            if check():
-                return
-        time.sleep(0.1)
-    raise RuntimeError(f"{what} not ready within {timeout:.0f} s" + (f":\n{child.log_tail()}" if child else ""))
-
-
-def healthy(url: str) -> bool:
-    status, body = http_get(url + "/_stcore/health", timeout=2)
-    return status == 200 and body.strip() == "ok"
 
 
 def redis_config(port: int, password: str) -> str:
@@ -177,12 +89,6 @@ def start_redis(workdir: Path, timeout: float = 15) -> tuple[Child, str]:
 def render_haproxy(bind: str, port: int, servers: list[tuple[str, int]]) -> str:
     lines = "\n".join(f"    server {name} 127.0.0.1:{p} cookie {name}" for name, p in servers)
     return string.Template(TEMPLATE.read_text()).substitute(bind=bind, port=port, servers=lines)
-
-
-def app_command(port: int, extra: list[str] | tuple[str, ...] = (), script: str = "app.py") -> list[str]:
-    return [sys.executable, "-m", "streamlit", "run", script, "--server.address", "127.0.0.1",
-            "--server.port", str(port), "--server.headless", "true", "--server.fileWatcherType", "none",
-            "--browser.gatherUsageStats", "false", *extra]
 
 
 class Cluster:
@@ -230,7 +136,7 @@ class Cluster:
                 self.apps.append(spawn(f"app{i}", app_command(port, self.app_args, self.script),
                                        self.dir / f"app{i}.log", env=env, port=port))
             for i in range(1, self.n_workers + 1):
-                self.workers.append(spawn(f"worker{i}", [sys.executable, "-m", "ui.queue_worker"],
+                self.workers.append(spawn(f"worker{i}", [sys.executable, "-m", "training.queue_worker"],
                                           self.dir / f"worker{i}.log",
                                           env={**os.environ, "GLASS_REDIS_URL": self.redis_url, **self.extra_env}))
             for i, app in enumerate(self.apps):
@@ -271,7 +177,7 @@ class Cluster:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m ui.serve_many", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m serving.replicas", description=__doc__.split("\n\n")[0])
     ap.add_argument("--replicas", type=int, default=2, help="app processes (default 2)")
     ap.add_argument("--port", type=int, default=8500, help="the proxy's port (default 8500)")
     ap.add_argument("--host", default="127.0.0.1", help="the proxy's address (default 127.0.0.1: this machine only)")
@@ -298,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cluster.start()
     except (MissingTool, RuntimeError, OSError) as e:
-        print(f"serve_many: {e}", file=sys.stderr)
+        print(f"replicas: {e}", file=sys.stderr)
         return 1
     try:
         print(f"Glass Transformer: {cluster.url}  ({', '.join(f'{a.name} :{a.port}' for a in cluster.apps)}; "
