@@ -5,8 +5,10 @@
 Starts, each in its own process group and all stopped together (Ctrl-C, SIGTERM, or this process
 dying: the children get SIGTERM from the kernel):
 
-- a `redis-server` on 127.0.0.1 and a free port, with a random password and no persistence (nothing of
-  a class outlives it), unless a Redis is given (--redis-url or GLASS_REDIS_URL);
+- a `redis-server` on 127.0.0.1 and a free port (`serving.redis_conf`: random passwords for the apps and
+  for the queue workers' own user, a memory ceiling, an append-only file in the log folder, so that a
+  restarted Redis brings the classes and the queue back), unless a Redis is given (--redis-url or
+  GLASS_REDIS_URL; the workers then use GLASS_REDIS_WORKER_URL, else the same URL);
 - N × `streamlit run app.py` on 127.0.0.1 and free ports, sharing one `server.cookieSecret` (so the XSRF
   cookie one process set is accepted by all) and the Redis URL (GLASS_REDIS_URL: the classes in
   classroom/, the training queue in training/redis_queue.py);
@@ -35,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from serving.processes import (
@@ -49,27 +52,36 @@ from serving.processes import (
     stop,
     wait_until,
 )
+from serving.redis_conf import DEFAULT_MAXMEMORY, WORKER_USER, redis_conf
 
 TEMPLATE = ROOT / "deploy" / "haproxy.cfg.in"
 
 
-def redis_config(port: int, password: str) -> str:
-    """A loopback-only, password-protected Redis that keeps nothing on disk."""
-    return (f'bind 127.0.0.1\nport {port}\nprotected-mode yes\nrequirepass "{password}"\nsave ""\n'
-            "appendonly no\ndaemonize no\n")
+@dataclass
+class RedisServer:
+    """A private redis-server (`serving.redis_conf`): its process, and what is needed to start it again on the
+    same port with the same passwords and data (its append-only file in `data_dir`)."""
 
+    child: Child
+    port: int
+    password: str
+    worker_password: str
+    data_dir: Path
+    maxmemory: str = DEFAULT_MAXMEMORY
 
-def start_redis(workdir: Path, timeout: float = 15) -> tuple[Child, str]:
-    """redis-server on 127.0.0.1 and a free port: (child, URL). The password goes in on standard input
-    (`redis-server -`), never on a command line."""
-    binary = require("redis-server")
-    port, password = free_port(), secrets.token_hex(16)
-    child = spawn("redis-server", [binary, "-"], workdir / "redis.log", stdin_text=redis_config(port, password),
-                  port=port)
+    @property
+    def url(self) -> str:
+        """For the app processes (the default user)."""
+        return f"redis://:{self.password}@127.0.0.1:{self.port}/0"
 
-    def ping() -> bool:
-        with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
-            s.sendall(f"AUTH {password}\r\nPING\r\n".encode())
+    @property
+    def worker_url(self) -> str:
+        """For queue workers: a user that can reach the training queue's keys only."""
+        return f"redis://{WORKER_USER}:{self.worker_password}@127.0.0.1:{self.port}/0"
+
+    def ping(self) -> bool:
+        with socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:
+            s.sendall(f"AUTH {self.password}\r\nPING\r\n".encode())
             data = b""
             while data.count(b"\r\n") < 2:
                 chunk = s.recv(256)
@@ -78,12 +90,28 @@ def start_redis(workdir: Path, timeout: float = 15) -> tuple[Child, str]:
                 data += chunk
             return data.endswith(b"+PONG\r\n")
 
-    try:
-        wait_until(ping, child, timeout, "redis-server")
-    except BaseException:
-        stop(child)
-        raise
-    return child, f"redis://:{password}@127.0.0.1:{port}/0"
+    def start(self, timeout: float = 15) -> RedisServer:
+        """(Re)start the process: the config goes in on standard input (`redis-server -`), so no password is
+        ever on a command line; its append-only file brings the classes and the queue back."""
+        conf = redis_conf(self.password, self.worker_password, self.port, maxmemory=self.maxmemory,
+                          data_dir=self.data_dir)
+        self.child = spawn("redis-server", [require("redis-server"), "-"], self.data_dir / "redis.log",
+                           stdin_text=conf, port=self.port)
+        try:
+            wait_until(self.ping, self.child, timeout, "redis-server")
+        except BaseException:
+            stop(self.child)
+            raise
+        return self
+
+
+def start_redis(workdir: Path, timeout: float = 15, maxmemory: str | None = None) -> RedisServer:
+    """A private redis-server on 127.0.0.1 and a free port, with random passwords for the app and for the
+    queue workers, a memory ceiling and an append-only file in `workdir`."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    server = RedisServer(None, free_port(), secrets.token_hex(16), secrets.token_hex(16), workdir,
+                         maxmemory or os.environ.get("GLASS_REDIS_MAXMEMORY", DEFAULT_MAXMEMORY))
+    return server.start(timeout)
 
 
 def render_haproxy(bind: str, port: int, servers: list[tuple[str, int]]) -> str:
@@ -106,7 +134,8 @@ class Cluster:
         self._own_dir = log_dir is None
         self.dir = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix="glass-serve-"))
         self.dir.mkdir(parents=True, exist_ok=True)
-        self.redis: Child | None = None
+        self.redis: RedisServer | None = None  # the private one, when no Redis was given
+        self.worker_url = os.environ.get("GLASS_REDIS_WORKER_URL") or redis_url
         self.apps: list[Child] = []
         self.workers: list[Child] = []
         env_jobs = os.environ.get("GLASS_MAX_TRAINING_JOBS", "")
@@ -125,7 +154,8 @@ class Cluster:
         try:
             haproxy = require("haproxy")
             if not self.redis_url:
-                self.redis, self.redis_url = start_redis(self.dir)
+                self.redis = start_redis(self.dir / "redis")
+                self.redis_url, self.worker_url = self.redis.url, self.redis.worker_url
             cookie_secret = os.environ.get("STREAMLIT_SERVER_COOKIE_SECRET") or secrets.token_hex(32)
             for i in range(1, self.replicas + 1):
                 port = free_port()
@@ -138,7 +168,7 @@ class Cluster:
             for i in range(1, self.n_workers + 1):
                 self.workers.append(spawn(f"worker{i}", [sys.executable, "-m", "training.queue_worker"],
                                           self.dir / f"worker{i}.log",
-                                          env={**os.environ, "GLASS_REDIS_URL": self.redis_url, **self.extra_env}))
+                                          env={**os.environ, "GLASS_REDIS_URL": self.worker_url, **self.extra_env}))
             for i, app in enumerate(self.apps):
                 wait_until(lambda i=i: healthy(self.app_url(i)), app, self.timeout, app.name)
             cfg = self.dir / "haproxy.cfg"
@@ -158,7 +188,7 @@ class Cluster:
         stop(self.apps[i], sig=signal.SIGKILL)
 
     def stop(self) -> None:
-        for child in [self.proxy, *self.apps, *self.workers, self.redis]:
+        for child in [self.proxy, *self.apps, *self.workers, self.redis.child if self.redis else None]:
             if child is not None:
                 with contextlib.suppress(Exception):
                     stop(child)
@@ -166,7 +196,7 @@ class Cluster:
             shutil.rmtree(self.dir, ignore_errors=True)
 
     def logs(self, n: int = 30) -> str:
-        children = [self.proxy, *self.apps, *self.workers, self.redis]
+        children = [self.proxy, *self.apps, *self.workers, self.redis.child if self.redis else None]
         return "\n".join(f"== {c.name} ({c.log})\n{c.log_tail(n)}" for c in children if c)
 
     def __enter__(self) -> Cluster:
@@ -212,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
         reported: set[str] = set()
         while not stopping:
             time.sleep(0.5)
-            for child in [*cluster.apps, *cluster.workers, cluster.redis]:
+            for child in [*cluster.apps, *cluster.workers, cluster.redis.child if cluster.redis else None]:
                 if child is not None and not child.alive() and child.name not in reported:
                     reported.add(child.name)
                     print(f"{child.name} exited ({child.proc.returncode}); the proxy sends its visitors to the "

@@ -26,6 +26,7 @@ import socket
 import threading
 import time
 import uuid
+import warnings
 import zlib
 
 from redis.exceptions import RedisError
@@ -203,6 +204,8 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit("Set GLASS_REDIS_URL (or --url): a queue worker needs the app's Redis.")
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    # the worker's Redis user may not list other clients (serving.redis_conf); RQ then records no address
+    warnings.filterwarnings("ignore", message="CLIENT LIST command not supported")
     name = args.name or f"{socket.gethostname()}-{os.getpid()}"
     stopping = threading.Event()
     beat = threading.Thread(target=heartbeat, args=(url, name, stopping), name="heartbeat", daemon=True)
