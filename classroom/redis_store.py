@@ -80,6 +80,13 @@ if old then redis.call('HINCRBY', KEYS[3], old, -1) end
 local ttl = redis.call('PTTL', KEYS[1])
 if ttl > 0 then redis.call('PEXPIRE', KEYS[2], ttl) redis.call('PEXPIRE', KEYS[3], ttl) end
 return 1""",
+    # KEYS: class, answers, counts, students. ARGV: student (or ""). One consistent read, one round trip; a
+    # read-only script, so it still runs when Redis is full and refuses writes (noeviction).
+    "snapshot": """#!lua flags=no-writes
+local h = redis.call('HMGET', KEYS[1], 'secret', 'ended', 'version', 'state', 'qid', 'question', 'revealed')
+local mine = false
+if ARGV[1] ~= '' then mine = redis.call('HGET', KEYS[2], ARGV[1]) end
+return {h, redis.call('HGETALL', KEYS[3]), redis.call('SCARD', KEYS[4]), mine}""",
     # KEYS: class, students, failures. ARGV: student, max failures, window ms, max students.
     # Returns -7 with the ms to wait when the client is over its limit.
     "join": """
@@ -200,16 +207,12 @@ class RedisClassStore(ClassStore):
             return (int(version), int(qid), revealed == "1")
 
     def _snapshot(self, code, teacher, student_id):
-        k, answers, counts, students = self._keys(code)
         with self._errors():
-            pipe = self._r.pipeline(transaction=True)  # MULTI/EXEC: one consistent read, one round trip
-            pipe.hmget(k, "secret", "ended", "version", "state", "qid", "question", "revealed")
-            pipe.hgetall(counts)
-            pipe.scard(students)
-            if student_id:
-                pipe.hget(answers, student_id)
-            fields, count_map, n_students, *mine = pipe.execute()
+            fields, flat_counts, n_students, my = self._scripts["snapshot"](keys=self._keys(code),
+                                                                           args=[student_id or ""])
+        fields = (list(fields) + [None] * 7)[:7]
         secret, ended, version, state, qid, question, revealed = fields
+        count_map = dict(zip(flat_counts[::2], flat_counts[1::2], strict=True))
         if ended == "1":
             return ClassSnapshot(code=code, ended=True)
         if secret is None:
@@ -218,7 +221,6 @@ class RedisClassStore(ClassStore):
             per_option = [0] * MAX_OPTIONS
             for option, n in count_map.items():
                 per_option[int(option)] = max(0, int(n))
-            my = mine[0] if mine else None
             q = json.loads(question) if question else None
             if q is not None:
                 q = check_question(q["text"], q["options"], q["answer"])
