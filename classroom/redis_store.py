@@ -170,7 +170,10 @@ class RedisClassStore(ClassStore):
                                           health_check_interval=30)
         self._r = client
         self._p = prefix
-        self._scripts = {name: client.register_script(src) for name, src in _LUA.items()}
+        # A script without a shebang is checked against Redis' memory ceiling only until its first write (then
+        # it may grow past it, to stay atomic); with one, a script that may write is refused before it starts.
+        self._scripts = {name: client.register_script(src if src.startswith("#!") else "#!lua\n" + src)
+                         for name, src in _LUA.items()}
 
     def _keys(self, code: str) -> list[str]:
         k = f"{self._p}:{code}"
