@@ -36,31 +36,31 @@ DEFAULT_SENTENCE = SENTENCES[0]
 class Step:
     key: str  # stable id (tests, content module)
     title: str
-    page: str  # the app page that explains it in depth, e.g. "pages/tokens.py"
+    page: str  # the app page that explains it in depth, by name ("tokens": ui.page_list resolves the file)
 
 
 STEPS: tuple[Step, ...] = (
-    Step("sentence", "A sentence goes in, a translation comes out", "pages/overview.py"),
-    Step("tokens", "Words become tokens, tokens become ids", "pages/tokens.py"),
-    Step("embedding", "Each id picks a row of the embedding table, × √d_model", "pages/tokens.py"),
-    Step("positional", "Positional encoding: adding where each word stands", "pages/positional.py"),
-    Step("qkv", "Queries, keys and values: Q = XW^Q, K = XW^K, V = XW^V", "pages/self_attention.py"),
-    Step("scores", "Scores: the query of one word against every key", "pages/self_attention.py"),
-    Step("scale", "Divide the scores by √d_k", "pages/self_attention.py"),
-    Step("softmax", "Softmax: scores become weights that add up to 1", "pages/self_attention.py"),
-    Step("z", "The weighted sum of the values: z", "pages/self_attention.py"),
-    Step("heads", "All heads at once", "pages/multi_head.py"),
-    Step("concat", "Concatenate the heads and multiply by W^O", "pages/multi_head.py"),
-    Step("add_norm", "Residual connection and LayerNorm", "pages/encoder.py"),
-    Step("ffn", "The feed-forward network", "pages/encoder.py"),
-    Step("stack", "The encoder stack: the same layer again", "pages/encoder.py"),
-    Step("decoder_input", "The decoder's input: the translation so far, shifted right", "pages/decoder.py"),
-    Step("masked", "Masked self-attention: no peeking at later words", "pages/decoder.py"),
-    Step("cross", "Encoder-decoder attention: where the decoder looks in the source", "pages/decoder.py"),
-    Step("output", "Final linear layer and softmax: a probability for every French word", "pages/output.py"),
-    Step("chosen", "The chosen word", "pages/output.py"),
-    Step("next", "The next step of decoding", "pages/output.py"),
-    Step("finished", "The finished translation", "pages/output.py"),
+    Step("sentence", "A sentence goes in, a translation comes out", "overview"),
+    Step("tokens", "Words become tokens, tokens become ids", "tokens"),
+    Step("embedding", "Each id picks a row of the embedding table, × √d_model", "tokens"),
+    Step("positional", "Positional encoding: adding where each word stands", "positional"),
+    Step("qkv", "Queries, keys and values: Q = XW^Q, K = XW^K, V = XW^V", "self_attention"),
+    Step("scores", "Scores: the query of one word against every key", "self_attention"),
+    Step("scale", "Divide the scores by √d_k", "self_attention"),
+    Step("softmax", "Softmax: scores become weights that add up to 1", "self_attention"),
+    Step("z", "The weighted sum of the values: z", "self_attention"),
+    Step("heads", "All heads at once", "multi_head"),
+    Step("concat", "Concatenate the heads and multiply by W^O", "multi_head"),
+    Step("add_norm", "Residual connection and LayerNorm", "encoder"),
+    Step("ffn", "The feed-forward network", "encoder"),
+    Step("stack", "The encoder stack: the same layer again", "encoder"),
+    Step("decoder_input", "The decoder's input: the translation so far, shifted right", "decoder"),
+    Step("masked", "Masked self-attention: no peeking at later words", "decoder"),
+    Step("cross", "Encoder-decoder attention: where the decoder looks in the source", "decoder"),
+    Step("output", "Final linear layer and softmax: a probability for every French word", "output"),
+    Step("chosen", "The chosen word", "output"),
+    Step("next", "The next step of decoding", "output"),
+    Step("finished", "The finished translation", "output"),
 )
 N_STEPS = len(STEPS)
 

@@ -11,7 +11,7 @@ from pages.content.lesson import BRIDGES, INTRO, TEXT
 from ui import lesson as state
 from ui import shell
 from ui.models import analysis, current_model
-from ui.page_list import PAGES
+from ui.page_list import by_name
 from ui.widgets import chart, md, notice, page_link
 from viz import lesson as V
 
@@ -73,7 +73,7 @@ with st.expander("The exact numbers"):
     st.dataframe(view.table)
 
 navigation("bottom")
-depth = next(p for p in PAGES if p.file == step.page)
-page_link(step.page, f"In depth: {depth.title}")
+depth = by_name(step.page)
+page_link(depth.file, f"In depth: {depth.title}")
 st.caption("Link to this step: `/" + "lesson?" + urllib.parse.urlencode(state.link_params()) + "`")
 state.write_url()

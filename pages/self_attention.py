@@ -6,6 +6,7 @@ import math
 
 import streamlit as st
 
+from model.examples import COREFERENCE_WIDE
 from model.experiments import plain_self_attention
 from model.textbook import thinking_machines
 from pages.content import self_attention as text
@@ -15,13 +16,15 @@ from ui.models import analysis, coref_defaults, current_model, projection
 from ui.state import DEFAULT_SENTENCE
 from ui.widgets import figure, fold, md, next_link, pick, require_sentence, sentence_header
 from viz import attention as va
+from viz import coref as vc
+from viz import heads as vh
 from viz.layers import layer_output
 
 shell.enter(__file__)  # first: re-enter through app.py if Streamlit ran this page bare
 
 P = "self_attention_"  # widget key prefix
 TIRED = DEFAULT_SENTENCE
-WIDE = "the animal didn't cross the street because it was too wide"
+WIDE = COREFERENCE_WIDE
 MODES = ("Your sentence, the trained model", "Thinking Machines (textbook example)")
 KEYS = (f"{P}layer", f"{P}head", f"{P}word")
 
@@ -85,10 +88,10 @@ def one_head(a, cfg, focus) -> None:
         with c2:
             head = pick("Head", range(cfg.n_heads), KEYS[1], format_func=lambda h: f"head {h}")
         with c3:
-            word = pick("Query word", range(len(labels)), KEYS[2], default=va.find_word(a.prepared.tokens, "it") or 0,
+            word = pick("Query word", range(len(labels)), KEYS[2], default=vh.find_word(a.prepared.tokens, "it") or 0,
                         format_func=lambda i: labels[i])
         if focus is not None:
-            c = va.coref_parts(a.prepared.tokens)
+            c = vc.coref_parts(a.prepared.tokens)
             st.markdown(text.focus(focus.layer, focus.head, *(md(va.word_of(labels[j])) for j in (c.referent, c.other,
                                    c.adjective)), focus.weight, focus.other))
         st.markdown(f"Query word **{md(labels[word])}**, encoder layer {layer}, head {head}.")

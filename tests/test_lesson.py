@@ -55,11 +55,11 @@ def f3(x: float) -> str:
 def test_steps_cover_the_path_and_link_to_real_pages():
     from ui.page_list import PAGES
 
-    files = {p.file for p in PAGES}
+    names = {p.name for p in PAGES}
     keys = [s.key for s in L.STEPS]
     assert 15 <= L.N_STEPS <= 25 and len(set(keys)) == len(keys)
     assert keys[0] == "sentence" and keys[-1] == "finished"
-    assert all(s.page in files for s in L.STEPS)
+    assert all(s.page in names for s in L.STEPS)
     assert set(V.VIEWS) == set(keys)
     assert L.step_index("cross") == keys.index("cross") + 1
 

@@ -34,10 +34,11 @@ from collections.abc import Mapping
 
 import streamlit as st
 
+from model.examples import COREFERENCE
 from model.trace import Interventions
 from ui.style import PRESENTER_KEY, read_flag
 
-DEFAULT_SENTENCE = "the animal didn't cross the street because it was too tired"
+DEFAULT_SENTENCE = COREFERENCE  # the app's sentence until the user types another (model/examples.py)
 MODELS = {"base": "Shipped model", "no_mask": "Shipped, trained without look-ahead mask", "mine": "My model"}
 TOGGLES = {  # state key -> (Interventions field, URL parameter, label)
     "iv_look_ahead": ("look_ahead_mask", "la", "Look-ahead mask"),
