@@ -11,10 +11,10 @@ from model.experiments import plain_self_attention
 from model.textbook import thinking_machines
 from pages.content import self_attention as text
 from ui import shell
-from ui.attention_steps import show_coref, show_steps, show_why_scale
+from ui.attention_steps import show_coref, show_decision, show_steps, show_why_scale
 from ui.models import analysis, coref_defaults, current_model, projection
 from ui.state import DEFAULT_SENTENCE
-from ui.widgets import figure, fold, md, next_link, pick, require_sentence, sentence_header
+from ui.widgets import figure, fold, md, next_link, page_link, pick, require_sentence, sentence_header
 from viz import attention as va
 from viz import coref as vc
 from viz import heads as vh
@@ -162,5 +162,11 @@ with fold("Show where “it” looks in every head, for both sentences", f"{P}fo
             with col:
                 show_coref(analysis(text=sentence), name, cfg.n_enc_layers, cfg.n_heads, f"{P}coref_{name}",
                            text.NO_IT)
+st.markdown(text.DECISION)
+with fold("The experiment: each decoder layer's encoder-decoder attention switched off", f"{P}fold_decision",
+          expanded=True) as shown:
+    if shown:
+        show_decision((TIRED, WIDE), f"{P}decision_")
+page_link("pages/cross_attention.py", "In depth: Encoder-decoder attention, every row of the alignment")
 
 next_link(__file__)

@@ -11,7 +11,7 @@ import streamlit as st
 
 from model.experiments import dot_product_samples, saturation, summarize
 from model.textbook import from_book
-from ui.models import saturation_rows, variance_rows
+from ui.models import coref_decision, saturation_rows, variance_rows
 from ui.widgets import chart, figure, fold, md, notice
 from viz import attention as va
 from viz import coref as vc
@@ -153,3 +153,15 @@ def show_coref(ca, name: str, n_layers: int, n_heads: int, key: str, no_it: str)
     with fold("Per head: the candidate words", f"{key}_candidates") as shown:
         if shown:
             st.dataframe(vc.coref_table(rows, hl, ca.src_labels, ca.prepared.tokens, c.it))
+
+
+def show_decision(texts: tuple[str, ...], key: str) -> None:
+    """Where il / elle is decided, for coreference sentences `texts`: the pronoun row's reading of the adjective
+    and the model with each decoder layer's encoder-decoder attention switched off (model/coref.py)."""
+    decisions = [d for d in (coref_decision(t) for t in texts) if d is not None]
+    if not decisions:
+        st.info("The model writes neither il nor elle here, so there is no pronoun to follow.")
+        return
+    chart(vc.decision_figure(decisions), key=f"{key}decision", config=NO_BAR)
+    for d in decisions:
+        notice(vc.decision_notice(d))

@@ -278,3 +278,17 @@ def coref_defaults(a: pipeline.Analysis, keys: tuple[str, str, str], n_layers: i
             if not first or k not in ss:  # a first visit keeps choices preset by a link or a test
                 ss[k] = v
     return focus
+
+
+@session_cache(max_entries=32)
+def _decision(model_key: str, text: str, iv: Interventions, _bundle: Bundle):
+    from model.coref import decision
+
+    return decision(_bundle, text, iv)
+
+
+def coref_decision(text: str, iv: Interventions | None = None):
+    """Where the current model decides il / elle in the coreference sentence `text` (a `model.coref.Decision`, or
+    None for another sentence): the pronoun row's cross-attention and each decoder layer switched off."""
+    cur = current_model()
+    return _decision(cur.key, used_text(text), interventions() if iv is None else iv, cur.bundle)
