@@ -447,3 +447,64 @@ def test_other_model_shapes_never_raise(norm_first):
     for s in L.STEPS:
         assert V.view(s.key, c).notice
     assert (V.view("add_norm", c).warning is not None) == norm_first
+
+
+# --- one sentence, one path ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("key", ["qkv", "heads", "add_norm", "cross", "output"])
+def test_in_depth_opens_the_page_on_the_lessons_sentence_layer_head_and_word(key):
+    """Following "In depth" from a step: the page shows the lesson's sentence (the sidebar's too) and its pickers
+    sit on the lesson's layer, head and word (or decoder position)."""
+    at = lesson_app(page_only=False, lesson=CORE, step=str(L.step_index(key)))
+    f = L.focus(analyse(CORE))
+    page = L.STEPS[L.step_index(key) - 1].page
+    at.switch_page(f"pages/{page}.py")
+    at.run()
+    no_exception(at)
+    assert at.session_state["sentence"] == CORE and at.text_input(key="sentence").value == CORE
+    want = {"self_attention": {"self_attention_layer": f.layer, "self_attention_head": f.head,
+                               "self_attention_word": f.word},
+            "multi_head": {"multi_head_layer": f.layer, "multi_head_head": f.head, "multi_head_word": f.word},
+            "encoder": {"encoder_layer": f.layer, "encoder_word": f.word},
+            "cross_attention": {"cross_layer": bundle().config.n_dec_layers - 1, "cross_head": -1},
+            "output": {"output_pos": f.row}}[page]
+    for widget, value in want.items():
+        assert at.session_state[widget] == value, widget
+    assert f.head != 0 or f.word != 0  # on "it": not the pickers' defaults, so the test can fail
+
+
+def test_the_lesson_and_the_sidebar_share_one_sentence():
+    at = lesson_app(page_only=False, step="3")  # no sentence in the link: the lesson's own default
+    assert at.session_state["sentence"] == L.DEFAULT_SENTENCE == at.text_input(key="sentence").value
+    at.radio(key="lesson_choice").set_value("i am a student").run()  # the lesson's picker moves the sidebar
+    assert at.text_input(key="sentence").value == "i am a student"
+    at.text_input(key="sentence").set_value(CORE).run()  # the sidebar moves the lesson
+    no_exception(at)
+    assert at.radio(key="lesson_choice").value == CORE and dict(at.query_params)["lesson"] == CORE
+    check_step(at, CORE, 3)
+
+
+def test_root_link_with_a_lesson_opens_the_lesson():
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
+    at.query_params.update({"lesson": "i am a student", "step": "7"})
+    at.run()
+    at.run()  # "/" forwards to the lesson with the same link
+    no_exception(at)
+    check_step(at, "i am a student", 7)
+
+
+def test_the_coreference_step_tells_where_il_is_decided():
+    """On the coreference preset: the pronoun row reads "tired" with the head average of decoder layer 0, and the
+    head-off experiment is stated as computed (here: il survives either layer; "… too wide" loses elle)."""
+    n = V.view("coref", ctx(CORE)).notice
+    d = decide(CORE)
+    assert d.pronoun == "il" and f"reads “tired” with {d.average(0):.2f} on average in decoder layer 0" in n
+    assert d.average(0) >= 0.5 and "No encoder head links “it” to “animal”" in n
+    for o in d.off:
+        p = o.p_il
+        assert f"without layer {o.layer}'s it still writes “il” (p {d.p_il:.2f} → {p:.2f})" in n
+    wide = decide(CORE.replace("tired", "wide"))
+    assert wide.pronoun == "elle" and 1 in wide.needed
+    assert "without layer 1's encoder-decoder attention the model writes “il” instead" in n
+    other = V.view("coref", ctx(THINKING)).notice
+    assert other.startswith("Your sentence has no “it” to resolve")
