@@ -100,6 +100,8 @@ def one_head(a, cfg, focus) -> None:
     module = f"enc.{layer}.self_attn"
 
     st.header("All words at once: the matrix form")
+    if mode == MODES[1]:
+        st.info(text.below_trained(layer, head), icon=":material/swap_horiz:")
     T, d_k = len(labels), cfg.d_k
     st.markdown(text.MATRIX_FORM)
     st.latex(text.MATRIX_LATEX_QKV)

@@ -53,10 +53,9 @@ PAGES: tuple[PageSpec, ...] = (
     PageSpec("Start", "pages/before.py", "Before the Transformer", ":material/history:",
              "Your sentence through a recurrent encoder-decoder with attention: the encoder word by word, one "
              "decoder step's scores, α and context, the alignment matrix; then the same formulas on the "
-             "Transformer's encoder-decoder attention, and the two measured side by side", walkthrough=False),
+             "Transformer's encoder-decoder attention, and the two measured side by side"),
     PageSpec("Start", "pages/why_attention.py", "Why attention", ":material/speed:",
-             "The paper's Table 1 (complexity, sequential operations, path length), a calculator, and its results",
-             walkthrough=False),
+             "The paper's Table 1 (complexity, sequential operations, path length), a calculator, and its results"),
     PageSpec("Encoder", "pages/tokens.py", "Tokens and embeddings", ":material/token:",
              "Words to tokens to ids, one-hot vectors times the embedding table, scaled by √d_model"),
     PageSpec("Encoder", "pages/positional.py", "Positional encoding", ":material/waves:",

@@ -451,8 +451,8 @@ def cross_notice(weights: Tensor, src_labels: list[str], in_labels: list[str], n
     last, eos, end = _word(in_labels[-1]), float(weights[-1, -1]), weights.size(1) - 1
     others = int((top.indices[:-1] == end).sum())
     if int(top.indices[-1]) == end:
-        why = (f"The last row ({last}) must write <eos>, and it reads the source's <eos> most ({eos:.2f}): the "
-               "source's end marker is what tells it that the sentence is complete.")
+        why = (f"The last row ({last}) must write <eos>, and it reads the source's <eos> most ({eos:.2f}): a weight "
+               "shows where a row reads, not why it writes what it writes.")
     else:
         why = f"The last row ({last}) must write <eos>; it gives the source's <eos> {eos:.2f}."
     if others:

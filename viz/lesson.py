@@ -465,7 +465,8 @@ def _stack(c: Context) -> View:
 
 
 VIEWS: dict[str, Callable[[Context], View]] = {
-    "why": _why, "sentence": _sentence, "tokens": _tokens, "embedding": _embedding, "positional": _positional, "qkv": _qkv,
+    "why": _why, "sentence": _sentence, "tokens": _tokens, "embedding": _embedding, "positional": _positional,
+    "qkv": _qkv,
     "scores": _scores, "scale": _scale, "softmax": _softmax, "z": _z, "heads": _heads, "concat": _concat,
     "add_norm": _add_norm, "ffn": _ffn, "stack": _stack, **D.VIEWS,
 }

@@ -274,8 +274,8 @@ def steps_figure(data: dict) -> go.Figure:
     fig = go.Figure()
     _line(fig, m, [r["rnn"] for r in rows], "RNN: m + t (encode, then decode)", RNN_COLOUR)
     _line(fig, m, [r["transformer_decode"] for r in rows], "Transformer, translating: 1 + t", TRANSFORMER_COLOUR)
-    _line(fig, m, [r["transformer_train"] for r in rows], "Transformer, training (teacher forcing): 2",
-          TRANSFORMER_COLOUR, "dot")
+    _line(fig, m, [r["transformer_train"] for r in rows], "Transformer, training: 2 stages (each a fixed stack of "
+          "layers)", TRANSFORMER_COLOUR, "dot")
     return _layout(fig, "source length m (tokens)", "steps that wait for each other")
 
 

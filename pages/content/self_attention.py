@@ -25,6 +25,11 @@ TEXTBOOK = ("**Textbook example** (the Illustrated Transformer's “Thinking Mac
             "through the same attention function as the model, but not weights of any trained model. (The layer, "
             "head and word pickers belong to the trained model and are hidden here.)")
 
+def below_trained(layer: int, head: int) -> str:
+    return (f"From here on the page is back on the trained model and your sentence (encoder layer {layer}, head "
+            f"{head}): the textbook example has only the two vectors above.")
+
+
 MATRIX_LATEX_QKV = r"Q = XW^Q + b^Q, \qquad K = XW^K + b^K, \qquad V = XW^V + b^V"
 MATRIX_FORM = ("Stacking every word's q, k and v as rows of Q, K and V, all the dot products are one matrix "
                "product and the whole layer is one line:")
