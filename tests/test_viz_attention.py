@@ -385,8 +385,13 @@ def test_coref_parts_and_focus_chosen_by_the_data():
     labels = [f"{i} {w}" for i, w in enumerate((*COREF, "tired", "<eos>"))]
     hl = vh.head_labels(2, 4)
     text = vc.coref_notice(rows, hl, labels, c, f)
-    assert text.startswith("“tired” makes “it” the animal. The head that best links “it” to “1 animal” is "
-                           f"{hl[best]} ({rows[best, 1]:.2f}, against {rows[best, 5]:.2f} for “5 street”).")
+    ref, other = float(rows[best, 1]), float(rows[best, 5])
+    if ref >= 0.5 and ref >= 2 * other:  # the rule of "links" (model/coref.py LINK)
+        assert text.startswith(f"“tired” makes “it” the animal. {hl[best]} links “it” to “animal”: {ref:.2f}, "
+                               f"against {other:.2f} for “street”.")
+    else:
+        assert text.startswith("“tired” makes “it” the animal. No encoder head picks out “animal”: the most any "
+                               f"head gives it is {float(rows[:, 1].max()):.2f}")
     assert f"The strongest single weight of “it” is {rows.max():.2f}" in text
 
 
@@ -395,7 +400,8 @@ def test_multi_head_notices():
     w[0] = torch.eye(3)  # head 0: itself
     w[1, :, 2] = 1.0  # head 1: every word reads word 2
     text = vh.heads_notice(w, ["a", "b", "c"], off=(1,))
-    assert text == "Mostly: head 0 → itself (1.00 of a row on average); head 1 (off) → “c” (1.00 of a row on average)."
+    assert text == ("What each head does: head 0 → mostly itself (1.00 of a row on average); head 1 (off) → mostly "
+                    "“c” (1.00 of a row on average).")
     rows = np.array([[0.2, 0.8, 0.0], [0.1, 0.1, 0.8], [0.95, 0.05, 0.0]])
     assert vh.word_heads_notice(rows, ["a", "b", "c"], "b") == ("“b”: head 2 is the most focused, 0.95 on “a”; the 3 "
                                                                 "heads look most at 3 different words.")

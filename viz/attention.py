@@ -157,6 +157,7 @@ def dims(n: int) -> list[str]:
 
 # --- Notices: one computed sentence per figure, saying what to look at --------------------------
 
+ALMOST = 0.9  # z_matrix_notice: "points almost where" needs a cosine of at least this
 PARKING = ("<eos>", ".", ",", "!", "?", ";", ":")  # tokens a head with nothing useful to read parks on
 
 
@@ -258,19 +259,22 @@ def matrix_notice(weights, q_labels: list[str], k_labels: list[str]) -> str:
     rows = [i for i, label in enumerate(q_labels) if not is_parking(label)]  # <eos> looking at itself is no parking
     parked = int(sum(is_parking(k_labels[int(w[i].argmax())]) for i in rows))
     if parked:
-        out += (f" {parked} of {len(rows)} words put their largest weight on <eos> or punctuation: nothing better "
-                "to read there.")
+        out += (f" {parked} of {len(rows)} words put their largest weight on <eos> or punctuation, where a head "
+                "parks when it finds nothing useful to read.")
     return out
 
 
 def z_matrix_notice(z, weights, v, labels: list[str]) -> str:
-    """Z = weights · V: where one weight dominates a row, that row of Z is close to the chosen word's v."""
+    """Z = weights · V: the row with the largest single weight, and how close its row of Z is to that word's v.
+
+    Rule: "points almost where" only with a cosine of at least ALMOST (0.9); below it, "points only partly"."""
     zz, w, vv = as_array(z), np.nan_to_num(as_array(weights)), as_array(v)
     i = int(w.max(1).argmax())
     j = int(w[i].argmax())
     cos = float(zz[i] @ vv[j] / max(np.linalg.norm(zz[i]) * np.linalg.norm(vv[j]), 1e-12))
+    how = "almost" if cos >= ALMOST else "only partly"
     return (f"Each row of Z is a weighted average of V's rows. “{labels[i]}” puts {w[i, j]:.2f} on “{labels[j]}”, "
-            f"so its row of Z points almost where v of “{labels[j]}” points (cosine {cos:.2f}).")
+            f"so its row of Z points {how} where v of “{labels[j]}” points (cosine {cos:.2f}).")
 
 
 def plain_notice(plain_weights, learned_weights, labels: list[str]) -> str:

@@ -393,16 +393,20 @@ def future_notice(w_on: Tensor, w_off: Tensor, labels_off: list[str]) -> str:
 
 
 def peek_notice(weights: Tensor, labels: list[str]) -> str:
-    """A no-mask head, teacher-forced: how often and how strongly row t looks at t + 1, the word to predict."""
+    """A no-mask head, teacher-forced: how often and how strongly row t looks at t + 1, the word to predict.
+
+    Rule: "this head reads it" only when at least half of the rows put their largest weight on t + 1."""
     T = weights.size(0)
     if T < 2:
         return "one position only: there is no next word to peek at."
     nxt = next_weight(weights)
     hits = int((weights.argmax(-1)[: T - 1] == torch.arange(1, T)).sum())
     t = int(nxt.argmax())
+    verdict = ("The answer is in the input, and this head reads it." if 2 * hits >= T - 1 else
+               "The answer is in the input; this head reads it in only some rows.")
     return (f"in {hits} of {T - 1} rows the largest weight sits on position t + 1, the very word that "
             f"position must predict (strongest: row {_word(labels[t])} → {_word(labels[t + 1])} "
-            f"{float(nxt[t]):.3f}). The answer is in the input, and this head reads it.")
+            f"{float(nxt[t]):.3f}). {verdict}")
 
 
 def padding_notice(demo: PaddingDemo, layer: int, head: int) -> str:

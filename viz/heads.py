@@ -157,8 +157,13 @@ def shapes_table(d_model: int, n_heads: int, n_tokens: int) -> pd.DataFrame:
     }, index=["input X", "heads h", "each head's Z_i", "Concat(Z_1 … Z_h)", "W^O", "output"])
 
 
+MOSTLY = 0.5  # head_pattern: "mostly" needs at least this share of a row on average
+
+
 def head_pattern(weights, labels: list[str]) -> str:
-    """A few words on what one head [Tq, Tk] (self-attention) mostly does, from its average weights."""
+    """A few words on what one head [Tq, Tk] (self-attention) does, from its average weights.
+
+    Rule: "mostly" only when the pattern takes at least MOSTLY (0.5) of a row on average; below, "leans to"."""
     w = np.nan_to_num(as_array(weights))
     n = len(w)
     cands = {"itself": float(np.diag(w).mean()) if w.shape[0] == w.shape[1] else 0.0}
@@ -169,14 +174,14 @@ def head_pattern(weights, labels: list[str]) -> str:
     j = int(col.argmax())
     cands[f"“{labels[j]}”"] = float(col[j])
     what, share = max(cands.items(), key=lambda kv: kv[1])
-    return f"{what} ({share:.2f} of a row on average)"
+    return f"{'mostly' if share >= MOSTLY else 'leans to'} {what} ({share:.2f} of a row on average)"
 
 
 def heads_notice(weights, labels: list[str], off=()) -> str:
     """All heads of a layer [H, Tq, Tk] (self-attention): one phrase per head."""
     w = as_array(weights)
     parts = [f"head {h}{' (off)' if h in off else ''} → {head_pattern(w[h], labels)}" for h in range(len(w))]
-    return "Mostly: " + "; ".join(parts) + "."
+    return "What each head does: " + "; ".join(parts) + "."
 
 
 def word_heads_notice(rows: np.ndarray, x_labels: list[str], word_label: str) -> str:

@@ -81,17 +81,23 @@ def range_notice(rows: list[VarianceRow]) -> str:
     r = max(rows, key=lambda r: r.d_k)
     mid = [x for x in rows if x.d_k >= 256] or [r]
     m = mid[0]
-    return (f"The range of the raw scores widens like √d_k (last column): at d_k = {m.d_k}, 98% of the scores lie "
-            f"between {m.low:.0f} and {m.high:.0f}, at d_k = {r.d_k} between {r.low:.0f} and {r.high:.0f}, and the "
-            "softmax of such numbers is all-or-nothing.")
+    out = (f"The range of the raw scores widens like √d_k (last column): at d_k = {m.d_k}, 98% of the scores lie "
+           f"between {m.low:.0f} and {m.high:.0f}, at d_k = {r.d_k} between {r.low:.0f} and {r.high:.0f}")
+    # "all-or-nothing": two scores 10 apart already give the larger e^10 ≈ 22,000 times the weight of the smaller.
+    return out + (", and the softmax of such numbers is all-or-nothing." if r.high - r.low >= 10 else ".")
 
 
 def histogram_notice(samples, d_k: int) -> str:
+    """"≈ √d_k" only when the measured standard deviation is within 15% of √d_k (else "against")."""
     s = as_array(samples)
-    return (f"Red: q·k spreads over ±{np.abs(s).max():.1f} (standard deviation {s.std():.2f} ≈ √{d_k} = "
+    near = "≈" if abs(s.std() - math.sqrt(d_k)) <= 0.15 * math.sqrt(d_k) else "against"
+    return (f"Red: q·k spreads over ±{np.abs(s).max():.1f} (standard deviation {s.std():.2f} {near} √{d_k} = "
             f"{math.sqrt(d_k):.2f}); blue: divided by √d_k, standard deviation {(s / math.sqrt(d_k)).std():.2f}.")
 
 
 def saturation_notice(max_raw: float, max_scaled: float, d_k: int) -> str:
-    return (f"At d_k = {d_k} one key takes {max_raw:.2f} of the weight without scaling and {max_scaled:.2f} with it: "
-            "the scaled softmax still spreads its weight, so its gradient stays alive.")
+    """Comparative words only: "spreads its weight more" when the largest weight is smaller with scaling."""
+    out = f"At d_k = {d_k} one key takes {max_raw:.2f} of the weight without scaling and {max_scaled:.2f} with it"
+    if max_scaled < max_raw:
+        return out + ": the scaled softmax spreads its weight more, so it is less saturated and its gradient larger."
+    return out + ": at this d_k scaling changes little."
