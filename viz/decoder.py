@@ -445,7 +445,9 @@ def alignment(weights: Tensor, src_labels: list[str], in_labels: list[str], next
 
 
 def cross_notice(weights: Tensor, src_labels: list[str], in_labels: list[str], next_labels: list[str]) -> str:
-    """Which source word each target row reads most, and what the row that predicts <eos> reads.
+    """Which source word each target row reads most, and what the row that predicts <eos> reads. Rule: "parks"
+    only for rows whose largest weight is on the source's <eos>; no causal wording (a weight shows where a row
+    reads, not why).
 
     The source ends with <eos> (its last column); the decoder's last row predicts the target's <eos>.
     """

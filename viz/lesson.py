@@ -135,7 +135,8 @@ def _embedding(c: Context) -> View:
 # --- 4. positional encoding -------------------------------------------------------------------------
 
 def notice_positional(p: L.Positional, label: str, followed: str | None = None) -> str:
-    """`followed`: the word the lesson follows, when this step shows another one (position 0 shows nothing)."""
+    """`followed`: the word the lesson follows. Rule: "the lesson follows … instead" only when this step shows
+    another position than the followed word's (position 0 shows nothing)."""
     moved = (f"The lesson follows {q(followed)}, at position 0, where sin 0 = 0 and cos 0 = 1 show nothing; this "
              "step looks at the next position instead. " if followed and followed != label else "")
     if not p.on:
@@ -265,7 +266,7 @@ def notice_scale(r: L.Row) -> str:
     top = r.top_score
     if not r.scale_on:
         return (f"Scaling is switched off: the scores stay as they are ({q(r.key_labels[top])}: {r.scaled[top]:.2f}), "
-                f"and the softmax of such large numbers is more all-or-nothing.")
+                f"√{r.d_k} = {r.d_k ** 0.5:.3f} times what the model was trained to put into the softmax.")
     spread, spread_s = max(r.scores) - min(r.scores), max(r.scaled) - min(r.scaled)
     return (f"√d_k = √{r.d_k} = {r.d_k ** 0.5:.3f}: {q(r.key_labels[top])}'s score {r.scores[top]:.2f} becomes "
             f"{r.scaled[top]:.2f}, and the gap between the highest and the lowest score shrinks from "
@@ -281,6 +282,8 @@ def notice_softmax(r: L.Row) -> str:
 
 
 def notice_z(r: L.Row, off: bool = False) -> str:
+    """The 3 largest terms of z and the measured difference to the model's z. Rule: the parking sentence only
+    when <eos> is among those terms with a weight of at least PARK_NOTE (0.1)."""
     order = sorted(range(len(r.weights)), key=r.weights.__getitem__, reverse=True)[:3]
     terms = " + ".join(f"{r.weights[j]:.3f} · v({word(r.key_labels[j])})" for j in order)
     more = " + …" if len(r.weights) > 3 else ""
@@ -348,8 +351,8 @@ def sub(n: int) -> str:
 
 
 def notice_heads(hs: list[L.HeadChoice], label: str) -> str:
-    """Every head's largest weight for the word ("looks hardest" = that argmax); explains parking when a head's
-    largest weight is on <eos>."""
+    """Every head's largest weight for the word ("looks hardest" = that argmax). Rule: "park on <eos>" only when a
+    head's largest weight is on <eos>."""
     parts = "; ".join(f"head {h.head} → {q(h.top_label)} {h.weight:.3f}" + (" (off)" if h.off else "") for h in hs)
     distinct = len({h.top for h in hs})
     parked = [h.head for h in hs if parks([h.top_label])]

@@ -77,7 +77,8 @@ def saturation_table(rows: list[SaturationRow]) -> pd.DataFrame:
 
 
 def range_notice(rows: list[VarianceRow]) -> str:
-    """The widest 1%–99% range of q·k among the rows (the "scores of ±50 are ordinary" sentence, computed)."""
+    """The widest 1%–99% range of q·k among the rows (the "scores of ±50 are ordinary" sentence, computed).
+    Rule: "all-or-nothing" only when that range is at least 10 wide (e^10 ≈ 22,000 between its ends)."""
     r = max(rows, key=lambda r: r.d_k)
     mid = [x for x in rows if x.d_k >= 256] or [r]
     m = mid[0]
@@ -96,7 +97,7 @@ def histogram_notice(samples, d_k: int) -> str:
 
 
 def saturation_notice(max_raw: float, max_scaled: float, d_k: int) -> str:
-    """Comparative words only: "spreads its weight more" when the largest weight is smaller with scaling."""
+    """Rule: "spreads its weight more" only when the largest weight is smaller with scaling."""
     out = f"At d_k = {d_k} one key takes {max_raw:.2f} of the weight without scaling and {max_scaled:.2f} with it"
     if max_scaled < max_raw:
         return out + ": the scaled softmax spreads its weight more, so it is less saturated and its gradient larger."
