@@ -41,8 +41,9 @@ class PageSpec:
 
 PAGES: tuple[PageSpec, ...] = (
     PageSpec("Start", "pages/lesson.py", "Guided lesson", ":material/school:",
-             "One sentence from words to its translation in about twenty short steps, each with one figure and "
-             "the numbers to notice; Back / Next, and a link to every step", walkthrough=False),
+             "One sentence in 25 short steps, from why a Transformer to its translation and how it was trained, "
+             "each with one figure and the numbers to notice; Back / Next, and a link to every step",
+             walkthrough=False),
     PageSpec("Start", "pages/classroom.py", "Classroom", ":material/groups:",
              "Teach a class: students join with a code or a QR code and follow your page, sentence and "
              "switches; ask them what the model will do, watch their answers, then reveal the model's",

@@ -202,25 +202,25 @@ def _qkv(c: Context) -> View:
         titles, ys = [f"{n} (head {f.head})" for n in "qkv"], [labels] * 3
     else:
         mats = [as_array(proj.x)[:, None], as_array(proj.W["q"]), as_array(proj.computed("q"))[None]]
-        titles = [f"xᵀ of {word(labels[f.word])} [{p.d_model}, 1]", f"· W^Q of head {f.head} [{p.d_model}, {p.d_k}]",
-                  f"+ b^Q = q [1, {p.d_k}]"]
+        titles = [f"xᵀ [{p.d_model}, 1]", f"W^Q of head {f.head} [{p.d_model}, {p.d_k}]",
+                  f"q = x·W^Q + b^Q [1, {p.d_k}]"]
         ys = [dims(p.d_model), dims(p.d_model), [word(labels[f.word])]]
-    lim = float(max(np.abs(x).max() for x in mats)) or 1.0
     fig = make_subplots(rows=1, cols=3, subplot_titles=titles, horizontal_spacing=0.06,
                         column_widths=[0.12, 0.5, 0.38] if proj is not None else None)
     for i, (x, y) in enumerate(zip(mats, ys, strict=True)):
-        fig.add_trace(go.Heatmap(z=x, x=dims(x.shape[1]), y=y, coloraxis="coloraxis",
+        lim = float(np.abs(x).max()) or 1.0  # each panel its own scale: W^Q's entries are far smaller than x's
+        fig.add_trace(go.Heatmap(z=x, x=dims(x.shape[1]), y=y, zmin=-lim, zmax=lim, showscale=False,
+                                 colorscale=SCALES["activations"]["colorscale"],
                                  hovertemplate="row %{y}, column %{x}: %{z:.4f}<extra></extra>"), 1, i + 1)
     fig.update_yaxes(autorange="reversed", type="category", showticklabels=proj is None)
     fig.update_xaxes(type="category", showticklabels=False)
-    layout(fig, height=max(300, min(520, 80 + 30 * len(labels))),
-           coloraxis={"colorscale": SCALES["activations"]["colorscale"], "cmin": -lim, "cmax": lim})
+    layout(fig, height=max(300, min(520, 80 + 30 * len(labels))))
     tab = pd.DataFrame({"dimension": dims(p.d_k), f"q of {word(labels[f.word])}": p.q})
     return View(fig, notice_qkv(p, f.head, proj), tab,
                 textbook=f"The Illustrated Transformer (the paper's base model): x₁ has {paper.BASE.d_model} numbers, "
                          f"W^Q is {paper.BASE.d_model} × {paper.BASE.d_k} in each of {paper.BASE.n_heads} heads, "
-                         f"q₁ = x₁W^Q has {paper.BASE.d_k}; here {p.d_model}, {p.d_model} × {p.d_k}, {p.n_heads} "
-                         f"heads, {p.d_k}.",
+                         f"q₁ = x₁W^Q has {paper.BASE.d_k}. This model: x has {p.d_model}, W^Q is {p.d_model} × "
+                         f"{p.d_k} in each of {p.n_heads} heads, q has {p.d_k}.",
                 warning=_head_off(c))
 
 
@@ -292,7 +292,7 @@ def notice_z(r: L.Row, off: bool = False) -> str:
     out = (f"z of {q(r.query_label)} = {terms}{more}: a vector of {r.d_k} numbers (length {r.z_norm:.3f}); "
            f"the model's own z differs from this sum by at most {r.z_error:.1e}.")
     parked = [j for j in order if parks([r.key_labels[j]]) and r.weights[j] >= PARK_NOTE]
-    return out + (f" {r.weights[parked[0]]:.3f} goes to <eos>: {PARKING_WHY}" if parked else "")
+    return out + (f" {r.weights[parked[0]]:.3f} goes to <eos>. {PARKING_WHY}" if parked else "")
 
 
 def _row(c: Context) -> L.Row:
@@ -359,7 +359,7 @@ def notice_heads(hs: list[L.HeadChoice], label: str) -> str:
     out = (f"Where {q(label)} looks hardest in each head: {parts}. {distinct} different word(s) across "
            f"{len(hs)} heads.")
     if parked:
-        out += f" Head(s) {', '.join(map(str, parked))} park on <eos>: {PARKING_WHY}"
+        out += f" Head(s) {', '.join(map(str, parked))} park on <eos>. {PARKING_WHY}"
     return out
 
 
@@ -393,7 +393,7 @@ def _concat(c: Context) -> View:
                   y_title="token", height=max(220, min(520, 60 + 30 * x.shape[0])))
     d_k = x.shape[1] // n_heads
     for h in range(1, n_heads):
-        fig.add_vline(x=h * d_k - 0.5, line_color="black", line_width=2)
+        fig.add_vline(x=h * d_k - 0.5, line_color="black", line_width=5)
     B = paper.BASE
     return View(fig, notice_concat(cc, a.src_labels[f.word], n_heads), table(x, dims(x.shape[1]), a.src_labels),
                 textbook=f"The Illustrated Transformer's picture: Z₀ … Z₇ ({B.n_heads} heads × {B.d_k} = "

@@ -79,7 +79,7 @@ def notice_cross(x: L.Cross, src_labels: list[str] | None = None, next_labels: l
         out += f" Diffuse rows (largest weight under {L.CONFIDENT:g}), writing {shown}."
     parked = [writes[r] for r in range(len(x.tops) - 1) if x.tops[r] == x.eos]
     if parked:
-        out += f" The row(s) writing {', '.join(parked[:3])} read the source's <eos> most: {PARKING_WHY}"
+        out += f" The row(s) writing {', '.join(parked[:3])} read the source's <eos> most. {PARKING_WHY}"
     return out
 
 
@@ -122,8 +122,9 @@ def _coref(c: Context) -> View:
     tab = pd.DataFrame([{"sentence": d.text, "pronoun": d.pronoun, "p as trained": max(d.p_il, d.p_elle),
                          **{f"layer {o.layer} off: translation": o.translation for o in d.off}} for d in decisions])
     return View(fig, notice_coref(decisions, links, own, noun), tab,
-                textbook="The Illustrated Transformer shows one encoder head linking “it” to “animal”; in this small "
-                         "model the link is made elsewhere, and the experiment above shows where.")
+                textbook="The Illustrated Transformer shows one encoder head linking “it” to “animal”. Every encoder "
+                         "head of this model is measured on the self-attention page (In depth); the experiment "
+                         "above tests the decoder's encoder-decoder attention.")
 
 
 # --- 18. output, 19. chosen word, 20. next step, 21. finished -----------------------------------------------
@@ -265,25 +266,29 @@ def notice_training(r: LT.Recipe) -> str:
 
 def _training(c: Context) -> View:
     r = LT.recipe(c.meta or {}, int(c.a.trace["enc.out"].shape[-1]))
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("this model", "the paper's base model"))
+    mine_rows = {"batch": f"{r.batch} sentence pairs", "hardware": "one CPU thread",
+                 "training": f"{r.steps:,} steps" + (f", {r.seconds:.0f} s" if r.seconds else ""),
+                 "warm-up": f"{r.warmup:,} steps", "dropout": f"{r.dropout:g}",
+                 "label smoothing": f"{r.label_smoothing:g}", "checkpoints": "the last one, no averaging",
+                 "decoding": "greedy here; beam search on the Output page",
+                 "output length": "at most 2 × input + 10 tokens"}
+    tab = pd.DataFrame([{"": k, "paper, base model": b, "paper, big model": g,
+                         "this model": mine_rows.get(k, "the same")} for k, b, g in paper.RECIPE])
+    fig = make_subplots(rows=2, cols=2, row_heights=[0.42, 0.58], vertical_spacing=0.12,
+                        specs=[[{}, {}], [{"type": "table", "colspan": 2}, None]],
+                        subplot_titles=("learning rate, this model", "learning rate, the paper's base model", ""))
     mine = np.unique(np.linspace(1, max(r.steps, 2), 200).astype(int))
     base = np.unique(np.linspace(1, paper.BASE.train_steps, 200).astype(int))
     fig.add_trace(go.Scatter(x=mine, y=[r.lr(int(t)) for t in mine], mode="lines", line_color=GREEN), 1, 1)
     fig.add_trace(go.Scatter(x=base, y=[r.lr(int(t), paper.BASE.d_model, paper.WARMUP, 1.0) for t in base],
                              mode="lines", line_color=GREY), 1, 2)
-    fig.update_xaxes(title_text="training step")
-    fig.update_yaxes(title_text="learning rate", row=1, col=1)
-    layout(fig, title="the warm-up learning-rate schedule")
-    mine_rows = {"batch": f"{r.batch} sentence pairs", "training": f"{r.steps:,} steps"
-                 + (f", {r.seconds:.0f} s on one CPU" if r.seconds else ""),
-                 "warm-up": f"{r.warmup:,} steps", "hardware": "one CPU thread", "dropout": f"{r.dropout:g}",
-                 "label smoothing": f"{r.label_smoothing:g}", "checkpoints": "the last one, no averaging",
-                 "decoding": "greedy (the lesson); beam search on the Output page",
-                 "output length": "at most 2 × input + 10 tokens"}
-    tab = pd.DataFrame([{"": k, "paper, base model": b, "paper, big model": g,
-                         "this model": mine_rows.get(k, "the same")} for k, b, g in paper.RECIPE])
+    fig.add_trace(go.Table(columnwidth=[1.1, 3, 2.2, 2.2], header={"values": list(tab.columns), "align": "left",
+                                                                  "fill_color": "#e8eef7"},
+                           cells={"values": [tab[col] for col in tab.columns], "align": "left"}), 2, 1)
+    fig.update_xaxes(title_text="training step", row=1)
+    layout(fig, height=720)
     return View(fig, notice_training(r), tab,
-                textbook="The paper's recipe, beside this model's, is in the table of exact numbers below.")
+                textbook="The paper's recipe (sections 5 and 6.1) is in the table, beside this model's.")
 
 
 VIEWS = {

@@ -14,7 +14,7 @@ INTRO = ("Follow one sentence through the Transformer of *Attention Is All You N
 
 TEXT: dict[str, str] = {
     "why": (
-        "Before 2017, translation models read a sentence with a **recurrent network** (RNN): one word per step, "
+        "Before 2017, most translation models read a sentence with a **recurrent network** (RNN): one word per step, "
         "each step waiting for the one before. **Attention** was added to them so that, while writing each "
         "output word, the model could look back at every input word and take a weighted mix of them. The "
         "Transformer keeps the attention and drops the recurrence: every word is processed at once, and every word "
@@ -144,12 +144,6 @@ TEXT: dict[str, str] = {
 }
 
 BRIDGES: dict[str, str] = {
-    "heads": (
-        "The Illustrated Transformer draws eight heads and their outputs Z₀ … Z₇. This model has {n_heads}: the "
-        "same picture with {n_heads} of them, one row each in the figure."),
-    "concat": (
-        "The book's next picture concatenates Z₀ … Z₇ and multiplies by W^O to get one Z for the next sublayer; "
-        "the figure is that concatenation for this model's {n_heads} heads, before W^O."),
     "sentence": (
         "The Illustrated Transformer's pictures translate French into English (*je suis étudiant* → *I am a "
         "student*). This model runs the other way, English → French, so the encoder reads English and the "
