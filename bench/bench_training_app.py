@@ -4,8 +4,8 @@ Both train the same configuration (the shipped recipe, `TrainConfig()`'s default
 seed and evaluate every 50 steps; each stops at the first
 evaluation with exact match >= 95% (or at --max-steps).
 
-- "app": the machinery the page uses (a `ui.jobs.Job` submitted to a `ui.job_manager.JobManager`
-  with one slot; it trains in its worker process, `python -m ui.train_worker`, with ONE torch thread at nice +10,
+- "app": the machinery the page uses (a `training.Job` submitted to a `training.local_pool.LocalPool`
+  with one slot; it trains in its worker process, `python -m training.run_process`, with ONE torch thread at nice +10,
   records the probe sentences' attention every 25 steps like the page and streams everything back
   to the job's thread), polled from the main thread. Its time runs from `submit`, so it includes
   starting the worker process (about 1 s), and an evaluation counts when the poll sees it (every 0.1 s).
@@ -34,7 +34,8 @@ import torch
 
 from model import train_settings
 from model.train import EvalEvent, TrainConfig, Trainer
-from ui import job_manager, jobs
+from training.job import make_job
+from training.local_pool import LocalPool
 
 TARGET_EM = 0.95
 Result = tuple[float | None, int | None, int]  # (seconds to target, step of that evaluation, steps done)
@@ -62,10 +63,10 @@ def run_cli(tcfg: TrainConfig, target: float = TARGET_EM, verbose: bool = False,
 
 def run_app(tcfg: TrainConfig, target: float = TARGET_EM, verbose: bool = False) -> Result:
     """The same through the app's job machinery: worker process, one torch thread, probe snapshots."""
-    manager = job_manager.JobManager(max_running=1, max_seconds=3600, poll=1.0)
+    manager = LocalPool(max_running=1, max_seconds=3600, poll=1.0)
     settings = {f.name: getattr(tcfg, f.name) for f in dataclasses.fields(tcfg)
                 if f.name not in ("clip_grad_norm", "max_seconds", "max_len")}
-    job = jobs.make_job(settings, probe_every=train_settings.DEFAULT_PROBE_EVERY)
+    job = make_job(settings, probe_every=train_settings.DEFAULT_PROBE_EVERY)
     start = time.perf_counter()
     manager.submit(job)
     seen = 0
