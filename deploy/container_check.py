@@ -22,8 +22,9 @@ building. tests/test_compose.py checks compose.yaml's structure without Docker.
 5. Mid-run, the app container holding the student's websocket dies (its main process SIGKILLed, as a
    crash): the tab reconnects through the proxy to the other replica by itself, and the training page
    there shows the same run again and then its end ("Training finished").
-6. Redis dies the same way: Docker restarts it (restart policy), it reloads its append-only file, and the
-   class is still there: its keys, and a new student joining it with its code through the proxy.
+6. A queue worker dies the same way and comes back healthy. Then Redis: Docker restarts it (restart
+   policy), it reloads its append-only file, and the class is still there: its keys, and a new student
+   joining it with its code through the proxy (reloading, as a student would, a page that did not join).
 7. `down -v` (containers, networks, the Redis volume), the secrets deleted. The images stay, so the next
    run's builds are cached.
 
@@ -61,6 +62,7 @@ STEP_JS = """() => {
     const m = /Step (\\d+) of \\d+/.exec(document.querySelector('[data-testid="stProgress"]')?.innerText || '');
     return m ? Number(m[1]) : 0;
 }"""
+JOIN_TRIES, JOIN_WAIT = 6, 20  # a student reloading a join link that did not join
 REDIS_PING = 'REDISCLI_AUTH="$(cat /run/secrets/redis_password)" redis-cli -h 127.0.0.1 '
 
 
@@ -211,6 +213,27 @@ def idle(page, dl: Deadline) -> None:
     page.wait_for_selector(IDLE_SELECTOR, state="attached", timeout=dl.ms())
 
 
+def join(page, link: str, code: str, dl: Deadline, shots: Path) -> list[str]:
+    """Open the class's join link until the page says "Following class CODE", as a student would reload a
+    page that did not join (at most JOIN_TRIES loads of JOIN_WAIT s): what each load that did not join said."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    failed = []
+    for n in range(1, JOIN_TRIES + 1):
+        page.goto(link)
+        try:
+            page.get_by_test_id("stSidebar").get_by_text(f"Following class {code}").wait_for(
+                timeout=min(JOIN_WAIT * 1000, dl.ms()))
+            assert_no_exception(page)
+            page.screenshot(path=str(shots / "4-joined-after-redis-restart.png"))
+            return failed
+        except PlaywrightTimeout:
+            page.screenshot(path=str(shots / f"4-join-{n}-did-not-join.png"))
+            alerts = page.get_by_test_id("stAlert").all_inner_texts()
+            failed.append(" / ".join(a.strip() for a in alerts)[:160] or "no message")
+    raise TimeoutError(f"no join in {JOIN_TRIES} loads: {failed}")
+
+
 def use_the_stack(url: str, compose: list[str], env: dict, fig: Figures, dl: Deadline, shots: Path) -> None:
     from playwright.sync_api import sync_playwright
 
@@ -284,6 +307,15 @@ def use_the_stack(url: str, compose: list[str], env: dict, fig: Figures, dl: Dea
                     f"healthy again, restarts: {inspect(victim, '{{.RestartCount}}')}")
             ctx.close()
 
+            # a training queue worker dies (idle now); Docker restarts it and it takes runs again
+            worker = containers(compose, env, "worker")[0]
+            crash(worker)
+            killed = time.monotonic()
+            wait_for("the killed worker back and healthy", lambda: int(inspect(worker, "{{.RestartCount}}")) >= 1
+                     and health(worker) == "healthy", dl.ms() / 1000)
+            fig.add("killed worker restarted by Docker",
+                    f"healthy (its heartbeat in Redis) {time.monotonic() - killed:.0f} s after the kill")
+
             # Redis dies; Docker restarts it; the class is still there
             crash(redis)
             killed = time.monotonic()
@@ -292,18 +324,17 @@ def use_the_stack(url: str, compose: list[str], env: dict, fig: Figures, dl: Dea
             keys_after = class_keys(redis, code)
             student = browser.new_context(viewport={"width": 1280, "height": 900})
             page = student.new_page()
-            page.goto(f"{url}/classroom?class={code}")
-            page.get_by_test_id("stSidebar").get_by_text(f"Following class {code}").wait_for(timeout=dl.ms())
-            joined = time.monotonic() - killed
-            assert_no_exception(page)
-            page.screenshot(path=str(shots / "4-joined-after-redis-restart.png"))
+            tries = join(page, f"{url}/classroom?class={code}", code, dl, shots)
             kept = keys_after >= keys_before > 0
             fig.ok = fig.ok and kept
             fig.add("Redis restart kept the class",
                     f"{'yes' if kept else 'NO'}: Redis answered an authenticated PING {back:.1f} s after the kill "
                     f"(restarts: {inspect(redis, '{{.RestartCount}}')}), "
-                    f"class {code} keys {keys_before} -> {keys_after}, "
-                    f"a new student joined it through the proxy {joined:.1f} s after the kill")
+                    f"class {code} keys {keys_before} -> {keys_after}")
+            fig.add("a new student joins it through the proxy",
+                    f"{time.monotonic() - killed:.1f} s after the kill, "
+                    + ("at the first try" if not tries else
+                       f"after {len(tries)} loads that did not join ({'; '.join(tries)}), each given {JOIN_WAIT} s"))
         finally:
             browser.close()
 

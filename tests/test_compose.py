@@ -191,3 +191,10 @@ def test_make_secrets_writes_files_and_an_env_file_naming_them(tmp_path):
     assert (tmp_path / "s").stat().st_mode & 0o777 == 0o700
     make_secrets(tmp_path / "s")  # again: the same secrets
     assert {v: Path(p).read_text() for v, p in values.items()} == first
+
+
+def test_publishing_redis_for_workers_elsewhere_is_a_deliberate_override():
+    override = yaml.safe_load((ROOT / "deploy" / "compose.workers-elsewhere.yaml").read_text())
+    assert set(override["services"]) == {"redis"}
+    (port,) = override["services"]["redis"]["ports"]
+    assert port.startswith("${GLASS_REDIS_BIND:?") and port.endswith(":6379")
