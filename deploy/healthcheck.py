@@ -10,6 +10,7 @@ reads its Redis URL the same way (deploy.entrypoint).
 
 from __future__ import annotations
 
+import os
 import socket
 import sys
 import urllib.request
@@ -25,9 +26,7 @@ def app_healthy() -> bool:
 
 
 def worker_healthy() -> bool:
-    """A worker here (training.queue_worker names itself host-pid) has beaten within FRESH_SECONDS."""
-    import os
-
+    """A worker here (training.queue_worker names itself host-pid-random) has beaten within FRESH_SECONDS."""
     import redis
 
     from deploy.entrypoint import secret_environment
