@@ -14,7 +14,7 @@ from ui import shell
 from ui.attention_steps import show_coref, show_decision, show_steps, show_why_scale
 from ui.models import analysis, coref_defaults, current_model, projection
 from ui.state import DEFAULT_SENTENCE
-from ui.widgets import figure, fold, md, next_link, page_link, pick, require_sentence, sentence_header
+from ui.widgets import figure, fold, md, next_link, notice, page_link, pick, require_sentence, sentence_header
 from viz import attention as va
 from viz import coref as vc
 from viz import heads as vh
@@ -76,6 +76,7 @@ def one_head(a, cfg, focus) -> None:
                 ss[k] = ss[k]
         layer = ss.get(KEYS[0], 0) if ss.get(KEYS[0], 0) in range(cfg.n_enc_layers) else 0
         head = ss.get(KEYS[1], 0) if ss.get(KEYS[1], 0) in range(cfg.n_heads) else 0
+        word = ss.get(KEYS[2], 0) if ss.get(KEYS[2], 0) in range(len(labels)) else 0
         st.info(text.TEXTBOOK)
         tb_labels = va.textbook_labels()
         tb_word = st.radio("Query", [0, 1], key=f"{P}tb_word", horizontal=True, format_func=lambda i: tb_labels[i])
@@ -111,7 +112,8 @@ def one_head(a, cfg, focus) -> None:
         st.warning(text.UNSCALED)
     t = a.trace
     sc, w = t[f"{module}.scores"][0, head], t[f"{module}.weights"][0, head]
-    with fold("Show the four matrices of this head: QKᵀ, ÷√d_k, softmax, Z", f"{P}fold_matrix") as shown:
+    with fold("Show the four matrices of this head (QKᵀ, ÷√d_k, softmax, Z) and the column form C = Attn(X, X)",
+              f"{P}fold_matrix") as shown:
         if shown:
             c1, c2 = st.columns(2)
             with c1:
@@ -128,6 +130,18 @@ def one_head(a, cfg, focus) -> None:
                 figure(t[f"{module}.z"][0, head], va.dims(d_k), labels, "activations", title="Z = weights · V",
                        shape=f"[{T}, {d_k}]", key=f"{P}m_z", x_title="dimension", y_title="word",
                        note=va.z_matrix_notice(t[f"{module}.z"][0, head], w, t[f"{module}.v"][0, head], labels))
+            st.markdown(text.COLUMN_FORM)
+            st.latex(text.COLUMN_LATEX)
+            cf = va.column_form(t, module, head, iv.scale)
+            c1, c2 = st.columns(2)
+            with c1:
+                figure(cf.alpha, labels, labels, "weights", title="α_:j, one column per query word j",
+                       shape=f"[{T}, {T}]", key=f"{P}col_alpha", x_title="query word j", y_title="key word i",
+                       numbers=False)
+            with c2:
+                figure(cf.C, labels, va.dims(d_k), "activations", title="C = [c_:1 … c_:T], c_:j = V·α_:j",
+                       shape=f"[{d_k}, {T}]", key=f"{P}col_C", x_title="word j", y_title="dimension", numbers=False)
+            notice(va.column_notice(cf, labels, word, (module, head) in iv.heads_off))
 
     st.header("Why divide by √d_k?")
     with fold("Show the experiment: Var(q·k) grows with d_k, and the softmax saturates", f"{P}fold_scale") as shown:

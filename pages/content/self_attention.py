@@ -44,6 +44,15 @@ def shapes_latex(T: int, d_k: int) -> str:
 
 UNSCALED = "Scaling is switched off: “scaled” below equals the raw scores."
 
+COLUMN_FORM = ("**The same layer in the lecture's column form** (Shusen Wang's notes write vectors as columns: "
+               "q_:j = W_Q x_j, k_:i = W_K x_i, v_:i = W_V x_i, the transpose of the rows above). Each word j gets "
+               "its own column of weights and its own context vector, computed from K, V and its query alone; with "
+               "X′ = X this is the formula of encoder-decoder attention (page *Before the Transformer*) used for "
+               "self-attention. This model also divides by √d_k, which the lecture's form leaves out.")
+COLUMN_LATEX = (r"\alpha_{:j} = \operatorname{softmax}\!\big(K^\top q_{:j} / \sqrt{d_k}\big), \qquad "
+                r"c_{:j} = V \alpha_{:j}, \qquad C = [\,c_{:1}, \dots, c_{:T}\,] = \operatorname{Attn}(X, X) "
+                r"= Z^\top")
+
 WHY_SCALE = ("If the entries of q and k are independent with mean 0 and variance 1, q·k is a sum of d_k "
              "products of variance 1, so **Var(q·k) = d_k**: the longer the vectors, the larger the scores. Dividing "
              "by the standard deviation √d_k brings the variance back to 1. Try it with random vectors:")
