@@ -7,6 +7,7 @@ import streamlit as st
 from model.trace import Interventions
 from pages.content import multi_head as text
 from ui import shell
+from ui.attention_steps import show_one_head_left
 from ui.models import analysis, coref_defaults, current_model, teacher_forced
 from ui.state import set_head
 from ui.widgets import (
@@ -37,6 +38,10 @@ NO_BAR = {"displayModeBar": False}
 
 def _toggle(module: str, head: int, key: str) -> None:
     set_head(module, head, bool(st.session_state[key]))
+
+
+def _set_sentence(sentence: str) -> None:
+    st.session_state["sentence"] = sentence
 
 
 def check_key(module: str, head: int) -> str:
@@ -167,5 +172,14 @@ with fold("Show the translation and the probabilities before and after", f"{P}fo
         with c2:
             st.markdown("‖z‖ of each head (after): a head that is off is 0 everywhere")
             st.dataframe(vh.head_z_norms(tf_after.trace, module, out_labels))
+
+st.header("Keep one head: is one way to interact enough?")
+st.markdown(text.ONE_HEAD)
+st.button("Use “thinking machines” on this page", on_click=_set_sentence, args=("thinking machines",),
+          key=f"{P}load_tm")
+with fold("Run it: every layer with all its heads but one switched off, one head at a time", f"{P}fold_one") as shown:
+    if shown:
+        show_one_head_left(st.session_state["sentence"], module, f"{P}one_")
+        st.caption(text.ONE_HEAD_CAPTION)
 
 next_link(__file__)

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from model.experiments import dot_product_samples, saturation, summarize
+from model import pipeline
+from model.experiments import dot_product_samples, one_head_left, saturation, summarize
 from model.textbook import from_book
-from ui.models import coref_decision, saturation_rows, variance_rows
+from ui.models import coref_decision, current_model, saturation_rows, session_cache, used_text, variance_rows
 from ui.widgets import chart, figure, fold, md, notice
 from viz import attention as va
 from viz import coref as vc
@@ -165,3 +166,23 @@ def show_decision(texts: tuple[str, ...], key: str) -> None:
     chart(vc.decision_figure(decisions), key=f"{key}decision", config=NO_BAR)
     for d in decisions:
         notice(vc.decision_notice(d))
+
+
+# --- The multi-head page: one head left in each layer ----------------------------------------------
+
+
+@session_cache(max_entries=64)
+def _one_head_left(model_key: str, text: str, _bundle):
+    return one_head_left(_bundle, pipeline.prepare(_bundle, text))
+
+
+def show_one_head_left(text: str, module: str, key: str) -> None:
+    """Every attention layer of the current model with all heads but one switched off, one head at a time, on
+    `text`: a grid over layers and heads, its notice, and the table of the page's layer `module`."""
+    cur = current_model()
+    r = _one_head_left(cur.key, used_text(text), cur.bundle)
+    st.markdown(f"**Unmodified model:** {md(r.translation) or '*(empty)*'}")
+    chart(vh.one_head_figure(r), key=f"{key}grid", config=NO_BAR)
+    notice(vh.one_head_notice(r))
+    st.markdown(f"**{vh.module_title(module).capitalize()}**, head by head:")
+    st.dataframe(vh.one_head_table(r, module), hide_index=True)

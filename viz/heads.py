@@ -3,7 +3,10 @@ model before and after heads are switched off; with their notice lines.
 
 Notice words and their rules (checked in tests/test_notice_rules.py): a head "mostly" does what gets the
 largest share of its rows; "the most focused" head has the largest single weight; a head "contributes the
-most" with the largest share of the concat's sum of squares.
+most" with the largest share of the concat's sum of squares. With one head left in a layer, the translation
+"changes" when the greedy output differs from the unmodified model's by any token and "keeps" otherwise; a layer
+"needs more than one head" only when every one of its heads alone changes the translation; the model is "less
+sure" only when the lowest probability of the unmodified translation's words falls by at least LESS_SURE (0.1).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from model.experiments import OneHeadLeft
 from model.pipeline import Analysis
 from model.trace import Trace
 from viz.attention import dims, module_name
@@ -215,3 +219,70 @@ def out_notice(concat, out, labels: list[str]) -> str:
     ratio = float(norms.mean() / max(np.linalg.norm(c, axis=1).mean(), 1e-12))
     return (f"No block borders any more: each of the {o.shape[1]} output columns mixes every head. “{labels[i]}” gets "
             f"the longest output vector (‖out‖ = {norms[i]:.2f}); on average ‖out‖ is {ratio:.2f} × ‖concat‖.")
+
+
+# --- One head left: one way for words to interact --------------------------------------------------
+
+LESS_SURE = 0.1  # one_head_notice: "less sure" only when the lowest p falls by at least this much
+
+
+def module_title(module: str) -> str:
+    """"dec.1.cross_attn" -> "decoder 1 · encoder-decoder"."""
+    stack, layer, kind = module.split(".")
+    what = {"self_attn": "self-attention", "cross_attn": "encoder-decoder"}[kind]
+    return f"{'encoder' if stack == 'enc' else 'decoder'} {layer} · {what}"
+
+
+def one_head_figure(r: OneHeadLeft) -> go.Figure:
+    """Rows: attention layers; columns: the head left on. Colour: the lowest p the model still gives a word of
+    its unmodified translation (teacher-forced); text: ✓ the greedy translation is unchanged, ✗ it changed."""
+    mods = r.modules
+    z = np.array([[min(r.run(m, h).gold_probs) for h in range(r.n_heads)] for m in mods])
+    text = [[f"{'✓' if r.run(m, h).translation == r.translation else '✗'} {z[i, h]:.2f}" for h in range(r.n_heads)]
+            for i, m in enumerate(mods)]
+    fig = heatmap(z, [f"only head {h}" for h in range(r.n_heads)], [module_title(m) for m in mods], "probs",
+                  x_title="the one head left on", y_title="layer", height=90 + 44 * len(mods))
+    fig.update_traces(text=text, texttemplate="%{text}", textfont={"size": 14},
+                      hovertemplate="%{y}, %{x}: lowest p %{z:.3f}<extra></extra>")
+    return fig
+
+
+def one_head_table(r: OneHeadLeft, module: str) -> pd.DataFrame:
+    """One layer: per head left on, its translation and the lowest probability of the unmodified translation's
+    words (and which word), teacher-forced."""
+    rows = []
+    for h in range(r.n_heads):
+        run = r.run(module, h)
+        t = int(np.argmin(run.gold_probs))
+        rows.append({"head left on": h, "translation": run.translation or "(empty)",
+                     "same as all heads": run.translation == r.translation,
+                     "lowest p of the original words": round(run.gold_probs[t], 4), "at the word": r.gold_labels[t]})
+    return pd.DataFrame(rows)
+
+
+def one_head_notice(r: OneHeadLeft) -> str:
+    """Which layers' translations change with one head left, which need more than one head, and how much less
+    sure the model gets (rules in the module docstring)."""
+    base = min(r.gold_probs)
+    mods = r.modules
+    changed = {m: [h for h in range(r.n_heads) if r.run(m, h).translation != r.translation] for m in mods}
+    n = sum(len(v) for v in changed.values())
+    worst = min(r.runs, key=lambda x: min(x.gold_probs))
+    low = min(worst.gold_probs)
+    t = int(np.argmin(worst.gold_probs))
+    out = f"With one head left in one layer, {n} of {len(r.runs)} runs change the translation."
+    needs = [m for m in mods if len(changed[m]) == r.n_heads]
+    if needs:
+        m = needs[0]
+        out += (f" {module_title(m).capitalize()} needs more than one head: each of its heads alone changes it "
+                f"(head {changed[m][0]} alone: “{r.run(m, changed[m][0]).translation}”).")
+    keep = [m for m in mods if not changed[m]]
+    if keep:
+        out += f" {len(keep)} of {len(mods)} layers keep it with any one head."
+    if base - low >= LESS_SURE:
+        out += (f" The model is less sure somewhere: the lowest probability of the original words falls from "
+                f"{base:.2f} to {low:.2f} (“{r.gold_labels[t]}”, {module_title(worst.module)}, head {worst.head} "
+                "alone).")
+    else:
+        out += f" The lowest probability of the original words stays at {low:.2f} or more (all heads on: {base:.2f})."
+    return out
