@@ -26,7 +26,9 @@ from model import checkpoint, pipeline
 from model import lesson as L
 from model.coref import coref_parts, decision, encoder_links
 from model.data import load_dataset
-from model.experiments import dot_product_samples, layer_norm_params, plain_self_attention, saturation
+from model.experiments import dot_product_samples, layer_norm_params, one_head_left, plain_self_attention, saturation
+from model.span import span_check
+from model.trace import Trace
 from viz import attention as va
 from viz import complexity as vx
 from viz import coref as vc
@@ -40,6 +42,7 @@ from viz import lesson_decoder as D
 from viz import positional as vp
 from viz import rnn as vr
 from viz import scaling as vs
+from viz import span as vspan
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 HELD = load_dataset()["heldout"]
@@ -234,6 +237,92 @@ def test_heads_notices_follow_their_rules():
         assert f"Head {int(np.argmax(sq))} contributes the most" in vh.concat_notice(concat, 4)
 
 
+def test_one_head_left_notice_follows_its_rules():
+    """One head left in one layer at a time: "N of M runs change the translation" counts the greedy translations
+    that differ; a layer "needs more than one head" iff every head alone changes it; "keep it with any one head"
+    counts the layers where none does; "less sure" iff the lowest p of the original words falls by >= 0.1."""
+    b = bundle()
+    seen = {"needs": 0, "less": 0}
+    sample = [p.src for p in HELD[::25]] + ["thinking machines", "a clever man feeds a rabbit"]
+    for src in sample:
+        r = one_head_left(b, pipeline.prepare(b, src))
+        text = vh.one_head_notice(r)
+        H = r.n_heads
+        by = {}
+        for run in r.runs:
+            by.setdefault(run.module, []).append(run.translation != r.translation)
+        assert f"{sum(map(sum, by.values()))} of {len(r.runs)} runs change the translation" in text
+        needs = [m for m, ch in by.items() if sum(ch) == H]
+        assert ("needs more than one head" in text) == bool(needs), (src, text)
+        keep = sum(1 for ch in by.values() if not any(ch))
+        assert (f"{keep} of {len(by)} layers keep it with any one head" in text) == bool(keep), (src, text)
+        drop = min(r.gold_probs) - min(min(run.gold_probs) for run in r.runs)
+        assert ("less sure" in text) == (drop >= 0.1), (src, text)
+        seen["needs"] += bool(needs)
+        seen["less"] += drop >= 0.1
+    assert seen["needs"] and seen["needs"] < len(sample)  # both sides of that rule occur in the sample
+
+
+def test_column_form_notice_follows_its_rule():
+    """C = Attn(X, X), column by column: "equal within float error" iff max |C − zᵀ| <= 1e-5, recomputed here in the
+    row form; with the scaling left out of the recomputation (a wrong formula) it must say "differs"."""
+    for a in analyses()[::9]:
+        for layer in range(2):
+            m = f"enc.{layer}.self_attn"
+            head = layer + 1
+            q, k, v = (a.trace[f"{m}.{x}"][0, head].double() for x in "qkv")
+            z_rows = torch.softmax(q @ k.T / math.sqrt(q.shape[-1]), -1) @ v  # [T, d_k]: the row form
+            c = va.column_form(a.trace, m, head)
+            err = float((torch.from_numpy(c.C.T) - a.trace[f"{m}.z"][0, head].double()).abs().max())
+            assert float((z_rows - torch.from_numpy(c.C.T)).abs().max()) < 1e-9
+            assert ("equal within float error" in va.column_notice(c, a.src_labels, 0)) == (err <= 1e-5)
+            wrong = va.column_form(a.trace, m, head, scale=False)
+            assert "differs from the model's Zᵀ" in va.column_notice(wrong, a.src_labels, 0)
+
+
+def _outside(rows: torch.Tensor, vectors: torch.Tensor) -> torch.Tensor:
+    """Share of each row outside span(vectors), by least squares (not model/span.py's SVD)."""
+    y, B = rows.double(), vectors.double()
+    coef = torch.linalg.lstsq(B.T, y.T, driver="gelsd").solution  # [n, T]
+    return (y - (B.T @ coef).T).norm(dim=-1) / y.norm(dim=-1)
+
+
+def test_span_notice_follows_its_rules():
+    """Encoder layer: "Steps 1-3 stay inside their spans" iff each step's every word is within 1e-4 of its span (and
+    the span is a proper subspace); the FFN "leaves" iff its mean share outside is >= 0.05. Steps 1, 2 and 4 are
+    recomputed here by least squares from the traced values and the weights."""
+    b = bundle()
+    for a in analyses()[::11]:
+        for layer in range(2):
+            enc = b.model.encoder[layer]
+            t = a.trace
+            v = t[f"enc.{layer}.self_attn.v"][0]  # [H, T, d_k]
+            H, T, d_k = v.shape
+            blocks = torch.block_diag(*[v[h].T for h in range(H)]).T  # [H·T, D]: v_j^h in head h's columns
+            s1 = _outside(t[f"enc.{layer}.self_attn.concat"][0], blocks)
+            s2 = _outside(t[f"enc.{layer}.self_attn.out"][0] - enc.self_attn.W_o.bias, enc.self_attn.W_o(blocks)
+                          - enc.self_attn.W_o.bias)
+            c = span_check(b.model, t, layer)
+            text = vspan.span_notice(c, a.src_labels)
+            ok = [c.steps[i].confining and float(x.max()) <= 1e-4 for i, x in enumerate((s1, s2, c.steps[2].share))]
+            assert ("Steps 1-3 stay inside their spans" in text) == all(ok), (a.prepared.text, text)
+            for mine, theirs in ((s1, c.steps[0].share), (s2, c.steps[1].share)):
+                assert float((mine - theirs).abs().max()) < 1e-5
+            x = t[f"enc.{layer}.add_norm1.out"][0]  # the FFN's input (post-LN)
+            g, beta = enc.add_norm1.norm.weight, enc.add_norm1.norm.bias
+            from_sum = torch.cat([(layer_input(t, layer)), blocks @ enc.self_attn.W_o.weight.T,
+                                  enc.self_attn.W_o.bias[None]])
+            reach = torch.cat([(from_sum - from_sum.mean(-1, keepdim=True)) * g, beta[None]])
+            lin = torch.cat([reach @ enc.ffn.W_1.weight.T @ enc.ffn.W_2.weight.T,
+                             (enc.ffn.W_1.bias @ enc.ffn.W_2.weight.T)[None]])
+            s4 = _outside(enc.ffn(x, Trace(record=False)) - enc.ffn.W_2.bias, lin)
+            assert ("The FFN's output leaves" in text) == (float(s4.mean()) >= 0.05), (a.prepared.text, text)
+
+
+def layer_input(t, layer: int) -> torch.Tensor:
+    return t["src.input"][0] if layer == 0 else t[f"enc.{layer - 1}.add_norm2.out"][0]
+
+
 # --- the other pages' builders -----------------------------------------------------------------------------
 
 def test_decoder_page_notices_follow_their_rules():
@@ -359,7 +448,8 @@ def test_complexity_verdict_follows_n_and_d(n, d):
 
 JUDGING = re.compile(r"\b(mostly|almost|reorder\w*|links?|ignores?|clearly|strongly|decides?|tells|hardly|amplified|"
                      r"nearly|broad mix|all-or-nothing|parks?|diffuse|confident|needed|depends|differs|follows?|"
-                     r"forgets|cheaper|spreads|reads it|fast waves)\b", re.I)
+                     r"forgets|cheaper|spreads|reads it|fast waves|stay inside|leaves|within float error|"
+                     r"needs more than one head|less sure|change the translation|keep it with)\b", re.I)
 # builder -> the test above that recomputes its judging words (every other notice builder states numbers only)
 RULED = {
     "viz.lesson_decoder.notice_cross": test_lesson_cross_attention_reorders_only_from_confident_rows,
@@ -390,8 +480,11 @@ RULED = {
     "viz.scaling.histogram_notice": test_scaling_notices_follow_their_rules,  # "spreads over ±x": the measured max
     "viz.scaling.saturation_notice": test_scaling_notices_follow_their_rules,
     "viz.complexity.costs_notice": test_complexity_verdict_follows_n_and_d,
+    "viz.heads.one_head_notice": test_one_head_left_notice_follows_its_rules,
+    "viz.attention.column_notice": test_column_form_notice_follows_its_rule,
+    "viz.span.span_notice": test_span_notice_follows_its_rules,
 }
-MODULES = (V, D, va, vh, vs, vc, vd, vdec, ve, vl, vp, vr, vx)
+MODULES = (V, D, va, vh, vs, vc, vd, vdec, ve, vl, vp, vr, vx, vspan)
 
 
 def notice_builders():

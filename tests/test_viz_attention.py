@@ -477,3 +477,56 @@ def test_layer_notices_are_the_tensors():
     s = vl.word_stages(t, 1)
     norms = np.linalg.norm(s.vectors, axis=1)
     assert vl.stages_notice(s).startswith(f"The vector's length goes from {norms[0]:.1f} (input) to {norms[-1]:.1f}")
+
+
+# --- Wang's column form, and one head left ------------------------------------------------------
+
+
+@pytest.mark.parametrize("module", ["enc.0.self_attn", "enc.1.self_attn", "dec.0.self_attn", "dec.1.cross_attn"])
+def test_column_form_is_the_models_z_column_by_column(module):
+    t = traced(small_model(), SRC, TGT)
+    for head in range(4):
+        c = va.column_form(t, module, head)
+        z = t[f"{module}.z"][0, head].double().numpy()
+        assert c.C.shape == z.T.shape and np.abs(c.C - z.T).max() < 1e-6 and c.error < 1e-6
+        assert np.allclose(c.alpha.sum(0), 1.0) and np.allclose(c.alpha.T, t[f"{module}.weights"][0, head], atol=1e-6)
+    if module == "dec.0.self_attn":
+        assert np.triu(c.alpha.T, 1).max() == 0.0  # the look-ahead mask, read from the trace
+
+
+def test_column_notice_head_off_and_wrong_scale():
+    labels = ["0 a", "1 b", "2 c", "3 d", "4 <eos>"]
+    t = traced(small_model(), SRC, TGT, Interventions(heads_off=frozenset({("enc.1.self_attn", 2)})))
+    on = va.column_notice(va.column_form(t, "enc.1.self_attn", 1), labels, 3)
+    assert "C = Attn(X, X) is 4 × 5" in on and "equal within float error" in on and "Column 3 (“d”)" in on
+    off = va.column_notice(va.column_form(t, "enc.1.self_attn", 2), labels, 3, off=True)
+    assert "switched off" in off and "within float error" not in off
+    wrong = va.column_form(t, "enc.1.self_attn", 1, scale=False)  # the model divides by √d_k; this does not
+    assert wrong.error > 1e-3 and "differs from the model's Zᵀ" in va.column_notice(wrong, labels, 0)
+
+
+@pytest.mark.usefixtures("one_torch_thread")
+def test_one_head_left_runs_the_model_with_the_other_heads_off():
+    from model import checkpoint
+    from model.experiments import attention_modules, one_head_left
+    from model.pipeline import teacher_forced
+
+    b = checkpoint.load(checkpoint.SHIPPED)
+    p = prepare(b, "thinking machines")
+    r = one_head_left(b, p)
+    assert r.translation == "les machines pensantes" and r.gold_labels == ("les", "machines", "pensantes", "<eos>")
+    assert r.modules == attention_modules(b) and len(r.runs) == 6 * 4
+    iv = Interventions(frozenset(("dec.1.cross_attn", g) for g in (0, 2, 3)))  # head 1 alone
+    run = r.run("dec.1.cross_attn", 1)
+    assert run.translation == analyse(b, p, iv).translation != r.translation
+    assert run.gold_probs == pytest.approx(teacher_forced(b, p, r.translation, iv).gold_probs)
+    assert all(r.run("dec.1.cross_attn", h).translation != r.translation for h in range(4))
+    assert all(r.run("enc.0.self_attn", h).translation == r.translation for h in range(4))
+    fig = vh.one_head_figure(r)
+    assert list(fig.data[0].y) == [vh.module_title(m) for m in r.modules]
+    assert fig.data[0].z[-1] == pytest.approx([min(r.run("dec.1.cross_attn", h).gold_probs) for h in range(4)])
+    assert all(cell.startswith("✗") for cell in fig.data[0].text[-1])
+    text = vh.one_head_notice(r)
+    assert "4 of 24 runs change the translation" in text and "Decoder 1 · encoder-decoder needs more than one" in text
+    df = vh.one_head_table(r, "dec.1.cross_attn")
+    assert list(df["same as all heads"]) == [False] * 4 and list(df["at the word"]) == ["<eos>"] * 4
