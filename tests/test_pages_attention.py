@@ -618,5 +618,5 @@ def test_self_attention_column_form_equals_z(ref):
     alpha = z_of(chart_spec(at, "self_attention_col_alpha"))
     assert np.allclose(alpha, r.trace["enc.1.self_attn.weights"][0, 3].numpy().T, atol=1e-6)
     text = all_text(at)
-    assert "C = Attn\\(X, X\\) is 32 × 12" in text and "Column 7 \\(“it”\\)" in text
+    assert "C = Attn\\(X, X\\) is 32 × 12" in text and "The column of “it” \\(position 7\\)" in text
     assert "equal within float error" in text

@@ -498,7 +498,8 @@ def test_column_notice_head_off_and_wrong_scale():
     labels = ["0 a", "1 b", "2 c", "3 d", "4 <eos>"]
     t = traced(small_model(), SRC, TGT, Interventions(heads_off=frozenset({("enc.1.self_attn", 2)})))
     on = va.column_notice(va.column_form(t, "enc.1.self_attn", 1), labels, 3)
-    assert "C = Attn(X, X) is 4 × 5" in on and "equal within float error" in on and "Column 3 (“d”)" in on
+    assert "C = Attn(X, X) is 4 × 5" in on and "equal within float error" in on
+    assert "The column of “d” (position 3)" in on
     off = va.column_notice(va.column_form(t, "enc.1.self_attn", 2), labels, 3, off=True)
     assert "switched off" in off and "within float error" not in off
     wrong = va.column_form(t, "enc.1.self_attn", 1, scale=False)  # the model divides by √d_k; this does not

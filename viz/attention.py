@@ -364,8 +364,8 @@ def column_notice(c: ColumnForm, labels: list[str], word: int, off: bool = False
     d_k, T = c.C.shape
     j = int(c.alpha[:, word].argmax())
     text = (f"C = Attn(X, X) is {d_k} × {T}: one column c_:j per word, each computed on its own from K, V and that "
-            f"word's q_:j. Column {word} (“{word_of(labels[word])}”) takes {c.alpha[j, word]:.2f} of its mix from "
-            f"v_:{j} (“{word_of(labels[j])}”). ")
+            f"word's q_:j. The column of “{word_of(labels[word])}” (position {word}) takes {c.alpha[j, word]:.2f} of "
+            f"its mix from the value of “{word_of(labels[j])}” (position {j}). ")
     if off:
         return text + (f"Head {c.head} is switched off in the sidebar, so the model passes on zeros instead of C "
                        "(Zᵀ is 0).")

@@ -270,7 +270,7 @@ def one_head_notice(r: OneHeadLeft) -> str:
     worst = min(r.runs, key=lambda x: min(x.gold_probs))
     low = min(worst.gold_probs)
     t = int(np.argmin(worst.gold_probs))
-    out = f"With one head left in one layer, {n} of {len(r.runs)} runs change the translation."
+    out = f"One head left in one layer at a time: {n} of {len(r.runs)} runs change the translation."
     needs = [m for m in mods if len(changed[m]) == r.n_heads]
     if needs:
         m = needs[0]

@@ -47,10 +47,10 @@ def span_figure(check: SpanCheck, labels: list[str]) -> go.Figure:
                                  name="one word", marker={"color": "#08306b", "size": 7, "opacity": 0.7},
                                  text=list(labels), hovertemplate="%{text}: %{y:.2e} outside<extra></extra>"))
     fig.add_hline(y=STAYS, line_dash="dash", line_color="#636363",
-                  annotation_text="below: float error", annotation_position="bottom right")
+                  annotation_text="below the line: float error", annotation_position="bottom left")
     fig.update_layout(height=360, margin={"l": 10, "r": 10, "t": 30, "b": 10}, bargap=0.5,
                       legend={"orientation": "h", "y": 1.12},
-                      yaxis={"type": "log", "range": [np.log10(FLOOR), 0.3], "dtick": 2,
+                      yaxis={"type": "log", "range": [np.log10(FLOOR), 0.3], "dtick": 2, "exponentformat": "power",
                              "title": "share of the vector outside the span"})
     return fig
 
@@ -73,9 +73,10 @@ def span_notice(check: SpanCheck, labels: list[str]) -> str:
     if all(inside(s) for s in first):
         worst = max(float(s.share.max()) for s in first)
         out = (f"Steps 1-3 stay inside their spans to float error (largest share outside {worst:.1e}): each head's z "
-               f"is a mix of its own {T} value vectors ({first[0].vectors} in {first[0].dims} dimensions side by "
-               f"side), W^O maps that span linearly, and the residual and LayerNorm add only the words' input x and "
-               f"fixed directions ({first[2].vectors} vectors, rank {first[2].rank} of {first[2].dims}).")
+               f"is a mix of that head's {T} values ({H} heads × {T} = {first[0].vectors} vectors in "
+               f"{first[0].dims} dimensions), W^O maps that span linearly, and the residual and LayerNorm add only "
+               f"the words' input x and fixed directions ({first[2].vectors} vectors, rank {first[2].rank} of "
+               f"{first[2].dims}).")
     else:
         parts = []
         for i, s in enumerate(first, start=1):
