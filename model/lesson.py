@@ -130,7 +130,8 @@ def sizes(cfg: Config) -> dict[str, float | int]:
     steps = {f"step_{s.key}": i for i, s in enumerate(STEPS, start=1)}
     return {**steps, "d_model": cfg.d_model, "d_k": cfg.d_k, "n_heads": cfg.n_heads, "d_ff": cfg.d_ff,
             "n_enc": cfg.n_enc_layers, "n_dec": cfg.n_dec_layers, "src_vocab": cfg.src_vocab,
-            "tgt_vocab": cfg.tgt_vocab, "sqrt_d_model": math.sqrt(cfg.d_model), "sqrt_d_k": math.sqrt(cfg.d_k)}
+            "tgt_vocab": cfg.tgt_vocab, "tgt_others": cfg.tgt_vocab - 1, "sqrt_d_model": math.sqrt(cfg.d_model),
+            "sqrt_d_k": math.sqrt(cfg.d_k)}
 
 
 # --- Numbers per step -----------------------------------------------------------------------------

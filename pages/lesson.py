@@ -83,7 +83,7 @@ depth = by_name(step.page)
 f = ctx.f
 state.seed_depth(state.depth_state(depth.name, f.layer, f.head, f.word, f.row, L.n_layers(a, "dec") - 1,
                                    a.prepared.text))  # the page opens on what this step shows
-for linked in MORE.get(step.key, ()):
+for linked in (name for name in MORE.get(step.key, ()) if name != depth.name):  # In depth links it already
     page_link(by_name(linked).file, f"{by_name(linked).title}: {by_name(linked).summary[0].lower()}"
               f"{by_name(linked).summary[1:]}", icon=":material/arrow_outward:")
 page_link(depth.file, f"In depth: {depth.title}")

@@ -58,7 +58,8 @@ cfg = current_model().bundle.config
 iv = a.interventions
 H, D, d_k = cfg.n_heads, cfg.d_model, cfg.d_k
 
-st.latex(text.FORMULA)
+for formula in text.FORMULAS:
+    st.latex(formula)
 st.markdown(text.matrices(H, D, d_k))
 c1, c2 = st.columns([3, 2])
 with c1:

@@ -231,7 +231,7 @@ def test_every_notice_states_the_tensors(text):
     assert f"“{itos[steps[f.row + 1].chosen]}” with {f3(steps[f.row + 1].candidates[0].prob)}" in n["next"]
     assert "One position further" in n["next"]
     assert f"“{a.translation}”" in n["finished"] and f3(steps[-1].candidates[0].prob) in n["finished"]
-    assert f"“{a.translation}”" in n["sentence"] and f"{len(steps)} time(s)" in n["sentence"]
+    assert f"“{a.translation}”" in n["sentence"] and f"{len(steps)} times" in n["sentence"]
 
 
 def test_traced_and_decoded_probabilities_agree_with_the_mask_on():

@@ -104,7 +104,10 @@ def test_lesson_encoder_notices_follow_their_rules():
         heads = V.view("heads", c).notice
         for h in range(wts.shape[0]):
             assert f"head {h} → “{w(a.src_labels[int(wts[h].argmax())])}” {float(wts[h].max()):.3f}" in heads
-        assert ("park on <eos>" in heads) == any(int(wts[h].argmax()) == eos for h in range(wts.shape[0]))
+        parked = any(int(wts[h].argmax()) == eos for h in range(wts.shape[0]))
+        assert bool(re.search(r"parks? on <eos>", heads)) == parked
+        if parked:  # why they park: here, or a pointer to the step that said it first (never twice in a row)
+            assert (V.PARKING_WHY in heads) != ("(Why: step " in heads)
         row = wts[f.head]
         assert (V.PARKING_WHY in V.view("softmax", c).notice) == (int(row.argmax()) == eos)
         top3 = row.argsort(descending=True)[:3].tolist()

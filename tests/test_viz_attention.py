@@ -310,7 +310,7 @@ def test_matrix_notice_diagonal_and_parked_rows():
                       [0.1, 0.1, 0.1, 0.6, 0.1],
                       [0.1, 0.1, 0.1, 0.1, 0.6]])
     text = va.matrix_notice(w, LABELS, LABELS)
-    assert "The biggest weight, 0.70, goes from “0 the” to “0 the”." in text
+    assert "The biggest weight, 0.70, goes from “0 the” to itself." in text
     assert f"holds {float(torch.diagonal(w).mean()):.2f} of a row on average; 4 of 5 words look most at themselves" \
         in text
     # rows "3 ." and "4 <eos>" look at themselves: not parking; row "1 cat" parks on <eos>
@@ -344,8 +344,8 @@ def test_weighted_and_z_notices_on_a_trace():
     assert va.keys_notice(s, labels, "c").startswith(f"The key of “{labels[j]}” matches q of “c” best "
                                                       f"(q·k = {float(qk[j]):.2f})")
     vn = s.v.norm(dim=-1)
-    assert f"the longest value is “{labels[int(vn.argmax())]}”'s (‖v‖ = {float(vn.max()):.2f})" in va.values_notice(
-        s, labels)
+    longest = f"the longest value is that of “{labels[int(vn.argmax())]}” (‖v‖ = {float(vn.max()):.2f})"
+    assert longest in va.values_notice(s, labels)
     off = traced(small_model(), SRC, TGT, Interventions(heads_off=frozenset({("enc.0.self_attn", 1)})))
     assert "switched off" in va.z_notice(va.word_steps(off, "enc.0.self_attn", 1, 2))
 

@@ -205,8 +205,8 @@ def values_notice(s: WordSteps, key_labels: list[str]) -> str:
     j, m = int(n.argmax()), int(n.argmin())
     if np.isclose(n[j], n[m]):
         return f"What each word would pass on, if chosen: every value has the same length here (‖v‖ = {n[j]:.2f})."
-    return (f"What each word would pass on, if chosen: the longest value is “{key_labels[j]}”'s (‖v‖ = {n[j]:.2f}), "
-            f"the shortest “{key_labels[m]}”'s ({n[m]:.2f}).")
+    return (f"What each word would pass on, if chosen: the longest value is that of “{key_labels[j]}” "
+            f"(‖v‖ = {n[j]:.2f}), the shortest that of “{key_labels[m]}” ({n[m]:.2f}).")
 
 
 def weighted_notice(s: WordSteps, key_labels: list[str]) -> str:
@@ -250,7 +250,8 @@ def matrix_notice(weights, q_labels: list[str], k_labels: list[str]) -> str:
     """A [Tq, Tk] weight matrix: the biggest weight, the diagonal, and how many rows park on <eos>/punctuation."""
     w = np.nan_to_num(as_array(weights))
     i, j = np.unravel_index(int(w.argmax()), w.shape)
-    out = f"The biggest weight, {w[i, j]:.2f}, goes from “{q_labels[i]}” to “{k_labels[j]}”."
+    to = "itself" if q_labels[i] == k_labels[j] else f"“{k_labels[j]}”"
+    out = f"The biggest weight, {w[i, j]:.2f}, goes from “{q_labels[i]}” to {to}."
     if w.shape[0] == w.shape[1] and q_labels == k_labels:
         diag = np.diag(w)
         self_rows = int((w.argmax(1) == np.arange(len(w))).sum())

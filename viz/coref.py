@@ -97,7 +97,8 @@ def decision_notice(d: Decision) -> str:
     avg = d.average(L)
     heads = ", ".join(f"{w:.2f}" for w in d.reads[L])
     reads = (f"reads “{d.adjective}” with {avg:.2f} on average in decoder layer {L} (heads: {heads})" if avg >= READS
-             else f"gives “{d.adjective}” only {avg:.2f} on average, at most (decoder layer {L}; heads: {heads})")
+             else f"reads “{d.adjective}” only weakly: {avg:.2f} on average at most, in decoder layer {L} "
+                  f"(heads: {heads})")
     p = d.p_il if d.pronoun == "il" else d.p_elle
     parts = []
     for o in d.off:

@@ -23,7 +23,7 @@ from torch import Tensor
 from model.checkpoint import Bundle
 from model.trace import Trace
 from model.transformer import additive_mask, look_ahead_mask
-from viz.heatmap import shape_text
+from viz.heatmap import count, shape_text
 
 if TYPE_CHECKING:  # result types only: viz draws what model/ computed, it never runs the network
     from model.mask_experiments import Cheating, PaddingDemo
@@ -375,7 +375,7 @@ def renorm_notice(scaled_row: Tensor, mask_row: Tensor, label: str) -> str:
     allowed = mask_row == 0
     share = float(torch.softmax(scaled_row, -1)[allowed].sum())
     n = int(allowed.sum())
-    return (f"over all keys, the {n} allowed key(s) of row {_word(label)} would get {share:.3f} of the "
+    return (f"over all keys, the {count(n, 'allowed key')} of row “{_word(label)}” would get {share:.3f} of the "
             f"weight; the masked softmax divides them by {share:.3f}, so they get all of it (1.000).")
 
 
@@ -416,7 +416,7 @@ def padding_notice(demo: PaddingDemo, layer: int, head: int) -> str:
     on, off = demo.pad_weight(True)[layer, head], demo.pad_weight(False)[layer, head]  # [n_real]
     worst = int(off.argmax())
     word = _word(demo.labels[demo.short][worst])
-    return (f"with the mask on, the {demo.n_pad} <pad> column(s) get exactly {float(on.max()):.3f}; with it "
+    return (f"with the mask on, the {count(demo.n_pad, '<pad> column')} get exactly {float(on.max()):.3f}; with it "
             f"off, {word} gives {float(off[worst]):.3f} of its weight to <pad>, and the encoding moves by up to "
             f"{demo.out_change(False):.2e} (mask on: {demo.out_change(True):.1e}).")
 
@@ -425,8 +425,9 @@ def mask_grid_notice(demo: PaddingDemo) -> str:
     """Which keys of the batch the padding mask hides."""
     if demo.n_pad == 0:
         return "both sentences have the same length here: the mask hides nothing."
-    return (f"sentence {demo.short + 1} has {demo.n_real} real tokens and {demo.n_pad} <pad>: its last "
-            f"{demo.n_pad} key(s) are −inf for every query; the longer sentence has no −inf at all.")
+    keys = "key is" if demo.n_pad == 1 else f"{demo.n_pad} keys are"
+    return (f"sentence {demo.short + 1} has {demo.n_real} real tokens and {demo.n_pad} <pad>: its last {keys} −inf for "
+            "every query; the longer sentence has no −inf at all.")
 
 
 # --- Encoder-decoder attention: who reads which source word --------------------------------------
@@ -462,7 +463,8 @@ def cross_notice(weights: Tensor, src_labels: list[str], in_labels: list[str], n
     else:
         why = f"The last row ({last}) must write <eos>; it gives the source's <eos> {eos:.2f}."
     if others:
-        why += (f" {others} other row(s) also read <eos> most: a head with nothing particular to fetch often "
-                "parks its weight on <eos>.")
-    return ("Row by row (the source word each position reads most, and its weight): " + " · ".join(rows)
-            + f". {why}")
+        why += (f" {others} other {'row also reads' if others == 1 else 'rows also read'} <eos> most: a head with "
+                "nothing particular to fetch often parks its weight on <eos>.")
+    sharp = int((top.values >= 0.5).sum())
+    return (f"{sharp} of {len(rows)} rows put at least half their weight on one source word (the dark cells). Row by "
+            "row (the source word each position reads most, and its weight): " + " · ".join(rows) + f". {why}")

@@ -194,13 +194,15 @@ def ln_params(n: Norm) -> torch.Tensor:
 
 
 # --- Post-LN and pre-LN, as diagrams (graphviz DOT) -----------------------------------------------
+# fontsize 14 = viz/overview.FONT_SIZE, the size ui/style.py gives every diagram's text: laid out for another size,
+# the labels overflow their boxes.
 
-POST_LN_DOT = """digraph { rankdir=BT; node [shape=box, style="rounded,filled", fillcolor="#eef3fb", fontsize=11];
+POST_LN_DOT = """digraph { rankdir=BT; node [shape=box, style="rounded,filled", fillcolor="#eef3fb", fontsize=14];
 x [label="x", shape=plaintext, fillcolor=white]; s [label="Sublayer\\n(attention or FFN)"];
 add [label="+", shape=circle, fillcolor="#fff3cd"]; ln [label="LayerNorm", fillcolor="#e8f5e9"];
 out [label="output", shape=plaintext, fillcolor=white];
 x -> s -> add -> ln -> out; x -> add [style=dashed, label=" residual"]; }"""
-PRE_LN_DOT = """digraph { rankdir=BT; node [shape=box, style="rounded,filled", fillcolor="#eef3fb", fontsize=11];
+PRE_LN_DOT = """digraph { rankdir=BT; node [shape=box, style="rounded,filled", fillcolor="#eef3fb", fontsize=14];
 x [label="x", shape=plaintext, fillcolor=white]; ln [label="LayerNorm", fillcolor="#e8f5e9"];
 s [label="Sublayer\\n(attention or FFN)"]; add [label="+", shape=circle, fillcolor="#fff3cd"];
 out [label="output (a final LayerNorm\\nafter the last layer)", shape=plaintext, fillcolor=white];

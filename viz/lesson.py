@@ -25,7 +25,7 @@ from model.textbook import D_K, WORDS, thinking_machines
 from model.vocab import UNK_ID
 from viz import attention as va
 from viz import lesson_decoder as D
-from viz.heatmap import SCALES, as_array, heatmap, table
+from viz.heatmap import SCALES, as_array, count, heatmap, table
 from viz.layers import attention_input
 from viz.lesson_base import (  # noqa: F401 - CONFIG, context, View: the page's imports
     BLUE,
@@ -75,11 +75,13 @@ def _why(c: Context) -> View:
 def notice_sentence(a: Analysis) -> str:
     n_in, n_out = len(a.prepared.tokens), len(a.out_tokens)
     runs = len(a.greedy.steps)
-    text = (f"{n_in} English token(s) go in, {n_out} French token(s) come out: “{a.translation}”. "
-            f"The encoder runs once; the decoder ran {runs} time(s), once per word it wrote"
+    text = (f"{count(n_in, 'English token')} (and <eos>) go in, {count(n_out, 'French token')} (and <eos>) come out: "
+            f"“{a.translation}”. The encoder runs once; the decoder ran {count(runs, 'time')}, once per word it wrote"
             + (" plus once for <eos>." if a.greedy.finished else " (it stopped at the length limit, without <eos>)."))
     if a.prepared.unknown:
-        text += f" {len(a.prepared.unknown)} word(s) are not in the vocabulary and go in as <unk>."
+        n = len(a.prepared.unknown)
+        text += (f" {count(n, 'word')} {'is' if n == 1 else 'are'} not in the vocabulary and "
+                 f"go{'es' if n == 1 else ''} in as <unk>.")
     return text
 
 
@@ -100,7 +102,8 @@ def notice_tokens(t: L.Tokens, vocab_size: int) -> str:
     if t.unknown:
         text += f" Unknown: {', '.join(f'“{w}”' for w in t.unknown)} → id {UNK_ID} (<unk>)."
     if t.truncated:
-        text += f" {t.truncated} token(s) beyond the model's limit were cut off."
+        was = "was" if t.truncated == 1 else "were"
+        text += f" {count(t.truncated, 'token')} beyond the model's limit {was} cut off."
     return text
 
 
@@ -114,9 +117,13 @@ def _tokens(c: Context) -> View:
 
 # --- 3. embedding -----------------------------------------------------------------------------------
 
-def notice_embedding(e: L.Embedding) -> str:
+def notice_embedding(e: L.Embedding, position: int = 0) -> str:
+    """`position`: where the followed word stands; a word other than the first is announced (the coreference
+    sentence follows "it", the pronoun of its step)."""
     pe = e.factor / 2 ** 0.5  # every PE row has length √(d_model / 2)
-    return (f"The row of {q(e.word)} (id {e.token_id}) has length {e.raw_norm:.3f}; "
+    watch = (f"From here on the lesson watches {q(e.word)} (position {position}): which noun a pronoun stands for "
+             f"is the question of step {L.step_index('coref')}. " if position else "")
+    return watch + (f"The row of {q(e.word)} (id {e.token_id}) has length {e.raw_norm:.3f}; "
             f"× √d_model = {e.factor:.3f} makes it {e.scaled_norm:.3f}, comparable to the positional encoding "
             f"added next (every PE row has length √(d_model/2) = {pe:.3f}).")
 
@@ -127,7 +134,7 @@ def _embedding(c: Context) -> View:
     x = a.trace["src.embed"][0]
     fig = heatmap(x, dims(x.shape[1]), a.src_labels, "activations", x_title="dimension", y_title="token",
                   height=max(220, min(520, 60 + 30 * x.shape[0])))
-    return View(fig, notice_embedding(e), table(x, dims(x.shape[1]), a.src_labels),
+    return View(fig, notice_embedding(e, c.f.word), table(x, dims(x.shape[1]), a.src_labels),
                 textbook=f"The paper's base model uses d_model = {paper.BASE.d_model}, so √d_model = "
                          f"{paper.BASE.d_model ** 0.5:.2f} there; this model uses d_model = {x.shape[1]}.")
 
@@ -214,6 +221,8 @@ def _qkv(c: Context) -> View:
                                  hovertemplate="row %{y}, column %{x}: %{z:.4f}<extra></extra>"), 1, i + 1)
     fig.update_yaxes(autorange="reversed", type="category", showticklabels=proj is None)
     fig.update_xaxes(type="category", showticklabels=False)
+    if proj is not None:  # q is one row: a strip under its title, not a block as tall as W^Q
+        fig.update_yaxes(domain=[0.86, 0.94], row=1, col=3)
     layout(fig, height=max(300, min(520, 80 + 30 * len(labels))))
     tab = pd.DataFrame({"dimension": dims(p.d_k), f"q of {word(labels[f.word])}": p.q})
     return View(fig, notice_qkv(p, f.head, proj), tab,
@@ -268,7 +277,7 @@ def notice_scale(r: L.Row) -> str:
         return (f"Scaling is switched off: the scores stay as they are ({q(r.key_labels[top])}: {r.scaled[top]:.2f}), "
                 f"√{r.d_k} = {r.d_k ** 0.5:.3f} times what the model was trained to put into the softmax.")
     spread, spread_s = max(r.scores) - min(r.scores), max(r.scaled) - min(r.scaled)
-    return (f"√d_k = √{r.d_k} = {r.d_k ** 0.5:.3f}: {q(r.key_labels[top])}'s score {r.scores[top]:.2f} becomes "
+    return (f"√d_k = √{r.d_k} = {r.d_k ** 0.5:.3f}: the score of {q(r.key_labels[top])}, {r.scores[top]:.2f}, becomes "
             f"{r.scaled[top]:.2f}, and the gap between the highest and the lowest score shrinks from "
             f"{spread:.2f} to {spread_s:.2f}.")
 
@@ -281,10 +290,25 @@ def notice_softmax(r: L.Row) -> str:
     return out + (" " + PARKING_WHY if parks([r.key_labels[top]]) else "")
 
 
+def _top3(r: L.Row) -> list[int]:
+    return sorted(range(len(r.weights)), key=r.weights.__getitem__, reverse=True)[:3]
+
+
+def parking_explained(r: L.Row) -> int | None:
+    """The step whose notice first says why a head parks on <eos> for the followed word (softmax: its largest
+    weight is there; z: <eos> is among its 3 largest weights with at least PARK_NOTE), or None."""
+    if parks([r.key_labels[r.top]]):
+        return L.step_index("softmax")
+    if any(parks([r.key_labels[j]]) and r.weights[j] >= PARK_NOTE for j in _top3(r)):
+        return L.step_index("z")
+    return None
+
+
 def notice_z(r: L.Row, off: bool = False) -> str:
     """The 3 largest terms of z and the measured difference to the model's z. Rule: the parking sentence only
-    when <eos> is among those terms with a weight of at least PARK_NOTE (0.1)."""
-    order = sorted(range(len(r.weights)), key=r.weights.__getitem__, reverse=True)[:3]
+    when <eos> is among those terms with a weight of at least PARK_NOTE (0.1); the step before has already
+    explained it when the largest weight is on <eos>, so then it points there."""
+    order = _top3(r)
     terms = " + ".join(f"{r.weights[j]:.3f} · v({word(r.key_labels[j])})" for j in order)
     more = " + …" if len(r.weights) > 3 else ""
     if off:
@@ -292,7 +316,11 @@ def notice_z(r: L.Row, off: bool = False) -> str:
     out = (f"z of {q(r.query_label)} = {terms}{more}: a vector of {r.d_k} numbers (length {r.z_norm:.3f}); "
            f"the model's own z differs from this sum by at most {r.z_error:.1e}.")
     parked = [j for j in order if parks([r.key_labels[j]]) and r.weights[j] >= PARK_NOTE]
-    return out + (f" {r.weights[parked[0]]:.3f} goes to <eos>. {PARKING_WHY}" if parked else "")
+    if not parked:
+        return out
+    before = parking_explained(r)
+    why = PARKING_WHY if before == L.step_index("z") else f"(Why: step {before}.)"
+    return out + f" {r.weights[parked[0]]:.3f} goes to <eos>. {why}"
 
 
 def _row(c: Context) -> L.Row:
@@ -318,7 +346,7 @@ def _scale(c: Context) -> View:
 
 def _softmax(c: Context) -> View:
     r = _row(c)
-    fig = bars(list(r.key_labels), r.weights, f"attention weights of {word(r.query_label)}, head {r.head}",
+    fig = bars(list(r.key_labels), r.weights, f"attention weights of “{word(r.query_label)}”, head {r.head}",
                "weight", BLUE, highlight=r.top)
     fig.update_yaxes(range=[0, 1.1])
     return View(fig, notice_softmax(r), _row_table(r), textbook_line("softmax"), _head_off(c))
@@ -350,16 +378,17 @@ def sub(n: int) -> str:
     return str(n).translate(str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉"))
 
 
-def notice_heads(hs: list[L.HeadChoice], label: str) -> str:
+def notice_heads(hs: list[L.HeadChoice], label: str, explained: int | None = None) -> str:
     """Every head's largest weight for the word ("looks hardest" = that argmax). Rule: "park on <eos>" only when a
-    head's largest weight is on <eos>."""
+    head's largest weight is on <eos>; why they park is said here unless step `explained` said it already."""
     parts = "; ".join(f"head {h.head} → {q(h.top_label)} {h.weight:.3f}" + (" (off)" if h.off else "") for h in hs)
     distinct = len({h.top for h in hs})
     parked = [h.head for h in hs if parks([h.top_label])]
-    out = (f"Where {q(label)} looks hardest in each head: {parts}. {distinct} different word(s) across "
+    out = (f"Where {q(label)} looks hardest in each head: {parts}. {count(distinct, 'different word')} across "
            f"{len(hs)} heads.")
     if parked:
-        out += f" Head(s) {', '.join(map(str, parked))} park on <eos>. {PARKING_WHY}"
+        who = f"Head {parked[0]} parks" if len(parked) == 1 else f"Heads {', '.join(map(str, parked))} park"
+        out += f" {who} on <eos>. " + (f"(Why: step {explained}.)" if explained else PARKING_WHY)
     return out
 
 
@@ -369,10 +398,11 @@ def _heads(c: Context) -> View:
     w = a.trace[f"enc.{f.layer}.self_attn.weights"][0, :, f.word]  # [H, Ts]
     ylabels = [f"head {h}" + (" (off)" if x.off else "") for h, x in enumerate(hs)]
     fig = heatmap(w, a.src_labels, ylabels, "weights", x_title="key word", y_title="head")
-    return View(fig, notice_heads(hs, a.src_labels[f.word]), table(w, a.src_labels, ylabels),
+    return View(fig, notice_heads(hs, a.src_labels[f.word], parking_explained(_row(c))),
+                table(w, a.src_labels, ylabels),
                 textbook=f"The Illustrated Transformer draws {paper.BASE.n_heads} heads (the paper's base model), "
-                         f"Z₀ … Z₇, one per head; this model has {len(hs)}: Z₀ … Z{sub(len(hs) - 1)}, one row "
-                         "each above.")
+                         f"Z₀ … Z₇, one per head; this model has {len(hs)}: Z₀ … Z{sub(len(hs) - 1)}, each made "
+                         "from one row of weights above.")
 
 
 def notice_concat(cc: L.Concat, label: str, n_heads: int) -> str:
@@ -418,7 +448,7 @@ def _add_norm(c: Context) -> View:
     d = dims(len(r))
     fig = go.Figure([go.Scatter(x=d, y=r, name="x + attention(x)", mode="lines", line_color=GREY),
                      go.Scatter(x=d, y=z, name="after LayerNorm (before γ, β)", mode="lines", line_color=BLUE)])
-    layout(fig, title=f"the {len(r)} numbers of {word(a.src_labels[f.word])}", xaxis_title="dimension", legend=True,
+    layout(fig, title=f"the {len(r)} numbers of “{word(a.src_labels[f.word])}”", xaxis_title="dimension", legend=True,
             xaxis={"type": "category", "showticklabels": False})
     tab = pd.DataFrame({"dimension": d, "x + attention(x)": r, "normalised": z}).round(4)
     warn = ("This model is pre-LN (LayerNorm before each sublayer, not after it as in the paper): the grey line is "
@@ -436,10 +466,10 @@ def _ffn(c: Context) -> View:
     a, f = c.a, c.f
     h = as_array(a.trace[f"enc.{f.layer}.ffn.hidden"][0, f.word])
     x = L.ffn(a, f)
-    fig = bars(dims(len(h)), h, f"ReLU(x W_1 + b_1) for {word(a.src_labels[f.word])}", "activation", GREEN,
+    fig = bars(dims(len(h)), h, f"ReLU(x W_1 + b_1) for “{word(a.src_labels[f.word])}”", "activation", GREEN,
                highlight=x.largest)
     fig.update_traces(text=None)
-    fig.update_xaxes(showticklabels=False)
+    fig.update_xaxes(showticklabels=False, title_text=f"hidden unit (0 … {len(h) - 1})")
     return View(fig, notice_ffn(x), pd.DataFrame({"unit": dims(len(h)), "activation": h}).round(4),
                 textbook=f"The paper's base model: d_ff = {paper.BASE.d_ff} = 4 × d_model; this model: d_ff = "
                          f"{x.d_ff}.")

@@ -82,8 +82,13 @@ def bars(labels: list[str], values, title: str, y_title: str, colour: str = BLUE
 
 
 def plain_table(columns: dict[str, list], height: int | None = None) -> go.Figure:
+    """A small table drawn as a figure. Plotly reads "<eos>" in a cell as an HTML tag (the row grows taller and the
+    columns' rows no longer line up), so < and > are written as entities, which it shows as the characters."""
+    def text(v):
+        return v.replace("<", "&lt;").replace(">", "&gt;") if isinstance(v, str) else v
+
     fig = go.Figure(go.Table(header={"values": list(columns), "align": "left", "fill_color": "#e8eef7"},
-                             cells={"values": list(columns.values()), "align": "left"}))
+                             cells={"values": [[text(v) for v in col] for col in columns.values()], "align": "left"}))
     n = max((len(v) for v in columns.values()), default=1)
     return layout(fig, height=height or min(520, 60 + 28 * n))
 

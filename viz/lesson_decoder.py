@@ -16,7 +16,7 @@ from model.coref import EncoderLinks, coref_parts, encoder_links, partner
 from model.examples import COREFERENCE
 from model.pipeline import Analysis
 from viz.coref import decision_figure, decision_notice
-from viz.heatmap import as_array, heatmap, table
+from viz.heatmap import as_array, count, heatmap, table
 from viz.lesson_base import GREEN, GREY, PARKING_WHY, Context, View, bars, layout, plain_table, q, word
 
 # --- 15. decoder input, 16. masked self-attention, 17. cross-attention ---------------------------------
@@ -75,11 +75,12 @@ def notice_cross(x: L.Cross, src_labels: list[str] | None = None, next_labels: l
                 "in their English order: no reordering to show here.")
     diffuse = [writes[r] for r in x.diffuse]
     if diffuse:
-        shown = ", ".join(diffuse[:4]) + (" …" if len(diffuse) > 4 else "")
+        shown = ", ".join(diffuse[:4]) + (f" and {len(diffuse) - 4} more" if len(diffuse) > 4 else "")
         out += f" Diffuse rows (largest weight under {L.CONFIDENT:g}), writing {shown}."
     parked = [writes[r] for r in range(len(x.tops) - 1) if x.tops[r] == x.eos]
     if parked:
-        out += f" The row(s) writing {', '.join(parked[:3])} read the source's <eos> most. {PARKING_WHY}"
+        out += (f" The {'row' if len(parked) == 1 else 'rows'} writing {', '.join(parked[:3])} "
+                f"read{'s' if len(parked) == 1 else ''} the source's <eos> most. {PARKING_WHY}")
     return out
 
 
@@ -212,8 +213,9 @@ def notice_finished(x: L.Finished) -> str:
     if x.finished and len(x.words) == 1:
         return f"The translation is empty: <eos> came first ({x.probs[0]:.3f})."
     end = f"then “<eos>” ({x.probs[-1]:.3f}) ends it" if x.finished else "it stopped at the length limit"
-    return (f"{len(x.words) - (1 if x.finished else 0)} word(s), {end}: “{x.translation}”. The least sure choice was "
-            f"“{x.words[x.least]}” ({x.probs[x.least]:.3f}).")
+    n = len(x.words) - (1 if x.finished else 0)
+    return (f"{count(n, 'word')}, {end}: “{x.translation}”. The least sure choice was “{x.words[x.least]}” "
+            f"({x.probs[x.least]:.3f}).")
 
 
 def _finished(c: Context) -> View:
@@ -274,7 +276,7 @@ def _training(c: Context) -> View:
                  "output length": "at most 2 × input + 10 tokens"}
     tab = pd.DataFrame([{"": k, "paper, base model": b, "paper, big model": g,
                          "this model": mine_rows.get(k, "the same")} for k, b, g in paper.RECIPE])
-    fig = make_subplots(rows=2, cols=2, row_heights=[0.42, 0.58], vertical_spacing=0.12,
+    fig = make_subplots(rows=2, cols=2, row_heights=[0.3, 0.7], vertical_spacing=0.1,
                         specs=[[{}, {}], [{"type": "table", "colspan": 2}, None]],
                         subplot_titles=("learning rate, this model", "learning rate, the paper's base model", ""))
     mine = np.unique(np.linspace(1, max(r.steps, 2), 200).astype(int))
@@ -286,7 +288,8 @@ def _training(c: Context) -> View:
                                                                   "fill_color": "#e8eef7"},
                            cells={"values": [tab[col] for col in tab.columns], "align": "left"}), 2, 1)
     fig.update_xaxes(title_text="training step", row=1)
-    layout(fig, height=720)
+    fig.update_yaxes(tickformat=".1e", row=1)  # 7.0e-4, not Plotly's "700μ"
+    layout(fig, height=980)  # the table's 10 rows wrap onto two lines: every one of them shown
     return View(fig, notice_training(r), tab,
                 textbook="The paper's recipe (sections 5 and 6.1) is in the table, beside this model's.")
 

@@ -102,7 +102,8 @@ def step_notice(s: DecoderStep, labels: list[str], t: int) -> str:
     if second is not None:
         text += f"; next is “{word(labels[second])}” ({s.alpha[second]:.2f})"
     near = float(np.linalg.norm(s.context - s.values[top]) / max(np.linalg.norm(s.values[top]), 1e-12))
-    return text + (f". c_{t + 1} = Σ α_i v_i lies {near:.0%} of ‖v‖ away from that word's value alone: "
+    return text + (f". c_{t + 1}, the α-weighted sum of the values, lies {near:.0%} of ‖value‖ away from that word's "
+                   "value alone: "
                    + ("the context is mostly that one word." if near < 0.3 else "the context mixes several words."))
 
 

@@ -27,9 +27,9 @@ TEXT: dict[str, str] = {
         "translation one token at a time, looking back at the encoder's vectors at every step, and stops when it "
         "writes <eos>. The next steps open both halves."),
     "tokens": (
-        "The model never sees letters. The sentence is cut into tokens (here: whole words), each token is looked "
-        "up in a fixed vocabulary of {src_vocab} English tokens, and the model receives only their numbers, the "
-        "**ids**. A word the vocabulary lacks becomes `<unk>`; an `<eos>` (end of sentence) token is appended."),
+        "The model never sees letters. Each token of the sentence (here whole words and punctuation marks, "
+        "then `<eos>`) is looked up in a fixed vocabulary of {src_vocab} English tokens, and the model receives "
+        "only their numbers, the **ids**. A word the vocabulary lacks becomes `<unk>`."),
     "embedding": (
         "Each id selects one row of a learned table, the **embedding**, with {d_model} numbers per row. As in the "
         "paper, the row is multiplied by √d_model = {sqrt_d_model:.2f}. Each row of the figure is one token, each "
@@ -80,9 +80,13 @@ TEXT: dict[str, str] = {
     "ffn": (
         "Next, every word passes on its own through the same small two-layer network: "
         "FFN(x) = max(0, x W_1 + b_1) W_2 + b_2, widening {d_model} numbers to d_ff = {d_ff} and back. The "
-        "ReLU, max(0, ·), switches many hidden units off. Another residual connection and LayerNorm follow."),
+        "ReLU, max(0, ·), switches many hidden units off. Another residual connection and LayerNorm follow. Why "
+        "this net at all? Attention's output is a weighted average of the value vectors, so it can never leave "
+        "the space those vectors span; the ReLU, applied number by number, can (measured on the encoder layer's "
+        "page, *In depth*)."),
     "stack": (
-        "Attention plus feed-forward network, each with add & norm, is one **encoder layer**. This model stacks "
+        "Attention plus feed-forward network, each with its residual connection and LayerNorm (“add & norm”), is "
+        "one **encoder layer**. This model stacks "
         "{n_enc} of them; each reads the previous one's output and has its own weights. The last layer's output "
         "is the encoder's result: one vector per source word. A cosine similarity of 1 means a vector still points "
         "where the word's input pointed; lower values mean the layers have mixed in context from other words."),
@@ -98,8 +102,8 @@ TEXT: dict[str, str] = {
         "**look-ahead mask** adds −∞ to the score of every later position before the softmax, so their weights "
         "become exactly 0. A position may use the words already written, never the ones it is about to predict. "
         "While translating, later words do not exist yet; the mask matters in **training**, where the whole "
-        "right translation is fed in at once (teacher forcing, the last step): without it, position t could read "
-        "word t + 1, the very word it must predict, and learn to copy it."),
+        "right translation is fed in at once (teacher forcing, step {step_training}): without it, position t could "
+        "read word t + 1, the very word it must predict, and learn to copy it."),
     "cross": (
         "The second sublayer is **encoder-decoder attention**: the queries come from the decoder, the keys and "
         "values from the encoder's output. This is where the decoder reads the English sentence. Each row "
@@ -130,7 +134,7 @@ TEXT: dict[str, str] = {
         "the model gave the word it chose at that step."),
     "loss": (
         "How did the model learn all this? In training it is shown the right translation. The right next word at "
-        "each position is a **one-hot** vector (1 for that word, 0 for the other {tgt_vocab} − 1), and the loss is "
+        "each position is a **one-hot** vector (1 for that word, 0 for the {tgt_others} others), and the loss is "
         "the **cross-entropy** −log p(right word): 0 when the model is sure and right, large when it gives the "
         "right word little probability. Training averages it over the positions and adjusts every weight to lower "
         "it. The paper softens the target with **label smoothing**: 1 − ε on the right word, ε spread over the "
@@ -139,7 +143,7 @@ TEXT: dict[str, str] = {
         "In training the decoder's input is the right translation itself, shifted right (**teacher forcing**): "
         "all positions are trained at once, in one pass, which is why the look-ahead mask is needed. The "
         "optimizer (Adam) follows a **warm-up** schedule: the learning rate grows for the first steps, then "
-        "shrinks like step^−0.5. The table of exact numbers sets the paper's recipe (8 GPUs, 12 hours; beam "
+        "shrinks like step^−0.5. The table under the curves sets the paper's recipe (8 GPUs, 12 hours; beam "
         "search for decoding) beside this model's. Train your own on the training page."),
 }
 

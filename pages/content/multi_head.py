@@ -7,8 +7,8 @@ INTRO = ("One attention pattern is one way for words to look at each other. Mult
          "dimensions, so different heads can follow different relations at the same time (which word a pronoun "
          "refers to, the verb's tense, the word next door, …). Their outputs are put side by side and mixed by "
          "one more matrix, W_O.")
-FORMULA = (r"\mathrm{MultiHead}(Q, K, V) = \mathrm{Concat}(\mathrm{head}_1, \dots, \mathrm{head}_h)\,W^O, \qquad "
-           r"\mathrm{head}_i = \mathrm{Attention}(QW_i^Q,\ KW_i^K,\ VW_i^V)")
+FORMULAS = (r"\mathrm{MultiHead}(Q, K, V) = \mathrm{Concat}(\mathrm{head}_1, \dots, \mathrm{head}_h)\,W^O",
+            r"\mathrm{head}_i = \mathrm{Attention}(QW_i^Q,\ KW_i^K,\ VW_i^V)")  # two lines: one is too wide
 
 
 def matrices(n_heads: int, d_model: int, d_k: int) -> str:
