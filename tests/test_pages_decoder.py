@@ -386,7 +386,7 @@ def test_top_candidates(out_page, own, base):
         df = frame_with(at, "probability")
         assert np.allclose(df["probability"], p.numpy(), atol=1e-7)
         assert df["index"].tolist() == ids.tolist()
-        assert metric(at, "numbers in the logits vector") == f"{len(itos)}"
+        assert metric(at, "numbers in the logits") == f"{len(itos)}"
         assert int(metric(at, "argmax index")) == int(own.trace["logits"][0, pos].argmax())
         assert metric(at, "which word") == itos[int(own.trace["logits"][0, pos].argmax())]
         lf = chart_spec(at, "output_logits")

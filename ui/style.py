@@ -39,8 +39,8 @@ BASE_CSS = """
    is scaled to its column); give it back the size Graphviz laid the boxes out for (viz/overview.py FONT_SIZE, in
    the diagram's units), so the labels fill their boxes and scale with the diagram. */
 [data-testid="stGraphVizChart"] svg text { font-size: DIAGRAM_FONTpx !important; }
-/* Links to other pages (st.page_link) wrap onto a second line instead of being cut off with "…": their labels
-   say where they lead ("Next: <page>: what it shows"), and the cut-off part was the part that said it. */
+/* Links to other pages (st.page_link) wrap onto a second line instead of being cut off with an ellipsis: their
+   labels say where they lead and what is there, and the cut-off part was the part that said it. */
 [data-testid="stPageLink-NavLink"] span, [data-testid="stPageLink-NavLink"] p { white-space: normal !important;
   overflow: visible !important; }
 /* A focus ring that is visible on every theme. */

@@ -113,7 +113,7 @@ def renormalisation(scaled_row: Tensor, mask_row: Tensor, labels: list[str]) -> 
 # --- The decoder block, as traced ----------------------------------------------------------------
 
 BLOCK = (
-    ("input", "tgt.input", "target embeddings + positions (layer 0) or the previous layer's output"),
+    ("input", "tgt.input", "layer 0: target embeddings + positions; then the layer below"),
     ("masked self-attention", "{p}.self_attn.out", "each target position reads itself and earlier positions"),
     ("add & norm", "{p}.add_norm1.out", "LayerNorm(x + self-attention(x))"),
     ("encoder-decoder attention", "{p}.cross_attn.out", "queries from the decoder, keys and values from enc.out"),
@@ -150,7 +150,7 @@ def block_table(trace: Trace, layer: int) -> pd.DataFrame:
         rows.append({"step": step, "tensor": name, "shape": str(list(trace[name].shape)), "what it is": what})
     rows.append({"step": "memory (used by every block)", "tensor": "enc.out",
                  "shape": str(list(trace["enc.out"].shape)),
-                 "what it is": "the encoder's output: keys and values of encoder-decoder attention"})
+                 "what it is": "the encoder's output: cross-attention's keys and values"})
     return pd.DataFrame(rows)
 
 

@@ -133,7 +133,7 @@ def _embedding(c: Context) -> View:
     e = L.embedding(a, c.f.word)
     x = a.trace["src.embed"][0]
     fig = heatmap(x, dims(x.shape[1]), a.src_labels, "activations", x_title="dimension", y_title="token",
-                  height=max(220, min(520, 60 + 30 * x.shape[0])))
+                  title="the rows after × √d_model (src.embed)", height=max(240, min(540, 90 + 30 * x.shape[0])))
     return View(fig, notice_embedding(e, c.f.word), table(x, dims(x.shape[1]), a.src_labels),
                 textbook=f"The paper's base model uses d_model = {paper.BASE.d_model}, so √d_model = "
                          f"{paper.BASE.d_model ** 0.5:.2f} there; this model uses d_model = {x.shape[1]}.")

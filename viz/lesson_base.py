@@ -81,14 +81,19 @@ def bars(labels: list[str], values, title: str, y_title: str, colour: str = BLUE
     return layout(fig, title=title, yaxis_title=y_title, xaxis={"type": "category"})
 
 
-def plain_table(columns: dict[str, list], height: int | None = None) -> go.Figure:
-    """A small table drawn as a figure. Plotly reads "<eos>" in a cell as an HTML tag (the row grows taller and the
-    columns' rows no longer line up), so < and > are written as entities, which it shows as the characters."""
-    def text(v):
-        return v.replace("<", "&lt;").replace(">", "&gt;") if isinstance(v, str) else v
+ROW = 26  # px, plain_table's row height
 
-    fig = go.Figure(go.Table(header={"values": list(columns), "align": "left", "fill_color": "#e8eef7"},
-                             cells={"values": [[text(v) for v in col] for col in columns.values()], "align": "left"}))
+
+def plain_table(columns: dict[str, list], height: int | None = None) -> go.Figure:
+    """A small table drawn as a figure, every row ROW px high. Plotly reads "<eos>" in a cell as an HTML tag (an
+    escaped &lt; too) and makes that row taller, so the columns' rows stopped lining up: the brackets of special
+    tokens are drawn with the look-alike angle quotes ‹ › (U+2039, U+203A)."""
+    def text(v):
+        return v.replace("<", "\u2039").replace(">", "\u203a") if isinstance(v, str) else v
+
+    fig = go.Figure(go.Table(header={"values": list(columns), "align": "left", "fill_color": "#e8eef7", "height": ROW},
+                             cells={"values": [[text(v) for v in col] for col in columns.values()], "align": "left",
+                                    "height": ROW}))
     n = max((len(v) for v in columns.values()), default=1)
     return layout(fig, height=height or min(520, 60 + 28 * n))
 

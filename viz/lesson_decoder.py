@@ -286,10 +286,11 @@ def _training(c: Context) -> View:
                              mode="lines", line_color=GREY), 1, 2)
     fig.add_trace(go.Table(columnwidth=[1.1, 3, 2.2, 2.2], header={"values": list(tab.columns), "align": "left",
                                                                   "fill_color": "#e8eef7"},
-                           cells={"values": [tab[col] for col in tab.columns], "align": "left"}), 2, 1)
+                           cells={"values": [tab[col] for col in tab.columns], "align": "left", "height": 30}),
+                  2, 1)
     fig.update_xaxes(title_text="training step", row=1)
     fig.update_yaxes(tickformat=".1e", row=1)  # 7.0e-4, not Plotly's "700μ"
-    layout(fig, height=980)  # the table's 10 rows wrap onto two lines: every one of them shown
+    layout(fig, height=900)  # the table's 10 rows, most of them on two lines: every one shown
     return View(fig, notice_training(r), tab,
                 textbook="The paper's recipe (sections 5 and 6.1) is in the table, beside this model's.")
 
