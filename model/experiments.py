@@ -27,7 +27,7 @@ from torch import Tensor
 from model.checkpoint import Bundle
 from model.decoding import greedy_decode
 from model.pipeline import Prepared, analyse, decode_text, teacher_forced
-from model.trace import Interventions, Trace
+from model.trace import Interventions, Trace, attention_modules
 from model.transformer import Transformer
 from model.vocab import EOS
 
@@ -258,13 +258,6 @@ class OneHeadLeft:
         return next(r for r in self.runs if r.module == module and r.head == head)
 
 
-def attention_modules(bundle: Bundle) -> tuple[str, ...]:
-    """Every multi-head attention of the model, in the order the data meets them."""
-    cfg = bundle.config
-    return (*(f"enc.{i}.self_attn" for i in range(cfg.n_enc_layers)),
-            *(f"dec.{i}.{kind}" for i in range(cfg.n_dec_layers) for kind in ("self_attn", "cross_attn")))
-
-
 def one_head_left(bundle: Bundle, prepared: Prepared, modules: tuple[str, ...] | None = None) -> OneHeadLeft:
     """For each attention module and each head h: the model with every other head of that module off (z = 0),
     its greedy translation and, teacher-forced on the unmodified translation, the probability of each token."""
@@ -272,7 +265,7 @@ def one_head_left(bundle: Bundle, prepared: Prepared, modules: tuple[str, ...] |
     tf = teacher_forced(bundle, prepared, base.translation)
     H = bundle.config.n_heads
     runs = []
-    for module in modules or attention_modules(bundle):
+    for module in modules or attention_modules(bundle.config):
         for h in range(H):
             iv = Interventions(frozenset((module, g) for g in range(H) if g != h))
             out = greedy_decode(bundle.model, prepared.src(), iv).tokens

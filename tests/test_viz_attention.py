@@ -509,14 +509,15 @@ def test_column_notice_head_off_and_wrong_scale():
 @pytest.mark.usefixtures("one_torch_thread")
 def test_one_head_left_runs_the_model_with_the_other_heads_off():
     from model import checkpoint
-    from model.experiments import attention_modules, one_head_left
+    from model.experiments import one_head_left
     from model.pipeline import teacher_forced
+    from model.trace import attention_modules
 
     b = checkpoint.load(checkpoint.SHIPPED)
     p = prepare(b, "thinking machines")
     r = one_head_left(b, p)
     assert r.translation == "les machines pensantes" and r.gold_labels == ("les", "machines", "pensantes", "<eos>")
-    assert r.modules == attention_modules(b) and len(r.runs) == 6 * 4
+    assert list(r.modules) == attention_modules(b.config) and len(r.runs) == 6 * 4
     iv = Interventions(frozenset(("dec.1.cross_attn", g) for g in (0, 2, 3)))  # head 1 alone
     run = r.run("dec.1.cross_attn", 1)
     assert run.translation == analyse(b, p, iv).translation != r.translation
