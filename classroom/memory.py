@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from classroom.errors import ClassEnded, ClassFull, ClassStoreError, InvalidInput, NotFound, QuestionClosed, RateLimited
 from classroom.rules import MAX_CLASSES, MAX_OPTIONS
-from classroom.store import ClassSnapshot, ClassStore, _snapshot_of
+from classroom.store import ClassSnapshot, ClassStore, Counters, _snapshot_of
 
 
 # -- in-process memory --------------------------------------------------------------------------------
@@ -26,6 +26,16 @@ class _Class:
     revealed: bool = False
     students: set[str] = field(default_factory=set)
     ended: bool = False
+    seq: int = 1  # the counters (classroom.store.Counters)
+    q: int = 0
+    tally: int = 0
+
+    def bump(self, seq: bool = True, q: bool = False, tally: bool = False) -> Counters:
+        self.seq, self.q, self.tally = self.seq + seq, self.q + q, self.tally + tally
+        return self.counters()
+
+    def counters(self) -> Counters:
+        return Counters(self.seq, self.q, self.tally, self.ended)
 
 
 class MemoryClassStore(ClassStore):
@@ -90,14 +100,18 @@ class MemoryClassStore(ClassStore):
             c = self._get(code, shash)
             c.state = dict(state)
             c.version += 1
-            return c.version
+            version, event = c.version, c.bump()
+        self._announce(code, event)
+        return version
 
     def _ask(self, code, shash, q):
         with self._lock:
             c = self._get(code, shash)
             c.qid += 1
             c.question, c.answers, c.revealed = q, {}, False
-            return c.qid
+            qid, event = c.qid, c.bump(q=True)
+        self._announce(code, event)
+        return qid
 
     def _reveal(self, code, shash):
         with self._lock:
@@ -105,11 +119,17 @@ class MemoryClassStore(ClassStore):
             if c.question is None:
                 raise QuestionClosed("There is no question to reveal.")
             c.revealed = True
+            event = c.bump(q=True)
+        self._announce(code, event)
 
     def _end(self, code, shash):
         with self._lock:
-            self._get(code, shash)
-            self._classes[code] = _Class("", {}, self._clock() + self.tombstone_seconds, version=0, ended=True)
+            c = self._get(code, shash)
+            ended = _Class("", {}, self._clock() + self.tombstone_seconds, version=0, ended=True, seq=c.seq, q=c.q,
+                           tally=c.tally)
+            self._classes[code] = ended
+            event = ended.bump(q=True)
+        self._announce(code, event)
 
     def _touch(self, code, shash):
         with self._lock:
@@ -129,9 +149,13 @@ class MemoryClassStore(ClassStore):
                 raise NotFound("No class with this code.")
             if c.ended:
                 raise ClassEnded("This class has ended.")
-            if student_id not in c.students and len(c.students) >= self.max_students:
+            if student_id in c.students:
+                return
+            if len(c.students) >= self.max_students:
                 raise ClassFull("This class is full.")
             c.students.add(student_id)
+            event = c.bump(seq=False, tally=True)
+        self._announce(code, event)
 
     def _answer(self, code, student_id, question_id, option):
         with self._lock:
@@ -142,16 +166,16 @@ class MemoryClassStore(ClassStore):
                 raise QuestionClosed("This question is closed.")
             if option >= len(c.question["options"]):
                 raise InvalidInput("no such option")
+            if c.answers.get(student_id) == option:
+                return
             c.answers[student_id] = option
+            event = c.bump(seq=False, tally=True)
+        self._announce(code, event)
 
-    def _stamp(self, code):
+    def _counters(self, code):
         with self._lock:
             c = self._live(code, self._clock())
-            if c is None:
-                return None
-            if c.ended:
-                return ("ended",)
-            return (c.version, c.qid if c.question else 0, c.revealed and c.question is not None)
+            return None if c is None else c.counters()
 
     def _snapshot(self, code, teacher, student_id):
         with self._lock:
@@ -159,12 +183,12 @@ class MemoryClassStore(ClassStore):
             if c is None:
                 return None
             if c.ended:
-                return ClassSnapshot(code=code, ended=True)
+                return ClassSnapshot(code=code, ended=True, seq=c.seq, q=c.q, tally=c.tally)
             counts = [0] * MAX_OPTIONS
             for a in c.answers.values():
                 counts[a] += 1
             return _snapshot_of(code, json.loads(json.dumps(c.state)), c.version, c.qid, c.question, counts,
                                 c.revealed, len(c.students), teacher,
-                                c.answers.get(student_id) if student_id else None)
+                                c.answers.get(student_id) if student_id else None, c.counters())
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import threading
 
 from classroom.errors import (
     ClassEnded,
@@ -17,13 +18,14 @@ from classroom.errors import (
     StoreUnavailable,
 )
 from classroom.rules import MAX_OPTIONS, check_question, check_state
-from classroom.store import ClassSnapshot, ClassStore, _snapshot_of
+from classroom.store import ClassSnapshot, ClassStore, Counters, _snapshot_of
 
 _log = logging.getLogger("glass.classroom")
 UNREADABLE = "The class's record on the server could not be read (see the server's log)."
 
 # -- Redis --------------------------------------------------------------------------------------------
-# Keys of class CODE (prefix p): p:CODE (hash: secret, version, state, qid, question, revealed, ended),
+# Keys of class CODE (prefix p): p:CODE (hash: secret, version, state, qid, question, revealed, ended, and the
+# counters seq, q, tally: classroom.store.Counters),
 # p:CODE:answers (hash student -> option), p:CODE:counts (hash option -> count), p:CODE:students (set);
 # p:joinfail:CLIENT (failed-join counter). All expire: a class's keys with the class's idle TTL.
 # Every script returns a number >= 0 on success, or one of these:
@@ -32,8 +34,18 @@ _ERRORS = {-1: (NotFound, "No class with this code."), -2: (Forbidden, "Only the
            -5: (InvalidInput, "no such option"), -6: (NotFound, "Join the class first."),
            -8: (ClassFull, "This class is full."), -9: (QuestionClosed, "There is no question to reveal.")}
 
+# Every script that changes a class bumps its counters and publishes them (`CODE seq q tally ended`) on the
+# events channel, in the same atomic step as the change: no subscriber can see the event before the change.
+# The channel and the code are the last two ARGV of every script.
+_ANNOUNCE = """
+local function announce(seq, q, tally)
+  local c = {redis.call('HINCRBY', KEYS[1], 'seq', seq), redis.call('HINCRBY', KEYS[1], 'q', q),
+             redis.call('HINCRBY', KEYS[1], 'tally', tally), redis.call('HGET', KEYS[1], 'ended') or '0'}
+  redis.call('PUBLISH', ARGV[#ARGV - 1], ARGV[#ARGV] .. ' ' .. table.concat(c, ' '))
+end
+"""
 # KEYS: class, answers, counts, students. ARGV[1] secret hash, ARGV[2] idle TTL in ms.
-_TEACHER = """
+_TEACHER = _ANNOUNCE + """
 local h = redis.call('HMGET', KEYS[1], 'secret', 'ended')
 if h[2] == '1' then return -3 end
 if not h[1] then return -1 end
@@ -43,28 +55,37 @@ for i = 1, 4 do redis.call('PEXPIRE', KEYS[i], ARGV[2]) end
 _LUA = {
     "create": """
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-redis.call('HSET', KEYS[1], 'secret', ARGV[1], 'version', 1, 'state', ARGV[3], 'qid', 0, 'revealed', 0, 'ended', 0)
+redis.call('HSET', KEYS[1], 'secret', ARGV[1], 'version', 1, 'state', ARGV[3], 'qid', 0, 'revealed', 0, 'ended', 0,
+           'seq', 1, 'q', 0, 'tally', 0)
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 1""",
     "touch": _TEACHER + "return 0",
     "set_state": _TEACHER + """
 redis.call('HSET', KEYS[1], 'state', ARGV[3])
-return redis.call('HINCRBY', KEYS[1], 'version', 1)""",
+local version = redis.call('HINCRBY', KEYS[1], 'version', 1)
+announce(1, 0, 0)
+return version""",
     "ask": _TEACHER + """
 redis.call('DEL', KEYS[2], KEYS[3])
 redis.call('HSET', KEYS[1], 'question', ARGV[3], 'revealed', 0)
-return redis.call('HINCRBY', KEYS[1], 'qid', 1)""",
+local qid = redis.call('HINCRBY', KEYS[1], 'qid', 1)
+announce(1, 1, 0)
+return qid""",
     "reveal": _TEACHER + """
 if not redis.call('HGET', KEYS[1], 'question') then return -9 end
 redis.call('HSET', KEYS[1], 'revealed', 1)
+announce(1, 1, 0)
 return 0""",
     "end": _TEACHER + """
+local c = redis.call('HMGET', KEYS[1], 'seq', 'q', 'tally')
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
-redis.call('HSET', KEYS[1], 'ended', 1, 'version', 0)
+redis.call('HSET', KEYS[1], 'ended', 1, 'version', 0, 'seq', tonumber(c[1] or '0'), 'q', tonumber(c[2] or '0'),
+           'tally', tonumber(c[3] or '0'))
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
+announce(1, 1, 0)
 return 0""",
     # ARGV: student, question id, option
-    "answer": """
+    "answer": _ANNOUNCE + """
 local h = redis.call('HMGET', KEYS[1], 'secret', 'ended', 'qid', 'revealed', 'question')
 if h[2] == '1' then return -3 end
 if not h[1] then return -1 end
@@ -79,10 +100,11 @@ redis.call('HINCRBY', KEYS[3], ARGV[3], 1)
 if old then redis.call('HINCRBY', KEYS[3], old, -1) end
 local ttl = redis.call('PTTL', KEYS[1])
 if ttl > 0 then redis.call('PEXPIRE', KEYS[2], ttl) redis.call('PEXPIRE', KEYS[3], ttl) end
+announce(0, 0, 1)
 return 1""",
     # KEYS: class, students, failures. ARGV: student, max failures, window ms, max students.
     # Returns -7 with the ms to wait when the client is over its limit.
-    "join": """
+    "join": _ANNOUNCE + """
 local fails = tonumber(redis.call('GET', KEYS[3]) or '0')
 if fails >= tonumber(ARGV[2]) then return {-7, redis.call('PTTL', KEYS[3])} end
 local h = redis.call('HMGET', KEYS[1], 'secret', 'ended')
@@ -96,6 +118,7 @@ if redis.call('SISMEMBER', KEYS[2], ARGV[1]) == 0 then
   redis.call('SADD', KEYS[2], ARGV[1])
   local ttl = redis.call('PTTL', KEYS[1])
   if ttl > 0 then redis.call('PEXPIRE', KEYS[2], ttl) end
+  announce(0, 0, 1)
 end
 return {1, 0}""",
 }
@@ -113,6 +136,9 @@ class RedisClassStore(ClassStore):
                                           health_check_interval=30)
         self._r = client
         self._p = prefix
+        self.channel = f"{prefix}:events"  # every class's events (`watch`)
+        self._listener: threading.Thread | None = None
+        self._closed = threading.Event()
         self._scripts = {name: client.register_script(src) for name, src in _LUA.items()}
 
     def _keys(self, code: str) -> list[str]:
@@ -136,8 +162,9 @@ class RedisClassStore(ClassStore):
             raise StoreUnavailable(UNREADABLE) from e
 
     def _run(self, name: str, keys: list[str], *args):
+        code = keys[0][len(self._p) + 1:]
         with self._errors():
-            result = self._scripts[name](keys=keys, args=list(args))
+            result = self._scripts[name](keys=keys, args=[*args, self.channel, code])
         code = result[0] if isinstance(result, list) else result
         if code in _ERRORS:
             kind, message = _ERRORS[code]
@@ -149,7 +176,71 @@ class RedisClassStore(ClassStore):
         return max(1, int(self.idle_seconds * 1000))
 
     def close(self) -> None:
+        self._closed.set()
         self._r.close()
+
+    # -- events ----------------------------------------------------------------------------------------
+    def watch(self, on_event, on_status=None):
+        stop = super().watch(on_event, on_status)
+        with self._watch_lock:
+            if self._listener is None:
+                self._listener = threading.Thread(target=self._listen, name="class-events", daemon=True)
+                self._listener.start()
+        return stop
+
+    def _listen(self) -> None:
+        """One subscription of this process to the events channel, kept up: Redis restarted or a connection
+        dropped is retried with a growing pause (0.2 s to 5 s); the log says so once per outage, and the
+        watchers hear `on_status(False)`, then `on_status(True)` once it is back (and read the counters again:
+        pub/sub keeps nothing for a subscriber that was away)."""
+        import redis
+
+        up, pause = None, 0.2
+        while not self._closed.is_set():
+            pubsub = self._r.pubsub()
+            try:
+                pubsub.subscribe(self.channel)
+                confirmed = pubsub.get_message(timeout=5.0)  # Redis confirms: events from here on reach us
+                if confirmed is None or confirmed.get("type") != "subscribe":
+                    raise redis.ConnectionError("no confirmation of the subscription")
+                if up is not True:
+                    if up is False:
+                        _log.warning("class events: Redis is back; the classes' counters are read again")
+                    up, pause = True, 0.2
+                    self._announce_status(True)
+                while not self._closed.is_set():
+                    msg = pubsub.get_message(timeout=1.0)
+                    if msg is not None and msg.get("type") == "message":
+                        self._event(msg["data"])
+            except (redis.ConnectionError, redis.TimeoutError, OSError) as e:
+                if up is not False:
+                    _log.warning("class events: Redis is unreachable (%s); reconnecting", e)
+                    up = False
+                    self._announce_status(False)
+                self._closed.wait(pause)
+                pause = min(pause * 2, 5.0)
+            except Exception:  # noqa: BLE001 - never let the listener die
+                _log.exception("class events: the listener failed; it starts again")
+                self._closed.wait(1.0)
+            finally:
+                with contextlib.suppress(Exception):
+                    pubsub.close()
+
+    def _event(self, data: str) -> None:
+        try:
+            code, seq, q, tally, ended = data.split(" ")
+            counters = Counters(int(seq), int(q), int(tally), ended == "1")
+        except ValueError:
+            _log.warning("class events: an unreadable event was ignored")
+            return
+        self._announce(code, counters)
+
+    def _counters(self, code):
+        with self._errors():
+            secret, ended, seq, q, tally = self._r.hmget(self._keys(code)[0], "secret", "ended", "seq", "q", "tally")
+        if secret is None and ended != "1":
+            return None
+        return Counters(int(seq or 0), int(q or 0), int(tally or 0), ended == "1")
 
     def _create(self, code, shash, state):
         return self._run("create", self._keys(code)[:1], shash, self._ttl_ms, json.dumps(state)) == 1
@@ -189,29 +280,20 @@ class RedisClassStore(ClassStore):
     def _answer(self, code, student_id, question_id, option):
         self._run("answer", self._keys(code), student_id, str(question_id), str(option))
 
-    def _stamp(self, code):
-        with self._errors():  # one HMGET (qid is 0 until the first question; revealed only with one)
-            secret, ended, version, qid, revealed = self._r.hmget(self._keys(code)[0], "secret", "ended", "version",
-                                                                  "qid", "revealed")
-            if ended == "1":
-                return ("ended",)
-            if secret is None:
-                return None
-            return (int(version), int(qid), revealed == "1")
-
     def _snapshot(self, code, teacher, student_id):
         k, answers, counts, students = self._keys(code)
         with self._errors():
             pipe = self._r.pipeline(transaction=True)  # MULTI/EXEC: one consistent read, one round trip
-            pipe.hmget(k, "secret", "ended", "version", "state", "qid", "question", "revealed")
+            pipe.hmget(k, "secret", "ended", "version", "state", "qid", "question", "revealed", "seq", "q", "tally")
             pipe.hgetall(counts)
             pipe.scard(students)
             if student_id:
                 pipe.hget(answers, student_id)
             fields, count_map, n_students, *mine = pipe.execute()
-        secret, ended, version, state, qid, question, revealed = fields
+        secret, ended, version, state, qid, question, revealed, *counters = fields
+        counters = Counters(*(int(x or 0) for x in counters), ended == "1")
         if ended == "1":
-            return ClassSnapshot(code=code, ended=True)
+            return ClassSnapshot(code=code, ended=True, seq=counters.seq, q=counters.q, tally=counters.tally)
         if secret is None:
             return None
         with self._errors():  # what Redis holds is checked again as it is read: only our own records pass
@@ -223,6 +305,7 @@ class RedisClassStore(ClassStore):
             if q is not None:
                 q = check_question(q["text"], q["options"], q["answer"])
             return _snapshot_of(code, check_state(json.loads(state)), int(version), int(qid), q, per_option,
-                                revealed == "1", int(n_students), teacher, int(my) if my is not None else None)
+                                revealed == "1", int(n_students), teacher, int(my) if my is not None else None,
+                                counters)
 
 
