@@ -1,8 +1,8 @@
 """Classroom mode under load: follow latency, throughput of 1 vs 2 app processes, a process killed mid-class.
 
 Every client is bench/ws_client.py's StreamlitSession (Streamlit's websocket protocol, no browser), which
-also runs the page's fragment timers as a browser does: a following student polls its class each second
-(ui/classroom/panels.py) and the server reruns its page when the teacher changed something.
+also does what the page's class component does in a browser (ui/classroom/push.py): it listens to the
+class's event stream and reruns its page when the class moved past what the page shows.
 
     .venv/bin/python -m bench.classroom_load follow --students 30 100 [--changes 6] [--processes 2]
     .venv/bin/python -m bench.classroom_load throughput [--students 24] [--seconds 40]
@@ -82,6 +82,9 @@ class Cookie(StreamlitSession):
         self.cookie = cookie
         self.xsrf = xsrf
 
+    def extra_headers(self) -> dict[str, str]:
+        return {"Cookie": f"GLASS_REPLICA={self.cookie}"} if self.cookie else {}
+
     async def connect(self, page: str = "", query: str = "") -> float:
         from streamlit.proto.ClientState_pb2 import ClientState
         from websockets.asyncio.client import connect
@@ -159,6 +162,8 @@ async def follow(url: str, n: int, changes: int, pause: float, timeout: float) -
     for i in range(0, n, 10):  # arrive ten at a time
         students += await asyncio.gather(*(join(url, code) for _ in range(min(10, n - i))))
     out.join_seconds = time.perf_counter() - t
+    for s in students:
+        s.start_following()
     pollers = [asyncio.create_task(s.poll_fragments(changes * (pause + timeout) + 30)) for s in students]
     try:
         await asyncio.sleep(2)

@@ -5,19 +5,21 @@ ui/classroom/panels.py draws them and holds `run(page, body)`, which app.py wrap
 
 1. a link with ``?class=CODE`` joins this session to the class (a join link, or a student whom a
    failover moved to another process: the URL keeps the code, so they rejoin by themselves);
-2. a student's run polls the class (`store.snapshot`); when following and the teacher's state has a
+2. a student's run reads the class (`store.snapshot`); when following and the teacher's state has a
    new version, it writes that state into this session's keys (ui/state.py's, ui/lesson.py's) before
    any widget is drawn, and switches to the teacher's page;
-3. the sidebar shows a badge (following / exploring, the code) from a fragment that polls every
-   second (`st.fragment(run_every=1)`) and reruns the app when anything changed; a student sees the
-   teacher's open question above the page;
+3. the sidebar shows a badge (following / exploring, the code); a student sees the teacher's open question
+   above the page;
 4. a teacher's run publishes the shared keys when they changed (`store.set_state`, compared with the
-   last published dict), before and after the page draws, and postpones the idle expiry (`store.touch`).
+   last published dict), before and after the page draws, and postpones the idle expiry (`store.touch`);
+5. the run ends by reading the class's counters once more (a change made while it ran is drawn by a rerun
+   at once) and drawing the page's end (ui/classroom/push.py `sync`): the counter this page shows, which the
+   browser compares with the class's events and reruns the page until they match. No timer polls.
 
 A student who changes a shared key or goes to another page leaves follow mode by that very act (their
 own sentence stays theirs); "Follow the teacher" re-applies the teacher's state. A change back to the
-teacher's previous values is no such act: a browser's fragment timer sends every widget's value, and one
-sent just before the teacher's change reached it writes the old values back (`stale`); those are re-applied.
+teacher's previous values is no such act: a request sent just before the teacher's change reached the browser
+carries every widget's old value, and the run it starts writes them back (`stale`); those are re-applied.
 
 Session-state keys:
 
@@ -32,18 +34,15 @@ _class_student        this student's id in the class (answers are counted once p
                       browser (`student_id_for`), so it is the same on every app process, else random
 _class_applied        the teacher's state last applied to this student's session: (version, state,
                       the state applied before it)
-_class_seen           what the last completed full run showed: (version, question id, revealed); a
-                      poll that sees anything else reruns the app (also after a run cut short)
+_class_shows          what this run shows: (the counter a page of this member watches, its value)
+_class_reruns         reruns in a row made because the class moved while a run ran (at most MAX_RERUNS)
+_class_events         the event stream this session's page listens to (its url), while it has one
 _class_snap           the last snapshot (the question panel reads it)
 _class_published      the state this teacher last published
 _class_page           the teacher's last page of the walkthrough (the class page is not shared)
 _class_asked          the teacher's last question (model.questions.Question) and its id
 _class_touched        when this teacher last called touch (monotonic seconds)
 _class_notice         a message for this session, shown once
-class_mark            a student's hidden widget, the last element of each full run: its value (a counter)
-                      comes back with every request of a browser that got the whole run (panels.py)
-_class_mark_want      the mark the last full run drew (None: that run stopped early and drew none)
-_class_mark_by        the thread (script runner) of that run
 ====================  ================================================================================
 
 Security: every teacher operation goes through the store with `_class_secret`, which the store checks;
@@ -79,16 +78,15 @@ from ui.session_info import current_identity
 from ui.state import TOGGLES, init_state
 
 CODE, ROLE, FOLLOWING = "class_code", "class_role", "class_following"
-SECRET, STUDENT, APPLIED, SEEN, SNAP = "_class_secret", "_class_student", "_class_applied", "_class_seen", "_class_snap"
-PENDING = "_class_pending"  # what this full run's poll saw: SEEN once the run has completed
+SECRET, STUDENT, APPLIED, SNAP = "_class_secret", "_class_student", "_class_applied", "_class_snap"
+SHOWS, RERUNS, EVENTS = "_class_shows", "_class_reruns", "_class_events"
 PUBLISHED, TEACHER_PAGE, ASKED, TOUCHED, NOTICE = ("_class_published", "_class_page", "_class_asked",
                                                    "_class_touched", "_class_notice")
-KEYS = (CODE, ROLE, FOLLOWING, SECRET, STUDENT, APPLIED, SEEN, PENDING, SNAP, PUBLISHED, TEACHER_PAGE, ASKED, TOUCHED)
+KEYS = (CODE, ROLE, FOLLOWING, SECRET, STUDENT, APPLIED, SHOWS, RERUNS, SNAP, PUBLISHED, TEACHER_PAGE, ASKED, TOUCHED)
 CLASS_PAGE = "classroom"  # the class's own page: its url path
 NOT_SHARED = (CLASS_PAGE, "home")  # pages a teacher visits without taking the class along
-POLL_SECONDS = 1.0  # a student's poll
-TEACHER_POLL_SECONDS = 5.0  # the teacher's sidebar: student count
-TOUCH_SECONDS = 60.0  # at most one touch a minute
+TOUCH_SECONDS = 60.0  # at most one touch a minute (the teacher's page also touches the class each minute)
+MAX_RERUNS = 2  # a run that ends on a class that moved meanwhile reruns at once, at most this many times in a row
 PARAM, FOLLOW_PARAM = "class", "follow"  # URL: ?class=CODE (&follow=0 while exploring)
 PAGE_FILES = {p.url_path: p.file for p in PAGES}
 STATE_KEYS = tuple(k for k in STATE_FIELDS if k != "own_model")  # what a student's session holds (not news)
@@ -290,13 +288,9 @@ def join_from_link() -> None:
 
 
 # -- the student's side ---------------------------------------------------------------------------------
-def poll(full: bool = True) -> ClassSnapshot | None:
-    """The class as this student sees it now (None: the class is gone; the session leaves it). Not `full`
-    (a poll each second): the last snapshot, when the class's stamp says nothing a student sees has moved."""
-    last = ss().get(SNAP)
+def poll() -> ClassSnapshot | None:
+    """The class as this student sees it now (None: the class is gone; the session leaves it)."""
     try:
-        if not full and last is not None and store().stamp(code()) == last.stamp:
-            return last
         snap = store().snapshot(code(), student_id=ss()[STUDENT])
     except ClassStoreError as e:  # the store cannot be reached: keep the last snapshot
         notify(f"The class cannot be reached just now ({e}).")
@@ -308,8 +302,10 @@ def poll(full: bool = True) -> ClassSnapshot | None:
     return snap
 
 
-def seen_key(snap: ClassSnapshot) -> tuple:
-    return (snap.version if following() else None, snap.question.id if snap.question else 0, snap.revealed)
+def shows(snap: ClassSnapshot) -> tuple[str, int]:
+    """The counter this student's page watches, and its value in `snap`: a follower shows everything the class
+    shares (`seq`), an explorer only its questions (`q`)."""
+    return ("seq", snap.seq) if following() else ("q", snap.q)
 
 
 def follow_on_run(page: str) -> None:
@@ -334,7 +330,7 @@ def follow_on_run(page: str) -> None:
             target = snap.state.get("page")
             if target in PAGE_FILES and target != page:
                 st.switch_page(PAGE_FILES[target], query_params={PARAM: snap.code})
-    s[PENDING] = seen_key(snap)  # becomes SEEN when this run completes (panels.run)
+    s[SHOWS] = shows(snap)
 
 
 def set_following(on: bool) -> None:
