@@ -141,6 +141,7 @@ class StreamlitSession:
         self.full_runs = 0
         self.running = False  # a run is under way (between new_session and its script_finished)
         self.runs: list[tuple] = []  # (time, "new_session" / "script_finished", fragment ids / status)
+        self.session_id = ""  # the server's id of this session (a reconnect asks for it again)
         self.sync: dict | None = None  # the class component's data: url, watch, drawn (and its element id)
         self.latest: dict | None = None  # the class's counters, as its event stream last said
         self.asks = 0  # triggers sent (every ask, first or repeated)
@@ -403,6 +404,8 @@ class StreamlitSession:
         if kind == "new_session":
             self.running = True
             ns = msg.new_session
+            if ns.HasField("initialize") and ns.initialize.session_id:
+                self.session_id = ns.initialize.session_id  # a reconnect names it, as the frontend does
             self.main_hash, self.page_hash = ns.main_script_hash, ns.page_script_hash
             for p in ns.app_pages:  # pages known at the start of the run (st.navigation's follow)
                 self.pages.setdefault(p.page_name, p.page_script_hash)

@@ -144,6 +144,9 @@ def teacher_panel() -> None:
         return
     snap = teacher_snapshot()
     if snap is None:
+        if is_teacher():  # the store cannot be reached (not an ended class): say so, no rerun loop
+            st.caption(":material/cloud_off: The class service cannot be reached right now: reconnecting.")
+            return
         st.rerun(scope="app")
     if time.monotonic() - ss().get(TOUCHED, 0.0) > TOUCH_SECONDS:
         teacher_call(store().touch)
