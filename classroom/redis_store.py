@@ -10,6 +10,7 @@ import threading
 from classroom.errors import (
     ClassEnded,
     ClassFull,
+    ClassStoreError,
     Forbidden,
     InvalidInput,
     NotFound,
@@ -18,31 +19,35 @@ from classroom.errors import (
     StoreUnavailable,
 )
 from classroom.rules import MAX_OPTIONS, check_question, check_state
-from classroom.store import ClassSnapshot, ClassStore, Counters, _snapshot_of
+from classroom.store import ClassSnapshot, ClassStore, Counters, _snapshot_of, too_many_classes, too_many_students
 
 _log = logging.getLogger("glass.classroom")
 UNREADABLE = "The class's record on the server could not be read (see the server's log)."
 
 # -- Redis --------------------------------------------------------------------------------------------
-# Keys of class CODE (prefix p): p:CODE (hash: secret, version, state, qid, question, revealed, ended, and the
-# counters seq, q, tally: classroom.store.Counters),
-# p:CODE:answers (hash student -> option), p:CODE:counts (hash option -> count), p:CODE:students (set);
-# p:joinfail:CLIENT (failed-join counter). All expire: a class's keys with the class's idle TTL.
+# Keys of class CODE (prefix p): p:CODE (hash: secret, version, state, qid, question, revealed, ended, client, and
+# the counters seq, q, tally: classroom.store.Counters),
+# p:CODE:answers (hash student -> option), p:CODE:counts (hash option -> count), p:CODE:students (set),
+# p:CODE:joined (hash client -> students it added); p:joinfail:CLIENT (failed-join counter), p:client:CLIENT
+# (set of the classes a client started), p:starts:CLIENT (sorted set: its recent starts), p:owner:OWNER (the
+# class a teacher's browser runs), p:live (sorted set of the classes not ended). Clients and owners are hashed.
+# All expire: a class's keys with the class's idle TTL.
 # Every script returns a number >= 0 on success, or one of these:
 _ERRORS = {-1: (NotFound, "No class with this code."), -2: (Forbidden, "Only the teacher can do this."),
            -3: (ClassEnded, "This class has ended."), -4: (QuestionClosed, "This question is closed."),
            -5: (InvalidInput, "no such option"), -6: (NotFound, "Join the class first."),
            -8: (ClassFull, "This class is full."), -9: (QuestionClosed, "There is no question to reveal.")}
 
-# Every script that changes a class bumps its counters and publishes them (`CODE seq q tally ended`) on the
-# events channel, in the same atomic step as the change: no subscriber can see the event before the change.
-# The channel and the code are the last two ARGV of every script.
+# Every script that changes what a page shows bumps the class's counters and publishes them (`CODE seq q tally
+# ended`) on the events channel, in the same atomic step as the change: no subscriber can see the event before
+# the change. The channel and the code are the last two ARGV of every script.
 _ANNOUNCE = """
-local function announce(seq, q, tally)
-  local c = {redis.call('HINCRBY', KEYS[1], 'seq', seq), redis.call('HINCRBY', KEYS[1], 'q', q),
-             redis.call('HINCRBY', KEYS[1], 'tally', tally), redis.call('HGET', KEYS[1], 'ended') or '0'}
-  redis.call('PUBLISH', ARGV[#ARGV - 1], ARGV[#ARGV] .. ' ' .. table.concat(c, ' '))
+local function announce_key(key, code, seq, q, tally)
+  local c = {redis.call('HINCRBY', key, 'seq', seq), redis.call('HINCRBY', key, 'q', q),
+             redis.call('HINCRBY', key, 'tally', tally), redis.call('HGET', key, 'ended') or '0'}
+  redis.call('PUBLISH', ARGV[#ARGV - 1], code .. ' ' .. table.concat(c, ' '))
 end
+local function announce(seq, q, tally) announce_key(KEYS[1], ARGV[#ARGV], seq, q, tally) end
 """
 # KEYS: class, answers, counts, students. ARGV[1] secret hash, ARGV[2] idle TTL in ms.
 _TEACHER = _ANNOUNCE + """
@@ -50,15 +55,56 @@ local h = redis.call('HMGET', KEYS[1], 'secret', 'ended')
 if h[2] == '1' then return -3 end
 if not h[1] then return -1 end
 if h[1] ~= ARGV[1] then return -2 end
-for i = 1, 4 do redis.call('PEXPIRE', KEYS[i], ARGV[2]) end
+for i = 1, 5 do redis.call('PEXPIRE', KEYS[i], ARGV[2]) end
 """
 _LUA = {
-    "create": """
-if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+    # KEYS: class, client's classes, client's starts, live classes, owner. ARGV: secret hash, idle TTL ms, state,
+    # code, classes per client, starts per minute, max classes, prefix, tombstone ms, client, owner given (0/1).
+    "create": _ANNOUNCE + """
+if redis.call('EXISTS', KEYS[1]) == 1 then return {0, 0} end
+local now = redis.call('TIME')
+local t = tonumber(now[1]) + tonumber(now[2]) / 1e6
+local function running(code)
+  local h = redis.call('HMGET', ARGV[8] .. ':' .. code, 'secret', 'ended')
+  return h[1] and h[2] ~= '1'
+end
+if ARGV[11] == '1' then
+  local previous = redis.call('GET', KEYS[5])
+  if previous and running(previous) then
+    local k = ARGV[8] .. ':' .. previous
+    local c = redis.call('HMGET', k, 'seq', 'q', 'tally')
+    redis.call('DEL', k, k .. ':answers', k .. ':counts', k .. ':students', k .. ':joined')
+    redis.call('HSET', k, 'ended', 1, 'version', 0, 'seq', tonumber(c[1] or '0'), 'q', tonumber(c[2] or '0'),
+               'tally', tonumber(c[3] or '0'))
+    redis.call('PEXPIRE', k, ARGV[9])
+    announce_key(k, previous, 1, 1, 0)
+  end
+end
+for _, code in ipairs(redis.call('SMEMBERS', KEYS[2])) do
+  if not running(code) then redis.call('SREM', KEYS[2], code) end
+end
+if redis.call('SCARD', KEYS[2]) >= tonumber(ARGV[5]) then return {-10, 0} end
+redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', '(' .. (t - 60))
+if redis.call('ZCARD', KEYS[3]) >= tonumber(ARGV[6]) then
+  local first = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')
+  return {-11, math.floor((tonumber(first[2]) + 60 - t) * 1000)}
+end
+if redis.call('ZCARD', KEYS[4]) >= tonumber(ARGV[7]) then
+  for _, code in ipairs(redis.call('ZRANGE', KEYS[4], 0, -1)) do
+    if not running(code) then redis.call('ZREM', KEYS[4], code) end
+  end
+  if redis.call('ZCARD', KEYS[4]) >= tonumber(ARGV[7]) then return {-12, 0} end
+end
 redis.call('HSET', KEYS[1], 'secret', ARGV[1], 'version', 1, 'state', ARGV[3], 'qid', 0, 'revealed', 0, 'ended', 0,
-           'seq', 1, 'q', 0, 'tally', 0)
+           'client', ARGV[10], 'seq', 1, 'q', 0, 'tally', 0)
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
-return 1""",
+redis.call('SADD', KEYS[2], ARGV[4])
+redis.call('PEXPIRE', KEYS[2], ARGV[2])
+redis.call('ZADD', KEYS[3], t, ARGV[4])
+redis.call('EXPIRE', KEYS[3], 120)
+redis.call('ZADD', KEYS[4], t, ARGV[4])
+if ARGV[11] == '1' then redis.call('SET', KEYS[5], ARGV[4], 'PX', ARGV[2]) end
+return {1, 0}""",
     "touch": _TEACHER + "return 0",
     "set_state": _TEACHER + """
 redis.call('HSET', KEYS[1], 'state', ARGV[3])
@@ -76,9 +122,13 @@ if not redis.call('HGET', KEYS[1], 'question') then return -9 end
 redis.call('HSET', KEYS[1], 'revealed', 1)
 announce(1, 1, 0)
 return 0""",
+    # ARGV[4]: the prefix, ARGV[5]: the code (the class leaves its client's classes and the live ones).
     "end": _TEACHER + """
+local client = redis.call('HGET', KEYS[1], 'client')
+if client then redis.call('SREM', ARGV[4] .. ':client:' .. client, ARGV[5]) end
+redis.call('ZREM', ARGV[4] .. ':live', ARGV[5])
 local c = redis.call('HMGET', KEYS[1], 'seq', 'q', 'tally')
-redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
 redis.call('HSET', KEYS[1], 'ended', 1, 'version', 0, 'seq', tonumber(c[1] or '0'), 'q', tonumber(c[2] or '0'),
            'tally', tonumber(c[3] or '0'))
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
@@ -102,11 +152,20 @@ local ttl = redis.call('PTTL', KEYS[1])
 if ttl > 0 then redis.call('PEXPIRE', KEYS[2], ttl) redis.call('PEXPIRE', KEYS[3], ttl) end
 announce(0, 0, 1)
 return 1""",
-    # KEYS: class, students, failures. ARGV: student, max failures, window ms, max students.
-    # Returns -7 with the ms to wait when the client is over its limit.
+    # KEYS: class, answers, counts, students. ARGV: student (or ""). One consistent read, one round trip; a
+    # read-only script, so it still runs when Redis is full and refuses writes (noeviction).
+    "snapshot": """#!lua flags=no-writes
+local h = redis.call('HMGET', KEYS[1], 'secret', 'ended', 'version', 'state', 'qid', 'question', 'revealed', 'seq',
+                    'q', 'tally')
+local mine = false
+if ARGV[1] ~= '' then mine = redis.call('HGET', KEYS[2], ARGV[1]) end
+return {h, redis.call('HGETALL', KEYS[3]), redis.call('SCARD', KEYS[4]), mine}""",
+    # KEYS: class, students, failures, joined. ARGV: student, max failures, window ms, max students, trusted (the
+    # join link's token was right: 1), client, students per client. Returns -7 with the ms to wait when the client
+    # is over its limit of failures.
     "join": _ANNOUNCE + """
 local fails = tonumber(redis.call('GET', KEYS[3]) or '0')
-if fails >= tonumber(ARGV[2]) then return {-7, redis.call('PTTL', KEYS[3])} end
+if ARGV[5] ~= '1' and fails >= tonumber(ARGV[2]) then return {-7, redis.call('PTTL', KEYS[3])} end
 local h = redis.call('HMGET', KEYS[1], 'secret', 'ended')
 if h[2] == '1' then return {-3, 0} end
 if not h[1] then
@@ -115,9 +174,11 @@ if not h[1] then
 end
 if redis.call('SISMEMBER', KEYS[2], ARGV[1]) == 0 then
   if redis.call('SCARD', KEYS[2]) >= tonumber(ARGV[4]) then return {-8, 0} end
+  if tonumber(redis.call('HGET', KEYS[4], ARGV[6]) or '0') >= tonumber(ARGV[7]) then return {-13, 0} end
   redis.call('SADD', KEYS[2], ARGV[1])
+  redis.call('HINCRBY', KEYS[4], ARGV[6], 1)
   local ttl = redis.call('PTTL', KEYS[1])
-  if ttl > 0 then redis.call('PEXPIRE', KEYS[2], ttl) end
+  if ttl > 0 then redis.call('PEXPIRE', KEYS[2], ttl) redis.call('PEXPIRE', KEYS[4], ttl) end
   announce(0, 0, 1)
 end
 return {1, 0}""",
@@ -143,7 +204,7 @@ class RedisClassStore(ClassStore):
 
     def _keys(self, code: str) -> list[str]:
         k = f"{self._p}:{code}"
-        return [k, f"{k}:answers", f"{k}:counts", f"{k}:students"]
+        return [k, f"{k}:answers", f"{k}:counts", f"{k}:students", f"{k}:joined"]
 
     @contextlib.contextmanager
     def _errors(self):
@@ -162,7 +223,10 @@ class RedisClassStore(ClassStore):
             raise StoreUnavailable(UNREADABLE) from e
 
     def _run(self, name: str, keys: list[str], *args):
-        code = keys[0][len(self._p) + 1:]
+        return self._script(name, keys, list(args), keys[0][len(self._p) + 1:])
+
+    def _script(self, name: str, keys: list[str], args: list, code: str):
+        """Run one of the scripts (the events channel and the class's code go last: `_ANNOUNCE`)."""
         with self._errors():
             result = self._scripts[name](keys=keys, args=[*args, self.channel, code])
         code = result[0] if isinstance(result, list) else result
@@ -242,8 +306,19 @@ class RedisClassStore(ClassStore):
             return None
         return Counters(int(seq or 0), int(q or 0), int(tally or 0), ended == "1")
 
-    def _create(self, code, shash, state):
-        return self._run("create", self._keys(code)[:1], shash, self._ttl_ms, json.dumps(state)) == 1
+    def _create(self, code, shash, state, ckey, okey):
+        keys = [self._keys(code)[0], f"{self._p}:client:{ckey}", f"{self._p}:starts:{ckey}", f"{self._p}:live",
+                f"{self._p}:owner:{okey or '-'}"]
+        status, wait_ms = self._script("create", keys, [
+            shash, self._ttl_ms, json.dumps(state), code, self.classes_per_client, self.class_starts_per_minute,
+            self.max_classes, self._p, max(1, int(self.tombstone_seconds * 1000)), ckey, int(okey is not None)], code)
+        if status == -10:
+            raise ClassStoreError(too_many_classes(self.classes_per_client))
+        if status == -11:
+            raise RateLimited(max(int(wait_ms), 0) / 1000)
+        if status == -12:
+            raise ClassStoreError("Too many classes on this server: try again later.")
+        return status == 1
 
     def _secret_hash(self, code):
         with self._errors():
@@ -264,34 +339,33 @@ class RedisClassStore(ClassStore):
         self._run("reveal", self._keys(code), shash, self._ttl_ms)
 
     def _end(self, code, shash):
-        self._run("end", self._keys(code), shash, self._ttl_ms, max(1, int(self.tombstone_seconds * 1000)))
+        self._run("end", self._keys(code), shash, self._ttl_ms, max(1, int(self.tombstone_seconds * 1000)), self._p,
+                  code)
 
     def _touch(self, code, shash):
         self._run("touch", self._keys(code), shash, self._ttl_ms)
 
-    def _join(self, code, ckey, student_id):
+    def _join(self, code, ckey, student_id, trusted):
         keys = self._keys(code or "-")
-        status, wait_ms = self._run("join", [keys[0], keys[3], f"{self._p}:joinfail:{ckey}"], student_id,
+        status, wait_ms = self._run("join", [keys[0], keys[3], f"{self._p}:joinfail:{ckey}", keys[4]], student_id,
                                     self.max_failed_joins, max(1, int(self.join_window_seconds * 1000)),
-                                    self.max_students)
+                                    self.max_students, int(trusted), ckey, self.students_per_client)
         if status == -7:
             raise RateLimited(max(wait_ms, 0) / 1000)
+        if status == -13:
+            raise ClassFull(too_many_students(self.students_per_client))
 
     def _answer(self, code, student_id, question_id, option):
         self._run("answer", self._keys(code), student_id, str(question_id), str(option))
 
     def _snapshot(self, code, teacher, student_id):
-        k, answers, counts, students = self._keys(code)
         with self._errors():
-            pipe = self._r.pipeline(transaction=True)  # MULTI/EXEC: one consistent read, one round trip
-            pipe.hmget(k, "secret", "ended", "version", "state", "qid", "question", "revealed", "seq", "q", "tally")
-            pipe.hgetall(counts)
-            pipe.scard(students)
-            if student_id:
-                pipe.hget(answers, student_id)
-            fields, count_map, n_students, *mine = pipe.execute()
+            fields, flat_counts, n_students, my = self._scripts["snapshot"](keys=self._keys(code),
+                                                                           args=[student_id or ""])
+        fields = [x if x is not False else None for x in (list(fields) + [None] * 10)[:10]]
         secret, ended, version, state, qid, question, revealed, *counters = fields
         counters = Counters(*(int(x or 0) for x in counters), ended == "1")
+        count_map = dict(zip(flat_counts[::2], flat_counts[1::2], strict=True))
         if ended == "1":
             return ClassSnapshot(code=code, ended=True, seq=counters.seq, q=counters.q, tally=counters.tally)
         if secret is None:
@@ -300,7 +374,6 @@ class RedisClassStore(ClassStore):
             per_option = [0] * MAX_OPTIONS
             for option, n in count_map.items():
                 per_option[int(option)] = max(0, int(n))
-            my = mine[0] if mine else None
             q = json.loads(question) if question else None
             if q is not None:
                 q = check_question(q["text"], q["options"], q["answer"])

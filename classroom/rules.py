@@ -10,12 +10,22 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import secrets
 import unicodedata
 
 from classroom.errors import InvalidInput
 from serving.identity import client_key as _client_key
+
+
+def setting(name: str, default: int) -> int:
+    """A limit from the environment ($NAME), else `default`; at least 1."""
+    try:
+        return max(1, int(os.environ.get(name, "") or default))
+    except ValueError:
+        return default
+
 
 CODE_ALPHABET = "23456789ABCDEFGHJKMNPQRSTUVWXYZ"  # no 0/O, 1/I/L
 CODE_LENGTH = 6
@@ -24,7 +34,11 @@ TOMBSTONE_SECONDS = 15 * 60  # an ended class answers "ended" for this long, the
 MAX_FAILED_JOINS = 10  # per client and window
 JOIN_WINDOW_SECONDS = 60
 MAX_STUDENTS = 500
-MAX_CLASSES = 1_000  # memory back-end
+# Limits a school behind one network address (one NAT) may have to raise; each a setting (README, "Classroom mode").
+MAX_CLASSES = 1_000  # live classes on the server (ended ones do not count): $GLASS_MAX_CLASSES
+CLASSES_PER_CLIENT = 3  # live classes one client (address) may run at once: $GLASS_CLASSES_PER_CLIENT
+CLASS_STARTS_PER_MINUTE = 6  # classes one client may start per minute: $GLASS_CLASS_STARTS_PER_MINUTE
+STUDENTS_PER_CLIENT = 60  # students one client may add to one class: $GLASS_STUDENTS_PER_ADDRESS
 MAX_TEXT = 500  # sentence, question text
 MAX_OPTION = 80
 MAX_OPTIONS = 6
@@ -150,6 +164,14 @@ def new_student_id() -> str:
 
 def secret_hash(code: str, secret: str) -> str:
     return hashlib.sha256(f"{code}:{secret}".encode()).hexdigest()
+
+
+def link_token(shash: str) -> str:
+    """The token of a class's join link, derived from its stored secret hash: a student who opens the link
+    (or scans its QR code) joins even when their address is over its limit of failed joins (typos of the
+    code by classmates behind the same NAT), while a typed code stays rate-limited, so guessing stays slow.
+    Nobody without the teacher's link can compute it."""
+    return hashlib.sha256(f"join-link|{shash}".encode()).hexdigest()[:20]
 
 
 def client_key(client_id) -> str:

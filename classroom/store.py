@@ -43,19 +43,25 @@ from dataclasses import dataclass, field
 
 from classroom.errors import ClassEnded, ClassStoreError, Forbidden, InvalidInput, NotFound
 from classroom.rules import (
+    CLASS_STARTS_PER_MINUTE,
+    CLASSES_PER_CLIENT,
     IDLE_SECONDS,
     JOIN_WINDOW_SECONDS,
+    MAX_CLASSES,
     MAX_FAILED_JOINS,
     MAX_OPTIONS,
     MAX_STUDENTS,
+    STUDENTS_PER_CLIENT,
     TOMBSTONE_SECONDS,
     check_id,
     check_question,
     check_state,
     client_key,
+    link_token,
     new_code,
     normalize_code,
     secret_hash,
+    setting,
 )
 
 _log = logging.getLogger("glass.classroom")
@@ -115,7 +121,9 @@ class ClassStore(ABC):
 
     def __init__(self, idle_seconds: float = IDLE_SECONDS, tombstone_seconds: float = TOMBSTONE_SECONDS,
                  max_failed_joins: int = MAX_FAILED_JOINS, join_window_seconds: float = JOIN_WINDOW_SECONDS,
-                 max_students: int = MAX_STUDENTS):
+                 max_students: int = MAX_STUDENTS, max_classes: int | None = None,
+                 classes_per_client: int | None = None, class_starts_per_minute: int | None = None,
+                 students_per_client: int | None = None):
         self.idle_seconds = idle_seconds
         self.tombstone_seconds = tombstone_seconds
         self.max_failed_joins = max_failed_joins
@@ -123,18 +131,33 @@ class ClassStore(ABC):
         self.max_students = max_students
         self._watchers: list[tuple[Callable, Callable | None]] = []
         self._watch_lock = threading.Lock()
+        self.max_classes = max_classes or setting("GLASS_MAX_CLASSES", MAX_CLASSES)
+        self.classes_per_client = classes_per_client or setting("GLASS_CLASSES_PER_CLIENT", CLASSES_PER_CLIENT)
+        self.class_starts_per_minute = class_starts_per_minute or setting("GLASS_CLASS_STARTS_PER_MINUTE",
+                                                                          CLASS_STARTS_PER_MINUTE)
+        self.students_per_client = students_per_client or setting("GLASS_STUDENTS_PER_ADDRESS", STUDENTS_PER_CLIENT)
 
     # teacher
-    def create(self, state: dict | None = None) -> tuple[str, str]:
-        """A new class with this initial state: (code, teacher secret). Keep the secret in the
-        teacher's session only."""
+    def create(self, state: dict | None = None, client_id: str = "local", owner: str | None = None
+               ) -> tuple[str, str]:
+        """A new class with this initial state: (code, teacher secret). Keep the secret in the teacher's
+        session only. `client_id` (the address) may run `classes_per_client` classes at once and start
+        `class_starts_per_minute` a minute (`RateLimited`); `owner` (the teacher's browser, or session) runs one
+        class at a time: its previous class, if still running, ends. Ended classes free their place."""
         state = check_state(state or {})
+        ckey = client_key(client_id)
+        okey = client_key(owner) if owner is not None else None
         secret = secrets.token_urlsafe(24)
         for _ in range(20):
             code = new_code()
-            if self._create(code, secret_hash(code, secret), state):
+            if self._create(code, secret_hash(code, secret), state, ckey, okey):
                 return code, secret
         raise ClassStoreError("could not find a free class code")  # pragma: no cover - 887M codes
+
+    def join_token(self, code: str, secret: str) -> str:
+        """The token of this class's join link (`rules.link_token`): for the teacher only."""
+        code = self._code(code)
+        return link_token(self._teacher(code, secret))
 
     def set_state(self, code: str, secret: str, state: dict) -> int:
         """Replace the shared state; returns the new version."""
@@ -171,13 +194,21 @@ class ClassStore(ABC):
             return False
 
     # students (and the teacher's view)
-    def join(self, code: str, client_id: str, student_id: str) -> ClassSnapshot:
-        """Join (or rejoin) a class: rate-limited per client (`RateLimited`), then `NotFound`,
-        `ClassEnded` or `ClassFull`, else the class's snapshot."""
+    def join(self, code: str, client_id: str, student_id: str, token: str | None = None) -> ClassSnapshot:
+        """Join (or rejoin) a class: failed joins are rate-limited per client (`RateLimited`), then `NotFound`,
+        `ClassEnded` or `ClassFull` (the class, or its students from this client, are at their limit), else
+        the class's snapshot. With its join link's `token` a join is never refused for the client's failures
+        (classmates' typos behind one address): a link holds the class, a typed code is a guess."""
         ckey = client_key(client_id)
         student_id = check_id(student_id)
         norm = normalize_code(code)
-        self._join(norm, ckey, student_id)  # a malformed code (None) counts as a failed join
+        trusted = False
+        if norm is not None and isinstance(token, str) and 0 < len(token) <= 64:
+            try:
+                trusted = hmac.compare_digest(token.encode(), link_token(self._secret_hash(norm)).encode())
+            except (NotFound, ClassEnded):
+                trusted = False
+        self._join(norm, ckey, student_id, trusted)  # a malformed code (None) counts as a failed join
         snap = self.snapshot(norm, student_id=student_id)
         if snap is None:
             raise NotFound("No class with this code.")
@@ -276,7 +307,7 @@ class ClassStore(ABC):
 
     # back-end
     @abstractmethod
-    def _create(self, code: str, shash: str, state: dict) -> bool: ...
+    def _create(self, code: str, shash: str, state: dict, ckey: str, okey: str | None) -> bool: ...
 
     @abstractmethod
     def _secret_hash(self, code: str) -> str: ...
@@ -297,7 +328,7 @@ class ClassStore(ABC):
     def _touch(self, code: str, shash: str) -> None: ...
 
     @abstractmethod
-    def _join(self, code: str | None, ckey: str, student_id: str) -> None: ...
+    def _join(self, code: str | None, ckey: str, student_id: str, trusted: bool) -> None: ...
 
     @abstractmethod
     def _answer(self, code: str, student_id: str, question_id: int, option: int) -> None: ...
@@ -307,6 +338,16 @@ class ClassStore(ABC):
 
     @abstractmethod
     def _counters(self, code: str) -> Counters | None: ...
+
+
+def too_many_classes(limit: int) -> str:
+    return (f"Your network address already runs {limit} classes, the limit per address. End one first (or ask "
+            "whoever runs the server to raise GLASS_CLASSES_PER_CLIENT).")
+
+
+def too_many_students(limit: int) -> str:
+    return (f"This class already has {limit} students from your network address, the limit per address. If your "
+            "whole school shares one address, whoever runs the server can raise GLASS_STUDENTS_PER_ADDRESS.")
 
 
 def _snapshot_of(code: str, state: dict, version: int, qid: int, q: dict | None, counts: list[int],

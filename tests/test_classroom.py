@@ -44,6 +44,8 @@ def backend(request, monkeypatch):
     made = []
 
     def install(**kw):
+        kw.setdefault("classes_per_client", 1000)  # every AppTest session is the client "local"
+        kw.setdefault("class_starts_per_minute", 1000)
         if request.param == "memory":
             monkeypatch.delenv(REDIS_URL_ENV, raising=False)
             s, key = MemoryClassStore(**kw), ""
@@ -77,6 +79,11 @@ def start_teacher():
     teacher.button(key="class_start").click().run()
     no_exception(teacher)
     return teacher, state(teacher, "class_code")
+
+
+def teacher_link(teacher) -> str:
+    """The join link the teacher's page shows (and its QR code holds)."""
+    return next(c.value for c in teacher.code if "class=" in c.value)
 
 
 def join_by_link(code: str, **query):
@@ -353,8 +360,15 @@ def test_class_codes_cannot_be_enumerated(store):
     at.button(key="class_join").click().run()
     no_exception(at)
     assert "Too many attempts: try again in" in all_text(at) and state(at, "class_role") is None
-    linked = run_app(query={"class": code})  # the same address through a link: refused too, said once
-    assert state(linked, "class_role") is None and "class" not in linked.query_params
+    bare = run_app(query={"class": code})  # a link with the code alone is a guess too: refused, and kept for a reload
+    assert state(bare, "class_role") is None and bare.query_params["class"] == code
+    token = state(teacher, "_class_link_token")
+    assert token and f"k={token}" in teacher_link(teacher)
+    linked = run_app(query={"class": code, "k": token})  # the teacher's join link: in, whatever classmates mistyped
+    no_exception(linked)
+    assert state(linked, "class_role") == "student" and linked.query_params["k"] == token
+    forged = run_app(query={"class": code, "k": "0" * 20})  # a made-up token is no link
+    assert state(forged, "class_role") is None
 
 
 def test_an_idle_class_ends_by_itself(backend):

@@ -75,10 +75,12 @@ def _job_class():
                     if len(data) > MAX_JOB_DATA:
                         raise ValueError("its data is too large") from None
                 super().restore(raw_data)
+                self.unreadable = _not_ours(self)
             except Exception as e:  # noqa: BLE001 - whatever Redis holds, the worker goes on
                 if type(e).__name__ == "NoSuchJobError":
                     raise
                 self.unreadable = f"its record could not be read ({type(e).__name__})"
+            if self.unreadable is not None:  # nothing of it is kept: RQ's own steps see a job that does nothing
                 self.data = rq_serializer().dumps([None, None, [], {}])
             # Whatever the record says, a job of ours has no callbacks, webhooks or dependencies.
             self.webhooks = []
@@ -88,21 +90,22 @@ def _job_class():
 
         @property
         def func(self):
-            why = self.unreadable
-            if why is None:
-                try:
-                    ok = (self.func_name == TRAIN_FUNCTION and self.instance is None and not self.kwargs
-                          and isinstance(self.args, list | tuple) and len(self.args) == 1
-                          and isinstance(self.args[0], str))
-                    why = None if ok else f"it names {str(self.func_name)[:80]!r}, not {TRAIN_FUNCTION!r}"
-                except Exception as e:  # noqa: BLE001 - data that is not JSON (a pickle of an older version)
-                    why = f"its data could not be read ({type(e).__name__})"
-            if why is not None:
-                _refused_job(self.id, self.connection, why)
-                raise RuntimeError(f"refused: {why}")
+            if self.unreadable is not None:
+                _refused_job(self.id, self.connection, self.unreadable)
+                raise RuntimeError(f"refused: {self.unreadable}")
             return train
 
     return TrainingJob
+
+
+def _not_ours(job) -> str | None:
+    """Why an RQ job is not one this app queued (None: it is): exactly `TRAIN_FUNCTION` with one string."""
+    try:
+        ok = (job.func_name == TRAIN_FUNCTION and job.instance is None and not job.kwargs
+              and isinstance(job.args, list | tuple) and len(job.args) == 1 and isinstance(job.args[0], str))
+    except Exception as e:  # noqa: BLE001 - data that is not JSON (a pickle of an older version)
+        return f"its data could not be read ({type(e).__name__})"
+    return None if ok else f"it names {str(job.func_name)[:80]!r}, not {TRAIN_FUNCTION!r}"
 
 
 def train(spec_json: str) -> str:

@@ -125,7 +125,7 @@ return redis.call('ZCARD', KEYS[1])
 # they hold more than the budget, the oldest ended run's stream and record are deleted (never the newest).
 _KEEP = """
 local now = redis.call('TIME')
-redis.call('ZADD', KEYS[1], tonumber(now[1]), ARGV[1])
+redis.call('ZADD', KEYS[1], tonumber(now[1]) + tonumber(now[2]) / 1e6, ARGV[1])
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
 local total = 0
 for _, id in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
