@@ -376,14 +376,13 @@ async def chaos(cluster: Cluster, n: int, timeout: float, burst: int = 10, click
        makes Streamlit drop the end of a run);
     2. killed connections: every student's event stream is cut, and a third of their websockets (the page
        reconnects as Streamlit's frontend does, with no run), then a change;
-    3. a Redis restart (the change the teacher makes while it is down is refused and typed again after);
-    4. HAProxy restarted: every connection through it drops at once, then a change;
-    5. an app process killed (SIGKILL): its students' pages reconnect through the proxy to the other one.
+    3. Redis killed (SIGKILL) and started again by the cluster's supervisor, with its data (a change the
+       teacher makes meanwhile is refused and typed again);
+    4. HAProxy killed and started again: every connection through it drops at once, then a change;
+    5. an app process killed: its students' pages reconnect through the proxy, then a change.
+    (`cluster` must supervise its parts, as `python -m serving.replicas` does.)
     """
     import random
-    import signal as sig
-
-    from serving.processes import require, spawn, stop
 
     rng = random.Random(7)
     teacher, code = await start_class(cluster.url, "app1")
@@ -473,27 +472,21 @@ async def chaos(cluster: Cluster, n: int, timeout: float, burst: int = 10, click
             s._sync_changed()
         await type_("we are students")
         await settle("killed connections", t0)
-        if cluster.redis is not None:
-            t0 = time.perf_counter()
-            stop(cluster.redis.child)
-            await asyncio.sleep(1.0)
-            with contextlib.suppress(Exception):  # refused while Redis is away
-                await asyncio.wait_for(teacher.type_sentence("the cat is big"), 10)
-            cluster.redis.start()
-            await type_("the cat is big")
-            await settle("Redis restarted", t0)
         t0 = time.perf_counter()
-        cfg = cluster.dir / "haproxy.cfg"
-        stop(cluster.proxy)
-        cluster.proxy = spawn("haproxy", [require("haproxy"), "-db", "-f", str(cfg)], cluster.dir / "haproxy2.log",
-                              port=cluster.port)
+        cluster.kill("redis")
+        with contextlib.suppress(Exception):  # refused while Redis is away (the teacher types it again)
+            await asyncio.wait_for(teacher.type_sentence("the cat is big"), 10)
+        await type_("the cat is big")
+        await settle("Redis killed and restarted", t0)
+        t0 = time.perf_counter()
+        cluster.kill("haproxy")
         await asyncio.sleep(1.0)
         await revive()
         await type_("he is tired")
-        await settle("HAProxy restarted", t0)
+        await settle("HAProxy killed and restarted", t0)
         t0 = time.perf_counter()
         on_app2 = sum(s.replica == "app2" for s in students)
-        stop(cluster.apps[1], sig=sig.SIGKILL)
+        cluster.kill("app2")
         await asyncio.sleep(0.5)
         await revive()
         await type_("you are a teacher")
@@ -563,7 +556,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{args.replicas[1]} processes vs {args.replicas[0]}: {b / a:.2f}x (target >= 1.6x)")
     elif args.what == "chaos":
         n = (args.students or [40])[0]
-        with Cluster(replicas=2, timeout=120, workers=0) as c:
+        with Cluster(replicas=2, timeout=120, workers=0, supervise=True) as c:
             print(f"chaos: {n} students on 2 processes behind HAProxy (Redis)", flush=True)
             res = asyncio.run(asyncio.wait_for(chaos(c, n, args.timeout), 900))
         out["chaos"] = res

@@ -75,11 +75,14 @@ class EventHub:
     # -- connections --------------------------------------------------------------------------------------
     async def listen(self, code: str, student: str) -> Listener | None:
         """A new connection for class `code` (None: no such class), with the class's counters as they are now."""
+        listener = Listener(code, student, None, self.up)
+        self._listeners.setdefault(code, set()).add(listener)  # first: no event between the read and this is lost
         latest = await asyncio.to_thread(self._read, code)
         if latest is None and self.up:
+            self.unlisten(listener)
             return None
-        listener = Listener(code, student, latest, self.up)
-        self._listeners.setdefault(code, set()).add(listener)
+        if latest is not None:
+            listener.offer(latest)
         return listener
 
     def unlisten(self, listener: Listener) -> None:
