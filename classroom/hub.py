@@ -10,19 +10,25 @@ When the store's events stop (Redis restarted, a dropped connection), every conn
 (its page can say "reconnecting"); when they resume, the hub reads the counters of every class listened to
 here again (pub/sub keeps nothing for a subscriber that was away) and hands on what moved.
 
-`connected(code)` tells which students hold a connection to this process right now (presence).
-Nothing here knows it is served by Streamlit.
+`connected(code)` tells which students hold a connection to this process right now; the hub also tells the
+store (`ClassStore.mark_connected`, at once when a student comes or goes, and every `MARK_SECONDS`), so
+`store.connected(code)` names the students with a page open on any app process (a process that died is
+forgotten after `MARK_TTL` seconds). Nothing here knows it is served by Streamlit.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
+import socket
 from collections import Counter as Tally
 
 from classroom.store import ClassStore, Counters
 
 _log = logging.getLogger("glass.classroom")
+MARK_SECONDS, MARK_TTL = 10.0, 30.0
 
 
 class Listener:
@@ -56,16 +62,25 @@ class EventHub:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._unwatch = None
         self._listeners: dict[str, set[Listener]] = {}
+        self.where = f"{socket.gethostname()}:{os.getpid()}"  # this process, in the store's record of pages
+        self._marking: asyncio.Task | None = None
+        self._dirty: set[str] = set()  # classes whose students came or went since the store was last told
+        self._wake = None
 
     # -- life -------------------------------------------------------------------------------------------
     def start(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
         self._loop = loop or asyncio.get_running_loop()
         self._unwatch = self.store.watch(self._event_from_thread, self._status_from_thread)
+        self._wake = asyncio.Event()
+        self._marking = self._loop.create_task(self._mark_loop())
 
     def stop(self) -> None:
         if self._unwatch is not None:
             self._unwatch()
             self._unwatch = None
+        if self._marking is not None:
+            self._marking.cancel()
+            self._marking = None
         self._loop = None
 
     @property
@@ -77,6 +92,7 @@ class EventHub:
         """A new connection for class `code` (None: no such class), with the class's counters as they are now."""
         listener = Listener(code, student, None, self.up)
         self._listeners.setdefault(code, set()).add(listener)  # first: no event between the read and this is lost
+        self._changed(code)
         latest = await asyncio.to_thread(self._read, code)
         if latest is None and self.up:
             self.unlisten(listener)
@@ -91,7 +107,31 @@ class EventHub:
             group.discard(listener)
             if not group:
                 del self._listeners[listener.code]
+            self._changed(listener.code)
 
+    def _changed(self, code: str) -> None:
+        self._dirty.add(code)
+        if self._wake is not None:
+            self._wake.set()
+
+    async def _mark_loop(self) -> None:
+        """Tell the store who is connected here: a class at once when its students change, all every
+        MARK_SECONDS (so that the record of a process that died runs out)."""
+        loop, every = asyncio.get_running_loop(), 0.0
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), MARK_SECONDS)
+            self._wake.clear()
+            if loop.time() >= every:
+                every = loop.time() + MARK_SECONDS
+                self._dirty.update(self._listeners)
+            codes, self._dirty = self._dirty, set()
+            for code in codes:
+                students = [x for x in self.connected(code) if x != "teacher"]
+                try:
+                    await asyncio.to_thread(self.store.mark_connected, code, self.where, students, MARK_TTL)
+                except Exception as e:  # noqa: BLE001 - the store is away: told again on the next round
+                    _log.info("class events: the pages of %s could not be recorded (%s)", code, e)
     def connected(self, code: str) -> Tally:
         """The students (by id) connected to this process for class `code` now, with their connections."""
         return Tally(x.student for x in self._listeners.get(code, ()))

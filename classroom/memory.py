@@ -54,6 +54,7 @@ class MemoryClassStore(ClassStore):
     def __init__(self, clock=time.monotonic, **kw):
         super().__init__(**kw)
         self._clock = clock
+        self._present: dict[str, dict[str, tuple[float, set[str]]]] = {}  # code -> process -> (until, ids)
         self._lock = threading.Lock()
         self._classes: dict[str, _Class] = {}
         self._fails: dict[str, deque[float]] = {}
@@ -205,6 +206,19 @@ class MemoryClassStore(ClassStore):
             c.answers[student_id] = option
             event = c.bump(seq=False, tally=True)
         self._announce(code, event)
+
+    def _mark_connected(self, code, where, students, seconds):
+        with self._lock:
+            now = self._clock()
+            marks = self._present.setdefault(code, {})
+            marks[where] = (now + seconds, set(students))
+            for w in [w for w, (until, _) in marks.items() if until <= now]:
+                del marks[w]
+
+    def _connected(self, code):
+        with self._lock:
+            now = self._clock()
+            return set().union(*(ids for until, ids in self._present.get(code, {}).values() if until > now))
 
     def _counters(self, code):
         with self._lock:

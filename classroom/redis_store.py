@@ -163,6 +163,22 @@ return {h, redis.call('HGETALL', KEYS[3]), redis.call('SCARD', KEYS[4]), mine}""
     # KEYS: class, students, failures, joined. ARGV: student, max failures, window ms, max students, trusted (the
     # join link's token was right: 1), client, students per client. Returns -7 with the ms to wait when the client
     # is over its limit of failures.
+    # KEYS: the class's pages (sorted set "where|student" -> until). ARGV: where, seconds, students...
+    "mark_connected": """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1e6
+local n = #ARGV - 2  -- (the events channel and the code come last)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+local mine = ARGV[1] .. '|'
+for _, m in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
+  if string.sub(m, 1, #mine) == mine then redis.call('ZREM', KEYS[1], m) end
+end
+for i = 3, n do redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), mine .. ARGV[i]) end
+redis.call('PEXPIRE', KEYS[1], math.floor(tonumber(ARGV[2]) * 2000) + 1)
+return 0""",
+    "connected": """#!lua flags=no-writes
+local t = redis.call('TIME')
+return redis.call('ZRANGEBYSCORE', KEYS[1], tonumber(t[1]) + tonumber(t[2]) / 1e6, '+inf')""",
     "join": _ANNOUNCE + """
 local fails = tonumber(redis.call('GET', KEYS[3]) or '0')
 if ARGV[5] ~= '1' and fails >= tonumber(ARGV[2]) then return {-7, redis.call('PTTL', KEYS[3])} end
@@ -298,6 +314,15 @@ class RedisClassStore(ClassStore):
             _log.warning("class events: an unreadable event was ignored")
             return
         self._announce(code, counters)
+
+    def _mark_connected(self, code, where, students, seconds):
+        self._script("mark_connected", [f"{self._p}:{code}:pages"], [where.replace("|", "_"), seconds, *students],
+                     code)
+
+    def _connected(self, code):
+        with self._errors():
+            members = self._scripts["connected"](keys=[f"{self._p}:{code}:pages"], args=[])
+        return {m.split("|", 1)[1] for m in members if "|" in m}
 
     def _counters(self, code):
         with self._errors():

@@ -285,6 +285,19 @@ class ClassStore(ABC):
                 except Exception:  # noqa: BLE001
                     _log.exception("class store: a status watcher failed")
 
+    # who has a page of the class open (the event hubs of every app process tell, classroom/hub.py)
+    def mark_connected(self, code: str, where: str, students, seconds: float) -> None:
+        """App process `where` has pages of class `code` open for `students` (ids) now: kept `seconds`, unless
+        `where` says so again; a student it no longer names is dropped at once."""
+        code = normalize_code(code)
+        if code is not None:
+            self._mark_connected(code, str(where)[:64], sorted({check_id(x) for x in students}), seconds)
+
+    def connected(self, code: str) -> set[str]:
+        """The students with a page of class `code` open on any app process (as their hubs last said)."""
+        code = normalize_code(code)
+        return set() if code is None else self._connected(code)
+
     def close(self) -> None:  # noqa: B027 - optional
         pass
 
@@ -338,6 +351,12 @@ class ClassStore(ABC):
 
     @abstractmethod
     def _counters(self, code: str) -> Counters | None: ...
+
+    @abstractmethod
+    def _mark_connected(self, code: str, where: str, students: list[str], seconds: float) -> None: ...
+
+    @abstractmethod
+    def _connected(self, code: str) -> set[str]: ...
 
 
 def too_many_classes(limit: int) -> str:

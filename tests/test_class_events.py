@@ -30,23 +30,32 @@ async def _follow_changes(store, other) -> None:
     try:
         await asyncio.sleep(0.3)  # (Redis: the subscription is confirmed)
         code, secret = store.create(STATE)
-        assert await hub.listen("ZZZZZZ", "s-1") is None  # no such class
-        a, b = await hub.listen(code, "s-1"), await hub.listen(code, "s-2")
-        a2 = await hub.listen(code, "s-1")  # a second tab of the same student
+        assert await hub.listen("ZZZZZZ", "student-1") is None  # no such class
+        a, b = await hub.listen(code, "student-1"), await hub.listen(code, "student-2")
+        a2 = await hub.listen(code, "student-1")  # a second tab of the same student
+        t = await hub.listen(code, "teacher")
         assert a.latest == Counters(1, 0, 0) and a.up
-        assert hub.connected(code) == {"s-1": 2, "s-2": 1}
+        assert hub.connected(code) == {"student-1": 2, "student-2": 1, "teacher": 1}
+        # every app process can tell who has a page of the class open (the teacher is no student)
+        assert await until(lambda: store.connected(code) == {"student-1", "student-2"})
         for i in range(10):  # a burst: each listener wakes, and ends on the last counters
             store.set_state(code, secret, {**STATE, "sentence": f"i am a student {i}"})
         assert await until(lambda: all(x.latest == Counters(11, 0, 0) for x in (a, b, a2)))
         assert a.changed.is_set()
         a.changed.clear()
         hub.unlisten(a2)
-        assert hub.connected(code) == {"s-1": 1, "s-2": 1}
+        hub.unlisten(t)
+        assert hub.connected(code) == {"student-1": 1, "student-2": 1}
+        hub.unlisten(b)  # a student's last page closed: gone from the record at once
+        assert await until(lambda: store.connected(code) == {"student-1"})
+        b = await hub.listen(code, "student-2")
         store.join(code, "203.0.113.9", "student-0003")  # the teacher's counts move: so does the tally
         assert await until(lambda: a.latest == Counters(11, 0, 1) and a.changed.is_set())
         hub.unlisten(a)
         hub.unlisten(b)
         assert hub.connected(code) == {} and hub.listeners() == 0
+        assert await until(lambda: store.connected(code) == set())
+        assert store.connected("ZZZZZZ") == set()
     finally:
         hub.stop()
 
@@ -77,7 +86,7 @@ def test_a_redis_restart_is_told_and_the_listeners_catch_up():
         try:
             await asyncio.sleep(0.3)
             code, secret = store.create(STATE)
-            listener = await hub.listen(code, "s-1")
+            listener = await hub.listen(code, "student-1")
             stop(server.child)
             assert await until(lambda: not hub.up and not listener.up, 15)
             server.start()
