@@ -54,6 +54,9 @@ from serving.replicas import Cluster
 
 SENTENCES = ["i am a student", "thinking machines", "she is a student", "we are students", "the cat is big",
              "he is tired", "the animal didn't cross the street because it was too tired", "you are a teacher"]
+# Every simulated student comes from 127.0.0.1: the class is a school behind one address, which raises the
+# per-address limit of students (README, "Classroom mode").
+ONE_ADDRESS = {"GLASS_STUDENTS_PER_ADDRESS": "1000"}
 CODE = re.compile(r"classroom\?class=([23456789A-HJKMNP-Z]{6})")  # the join link on the teacher's page
 
 
@@ -514,8 +517,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     out: dict = {"what": args.what}
     if args.what == "follow":
-        server = (start_app(log=Path("/tmp") / "glass-classroom-load.log", timeout=120) if not args.processes
-                  else Cluster(replicas=args.processes, timeout=120, workers=0).start())
+        server = (start_app(log=Path("/tmp") / "glass-classroom-load.log", timeout=120, extra_env=ONE_ADDRESS)
+                  if not args.processes
+                  else Cluster(replicas=args.processes, timeout=120, workers=0, env=ONE_ADDRESS).start())
         pids = [server.proc.pid] if not args.processes else [a.proc.pid for a in server.apps]
         out["processes"] = args.processes or "one streamlit run app.py (memory store)"
         try:
@@ -556,7 +560,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{args.replicas[1]} processes vs {args.replicas[0]}: {b / a:.2f}x (target >= 1.6x)")
     elif args.what == "chaos":
         n = (args.students or [40])[0]
-        with Cluster(replicas=2, timeout=120, workers=0, supervise=True) as c:
+        with Cluster(replicas=2, timeout=120, workers=0, supervise=True, env=ONE_ADDRESS) as c:
             print(f"chaos: {n} students on 2 processes behind HAProxy (Redis)", flush=True)
             res = asyncio.run(asyncio.wait_for(chaos(c, n, args.timeout), 900))
         out["chaos"] = res
@@ -564,7 +568,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{res['clicks_at_run_ends']} clicks at run ends, {res['asks']} asks)", flush=True)
     else:
         n = (args.students or [20])[0]
-        with Cluster(replicas=2, timeout=120) as c:
+        with Cluster(replicas=2, timeout=120, env=ONE_ADDRESS) as c:
             res = asyncio.run(asyncio.wait_for(failover(c, n, args.timeout * 4), 600))
         out["failover"] = res
         print(json.dumps(res, indent=1))
