@@ -455,9 +455,10 @@ def test_two_processes_share_a_class_and_its_students_survive_a_killed_process()
 
 
 def test_a_late_request_with_old_values_does_not_detach_a_student(store):
-    """A browser's fragment timer sends every widget's value; one sent just before the teacher's change
-    reached the student writes the old sentence back. That is the teacher's previous value, not the
-    student's doing: the student keeps following and shows the teacher's sentence again."""
+    """A request carries every widget's value; one sent before the teacher's last changes reached the
+    student's browser (a click as a redraw ends, during a burst of changes) writes an old sentence back. That
+    is one of the teacher's recent values, not the student's doing: the student keeps following and shows
+    the teacher's sentence again."""
     teacher, code = start_teacher()
     s1 = join_by_link(code)
     teacher.switch_page("pages/overview.py")
@@ -468,6 +469,11 @@ def test_a_late_request_with_old_values_does_not_detach_a_student(store):
     s1.sidebar.text_input(key="sentence").input(SENTENCE).run()  # the value before the change, sent late
     no_exception(s1)
     assert state(s1, "class_following") is True and state(s1, "sentence") == "i am a student"
+    for text in ("thinking machines", "we are students"):  # a burst: the session applies both...
+        teacher.sidebar.text_input(key="sentence").input(text).run()
+        s1.run()
+    s1.sidebar.text_input(key="sentence").input("i am a student").run()  # ...the browser sends one 2 states old
+    assert state(s1, "class_following") is True and state(s1, "sentence") == "we are students"
     s1.sidebar.text_input(key="sentence").input("she is a student").run()  # a sentence of the student's own
     assert state(s1, "class_following") is False and state(s1, "sentence") == "she is a student"
 

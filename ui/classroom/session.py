@@ -33,7 +33,7 @@ _class_secret         the teacher's secret: in the teacher's session only, never
 _class_student        this student's id in the class (answers are counted once per id): derived from the
                       browser (`student_id_for`), so it is the same on every app process, else random
 _class_applied        the teacher's state last applied to this student's session: (version, state,
-                      the state applied before it)
+                      the RECENT states applied before it, newest first)
 _class_shows          what this run shows: (the counter a page of this member watches, its value)
 _class_reruns         reruns in a row made because the class moved while a run ran (at most MAX_RERUNS)
 _class_events         the event stream this session's page listens to (its url), while it has one
@@ -90,6 +90,7 @@ KEYS = (CODE, ROLE, FOLLOWING, SECRET, STUDENT, APPLIED, SHOWS, RERUNS, SNAP, PU
 CLASS_PAGE = "classroom"  # the class's own page: its url path
 NOT_SHARED = (CLASS_PAGE, "home")  # pages a teacher visits without taking the class along
 TOUCH_SECONDS = 60.0  # at most one touch a minute (the teacher's page also touches the class each minute)
+RECENT = 8  # the teacher's states before the current one that a late request may still carry (`stale`)
 MAX_RERUNS = 2  # a run that ends on a class that moved meanwhile reruns at once, at most this many times in a row
 PARAM, FOLLOW_PARAM, TOKEN_PARAM = "class", "follow", "k"  # URL: ?class=CODE&k=TOKEN (&follow=0 while exploring)
 PAGE_FILES = {p.url_path: p.file for p in PAGES}
@@ -220,12 +221,13 @@ def changed_keys(page: str, applied: dict) -> list[str]:
             if k in STATE_KEYS and mine.get(k) != v and (k != "page" or page not in NOT_SHARED)]
 
 
-def stale(page: str, keys: list[str], previous: dict | None) -> bool:
-    """Every changed key holds the teacher's value before the last one: not the student's doing, but a
-    browser's request sent before that change reached it (a fragment timer carries all the widgets'
-    values; the run after it writes them back)."""
+def stale(page: str, keys: list[str], recent: tuple[dict, ...] | None) -> bool:
+    """Every changed key holds a value of one of the teacher's recent states: not the student's doing, but a
+    browser's request sent before the later states reached it (a click as a redraw ends, during a burst of the
+    teacher's changes: it carries all the widgets' values, and the run after it writes them back)."""
     mine = shared_state(page)
-    return previous is not None and all(k != "page" and k in previous and mine.get(k) == previous[k] for k in keys)
+    return bool(recent) and all(k != "page" and any(k in old and mine.get(k) == old[k] for old in recent)
+                                for k in keys)
 
 
 # -- joining --------------------------------------------------------------------------------------------
@@ -328,7 +330,7 @@ def follow_on_run(page: str) -> None:
         return
     s = ss()
     if following():
-        applied = s.get(APPLIED)  # (version, state, the state before it)
+        applied = s.get(APPLIED)  # (version, state, the RECENT states applied before it, newest first)
         changed = changed_keys(page, applied[1]) if applied is not None else []
         if changed and stale(page, changed, applied[2]):
             apply(applied[1])  # a late request wrote old values back: the teacher's again
@@ -338,7 +340,8 @@ def follow_on_run(page: str) -> None:
                    "“Follow the teacher” takes you back to the class.")
         if following() and (applied is None or applied[0] != snap.version):
             apply(snap.state)
-            s[APPLIED] = (snap.version, dict(snap.state), applied[1] if applied is not None else None)
+            s[APPLIED] = (snap.version, dict(snap.state),
+                          (applied[1], *applied[2])[:RECENT] if applied is not None else ())
             target = snap.state.get("page")
             if target in PAGE_FILES and target != page:
                 st.switch_page(PAGE_FILES[target], query_params=class_query(snap.code))
