@@ -429,7 +429,11 @@ async def chaos(cluster: Cluster, n: int, timeout: float, burst: int = 10, click
         log(f"  {name}: {n - len(stale)}/{n} students on the teacher's latest state after "
             f"{phases[name]['seconds']:.1f} s ({len(stale)} stale)")
         if stale:
-            log(f"    stale: {[(s.replica, s.sync and s.sync.get('drawn'), s.latest) for s in stale[:5]]}")
+            seen = [(s.replica, s.sync and s.sync.get("watch"), s.sync and s.sync.get("drawn"), s.latest,
+                     next((x for x in s.text(1).splitlines() if "class" in x), ""),
+                     [el.toast.body[:60] for _, el in s.elements.values() if el.WhichOneof("type") == "toast"],
+                     s.query_string[:40]) for s in stale[:5]]
+            log(f"    stale: {seen}")
 
     from classroom import ClassStoreError, RedisClassStore
 

@@ -77,7 +77,7 @@ from classroom import (
 from ui import lesson
 from ui.page_list import PAGES
 from ui.session_info import current_identity
-from ui.state import TOGGLES, init_state
+from ui.state import TOGGLES, init_state, read_link
 
 CODE, ROLE, FOLLOWING = "class_code", "class_role", "class_following"
 SECRET, STUDENT, APPLIED, SNAP = "_class_secret", "_class_student", "_class_applied", "_class_snap"
@@ -222,12 +222,14 @@ def changed_keys(page: str, applied: dict) -> list[str]:
 
 
 def stale(page: str, keys: list[str], recent: tuple[dict, ...] | None) -> bool:
-    """Every changed key holds a value of one of the teacher's recent states: not the student's doing, but a
-    browser's request sent before the later states reached it (a click as a redraw ends, during a burst of the
-    teacher's changes: it carries all the widgets' values, and the run after it writes them back)."""
+    """Every changed key holds a value of one of the teacher's recent states, or the one the browser's address
+    still says: not the student's doing, but a request sent before the later states reached the browser (a
+    click as a redraw ends, during a burst of the teacher's changes; a reconnected page, whose new session
+    starts from its address): it carries all the widgets' values, and the run after it writes them back."""
     mine = shared_state(page)
-    return bool(recent) and all(k != "page" and any(k in old and mine.get(k) == old[k] for old in recent)
-                                for k in keys)
+    link = read_link(st.query_params.to_dict())[0]
+    olds = (*(recent or ()), link)
+    return all(k != "page" and any(k in old and mine.get(k) == old[k] for old in olds) for k in keys)
 
 
 # -- joining --------------------------------------------------------------------------------------------
