@@ -216,7 +216,11 @@ class RedisClassStore(ClassStore):
         self.channel = f"{prefix}:events"  # every class's events (`watch`)
         self._listener: threading.Thread | None = None
         self._closed = threading.Event()
-        self._scripts = {name: client.register_script(src) for name, src in _LUA.items()}
+        # A script that writes declares it (Redis 7's "#!lua" line): Redis then refuses it whole when its memory
+        # is full, before any of it runs (a script without it is refused only at a write that no earlier write
+        # of the same script preceded, which depends on the data).
+        self._scripts = {name: client.register_script(src if src.startswith("#!") else "#!lua\n" + src.lstrip("\n"))
+                         for name, src in _LUA.items()}
 
     def _keys(self, code: str) -> list[str]:
         k = f"{self._p}:{code}"
