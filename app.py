@@ -12,14 +12,8 @@ on its own.
 import streamlit as st
 
 if __name__ != "__main__":  # imported by `streamlit run app.py` (or an ASGI server): the web server
-    import importlib
-    import threading
-
     from ui.classroom import push
 
-    # The heavy imports (torch, pandas, plotly: ui/startup.py) start now, beside the server's own start and the
-    # browser's loading of the page, instead of in the first visitor's run.
-    threading.Thread(target=importlib.import_module, args=("ui.startup",), name="warm-up", daemon=True).start()
     app = st.App("app.py", routes=push.routes(), lifespan=push.lifespan)
 else:  # a run of the app's script
     import ui.startup  # noqa: F401, I001 - first: per-process settings before torch loads
