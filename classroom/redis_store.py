@@ -216,10 +216,9 @@ class RedisClassStore(ClassStore):
         self.channel = f"{prefix}:events"  # every class's events (`watch`)
         self._listener: threading.Thread | None = None
         self._closed = threading.Event()
-        # A script that writes declares it (Redis 7's "#!lua" line): Redis then refuses it whole when its memory
-        # is full, before any of it runs (a script without it is refused only at a write that no earlier write
-        # of the same script preceded, which depends on the data).
-        self._scripts = {name: client.register_script(src if src.startswith("#!") else "#!lua\n" + src.lstrip("\n"))
+        # A script without a shebang is checked against Redis' memory ceiling only until its first write (then
+        # it may grow past it, to stay atomic); with one, a script that may write is refused before it starts.
+        self._scripts = {name: client.register_script(src if src.startswith("#!") else "#!lua\n" + src)
                          for name, src in _LUA.items()}
 
     def _keys(self, code: str) -> list[str]:

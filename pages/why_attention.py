@@ -6,7 +6,7 @@ from model.paper import CITATION, TABLE1, TABLE1_CAPTION
 from pages.content import why_attention as text
 from ui import shell
 from ui.models import analysis, current_model
-from ui.widgets import chart, notice
+from ui.widgets import chart, next_link, notice
 from viz.complexity import (
     attention_matrix_bytes,
     bleu_display,
@@ -74,3 +74,5 @@ st.caption(text.table2(CITATION))
 
 st.header("5. Summary")
 st.markdown(text.SUMMARY)
+
+next_link(__file__)

@@ -12,12 +12,15 @@ import torch
 from apptest_util import all_text, decode, figures, no_exception, run_app, run_page
 
 from model import checkpoint
+from model.coref import decision as coref_decision
+from model.examples import COREFERENCE, COREFERENCE_WIDE
 from model.pipeline import analyse, prepare, teacher_forced
 from model.trace import Interventions
 from ui.state import DEFAULT_SENTENCE
 from viz.attention import STEP_COLUMNS
 
-WIDE = "the animal didn't cross the street because it was too wide"
+WIDE = COREFERENCE_WIDE
+TIRED = COREFERENCE
 HTML = "<script>alert('x')</script> <b>the animal</b> is <i>tired</i> & \"it\" <img src=x onerror=alert(1)>"
 
 
@@ -434,7 +437,7 @@ def visible_numbers(at) -> int:
     return sum(df.value.size for df in at.dataframe) - folded
 
 
-def test_self_attention_opens_on_the_coreference_head_and_says_why(ref):
+def test_self_attention_opens_on_the_coreference_head_and_says_why(ref, bundle):
     at = run_page("self_attention")
     r = ref()
     layer, head = expected_focus(r, 1, 5)
@@ -442,12 +445,18 @@ def test_self_attention_opens_on_the_coreference_head_and_says_why(ref):
     w = r.trace[f"enc.{layer}.self_attn.weights"][0, head, 7]
     text = plain_text(at)
     assert f"opens on **layer {layer}, head {head}**" in text
-    assert f"gives it the most, {float(w[1]):.2f} (against {float(w[5]):.2f})" in text
+    assert f"gives “animal” the most, {float(w[1]):.2f}, against {float(w[5]):.2f} for “street”" in text
+    assert float(w[1]) < 0.5 and "no real preference" in text  # no head links "it" to the noun (LINK = 0.5)
     assert "park" in text and "<eos>" in text  # attention to <eos> is explained up front
-    # the coreference heatmaps say which head links "it" to the deciding noun
-    assert f"The head that best links “it” to “1 animal” is L{layer} h{head}" in text
+    # the coreference heatmaps say plainly that no encoder head picks out the deciding noun
+    enc = torch.stack([r.trace[f"enc.{i}.self_attn.weights"][0, :, 7] for i in range(2)])  # [L, H, Ts]
+    assert f"No encoder head picks out “animal”: the most any head gives it is {float(enc[..., 1].max()):.2f}" in text
+    assert "No encoder head picks out “street”" in text
+    # where il / elle is decided: the pronoun row reads the adjective, and the experiment is computed live
+    d = coref_decision(bundle, TIRED)
+    assert f"reads “tired” with {d.average(0):.2f} on average in decoder layer 0" in text
+    assert "without layer 1's encoder-decoder attention the model writes “il” instead" in text  # "… too wide"
     wide = expected_focus(ref(WIDE), 5, 1)
-    assert f"The head that best links “it” to “5 street” is L{wide[0]} h{wide[1]}" in text
     outlined = [f["layout"]["shapes"][0] for f in heatmaps(at) if f["layout"].get("shapes")]
     assert [(s_["y0"] + 0.5) for s_ in outlined] == [layer * 4 + head, wide[0] * 4 + wide[1]]  # tired, wide
     # another sentence: no focus, the pickers keep their defaults

@@ -393,16 +393,20 @@ def future_notice(w_on: Tensor, w_off: Tensor, labels_off: list[str]) -> str:
 
 
 def peek_notice(weights: Tensor, labels: list[str]) -> str:
-    """A no-mask head, teacher-forced: how often and how strongly row t looks at t + 1, the word to predict."""
+    """A no-mask head, teacher-forced: how often and how strongly row t looks at t + 1, the word to predict.
+
+    Rule: "this head reads it" only when at least half of the rows put their largest weight on t + 1."""
     T = weights.size(0)
     if T < 2:
         return "one position only: there is no next word to peek at."
     nxt = next_weight(weights)
     hits = int((weights.argmax(-1)[: T - 1] == torch.arange(1, T)).sum())
     t = int(nxt.argmax())
+    verdict = ("The answer is in the input, and this head reads it." if 2 * hits >= T - 1 else
+               "The answer is in the input; this head reads it in only some rows.")
     return (f"in {hits} of {T - 1} rows the largest weight sits on position t + 1, the very word that "
             f"position must predict (strongest: row {_word(labels[t])} → {_word(labels[t + 1])} "
-            f"{float(nxt[t]):.3f}). The answer is in the input, and this head reads it.")
+            f"{float(nxt[t]):.3f}). {verdict}")
 
 
 def padding_notice(demo: PaddingDemo, layer: int, head: int) -> str:
@@ -441,7 +445,9 @@ def alignment(weights: Tensor, src_labels: list[str], in_labels: list[str], next
 
 
 def cross_notice(weights: Tensor, src_labels: list[str], in_labels: list[str], next_labels: list[str]) -> str:
-    """Which source word each target row reads most, and what the row that predicts <eos> reads.
+    """Which source word each target row reads most, and what the row that predicts <eos> reads. Rule: "parks"
+    only for rows whose largest weight is on the source's <eos>; no causal wording (a weight shows where a row
+    reads, not why).
 
     The source ends with <eos> (its last column); the decoder's last row predicts the target's <eos>.
     """
@@ -451,8 +457,8 @@ def cross_notice(weights: Tensor, src_labels: list[str], in_labels: list[str], n
     last, eos, end = _word(in_labels[-1]), float(weights[-1, -1]), weights.size(1) - 1
     others = int((top.indices[:-1] == end).sum())
     if int(top.indices[-1]) == end:
-        why = (f"The last row ({last}) must write <eos>, and it reads the source's <eos> most ({eos:.2f}): the "
-               "source's end marker is what tells it that the sentence is complete.")
+        why = (f"The last row ({last}) must write <eos>, and it reads the source's <eos> most ({eos:.2f}): a weight "
+               "shows where a row reads, not why it writes what it writes.")
     else:
         why = f"The last row ({last}) must write <eos>; it gives the source's <eos> {eos:.2f}."
     if others:

@@ -94,6 +94,7 @@ def bars_figure(scores: np.ndarray, alpha: np.ndarray, labels: list[str], score_
 
 
 def step_notice(s: DecoderStep, labels: list[str], t: int) -> str:
+    """Rule: "the context is mostly that one word" only when c_t lies within 30% of ‖v‖ of the top word's value."""
     order = np.argsort(-s.alpha)
     top, second = int(order[0]), (int(order[1]) if len(order) > 1 else None)
     text = (f"Step {t + 1}, which outputs “{s.predicted}”, gives the biggest weight to “{word(labels[top])}” "
@@ -274,8 +275,8 @@ def steps_figure(data: dict) -> go.Figure:
     fig = go.Figure()
     _line(fig, m, [r["rnn"] for r in rows], "RNN: m + t (encode, then decode)", RNN_COLOUR)
     _line(fig, m, [r["transformer_decode"] for r in rows], "Transformer, translating: 1 + t", TRANSFORMER_COLOUR)
-    _line(fig, m, [r["transformer_train"] for r in rows], "Transformer, training (teacher forcing): 2",
-          TRANSFORMER_COLOUR, "dot")
+    _line(fig, m, [r["transformer_train"] for r in rows], "Transformer, training: 2 stages (each a fixed stack of "
+          "layers)", TRANSFORMER_COLOUR, "dot")
     return _layout(fig, "source length m (tokens)", "steps that wait for each other")
 
 
@@ -342,6 +343,7 @@ def gradient_figure(data: dict) -> go.Figure:
 
 
 def gradient_notice(data: dict) -> str:
+    """Rule: "the RNN forgets faster" only when its relative gradient at the largest distance is the smaller."""
     g = data["gradient"]
     d = g["distance"]
     far = len(d) - 1
@@ -367,6 +369,7 @@ def training_table(data: dict) -> pd.DataFrame:
 
 
 def training_notice(data: dict) -> str:
+    """Rule: "the recurrence is the cheaper computation" only when the RNN needed fewer CPU seconds (ratio < 1)."""
     t = data["training"]
     r, f = t["rnn"], t["transformer"]
     if not (r["steps_to_target"] and f["steps_to_target"]):

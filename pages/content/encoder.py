@@ -16,7 +16,8 @@ RESIDUAL_PRE = r"\text{pre-LN:}\quad x + \mathrm{Sublayer}\big(\mathrm{LayerNorm
 
 def residual(d_model: int) -> str:
     return ("The sublayer's output is **added** to its input, so each sublayer only has to learn a correction, "
-            "and gradients have a direct path down the stack. Adding needs both vectors to have the same size: "
+            "and gradients have a short path down the stack (in post-LN it still passes through each LayerNorm; "
+            "pre-LN, below, leaves it untouched). Adding needs both vectors to have the same size: "
             f"that is why every sublayer maps d_model = {d_model} back to d_model = {d_model}.")
 
 
