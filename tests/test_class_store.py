@@ -590,3 +590,12 @@ def test_the_counters_move_with_each_kind_of_change_and_are_announced(make_store
     got.clear()
     store.create(STATE)
     assert not got.wait(0.5)  # no longer watching
+
+
+def test_a_state_stored_by_an_older_version_still_reads():
+    """`lesson_sentence` (the lesson shares the app's `sentence` now) is dropped on read, not refused: a class
+    stored before an upgrade keeps working."""
+    from classroom.rules import check_state
+    assert check_state({"sentence": "the cat", "lesson_sentence": "a dog"}) == {"sentence": "the cat"}
+    with pytest.raises(InvalidInput):
+        check_state({"sentence": "the cat", "lesson_sentenc": "a dog"})

@@ -30,11 +30,11 @@ are loaded once per server (`ui.models`) and only read.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 
 import streamlit as st
 
+from classroom.rules import SHAREABLE_MODELS, parse_head
 from model.examples import COREFERENCE
 from model.trace import Interventions
 from ui.style import PRESENTER_KEY, read_flag
@@ -86,7 +86,7 @@ def read_link(params: Mapping[str, str]) -> tuple[dict, list[str]]:
             notices.append(f"The link's sentence was cut to its first {MAX_LINK_SENTENCE:,} characters.")
         values["sentence"] = text[:MAX_LINK_SENTENCE]
     if "m" in params:
-        if params["m"] in ("base", "no_mask"):
+        if params["m"] in SHAREABLE_MODELS:
             values["model"] = params["m"]
         elif params["m"] == "mine":
             notices.append("The link asked for someone's own model, which lives only in their session: "
@@ -135,18 +135,6 @@ def request_sentence(text: str) -> None:
     by `init_state` at the top of the next run (a rerun, now), before any widget is drawn."""
     st.session_state[PENDING] = text
     st.rerun()
-
-
-_HEAD = re.compile(r"(enc|dec)\.(\d{1,2})\.(self_attn|cross_attn):(\d{1,2})", re.ASCII)
-
-
-def parse_head(text: str) -> tuple[str, int] | None:
-    """"enc.0.self_attn:2" -> ("enc.0.self_attn", 2); anything malformed -> None (ASCII digits only:
-    "²" is a digit to str.isdigit but not to int)."""
-    m = _HEAD.fullmatch(text) if isinstance(text, str) else None
-    if m is None or (m[1] == "enc" and m[3] == "cross_attn"):
-        return None
-    return f"{m[1]}.{int(m[2])}.{m[3]}", int(m[4])
 
 
 def head_key(module: str, head: int) -> str:

@@ -74,6 +74,7 @@ from classroom import (
     new_student_id,
     normalize_code,
 )
+from classroom.rules import SHAREABLE_MODELS
 from ui import lesson
 from ui.page_list import PAGES
 from ui.session_info import current_identity
@@ -144,14 +145,12 @@ def shared_state(page: str | None) -> dict:
     """This session's values of the keys a class shares (ui/state.py's, the lesson's, the page)."""
     init_state()
     s = ss()
-    state = {"sentence": s["sentence"], "model": s["model"] if s["model"] in ("base", "no_mask") else "base",
+    state = {"sentence": s["sentence"], "model": s["model"] if s["model"] in SHAREABLE_MODELS else "base",
              "heads_off": sorted(s["heads_off"]), **{k: bool(s[k]) for k in TOGGLES}}
     if page:
         state["page"] = page
     if isinstance(s.get(lesson.STEP), int):
         state["step"] = s[lesson.STEP]
-    if isinstance(s.get(lesson.SENTENCE), str):
-        state["lesson_sentence"] = s[lesson.SENTENCE]
     return state
 
 
@@ -200,16 +199,15 @@ def publishable(state: dict) -> tuple[dict, list[str]]:
 def apply(state: dict) -> None:
     """Write the teacher's state into this session (before any widget of the run is drawn)."""
     s = ss()
+    if "sentence" in state and state["sentence"] != s.get("sentence"):
+        s.pop(lesson.CHOICE, None)  # the lesson's widgets follow the new sentence (ui/lesson.init_lesson)
+        s.pop(lesson.OWN_TEXT, None)
     for key in ("sentence", "model", "heads_off", *TOGGLES):
         if key in state:
             s[key] = list(state[key]) if key == "heads_off" else state[key]
     if "step" in state:
         s[lesson.STEP] = state["step"]
         s[lesson.NOTICE] = None
-    if "lesson_sentence" in state and state["lesson_sentence"] != s.get(lesson.SENTENCE):
-        s[lesson.SENTENCE] = state["lesson_sentence"]
-        s.pop(lesson.CHOICE, None)  # the lesson's widgets follow the new sentence (ui/lesson.init_lesson)
-        s.pop(lesson.OWN_TEXT, None)
     s[lesson.READY] = True  # the lesson's link (if any) must not override the teacher's step
 
 
