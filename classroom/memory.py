@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from classroom.errors import ClassEnded, ClassFull, ClassStoreError, InvalidInput, NotFound, QuestionClosed, RateLimited
 from classroom.rules import MAX_OPTIONS
 from classroom.store import ClassSnapshot, ClassStore, Counters, _snapshot_of, too_many_classes, too_many_students
+from classroom.votes import MemoryVotes
 
 
 # -- in-process memory --------------------------------------------------------------------------------
@@ -48,7 +49,7 @@ def _window(times: deque[float], now: float, seconds: float) -> deque[float]:
     return times
 
 
-class MemoryClassStore(ClassStore):
+class MemoryClassStore(MemoryVotes, ClassStore):
     """One process's classes, in a dict under one lock (every operation is a few dict updates)."""
 
     def __init__(self, clock=time.monotonic, **kw):

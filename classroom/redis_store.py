@@ -18,6 +18,7 @@ from classroom.errors import (
     RateLimited,
     StoreUnavailable,
 )
+from classroom.redis_votes import RedisVotes
 from classroom.rules import MAX_OPTIONS, check_question, check_state
 from classroom.store import ClassSnapshot, ClassStore, Counters, _snapshot_of, too_many_classes, too_many_students
 
@@ -201,7 +202,7 @@ return {1, 0}""",
 }
 
 
-class RedisClassStore(ClassStore):
+class RedisClassStore(RedisVotes, ClassStore):
     """Classes in Redis: any number of app processes (or machines) share them."""
 
     def __init__(self, url: str | None = None, prefix: str = "glass:class", client=None, **kw):

@@ -63,6 +63,7 @@ from classroom.rules import (
     secret_hash,
     setting,
 )
+from classroom.votes import PeerVotes
 
 _log = logging.getLogger("glass.classroom")
 
@@ -116,7 +117,7 @@ class ClassSnapshot:
 
 
 # -- the interface ------------------------------------------------------------------------------------
-class ClassStore(ABC):
+class ClassStore(PeerVotes, ABC):
     """Validation and the public operations; a back-end implements the underscored ones."""
 
     def __init__(self, idle_seconds: float = IDLE_SECONDS, tombstone_seconds: float = TOMBSTONE_SECONDS,
@@ -180,6 +181,7 @@ class ClassStore(ABC):
         """End the class: everything it stored is deleted (an "ended" marker remains for a while)."""
         code = self._code(code)
         self._end(code, self._teacher(code, secret))
+        self._end_votes(code)  # the class's polls and results (classroom/votes.py)
 
     def touch(self, code: str, secret: str) -> None:
         """A teacher action without a change: postpones the idle expiry."""

@@ -1,0 +1,179 @@
+"""Peer instruction on the Redis back-end (classroom/votes.py explains the operations).
+
+Keys of class CODE (prefix p), beside the class's own (classroom/redis_store.py): p:CODE:poll (hash: qid, record
+(the question's JSON: text, options, answer, kind, grid), round, open, discuss), p:CODE:poll:v1 / :v2 (hash
+student -> choice, per round), p:CODE:poll:c1 / :c2 (hash choice -> count), p:CODE:results (list of the class's
+earlier polls as JSON, no student ids); p:vrate:s:CODE:STUDENT:W and p:vrate:c:CLIENT:W (votes in window W, the
+rate limits). All expire with the class (its idle TTL); the rate keys after their window. Every update is one
+Lua script that checks, changes, bumps the class's counters and publishes them (the push path), atomically.
+"""
+
+from __future__ import annotations
+
+import json
+
+from classroom.errors import QuestionClosed, RateLimited
+from classroom.votes import MAX_RESULTS, VOTE_WINDOW_SECONDS
+
+_MORE_ERRORS = {-20: (QuestionClosed, "The vote is closed."), -22: (QuestionClosed, "There is no vote open."),
+                -23: (QuestionClosed, "The answer is revealed already."),
+                -24: (QuestionClosed, "The vote is locked already."),
+                -25: (QuestionClosed, "Lock the first vote first."), -26: (QuestionClosed, "The class voted twice.")}
+
+_COUNTS = """
+local function counts(key)
+  local flat, out = redis.call('HGETALL', key), {}
+  for i = 1, #flat, 2 do out[flat[i]] = tonumber(flat[i + 1]) end
+  return out
+end
+"""
+_VOTES_LUA = {
+    # KEYS: class, poll, v1, v2, c1, c2, results. ARGV: secret hash, idle TTL ms, qid, record, max results.
+    "poll_open": "TEACHER" + _COUNTS + """
+local old = redis.call('HMGET', KEYS[2], 'qid', 'record', 'round')
+if old[1] and old[1] ~= ARGV[3] then
+  local row = cjson.decode(old[2])
+  row['qid'] = tonumber(old[1])
+  row['first'] = counts(KEYS[5])
+  if old[3] == '2' then row['second'] = counts(KEYS[6]) else row['second'] = cjson.null end
+  redis.call('RPUSH', KEYS[7], cjson.encode(row))
+  redis.call('LTRIM', KEYS[7], -tonumber(ARGV[5]), -1)
+end
+redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6])
+redis.call('HSET', KEYS[2], 'qid', ARGV[3], 'record', ARGV[4], 'round', 1, 'open', 1, 'discuss', 0)
+for i = 2, 7 do redis.call('PEXPIRE', KEYS[i], ARGV[2]) end
+announce(1, 1, 0)
+return 0""",
+    # KEYS: class, students, poll, v1, c1, v2, c2. ARGV: student, qid, choice, per-student limit, per-client limit,
+    # window s, client, prefix.
+    "vote": "ANNOUNCE" + """
+local h = redis.call('HMGET', KEYS[1], 'secret', 'ended', 'qid', 'revealed')
+if h[2] == '1' then return -3 end
+if not h[1] then return -1 end
+if redis.call('SISMEMBER', KEYS[2], ARGV[1]) == 0 then return -6 end
+local p = redis.call('HMGET', KEYS[3], 'qid', 'record', 'round', 'open')
+if not p[1] or p[1] ~= h[3] or p[1] ~= ARGV[2] or p[4] ~= '1' or h[4] == '1' then return -20 end
+local rec = cjson.decode(p[2])
+local n = #rec['options']
+if type(rec['grid']) == 'table' then n = #rec['grid']['rows'] * #rec['grid']['cols'] end
+if tonumber(ARGV[3]) >= n then return -5 end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1e6
+local w = tonumber(ARGV[6])
+local window = math.floor(now / w)
+local code = ARGV[#ARGV]
+local limited = false
+for _, kl in ipairs({{ARGV[8] .. ':vrate:s:' .. code .. ':' .. ARGV[1] .. ':' .. window, ARGV[4]},
+                     {ARGV[8] .. ':vrate:c:' .. ARGV[7] .. ':' .. window, ARGV[5]}}) do
+  local used = redis.call('INCR', kl[1])
+  if used == 1 then redis.call('PEXPIRE', kl[1], w * 1000 + 1000) end
+  if used > tonumber(kl[2]) then limited = true end
+end
+if limited then return {-21, math.floor(((window + 1) * w - now) * 1000)} end
+local vk, ck = KEYS[4], KEYS[5]
+if p[3] == '2' then vk, ck = KEYS[6], KEYS[7] end
+local old = redis.call('HGET', vk, ARGV[1])
+if old == ARGV[3] then return 0 end
+redis.call('HSET', vk, ARGV[1], ARGV[3])
+redis.call('HINCRBY', ck, ARGV[3], 1)
+if old then redis.call('HINCRBY', ck, old, -1) end
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl > 0 then redis.call('PEXPIRE', vk, ttl) redis.call('PEXPIRE', ck, ttl) end
+announce(0, 0, 1)
+return 1""",
+    # KEYS: class, poll, v1, v2, c1, c2. ARGV: secret hash, idle TTL ms, move (lock, discuss, revote).
+    "poll_move": "TEACHER" + """
+local p = redis.call('HMGET', KEYS[2], 'qid', 'round', 'open')
+local h = redis.call('HMGET', KEYS[1], 'qid', 'revealed')
+if not p[1] or p[1] ~= h[1] then return -22 end
+if h[2] == '1' then return -23 end
+if ARGV[3] == 'lock' then
+  if p[3] ~= '1' then return -24 end
+  redis.call('HSET', KEYS[2], 'open', 0)
+elseif p[2] ~= '1' then return -26
+elseif p[3] == '1' then return -25
+elseif ARGV[3] == 'discuss' then redis.call('HSET', KEYS[2], 'discuss', 1)
+else redis.call('HSET', KEYS[2], 'round', 2, 'open', 1, 'discuss', 0) end
+redis.call('PEXPIRE', KEYS[6], ARGV[2])
+announce(1, 1, 0)
+return 0""",
+    # KEYS: class, poll, v1, v2, c1, c2. ARGV: student (or "").
+    "poll_read": """#!lua flags=no-writes
+local mine = {false, false}
+if ARGV[1] ~= '' then mine = {redis.call('HGET', KEYS[3], ARGV[1]), redis.call('HGET', KEYS[4], ARGV[1])} end
+return {redis.call('HMGET', KEYS[1], 'secret', 'ended', 'qid', 'revealed'),
+        redis.call('HMGET', KEYS[2], 'qid', 'record', 'round', 'open', 'discuss'),
+        redis.call('HGETALL', KEYS[5]), redis.call('HGETALL', KEYS[6]), redis.call('HLEN', KEYS[3]),
+        redis.call('HLEN', KEYS[4]), mine[1], mine[2]}""",
+}
+
+
+class RedisVotes:
+    """`PeerVotes` on the Redis store (its client, prefix and script runner)."""
+
+    def _vote_script(self, name: str, keys: list[str], args: list, code: str):
+        scripts = self.__dict__.setdefault("_votes_scripts", {})
+        from classroom.redis_store import _ANNOUNCE, _ERRORS, _TEACHER  # (it imports this module)
+
+        if name not in scripts:
+            src = _VOTES_LUA[name]
+            src = src.replace("TEACHER", _TEACHER, 1) if src.startswith("TEACHER") else src
+            src = src.replace("ANNOUNCE", _ANNOUNCE, 1) if src.startswith("ANNOUNCE") else src
+            scripts[name] = self._r.register_script(src if src.startswith("#!") else "#!lua\n" + src)
+        with self._errors():
+            result = scripts[name](keys=keys, args=[*args, self.channel, code])
+        status = result[0] if isinstance(result, list) else result
+        if not isinstance(status, int):  # (a read: no status)
+            return result
+        if status == -21:
+            raise RateLimited(max(int(result[1]), 0) / 1000)
+        if status in _MORE_ERRORS or status in _ERRORS:
+            kind, message = _MORE_ERRORS.get(status) or _ERRORS[status]
+            raise kind(message)
+        return result
+
+    def _poll_keys(self, code: str) -> list[str]:
+        k = f"{self._p}:{code}:poll"
+        return [k, f"{k}:v1", f"{k}:v2", f"{k}:c1", f"{k}:c2"]
+
+    def _poll_open(self, code, shash, qid, record):
+        poll, v1, v2, c1, c2 = self._poll_keys(code)
+        self._vote_script("poll_open", [self._keys(code)[0], poll, v1, v2, c1, c2, f"{self._p}:{code}:results"],
+                          [shash, self._ttl_ms, str(qid), json.dumps(record), MAX_RESULTS], code)
+
+    def _vote(self, code, student_id, question_id, choice, ckey):
+        poll, v1, v2, c1, c2 = self._poll_keys(code)
+        self._vote_script("vote", [self._keys(code)[0], self._keys(code)[3], poll, v1, c1, v2, c2],
+                          [student_id, str(question_id), str(choice), self.votes_per_student, self.votes_per_client,
+                           VOTE_WINDOW_SECONDS, ckey, self._p], code)
+
+    def _poll_move(self, code, shash, move):
+        self._vote_script("poll_move", [self._keys(code)[0], *self._poll_keys(code)], [shash, self._ttl_ms, move],
+                          code)
+
+    def _poll_read(self, code, student_id):
+        poll, v1, v2, c1, c2 = self._poll_keys(code)
+        h, p, flat1, flat2, n1, n2, m1, m2 = self._vote_script(
+            "poll_read", [self._keys(code)[0], poll, v1, v2, c1, c2], [student_id or ""], code)
+        h, p = ([x if x is not False else None for x in (list(v) + [None] * 5)[:5]] for v in (h, p))
+        m1, m2 = (None if m is False else m for m in (m1, m2))
+        secret, ended, qid, revealed, _ = h
+        if ended == "1" or secret is None or p[0] is None or p[0] != qid:
+            return None
+        with self._errors():  # what Redis holds is checked again as it is read
+            record = json.loads(p[1])
+            return {**record, "qid": int(p[0]), "round": int(p[2]), "open": p[3] == "1", "discuss": p[4] == "1",
+                    "revealed": revealed == "1",
+                    "counts": [dict(zip(f[::2], f[1::2], strict=True)) for f in (flat1, flat2)],
+                    "voted": [int(n1), int(n2)], "mine": [int(m) if m is not None else None for m in (m1, m2)]}
+
+    def _poll_results(self, code):
+        with self._errors():
+            rows = [json.loads(x) for x in self._r.lrange(f"{self._p}:{code}:results", 0, -1)]
+        for r in rows:
+            r["first"] = r.get("first") or {}
+        return rows
+
+    def _end_votes(self, code):
+        with self._errors():
+            self._r.delete(*self._poll_keys(code), f"{self._p}:{code}:results")

@@ -1,0 +1,396 @@
+"""Peer instruction in the class store: vote, (discuss), vote again, reveal; and a class's results as CSV.
+
+A question asked with `ask_peer` opens a *poll* beside it (one per class, for its current question): round 1
+is open, students `vote` (and may change their vote) until the teacher locks it (`lock_vote`); the teacher
+may then ask the class to discuss (`discuss`: students are told to talk to a neighbour who voted
+differently) and open round 2 (`revote`: everyone votes again, their first vote kept apart); the existing
+`reveal` shows the model's answer and closes the poll. A vote is a choice: an option's index, or for a
+*click* question (`grid`: the rows and columns of a real tensor) the index ``row * len(cols) + col`` of the
+cell a student clicked.
+
+What a student sees of a poll is their own votes and how many voted; the distribution stays with the
+teacher (`votes(code, secret=...)`) until the reveal. Votes are counted per student id only (no names
+exist), so every screen is anonymous. Votes are limited per student (`votes_per_student` per
+`VOTE_WINDOW_SECONDS`) and per client address (`votes_per_client`, for a school behind one address: a
+setting); a refused vote raises `RateLimited`. A student whose app process died rejoins with the same id
+(ui/classroom/session.py `student_id_for`) and finds their votes: they live in the store (Redis), not in a
+process.
+
+`suggest(share)` is the teacher's next move from the first vote's correct share (Vickrey et al. 2015's rule
+for Peer Instruction): below `REVISIT_BELOW` revisit the idea, up to `REVEAL_ABOVE` discuss and vote again,
+above it reveal. `results_csv` is the teacher's download: questions, both rounds' distributions and shares
+correct, nothing about any student.
+
+The mixins here add the public operations to `ClassStore` (classroom/store.py) and the memory back-end's
+implementation (`MemoryVotes`); classroom/redis_votes.py holds Redis's. Nothing here imports Streamlit.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections import deque
+from dataclasses import dataclass, field
+
+from classroom.errors import InvalidInput, NotFound, QuestionClosed, RateLimited
+from classroom.rules import MAX_OPTION, check_id, check_question, check_text, normalize_code, setting
+
+REVISIT_BELOW, REVEAL_ABOVE = 0.35, 0.70  # the first vote's correct share: the rule `suggest` applies
+VOTE_WINDOW_SECONDS = 10
+VOTES_PER_STUDENT = 20  # votes (changes included) one student may send per window: $GLASS_VOTES_PER_STUDENT
+VOTES_PER_CLIENT = 1_000  # per client address and window (a school behind one NAT): $GLASS_VOTES_PER_ADDRESS
+MAX_GRID = 40  # rows and columns of a click question's grid (a sentence of 39 words and EOS)
+MAX_RESULTS = 100  # questions a class keeps for its CSV
+
+
+@dataclass(frozen=True)
+class Grid:
+    """A click question's grid: the labels of its rows and columns (the tensor's axes) and the model's cell."""
+    rows: tuple[str, ...]
+    cols: tuple[str, ...]
+    answer: int  # row * len(cols) + col
+
+    @property
+    def size(self) -> int:
+        return len(self.rows) * len(self.cols)
+
+    def cell(self, choice: int) -> tuple[int, int]:
+        return divmod(choice, len(self.cols))
+
+    def as_dict(self) -> dict:
+        return {"rows": list(self.rows), "cols": list(self.cols), "answer": self.answer}
+
+
+def check_grid(grid) -> Grid | None:
+    if grid is None:
+        return None
+    if isinstance(grid, Grid):
+        grid = grid.as_dict()
+    if not isinstance(grid, dict) or set(grid) != {"rows", "cols", "answer"}:
+        raise InvalidInput("a grid has rows, cols and answer")
+    labels = []
+    for axis in ("rows", "cols"):
+        values = grid[axis]
+        if not isinstance(values, list | tuple) or not 1 <= len(values) <= MAX_GRID:
+            raise InvalidInput(f"a grid has 1 to {MAX_GRID} {axis}")
+        labels.append(tuple(check_text(v, MAX_OPTION, "a grid label") for v in values))
+    answer = grid["answer"]
+    if not isinstance(answer, int) or isinstance(answer, bool) or not 0 <= answer < len(labels[0]) * len(labels[1]):
+        raise InvalidInput("the grid's answer must be one of its cells")
+    return Grid(labels[0], labels[1], answer)
+
+
+@dataclass(frozen=True)
+class Poll:
+    """A class's poll as one member may see it. `first`/`second`: {choice: count} of round 1 and 2 (None:
+    hidden from this member, i.e. a student before the reveal, or a round not held); `voted`: how many voted
+    in each round; `my_first`/`my_second`: the asking student's votes."""
+    qid: int
+    kind: str
+    text: str
+    options: tuple[str, ...]
+    answer: int | None  # the model's option (None for a student before the reveal)
+    grid: Grid | None
+    round: int  # 1 or 2
+    open: bool  # votes are accepted now
+    discuss: bool  # round 1 is locked and the class discusses
+    revealed: bool
+    voted: tuple[int, int] = (0, 0)
+    first: dict[int, int] | None = None
+    second: dict[int, int] | None = None
+    my_first: int | None = None
+    my_second: int | None = None
+
+    @property
+    def choices(self) -> int:
+        return self.grid.size if self.grid else len(self.options)
+
+    @property
+    def correct(self) -> int | None:
+        """The choice that is right: the model's option, or its cell."""
+        if self.grid is not None:
+            return self.grid.answer if (self.answer is not None or self.revealed) else None
+        return self.answer
+
+    @property
+    def phase(self) -> str:
+        """"vote", "locked", "discuss", "revote", "locked again" or "revealed"."""
+        if self.revealed:
+            return "revealed"
+        if self.round == 1:
+            return "vote" if self.open else "discuss" if self.discuss else "locked"
+        return "revote" if self.open else "locked again"
+
+    def dense(self, counts: dict[int, int] | None) -> list[int]:
+        return [int((counts or {}).get(i, 0)) for i in range(self.choices)]
+
+
+def share_correct(counts: dict[int, int] | None, correct: int | None) -> float | None:
+    """The share of votes on the right choice (None: no votes, or the answer unknown)."""
+    total = sum((counts or {}).values())
+    if not total or correct is None:
+        return None
+    return counts.get(correct, 0) / total
+
+
+def suggest(share: float | None) -> tuple[str, str]:
+    """The teacher's next move from the first vote's correct share: (move, why), the rule written out."""
+    if share is None:
+        return "wait", "No votes yet."
+    pct = f"{share:.0%} of the first votes are right"
+    if share < REVISIT_BELOW:
+        return "revisit", (f"{pct}, below {REVISIT_BELOW:.0%}: revisit the idea (a hint, another example), "
+                           "then let the class vote again.")
+    if share <= REVEAL_ABOVE:
+        return "discuss", (f"{pct}, between {REVISIT_BELOW:.0%} and {REVEAL_ABOVE:.0%}: ask the class to convince "
+                           "a neighbour who voted differently, then vote again.")
+    return "reveal", f"{pct}, above {REVEAL_ABOVE:.0%}: reveal the answer, explain briefly and move on."
+
+
+def choice_label(poll_or_q: dict | Poll, choice: int) -> str:
+    grid = poll_or_q.grid if isinstance(poll_or_q, Poll) else check_grid(poll_or_q.get("grid"))
+    options = poll_or_q.options if isinstance(poll_or_q, Poll) else poll_or_q["options"]
+    if grid is not None:
+        r, c = grid.cell(choice)
+        return f"{grid.rows[r]} → {grid.cols[c]}"
+    return options[choice]
+
+
+def results_csv(rows: list[dict]) -> str:
+    """The class's results (`ClassStore.results`) as CSV: one line per question, no student data."""
+    out = io.StringIO()
+    w = csv.writer(out)
+    w.writerow(["question", "kind", "text", "model's answer", "round 1 votes", "round 1 share correct",
+                "round 1 distribution", "round 2 votes", "round 2 share correct", "round 2 distribution"])
+    for r in rows:
+        grid = check_grid(r.get("grid"))
+        correct = grid.answer if grid else r["answer"]
+        line = [r["qid"], r["kind"], r["text"], choice_label(r, correct)]
+        for key in ("first", "second"):
+            counts = {int(k): int(v) for k, v in (r.get(key) or {}).items()}
+            share = share_correct(counts, correct)
+            held = r.get(key) is not None
+            line += [sum(counts.values()) if held else "", "" if share is None else f"{share:.3f}",
+                     "; ".join(f"{choice_label(r, c)}: {n}" for c, n in sorted(counts.items()) if n) if held else ""]
+        w.writerow([_cell(x) for x in line])
+    return out.getvalue()
+
+
+def _cell(value):
+    """No spreadsheet formula can start a cell (=, +, -, @): a leading quote makes it text."""
+    return "'" + value if isinstance(value, str) and value[:1] in ("=", "+", "-", "@") else value
+
+
+# -- the public operations (mixed into ClassStore) ---------------------------------------------------------
+class PeerVotes:
+    """Peer instruction's operations on a `ClassStore` (the back-end implements the underscored ones)."""
+
+    votes_per_student = property(lambda self: setting("GLASS_VOTES_PER_STUDENT", VOTES_PER_STUDENT))
+    votes_per_client = property(lambda self: setting("GLASS_VOTES_PER_ADDRESS", VOTES_PER_CLIENT))
+
+    def ask_peer(self, code: str, secret: str, text: str, options, answer: int, kind: str = "question",
+                 grid=None) -> int:
+        """Ask a question and open its first vote (`grid`: a click question's rows, columns and model's cell);
+        returns the question's id. The poll before it goes to the class's results."""
+        q = check_question(text, options, answer)
+        grid = check_grid(grid)
+        kind = check_text(kind, 32, "the kind")
+        qid = self.ask(code, secret, q["text"], q["options"], q["answer"])
+        code = self._code(code)
+        record = {**q, "kind": kind, "grid": grid.as_dict() if grid else None}
+        self._poll_open(code, self._teacher(code, secret), qid, record)
+        return qid
+
+    def vote(self, code: str, student_id: str, question_id: int, choice: int, client_id: str = "local") -> None:
+        """A student's vote in the open round (changeable until the teacher locks it)."""
+        from classroom.rules import client_key
+
+        code = self._code(code)
+        student_id = check_id(student_id)
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in (question_id, choice)):
+            raise InvalidInput("the question id and the choice are whole numbers")
+        if not 0 <= choice < MAX_GRID * MAX_GRID:
+            raise InvalidInput("no such choice")
+        self._vote(code, student_id, question_id, choice, client_key(client_id))
+
+    def lock_vote(self, code: str, secret: str) -> None:
+        code = self._code(code)
+        self._poll_move(code, self._teacher(code, secret), "lock")
+
+    def discuss(self, code: str, secret: str) -> None:
+        """Round 1 locked: the class discusses (students are told to)."""
+        code = self._code(code)
+        self._poll_move(code, self._teacher(code, secret), "discuss")
+
+    def revote(self, code: str, secret: str) -> None:
+        """Open round 2: everyone votes again (round 1's votes are kept apart)."""
+        code = self._code(code)
+        self._poll_move(code, self._teacher(code, secret), "revote")
+
+    def votes(self, code: str, *, secret: str | None = None, student_id: str | None = None) -> Poll | None:
+        """The class's current poll (None: none). With the teacher's secret the distributions and the answer;
+        for a student their own votes, the distributions only after the reveal."""
+        code = normalize_code(code)
+        if code is None:
+            return None
+        teacher = secret is not None and self.is_teacher(code, secret)
+        if secret is not None and not teacher:
+            from classroom.errors import Forbidden
+
+            raise Forbidden("Only the teacher can do this.")
+        if student_id is not None:
+            student_id = check_id(student_id)
+        raw = self._poll_read(code, student_id)
+        if raw is None:
+            return None
+        return _poll_of(raw, teacher)
+
+    def results(self, code: str, secret: str) -> list[dict]:
+        """Every question of this class with a poll (at most MAX_RESULTS, oldest first): text, options, the
+        model's answer, both rounds' counts. For the teacher only; nothing about a student."""
+        code = self._code(code)
+        self._teacher(code, secret)
+        rows = self._poll_results(code)
+        current = self._poll_read(code, None)
+        if current is not None and not any(r["qid"] == current["qid"] for r in rows):
+            rows = [*rows, _summary(current)]
+        return rows[-MAX_RESULTS:]
+
+
+def _summary(raw: dict) -> dict:
+    """A poll as one row of the class's results (no student ids)."""
+    return {k: raw[k] for k in ("qid", "kind", "text", "options", "answer", "grid")} | {
+        "first": raw["counts"][0], "second": raw["counts"][1] if raw["round"] == 2 else None}
+
+
+def _poll_of(raw: dict, teacher: bool) -> Poll:
+    revealed = bool(raw["revealed"])
+    shown = teacher or revealed
+    grid = check_grid(raw["grid"])
+    counts = [{int(k): int(v) for k, v in c.items() if int(v) > 0} for c in raw["counts"]]
+    if grid is not None and not shown:
+        grid = Grid(grid.rows, grid.cols, -1)  # the model's cell hidden
+    return Poll(qid=raw["qid"], kind=raw["kind"], text=raw["text"], options=tuple(raw["options"]),
+                answer=raw["answer"] if shown else None, grid=grid,
+                round=raw["round"], open=bool(raw["open"]) and not revealed, discuss=bool(raw["discuss"]),
+                revealed=revealed, voted=tuple(raw["voted"]),
+                first=counts[0] if shown else None, second=counts[1] if shown and raw["round"] == 2 else None,
+                my_first=raw["mine"][0], my_second=raw["mine"][1])
+
+
+# -- the memory back-end ---------------------------------------------------------------------------------------
+@dataclass
+class _Poll:
+    qid: int
+    record: dict  # text, options, answer, kind, grid
+    round: int = 1
+    open: bool = True
+    discuss: bool = False
+    votes: tuple[dict, dict] = field(default_factory=lambda: ({}, {}))  # student -> choice, per round
+
+
+class MemoryVotes:
+    """`PeerVotes` on the memory store (its lock, classes and clock)."""
+
+    def _polls(self) -> dict:
+        if not hasattr(self, "_poll_state"):
+            self._poll_state = {"polls": {}, "results": {}, "rate": {}}
+        return self._poll_state
+
+    def _poll_open(self, code, shash, qid, record):
+        with self._lock:
+            c = self._get(code, shash)
+            p = self._polls()
+            live = {k for k, v in self._classes.items() if not v.ended}
+            for table in (p["polls"], p["results"]):
+                for gone in [k for k in table if k not in live]:
+                    del table[gone]
+            old = p["polls"].get(code)
+            if old is not None and old.qid != qid:
+                p["results"].setdefault(code, deque(maxlen=MAX_RESULTS)).append(_summary(self._raw(c, old, None)))
+            p["polls"][code] = _Poll(qid, json.loads(json.dumps(record)))
+            event = c.bump(q=True)
+        self._announce(code, event)
+
+    def _current(self, c, code) -> _Poll:
+        poll = self._polls()["polls"].get(code)
+        if poll is None or poll.qid != c.qid or c.question is None:
+            raise QuestionClosed("There is no vote open.")
+        return poll
+
+    def _vote(self, code, student_id, question_id, choice, ckey):
+        with self._lock:
+            c = self._get(code)
+            if student_id not in c.students:
+                raise NotFound("Join the class first.")
+            poll = self._current(c, code)
+            if poll.qid != question_id or not poll.open or c.revealed:
+                raise QuestionClosed("The vote is closed.")
+            grid = poll.record["grid"]
+            if choice >= (len(grid["rows"]) * len(grid["cols"]) if grid else len(poll.record["options"])):
+                raise InvalidInput("no such choice")
+            now = self._clock()
+            window = int(now // VOTE_WINDOW_SECONDS)
+            rate = self._polls()["rate"]
+            for gone in [k for k in rate if k[0] != window]:
+                del rate[gone]
+            for key, limit in (((window, "s", code, student_id), self.votes_per_student),
+                               ((window, "c", ckey), self.votes_per_client)):
+                rate[key] = rate.get(key, 0) + 1
+                if rate[key] > limit:
+                    raise RateLimited((window + 1) * VOTE_WINDOW_SECONDS - now)
+            mine = poll.votes[poll.round - 1]
+            if mine.get(student_id) == choice:
+                return
+            mine[student_id] = choice
+            event = c.bump(seq=False, tally=True)
+        self._announce(code, event)
+
+    def _poll_move(self, code, shash, move):
+        with self._lock:
+            c = self._get(code, shash)
+            poll = self._current(c, code)
+            if c.revealed:
+                raise QuestionClosed("The answer is revealed already.")
+            if move == "lock":
+                if not poll.open:
+                    raise QuestionClosed("The vote is locked already.")
+                poll.open = False
+            elif poll.round != 1 or poll.open:
+                raise QuestionClosed("Lock the first vote first." if poll.round == 1 else "The class voted twice.")
+            elif move == "discuss":
+                poll.discuss = True
+            else:
+                poll.round, poll.open, poll.discuss = 2, True, False
+            event = c.bump(q=True)
+        self._announce(code, event)
+
+    def _raw(self, c, poll: _Poll, student_id) -> dict:
+        counts = []
+        for votes in poll.votes:
+            tally: dict[int, int] = {}
+            for v in votes.values():
+                tally[v] = tally.get(v, 0) + 1
+            counts.append(tally)
+        return {**json.loads(json.dumps(poll.record)), "qid": poll.qid, "round": poll.round, "open": poll.open,
+                "discuss": poll.discuss, "revealed": c.revealed and c.qid == poll.qid, "counts": counts,
+                "voted": [len(v) for v in poll.votes],
+                "mine": [v.get(student_id) if student_id else None for v in poll.votes]}
+
+    def _poll_read(self, code, student_id):
+        with self._lock:
+            c = self._live(code, self._clock())
+            poll = self._polls()["polls"].get(code)
+            if c is None or c.ended or poll is None or poll.qid != c.qid:
+                return None
+            return self._raw(c, poll, student_id)
+
+    def _poll_results(self, code):
+        with self._lock:
+            return list(self._polls()["results"].get(code, ()))
+
+    def _end_votes(self, code):
+        with self._lock:
+            for table in ("polls", "results"):
+                self._polls()[table].pop(code, None)
