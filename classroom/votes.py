@@ -42,6 +42,7 @@ VOTES_PER_STUDENT = 20  # votes (changes included) one student may send per wind
 VOTES_PER_CLIENT = 1_000  # per client address and window (a school behind one NAT): $GLASS_VOTES_PER_ADDRESS
 MAX_GRID = 40  # rows and columns of a click question's grid (a sentence of 39 words and EOS)
 MAX_RESULTS = 100  # questions a class keeps for its CSV
+GRID_KEYS = ("rows", "cols", "answer")
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,8 @@ class Grid:
     rows: tuple[str, ...]
     cols: tuple[str, ...]
     answer: int  # row * len(cols) + col
+    values: tuple[tuple[float, ...], ...] | None = None  # the model's real tensor (hidden until the reveal)
+    row: int | None = None  # the row the question asks about (shown to students)
 
     @property
     def size(self) -> int:
@@ -59,7 +62,9 @@ class Grid:
         return divmod(choice, len(self.cols))
 
     def as_dict(self) -> dict:
-        return {"rows": list(self.rows), "cols": list(self.cols), "answer": self.answer}
+        return {"rows": list(self.rows), "cols": list(self.cols), "answer": self.answer,
+                **({"values": [list(r) for r in self.values]} if self.values is not None else {}),
+                **({"row": self.row} if self.row is not None else {})}
 
 
 def check_grid(grid) -> Grid | None:
@@ -67,8 +72,8 @@ def check_grid(grid) -> Grid | None:
         return None
     if isinstance(grid, Grid):
         grid = grid.as_dict()
-    if not isinstance(grid, dict) or set(grid) != {"rows", "cols", "answer"}:
-        raise InvalidInput("a grid has rows, cols and answer")
+    if not isinstance(grid, dict) or not {"rows", "cols", "answer"} <= set(grid) <= {*GRID_KEYS, "values", "row"}:
+        raise InvalidInput("a grid has rows, cols, answer and perhaps values")
     labels = []
     for axis in ("rows", "cols"):
         values = grid[axis]
@@ -78,7 +83,19 @@ def check_grid(grid) -> Grid | None:
     answer = grid["answer"]
     if not isinstance(answer, int) or isinstance(answer, bool) or not 0 <= answer < len(labels[0]) * len(labels[1]):
         raise InvalidInput("the grid's answer must be one of its cells")
-    return Grid(labels[0], labels[1], answer)
+    values = grid.get("values")
+    if values is not None:
+        ok = (isinstance(values, list | tuple) and len(values) == len(labels[0])
+              and all(isinstance(r, list | tuple) and len(r) == len(labels[1]) for r in values)
+              and all(isinstance(v, int | float) and not isinstance(v, bool) and 0 <= v <= 1
+                      for r in values for v in r))
+        if not ok:
+            raise InvalidInput("a grid's values are numbers from 0 to 1, one per cell")
+        values = tuple(tuple(round(float(v), 4) for v in r) for r in values)
+    row = grid.get("row")
+    if row is not None and (not isinstance(row, int) or isinstance(row, bool) or not 0 <= row < len(labels[0])):
+        raise InvalidInput("the grid's row must be one of its rows")
+    return Grid(labels[0], labels[1], answer, values, row)
 
 
 @dataclass(frozen=True)
@@ -270,7 +287,7 @@ def _poll_of(raw: dict, teacher: bool) -> Poll:
     grid = check_grid(raw["grid"])
     counts = [{int(k): int(v) for k, v in c.items() if int(v) > 0} for c in raw["counts"]]
     if grid is not None and not shown:
-        grid = Grid(grid.rows, grid.cols, -1)  # the model's cell hidden
+        grid = Grid(grid.rows, grid.cols, -1, None, grid.row)  # the model's cell and values hidden
     return Poll(qid=raw["qid"], kind=raw["kind"], text=raw["text"], options=tuple(raw["options"]),
                 answer=raw["answer"] if shown else None, grid=grid,
                 round=raw["round"], open=bool(raw["open"]) and not revealed, discuss=bool(raw["discuss"]),

@@ -324,4 +324,6 @@ def attention_grid(a: Analysis, layer: int, head: int, query: int) -> dict:
     words = [*a.prepared.tokens, "EOS"]
     labels = [f"{i}:{plain(w, MAX_OPTION - 4)}" for i, w in enumerate(words)]
     w = a.trace[f"enc.{layer}.self_attn.weights"][0, head, query]  # [Ts]
-    return {"rows": labels, "cols": labels, "answer": query * len(labels) + int(w.argmax())}
+    values = a.trace[f"enc.{layer}.self_attn.weights"][0, head]  # [Ts, Ts]
+    return {"rows": labels, "cols": labels, "answer": query * len(labels) + int(w.argmax()), "row": query,
+            "values": [[round(float(v), 4) for v in row] for row in values]}

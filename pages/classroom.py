@@ -6,7 +6,7 @@ import streamlit as st
 from model import questions as Q
 from pages.content import classroom as text
 from ui import shell
-from ui.classroom import asking
+from ui.classroom import asking, peer
 from ui.classroom import session as cls
 from ui.models import current_model
 from ui.state import init_state
@@ -31,6 +31,8 @@ def live_answers() -> None:
     st.metric("Students in the class", snap.students)
     if snap.question is None:
         st.caption("No question asked yet.")
+        return
+    if peer.console(snap):  # vote, discuss, vote again, reveal
         return
     q = snap.question
     st.markdown(f"**Question {q.id}:** {md(q.text)}")
@@ -64,10 +66,11 @@ def teacher() -> None:
     st.divider()
     st.subheader("Ask the class")
     st.caption(text.ASK)
-    kind = st.radio("Question", list(text.KINDS), format_func=text.KINDS.get, key="class_kind")
+    kinds = {**text.KINDS, **text.MORE_KINDS}
+    kind = st.radio("Question", list(kinds), format_func=kinds.get, key="class_kind")
     cfg = current_model().bundle.config
     params: dict = {}
-    if kind == "attention":
+    if kind in ("attention", "click", "scaling", "head_zero"):
         a1, a2 = st.columns(2)
         params["layer"] = a1.selectbox("Encoder layer", range(cfg.n_enc_layers), key="class_layer")
         head = a2.selectbox("Head", ["the most decided", *range(cfg.n_heads)], key="class_head")
@@ -78,9 +81,10 @@ def teacher() -> None:
         heads = Q.all_heads(current_model().bundle)
         params["off"] = st.selectbox("Head to switch off", heads, format_func=lambda h: Q.head_label(*h),
                                      key="class_off")
-    st.button("Ask the class", key="class_ask", type="primary", icon=":material/quiz:", on_click=asking.ask_new,
+    st.button("Ask the class", key="class_ask", type="primary", icon=":material/quiz:", on_click=peer.ask,
               args=(kind, params))
     live_answers()
+    peer.download()
     st.divider()
     st.caption(text.ENDS)
     st.button("End the class for everyone", key="class_end", on_click=cls.end_class, icon=":material/stop_circle:")

@@ -245,17 +245,18 @@ def test_a_question_live_answers_and_the_reveal(store):
     students[1].button(key=f"class_answer_{q.id}_{right}").click().run()
     students[1].button(key=f"class_answer_{q.id}_{wrong}").click().run()  # changed their mind
     no_exception(students[1])
-    # the teacher's live view (a fragment each second): the count and the distribution
+    # the teacher's live view (a fragment each second): the count; the distribution only on the teacher's word
     teacher.run()
+    assert "2 of 3 students answered" in all_text(teacher)
+    assert "The model's answer:" not in all_text(teacher) and not teacher.get("plotly_chart")  # nor the projector
+    assert "question: 2 answers" in all_text(teacher)  # the sidebar line (st.caption)
+    teacher.toggle(key="class_peek").set_value(True).run()
     counts = [0] * len(q.options)
     counts[right] += 1
     counts[wrong] += 1
-    chart = next(c for c in teacher.get("plotly_chart") if "answer" in c.proto.spec)
+    chart = next(c for c in teacher.get("plotly_chart") if "First vote" in c.proto.spec)
     bars = json.loads(chart.proto.spec)["data"][0]
     assert [int(v) for v in decode(bars["x"])] == counts
-    assert "2 of 3 students answered" in all_text(teacher)
-    assert "The model's answer:" not in all_text(teacher) and "✓" not in chart.proto.spec  # nor the projector
-    assert "question: 2 answers" in all_text(teacher)  # the sidebar line (st.caption)
 
     teacher.button(key="class_reveal").click().run()
     no_exception(teacher)
@@ -532,11 +533,11 @@ def test_a_browser_is_the_same_student_on_every_process(redis_url, monkeypatch):
         again = join_by_link(code)
         assert state(again, "_class_student") == sid and identity._KEY != identity._SECRET
         assert store_students(stores[1], code) == 1  # not a second student
-        snap = stores[1].snapshot(code, student_id=sid)
-        assert snap.my_answer == 1 and snap.answered == 1  # the answer is still theirs
+        votes = stores[1].votes(code, student_id=sid)
+        assert votes.my_first == 1 and votes.voted == (1, 0)  # the answer is still theirs
         assert f"Your answer: **{md(q.options[1])}**" in all_text(again)
         again.button(key=f"class_answer_{q.id}_0").click().run()  # changing it replaces it
-        assert stores[0].snapshot(code).counts[:2] == (1, 0)
+        assert stores[0].votes(code, secret=state(teacher, "_class_secret")).first == {0: 1}
 
         on_process(1, other)  # another browser: another student
         s2 = join_by_link(code)

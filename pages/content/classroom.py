@@ -16,10 +16,18 @@ PRIVATE = ("Your own sentence and your own trained model stay yours: while you e
 ENDS = ("A class ends when its teacher ends it, or after two hours without a teacher action. Then "
         "everything it stored (its state, the question, the answers) is deleted.")
 ASK = ("A question is made from what you are showing now (the sentence, the model and what is switched off), "
-       "and the model answers it. Students see the model's answer only after you reveal it.")
+       "and the model answers it. Students vote on their own; you lock the vote, let them discuss and vote again "
+       "if the first vote calls for it, then reveal. Nobody sees the votes until you show them.")
 KINDS = {
     "attention": "Which word does a word attend to most in one head (encoder layer and head below)?",
     "next_word": "Given the first words of the translation, which word does the decoder pick next?",
     "head_off": "Does switching one more head off change the translation?",
     "no_mask": "Does the model trained without the look-ahead mask translate this sentence correctly?",
+}
+MORE_KINDS = {
+    "click": "Click the tensor: which cell of one head's attention weights is largest in a word's row?",
+    "scaling": "What does dividing the scores by √d_k do to a row of weights?",
+    "look_ahead": "Which weights does the decoder's look-ahead mask set to zero?",
+    "pos_column": "Which positional-encoding column changes fastest from word to word?",
+    "head_zero": "What does switching a head off change inside its layer?",
 }

@@ -22,7 +22,7 @@ import streamlit as st
 from streamlit.navigation.page import StreamlitPage
 
 from classroom import ClassSnapshot, ClassStoreError
-from ui.classroom import push
+from ui.classroom import peer, push
 from ui.classroom.session import (
     CLASS_PAGE,
     EVENTS,
@@ -119,6 +119,8 @@ def question_panel() -> None:
     q = snap.question
     with st.container(border=True, key="class_question"):
         st.markdown(f":material/quiz: **Question from your teacher:** {md(q.text)}")
+        if peer.student_panel(q):  # a peer-instruction question: vote, discuss, vote again, reveal
+            return
         if not snap.revealed:
             cols = st.columns(len(q.options))
             for i, (col, option) in enumerate(zip(cols, q.options, strict=True)):
@@ -154,7 +156,8 @@ def teacher_panel() -> None:
     st.badge(f"Teaching class {snap.code}", icon=":material/co_present:", color="blue")
     line = f"{snap.students} student{'s' if snap.students != 1 else ''} joined"
     if snap.question is not None:
-        line += f" · question: {snap.answered} answer{'s' if snap.answered != 1 else ''}"
+        n = peer.answered(snap)
+        line += f" · question: {n} answer{'s' if n != 1 else ''}"
         line += " (revealed)" if snap.revealed else ""
     st.caption(line)
     notice = own_model_notice(ss().get(PUBLISHED))

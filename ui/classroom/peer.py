@@ -1,0 +1,255 @@
+"""Peer instruction in the app: the teacher's console (vote, lock, discuss, vote again, reveal; both votes side by
+side, the suggested next move, the CSV) and the student's panel (vote buttons or a grid to click, then the
+reveal). The store does the work (classroom/votes.py); this module draws it and holds the callbacks.
+
+Projected screens stay anonymous (the store counts votes, never names) and keep the distribution to themselves
+until the reveal: the teacher sees it on their screen by a toggle that says "not on the projector".
+"""
+
+from __future__ import annotations
+
+import functools
+
+import streamlit as st
+
+from classroom import ClassStoreError
+from classroom.votes import REVEAL_ABOVE, REVISIT_BELOW, Poll, choice_label, results_csv, share_correct, suggest
+from model import questions as Q
+from ui.classroom import asking
+from ui.classroom.session import ASKED, SECRET, STUDENT, client_id, code, notify, ss, store, teacher_call
+from ui.models import analysis, current_model
+from ui.state import interventions
+from ui.widgets import chart, md
+from viz.peer import click_grid, clicks_and_weights, rounds_figure
+
+PEEK = "class_peek"  # the teacher's toggle: the votes on this screen
+RULE = (f"The rule (Peer Instruction, Vickrey et al. 2015), from the first vote's share of right answers: below "
+        f"{REVISIT_BELOW:.0%} revisit the idea; from {REVISIT_BELOW:.0%} to {REVEAL_ABOVE:.0%} let students convince "
+        f"a neighbour and vote again; above {REVEAL_ABOVE:.0%} reveal and move on.")
+PHASES = {"vote": "Students vote (they may change their vote until you lock it).",
+          "locked": "The first vote is locked.",
+          "discuss": "The class discusses: each student convinces a neighbour who voted differently.",
+          "revote": "Students vote again.",
+          "locked again": "The second vote is locked.",
+          "revealed": "The model's answer is revealed."}
+
+
+# -- asking -----------------------------------------------------------------------------------------------
+def make(kind: str, params: dict) -> tuple[Q.Question, dict | None]:
+    """A question of `kind` from the teacher's current state, and a click question's grid."""
+    a = analysis()
+    layer, head = params.get("layer", 0), params.get("head")
+    if kind == "click":
+        query = Q.default_query(a)
+        head = Q.most_decided_head(a, layer, query) if head is None else head
+        q = Q.attention(a, layer, head)
+        q = Q.Question("click", "Click the cell you predict. " + q.text, q.options, q.answer, q.detail)
+        return q, Q.attention_grid(a, layer, head, query)
+    if kind == "scaling":
+        return Q.scaling(a, layer, head), None
+    if kind == "look_ahead":
+        return Q.look_ahead(a), None
+    if kind == "pos_column":
+        return Q.pos_column(a), None
+    if kind == "head_zero":
+        return Q.head_zero(current_model().bundle, a.prepared, interventions(), layer, head or 0), None
+    return asking.make_question(kind, **params), None
+
+
+def ask(kind: str, params: dict) -> None:
+    """Callback of the Ask button: a question of `kind`, its first vote open."""
+    try:
+        q, grid = make(kind, params)
+    except ValueError as e:
+        notify(str(e))
+        return
+    qid = teacher_call(store().ask_peer, q.text, list(q.options), q.answer, q.kind, grid)
+    if qid is not None:
+        ss()[ASKED] = (qid, q)
+        ss()[PEEK] = False  # a new question: its votes off the projector again
+
+
+def move(name: str) -> None:
+    """Callback of the console's buttons: lock_vote, discuss, revote or reveal."""
+    if name == "reveal":
+        asking.reveal()
+    else:
+        teacher_call(getattr(store(), name))
+
+
+# -- voting -------------------------------------------------------------------------------------------------
+def vote(qid: int, choice: int) -> None:
+    """Callback of a vote (its arguments are the server's, not the browser's)."""
+    try:
+        store().vote(code(), ss()[STUDENT], qid, choice, client_id())
+    except ClassStoreError as e:
+        notify(str(e))
+
+
+def vote_cell(qid: int, row_key: str, col_key: str, cols: int) -> None:
+    """Callback of the grid's keyboard way: the row and column chosen (read now, not when the button was drawn)."""
+    vote(qid, int(ss().get(row_key) or 0) * cols + int(ss().get(col_key) or 0))
+
+
+def clicked(qid: int, key: str, cols: tuple[str, ...], row_labels: tuple[str, ...]) -> None:
+    """Callback of the grid's selection: the clicked cell is the vote."""
+    event = ss().get(key) or {}
+    points = (event.get("selection") or {}).get("points") or []
+    for p in points:
+        if p.get("x") in cols and p.get("y") in row_labels:
+            vote(qid, row_labels.index(p["y"]) * len(cols) + cols.index(p["x"]))
+            return
+
+
+def _vote_widgets(poll: Poll) -> None:
+    mine = poll.my_first if poll.round == 1 else poll.my_second
+    suffix = "" if poll.round == 1 else "_r2"
+    if poll.grid is None:
+        cols = st.columns(len(poll.options))
+        for i, (col, option) in enumerate(zip(cols, poll.options, strict=True)):
+            col.button(md(option), key=f"class_answer_{poll.qid}_{i}{suffix}", on_click=vote, args=(poll.qid, i),
+                       type="primary" if mine == i else "secondary", width="stretch")
+    else:
+        g = poll.grid
+        key = f"class_grid_{poll.qid}{suffix}"
+        row = g.row
+        st.plotly_chart(click_grid(g.rows, g.cols, row, mine), key=key, selection_mode="points",
+                        on_select=functools.partial(clicked, poll.qid, key, g.cols, g.rows),
+                        config={"displayModeBar": False}, width="stretch")
+        c1, c2, c3 = st.columns([2, 2, 1], vertical_alignment="bottom")
+        keys = (f"class_cell_row_{poll.qid}{suffix}", f"class_cell_col_{poll.qid}{suffix}")
+        c1.selectbox("Row", range(len(g.rows)), format_func=g.rows.__getitem__, index=row or 0, key=keys[0])
+        c2.selectbox("Column", range(len(g.cols)), format_func=g.cols.__getitem__, key=keys[1])
+        c3.button("Choose", key=f"class_cell_vote_{poll.qid}{suffix}", on_click=vote_cell,
+                  args=(poll.qid, *keys, len(g.cols)), width="stretch")
+    you = choice_label(poll, mine) if mine is not None else None
+    st.caption("Your answer: " + (f"**{md(you)}** (you can change it until the teacher locks the vote)" if you
+                                  else "none yet"))
+
+
+def student_panel(question) -> bool:
+    """The student's side of the open question when it has a poll (False: a plain question, drawn as before)."""
+    try:
+        poll = store().votes(code(), student_id=ss()[STUDENT])
+    except ClassStoreError:
+        return False
+    if poll is None or poll.qid != question.id:
+        return False
+    phase = poll.phase
+    if phase == "vote":
+        st.caption("Vote on your own first: nobody sees who voted what, and the class's votes stay hidden until "
+                   "the reveal.")
+        _vote_widgets(poll)
+    elif phase == "revote":
+        first = choice_label(poll, poll.my_first) if poll.my_first is not None else "none"
+        st.caption(f"Vote again after your discussion (your first vote: {md(first)}).")
+        _vote_widgets(poll)
+    elif phase == "discuss":
+        st.info("Discuss with a neighbour, ideally one who voted differently: convince each other. You will vote "
+                "again.", icon=":material/forum:")
+        _mine_line(poll)
+    elif phase in ("locked", "locked again"):
+        st.info("The vote is locked: wait for your teacher.", icon=":material/lock:")
+        _mine_line(poll)
+    else:
+        _revealed(poll, question)
+    return True
+
+
+def _mine_line(poll: Poll) -> None:
+    parts = [f"{name}: **{md(choice_label(poll, v))}**" for name, v in (("Your first vote", poll.my_first),
+                                                                          ("your second vote", poll.my_second))
+             if v is not None]
+    st.caption(" · ".join(parts) if parts else "You did not vote.")
+
+
+def _revealed(poll: Poll, question) -> None:
+    right = poll.correct
+    st.success(f"**The model's answer:** {md(choice_label(poll, right))}", icon=":material/smart_toy:")
+    last = poll.my_second if poll.my_second is not None else poll.my_first
+    if last is None:
+        st.info("You did not answer this one.")
+    elif last == right:
+        st.markdown(f"**Yours:** {md(choice_label(poll, last))}: the same as the model's.")
+    else:
+        st.markdown(f"**Yours:** {md(choice_label(poll, last))}: not what the model does.")
+    _distribution(poll, key=f"class_result_{poll.qid}")
+
+
+def _distribution(poll: Poll, key: str) -> None:
+    first = poll.dense(poll.first)
+    second = poll.dense(poll.second) if poll.round == 2 and poll.second is not None else None
+    if poll.grid is None:
+        chart(rounds_figure(poll.options, first, second, poll.correct), key=key)
+    else:
+        g = poll.grid
+        latest = second if second is not None else first
+        chart(clicks_and_weights(g.rows, g.cols, latest, g.values, poll.correct), key=key)
+
+
+# -- the teacher's console ------------------------------------------------------------------------------------
+def console(snap) -> bool:
+    """The teacher's view of the open question when it has a poll (False: draw the plain question as before)."""
+    try:
+        poll = store().votes(code(), secret=ss().get(SECRET))
+    except ClassStoreError:
+        return False
+    if poll is None or snap.question is None or poll.qid != snap.question.id:
+        return False
+    st.markdown(f"**Question {poll.qid}:** {md(poll.text)}")
+    st.caption(PHASES[poll.phase])
+    n = poll.voted[poll.round - 1]
+    st.caption(f"{n} of {snap.students} students answered" + (" (second vote)" if poll.round == 2 else ""))
+    reveal = ("reveal", "Reveal the model's answer", ":material/visibility:")
+    buttons = {"vote": [("lock_vote", "Lock the vote", ":material/lock:"), reveal],
+               "locked": [("discuss", "Discuss, then vote again", ":material/forum:"),
+                          ("revote", "Vote again now", ":material/replay:"), reveal],
+               "discuss": [("revote", "Open the second vote", ":material/replay:"), reveal],
+               "revote": [("lock_vote", "Lock the second vote", ":material/lock:"), reveal],
+               "locked again": [reveal],
+               "revealed": []}[poll.phase]
+    if buttons:
+        cols = st.columns(len(buttons))
+        for col, (name, label, icon) in zip(cols, buttons, strict=True):
+            col.button(label, key="class_reveal" if name == "reveal" else f"class_{name}", on_click=move,
+                       args=(name,), icon=icon, type="primary" if col is cols[0] else "secondary", width="stretch")
+    shown = poll.revealed or st.toggle("Show the votes and the suggested next move (not on the projector)", key=PEEK)
+    if poll.revealed:
+        st.success(f"**The model's answer:** {md(choice_label(poll, poll.correct))}", icon=":material/smart_toy:")
+        asked = ss().get(ASKED)
+        if asked and asked[0] == poll.qid:
+            st.caption(md(asked[1].detail))
+    if shown:
+        first, second = share_correct(poll.first, poll.correct), share_correct(poll.second, poll.correct)
+        m1, m2 = st.columns(2)
+        m1.metric("First vote: right", "–" if first is None else f"{first:.0%}", border=True)
+        m2.metric("Second vote: right", "–" if second is None else f"{second:.0%}", border=True,
+                  delta=None if first is None or second is None else f"{(second - first) * 100:+.0f} points")
+        _distribution(poll, key="class_rounds")
+        move_name, why = suggest(first)
+        if not poll.revealed:
+            st.info(f"**Suggested next move: {move_name}.** {why}", icon=":material/lightbulb:")
+        st.caption(RULE)
+    return True
+
+
+def download() -> None:
+    """The class's results as CSV: questions, both votes' distributions, shares right; nobody's name or id."""
+    try:
+        rows = store().results(code(), ss().get(SECRET))
+    except ClassStoreError:
+        return
+    if rows:
+        st.download_button("Download the class's results (CSV)", results_csv(rows), file_name=f"class-{code()}.csv",
+                           mime="text/csv", key="class_csv", icon=":material/download:")
+
+
+def answered(snap) -> int:
+    """How many students answered the open question: its poll's current round, else the plain answers."""
+    try:
+        poll = store().votes(code(), secret=ss().get(SECRET))
+    except ClassStoreError:
+        poll = None
+    if poll is None or snap.question is None or poll.qid != snap.question.id:
+        return snap.answered
+    return poll.voted[poll.round - 1]
