@@ -204,6 +204,8 @@ return {1, 0}""",
 
 class RedisClassStore(RedisVotes, ClassStore):
     """Classes in Redis: any number of app processes (or machines) share them."""
+    _LUA_PRELUDES = {"TEACHER": _TEACHER, "ANNOUNCE": _ANNOUNCE}  # for the peer-instruction scripts (redis_votes.py)
+    _LUA_ERRORS = _ERRORS
 
     def __init__(self, url: str | None = None, prefix: str = "glass:class", client=None, **kw):
         super().__init__(**kw)

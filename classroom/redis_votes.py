@@ -113,12 +113,10 @@ class RedisVotes:
 
     def _vote_script(self, name: str, keys: list[str], args: list, code: str):
         scripts = self.__dict__.setdefault("_votes_scripts", {})
-        from classroom.redis_store import _ANNOUNCE, _ERRORS, _TEACHER  # (it imports this module)
-
-        if name not in scripts:
+        if name not in scripts:  # the class store's own preludes (checks, announce) go first
             src = _VOTES_LUA[name]
-            src = src.replace("TEACHER", _TEACHER, 1) if src.startswith("TEACHER") else src
-            src = src.replace("ANNOUNCE", _ANNOUNCE, 1) if src.startswith("ANNOUNCE") else src
+            for prelude, lua in self._LUA_PRELUDES.items():
+                src = src.replace(prelude, lua, 1) if src.startswith(prelude) else src
             scripts[name] = self._r.register_script(src if src.startswith("#!") else "#!lua\n" + src)
         with self._errors():
             result = scripts[name](keys=keys, args=[*args, self.channel, code])
@@ -127,8 +125,8 @@ class RedisVotes:
             return result
         if status == -21:
             raise RateLimited(max(int(result[1]), 0) / 1000)
-        if status in _MORE_ERRORS or status in _ERRORS:
-            kind, message = _MORE_ERRORS.get(status) or _ERRORS[status]
+        if status in _MORE_ERRORS or status in self._LUA_ERRORS:
+            kind, message = _MORE_ERRORS.get(status) or self._LUA_ERRORS[status]
             raise kind(message)
         return result
 
