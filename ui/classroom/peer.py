@@ -22,7 +22,8 @@ from ui.state import interventions
 from ui.widgets import chart, md
 from viz.peer import click_grid, clicks_and_weights, rounds_figure
 
-PEEK = "class_peek"  # the teacher's toggle: the votes on this screen
+PEEK = "class_peek"
+WIDE_OPTION = 24  # characters: longer options are drawn one per line  # the teacher's toggle: the votes on this screen
 RULE = (f"The rule (Peer Instruction, Vickrey et al. 2015), from the first vote's share of right answers: below "
         f"{REVISIT_BELOW:.0%} revisit the idea; from {REVISIT_BELOW:.0%} to {REVEAL_ABOVE:.0%} let students convince "
         f"a neighbour and vote again; above {REVEAL_ABOVE:.0%} reveal and move on.")
@@ -104,8 +105,9 @@ def clicked(qid: int, key: str, cols: tuple[str, ...], row_labels: tuple[str, ..
 def _vote_widgets(poll: Poll) -> None:
     mine = poll.my_first if poll.round == 1 else poll.my_second
     suffix = "" if poll.round == 1 else "_r2"
-    if poll.grid is None:
-        cols = st.columns(len(poll.options))
+    if poll.grid is None:  # side by side when short, else one per line (a button cuts a long label)
+        long = max(map(len, poll.options)) > WIDE_OPTION
+        cols = [st.container() for _ in poll.options] if long else st.columns(len(poll.options))
         for i, (col, option) in enumerate(zip(cols, poll.options, strict=True)):
             col.button(md(option), key=f"class_answer_{poll.qid}_{i}{suffix}", on_click=vote, args=(poll.qid, i),
                        type="primary" if mine == i else "secondary", width="stretch")
