@@ -56,8 +56,8 @@ def click_grid(rows: Sequence[str], cols: Sequence[str], row: int | None, mine: 
                                showscale=False, xgap=2, ygap=2, hoverinfo="skip"))
     xs, ys, ids = _cells(rows, cols)
     fig.add_scatter(x=xs, y=ys, customdata=ids, mode="markers", name="cells",
-                    marker={"symbol": "square", "size": size, "color": "#1f77b4", "opacity": 0.06},
-                    selected={"marker": {"opacity": 0.5}}, unselected={"marker": {"opacity": 0.06}},
+                    marker={"symbol": "square", "size": size, "color": "#1f77b4", "opacity": 0.02},
+                    selected={"marker": {"opacity": 0.02}}, unselected={"marker": {"opacity": 0.02}},
                     hovertemplate="row %{y}<br>column %{x}<br>click to choose this cell<extra></extra>")
     if mine is not None:
         r, c = divmod(mine, len(cols))
@@ -94,8 +94,9 @@ def clicks_and_weights(rows: Sequence[str], cols: Sequence[str], clicks: Sequenc
             fig.add_scatter(x=[cols[c]], y=[rows[r]], mode="markers", hoverinfo="skip", showlegend=False,
                             marker={"symbol": "square-open", "size": 26, "color": RIGHT, "line": {"width": 3}},
                             row=1, col=k)
-    fig.update_layout(height=max(280, min(640, 90 + 30 * len(rows))), margin={"l": 10, "r": 10, "t": 40, "b": 10},
-                      plot_bgcolor="#9e9e9e")
+    fig.update_layout(height=max(300, min(660, 110 + 30 * len(rows))), margin={"l": 10, "r": 10, "t": 60, "b": 10},
+                      plot_bgcolor="white")
+    fig.update_annotations(yshift=12)  # the panels' titles clear of their grids
     fig.update_xaxes(type="category", side="bottom", tickangle=-45 if n > 6 else 0)
     fig.update_yaxes(type="category", autorange="reversed")
     return fig

@@ -98,7 +98,10 @@ def clicked(qid: int, key: str, cols: tuple[str, ...], row_labels: tuple[str, ..
     points = (event.get("selection") or {}).get("points") or []
     for p in points:
         if p.get("x") in cols and p.get("y") in row_labels:
-            vote(qid, row_labels.index(p["y"]) * len(cols) + cols.index(p["x"]))
+            r, c = row_labels.index(p["y"]), cols.index(p["x"])
+            suffix = key.removeprefix(f"class_grid_{qid}")
+            ss()[f"class_cell_row_{qid}{suffix}"], ss()[f"class_cell_col_{qid}{suffix}"] = r, c  # the keyboard way
+            vote(qid, r * len(cols) + c)
             return
 
 
