@@ -8,6 +8,7 @@ class's event stream and reruns its page when the class moved past what the page
     .venv/bin/python -m bench.classroom_load throughput [--students 24] [--seconds 40]
     .venv/bin/python -m bench.classroom_load failover [--students 20]
     .venv/bin/python -m bench.classroom_load chaos [--students 40]
+    .venv/bin/python -m bench.classroom_load votes [--students 100] [--processes 2]
 
 follow: one `streamlit run app.py` (the memory store), or --processes N behind HAProxy (Redis). A teacher
 (ws) starts a class, N students join with the link and follow; the teacher types a new sentence `--changes`
@@ -505,9 +506,113 @@ async def chaos(cluster: Cluster, n: int, timeout: float, burst: int = 10, click
             "stale": sum(p["stale"] for p in phases.values()), "asks": sum(s.asks for s in students)}
 
 
+async def votes(url: str, n: int, timeout: float, rounds: int = 2) -> dict:
+    """Peer instruction under load: a teacher asks a question; `n` students vote at once, half of them changing
+    their vote at once too; the teacher locks the vote and opens the second; everyone votes again. Per round:
+    how long the burst took, when the teacher's event stream said the last vote was stored (its `tally`), when
+    the teacher's screen showed every vote (the sidebar's count, redrawn by that event), and whether the
+    teacher's count and distribution (the console's chart, "not on the projector") are exact."""
+    from plotly.io import from_json
+
+    teacher = Cookie(url, timeout=120)
+    await teacher.connect("classroom")
+    await teacher.click("class_start")
+    m = CODE.search(teacher.text())
+    if not m:
+        raise RuntimeError(f"no class code on the teacher's page:\n{teacher.text()[:500]}")
+    code = m[1]
+    await teacher.click("class_ask")  # the default kind: which word does a word attend to most
+    students: list[StreamlitSession] = []
+    for i in range(0, n, 10):
+        students += await asyncio.gather(*(join(url, code, timeout=timeout) for _ in range(min(10, n - i))))
+    stream: list[tuple[float, int]] = []  # (when, tally) as the teacher's event stream said
+    shown: list[tuple[float, int]] = []  # (when, answers) as the teacher's screen showed
+
+    check = teacher._check
+
+    def watch_stream() -> None:
+        if teacher.latest is not None and (not stream or teacher.latest.get("tally", 0) != stream[-1][1]):
+            stream.append((time.perf_counter(), int(teacher.latest.get("tally", 0))))
+        check()
+
+    def watch_screen(t: StreamlitSession) -> None:  # what the teacher's page drew: its tally, and its count
+        hit = re.search(r"question: (\d+) answers?", t.text(1))
+        if hit and t.sync and t.sync.get("watch") == "tally":
+            shown.append((time.perf_counter(), int(t.sync["drawn"]), int(hit[1])))
+
+    teacher._check, teacher.on_full_run = watch_stream, watch_screen
+    teacher.start_following()
+    for s in students:
+        s.start_following()
+    out: dict = {"students": n, "rounds": []}
+    await students[0].rerun()
+    k = sum(1 for o in range(6) if _button(students[0], f"class_answer_1_{o}"))  # the question's options
+    for r in range(1, rounds + 1):
+        suffix = "" if r == 1 else "_r2"
+        for s in students:  # every page shows the open vote (the event reruns it; a late one is asked again)
+            for _ in range(3):
+                if _button(s, f"class_answer_1_0{suffix}"):
+                    break
+                await s.rerun()
+        final = {i: (i + r) % k for i in range(n)}
+        changers = {i for i in range(n) if i % 2 == 0}  # first another option, then their final one
+
+        async def one(i: int, s: StreamlitSession, final=final, changers=changers, suffix=suffix) -> int:
+            clicks = 0
+            if i in changers:
+                await s.click(f"class_answer_1_{(final[i] + 1) % k}{suffix}")
+                clicks += 1
+            await s.click(f"class_answer_1_{final[i]}{suffix}")
+            return clicks + 1
+
+        shown.clear()
+        t0 = time.perf_counter()
+        sent = sum(await asyncio.gather(*(one(i, s) for i, s in enumerate(students))))
+        t_done = time.perf_counter()
+        deadline = t_done + timeout
+        await asyncio.sleep(0.5)
+        top = max(c for _, c in stream)  # the tally after the last vote (every vote and change moves it)
+        t_stored = next(t for t, c in stream if c == top)  # the last vote stored and announced
+        while time.perf_counter() < deadline and not any(d >= top for _, d, _ in shown):
+            await asyncio.sleep(0.05)
+        t_shown, _, count = next(((t, d, c) for t, d, c in shown if d >= top), (float("nan"), 0, 0))
+        # the teacher's console, "not on the projector": the distribution, read from its chart
+        wid = teacher.widget_id("Show the votes and the suggested next move (not on the projector)")
+        from streamlit.proto.WidgetStates_pb2 import WidgetState
+
+        teacher.widgets[wid] = WidgetState(id=wid, bool_value=True)
+        await teacher.rerun()
+        spec = next(el.plotly_chart.spec for _, (_, el) in teacher.elements.items()
+                    if el.WhichOneof("type") == "plotly_chart" and "First vote" in el.plotly_chart.spec)
+        bars = [[int(x) for x in trace.x] for trace in from_json(spec).data]
+        want = [sum(1 for v in final.values() if v == o) for o in range(k)]
+        out["rounds"].append({"round": r, "clicks": sent, "burst_seconds": t_done - t0,
+                              "teacher_shown_after_stored": t_shown - t_stored,
+                              "teacher_shown_after_last_click": t_shown - t_done,
+                              "count_exact": count == n,
+                              "distribution": bars[r - 1], "expected": want, "distribution_exact": bars[r - 1] == want})
+        print(f"  round {r}: {n} students, {sent} clicks ({len(changers)} changed their vote) in "
+              f"{t_done - t0:.2f} s; the teacher's screen showed all {count} votes {t_shown - t_stored:.2f} s "
+              f"after the last was stored ({t_shown - t_done:+.2f} s after the last student's page finished); "
+              f"distribution {bars[r - 1]} (expected {want}): {'exact' if bars[r - 1] == want else 'WRONG'}",
+              flush=True)
+        teacher.widgets[wid] = WidgetState(id=wid, bool_value=False)
+        if r < rounds:
+            await teacher.rerun()
+            await teacher.click("class_lock_vote")
+            await teacher.click("class_revote")
+    await asyncio.gather(*(s.close() for s in [teacher, *students]), return_exceptions=True)
+    return out
+
+
+def _button(s: StreamlitSession, key: str) -> list[bool]:
+    return [True for _, (_, el) in s.elements.items() if el.WhichOneof("type") == "button"
+            and el.button.id.endswith(f"-{key}")]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("what", choices=("follow", "throughput", "failover", "chaos"))
+    ap.add_argument("what", choices=("follow", "throughput", "failover", "chaos", "votes"))
     ap.add_argument("--students", type=int, nargs="+", default=None)
     ap.add_argument("--changes", type=int, default=6, help="follow: the teacher's changes")
     ap.add_argument("--pause", type=float, default=3.0, help="follow: seconds between two changes")
@@ -542,6 +647,22 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{n} students: app processes' CPU while the class waits {f.idle_cpu:.3f} CPU-s per second "
                       f"({f.idle_cpu * 100:.1f}% of a core); per change (median) {s['cpu_per_change']:.2f} CPU-s = "
                       f"{s['cpu_per_change'] / n * 1000:.1f} ms per student", flush=True)
+        finally:
+            server.stop()
+    elif args.what == "votes":
+        server = (start_app(log=Path("/tmp") / "glass-classroom-votes.log", timeout=120, extra_env=ONE_ADDRESS)
+                  if not args.processes
+                  else Cluster(replicas=args.processes, timeout=120, workers=0, env=ONE_ADDRESS).start())
+        out["processes"] = args.processes or "one streamlit run app.py (memory store)"
+        try:
+            for n in args.students or [100]:
+                print(f"votes: {n} students vote and vote again at once ({out['processes']})", flush=True)
+                res = asyncio.run(asyncio.wait_for(votes(server.url, n, args.timeout), n * 10 + 300))
+                out[f"votes_{n}"] = res
+                lags = [x["teacher_shown_after_stored"] for x in res["rounds"]]
+                exact = all(x["count_exact"] and x["distribution_exact"] for x in res["rounds"])
+                print(f"{n} students: teacher's counts {'exact' if exact else 'NOT exact'} in every round; shown "
+                      f"{', '.join(f'{x:.2f}' for x in lags)} s after the last vote was stored", flush=True)
         finally:
             server.stop()
     elif args.what == "throughput":
