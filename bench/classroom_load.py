@@ -554,16 +554,19 @@ async def votes(url: str, n: int, timeout: float, rounds: int = 2) -> dict:
                 if _button(s, f"class_answer_1_0{suffix}"):
                     break
                 await s.rerun()
-        final = {i: (i + r) % k for i in range(n)}
+        final = {i: (i % 10 // 3 + r) % k for i in range(n)}  # an uneven spread (3:3:3:1), moved each round
         changers = {i for i in range(n) if i % 2 == 0}  # first another option, then their final one
 
         async def one(i: int, s: StreamlitSession, final=final, changers=changers, suffix=suffix) -> int:
-            clicks = 0
-            if i in changers:
-                await s.click(f"class_answer_1_{(final[i] + 1) % k}{suffix}")
-                clicks += 1
-            await s.click(f"class_answer_1_{final[i]}{suffix}")
-            return clicks + 1
+            options = ([(final[i] + 1) % k] if i in changers else []) + [final[i]]
+            for option in options:
+                key = f"class_answer_1_{option}{suffix}"
+                for _ in range(int(timeout / 0.05)):  # a redraw under way (an event's) has not drawn it yet
+                    if not s.running and _button(s, key):
+                        break
+                    await asyncio.sleep(0.05)
+                await s.click(key)
+            return len(options)
 
         shown.clear()
         t0 = time.perf_counter()
@@ -653,7 +656,8 @@ def main(argv: list[str] | None = None) -> int:
         server = (start_app(log=Path("/tmp") / "glass-classroom-votes.log", timeout=120, extra_env=ONE_ADDRESS)
                   if not args.processes
                   else Cluster(replicas=args.processes, timeout=120, workers=0, env=ONE_ADDRESS).start())
-        out["processes"] = args.processes or "one streamlit run app.py (memory store)"
+        out["processes"] = (f"{args.processes} app processes behind HAProxy, Redis" if args.processes
+                            else "one streamlit run app.py (memory store)")
         try:
             for n in args.students or [100]:
                 print(f"votes: {n} students vote and vote again at once ({out['processes']})", flush=True)
