@@ -191,3 +191,10 @@ def test_the_suggestion_follows_the_written_rule(share):
     move, why = suggest(share)
     assert move == ("revisit" if share < REVISIT_BELOW else "discuss" if share <= REVEAL_ABOVE else "reveal")
     assert f"{share:.0%}" in why
+
+
+def test_the_csv_cannot_carry_a_spreadsheet_formula():
+    rows = [{"qid": 1, "kind": "question", "text": "=HYPERLINK(\"http://x\")", "options": ["+1", "@a"], "answer": 0,
+             "grid": None, "first": {"1": 2}, "second": None}]
+    line = list(csv.reader(io.StringIO(results_csv(rows))))[1]
+    assert line[2].startswith("'=") and line[3] == "'+1" and line[6] == "'@a: 2" and line[5] == "0.000"

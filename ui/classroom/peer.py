@@ -178,6 +178,8 @@ def _revealed(poll: Poll, question) -> None:
         st.markdown(f"**Yours:** {md(choice_label(poll, last))}: the same as the model's.")
     else:
         st.markdown(f"**Yours:** {md(choice_label(poll, last))}: not what the model does.")
+    if poll.round == 2:
+        _mine_line(poll)
     _distribution(poll, key=f"class_result_{poll.qid}")
 
 
