@@ -23,6 +23,7 @@ from ui.widgets import chart, md
 from viz.peer import click_grid, clicks_and_weights, rounds_figure
 
 PEEK = "class_peek"
+REFUSED = "_class_vote_refused"  # why the student's last vote was refused (shown once)
 WIDE_OPTION = 24  # characters: longer options are drawn one per line  # the teacher's toggle: the votes on this screen
 RULE = (f"The rule (Peer Instruction, Vickrey et al. 2015), from the first vote's share of right answers: below "
         f"{REVISIT_BELOW:.0%} revisit the idea; from {REVISIT_BELOW:.0%} to {REVEAL_ABOVE:.0%} let students convince "
@@ -84,7 +85,7 @@ def vote(qid: int, choice: int) -> None:
     try:
         store().vote(code(), ss()[STUDENT], qid, choice, client_id())
     except ClassStoreError as e:
-        notify(str(e))
+        ss()[REFUSED] = str(e)  # shown in the panel (a vote reruns the panel only, where a toast would not show)
 
 
 def vote_cell(qid: int, row_key: str, col_key: str, cols: int) -> None:
@@ -140,6 +141,9 @@ def student_panel(question) -> bool:
         return False
     if poll is None or poll.qid != question.id:
         return False
+    refused = ss().pop(REFUSED, None)
+    if refused:
+        st.warning(md(refused), icon=":material/block:")
     phase = poll.phase
     if phase == "vote":
         st.caption("Vote on your own first: nobody sees who voted what, and the class's votes stay hidden until "
