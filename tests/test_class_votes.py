@@ -132,13 +132,13 @@ def test_votes_are_rate_limited_per_student_and_per_address(make_store, monkeypa
     code, secret = a_class(store, 3)
     qid = store.ask_peer(code, secret, *Q)
     refused = 0
-    for k in range(7):  # one student flips between two answers
+    for k in range(12):  # one student flips between two answers
         try:
             store.vote(code, sid(0), qid, k % 2, client_id="10.1.1.1")
         except RateLimited as e:
             refused += 1
             assert 0 < e.retry_after <= 10
-    assert refused in (2, 7)  # (7: the 10 s window turned over after the first five)
+    assert refused >= 2  # 7 in one 10 s window; at least 2 if the window turned over meanwhile (6 + 6)
     spread = 0
     for k in range(10):  # two more students behind the same address
         try:
