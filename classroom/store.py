@@ -8,6 +8,10 @@ changeable until the reveal) and the teacher sees the counts. A class ends when 
 or after `idle_seconds` without a teacher action; then all its data is deleted and only a small
 "ended" marker stays for `tombstone_seconds`, so that students polling it learn that it ended.
 
+Peer instruction (classroom/votes.py, mixed into `ClassStore`): `ask_peer` opens a poll beside the question;
+students `vote`, the teacher locks, lets the class discuss, opens a second vote, reveals; click questions vote
+for a cell of a real tensor's grid; votes are rate-limited; `results` feeds the teacher's CSV.
+
 Back-ends, chosen by one setting (`classroom.get_store()`): `MemoryClassStore` (classroom/memory.py,
 the default: a dict in this process, for one `streamlit run app.py`) and `RedisClassStore`
 (classroom/redis_store.py, GLASS_REDIS_URL=redis://...: Redis keys with a TTL, every update one Lua

@@ -33,8 +33,8 @@ import json
 from collections import deque
 from dataclasses import dataclass, field
 
-from classroom.errors import InvalidInput, NotFound, QuestionClosed, RateLimited
-from classroom.rules import MAX_OPTION, check_id, check_question, check_text, normalize_code, setting
+from classroom.errors import Forbidden, InvalidInput, NotFound, QuestionClosed, RateLimited
+from classroom.rules import MAX_OPTION, check_id, check_question, check_text, client_key, normalize_code, setting
 
 REVISIT_BELOW, REVEAL_ABOVE = 0.35, 0.70  # the first vote's correct share: the rule `suggest` applies
 VOTE_WINDOW_SECONDS = 10
@@ -221,8 +221,6 @@ class PeerVotes:
 
     def vote(self, code: str, student_id: str, question_id: int, choice: int, client_id: str = "local") -> None:
         """A student's vote in the open round (changeable until the teacher locks it)."""
-        from classroom.rules import client_key
-
         code = self._code(code)
         student_id = check_id(student_id)
         if not all(isinstance(v, int) and not isinstance(v, bool) for v in (question_id, choice)):
@@ -253,8 +251,6 @@ class PeerVotes:
             return None
         teacher = secret is not None and self.is_teacher(code, secret)
         if secret is not None and not teacher:
-            from classroom.errors import Forbidden
-
             raise Forbidden("Only the teacher can do this.")
         if student_id is not None:
             student_id = check_id(student_id)
