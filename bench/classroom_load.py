@@ -323,7 +323,7 @@ async def failover(cluster: Cluster, n: int, timeout: float) -> dict:
         explorer = students[dead[0]]  # one of them explores on its own, its own sentence
         await explorer.click("class_detach")
         await explorer.type_sentence("she is a student")
-        before = store.snapshot(code)
+        before, votes_before = store.snapshot(code), store.votes(code)
         cluster.kill_app(1)
         t0 = time.perf_counter()
         back: dict[int, float] = {}
@@ -346,7 +346,7 @@ async def failover(cluster: Cluster, n: int, timeout: float) -> dict:
                 back[i] = time.perf_counter() - t0
 
         await asyncio.gather(*(reconnect(i) for i in dead))
-        after = store.snapshot(code)
+        after, votes_after = store.snapshot(code), store.votes(code)
         # the same students: not counted twice, and those who answered still see their own answer
         answered_moved = [i for i in dead if i < n // 2]
         kept = sum(f"Your answer: {q.options[0]}" in students[i].text() for i in answered_moved)
@@ -360,7 +360,7 @@ async def failover(cluster: Cluster, n: int, timeout: float) -> dict:
         explorer_kept = shows(students[dead[0]], "she is a student")
         return {"students": n, "on_killed_process": len(dead), "rejoined": len(back),
                 "rejoin_seconds": summary(list(back.values())), "class_state_unchanged": same,
-                "answers_before": list(before.counts), "answers_after": list(after.counts),
+                "answers_before": list(votes_before.voted), "answers_after": list(votes_after.voted),
                 "students_before": before.students, "students_after": after.students,
                 "moved_who_answered": len(answered_moved), "moved_answer_kept": kept,
                 "followed_next_change": followed, "explorer_kept_own_sentence": explorer_kept,
