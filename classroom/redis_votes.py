@@ -13,7 +13,8 @@ from __future__ import annotations
 import json
 
 from classroom.errors import QuestionClosed, RateLimited
-from classroom.votes import MAX_RESULTS, VOTE_WINDOW_SECONDS
+from classroom.rules import check_question, check_text
+from classroom.votes import MAX_RESULTS, VOTE_WINDOW_SECONDS, check_grid
 
 _MORE_ERRORS = {-20: (QuestionClosed, "The vote is closed."), -22: (QuestionClosed, "There is no vote open."),
                 -23: (QuestionClosed, "The answer is revealed already."),
@@ -158,8 +159,12 @@ class RedisVotes:
         secret, ended, qid, revealed, _ = h
         if ended == "1" or secret is None or p[0] is None or p[0] != qid:
             return None
-        with self._errors():  # what Redis holds is checked again as it is read
+        with self._errors():  # what Redis holds is checked again as it is read: only our own records pass
             record = json.loads(p[1])
+            q = check_question(record["text"], record["options"], record["answer"])
+            grid = check_grid(record["grid"])
+            record = {**q, "kind": check_text(record["kind"], 32, "the kind"),
+                      "grid": grid.as_dict() if grid else None}
             return {**record, "qid": int(p[0]), "round": int(p[2]), "open": p[3] == "1", "discuss": p[4] == "1",
                     "revealed": revealed == "1",
                     "counts": [dict(zip(f[::2], f[1::2], strict=True)) for f in (flat1, flat2)],
@@ -168,8 +173,12 @@ class RedisVotes:
     def _poll_results(self, code):
         with self._errors():
             rows = [json.loads(x) for x in self._r.lrange(f"{self._p}:{code}:results", 0, -1)]
-        for r in rows:
-            r["first"] = r.get("first") or {}
+            for r in rows:  # checked as they are read, like every record
+                check_question(r["text"], r["options"], r["answer"])
+                check_grid(r["grid"])
+                r["first"] = {int(k): int(v) for k, v in (r.get("first") or {}).items()}
+                if r.get("second") is not None:
+                    r["second"] = {int(k): int(v) for k, v in r["second"].items()}
         return rows
 
     def _end_votes(self, code):

@@ -198,3 +198,23 @@ def test_the_csv_cannot_carry_a_spreadsheet_formula():
              "grid": None, "first": {"1": 2}, "second": None}]
     line = list(csv.reader(io.StringIO(results_csv(rows))))[1]
     assert line[2].startswith("'=") and line[3] == "'+1" and line[6] == "'@a: 2" and line[5] == "0.000"
+
+
+def test_a_hostile_poll_record_in_redis_is_a_message(redis_url):
+    from classroom import StoreUnavailable
+
+    store = RedisClassStore(redis_url, prefix=f"test:{uuid.uuid4().hex[:8]}")
+    try:
+        code, secret = a_class(store, 1)
+        store.ask_peer(code, secret, *Q)
+        key = f"{store._p}:{code}:poll"
+        good = store._r.hget(key, "record")
+        for bad in ("not json", '{"text": "<script>", "options": ["a", "b"], "answer": 0, "kind": "q", "grid": null}',
+                    '{"text": "q", "options": ["a", "b"], "answer": 5, "kind": "q", "grid": null}'):
+            store._r.hset(key, "record", bad)
+            with pytest.raises(StoreUnavailable, match="could not be read"):
+                store.votes(code, secret=secret)
+        store._r.hset(key, "record", good)
+        assert store.votes(code, secret=secret).options == tuple(Q[1])
+    finally:
+        store.close()
