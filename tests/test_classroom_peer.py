@@ -212,3 +212,20 @@ def test_a_student_flooding_votes_is_told_to_wait(store, monkeypatch):  # noqa: 
         warnings += [w.value for w in s.warning]
     assert any("Too many attempts: try again in" in w for w in warnings), warnings
     assert sum(store.votes(code, secret=secret).first.values()) == 1  # one student, one vote
+
+
+def test_an_answer_drawn_just_before_the_vote_opened_counts_as_a_vote(store):  # noqa: F811 - the fixture
+    """The teacher's question is asked, then its vote opened (two steps): a student whose page was drawn in
+    between has plain answer buttons; their click is still the vote it is meant to be."""
+    teacher, code = start_teacher()
+    secret = state(teacher, "_class_secret")
+    student = join_by_link(code)
+    qid = store.ask(code, secret, "Which word does it read?", ["animal", "street"], 0)
+    student.run()
+    assert student.button(key=f"class_answer_{qid}_1")  # the plain question's buttons
+    record = {"text": "Which word does it read?", "options": ["animal", "street"], "answer": 0, "kind": "question",
+              "grid": None}
+    store._poll_open(store._code(code), store._teacher(code, secret), qid, record)
+    student.button(key=f"class_answer_{qid}_1").click().run()
+    no_exception(student)
+    assert store.votes(code, secret=secret).first == {1: 1}

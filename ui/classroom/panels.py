@@ -103,6 +103,10 @@ def close_events() -> None:
 def answer(qid: int, option: int) -> None:
     """Callback of an answer button (its arguments are the server's, not the browser's)."""
     try:
+        poll = store().votes(code(), student_id=ss()[STUDENT])
+        if poll is not None and poll.qid == qid:  # drawn just before the teacher's question opened its vote
+            peer.vote(qid, option)
+            return
         store().answer(code(), ss()[STUDENT], qid, option)
         ss()[SNAP] = store().snapshot(code(), student_id=ss()[STUDENT]) or ss()[SNAP]
     except ClassStoreError as e:
