@@ -52,7 +52,7 @@ from model.data import (
     langs,
     load_dataset,
 )
-from model.evaluate import Metrics, score, translate_batch
+from model.evaluate import Metrics, score, translate_pairs
 from model.rnn import ATTENTIONS, CELLS, RNNConfig, RNNSeq2Seq
 from model.trace import Interventions, Trace
 from model.transformer import Config, Transformer
@@ -359,17 +359,25 @@ class Trainer:
     # --- evaluation -----------------------------------------------------------------------------
 
     def evaluate(self) -> EvalEvent:
-        """Greedy-translate the whole held-out split and score it; teacher-forced held-out loss too."""
+        """Greedy-translate the whole held-out split and score it; its teacher-forced loss comes from the same pass."""
         t0 = time.perf_counter()
         was_training = self.model.training
         self.model.eval()  # dropout off
+        sums = [0.0, 0.0, 0]  # label-smoothed and plain cross-entropy summed over the target tokens, token count
+
+        def add_loss(logits: Tensor, gold: Tensor) -> None:
+            k = int((gold != PAD_ID).sum())
+            sums[0] += float(self.loss(logits, gold)) * k
+            sums[1] += float(self.loss(logits, gold, smoothing=0.0)) * k
+            sums[2] += k
+
         try:
-            with torch.no_grad():
-                loss, ce = self._heldout_loss()
-                bundle = Bundle(self.model, self.src_vocab, self.tgt_vocab, self.tcfg.direction)
-                hyps = translate_batch(bundle, [p.src for p in self.heldout], self.interventions)
+            bundle = Bundle(self.model, self.src_vocab, self.tgt_vocab, self.tcfg.direction)
+            hyps = translate_pairs(bundle, self.heldout, self.interventions, encoded=self.heldout_encoded,
+                                   on_batch=add_loss)
         finally:
             self.model.train(was_training)
+        loss, ce = (sums[0] / sums[2], sums[1] / sums[2]) if sums[2] else (math.nan, math.nan)
         m: Metrics = score(self.heldout, hyps, self.tgt_lang)
         samples = [(self.heldout[i].src, detokenize(hyps[i], self.tgt_lang),
                     detokenize(tokenize(self.heldout[i].tgt, self.tgt_lang), self.tgt_lang))
@@ -378,18 +386,6 @@ class Trainer:
                           time.perf_counter() - t0)
         self.last_eval = event
         return event
-
-    def _heldout_loss(self) -> tuple[float, float]:
-        """(label-smoothed, plain) cross-entropy per target token on the held-out pairs, teacher-forced."""
-        total, total_ce, n = 0.0, 0.0, 0
-        for src, tgt in batches(self.heldout_encoded, 256, shuffle=False, seed=0):
-            logits = self.model(src, tgt[:, :-1], Trace(self.interventions, record=False))
-            gold = tgt[:, 1:]
-            k = int((gold != PAD_ID).sum())
-            total += float(self.loss(logits, gold)) * k
-            total_ce += float(self.loss(logits, gold, smoothing=0.0)) * k
-            n += k
-        return (total / n, total_ce / n) if n else (math.nan, math.nan)
 
     # --- the loop -------------------------------------------------------------------------------
 
