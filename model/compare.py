@@ -21,7 +21,7 @@ from collections import defaultdict
 import torch
 from torch import Tensor
 
-from model.checkpoint import Bundle
+from model.checkpoint import Bundle, count_parameters
 from model.data import Pair
 from model.evaluate import score, translate_batch
 from model.rnn import RNNSeq2Seq
@@ -29,11 +29,6 @@ from model.trace import NO_TRACE
 from model.train import EvalEvent, TrainConfig, Trainer
 from model.transformer import Transformer
 from model.vocab import EOS_ID, tokenize
-
-
-def n_params(model: torch.nn.Module) -> int:
-    return sum(p.numel() for p in model.parameters())
-
 
 # --- Sequential steps --------------------------------------------------------------------------------
 
@@ -116,7 +111,7 @@ def train_to_target(tcfgs: dict[str, TrainConfig], data: dict[str, list[Pair]], 
                     reached[name] = {"steps": tr.step, "cpu_seconds": round(cpu[name], 1)}
             if name in reached or tr.step >= t.steps:
                 active.remove(name)
-    return {name: {"parameters": n_params(tr.model),
+    return {name: {"parameters": count_parameters(tr.model_config),
                    "steps_to_target": reached.get(name, {}).get("steps"),
                    "cpu_seconds_to_target": reached.get(name, {}).get("cpu_seconds"),
                    "ms_per_step": round(statistics.median(step_ms[name]), 1),

@@ -25,7 +25,6 @@ machine, and on a busy one they wait for each other at every operation, 10-15x s
 
 from __future__ import annotations
 
-import argparse
 import copy
 import dataclasses
 import hashlib
@@ -34,13 +33,13 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from model.checkpoint import Bundle
+from model.checkpoint import ARCHS, Bundle, build_model
 from model.data import (
     DATASET_PATH,
     DIRECTIONS,
@@ -53,9 +52,9 @@ from model.data import (
     load_dataset,
 )
 from model.evaluate import Metrics, score, translate_pairs
-from model.rnn import ATTENTIONS, CELLS, RNNConfig, RNNSeq2Seq
+from model.rnn import ATTENTIONS, CELLS, RNNConfig
 from model.trace import Interventions, Trace
-from model.transformer import Config, Transformer
+from model.transformer import POSITIONS, Config
 from model.vocab import PAD_ID, detokenize, tokenize
 
 # --- Configuration --------------------------------------------------------------------------------
@@ -84,6 +83,13 @@ class TrainConfig:
     clip_grad_norm: float | None = None  # None: no gradient clipping (the paper does not clip)
     seed: int = 0
     look_ahead_mask: bool = True  # False: train without it, so the decoder can copy the answer
+    # Rows of the paper's Table 3 and two the lectures ask about (Transformer only): "learned" positions
+    # (row E), a smaller key size d_k per head (row B), "none": no positional encoding at all, and no
+    # division of the attention scores by sqrt(d_k). The last two train (and evaluate) with the app's
+    # switches for them turned off; the model itself is the usual one.
+    positions: str = "sinusoidal"  # "sinusoidal", "learned" or "none"
+    key_size: int | None = None  # d_k of queries and keys; None: d_model / n_heads
+    scale_scores: bool = True
     eval_every: int = 100  # steps between held-out evaluations (0: only at the end)
     max_seconds: float | None = None  # stop after this much wall-clock time
     max_len: int = 64  # longest sequence the model accepts (positional-encoding rows)
@@ -98,7 +104,7 @@ class TrainConfig:
         problems = []
         if self.direction not in DIRECTIONS:
             problems.append(f"direction must be one of {', '.join(DIRECTIONS)} (got {self.direction!r})")
-        for name in ("d_model", "n_heads", "n_layers", "d_ff", "batch_size", "steps", "warmup", "max_len"):
+        for name in ("batch_size", "steps", "warmup"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 problems.append(f"{name} must be a positive integer (got {value!r})")
@@ -106,15 +112,8 @@ class TrainConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 problems.append(f"{name} must be a non-negative integer (got {value!r})")
-        if not problems and self.d_model % self.n_heads:
-            problems.append(f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads}) "
-                            f"so every head gets d_k = d_model / n_heads dimensions")
-        if not problems and self.d_model % 2:
-            problems.append(f"d_model ({self.d_model}) must be even for the sin/cos positional encoding")
-        for name in ("dropout", "label_smoothing"):
-            value = getattr(self, name)
-            if not _is_number(value) or not 0.0 <= value < 1.0:
-                problems.append(f"{name} must be a number in [0, 1) (got {value!r})")
+        if not _is_number(self.label_smoothing) or not 0.0 <= self.label_smoothing < 1.0:
+            problems.append(f"label_smoothing must be a number in [0, 1) (got {self.label_smoothing!r})")
         if not _is_number(self.lr_scale) or not 0 < self.lr_scale < math.inf:
             problems.append(f"lr_scale must be a positive number (got {self.lr_scale!r})")
         for name in ("clip_grad_norm", "max_seconds"):
@@ -123,12 +122,21 @@ class TrainConfig:
                 problems.append(f"{name} must be a positive number or None (got {value!r})")
         if self.arch not in ARCHS:
             problems.append(f"arch must be one of {', '.join(ARCHS)} (got {self.arch!r})")
-        if self.cell not in CELLS:
-            problems.append(f"cell must be one of {', '.join(CELLS)} (got {self.cell!r})")
-        if self.attention not in ATTENTIONS:
-            problems.append(f"attention must be one of {', '.join(ATTENTIONS)} (got {self.attention!r})")
-        if not isinstance(self.look_ahead_mask, bool):
-            problems.append(f"look_ahead_mask must be True or False (got {self.look_ahead_mask!r})")
+        if self.arch != "rnn":  # the recurrent model's own config checks them when it is the one trained
+            if self.cell not in CELLS:
+                problems.append(f"cell must be one of {', '.join(CELLS)} (got {self.cell!r})")
+            if self.attention not in ATTENTIONS:
+                problems.append(f"attention must be one of {', '.join(ATTENTIONS)} (got {self.attention!r})")
+        if self.positions not in TRAIN_POSITIONS:
+            problems.append(f"positions must be one of {', '.join(TRAIN_POSITIONS)} (got {self.positions!r})")
+        for name in ("look_ahead_mask", "scale_scores"):
+            if not isinstance(getattr(self, name), bool):
+                problems.append(f"{name} must be True or False (got {getattr(self, name)!r})")
+        try:  # the sizes: the model's own checks (positive, heads divide d_model, even d_model, dropout, ...)
+            self.model_config(src_vocab=4, tgt_vocab=4)
+        except ValueError as e:
+            named = {p.split(" ")[0] for p in problems}
+            problems += [p for p in _model_problems(e) if p.split(" ")[0] not in named]
         if problems:
             raise ValueError("Invalid training config: " + "; ".join(problems))
 
@@ -139,8 +147,15 @@ class TrainConfig:
                              d_attn=self.d_model, cell=self.cell, attention=self.attention,
                              dropout=self.dropout, max_len=self.max_len)
         return Config(src_vocab=src_vocab, tgt_vocab=tgt_vocab, d_model=self.d_model, n_heads=self.n_heads,
-                      n_enc_layers=self.n_layers, n_dec_layers=self.n_layers, d_ff=self.d_ff,
-                      dropout=self.dropout, max_len=self.max_len)
+                      key_size=self.key_size, n_enc_layers=self.n_layers, n_dec_layers=self.n_layers, d_ff=self.d_ff,
+                      dropout=self.dropout, max_len=self.max_len,
+                      positions="sinusoidal" if self.positions == "none" else self.positions)
+
+    @property
+    def interventions(self) -> Interventions:
+        """What the model is trained (and evaluated) with switched off."""
+        return Interventions(look_ahead_mask=self.look_ahead_mask, scale=self.scale_scores,
+                             positional_encoding=self.positions != "none")
 
     @property
     def peak_lr(self) -> float:
@@ -148,12 +163,21 @@ class TrainConfig:
         return rate(self.warmup, self.d_model, self.warmup, self.lr_scale)
 
 
-ARCHS = ("transformer", "rnn")
+TRAIN_POSITIONS = (*POSITIONS, "none")
+_MODEL_NAMES = {"n_enc_layers": "n_layers", "n_dec_layers": "n_layers", "d_emb": "d_model", "hidden": "d_model",
+                "d_attn": "d_model"}
 
 
-def build_model(cfg: Config | RNNConfig) -> nn.Module:
-    """The network for a config: `RNNSeq2Seq` for an `RNNConfig`, else the `Transformer`."""
-    return RNNSeq2Seq(cfg) if isinstance(cfg, RNNConfig) else Transformer(cfg)
+def _model_problems(error: ValueError) -> list[str]:
+    """The model config's complaints under `TrainConfig`'s names (n_layers sets both stacks; d_model every size
+    of the recurrent model), each once."""
+    out: list[str] = []
+    for problem in str(error).split(": ", 1)[-1].split("; "):
+        name, _, rest = problem.partition(" ")
+        problem = f"{_MODEL_NAMES.get(name, name)} {rest}"
+        if problem not in out:
+            out.append(problem)
+    return out
 
 
 def _is_number(x: object) -> bool:
@@ -283,7 +307,7 @@ class Trainer:
         # Paper 5.3: Adam with beta1 = 0.9, beta2 = 0.98, eps = 1e-9; the lr is set before every step. The fused
         # kernel updates every parameter in one call: the same arithmetic, a step about 7% faster on one core.
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=0.0, betas=(0.9, 0.98), eps=1e-9, fused=True)
-        self.interventions = Interventions(look_ahead_mask=tcfg.look_ahead_mask)
+        self.interventions = tcfg.interventions
         self.step = 0
         self.train_seconds = 0.0  # time spent in training steps over all calls of run()
         self.last_eval: EvalEvent | None = None
@@ -453,110 +477,14 @@ def _spread(items: list, k: int) -> list[int]:
     return sorted({round(i * (n - 1) / max(k - 1, 1)) for i in range(min(k, n))}) if n else []
 
 
-# --- Command line -------------------------------------------------------------------------------
-
-
-def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m model.train", description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    defaults = TrainConfig()
-    for f in fields(TrainConfig):
-        flag = "--" + f.name.replace("_", "-")
-        default = getattr(defaults, f.name)
-        if f.name == "look_ahead_mask":
-            ap.add_argument("--no-look-ahead-mask", dest="look_ahead_mask", action="store_false",
-                            help="train WITHOUT the decoder's look-ahead mask (the model learns to cheat)")
-        elif f.name == "direction":
-            ap.add_argument(flag, default=default, choices=DIRECTIONS)
-        elif f.name in ("arch", "cell", "attention"):
-            ap.add_argument(flag, default=default, choices={"arch": ARCHS, "cell": CELLS,
-                                                            "attention": ATTENTIONS}[f.name],
-                            help={"arch": "the Transformer, or the recurrent encoder-decoder with attention",
-                                  "cell": "recurrent cell (--arch rnn)",
-                                  "attention": "attention form (--arch rnn)"}[f.name])
-        elif default is None:
-            ap.add_argument(flag, type=float, default=None, help=f.name.replace("_", " "))
-        else:
-            ap.add_argument(flag, type=type(default), default=default, help=f.name.replace("_", " "))
-    ap.add_argument("--data", default=str(DATASET_PATH),
-                    help="data set in the toy set's format (TSV: split, en, fr, tag); default: the toy set")
-    ap.add_argument("--out", help="checkpoint stem to write, e.g. assets/checkpoints/base (without it: no file)")
-    ap.add_argument("--name", help="the checkpoint's display name (default: the file name of --out)")
-    ap.add_argument("--threads", type=int, default=1,
-                    help="torch threads (torch.set_num_threads). Two are about 25%% faster per step on an idle "
-                         "machine and 10x slower as soon as anything else uses a core")
-    return ap
+# --- Command line (model/train_cli.py) ------------------------------------------------------------
 
 
 def main(argv: list[str] | None = None) -> int:
-    from tqdm import tqdm
+    """`python -m model.train`: see model/train_cli.py."""
+    from model.train_cli import main as cli_main
 
-    from model.checkpoint import save
-
-    args = _parser().parse_args(argv)
-    kwargs = {f.name: getattr(args, f.name) for f in fields(TrainConfig)}
-    try:
-        tcfg = TrainConfig(**kwargs)
-    except ValueError as e:
-        print(e, file=sys.stderr)
-        return 2
-    torch.set_num_threads(args.threads)
-    torch.manual_seed(tcfg.seed)  # dropout draws from torch's global generator
-    try:
-        data = load_dataset(args.data, tcfg.direction)
-    except (OSError, ValueError) as e:
-        print(f"cannot read the data set: {e}", file=sys.stderr)
-        return 2
-    try:
-        trainer = Trainer(tcfg, data, data_sha256=data_hash(args.data))
-    except ValueError as e:  # a model config out of bounds (e.g. an RNN wider than model/rnn.py allows)
-        print(e, file=sys.stderr)
-        return 2
-    print(f"{tcfg.direction}: {len(trainer.train_pairs)} training pairs, {len(trainer.heldout)} held-out; "
-          f"vocabularies {len(trainer.src_vocab)} / {len(trainer.tgt_vocab)}; "
-          f"{sum(p.numel() for p in trainer.model.parameters()):,} parameters; "
-          + (f"RNN: {tcfg.cell}, {tcfg.attention} attention; " if tcfg.arch == "rnn" else
-             f"look-ahead mask {'on' if tcfg.look_ahead_mask else 'OFF'}; ")
-          + f"{torch.get_num_threads()} threads",
-          file=sys.stderr)
-    recent: list[float] = []
-    recent_ce: list[float] = []
-    postfix: dict[str, str] = {}
-    bar = tqdm(total=tcfg.steps, unit="step", dynamic_ncols=True)
-    try:
-        for ev in trainer.run():
-            if isinstance(ev, StepEvent):
-                recent = (recent + [ev.loss])[-50:]
-                recent_ce = (recent_ce + [ev.cross_entropy])[-50:]
-                postfix.update(loss=f"{ev.loss:.3f}", lr=f"{ev.lr:.2e}")
-                bar.update(1)
-            else:
-                postfix.update(EM=f"{ev.exact_match:.1%}", BLEU=f"{ev.bleu:.1f}")
-            bar.set_postfix(postfix, refresh=False)
-    except TrainingDiverged as e:
-        bar.close()
-        print(e, file=sys.stderr)
-        return 1
-    bar.close()
-    final = trainer.last_eval
-    train_loss = sum(recent) / len(recent)
-    train_ce = sum(recent_ce) / len(recent_ce)
-    print(f"{trainer.step} steps in {trainer.train_seconds:.1f} s of training; "
-          f"train loss {train_loss:.3f} (cross-entropy {train_ce:.3f}, mean of the last {len(recent)} steps)")
-    metrics = {"final_train_loss": round(train_loss, 4), "final_train_cross_entropy": round(train_ce, 4)}
-    if final is not None:
-        coref = "n/a" if final.coref_accuracy is None else f"{final.coref_accuracy:.1%}"
-        print(f"held-out ({final.n} pairs): exact match {final.exact_match:.1%}, BLEU {final.bleu:.1f}, "
-              f"il/elle accuracy {coref}, loss {final.heldout_loss:.3f} "
-              f"(cross-entropy {final.heldout_cross_entropy:.3f})")
-        metrics = {**final.metrics, **metrics}
-    if args.out:
-        from pathlib import Path
-
-        name = args.name or Path(args.out).name
-        paths = save(trainer.bundle(name=name, metrics=metrics), args.out)
-        print("wrote " + ", ".join(f"{p} ({p.stat().st_size / 1e6:.2f} MB)" for p in paths))
-    return 0
+    return cli_main(argv)
 
 
 if __name__ == "__main__":

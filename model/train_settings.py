@@ -144,20 +144,9 @@ def check_corpus_profile(p: DataProfile) -> None:
 # --- Memory ------------------------------------------------------------------------------------
 
 
-def count_parameters(d_model: int, n_layers: int, d_ff: int, src_vocab: int, tgt_vocab: int) -> int:
-    """Parameters of the model (post-LN, n_layers encoder and n_layers decoder layers), counted by hand.
-
-    attention: 4 linear maps D->D with bias; feed-forward: D->d_ff->D with biases; LayerNorm: 2D;
-    encoder layer: attention + FFN + 2 LN; decoder layer: 2 attentions + FFN + 3 LN; embeddings:
-    V x D per side; generator: D x V_tgt + V_tgt.
-    """
-    D, F = d_model, d_ff
-    attn = 4 * (D * D + D)
-    ffn = D * F + F + F * D + D
-    ln = 2 * D
-    enc = attn + ffn + 2 * ln
-    dec = 2 * attn + ffn + 3 * ln
-    return src_vocab * D + tgt_vocab * D + n_layers * (enc + dec) + D * tgt_vocab + tgt_vocab
+def parameters(tcfg: TrainConfig, data: DataProfile) -> int:
+    """Parameters of the model these settings train on this data (exact, without building it)."""
+    return checkpoint.count_parameters(tcfg.model_config(data.src_vocab, data.tgt_vocab))
 
 
 @dataclass(frozen=True)
@@ -198,7 +187,7 @@ def estimate_memory(tcfg: TrainConfig, data: DataProfile, n_probes: int = 2, n_s
     weights for an 8,000-word corpus, counted here as 2.5x, plus 4 E T' (4 D + F + H T').
     The corpus: about 120 bytes per token (tokens and ids as Python objects) and 4 per character.
     """
-    P = count_parameters(tcfg.d_model, tcfg.n_layers, tcfg.d_ff, data.src_vocab, data.tgt_vocab)
+    P = parameters(tcfg, data)
     B, T, L, D, F, H, V = (tcfg.batch_size, data.longest, tcfg.n_layers, tcfg.d_model, tcfg.d_ff, tcfg.n_heads,
                            data.tgt_vocab)
     saved = 2 * B * T * V + 30 * B * T * L * D + 6 * B * T * L * F + 6 * B * T * T * L * H + 6 * L * D * D + B * T * D
@@ -214,8 +203,8 @@ def checkpoint_bytes(tcfg: TrainConfig, data: DataProfile) -> int:
     """An upper bound of the bytes of the checkpoint (both files) a run with these settings saves:
     4 bytes per parameter (exact count), the safetensors header (about 120 bytes per tensor, the
     names included), the JSON's vocabularies (exact) and `META_ALLOWANCE` for the rest of the JSON."""
-    P = count_parameters(tcfg.d_model, tcfg.n_layers, tcfg.d_ff, data.src_vocab, data.tgt_vocab)
-    tensors = 6 + tcfg.n_layers * (16 + 28)  # embeddings, generator, final norms; per encoder / decoder layer
+    P = parameters(tcfg, data)
+    tensors = 8 + tcfg.n_layers * (16 + 28)  # embeddings (+ learned positions), generator, final norms; per layer
     return 4 * P + 160 * tensors + 1024 + data.vocab_json_bytes + META_ALLOWANCE
 
 
@@ -223,7 +212,7 @@ def check_checkpoint_size(tcfg: TrainConfig, data: DataProfile) -> None:
     """Refuse settings whose trained model would be larger than a checkpoint may be."""
     size = checkpoint_bytes(tcfg, data)
     if size > checkpoint.MAX_BYTES:
-        P = count_parameters(tcfg.d_model, tcfg.n_layers, tcfg.d_ff, data.src_vocab, data.tgt_vocab)
+        P = parameters(tcfg, data)
         raise SettingsError(
             f"This model would have {P:,} parameters: its checkpoint would be about {size / 2**20:,.1f} MB, above "
             f"the {checkpoint.MAX_BYTES / 2**20:,.0f} MB a model may have in this app (so it could not be saved and "

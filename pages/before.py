@@ -3,6 +3,7 @@ then the same attention formulas on the Transformer's encoder-decoder attention,
 
 import streamlit as st
 
+from model.checkpoint import count_parameters
 from pages.content import before as text
 from ui import shell
 from ui.rnn import RNN_LABELS, STATE_KEY, available, comparison, view
@@ -26,7 +27,7 @@ kind = pick("Recurrent model", available(), STATE_KEY, style="radio", format_fun
 v = view(kind)
 a, tf = v.rnn, v.transformer
 cfg = v.bundle.config
-st.caption(text.model_line(cfg.cell, cfg.attention, cfg.hidden, sum(p.numel() for p in v.bundle.model.parameters()),
+st.caption(text.model_line(cfg.cell, cfg.attention, cfg.hidden, count_parameters(cfg),
                            v.bundle.meta.get("metrics", {})))
 
 if a.prepared.empty:

@@ -101,7 +101,7 @@ def test_parameter_count_is_the_models(kw):
     tcfg = dataclasses.replace(ts.DEFAULTS, **kw)
     prof = ts.toy_profile("en-fr")
     model = Trainer(tcfg, data=ts.toy_data("en-fr")).model
-    assert ts.count_parameters(tcfg.d_model, tcfg.n_layers, tcfg.d_ff, prof.src_vocab, prof.tgt_vocab) == \
+    assert ts.parameters(tcfg, prof) == \
         sum(p.numel() for p in model.parameters())
 
 
