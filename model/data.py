@@ -106,10 +106,8 @@ def encode_pairs(pairs: Sequence[Pair], src_vocab: Vocab, tgt_vocab: Vocab, src_
 def pad(sequences: Sequence[Sequence[int]], pad_id: int = PAD_ID) -> torch.Tensor:
     """Lists of ids -> a [B, T] LongTensor, T = the longest list, the rest filled with `pad_id`."""
     width = max((len(s) for s in sequences), default=0)
-    out = torch.full((len(sequences), width), pad_id, dtype=torch.long)
-    for i, s in enumerate(sequences):
-        out[i, : len(s)] = torch.tensor(list(s), dtype=torch.long)
-    return out
+    rows = [list(s) + [pad_id] * (width - len(s)) for s in sequences]  # one tensor built at once
+    return torch.tensor(rows, dtype=torch.long).view(len(rows), width)
 
 
 def _generator(seed: int | torch.Generator) -> torch.Generator:

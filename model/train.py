@@ -312,18 +312,36 @@ class Trainer:
         self.train_seconds = 0.0  # time spent in training steps over all calls of run()
         self.last_eval: EvalEvent | None = None
         self.lock = threading.Lock()
-        self._good = [p.detach().clone() for p in self.model.parameters()]  # weights before the last update
+        self._params = list(self.model.parameters())
+        self._good = [p.detach().clone() for p in self._params]  # weights before the last update
         self._epoch = 0
         self._batches: Iterator[tuple[Tensor, Tensor]] = iter(())
         self._sample_ids = _spread(self.heldout, self.n_samples)
 
     # --- one step -----------------------------------------------------------------------------
 
-    def loss(self, logits: Tensor, gold: Tensor, smoothing: float | None = None) -> Tensor:
-        """Label-smoothed cross-entropy over all non-<pad> target tokens (mean per token)."""
-        ls = self.tcfg.label_smoothing if smoothing is None else smoothing
-        return F.cross_entropy(logits.reshape(-1, logits.size(-1)), gold.reshape(-1), ignore_index=PAD_ID,
-                               label_smoothing=ls)
+    def losses(self, logits: Tensor, gold: Tensor) -> tuple[Tensor, Tensor]:
+        """(label-smoothed, plain) cross-entropy, each the mean over the non-<pad> target tokens.
+
+        Label smoothing (paper 5.4) trains towards a target that puts 1 - eps on the right word and eps / V on
+        each of the V words of the vocabulary, so its cross-entropy is
+
+            (1 - eps) * (-log p(right word))  +  eps * mean over the vocabulary of (-log p(word))
+
+        Both come from one log-softmax (what F.cross_entropy with label_smoothing computes; a test holds them equal).
+        """
+        log_p = F.log_softmax(logits.reshape(-1, logits.size(-1)), dim=-1)  # [B * T, V]
+        gold = gold.reshape(-1)  # [B * T]
+        plain = F.nll_loss(log_p, gold, ignore_index=PAD_ID)
+        eps = self.tcfg.label_smoothing
+        if not eps:
+            return plain, plain
+        spread = -log_p.mean(dim=-1)[gold != PAD_ID].mean()  # cross-entropy against the uniform distribution
+        return (1 - eps) * plain + eps * spread, plain
+
+    def loss(self, logits: Tensor, gold: Tensor) -> Tensor:
+        """The label-smoothed cross-entropy that training minimises (see `losses`)."""
+        return self.losses(logits, gold)[0]
 
     def next_batch(self) -> tuple[Tensor, Tensor]:
         """The next (src [B, Ts], tgt [B, Tt]) batch; a new shuffle (seed + epoch) at every epoch."""
@@ -342,20 +360,21 @@ class Trainer:
         tgt_in, gold = tgt[:, :-1], tgt[:, 1:]  # decoder input starts with BOS; position t predicts t+1
         lr = rate(self.step + 1, self.tcfg.d_model, self.tcfg.warmup, self.tcfg.lr_scale)
         logits = self.model(src, tgt_in, Trace(self.interventions, record=False))  # [B, Tt, V]
-        loss = self.loss(logits, gold)
+        loss, cross_entropy = self.losses(logits, gold)
         if not torch.isfinite(loss):  # these weights are bad: go back to the ones before the last update
             self._diverged("the loss", float(loss.detach()), restore=True)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        max_norm = self.tcfg.clip_grad_norm or math.inf  # inf: measure the norm, change nothing
-        grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm))
+        params = self._params
+        if self.tcfg.clip_grad_norm:
+            grad_norm = float(torch.nn.utils.clip_grad_norm_(params, self.tcfg.clip_grad_norm))
+        else:  # measure the norm, change nothing
+            grad_norm = float(torch.nn.utils.get_total_norm([p.grad for p in params if p.grad is not None]))
         if not math.isfinite(grad_norm):  # the weights gave a finite loss: keep them, skip the update
             self._diverged("the gradient norm", grad_norm, restore=False)
-        with torch.no_grad():
-            cross_entropy = float(self.loss(logits.detach(), gold, smoothing=0.0))
         with self.lock:
-            for p, good in zip(self.model.parameters(), self._good, strict=True):
-                good.copy_(p.detach())  # these weights gave a finite loss: keep them in case the next do not
+            with torch.no_grad():  # these weights gave a finite loss: keep them in case the next do not
+                torch._foreach_copy_(self._good, params)
             for group in self.optimizer.param_groups:
                 group["lr"] = lr
             self.optimizer.step()
@@ -363,15 +382,14 @@ class Trainer:
         seconds = time.perf_counter() - t0
         self.train_seconds += seconds
         n_tokens = int((gold != PAD_ID).sum())
-        return StepEvent(self.step, float(loss.detach()), lr, n_tokens / max(seconds, 1e-9), math.nan, cross_entropy,
-                         self.train_seconds)
+        return StepEvent(self.step, float(loss.detach()), lr, n_tokens / max(seconds, 1e-9), math.nan,
+                         float(cross_entropy.detach()), self.train_seconds)
 
     def _diverged(self, what: str, value: float, restore: bool) -> None:
         """Raise `TrainingDiverged`; with `restore`, first put back the weights before the last update."""
         with self.lock, torch.no_grad():
             if restore and self.step > 0:
-                for p, good in zip(self.model.parameters(), self._good, strict=True):
-                    p.copy_(good)
+                torch._foreach_copy_(self._params, self._good)
                 self.step -= 1
             self.optimizer.zero_grad(set_to_none=True)
         t = self.tcfg
@@ -392,8 +410,9 @@ class Trainer:
 
         def add_loss(logits: Tensor, gold: Tensor) -> None:
             k = int((gold != PAD_ID).sum())
-            sums[0] += float(self.loss(logits, gold)) * k
-            sums[1] += float(self.loss(logits, gold, smoothing=0.0)) * k
+            smoothed, plain = self.losses(logits, gold)
+            sums[0] += float(smoothed) * k
+            sums[1] += float(plain) * k
             sums[2] += k
 
         try:

@@ -8,6 +8,7 @@ import threading
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from bench.reference import TorchReference
 from model.checkpoint import Bundle
@@ -275,3 +276,20 @@ def test_french_to_english_has_no_il_elle_figure():
     assert ev.coref_accuracy is None and ev.n == 5  # "it" is "it" whatever the noun: nothing to score
     assert trainer.bundle().langs == ("fr", "en")
 
+
+@pytest.mark.parametrize("eps", [0.0, 0.1, 0.3])
+def test_losses_are_torch_cross_entropy_with_and_without_smoothing(eps):
+    """The trainer writes label smoothing out (1 - eps on the right word, eps spread over the vocabulary) and
+    takes both losses from one log-softmax: the numbers are torch's own."""
+    trainer = Trainer(TrainConfig(**{**TINY, "label_smoothing": eps}), {"train": [Pair("a b", "c d", "x")]})
+    g = torch.Generator().manual_seed(0)
+    logits = torch.randn(3, 5, 11, generator=g, requires_grad=True)
+    gold = torch.tensor([[4, 5, 6, 2, 0], [7, 2, 0, 0, 0], [8, 9, 10, 4, 2]])  # 0 = <pad>
+    smoothed, plain = trainer.losses(logits, gold)
+    flat = logits.reshape(-1, 11), gold.reshape(-1)
+    assert smoothed.item() == pytest.approx(F.cross_entropy(*flat, ignore_index=0, label_smoothing=eps).item(),
+                                            rel=1e-6)
+    assert plain.item() == pytest.approx(F.cross_entropy(*flat, ignore_index=0).item(), rel=1e-6)
+    smoothed.backward()
+    expected = torch.autograd.grad(F.cross_entropy(*flat, ignore_index=0, label_smoothing=eps), logits)[0]
+    assert torch.allclose(logits.grad, expected, atol=1e-7)
