@@ -5,7 +5,7 @@ plain data in ui/page_list.py; the navigation is built in ui/shell.py. Each page
 on its own.
 """
 
-import ui.process  # noqa: F401, I001 - first: per-process settings before torch loads
+import ui.startup  # noqa: F401, I001 - first: per-process settings before torch loads
 
 import streamlit as st
 
@@ -13,7 +13,7 @@ from ui import shell, style
 from ui.classroom import panels as classroom
 from ui.sidebar import render_sidebar
 from ui.state import init_state, keep_widget_state
-from ui.training_session import job as attach_training_run
+from ui.training.session import job as attach_training_run
 
 st.set_page_config(page_title="Glass Transformer", page_icon=":material/visibility:", layout="wide")
 
@@ -22,5 +22,5 @@ if shell.admitted():
     keep_widget_state()
     init_state()  # the session's state (from a shared link on its first run), presenter mode included
     style.inject()  # the app's stylesheet (ui/style.py): contrast, formulas, phones, presenter mode
-    attach_training_run()  # a reload on any page keeps this browser's training run (ui/training_session.py)
+    attach_training_run()  # a reload on any page keeps this browser's training run (ui/training/session.py)
     classroom.run(page, lambda: shell.run(page, sidebar=render_sidebar))  # follow a class / lead one

@@ -45,7 +45,7 @@ setup_chromium() {
 }
 
 # Classroom mode: Redis holds the classes when several app processes serve one class, HAProxy sits in
-# front of them (ui/serve_many.py); their tests start both (tests/services.py).
+# front of them (serving/replicas.py); their tests start both (tests/services.py).
 setup_services() {
   missing=""
   for tool in redis-server haproxy; do
@@ -80,7 +80,7 @@ case "$cmd" in
   serve)
     setup_python
     setup_services
-    exec .venv/bin/python -m ui.serve_many "$@"
+    exec .venv/bin/python -m serving.replicas "$@"
     ;;
   bench)
     setup_python

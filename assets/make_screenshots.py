@@ -22,11 +22,11 @@ from pathlib import Path
 from PIL import Image  # (installed with streamlit)
 
 from model.lesson import STEPS as LESSON
-from tests.browser.server import (
+from serving.processes import running_app
+from tools.browser import (
     RUN_COUNTER_JS,
     content_height,
     launch_chromium,
-    running_server,
     wait_idle,
     wait_rendered,
 )
@@ -130,7 +130,7 @@ def main() -> None:
 
     OUT.mkdir(parents=True, exist_ok=True)
     written = []
-    with running_server(log=ROOT / "tests" / "artifacts" / "screenshots-streamlit.log",
+    with running_app(log=ROOT / "tests" / "artifacts" / "screenshots-streamlit.log",
                         extra_env={"OMP_NUM_THREADS": "1"}) as server, \
             sync_playwright() as p:
         browser = launch_chromium(p)

@@ -1,6 +1,6 @@
-"""Replay the classroom abuse cases of issue 11 against a real server, and measure what they cost others.
+"""Replay classroom abuse cases (floods, reloads, hostile uploads) against a real server; measure their cost.
 
-Starts `streamlit run app.py` on a free loopback port (tests/browser/server.py) with
+Starts `streamlit run app.py` on a free loopback port (serving/processes.py) with
 ``GLASS_TRUST_PROXY=1``, so that each simulated client can carry its own address in
 ``X-Forwarded-For`` as a reverse proxy would write it. Every visitor is a browserless websocket
 session (bench/ws_client.py) with its own Streamlit XSRF cookie (a new mask on every connection, as
@@ -54,7 +54,7 @@ from websockets.asyncio.client import connect
 
 from bench.ws_client import StreamlitSession, _Widget
 from model import checkpoint
-from tests.browser.server import start_server
+from serving.processes import start_app
 
 SENTENCES = ["i am a student", "the cat is small", "she is happy", "we are tired", "the dog is young",
              "thinking machines learn fast", "he is a teacher", "you are tall"]
@@ -402,7 +402,7 @@ async def trainer(url: str, i: int, reloads: int, until: float, report: dict) ->
 
 async def main_async(args) -> dict:
     env = {"GLASS_TRUST_PROXY": "1", "GLASS_TRAINING_MAX_SECONDS": str(args.max_seconds)}
-    server = start_server(log=Path("/tmp") / "glass-abuse.log", timeout=120, extra_env=env)
+    server = start_app(log=Path("/tmp") / "glass-abuse.log", timeout=120, extra_env=env)
     print(f"server {server.url} (log {server.log})", flush=True)
     out: dict = {"flood": {"accepted": 0, "refused": 0, "other": 0, "retries": 0, "accepted_later": 0, "errors": []},
                  "trainers": {"started": 0, "reattached": 0, "finished": 0, "time_limited": 0, "lost": 0,

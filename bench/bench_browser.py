@@ -33,12 +33,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.browser.server import (
-    IDLE_SELECTOR,
-    RUN_COUNTER_JS,
-    launch_chromium,
-    start_server,
-)
+from serving.processes import start_app
+from tools.browser import IDLE_SELECTOR, RUN_COUNTER_JS, launch_chromium
 from ui.page_list import ROOT
 
 SENTENCES = ("the animal didn't cross the street because it was too tired.",  # 12 tokens (bench_pages's)
@@ -214,7 +210,7 @@ def main() -> None:
     servers = []
     try:
         for r in roots:
-            servers.append(start_server(timeout=120, extra_env={"OMP_NUM_THREADS": "1"}, root=r))
+            servers.append(start_app(timeout=120, extra_env={"OMP_NUM_THREADS": "1"}, root=r))
         with sync_playwright() as p:
             browser = launch_chromium(p)
             tabs = []

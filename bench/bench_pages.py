@@ -73,9 +73,10 @@ def bench_reruns(pages: list[str], n: int) -> list[tuple[str, float, float, floa
 
 def first_draw(browser, threads: int | None, timeout_s: float = 120) -> tuple[float, float, float]:
     """One cold start: (health answered, script idle, page drawn), seconds after process start."""
-    from tests.browser.server import IDLE_SELECTOR, start_server
+    from serving.processes import start_app
+    from tools.browser import IDLE_SELECTOR
 
-    server = start_server(timeout=timeout_s, extra_env={"OMP_NUM_THREADS": str(threads)} if threads else None)
+    server = start_app(timeout=timeout_s, extra_env={"OMP_NUM_THREADS": str(threads)} if threads else None)
     try:
         health = time.perf_counter() - server.started
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
@@ -95,7 +96,7 @@ def first_draw(browser, threads: int | None, timeout_s: float = 120) -> tuple[fl
 def bench_start(r: int, threads: int | None) -> list[tuple[float, float, float]]:
     from playwright.sync_api import sync_playwright
 
-    from tests.browser.server import launch_chromium
+    from tools.browser import launch_chromium
 
     with sync_playwright() as p:
         browser = launch_chromium(p)

@@ -8,9 +8,9 @@ The recipes:
 
 Each run stops at the first evaluation with exact match >= the target (or at the recipe's last step):
 
-- "app": the machinery the page uses (a `ui.jobs.Job` submitted to a `ui.job_manager.JobManager`
-  with one slot; it trains in its worker process, `python -m ui.train_worker`, with ONE torch thread at
-  nice +10, records the probe sentences' attention like the page and streams everything back to the
+- "app": the machinery the page uses (a `training.job.Job` submitted to a `training.local_pool.LocalPool`
+  with one slot; it trains in its worker process, `python -m training.run_process`, with ONE torch thread
+  at nice +10, records the probe sentences' attention like the page and streams everything back to the
   job's thread), polled from the main thread every 0.1 s. Its time runs from `submit`, so it includes
   starting the worker process (interpreter, torch, the data). Its CPU time is the worker process' own
   (/proc/PID/stat, read when the poll sees the evaluation, so up to one poll late).
@@ -42,7 +42,8 @@ import torch
 
 from model import train_settings
 from model.train import EvalEvent, TrainConfig, Trainer
-from ui import job_manager, jobs
+from training.job import make_job
+from training.local_pool import LocalPool
 
 TARGET_EM = 0.95
 TICK = os.sysconf("SC_CLK_TCK")
@@ -95,10 +96,10 @@ def process_cpu(pid: int | None) -> float | None:
 
 def run_app(tcfg: TrainConfig, probe_every: int, target: float = TARGET_EM, verbose: bool = False) -> Result:
     """The same through the app's job machinery: worker process, one torch thread, probe snapshots."""
-    manager = job_manager.JobManager(max_running=1, max_seconds=3600, poll=1.0)
+    manager = LocalPool(max_running=1, max_seconds=3600, poll=1.0)
     settings = {f.name: getattr(tcfg, f.name) for f in dataclasses.fields(tcfg)
                 if f.name not in ("clip_grad_norm", "max_seconds", "max_len")}
-    job = jobs.make_job(settings, probe_every=probe_every)
+    job = make_job(settings, probe_every=probe_every)
     start = time.perf_counter()
     manager.submit(job)
     seen = 0

@@ -15,7 +15,7 @@ of the student's run that shows it (its sidebar's sentence box). p50 / p95 / max
 never showed it within --timeout.
 
 throughput: the same N students, each typing its own sentences one after the other without a pause (a
-saturated server), for --seconds, through HAProxy in front of 1 and then 2 app processes (ui/serve_many.py,
+saturated server), for --seconds, through HAProxy in front of 1 and then 2 app processes (serving/replicas.py,
 Redis): completed interactions per second, and the ratio; and where the machine's CPU went meanwhile (the
 app processes, the clients in this script, everything else: on a shared machine other people's work
 takes cores the second process would use).
@@ -48,8 +48,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.ws_client import StreamlitSession
-from tests.browser.server import start_server
-from ui.serve_many import Cluster
+from serving.processes import start_app
+from serving.replicas import Cluster
 
 SENTENCES = ["i am a student", "thinking machines", "she is a student", "we are students", "the cat is big",
              "he is tired", "the animal didn't cross the street because it was too tired", "you are a teacher"]
@@ -68,7 +68,7 @@ def summary(xs: list[float]) -> dict:
 
 def xsrf_cookie() -> str:
     """A browser's `_streamlit_xsrf` cookie as Streamlit sets it (version 2: mask, token XOR mask, time):
-    what names the browser, and so its student, on every app process (ui.identity.browser_id)."""
+    what names the browser, and so its student, on every app process (serving.identity.browser_id)."""
     mask, token = os.urandom(4), os.urandom(32)
     return f"2|{mask.hex()}|{bytes(b ^ mask[i % 4] for i, b in enumerate(token)).hex()}|{int(time.time())}"
 
@@ -264,7 +264,7 @@ async def saturate(url: str, n: int, seconds: float, pids: list[int] | None = No
 
 async def failover(cluster: Cluster, n: int, timeout: float) -> dict:
     """A class on 2 processes; kill app2; its students come back through the proxy and rejoin."""
-    from ui.classroom import RedisClassStore
+    from classroom import RedisClassStore
 
     teacher, code = await start_class(cluster.url, "app1")
     await teacher.type_sentence("thinking machines")
@@ -346,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     out: dict = {"what": args.what}
     if args.what == "follow":
-        server = (start_server(log=Path("/tmp") / "glass-classroom-load.log", timeout=120) if not args.processes
+        server = (start_app(log=Path("/tmp") / "glass-classroom-load.log", timeout=120) if not args.processes
                   else Cluster(replicas=args.processes, timeout=120).start())
         out["processes"] = args.processes or "one streamlit run app.py (memory store)"
         try:

@@ -56,13 +56,13 @@ from pathlib import Path
 from bench.ws_client import StreamlitSession  # noqa: E402
 from model import checkpoint, pipeline  # noqa: E402
 from model.data import load_dataset  # noqa: E402
-from tests.browser.server import (  # noqa: E402
+from serving.processes import start_app
+from tools.browser import (
     CHROMIUM_ARGS,
     EXCEPTION_SELECTOR,
     IDLE_SELECTOR,
     RUN_COUNTER_JS,
     require_chromium,
-    start_server,
 )
 from ui.page_list import PAGES
 
@@ -97,7 +97,7 @@ def cpu_seconds(server_pid: int) -> dict[str, float]:
         if pid == server_pid:  # its only children are the training workers
             out["server"] += own
             out["training workers"] += reaped
-        elif b"ui.train_worker" in cmd:
+        elif b"training.run_process" in cmd:
             out["training workers"] += own
         elif "chrom" in head.rsplit("(", 1)[-1]:  # with the renderers of closed pages, reaped by their parent
             out["browsers"] += own + reaped
@@ -368,7 +368,7 @@ async def main_async(args) -> Report:
         for sentence, translation in sentences_of_s:
             OWNER[sentence], TRANSLATIONS[sentence] = s, translation
     root = Path(args.root).resolve() if args.root else None
-    server = start_server(log=Path("/tmp") / "glass-load-test.log", timeout=120, root=root)
+    server = start_app(log=Path("/tmp") / "glass-load-test.log", timeout=120, root=root)
     print(f"server {server.url} (log {server.log}), app of {root or 'this checkout'}; students: {args.client} client",
           flush=True)
     cpu0 = cpu_seconds(server.proc.pid)

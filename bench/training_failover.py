@@ -1,4 +1,4 @@
-"""Training runs when an app process dies: are they lost? (ui/job_queue.py, issue 14)
+"""Training runs when an app process dies: are they lost? (training/redis_queue.py)
 
 Starts `./dev.sh serve`'s cluster on 127.0.0.1 and free ports (N app processes, W training queue
 workers, redis-server, HAProxy) and one Debian Chromium. S students, each in a browser context of their
@@ -30,7 +30,7 @@ import time
 
 from playwright.sync_api import sync_playwright
 
-from ui.serve_many import Cluster
+from serving.replicas import Cluster
 
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync",

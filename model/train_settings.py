@@ -13,7 +13,7 @@ is checked before it starts:
   uploaded vocabulary; the attention snapshots of the probe sentences; the corpus itself);
   `plan_run` refuses a run above `MAX_JOB_BYTES`. `worst_case` is the estimate at the largest
   allowed settings on the toy set, which must fit that limit. The worker process is held to the
-  estimate by the operating system (`ui.train_worker.limit_memory`).
+  estimate by the operating system (`training.run_process.limit_memory`).
 - `checkpoint_bytes` is an upper bound of the size of the checkpoint a run produces (exact parameter
   count x 4 bytes, the safetensors header, the JSON with both vocabularies); `plan_run` refuses a run
   whose model could not be saved and loaded again (`model.checkpoint.MAX_BYTES`), before it starts.

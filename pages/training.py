@@ -1,8 +1,8 @@
 """Train your own: the paper's recipe, live, in the background of this session only.
 
-A layout: the data, the settings, what they would cost (`ui.training_session.plan`), Start / Stop,
-the live panels (`ui.training_panels`) and "My model". The session state and the callbacks are in
-`ui.training_session`, the job in `ui.jobs`, the prose in `pages/content/training.py`.
+A layout: the data, the settings, what they would cost (`ui.training.session.plan`), Start / Stop,
+the live panels (`ui.training.panels`) and "My model". The session state and the callbacks are in
+`ui.training.session`, the job in `training.job`, the prose in `pages/content/training.py`.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from model.probes import MAX_PROBES
 from model.train_settings import SettingsError, toy_profile
 from pages.content import training as text
 from ui import shell
-from ui import training_session as session
 from ui.state import init_state
-from ui.training_panels import DIRECTIONS, corpus_preview, live_figures, live_status, my_model_card
+from ui.training import session
+from ui.training.panels import DIRECTIONS, corpus_preview, live_figures, live_status, my_model_card
 from ui.widgets import chart
 from viz import training as vt
 

@@ -2,7 +2,7 @@ import os
 
 import pytest
 
-os.environ.setdefault("OMP_NUM_THREADS", "1")  # as the app's server runs (ui/process.py)
+os.environ.setdefault("OMP_NUM_THREADS", "1")  # as the app's server runs (ui/startup.py)
 
 
 @pytest.fixture(scope="module")

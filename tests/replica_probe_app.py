@@ -5,7 +5,7 @@ import os
 
 import streamlit as st
 
-from ui.classroom import get_store
+from classroom import get_store
 
 store = get_store()
 st.text(f"replica={os.environ.get('GLASS_REPLICA')}")

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from ui.serve_many import MissingTool, require, start_redis, stop
+from serving.processes import MissingTool, require, stop
+from serving.replicas import start_redis
 
 
 def require_tool(binary: str) -> str:
@@ -25,13 +26,14 @@ def require_tool(binary: str) -> str:
 
 
 @contextmanager
-def redis_server():
-    """A private redis-server (password, no persistence): yields its redis:// URL."""
+def redis_server(server: bool = False):
+    """A private redis-server (`serving.replicas.start_redis`: passwords, a worker user, a memory ceiling, an
+    append-only file): yields its redis:// URL for the app, or with `server` the `RedisServer` itself."""
     require_tool("redis-server")
     workdir = Path(tempfile.mkdtemp(prefix="glass-redis-"))
-    child, url = start_redis(workdir)
+    redis = start_redis(workdir)
     try:
-        yield url
+        yield redis if server else redis.url
     finally:
-        stop(child)
+        stop(redis.child)
         shutil.rmtree(workdir, ignore_errors=True)

@@ -366,7 +366,7 @@ def test_the_largest_json_the_limits_allow_costs_about_its_size(tmp_path):
 
 def test_the_largest_model_the_training_page_can_train_round_trips():
     """The training page's largest settings (its BOUNDS) on the toy set: the job's result goes through
-    from_bytes (ui/jobs.py), which used to refuse it (30 MB > the old 20 MB upload limit), and a student can
+    from_bytes (training/job.py), which used to refuse it (30 MB > the old 20 MB upload limit), and a student can
     upload the downloaded files again."""
     hi = {k: int(BOUNDS[k][1]) for k in ("d_model", "n_heads", "n_layers", "d_ff")}
     trainer = Trainer(TrainConfig(**hi, dropout=BOUNDS["dropout"][1], steps=1), data=load_dataset())

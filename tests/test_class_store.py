@@ -1,4 +1,4 @@
-"""ui/classroom/: every test runs on both back-ends, the in-process memory store and Redis (a real
+"""classroom/ (the class store): every test runs on both back-ends, the in-process memory store and Redis (a real
 redis-server on 127.0.0.1 and a free port, started here: tests/services.py)."""
 
 from __future__ import annotations
@@ -9,12 +9,12 @@ import uuid
 
 import pytest
 
-from tests.services import redis_server, require_tool
-from ui import classroom as cs
-from ui.classroom import (
+import classroom as cs
+from classroom import (
     CODE_ALPHABET,
     ClassEnded,
     ClassFull,
+    ClassStoreError,
     Forbidden,
     InvalidInput,
     MemoryClassStore,
@@ -23,7 +23,8 @@ from ui.classroom import (
     RateLimited,
     RedisClassStore,
 )
-from ui.serve_many import MissingTool, require
+from serving.processes import MissingTool, require
+from tests.services import redis_server, require_tool
 
 STATE = {"page": "positional", "sentence": "i am a student", "model": "base", "heads_off": ["enc.0.self_attn:2"],
          "iv_look_ahead": True, "iv_padding": True, "iv_scale": False, "iv_pos": True, "lesson": "attention",
@@ -45,6 +46,8 @@ def make_store(request):
     prefix = f"test:{uuid.uuid4().hex[:8]}"
 
     def make(**kw):
+        kw.setdefault("classes_per_client", 1000)  # many classes from one test client; the limits' own tests set them
+        kw.setdefault("class_starts_per_minute", 1000)
         if request.param == "memory":
             store = MemoryClassStore(**kw)
         else:
@@ -198,13 +201,14 @@ def test_end_deletes_everything(make_store):
         store.set_state(code, secret, STATE)
     with pytest.raises(ClassEnded):
         store.end(code, secret)
-    if make_store.kind == "redis":
-        assert redis_keys(store) == [f"{store._p}:{code}"]  # only the "ended" marker
+    if make_store.kind == "redis":  # only the "ended" marker (and its client's recent starts, kept a minute)
+        assert [k for k in redis_keys(store) if ":starts:" not in k] == [f"{store._p}:{code}"]
+        assert not store._r.zscore(f"{store._p}:live", code)  # its place is free at once
         assert set(store._r.hgetall(f"{store._p}:{code}")) == {"ended", "version"}
     time.sleep(1.2)
     assert store.snapshot(code) is None
     if make_store.kind == "redis":
-        assert redis_keys(store) == []
+        assert [k for k in redis_keys(store) if ":starts:" not in k] == []  # starts: a minute
 
 
 def test_idle_expiry_and_teacher_actions_postpone_it(make_store):
@@ -224,7 +228,9 @@ def test_idle_expiry_and_teacher_actions_postpone_it(make_store):
     with pytest.raises(NotFound):
         store.set_state(code, secret, STATE)
     if make_store.kind == "redis":
-        assert [k for k in redis_keys(store) if ":joinfail:" not in k] == []  # answers, counts, students too
+        # answers, counts, students too; what is left is per client or server-wide, pruned as classes start
+        assert [k for k in redis_keys(store) if not any(p in k for p in (":joinfail:", ":client:", ":starts:", ":live"))
+                ] == []
     else:
         assert code not in store._classes
 
@@ -247,6 +253,99 @@ def test_join_rate_limit(make_store):
     assert store.join(code, "10.0.0.2", sid(2)).students == 2  # others are not affected
     time.sleep(1.6)
     assert store.join(code, "10.0.0.66", sid(66)).students == 3
+
+
+def test_the_join_link_gets_a_class_in_whatever_classmates_mistyped(make_store):
+    """Typos of the code by students behind one school address lock that address out of typed codes, not out
+    of the class: the teacher's join link (its token) still gets every student in."""
+    store = make_store()
+    code, secret = store.create(STATE)
+    token = store.join_token(code, secret)
+    wrong = next(c for c in ("222222", "333333") if c != code)
+    for _ in range(store.max_failed_joins):
+        with pytest.raises(NotFound):
+            store.join(wrong, "192.0.2.10", sid(1))
+    with pytest.raises(RateLimited):
+        store.join(code, "192.0.2.10", sid(2))  # a typed code (or a bare link) is a guess: refused
+    with pytest.raises(RateLimited):
+        store.join(code, "192.0.2.10", sid(2), token="0" * 20)  # a made-up token is no link
+    assert store.join(code, "192.0.2.10", sid(2), token=token).students == 1  # the link: in
+    with pytest.raises(RateLimited):
+        store.join(wrong, "192.0.2.10", sid(3), token=token)  # another class's code with this token: still a guess
+    with pytest.raises(Forbidden):
+        store.join_token(code, "not the secret")
+
+
+def test_exactly_the_limit_of_failed_joins_per_window(make_store):
+    """10 failed joins a minute means 10, in any minute: the 11th is refused, right up to the window's end."""
+    store = make_store(join_window_seconds=2.0)
+    for n in range(10):
+        with pytest.raises(NotFound):
+            store.join("222222", "192.0.2.20", sid(n))
+    time.sleep(1.5)
+    with pytest.raises(RateLimited):
+        store.join("222222", "192.0.2.20", sid(11))
+
+
+def test_ipv6_clients_count_per_64(make_store):
+    """Every address of one /64 (one household, one device) is one client, as for the training queue."""
+    from serving.identity import client_address
+
+    store = make_store()
+    for n in range(store.max_failed_joins):
+        with pytest.raises(NotFound):
+            store.join("222222", client_address(f"2001:db8:1:2::{n + 1:x}"), sid(n))
+    with pytest.raises(RateLimited):
+        store.join("222222", client_address("2001:db8:1:2:ffff::9"), sid(20))  # same /64
+    with pytest.raises(NotFound):
+        store.join("222222", client_address("2001:db8:1:3::1"), sid(21))  # the next /64: another client
+
+
+def test_one_address_cannot_fill_a_class_with_made_up_students(make_store):
+    store = make_store(students_per_client=3)
+    code, _ = store.create({})
+    for n in range(3):
+        store.join(code, "198.51.100.7", sid(n))  # cookieless sessions: a new student id each
+    with pytest.raises(ClassFull, match="GLASS_STUDENTS_PER_ADDRESS"):
+        store.join(code, "198.51.100.7", sid(3))
+    store.join(code, "198.51.100.7", sid(1))  # a student already in may rejoin
+    assert store.join(code, "198.51.100.8", sid(4)).students == 4  # another address: in
+
+
+def test_creating_classes_is_limited_per_client_and_ended_classes_free_their_place(make_store):
+    store = make_store(classes_per_client=2, class_starts_per_minute=100, max_classes=3)
+    a, a_secret = store.create({}, "192.0.2.1")
+    store.create({}, "192.0.2.1")
+    with pytest.raises(ClassStoreError, match="already runs 2 classes"):
+        store.create({}, "192.0.2.1")
+    store.end(a, a_secret)
+    store.create({}, "192.0.2.1")  # an ended class frees its client's place at once
+    store.create({}, "192.0.2.2")  # the server's third live class
+    with pytest.raises(ClassStoreError, match="Too many classes on this server"):
+        store.create({}, "192.0.2.3")
+    assert store.snapshot(a).ended  # (its marker does not count)
+
+
+def test_starting_classes_is_rate_limited_per_client(make_store):
+    store = make_store(classes_per_client=100, class_starts_per_minute=3)
+    for _ in range(3):
+        store.create({}, "192.0.2.30")
+    with pytest.raises(RateLimited) as refused:
+        store.create({}, "192.0.2.30")
+    assert 0 < refused.value.retry_after <= 60
+    store.create({}, "192.0.2.31")  # another address is not affected
+
+
+def test_a_browser_runs_one_class_starting_another_ends_the_last(make_store):
+    store = make_store()
+    first, first_secret = store.create(STATE, "192.0.2.40", owner="browser-1")
+    store.join(first, "192.0.2.41", sid(1))
+    second, _ = store.create(STATE, "192.0.2.40", owner="browser-1")
+    assert store.snapshot(first).ended and not store.snapshot(second).ended
+    with pytest.raises(ClassEnded):
+        store.set_state(first, first_secret, STATE)
+    third, _ = store.create(STATE, "192.0.2.40", owner="browser-2")  # another browser's class is its own
+    assert not store.snapshot(second).ended and not store.snapshot(third).ended
 
 
 def test_class_full(make_store):
@@ -406,13 +505,13 @@ def test_unreachable_redis_is_a_clear_error():
 
 
 def _closed_port() -> int:
-    from ui.serve_many import free_port
+    from serving.processes import free_port
 
     return free_port()  # nothing listens there once the probe socket is closed
 
 
 def test_memory_store_is_bounded():
-    store = MemoryClassStore(max_classes=3)
+    store = MemoryClassStore(max_classes=3, classes_per_client=100)
     for _ in range(3):
         store.create({})
     with pytest.raises(cs.ClassStoreError):
@@ -420,9 +519,9 @@ def test_memory_store_is_bounded():
 
 
 def test_get_store_follows_the_setting(monkeypatch, redis_url):
-    monkeypatch.delenv(cs.REDIS_URL_ENV, raising=False)
+    monkeypatch.delenv("GLASS_REDIS_URL", raising=False)
     assert isinstance(cs.get_store(), MemoryClassStore) and cs.get_store() is cs.get_store()
-    monkeypatch.setenv(cs.REDIS_URL_ENV, redis_url)
+    monkeypatch.setenv("GLASS_REDIS_URL", redis_url)
     store = cs.get_store()
     assert isinstance(store, RedisClassStore) and store is cs.get_store()
     code, secret = store.create({})

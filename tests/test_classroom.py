@@ -17,13 +17,14 @@ import uuid
 import pytest
 import torch
 
+import classroom
+from classroom import Forbidden, MemoryClassStore, QuestionClosed, RedisClassStore, check_question
 from model import checkpoint, pipeline
 from model import questions as Q
 from model.trace import Interventions
+from serving.shared_redis import REDIS_URL_ENV
 from tests.apptest_util import all_text, decode, no_exception, run_app
 from tests.services import redis_server
-from ui import classroom
-from ui.classroom import Forbidden, MemoryClassStore, QuestionClosed, RedisClassStore, check_question
 from ui.widgets import md
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -42,12 +43,14 @@ def backend(request, monkeypatch):
     made = []
 
     def install(**kw):
+        kw.setdefault("classes_per_client", 1000)  # every AppTest session is the client "local"
+        kw.setdefault("class_starts_per_minute", 1000)
         if request.param == "memory":
-            monkeypatch.delenv(classroom.REDIS_URL_ENV, raising=False)
+            monkeypatch.delenv(REDIS_URL_ENV, raising=False)
             s, key = MemoryClassStore(**kw), ""
         else:
             url = request.getfixturevalue("redis_url")
-            monkeypatch.setenv(classroom.REDIS_URL_ENV, url)
+            monkeypatch.setenv(REDIS_URL_ENV, url)
             s, key = RedisClassStore(url, prefix=f"test:{uuid.uuid4().hex[:8]}", **kw), url
         monkeypatch.setitem(classroom._stores, key, s)
         made.append(s)
@@ -75,6 +78,11 @@ def start_teacher():
     teacher.button(key="class_start").click().run()
     no_exception(teacher)
     return teacher, state(teacher, "class_code")
+
+
+def teacher_link(teacher) -> str:
+    """The join link the teacher's page shows (and its QR code holds)."""
+    return next(c.value for c in teacher.code if "class=" in c.value)
 
 
 def join_by_link(code: str, **query):
@@ -351,8 +359,15 @@ def test_class_codes_cannot_be_enumerated(store):
     at.button(key="class_join").click().run()
     no_exception(at)
     assert "Too many attempts: try again in" in all_text(at) and state(at, "class_role") is None
-    linked = run_app(query={"class": code})  # the same address through a link: refused too, said once
-    assert state(linked, "class_role") is None and "class" not in linked.query_params
+    bare = run_app(query={"class": code})  # a link with the code alone is a guess too: refused, and kept for a reload
+    assert state(bare, "class_role") is None and bare.query_params["class"] == code
+    token = state(teacher, "_class_link_token")
+    assert token and f"k={token}" in teacher_link(teacher)
+    linked = run_app(query={"class": code, "k": token})  # the teacher's join link: in, whatever classmates mistyped
+    no_exception(linked)
+    assert state(linked, "class_role") == "student" and linked.query_params["k"] == token
+    forged = run_app(query={"class": code, "k": "0" * 20})  # a made-up token is no link
+    assert state(forged, "class_role") is None
 
 
 def test_an_idle_class_ends_by_itself(backend):
@@ -414,7 +429,7 @@ def test_the_no_mask_model_gets_the_lecture_sentence_wrong(bundles):
 
 # -- several processes: one class through Redis, and a process killed mid-class ---------------------------
 def test_two_processes_share_a_class_and_its_students_survive_a_killed_process():
-    """2 × `streamlit run app.py` behind HAProxy with a redis-server (ui/serve_many.py); a teacher on app1,
+    """2 × `streamlit run app.py` behind HAProxy with a redis-server (serving/replicas.py); a teacher on app1,
     students on both (websocket sessions, bench/ws_client.py). A question is open, half answered; app2 is
     killed. Its students reconnect through the proxy with their own address (``?class=CODE``) and widget
     values: they are in the class again on app1, following, and the class's state, question and counts are as
@@ -422,8 +437,8 @@ def test_two_processes_share_a_class_and_its_students_survive_a_killed_process()
     Enter met the dead process itself is lost, see README). Each student sends a browser's XSRF cookie: the moved
     students are the same students (the count is unchanged, an answer given on app2 is still theirs on app1)."""
     from bench.classroom_load import failover
+    from serving.replicas import Cluster
     from tests.services import require_tool
-    from ui.serve_many import Cluster
 
     require_tool("haproxy")
     require_tool("redis-server")
@@ -470,10 +485,11 @@ def test_a_browser_is_the_same_student_on_every_process(redis_url, monkeypatch):
     Redis) names the same student on every app process: a student moved to another process (a failover)
     rejoins as themselves, their answer still theirs and the class not counting them twice. Each "process"
     here has its own class store client and its own fallback key; only Redis is shared."""
-    from ui import identity, shared_redis
-    from ui.identity import Identity
+    from serving import identity, shared_redis
+    from serving.identity import Identity
+    from ui.classroom import session as class_session
 
-    monkeypatch.setenv(classroom.REDIS_URL_ENV, redis_url)
+    monkeypatch.setenv(shared_redis.REDIS_URL_ENV, redis_url)
     monkeypatch.setattr(shared_redis, "_clients", {})
     conn = shared_redis.client(redis_url)
     conn.delete(shared_redis.BROWSER_KEY)  # a fresh shared key for this test
@@ -488,7 +504,7 @@ def test_a_browser_is_the_same_student_on_every_process(redis_url, monkeypatch):
         monkeypatch.setattr(identity, "_KEY", None)
         cookie["value"] = browser_cookie
 
-    monkeypatch.setattr(identity, "current_identity",
+    monkeypatch.setattr(class_session, "current_identity",
                         lambda: Identity("local", identity.browser_id(cookie["value"]), None))
     mine, other = xsrf_cookie(b"browser-one-token-0123456789"), xsrf_cookie(b"browser-two-token-0123456789")
     try:
@@ -584,7 +600,7 @@ def test_a_poll_redraws_a_page_whose_end_never_reached_the_browser(tmp_path):
     from streamlit.proto.WidgetStates_pb2 import WidgetStates
 
     from bench.classroom_load import Cookie, shows, start_class
-    from tests.browser.server import start_server
+    from serving.processes import start_app
 
     class Lossy(Cookie):
         """Once armed (`keep`), drops every message of the next full run after its first `keep` (its end
@@ -657,7 +673,7 @@ def test_a_poll_redraws_a_page_whose_end_never_reached_the_browser(tmp_path):
         finally:
             await asyncio.gather(teacher.close(), student.close(), return_exceptions=True)
 
-    server = start_server(log=tmp_path / "server.log", timeout=120)
+    server = start_app(log=tmp_path / "server.log", timeout=120)
     try:
         asyncio.run(asyncio.wait_for(run(server.url), 180))
     finally:

@@ -1,12 +1,11 @@
-"""Training jobs through Redis and RQ (ui/job_queue.py): a real redis-server and real queue workers
-(`python -m ui.queue_worker` processes), several `QueueJobManager`s standing in for app processes,
-and app processes that are killed for real."""
+"""Training jobs through Redis and RQ (training/redis_queue.py, training/queue_worker.py): a real redis-server
+and real queue workers (`python -m training.queue_worker` processes), several `RedisQueue`s standing in for app
+processes, and app processes that are killed for real."""
 
 from __future__ import annotations
 
 import dataclasses
 import os
-import pickle
 import signal
 import subprocess
 import sys
@@ -18,12 +17,14 @@ import pytest
 from rq import Queue, Worker
 from rq.registry import StartedJobRegistry
 
+from serving.identity import client_key
+from serving.processes import ROOT, spawn, stop
+from serving.shared_redis import client as redis_client
 from tests.services import redis_server
-from ui import jobs
-from ui.job_manager import JobRefused
-from ui.job_queue import KEEP_SECONDS, PREFIX, QUEUE, QueueJobManager
-from ui.serve_many import ROOT, spawn, stop
-from ui.shared_redis import client as redis_client
+from training import messages as m
+from training.contract import JobRefused
+from training.job import Job, make_job
+from training.redis_queue import KEEP_SECONDS, PREFIX, QUEUE, RedisQueue, rq_serializer
 
 TINY = dict(d_model=16, n_heads=2, n_layers=1, d_ff=32, batch_size=16, steps=40, warmup=10, eval_every=0, dropout=0.0)
 LONG = {**TINY, "steps": 5000}
@@ -36,15 +37,19 @@ class Workers:
         self.url, self.dir, self.children = url, Path(tempfile.mkdtemp(prefix="glass-workers-")), {}
 
     def start(self, name: str):
-        self.children[name] = spawn(name, [sys.executable, "-m", "ui.queue_worker", "--name", name],
+        self.children[name] = spawn(name, [sys.executable, "-m", "training.queue_worker", "--name", name],
                                     self.dir / f"{name}.log", env={**os.environ, "GLASS_REDIS_URL": self.url})
         conn = redis_client(self.url)
         wait_for(lambda: conn.exists(f"rq:worker:{name}"), 60, f"worker {name} registered")
 
-    def kill(self, name: str):
-        """SIGKILL, then take it off RQ's list of workers (a dead worker would stay on it for minutes)."""
+    def kill(self, name: str, forget: bool = True):
+        """SIGKILL; with `forget`, take it off RQ's list of workers (a dead worker would stay on it for minutes)
+        and off the cap's count (it would count for WORKER_TTL seconds more)."""
         stop(self.children.pop(name), sig=signal.SIGKILL)
+        if not forget:
+            return
         conn = redis_client(self.url)
+        conn.zrem(PREFIX + "workers", name)
         for worker in Worker.all(connection=conn):
             if worker.name == name:
                 worker.register_death()
@@ -69,12 +74,12 @@ def workers(url):
 
 
 @pytest.fixture
-def managers(url, workers):
-    """Two app processes' managers (tests give every job its own owner and client)."""
-    made = [QueueJobManager(url, poll=0.2, grace=30), QueueJobManager(url, poll=0.2, grace=30)]
+def queues(url, workers):
+    """Two app processes' training services (tests give every job its own owner and client)."""
+    made = [RedisQueue(url, poll=0.2, grace=30), RedisQueue(url, poll=0.2, grace=30)]
     yield made
-    for m in made:
-        m.shutdown()
+    for q in made:
+        q.shutdown()
     conn = redis_client(url)
     wait_for(lambda: conn.zcard(PREFIX + "active") == 0, 60, "every job ended")
 
@@ -87,17 +92,17 @@ def wait_for(cond, timeout=60.0, what="condition"):
         time.sleep(0.05)
 
 
-def make(owner: str, client: str | None = None, **settings) -> jobs.Job:
-    return jobs.make_job({**TINY, **settings}, owner=owner, client=client or owner, probes=[])
+def make(owner: str, client: str | None = None, **settings) -> Job:
+    return make_job({**TINY, **settings}, owner=owner, client=client or owner, probes=[])
 
 
-def last_message(conn, job_id: str) -> tuple:
+def last_message(conn, job_id: str) -> m.Message:
     (_, fields), = conn.xrevrange(f"{PREFIX}job:{job_id}:events", count=1)
-    return pickle.loads(fields[b"m"])
+    return m.from_fields(fields)
 
 
-def test_a_job_from_one_process_is_shown_and_stopped_by_another(url, managers):
-    a, b = managers
+def test_a_job_from_one_process_is_shown_and_stopped_by_another(url, queues):
+    a, b = queues
     job = a.submit(make("browser-1", **LONG))
     seen = b.job_for("browser-1", session_id=None)
     assert seen is not None and seen.id == job.id and seen is not job
@@ -119,8 +124,8 @@ def test_a_job_from_one_process_is_shown_and_stopped_by_another(url, managers):
 
 
 def test_one_active_job_per_browser_and_the_client_share_hold_across_processes(url, workers):
-    a = QueueJobManager(url, jobs_per_client=1, starts_per_minute=2)
-    b = QueueJobManager(url, jobs_per_client=1, starts_per_minute=2)
+    a = RedisQueue(url, jobs_per_client=1, starts_per_minute=2)
+    b = RedisQueue(url, jobs_per_client=1, starts_per_minute=2)
     try:
         first = a.submit(make("browser-2", client="10.0.0.2", **LONG))
         again = b.submit(make("browser-2", client="10.0.0.2", **LONG))  # a second Start, another process
@@ -139,8 +144,8 @@ def test_one_active_job_per_browser_and_the_client_share_hold_across_processes(u
         b.shutdown()
 
 
-def test_one_fifo_queue_for_every_process(managers):
-    a, b = managers
+def test_one_fifo_queue_for_every_process(queues):
+    a, b = queues
     first = a.submit(make("browser-5", **LONG))
     wait_for(lambda: first.view().state == "running", 60, "the first job running")
     second = b.submit(make("browser-6", **LONG))
@@ -156,7 +161,7 @@ def test_one_fifo_queue_for_every_process(managers):
 
 
 def test_a_full_queue_refuses(url, workers):
-    a = QueueJobManager(url, max_queue=1)
+    a = RedisQueue(url, max_queue=1)
     try:
         running = a.submit(make("browser-8", **LONG))
         wait_for(lambda: running.view().state == "running", 60, "running")
@@ -169,11 +174,11 @@ def test_a_full_queue_refuses(url, workers):
 
 APP = """
 import sys, time
-from ui import jobs
-from ui.job_queue import QueueJobManager
-m = QueueJobManager(sys.argv[1], grace=float(sys.argv[3]), poll=0.2)
+from training.job import make_job
+from training.redis_queue import RedisQueue
+m = RedisQueue(sys.argv[1], grace=float(sys.argv[3]), poll=0.2)
 settings = dict(d_model=16, n_heads=2, n_layers=1, d_ff=32, batch_size=16, warmup=10, eval_every=0, dropout=0.0)
-job = m.submit(jobs.make_job({**settings, "steps": int(sys.argv[4])}, owner=sys.argv[2], client=sys.argv[2], probes=[]))
+job = m.submit(make_job({**settings, "steps": int(sys.argv[4])}, owner=sys.argv[2], client=sys.argv[2], probes=[]))
 print(job.id, flush=True)
 time.sleep(600)
 """
@@ -195,7 +200,7 @@ def test_no_training_job_is_lost_when_its_app_process_is_killed(url, workers):
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-    other = QueueJobManager(url)  # the browser comes back through the proxy, to another process
+    other = RedisQueue(url)  # the browser comes back through the proxy, to another process
     try:
         job = other.job_for("browser-11", session_id=None)
         assert job is not None and job.id == job_id
@@ -216,24 +221,24 @@ def test_a_job_nobody_comes_back_for_ends_after_the_grace_time(url, workers):
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
     wait_for(lambda: conn.zscore(PREFIX + "active", job_id) is None, 30, "the worker ending the run")
-    assert last_message(conn, job_id)[:3] == ("end", "stopped", "session ended")
-    assert conn.scard(PREFIX + "client:browser-12") == 0  # its client's share is free again
+    assert last_message(conn, job_id) == m.End("stopped", "session ended")
+    assert conn.scard(PREFIX + "client:" + client_key("browser-12")) == 0  # its client's share is free again
 
 
 def test_a_job_whose_worker_dies_is_retried_by_another_worker(url, workers):
     conn = redis_client(url)
     workers.start("w2")
-    a = QueueJobManager(url, poll=0.2)
+    a = RedisQueue(url, poll=0.2)
     try:
         job = a.submit(make("browser-13", steps=300))
         wait_for(lambda: job.view().step >= 5, 60, "the run under way")
-        rq_job = Queue(QUEUE, connection=conn).fetch_job(job.id)
+        rq_job = Queue(QUEUE, connection=conn, serializer=rq_serializer()).fetch_job(job.id)
         dead = rq_job.worker_name
         workers.kill(dead)  # the worker, its work horse and its training process
         if dead == "w1":
             workers.children["w1"] = workers.children.pop("w2")  # the survivor is the module's worker now
         # RQ finds abandoned jobs when a worker's maintenance runs; here at once, as if their time had come
-        StartedJobRegistry(QUEUE, connection=conn).cleanup(timestamp=time.time() + 3600)
+        StartedJobRegistry(QUEUE, connection=conn, serializer=rq_serializer()).cleanup(timestamp=time.time() + 3600)
         assert job.join(120)
         v = job.view()
         assert v.state == "finished" and v.steps == list(range(1, 301)), (v.state, v.reason, v.error)
@@ -245,6 +250,24 @@ def test_a_job_whose_worker_dies_is_retried_by_another_worker(url, workers):
                 workers.kill(name)
 
 
+def test_a_dead_queue_worker_stops_counting_toward_the_cap_within_a_minute(url, workers):
+    """A worker killed outright (nothing unregisters it) no longer counts as a training slot WORKER_TTL
+    seconds after its last heartbeat, not the minutes RQ's own registration would take."""
+    from training.redis_queue import WORKER_TTL
+
+    q = RedisQueue(url)
+    try:
+        assert q.max_running == 1
+        workers.start("w3")
+        assert q.max_running == 2
+        killed = time.monotonic()
+        workers.kill("w3", forget=False)
+        wait_for(lambda: q.max_running == 1, 60, "the dead worker no longer counted")
+        assert time.monotonic() - killed <= WORKER_TTL + 6 < 60
+    finally:
+        q.shutdown()
+
+
 def test_the_training_page_trains_through_the_queue(url, workers, monkeypatch):
     """The page as a student uses it, with GLASS_REDIS_URL set: Start queues the run, a queue worker trains
     it, and the model it hands over becomes "my model" like a local run's."""
@@ -252,25 +275,25 @@ def test_the_training_page_trains_through_the_queue(url, workers, monkeypatch):
     from test_pages_training import TINY as PAGE_TINY
     from test_pages_training import finish, run_navigated, start, trace
 
-    from ui import job_manager
+    import training
 
     monkeypatch.setenv("GLASS_REDIS_URL", url)
-    monkeypatch.setattr(job_manager, "_MANAGER", None)
+    monkeypatch.setattr(training, "_SERVICE", None)
     try:
         at = run_navigated("training")
-        assert isinstance(job_manager.get_manager(), QueueJobManager)
+        assert isinstance(training.service(), RedisQueue)
         assert "trains at most 1 model(s) at once" in all_text(at)  # the queue's one worker
         job = start(at)
         v = finish(at, job)
         no_exception(at)
         assert v.state == "finished" and v.step == PAGE_TINY["training_steps"]
-        assert last_message(redis_client(url), job.id)[:2] == ("end", "finished")  # it went through Redis
+        assert last_message(redis_client(url), job.id) == m.End("finished", "completed")  # through Redis
         shown = decode(trace(chart_spec(at, "training_loss"), "training loss")["y"])
         assert list(shown) == v.losses and len(shown) == PAGE_TINY["training_steps"]
         assert at.session_state["my_model"] is job.result and at.session_state["training_adopted"] == job.id
         assert "Training finished: 40 steps" in " ".join(str(e.value) for e in at.success)
     finally:
-        manager = job_manager._MANAGER
+        manager = training._SERVICE
         if manager is not None:
             manager.shutdown()
 
@@ -278,7 +301,7 @@ def test_the_training_page_trains_through_the_queue(url, workers, monkeypatch):
 def test_the_page_says_when_no_worker_serves_the_queue():
     from model.train_settings import DEFAULTS, estimate_memory, toy_profile, worst_case
     from pages.content.training import summary
-    from ui.training_session import Plan
+    from ui.training.session import Plan
 
     mem = estimate_memory(DEFAULTS, toy_profile(DEFAULTS.direction), n_probes=1)
     plan = Plan(DEFAULTS, mem, worst_case(DEFAULTS.direction), 0, 600.0, 10**9, 10**6, 10**8)
@@ -291,11 +314,12 @@ def test_an_unreachable_redis_is_a_message_not_a_traceback(monkeypatch):
     from test_pages_training import TINY as PAGE_TINY
     from test_pages_training import run_navigated, set_widgets
 
-    from ui import identity, job_manager
-    from ui.serve_many import free_port
+    import training
+    from serving import identity
+    from serving.processes import free_port
 
     monkeypatch.setenv("GLASS_REDIS_URL", f"redis://127.0.0.1:{free_port()}/0")  # nothing listens there
-    monkeypatch.setattr(job_manager, "_MANAGER", None)
+    monkeypatch.setattr(training, "_SERVICE", None)
     monkeypatch.setattr(identity, "_KEY", None)
     at = run_navigated("training")
     no_exception(at)

@@ -19,9 +19,11 @@ from model.probes import default_probes, find_reference, probe_snapshot
 from model.trace import Trace
 from model.train import Trainer
 from model.train_settings import SettingsError
-from ui import identity, jobs, train_worker
-from ui.job_manager import JobManager, JobRefused
-from ui.jobs import Job
+from training import run_process
+from training.contract import JobRefused
+from training.job import Job, make_job
+from training.local_pool import LocalPool
+from ui import session_info
 
 TINY = dict(d_model=16, n_heads=2, n_layers=1, d_ff=32, batch_size=16, steps=40, warmup=10, eval_every=0, dropout=0.0)
 LONG = {**TINY, "steps": 5000}
@@ -36,13 +38,13 @@ def small_data():
 
 @pytest.fixture
 def manager():
-    m = JobManager(max_running=2, poll=0.05, grace=0.0)
+    m = LocalPool(max_running=2, poll=0.05, grace=0.0)
     yield m
     m.shutdown()
 
 
 def job(data, probe_every=0, owner=None, session_id=None, **settings) -> Job:
-    return jobs.make_job({**TINY, **settings}, data=data, probe_every=probe_every, owner=owner, session_id=session_id,
+    return make_job({**TINY, **settings}, data=data, probe_every=probe_every, owner=owner, session_id=session_id,
                          probes=["i am a student"] if probe_every else [])
 
 
@@ -149,7 +151,7 @@ def test_a_corpus_with_a_huge_vocabulary_is_refused():
     from model.data import Pair
     pairs = [Pair(f"w{i} x{i}", f"y{i} z{i}") for i in range(MAX_VOCAB)]
     with pytest.raises(SettingsError, match="limit is 8,000 per side"):
-        jobs.make_job(TINY, data={"train": pairs, "heldout": pairs[:5]})
+        make_job(TINY, data={"train": pairs, "heldout": pairs[:5]})
 
 
 # --- The queue ------------------------------------------------------------------------------------
@@ -176,7 +178,7 @@ def test_third_job_waits_with_position_1_then_runs_when_one_ends(small_data, man
 
 
 def test_a_finished_job_frees_its_slot(small_data):
-    m = JobManager(max_running=1, poll=0.05)
+    m = LocalPool(max_running=1, poll=0.05)
     first, second = job(small_data, steps=5), job(small_data, steps=5)
     m.submit(first)
     m.submit(second)
@@ -200,7 +202,7 @@ def test_one_active_job_per_owner(small_data, manager):
 
 
 def test_full_queue_refuses(small_data):
-    m = JobManager(max_running=1, max_queue=1, poll=0.05)
+    m = LocalPool(max_running=1, max_queue=1, poll=0.05)
     try:
         m.submit(job(small_data, **LONG))
         m.submit(job(small_data, **LONG))
@@ -226,7 +228,7 @@ def test_stop_hands_over_the_model_so_far(small_data, manager):
 
 
 def test_time_limit_stops_the_job(small_data):
-    m = JobManager(max_running=1, max_seconds=0.5, poll=0.05)
+    m = LocalPool(max_running=1, max_seconds=0.5, poll=0.05)
     j = m.submit(job(small_data, **LONG))
     assert j.tcfg.max_seconds == 0.5
     assert j.join(60)
@@ -236,7 +238,7 @@ def test_time_limit_stops_the_job(small_data):
 
 def test_jobs_of_an_ended_session_are_cancelled(small_data):
     alive = {"s1": True, "s2": True, "s3": True}
-    m = JobManager(max_running=1, session_alive=lambda sid: alive[sid], grace=0.0, poll=3600)  # sweeps by hand
+    m = LocalPool(max_running=1, session_alive=lambda sid: alive[sid], grace=0.0, poll=3600)  # sweeps by hand
     running = m.submit(job(small_data, session_id="s1", **LONG))
     queued = m.submit(job(small_data, session_id="s2", **LONG))
     other = m.submit(job(small_data, session_id="s3", **LONG))
@@ -254,7 +256,7 @@ def test_jobs_of_an_ended_session_are_cancelled(small_data):
 
 def test_a_short_disconnection_is_forgiven(small_data):
     alive = {"s1": True}
-    m = JobManager(max_running=1, session_alive=lambda sid: alive[sid], grace=10.0, poll=3600)
+    m = LocalPool(max_running=1, session_alive=lambda sid: alive[sid], grace=10.0, poll=3600)
     j = m.submit(job(small_data, session_id="s1", **LONG))
     t0 = time.monotonic()
     alive["s1"] = False  # a page reload: the websocket is gone for a moment
@@ -269,7 +271,7 @@ def test_a_short_disconnection_is_forgiven(small_data):
 
 def test_the_watchdog_sweeps_by_itself(small_data):
     alive = {"s1": True}
-    m = JobManager(max_running=1, session_alive=lambda sid: alive[sid], grace=0.0, poll=0.02)
+    m = LocalPool(max_running=1, session_alive=lambda sid: alive[sid], grace=0.0, poll=0.02)
     j = m.submit(job(small_data, session_id="s1", **LONG))
     wait_steps(j)
     alive["s1"] = False
@@ -277,8 +279,8 @@ def test_the_watchdog_sweeps_by_itself(small_data):
 
 
 def test_outside_streamlit_every_session_counts_as_alive():
-    assert identity.streamlit_session_alive("no such session") is True
-    assert identity.current_session_id() is None
+    assert session_info.streamlit_session_alive("no such session") is True
+    assert session_info.current_session_id() is None
 
 
 def test_nan_fails_the_job_with_an_explanation_and_the_manager_goes_on(small_data, manager):
@@ -295,10 +297,13 @@ def test_nan_fails_the_job_with_an_explanation_and_the_manager_goes_on(small_dat
 
 def test_an_unexpected_error_fails_the_job_not_the_server(small_data, manager):
     bad = job(small_data)
-    bad._data = {"train": [], "heldout": []}  # Trainer refuses: no training pairs
+    bad._data = {"train": [], "heldout": []}  # no training pairs: the training process refuses the spec
     manager.submit(bad)
-    assert bad.join(30) and bad.state == "failed" and bad.error.startswith("Training failed: ValueError")
+    assert bad.join(30) and bad.state == "failed"
+    assert bad.error.startswith("Training failed: this run's settings could not be read"), bad.error
     assert manager.counts() == (0, 0)
+    again = manager.submit(job(small_data, steps=3))  # the server goes on
+    assert again.join(60) and again.state == "finished"
 
 
 def test_a_worker_that_dies_fails_its_job_with_a_message(small_data, manager):
@@ -336,7 +341,7 @@ def test_the_job_trains_in_its_own_process_with_one_torch_thread_at_a_lower_prio
     info = j.worker_info
     assert info["pid"] != os.getpid()  # not a thread of the server: no shared interpreter lock
     assert info["torch_threads"] == 1
-    assert info["nice"] == min(19, nice + train_worker.NICE)
+    assert info["nice"] == min(19, nice + run_process.NICE)
     assert torch.get_num_threads() == before  # the server's threads are untouched
     assert os.getpriority(os.PRIO_PROCESS, 0) == nice
     assert j.process.poll() is not None  # the worker is gone once the job has ended

@@ -16,15 +16,18 @@ import pytest
 from apptest_util import ROOT, all_text, chart_spec, decode, figures, no_exception, run_app, run_page
 from streamlit.testing.v1 import AppTest
 
+import training
 from model import checkpoint
 from model import train_settings as ts
 from model.checkpoint import from_bytes, to_bytes
 from model.data import Pair, build_vocabs, load_dataset, split_pairs
 from model.probes import PROBES as DEFAULT_PROBES
 from model.train import EvalEvent, rate
-from ui import identity, job_manager, training_session
+from serving import identity
+from training.local_pool import LocalPool
 from ui.models import available_shipped
 from ui.state import MODELS
+from ui.training import session as training_session
 from viz import training as vt
 
 TINY = {"training_d_model": 16, "training_n_heads": 2, "training_n_layers": 1, "training_d_ff": 32,
@@ -109,8 +112,8 @@ def no_job_left_behind(monkeypatch):
     """A fresh job manager per test (every AppTest session is the client "local": the per-client start
     rate would otherwise count the whole module's starts); a failing test must not leave a training
     thread running (torch aborts at interpreter exit)."""
-    manager = job_manager.JobManager(starts_per_minute=1000, jobs_per_client=10)
-    monkeypatch.setattr(job_manager, "_MANAGER", manager)
+    manager = LocalPool(starts_per_minute=1000, jobs_per_client=10)
+    monkeypatch.setattr(training, "_SERVICE", manager)
     yield
     for job in manager.active_jobs():
         job.stop("test ended")
@@ -156,7 +159,7 @@ def test_page_alone_shows_defaults_and_their_real_sizes():
     mem = ts.estimate_memory(d, prof)
     assert f"{mem.total / 1e6:,.0f} MB for this run" in text
     assert f"about {ts.worst_case().total / 1e6:,.0f} MB" in text
-    assert f"at most {job_manager.get_manager().max_running} model(s) at once" in text
+    assert f"at most {training.service().max_running} model(s) at once" in text
     assert "No training yet" in text
     lr = chart_spec(at, "training_lr_preview")
     np.testing.assert_allclose(decode(trace(lr, "learning rate")["y"]),
@@ -324,8 +327,8 @@ def test_the_slider_scrubs_through_training():
 
 
 def test_queue_position_is_shown(monkeypatch):
-    manager = job_manager.JobManager(max_running=1, poll=0.05)
-    monkeypatch.setattr(job_manager, "_MANAGER", manager)
+    manager = LocalPool(max_running=1, poll=0.05)
+    monkeypatch.setattr(training, "_SERVICE", manager)
     first, second = run_page("training"), run_page("training")
     try:
         a = start(first, training_steps=5000, training_eval_every=0)
@@ -474,7 +477,7 @@ def test_one_session_never_changes_what_another_sees(tsv):
     assert "No training yet" in all_text(b) and all_text(b) == b_text
     assert b.session_state["training_data"] == "toy"
     # the only shared thing is the manager, and it holds no finished job
-    assert job not in job_manager.get_manager().active_jobs()
+    assert job not in training.service().active_jobs()
 
 
 # --- figures (viz/training.py) ---------------------------------------------------------------------------
@@ -551,7 +554,7 @@ def test_page_file_is_thin():
     assert "import torch" not in src
 
 
-# --- a job belongs to the browser (issue 11) -------------------------------------------------------------
+# --- a job belongs to the browser -------------------------------------------------------------------------
 
 
 def test_a_reload_or_second_tab_of_the_same_browser_reattaches(monkeypatch):
@@ -568,7 +571,7 @@ def test_a_reload_or_second_tab_of_the_same_browser_reattaches(monkeypatch):
     assert reloaded.button(key="training_stop").disabled is False
     assert reloaded.button(key="training_start").disabled
     assert re.search(r"Step \d+ of 5000", reloaded.get("progress")[0].proto.text)
-    assert job_manager.get_manager().counts() == (1, 0)
+    assert training.service().counts() == (1, 0)
     reloaded.button(key="training_stop").click().run()
     v = finish(reloaded, job, 60)
     assert (v.state, v.reason) == ("stopped", "stopped by you")

@@ -1,4 +1,4 @@
-"""Several app processes behind HAProxy, end to end with real processes (ui/serve_many.py): two
+"""Several app processes behind HAProxy, end to end with real processes (serving/replicas.py): two
 `streamlit run app.py`, HAProxy and a redis-server, all on 127.0.0.1 and free ports, all stopped at the
 end (process groups), also when a test fails.
 
@@ -6,7 +6,7 @@ Checks: HTTP and Streamlit's websocket work through the proxy; a client keeps to
 proxy's cookie); after one process is killed, a client that was on it is served by the other at once
 (a page, then a new websocket session), new clients too, and a Chromium tab that was open on it
 reconnects to the other by itself. Two processes of a tiny script share a class through Redis and see
-the client's real address; `python -m ui.serve_many` starts and stops everything.
+the client's real address; `python -m serving.replicas` starts and stops everything.
 
 The tests of this module share one cluster and run in order (the last one kills a process).
 """
@@ -32,10 +32,11 @@ from streamlit.proto.ClientState_pb2 import ClientState
 from websockets.asyncio.client import connect
 
 from bench.ws_client import StreamlitSession
-from tests.browser.server import IDLE_SELECTOR, assert_no_exception, launch_chromium
+from classroom import RedisClassStore
+from serving.processes import Child, free_port, stop
+from serving.replicas import Cluster, render_haproxy
 from tests.services import require_tool
-from ui.classroom import RedisClassStore
-from ui.serve_many import Child, Cluster, free_port, render_haproxy, stop
+from tools.browser import IDLE_SELECTOR, assert_no_exception, launch_chromium
 
 COOKIE = "GLASS_REPLICA"
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
@@ -264,7 +265,7 @@ def main_text(page) -> str:
 
 
 def test_shipped_proxy_configs_are_valid(tmp_path):
-    """HAProxy itself accepts the rendered config of ui/serve_many.py and compose.yaml's."""
+    """HAProxy itself accepts the rendered config of serving/replicas.py and compose.yaml's."""
     haproxy = require_tool("haproxy")
     rendered = tmp_path / "haproxy.cfg"
     rendered.write_text(render_haproxy("127.0.0.1", 8500, [("app1", 8501), ("app2", 8502)]))
@@ -279,13 +280,13 @@ def test_shipped_proxy_configs_are_valid(tmp_path):
 
 
 def test_serve_command_starts_and_stops_everything(tmp_path):
-    """`python -m ui.serve_many` (what `./dev.sh serve` runs): up, answering through the proxy, and on
+    """`python -m serving.replicas` (what `./dev.sh serve` runs): up, answering through the proxy, and on
     SIGTERM every process it started is gone."""
     require_tool("haproxy")
     port = free_port()
     log = tmp_path / "serve.out"
     with open(log, "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "ui.serve_many", "--replicas", "2", "--workers", "1",
+        proc = subprocess.Popen([sys.executable, "-m", "serving.replicas", "--replicas", "2", "--workers", "1",
                                  "--port", str(port), "--script", "tests/replica_probe_app.py",
                                  "--log-dir", str(tmp_path / "logs")],
                                 cwd=Path(__file__).resolve().parents[1], stdout=out, stderr=subprocess.STDOUT,

@@ -23,10 +23,14 @@ from model.checkpoint import CheckpointError, from_bytes, to_bytes
 from model.data import load_dataset, parse_corpus, split_pairs
 from model.train import Trainer
 from model.train_settings import SettingsError
-from ui import identity, jobs, train_worker
-from ui.identity import Identity, browser_id, client_address
-from ui.job_manager import JobManager, JobRefused
-from ui.jobs import Job
+from serving import identity
+from serving.identity import Identity, browser_id, client_address
+from training import job as job_module
+from training import run_process
+from training.contract import JobRefused
+from training.job import Job, make_job
+from training.local_pool import LocalPool
+from ui import session_info
 
 TINY = dict(d_model=16, n_heads=2, n_layers=1, d_ff=32, batch_size=16, steps=40, warmup=10, eval_every=0, dropout=0.0)
 LONG = {**TINY, "steps": 5000}
@@ -74,7 +78,7 @@ def wait_for(cond, timeout=60.0):
 
 
 def make(data, owner=None, client=None, session_id=None, **settings) -> Job:
-    return jobs.make_job({**TINY, **settings}, data=data, probe_every=0, probes=[], owner=owner, client=client,
+    return make_job({**TINY, **settings}, data=data, probe_every=0, probes=[], owner=owner, client=client,
                          session_id=session_id)
 
 
@@ -148,8 +152,8 @@ def test_a_finished_run_is_never_thrown_away(small_data, monkeypatch):
     def refuse(weights, meta, name=None, **kw):
         raise CheckpointError("checkpoint is 30.4 MB; the limit is 21 MB")
 
-    monkeypatch.setattr(jobs, "from_bytes", refuse)
-    m = JobManager(max_running=1, poll=0.05)
+    monkeypatch.setattr(job_module, "from_bytes", refuse)
+    m = LocalPool(max_running=1, poll=0.05)
     j = m.submit(make(small_data, steps=3))
     assert j.join(60)
     v = j.view()
@@ -192,13 +196,13 @@ def test_client_address():
 
 
 def test_outside_streamlit_the_identity_is_local():
-    ident = identity.current_identity()
+    ident = session_info.current_identity()
     assert ident == Identity("local", None, None)
 
 
 def test_a_reload_reattaches_and_the_job_lives_while_a_session_of_its_browser_does(small_data):
     alive = {"tab-1": True, "tab-2": False, "reload": False}
-    m = JobManager(max_running=1, session_alive=lambda sid: alive[sid], grace=10.0, poll=3600)
+    m = LocalPool(max_running=1, session_alive=lambda sid: alive[sid], grace=10.0, poll=3600)
     j = m.submit(make(small_data, owner="browser-A", client="c", session_id="tab-1", **LONG))
     wait_for(lambda: j.view().step >= 1)
     t0 = time.monotonic()
@@ -218,7 +222,7 @@ def test_a_reload_reattaches_and_the_job_lives_while_a_session_of_its_browser_do
 
 def test_the_browsers_finished_job_waits_for_a_reload_then_is_forgotten(small_data):
     alive = {"s1": True, "s2": False}
-    m = JobManager(max_running=1, session_alive=lambda sid: alive[sid], grace=5.0, poll=3600)
+    m = LocalPool(max_running=1, session_alive=lambda sid: alive[sid], grace=5.0, poll=3600)
     j = m.submit(make(small_data, owner="browser-A", session_id="s1", steps=3))
     assert j.join(60) and j.state == "finished" and j.result is not None
     alive["s1"] = False  # reloaded just as it finished
@@ -233,7 +237,7 @@ def test_the_browsers_finished_job_waits_for_a_reload_then_is_forgotten(small_da
 
 
 def test_a_burst_of_starts_gives_exactly_one_job_visible_and_stoppable(small_data):
-    m = JobManager(max_running=2, poll=0.05, jobs_per_client=2, starts_per_minute=5)
+    m = LocalPool(max_running=2, poll=0.05, jobs_per_client=2, starts_per_minute=5)
     n = 24
     barrier = threading.Barrier(n)
     got, errors = [], []
@@ -267,7 +271,7 @@ def test_a_burst_of_starts_gives_exactly_one_job_visible_and_stoppable(small_dat
 
 
 def test_one_client_cannot_fill_the_queue_and_another_still_gets_a_place(small_data):
-    m = JobManager(max_running=1, max_queue=200, poll=3600, jobs_per_client=2, starts_per_minute=1000)
+    m = LocalPool(max_running=1, max_queue=200, poll=3600, jobs_per_client=2, starts_per_minute=1000)
     blocker = m.submit(make(small_data, owner="teacher", client="10.0.0.1", **LONG))  # holds the only slot
     accepted, refused = [], []
     for i in range(203):  # 203 sessions of one script, each a "new browser"
@@ -287,7 +291,7 @@ def test_one_client_cannot_fill_the_queue_and_another_still_gets_a_place(small_d
 
 def test_starts_per_minute_per_client():
     now = [1000.0]
-    m = JobManager(max_running=1, poll=3600, jobs_per_client=10, starts_per_minute=3, clock=lambda: now[0])
+    m = LocalPool(max_running=1, poll=3600, jobs_per_client=10, starts_per_minute=3, clock=lambda: now[0])
     blocker = m.submit(Job(ts.make_config(LONG), client="10.0.0.1"))
     for i in range(3):  # start, stop, start again...
         j = m.submit(Job(ts.make_config(LONG), owner=f"b{i}", client="203.0.113.66"))
@@ -307,7 +311,7 @@ def test_starts_per_minute_per_client():
 def test_the_limits_come_from_the_environment(monkeypatch):
     monkeypatch.setenv("GLASS_JOBS_PER_CLIENT", "40")
     monkeypatch.setenv("GLASS_STARTS_PER_MINUTE", "80")
-    m = JobManager()
+    m = LocalPool()
     assert (m.jobs_per_client, m.starts_per_minute) == (40, 80)
     monkeypatch.setenv("GLASS_TRUST_PROXY", "1")
     assert identity.trusted_proxies() == 1
@@ -320,11 +324,11 @@ def test_the_limits_come_from_the_environment(monkeypatch):
 
 def peak_over_baseline(settings, data, probes=()) -> tuple[int, int, dict]:
     """(measured peak resident bytes of a worker over a tiny run's, the estimate, the job's worker info)."""
-    m = JobManager(max_running=1, poll=0.05)
+    m = LocalPool(max_running=1, poll=0.05)
     try:
-        tiny = m.submit(jobs.make_job({**TINY, "steps": 2}, probe_every=0, probes=[]))
+        tiny = m.submit(make_job({**TINY, "steps": 2}, probe_every=0, probes=[]))
         assert tiny.join(120) and tiny.state == "finished", tiny.error
-        j = m.submit(jobs.make_job(settings, data=data, probe_every=0, probes=list(probes)))
+        j = m.submit(make_job(settings, data=data, probe_every=0, probes=list(probes)))
         assert j.join(300) and j.state == "finished", j.error
         return j.worker_info["peak_rss"] - tiny.worker_info["peak_rss"], j.memory.total, j.worker_info
     finally:
@@ -346,7 +350,7 @@ def test_the_estimate_covers_an_uploaded_corpus_measured(wide_data):
 
 
 def test_the_worker_runs_under_an_address_space_cap(small_data):
-    m = JobManager(max_running=1, poll=0.05)
+    m = LocalPool(max_running=1, poll=0.05)
     j = m.submit(make(small_data, **LONG))
     wait_for(lambda: j.view().step >= 1)
     pid, cap = j.worker_info["pid"], j.worker_info["memory_limit"]
@@ -355,7 +359,7 @@ def test_the_worker_runs_under_an_address_space_cap(small_data):
     soft, hard = line.split()[3:5]
     assert int(soft) == int(hard) == cap
     assert cap < 2e9  # the interpreter and torch (about 0.65 GB mapped) + 1.25 x a tiny estimate + 256 MB
-    assert cap >= j.memory.total * train_worker.MEMORY_MARGIN
+    assert cap >= j.memory.total * run_process.MEMORY_MARGIN
     j.stop()
     j.join(30)
     m.shutdown()
@@ -364,7 +368,7 @@ def test_the_worker_runs_under_an_address_space_cap(small_data):
 def test_a_run_over_its_memory_fails_with_a_message_and_the_server_lives(small_data):
     """A worker whose real need is far above its estimate (here: an estimate of 1 MB for a model of 7.6
     million parameters at batch 128) hits its cap; the job fails with a clear message, nothing else does."""
-    m = JobManager(max_running=1, poll=0.05)
+    m = LocalPool(max_running=1, poll=0.05)
     tcfg = ts.make_config({**TINY, **BIG, "n_layers": 4, "batch_size": 128, "steps": 2})
     liar = Job(tcfg, small_data, memory=ts.MemoryEstimate(1, 1_000_000, 0, 0))
     m.submit(liar)

@@ -46,7 +46,7 @@ TOGGLES = {  # state key -> (Interventions field, URL parameter, label)
     "iv_pos": ("positional_encoding", "pe", "Positional encoding"),
 }
 PAGE_PARAMS = ("lesson", "step")  # URL parameters a page owns (the guided lesson): kept, never wiped
-CLASS_PARAMS = ("class", "follow")  # a student's class (ui/classroom/session.py): kept, never wiped
+CLASS_PARAMS = ("class", "follow", "k")  # a student's class and its link's token (ui/classroom/session.py): kept
 MAX_URL_SENTENCE = 500  # a longer sentence is not put in the URL (it is cut to the model's limit anyway)
 MAX_LINK_SENTENCE = 2_000  # a link's sentence is cut to this (the model reads at most max_len tokens)
 MAX_LINK_HEADS = 64  # heads read from a link's "off" list

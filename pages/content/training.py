@@ -31,7 +31,7 @@ def corpus_help(src_lang: str, tgt_lang: str, min_pairs: int, max_mb: int) -> st
 
 
 def summary(plan) -> str:
-    """The size, memory and server limits of a `ui.training_session.Plan`."""
+    """The size, memory and server limits of a `ui.training.session.Plan`."""
     tcfg, mem, worst = plan.tcfg, plan.memory, plan.worst
     return (
         f"**This model:** d_k = d_model / heads = {tcfg.d_model} / {tcfg.n_heads} = {tcfg.d_model // tcfg.n_heads}; "
@@ -49,5 +49,5 @@ def summary(plan) -> str:
         + (f"**This server** trains at most {plan.max_running} model(s) at once (one CPU thread each, at a lower "
            f"priority than the pages; more wait in a queue)" if plan.max_running else
            "**No training worker is connected** to this server's queue right now: a run waits in the queue until "
-           "one is (whoever runs the server starts them with `python -m ui.queue_worker`)")
+           "one is (whoever runs the server starts them with `python -m training.queue_worker`)")
         + f" and stops a run after {plan.max_seconds / 60:.0f} minutes.")

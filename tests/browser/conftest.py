@@ -25,14 +25,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser.server import (
+from serving.processes import start_app
+from tools.browser import (
     RUN_COUNTER_JS,
     act,
     assert_no_exception,
     launch_chromium,
     require_chromium,
     screenshot_full,
-    start_server,
     wait_idle,
 )
 
@@ -49,7 +49,7 @@ FULL_SHOTS = os.environ.get("GLASS_FULL_SHOTS", "") not in ("", "0")
 @pytest.fixture(scope="session")
 def app_url():
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    server = start_server(log=ARTIFACTS / f"streamlit-{os.getpid()}.log", timeout=60, extra_env=SERVER_ENV)
+    server = start_app(log=ARTIFACTS / f"streamlit-{os.getpid()}.log", timeout=60, extra_env=SERVER_ENV)
     atexit.register(server.stop)  # belt and braces: a hard interrupt still leaves no server behind
     try:
         yield server.url

@@ -18,7 +18,7 @@ from __future__ import annotations
 import pytest
 from axe_playwright_python.sync_playwright import Axe
 
-from tests.browser.server import wait_rendered
+from tools.browser import wait_rendered
 from ui import page_list
 
 pytestmark = pytest.mark.browser
@@ -151,7 +151,7 @@ SCROLL_JS = """() => {
                          ids=["phone", "laptop", "projector-zoom-150"])
 def test_no_sideways_scrolling_of_the_page(browser, app_url, width, height, scale):
     context = browser.new_context(viewport={"width": width, "height": height}, device_scale_factor=scale)
-    from tests.browser.server import RUN_COUNTER_JS, wait_idle
+    from tools.browser import RUN_COUNTER_JS, wait_idle
 
     context.add_init_script(RUN_COUNTER_JS)
     page = context.new_page()

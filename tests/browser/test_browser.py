@@ -14,7 +14,8 @@ from playwright.sync_api import expect
 
 from model import checkpoint, pipeline
 from model.trace import Interventions
-from tests.browser.server import start_server, wait_idle, wait_rendered
+from serving.processes import start_app
+from tools.browser import wait_idle, wait_rendered
 from ui import page_list
 
 pytestmark = pytest.mark.browser
@@ -274,7 +275,7 @@ def test_deep_link_on_a_fresh_server(tmp_path, browser, first):
     so /tokens on a fresh server would run pages/tokens.py alone (ui/shell.py explains the fix). Then every
     page's own address works as a link on that server, the default page's too, and / forwards to it.
     """
-    server = start_server(log=tmp_path / "fresh.log", extra_env={"OMP_NUM_THREADS": "1"})
+    server = start_app(log=tmp_path / "fresh.log", extra_env={"OMP_NUM_THREADS": "1"})
     try:
         context = browser.new_context(viewport={"width": 1400, "height": 1000})
         page = context.new_page()

@@ -14,7 +14,7 @@ from playwright.sync_api import expect
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
 from tests.browser.conftest import VIEWPORT, AppPage
-from tests.browser.server import RUN_COUNTER_JS
+from tools.browser import RUN_COUNTER_JS
 
 pytestmark = pytest.mark.browser
 

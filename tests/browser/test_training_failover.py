@@ -1,4 +1,4 @@
-"""A training run survives the death of the app process that started it (ui/job_queue.py), for real:
+"""A training run survives the death of the app process that started it (training/redis_queue.py), for real:
 `./dev.sh serve`'s cluster (two `streamlit run app.py`, one training queue worker, redis-server, HAProxy,
 all on 127.0.0.1) and a Chromium tab through the proxy. The student starts a run, the process holding
 their tab is killed, the tab reconnects through the proxy to the other process, and the training page
@@ -14,10 +14,10 @@ from playwright.sync_api import sync_playwright
 
 from bench.training_failover import STEP_JS
 from bench.training_failover import replica as replica_cookie
-from tests.browser.server import IDLE_SELECTOR, assert_no_exception, launch_chromium
+from serving.replicas import Cluster
 from tests.browser.test_training_browser import SETTINGS
 from tests.services import require_tool
-from ui.serve_many import Cluster
+from tools.browser import IDLE_SELECTOR, assert_no_exception, launch_chromium
 
 pytestmark = pytest.mark.browser
 

@@ -21,7 +21,7 @@ import streamlit as st
 from streamlit.navigation.page import StreamlitPage
 from streamlit.runtime.scriptrunner import StopException
 
-from ui.classroom import ClassSnapshot, ClassStoreError
+from classroom import ClassSnapshot, ClassStoreError
 from ui.classroom.session import (
     CLASS_PAGE,
     NOTICE,

@@ -1,4 +1,4 @@
-"""Classroom mode in a Streamlit session: a teacher runs a class, students follow it (issue 14).
+"""Classroom mode in a Streamlit session: a teacher runs a class, students follow it.
 
 This module holds the session's class state and its operations (join, follow, apply, publish, questions);
 ui/classroom/panels.py draws them and holds `run(page, body)`, which app.py wraps every run in:
@@ -61,8 +61,7 @@ from urllib.parse import urlsplit
 
 import streamlit as st
 
-from ui import lesson
-from ui.classroom import (
+from classroom import (
     STATE_FIELDS,
     ClassEnded,
     ClassSnapshot,
@@ -70,11 +69,15 @@ from ui.classroom import (
     Forbidden,
     InvalidInput,
     NotFound,
+    RateLimited,
+    StoreUnavailable,
     get_store,
     new_student_id,
     normalize_code,
 )
+from ui import lesson
 from ui.page_list import PAGES
+from ui.session_info import current_identity
 from ui.state import TOGGLES, init_state
 
 CODE, ROLE, FOLLOWING = "class_code", "class_role", "class_following"
@@ -82,13 +85,15 @@ SECRET, STUDENT, APPLIED, SEEN, SNAP = "_class_secret", "_class_student", "_clas
 PENDING = "_class_pending"  # what this full run's poll saw: SEEN once the run has completed
 PUBLISHED, TEACHER_PAGE, ASKED, TOUCHED, NOTICE = ("_class_published", "_class_page", "_class_asked",
                                                    "_class_touched", "_class_notice")
-KEYS = (CODE, ROLE, FOLLOWING, SECRET, STUDENT, APPLIED, SEEN, PENDING, SNAP, PUBLISHED, TEACHER_PAGE, ASKED, TOUCHED)
+LINK_TOKEN = "_class_link_token"  # the join link's token (classroom.rules.link_token): teacher and student
+KEYS = (CODE, ROLE, FOLLOWING, SECRET, STUDENT, APPLIED, SEEN, PENDING, SNAP, PUBLISHED, TEACHER_PAGE, ASKED, TOUCHED,
+        LINK_TOKEN)
 CLASS_PAGE = "classroom"  # the class's own page: its url path
 NOT_SHARED = (CLASS_PAGE, "home")  # pages a teacher visits without taking the class along
 POLL_SECONDS = 1.0  # a student's poll
 TEACHER_POLL_SECONDS = 5.0  # the teacher's sidebar: student count
 TOUCH_SECONDS = 60.0  # at most one touch a minute
-PARAM, FOLLOW_PARAM = "class", "follow"  # URL: ?class=CODE (&follow=0 while exploring)
+PARAM, FOLLOW_PARAM, TOKEN_PARAM = "class", "follow", "k"  # URL: ?class=CODE&k=TOKEN (&follow=0 while exploring)
 PAGE_FILES = {p.url_path: p.file for p in PAGES}
 STATE_KEYS = tuple(k for k in STATE_FIELDS if k != "own_model")  # what a student's session holds (not news)
 
@@ -128,7 +133,7 @@ def leave_class(notice: str | None = None) -> None:
     """Forget the class in this session (nothing of it stays here); the URL loses its code."""
     for key in KEYS:
         ss().pop(key, None)
-    for param in (PARAM, FOLLOW_PARAM):
+    for param in (PARAM, FOLLOW_PARAM, TOKEN_PARAM):
         with contextlib.suppress(KeyError):
             del st.query_params[param]
     if notice:
@@ -227,18 +232,17 @@ def stale(page: str, keys: list[str], previous: dict | None) -> bool:
 
 # -- joining --------------------------------------------------------------------------------------------
 def client_id() -> str:
-    """Rate limits count per client address (the proxy's view of it), not per session."""
-    ip = None
-    with contextlib.suppress(Exception):  # no request context (tests)
-        ip = st.context.ip_address
-    return ip if isinstance(ip, str) and 0 < len(ip) <= 256 else "local"
+    """Rate limits count per client (the address the proxy saw, as `serving.identity` decides it for the
+    training queue too), not per session."""
+    try:
+        return current_identity().client
+    except Exception:  # noqa: BLE001 - no request context: one client
+        return "local"
 
 
 def browser() -> str | None:
-    """This browser's id (`ui.identity.current_identity().browser`: a keyed hash of its XSRF cookie,
-    the same on every app process when GLASS_REDIS_URL is set), or None (no cookie: AppTest, scripts)."""
-    from ui.identity import current_identity
-
+    """This browser's id (`current_identity().browser`: a keyed hash of its XSRF cookie, the same on every
+    app process when GLASS_REDIS_URL is set), or None (no cookie: AppTest, scripts)."""
     try:
         return current_identity().browser
     except Exception:  # noqa: BLE001 - no identity: the session's random id serves
@@ -258,18 +262,25 @@ def student_id_for(class_code: str | None) -> str | None:
     return "s-" + hashlib.sha256(f"glass-class-student|{bid}|{class_code}".encode()).hexdigest()[:32]
 
 
-def join(raw_code: str, follow: bool = True) -> bool:
-    """Join the class `raw_code` as a student; on failure a notice says why (rate limit included).
-    The student's id comes from the browser when it has one (`student_id_for`), else it is random."""
+def join(raw_code: str, follow: bool = True, token: str | None = None) -> bool | None:
+    """Join the class `raw_code` as a student (`token`: its join link's); on failure a notice says why (rate
+    limit included) and the result is False, or None when trying again later may work (a rate limit, the
+    store unreachable). The student's id comes from the browser when it has one (`student_id_for`), else it
+    is random."""
     s = ss()
     sid = student_id_for(normalize_code(raw_code)) or s.get(STUDENT) or new_student_id()
     try:
-        snap = store().join(raw_code, client_id(), sid)
+        snap = store().join(raw_code, client_id(), sid, token)
+    except (RateLimited, StoreUnavailable) as e:
+        notify(f"{e} Your join link is kept: reload this page to try again." if token else str(e))
+        return None
     except ClassStoreError as e:
         notify(str(e))
         return False
     leave_class()
     s[CODE], s[ROLE], s[STUDENT], s[FOLLOWING], s[SNAP] = snap.code, "student", sid, follow, snap
+    if token:
+        s[LINK_TOKEN] = token
     return True
 
 
@@ -283,8 +294,9 @@ def join_from_link() -> None:
     raw = st.query_params.get(PARAM)
     if raw is None or role() is not None:
         return
-    if not join(raw, follow=st.query_params.get(FOLLOW_PARAM) != "0"):
-        for param in (PARAM, FOLLOW_PARAM):
+    joined = join(raw, follow=st.query_params.get(FOLLOW_PARAM) != "0", token=st.query_params.get(TOKEN_PARAM))
+    if joined is False:  # no such class: the link is of no use; a rate limit or an outage keeps it for a reload
+        for param in (PARAM, FOLLOW_PARAM, TOKEN_PARAM):
             with contextlib.suppress(KeyError):
                 del st.query_params[param]
 
@@ -333,7 +345,7 @@ def follow_on_run(page: str) -> None:
             s[APPLIED] = (snap.version, dict(snap.state), applied[1] if applied is not None else None)
             target = snap.state.get("page")
             if target in PAGE_FILES and target != page:
-                st.switch_page(PAGE_FILES[target], query_params={PARAM: snap.code})
+                st.switch_page(PAGE_FILES[target], query_params=class_query(snap.code))
     s[PENDING] = seen_key(snap)  # becomes SEEN when this run completes (panels.run)
 
 
@@ -353,13 +365,20 @@ def start_class() -> None:
     """Callback: a new class with this session's state; this session becomes its teacher."""
     leave_class()
     state, _ = publishable(class_state(ss().get(TEACHER_PAGE, "overview")))
-    try:
-        new_code, secret = store().create(state)
+    try:  # one class per browser (its previous one ends), a few per address: classroom.ClassStore.create
+        new_code, secret = store().create(state, client_id(), owner=browser() or session_owner())
+        token = store().join_token(new_code, secret)
     except ClassStoreError as e:
         notify(str(e))
         return
     s = ss()
     s[CODE], s[ROLE], s[SECRET], s[PUBLISHED], s[TOUCHED] = new_code, "teacher", secret, state, time.monotonic()
+    s[LINK_TOKEN] = token
+
+
+def session_owner() -> str:
+    """A teacher without a browser id (no cookie: scripts, AppTest) owns classes as this session."""
+    return ss().setdefault("_class_owner", new_student_id())
 
 
 def resume_class(key: str) -> bool:
@@ -375,6 +394,7 @@ def resume_class(key: str) -> bool:
     leave_class()
     s = ss()
     s[CODE], s[ROLE], s[SECRET], s[TOUCHED] = norm, "teacher", secret, 0.0
+    s[LINK_TOKEN] = store().join_token(norm, secret)
     s.pop(PUBLISHED, None)  # publish this session's state on this run
     return True
 
@@ -436,8 +456,16 @@ def end_class() -> None:
 
 
 # -- every run ------------------------------------------------------------------------------------------
+def class_query(class_code: str) -> dict[str, str]:
+    """A student's class in the address bar: the code, and the join link's token when they came by the link."""
+    token = ss().get(LINK_TOKEN)
+    return {PARAM: class_code, **({TOKEN_PARAM: token} if token else {})}
+
+
 def join_link(class_code: str) -> str:
-    """The address a student opens to join: this server's /classroom?class=CODE."""
+    """The address a student opens to join: this server's /classroom?class=CODE&k=TOKEN (the token lets a
+    student holding the link in even when classmates behind the same address mistyped the code)."""
+    query = "&".join(f"{k}={v}" for k, v in class_query(class_code).items())
     url = None
     with contextlib.suppress(Exception):
         url = st.context.url
@@ -447,20 +475,22 @@ def join_link(class_code: str) -> str:
         last = path.rsplit("/", 1)[-1]
         if last in PAGE_FILES or last == "home":
             path = path[: -len(last) - 1]
-        return f"{parts.scheme}://{parts.netloc}{path}/{CLASS_PAGE}?{PARAM}={class_code}"
-    return f"/{CLASS_PAGE}?{PARAM}={class_code}"
+        return f"{parts.scheme}://{parts.netloc}{path}/{CLASS_PAGE}?{query}"
+    return f"/{CLASS_PAGE}?{query}"
 
 
 def write_url() -> None:
     """A student's address keeps the class (&follow=0 while exploring); a teacher's never shows it."""
     qp = st.query_params
     want = {PARAM: code()} if is_student() else {}
+    if is_student() and ss().get(LINK_TOKEN):
+        want[TOKEN_PARAM] = ss()[LINK_TOKEN]
     if is_student() and not following():
         want[FOLLOW_PARAM] = "0"
-    for param in (PARAM, FOLLOW_PARAM):
+    for param in (PARAM, FOLLOW_PARAM, TOKEN_PARAM):
         if param in want and qp.get(param) != want[param]:
             qp[param] = want[param]
-        elif param not in want and param in qp and (param == FOLLOW_PARAM or is_teacher()):
+        elif param not in want and param in qp and (param != PARAM or is_teacher()):
             del qp[param]
 
 

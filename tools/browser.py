@@ -1,26 +1,16 @@
-"""Start the app with `streamlit run` on a free loopback port, and stop it without leaving processes.
+"""Driving the app in Debian's Chromium with Playwright: launch, wait for a script run, screenshots.
 
-Shared by the browser tests (tests/browser/conftest.py), the screenshot script
-(assets/make_screenshots.py) and the page benchmark (bench/bench_pages.py).
+Shared by the browser tests (tests/browser/), the screenshot script (assets/make_screenshots.py) and the
+browser benchmarks (bench/). The app itself is started by `serving.processes.start_app`.
 """
 
 from __future__ import annotations
 
 import os
-import signal
-import socket
-import subprocess
-import sys
-import time
-import urllib.error
-import urllib.request
-from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -28,105 +18,6 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
 APP_SELECTOR = '[data-testid="stApp"]'
 IDLE_SELECTOR = '[data-testid="stApp"][data-test-script-state="notRunning"]'
 EXCEPTION_SELECTOR = '[data-testid="stException"]'
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@dataclass
-class Server:
-    proc: subprocess.Popen
-    url: str
-    log: Path
-    started: float  # time.perf_counter() just before the process was spawned
-
-    def stop(self) -> None:
-        stop_process_group(self.proc)
-
-    def log_tail(self, n: int = 40) -> str:
-        try:
-            return "\n".join(self.log.read_text(errors="replace").splitlines()[-n:])
-        except OSError:
-            return ""
-
-
-def stop_process_group(proc: subprocess.Popen, timeout: float = 10) -> None:
-    """SIGTERM the process group started for `proc`, then SIGKILL whatever is left."""
-    if proc.poll() is None:
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-        try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            pass
-    try:  # the group may outlive its leader (a child that ignored SIGTERM)
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    if proc.poll() is None:
-        proc.wait(timeout=timeout)
-
-
-def launch_command() -> list[str]:
-    """How the README starts the app: the standard `streamlit run app.py`."""
-    return [sys.executable, "-m", "streamlit", "run", "app.py"]
-
-
-def start_server(log: Path | None = None, timeout: float = 60, extra_env: dict[str, str] | None = None,
-                 root: Path | None = None) -> Server:
-    """Start the app from the repo root (or another checkout's `root`, e.g. a git worktree of an older commit
-    for a before/after benchmark) on a free loopback port; return once /_stcore/health answers "ok"."""
-    port = free_port()
-    log = log or Path(os.environ.get("TMPDIR", "/tmp")) / f"glass-streamlit-{port}.log"
-    log.parent.mkdir(parents=True, exist_ok=True)
-    cmd = [*launch_command(), "--server.headless", "true", "--server.fileWatcherType", "none",
-           "--browser.gatherUsageStats", "false", "--server.address", "127.0.0.1", "--server.port", str(port)]
-    env = {**os.environ, "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false", "STREAMLIT_SERVER_HEADLESS": "true",
-           **(extra_env or {})}
-    out = open(log, "wb")  # noqa: SIM115 - the child owns it; closed below
-    started = time.perf_counter()
-    try:
-        proc = subprocess.Popen(cmd, cwd=root or ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
-    finally:
-        out.close()
-    server = Server(proc, f"http://127.0.0.1:{port}", log, started)
-    try:
-        wait_healthy(server, timeout)
-    except BaseException:
-        server.stop()
-        raise
-    return server
-
-
-def wait_healthy(server: Server, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if server.proc.poll() is not None:
-            raise RuntimeError(f"streamlit exited with code {server.proc.returncode}:\n{server.log_tail()}")
-        try:
-            with urllib.request.urlopen(server.url + "/_stcore/health", timeout=2) as r:
-                if r.status == 200 and r.read().strip() == b"ok":
-                    return
-        except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
-            pass
-        time.sleep(0.1)
-    raise RuntimeError(f"streamlit did not answer /_stcore/health within {timeout:.0f} s:\n{server.log_tail()}")
-
-
-@contextmanager
-def running_server(log: Path | None = None, timeout: float = 60, extra_env: dict[str, str] | None = None,
-                   root: Path | None = None):
-    server = start_server(log, timeout, extra_env, root)
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def require_chromium() -> str:

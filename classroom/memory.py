@@ -8,20 +8,9 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
-from ui.classroom.store import (
-    MAX_CLASSES,
-    MAX_OPTIONS,
-    ClassEnded,
-    ClassFull,
-    ClassSnapshot,
-    ClassStore,
-    ClassStoreError,
-    InvalidInput,
-    NotFound,
-    QuestionClosed,
-    RateLimited,
-    _snapshot_of,
-)
+from classroom.errors import ClassEnded, ClassFull, ClassStoreError, InvalidInput, NotFound, QuestionClosed, RateLimited
+from classroom.rules import MAX_OPTIONS
+from classroom.store import ClassSnapshot, ClassStore, _snapshot_of, too_many_classes, too_many_students
 
 
 # -- in-process memory --------------------------------------------------------------------------------
@@ -37,18 +26,29 @@ class _Class:
     revealed: bool = False
     students: set[str] = field(default_factory=set)
     ended: bool = False
+    client: str = ""  # the hashed client that started it
+    joined_by: dict[str, int] = field(default_factory=dict)  # hashed client -> students it added
+
+
+def _window(times: deque[float], now: float, seconds: float) -> deque[float]:
+    """`times` without those older than `seconds` (kept for exactly `seconds`: a limit of N per minute
+    allows N in any minute, its ends included)."""
+    while times and times[0] < now - seconds:
+        times.popleft()
+    return times
 
 
 class MemoryClassStore(ClassStore):
     """One process's classes, in a dict under one lock (every operation is a few dict updates)."""
 
-    def __init__(self, clock=time.monotonic, max_classes: int = MAX_CLASSES, **kw):
+    def __init__(self, clock=time.monotonic, **kw):
         super().__init__(**kw)
         self._clock = clock
-        self._max_classes = max_classes
         self._lock = threading.Lock()
         self._classes: dict[str, _Class] = {}
         self._fails: dict[str, deque[float]] = {}
+        self._starts: dict[str, deque[float]] = {}  # hashed client -> when it started its recent classes
+        self._owned: dict[str, str] = {}  # hashed owner (a teacher's browser or session) -> its class
         self._next_sweep = 0.0
 
     def _sweep(self, now: float) -> None:  # under the lock
@@ -57,8 +57,11 @@ class MemoryClassStore(ClassStore):
         self._next_sweep = now + min(30.0, self.idle_seconds / 4, self.join_window_seconds / 4)
         for code in [c for c, k in self._classes.items() if k.expires <= now]:
             del self._classes[code]
-        for ckey in [c for c, d in self._fails.items() if not d or d[-1] <= now - self.join_window_seconds]:
-            del self._fails[ckey]
+        for window, seconds in ((self._fails, self.join_window_seconds), (self._starts, 60.0)):
+            for ckey in [c for c, d in window.items() if not d or d[-1] < now - seconds]:
+                del window[ckey]
+        for okey in [o for o, code in self._owned.items() if code not in self._classes]:
+            del self._owned[okey]
 
     def _live(self, code: str, now: float) -> _Class | None:
         self._sweep(now)
@@ -79,18 +82,32 @@ class MemoryClassStore(ClassStore):
             c.expires = now + self.idle_seconds
         return c
 
-    def _create(self, code, shash, state):
+    def _create(self, code, shash, state, ckey, okey):
         with self._lock:
             now = self._clock()
             if self._live(code, now) is not None:
                 return False
-            if len(self._classes) >= self._max_classes:
-                self._next_sweep = 0.0
-                self._sweep(now)
-                if len(self._classes) >= self._max_classes:
-                    raise ClassStoreError("Too many classes on this server: try again later.")
-            self._classes[code] = _Class(shash, dict(state), now + self.idle_seconds)
+            previous = self._owned.get(okey) if okey is not None else None
+            if previous is not None and (old := self._live(previous, now)) is not None and not old.ended:
+                self._tombstone(previous, now)  # one class per teacher's browser: starting one ends the last
+            self._next_sweep = 0.0
+            self._sweep(now)
+            running = [c for c in self._classes.values() if not c.ended]
+            if sum(c.client == ckey for c in running) >= self.classes_per_client:
+                raise ClassStoreError(too_many_classes(self.classes_per_client))
+            starts = _window(self._starts.setdefault(ckey, deque()), now, 60.0)
+            if len(starts) >= self.class_starts_per_minute:
+                raise RateLimited(starts[0] + 60.0 - now)
+            if len(running) >= self.max_classes:
+                raise ClassStoreError("Too many classes on this server: try again later.")
+            self._classes[code] = _Class(shash, dict(state), now + self.idle_seconds, client=ckey)
+            starts.append(now)
+            if okey is not None:
+                self._owned[okey] = code
             return True
+
+    def _tombstone(self, code: str, now: float) -> None:  # under the lock
+        self._classes[code] = _Class("", {}, now + self.tombstone_seconds, version=0, ended=True)
 
     def _secret_hash(self, code):
         with self._lock:
@@ -120,19 +137,18 @@ class MemoryClassStore(ClassStore):
     def _end(self, code, shash):
         with self._lock:
             self._get(code, shash)
-            self._classes[code] = _Class("", {}, self._clock() + self.tombstone_seconds, version=0, ended=True)
+            self._tombstone(code, self._clock())
 
     def _touch(self, code, shash):
         with self._lock:
             self._get(code, shash)
 
-    def _join(self, code, ckey, student_id):
+    def _join(self, code, ckey, student_id, trusted):
         with self._lock:
             now = self._clock()
-            fails = self._fails.setdefault(ckey, deque())
-            while fails and fails[0] <= now - self.join_window_seconds:
-                fails.popleft()
-            if len(fails) >= self.max_failed_joins:
+            self._sweep(now)  # first: a sweep drops empty windows, and must not drop the one this join writes to
+            fails = _window(self._fails.setdefault(ckey, deque()), now, self.join_window_seconds)
+            if not trusted and len(fails) >= self.max_failed_joins:
                 raise RateLimited(fails[0] + self.join_window_seconds - now)
             c = self._live(code, now) if code else None
             if c is None:
@@ -140,8 +156,12 @@ class MemoryClassStore(ClassStore):
                 raise NotFound("No class with this code.")
             if c.ended:
                 raise ClassEnded("This class has ended.")
-            if student_id not in c.students and len(c.students) >= self.max_students:
-                raise ClassFull("This class is full.")
+            if student_id not in c.students:
+                if len(c.students) >= self.max_students:
+                    raise ClassFull("This class is full.")
+                if c.joined_by.get(ckey, 0) >= self.students_per_client:
+                    raise ClassFull(too_many_students(self.students_per_client))
+                c.joined_by[ckey] = c.joined_by.get(ckey, 0) + 1
             c.students.add(student_id)
 
     def _answer(self, code, student_id, question_id, option):

@@ -1,36 +1,35 @@
-"""The training process: `python -m ui.train_worker FD`, both ends of its connection.
+"""A training process: `python -m training.run_process FD` trains one run; both ends of its connection.
 
 Training runs in its own process rather than in a thread of the Streamlit server: a small model's
 training step is mostly Python overhead, so a training thread would hold the server's interpreter
 lock and every student's page would wait for it. A separate interpreter (about 1 s to start) shares
-nothing with the server but a connection (a socket pair) on file descriptor FD:
+nothing with the server but a connection (a socket pair) on file descriptor FD, which carries the
+records of `training.messages` as JSON plus raw bytes (never a pickle):
 
-- server -> worker: the job's spec (a dict: tcfg, data, data_sha256, probes, probe_every, name),
-  then optionally ("stop",);
-- worker -> server: ("info", {...}), ("steps", [(StepEvent, seconds since start), ...]),
-  ("eval", EvalEvent, seconds), ("snapshots", [Snapshot, ...]), ("result", weights bytes, JSON
-  bytes), ("usage", {"peak_rss": bytes, "memory_limit": bytes or None}) and last ("end", state,
-  reason, error); ("failing", state, reason, error) announces the end before a last act that may
-  crash the process (handing over the model after running out of memory).
+- server -> training process: the run's `Spec`, then optionally `Stop`;
+- training process -> server: `Info`, `Steps`, `Eval`, `Snapshots`, `Result` (the model's two files),
+  `Usage` and last `End`; `Failing` announces the end before a last act that may crash the process
+  (handing over the model after running out of memory).
 
-The worker runs at a lower CPU priority (nice +`NICE`) with one torch thread, so the server and
-the other jobs keep their cores. When the server goes away the connection closes, the worker stops
-after its current step and exits.
+The process runs at a lower CPU priority (nice +`NICE`) with one torch thread, so the server and the
+other runs keep their cores. When the server goes away the connection closes, the process stops after
+its current step and exits. It re-checks the spec with the app's own bounds (`model.train_settings.plan_run`)
+and recomputes the memory estimate itself: nothing it is sent is taken on trust.
 
-Memory: the spec carries the run's estimate (`memory_bytes`, see `model.train_settings.estimate_memory`).
-Before it builds anything the worker caps its own address space (`resource.setrlimit(RLIMIT_AS)`) at
-what it has mapped so far (the interpreter and torch: about 640 MB of address space, 230 MB resident,
-measured) plus `MEMORY_MARGIN` times the estimate plus `MEMORY_SLACK`. A run that needs more than
-that gets an allocation error in the worker, which ends the job with a message saying so (and hands
-over the model as it was, when that still fits); the server never runs out of memory because of it.
-The worker reports its peak resident memory at the end (`("usage", {...})`).
+Memory: before it builds anything the process caps its own address space (`resource.setrlimit(RLIMIT_AS)`)
+at what it has mapped so far (the interpreter and torch: about 640 MB of address space, 230 MB resident)
+plus `MEMORY_MARGIN` times the estimate plus `MEMORY_SLACK`. A run that needs more than that gets an
+allocation error, which ends the job with a message saying so (and hands over the model as it was, when
+that still fits); the server never runs out of memory because of it. The process reports its peak
+resident memory at the end (`Usage`).
 
-In the server, `run` (called by the job's thread, see `ui.jobs.Job`) starts the process and hands
-each message to the job; it only waits on a pipe, so it costs the server nearly nothing.
+In the server, `run` (called by the job's thread, see `training.job.Job`, or by a queue worker) starts
+the process and hands each message to its caller; it only waits on a pipe, so it costs nearly nothing.
 """
 
 from __future__ import annotations
 
+import logging
 import multiprocessing
 import os
 import resource
@@ -48,10 +47,12 @@ import torch
 from model.checkpoint import to_bytes
 from model.data import langs
 from model.probes import find_reference, snapshots
-from model.train import EvalEvent, StepEvent, TrainConfig, Trainer, TrainingDiverged
+from model.train import EvalEvent, StepEvent, Trainer, TrainingDiverged
 from model.train_settings import toy_data, toy_sha256
+from training import messages as m
 
-ROOT = Path(__file__).resolve().parents[1]  # the worker runs as `python -m ui.train_worker` from here
+ROOT = Path(__file__).resolve().parents[1]  # the process runs as `python -m training.run_process` from here
+_log = logging.getLogger("glass.training")
 STOP_GRACE = 30.0  # seconds a stopped worker may take to send its model before it is terminated
 FLUSH_SECONDS = 0.2  # the worker sends its step figures in batches, at most this often
 NICE = 10  # the worker runs this much nicer than the server: when the cores are busy, page runs go first
@@ -62,46 +63,53 @@ MEMORY_SLACK = 256 * 2**20  # ... + this (allocator arenas, torch's lazily loade
 # --- The server's end ----------------------------------------------------------------------------
 
 
-def run(spec: dict, stop: threading.Event, kill: Callable[[], bool], started: Callable[[subprocess.Popen], None],
-        receive: Callable[[tuple], None]) -> tuple[str, str, str | None]:
-    """Start a worker with `spec`, pass each of its messages to `receive`; returns (state, reason, error).
+def run(spec: m.Spec, stop: threading.Event, kill: Callable[[], bool], started: Callable[[subprocess.Popen], None],
+        receive: Callable[[m.Message], None]) -> tuple[str, str, str | None]:
+    """Start a training process with `spec`, pass each of its messages to `receive`; returns (state, reason,
+    error).
 
-    `stop` set: the worker is told to stop after its current step and send the model so far; `kill()`
-    true (nobody waits for the model) or a worker stuck for `STOP_GRACE` seconds: it is killed.
+    `stop` set: the process is told to stop after its current step and send the model so far; `kill()`
+    true (nobody waits for the model) or a process stuck for `STOP_GRACE` seconds: it is killed. A message
+    that is not one of ours ends the run as failed, with the reason in the log.
     """
     state, reason, error = "failed", "error", None
-    conn, child_conn = multiprocessing.Pipe()  # a socket pair: messages both ways
+    conn, child_conn = multiprocessing.Pipe()  # a socket pair: messages both ways, as raw bytes
     proc = None
     try:
-        proc = subprocess.Popen([sys.executable, "-m", "ui.train_worker", str(child_conn.fileno())],
+        proc = subprocess.Popen([sys.executable, "-m", "training.run_process", str(child_conn.fileno())],
                                 pass_fds=[child_conn.fileno()], cwd=ROOT, stdin=subprocess.DEVNULL,
                                 env={**os.environ, "OMP_NUM_THREADS": "1"})
         child_conn.close()
         started(proc)
-        conn.send(spec)
+        m.send(conn, spec)
         stop_sent: float | None = None
-        failing: tuple[str, str, str] | None = None  # the worker's reason, sent before a risky last act
+        failing: tuple[str, str, str | None] | None = None  # the process's reason, sent before a risky last act
         while True:
             if stop.is_set() and stop_sent is None:
-                conn.send(("stop",))  # the worker ends after its current step and sends the model so far
+                m.send(conn, m.Stop())  # it ends after its current step and sends the model so far
                 stop_sent = time.monotonic()
             if kill() or (stop_sent is not None and time.monotonic() - stop_sent > STOP_GRACE):
-                proc.kill()  # nobody waits for this model (session ended), or the worker is stuck
+                proc.kill()  # nobody waits for this model (session ended), or the process is stuck
                 state, reason = "stopped", "stopped"
                 break
             if conn.poll(0.1):
                 try:
-                    msg = conn.recv()
+                    msg = m.recv(conn)
                 except (EOFError, OSError):
                     msg = None
+                except m.BadMessage as e:
+                    _log.warning("training process %s: unreadable message (%s)", proc.pid, e)
+                    proc.kill()
+                    state, reason, error = "failed", "error", UNREADABLE
+                    break
                 if msg is None:
                     state, reason, error = failing or _died(proc, spec)
                     break
-                if msg[0] == "end":
-                    state, reason, error = msg[1], msg[2], msg[3]
+                if isinstance(msg, m.End):
+                    state, reason, error = msg.state, msg.reason, msg.error
                     break
-                if msg[0] == "failing":
-                    failing = (msg[1], msg[2], msg[3])
+                if isinstance(msg, m.Failing):
+                    failing = (msg.state, msg.reason, msg.error)
                     continue
                 receive(msg)
             elif proc.poll() is not None:
@@ -121,39 +129,41 @@ def run(spec: dict, stop: threading.Event, kill: Callable[[], bool], started: Ca
     return state, reason, error
 
 
-def _died(proc: subprocess.Popen, spec: dict | None = None) -> tuple[str, str, str]:
+UNREADABLE = "Training failed: the training process sent a message this app cannot read (see the server's log)."
+
+
+def _died(proc: subprocess.Popen, spec: m.Spec | None = None) -> tuple[str, str, str]:
     try:
         code = proc.wait(5)
     except subprocess.TimeoutExpired:
         code = None
-    if code == -signal.SIGABRT and spec and spec.get("memory_bytes"):  # under its cap: an allocation in C++/Rust
-        return "failed", "memory", out_of_memory_message(spec) + " (The training process aborted.)"
+    if code == -signal.SIGABRT and spec is not None and spec.memory is not None:  # an allocation in C++/Rust
+        return "failed", "memory", out_of_memory_message(spec.memory.total) + " (The training process aborted.)"
     hint = " (killed: perhaps out of memory)" if code is not None and code < 0 else ""
     return "failed", "error", (f"Training failed: the training process ended unexpectedly (exit code {code}"
                                f"{hint}). Try smaller settings.")
 
 
-# --- The worker's end ----------------------------------------------------------------------------
+# --- The training process's end --------------------------------------------------------------------
 
 
-def worker(conn, stop, spec: dict) -> None:
-    """The body of a training process: train, and send everything the page shows through `conn`.
-
-    A broken pipe (the server is gone) ends the process.
-    """
-    torch.set_num_threads(1)  # one core per job: the server and the other jobs keep theirs
+def train(conn, stop, spec: m.Spec, limit: int | None) -> None:
+    """The body of a training process: train, and send everything the page shows through `conn`
+    (`limit`: the address-space cap it set itself). A broken pipe (the server is gone) ends the process."""
+    torch.set_num_threads(1)  # one core per run: the server and the other runs keep theirs
+    estimate = spec.memory.total if spec.memory is not None else None
     try:
-        end = _train(conn, stop, spec)
+        end = _train(conn, stop, spec, estimate, limit)
     except TrainingDiverged as e:
-        end = ("end", "failed", "diverged", str(e))
+        end = m.End("failed", "diverged", str(e))
     except (BrokenPipeError, EOFError):
         return
     except Exception as e:  # noqa: BLE001 - reported to the page, the server never sees a traceback
-        end = (("end", "failed", "memory", out_of_memory_message(spec)) if is_out_of_memory(e)
-               else ("end", "failed", "error", f"Training failed: {type(e).__name__}: {e}"))
+        end = (m.End("failed", "memory", out_of_memory_message(estimate, limit)) if is_out_of_memory(e)
+               else m.End("failed", "error", f"Training failed: {type(e).__name__}: {e}"))
     try:
-        conn.send(("usage", usage(spec)))
-        conn.send(end)
+        m.send(conn, usage(limit))
+        m.send(conn, end)
     except (BrokenPipeError, OSError):
         pass
     finally:
@@ -161,25 +171,24 @@ def worker(conn, stop, spec: dict) -> None:
 
 
 def is_out_of_memory(e: BaseException) -> bool:
-    """An allocation refused (by the worker's address-space cap, or the machine): Python's MemoryError
+    """An allocation refused (by the process's address-space cap, or the machine): Python's MemoryError
     or torch's allocator error."""
     return isinstance(e, MemoryError) or (isinstance(e, RuntimeError) and (
         "can't allocate memory" in str(e) or "not enough memory" in str(e) or "out of memory" in str(e).lower()))
 
 
-def out_of_memory_message(spec: dict) -> str:
-    est, limit = spec.get("memory_bytes"), spec.get("memory_limit")
+def out_of_memory_message(estimate: int | None, limit: int | None = None) -> str:
     return ("Training stopped: it needed more memory than this job may use"
-            + (f" ({limit / 1e6:,.0f} MB of address space for a run estimated at {est / 1e6:,.0f} MB)"
-               if est and limit else "")
+            + (f" ({limit / 1e6:,.0f} MB of address space for a run estimated at {estimate / 1e6:,.0f} MB)"
+               if estimate and limit else "")
             + ". The server and the other jobs are fine. Use a smaller batch, d_model, d_ff, fewer layers, or a "
               "corpus with fewer words or shorter sentences.")
 
 
-def usage(spec: dict) -> dict:
+def usage(limit: int | None) -> m.Usage:
     """The peak resident memory of this process (VmHWM: getrusage's ru_maxrss would start at the server's
     size, since Linux keeps it across the fork and exec that started this process) and its cap."""
-    return {"peak_rss": _status("VmHWM"), "memory_limit": spec.get("memory_limit")}
+    return m.Usage(_status("VmHWM"), limit)
 
 
 def _status(field: str) -> int:
@@ -201,7 +210,7 @@ def vm_size() -> int:
 
 def limit_memory(estimate: int | None) -> int | None:
     """Cap this process' address space at what it maps now + MEMORY_MARGIN x `estimate` + MEMORY_SLACK
-    (soft and hard: the worker cannot raise it again). Returns the cap in bytes, or None (no estimate,
+    (soft and hard: the process cannot raise it again). Returns the cap in bytes, or None (no estimate,
     or not Linux)."""
     vm = vm_size()
     if not estimate or not vm:
@@ -214,24 +223,22 @@ def limit_memory(estimate: int | None) -> int | None:
     return cap
 
 
-def _train(conn, stop, spec: dict) -> tuple:
-    t: TrainConfig = spec["tcfg"]
+def _train(conn, stop, spec: m.Spec, estimate: int | None, limit: int | None) -> m.End:
+    t = spec.tcfg
     start = time.perf_counter()
-    data = spec["data"] if spec["data"] is not None else toy_data(t.direction)
-    sha = spec["data_sha256"] or (toy_sha256() if spec["data"] is None else None)
+    data = spec.data if spec.data is not None else toy_data(t.direction)
+    sha = spec.data_sha256 or (toy_sha256() if spec.data is None else None)
     torch.manual_seed(t.seed)  # dropout draws from torch's global generator (as in the CLI); this process only
     trainer = Trainer(t, data=data, data_sha256=sha)
     src_lang, _ = langs(t.direction)
-    probes, probe_every = spec["probes"], spec["probe_every"]
+    probes, probe_every = spec.probes, spec.probe_every
     references = [find_reference(data, p, src_lang) for p in probes]
-    conn.send(("info", {"parameters": sum(p.numel() for p in trainer.model.parameters()), "pid": os.getpid(),
-                        "torch_threads": torch.get_num_threads(), "memory_limit": spec.get("memory_limit"),
-                        "memory_bytes": spec.get("memory_bytes"),
-                        "nice": os.getpriority(os.PRIO_PROCESS, 0) if hasattr(os, "getpriority") else None}))
+    m.send(conn, m.Info(sum(p.numel() for p in trainer.model.parameters()), os.getpid(), torch.get_num_threads(),
+                        os.getpriority(os.PRIO_PROCESS, 0) if hasattr(os, "getpriority") else None, limit, estimate))
 
     def snapshot() -> None:
         if probes and probe_every:
-            conn.send(("snapshots", snapshots(trainer, t.direction, probes, references)))
+            m.send(conn, m.Snapshots(tuple(snapshots(trainer, t.direction, probes, references))))
 
     snapshot()  # step 0: the attention of the untrained model
     out_of_memory = False
@@ -242,27 +249,25 @@ def _train(conn, stop, spec: dict) -> tuple:
             raise
         out_of_memory = True  # handled below, once the failed step's frames (and tensors) are gone
     if out_of_memory:
-        failing = ("end", "failed", "memory", out_of_memory_message(spec))
-        conn.send(("usage", usage(spec)))
-        conn.send(("failing", *failing[1:]))  # should the hand-over below fail too, the server knows why
+        failing = m.Failing("failed", "memory", out_of_memory_message(estimate, limit))
+        m.send(conn, usage(limit))
+        m.send(conn, failing)  # should the hand-over below fail too, the server knows why
         trainer.optimizer.state.clear()  # Adam's moments and the gradients: room for the model's copy
         trainer.optimizer.zero_grad(set_to_none=True)
         trainer._good = []
         try:  # the model as it was: its copy needs far less than the step that failed
-            weights, meta = to_bytes(trainer.bundle(name=spec["name"]))
-            conn.send(("result", weights, meta))
+            m.send(conn, m.Result(*to_bytes(trainer.bundle(name=spec.name))))
         except Exception:  # noqa: BLE001, S110 - nothing to hand over; the message says why
             pass
-        return failing
+        return m.End(failing.state, failing.reason, failing.error)
     if last_snap != trainer.step:
         snapshot()
-    weights, meta = to_bytes(trainer.bundle(name=spec["name"]))
-    conn.send(("result", weights, meta))
+    m.send(conn, m.Result(*to_bytes(trainer.bundle(name=spec.name))))
     if stop.is_set():
-        return ("end", "stopped", "stopped", None)
+        return m.End("stopped", "stopped")
     if trainer.step < t.steps:
-        return ("end", "stopped", f"time limit ({t.max_seconds:.0f} s per job)", None)
-    return ("end", "finished", "completed", None)
+        return m.End("stopped", f"time limit ({t.max_seconds:.0f} s per job)")
+    return m.End("finished", "completed")
 
 
 def _loop(conn, stop, trainer, snapshot, probe_every: int, start: float) -> int:
@@ -270,45 +275,52 @@ def _loop(conn, stop, trainer, snapshot, probe_every: int, start: float) -> int:
     pending: list = []
     flushed = time.perf_counter()
     last_snap = 0
+
+    def flush() -> None:
+        nonlocal pending, flushed
+        m.send(conn, m.Steps(tuple(pending)))
+        pending, flushed = [], time.perf_counter()
+
     for ev in trainer.run(stop):
         now = time.perf_counter() - start
         if isinstance(ev, StepEvent):
             pending.append((ev, now))
             if probe_every and ev.step % probe_every == 0:
-                conn.send(("steps", pending))
-                pending, flushed = [], time.perf_counter()
+                flush()
                 snapshot()
                 last_snap = ev.step
         elif isinstance(ev, EvalEvent):
-            conn.send(("steps", pending))
-            pending, flushed = [], time.perf_counter()
-            conn.send(("eval", ev, now))
+            flush()
+            m.send(conn, m.Eval(ev, now))
         if pending and time.perf_counter() - flushed >= FLUSH_SECONDS:
-            conn.send(("steps", pending))
-            pending, flushed = [], time.perf_counter()
+            flush()
         if stop.is_set():
             break  # stopped: no final evaluation, the model is handed over at once
     if pending:
-        conn.send(("steps", pending))
+        flush()
     return last_snap
 
 
 def main() -> None:
     os.nice(NICE)  # before any other thread starts: on Linux each thread has its own priority, new ones inherit it
     conn = Connection(int(sys.argv[1]))
-    spec = conn.recv()
+    try:
+        spec = m.recv(conn, kinds=("spec",))  # checked again here with the app's bounds
+    except m.BadMessage as e:
+        m.send(conn, m.End("failed", "error", f"Training failed: this run's settings could not be read ({e})."))
+        return
+    limit = limit_memory(spec.memory.total if spec.memory is not None else None)  # before anything is built
     stop = threading.Event()
-    spec["memory_limit"] = limit_memory(spec.get("memory_bytes"))  # before the model, the data or a thread
 
     def listen() -> None:
         try:
-            conn.recv()  # ("stop",), or EOF when the server is gone
-        except (EOFError, OSError):
+            m.recv(conn, kinds=("stop",))  # Stop, or EOF when the server is gone
+        except (EOFError, OSError, m.BadMessage):
             pass
         stop.set()
 
     threading.Thread(target=listen, name="stop-listener", daemon=True).start()
-    worker(conn, stop, spec)
+    train(conn, stop, spec, limit)
 
 
 if __name__ == "__main__":

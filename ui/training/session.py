@@ -1,9 +1,9 @@
 """The training page's session state: its keys, its defaults, and the callbacks that change it.
 
-Session-state keys (all per session): `training_job` (the `ui.jobs.Job` this session shows: its
-browser's job, as the job manager keeps it), `training_owner` (a per-session token, the job's owner
+Session-state keys (all per session): `training_job` (the `training.Job` this session shows: its
+browser's job, as the training service keeps it), `training_owner` (a per-session token, the job's owner
 when the browser has no identity of its own), `_training_identity` (this session's
-`ui.identity.Identity`: client address, hashed browser id, session id), `training_adopted` (id of the job
+`serving.identity.Identity`: client address, hashed browser id, session id), `training_adopted` (id of the job
 whose model became "my model"), `training_switched`, `training_error`, `training_corpus` (the
 uploaded corpus' bytes), `training_model_msg`, the memos `_training_parsed` / `_training_profile`
 / `_training_probes_auto`, and the page's widgets' `training_*` keys. The finished model goes to
@@ -12,7 +12,7 @@ that at that moment.
 
 Callbacks (`on_*`) run before the script, so they may set widget keys and the sidebar's choice.
 
-A job belongs to the browser (see `ui.job_manager`): `job()` asks the manager for this browser's job on
+A job belongs to the browser (see `training.local_pool`): `job()` asks the service for this browser's job on
 every run, so a reload or a second tab re-attaches to a running job and its figures, and a job started
 by a burst of Start messages is always the one shown and stopped. `on_start` is idempotent.
 """
@@ -26,6 +26,7 @@ from pathlib import PurePath
 
 import streamlit as st
 
+import training
 from model import checkpoint, train_settings
 from model.checkpoint import MAX_BYTES, Bundle, CheckpointError, from_bytes
 from model.data import CorpusError, langs, parse_corpus, split_pairs
@@ -43,9 +44,9 @@ from model.train_settings import (
     toy_profile,
     worst_case,
 )
-from ui import job_manager
-from ui.identity import Identity, current_identity
-from ui.jobs import make_job
+from serving.identity import Identity
+from training import JobRefused, make_job
+from ui.session_info import current_identity, streamlit_session_alive
 from ui.widgets import md
 
 JOB_KEY = "training_job"  # st.session_state key of the Job this session shows
@@ -78,7 +79,7 @@ def init() -> None:
 
 
 def identity() -> Identity:
-    """Who this session is for the job manager (client, browser, session), computed once per session."""
+    """Who this session is for the training service (client, browser, session), computed once per session."""
     ss = st.session_state
     ident = ss.get(IDENTITY_KEY)
     if ident is None:
@@ -92,11 +93,16 @@ def owner() -> str:
     return identity().browser or ss.setdefault(OWNER_KEY, uuid.uuid4().hex)
 
 
+def service() -> training.TrainingService:
+    """The server's training service, which asks Streamlit whether a session is still connected."""
+    return training.service(streamlit_session_alive)
+
+
 def job():
     """The job this session shows: its browser's latest job (attaching this session to it, so that it
     keeps the job alive), or the one it kept itself; None."""
     ss = st.session_state
-    found = job_manager.get_manager().job_for(owner(), identity().session)
+    found = service().job_for(owner(), identity().session)
     if found is not None and found is not ss.get(JOB_KEY):
         ss[JOB_KEY] = found  # started in another tab of this browser, or before a reload: re-attached
     return ss.get(JOB_KEY)
@@ -228,8 +234,8 @@ def on_start() -> None:
         new = make_job(settings(), probes=probes(), probe_every=int(ss["training_probe_every"]), data=data,
                        data_label=label, data_sha256=sha, session_id=ident.session, owner=owner(),
                        client=ident.client, name="my model")
-        ss[JOB_KEY] = job_manager.get_manager().submit(new)  # compare-and-set: the browser's one active job
-    except (SettingsError, job_manager.JobRefused) as e:
+        ss[JOB_KEY] = service().submit(new)  # compare-and-set: the browser's one active job
+    except (SettingsError, JobRefused) as e:
         ss[ERROR_KEY] = str(e)
 
 
@@ -307,9 +313,9 @@ def plan() -> Plan:
     tcfg = make_config(settings())
     data, _, _ = chosen_data()
     prof = corpus_profile(corpus()[0]) if data is not None else toy_profile(ss["training_direction"])
-    manager = job_manager.get_manager()
+    svc = service()
     train_settings.check_checkpoint_size(tcfg, prof)  # refused here, before Start, with the reason
     memory = estimate_memory(tcfg, prof, n_probes=max(1, len(probes())))
     train_settings.check_memory(memory)
-    return Plan(tcfg, memory, worst_case(ss["training_direction"]), manager.max_running, manager.max_seconds,
+    return Plan(tcfg, memory, worst_case(ss["training_direction"]), svc.max_running, svc.max_seconds,
                 train_settings.MAX_JOB_BYTES, train_settings.checkpoint_bytes(tcfg, prof), checkpoint.MAX_BYTES)

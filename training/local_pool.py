@@ -1,25 +1,22 @@
-"""The server's training jobs: one `JobManager` per process, the only object sessions share.
+"""This process's training pool (`LocalPool`): the training service of one `streamlit run app.py`.
 
 It holds the bookkeeping that a classroom needs:
 
 - at most `max_running` jobs train at once (default: the number of CPU cores), each in its own
-  process (`ui.train_worker`) with one torch thread at a lower CPU priority (nice +10) than the
-  server; the others wait in a first-in-first-out queue and can see their position;
+  training process (`training.run_process`) with one torch thread at a lower CPU priority (nice +10)
+  than the server; the others wait in a first-in-first-out queue and can see their position;
 - a job belongs to a **browser**, not to a websocket: one active job per browser, and `submit` is a
-  compare-and-set under the manager's lock, so any burst of Start messages (from one tab, several
+  compare-and-set under the pool's lock, so any burst of Start messages (from one tab, several
   tabs, or reloads) gives exactly one job, which every session of that browser sees and can stop
   (`job_for`); a reload re-attaches to the running job and its figures;
-- fair sharing between **clients** (network addresses): at most `jobs_per_client` jobs queued or
-  running per client and at most `starts_per_minute` new jobs per client per minute, so one client
+- fair sharing between **clients** (hashed network addresses): at most `jobs_per_client` jobs queued
+  or running per client and at most `starts_per_minute` new jobs per client per minute, so one client
   cannot fill the running slots or the queue, whatever number of sessions or browsers it opens;
 - a maximum wall-clock time per job (`TrainConfig.max_seconds`, plus a watchdog for a hard stop);
 - a job is cancelled only when no session of its browser has been alive for `grace` seconds
   (queued jobs leave the queue, running ones are killed); the browser's last ended job (its model)
-  is kept for a reload until then too. The liveness check is injectable (`session_alive`), so tests
-  simulate dead sessions without Streamlit.
-
-Who asks (the browser, the client, the session) is `ui.identity`'s business. Nothing here needs a
-running Streamlit: the Streamlit calls are imported lazily inside small functions.
+  is kept for a reload until then too. The liveness check is handed in (`session_alive`: the app
+  passes Streamlit's), so nothing here knows it is served by Streamlit.
 """
 
 from __future__ import annotations
@@ -29,52 +26,21 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from typing import Protocol
 
-from ui.identity import streamlit_session_alive
-from ui.jobs import Job
-
-DEFAULT_MAX_SECONDS = float(os.environ.get("GLASS_TRAINING_MAX_SECONDS", 600))
-DEFAULT_GRACE = 60.0  # seconds no session of a browser may be alive (a reload, a flaky network) before its job ends
-def _env_int(name: str, default: int) -> int:
-    try:
-        return int(os.environ.get(name, "") or default)
-    except ValueError:
-        return default
+from training.contract import DEFAULT_GRACE, DEFAULT_MAX_SECONDS, JobRefused, Watchdog, any_alive, client_shares
+from training.job import Job
 
 
-def client_shares(jobs_per_client: int | None = None, starts_per_minute: int | None = None) -> tuple[int, int]:
-    """(jobs queued or running, starts per minute) allowed per client: the arguments, else
-    $GLASS_JOBS_PER_CLIENT (default 2) and $GLASS_STARTS_PER_MINUTE (default 6); at least 1 each."""
-    jobs = jobs_per_client if jobs_per_client is not None else _env_int("GLASS_JOBS_PER_CLIENT", 2)
-    starts = starts_per_minute if starts_per_minute is not None else _env_int("GLASS_STARTS_PER_MINUTE", 6)
-    return max(1, jobs), max(1, starts)
+def _always_alive(session_id: str | None) -> bool:
+    return True
 
 
-class JobRefused(RuntimeError):
-    """The manager cannot take this job (its client is over its share, the queue is full)."""
-
-    @classmethod
-    def share(cls, active: int, limit: int) -> JobRefused:
-        return cls(f"Your network address already has {active} training job(s) queued or running; the limit is "
-                   f"{limit} per address, so that everyone gets a turn. Wait until one ends, or stop one.")
-
-    @classmethod
-    def rate(cls, started: int, limit: int, wait: float) -> JobRefused:
-        return cls(f"{started} training runs were started from your network address in the last minute; the "
-                   f"limit is {limit} per minute. Try again in {max(1, int(wait + 0.999))} s.")
-
-    @classmethod
-    def full(cls, waiting: int) -> JobRefused:
-        return cls(f"The server's training queue is full ({waiting} jobs waiting). Try again in a few minutes.")
-
-
-class JobManager:
+class LocalPool:
     """Server-wide limits: running jobs, a FIFO queue, per-client shares, a time limit, browser liveness.
 
     max_running: jobs training at once (default: CPU cores, or $GLASS_MAX_TRAINING_JOBS).
     max_seconds: wall-clock limit per job (default 600 s, or $GLASS_TRAINING_MAX_SECONDS).
-    session_alive: session id -> bool (default: ask the Streamlit runtime).
+    session_alive: session id -> bool (default: always alive; the app hands in Streamlit's check).
     grace: seconds no session of a browser may be alive before its job is cancelled (and its last
       ended job forgotten).
     poll: seconds between the watchdog's sweeps (it runs only while it has jobs to watch).
@@ -84,7 +50,7 @@ class JobManager:
     """
 
     def __init__(self, max_running: int | None = None, max_seconds: float = DEFAULT_MAX_SECONDS,
-                 session_alive: Callable[[str | None], bool] = streamlit_session_alive, grace: float = DEFAULT_GRACE,
+                 session_alive: Callable[[str | None], bool] = _always_alive, grace: float = DEFAULT_GRACE,
                  poll: float = 1.0, max_queue: int = 200, jobs_per_client: int | None = None,
                  starts_per_minute: int | None = None, clock: Callable[[], float] = time.monotonic):
         env = os.environ.get("GLASS_MAX_TRAINING_JOBS")
@@ -101,7 +67,7 @@ class JobManager:
         self._queue: collections.deque[Job] = collections.deque()
         self._owned: dict[str, Job] = {}  # owner (browser) -> its latest job, active or ended
         self._starts: dict[str, collections.deque[float]] = {}  # client -> times of its recent starts
-        self._watchdog: threading.Thread | None = None
+        self._watchdog = Watchdog("training-watchdog", self.poll, self.sweep, self._busy_locked, self._lock)
 
     # --- public -----------------------------------------------------------------------------
 
@@ -134,7 +100,7 @@ class JobManager:
             else:
                 job.mark_queued()
                 self._queue.append(job)
-            self._ensure_watchdog_locked()
+            self._watchdog.ensure_locked()
         return job
 
     def job_for(self, owner: str | None, session_id: str | None = None) -> Job | None:
@@ -235,23 +201,7 @@ class JobManager:
     # --- internal ---------------------------------------------------------------------------
 
     def _alive(self, job: Job) -> bool:
-        """Whether any session attached to the job is connected (a failing check counts as alive; a job
-        without sessions, started outside Streamlit, always is)."""
-        if not job.session_ids():
-            return True
-        alive = False
-        dead = []
-        for sid in job.session_ids():
-            try:
-                ok = bool(self.session_alive(sid))
-            except Exception:  # noqa: BLE001 - a failing check must not kill the watchdog
-                ok = True
-            alive = alive or ok
-            if not ok:
-                dead.append(sid)
-        if alive and dead:
-            job.drop_sessions(dead)  # a reload's old session: the new one keeps the job
-        return alive
+        return any_alive(self.session_alive, job)
 
     def _check_share_locked(self, client: str) -> None:
         active = sum(j.client == client for j in (*self._running, *self._queue))
@@ -269,53 +219,5 @@ class JobManager:
         self._running.append(job)
         job.mark_started()
 
-    def _ensure_watchdog_locked(self) -> None:
-        if self._watchdog is None or not self._watchdog.is_alive():
-            self._watchdog = threading.Thread(target=self._watch, name="training-watchdog", daemon=True)
-            self._watchdog.start()
-
-    def _watch(self) -> None:
-        while True:
-            time.sleep(self.poll)
-            self.sweep()
-            with self._lock:
-                if not self._running and not self._queue and not self._owned:
-                    self._watchdog = None
-                    return
-
-
-class Manager(Protocol):
-    """What the training page and a `Job` need from a manager: `JobManager` (this process's pool) and
-    `ui.job_queue.QueueJobManager` (one Redis queue for every process) both provide it."""
-
-    max_running: int
-    max_seconds: float
-
-    def submit(self, job: Job) -> Job: ...
-    def job_for(self, owner: str | None, session_id: str | None = None) -> Job | None: ...
-    def position(self, job: Job) -> int | None: ...
-    def stop(self, job: Job, reason: str = "stopped by you", kill: bool = False) -> None: ...
-    def counts(self) -> tuple[int, int]: ...
-    def release(self, job: Job) -> None: ...
-    def shutdown(self, timeout: float = 30) -> None: ...
-
-
-_MANAGER: Manager | None = None
-_MANAGER_LOCK = threading.Lock()
-
-
-def get_manager() -> Manager:
-    """The process-wide manager (created on first use): this process's pool, or, with $GLASS_REDIS_URL set,
-    the Redis queue that every app process and queue worker shares (`ui.job_queue.QueueJobManager`)."""
-    global _MANAGER
-    with _MANAGER_LOCK:
-        if _MANAGER is None:
-            from ui.shared_redis import redis_url
-
-            if redis_url():
-                from ui.job_queue import QueueJobManager
-
-                _MANAGER = QueueJobManager()
-            else:
-                _MANAGER = JobManager()
-        return _MANAGER
+    def _busy_locked(self) -> bool:
+        return bool(self._running or self._queue or self._owned)

@@ -1,7 +1,7 @@
 """The one Redis server that app processes share when `GLASS_REDIS_URL` is set (none by default).
 
-The class store (`ui.classroom`) and the training queue (`ui.job_queue`) use it, and so does the key
-that turns a browser's cookie into its id (`ui.identity.browser_id`): with one key for every app
+The class store (`classroom`) and the training queue (`training.redis_queue`) use it, and so does the key
+that turns a browser's cookie into its id (`serving.identity.browser_id`): with one key for every app
 process, a browser keeps its id, and so its training job and its place in a class, when the proxy
 sends it to another process (after a process was restarted or killed).
 """
@@ -28,15 +28,20 @@ def redis_url() -> str:
 
 def client(url: str | None = None):
     """A `redis.Redis` for `url` (default: $GLASS_REDIS_URL), one per process and URL; bytes in, bytes out."""
-    import redis
-
     url = redis_url() if url is None else url
     with _lock:
         conn = _clients.get(url)
         if conn is None:
-            conn = _clients[url] = redis.Redis.from_url(url, socket_timeout=10, socket_connect_timeout=5,
-                                                        health_check_interval=30)
+            conn = _clients[url] = new_client(url)
         return conn
+
+
+def new_client(url: str):
+    """A `redis.Redis` of its own (its own connection pool): for a connection whose settings someone else
+    changes (RQ's worker raises its socket timeout for its blocking reads)."""
+    import redis
+
+    return redis.Redis.from_url(url, socket_timeout=10, socket_connect_timeout=5, health_check_interval=30)
 
 
 def browser_key(fallback: bytes) -> bytes:

@@ -2,19 +2,19 @@
 
 A job is a plain object: settings, a lock, lists of figures (loss per step, held-out metrics,
 attention snapshots of the probe sentences), a stop event, a done event, a final state and, at the
-end, the trained model as a `Bundle`. The paper's recipe (`model.train.Trainer`) runs in a worker
-process (`ui.train_worker`) with ONE torch thread; the job's thread in the server only copies the
-worker's messages into the job object and never calls Streamlit. The page keeps the job in its own
-`st.session_state` (see `ui.training_session`), and the server-wide `ui.job_manager` keeps it for
-its owner (the browser that started it), so every session of that browser, and nobody else, sees it;
-the page reads `job.view()` to draw it. The manager moves a job through its states with the job's
-public methods.
+end, the trained model as a `Bundle`. The paper's recipe (`model.train.Trainer`) runs in a training
+process (`training.run_process`) with ONE torch thread; the job's thread in the server only copies the
+process's messages (`training.messages`) into the job object. The page keeps the job in its own
+session (see `ui.training.session`), and the server-wide training service (`training.service()`: the
+local pool or the Redis queue) keeps it for its owner (the browser that started it), so every session
+of that browser, and nobody else, sees it; the page reads `job.view()` to draw it. The service moves a
+job through its states with the job's public methods.
 
 Memory per job is bounded before it starts (`make_job` calls `model.train_settings.plan_run`, and
-the worker caps its own address space at the estimate, see `ui.train_worker`). A queued job holds
-no model; a finished job keeps only its result `Bundle` and its figures.
+the training process caps its own address space at the estimate, see `training.run_process`). A queued
+job holds no model; a finished job keeps only its result `Bundle` and its figures.
 
-A finished run is never thrown away: the worker hands the weights over as checkpoint bytes, which
+A finished run is never thrown away: the training process hands the weights over as checkpoint bytes, which
 the job checks like an upload (`model.checkpoint.from_bytes`). Should that fail, for whatever
 reason, the job keeps the two files' bytes (`result_files`) and says why (`handover_error`), and
 the page offers them for download.
@@ -29,17 +29,14 @@ import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from model.checkpoint import Bundle, CheckpointError, from_bytes
 from model.data import Pair
 from model.probes import MAX_PROBES, MAX_SNAPSHOTS, Snapshot, default_probes
 from model.train import EvalEvent, TrainConfig
 from model.train_settings import DEFAULT_PROBE_EVERY, MemoryEstimate, plan_run
-from ui import train_worker
-
-if TYPE_CHECKING:
-    from ui.job_manager import Manager
+from training import messages as m
 
 ACTIVE = ("queued", "running")
 ENDED = ("finished", "stopped", "failed")
@@ -86,10 +83,18 @@ class JobView:
         return min(1.0, self.step / self.tcfg.steps) if self.tcfg.steps else 0.0
 
 
+class JobService(Protocol):
+    """What a job asks of the service that accepted it (`training.LocalPool`, `training.RedisQueue`)."""
+
+    def position(self, job: Job) -> int | None: ...
+    def stop(self, job: Job, reason: str = "stopped by you", kill: bool = False) -> None: ...
+    def release(self, job: Job) -> None: ...
+
+
 class Job:
     """One training run of one session. Only its own thread writes the figures; all under `lock`.
 
-    Its manager moves it through its states with the public methods below (`attach`, `mark_queued`,
+    Its service moves it through its states with the public methods below (`attach`, `mark_queued`,
     `mark_started`, `cancel`, `request_stop`, `seen_alive`); nothing else writes its fields.
     """
 
@@ -108,7 +113,7 @@ class Job:
         self.session_id = session_id  # the session that started it
         self._sessions: set[str] = {session_id} if session_id is not None else set()  # every session attached
         self.owner = owner  # the browser it belongs to (or a per-session token): one active job per owner
-        self.client = client  # the network address it counts for in the manager's fair share
+        self.client = client  # the client (hashed address) it counts for in the fair share
         self.name = name
         self.memory = memory
         self.lock = threading.Lock()
@@ -134,11 +139,11 @@ class Job:
         self.started: float | None = None
         self.ended: float | None = None
         self._stop_reason = ""
-        self._kill = False  # end the worker at once (its session is gone: nobody waits for the model)
-        self.process = None  # the worker process while it runs
-        self.worker_info: dict = {}  # what the worker reports about itself (pid, torch threads, nice)
-        self._manager: Manager | None = None
-        self._runner = train_worker.run
+        self._kill = False  # end the training process at once (its session is gone: nobody waits for the model)
+        self.process = None  # the training process while it runs (here; None when a queue worker trains it)
+        self.worker_info: dict = {}  # what the training process reports about itself (pid, torch threads, nice)
+        self._service: JobService | None = None
+        self._runner = None  # default: a training process of this server (`training.run_process.run`)
         self._dead_since: float | None = None  # when its session was first seen disconnected
 
     # --- for the page ---------------------------------------------------------------------------
@@ -153,8 +158,8 @@ class Job:
 
     def stop(self, reason: str = "stopped by you") -> None:
         """Ask the job to stop (a queued job leaves the queue at once)."""
-        if self._manager is not None:
-            self._manager.stop(self, reason)
+        if self._service is not None:
+            self._service.stop(self, reason)
         else:
             self.request_stop(reason)
 
@@ -166,7 +171,7 @@ class Job:
         return ok
 
     def view(self) -> JobView:
-        position = self._manager.position(self) if self._manager is not None else None
+        position = self._service.position(self) if self._service is not None else None
         with self.lock:
             now = time.monotonic()
             seconds = ((self.ended or now) - self.started) if self.started is not None else 0.0
@@ -186,14 +191,14 @@ class Job:
                            snapshots=list(self.snapshots), seconds=seconds, steps_per_s=rate, eta_s=eta,
                            parameters=self.parameters, memory=self.memory)
 
-    # --- state changes (the manager calls these under its lock) ---------------------------------
+    # --- state changes (the service calls these under its lock) ---------------------------------
 
-    def attach(self, manager: Manager, max_seconds: float, runner=None) -> None:
-        """Accepted by `manager`, whose time limit caps the run's own. `runner` runs the job (default:
-        `ui.train_worker.run`, a worker process of this server; `ui.job_queue` passes one that follows a
-        job trained by a queue worker, anywhere)."""
+    def attach(self, service: JobService, max_seconds: float, runner=None) -> None:
+        """Accepted by `service`, whose time limit caps the run's own. `runner` runs the job (default:
+        `training.run_process.run`, a training process of this server; `training.RedisQueue` passes one
+        that follows a job trained by a queue worker, anywhere)."""
         self.tcfg = dataclasses.replace(self.tcfg, max_seconds=min(self.tcfg.max_seconds or math.inf, max_seconds))
-        self._manager = manager
+        self._service = service
         if runner is not None:
             self._runner = runner
 
@@ -201,7 +206,7 @@ class Job:
         self.state = "queued"
 
     def mark_started(self) -> None:
-        """Start the job's thread, which runs the worker process."""
+        """Start the job's thread, which runs the training process."""
         self.state = "running"
         self.started = time.monotonic()
         self.follow()
@@ -211,18 +216,22 @@ class Job:
         self.thread = threading.Thread(target=self._run, name=f"training-{self.id}", daemon=True)
         self.thread.start()
 
-    def spec(self) -> dict:
-        """What a worker needs to train this job (see `ui.train_worker`)."""
-        return {"job_id": self.id, "tcfg": self.tcfg, "data": self._data, "data_sha256": self.data_sha256,
-                "probes": self.probes, "probe_every": self.probe_every, "name": self.name,
-                "memory_bytes": self.memory.total if self.memory is not None else None}
+    def spec(self) -> m.Spec:
+        """What a training process needs to train this job (see `training.run_process`)."""
+        return m.Spec(self.id, self.tcfg, self._data, self.data_sha256, self.probes, self.probe_every, self.name,
+                      self.memory)
+
+    def record(self, client_key: str | None) -> m.JobRecord:
+        """What another app process needs to show this job (no data)."""
+        return m.JobRecord(self.tcfg, self.data_label, self.data_sha256, self.probes, self.probe_every, self.owner,
+                           self.name, self.memory, client_key)
 
     def forget_data(self) -> None:
-        """The data went to the worker (the queue holds it): this process needs no copy."""
+        """The data went to the queue (a queue worker trains it): this process needs no copy."""
         self._data = None
 
     def request_stop(self, reason: str, kill: bool = False) -> None:
-        """Tell the worker to stop after its current step (with `kill`: kill it at once)."""
+        """Tell the training process to stop after its current step (with `kill`: end it at once)."""
         if not self._stop_reason:
             self._stop_reason = reason
         self._kill = self._kill or kill
@@ -232,6 +241,11 @@ class Job:
         """End a job that never started (it was queued)."""
         self.request_stop(reason)
         self._end("stopped", reason)
+        self.done_event.set()
+
+    def fail(self, error: str) -> None:
+        """End a job that cannot run or be shown (its records could not be read), with `error` for the page."""
+        self._end("failed", "error", error)
         self.done_event.set()
 
     def add_sessions(self, session_ids) -> None:
@@ -264,54 +278,57 @@ class Job:
     # --- the thread -----------------------------------------------------------------------------
 
     def _run(self) -> None:
-        """The job's thread in the server: run the worker process and copy its messages into the job."""
+        """The job's thread in the server: run the training (its runner) and copy its messages into the job."""
         state, reason, error = "failed", "error", None
         try:
-            state, reason, error = self._runner(self.spec(), self.stop_event, lambda: self._kill, self._started,
-                                                self._receive)
+            runner = self._runner
+            if runner is None:
+                from training import run_process  # here, not on top: `python -m training.run_process` loads this
+
+                runner = run_process.run
+            state, reason, error = runner(self.spec(), self.stop_event, lambda: self._kill, self._started,
+                                          self._receive)
             if state == "stopped" and self.stop_event.is_set():
                 reason = self._stop_reason or reason
         finally:
             self._data = None
             self._end(state, reason, error)
-            if self._manager is not None:
-                self._manager.release(self)
+            if self._service is not None:
+                self._service.release(self)
             self.done_event.set()
 
     def _started(self, process) -> None:
         with self.lock:
             self.process = process
 
-    def _receive(self, msg: tuple) -> None:
-        """One message from the worker (see `ui.train_worker`)."""
-        kind = msg[0]
-        if kind == "result":
-            self._hand_over(msg[1], msg[2])
+    def _receive(self, msg: m.Message) -> None:
+        """One message of the training process (see `training.messages`)."""
+        if isinstance(msg, m.Result):
+            self._hand_over(msg.weights, msg.meta)
             return
         with self.lock:
-            if kind == "started":  # a queue worker took the job (again, after a worker died: start afresh)
+            if isinstance(msg, m.Started):  # a queue worker took the job (again, after a worker died: afresh)
                 self.state = "running"
-                self.started = time.monotonic() - max(0.0, time.time() - msg[1]["wall"])
+                self.started = time.monotonic() - max(0.0, time.time() - msg.wall)
                 for figures in (self.steps, self.losses, self.cross_entropy, self.lrs, self.elapsed, self.evals,
                                 self.eval_seconds, self.snapshots):
                     figures.clear()
-            elif kind == "info":
-                self.worker_info = {**self.worker_info, **msg[1]}
-                self.parameters = msg[1]["parameters"]
-            elif kind == "usage":
-                self.worker_info = {**self.worker_info, **msg[1]}
-            elif kind == "steps":
-                for ev, seconds in msg[1]:
+            elif isinstance(msg, m.Info | m.Usage):
+                self.worker_info = {**self.worker_info, **dataclasses.asdict(msg)}
+                if isinstance(msg, m.Info):
+                    self.parameters = msg.parameters
+            elif isinstance(msg, m.Steps):
+                for ev, seconds in msg.events:
                     self.steps.append(ev.step)
                     self.losses.append(ev.loss)
                     self.cross_entropy.append(ev.cross_entropy)
                     self.lrs.append(ev.lr)
                     self.elapsed.append(seconds)
-            elif kind == "eval":
-                self.evals.append(msg[1])
-                self.eval_seconds.append(msg[2])
-            elif kind == "snapshots":
-                self.snapshots.extend(msg[1])
+            elif isinstance(msg, m.Eval):
+                self.evals.append(msg.event)
+                self.eval_seconds.append(msg.seconds)
+            elif isinstance(msg, m.Snapshots):
+                self.snapshots.extend(msg.snapshots)
 
 
     def _hand_over(self, weights: bytes, meta: bytes) -> None:

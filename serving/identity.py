@@ -1,9 +1,10 @@
-"""Who is asking: the browser, the client (network address) and the Streamlit session of a script run.
+"""Who is asking: the browser and the client (network address), from what a request carries.
 
-The training queue (`ui.job_manager`, `ui.job_queue`) gives one job per browser and shares its slots
-per client; classroom mode keeps a student's place per browser.
+The training service gives one job per browser and shares its slots per client; classroom mode keeps
+a student's place per browser and limits joins per client. This is the one place that decides both;
+`ui.session_info.current_identity` reads the request of the Streamlit script run that asks.
 
-How a browser is identified (`current_identity`)
+How a browser is identified (`browser_id`)
 -----------------------------------------------
 Streamlit 1.67 keeps no per-browser id of its own: every websocket is a new session. What a browser
 does carry is Streamlit's XSRF cookie, `_streamlit_xsrf`, which the server sets (without an expiry,
@@ -14,7 +15,7 @@ afresh every time the server sets the cookie again, so the raw string changes fr
 next, but the token underneath (token XOR mask) and the timestamp do not. We unmask the token and
 keep only ``sha256(key + token)``: the cookie is never stored, logged or shown. The key is random,
 per process, or, with ``GLASS_REDIS_URL`` set, one key kept in Redis for every app process
-(`ui.shared_redis`), so a browser keeps its id when a proxy sends it to another process.
+(`serving.shared_redis`), so a browser keeps its id when a proxy sends it to another process.
 
 Limits of this choice: a browser without that cookie (XSRF protection switched off, or a client
 that is no browser, such as a script or AppTest) falls back to one identity per session, as before:
@@ -36,7 +37,7 @@ are written by the client itself and could be anything). A class that reaches th
 one NAT address is one client: raise ``GLASS_JOBS_PER_CLIENT`` and ``GLASS_STARTS_PER_MINUTE`` to the
 class size there.
 
-Nothing here needs a running Streamlit: the Streamlit calls are imported lazily inside small functions.
+Stored, a client is always hashed (`client_key`): no network address is kept in Redis or in memory.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ def _browser_key() -> bytes:
     """This process's key for browser ids, or the one all app processes share through Redis (set on first use)."""
     global _KEY
     if _KEY is None:
-        from ui.shared_redis import browser_key
+        from serving.shared_redis import browser_key
 
         _KEY = browser_key(_SECRET)
     return _KEY
@@ -127,41 +128,9 @@ def client_address(ip: str | None, forwarded_for: str | None = None, proxies: in
     return str(addr)
 
 
-def current_identity() -> Identity:
-    """This script run's identity (outside a Streamlit server: client "local", no browser, no session)."""
-    session = current_session_id()
-    try:
-        import streamlit as st
-
-        ctx = st.context
-        cookies, headers = ctx.cookies, ctx.headers
-        cookie = cookies.get(XSRF_COOKIE) if cookies is not None else None
-        forwarded = headers.get("X-Forwarded-For") if headers is not None else None
-        ip = ctx.ip_address
-    except Exception:  # noqa: BLE001 - no server (AppTest, scripts): nobody to ask
-        cookie = forwarded = ip = None
-    cookie, forwarded, ip = (v if isinstance(v, str) else None for v in (cookie, forwarded, ip))  # AppTest: mocks
-    return Identity(client_address(ip, forwarded, trusted_proxies()), browser_id(cookie), session)
-
-
-def streamlit_session_alive(session_id: str | None) -> bool:
-    """True while the browser session is connected (always True outside a Streamlit server)."""
-    if session_id is None:
-        return True
-    try:
-        from streamlit.runtime import Runtime
-    except ImportError:  # pragma: no cover - streamlit is a dependency of the app
-        return True
-    if not Runtime.exists():
-        return True  # AppTest, scripts, tests: nobody to ask
-    return Runtime.instance().is_active_session(session_id)
-
-
-def current_session_id() -> str | None:
-    """The id of the Streamlit session running this script (None outside Streamlit)."""
-    try:
-        from streamlit.runtime.scriptrunner import get_script_run_ctx
-    except ImportError:  # pragma: no cover
-        return None
-    ctx = get_script_run_ctx(suppress_warning=True)
-    return ctx.session_id if ctx is not None else None
+def client_key(client: str) -> str:
+    """The form a client is stored in (rate limits, shares, counts): a hash, so that no network address is
+    kept anywhere and keys stay bounded. ValueError for anything that is not a client."""
+    if not isinstance(client, str) or not 1 <= len(client) <= 256:
+        raise ValueError("the client must be a string of 1-256 characters")
+    return "c-" + hashlib.sha256(client.encode()).hexdigest()[:32]

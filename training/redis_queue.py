@@ -1,48 +1,41 @@
-"""Training jobs through a Redis queue (RQ), for several app processes and any number of worker machines.
+"""The training service over Redis (`RedisQueue`): one queue for every app process, trained by queue workers.
 
-This is the app's end; the workers' end is `ui.queue_worker`.
-
-With ``GLASS_REDIS_URL`` set, `ui.job_manager.get_manager()` returns a `QueueJobManager` instead of the
-in-process `JobManager`: same methods, same `ui.jobs.Job` objects for the page, but the jobs go through
-one RQ queue (``glass-training``) in Redis, and **queue workers** train them:
-
-    python -m ui.queue_worker          # one worker = one job at a time; start as many as the cap
-
-Why RQ: it is the smallest well-kept Redis job queue (one list per queue, plain Redis keys, a worker
-process that forks one "work horse" per job, retries of jobs whose worker died); Celery would add a
-broker abstraction and a second configuration language for what one queue and one function need.
+This is the app's end; the workers' end is `training.queue_worker` (``python -m training.queue_worker``:
+one worker trains one run at a time, so the workers alive are the server-wide cap). With
+``GLASS_REDIS_URL`` set, `training.service()` returns a `RedisQueue` instead of this process's
+`LocalPool`: the same `training.job.Job` objects for the page, but the runs go through one RQ queue
+(``glass-training``), with RQ's JSON serializer, and every message of a run through a Redis stream in
+the plain form of `training.messages` (nothing crosses Redis as a pickle; a message that does not
+parse ends the page's view of the run with "could not be read", never a crash).
 
 What is shared, and where
 -------------------------
-- **The cap** on jobs training at once, server-wide: the number of queue workers (each takes one job
-  at a time). `./dev.sh serve --replicas N` starts ``GLASS_MAX_TRAINING_JOBS`` of them (default: the
-  machine's cores); more machines add their own with the command above and the same URL.
+- **The cap**: the queue workers alive now (each refreshes its entry in ``workers`` every few seconds;
+  one that died stops counting within `WORKER_TTL` seconds).
 - **One FIFO queue**: RQ's list; a job's place in it is the student's position in the queue.
 - **Fairness**, atomically in one Lua script (`_SUBMIT`) whatever process a student's request reaches:
-  one active job per owner (browser) — a second Start returns the running job, also from another
-  process —, at most ``jobs_per_client`` jobs queued or running per client (network address), at most
-  ``starts_per_minute`` starts per client, at most ``max_queue`` jobs waiting. The clock is Redis's.
-- **The run itself**: the worker runs the very worker process the local pool runs (`ui.train_worker`:
-  one torch thread, nice +10, an address-space cap), and appends each of its messages (pickled, as RQ
-  pickles its jobs: Redis is trusted infrastructure, never a user's input) to a Redis stream,
-  ``glass:train:job:<id>:events``. Every app process that shows the job reads that stream from its
-  start, so a student whose process died sees the whole run again on another process.
+  one active job per owner (browser; a second Start returns the running job, also from another
+  process), at most ``jobs_per_client`` jobs queued or running per client, at most ``starts_per_minute``
+  starts per client, at most ``max_queue`` jobs waiting. The clock is Redis's. Clients are stored hashed
+  (`serving.identity.client_key`), never as addresses.
+- **The run**: a worker runs the very training process the local pool runs (`training.run_process`)
+  and appends each of its messages to the job's stream; every app process that shows the job reads
+  it from its start, so a student whose process died sees the whole run again on another process.
 
 Keys (prefix ``glass:train:``): ``active`` (sorted set of the ids queued or running), ``owner:<browser>``
-(its latest job), ``client:<addr>`` (its active ids), ``starts:<addr>`` (its recent starts),
-``job:<id>:meta`` (what the page needs to draw it), ``job:<id>:events`` (the stream),
-``job:<id>:stop`` ("stop" or "kill" and a reason), ``job:<id>:alive`` (exists while a session of the
-job's browser is connected to some app process: every app process refreshes it for the jobs it shows;
-when it expires — ``grace`` seconds after the last one went away — the worker ends the run). An ended
-job's stream (its figures and model) and meta expire `KEEP_SECONDS` after the last app process that
-showed it to a live session of its browser stopped refreshing them (as the local pool forgets a browser's
-ended job once its pages are closed); nothing else outlives it.
+(its latest job), ``client:<hash>`` (its active ids), ``starts:<hash>`` (its recent starts), ``workers``
+(sorted set: queue workers by last heartbeat), ``ended`` / ``ended:bytes`` (ended runs still kept, and
+their size), ``job:<id>:meta`` (a `JobRecord`), ``job:<id>:events`` (the stream), ``job:<id>:stop`` (a
+`StopRequest`), ``job:<id>:alive`` (exists while a session of the job's browser is connected to some
+app process: each app process refreshes it for the jobs it shows; when it expires, ``grace`` seconds
+after the last one went away, the worker ends the run).
 
-No job is lost when an app process dies: the run is in a worker, its figures and model in Redis, and
-the owner key in Redis points the browser's next session, on any process, to it. When a *worker*
-dies mid-run, RQ's registry clean-up (each worker runs it every 30 s, `ui.queue_worker`) finds the
-abandoned job and retries it once (``Retry(max=1)``) from the start; the page then shows the run
-starting over (the "started" message clears its figures).
+Memory: Redis runs with a ceiling and ``maxmemory-policy noeviction`` (`serving.replicas`, compose):
+it never evicts anything, so no class and no running job's stream can vanish under memory pressure; a
+write that would pass the ceiling is refused, and the page says the server is full. What this service
+keeps is bounded by its own rules: an ended run's stream and record expire `KEEP_SECONDS` after the last
+page of its browser looked, and the ended runs kept hold at most `RESULTS_BUDGET` bytes (the oldest
+ended runs go first; a running job's stream is never one of them).
 """
 
 from __future__ import annotations
@@ -50,23 +43,28 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
-import pickle
+import re
 import threading
 import time
 
-from redis.exceptions import RedisError
+from redis.exceptions import OutOfMemoryError, RedisError
 
-from ui.identity import streamlit_session_alive
-from ui.job_manager import JobRefused
-from ui.jobs import Job
-from ui.shared_redis import client as redis_client
-from ui.shared_redis import redis_url
+from model.train import TrainConfig
+from serving.identity import client_key
+from serving.shared_redis import client as redis_client
+from serving.shared_redis import redis_url
+from training import messages as m
+from training.contract import DEFAULT_GRACE, DEFAULT_MAX_SECONDS, JobRefused, Watchdog, any_alive, client_shares
+from training.job import Job
 
 QUEUE = "glass-training"
+TRAIN_FUNCTION = "training.queue_worker.train"  # the one function a queued job may name
 PREFIX = "glass:train:"
 KEEP_SECONDS = 300  # an ended job (its model, its figures) stays fetchable this long after the last look
 ACTIVE_TTL = 12 * 3600  # bookkeeping of a job that never ends cleanly (a worker killed twice) expires
-DEFAULT_GRACE = 60.0
+RESULTS_BUDGET = 256 * 2**20  # bytes of ended runs' streams kept at most (the oldest go first)
+WORKER_TTL = 20  # seconds after its last heartbeat a queue worker stops counting toward the cap
+JOB_ID = re.compile(r"[0-9a-f]{12}")
 _log = logging.getLogger("glass.training")
 
 
@@ -76,6 +74,13 @@ def key(*parts: str) -> str:
 
 def events(job_id: str) -> str:
     return key("job", job_id, "events")
+
+
+def rq_serializer():
+    """RQ's JSON serializer (never RQ's default, pickle), for every Queue and Worker of ours."""
+    from rq.serializers import JSONSerializer
+
+    return JSONSerializer
 
 
 # KEYS: owner, client set, client starts, active, rq queue list. ARGV: id, jobs/client, starts/minute, max queue,
@@ -108,13 +113,47 @@ redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[5])
 return {'ok', ARGV[1]}
 """
 
+# KEYS: workers. ARGV: ttl. The queue workers alive now, on Redis's clock (dead ones are dropped).
+_WORKERS = """
+local now = redis.call('TIME')
+local t = tonumber(now[1]) + tonumber(now[2]) / 1e6
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', t - tonumber(ARGV[1]))
+return redis.call('ZCARD', KEYS[1])
+"""
+
+# KEYS: ended, ended:bytes. ARGV: id, bytes, budget, key prefix. An ended run joins the kept ones; while
+# they hold more than the budget, the oldest ended run's stream and record are deleted (never the newest).
+_KEEP = """
+local now = redis.call('TIME')
+redis.call('ZADD', KEYS[1], tonumber(now[1]) + tonumber(now[2]) / 1e6, ARGV[1])
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
+local total = 0
+for _, id in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
+  if redis.call('EXISTS', ARGV[4] .. 'job:' .. id .. ':events') == 0 then
+    redis.call('ZREM', KEYS[1], id)
+    redis.call('HDEL', KEYS[2], id)
+  else
+    total = total + tonumber(redis.call('HGET', KEYS[2], id) or '0')
+  end
+end
+while total > tonumber(ARGV[3]) and redis.call('ZCARD', KEYS[1]) > 1 do
+  local oldest = redis.call('ZPOPMIN', KEYS[1])[1]
+  total = total - tonumber(redis.call('HGET', KEYS[2], oldest) or '0')
+  redis.call('HDEL', KEYS[2], oldest)
+  redis.call('DEL', ARGV[4] .. 'job:' .. oldest .. ':events', ARGV[4] .. 'job:' .. oldest .. ':meta')
+end
+return total
+"""
 
 UNREACHABLE = "The training queue cannot be reached right now. Try again in a minute."
+FULL = "The server's memory for training runs is full right now. Try again in a few minutes."
+UNREADABLE = ("This training run's records on the server could not be read, so it cannot be shown "
+              "(see the server's log).")
 
 
 def _tolerant(fallback):
-    """Redis unreachable for a moment: log it and let the page carry on with `fallback` (an exception class:
-    raise it with `UNREACHABLE`, which the page shows)."""
+    """Redis unreachable (or full) for a moment: log it and let the page carry on with `fallback` (an
+    exception class: raise it with a message the page shows)."""
     def wrap(method):
         @functools.wraps(method)
         def inner(*args, **kwargs):
@@ -123,54 +162,45 @@ def _tolerant(fallback):
             except (RedisError, OSError) as e:
                 _log.warning("training queue: %s failed (%s)", method.__name__, e)
                 if isinstance(fallback, type) and issubclass(fallback, Exception):
-                    raise fallback(UNREACHABLE) from e
+                    raise fallback(FULL if isinstance(e, OutOfMemoryError) else UNREACHABLE) from e
                 return fallback
         return inner
     return wrap
 
 
-class QueueJobManager:
-    """The `ui.job_manager.JobManager` interface over Redis and RQ (see the module's docstring).
+class RedisQueue:
+    """The training service over Redis and RQ (see the module's docstring).
 
-    This process keeps the `Job` objects its sessions show (`_jobs`); everything that decides (the
-    queue, the shares, which job a browser has) lives in Redis, so any app process may answer.
+    This process keeps the `Job` objects its sessions show (`_jobs`); everything that decides (the queue,
+    the shares, which job a browser has) lives in Redis, so any app process may answer.
     """
 
     def __init__(self, url: str | None = None, max_seconds: float | None = None, grace: float = DEFAULT_GRACE,
                  max_queue: int = 200, jobs_per_client: int | None = None, starts_per_minute: int | None = None,
-                 session_alive=streamlit_session_alive, poll: float = 1.0):
+                 session_alive=lambda session_id: True, poll: float = 1.0):
         from rq import Queue
-
-        from ui.job_manager import DEFAULT_MAX_SECONDS, client_shares
 
         self.url = url or redis_url()
         self.redis = redis_client(self.url)
-        self.queue = Queue(QUEUE, connection=self.redis)
+        self.queue = Queue(QUEUE, connection=self.redis, serializer=rq_serializer())
         self.max_seconds = float(max_seconds if max_seconds is not None else DEFAULT_MAX_SECONDS)
         self.grace = float(grace)
         self.max_queue = int(max_queue)
         self.jobs_per_client, self.starts_per_minute = client_shares(jobs_per_client, starts_per_minute)
         self.session_alive = session_alive
-        self.poll = float(poll)
         self._submit = self.redis.register_script(_SUBMIT)
+        self._workers = self.redis.register_script(_WORKERS)
         self._lock = threading.Lock()
         self._jobs: dict[str, Job] = {}  # id -> the Job object this process's sessions show
-        self._workers: tuple[float, int] = (0.0, 0)  # (when counted, queue workers)
-        self._watchdog: threading.Thread | None = None
+        self._watchdog = Watchdog("training-queue-watchdog", poll, self.sweep, lambda: bool(self._jobs), self._lock)
 
-    # --- the JobManager interface ---------------------------------------------------------------
+    # --- the TrainingService interface ------------------------------------------------------------
 
     @property
     @_tolerant(0)
     def max_running(self) -> int:
-        """Jobs that train at once, server-wide: the queue workers connected now (counted every 10 s)."""
-        from rq import Worker
-
-        when, n = self._workers
-        if time.monotonic() - when > 10:
-            n = Worker.count(connection=self.redis, queue=self.queue)
-            self._workers = (time.monotonic(), n)
-        return n
+        """Jobs that train at once, server-wide: the queue workers alive now."""
+        return int(self._workers(keys=[key("workers")], args=[WORKER_TTL]))
 
     @_tolerant(JobRefused)
     def submit(self, job: Job) -> Job:
@@ -181,7 +211,7 @@ class QueueJobManager:
         if job.state != "new":
             raise JobRefused("This job was already submitted.")
         owner = job.owner or f"job-{job.id}"
-        client = job.client or "local"
+        client = client_key(job.client or "local")  # stored hashed: no address is kept in Redis
         job.attach(self, self.max_seconds, runner=self._follow)
         verdict = self._submit(keys=[key("owner", owner), key("client", client), key("starts", client),
                                      key("active"), self.queue.key],
@@ -198,23 +228,23 @@ class QueueJobManager:
             raise _refusal(verdict)
         try:  # accepted: what other processes need to show it, its browser alive, then the queue
             with self.redis.pipeline() as p:
-                p.set(key("job", job.id, "meta"), pickle.dumps(_meta(job)), ex=ACTIVE_TTL)
+                p.set(key("job", job.id, "meta"), m.to_bytes(job.record(client)), ex=ACTIVE_TTL)
                 p.set(key("job", job.id, "alive"), b"1", ex=max(1, int(self.grace)))
                 p.execute()
-            self.queue.enqueue("ui.queue_worker.train", job.spec(), job_id=job.id, retry=Retry(max=1),
+            header, _ = m.encode(job.spec())
+            self.queue.enqueue(TRAIN_FUNCTION, header.decode(), job_id=job.id, retry=Retry(max=1),
                                job_timeout=int(job.tcfg.max_seconds or self.max_seconds) + 300,
-                               result_ttl=KEEP_SECONDS, failure_ttl=KEEP_SECONDS,
-                               description=f"training for client {client}")
+                               result_ttl=KEEP_SECONDS, failure_ttl=KEEP_SECONDS, description="a training run")
         except BaseException:  # counted but not queued: give its owner's and client's places back
             with contextlib.suppress(RedisError, OSError):
-                finish(self.redis, job.id, ("end", "failed", "error", UNREACHABLE))
+                finish(self.redis, job.id, m.End("failed", "error", UNREACHABLE))
             raise
         job.forget_data()
         job.mark_queued()
         with self._lock:
             self._jobs[job.id] = job
+            self._watchdog.ensure_locked()
         job.follow()
-        self._ensure_watchdog()
         return job
 
     @_tolerant(None)
@@ -223,9 +253,10 @@ class QueueJobManager:
         if owner is None:
             return None
         raw = self.redis.get(key("owner", owner))
-        if raw is None:
+        job_id = raw.decode("ascii", "replace") if raw is not None else None
+        if job_id is None or not JOB_ID.fullmatch(job_id):
             return None
-        job = self._local(raw.decode()) or self._rebuild(raw.decode())
+        job = self._local(job_id) or self._rebuild(job_id)
         if job is not None and session_id is not None:
             job.add_sessions((session_id,))
         return job
@@ -243,11 +274,11 @@ class QueueJobManager:
         """Stop a job wherever it trains: a queued one leaves the queue at once, a running one stops after
         its current step and hands over the model so far (with `kill`: ends at once)."""
         job.request_stop(reason, kill)
-        self.redis.set(key("job", job.id, "stop"), pickle.dumps(("kill" if kill else "stop", reason)),
+        self.redis.set(key("job", job.id, "stop"), m.to_bytes(m.StopRequest("kill" if kill else "stop", reason)),
                        ex=ACTIVE_TTL)
         if self.redis.lrem(self.queue.key, 0, job.id):  # still queued: nobody else will end it
             self.redis.expire(self.queue.job_class.key_for(job.id), KEEP_SECONDS)  # RQ's record of it
-            finish(self.redis, job.id, ("end", "stopped", reason, None))
+            finish(self.redis, job.id, m.End("stopped", reason))
 
     @_tolerant((0, 0))
     def counts(self) -> tuple[int, int]:
@@ -273,7 +304,7 @@ class QueueJobManager:
         with self._lock:
             jobs = list(self._jobs.values())
         for job in jobs:
-            alive = any(_safe_alive(self.session_alive, s) for s in job.session_ids()) or not job.session_ids()
+            alive = any_alive(self.session_alive, job)
             gone_for = job.seen_alive(alive, now)
             if job.active and alive:
                 self.redis.set(key("job", job.id, "alive"), b"1", ex=max(1, int(self.grace)))
@@ -302,34 +333,45 @@ class QueueJobManager:
             return self._jobs.get(job_id)
 
     def _rebuild(self, job_id: str) -> Job | None:
-        """A job another process started (or one this process forgot): its Job object from its meta, and
-        a thread that reads its whole stream, so the page shows the run from its start."""
+        """A job another process started (or one this process forgot): its Job object from its record, and
+        a thread that reads its whole stream, so the page shows the run from its start. A record that does
+        not parse gives a job that ended with `UNREADABLE`, so the page says so."""
         raw = self.redis.get(key("job", job_id, "meta"))
         if raw is None:
             return None
-        meta = pickle.loads(raw)
-        job = Job(meta["tcfg"], None, meta["data_label"], meta["data_sha256"], meta["probes"], 0, None,
-                  meta["owner"], meta["name"], meta["memory"], meta["client"])
-        job.id, job.probe_every = job_id, meta["probe_every"]
-        job.attach(self, self.max_seconds, runner=self._follow)
-        job.mark_queued()
+        try:
+            rec = m.from_bytes(raw, ("job",))
+        except m.BadMessage as e:
+            _log.warning("training job %s: its record could not be read (%s)", job_id, e)
+            rec = None
+        if rec is None:
+            job = Job(TrainConfig(), None, "?", None, (), 0, None, None, "my model")
+            job.id = job_id
+            job.fail(UNREADABLE)
+        else:
+            job = Job(rec.tcfg, None, rec.data_label, rec.data_sha256, rec.probes, 0, None, rec.owner, rec.name,
+                      rec.memory, rec.client)
+            job.id, job.probe_every = job_id, rec.probe_every
+            job.attach(self, self.max_seconds, runner=self._follow)
+            job.mark_queued()
         with self._lock:
             if job_id in self._jobs:  # another session of this process got there first
                 return self._jobs[job_id]
             self._jobs[job_id] = job
-        job.follow()
-        self._ensure_watchdog()
+            self._watchdog.ensure_locked()
+        if rec is not None:
+            job.follow()
         return job
 
-    def _follow(self, spec: dict, stop: threading.Event, kill, started, receive) -> tuple[str, str, str | None]:
+    def _follow(self, spec: m.Spec, stop: threading.Event, kill, started, receive) -> tuple[str, str, str | None]:
         """A job's runner in this process: pass each message of its stream to `receive` until its end;
         forward a stop (or kill) of this process's page to the worker."""
-        job_id, last, told, attempt = spec["job_id"], "0", None, None
+        job_id, last, told, attempt = spec.job_id, "0", None, None
         while True:
             try:
                 wanted = "kill" if kill() else "stop" if stop.is_set() else None
                 if wanted is not None and wanted != told:
-                    self.redis.set(key("job", job_id, "stop"), pickle.dumps((wanted, "stopped")),
+                    self.redis.set(key("job", job_id, "stop"), m.to_bytes(m.StopRequest(wanted, "stopped")),
                                    nx=told is None, ex=ACTIVE_TTL)
                     told = wanted
                 batches = self.redis.xread({events(job_id): last}, count=100, block=1000)
@@ -342,46 +384,18 @@ class QueueJobManager:
             for _, entries in batches or ():
                 for entry_id, fields in entries:
                     last, sender = entry_id, fields.get(b"a")
-                    msg = pickle.loads(fields[b"m"])
-                    if msg[0] == "started":
+                    try:
+                        msg = m.from_fields(fields)
+                    except m.BadMessage as e:
+                        _log.warning("training job %s: a message of its stream could not be read (%s)", job_id, e)
+                        return "failed", "error", UNREADABLE
+                    if isinstance(msg, m.Started):
                         attempt = sender
                     elif attempt is not None and sender is not None and sender != attempt:
                         continue  # a late message of an attempt whose worker died (a retry runs now)
-                    if msg[0] == "end":
-                        return msg[1], msg[2], msg[3]
+                    if isinstance(msg, m.End):
+                        return msg.state, msg.reason, msg.error
                     receive(msg)
-
-    def _ensure_watchdog(self) -> None:
-        with self._lock:
-            if self._watchdog is None or not self._watchdog.is_alive():
-                self._watchdog = threading.Thread(target=self._watch, name="training-queue-watchdog", daemon=True)
-                self._watchdog.start()
-
-    def _watch(self) -> None:
-        while True:
-            time.sleep(self.poll)
-            try:
-                self.sweep()
-            except Exception as e:  # noqa: BLE001 - Redis away for a moment: the next sweep tries again
-                _log.warning("training queue sweep failed: %s", e)
-            with self._lock:
-                if not self._jobs:
-                    self._watchdog = None
-                    return
-
-
-def _safe_alive(check, session_id: str) -> bool:
-    try:
-        return bool(check(session_id))
-    except Exception:  # noqa: BLE001 - a failing check counts as alive
-        return True
-
-
-def _meta(job: Job) -> dict:
-    """What another process needs to show `job` (no data: that went to the worker)."""
-    return {"tcfg": job.tcfg, "data_label": job.data_label, "data_sha256": job.data_sha256, "probes": job.probes,
-            "probe_every": job.probe_every, "owner": job.owner, "name": job.name, "memory": job.memory,
-            "client": job.client}
 
 
 def _refusal(verdict) -> JobRefused:
@@ -394,17 +408,26 @@ def _refusal(verdict) -> JobRefused:
     return JobRefused.full(int(figures[0]))
 
 
-def publish(conn, job_id: str, msg: tuple, attempt: str) -> None:
-    conn.xadd(events(job_id), {"m": pickle.dumps(msg), "a": attempt})
+def publish(conn, job_id: str, msg: m.Message, attempt: str) -> int:
+    """Append one message to the job's stream; returns its size in bytes."""
+    fields = m.to_fields(msg, a=attempt)
+    conn.xadd(events(job_id), fields)
+    return sum(len(v) for v in fields.values())
 
 
-def finish(conn, job_id: str, end: tuple, attempt: str = "") -> None:
-    """The job's last message, and its bookkeeping cleared (its stream and meta kept `KEEP_SECONDS`).
-    `attempt` names the worker's try ("": the job never started)."""
-    meta = conn.get(key("job", job_id, "meta"))
-    client = pickle.loads(meta)["client"] or "local" if meta else None
+def finish(conn, job_id: str, end: m.End, attempt: str = "", size: int = 0) -> None:
+    """The job's last message, and its bookkeeping cleared (its stream and record kept `KEEP_SECONDS`, within
+    `RESULTS_BUDGET`). `attempt` names the worker's try ("": the job never started); `size`: the bytes its
+    stream holds."""
+    raw = conn.get(key("job", job_id, "meta"))
+    client = None
+    if raw is not None:
+        try:
+            client = m.from_bytes(raw, ("job",)).client
+        except m.BadMessage as e:
+            _log.warning("training job %s: its record could not be read (%s)", job_id, e)
     with conn.pipeline() as p:
-        p.xadd(events(job_id), {"m": pickle.dumps(end), "a": attempt})
+        p.xadd(events(job_id), m.to_fields(end, a=attempt))
         p.zrem(key("active"), job_id)
         if client is not None:
             p.srem(key("client", client), job_id)
@@ -412,3 +435,4 @@ def finish(conn, job_id: str, end: tuple, attempt: str = "") -> None:
         p.expire(key("job", job_id, "meta"), KEEP_SECONDS)
         p.delete(key("job", job_id, "stop"), key("job", job_id, "alive"))
         p.execute()
+    conn.eval(_KEEP, 2, key("ended"), key("ended", "bytes"), job_id, size, RESULTS_BUDGET, PREFIX)

@@ -12,10 +12,9 @@ import streamlit as st
 from model.checkpoint import Bundle, to_bytes
 from model.data import langs
 from model.train_settings import SettingsError, check_corpus_profile
-from ui import job_manager
-from ui.jobs import JobView
-from ui.training_session import ADOPTED_KEY, JOB_KEY, adopt_finished, corpus_profile, on_use_mine
-from ui.training_session import job as browser_job
+from training import JobView
+from ui.training.session import ADOPTED_KEY, JOB_KEY, adopt_finished, corpus_profile, on_use_mine, service
+from ui.training.session import job as browser_job
 from ui.widgets import chart, matrix, md
 from viz import training as vt
 
@@ -115,13 +114,13 @@ def live_status() -> None:
     v = job.view()
     t = v.tcfg
     if v.state == "queued":
-        manager = job_manager.get_manager()
-        running, queued = manager.counts()
+        svc = service()
+        running, queued = svc.counts()
         st.info(f"Waiting for a free slot: you are **number {v.position}** in the queue ({running} job(s) "
                 f"training, {queued} waiting). Training starts by itself.")
-        if not manager.max_running:
+        if not svc.max_running:
             st.warning("No training worker is connected to this server's queue right now, so nothing trains yet. "
-                       "Whoever runs the server starts them with `python -m ui.queue_worker`.")
+                       "Whoever runs the server starts them with `python -m training.queue_worker`.")
         return
     if v.state == "running":
         left = f" · about {v.eta_s:,.0f} s left" if v.eta_s is not None else ""

@@ -1,0 +1,295 @@
+"""The Redis back-end of the class store (GLASS_REDIS_URL): several app processes or machines share a class."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+
+from classroom.errors import (
+    ClassEnded,
+    ClassFull,
+    ClassStoreError,
+    Forbidden,
+    InvalidInput,
+    NotFound,
+    QuestionClosed,
+    RateLimited,
+    StoreUnavailable,
+)
+from classroom.rules import MAX_OPTIONS, check_question, check_state
+from classroom.store import ClassSnapshot, ClassStore, _snapshot_of, too_many_classes, too_many_students
+
+_log = logging.getLogger("glass.classroom")
+UNREADABLE = "The class's record on the server could not be read (see the server's log)."
+
+# -- Redis --------------------------------------------------------------------------------------------
+# Keys of class CODE (prefix p): p:CODE (hash: secret, version, state, qid, question, revealed, ended, client),
+# p:CODE:answers (hash student -> option), p:CODE:counts (hash option -> count), p:CODE:students (set),
+# p:CODE:joined (hash client -> students it added); p:joinfail:CLIENT (failed-join counter), p:client:CLIENT
+# (set of the classes a client started), p:starts:CLIENT (sorted set: its recent starts), p:owner:OWNER (the
+# class a teacher's browser runs), p:live (sorted set of the classes not ended). Clients and owners are hashed.
+# All expire: a class's keys with the class's idle TTL.
+# Every script returns a number >= 0 on success, or one of these:
+_ERRORS = {-1: (NotFound, "No class with this code."), -2: (Forbidden, "Only the teacher can do this."),
+           -3: (ClassEnded, "This class has ended."), -4: (QuestionClosed, "This question is closed."),
+           -5: (InvalidInput, "no such option"), -6: (NotFound, "Join the class first."),
+           -8: (ClassFull, "This class is full."), -9: (QuestionClosed, "There is no question to reveal.")}
+
+# KEYS: class, answers, counts, students. ARGV[1] secret hash, ARGV[2] idle TTL in ms.
+_TEACHER = """
+local h = redis.call('HMGET', KEYS[1], 'secret', 'ended')
+if h[2] == '1' then return -3 end
+if not h[1] then return -1 end
+if h[1] ~= ARGV[1] then return -2 end
+for i = 1, 5 do redis.call('PEXPIRE', KEYS[i], ARGV[2]) end
+"""
+_LUA = {
+    # KEYS: class, client's classes, client's starts, live classes, owner. ARGV: secret hash, idle TTL ms, state,
+    # code, classes per client, starts per minute, max classes, prefix, tombstone ms, client, owner given (0/1).
+    "create": """
+if redis.call('EXISTS', KEYS[1]) == 1 then return {0, 0} end
+local now = redis.call('TIME')
+local t = tonumber(now[1]) + tonumber(now[2]) / 1e6
+local function running(code)
+  local h = redis.call('HMGET', ARGV[8] .. ':' .. code, 'secret', 'ended')
+  return h[1] and h[2] ~= '1'
+end
+if ARGV[11] == '1' then
+  local previous = redis.call('GET', KEYS[5])
+  if previous and running(previous) then
+    local k = ARGV[8] .. ':' .. previous
+    redis.call('DEL', k, k .. ':answers', k .. ':counts', k .. ':students', k .. ':joined')
+    redis.call('HSET', k, 'ended', 1, 'version', 0)
+    redis.call('PEXPIRE', k, ARGV[9])
+  end
+end
+for _, code in ipairs(redis.call('SMEMBERS', KEYS[2])) do
+  if not running(code) then redis.call('SREM', KEYS[2], code) end
+end
+if redis.call('SCARD', KEYS[2]) >= tonumber(ARGV[5]) then return {-10, 0} end
+redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', '(' .. (t - 60))
+if redis.call('ZCARD', KEYS[3]) >= tonumber(ARGV[6]) then
+  local first = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')
+  return {-11, math.floor((tonumber(first[2]) + 60 - t) * 1000)}
+end
+if redis.call('ZCARD', KEYS[4]) >= tonumber(ARGV[7]) then
+  for _, code in ipairs(redis.call('ZRANGE', KEYS[4], 0, -1)) do
+    if not running(code) then redis.call('ZREM', KEYS[4], code) end
+  end
+  if redis.call('ZCARD', KEYS[4]) >= tonumber(ARGV[7]) then return {-12, 0} end
+end
+redis.call('HSET', KEYS[1], 'secret', ARGV[1], 'version', 1, 'state', ARGV[3], 'qid', 0, 'revealed', 0, 'ended', 0,
+           'client', ARGV[10])
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+redis.call('SADD', KEYS[2], ARGV[4])
+redis.call('PEXPIRE', KEYS[2], ARGV[2])
+redis.call('ZADD', KEYS[3], t, ARGV[4])
+redis.call('EXPIRE', KEYS[3], 120)
+redis.call('ZADD', KEYS[4], t, ARGV[4])
+if ARGV[11] == '1' then redis.call('SET', KEYS[5], ARGV[4], 'PX', ARGV[2]) end
+return {1, 0}""",
+    "touch": _TEACHER + "return 0",
+    "set_state": _TEACHER + """
+redis.call('HSET', KEYS[1], 'state', ARGV[3])
+return redis.call('HINCRBY', KEYS[1], 'version', 1)""",
+    "ask": _TEACHER + """
+redis.call('DEL', KEYS[2], KEYS[3])
+redis.call('HSET', KEYS[1], 'question', ARGV[3], 'revealed', 0)
+return redis.call('HINCRBY', KEYS[1], 'qid', 1)""",
+    "reveal": _TEACHER + """
+if not redis.call('HGET', KEYS[1], 'question') then return -9 end
+redis.call('HSET', KEYS[1], 'revealed', 1)
+return 0""",
+    # ARGV[4]: the prefix, ARGV[5]: the code (the class leaves its client's classes and the live ones).
+    "end": _TEACHER + """
+local client = redis.call('HGET', KEYS[1], 'client')
+if client then redis.call('SREM', ARGV[4] .. ':client:' .. client, ARGV[5]) end
+redis.call('ZREM', ARGV[4] .. ':live', ARGV[5])
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
+redis.call('HSET', KEYS[1], 'ended', 1, 'version', 0)
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return 0""",
+    # ARGV: student, question id, option
+    "answer": """
+local h = redis.call('HMGET', KEYS[1], 'secret', 'ended', 'qid', 'revealed', 'question')
+if h[2] == '1' then return -3 end
+if not h[1] then return -1 end
+if redis.call('SISMEMBER', KEYS[4], ARGV[1]) == 0 then return -6 end
+if not h[5] or h[3] ~= ARGV[2] or h[4] == '1' then return -4 end
+local option = tonumber(ARGV[3])
+if option >= #cjson.decode(h[5])['options'] then return -5 end
+local old = redis.call('HGET', KEYS[2], ARGV[1])
+if old == ARGV[3] then return 0 end
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
+redis.call('HINCRBY', KEYS[3], ARGV[3], 1)
+if old then redis.call('HINCRBY', KEYS[3], old, -1) end
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl > 0 then redis.call('PEXPIRE', KEYS[2], ttl) redis.call('PEXPIRE', KEYS[3], ttl) end
+return 1""",
+    # KEYS: class, answers, counts, students. ARGV: student (or ""). One consistent read, one round trip; a
+    # read-only script, so it still runs when Redis is full and refuses writes (noeviction).
+    "snapshot": """#!lua flags=no-writes
+local h = redis.call('HMGET', KEYS[1], 'secret', 'ended', 'version', 'state', 'qid', 'question', 'revealed')
+local mine = false
+if ARGV[1] ~= '' then mine = redis.call('HGET', KEYS[2], ARGV[1]) end
+return {h, redis.call('HGETALL', KEYS[3]), redis.call('SCARD', KEYS[4]), mine}""",
+    # KEYS: class, students, failures, joined. ARGV: student, max failures, window ms, max students, trusted (the
+    # join link's token was right: 1), client, students per client. Returns -7 with the ms to wait when the client
+    # is over its limit of failures.
+    "join": """
+local fails = tonumber(redis.call('GET', KEYS[3]) or '0')
+if ARGV[5] ~= '1' and fails >= tonumber(ARGV[2]) then return {-7, redis.call('PTTL', KEYS[3])} end
+local h = redis.call('HMGET', KEYS[1], 'secret', 'ended')
+if h[2] == '1' then return {-3, 0} end
+if not h[1] then
+  if redis.call('INCR', KEYS[3]) == 1 then redis.call('PEXPIRE', KEYS[3], ARGV[3]) end
+  return {-1, 0}
+end
+if redis.call('SISMEMBER', KEYS[2], ARGV[1]) == 0 then
+  if redis.call('SCARD', KEYS[2]) >= tonumber(ARGV[4]) then return {-8, 0} end
+  if tonumber(redis.call('HGET', KEYS[4], ARGV[6]) or '0') >= tonumber(ARGV[7]) then return {-13, 0} end
+  redis.call('SADD', KEYS[2], ARGV[1])
+  redis.call('HINCRBY', KEYS[4], ARGV[6], 1)
+  local ttl = redis.call('PTTL', KEYS[1])
+  if ttl > 0 then redis.call('PEXPIRE', KEYS[2], ttl) redis.call('PEXPIRE', KEYS[4], ttl) end
+end
+return {1, 0}""",
+}
+
+
+class RedisClassStore(ClassStore):
+    """Classes in Redis: any number of app processes (or machines) share them."""
+
+    def __init__(self, url: str | None = None, prefix: str = "glass:class", client=None, **kw):
+        super().__init__(**kw)
+        if client is None:
+            import redis  # only needed with this back-end
+
+            client = redis.Redis.from_url(url, decode_responses=True, socket_timeout=5, socket_connect_timeout=5,
+                                          health_check_interval=30)
+        self._r = client
+        self._p = prefix
+        self._scripts = {name: client.register_script(src) for name, src in _LUA.items()}
+
+    def _keys(self, code: str) -> list[str]:
+        k = f"{self._p}:{code}"
+        return [k, f"{k}:answers", f"{k}:counts", f"{k}:students", f"{k}:joined"]
+
+    @contextlib.contextmanager
+    def _errors(self):
+        """Redis away, full, or holding a record this code did not write: a message, never a traceback."""
+        import redis
+
+        try:
+            yield
+        except (redis.ConnectionError, redis.TimeoutError) as e:
+            raise StoreUnavailable("The class service cannot be reached right now.") from e
+        except redis.exceptions.OutOfMemoryError as e:
+            _log.warning("class store: Redis refused a write (its memory is full): %s", e)
+            raise StoreUnavailable("The class service is full right now; try again in a few minutes.") from e
+        except (ValueError, TypeError, KeyError, IndexError) as e:  # InvalidInput too: a record that fails our rules
+            _log.warning("class store: a record could not be read (%s: %s)", type(e).__name__, e)
+            raise StoreUnavailable(UNREADABLE) from e
+
+    def _run(self, name: str, keys: list[str], *args):
+        with self._errors():
+            result = self._scripts[name](keys=keys, args=list(args))
+        code = result[0] if isinstance(result, list) else result
+        if code in _ERRORS:
+            kind, message = _ERRORS[code]
+            raise kind(message)
+        return result
+
+    @property
+    def _ttl_ms(self) -> int:
+        return max(1, int(self.idle_seconds * 1000))
+
+    def close(self) -> None:
+        self._r.close()
+
+    def _create(self, code, shash, state, ckey, okey):
+        keys = [self._keys(code)[0], f"{self._p}:client:{ckey}", f"{self._p}:starts:{ckey}", f"{self._p}:live",
+                f"{self._p}:owner:{okey or '-'}"]
+        with self._errors():
+            status, wait_ms = self._scripts["create"](keys=keys, args=[
+                shash, self._ttl_ms, json.dumps(state), code, self.classes_per_client, self.class_starts_per_minute,
+                self.max_classes, self._p, max(1, int(self.tombstone_seconds * 1000)), ckey, int(okey is not None)])
+        if status == -10:
+            raise ClassStoreError(too_many_classes(self.classes_per_client))
+        if status == -11:
+            raise RateLimited(max(int(wait_ms), 0) / 1000)
+        if status == -12:
+            raise ClassStoreError("Too many classes on this server: try again later.")
+        return status == 1
+
+    def _secret_hash(self, code):
+        with self._errors():
+            secret, ended = self._r.hmget(self._keys(code)[0], "secret", "ended")
+        if ended == "1":
+            raise ClassEnded("This class has ended.")
+        if secret is None:
+            raise NotFound("No class with this code.")
+        return secret
+
+    def _set_state(self, code, shash, state):
+        return int(self._run("set_state", self._keys(code), shash, self._ttl_ms, json.dumps(state)))
+
+    def _ask(self, code, shash, q):
+        return int(self._run("ask", self._keys(code), shash, self._ttl_ms, json.dumps(q)))
+
+    def _reveal(self, code, shash):
+        self._run("reveal", self._keys(code), shash, self._ttl_ms)
+
+    def _end(self, code, shash):
+        self._run("end", self._keys(code), shash, self._ttl_ms, max(1, int(self.tombstone_seconds * 1000)), self._p,
+                  code)
+
+    def _touch(self, code, shash):
+        self._run("touch", self._keys(code), shash, self._ttl_ms)
+
+    def _join(self, code, ckey, student_id, trusted):
+        keys = self._keys(code or "-")
+        status, wait_ms = self._run("join", [keys[0], keys[3], f"{self._p}:joinfail:{ckey}", keys[4]], student_id,
+                                    self.max_failed_joins, max(1, int(self.join_window_seconds * 1000)),
+                                    self.max_students, int(trusted), ckey, self.students_per_client)
+        if status == -7:
+            raise RateLimited(max(wait_ms, 0) / 1000)
+        if status == -13:
+            raise ClassFull(too_many_students(self.students_per_client))
+
+    def _answer(self, code, student_id, question_id, option):
+        self._run("answer", self._keys(code), student_id, str(question_id), str(option))
+
+    def _stamp(self, code):
+        with self._errors():  # one HMGET (qid is 0 until the first question; revealed only with one)
+            secret, ended, version, qid, revealed = self._r.hmget(self._keys(code)[0], "secret", "ended", "version",
+                                                                  "qid", "revealed")
+            if ended == "1":
+                return ("ended",)
+            if secret is None:
+                return None
+            return (int(version), int(qid), revealed == "1")
+
+    def _snapshot(self, code, teacher, student_id):
+        with self._errors():
+            fields, flat_counts, n_students, my = self._scripts["snapshot"](keys=self._keys(code),
+                                                                           args=[student_id or ""])
+        fields = (list(fields) + [None] * 7)[:7]
+        secret, ended, version, state, qid, question, revealed = fields
+        count_map = dict(zip(flat_counts[::2], flat_counts[1::2], strict=True))
+        if ended == "1":
+            return ClassSnapshot(code=code, ended=True)
+        if secret is None:
+            return None
+        with self._errors():  # what Redis holds is checked again as it is read: only our own records pass
+            per_option = [0] * MAX_OPTIONS
+            for option, n in count_map.items():
+                per_option[int(option)] = max(0, int(n))
+            q = json.loads(question) if question else None
+            if q is not None:
+                q = check_question(q["text"], q["options"], q["answer"])
+            return _snapshot_of(code, check_state(json.loads(state)), int(version), int(qid), q, per_option,
+                                revealed == "1", int(n_students), teacher, int(my) if my is not None else None)
+
+

@@ -1,0 +1,185 @@
+"""What a class may store: its limits, the shared state's schema, and the checks every input passes.
+
+Everything a class stores is plain data, validated on the way in: state keys are whitelisted
+(`STATE_FIELDS`: the one schema of the state a teacher shares, which shared links are read with too),
+strings are bounded and may not contain `<`, `>` or control/format characters, a question has 2 to 6
+distinct options. Invalid input raises `InvalidInput`; it is never cut or cleaned silently.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import secrets
+import unicodedata
+
+from classroom.errors import InvalidInput
+from serving.identity import client_key as _client_key
+
+
+def setting(name: str, default: int) -> int:
+    """A limit from the environment ($NAME), else `default`; at least 1."""
+    try:
+        return max(1, int(os.environ.get(name, "") or default))
+    except ValueError:
+        return default
+
+
+CODE_ALPHABET = "23456789ABCDEFGHJKMNPQRSTUVWXYZ"  # no 0/O, 1/I/L
+CODE_LENGTH = 6
+IDLE_SECONDS = 2 * 3600  # a class without a teacher action for this long ends
+TOMBSTONE_SECONDS = 15 * 60  # an ended class answers "ended" for this long, then "no such class"
+MAX_FAILED_JOINS = 10  # per client and window
+JOIN_WINDOW_SECONDS = 60
+MAX_STUDENTS = 500
+# Limits a school behind one network address (one NAT) may have to raise; each a setting (README, "Classroom mode").
+MAX_CLASSES = 1_000  # live classes on the server (ended ones do not count): $GLASS_MAX_CLASSES
+CLASSES_PER_CLIENT = 3  # live classes one client (address) may run at once: $GLASS_CLASSES_PER_CLIENT
+CLASS_STARTS_PER_MINUTE = 6  # classes one client may start per minute: $GLASS_CLASS_STARTS_PER_MINUTE
+STUDENTS_PER_CLIENT = 60  # students one client may add to one class: $GLASS_STUDENTS_PER_ADDRESS
+MAX_TEXT = 500  # sentence, question text
+MAX_OPTION = 80
+MAX_OPTIONS = 6
+MAX_STATE_BYTES = 8_192  # the state as JSON
+_ID = re.compile(r"[A-Za-z0-9_-]{8,64}", re.ASCII)
+_SLUG = re.compile(r"[a-z0-9_-]{1,64}", re.ASCII)
+_HEAD = re.compile(r"(enc\.\d{1,2}\.self_attn|dec\.\d{1,2}\.(self_attn|cross_attn)):\d{1,2}", re.ASCII)  # ui.state
+MAX_HEADS = 64
+
+
+def check_text(value, max_len: int = MAX_TEXT, what: str = "text", allow_empty: bool = False) -> str:
+    if not isinstance(value, str):
+        raise InvalidInput(f"{what} must be a string")
+    if len(value) > max_len:
+        raise InvalidInput(f"{what} is longer than {max_len} characters")
+    if not value.strip() and not allow_empty:
+        raise InvalidInput(f"{what} is empty")
+    if "<" in value or ">" in value:
+        raise InvalidInput(f"{what} may not contain < or >")
+    if any(unicodedata.category(c) in ("Cc", "Cf", "Cs", "Co", "Cn") for c in value):
+        raise InvalidInput(f"{what} contains control or unassigned characters")
+    return value
+
+
+def _slug(value, what: str) -> str:
+    if not isinstance(value, str) or not _SLUG.fullmatch(value):
+        raise InvalidInput(f"{what} must be 1-64 characters of a-z, 0-9, _ and -")
+    return value
+
+
+def _bool(value, what: str) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidInput(f"{what} must be true or false")
+    return value
+
+
+def _heads(value, what: str) -> list[str]:
+    if not isinstance(value, list | tuple) or len(value) > MAX_HEADS:
+        raise InvalidInput(f"{what} must be a list of at most {MAX_HEADS} heads")
+    if not all(isinstance(h, str) and _HEAD.fullmatch(h) for h in value):
+        raise InvalidInput(f"{what}: every head looks like enc.0.self_attn:2")
+    return sorted(set(value))
+
+
+def _model(value, what: str) -> str:
+    if value not in ("base", "no_mask"):  # "mine" lives in one session only: it cannot be shared
+        raise InvalidInput(f"{what} must be base or no_mask")
+    return value
+
+
+def _step(value, what: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= 999:
+        raise InvalidInput(f"{what} must be a whole number from 0 to 999")
+    return value
+
+
+# The state a teacher shares (the session-state keys of ui/state.py, plus the page and lesson step).
+# A new key is one line here; anything not listed is refused.
+STATE_FIELDS = {
+    "page": _slug,  # a page's url path (ui/page_list.py)
+    "sentence": lambda v, w: check_text(v, MAX_TEXT, w, allow_empty=True),
+    "model": _model,
+    "heads_off": _heads,
+    "iv_look_ahead": _bool,
+    "iv_padding": _bool,
+    "iv_scale": _bool,
+    "iv_pos": _bool,
+    "lesson": _slug,
+    "step": _step,
+    "lesson_sentence": lambda v, w: check_text(v, MAX_TEXT, w, allow_empty=True),  # the guided lesson's own
+    "own_model": _bool,  # the teacher shows a model of their own (private): the class sees `model` instead
+}
+
+
+def check_state(state) -> dict:
+    if not isinstance(state, dict):
+        raise InvalidInput("the state must be a dict")
+    unknown = [k for k in state if k not in STATE_FIELDS]
+    if unknown:
+        raise InvalidInput(f"unknown state keys: {', '.join(sorted(map(str, unknown)))[:200]}")
+    clean = {k: STATE_FIELDS[k](v, k) for k, v in state.items()}
+    if len(json.dumps(clean)) > MAX_STATE_BYTES:
+        raise InvalidInput("the state is too large")
+    return clean
+
+
+def check_question(text, options, answer) -> dict:
+    text = check_text(text, MAX_TEXT, "the question")
+    if not isinstance(options, list | tuple) or not 2 <= len(options) <= MAX_OPTIONS:
+        raise InvalidInput(f"a question has 2 to {MAX_OPTIONS} options")
+    options = [check_text(o, MAX_OPTION, "an option") for o in options]
+    if len(set(options)) != len(options):
+        raise InvalidInput("the options must differ")
+    if not isinstance(answer, int) or isinstance(answer, bool) or not 0 <= answer < len(options):
+        raise InvalidInput("the answer must be the index of one of the options")
+    return {"text": text, "options": options, "answer": answer}
+
+
+def normalize_code(code) -> str | None:
+    """"abc 2de-f" -> "ABC2DEF"; None when it cannot be a code."""
+    if not isinstance(code, str) or len(code) > 32:
+        return None
+    code = re.sub(r"[\s-]", "", code).upper()
+    if len(code) != CODE_LENGTH or any(c not in CODE_ALPHABET for c in code):
+        return None
+    return code
+
+
+def check_id(value, what: str = "the student id") -> str:
+    if not isinstance(value, str) or not _ID.fullmatch(value):
+        raise InvalidInput(f"{what} must be 8-64 characters of A-Z, a-z, 0-9, _ and -")
+    return value
+
+
+def new_code() -> str:
+    return "".join(secrets.choice(CODE_ALPHABET) for _ in range(CODE_LENGTH))
+
+
+def new_student_id() -> str:
+    """A random id for one student's session (keep it in the session to rejoin as the same student)."""
+    return secrets.token_urlsafe(16)
+
+
+def secret_hash(code: str, secret: str) -> str:
+    return hashlib.sha256(f"{code}:{secret}".encode()).hexdigest()
+
+
+def link_token(shash: str) -> str:
+    """The token of a class's join link, derived from its stored secret hash: a student who opens the link
+    (or scans its QR code) joins even when their address is over its limit of failed joins (typos of the
+    code by classmates behind the same NAT), while a typed code stays rate-limited, so guessing stays slow.
+    Nobody without the teacher's link can compute it."""
+    return hashlib.sha256(f"join-link|{shash}".encode()).hexdigest()[:20]
+
+
+def client_key(client_id) -> str:
+    """Rate limits are kept per client under a hash (`serving.identity.client_key`): addresses are not
+    stored, keys stay bounded."""
+    try:
+        return _client_key(client_id)
+    except ValueError:
+        raise InvalidInput("the client id must be a string of 1-256 characters") from None
+
+

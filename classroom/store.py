@@ -1,0 +1,306 @@
+"""Class state shared between people: the interface (`ClassStore`) and the data it hands out.
+
+A teacher creates a class and gets a short code (shown to the class) and a secret (kept in the
+teacher's session only). Students join with the code and follow the teacher's state (page, sentence,
+model, interventions, lesson step); the teacher asks a question with options and the model's own
+answer, which stays hidden until `reveal`; students answer (one answer per student per question,
+changeable until the reveal) and the teacher sees the counts. A class ends when the teacher ends it,
+or after `idle_seconds` without a teacher action; then all its data is deleted and only a small
+"ended" marker stays for `tombstone_seconds`, so that students polling it learn that it ended.
+
+Back-ends, chosen by one setting (`classroom.get_store()`): `MemoryClassStore` (classroom/memory.py,
+the default: a dict in this process, for one `streamlit run app.py`) and `RedisClassStore`
+(classroom/redis_store.py, GLASS_REDIS_URL=redis://...: Redis keys with a TTL, every update one Lua
+script, atomic across processes and machines). Pages never know which one runs; the classroom's
+Streamlit face is ui/classroom/. Nothing here imports Streamlit.
+
+Errors are `ClassStoreError` subclasses (classroom/errors.py) whose message can be shown as it is.
+What may be stored, and every check, is in classroom/rules.py.
+
+Safety:
+- The teacher's secret is `secrets.token_urlsafe(24)`; only its SHA-256 (with the code) is stored,
+  and it is compared with `hmac.compare_digest`. Nothing a student sees or sends (code, snapshot,
+  student id) is or reveals it; every teacher operation needs it.
+- Everything stored is plain data, validated on the way in (classroom/rules.py). Pages still render
+  everything from here as text.
+- Codes: 6 characters of a 31-letter alphabet without look-alikes (0/O, 1/I/L): 887 million codes.
+  `join` allows at most `max_failed_joins` failed joins per client per `join_window_seconds`: after
+  that the client is refused (`RateLimited`) before its code is even looked at, so it learns nothing.
+  The client is the one `serving.identity` decides (the address the proxy saw), stored hashed.
+- Bounded: at most `max_students` per class, `MAX_CLASSES` classes in the memory store.
+"""
+
+from __future__ import annotations
+
+import hmac
+import secrets
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+
+from classroom.errors import ClassEnded, ClassStoreError, Forbidden, InvalidInput, NotFound
+from classroom.rules import (
+    CLASS_STARTS_PER_MINUTE,
+    CLASSES_PER_CLIENT,
+    IDLE_SECONDS,
+    JOIN_WINDOW_SECONDS,
+    MAX_CLASSES,
+    MAX_FAILED_JOINS,
+    MAX_OPTIONS,
+    MAX_STUDENTS,
+    STUDENTS_PER_CLIENT,
+    TOMBSTONE_SECONDS,
+    check_id,
+    check_question,
+    check_state,
+    client_key,
+    link_token,
+    new_code,
+    normalize_code,
+    secret_hash,
+    setting,
+)
+
+
+# -- data ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Question:
+    id: int
+    text: str
+    options: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ClassSnapshot:
+    """What a poll sees. `answer` (the model's) is None until revealed, except for the teacher.
+    `version` counts the teacher's `set_state` calls (start 1); `question.id` counts questions."""
+    code: str
+    state: dict = field(default_factory=dict)
+    version: int = 0
+    question: Question | None = None
+    counts: tuple[int, ...] = ()
+    revealed: bool = False
+    answer: int | None = None
+    my_answer: int | None = None  # the asking student's current answer
+    students: int = 0
+    ended: bool = False
+
+    @property
+    def answered(self) -> int:
+        return sum(self.counts)
+
+    @property
+    def stamp(self) -> tuple:
+        """What moves when a student's view of the class changes (`ClassStore.stamp`)."""
+        return ("ended",) if self.ended else (self.version, self.question.id if self.question else 0, self.revealed)
+
+
+# -- the interface ------------------------------------------------------------------------------------
+class ClassStore(ABC):
+    """Validation and the public operations; a back-end implements the underscored ones."""
+
+    def __init__(self, idle_seconds: float = IDLE_SECONDS, tombstone_seconds: float = TOMBSTONE_SECONDS,
+                 max_failed_joins: int = MAX_FAILED_JOINS, join_window_seconds: float = JOIN_WINDOW_SECONDS,
+                 max_students: int = MAX_STUDENTS, max_classes: int | None = None,
+                 classes_per_client: int | None = None, class_starts_per_minute: int | None = None,
+                 students_per_client: int | None = None):
+        self.idle_seconds = idle_seconds
+        self.tombstone_seconds = tombstone_seconds
+        self.max_failed_joins = max_failed_joins
+        self.join_window_seconds = join_window_seconds
+        self.max_students = max_students
+        self.max_classes = max_classes or setting("GLASS_MAX_CLASSES", MAX_CLASSES)
+        self.classes_per_client = classes_per_client or setting("GLASS_CLASSES_PER_CLIENT", CLASSES_PER_CLIENT)
+        self.class_starts_per_minute = class_starts_per_minute or setting("GLASS_CLASS_STARTS_PER_MINUTE",
+                                                                          CLASS_STARTS_PER_MINUTE)
+        self.students_per_client = students_per_client or setting("GLASS_STUDENTS_PER_ADDRESS", STUDENTS_PER_CLIENT)
+
+    # teacher
+    def create(self, state: dict | None = None, client_id: str = "local", owner: str | None = None
+               ) -> tuple[str, str]:
+        """A new class with this initial state: (code, teacher secret). Keep the secret in the teacher's
+        session only. `client_id` (the address) may run `classes_per_client` classes at once and start
+        `class_starts_per_minute` a minute (`RateLimited`); `owner` (the teacher's browser, or session) runs one
+        class at a time: its previous class, if still running, ends. Ended classes free their place."""
+        state = check_state(state or {})
+        ckey = client_key(client_id)
+        okey = client_key(owner) if owner is not None else None
+        secret = secrets.token_urlsafe(24)
+        for _ in range(20):
+            code = new_code()
+            if self._create(code, secret_hash(code, secret), state, ckey, okey):
+                return code, secret
+        raise ClassStoreError("could not find a free class code")  # pragma: no cover - 887M codes
+
+    def join_token(self, code: str, secret: str) -> str:
+        """The token of this class's join link (`rules.link_token`): for the teacher only."""
+        code = self._code(code)
+        return link_token(self._teacher(code, secret))
+
+    def set_state(self, code: str, secret: str, state: dict) -> int:
+        """Replace the shared state; returns the new version."""
+        state = check_state(state)
+        code = self._code(code)
+        return self._set_state(code, self._teacher(code, secret), state)
+
+    def ask(self, code: str, secret: str, text: str, options, answer: int) -> int:
+        """A new question (replaces the current one and its answers); returns its id. `answer` is the
+        index of the model's answer, hidden from students until `reveal`."""
+        q = check_question(text, options, answer)
+        code = self._code(code)
+        return self._ask(code, self._teacher(code, secret), q)
+
+    def reveal(self, code: str, secret: str) -> None:
+        code = self._code(code)
+        self._reveal(code, self._teacher(code, secret))
+
+    def end(self, code: str, secret: str) -> None:
+        """End the class: everything it stored is deleted (an "ended" marker remains for a while)."""
+        code = self._code(code)
+        self._end(code, self._teacher(code, secret))
+
+    def touch(self, code: str, secret: str) -> None:
+        """A teacher action without a change: postpones the idle expiry."""
+        code = self._code(code)
+        self._touch(code, self._teacher(code, secret))
+
+    def is_teacher(self, code: str, secret) -> bool:
+        try:
+            self._teacher(self._code(code), secret)
+            return True
+        except (NotFound, ClassEnded, Forbidden):
+            return False
+
+    # students (and the teacher's view)
+    def join(self, code: str, client_id: str, student_id: str, token: str | None = None) -> ClassSnapshot:
+        """Join (or rejoin) a class: failed joins are rate-limited per client (`RateLimited`), then `NotFound`,
+        `ClassEnded` or `ClassFull` (the class, or its students from this client, are at their limit), else
+        the class's snapshot. With its join link's `token` a join is never refused for the client's failures
+        (classmates' typos behind one address): a link holds the class, a typed code is a guess."""
+        ckey = client_key(client_id)
+        student_id = check_id(student_id)
+        norm = normalize_code(code)
+        trusted = False
+        if norm is not None and isinstance(token, str) and 0 < len(token) <= 64:
+            try:
+                trusted = hmac.compare_digest(token.encode(), link_token(self._secret_hash(norm)).encode())
+            except (NotFound, ClassEnded):
+                trusted = False
+        self._join(norm, ckey, student_id, trusted)  # a malformed code (None) counts as a failed join
+        snap = self.snapshot(norm, student_id=student_id)
+        if snap is None:
+            raise NotFound("No class with this code.")
+        return snap
+
+    def answer(self, code: str, student_id: str, question_id: int, option: int) -> None:
+        """Answer the question `question_id` (as shown to the student); changeable until the reveal."""
+        code = self._code(code)
+        student_id = check_id(student_id)
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in (question_id, option)):
+            raise InvalidInput("the question id and the option are whole numbers")
+        if not 0 <= option < MAX_OPTIONS:
+            raise InvalidInput("no such option")
+        self._answer(code, student_id, question_id, option)
+
+    def snapshot(self, code: str, *, secret: str | None = None, student_id: str | None = None
+                 ) -> ClassSnapshot | None:
+        """The class as it is now, or None if there is no such class. With the teacher's secret
+        (`Forbidden` if wrong) it includes the model's answer before the reveal."""
+        code = normalize_code(code)
+        if code is None:
+            return None
+        teacher = secret is not None
+        if teacher:
+            try:
+                self._teacher(code, secret)
+            except ClassEnded:
+                return ClassSnapshot(code=code, ended=True)
+            except NotFound:
+                return None
+        if student_id is not None:
+            student_id = check_id(student_id)
+        return self._snapshot(code, teacher, student_id)
+
+    def stamp(self, code: str) -> tuple | None:
+        """(version, question id, revealed), ("ended",), or None when there is no such class: what moves when
+        anything a student sees changes (not the counts, which only the teacher sees). One small read: a
+        student's poll compares it with its last snapshot's (`ClassSnapshot.stamp`) and asks for a whole
+        snapshot only when it moved."""
+        code = normalize_code(code)
+        return None if code is None else self._stamp(code)
+
+    def _stamp(self, code: str) -> tuple | None:  # a back-end may do it cheaper
+        snap = self._snapshot(code, False, None)
+        return None if snap is None else snap.stamp
+
+    def close(self) -> None:  # noqa: B027 - optional
+        pass
+
+    # helpers
+    @staticmethod
+    def _code(code) -> str:
+        norm = normalize_code(code)
+        if norm is None:
+            raise NotFound("No class with this code.")
+        return norm
+
+    def _teacher(self, code: str, secret) -> str:
+        """The stored secret hash after checking `secret` against it (NotFound, ClassEnded, Forbidden)."""
+        stored = self._secret_hash(code)
+        if not isinstance(secret, str) or not secret or len(secret) > 256:
+            raise Forbidden("Only the teacher can do this.")
+        if not hmac.compare_digest(stored.encode(), secret_hash(code, secret).encode()):
+            raise Forbidden("Only the teacher can do this.")
+        return stored
+
+    # back-end
+    @abstractmethod
+    def _create(self, code: str, shash: str, state: dict, ckey: str, okey: str | None) -> bool: ...
+
+    @abstractmethod
+    def _secret_hash(self, code: str) -> str: ...
+
+    @abstractmethod
+    def _set_state(self, code: str, shash: str, state: dict) -> int: ...
+
+    @abstractmethod
+    def _ask(self, code: str, shash: str, q: dict) -> int: ...
+
+    @abstractmethod
+    def _reveal(self, code: str, shash: str) -> None: ...
+
+    @abstractmethod
+    def _end(self, code: str, shash: str) -> None: ...
+
+    @abstractmethod
+    def _touch(self, code: str, shash: str) -> None: ...
+
+    @abstractmethod
+    def _join(self, code: str | None, ckey: str, student_id: str, trusted: bool) -> None: ...
+
+    @abstractmethod
+    def _answer(self, code: str, student_id: str, question_id: int, option: int) -> None: ...
+
+    @abstractmethod
+    def _snapshot(self, code: str, teacher: bool, student_id: str | None) -> ClassSnapshot | None: ...
+
+
+def too_many_classes(limit: int) -> str:
+    return (f"Your network address already runs {limit} classes, the limit per address. End one first (or ask "
+            "whoever runs the server to raise GLASS_CLASSES_PER_CLIENT).")
+
+
+def too_many_students(limit: int) -> str:
+    return (f"This class already has {limit} students from your network address, the limit per address. If your "
+            "whole school shares one address, whoever runs the server can raise GLASS_STUDENTS_PER_ADDRESS.")
+
+
+def _snapshot_of(code: str, state: dict, version: int, qid: int, q: dict | None, counts: list[int],
+                  revealed: bool, students: int, teacher: bool, my_answer: int | None) -> ClassSnapshot:
+    question = Question(qid, q["text"], tuple(q["options"])) if q else None
+    n = len(question.options) if question else 0
+    return ClassSnapshot(code=code, state=state, version=version, question=question,
+                         counts=tuple((counts + [0] * n)[:n]), revealed=revealed and question is not None,
+                         answer=q["answer"] if q and (revealed or teacher) else None,
+                         my_answer=my_answer if question else None, students=students)
+
+

@@ -1,0 +1,51 @@
+"""Who runs this Streamlit script: the Streamlit half of `serving.identity`.
+
+`current_identity()` reads the request behind the current script run (its XSRF cookie, its address, the
+proxy's header) and hands it to `serving.identity`, which decides who the browser and the client are;
+`streamlit_session_alive` tells a service whether a session is still connected (the training service is
+handed it, so that no service imports Streamlit).
+"""
+
+from __future__ import annotations
+
+from serving.identity import XSRF_COOKIE, Identity, browser_id, client_address, trusted_proxies
+
+
+def current_identity() -> Identity:
+    """This script run's identity (outside a Streamlit server: client "local", no browser, no session)."""
+    session = current_session_id()
+    try:
+        import streamlit as st
+
+        ctx = st.context
+        cookies, headers = ctx.cookies, ctx.headers
+        cookie = cookies.get(XSRF_COOKIE) if cookies is not None else None
+        forwarded = headers.get("X-Forwarded-For") if headers is not None else None
+        ip = ctx.ip_address
+    except Exception:  # noqa: BLE001 - no server (AppTest, scripts): nobody to ask
+        cookie = forwarded = ip = None
+    cookie, forwarded, ip = (v if isinstance(v, str) else None for v in (cookie, forwarded, ip))  # AppTest: mocks
+    return Identity(client_address(ip, forwarded, trusted_proxies()), browser_id(cookie), session)
+
+
+def streamlit_session_alive(session_id: str | None) -> bool:
+    """True while the browser session is connected (always True outside a Streamlit server)."""
+    if session_id is None:
+        return True
+    try:
+        from streamlit.runtime import Runtime
+    except ImportError:  # pragma: no cover - streamlit is a dependency of the app
+        return True
+    if not Runtime.exists():
+        return True  # AppTest, scripts, tests: nobody to ask
+    return Runtime.instance().is_active_session(session_id)
+
+
+def current_session_id() -> str | None:
+    """The id of the Streamlit session running this script (None outside Streamlit)."""
+    try:
+        from streamlit.runtime.scriptrunner import get_script_run_ctx
+    except ImportError:  # pragma: no cover
+        return None
+    ctx = get_script_run_ctx(suppress_warning=True)
+    return ctx.session_id if ctx is not None else None
