@@ -8,8 +8,8 @@ metrics, the parameters and the median CPU ms of a training step.
 
 A `Spec` can add what a training job of the app does besides training, to measure its cost:
 - `probe_every`: the attention snapshots of the page's two probe sentences (`model.probes.snapshots`);
-- `messages`: everything the worker sends the server (step figures batched every 0.2 s, evaluations,
-  snapshots), pickled through a real socket pair that another thread drains;
+- `messages`: everything the training process sends the server (step figures batched every 0.2 s,
+  evaluations, snapshots), encoded by `training.messages` through a real socket pair another thread drains;
 - `full_decode`: evaluations that greedy-decode every held-out pair (the evaluation before it learned to
   decode only the pairs teacher forcing does not solve);
 - `order`: how the training pairs are batched ("bucketed": the trainer's length buckets of 20 batches;
@@ -65,6 +65,7 @@ def measure(spec: Spec) -> dict:
     from model.probes import PROBES, find_reference, snapshots
     from model.train import TrainConfig, Trainer
     from model.train_settings import toy_data, toy_sha256
+    from training import messages as m
 
     torch.set_num_threads(1)
     tcfg = TrainConfig(**{**spec.settings, "seed": spec.seed})
@@ -102,7 +103,7 @@ def measure(spec: Spec) -> dict:
         c0 = time.thread_time()
         snap = snapshots(trainer, tcfg.direction, probes, references)
         if conn:
-            conn.send(("snapshots", snap))
+            conn.send(m.Snapshots(tuple(snap)))
         cpu += time.thread_time() - c0
     while trainer.step < tcfg.steps:
         c0 = time.thread_time()
@@ -111,19 +112,19 @@ def measure(spec: Spec) -> dict:
         if conn:
             pending.append((event, 0.0))
             if time.perf_counter() - flushed >= 0.2:
-                conn.send(("steps", pending))
+                conn.send(m.Steps(tuple(pending)))
                 pending, flushed = [], time.perf_counter()
         if probes and trainer.step % spec.probe_every == 0:
             snap = snapshots(trainer, tcfg.direction, probes, references)
             if conn:
-                conn.send(("steps", pending))
-                conn.send(("snapshots", snap))
+                conn.send(m.Steps(tuple(pending)))
+                conn.send(m.Snapshots(tuple(snap)))
                 pending, flushed = [], time.perf_counter()
         evaluate = trainer.step == tcfg.steps or (tcfg.eval_every and trainer.step % tcfg.eval_every == 0)
         if evaluate:
             last = trainer.evaluate()
             if conn:
-                conn.send(("eval", last, 0.0))
+                conn.send(m.Eval(last, 0.0))
         cpu += time.thread_time() - c0
         if evaluate:
             evals.append({"step": last.step, "exact_match": last.exact_match, "cpu_s": round(cpu, 2)})
@@ -143,15 +144,18 @@ def measure(spec: Spec) -> dict:
 
 
 class _Drain:
-    """One end of a socket pair whose other end a thread reads and drops: the worker's messages, received."""
+    """One end of a socket pair whose other end a thread reads and drops: the training process' messages."""
 
     def __init__(self):
+        from training import messages
+
+        self.messages = messages
         self.conn, other = multiprocessing.Pipe()
 
         def drain() -> None:
             try:
                 while True:
-                    other.recv()
+                    messages.recv(other)
             except (EOFError, OSError):
                 pass
 
@@ -159,7 +163,7 @@ class _Drain:
         self.thread.start()
 
     def send(self, msg) -> None:
-        self.conn.send(msg)
+        self.messages.send(self.conn, msg)
 
     def close(self) -> None:
         self.conn.close()
