@@ -19,8 +19,8 @@ bar::
     python -m model.train --arch rnn --out assets/checkpoints/rnn    # the recurrent model of model/rnn.py
 
 `torch.set_num_threads` is process-wide, so `Trainer` never calls it; the caller decides (the CLI
-has ``--threads``, default 1: for a model this small two threads gain about 25% per step on an idle
-machine, and on a busy one they wait for each other at every operation, 10-15x slower per step).
+has ``--threads``, default 1: for a model this small a second thread gains little on an idle machine
+and on a busy one the two wait for each other at every operation; README.md has the figures).
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ class TrainConfig:
     d_ff: int = 256
     dropout: float = 0.1
     batch_size: int = 64  # sentence pairs per step
-    steps: int = 1200  # held-out exact match passes 95% after about 650-800 steps
+    steps: int = 1200
     warmup: int = 200  # the paper uses 4000 steps of warm-up for 100k steps
     lr_scale: float = 0.35  # factor in front of the paper's formula (see `rate`): peak lr 2.2e-3 at step 200
     label_smoothing: float = 0.1
@@ -305,7 +305,7 @@ class Trainer:
             self.model = (model_factory or build_model)(self.model_config)
         self.model.train()
         # Paper 5.3: Adam with beta1 = 0.9, beta2 = 0.98, eps = 1e-9; the lr is set before every step. The fused
-        # kernel updates every parameter in one call: the same arithmetic, a step about 7% faster on one core.
+        # kernel updates every parameter in one call: the same arithmetic as the loop over parameters.
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=0.0, betas=(0.9, 0.98), eps=1e-9, fused=True)
         self.interventions = tcfg.interventions
         self.step = 0

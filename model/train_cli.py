@@ -55,8 +55,8 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--out", help="checkpoint stem to write, e.g. assets/checkpoints/base (without it: no file)")
     ap.add_argument("--name", help="the checkpoint's display name (default: the file name of --out)")
     ap.add_argument("--threads", type=int, default=1,
-                    help="torch threads (torch.set_num_threads). Two are about 25%% faster per step on an idle "
-                         "machine and 10x slower as soon as anything else uses a core")
+                    help="torch threads (torch.set_num_threads). A second one helps a little on an idle machine "
+                         "and slows every step down as soon as anything else uses a core")
     return ap
 
 
