@@ -55,8 +55,7 @@ def build_model(cfg: Config | RNNConfig) -> Transformer | RNNSeq2Seq:
 
 
 def count_parameters(cfg: Config | RNNConfig) -> int:
-    """Learned numbers of the model of this config: its checkpoint's tensors (`expected_tensors`, which a test
-    holds equal to the model's own), counted without building it. The sinusoidal table is computed, not learned."""
+    """Learned numbers of this config's model, counted from its checkpoint's tensor list without building it."""
     shapes = rnn_expected_tensors(cfg) if isinstance(cfg, RNNConfig) else expected_tensors(cfg)
     return sum(math.prod(shape) for shape in shapes.values())
 
@@ -184,9 +183,8 @@ def from_bytes(weights: bytes, meta_json: bytes, name: str | None = None, max_by
     cfg = _rnn_config(meta["config"]) if arch == "rnn" else _config(meta["config"])
     if not variants and isinstance(cfg, Config) and (cfg.positions != "sinusoidal" or cfg.key_size is not None):
         what = "learned position vectors" if cfg.positions != "sinusoidal" else f"a key size d_k of {cfg.key_size}"
-        raise CheckpointError(f"this model uses {what} (a variant of the paper's Table 3); the pages here draw the "
-                              "paper's own model (sinusoids, d_k = d_model / heads), so they cannot show it. "
-                              "`python -m model.evaluate --checkpoint FILE` scores it.")
+        raise CheckpointError(f"this model uses {what} (a Table 3 variant); the pages draw the paper's own model "
+                              "(sinusoids, d_k = d_model / heads). `python -m model.evaluate` scores it.")
     src_vocab, tgt_vocab = _vocab(meta, "src_vocab"), _vocab(meta, "tgt_vocab")
     if len(src_vocab) != cfg.src_vocab or len(tgt_vocab) != cfg.tgt_vocab:
         raise CheckpointError(f"vocabulary sizes ({len(src_vocab)}, {len(tgt_vocab)}) do not match the config "
@@ -409,9 +407,8 @@ def _config(c: object) -> Config:
                 raise CheckpointError(f"positions must be one of {', '.join(POSITIONS)}, not {_kind(value)}")
             continue
         if key == "key_size":
-            if value is not None and (type(value) is not int or not 1 <= value <= MODEL_BOUNDS["d_model"][1]):
-                raise CheckpointError(f"key_size must be null or a whole number from 1 to "
-                                      f"{MODEL_BOUNDS['d_model'][1]:g}, not {_kind(value)}")
+            if value is not None and (type(value) is not int or not 1 <= value <= (hi := MODEL_BOUNDS["d_model"][1])):
+                raise CheckpointError(f"key_size must be null or a whole number from 1 to {hi:g}, not {_kind(value)}")
             continue
         what = f"{key} ({MODEL_LABELS[key]})" if key in MODEL_LABELS else key
         number = isinstance(value, int | float) and not isinstance(value, bool)

@@ -152,6 +152,12 @@ def data_hash(path: str | Path = DATASET_PATH) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
+def pairs_hash(pairs: list[Pair]) -> str:
+    """sha256 of the pairs written as ``src<TAB>tgt<TAB>tag`` lines (for data given as pairs, not a file)."""
+    text = "".join(f"{p.src}\t{p.tgt}\t{p.tag}\n" for p in pairs)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
 # --- User uploads --------------------------------------------------------------------------------
 
 class CorpusError(ValueError):

@@ -12,9 +12,9 @@ import torch.nn.functional as F
 
 from bench.reference import TorchReference
 from model.checkpoint import Bundle
-from model.data import Pair, load_dataset
+from model.data import Pair, load_dataset, pairs_hash
 from model.evaluate import evaluate
-from model.train import EvalEvent, StepEvent, TrainConfig, Trainer, TrainingDiverged, pairs_hash, rate
+from model.train import EvalEvent, StepEvent, TrainConfig, Trainer, TrainingDiverged, rate
 from model.transformer import Config, Transformer
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")  # conftest.py
