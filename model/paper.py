@@ -140,12 +140,13 @@ TABLE3_CAPTION = ("Table 3 of the paper: variations of the base model (N = 6, d_
                   "d_k = d_v = 64, P_drop = 0.1, ε_ls = 0.1, 100k steps), English-German development set "
                   "newstest2013. Perplexity is per word piece; parameters in millions where the paper gives them.")
 TABLE3_FINDINGS = {  # what the paper concludes from each group (section 6.2), in our words
-    "A": "Heads at constant computation: one head is 0.9 BLEU worse than the best setting; too many heads hurt too.",
-    "B": "A smaller key size d_k hurts: judging compatibility is not easy, a richer function than the dot product "
-         "may help.",
-    "C": "Bigger models are better: more layers, a wider model or a wider feed-forward net all help.",
-    "D": "Dropout helps a lot against over-fitting; label smoothing worsens perplexity but improves BLEU.",
-    "E": "Learned positional embeddings give nearly the same result as the sinusoids.",
+    "A": "at constant computation one head is 0.9 BLEU worse than the best setting, and too many heads hurt too.",
+    "B": "a smaller key size d_k hurts: judging compatibility is not easy, and a richer function than the dot "
+         "product may help.",
+    "C": "bigger models are better: more layers, a wider model and a wider feed-forward net all help.",
+    "D": "dropout helps a lot against over-fitting; label smoothing worsens perplexity but improves BLEU.",
+    "E": "learned positional embeddings give nearly the same result as the sinusoids (section 3.2.1 explains why "
+         "the scores are divided by √d_k: large dot products push the softmax where its gradient vanishes).",
 }
 
 # Section 5 of the paper, "Training": 5.1 data and batching, 5.2 hardware and schedule, 5.3 the optimizer (Adam and
