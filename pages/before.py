@@ -132,6 +132,9 @@ else:
     st.subheader("Training to the same accuracy")
     st.dataframe(vr.training_table(data), hide_index=True)
     notice(vr.training_notice(data))
+    with fold("Show every recipe of the sweep, both models", f"{P}fold_sweep") as shown:
+        if shown:
+            st.dataframe(vr.sweep_table(data), hide_index=True)
     st.subheader("Accuracy by sentence length, and il/elle")
     with fold("Show the accuracy by sentence length and its numbers", f"{P}fold_length") as shown:
         if shown:
