@@ -3,24 +3,33 @@
 Run with `streamlit run app.py` (or `./dev.sh app`, which sets up the venv first). The page list is
 plain data in ui/page_list.py; the navigation is built in ui/shell.py. Each page in pages/ also runs
 on its own.
-"""
 
-import ui.startup  # noqa: F401, I001 - first: per-process settings before torch loads
+`streamlit run app.py` first imports this file as a module and finds `app`, the web server: Streamlit's own
+(`st.App`) with the classroom's event stream as one more route and its hub in the server's lifespan
+(ui/classroom/push.py). It then runs this file as the script of every page (`__name__ == "__main__"`).
+"""
 
 import streamlit as st
 
-from ui import shell, style
-from ui.classroom import panels as classroom
-from ui.sidebar import render_sidebar
-from ui.state import init_state, keep_widget_state
-from ui.training.session import job as attach_training_run
+if __name__ != "__main__":  # imported by `streamlit run app.py` (or an ASGI server): the web server
+    from ui.classroom import push
 
-st.set_page_config(page_title="Glass Transformer", page_icon=":material/visibility:", layout="wide")
+    app = st.App("app.py", routes=push.routes(), lifespan=push.lifespan)
+else:  # a run of the app's script
+    import ui.startup  # noqa: F401, I001 - first: per-process settings before torch loads
 
-page = shell.navigation()
-if shell.admitted():
-    keep_widget_state()
-    init_state()  # the session's state (from a shared link on its first run), presenter mode included
-    style.inject()  # the app's stylesheet (ui/style.py): contrast, formulas, phones, presenter mode
-    attach_training_run()  # a reload on any page keeps this browser's training run (ui/training/session.py)
-    classroom.run(page, lambda: shell.run(page, sidebar=render_sidebar))  # follow a class / lead one
+    from ui import shell, style
+    from ui.classroom import panels as classroom
+    from ui.sidebar import render_sidebar
+    from ui.state import init_state, keep_widget_state
+    from ui.training.session import job as attach_training_run
+
+    st.set_page_config(page_title="Glass Transformer", page_icon=":material/visibility:", layout="wide")
+
+    page = shell.navigation()
+    if shell.admitted():
+        keep_widget_state()
+        init_state()  # the session's state (from a shared link on its first run), presenter mode included
+        style.inject()  # the app's stylesheet (ui/style.py): contrast, formulas, phones, presenter mode
+        attach_training_run()  # a reload on any page keeps this browser's training run (ui/training/session.py)
+        classroom.run(page, lambda: shell.run(page, sidebar=render_sidebar))  # follow a class / lead one

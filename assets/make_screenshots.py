@@ -21,6 +21,7 @@ from pathlib import Path
 
 from PIL import Image  # (installed with streamlit)
 
+from model.examples import COREFERENCE
 from model.lesson import STEPS as LESSON
 from serving.processes import running_app
 from tools.browser import (
@@ -44,7 +45,8 @@ PHONE_SCROLLED = {"overview": ("diagram", '[data-testid="stGraphVizChart"]')}
 MAX_BYTES = 400_000
 SENTENCE = "i am a student"
 COREFERENCE_PAGES = ("self_attention", "multi_head")  # shown again with the app's default (coreference) sentence
-LESSON_STEPS = (7, 17)  # guided-lesson steps shot on "thinking machines": ÷√d_k beside the textbook, cross-attention
+LESSON_STEPS = (6, 18)  # guided-lesson steps shot on "thinking machines": x·W^Q + b^Q = q, cross-attention
+LESSON_COREF_STEP = 19  # and on the coreference sentence: who decides il or elle
 
 CAPTIONS = {p.url_path: p.summary for p in PAGES} | {  # the page's own summary (ui/page_list.py)
     "self_attention-coreference": "The same steps on \"the animal didn't cross the street because it was too "
@@ -56,7 +58,9 @@ CAPTIONS = {p.url_path: p.summary for p in PAGES} | {  # the page's own summary 
     f"{p}-presenter": "Presenter mode (sidebar toggle or ?presenter=1) at 1280 x 720, first screen"
     for p in PRESENTER_PAGES} | {
     f"lesson-step{k}": f"Step {k} of the guided lesson on \"thinking machines\": {LESSON[k - 1].title}"
-    for k in LESSON_STEPS}
+    for k in LESSON_STEPS} | {
+    f"lesson-step{LESSON_COREF_STEP}": f"Step {LESSON_COREF_STEP} on the coreference sentence: "
+                                       f"{LESSON[LESSON_COREF_STEP - 1].title}"}
 
 
 def wait_drawn(page) -> None:
@@ -121,6 +125,8 @@ def main() -> None:
         if url_path == "lesson":
             shots += [(f"lesson-step{k}", url_path, {"lesson": "thinking machines", "step": str(k)}, None)
                       for k in LESSON_STEPS]
+            shots.append((f"lesson-step{LESSON_COREF_STEP}", url_path,
+                          {"lesson": COREFERENCE, "step": str(LESSON_COREF_STEP)}, None))
         if url_path in PRESENTER_PAGES:
             shots.append((f"{url_path}-presenter", url_path, {"s": SENTENCE, "presenter": "1"},
                           {"width": WIDTH, "height": HEIGHT}))
@@ -162,7 +168,7 @@ def write_readme(titles: dict[str, str]) -> None:
                            (f"{url_path}-phone", " (phone)"),
                            *((f"{url_path}-phone-{n}", f" (phone, {n})") for n, _ in PHONE_SCROLLED.values()),
                            (f"{url_path}-presenter", " (presenter mode)"),
-                           *((f"{url_path}-step{k}", f" (step {k})") for k in LESSON_STEPS)):
+                           *((f"{url_path}-step{k}", f" (step {k})") for k in (*LESSON_STEPS, LESSON_COREF_STEP))):
             path = OUT / f"{stem}.png"
             if not path.is_file():
                 continue

@@ -1,12 +1,13 @@
 """Classroom mode under load: follow latency, throughput of 1 vs 2 app processes, a process killed mid-class.
 
 Every client is bench/ws_client.py's StreamlitSession (Streamlit's websocket protocol, no browser), which
-also runs the page's fragment timers as a browser does: a following student polls its class each second
-(ui/classroom/panels.py) and the server reruns its page when the teacher changed something.
+also does what the page's class component does in a browser (ui/classroom/push.py): it listens to the
+class's event stream and reruns its page when the class moved past what the page shows.
 
     .venv/bin/python -m bench.classroom_load follow --students 30 100 [--changes 6] [--processes 2]
     .venv/bin/python -m bench.classroom_load throughput [--students 24] [--seconds 40]
     .venv/bin/python -m bench.classroom_load failover [--students 20]
+    .venv/bin/python -m bench.classroom_load chaos [--students 40]
 
 follow: one `streamlit run app.py` (the memory store), or --processes N behind HAProxy (Redis). A teacher
 (ws) starts a class, N students join with the link and follow; the teacher types a new sentence `--changes`
@@ -53,6 +54,9 @@ from serving.replicas import Cluster
 
 SENTENCES = ["i am a student", "thinking machines", "she is a student", "we are students", "the cat is big",
              "he is tired", "the animal didn't cross the street because it was too tired", "you are a teacher"]
+# Every simulated student comes from 127.0.0.1: the class is a school behind one address, which raises the
+# per-address limit of students (README, "Classroom mode").
+ONE_ADDRESS = {"GLASS_STUDENTS_PER_ADDRESS": "1000"}
 CODE = re.compile(r"classroom\?class=([23456789A-HJKMNP-Z]{6})")  # the join link on the teacher's page
 
 
@@ -81,6 +85,30 @@ class Cookie(StreamlitSession):
         super().__init__(url, timeout)
         self.cookie = cookie
         self.xsrf = xsrf
+
+    def extra_headers(self) -> dict[str, str]:
+        return {"Cookie": f"GLASS_REPLICA={self.cookie}"} if self.cookie else {}
+
+    async def reconnect(self) -> None:
+        """What Streamlit's frontend does when its websocket drops: a new one (through the proxy: the same
+        process, or another when that one is gone), and no run; the page keeps what it shows (its class
+        component included, which asks for a run when the class moved)."""
+        from websockets.asyncio.client import connect
+
+        with contextlib.suppress(Exception):
+            await self._ws.close()
+        if self._reader is not None:
+            self._reader.cancel()
+        pairs = (("GLASS_REPLICA", self.cookie), ("_streamlit_xsrf", self.xsrf))
+        cookies = "; ".join(f"{k}={v}" for k, v in pairs if v)
+        protocols = ["streamlit", "PLACEHOLDER_AUTH_TOKEN", *([self.session_id] if self.session_id else [])]
+        self._ws = await connect(self.ws_url, subprotocols=protocols, max_size=None,
+                                 ping_interval=None, open_timeout=self.timeout,
+                                 additional_headers={"Cookie": cookies} if cookies else None)
+        self.replica = self._ws.response.headers.get("X-Glass-Replica")
+        self._reader = asyncio.create_task(self._read())
+        self._tries, self._asked = 0, 0.0
+        self._check()
 
     async def connect(self, page: str = "", query: str = "") -> float:
         from streamlit.proto.ClientState_pb2 import ClientState
@@ -147,11 +175,14 @@ class Follow:
     missed: int = 0
     half_drawn: int = 0
     join_seconds: float = 0.0
-    polls_per_second: float = 0.0
+    idle_cpu: float = float("nan")  # the app processes' CPU-s per second while every student waits, no change
+    change_cpu: list[float] = field(default_factory=list)  # the app processes' CPU-s from one change to the next
 
 
-async def follow(url: str, n: int, changes: int, pause: float, timeout: float) -> Follow:
-    """Teacher changes -> every following student's page updated: latencies."""
+async def follow(url: str, n: int, changes: int, pause: float, timeout: float, pids: list[int] | None = None,
+                 idle: float = 10.0) -> Follow:
+    """Teacher changes -> every following student's page updated: latencies; and the app processes' CPU while
+    the class waits (`idle` seconds) and per change."""
     out = Follow(n)
     teacher, code = await start_class(url)
     t = time.perf_counter()
@@ -159,9 +190,14 @@ async def follow(url: str, n: int, changes: int, pause: float, timeout: float) -
     for i in range(0, n, 10):  # arrive ten at a time
         students += await asyncio.gather(*(join(url, code) for _ in range(min(10, n - i))))
     out.join_seconds = time.perf_counter() - t
+    for s in students:
+        s.start_following()
     pollers = [asyncio.create_task(s.poll_fragments(changes * (pause + timeout) + 30)) for s in students]
     try:
         await asyncio.sleep(2)
+        cpu0 = cpu_seconds(pids or [])
+        await asyncio.sleep(idle)
+        out.idle_cpu = (cpu_seconds(pids or []) - cpu0) / idle
         for k in range(changes):
             sentence = SENTENCES[k % len(SENTENCES)]
             seen: dict[int, float] = {}
@@ -176,6 +212,7 @@ async def follow(url: str, n: int, changes: int, pause: float, timeout: float) -
             for i, s in enumerate(students):
                 s.on_full_run = lambda s, i=i, hook=hook: hook(s, i)
             runs0 = sum(s.full_runs for s in students)
+            cpu0 = cpu_seconds(pids or [])
             t0 = time.perf_counter()
             await teacher.type_sentence(sentence)
             with contextlib.suppress(TimeoutError):
@@ -183,6 +220,7 @@ async def follow(url: str, n: int, changes: int, pause: float, timeout: float) -
             out.latencies += [seen[i] - t0 for i in seen]
             out.missed += n - len(seen)
             await asyncio.sleep(pause)  # (the pause before the next change: runs that follow this one end)
+            out.change_cpu.append(cpu_seconds(pids or []) - cpu0)
             half = sum(half_drawn(s, t0) for s in students)
             out.half_drawn += half
             missed = [s for i, s in enumerate(students) if i not in seen]
@@ -331,9 +369,145 @@ async def failover(cluster: Cluster, n: int, timeout: float) -> dict:
         await asyncio.gather(*(s.close() for s in [teacher, *students]), return_exceptions=True)
 
 
+async def chaos(cluster: Cluster, n: int, timeout: float, burst: int = 10, clickers: float = 0.2,
+                log=print) -> dict:
+    """A class on 2 processes behind HAProxy (Redis) through everything that can go wrong, each phase ending
+    with every student's page on the teacher's latest sentence, or counted stale:
+
+    1. bursts: the teacher types `burst` sentences within about a second, twice, while a share of the
+       students (`clickers`) click as each of their redraws ends (a rerun request right at a run's end: what
+       makes Streamlit drop the end of a run);
+    2. killed connections: every student's event stream is cut, and a third of their websockets (the page
+       reconnects as Streamlit's frontend does, with no run), then a change;
+    3. Redis killed (SIGKILL) and started again by the cluster's supervisor, with its data (a change the
+       teacher makes meanwhile is refused and typed again);
+    4. HAProxy killed and started again: every connection through it drops at once, then a change;
+    5. an app process killed: its students' pages reconnect through the proxy, then a change.
+    (`cluster` must supervise its parts, as `python -m serving.replicas` does.)
+    """
+    import random
+
+    rng = random.Random(7)
+    teacher, code = await start_class(cluster.url, "app1")
+    students: list[Cookie] = []
+    for i in range(0, n, 10):
+        students += await asyncio.gather(*(join(cluster.url, code, timeout=timeout, xsrf=xsrf_cookie())
+                                           for _ in range(min(10, n - i))))
+    clicks = 0
+
+    def click_at_end(s) -> None:  # a student who clicks something as their redraw ends
+        nonlocal clicks
+        if s.clicker and rng.random() < 0.5 and s._ws is not None:
+            clicks += 1
+            asyncio.get_running_loop().create_task(s._trigger("click"))
+
+    for i, s in enumerate(students):
+        s.clicker = i < clickers * n
+        s.on_full_run = click_at_end
+        s.start_following()
+    phases: dict[str, dict] = {}
+    latest = ["thinking machines"]
+
+    async def revive() -> None:
+        """Pages whose websocket dropped reconnect (Streamlit's frontend does, every few hundred ms)."""
+        for _ in range(3):
+            dead = [s for s in [teacher, *students] if s._reader is None or s._reader.done()]
+            if not dead:
+                return
+            results = await asyncio.gather(*(s.reconnect() for s in dead), return_exceptions=True)
+            if all(not isinstance(r, Exception) for r in results):
+                return
+            await asyncio.sleep(1.0)
+
+    async def settle(name: str, t0: float) -> None:
+        want = latest[0]
+        deadline = time.perf_counter() + timeout
+        while time.perf_counter() < deadline and not all(shows(s, want) for s in students):
+            await asyncio.sleep(0.1)
+        stale = [s for s in students if not shows(s, want)]
+        phases[name] = {"stale": len(stale), "seconds": round(time.perf_counter() - t0, 2)}
+        log(f"  {name}: {n - len(stale)}/{n} students on the teacher's latest state after "
+            f"{phases[name]['seconds']:.1f} s ({len(stale)} stale)")
+        if stale:
+            seen = [(s.replica, s.sync and s.sync.get("watch"), s.sync and s.sync.get("drawn"), s.latest,
+                     next((x for x in s.text(1).splitlines() if "class" in x), ""),
+                     [el.toast.body[:60] for _, el in s.elements.values() if el.WhichOneof("type") == "toast"],
+                     s.query_string[:40]) for s in stale[:5]]
+            log(f"    stale: {seen}")
+
+    from classroom import ClassStoreError, RedisClassStore
+
+    store = RedisClassStore(cluster.redis_url)
+
+    def published() -> str | None:
+        with contextlib.suppress(ClassStoreError):
+            return store.snapshot(code).state.get("sentence")
+        return None
+
+    async def type_(text: str) -> None:
+        """The teacher types `text` (again, until the class has it: a change refused while Redis is away)."""
+        for _ in range(40):
+            try:
+                await teacher.type_sentence(text)
+            except Exception:  # noqa: BLE001 - the teacher's own page reconnects, then types again
+                await revive()
+            if published() == text:
+                latest[0] = text
+                return
+            await asyncio.sleep(0.5)
+        raise RuntimeError("the teacher could not publish")
+
+    try:
+        await teacher.type_sentence(latest[0])
+        await settle("start", time.perf_counter())
+        for b in range(2):
+            t0 = time.perf_counter()
+            for k in range(burst):
+                await type_(f"{SENTENCES[k % len(SENTENCES)]} {b}{k}" if k % 3 else SENTENCES[k % len(SENTENCES)])
+            await settle(f"burst {b + 1} ({burst} changes in {time.perf_counter() - t0:.1f} s)", t0)
+        t0 = time.perf_counter()
+        for s in students:  # every event stream cut
+            if s._events is not None:
+                s._events.cancel()
+                s._stream_url = None
+        for s in students[::3]:  # a third of the websockets cut
+            with contextlib.suppress(Exception):
+                await s._ws.close()
+        await asyncio.sleep(0.5)
+        await revive()
+        for s in students:
+            s._sync_changed()
+        await type_("we are students")
+        await settle("killed connections", t0)
+        t0 = time.perf_counter()
+        cluster.kill("redis")
+        with contextlib.suppress(Exception):  # refused while Redis is away (the teacher types it again)
+            await asyncio.wait_for(teacher.type_sentence("the cat is big"), 10)
+        await type_("the cat is big")
+        await settle("Redis killed and restarted", t0)
+        t0 = time.perf_counter()
+        cluster.kill("haproxy")
+        await asyncio.sleep(1.0)
+        await revive()
+        await type_("he is tired")
+        await settle("HAProxy killed and restarted", t0)
+        t0 = time.perf_counter()
+        on_app2 = sum(s.replica == "app2" for s in students)
+        cluster.kill("app2")
+        await asyncio.sleep(0.5)
+        await revive()
+        await type_("you are a teacher")
+        await settle(f"app process killed ({on_app2} students on it)", t0)
+    finally:
+        store.close()
+        await asyncio.gather(*(s.close() for s in [teacher, *students]), return_exceptions=True)
+    return {"students": n, "clicks_at_run_ends": clicks, "phases": phases,
+            "stale": sum(p["stale"] for p in phases.values()), "asks": sum(s.asks for s in students)}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("what", choices=("follow", "throughput", "failover"))
+    ap.add_argument("what", choices=("follow", "throughput", "failover", "chaos"))
     ap.add_argument("--students", type=int, nargs="+", default=None)
     ap.add_argument("--changes", type=int, default=6, help="follow: the teacher's changes")
     ap.add_argument("--pause", type=float, default=3.0, help="follow: seconds between two changes")
@@ -342,25 +516,32 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--replicas", type=int, nargs="+", default=[1, 2], help="throughput: app processes to compare")
     ap.add_argument("--processes", type=int, default=0,
                     help="follow: 0 = one `streamlit run app.py` (memory store); N = N processes behind HAProxy, Redis")
+    ap.add_argument("--idle", type=float, default=10.0, help="follow: seconds the class waits before the first change")
     ap.add_argument("--json", help="also write the figures to this file")
     args = ap.parse_args(argv)
     out: dict = {"what": args.what}
     if args.what == "follow":
-        server = (start_app(log=Path("/tmp") / "glass-classroom-load.log", timeout=120) if not args.processes
-                  else Cluster(replicas=args.processes, timeout=120).start())
+        server = (start_app(log=Path("/tmp") / "glass-classroom-load.log", timeout=120, extra_env=ONE_ADDRESS)
+                  if not args.processes
+                  else Cluster(replicas=args.processes, timeout=120, workers=0, env=ONE_ADDRESS).start())
+        pids = [server.proc.pid] if not args.processes else [a.proc.pid for a in server.apps]
         out["processes"] = args.processes or "one streamlit run app.py (memory store)"
         try:
             for n in args.students or [30, 100]:
                 print(f"follow: {n} students, {args.changes} changes", flush=True)
                 f = asyncio.run(asyncio.wait_for(
-                    follow(server.url, n, args.changes, args.pause, args.timeout),
+                    follow(server.url, n, args.changes, args.pause, args.timeout, pids, args.idle),
                     n * 5 + args.changes * (args.pause + args.timeout) + 120))
                 out[f"follow_{n}"] = {**summary(f.latencies), "missed": f.missed, "half_drawn": f.half_drawn,
-                                      "join_seconds": f.join_seconds}
+                                      "join_seconds": f.join_seconds, "idle_cpu_per_second": f.idle_cpu,
+                                      "cpu_per_change": statistics.median(f.change_cpu)}
                 s = out[f"follow_{n}"]
                 print(f"{n} students: teacher change -> student page updated p50 {s['p50']:.2f} s, "
                       f"p95 {s['p95']:.2f} s, max {s['max']:.2f} s; {f.missed} missed of {n * args.changes}; "
                       f"{f.half_drawn} redraws whose end was lost; all joined in {f.join_seconds:.1f} s", flush=True)
+                print(f"{n} students: app processes' CPU while the class waits {f.idle_cpu:.3f} CPU-s per second "
+                      f"({f.idle_cpu * 100:.1f}% of a core); per change (median) {s['cpu_per_change']:.2f} CPU-s = "
+                      f"{s['cpu_per_change'] / n * 1000:.1f} ms per student", flush=True)
         finally:
             server.stop()
     elif args.what == "throughput":
@@ -381,9 +562,17 @@ def main(argv: list[str] | None = None) -> int:
             a, b = (out[f"replicas_{r}"]["per_second"] for r in args.replicas)
             out["ratio"] = b / a
             print(f"{args.replicas[1]} processes vs {args.replicas[0]}: {b / a:.2f}x (target >= 1.6x)")
+    elif args.what == "chaos":
+        n = (args.students or [40])[0]
+        with Cluster(replicas=2, timeout=120, workers=0, supervise=True, env=ONE_ADDRESS) as c:
+            print(f"chaos: {n} students on 2 processes behind HAProxy (Redis)", flush=True)
+            res = asyncio.run(asyncio.wait_for(chaos(c, n, args.timeout), 900))
+        out["chaos"] = res
+        print(f"chaos: {res['stale']} students left on a stale state ({n} students, {len(res['phases'])} phases, "
+              f"{res['clicks_at_run_ends']} clicks at run ends, {res['asks']} asks)", flush=True)
     else:
         n = (args.students or [20])[0]
-        with Cluster(replicas=2, timeout=120) as c:
+        with Cluster(replicas=2, timeout=120, env=ONE_ADDRESS) as c:
             res = asyncio.run(asyncio.wait_for(failover(c, n, args.timeout * 4), 600))
         out["failover"] = res
         print(json.dumps(res, indent=1))

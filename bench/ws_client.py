@@ -23,6 +23,12 @@ bundle (static/js/index.*.js) speak it:
   (fragment timers: `poll_fragments` runs them as the frontend does) and `script_finished` with a status:
   FINISHED_SUCCESSFULLY, FINISHED_WITH_COMPILE_ERROR, FINISHED_EARLY_FOR_RERUN (st.rerun(): another run
   follows) or FINISHED_FRAGMENT_RUN_SUCCESSFULLY.
+* A class member's page ends with a Custom Component ("glass_class_sync", ui/classroom/push.py) whose data
+  names the page's event stream, the counter it watches and the value its run drew. `follow_class` does
+  what its JavaScript does: one server-sent event stream (plain HTTP/1.1, chunked), and when the class's
+  counter passes the drawn one, a rerun whose widget states carry the component's trigger
+  (`$$STREAMLIT_INTERNAL_KEY_<component id>__events`, a JSON list of {"event", "value"}), asked again after
+  2.5, 5 and 10 s until a run draws that value.
 * Widget states: the frontend gives every widget a state as soon as it is drawn (its default, or the
   value the server pushed with `set_value`), sends all of them on every rerun, drops the states of
   widgets the last run did not draw, and on a page change sends only the widgets drawn by the main
@@ -32,6 +38,9 @@ bundle (static/js/index.*.js) speak it:
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
+import random
 import re
 import time
 from urllib.parse import urlparse
@@ -132,6 +141,14 @@ class StreamlitSession:
         self.full_runs = 0
         self.running = False  # a run is under way (between new_session and its script_finished)
         self.runs: list[tuple] = []  # (time, "new_session" / "script_finished", fragment ids / status)
+        self.session_id = ""  # the server's id of this session (a reconnect asks for it again)
+        self.sync: dict | None = None  # the class component's data: url, watch, drawn (and its element id)
+        self.latest: dict | None = None  # the class's counters, as its event stream last said
+        self.asks = 0  # triggers sent (every ask, first or repeated)
+        self.stream_opens = 0
+        self._asked, self._tries, self._timer = 0.0, 0, None
+        self._events: asyncio.Task | None = None
+        self.follow_events = False  # follow_class() sets it: the component's JavaScript runs
 
     # -- connection -----------------------------------------------------------------------------
     async def connect(self, page: str = "", query: str = "") -> float:
@@ -148,6 +165,10 @@ class StreamlitSession:
         return time.perf_counter() - t
 
     async def close(self) -> None:
+        self.follow_events = False
+        if self._events is not None:
+            self._events.cancel()
+            await asyncio.gather(self._events, return_exceptions=True)
         if self._ws is not None:
             await self._ws.close()
         if self._reader is not None:
@@ -208,6 +229,105 @@ class StreamlitSession:
                 except Exception:  # noqa: BLE001 - the connection is gone: the caller reconnects
                     return
             await asyncio.sleep(min(self.fragments.values(), default=1.0))
+
+    # -- a class's event stream (ui/classroom/push.py), as the page's component follows it ------------------
+    WAIT = (0.0, 2.5, 5.0, 10.0, 10.0)  # before each ask for one value (the component's WAIT, in seconds)
+
+    def start_following(self) -> None:
+        """Run the class component's JavaScript from now on (until close)."""
+        self.follow_events = True
+        self._sync_changed()
+
+    def extra_headers(self) -> dict[str, str]:
+        return {}
+
+    def _sync_changed(self) -> None:
+        """The component's data arrived (a run's end): open its stream if its url changed, compare."""
+        if not self.follow_events or self.sync is None:
+            return
+        url = self.sync.get("url")
+        if url != getattr(self, "_stream_url", None):
+            self._stream_url = url
+            if self._events is not None:
+                self._events.cancel()
+            self._events = asyncio.get_running_loop().create_task(self._stream(url)) if url else None
+            self.latest = None
+        self._check()
+
+    def _check(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if not self.follow_events or self.sync is None or self.latest is None or self._ws is None:
+            return
+        want, drawn = self.latest.get(self.sync["watch"]), self.sync.get("drawn")
+        if want is None or drawn is None or want <= drawn:
+            self._tries, self._asked = 0, 0.0
+            return
+        if self._tries >= len(self.WAIT):
+            return
+        due = self._asked + self.WAIT[self._tries] - time.monotonic() if self._asked else 0.0
+        loop = asyncio.get_running_loop()
+        if due > 0:
+            self._timer = loop.call_later(due, self._check)
+            return
+        self._asked, self._tries = time.monotonic(), self._tries + 1
+        self.asks += 1
+        loop.create_task(self._trigger(f"{want}.{self._tries}"))
+        if self._tries < len(self.WAIT):
+            self._timer = loop.call_later(self.WAIT[self._tries], self._check)
+
+    async def _trigger(self, value: str) -> None:
+        """setTriggerValue("sync", value): a full rerun with every widget's state and the trigger's."""
+        wid = f"$$STREAMLIT_INTERNAL_KEY_{self.sync['id']}__events"
+        state = ClientState(page_script_hash=self.page_hash, query_string=self.query_string)
+        trigger = WidgetState(id=wid, json_trigger_value=json.dumps([{"event": "sync", "value": value}]))
+        state.widget_states.CopyFrom(WidgetStates(widgets=[*self.widgets.values(), trigger]))
+        state.context_info.timezone, state.context_info.locale = "UTC", "en-US"
+        state.context_info.url = self.page_url
+        with contextlib.suppress(Exception):  # the websocket is gone: the next ask (or a reconnect) repairs it
+            await self._ws.send(BackMsg(rerun_script=state).SerializeToString())
+
+    async def _stream(self, path: str) -> None:
+        """The page's EventSource: reads `data:` events, reconnects after a second (as the server's `retry`
+        says) when the connection drops or is refused."""
+        u = urlparse(self.page_url)
+        host, port = u.hostname, u.port or 80
+        while self.follow_events:
+            writer = None
+            try:
+                reader, writer = await asyncio.open_connection(host, port)
+                head = [f"GET {path} HTTP/1.1", f"Host: {u.netloc}", "Accept: text/event-stream",
+                        *(f"{k}: {v}" for k, v in self.extra_headers().items())]
+                writer.write(("\r\n".join(head) + "\r\n\r\n").encode())
+                status = (await reader.readline()).decode()
+                if " 200 " not in status:
+                    raise ConnectionError(status.strip())
+                while (await reader.readline()) not in (b"\r\n", b""):
+                    pass
+                self.stream_opens += 1
+                buf = ""
+                while True:  # chunked: size line, chunk, CRLF
+                    size = int((await reader.readline()).strip() or b"0", 16)
+                    if size == 0:
+                        break
+                    buf += (await reader.readexactly(size + 2))[:-2].decode()
+                    while "\n\n" in buf:
+                        event, buf = buf.split("\n\n", 1)
+                        data = "".join(line[5:].strip() for line in event.split("\n") if line.startswith("data:"))
+                        if data:
+                            c = json.loads(data)
+                            if "seq" in c:
+                                self.latest = c
+                                if self._tries >= len(self.WAIT):
+                                    self._tries = 1
+                                self._check()
+            except (OSError, ConnectionError, ValueError, asyncio.IncompleteReadError):
+                pass
+            finally:
+                if writer is not None:
+                    writer.close()
+            await asyncio.sleep(1.0 + random.random() * 0.5)
 
     async def _rerun(self, state: ClientState, t: float | None = None, only: set[str] | None = None) -> float:
         """Send a rerun and wait until a run started after it ends the chain (FINISHED_SUCCESSFULLY or a
@@ -284,6 +404,8 @@ class StreamlitSession:
         if kind == "new_session":
             self.running = True
             ns = msg.new_session
+            if ns.HasField("initialize") and ns.initialize.session_id:
+                self.session_id = ns.initialize.session_id  # a reconnect names it, as the frontend does
             self.main_hash, self.page_hash = ns.main_script_hash, ns.page_script_hash
             for p in ns.app_pages:  # pages known at the start of the run (st.navigation's follow)
                 self.pages.setdefault(p.page_name, p.page_script_hash)
@@ -295,6 +417,12 @@ class StreamlitSession:
         elif kind == "delta" and msg.delta.WhichOneof("type") == "new_element":
             el = msg.delta.new_element
             self.elements[tuple(msg.metadata.delta_path)] = (msg.metadata.active_script_hash, el)
+            if el.WhichOneof("type") == "bidi_component" and el.bidi_component.component_name == "glass_class_sync":
+                b = el.bidi_component
+                self.sync = {**json.loads(b.json or b.mixed.json or "{}"), "id": b.id}
+                if self.follow_events:
+                    self._tries, self._asked = 0, 0.0
+                    self._sync_changed()
             w = _Widget(el)
             if w.widget_id and (w.pushed or w.widget_id not in self.widgets):
                 s = _widget_state(el.WhichOneof("type"), w.proto, w.pushed)

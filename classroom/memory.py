@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from classroom.errors import ClassEnded, ClassFull, ClassStoreError, InvalidInput, NotFound, QuestionClosed, RateLimited
 from classroom.rules import MAX_OPTIONS
-from classroom.store import ClassSnapshot, ClassStore, _snapshot_of, too_many_classes, too_many_students
+from classroom.store import ClassSnapshot, ClassStore, Counters, _snapshot_of, too_many_classes, too_many_students
 
 
 # -- in-process memory --------------------------------------------------------------------------------
@@ -28,6 +28,16 @@ class _Class:
     ended: bool = False
     client: str = ""  # the hashed client that started it
     joined_by: dict[str, int] = field(default_factory=dict)  # hashed client -> students it added
+    seq: int = 1  # the counters (classroom.store.Counters)
+    q: int = 0
+    tally: int = 0
+
+    def bump(self, seq: bool = True, q: bool = False, tally: bool = False) -> Counters:
+        self.seq, self.q, self.tally = self.seq + seq, self.q + q, self.tally + tally
+        return self.counters()
+
+    def counters(self) -> Counters:
+        return Counters(self.seq, self.q, self.tally, self.ended)
 
 
 def _window(times: deque[float], now: float, seconds: float) -> deque[float]:
@@ -44,6 +54,7 @@ class MemoryClassStore(ClassStore):
     def __init__(self, clock=time.monotonic, **kw):
         super().__init__(**kw)
         self._clock = clock
+        self._present: dict[str, dict[str, tuple[float, set[str]]]] = {}  # code -> process -> (until, ids)
         self._lock = threading.Lock()
         self._classes: dict[str, _Class] = {}
         self._fails: dict[str, deque[float]] = {}
@@ -88,8 +99,9 @@ class MemoryClassStore(ClassStore):
             if self._live(code, now) is not None:
                 return False
             previous = self._owned.get(okey) if okey is not None else None
+            ended = None
             if previous is not None and (old := self._live(previous, now)) is not None and not old.ended:
-                self._tombstone(previous, now)  # one class per teacher's browser: starting one ends the last
+                ended = self._tombstone(previous, now)  # one class per teacher's browser: starting one ends the last
             self._next_sweep = 0.0
             self._sweep(now)
             running = [c for c in self._classes.values() if not c.ended]
@@ -104,10 +116,15 @@ class MemoryClassStore(ClassStore):
             starts.append(now)
             if okey is not None:
                 self._owned[okey] = code
-            return True
+        if ended is not None:
+            self._announce(previous, ended)
+        return True
 
-    def _tombstone(self, code: str, now: float) -> None:  # under the lock
-        self._classes[code] = _Class("", {}, now + self.tombstone_seconds, version=0, ended=True)
+    def _tombstone(self, code: str, now: float) -> Counters:  # under the lock; the ended class's counters
+        old = self._classes.get(code)
+        c = self._classes[code] = _Class("", {}, now + self.tombstone_seconds, version=0, ended=True,
+                                         **({"seq": old.seq, "q": old.q, "tally": old.tally} if old else {}))
+        return c.bump(q=True)
 
     def _secret_hash(self, code):
         with self._lock:
@@ -118,14 +135,18 @@ class MemoryClassStore(ClassStore):
             c = self._get(code, shash)
             c.state = dict(state)
             c.version += 1
-            return c.version
+            version, event = c.version, c.bump()
+        self._announce(code, event)
+        return version
 
     def _ask(self, code, shash, q):
         with self._lock:
             c = self._get(code, shash)
             c.qid += 1
             c.question, c.answers, c.revealed = q, {}, False
-            return c.qid
+            qid, event = c.qid, c.bump(q=True)
+        self._announce(code, event)
+        return qid
 
     def _reveal(self, code, shash):
         with self._lock:
@@ -133,11 +154,14 @@ class MemoryClassStore(ClassStore):
             if c.question is None:
                 raise QuestionClosed("There is no question to reveal.")
             c.revealed = True
+            event = c.bump(q=True)
+        self._announce(code, event)
 
     def _end(self, code, shash):
         with self._lock:
             self._get(code, shash)
-            self._tombstone(code, self._clock())
+            event = self._tombstone(code, self._clock())
+        self._announce(code, event)
 
     def _touch(self, code, shash):
         with self._lock:
@@ -162,7 +186,11 @@ class MemoryClassStore(ClassStore):
                 if c.joined_by.get(ckey, 0) >= self.students_per_client:
                     raise ClassFull(too_many_students(self.students_per_client))
                 c.joined_by[ckey] = c.joined_by.get(ckey, 0) + 1
-            c.students.add(student_id)
+                c.students.add(student_id)
+                event = c.bump(seq=False, tally=True)
+            else:
+                return
+        self._announce(code, event)
 
     def _answer(self, code, student_id, question_id, option):
         with self._lock:
@@ -173,16 +201,29 @@ class MemoryClassStore(ClassStore):
                 raise QuestionClosed("This question is closed.")
             if option >= len(c.question["options"]):
                 raise InvalidInput("no such option")
+            if c.answers.get(student_id) == option:
+                return
             c.answers[student_id] = option
+            event = c.bump(seq=False, tally=True)
+        self._announce(code, event)
 
-    def _stamp(self, code):
+    def _mark_connected(self, code, where, students, seconds):
+        with self._lock:
+            now = self._clock()
+            marks = self._present.setdefault(code, {})
+            marks[where] = (now + seconds, set(students))
+            for w in [w for w, (until, _) in marks.items() if until <= now]:
+                del marks[w]
+
+    def _connected(self, code):
+        with self._lock:
+            now = self._clock()
+            return set().union(*(ids for until, ids in self._present.get(code, {}).values() if until > now))
+
+    def _counters(self, code):
         with self._lock:
             c = self._live(code, self._clock())
-            if c is None:
-                return None
-            if c.ended:
-                return ("ended",)
-            return (c.version, c.qid if c.question else 0, c.revealed and c.question is not None)
+            return None if c is None else c.counters()
 
     def _snapshot(self, code, teacher, student_id):
         with self._lock:
@@ -190,12 +231,12 @@ class MemoryClassStore(ClassStore):
             if c is None:
                 return None
             if c.ended:
-                return ClassSnapshot(code=code, ended=True)
+                return ClassSnapshot(code=code, ended=True, seq=c.seq, q=c.q, tally=c.tally)
             counts = [0] * MAX_OPTIONS
             for a in c.answers.values():
                 counts[a] += 1
             return _snapshot_of(code, json.loads(json.dumps(c.state)), c.version, c.qid, c.question, counts,
                                 c.revealed, len(c.students), teacher,
-                                c.answers.get(student_id) if student_id else None)
+                                c.answers.get(student_id) if student_id else None, c.counters())
 
 

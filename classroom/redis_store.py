@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import threading
 
 from classroom.errors import (
     ClassEnded,
@@ -18,13 +19,14 @@ from classroom.errors import (
     StoreUnavailable,
 )
 from classroom.rules import MAX_OPTIONS, check_question, check_state
-from classroom.store import ClassSnapshot, ClassStore, _snapshot_of, too_many_classes, too_many_students
+from classroom.store import ClassSnapshot, ClassStore, Counters, _snapshot_of, too_many_classes, too_many_students
 
 _log = logging.getLogger("glass.classroom")
 UNREADABLE = "The class's record on the server could not be read (see the server's log)."
 
 # -- Redis --------------------------------------------------------------------------------------------
-# Keys of class CODE (prefix p): p:CODE (hash: secret, version, state, qid, question, revealed, ended, client),
+# Keys of class CODE (prefix p): p:CODE (hash: secret, version, state, qid, question, revealed, ended, client, and
+# the counters seq, q, tally: classroom.store.Counters),
 # p:CODE:answers (hash student -> option), p:CODE:counts (hash option -> count), p:CODE:students (set),
 # p:CODE:joined (hash client -> students it added); p:joinfail:CLIENT (failed-join counter), p:client:CLIENT
 # (set of the classes a client started), p:starts:CLIENT (sorted set: its recent starts), p:owner:OWNER (the
@@ -36,8 +38,19 @@ _ERRORS = {-1: (NotFound, "No class with this code."), -2: (Forbidden, "Only the
            -5: (InvalidInput, "no such option"), -6: (NotFound, "Join the class first."),
            -8: (ClassFull, "This class is full."), -9: (QuestionClosed, "There is no question to reveal.")}
 
+# Every script that changes what a page shows bumps the class's counters and publishes them (`CODE seq q tally
+# ended`) on the events channel, in the same atomic step as the change: no subscriber can see the event before
+# the change. The channel and the code are the last two ARGV of every script.
+_ANNOUNCE = """
+local function announce_key(key, code, seq, q, tally)
+  local c = {redis.call('HINCRBY', key, 'seq', seq), redis.call('HINCRBY', key, 'q', q),
+             redis.call('HINCRBY', key, 'tally', tally), redis.call('HGET', key, 'ended') or '0'}
+  redis.call('PUBLISH', ARGV[#ARGV - 1], code .. ' ' .. table.concat(c, ' '))
+end
+local function announce(seq, q, tally) announce_key(KEYS[1], ARGV[#ARGV], seq, q, tally) end
+"""
 # KEYS: class, answers, counts, students. ARGV[1] secret hash, ARGV[2] idle TTL in ms.
-_TEACHER = """
+_TEACHER = _ANNOUNCE + """
 local h = redis.call('HMGET', KEYS[1], 'secret', 'ended')
 if h[2] == '1' then return -3 end
 if not h[1] then return -1 end
@@ -47,7 +60,7 @@ for i = 1, 5 do redis.call('PEXPIRE', KEYS[i], ARGV[2]) end
 _LUA = {
     # KEYS: class, client's classes, client's starts, live classes, owner. ARGV: secret hash, idle TTL ms, state,
     # code, classes per client, starts per minute, max classes, prefix, tombstone ms, client, owner given (0/1).
-    "create": """
+    "create": _ANNOUNCE + """
 if redis.call('EXISTS', KEYS[1]) == 1 then return {0, 0} end
 local now = redis.call('TIME')
 local t = tonumber(now[1]) + tonumber(now[2]) / 1e6
@@ -59,9 +72,12 @@ if ARGV[11] == '1' then
   local previous = redis.call('GET', KEYS[5])
   if previous and running(previous) then
     local k = ARGV[8] .. ':' .. previous
+    local c = redis.call('HMGET', k, 'seq', 'q', 'tally')
     redis.call('DEL', k, k .. ':answers', k .. ':counts', k .. ':students', k .. ':joined')
-    redis.call('HSET', k, 'ended', 1, 'version', 0)
+    redis.call('HSET', k, 'ended', 1, 'version', 0, 'seq', tonumber(c[1] or '0'), 'q', tonumber(c[2] or '0'),
+               'tally', tonumber(c[3] or '0'))
     redis.call('PEXPIRE', k, ARGV[9])
+    announce_key(k, previous, 1, 1, 0)
   end
 end
 for _, code in ipairs(redis.call('SMEMBERS', KEYS[2])) do
@@ -80,7 +96,7 @@ if redis.call('ZCARD', KEYS[4]) >= tonumber(ARGV[7]) then
   if redis.call('ZCARD', KEYS[4]) >= tonumber(ARGV[7]) then return {-12, 0} end
 end
 redis.call('HSET', KEYS[1], 'secret', ARGV[1], 'version', 1, 'state', ARGV[3], 'qid', 0, 'revealed', 0, 'ended', 0,
-           'client', ARGV[10])
+           'client', ARGV[10], 'seq', 1, 'q', 0, 'tally', 0)
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 redis.call('SADD', KEYS[2], ARGV[4])
 redis.call('PEXPIRE', KEYS[2], ARGV[2])
@@ -92,26 +108,34 @@ return {1, 0}""",
     "touch": _TEACHER + "return 0",
     "set_state": _TEACHER + """
 redis.call('HSET', KEYS[1], 'state', ARGV[3])
-return redis.call('HINCRBY', KEYS[1], 'version', 1)""",
+local version = redis.call('HINCRBY', KEYS[1], 'version', 1)
+announce(1, 0, 0)
+return version""",
     "ask": _TEACHER + """
 redis.call('DEL', KEYS[2], KEYS[3])
 redis.call('HSET', KEYS[1], 'question', ARGV[3], 'revealed', 0)
-return redis.call('HINCRBY', KEYS[1], 'qid', 1)""",
+local qid = redis.call('HINCRBY', KEYS[1], 'qid', 1)
+announce(1, 1, 0)
+return qid""",
     "reveal": _TEACHER + """
 if not redis.call('HGET', KEYS[1], 'question') then return -9 end
 redis.call('HSET', KEYS[1], 'revealed', 1)
+announce(1, 1, 0)
 return 0""",
     # ARGV[4]: the prefix, ARGV[5]: the code (the class leaves its client's classes and the live ones).
     "end": _TEACHER + """
 local client = redis.call('HGET', KEYS[1], 'client')
 if client then redis.call('SREM', ARGV[4] .. ':client:' .. client, ARGV[5]) end
 redis.call('ZREM', ARGV[4] .. ':live', ARGV[5])
+local c = redis.call('HMGET', KEYS[1], 'seq', 'q', 'tally')
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
-redis.call('HSET', KEYS[1], 'ended', 1, 'version', 0)
+redis.call('HSET', KEYS[1], 'ended', 1, 'version', 0, 'seq', tonumber(c[1] or '0'), 'q', tonumber(c[2] or '0'),
+           'tally', tonumber(c[3] or '0'))
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
+announce(1, 1, 0)
 return 0""",
     # ARGV: student, question id, option
-    "answer": """
+    "answer": _ANNOUNCE + """
 local h = redis.call('HMGET', KEYS[1], 'secret', 'ended', 'qid', 'revealed', 'question')
 if h[2] == '1' then return -3 end
 if not h[1] then return -1 end
@@ -126,18 +150,36 @@ redis.call('HINCRBY', KEYS[3], ARGV[3], 1)
 if old then redis.call('HINCRBY', KEYS[3], old, -1) end
 local ttl = redis.call('PTTL', KEYS[1])
 if ttl > 0 then redis.call('PEXPIRE', KEYS[2], ttl) redis.call('PEXPIRE', KEYS[3], ttl) end
+announce(0, 0, 1)
 return 1""",
     # KEYS: class, answers, counts, students. ARGV: student (or ""). One consistent read, one round trip; a
     # read-only script, so it still runs when Redis is full and refuses writes (noeviction).
     "snapshot": """#!lua flags=no-writes
-local h = redis.call('HMGET', KEYS[1], 'secret', 'ended', 'version', 'state', 'qid', 'question', 'revealed')
+local h = redis.call('HMGET', KEYS[1], 'secret', 'ended', 'version', 'state', 'qid', 'question', 'revealed', 'seq',
+                    'q', 'tally')
 local mine = false
 if ARGV[1] ~= '' then mine = redis.call('HGET', KEYS[2], ARGV[1]) end
 return {h, redis.call('HGETALL', KEYS[3]), redis.call('SCARD', KEYS[4]), mine}""",
     # KEYS: class, students, failures, joined. ARGV: student, max failures, window ms, max students, trusted (the
     # join link's token was right: 1), client, students per client. Returns -7 with the ms to wait when the client
     # is over its limit of failures.
-    "join": """
+    # KEYS: the class's pages (sorted set "where|student" -> until). ARGV: where, seconds, students...
+    "mark_connected": """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1e6
+local n = #ARGV - 2  -- (the events channel and the code come last)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+local mine = ARGV[1] .. '|'
+for _, m in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
+  if string.sub(m, 1, #mine) == mine then redis.call('ZREM', KEYS[1], m) end
+end
+for i = 3, n do redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), mine .. ARGV[i]) end
+redis.call('PEXPIRE', KEYS[1], math.floor(tonumber(ARGV[2]) * 2000) + 1)
+return 0""",
+    "connected": """#!lua flags=no-writes
+local t = redis.call('TIME')
+return redis.call('ZRANGEBYSCORE', KEYS[1], tonumber(t[1]) + tonumber(t[2]) / 1e6, '+inf')""",
+    "join": _ANNOUNCE + """
 local fails = tonumber(redis.call('GET', KEYS[3]) or '0')
 if ARGV[5] ~= '1' and fails >= tonumber(ARGV[2]) then return {-7, redis.call('PTTL', KEYS[3])} end
 local h = redis.call('HMGET', KEYS[1], 'secret', 'ended')
@@ -153,6 +195,7 @@ if redis.call('SISMEMBER', KEYS[2], ARGV[1]) == 0 then
   redis.call('HINCRBY', KEYS[4], ARGV[6], 1)
   local ttl = redis.call('PTTL', KEYS[1])
   if ttl > 0 then redis.call('PEXPIRE', KEYS[2], ttl) redis.call('PEXPIRE', KEYS[4], ttl) end
+  announce(0, 0, 1)
 end
 return {1, 0}""",
 }
@@ -170,7 +213,13 @@ class RedisClassStore(ClassStore):
                                           health_check_interval=30)
         self._r = client
         self._p = prefix
-        self._scripts = {name: client.register_script(src) for name, src in _LUA.items()}
+        self.channel = f"{prefix}:events"  # every class's events (`watch`)
+        self._listener: threading.Thread | None = None
+        self._closed = threading.Event()
+        # A script without a shebang is checked against Redis' memory ceiling only until its first write (then
+        # it may grow past it, to stay atomic); with one, a script that may write is refused before it starts.
+        self._scripts = {name: client.register_script(src if src.startswith("#!") else "#!lua\n" + src)
+                         for name, src in _LUA.items()}
 
     def _keys(self, code: str) -> list[str]:
         k = f"{self._p}:{code}"
@@ -193,8 +242,12 @@ class RedisClassStore(ClassStore):
             raise StoreUnavailable(UNREADABLE) from e
 
     def _run(self, name: str, keys: list[str], *args):
+        return self._script(name, keys, list(args), keys[0][len(self._p) + 1:])
+
+    def _script(self, name: str, keys: list[str], args: list, code: str):
+        """Run one of the scripts (the events channel and the class's code go last: `_ANNOUNCE`)."""
         with self._errors():
-            result = self._scripts[name](keys=keys, args=list(args))
+            result = self._scripts[name](keys=keys, args=[*args, self.channel, code])
         code = result[0] if isinstance(result, list) else result
         if code in _ERRORS:
             kind, message = _ERRORS[code]
@@ -206,15 +259,87 @@ class RedisClassStore(ClassStore):
         return max(1, int(self.idle_seconds * 1000))
 
     def close(self) -> None:
+        self._closed.set()
         self._r.close()
+
+    # -- events ----------------------------------------------------------------------------------------
+    def watch(self, on_event, on_status=None):
+        stop = super().watch(on_event, on_status)
+        with self._watch_lock:
+            if self._listener is None:
+                self._listener = threading.Thread(target=self._listen, name="class-events", daemon=True)
+                self._listener.start()
+        return stop
+
+    def _listen(self) -> None:
+        """One subscription of this process to the events channel, kept up: Redis restarted or a connection
+        dropped is retried with a growing pause (0.2 s to 5 s); the log says so once per outage, and the
+        watchers hear `on_status(False)`, then `on_status(True)` once it is back (and read the counters again:
+        pub/sub keeps nothing for a subscriber that was away)."""
+        import redis
+
+        up, pause = None, 0.2
+        while not self._closed.is_set():
+            pubsub = self._r.pubsub()
+            try:
+                pubsub.subscribe(self.channel)
+                confirmed = pubsub.get_message(timeout=5.0)  # Redis confirms: events from here on reach us
+                if confirmed is None or confirmed.get("type") != "subscribe":
+                    raise redis.ConnectionError("no confirmation of the subscription")
+                if up is not True:
+                    if up is False:
+                        _log.warning("class events: Redis is back; the classes' counters are read again")
+                    up, pause = True, 0.2
+                    self._announce_status(True)
+                while not self._closed.is_set():
+                    msg = pubsub.get_message(timeout=1.0)
+                    if msg is not None and msg.get("type") == "message":
+                        self._event(msg["data"])
+            except (redis.ConnectionError, redis.TimeoutError, OSError) as e:
+                if up is not False:
+                    _log.warning("class events: Redis is unreachable (%s); reconnecting", e)
+                    up = False
+                    self._announce_status(False)
+                self._closed.wait(pause)
+                pause = min(pause * 2, 5.0)
+            except Exception:  # noqa: BLE001 - never let the listener die
+                _log.exception("class events: the listener failed; it starts again")
+                self._closed.wait(1.0)
+            finally:
+                with contextlib.suppress(Exception):
+                    pubsub.close()
+
+    def _event(self, data: str) -> None:
+        try:
+            code, seq, q, tally, ended = data.split(" ")
+            counters = Counters(int(seq), int(q), int(tally), ended == "1")
+        except ValueError:
+            _log.warning("class events: an unreadable event was ignored")
+            return
+        self._announce(code, counters)
+
+    def _mark_connected(self, code, where, students, seconds):
+        self._script("mark_connected", [f"{self._p}:{code}:pages"], [where.replace("|", "_"), seconds, *students],
+                     code)
+
+    def _connected(self, code):
+        with self._errors():
+            members = self._scripts["connected"](keys=[f"{self._p}:{code}:pages"], args=[])
+        return {m.split("|", 1)[1] for m in members if "|" in m}
+
+    def _counters(self, code):
+        with self._errors():
+            secret, ended, seq, q, tally = self._r.hmget(self._keys(code)[0], "secret", "ended", "seq", "q", "tally")
+        if secret is None and ended != "1":
+            return None
+        return Counters(int(seq or 0), int(q or 0), int(tally or 0), ended == "1")
 
     def _create(self, code, shash, state, ckey, okey):
         keys = [self._keys(code)[0], f"{self._p}:client:{ckey}", f"{self._p}:starts:{ckey}", f"{self._p}:live",
                 f"{self._p}:owner:{okey or '-'}"]
-        with self._errors():
-            status, wait_ms = self._scripts["create"](keys=keys, args=[
-                shash, self._ttl_ms, json.dumps(state), code, self.classes_per_client, self.class_starts_per_minute,
-                self.max_classes, self._p, max(1, int(self.tombstone_seconds * 1000)), ckey, int(okey is not None)])
+        status, wait_ms = self._script("create", keys, [
+            shash, self._ttl_ms, json.dumps(state), code, self.classes_per_client, self.class_starts_per_minute,
+            self.max_classes, self._p, max(1, int(self.tombstone_seconds * 1000)), ckey, int(okey is not None)], code)
         if status == -10:
             raise ClassStoreError(too_many_classes(self.classes_per_client))
         if status == -11:
@@ -261,25 +386,16 @@ class RedisClassStore(ClassStore):
     def _answer(self, code, student_id, question_id, option):
         self._run("answer", self._keys(code), student_id, str(question_id), str(option))
 
-    def _stamp(self, code):
-        with self._errors():  # one HMGET (qid is 0 until the first question; revealed only with one)
-            secret, ended, version, qid, revealed = self._r.hmget(self._keys(code)[0], "secret", "ended", "version",
-                                                                  "qid", "revealed")
-            if ended == "1":
-                return ("ended",)
-            if secret is None:
-                return None
-            return (int(version), int(qid), revealed == "1")
-
     def _snapshot(self, code, teacher, student_id):
         with self._errors():
             fields, flat_counts, n_students, my = self._scripts["snapshot"](keys=self._keys(code),
                                                                            args=[student_id or ""])
-        fields = (list(fields) + [None] * 7)[:7]
-        secret, ended, version, state, qid, question, revealed = fields
+        fields = [x if x is not False else None for x in (list(fields) + [None] * 10)[:10]]
+        secret, ended, version, state, qid, question, revealed, *counters = fields
+        counters = Counters(*(int(x or 0) for x in counters), ended == "1")
         count_map = dict(zip(flat_counts[::2], flat_counts[1::2], strict=True))
         if ended == "1":
-            return ClassSnapshot(code=code, ended=True)
+            return ClassSnapshot(code=code, ended=True, seq=counters.seq, q=counters.q, tally=counters.tally)
         if secret is None:
             return None
         with self._errors():  # what Redis holds is checked again as it is read: only our own records pass
@@ -290,6 +406,7 @@ class RedisClassStore(ClassStore):
             if q is not None:
                 q = check_question(q["text"], q["options"], q["answer"])
             return _snapshot_of(code, check_state(json.loads(state)), int(version), int(qid), q, per_option,
-                                revealed == "1", int(n_students), teacher, int(my) if my is not None else None)
+                                revealed == "1", int(n_students), teacher, int(my) if my is not None else None,
+                                counters)
 
 

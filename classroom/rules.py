@@ -45,8 +45,19 @@ MAX_OPTIONS = 6
 MAX_STATE_BYTES = 8_192  # the state as JSON
 _ID = re.compile(r"[A-Za-z0-9_-]{8,64}", re.ASCII)
 _SLUG = re.compile(r"[a-z0-9_-]{1,64}", re.ASCII)
-_HEAD = re.compile(r"(enc\.\d{1,2}\.self_attn|dec\.\d{1,2}\.(self_attn|cross_attn)):\d{1,2}", re.ASCII)  # ui.state
+_HEAD = re.compile(r"(enc|dec)\.(\d{1,2})\.(self_attn|cross_attn):(\d{1,2})", re.ASCII)
 MAX_HEADS = 64
+SHAREABLE_MODELS = ("base", "no_mask")  # "mine" lives in one session only: it cannot be shared
+RETIRED_FIELDS = frozenset({"lesson_sentence"})  # keys older versions stored: dropped when read, never refused
+
+
+def parse_head(text) -> tuple[str, int] | None:
+    """"enc.0.self_attn:2" -> ("enc.0.self_attn", 2); anything malformed -> None (ASCII digits only:
+    "²" is a digit to str.isdigit but not to int; the encoder has no cross-attention)."""
+    m = _HEAD.fullmatch(text) if isinstance(text, str) else None
+    if m is None or (m[1] == "enc" and m[3] == "cross_attn"):
+        return None
+    return f"{m[1]}.{int(m[2])}.{m[3]}", int(m[4])
 
 
 def check_text(value, max_len: int = MAX_TEXT, what: str = "text", allow_empty: bool = False) -> str:
@@ -78,14 +89,14 @@ def _bool(value, what: str) -> bool:
 def _heads(value, what: str) -> list[str]:
     if not isinstance(value, list | tuple) or len(value) > MAX_HEADS:
         raise InvalidInput(f"{what} must be a list of at most {MAX_HEADS} heads")
-    if not all(isinstance(h, str) and _HEAD.fullmatch(h) for h in value):
+    if not all(parse_head(h) for h in value):
         raise InvalidInput(f"{what}: every head looks like enc.0.self_attn:2")
     return sorted(set(value))
 
 
 def _model(value, what: str) -> str:
-    if value not in ("base", "no_mask"):  # "mine" lives in one session only: it cannot be shared
-        raise InvalidInput(f"{what} must be base or no_mask")
+    if value not in SHAREABLE_MODELS:
+        raise InvalidInput(f"{what} must be one of {', '.join(SHAREABLE_MODELS)}")
     return value
 
 
@@ -108,7 +119,6 @@ STATE_FIELDS = {
     "iv_pos": _bool,
     "lesson": _slug,
     "step": _step,
-    "lesson_sentence": lambda v, w: check_text(v, MAX_TEXT, w, allow_empty=True),  # the guided lesson's own
     "own_model": _bool,  # the teacher shows a model of their own (private): the class sees `model` instead
 }
 
@@ -116,6 +126,7 @@ STATE_FIELDS = {
 def check_state(state) -> dict:
     if not isinstance(state, dict):
         raise InvalidInput("the state must be a dict")
+    state = {k: v for k, v in state.items() if k not in RETIRED_FIELDS}
     unknown = [k for k in state if k not in STATE_FIELDS]
     if unknown:
         raise InvalidInput(f"unknown state keys: {', '.join(sorted(map(str, unknown)))[:200]}")

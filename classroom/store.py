@@ -32,9 +32,13 @@ Safety:
 
 from __future__ import annotations
 
+import contextlib
 import hmac
+import logging
 import secrets
+import threading
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from classroom.errors import ClassEnded, ClassStoreError, Forbidden, InvalidInput, NotFound
@@ -60,8 +64,26 @@ from classroom.rules import (
     setting,
 )
 
+_log = logging.getLogger("glass.classroom")
+
 
 # -- data ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Counters:
+    """A class's counters: each moves with one kind of change, so that a page compares the one it shows.
+
+    `seq`: anything a student sees (the teacher's state, a question, its reveal, the end); `q`: a question,
+    its reveal or the end (what a student exploring on their own sees); `tally`: joins and answers (what the
+    teacher's counts show). Events carry only these numbers; each page reads what it needs in its own run."""
+    seq: int
+    q: int
+    tally: int
+    ended: bool = False
+
+    def as_dict(self) -> dict:
+        return {"seq": self.seq, "q": self.q, "tally": self.tally, "ended": self.ended}
+
+
 @dataclass(frozen=True)
 class Question:
     id: int
@@ -83,15 +105,14 @@ class ClassSnapshot:
     my_answer: int | None = None  # the asking student's current answer
     students: int = 0
     ended: bool = False
+    seq: int = 0  # the class's counters when this snapshot was read (`Counters`)
+    q: int = 0
+    tally: int = 0
 
     @property
     def answered(self) -> int:
         return sum(self.counts)
 
-    @property
-    def stamp(self) -> tuple:
-        """What moves when a student's view of the class changes (`ClassStore.stamp`)."""
-        return ("ended",) if self.ended else (self.version, self.question.id if self.question else 0, self.revealed)
 
 
 # -- the interface ------------------------------------------------------------------------------------
@@ -108,6 +129,8 @@ class ClassStore(ABC):
         self.max_failed_joins = max_failed_joins
         self.join_window_seconds = join_window_seconds
         self.max_students = max_students
+        self._watchers: list[tuple[Callable, Callable | None]] = []
+        self._watch_lock = threading.Lock()
         self.max_classes = max_classes or setting("GLASS_MAX_CLASSES", MAX_CLASSES)
         self.classes_per_client = classes_per_client or setting("GLASS_CLASSES_PER_CLIENT", CLASSES_PER_CLIENT)
         self.class_starts_per_minute = class_starts_per_minute or setting("GLASS_CLASS_STARTS_PER_MINUTE",
@@ -220,17 +243,60 @@ class ClassStore(ABC):
             student_id = check_id(student_id)
         return self._snapshot(code, teacher, student_id)
 
-    def stamp(self, code: str) -> tuple | None:
-        """(version, question id, revealed), ("ended",), or None when there is no such class: what moves when
-        anything a student sees changes (not the counts, which only the teacher sees). One small read: a
-        student's poll compares it with its last snapshot's (`ClassSnapshot.stamp`) and asks for a whole
-        snapshot only when it moved."""
+    def counters(self, code: str) -> Counters | None:
+        """The class's counters (one small read), or None when there is no such class. Every change bumps
+        them in the same atomic step that makes it and then announces them to `watch`ers."""
         code = normalize_code(code)
-        return None if code is None else self._stamp(code)
+        return None if code is None else self._counters(code)
 
-    def _stamp(self, code: str) -> tuple | None:  # a back-end may do it cheaper
-        snap = self._snapshot(code, False, None)
-        return None if snap is None else snap.stamp
+    def watch(self, on_event: Callable[[str, Counters], None],
+              on_status: Callable[[bool], None] | None = None) -> Callable[[], None]:
+        """Call `on_event(code, counters)` after every change of any class, from another thread (the memory
+        back-end: the changing thread; Redis: a subscriber thread of this process), and `on_status(up)` when
+        the events stop or resume arriving (Redis unreachable, then back: counters may have moved meanwhile,
+        so a watcher reads them again). An event may be late or come twice, never before its change. Returns
+        a function that stops watching."""
+        with self._watch_lock:
+            self._watchers.append((on_event, on_status))
+
+        def stop() -> None:
+            with self._watch_lock:
+                with contextlib.suppress(ValueError):
+                    self._watchers.remove((on_event, on_status))
+        return stop
+
+    def _announce(self, code: str, counters: Counters) -> None:
+        """Hand an event to every watcher (never under a back-end's lock); a failing watcher is logged."""
+        with self._watch_lock:
+            watchers = list(self._watchers)
+        for on_event, _ in watchers:
+            try:
+                on_event(code, counters)
+            except Exception:  # noqa: BLE001 - one watcher's bug is not the class's
+                _log.exception("class store: an event watcher failed")
+
+    def _announce_status(self, up: bool) -> None:
+        with self._watch_lock:
+            watchers = list(self._watchers)
+        for _, on_status in watchers:
+            if on_status is not None:
+                try:
+                    on_status(up)
+                except Exception:  # noqa: BLE001
+                    _log.exception("class store: a status watcher failed")
+
+    # who has a page of the class open (the event hubs of every app process tell, classroom/hub.py)
+    def mark_connected(self, code: str, where: str, students, seconds: float) -> None:
+        """App process `where` has pages of class `code` open for `students` (ids) now: kept `seconds`, unless
+        `where` says so again; a student it no longer names is dropped at once."""
+        code = normalize_code(code)
+        if code is not None:
+            self._mark_connected(code, str(where)[:64], sorted({check_id(x) for x in students}), seconds)
+
+    def connected(self, code: str) -> set[str]:
+        """The students with a page of class `code` open on any app process (as their hubs last said)."""
+        code = normalize_code(code)
+        return set() if code is None else self._connected(code)
 
     def close(self) -> None:  # noqa: B027 - optional
         pass
@@ -283,6 +349,15 @@ class ClassStore(ABC):
     @abstractmethod
     def _snapshot(self, code: str, teacher: bool, student_id: str | None) -> ClassSnapshot | None: ...
 
+    @abstractmethod
+    def _counters(self, code: str) -> Counters | None: ...
+
+    @abstractmethod
+    def _mark_connected(self, code: str, where: str, students: list[str], seconds: float) -> None: ...
+
+    @abstractmethod
+    def _connected(self, code: str) -> set[str]: ...
+
 
 def too_many_classes(limit: int) -> str:
     return (f"Your network address already runs {limit} classes, the limit per address. End one first (or ask "
@@ -295,12 +370,14 @@ def too_many_students(limit: int) -> str:
 
 
 def _snapshot_of(code: str, state: dict, version: int, qid: int, q: dict | None, counts: list[int],
-                  revealed: bool, students: int, teacher: bool, my_answer: int | None) -> ClassSnapshot:
+                  revealed: bool, students: int, teacher: bool, my_answer: int | None,
+                  counters: Counters | None = None) -> ClassSnapshot:
     question = Question(qid, q["text"], tuple(q["options"])) if q else None
     n = len(question.options) if question else 0
     return ClassSnapshot(code=code, state=state, version=version, question=question,
                          counts=tuple((counts + [0] * n)[:n]), revealed=revealed and question is not None,
                          answer=q["answer"] if q and (revealed or teacher) else None,
-                         my_answer=my_answer if question else None, students=students)
+                         my_answer=my_answer if question else None, students=students,
+                         **({"seq": counters.seq, "q": counters.q, "tally": counters.tally} if counters else {}))
 
 

@@ -10,6 +10,8 @@
   the same output vectors, permuted (`permutation_check`, runs the trained model).
 - The encoder layer recomputed from the model's own parameters: LayerNorm's γ and β
   (`layer_norm_params`) and the feed-forward net's hidden layer max(0, x W_1 + b_1) (`ffn_hidden`).
+- One head is one way for words to interact: every attention layer with all its heads but one switched off,
+  one head at a time, and what that does to the translation (`one_head_left`, runs the trained model).
 
 Every random experiment takes a seed and returns the same numbers for the same arguments.
 """
@@ -24,9 +26,10 @@ from torch import Tensor
 
 from model.checkpoint import Bundle
 from model.decoding import greedy_decode
-from model.pipeline import decode_text
-from model.trace import Interventions, Trace
+from model.pipeline import Prepared, analyse, decode_text, teacher_forced
+from model.trace import Interventions, Trace, attention_modules
 from model.transformer import Transformer
+from model.vocab import EOS
 
 
 def _gen(seed: int) -> torch.Generator:
@@ -224,3 +227,48 @@ def head_projection(model: Transformer, layer: int, head: int) -> tuple[dict[str
         weights[name] = lin.weight.detach()[cols].T  # [D, d_k]
         biases[name] = lin.bias.detach()[cols]  # [d_k]
     return weights, biases
+
+
+# --- One head left: every attention layer with all but one of its heads switched off -------------------------
+
+
+@dataclass(frozen=True)
+class OneHeadRun:
+    module: str  # e.g. "dec.1.cross_attn"
+    head: int  # the only head of `module` left on
+    translation: str  # greedy, with the other heads of `module` off
+    gold_probs: tuple[float, ...]  # teacher-forced: p of each token of the unmodified translation (+ <eos>)
+
+
+@dataclass(frozen=True)
+class OneHeadLeft:
+    """The unmodified model's translation, and the same sentence with one head left in one layer at a time."""
+
+    translation: str
+    gold_labels: tuple[str, ...]  # what each decoder position should predict: the translation's tokens, <eos>
+    gold_probs: tuple[float, ...]  # the unmodified model's p of each
+    n_heads: int
+    runs: tuple[OneHeadRun, ...]  # module by module, head by head
+
+    @property
+    def modules(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(r.module for r in self.runs))
+
+    def run(self, module: str, head: int) -> OneHeadRun:
+        return next(r for r in self.runs if r.module == module and r.head == head)
+
+
+def one_head_left(bundle: Bundle, prepared: Prepared, modules: tuple[str, ...] | None = None) -> OneHeadLeft:
+    """For each attention module and each head h: the model with every other head of that module off (z = 0),
+    its greedy translation and, teacher-forced on the unmodified translation, the probability of each token."""
+    base = analyse(bundle, prepared)
+    tf = teacher_forced(bundle, prepared, base.translation)
+    H = bundle.config.n_heads
+    runs = []
+    for module in modules or attention_modules(bundle.config):
+        for h in range(H):
+            iv = Interventions(frozenset((module, g) for g in range(H) if g != h))
+            out = greedy_decode(bundle.model, prepared.src(), iv).tokens
+            runs.append(OneHeadRun(module, h, decode_text(bundle, out),
+                                   teacher_forced(bundle, prepared, base.translation, iv).gold_probs))
+    return OneHeadLeft(base.translation, (*tf.target_tokens, EOS), tf.gold_probs, H, tuple(runs))

@@ -24,43 +24,49 @@ from dataclasses import dataclass
 
 import torch
 
+from model.examples import COREFERENCE, STUDENT, THINKING
 from model.pipeline import Analysis
 from model.transformer import Config
 from model.vocab import BOS, EOS
 
-SENTENCES = ("thinking machines", "i am a student", "the animal didn't cross the street because it was too tired")
+SENTENCES = (THINKING, STUDENT, COREFERENCE)
 DEFAULT_SENTENCE = SENTENCES[0]
+CONFIDENT = 0.6  # a cross-attention row is confident when its largest weight is at least this (see `Cross`)
 
 
 @dataclass(frozen=True)
 class Step:
     key: str  # stable id (tests, content module)
     title: str
-    page: str  # the app page that explains it in depth, e.g. "pages/tokens.py"
+    page: str  # the app page that explains it in depth, by name ("tokens": ui.page_list resolves the file)
 
 
 STEPS: tuple[Step, ...] = (
-    Step("sentence", "A sentence goes in, a translation comes out", "pages/overview.py"),
-    Step("tokens", "Words become tokens, tokens become ids", "pages/tokens.py"),
-    Step("embedding", "Each id picks a row of the embedding table, × √d_model", "pages/tokens.py"),
-    Step("positional", "Positional encoding: adding where each word stands", "pages/positional.py"),
-    Step("qkv", "Queries, keys and values: Q = XW^Q, K = XW^K, V = XW^V", "pages/self_attention.py"),
-    Step("scores", "Scores: the query of one word against every key", "pages/self_attention.py"),
-    Step("scale", "Divide the scores by √d_k", "pages/self_attention.py"),
-    Step("softmax", "Softmax: scores become weights that add up to 1", "pages/self_attention.py"),
-    Step("z", "The weighted sum of the values: z", "pages/self_attention.py"),
-    Step("heads", "All heads at once", "pages/multi_head.py"),
-    Step("concat", "Concatenate the heads and multiply by W^O", "pages/multi_head.py"),
-    Step("add_norm", "Residual connection and LayerNorm", "pages/encoder.py"),
-    Step("ffn", "The feed-forward network", "pages/encoder.py"),
-    Step("stack", "The encoder stack: the same layer again", "pages/encoder.py"),
-    Step("decoder_input", "The decoder's input: the translation so far, shifted right", "pages/decoder.py"),
-    Step("masked", "Masked self-attention: no peeking at later words", "pages/decoder.py"),
-    Step("cross", "Encoder-decoder attention: where the decoder looks in the source", "pages/decoder.py"),
-    Step("output", "Final linear layer and softmax: a probability for every French word", "pages/output.py"),
-    Step("chosen", "The chosen word", "pages/output.py"),
-    Step("next", "The next step of decoding", "pages/output.py"),
-    Step("finished", "The finished translation", "pages/output.py"),
+    Step("why", "Why a Transformer: attention instead of reading word by word", "before"),
+    Step("sentence", "A sentence goes in, a translation comes out", "overview"),
+    Step("tokens", "Words become tokens, tokens become ids", "tokens"),
+    Step("embedding", "Each id picks a row of the embedding table, × √d_model", "tokens"),
+    Step("positional", "Positional encoding: adding where each word stands", "positional"),
+    Step("qkv", "Queries, keys and values: Q = XW^Q, K = XW^K, V = XW^V", "self_attention"),
+    Step("scores", "Scores: the query of one word against every key", "self_attention"),
+    Step("scale", "Divide the scores by √d_k", "self_attention"),
+    Step("softmax", "Softmax: scores become weights that add up to 1", "self_attention"),
+    Step("z", "The weighted sum of the values: z", "self_attention"),
+    Step("heads", "All heads at once", "multi_head"),
+    Step("concat", "Concatenate the heads and multiply by W^O", "multi_head"),
+    Step("add_norm", "Residual connection and LayerNorm", "encoder"),
+    Step("ffn", "The feed-forward network", "encoder"),
+    Step("stack", "The encoder stack: the same layer again", "encoder"),
+    Step("decoder_input", "The decoder's input: the translation so far, shifted right", "decoder"),
+    Step("masked", "Masked self-attention: no peeking at later words", "decoder"),
+    Step("cross", "Encoder-decoder attention: where the decoder looks in the source", "cross_attention"),
+    Step("coref", "Who decides il or elle? Following “it” into the decoder", "self_attention"),
+    Step("output", "Final linear layer and softmax: a probability for every French word", "output"),
+    Step("chosen", "The chosen word", "output"),
+    Step("next", "The next step of decoding", "output"),
+    Step("finished", "The finished translation", "output"),
+    Step("loss", "Training: the right answer, the loss, label smoothing", "output"),
+    Step("training", "Training: teacher forcing, the mask, warm-up, the paper's recipe", "training"),
 )
 N_STEPS = len(STEPS)
 
@@ -107,22 +113,25 @@ def focus_word(tokens: tuple[str, ...] | list[str]) -> int:
 
 
 def focus(a: Analysis, layer: int = 0) -> Focus:
-    """What the lesson follows. The head: among the heads whose biggest weight for the word lands on a
-    word (not on <eos>, where many heads park their attention), the one with the biggest such weight;
-    when every head prefers <eos>, simply the most peaked head."""
+    """What the lesson follows. The head: among the heads whose biggest weight for the word lands on another
+    word (not on the word itself, not on <eos>, where many heads park their attention), the one with the
+    biggest such weight; when no head does, the heads that look at themselves, then the most peaked head."""
     word = focus_word(a.prepared.tokens)
     w = a.trace[f"enc.{layer}.self_attn.weights"][0, :, word]  # [H, Ts]
     best, top = w.max(dim=-1)  # [H], [H]
-    on_word = top < w.shape[-1] - 1  # the last source position is <eos>
-    head = int(torch.where(on_word, best, best - 2.0).argmax())  # weights are <= 1: on-word heads win
+    on_eos = top == w.shape[-1] - 1  # the last source position is <eos>
+    rank = best - 2.0 * (top == word).float() - 4.0 * on_eos.float()  # weights are <= 1: another word wins
+    head = int(rank.argmax())
     return Focus(word, layer, head, 1 if a.out_tokens else 0)
 
 
 def sizes(cfg: Config) -> dict[str, float | int]:
-    """The model's sizes, for the prose of every step."""
-    return {"d_model": cfg.d_model, "d_k": cfg.d_k, "n_heads": cfg.n_heads, "d_ff": cfg.d_ff,
+    """The model's sizes and the steps' numbers (``step_<key>``), for the prose of every step."""
+    steps = {f"step_{s.key}": i for i, s in enumerate(STEPS, start=1)}
+    return {**steps, "d_model": cfg.d_model, "d_k": cfg.d_k, "n_heads": cfg.n_heads, "d_ff": cfg.d_ff,
             "n_enc": cfg.n_enc_layers, "n_dec": cfg.n_dec_layers, "src_vocab": cfg.src_vocab,
-            "tgt_vocab": cfg.tgt_vocab, "sqrt_d_model": math.sqrt(cfg.d_model), "sqrt_d_k": math.sqrt(cfg.d_k)}
+            "tgt_vocab": cfg.tgt_vocab, "tgt_others": cfg.tgt_vocab - 1, "sqrt_d_model": math.sqrt(cfg.d_model),
+            "sqrt_d_k": math.sqrt(cfg.d_k)}
 
 
 # --- Numbers per step -----------------------------------------------------------------------------
@@ -390,6 +399,13 @@ def masked(a: Analysis, f: Focus) -> Masked:
 
 @dataclass(frozen=True)
 class Cross:
+    """One decoder layer's encoder-decoder attention (head average): the followed row, and every row's reading.
+
+    Rule for the word "reorders": only confident rows count, rows whose largest weight is at least CONFIDENT
+    (0.6) and falls on a source word (not <eos>). The translation is said to reorder the English only when a
+    later confident row reads an earlier English word than an earlier confident row does (`inversions`);
+    the other rows are named as diffuse, never used as evidence."""
+
     layer: int
     row: int
     row_label: str  # decoder input at the row
@@ -397,23 +413,41 @@ class Cross:
     weights: tuple[float, ...]  # head-average cross-attention weights of the row over the source
     top: int
     top_label: str
-    visits: tuple[int, ...] = ()  # the source word each row attends to most, top to bottom (<eos> left out)
+    tops: tuple[int, ...] = ()  # every row's most-read source position, top to bottom
+    peaks: tuple[float, ...] = ()  # every row's largest weight
+    eos: int = -1  # the source's <eos> position
+
+    @property
+    def confident(self) -> list[int]:
+        """Rows whose largest weight (>= CONFIDENT) is on a source word."""
+        pairs = enumerate(zip(self.tops, self.peaks, strict=True))
+        return [r for r, (t, w) in pairs if w >= CONFIDENT and t != self.eos]
+
+    @property
+    def diffuse(self) -> list[int]:
+        """Rows (other than the last, which writes <eos>) whose largest weight is under CONFIDENT."""
+        return [r for r, w in enumerate(self.peaks[:-1]) if w < CONFIDENT]
+
+    @property
+    def inversions(self) -> list[tuple[int, int]]:
+        """(earlier row, later row) pairs of confident rows where the later one reads an earlier English word."""
+        c = self.confident
+        return [(i, j) for k, i in enumerate(c) for j in c[k + 1:] if self.tops[j] < self.tops[i]]
 
     @property
     def reordered(self) -> bool:
-        """Do the rows visit the source words out of their English order (the translation reorders)?"""
-        return any(b < a for a, b in zip(self.visits, self.visits[1:], strict=False))
+        return bool(self.inversions)
 
 
 def cross(a: Analysis, f: Focus, layer: int | None = None) -> Cross:
     layer = n_layers(a, "dec") - 1 if layer is None else layer
-    row = a.trace[f"dec.{layer}.cross_attn.weights"][0, :, f.row].mean(0)  # [Ts]
+    m = cross_matrix(a, layer)  # [Tt, Ts]
+    row = m[f.row]
     top = int(row.argmax())
-    last = len(a.src_labels) - 1  # <eos>
-    visits = [i for i in cross_matrix(a, layer).argmax(-1).tolist() if i != last]
-    visits = [v for k, v in enumerate(visits) if k == 0 or v != visits[k - 1]]  # consecutive rows on one word: once
+    peak = m.max(-1)
     return Cross(layer, f.row, a.tgt_labels[f.row], a.next_labels[f.row], tuple(float(v) for v in row), top,
-                 a.src_labels[top], tuple(visits))
+                 a.src_labels[top], tuple(int(i) for i in peak.indices), tuple(float(v) for v in peak.values),
+                 len(a.src_labels) - 1)
 
 
 def cross_matrix(a: Analysis, layer: int | None = None) -> torch.Tensor:
@@ -471,3 +505,4 @@ def finished(a: Analysis, itos: list[str]) -> Finished:
     probs = tuple(st.candidates[0].prob for st in steps)
     least = min(range(len(probs)), key=probs.__getitem__) if probs else 0
     return Finished(words, probs, a.greedy.finished, a.translation, least)
+

@@ -19,6 +19,7 @@ from torch import Tensor
 from model.checkpoint import Bundle
 from model.data import pad
 from model.decoding import greedy_batch, max_output_len
+from model.examples import COREFERENCE, COREFERENCE_FR, STUDENT, STUDENT_FR
 from model.pipeline import Analysis, TeacherForced, analyse, prepare, teacher_forced, token_labels
 from model.trace import Interventions
 from model.transformer import padding_mask, traced
@@ -26,9 +27,9 @@ from model.vocab import BOS_ID, detokenize, tokenize
 
 # --- Padding ---------------------------------------------------------------------------------------
 
-LONG_PARTNER = "the animal didn't cross the street because it was too tired"
-SHORT_PARTNER = "i am a student"
-FRENCH_PARTNERS = ("l'animal n'a pas traversé la rue parce qu'il était trop fatigué", "je suis étudiant")  # for fr-en
+LONG_PARTNER = COREFERENCE
+SHORT_PARTNER = STUDENT
+FRENCH_PARTNERS = (COREFERENCE_FR, STUDENT_FR)  # for fr-en
 
 
 def padding_partner(n_tokens: int, bundle: Bundle) -> str:

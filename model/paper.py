@@ -158,3 +158,20 @@ SECTIONS = {
     "dropout": "5.4",
     "label smoothing": "5.4",
 }
+
+# How the paper trained and decoded (sections 5.1, 5.2, 5.3, 5.4, 6.1), beside which the lesson and the training page
+# show this model's own values. (label, the paper's base model, the paper's big model)
+RECIPE = (
+    ("batch", "≈ 25,000 source + 25,000 target tokens (§5.1)", "the same"),
+    ("hardware", "one machine, 8 NVIDIA P100 GPUs (§5.2)", "the same"),
+    ("training", "100,000 steps, about 12 hours (0.4 s a step)", "300,000 steps, 3.5 days (1.0 s a step)"),
+    ("optimizer", "Adam, β₁ = 0.9, β₂ = 0.98, ε = 10⁻⁹ (§5.3)", "the same"),
+    ("warm-up", "4,000 steps, then ∝ step^−0.5 (§5.3)", "the same"),
+    ("dropout", "P_drop = 0.1 (§5.4)", "P_drop = 0.3 (EN-DE), 0.1 (EN-FR)"),
+    ("label smoothing", "ε_ls = 0.1 (§5.4)", "the same"),
+    ("checkpoints", "the average of the last 5, written every 10 minutes (§6.1)", "the average of the last 20"),
+    ("decoding", "beam search, beam 4, length penalty α = 0.6 (§6.1)", "the same"),
+    ("output length", "at most input length + 50, stopping early at <eos> (§6.1)", "the same"),
+)
+PAPER_PEAK_LR = BASE.d_model ** -0.5 * 4000 ** -0.5  # the base model's learning rate at the end of warm-up (7.0e-4)
+WARMUP = 4000

@@ -20,6 +20,8 @@ from model import pipeline
 from model.checkpoint import Bundle
 from model.data import Pair
 from model.decoding import greedy_decode
+from model.examples import COREFERENCE, COREFERENCE_FR, STUDENT, STUDENT_FR
+from model.trace import attention_modules
 from model.train import Trainer
 from model.vocab import tokenize
 
@@ -28,8 +30,8 @@ MAX_PROBE_TOKENS = 20  # a probe sentence is cut to this many words
 MAX_SNAPSHOTS = 100  # per probe; the snapshot interval grows for long runs
 
 PROBES = {  # default probe sentences per direction: the coreference example and the lecture's "i am a student"
-    "en-fr": ("the animal didn't cross the street because it was too tired", "i am a student"),
-    "fr-en": ("l'animal n'a pas traversé la rue parce qu'il était trop fatigué", "je suis étudiant"),
+    "en-fr": (COREFERENCE, STUDENT),
+    "fr-en": (COREFERENCE_FR, STUDENT_FR),
 }
 
 
@@ -80,12 +82,14 @@ def probe_snapshot(bundle: Bundle, text: str, reference: str | None, step: int, 
         trace, tgt_labels = a.trace, a.tgt_labels
     cfg = bundle.config
 
-    def stack(prefix: str, n: int) -> np.ndarray:
-        return np.stack([trace[f"{prefix.format(i)}.weights"][0].numpy().astype(np.float32) for i in range(n)])
+    modules = attention_modules(cfg)
+
+    def stack(stack_name: str, kind: str) -> np.ndarray:  # [L, H, Tq, Tk] of every layer's module of that kind
+        return np.stack([trace[f"{m}.weights"][0].numpy().astype(np.float32) for m in modules
+                         if m.startswith(f"{stack_name}.") and m.endswith(kind)])
 
     return Snapshot(step, probe, translation, tuple(prepared.labels), tuple(tgt_labels),
-                    stack("enc.{}.self_attn", cfg.n_enc_layers), stack("dec.{}.self_attn", cfg.n_dec_layers),
-                    stack("dec.{}.cross_attn", cfg.n_dec_layers))
+                    stack("enc", "self_attn"), stack("dec", "self_attn"), stack("dec", "cross_attn"))
 
 
 def snapshots(trainer: Trainer, direction: str, probes, references) -> list[Snapshot]:

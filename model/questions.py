@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from model.checkpoint import Bundle
 from model.pipeline import Analysis, Prepared, analyse, prepare
-from model.trace import Interventions
+from model.trace import Interventions, attention_modules
 from model.vocab import BOS, EOS, PAD, UNK
 
 KINDS = {"attention": "Which word does a word attend to most?",
@@ -134,9 +134,7 @@ def head_label(module: str, head: int) -> str:
 
 def all_heads(bundle: Bundle) -> list[tuple[str, int]]:
     cfg = bundle.config
-    mods = [f"enc.{i}.self_attn" for i in range(cfg.n_enc_layers)]
-    mods += [f"dec.{i}.{k}" for i in range(cfg.n_dec_layers) for k in ("self_attn", "cross_attn")]
-    return [(m, h) for m in mods for h in range(cfg.n_heads)]
+    return [(m, h) for m in attention_modules(cfg) for h in range(cfg.n_heads)]
 
 
 HEAD_OFF_OPTIONS = ("The translation stays the same", "The translation changes")

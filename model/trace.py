@@ -51,8 +51,13 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-# The attention modules whose heads can be switched off, as `Interventions.heads_off` names them.
-ATTENTION_KINDS = ("self_attn", "cross_attn")
+
+def attention_modules(cfg) -> list[str]:
+    """Every attention module of a model with `cfg`'s depth (anything with `n_enc_layers`, `n_dec_layers`), as
+    the trace and `Interventions.heads_off` name them: ``enc.{i}.self_attn``, then per decoder layer
+    ``dec.{i}.self_attn`` and ``dec.{i}.cross_attn``."""
+    return ([f"enc.{i}.self_attn" for i in range(cfg.n_enc_layers)]
+            + [f"dec.{i}.{kind}" for i in range(cfg.n_dec_layers) for kind in ("self_attn", "cross_attn")])
 
 
 @dataclass(frozen=True)

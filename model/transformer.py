@@ -105,7 +105,7 @@ def look_ahead_mask(size: int, device: torch.device | None = None) -> Tensor:
 
 
 def additive_mask(mask: Tensor) -> Tensor:
-    """Boolean mask -> the additive form the seeds draw: 0 where allowed, -inf where masked."""
+    """Boolean mask -> the additive form the lectures draw: 0 where allowed, -inf where masked."""
     return torch.zeros(mask.shape, dtype=torch.float32, device=mask.device).masked_fill(~mask, float("-inf"))
 
 

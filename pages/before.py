@@ -107,7 +107,7 @@ else:
                 st.markdown(f"**c_:{j + 1} = V·α_:{j + 1}** next to the model's own {x.module}.z")
                 chart(vr.context_pair_figure(x, j), "tf_c")
             notice(vr.cross_step_notice(x, j, tf_src, tf_out, off))
-    with fold("Show every output word at once: C = [c_:1 … c_:m], V·α for each column", f"{P}fold_C") as shown:
+    with fold("Show every output word at once: C = [c_:1 … c_:t], V·α for each column", f"{P}fold_C") as shown:
         if shown:
             chart(vr.c_matrix_figure(x, tf_out), "tf_C")
             notice(vr.c_matrix_notice(x, off))

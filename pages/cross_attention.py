@@ -77,6 +77,6 @@ st.caption(text.PADDING_CAPTION)
 
 st.header("3. Three kinds of attention: who looks where")
 st.markdown(text.WHO)
-st.dataframe(vd.WHO_LOOKS_WHERE, hide_index=True)
+st.table(vd.WHO_LOOKS_WHERE.set_index("attention"))  # a table wraps its text: no cell cut off
 st.markdown(text.OUTRO)
 next_link(__file__)

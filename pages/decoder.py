@@ -56,8 +56,9 @@ with right:
     st.markdown(text.block(cfg.n_dec_layers, len(lab), cfg.d_model))
     layer_b = pick("Block", range(cfg.n_dec_layers), "decoder_block_layer", 0, style="radio",
                    format_func=lambda i: f"decoder layer {i}")
-    st.dataframe(vd.block_table(a.trace, layer_b), hide_index=True)
-    notice(vd.block_notice(a.trace, layer_b))
+st.dataframe(vd.block_table(a.trace, layer_b), hide_index=True,  # full width: its last column is a sentence
+             column_config={"what it is": st.column_config.TextColumn(width="large")})
+notice(vd.block_notice(a.trace, layer_b))
 st.markdown(text.regularisation(SECTIONS["dropout"], BASE.dropout, cfg.dropout, vd.projection_biases(bundle.model)))
 
 st.header("2. Masked self-attention: scores + mask = masked scores → softmax")

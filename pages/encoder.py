@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import streamlit as st
 
+from model.span import span_check
 from pages.content import encoder as text
 from ui import shell
 from ui.models import analysis, current_model, encoder_layer
-from ui.widgets import figure, fold, md, next_link, pick, require_sentence, sentence_header
+from ui.widgets import chart, figure, fold, md, next_link, notice, pick, require_sentence, sentence_header
 from viz import layers as vl
+from viz import span as vs
 from viz.layers import (
     POST_LN_DOT,
     PRE_LN_DOT,
@@ -92,6 +94,16 @@ with fold("Show the hidden layer and the ReLU's zeros per word", f"{P}fold_hidde
                title=f"hidden layer max(0, xW_1 + b_1) of layer {layer}", shape=f"[{len(labels)}, {cfg.d_ff}]",
                key=f"{P}hidden", x_title="hidden unit", y_title="word", note=vl.hidden_notice(f, labels))
         st.dataframe(zero_table(f, labels), hide_index=True)
+
+st.header("Why the FFN: leaving the span of the values")
+st.latex(text.SPAN_LATEX)
+st.markdown(text.span(cfg.n_heads, cfg.d_k, D))
+check = span_check(current_model().bundle.model, a.trace, layer)
+chart(vs.span_figure(check, labels), key=f"{P}span", config={"displayModeBar": False})
+notice(vs.span_notice(check, labels))
+with fold("Exact numbers · the share outside the span, per word and step", f"{P}fold_span") as shown:
+    if shown:
+        st.dataframe(vs.span_table(check, labels))
 
 st.header("One word through the whole stack")
 st.markdown(f"**{md(labels[word])}** " + text.STACK)

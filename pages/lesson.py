@@ -10,12 +10,14 @@ from model import lesson as L
 from pages.content.lesson import BRIDGES, INTRO, TEXT
 from ui import lesson as state
 from ui import shell
-from ui.models import analysis, current_model
-from ui.page_list import PAGES
+from ui.models import analysis, coref_decision, current_model
+from ui.page_list import by_name
 from ui.widgets import chart, md, notice, page_link
 from viz import lesson as V
 
 shell.enter(__file__)  # first: re-enter through app.py if Streamlit ran this page bare
+
+MORE = {"why": ("before", "why_attention"), "loss": ("training",)}  # linked besides the step's "In depth" page
 
 st.title("Guided lesson")
 state.init_lesson()
@@ -31,7 +33,7 @@ with st.expander(f"Sentence: **{md(state.sentence()) or '(none)'}**: choose anot
 if st.session_state[state.NOTICE]:
     st.warning(md(st.session_state[state.NOTICE]), icon=":material/link_off:")
 
-a = analysis(text=state.sentence())  # the sidebar's model and interventions, the lesson's own sentence
+a = analysis()  # the app's sentence (the sidebar's, which the lesson follows), model and interventions
 if a.prepared.empty:
     st.info("Choose a sentence above, or type one, to follow it through the model.")
     state.write_url()
@@ -59,10 +61,14 @@ def navigation(where: str) -> None:
 st.progress(k / n, text=f"Step {k} of {n}")
 navigation("top")
 st.header(f"{k}. {step.title}")
-st.markdown(TEXT[step.key].format(**L.sizes(bundle.config)))
+sizes = L.sizes(bundle.config)
+st.markdown(TEXT[step.key].format(**sizes))
 if step.key in BRIDGES:
-    st.info("**If you know the Illustrated Transformer:** " + BRIDGES[step.key], icon=":material/compare_arrows:")
-view = V.view(step.key, V.context(a, bundle.tgt_vocab.itos, len(bundle.src_vocab)))
+    st.info("**If you know the Illustrated Transformer:** " + BRIDGES[step.key].format(**sizes),
+            icon=":material/compare_arrows:")
+ctx = V.context(a, bundle.tgt_vocab.itos, len(bundle.src_vocab), model=bundle.model, meta=bundle.meta,
+                decide=coref_decision)
+view = V.view(step.key, ctx)
 if view.warning:
     st.warning(md(view.warning), icon=":material/warning:")
 chart(view.figure, key=f"lesson_fig_{step.key}", config=V.CONFIG)
@@ -73,7 +79,13 @@ with st.expander("The exact numbers"):
     st.dataframe(view.table)
 
 navigation("bottom")
-depth = next(p for p in PAGES if p.file == step.page)
-page_link(step.page, f"In depth: {depth.title}")
+depth = by_name(step.page)
+f = ctx.f
+state.seed_depth(state.depth_state(depth.name, f.layer, f.head, f.word, f.row, L.n_layers(a, "dec") - 1,
+                                   a.prepared.text))  # the page opens on what this step shows
+for linked in (name for name in MORE.get(step.key, ()) if name != depth.name):  # In depth links it already
+    page_link(by_name(linked).file, f"{by_name(linked).title}: {by_name(linked).summary[0].lower()}"
+              f"{by_name(linked).summary[1:]}", icon=":material/arrow_outward:")
+page_link(depth.file, f"In depth: {depth.title}")
 st.caption("Link to this step: `/" + "lesson?" + urllib.parse.urlencode(state.link_params()) + "`")
 state.write_url()

@@ -7,6 +7,7 @@ import streamlit as st
 from model.trace import Interventions
 from pages.content import multi_head as text
 from ui import shell
+from ui.attention_steps import show_one_head_left
 from ui.models import analysis, coref_defaults, current_model, teacher_forced
 from ui.state import set_head
 from ui.widgets import (
@@ -22,7 +23,10 @@ from ui.widgets import (
     sentence_header,
 )
 from viz import attention as va
-from viz.attention import MODULES, axis_labels, block_figure, dims, head_figure, module_name
+from viz import coref as vc
+from viz import heads as vh
+from viz.attention import MODULES, axis_labels, dims, module_name
+from viz.heads import block_figure, head_figure
 from viz.heatmap import table
 
 shell.enter(__file__)  # first: re-enter through app.py if Streamlit ran this page bare
@@ -34,6 +38,10 @@ NO_BAR = {"displayModeBar": False}
 
 def _toggle(module: str, head: int, key: str) -> None:
     set_head(module, head, bool(st.session_state[key]))
+
+
+def _set_sentence(sentence: str) -> None:
+    st.session_state["sentence"] = sentence
 
 
 def check_key(module: str, head: int) -> str:
@@ -50,11 +58,12 @@ cfg = current_model().bundle.config
 iv = a.interventions
 H, D, d_k = cfg.n_heads, cfg.d_model, cfg.d_k
 
-st.latex(text.FORMULA)
+for formula in text.FORMULAS:
+    st.latex(formula)
 st.markdown(text.matrices(H, D, d_k))
 c1, c2 = st.columns([3, 2])
 with c1:
-    st.dataframe(va.shapes_table(D, H, len(a.src_labels)))
+    st.dataframe(vh.shapes_table(D, H, len(a.src_labels)))
 with c2:
     st.caption(text.SHAPES_CAPTION)
 
@@ -84,7 +93,7 @@ for start in range(0, H, per_row):
             st.session_state[key] = h not in off  # follow the shared state (the sidebar may have changed it)
             st.checkbox(f"head {h} on", key=key, on_change=_toggle, args=(module, h, key),
                         help="Switch this head off: its z becomes 0 before the concatenation.")
-notice(va.heads_notice(weights, x_labels, off))
+notice(vh.heads_notice(weights, x_labels, off))
 with fold("Exact weights of every head", f"{P}grid_numbers") as shown:
     if shown:
         for h in range(H):
@@ -93,7 +102,7 @@ with fold("Exact weights of every head", f"{P}grid_numbers") as shown:
 
 st.header("One head in detail")
 if focus is not None:
-    c = va.coref_parts(a.prepared.tokens)
+    c = vc.coref_parts(a.prepared.tokens)
     st.markdown(text.focus(focus.layer, focus.head, *(md(va.word_of(a.src_labels[j])) for j in (c.referent, c.other,
                 c.adjective)), focus.weight, focus.other))
 head = pick("Head", range(H), KEYS[1], format_func=lambda h: f"head {h}" + (" (off)" if h in off else ""))
@@ -103,17 +112,17 @@ figure(weights[head], x_labels, y_labels, "weights", title=f"{module}, head {hea
 
 st.header("One word, one head or several")
 st.markdown(text.ONE_WORD)
-it = va.find_word(a.prepared.tokens, "it") if stack == "enc" else None
+it = vh.find_word(a.prepared.tokens, "it") if stack == "enc" else None
 word = pick("Word (query)", range(len(y_labels)), KEYS[2], default=it or 0, format_func=lambda i: y_labels[i])
 with fold("Show this word's weights in every head", f"{P}fold_word") as shown:
     if shown:
-        rows = va.word_heads(weights, word)  # [H, Tk]
-        chart(va.heads_bars_figure(rows, x_labels, (1, 2, 0) if H > 2 else (1, 0), off=off), key=f"{P}bars",
+        rows = vh.word_heads(weights, word)  # [H, Tk]
+        chart(vh.heads_bars_figure(rows, x_labels, (1, 2, 0) if H > 2 else (1, 0), off=off), key=f"{P}bars",
               config=NO_BAR)
         figure(rows, x_labels, [f"head {h}" for h in range(H)], "weights",
                title=f"where {md(y_labels[word])} looks, per head", shape=f"[{H}, {len(x_labels)}]",
                key=f"{P}word_heads", x_title="key", y_title="head",
-               note=va.word_heads_notice(rows, x_labels, y_labels[word]))
+               note=vh.word_heads_notice(rows, x_labels, y_labels[word]))
 
 st.header("Concatenate the heads, multiply by W_O")
 T = len(y_labels)
@@ -124,10 +133,10 @@ with fold("Show Concat(Z_1 … Z_H) and Concat · W_O", f"{P}fold_concat") as sh
         st.markdown(f"**Concat(Z_1 … Z_{H})** · shape `[{T}, {D}]` — heads side by side, borders marked"
                     + (f"; heads {', '.join(map(str, off))} are off (all zeros)" if off else ""))
         chart(block_figure(concat, y_labels, H, off=off), key=f"{P}concat", config=NO_BAR)
-        notice(va.concat_notice(concat, H, off))
+        notice(vh.concat_notice(concat, H, off))
         st.markdown(f"**Concat · W_O** · shape `[{T}, {D}]` — every output dimension mixes all heads")
         chart(block_figure(out, y_labels, 1), key=f"{P}out", config=NO_BAR)
-        notice(va.out_notice(concat, out, y_labels))
+        notice(vh.out_notice(concat, out, y_labels))
         exact_numbers("Exact numbers: concat and output", f"{P}concat_numbers",
                       [(concat, dims(D), y_labels), (out, dims(D), y_labels)])
 
@@ -144,25 +153,34 @@ with fold("Show the translation and the probabilities before and after", f"{P}fo
         with c1:
             st.subheader("Before: the unmodified model")
             st.markdown(f"**Translation:** {md(a0.translation) or '*(empty)*'}")
-            st.dataframe(va.greedy_probs(a0), hide_index=True)
+            st.dataframe(vh.greedy_probs(a0), hide_index=True)
         with c2:
             st.subheader("After: with your interventions")
             st.markdown(f"**Translation:** {md(a.translation) or '*(empty)*'}")
-            st.dataframe(va.greedy_probs(a), hide_index=True)
+            st.dataframe(vh.greedy_probs(a), hide_index=True)
         st.caption(text.GREEDY_CAPTION)
 
         tf_before = teacher_forced(a0.translation, iv=Interventions())
         tf_after = teacher_forced(a0.translation)
         st.subheader("The same output tokens, scored by both")
-        st.dataframe(va.compare_probs(tf_before.trace, tf_after.trace, tf_before.gold, tf_before.gold_labels),
+        st.dataframe(vh.compare_probs(tf_before.trace, tf_after.trace, tf_before.gold, tf_before.gold_labels),
                      hide_index=True)
         st.subheader(f"The attention output of {module}, before and after")
         out_labels = tf_before.in_labels if stack == "dec" else a.src_labels
         c1, c2 = st.columns(2)
         with c1:
-            st.dataframe(va.output_change(tf_before.trace, tf_after.trace, module, out_labels), hide_index=True)
+            st.dataframe(vh.output_change(tf_before.trace, tf_after.trace, module, out_labels), hide_index=True)
         with c2:
             st.markdown("‖z‖ of each head (after): a head that is off is 0 everywhere")
-            st.dataframe(va.head_z_norms(tf_after.trace, module, out_labels))
+            st.dataframe(vh.head_z_norms(tf_after.trace, module, out_labels))
+
+st.header("Keep one head: is one way to interact enough?")
+st.markdown(text.ONE_HEAD)
+st.button("Use “thinking machines” on this page", on_click=_set_sentence, args=("thinking machines",),
+          key=f"{P}load_tm")
+with fold("Run it: every layer with all its heads but one switched off, one head at a time", f"{P}fold_one") as shown:
+    if shown:
+        show_one_head_left(st.session_state["sentence"], module, f"{P}one_")
+        st.caption(text.ONE_HEAD_CAPTION)
 
 next_link(__file__)

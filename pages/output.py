@@ -34,8 +34,9 @@ pos = pick("Decoder position", range(len(a.tgt_labels)), "output_pos", 0,
 out = vo.position_output(tr, pos)
 best = out.best
 m1, m2, m3, m4 = st.columns(4)
-m1.metric("decoder output h_t", f"{out.h.numel()} numbers", help=f"dec.out is {shape_text(tr['dec.out'], 'B, t, D')}")
-m2.metric("logits vector", f"{out.logits.numel()} numbers",
+m1.metric("numbers in h_t", f"{out.h.numel()}",
+          help=f"dec.out is {shape_text(tr['dec.out'], 'B, t, D')}")
+m2.metric("numbers in the logits", f"{out.logits.numel()}",
           help=f"= target vocabulary size; logits is {shape_text(tr['logits'], 'B, t, V')}")
 m3.metric("argmax index", best)
 m4.metric("which word is that index?", itos[best])

@@ -6,22 +6,25 @@ import math
 
 import streamlit as st
 
+from model.examples import COREFERENCE_WIDE
 from model.experiments import plain_self_attention
 from model.textbook import thinking_machines
 from pages.content import self_attention as text
 from ui import shell
-from ui.attention_steps import show_coref, show_steps, show_why_scale
+from ui.attention_steps import show_coref, show_decision, show_steps, show_why_scale
 from ui.models import analysis, coref_defaults, current_model, projection
 from ui.state import DEFAULT_SENTENCE
-from ui.widgets import figure, fold, md, next_link, pick, require_sentence, sentence_header
+from ui.widgets import figure, fold, md, next_link, notice, page_link, pick, require_sentence, sentence_header
 from viz import attention as va
+from viz import coref as vc
+from viz import heads as vh
 from viz.layers import layer_output
 
 shell.enter(__file__)  # first: re-enter through app.py if Streamlit ran this page bare
 
 P = "self_attention_"  # widget key prefix
 TIRED = DEFAULT_SENTENCE
-WIDE = "the animal didn't cross the street because it was too wide"
+WIDE = COREFERENCE_WIDE
 MODES = ("Your sentence, the trained model", "Thinking Machines (textbook example)")
 KEYS = (f"{P}layer", f"{P}head", f"{P}word")
 
@@ -73,6 +76,7 @@ def one_head(a, cfg, focus) -> None:
                 ss[k] = ss[k]
         layer = ss.get(KEYS[0], 0) if ss.get(KEYS[0], 0) in range(cfg.n_enc_layers) else 0
         head = ss.get(KEYS[1], 0) if ss.get(KEYS[1], 0) in range(cfg.n_heads) else 0
+        word = ss.get(KEYS[2], 0) if ss.get(KEYS[2], 0) in range(len(labels)) else 0
         st.info(text.TEXTBOOK)
         tb_labels = va.textbook_labels()
         tb_word = st.radio("Query", [0, 1], key=f"{P}tb_word", horizontal=True, format_func=lambda i: tb_labels[i])
@@ -85,10 +89,10 @@ def one_head(a, cfg, focus) -> None:
         with c2:
             head = pick("Head", range(cfg.n_heads), KEYS[1], format_func=lambda h: f"head {h}")
         with c3:
-            word = pick("Query word", range(len(labels)), KEYS[2], default=va.find_word(a.prepared.tokens, "it") or 0,
+            word = pick("Query word", range(len(labels)), KEYS[2], default=vh.find_word(a.prepared.tokens, "it") or 0,
                         format_func=lambda i: labels[i])
         if focus is not None:
-            c = va.coref_parts(a.prepared.tokens)
+            c = vc.coref_parts(a.prepared.tokens)
             st.markdown(text.focus(focus.layer, focus.head, *(md(va.word_of(labels[j])) for j in (c.referent, c.other,
                                    c.adjective)), focus.weight, focus.other))
         st.markdown(f"Query word **{md(labels[word])}**, encoder layer {layer}, head {head}.")
@@ -97,6 +101,8 @@ def one_head(a, cfg, focus) -> None:
     module = f"enc.{layer}.self_attn"
 
     st.header("All words at once: the matrix form")
+    if mode == MODES[1]:
+        st.info(text.below_trained(layer, head), icon=":material/swap_horiz:")
     T, d_k = len(labels), cfg.d_k
     st.markdown(text.MATRIX_FORM)
     st.latex(text.MATRIX_LATEX_QKV)
@@ -106,7 +112,8 @@ def one_head(a, cfg, focus) -> None:
         st.warning(text.UNSCALED)
     t = a.trace
     sc, w = t[f"{module}.scores"][0, head], t[f"{module}.weights"][0, head]
-    with fold("Show the four matrices of this head: QKᵀ, ÷√d_k, softmax, Z", f"{P}fold_matrix") as shown:
+    with fold("Show the four matrices of this head (QKᵀ, ÷√d_k, softmax, Z) and the column form C = Attn(X, X)",
+              f"{P}fold_matrix") as shown:
         if shown:
             c1, c2 = st.columns(2)
             with c1:
@@ -123,6 +130,18 @@ def one_head(a, cfg, focus) -> None:
                 figure(t[f"{module}.z"][0, head], va.dims(d_k), labels, "activations", title="Z = weights · V",
                        shape=f"[{T}, {d_k}]", key=f"{P}m_z", x_title="dimension", y_title="word",
                        note=va.z_matrix_notice(t[f"{module}.z"][0, head], w, t[f"{module}.v"][0, head], labels))
+            st.markdown(text.COLUMN_FORM)
+            st.latex(text.COLUMN_LATEX)
+            cf = va.column_form(t, module, head, iv.scale)
+            c1, c2 = st.columns(2)
+            with c1:
+                figure(cf.alpha, labels, labels, "weights", title="α_:j, one column per query word j",
+                       shape=f"[{T}, {T}]", key=f"{P}col_alpha", x_title="query word j", y_title="key word i",
+                       numbers=False)
+            with c2:
+                figure(cf.C, labels, va.dims(d_k), "activations", title="C = [c_:1 … c_:T], c_:j = V·α_:j",
+                       shape=f"[{d_k}, {T}]", key=f"{P}col_C", x_title="word j", y_title="dimension", numbers=False)
+            notice(va.column_notice(cf, labels, word, (module, head) in iv.heads_off))
 
     st.header("Why divide by √d_k?")
     with fold("Show the experiment: Var(q·k) grows with d_k, and the softmax saturates", f"{P}fold_scale") as shown:
@@ -159,5 +178,11 @@ with fold("Show where “it” looks in every head, for both sentences", f"{P}fo
             with col:
                 show_coref(analysis(text=sentence), name, cfg.n_enc_layers, cfg.n_heads, f"{P}coref_{name}",
                            text.NO_IT)
+st.markdown(text.DECISION)
+with fold("The experiment: each decoder layer's encoder-decoder attention switched off", f"{P}fold_decision",
+          expanded=True) as shown:
+    if shown:
+        show_decision((TIRED, WIDE), f"{P}decision_")
+page_link("pages/cross_attention.py", "In depth: Encoder-decoder attention, every row of the alignment")
 
 next_link(__file__)

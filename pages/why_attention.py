@@ -8,7 +8,7 @@ from pages.content import why_attention as text
 from ui import shell
 from ui.ablations import measured
 from ui.models import analysis, current_model
-from ui.widgets import chart, notice, pick
+from ui.widgets import chart, next_link, notice, pick
 from viz import ablations as va
 from viz.complexity import (
     attention_matrix_bytes,
@@ -93,3 +93,5 @@ else:
 
 st.header("6. Summary")
 st.markdown(text.SUMMARY)
+
+next_link(__file__)

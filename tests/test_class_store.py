@@ -204,7 +204,7 @@ def test_end_deletes_everything(make_store):
     if make_store.kind == "redis":  # only the "ended" marker (and its client's recent starts, kept a minute)
         assert [k for k in redis_keys(store) if ":starts:" not in k] == [f"{store._p}:{code}"]
         assert not store._r.zscore(f"{store._p}:live", code)  # its place is free at once
-        assert set(store._r.hgetall(f"{store._p}:{code}")) == {"ended", "version"}
+        assert set(store._r.hgetall(f"{store._p}:{code}")) == {"ended", "version", "seq", "q", "tally"}
     time.sleep(1.2)
     assert store.snapshot(code) is None
     if make_store.kind == "redis":
@@ -535,25 +535,67 @@ def test_a_missing_tool_fails_with_the_install_command():
         require_tool("glass-no-such-tool")
 
 
-def test_the_stamp_moves_exactly_when_a_students_view_does(make_store):
-    """`stamp` (one small read a poll makes each second) equals the snapshot's stamp at every step, and moves
-    with a new state, a question, the reveal and the end, not with an answer (students see no counts)."""
+def test_the_counters_move_with_each_kind_of_change_and_are_announced(make_store):
+    """`counters` (one small read) moves `seq` with everything a student sees (a new state, a question, the
+    reveal, the end), `q` with the questions only, `tally` with joins and answers (the teacher's counts); each
+    snapshot carries the counters it was read with, and every change is announced to the store's watchers
+    (with Redis: to every app process, through the PUBLISH in the change's own script), never before it."""
+    from classroom import Counters
+
     store = make_store()
+    other = make_store() if make_store.kind == "redis" else store  # another app process on the same Redis
+    heard: list[tuple[str, Counters]] = []
+    seen_by_then: list[int | None] = []
+    got = threading.Event()
+
+    def on_event(code, c):
+        snap = other.snapshot(code)  # the change is there by the time its event is
+        seen_by_then.append(snap.seq if snap is not None else None)
+        heard.append((code, c))
+        got.set()
+
+    stop = other.watch(on_event)
+    time.sleep(0.3)  # (Redis: the subscription is confirmed)
     code, secret = store.create(STATE)
-    assert store.stamp(code) == store.snapshot(code).stamp == (1, 0, False)
-    assert store.stamp(code.lower()) == (1, 0, False)  # codes are normalised as everywhere
-    store.join(code, "203.0.113.1", sid(1))
-    assert store.stamp(code) == (1, 0, False)  # a join is nothing a student sees
-    store.set_state(code, secret, {**STATE, "sentence": "i am a student"})
-    assert store.stamp(code) == store.snapshot(code, student_id=sid(1)).stamp == (2, 0, False)
-    qid = store.ask(code, secret, "Which word?", ["a", "b"], 1)
-    assert store.stamp(code) == store.snapshot(code).stamp == (2, qid, False) and qid == 1
-    store.answer(code, sid(1), qid, 0)
-    assert store.stamp(code) == (2, qid, False)
-    store.reveal(code, secret)
-    assert store.stamp(code) == store.snapshot(code).stamp == (2, qid, True)
-    if make_store.kind == "redis":  # another app process reads the same
-        assert make_store().stamp(code) == (2, qid, True)
-    store.end(code, secret)
-    assert store.stamp(code) == store.snapshot(code).stamp == ("ended",)
-    assert store.stamp("ZZZZZZ") is None and store.stamp("not a code") is None
+    assert store.counters(code) == Counters(1, 0, 0) and store.counters(code.lower()) == Counters(1, 0, 0)
+
+    def step(action, expect: tuple[int, int, int], ended: bool = False) -> None:
+        got.clear()
+        action()
+        assert got.wait(5), "no event"
+        assert heard[-1] == (code, Counters(*expect, ended))
+        assert store.counters(code) == Counters(*expect, ended)
+        assert seen_by_then[-1] == expect[0]
+
+    step(lambda: store.join(code, "203.0.113.1", sid(1)), (1, 0, 1))
+    n = len(heard)
+    store.join(code, "203.0.113.1", sid(1))  # the same student again: nothing moved
+    step(lambda: store.set_state(code, secret, {**STATE, "sentence": "i am a student"}), (2, 0, 1))
+    assert len(heard) == n + 1  # (the second join announced nothing)
+    assert store.snapshot(code, student_id=sid(1)).seq == 2
+    step(lambda: store.ask(code, secret, "Which word?", ["a", "b"], 1), (3, 1, 1))
+    qid = store.snapshot(code).question.id
+    step(lambda: store.answer(code, sid(1), qid, 0), (3, 1, 2))
+    n = len(heard)
+    store.touch(code, secret)  # nothing anyone sees
+    store.answer(code, sid(1), qid, 0)  # the same answer again
+    step(lambda: store.reveal(code, secret), (4, 2, 2))
+    assert len(heard) == n + 1
+    snap = store.snapshot(code)
+    assert (snap.seq, snap.q, snap.tally) == (4, 2, 2)
+    step(lambda: store.end(code, secret), (5, 3, 2), ended=True)
+    assert store.snapshot(code).ended
+    assert store.counters("ZZZZZZ") is None and store.counters("not a code") is None
+    stop()
+    got.clear()
+    store.create(STATE)
+    assert not got.wait(0.5)  # no longer watching
+
+
+def test_a_state_stored_by_an_older_version_still_reads():
+    """`lesson_sentence` (the lesson shares the app's `sentence` now) is dropped on read, not refused: a class
+    stored before an upgrade keeps working."""
+    from classroom.rules import check_state
+    assert check_state({"sentence": "the cat", "lesson_sentence": "a dog"}) == {"sentence": "the cat"}
+    with pytest.raises(InvalidInput):
+        check_state({"sentence": "the cat", "lesson_sentenc": "a dog"})

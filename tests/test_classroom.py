@@ -3,8 +3,9 @@
 A teacher and three students, each its own AppTest session of app.py, on the memory store AND on a real
 redis-server started here (tests/services.py): following (page, sentence, a switch, a head, the lesson's
 step), leaving and rejoining, a question with live counts and the reveal, the end of the class, a
-failover (a new session from the student's URL), and what a student cannot do. AppTest never fires
-`st.fragment(run_every=...)`: a student's poll is its next run.
+failover (a new session from the student's URL), and what a student cannot do. AppTest runs no JavaScript:
+the class's event that reruns a student's page in a browser is the test's next `run()` here; the event path
+itself runs against a real server (the last test) and in Chromium (tests/browser/test_classroom_browser.py).
 """
 
 from __future__ import annotations
@@ -454,9 +455,10 @@ def test_two_processes_share_a_class_and_its_students_survive_a_killed_process()
 
 
 def test_a_late_request_with_old_values_does_not_detach_a_student(store):
-    """A browser's fragment timer sends every widget's value; one sent just before the teacher's change
-    reached the student writes the old sentence back. That is the teacher's previous value, not the
-    student's doing: the student keeps following and shows the teacher's sentence again."""
+    """A request carries every widget's value; one sent before the teacher's last changes reached the
+    student's browser (a click as a redraw ends, during a burst of changes) writes an old sentence back. That
+    is one of the teacher's recent values, not the student's doing: the student keeps following and shows
+    the teacher's sentence again."""
     teacher, code = start_teacher()
     s1 = join_by_link(code)
     teacher.switch_page("pages/overview.py")
@@ -467,6 +469,11 @@ def test_a_late_request_with_old_values_does_not_detach_a_student(store):
     s1.sidebar.text_input(key="sentence").input(SENTENCE).run()  # the value before the change, sent late
     no_exception(s1)
     assert state(s1, "class_following") is True and state(s1, "sentence") == "i am a student"
+    for text in ("thinking machines", "we are students"):  # a burst: the session applies both...
+        teacher.sidebar.text_input(key="sentence").input(text).run()
+        s1.run()
+    s1.sidebar.text_input(key="sentence").input("i am a student").run()  # ...the browser sends one 2 states old
+    assert state(s1, "class_following") is True and state(s1, "sentence") == "we are students"
     s1.sidebar.text_input(key="sentence").input("she is a student").run()  # a sentence of the student's own
     assert state(s1, "class_following") is False and state(s1, "sentence") == "she is a student"
 
@@ -587,17 +594,17 @@ def test_a_teacher_showing_their_own_model_is_told_and_so_are_the_students(store
 
 
 # -- a browser that missed the end of a redraw ----------------------------------------------------------
-def test_a_poll_redraws_a_page_whose_end_never_reached_the_browser(tmp_path):
-    """Streamlit drops a stopped script runner's last messages when a fragment request starts a new runner
-    at that moment (ui/classroom/panels.py): the browser got the start of a student's redraw, never its end.
-    Simulated here in the client (a real server, one process): the end of the redraw after the teacher's
-    change is thrown away. The student's polls, the first more than a second later, must redraw the page
-    (after REPAIR_SECONDS: its messages could have been on their way); polls of a browser that got
-    everything must not."""
-    from streamlit.proto.BackMsg_pb2 import BackMsg
-    from streamlit.proto.ClientState_pb2 import ClientState
+def test_a_page_whose_run_lost_its_end_asks_again_until_it_shows_the_class(tmp_path):
+    """Streamlit can drop a run's last messages (a new script runner started as the old one stopped: Streamlit
+    issue 9921). Simulated in the client, on a real `streamlit run app.py`: the redraw after the teacher's
+    change loses everything after its first few messages, the class component (the run's last element)
+    included. The page, like the component's JavaScript, compares the class's counter (its event stream) with
+    the one its last complete run drew, and asks again (2.5 s later): the page is repaired, with no click and
+    no timer, and then asks nothing more. Also: a student's page registers no fragment timer, and the stream
+    is only for the class's members."""
+    import http.client
+
     from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
-    from streamlit.proto.WidgetStates_pb2 import WidgetStates
 
     from bench.classroom_load import Cookie, shows, start_class
     from serving.processes import start_app
@@ -623,19 +630,20 @@ def test_a_poll_redraws_a_page_whose_end_never_reached_the_browser(tmp_path):
                     return
             super()._handle(msg)
 
-    async def poll(s, fid: str) -> None:
-        """One tick of the browser's fragment timer (what poll_fragments sends)."""
-        state = ClientState(page_script_hash=s.page_hash, fragment_id=fid, is_auto_rerun=True,
-                            query_string=s.query_string)
-        state.widget_states.CopyFrom(WidgetStates(widgets=list(s.widgets.values())))
-        state.context_info.timezone, state.context_info.locale = "UTC", "en-US"
-        await s._ws.send(BackMsg(rerun_script=state).SerializeToString())
-
     async def until(check, seconds: float) -> bool:
         deadline = time.monotonic() + seconds
         while not check() and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
         return check()
+
+    def get(url: str, path: str) -> tuple[int, str]:
+        host, port = url.split("//")[1].split(":")
+        conn = http.client.HTTPConnection(host, int(port), timeout=10)
+        conn.request("GET", path)
+        r = conn.getresponse()
+        body = r.read(200) if r.status != 200 else r.readline() + r.readline() + r.readline()
+        conn.close()
+        return r.status, body.decode(errors="replace")
 
     async def run(url: str) -> None:
         teacher, code = await start_class(url)
@@ -643,33 +651,31 @@ def test_a_poll_redraws_a_page_whose_end_never_reached_the_browser(tmp_path):
         await student.connect("classroom", f"class={code}")
         try:
             assert f"Following class {code}" in student.text(1)
-            await poll(student, fid := next(iter(student.fragments)))  # to the teacher's page, in full
-            assert await until(lambda: student.page_hash == teacher.page_hash and not student.running, 20)
-            await asyncio.sleep(1.5)
-            runs = student.full_runs
-            for _ in range(3):  # a browser that got everything: its polls redraw nothing
-                await poll(student, fid)
-                await asyncio.sleep(1.0)
-            assert student.full_runs == runs
+            assert not student.fragments  # no timer on a student's page
+            events = student.sync["url"]
+            assert student.sync["watch"] == "seq" and student.sync["drawn"] == 1
+            status, body = await asyncio.to_thread(get, url, events)
+            assert status == 200 and '"seq": 1' in body, body
+            assert (await asyncio.to_thread(get, url, events[:-4] + "0000"))[0] == 403  # a forged token
+            assert (await asyncio.to_thread(get, url, events.replace(code, "ZZZZZZ")))[0] == 403  # another class
+            student.start_following()
+            assert await until(lambda: student.latest is not None and student.page_hash == teacher.page_hash
+                               and not student.running, 30)
+            await asyncio.sleep(1.0)
+            runs, asks = student.full_runs, student.asks
 
             student.keep = 6
-            await teacher.type_sentence("i am a student")
-            await poll(student, fid)  # sees the change: the redraw whose end gets lost
+            await teacher.type_sentence("i am a student")  # the event reaches the page, which asks: a redraw...
             assert await until(lambda: ForwardMsg.FINISHED_SUCCESSFULLY in student.dropped, 20), student.dropped
-            assert student.full_runs == runs and not shows(student, "i am a student")  # half drawn
-            for _ in range(8):  # the timer's next ticks, all well after that run's end
-                await asyncio.sleep(1.0)
-                await poll(student, fid)
-                if await until(lambda: student.full_runs > runs, 1.0):
-                    break
-            assert student.full_runs > runs, student.runs[-6:]
+            assert student.full_runs == runs and not shows(student, "i am a student")  # ...half drawn
+            assert student.sync["drawn"] == 1  # the page knows it does not show the class's state
+            assert await until(lambda: student.full_runs > runs, 10), student.runs[-6:]  # asked again: repaired
             assert student.widget_value("Your sentence") == "i am a student" and not student.exceptions()
-            assert "i am a student" in student.text()
+            assert "i am a student" in student.text() and student.sync["drawn"] == 2
+            assert student.asks == asks + 2
             runs = student.full_runs
-            for _ in range(2):
-                await poll(student, fid)
-                await asyncio.sleep(1.0)
-            assert student.full_runs == runs  # and then nothing more
+            await asyncio.sleep(3.0)
+            assert student.full_runs == runs and student.asks == asks + 2  # and then nothing more
         finally:
             await asyncio.gather(teacher.close(), student.close(), return_exceptions=True)
 

@@ -17,11 +17,13 @@ from streamlit.testing.v1 import AppTest
 
 from model import checkpoint, pipeline
 from model import lesson as L
+from model.coref import decision as coref_decision
 from model.textbook import thinking_machines
 from model.trace import Interventions
 from tests.apptest_util import ROOT, TIMEOUT, all_text, decode, figures, heatmap_z, no_exception
 from ui.widgets import md
 from viz import lesson as V
+from viz import lesson_decoder as D
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -41,9 +43,15 @@ def analyse(text: str, iv: Interventions = NO_IV) -> pipeline.Analysis:
     return pipeline.analyse(bundle(), pipeline.prepare(bundle(), text), iv)
 
 
+@cache
+def decide(text: str, iv: Interventions = NO_IV):
+    return coref_decision(bundle(), text, iv)
+
+
 def ctx(text: str, iv: Interventions = NO_IV) -> V.Context:
     b = bundle()
-    return V.context(analyse(text, iv), b.tgt_vocab.itos, len(b.src_vocab))
+    return V.context(analyse(text, iv), b.tgt_vocab.itos, len(b.src_vocab), model=b.model, meta=b.meta,
+                     decide=lambda t: decide(t, iv))
 
 
 def f3(x: float) -> str:
@@ -55,11 +63,11 @@ def f3(x: float) -> str:
 def test_steps_cover_the_path_and_link_to_real_pages():
     from ui.page_list import PAGES
 
-    files = {p.file for p in PAGES}
+    names = {p.name for p in PAGES}
     keys = [s.key for s in L.STEPS]
     assert 15 <= L.N_STEPS <= 25 and len(set(keys)) == len(keys)
-    assert keys[0] == "sentence" and keys[-1] == "finished"
-    assert all(s.page in files for s in L.STEPS)
+    assert keys[0] == "why" and keys[-1] == "training"  # motivation first, training last
+    assert all(s.page in names for s in L.STEPS)
     assert set(V.VIEWS) == set(keys)
     assert L.step_index("cross") == keys.index("cross") + 1
 
@@ -94,22 +102,39 @@ def test_thinking_machines_cross_attention_les_looks_at_machines():
     x = L.cross(a, L.focus(a))
     assert x.top_label == "1 machines" and x.row_label == "1 les"
     assert x.weights[x.top] == pytest.approx(float(w.max()))
-    notice = V.notice_cross(x)
+    notice = D.notice_cross(x)
     assert f3(float(w.max())) in notice and "“machines”" in notice and "“les”" in notice
     assert float(w.max()) > 0.9
 
 
-def test_thinking_machines_cross_attention_shows_the_reordering():
-    """"les machines pensantes": the rows visit "machines" before "thinking", and the notice says so."""
-    a = analyse(THINKING)
+def confident_inversions(a) -> list[tuple[int, int]]:
+    """Recomputed from the tensor: pairs of rows (largest weight >= 0.6 on a source word) read out of order."""
     w = a.trace["dec.1.cross_attn.weights"][0].mean(0)  # [Tt, Ts]
-    tops = [i for i in w.argmax(-1).tolist() if i != len(a.src_labels) - 1]
+    eos = w.shape[1] - 1
+    rows = [(r, int(w[r].argmax())) for r in range(w.shape[0])
+            if float(w[r].max()) >= 0.6 and int(w[r].argmax()) != eos]
+    return [(i, j) for k, (i, ci) in enumerate(rows) for j, cj in rows[k + 1:] if cj < ci]
+
+
+def test_cross_attention_reordering_is_claimed_from_confident_rows_only():
+    """"les machines pensantes" reorders (confident rows read "machines" then "thinking"); the coreference
+    sentence keeps the English order, whatever its diffuse rows do, and the notice says which rows are diffuse."""
+    a = analyse(THINKING)
     x = L.cross(a, L.focus(a))
-    assert list(x.visits) == [v for k, v in enumerate(tops) if k == 0 or v != tops[k - 1]]
-    assert x.visits.index(1) < x.visits.index(0) and x.reordered  # machines (1) before thinking (0)
-    notice = V.notice_cross(x, a.src_labels)
-    assert "order “machines”, “thinking”" in notice
-    assert not L.cross(analyse("i am a student"), L.focus(analyse("i am a student"))).reordered
+    assert x.inversions == confident_inversions(a) and x.reordered
+    notice = D.notice_cross(x, a.src_labels, a.next_labels)
+    assert "the row writing “pensantes” reads “thinking”" in notice and "French order differs" in notice
+    for text in (CORE, "i am a student"):
+        a = analyse(text)
+        x = L.cross(a, L.focus(a))
+        assert not confident_inversions(a) and not x.reordered
+        notice = D.notice_cross(x, a.src_labels, a.next_labels)
+        assert "French order differs" not in notice and "in their English order" in notice
+    a = analyse(CORE)
+    w = a.trace["dec.1.cross_attn.weights"][0].mean(0)
+    diffuse = [r for r in range(w.shape[0] - 1) if float(w[r].max()) < 0.6]
+    assert diffuse and f"Diffuse rows (largest weight under 0.6), writing “{V.word(a.next_labels[diffuse[0]])}”" in \
+        D.notice_cross(L.cross(a, L.focus(a)), a.src_labels, a.next_labels)
 
 
 @pytest.mark.parametrize("text", [THINKING, "i am a student", CORE])
@@ -139,8 +164,15 @@ def test_every_notice_states_the_tensors(text):
     # q, k, v: shapes and the lengths of this word's vectors
     m = "enc.0.self_attn"
     assert f"[{len(toks) + 1}, {d}]" in n["qkv"]
-    for name in "qkv":
-        assert f3(float(t[f"{m}.{name}"][0, f.head, f.word].norm())) in n["qkv"]
+    assert f3(float(t[f"{m}.q"][0, f.head, f.word].norm())) in n["qkv"]
+    assert f"[{d}, {d // t[f'{m}.q'].shape[1]}]" in n["qkv"]  # W^Q per head: [d_model, d_k]
+    # x·W^Q + b^Q, from the model's own weights, against its own q (the projection the notice states)
+    lin = bundle().model.encoder[0].self_attn.W_q
+    d_k = t[f"{m}.q"].shape[-1]
+    x = t["src.input"][0, f.word]
+    q_ = x @ lin.weight.detach()[f.head * d_k:(f.head + 1) * d_k].T + lin.bias.detach()[f.head * d_k:(f.head + 1) * d_k]
+    err = float((q_.double() - t[f"{m}.q"][0, f.head, f.word].double()).abs().max())
+    assert err < 1e-5 and "computed here equals the model's own q to" in n["qkv"]
     # scores, scale, softmax, z of the focus word in the focus head
     scores = t[f"{m}.scores"][0, f.head, f.word]
     scaled = t[f"{m}.scaled"][0, f.head, f.word]
@@ -187,18 +219,19 @@ def test_every_notice_states_the_tensors(text):
     cw = t[f"dec.{last}.cross_attn.weights"][0, :, 1].mean(0)
     assert f3(float(cw.max())) in n["cross"] and f"“{V.word(labels[int(cw.argmax())])}”" in n["cross"]
     assert f"predicting “{a.out_tokens[1]}”" in n["cross"]
-    # output: the top logit and its probability at position 0
-    logits, probs = t["logits"][0, 0], t["probs"][0, 0]
+    # output: the top logit and its probability at the followed position (the decoder steps' row)
+    logits, probs = t["logits"][0, f.row], t["probs"][0, f.row]
     assert f"{float(logits.max()):.2f}" in n["output"] and f3(float(probs.max())) in n["output"]
     assert f"{logits.numel()} scores" in n["output"]
     # chosen, next, finished: what greedy decoding chose, with its probabilities
     steps = a.greedy.steps
     itos = bundle().tgt_vocab.itos
-    assert f"“{itos[steps[0].chosen]}” with {f3(steps[0].candidates[0].prob)}" in n["chosen"]
-    assert f3(steps[0].candidates[1].prob) in n["chosen"]
-    assert f"“{itos[steps[1].chosen]}” with {f3(steps[1].candidates[0].prob)}" in n["next"]
+    assert f"“{itos[steps[f.row].chosen]}” with {f3(steps[f.row].candidates[0].prob)}" in n["chosen"]
+    assert f3(steps[f.row].candidates[1].prob) in n["chosen"]
+    assert f"“{itos[steps[f.row + 1].chosen]}” with {f3(steps[f.row + 1].candidates[0].prob)}" in n["next"]
+    assert "One position further" in n["next"]
     assert f"“{a.translation}”" in n["finished"] and f3(steps[-1].candidates[0].prob) in n["finished"]
-    assert f"“{a.translation}”" in n["sentence"] and f"{len(steps)} time(s)" in n["sentence"]
+    assert f"“{a.translation}”" in n["sentence"] and f"{len(steps)} times" in n["sentence"]
 
 
 def test_traced_and_decoded_probabilities_agree_with_the_mask_on():
@@ -414,3 +447,64 @@ def test_other_model_shapes_never_raise(norm_first):
     for s in L.STEPS:
         assert V.view(s.key, c).notice
     assert (V.view("add_norm", c).warning is not None) == norm_first
+
+
+# --- one sentence, one path ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("key", ["qkv", "heads", "add_norm", "cross", "output"])
+def test_in_depth_opens_the_page_on_the_lessons_sentence_layer_head_and_word(key):
+    """Following "In depth" from a step: the page shows the lesson's sentence (the sidebar's too) and its pickers
+    sit on the lesson's layer, head and word (or decoder position)."""
+    at = lesson_app(page_only=False, lesson=CORE, step=str(L.step_index(key)))
+    f = L.focus(analyse(CORE))
+    page = L.STEPS[L.step_index(key) - 1].page
+    at.switch_page(f"pages/{page}.py")
+    at.run()
+    no_exception(at)
+    assert at.session_state["sentence"] == CORE and at.text_input(key="sentence").value == CORE
+    want = {"self_attention": {"self_attention_layer": f.layer, "self_attention_head": f.head,
+                               "self_attention_word": f.word},
+            "multi_head": {"multi_head_layer": f.layer, "multi_head_head": f.head, "multi_head_word": f.word},
+            "encoder": {"encoder_layer": f.layer, "encoder_word": f.word},
+            "cross_attention": {"cross_layer": bundle().config.n_dec_layers - 1, "cross_head": -1},
+            "output": {"output_pos": f.row}}[page]
+    for widget, value in want.items():
+        assert at.session_state[widget] == value, widget
+    assert f.head != 0 or f.word != 0  # on "it": not the pickers' defaults, so the test can fail
+
+
+def test_the_lesson_and_the_sidebar_share_one_sentence():
+    at = lesson_app(page_only=False, step="3")  # no sentence in the link: the lesson's own default
+    assert at.session_state["sentence"] == L.DEFAULT_SENTENCE == at.text_input(key="sentence").value
+    at.radio(key="lesson_choice").set_value("i am a student").run()  # the lesson's picker moves the sidebar
+    assert at.text_input(key="sentence").value == "i am a student"
+    at.text_input(key="sentence").set_value(CORE).run()  # the sidebar moves the lesson
+    no_exception(at)
+    assert at.radio(key="lesson_choice").value == CORE and dict(at.query_params)["lesson"] == CORE
+    check_step(at, CORE, 3)
+
+
+def test_root_link_with_a_lesson_opens_the_lesson():
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
+    at.query_params.update({"lesson": "i am a student", "step": "7"})
+    at.run()
+    at.run()  # "/" forwards to the lesson with the same link
+    no_exception(at)
+    check_step(at, "i am a student", 7)
+
+
+def test_the_coreference_step_tells_where_il_is_decided():
+    """On the coreference preset: the pronoun row reads "tired" with the head average of decoder layer 0, and the
+    head-off experiment is stated as computed (here: il survives either layer; "… too wide" loses elle)."""
+    n = V.view("coref", ctx(CORE)).notice
+    d = decide(CORE)
+    assert d.pronoun == "il" and f"reads “tired” with {d.average(0):.2f} on average in decoder layer 0" in n
+    assert d.average(0) >= 0.5 and "No encoder head links “it” to “animal”" in n
+    for o in d.off:
+        p = o.p_il
+        assert f"without layer {o.layer}'s it still writes “il” (p {d.p_il:.2f} → {p:.2f})" in n
+    wide = decide(CORE.replace("tired", "wide"))
+    assert wide.pronoun == "elle" and 1 in wide.needed
+    assert "without layer 1's encoder-decoder attention the model writes “il” instead" in n
+    other = V.view("coref", ctx(THINKING)).notice
+    assert other.startswith("Your sentence has no “it” to resolve")

@@ -9,15 +9,18 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from apptest_util import all_text, decode, figures, no_exception, run_app, run_page
+from apptest_util import all_text, chart_spec, decode, figures, no_exception, open_folds, run_app, run_page
 
 from model import checkpoint
+from model.coref import decision as coref_decision
+from model.examples import COREFERENCE, COREFERENCE_WIDE
 from model.pipeline import analyse, prepare, teacher_forced
 from model.trace import Interventions
 from ui.state import DEFAULT_SENTENCE
 from viz.attention import STEP_COLUMNS
 
-WIDE = "the animal didn't cross the street because it was too wide"
+WIDE = COREFERENCE_WIDE
+TIRED = COREFERENCE
 HTML = "<script>alert('x')</script> <b>the animal</b> is <i>tired</i> & \"it\" <img src=x onerror=alert(1)>"
 
 
@@ -79,11 +82,13 @@ def frame_with(at, column: str):
 
 
 def weights_rows_sum_to_one(at) -> int:
+    """Every attention-weight heatmap's rows sum to 1 (the column form's α_:j: its columns); how many there are."""
     n = 0
     for fig in heatmaps(at):
         if is_weights(fig):
             z = np.nan_to_num(z_of(fig))  # masked cells are drawn as gaps (NaN): weight 0
-            assert np.allclose(z.sum(1), 1.0, atol=1e-5), title_of(fig)
+            columns = (fig["layout"]["xaxis"].get("title") or {}).get("text") == "query word j"  # α_:j as columns
+            assert np.allclose(z.sum(0 if columns else 1), 1.0, atol=1e-5), title_of(fig)
             n += 1
     return n
 
@@ -146,7 +151,7 @@ def test_self_attention_step_table_is_the_models(ref):
     for name in ("scores", "scaled", "weights"):
         want = t[f"enc.1.self_attn.{name}"][0, 2].numpy()
         assert any(z_of(f).shape == want.shape and np.allclose(z_of(f), want, atol=1e-5) for f in hm), name
-    assert weights_rows_sum_to_one(at) == 5  # matrix form, plain, learned, "it" tired / wide
+    assert weights_rows_sum_to_one(at) == 6  # matrix form, column form, plain, learned, "it" tired / wide
 
 
 def test_self_attention_textbook_mode():
@@ -218,7 +223,7 @@ def test_self_attention_plain_and_coreference(ref):
         assert any(z_of(f).shape == want.shape and np.allclose(z_of(f), want, atol=1e-5) for f in hm)
     text = all_text(at)
     assert "too tired" in text and "too wide" in text
-    assert weights_rows_sum_to_one(at) == 5
+    assert weights_rows_sum_to_one(at) == 6  # matrix form, column form, plain, learned, "it" tired / wide
     # the button loads the "wide" sentence for the whole page
     at.button(key="self_attention_load_wide").click().run()
     no_exception(at)
@@ -434,7 +439,7 @@ def visible_numbers(at) -> int:
     return sum(df.value.size for df in at.dataframe) - folded
 
 
-def test_self_attention_opens_on_the_coreference_head_and_says_why(ref):
+def test_self_attention_opens_on_the_coreference_head_and_says_why(ref, bundle):
     at = run_page("self_attention")
     r = ref()
     layer, head = expected_focus(r, 1, 5)
@@ -442,12 +447,18 @@ def test_self_attention_opens_on_the_coreference_head_and_says_why(ref):
     w = r.trace[f"enc.{layer}.self_attn.weights"][0, head, 7]
     text = plain_text(at)
     assert f"opens on **layer {layer}, head {head}**" in text
-    assert f"gives it the most, {float(w[1]):.2f} (against {float(w[5]):.2f})" in text
+    assert f"gives “animal” the most, {float(w[1]):.2f}, against {float(w[5]):.2f} for “street”" in text
+    assert float(w[1]) < 0.5 and "no real preference" in text  # no head links "it" to the noun (LINK = 0.5)
     assert "park" in text and "<eos>" in text  # attention to <eos> is explained up front
-    # the coreference heatmaps say which head links "it" to the deciding noun
-    assert f"The head that best links “it” to “1 animal” is L{layer} h{head}" in text
+    # the coreference heatmaps say plainly that no encoder head picks out the deciding noun
+    enc = torch.stack([r.trace[f"enc.{i}.self_attn.weights"][0, :, 7] for i in range(2)])  # [L, H, Ts]
+    assert f"No encoder head picks out “animal”: the most any head gives it is {float(enc[..., 1].max()):.2f}" in text
+    assert "No encoder head picks out “street”" in text
+    # where il / elle is decided: the pronoun row reads the adjective, and the experiment is computed live
+    d = coref_decision(bundle, TIRED)
+    assert f"reads “tired” with {d.average(0):.2f} on average in decoder layer 0" in text
+    assert "without layer 1's encoder-decoder attention the model writes “il” instead" in text  # "… too wide"
     wide = expected_focus(ref(WIDE), 5, 1)
-    assert f"The head that best links “it” to “5 street” is L{wide[0]} h{wide[1]}" in text
     outlined = [f["layout"]["shapes"][0] for f in heatmaps(at) if f["layout"].get("shapes")]
     assert [(s_["y0"] + 0.5) for s_ in outlined] == [layer * 4 + head, wide[0] * 4 + wide[1]]  # tired, wide
     # another sentence: no focus, the pickers keep their defaults
@@ -552,3 +563,60 @@ def test_encoder_side_pages_at_any_size(sized, page, size):
     d = SIZES[size]["d_model"]
     if page in ("self_attention", "multi_head", "encoder", "positional"):
         assert any(d in z_of(f).shape for f in heatmaps(at)), page  # the page shows this model, not the shipped one
+
+
+# --- The three seed points measured: one head left, the span of the values, Wang's column form ----------
+
+
+def test_multi_head_one_head_left_on_thinking_machines(bundle):
+    """The button loads "thinking machines"; the fold's grid is the lowest teacher-forced p of the unmodified
+    translation's words with one head left, computed here independently; decoder layer 1's encoder-decoder
+    attention changes the translation with any single head."""
+    at = run_page("multi_head")
+    at.button(key="multi_head_load_tm").click().run()
+    at = open_folds(at)
+    no_exception(at)
+    assert at.session_state["sentence"] == "thinking machines"
+    p = prepare(bundle, "thinking machines")
+    base = analyse(bundle, p).translation
+    fig = chart_spec(at, "multi_head_one_grid")
+    z = decode(fig["data"][0]["z"])
+    assert z.shape == (6, 4)
+    for h in range(4):
+        iv = Interventions(frozenset(("dec.1.cross_attn", g) for g in range(4) if g != h))
+        assert z[5, h] == pytest.approx(min(teacher_forced(bundle, p, base, iv).gold_probs), abs=1e-6)
+        assert fig["data"][0]["text"][5][h].startswith("✗")
+    text = all_text(at)
+    assert "4 of 24 runs change the translation" in text and "needs more than one head" in text
+    df = frame(at, "head left on")
+    assert list(df["translation"])[0] == analyse(bundle, p, Interventions(frozenset(
+        ("enc.0.self_attn", g) for g in (1, 2, 3)))).translation  # the page's layer: encoder layer 0
+
+
+def test_encoder_span_of_the_values(bundle, ref):
+    at = run_page("encoder", encoder_layer=1)
+    no_exception(at)
+    r = ref()
+    from model.span import span_check
+
+    c = span_check(bundle.model, r.trace, 1)
+    fig = chart_spec(at, "encoder_span")
+    for i, s in enumerate(c.steps):
+        assert decode(fig["data"][1 + i]["y"]) == pytest.approx(np.maximum(s.share.numpy(), 1e-10), rel=1e-6)
+    text = all_text(at)
+    assert "Steps 1" in text and "stay inside their spans to float error" in text
+    assert f"on average {float(c.steps[3].share.mean()):.0%} of its length" in text
+
+
+def test_self_attention_column_form_equals_z(ref):
+    at = run_page("self_attention", self_attention_layer=1, self_attention_head=3, self_attention_word=7)
+    no_exception(at)
+    r = ref()
+    z = r.trace["enc.1.self_attn.z"][0, 3].numpy()  # [T, d_k]
+    C = z_of(chart_spec(at, "self_attention_col_C"))
+    assert C.shape == z.T.shape and np.abs(C - z.T).max() < 1e-5
+    alpha = z_of(chart_spec(at, "self_attention_col_alpha"))
+    assert np.allclose(alpha, r.trace["enc.1.self_attn.weights"][0, 3].numpy().T, atol=1e-6)
+    text = all_text(at)
+    assert "C = Attn\\(X, X\\) is 32 × 12" in text and "The column of “it” \\(position 7\\)" in text
+    assert "equal within float error" in text

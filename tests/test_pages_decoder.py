@@ -213,7 +213,7 @@ def test_padding_demo(cross_page, base):
     pad_off = z_off[:n_real, n_real:].sum(1)
     worst = labels[int(pad_off.argmax())].split(" ", 1)[1]
     shown = " ".join(i.value for i in cross_page.info)
-    assert md(f"{len(labels) - n_real} <pad> column(s) get exactly 0.000") in shown
+    assert md(f"{len(labels) - n_real} <pad> columns get exactly 0.000") in shown
     assert md(f"{worst} gives {pad_off.max():.3f} of its weight to <pad>") in shown
 
 
@@ -258,7 +258,9 @@ def test_cross_attention_opens_on_the_last_layer_with_its_notice(base):
     top = w.max(-1)
     src_words = [lab.split(" ", 1)[1] for lab in a.src_labels]
     notice = at.info[0].value
-    assert notice.startswith("**Notice:** Row by row")
+    sharp = int((top.values >= 0.5).sum())
+    assert notice.startswith("**Notice:** " + md(f"{sharp} of {len(top.values)} rows put at least half their weight"))
+    assert "Row by row" in notice
     assert md(f"les (writes machines) reads {src_words[int(top.indices[1])]} {float(top.values[1]):.2f}") in notice
     assert src_words[int(top.indices[1])] == "machines" and float(top.values[1]) > 0.9
     # the last row writes <eos> and reads the source's <eos> most
@@ -384,7 +386,7 @@ def test_top_candidates(out_page, own, base):
         df = frame_with(at, "probability")
         assert np.allclose(df["probability"], p.numpy(), atol=1e-7)
         assert df["index"].tolist() == ids.tolist()
-        assert metric(at, "logits vector") == f"{len(itos)} numbers"
+        assert metric(at, "numbers in the logits") == f"{len(itos)}"
         assert int(metric(at, "argmax index")) == int(own.trace["logits"][0, pos].argmax())
         assert metric(at, "which word") == itos[int(own.trace["logits"][0, pos].argmax())]
         lf = chart_spec(at, "output_logits")

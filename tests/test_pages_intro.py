@@ -145,7 +145,7 @@ def test_overview_links_to_every_walkthrough_page():
     links = at.get("page_link")
     pages = {el.proto.page for el in links}  # a page's address is its file's stem
     walk = {p.name for p in page_list.PAGES if p.walkthrough} - {"overview"}
-    assert walk | {"why_attention", "lesson"} <= pages
+    assert walk | {"why_attention", "before", "lesson"} <= pages
     by_label = {el.proto.label.split(" → ")[0]: el.proto.page for el in links}
     assert by_label["(1) Embeddings"] == "tokens" and by_label["(2) Positional encoding"] == "positional"
     assert by_label["(6) Masked self-attention"] == "decoder" and by_label["(8) Linear + softmax"] == "output"
@@ -400,10 +400,11 @@ def test_overview_training_time_is_the_checkpoints(bundle):
     assert f"trained on a CPU in {training['train_seconds']:,.0f} s ({training['steps_done']:,} steps)" in text
     assert "about a minute" not in text and "two CPU cores" not in text
     assert "three in every decoder layer" in text
-    assert "Next: **Tokens and embeddings**" in text
+    assert "Next: **Before the Transformer**" in text  # the motivation pages are on the path
 
 
-NEXT = [("tokens", "Positional encoding"), ("positional", "Self-attention, step by step"),
+NEXT = [("before", "Why attention"), ("why_attention", "Tokens and embeddings"),
+        ("tokens", "Positional encoding"), ("positional", "Self-attention, step by step"),
         ("self_attention", "Multi-head attention"), ("multi_head", "The encoder layer"),
         ("encoder", "Decoder and masking")]
 

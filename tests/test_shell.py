@@ -62,7 +62,7 @@ def test_walkthrough_order_and_next_links():
     from ui import page_list
 
     walk = [p.name for p in page_list.PAGES if p.walkthrough]
-    assert walk[:2] == ["overview", "tokens"] and walk[-1] == "output"
+    assert walk[:4] == ["overview", "before", "why_attention", "tokens"] and walk[-1] == "output"  # motivation first
     for a, b in zip(walk, walk[1:], strict=False):
         assert page_list.next_page(a).name == b
     assert page_list.next_page(walk[-1]) is None and page_list.next_page("training") is None

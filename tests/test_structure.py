@@ -27,6 +27,7 @@ MAY_IMPORT = {
     "tools": set(),
     "bench": {"model", "viz", "serving", "classroom", "training", "ui", "tools", "pages"},
     "assets": {"model", "viz", "serving", "ui", "tools"},
+    "deploy": {"serving", "tools"},
     "tests": None,  # anything
 }
 OURS = set(MAY_IMPORT)

@@ -25,7 +25,10 @@ from model.textbook import thinking_machines
 from model.trace import Interventions
 from model.transformer import Config, Transformer, traced
 from viz import attention as va
+from viz import coref as vc
+from viz import heads as vh
 from viz import layers as vl
+from viz import scaling as vs
 
 # --- Why scale: the random experiments ----------------------------------------------------------
 
@@ -136,27 +139,27 @@ def test_textbook_steps_give_the_book_numbers():
 def test_word_across_layers_and_top_words():
     m = small_model()
     t = traced(m, SRC, TGT)
-    rows = va.word_across_layers(t, "enc", "self_attn", 2, 1)
+    rows = vh.word_across_layers(t, "enc", "self_attn", 2, 1)
     assert rows.shape == (8, 5)
     assert np.allclose(rows.sum(1), 1.0)
     assert np.allclose(rows[5], t["enc.1.self_attn.weights"][0, 1, 1].numpy())
-    labels = va.head_labels(2, 4)
+    labels = vh.head_labels(2, 4)
     assert labels[5] == "L1 h1"
-    top = va.top_words(rows, labels, list("abcde"), skip=1)
+    top = vh.top_words(rows, labels, list("abcde"), skip=1)
     z = rows.copy()
     z[:, 1] = -1
     assert top["strongest other word"].tolist() == [list("abcde")[j] for j in z.argmax(1)]
-    assert va.find_word(("the", "it", "was"), "it") == 1 and va.find_word(("a",), "it") is None
+    assert vh.find_word(("the", "it", "was"), "it") == 1 and vh.find_word(("a",), "it") is None
 
 
 def test_head_figure_and_block_figure():
     w = torch.softmax(torch.randn(3, 3), -1)
-    on = va.head_figure(w, list("abc"), list("abc"), 1, False)
-    off = va.head_figure(w, list("abc"), list("abc"), 2, True)
+    on = vh.head_figure(w, list("abc"), list("abc"), 1, False)
+    off = vh.head_figure(w, list("abc"), list("abc"), 2, True)
     assert on.layout.title.text == "head 1" and off.layout.title.text == "head 2 (off)"
-    assert off.data[0].opacity == va.OFF_OPACITY and on.data[0].opacity is None
+    assert off.data[0].opacity == vh.OFF_OPACITY and on.data[0].opacity is None
     assert np.allclose(np.array(on.data[0].z), w.numpy())
-    fig = va.block_figure(torch.randn(3, 16), list("abc"), 4, off=[2])
+    fig = vh.block_figure(torch.randn(3, 16), list("abc"), 4, off=[2])
     assert len(fig.layout.shapes) == 3  # borders between 4 heads
     assert [s.x0 for s in fig.layout.shapes] == [3.5, 7.5, 11.5]
     assert [a.text for a in fig.layout.annotations] == ["head 0", "head 1", "head 2 (off)", "head 3"]
@@ -164,7 +167,7 @@ def test_head_figure_and_block_figure():
 
 def test_heads_bars_figure_counts():
     rows = np.full((4, 3), 1 / 3)
-    fig = va.heads_bars_figure(rows, list("abc"), (1, 2, 0), off=[1])
+    fig = vh.heads_bars_figure(rows, list("abc"), (1, 2, 0), off=[1])
     assert len(fig.data) == 1 + 2 + 4
     assert [a.text for a in fig.layout.annotations] == ["1 head", "2 heads", "4 heads (all)"]
     assert fig.data[2].name == "head 1 (off)"
@@ -175,13 +178,13 @@ def test_compare_probs_and_output_change():
     before = traced(m, SRC, TGT)
     after = traced(m, SRC, TGT, Interventions(heads_off=frozenset({("enc.0.self_attn", 0)})))
     ids = [9, 10, 11, 2]
-    df = va.compare_probs(before, after, ids, ["a", "b", "c", "d"])
+    df = vh.compare_probs(before, after, ids, ["a", "b", "c", "d"])
     assert np.allclose(df["p before"], [round(float(before["probs"][0, t, i]), 4) for t, i in enumerate(ids)])
     assert np.allclose(df["p after"], [round(float(after["probs"][0, t, i]), 4) for t, i in enumerate(ids)])
     assert (df["change"] != 0).any()
-    oc = va.output_change(before, after, "enc.0.self_attn", list("abcde"))
+    oc = vh.output_change(before, after, "enc.0.self_attn", list("abcde"))
     assert (oc["‖after − before‖"] > 0).all()
-    zn = va.head_z_norms(after, "enc.0.self_attn", list("abcde"))
+    zn = vh.head_z_norms(after, "enc.0.self_attn", list("abcde"))
     assert (zn["head 0"] == 0).all() and (zn["head 1"] > 0).all()
 
 
@@ -193,25 +196,25 @@ def test_greedy_probs_and_shapes_table():
     torch.manual_seed(0)
     b = Bundle(Transformer(Config(len(sv), len(tv), d_model=16, n_heads=4, d_ff=32)).eval(), sv, tv)
     a = analyse(b, prepare(b, "i am a student"))
-    df = va.greedy_probs(a)
+    df = vh.greedy_probs(a)
     assert np.allclose(df["probability"], [round(s.candidates[0].prob, 4) for s in a.greedy.steps][: len(df)],
                        atol=1e-4)
-    st = va.shapes_table(128, 4, 7)
+    st = vh.shapes_table(128, 4, 7)
     assert st.loc["Concat(Z_1 … Z_h)", "this model (T = 7)"] == "7 × 128 (4 × 32)"
     assert st.loc["each head's Z_i", "paper (base)"] == "m × 64"
 
 
 def test_histogram_variance_and_saturation_builders():
     s = dot_product_samples(16, n=1000, seed=0)
-    fig = va.histogram_figure(s, 16, bins=30)
+    fig = vs.histogram_figure(s, 16, bins=30)
     assert [d.name for d in fig.data] == ["q·k", "q·k / √d_k"]
     assert sum(fig.data[0].y) == 1000 and sum(fig.data[1].y) == 1000
     rows = variance_by_dk([1, 4], n=500)
-    assert va.variance_table(rows)["theory (= d_k)"].tolist() == [1, 4]
-    assert len(va.variance_figure(rows).data) == 3
+    assert vs.variance_table(rows)["theory (= d_k)"].tolist() == [1, 4]
+    assert len(vs.variance_figure(rows).data) == 3
     sat = saturation(64)
-    assert len(va.saturation_figure(sat.weights_raw, sat.weights_scaled, list("abcdefgh")).data) == 2
-    assert list(va.saturation_table(saturation_by_dk([4], trials=3))["d_k"]) == [4]
+    assert len(vs.saturation_figure(sat.weights_raw, sat.weights_scaled, list("abcdefgh")).data) == 2
+    assert list(vs.saturation_table(saturation_by_dk([4], trials=3))["d_k"]) == [4]
 
 
 # --- The encoder layer ---------------------------------------------------------------------------
@@ -264,7 +267,7 @@ def test_layer_output_chain():
 
 
 def test_block_figure_single_block_has_no_head_labels():
-    fig = va.block_figure(torch.randn(2, 8), ["a", "b"], 1)
+    fig = vh.block_figure(torch.randn(2, 8), ["a", "b"], 1)
     assert not fig.layout.shapes and not fig.layout.annotations
 
 
@@ -278,11 +281,11 @@ def test_summarize_samples():
 
 def test_coref_table():
     rows = np.array([[0.1, 0.5, 0.2, 0.2], [0.6, 0.1, 0.2, 0.1]])
-    df = va.coref_table(rows, ["L0 h0", "L0 h1"], ["0 the", "1 animal", "2 it", "3 street"],
+    df = vc.coref_table(rows, ["L0 h0", "L0 h1"], ["0 the", "1 animal", "2 it", "3 street"],
                         ("the", "animal", "it", "street"), it=2)
     assert df["→ animal"].tolist() == [0.5, 0.1] and df["→ street"].tolist() == [0.2, 0.1]
     assert df["strongest word besides “it”"].tolist() == ["1 animal", "0 the"]
-    assert "→ street" not in va.coref_table(rows, ["a", "b"], list("wxyz"), ("the", "animal", "it", "x"), 2)
+    assert "→ street" not in vc.coref_table(rows, ["a", "b"], list("wxyz"), ("the", "animal", "it", "x"), 2)
 
 
 # --- Notices: each sentence's numbers recomputed from the tensor it describes -------------------
@@ -307,7 +310,7 @@ def test_matrix_notice_diagonal_and_parked_rows():
                       [0.1, 0.1, 0.1, 0.6, 0.1],
                       [0.1, 0.1, 0.1, 0.1, 0.6]])
     text = va.matrix_notice(w, LABELS, LABELS)
-    assert "The biggest weight, 0.70, goes from “0 the” to “0 the”." in text
+    assert "The biggest weight, 0.70, goes from “0 the” to itself." in text
     assert f"holds {float(torch.diagonal(w).mean()):.2f} of a row on average; 4 of 5 words look most at themselves" \
         in text
     # rows "3 ." and "4 <eos>" look at themselves: not parking; row "1 cat" parks on <eos>
@@ -341,8 +344,8 @@ def test_weighted_and_z_notices_on_a_trace():
     assert va.keys_notice(s, labels, "c").startswith(f"The key of “{labels[j]}” matches q of “c” best "
                                                       f"(q·k = {float(qk[j]):.2f})")
     vn = s.v.norm(dim=-1)
-    assert f"the longest value is “{labels[int(vn.argmax())]}”'s (‖v‖ = {float(vn.max()):.2f})" in va.values_notice(
-        s, labels)
+    longest = f"the longest value is that of “{labels[int(vn.argmax())]}” (‖v‖ = {float(vn.max()):.2f})"
+    assert longest in va.values_notice(s, labels)
     off = traced(small_model(), SRC, TGT, Interventions(heads_off=frozenset({("enc.0.self_attn", 1)})))
     assert "switched off" in va.z_notice(va.word_steps(off, "enc.0.self_attn", 1, 2))
 
@@ -366,24 +369,29 @@ COREF = ("the", "animal", "didn't", "cross", "the", "street", "because", "it", "
 
 
 def test_coref_parts_and_focus_chosen_by_the_data():
-    c = va.coref_parts((*COREF, "tired"))
+    c = vc.coref_parts((*COREF, "tired"))
     assert (c.it, c.animal, c.place, c.adjective, c.referent, c.other) == (7, 1, 5, 10, 1, 5)
-    assert va.coref_parts((*COREF, "wide")).referent == 5
-    assert va.coref_parts((*COREF, "green")) is None and va.coref_parts(("i", "am")) is None
+    assert vc.coref_parts((*COREF, "wide")).referent == 5
+    assert vc.coref_parts((*COREF, "green")) is None and vc.coref_parts(("i", "am")) is None
     m = Transformer(Config(src_vocab=20, tgt_vocab=22, d_model=16, n_heads=4, d_ff=32)).eval()
     src = torch.tensor([[5, 6, 7, 8, 5, 9, 10, 11, 12, 13, 14, 2]])
     t = traced(m, src, TGT)
-    f = va.coref_focus(t, 2, c)
-    rows = va.word_across_layers(t, "enc", "self_attn", 2, 7)  # [8, 12]
+    f = vc.coref_focus(t, 2, c)
+    rows = vh.word_across_layers(t, "enc", "self_attn", 2, 7)  # [8, 12]
     prefer = rows[:, 1] > rows[:, 5]
     best = int(np.where(prefer, rows[:, 1], -1).argmax()) if prefer.any() else int(rows[:, 1].argmax())
     assert (f.layer, f.head) == divmod(best, 4)
     assert f.weight == pytest.approx(rows[best, 1]) and f.other == pytest.approx(rows[best, 5])
     labels = [f"{i} {w}" for i, w in enumerate((*COREF, "tired", "<eos>"))]
-    hl = va.head_labels(2, 4)
-    text = va.coref_notice(rows, hl, labels, c, f)
-    assert text.startswith("“tired” makes “it” the animal. The head that best links “it” to “1 animal” is "
-                           f"{hl[best]} ({rows[best, 1]:.2f}, against {rows[best, 5]:.2f} for “5 street”).")
+    hl = vh.head_labels(2, 4)
+    text = vc.coref_notice(rows, hl, labels, c, f)
+    ref, other = float(rows[best, 1]), float(rows[best, 5])
+    if ref >= 0.5 and ref >= 2 * other:  # the rule of "links" (model/coref.py LINK)
+        assert text.startswith(f"“tired” makes “it” the animal. {hl[best]} links “it” to “animal”: {ref:.2f}, "
+                               f"against {other:.2f} for “street”.")
+    else:
+        assert text.startswith("“tired” makes “it” the animal. No encoder head picks out “animal”: the most any "
+                               f"head gives it is {float(rows[:, 1].max()):.2f}")
     assert f"The strongest single weight of “it” is {rows.max():.2f}" in text
 
 
@@ -391,16 +399,17 @@ def test_multi_head_notices():
     w = torch.zeros(2, 3, 3)
     w[0] = torch.eye(3)  # head 0: itself
     w[1, :, 2] = 1.0  # head 1: every word reads word 2
-    text = va.heads_notice(w, ["a", "b", "c"], off=(1,))
-    assert text == "Mostly: head 0 → itself (1.00 of a row on average); head 1 (off) → “c” (1.00 of a row on average)."
+    text = vh.heads_notice(w, ["a", "b", "c"], off=(1,))
+    assert text == ("What each head does: head 0 → mostly itself (1.00 of a row on average); head 1 (off) → mostly "
+                    "“c” (1.00 of a row on average).")
     rows = np.array([[0.2, 0.8, 0.0], [0.1, 0.1, 0.8], [0.95, 0.05, 0.0]])
-    assert va.word_heads_notice(rows, ["a", "b", "c"], "b") == ("“b”: head 2 is the most focused, 0.95 on “a”; the 3 "
+    assert vh.word_heads_notice(rows, ["a", "b", "c"], "b") == ("“b”: head 2 is the most focused, 0.95 on “a”; the 3 "
                                                                 "heads look most at 3 different words.")
     concat = torch.cat([torch.ones(2, 2), 3 * torch.ones(2, 2)], 1)  # head 1 has 9x the sum of squares
-    assert "Head 1 contributes the most (90% of the sum of squares)" in va.concat_notice(concat, 2)
-    assert "switched-off heads 0 are all zeros (10%)" in va.concat_notice(concat, 2, off=(0,))
+    assert "Head 1 contributes the most (90% of the sum of squares)" in vh.concat_notice(concat, 2)
+    assert "switched-off heads 0 are all zeros (10%)" in vh.concat_notice(concat, 2, off=(0,))
     out = torch.tensor([[3.0, 4.0], [0.0, 1.0]])
-    text = va.out_notice(concat[:, :2], out, ["a", "b"])
+    text = vh.out_notice(concat[:, :2], out, ["a", "b"])
     assert "“a” gets the longest output vector (‖out‖ = 5.00)" in text
     ratio = float(out.norm(dim=1).mean() / concat[:, :2].norm(dim=1).mean())
     assert f"on average ‖out‖ is {ratio:.2f} × ‖concat‖" in text
@@ -408,13 +417,13 @@ def test_multi_head_notices():
 
 def test_why_scale_notices_are_the_samples():
     rows = variance_by_dk([16, 256, 1024], n=4000, seed=0)
-    text = va.range_notice(rows)
+    text = vs.range_notice(rows)
     assert f"at d_k = 256, 98% of the scores lie between {rows[1].low:.0f} and {rows[1].high:.0f}" in text
     assert f"at d_k = 1024 between {rows[2].low:.0f} and {rows[2].high:.0f}" in text
     s = dot_product_samples(64, n=4000, seed=0)
-    assert f"standard deviation {float(s.std(unbiased=False)):.2f} ≈ √64 = 8.00" in va.histogram_notice(s, 64)
+    assert f"standard deviation {float(s.std(unbiased=False)):.2f} ≈ √64 = 8.00" in vs.histogram_notice(s, 64)
     sat = saturation(256, 8, 0)
-    assert f"{sat.max_raw:.2f} of the weight without scaling and {sat.max_scaled:.2f}" in va.saturation_notice(
+    assert f"{sat.max_raw:.2f} of the weight without scaling and {sat.max_scaled:.2f}" in vs.saturation_notice(
         sat.max_raw, sat.max_scaled, 256)
 
 
@@ -468,3 +477,58 @@ def test_layer_notices_are_the_tensors():
     s = vl.word_stages(t, 1)
     norms = np.linalg.norm(s.vectors, axis=1)
     assert vl.stages_notice(s).startswith(f"The vector's length goes from {norms[0]:.1f} (input) to {norms[-1]:.1f}")
+
+
+# --- Wang's column form, and one head left ------------------------------------------------------
+
+
+@pytest.mark.parametrize("module", ["enc.0.self_attn", "enc.1.self_attn", "dec.0.self_attn", "dec.1.cross_attn"])
+def test_column_form_is_the_models_z_column_by_column(module):
+    t = traced(small_model(), SRC, TGT)
+    for head in range(4):
+        c = va.column_form(t, module, head)
+        z = t[f"{module}.z"][0, head].double().numpy()
+        assert c.C.shape == z.T.shape and np.abs(c.C - z.T).max() < 1e-6 and c.error < 1e-6
+        assert np.allclose(c.alpha.sum(0), 1.0) and np.allclose(c.alpha.T, t[f"{module}.weights"][0, head], atol=1e-6)
+    if module == "dec.0.self_attn":
+        assert np.triu(c.alpha.T, 1).max() == 0.0  # the look-ahead mask, read from the trace
+
+
+def test_column_notice_head_off_and_wrong_scale():
+    labels = ["0 a", "1 b", "2 c", "3 d", "4 <eos>"]
+    t = traced(small_model(), SRC, TGT, Interventions(heads_off=frozenset({("enc.1.self_attn", 2)})))
+    on = va.column_notice(va.column_form(t, "enc.1.self_attn", 1), labels, 3)
+    assert "C = Attn(X, X) is 4 × 5" in on and "equal within float error" in on
+    assert "The column of “d” (position 3)" in on
+    off = va.column_notice(va.column_form(t, "enc.1.self_attn", 2), labels, 3, off=True)
+    assert "switched off" in off and "within float error" not in off
+    wrong = va.column_form(t, "enc.1.self_attn", 1, scale=False)  # the model divides by √d_k; this does not
+    assert wrong.error > 1e-3 and "differs from the model's Zᵀ" in va.column_notice(wrong, labels, 0)
+
+
+@pytest.mark.usefixtures("one_torch_thread")
+def test_one_head_left_runs_the_model_with_the_other_heads_off():
+    from model import checkpoint
+    from model.experiments import one_head_left
+    from model.pipeline import teacher_forced
+    from model.trace import attention_modules
+
+    b = checkpoint.load(checkpoint.SHIPPED)
+    p = prepare(b, "thinking machines")
+    r = one_head_left(b, p)
+    assert r.translation == "les machines pensantes" and r.gold_labels == ("les", "machines", "pensantes", "<eos>")
+    assert list(r.modules) == attention_modules(b.config) and len(r.runs) == 6 * 4
+    iv = Interventions(frozenset(("dec.1.cross_attn", g) for g in (0, 2, 3)))  # head 1 alone
+    run = r.run("dec.1.cross_attn", 1)
+    assert run.translation == analyse(b, p, iv).translation != r.translation
+    assert run.gold_probs == pytest.approx(teacher_forced(b, p, r.translation, iv).gold_probs)
+    assert all(r.run("dec.1.cross_attn", h).translation != r.translation for h in range(4))
+    assert all(r.run("enc.0.self_attn", h).translation == r.translation for h in range(4))
+    fig = vh.one_head_figure(r)
+    assert list(fig.data[0].y) == [vh.module_title(m) for m in r.modules]
+    assert fig.data[0].z[-1] == pytest.approx([min(r.run("dec.1.cross_attn", h).gold_probs) for h in range(4)])
+    assert all(cell.startswith("✗") for cell in fig.data[0].text[-1])
+    text = vh.one_head_notice(r)
+    assert "4 of 24 runs change the translation" in text and "Decoder 1 · encoder-decoder needs more than one" in text
+    df = vh.one_head_table(r, "dec.1.cross_attn")
+    assert list(df["same as all heads"]) == [False] * 4 and list(df["at the word"]) == ["<eos>"] * 4

@@ -479,7 +479,8 @@ def test_renorm_notice(bundle, analysed):
     note = vd.renorm_notice(steps.scaled[row], steps.mask[row], analysed.tgt_labels[row])
     assert float((torch.softmax(steps.scaled[row] + steps.mask[row], -1)[allowed]).sum()) == pytest.approx(1.0)
     word = analysed.tgt_labels[row].split(" ", 1)[1]
-    assert f"the {int(allowed.sum())} allowed key(s) of row {word} would get {share:.3f}" in note
+    n = int(allowed.sum())
+    assert f"the {n} allowed key{'s' if n != 1 else ''} of row “{word}” would get {share:.3f}" in note
 
 
 def test_future_and_peek_notices():
@@ -504,7 +505,7 @@ def test_padding_notices(bundle):
     note = vd.padding_notice(d, 0, 1)
     off = d.pad_weight(False)[0, 1]
     worst = int(off.argmax())
-    assert "the 7 <pad> column(s) get exactly 0.000" in note
+    assert "the 7 <pad> columns get exactly 0.000" in note
     assert f"{d.labels[0][worst].split(' ', 1)[1]} gives {float(off[worst]):.3f} of its weight to <pad>" in note
     assert f"{d.out_change(False):.2e}" in note
     assert "sentence 1 has 5 real tokens and 7 <pad>" in vd.mask_grid_notice(d)
@@ -519,10 +520,10 @@ def test_cross_notice_and_alignment():
     assert "<bos> (writes les) reads machines 0.45" in note
     assert "machines (writes pensantes) reads thinking 1.00" in note
     assert "The last row (pensantes) must write <eos>, and it reads the source's <eos> most (0.93)" in note
-    assert "other row(s)" not in note
+    assert "other row" not in note and note.startswith("3 of 4 rows put at least half their weight on one source")
     w2 = w.clone()
     w2[0] = torch.tensor([0.1, 0.1, 0.8])
-    assert "1 other row(s) also read <eos> most" in vd.cross_notice(w2, src, LAB4, nxt)
+    assert "1 other row also reads <eos> most" in vd.cross_notice(w2, src, LAB4, nxt)
     w3 = w.clone()
     w3[3] = torch.tensor([0.6, 0.3, 0.1])
     assert "it gives the source's <eos> 0.10" in vd.cross_notice(w3, src, LAB4, nxt)

@@ -200,7 +200,7 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m training.queue_worker", description=main.__doc__)
     ap.add_argument("--url", default=None, help="Redis URL (default: $GLASS_REDIS_URL)")
     ap.add_argument("--burst", action="store_true", help="end when the queue is empty")
-    ap.add_argument("--name", default=None, help="worker name (default: host and pid)")
+    ap.add_argument("--name", default=None, help="worker name (default: host, pid and a random part)")
     args = ap.parse_args(argv)
     url = args.url or redis_url()
     if not url:
@@ -209,7 +209,9 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     # the worker's Redis user may not list other clients (serving.redis_conf); RQ then records no address
     warnings.filterwarnings("ignore", message="CLIENT LIST command not supported")
-    name = args.name or f"{socket.gethostname()}-{os.getpid()}"
+    # host, pid and a random part: a container restarted after a crash has the same host name and pid, and
+    # RQ refuses a name whose previous owner is still registered (for minutes after it died)
+    name = args.name or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
     stopping = threading.Event()
     beat = threading.Thread(target=heartbeat, args=(url, name, stopping), name="heartbeat", daemon=True)
     beat.start()

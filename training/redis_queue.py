@@ -86,7 +86,7 @@ def rq_serializer():
 # KEYS: owner, client set, client starts, active, rq queue list. ARGV: id, jobs/client, starts/minute, max queue,
 # ttl. Returns {"ok", id} | {"existing", id} | {"share", n, limit} | {"rate", n, limit, seconds to wait} |
 # {"full", n}.
-_SUBMIT = """
+_SUBMIT = """#!lua
 local now = redis.call('TIME')
 local t = tonumber(now[1]) + tonumber(now[2]) / 1e6
 local cur = redis.call('GET', KEYS[1])
@@ -113,8 +113,9 @@ redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[5])
 return {'ok', ARGV[1]}
 """
 
-# KEYS: workers. ARGV: ttl. The queue workers alive now, on Redis's clock (dead ones are dropped).
-_WORKERS = """
+# KEYS: workers. ARGV: ttl. The queue workers alive now, on Redis's clock (dead ones are dropped). It only removes,
+# so it runs when Redis is full too (allow-oom); the scripts that add refuse to start then (a plain "#!lua").
+_WORKERS = """#!lua flags=allow-oom
 local now = redis.call('TIME')
 local t = tonumber(now[1]) + tonumber(now[2]) / 1e6
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', t - tonumber(ARGV[1]))
@@ -122,8 +123,9 @@ return redis.call('ZCARD', KEYS[1])
 """
 
 # KEYS: ended, ended:bytes. ARGV: id, bytes, budget, key prefix. An ended run joins the kept ones; while
-# they hold more than the budget, the oldest ended run's stream and record are deleted (never the newest).
-_KEEP = """
+# they hold more than the budget, the oldest ended run's stream and record are deleted (never the newest). It frees
+# memory, so it runs when Redis is full too.
+_KEEP = """#!lua flags=allow-oom
 local now = redis.call('TIME')
 redis.call('ZADD', KEYS[1], tonumber(now[1]) + tonumber(now[2]) / 1e6, ARGV[1])
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])

@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import streamlit as st
 
-from model.experiments import dot_product_samples, saturation, summarize
+from model import pipeline
+from model.experiments import dot_product_samples, one_head_left, saturation, summarize
 from model.textbook import from_book
-from ui.models import saturation_rows, variance_rows
+from ui.models import coref_decision, current_model, saturation_rows, session_cache, used_text, variance_rows
 from ui.widgets import chart, figure, fold, md, notice
 from viz import attention as va
+from viz import coref as vc
+from viz import heads as vh
+from viz import scaling as vs
 from viz.attention import Projection, WordSteps, dims, step_table, z_table
 
 
@@ -109,14 +113,14 @@ def show_why_scale(model_dk: int, key: str, prose) -> None:
     c1, c2 = st.columns(2)
     c1.metric(f"measured Var(q·k), d_k = {dk}", f"{chosen.variance:.1f}", help="theory: d_k")
     c2.metric("measured Var(q·k / √d_k)", f"{chosen.variance_scaled:.3f}", help="theory: 1")
-    chart(va.histogram_figure(samples, dk), key=f"{key}hist", config=NO_BAR)
-    notice(va.histogram_notice(samples, dk))
+    chart(vs.histogram_figure(samples, dk), key=f"{key}hist", config=NO_BAR)
+    notice(vs.histogram_notice(samples, dk))
     c1, c2 = st.columns(2)
     with c1:
-        chart(va.variance_figure(var_rows), key=f"{key}var", config=NO_BAR)
+        chart(vs.variance_figure(var_rows), key=f"{key}var", config=NO_BAR)
     with c2:
-        st.dataframe(va.variance_table(var_rows), hide_index=True)
-    notice(va.range_notice(var_rows))
+        st.dataframe(vs.variance_table(var_rows), hide_index=True)
+    notice(vs.range_notice(var_rows))
     st.markdown(prose.SATURATION)
     sat = saturation(dk, n_keys=N_KEYS, seed=0)
     c1, c2, c3, c4 = st.columns(4)
@@ -124,29 +128,61 @@ def show_why_scale(model_dk: int, key: str, prose) -> None:
     c2.metric("max weight, ÷√d_k", f"{sat.max_scaled:.3f}")
     c3.metric("‖Jacobian‖, no scaling", f"{sat.jacobian_raw:.4f}")
     c4.metric("‖Jacobian‖, ÷√d_k", f"{sat.jacobian_scaled:.4f}")
-    chart(va.saturation_figure(sat.weights_raw, sat.weights_scaled, [f"key {j}" for j in range(N_KEYS)]),
+    chart(vs.saturation_figure(sat.weights_raw, sat.weights_scaled, [f"key {j}" for j in range(N_KEYS)]),
                     key=f"{key}sat", config=NO_BAR)
-    notice(va.saturation_notice(sat.max_raw, sat.max_scaled, dk))
+    notice(vs.saturation_notice(sat.max_raw, sat.max_scaled, dk))
     with fold(f"Every d_k. {prose.saturation_caption(N_QUERIES, N_KEYS)}", f"{key}sat_numbers") as shown:
         if shown:
-            st.dataframe(va.saturation_table(saturation_rows(D_KS)), hide_index=True)
+            st.dataframe(vs.saturation_table(saturation_rows(D_KS)), hide_index=True)
 
 
 def show_coref(ca, name: str, n_layers: int, n_heads: int, key: str, no_it: str) -> None:
     """Where "it" looks in every head of every encoder layer, for one coreference sentence (an Analysis);
     `no_it`: what to say when the model's vocabulary splits the sentence differently."""
-    c = va.coref_parts(ca.prepared.tokens)
+    c = vc.coref_parts(ca.prepared.tokens)
     st.markdown(f"**“… too {name}”** → {md(ca.translation)}")
     if c is None:
         st.info(no_it)
         return
-    rows = va.word_across_layers(ca.trace, "enc", "self_attn", n_layers, c.it)
-    hl = va.head_labels(n_layers, n_heads)
-    focus = va.coref_focus(ca.trace, n_layers, c)
+    rows = vh.word_across_layers(ca.trace, "enc", "self_attn", n_layers, c.it)
+    hl = vh.head_labels(n_layers, n_heads)
+    focus = vc.coref_focus(ca.trace, n_layers, c)
     figure(rows, ca.src_labels, hl, "weights", title="where “it” looks, every head (outlined: the head that best "
            "links it to the deciding noun)", key=key, shape=f"[{len(hl)}, {len(ca.src_labels)}]",
-           note=va.coref_notice(rows, hl, ca.src_labels, c, focus), mark_row=focus.layer * n_heads + focus.head,
+           note=vc.coref_notice(rows, hl, ca.src_labels, c, focus), mark_row=focus.layer * n_heads + focus.head,
            numbers=False, x_title="key word", y_title="layer · head")
     with fold("Per head: the candidate words", f"{key}_candidates") as shown:
         if shown:
-            st.dataframe(va.coref_table(rows, hl, ca.src_labels, ca.prepared.tokens, c.it))
+            st.dataframe(vc.coref_table(rows, hl, ca.src_labels, ca.prepared.tokens, c.it))
+
+
+def show_decision(texts: tuple[str, ...], key: str) -> None:
+    """Where il / elle is decided, for coreference sentences `texts`: the pronoun row's reading of the adjective
+    and the model with each decoder layer's encoder-decoder attention switched off (model/coref.py)."""
+    decisions = [d for d in (coref_decision(t) for t in texts) if d is not None]
+    if not decisions:
+        st.info("The model writes neither il nor elle here, so there is no pronoun to follow.")
+        return
+    chart(vc.decision_figure(decisions), key=f"{key}decision", config=NO_BAR)
+    for d in decisions:
+        notice(vc.decision_notice(d))
+
+
+# --- The multi-head page: one head left in each layer ----------------------------------------------
+
+
+@session_cache(max_entries=64)
+def _one_head_left(model_key: str, text: str, _bundle):
+    return one_head_left(_bundle, pipeline.prepare(_bundle, text))
+
+
+def show_one_head_left(text: str, module: str, key: str) -> None:
+    """Every attention layer of the current model with all heads but one switched off, one head at a time, on
+    `text`: a grid over layers and heads, its notice, and the table of the page's layer `module`."""
+    cur = current_model()
+    r = _one_head_left(cur.key, used_text(text), cur.bundle)
+    st.markdown(f"**Unmodified model:** {md(r.translation) or '*(empty)*'}")
+    chart(vh.one_head_figure(r), key=f"{key}grid", config=NO_BAR)
+    notice(vh.one_head_notice(r))
+    st.markdown(f"**{vh.module_title(module).capitalize()}**, head by head:")
+    st.dataframe(vh.one_head_table(r, module), hide_index=True)

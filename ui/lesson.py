@@ -1,12 +1,22 @@
 """The guided lesson's session state, its link (``?lesson=<sentence>&step=N``) and its buttons' callbacks.
 
+One sentence everywhere: the lesson follows the app's sentence, ``sentence`` (ui/state.py, the sidebar's
+box), so every page opened from a step shows the same sentence. The lesson's sentence picker writes it
+in its callbacks (before the sidebar's box is drawn); a lesson link's ``lesson=`` parameter is read as
+the sentence when the link has no ``s=`` (ui.state.read_link). On a session's first visit without a
+link, the lesson moves the app from its untouched default sentence to its own, "thinking machines"
+(`request_sentence`, applied before the sidebar is drawn).
+
+`depth_state` writes the linked page's pickers (layer, head, word, position) from what the current step
+shows, so "In depth" opens that page on the lesson's layer, head and word too.
+
 Session-state keys (the canonical values are plain keys, not widget keys: Streamlit forgets a
 widget's value when another page is shown, the lesson should not):
 
 ==================  ==========================================================  =============
 key                 meaning                                                     URL parameter
 ==================  ==========================================================  =============
-lesson_sentence     the sentence the lesson follows (its own, not the sidebar's)  lesson
+sentence            the app's sentence, which the lesson follows (ui/state.py)   lesson (or s)
 lesson_step         the step shown, 1-based                                      step
 lesson_notice       what was wrong with the link's step, shown until a move      -
 lesson_choice       widget: one of the offered sentences, or OWN                 -
@@ -24,9 +34,10 @@ from __future__ import annotations
 import streamlit as st
 
 from model.lesson import DEFAULT_SENTENCE, N_STEPS, SENTENCES, parse_step
-from ui.state import MAX_URL_SENTENCE
+from ui.state import DEFAULT_SENTENCE as APP_DEFAULT
+from ui.state import MAX_URL_SENTENCE, init_state, request_sentence
 
-SENTENCE, STEP, NOTICE = "lesson_sentence", "lesson_step", "lesson_notice"
+SENTENCE, STEP, NOTICE = "sentence", "lesson_step", "lesson_notice"  # SENTENCE: the app's (ui/state.py)
 CHOICE, OWN_TEXT, JUMP = "lesson_choice", "lesson_own", "lesson_jump"
 READY = "_lesson_ready"
 OWN = "Type your own…"
@@ -35,20 +46,22 @@ MAX_CHARS = 10_000  # as the sidebar's sentence (the model cuts to its own limit
 
 def init_lesson() -> None:
     """Give every key a value: from the link on the lesson's first run in this session, else as they were."""
+    init_state()  # the app's sentence (from a link's s= or lesson= on the session's first run)
     ss = st.session_state
     if not ss.get(READY):
         qp = st.query_params
-        ss[SENTENCE] = qp.get("lesson", DEFAULT_SENTENCE)[:MAX_CHARS]
         ss[STEP], ss[NOTICE] = parse_step(qp.get("step"))
         ss[READY] = True
-    ss.setdefault(SENTENCE, DEFAULT_SENTENCE)
+        if "lesson" not in qp and "s" not in qp and ss[SENTENCE] == APP_DEFAULT:
+            request_sentence(DEFAULT_SENTENCE)  # reruns: the sidebar's box must show it too
     if not isinstance(ss.get(STEP), int) or not 1 <= ss[STEP] <= N_STEPS:
         ss[STEP] = 1
     ss.setdefault(NOTICE, None)
-    # The widgets follow the canonical values whenever they were forgotten (another page was shown).
-    if CHOICE not in ss or (ss[CHOICE] != OWN and ss[CHOICE] != ss[SENTENCE]):
+    # The widgets follow the canonical values whenever they were forgotten or the sidebar changed the sentence.
+    if CHOICE not in ss or (ss[CHOICE] != OWN and ss[CHOICE] != ss[SENTENCE]) or (
+            ss[CHOICE] == OWN and ss[SENTENCE] in SENTENCES):
         ss[CHOICE] = ss[SENTENCE] if ss[SENTENCE] in SENTENCES else OWN
-    if OWN_TEXT not in ss:
+    if OWN_TEXT not in ss or (ss[CHOICE] == OWN and ss[OWN_TEXT] != ss[SENTENCE]):
         ss[OWN_TEXT] = "" if ss[SENTENCE] in SENTENCES else ss[SENTENCE]
     ss[JUMP] = ss[STEP]  # before the picker is drawn: it shows the current step
 
@@ -109,3 +122,30 @@ def write_url() -> None:
     for key, value in want.items():
         if qp.get(key) != value:
             qp[key] = value
+
+
+def depth_state(page: str, layer: int, head: int, word: int, row: int, dec_layer: int, text: str) -> dict:
+    """The pickers of `page` (by name) that show what the lesson shows: encoder `layer`, `head` and source `word`;
+    decoder position `row` in decoder layer `dec_layer`. `text` marks the coreference pickers as already placed
+    for this sentence (ui.models.coref_defaults then leaves them alone)."""
+    enc = {"layer": layer, "head": head, "word": word}
+    return {
+        "self_attention": {**{f"self_attention_{k}": v for k, v in enc.items()}, "self_attention_layer_focus_for": text,
+                           "self_attention_mode": None},
+        "multi_head": {**{f"multi_head_{k}": v for k, v in enc.items()}, "multi_head_layer_focus_for": text,
+                       "multi_head_kind": None},
+        "encoder": {"encoder_layer": layer, "encoder_word": word},
+        "decoder": {"decoder_mask_layer": dec_layer, "decoder_renorm_row": row},
+        "cross_attention": {"cross_layer": dec_layer, "cross_head": -1},
+        "output": {"output_pos": row},
+    }.get(page, {})
+
+
+def seed_depth(values: dict) -> None:
+    """Write `depth_state`'s values (None: forget the key, so the page's default shows)."""
+    ss = st.session_state
+    for key, value in values.items():
+        if value is None:
+            ss.pop(key, None)
+        else:
+            ss[key] = value

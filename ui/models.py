@@ -262,13 +262,13 @@ def coref_defaults(a: pipeline.Analysis, keys: tuple[str, str, str], n_layers: i
     """On the coreference sentence, point the (layer, head, word) pickers stored under `keys` at the head where
     "it" gives the deciding noun the largest weight (chosen by the data), once per sentence: a first visit or
     a new sentence moves them there, the reader's own choices stay until the sentence changes. Returns the
-    `viz.attention.Focus`, or None for any other sentence."""
-    from viz import attention as va
+    `viz.coref.Focus`, or None for any other sentence."""
+    from viz import coref as vc
 
-    c = va.coref_parts(a.prepared.tokens)
+    c = vc.coref_parts(a.prepared.tokens)
     if c is None:
         return None
-    focus = va.coref_focus(a.trace, n_layers, c)
+    focus = vc.coref_focus(a.trace, n_layers, c)
     ss = st.session_state
     marker = f"{keys[0]}_focus_for"
     if ss.get(marker) != a.prepared.text:
@@ -278,3 +278,17 @@ def coref_defaults(a: pipeline.Analysis, keys: tuple[str, str, str], n_layers: i
             if not first or k not in ss:  # a first visit keeps choices preset by a link or a test
                 ss[k] = v
     return focus
+
+
+@session_cache(max_entries=32)
+def _decision(model_key: str, text: str, iv: Interventions, _bundle: Bundle):
+    from model.coref import decision
+
+    return decision(_bundle, text, iv)
+
+
+def coref_decision(text: str, iv: Interventions | None = None):
+    """Where the current model decides il / elle in the coreference sentence `text` (a `model.coref.Decision`, or
+    None for another sentence): the pronoun row's cross-attention and each decoder layer switched off."""
+    cur = current_model()
+    return _decision(cur.key, used_text(text), interventions() if iv is None else iv, cur.bundle)

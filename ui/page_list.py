@@ -41,8 +41,9 @@ class PageSpec:
 
 PAGES: tuple[PageSpec, ...] = (
     PageSpec("Start", "pages/lesson.py", "Guided lesson", ":material/school:",
-             "One sentence from words to its translation in about twenty short steps, each with one figure and "
-             "the numbers to notice; Back / Next, and a link to every step", walkthrough=False),
+             "One sentence in 25 short steps, from why a Transformer to its translation and how it was trained, "
+             "each with one figure and the numbers to notice; Back / Next, and a link to every step",
+             walkthrough=False),
     PageSpec("Start", "pages/classroom.py", "Classroom", ":material/groups:",
              "Teach a class: students join with a code or a QR code and follow your page, sentence and "
              "switches; ask them what the model will do, watch their answers, then reveal the model's",
@@ -53,10 +54,9 @@ PAGES: tuple[PageSpec, ...] = (
     PageSpec("Start", "pages/before.py", "Before the Transformer", ":material/history:",
              "Your sentence through a recurrent encoder-decoder with attention: the encoder word by word, one "
              "decoder step's scores, α and context, the alignment matrix; then the same formulas on the "
-             "Transformer's encoder-decoder attention, and the two measured side by side", walkthrough=False),
+             "Transformer's encoder-decoder attention, and the two measured side by side"),
     PageSpec("Start", "pages/why_attention.py", "Why attention", ":material/speed:",
-             "The paper's Table 1 (complexity, sequential operations, path length), a calculator, and its results",
-             walkthrough=False),
+             "The paper's Table 1 (complexity, sequential operations, path length), a calculator, and its results"),
     PageSpec("Encoder", "pages/tokens.py", "Tokens and embeddings", ":material/token:",
              "Words to tokens to ids, one-hot vectors times the embedding table, scaled by √d_model"),
     PageSpec("Encoder", "pages/positional.py", "Positional encoding", ":material/waves:",

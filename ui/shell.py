@@ -12,7 +12,7 @@ right page. This happens at most once per server process. A page run on its own 
 main script, as in `AppTest.from_file("pages/x.py")`) runs as it is.
 
 `/` is a hidden page that forwards to the overview's own address, so `/overview?s=...` is a link
-like every other page's.
+like every other page's; a lesson's link (`/?lesson=...&step=N`) forwards to the guided lesson.
 
 `run` runs the sidebar and the page; anything that still fails is logged on the server (with its
 traceback) and the visitor gets a short apology and a link that starts the page afresh, never a
@@ -33,7 +33,9 @@ from pathlib import Path
 import streamlit as st
 from streamlit.navigation.page import StreamlitPage
 
-from ui.page_list import DEFAULT, PAGES
+from ui.page_list import DEFAULT, PAGES, by_name
+
+LESSON = by_name("lesson")
 
 _local = threading.local()  # .inside: this script run goes through app.py's navigation
 log = logging.getLogger("glass.pages")
@@ -41,7 +43,9 @@ ACCESS_CODE_ENV = "GLASS_ACCESS_CODE"
 
 
 def _home() -> None:
-    st.switch_page(DEFAULT.file, query_params=st.query_params.to_dict())
+    """`/` forwards to the overview, or to the guided lesson when the link is a lesson's (``?lesson=...&step=N``)."""
+    qp = st.query_params.to_dict()
+    st.switch_page(LESSON.file if "lesson" in qp or "step" in qp else DEFAULT.file, query_params=qp)
 
 
 def _pages() -> dict[str, list[StreamlitPage]]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from model.trace import attention_modules
 from model.transformer import Config
 from ui.models import available_shipped, current_model
 from ui.state import MODELS, TOGGLES, head_key, init_state, interventions, reset_interventions, sync_query_params
@@ -12,11 +13,7 @@ from ui.style import PRESENTER_KEY, inject_script
 
 def all_heads(cfg: Config) -> list[str]:
     """Every head of the model, as state strings: encoder self-attention, decoder self- and cross-attention."""
-    out = [head_key(f"enc.{i}.self_attn", h) for i in range(cfg.n_enc_layers) for h in range(cfg.n_heads)]
-    for i in range(cfg.n_dec_layers):
-        for kind in ("self_attn", "cross_attn"):
-            out += [head_key(f"dec.{i}.{kind}", h) for h in range(cfg.n_heads)]
-    return out
+    return [head_key(m, h) for m in attention_modules(cfg) for h in range(cfg.n_heads)]
 
 
 def head_label(key: str) -> str:

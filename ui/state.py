@@ -19,8 +19,9 @@ my_model           this session's own Bundle (trained or uploaded), if any     -
 my_model_key       a unique id for it (part of every cache key)                -
 =================  =========================================================  ================
 
-The guided lesson (pages/lesson.py, state in ui/lesson.py) has its own sentence and step, mirrored in
-`PAGE_PARAMS` (``?lesson=<sentence>&step=N``): `sync_query_params` leaves those alone. Streamlit clears the
+The guided lesson (pages/lesson.py, state in ui/lesson.py) follows this same sentence, and mirrors it and its
+step in `PAGE_PARAMS` (``?lesson=<sentence>&step=N``): `sync_query_params` leaves those alone, and `read_link`
+reads ``lesson`` as the sentence when a link has no ``s``. Streamlit clears the
 query string when the user moves to another page, so they only live on the page that writes them.
 
 Nothing here is shared between sessions: `st.session_state` is per browser tab. The shipped models
@@ -29,15 +30,16 @@ are loaded once per server (`ui.models`) and only read.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 
 import streamlit as st
 
+from classroom.rules import SHAREABLE_MODELS, parse_head
+from model.examples import COREFERENCE
 from model.trace import Interventions
 from ui.style import PRESENTER_KEY, read_flag
 
-DEFAULT_SENTENCE = "the animal didn't cross the street because it was too tired"
+DEFAULT_SENTENCE = COREFERENCE  # the app's sentence until the user types another (model/examples.py)
 MODELS = {"base": "Shipped model", "no_mask": "Shipped, trained without look-ahead mask", "mine": "My model"}
 TOGGLES = {  # state key -> (Interventions field, URL parameter, label)
     "iv_look_ahead": ("look_ahead_mask", "la", "Look-ahead mask"),
@@ -52,6 +54,7 @@ MAX_LINK_SENTENCE = 2_000  # a link's sentence is cut to this (the model reads a
 MAX_LINK_HEADS = 64  # heads read from a link's "off" list
 
 
+PENDING = "_pending_sentence"  # a sentence a page asked for, applied before the sidebar is drawn
 WIDGET_KEYS = ("sentence", "model", "heads_off", *TOGGLES, PRESENTER_KEY)
 
 
@@ -77,13 +80,13 @@ def read_link(params: Mapping[str, str]) -> tuple[dict, list[str]]:
     """
     values: dict = {}
     notices: list[str] = []
-    if "s" in params:
-        text = str(params["s"])
+    if "s" in params or "lesson" in params:  # a lesson link (?lesson=...&step=N) names the sentence too
+        text = str(params["s"] if "s" in params else params["lesson"])
         if len(text) > MAX_LINK_SENTENCE:
             notices.append(f"The link's sentence was cut to its first {MAX_LINK_SENTENCE:,} characters.")
         values["sentence"] = text[:MAX_LINK_SENTENCE]
     if "m" in params:
-        if params["m"] in ("base", "no_mask"):
+        if params["m"] in SHAREABLE_MODELS:
             values["model"] = params["m"]
         elif params["m"] == "mine":
             notices.append("The link asked for someone's own model, which lives only in their session: "
@@ -110,6 +113,8 @@ def read_link(params: Mapping[str, str]) -> tuple[dict, list[str]]:
 def init_state() -> None:
     """Give every key a value: from the URL on a session's first run, else the defaults."""
     ss = st.session_state
+    if PENDING in ss:  # asked for by a page after the sidebar's box was drawn (`request_sentence`)
+        ss["sentence"] = ss.pop(PENDING)
     if not ss.get("_state_ready"):
         values, notices = read_link(st.query_params.to_dict())
         for key, value in values.items():
@@ -125,16 +130,11 @@ def init_state() -> None:
     ss.setdefault(PRESENTER_KEY, False)
 
 
-_HEAD = re.compile(r"(enc|dec)\.(\d{1,2})\.(self_attn|cross_attn):(\d{1,2})", re.ASCII)
-
-
-def parse_head(text: str) -> tuple[str, int] | None:
-    """"enc.0.self_attn:2" -> ("enc.0.self_attn", 2); anything malformed -> None (ASCII digits only:
-    "²" is a digit to str.isdigit but not to int)."""
-    m = _HEAD.fullmatch(text) if isinstance(text, str) else None
-    if m is None or (m[1] == "enc" and m[3] == "cross_attn"):
-        return None
-    return f"{m[1]}.{int(m[2])}.{m[3]}", int(m[4])
+def request_sentence(text: str) -> None:
+    """Make `text` the app's sentence from a page, after the sidebar's box was drawn: kept aside, then applied
+    by `init_state` at the top of the next run (a rerun, now), before any widget is drawn."""
+    st.session_state[PENDING] = text
+    st.rerun()
 
 
 def head_key(module: str, head: int) -> str:

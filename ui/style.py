@@ -15,6 +15,7 @@ it takes no room on the page and is not redrawn when unchanged). What the styles
   larger text everywhere (the root font size, which Streamlit's rem-based sizes follow) and larger
   chart fonts (`PRESENTER_FONT`, applied to a figure by `chart_font`).
 - A visible keyboard focus ring on links, buttons and switches.
+- Page links wrap instead of being cut off with an ellipsis.
 """
 
 from __future__ import annotations
@@ -38,6 +39,10 @@ BASE_CSS = """
    is scaled to its column); give it back the size Graphviz laid the boxes out for (viz/overview.py FONT_SIZE, in
    the diagram's units), so the labels fill their boxes and scale with the diagram. */
 [data-testid="stGraphVizChart"] svg text { font-size: DIAGRAM_FONTpx !important; }
+/* Links to other pages (st.page_link) wrap onto a second line instead of being cut off with an ellipsis: their
+   labels say where they lead and what is there, and the cut-off part was the part that said it. */
+[data-testid="stPageLink-NavLink"] span, [data-testid="stPageLink-NavLink"] p { white-space: normal !important;
+  overflow: visible !important; }
 /* A focus ring that is visible on every theme. */
 a:focus-visible, button:focus-visible, [role="switch"]:focus-visible + *, summary:focus-visible {
   outline: 3px solid #1c64d8 !important; outline-offset: 2px;

@@ -13,8 +13,8 @@ from streamlit.errors import StreamlitPageNotFoundError
 
 from model.pipeline import Analysis
 from ui import page_list
-from ui.style import chart_font
-from viz.heatmap import heatmap, table
+from ui.style import chart_font, presenter
+from viz.heatmap import as_array, heatmap, table
 
 NO_BAR = {"displayModeBar": False}
 LAZY_KEYS = "_lazy_folds"  # session-state key: the keys of every lazy fold drawn so far (tests open them all)
@@ -92,14 +92,37 @@ def require_sentence(a: Analysis) -> None:
         st.stop()
 
 
+# -- heatmaps, drawn once per content --------------------------------------------------------------------
+# A class of thirty follows its teacher: thirty sessions draw the same figures at the same moment. A heatmap
+# is drawn by `_heatmap_chart`, a `st.cache_data` function keyed on what the figure shows (the numbers, the
+# labels, the settings, the key, the mode's font): the first session of this process builds the figure and
+# its JSON, every other one gets Streamlit's recorded element replayed (a copy of its message, no plotly).
+@st.cache_data(max_entries=2048, show_spinner=False)
+def _heatmap_chart(z, x_labels: tuple, y_labels: tuple, kind: str, settings: tuple, mark_row: int | None,
+                   key: str, alt: str, presenter_mode: bool) -> None:
+    fig = heatmap(z, list(x_labels), list(y_labels), kind, **dict(settings))
+    if mark_row is not None:
+        fig.add_shape(type="rect", xref="x", yref="y", x0=-0.5, x1=len(x_labels) - 0.5, y0=mark_row - 0.5,
+                      y1=mark_row + 0.5, line={"color": "#d62728", "width": 3})
+    chart_font(fig, presenter_mode)
+    st.plotly_chart(fig, key=key, alt=alt[:600], config=NO_BAR)
+
+
+def heatmap_chart(values, x_labels, y_labels, kind: str, *, key: str, alt: str, mark_row: int | None = None,
+                  **settings) -> None:
+    """`viz.heatmap.heatmap(values, ...)` drawn with `chart`, once per content in this process."""
+    _heatmap_chart(as_array(values), tuple(x_labels), tuple(y_labels), kind, tuple(sorted(settings.items())),
+                   mark_row, key, alt, presenter())
+
+
 def matrix(values, x_labels: list[str], y_labels: list[str], kind: str, *, title: str, shape: str,
            key: str, x_title: str | None = None, y_title: str | None = None, digits: int = 3,
            show_table: bool = True) -> None:
     """A heatmap, its shape written next to it, and the exact numbers in a table under it."""
     st.markdown(f"**{title}** · shape `{shape}`")
-    fig = heatmap(values, x_labels, y_labels, kind, x_title=x_title, y_title=y_title, digits=digits)
-    chart(fig, key=key, alt=f"{title}, shape {shape}, {y_title or 'rows'} by {x_title or 'columns'}: "
-                            f"a heatmap, values on hover")
+    heatmap_chart(values, x_labels, y_labels, kind, key=key, x_title=x_title, y_title=y_title, digits=digits,
+                  alt=f"{title}, shape {shape}, {y_title or 'rows'} by {x_title or 'columns'}: a heatmap, values on "
+                      f"hover")
     if show_table:
         st.dataframe(table(values, x_labels, y_labels))
 
@@ -114,11 +137,8 @@ def figure(values, x_labels: list[str], y_labels: list[str], kind: str, *, title
     """A heatmap with its shape, its notice line, and its exact numbers one click away (a collapsed table);
     `mark_row`: a row to outline (the row the notice talks about)."""
     st.markdown(f"**{title}** · shape `{shape}`")
-    fig = heatmap(values, x_labels, y_labels, kind, **kw)
-    if mark_row is not None:
-        fig.add_shape(type="rect", xref="x", yref="y", x0=-0.5, x1=len(x_labels) - 0.5, y0=mark_row - 0.5,
-                      y1=mark_row + 0.5, line={"color": "#d62728", "width": 3})
-    chart(fig, key=key, alt=f"{title}, shape {shape}, a heatmap. " + (note or "Values on hover."))
+    heatmap_chart(values, x_labels, y_labels, kind, key=key, mark_row=mark_row,
+                  alt=f"{title}, shape {shape}, a heatmap. " + (note or "Values on hover."), **kw)
     if note:
         notice(note)
     if numbers:

@@ -55,7 +55,8 @@ def cheaper_than_recurrence(n: int, d: int) -> bool:
 
 
 def costs_notice(costs: pd.DataFrame, d: int) -> str:
-    """Self-attention against a recurrent layer at the calculator's n and d: operations and sequential steps."""
+    """Self-attention against a recurrent layer at the calculator's n and d: operations and sequential steps.
+    Rule: "cheaper" only when its operation count is the smaller (exactly when n < d)."""
     attn, rnn = (int(costs["count"][i]) for i in (0, 1))
     n = int(costs["sequential operations"][1])
     verdict = (f"n = {n} < d = {d}, so self-attention is cheaper: {attn:,} operations against a recurrent layer's "

@@ -23,7 +23,7 @@ from torch import Tensor
 from model.checkpoint import Bundle
 from model.trace import Trace
 from model.transformer import additive_mask, look_ahead_mask
-from viz.heatmap import shape_text
+from viz.heatmap import count, shape_text
 
 if TYPE_CHECKING:  # result types only: viz draws what model/ computed, it never runs the network
     from model.mask_experiments import Cheating, PaddingDemo
@@ -113,7 +113,7 @@ def renormalisation(scaled_row: Tensor, mask_row: Tensor, labels: list[str]) -> 
 # --- The decoder block, as traced ----------------------------------------------------------------
 
 BLOCK = (
-    ("input", "tgt.input", "target embeddings + positions (layer 0) or the previous layer's output"),
+    ("input", "tgt.input", "layer 0: target embeddings + positions; then the layer below"),
     ("masked self-attention", "{p}.self_attn.out", "each target position reads itself and earlier positions"),
     ("add & norm", "{p}.add_norm1.out", "LayerNorm(x + self-attention(x))"),
     ("encoder-decoder attention", "{p}.cross_attn.out", "queries from the decoder, keys and values from enc.out"),
@@ -150,7 +150,7 @@ def block_table(trace: Trace, layer: int) -> pd.DataFrame:
         rows.append({"step": step, "tensor": name, "shape": str(list(trace[name].shape)), "what it is": what})
     rows.append({"step": "memory (used by every block)", "tensor": "enc.out",
                  "shape": str(list(trace["enc.out"].shape)),
-                 "what it is": "the encoder's output: keys and values of encoder-decoder attention"})
+                 "what it is": "the encoder's output: cross-attention's keys and values"})
     return pd.DataFrame(rows)
 
 
@@ -375,7 +375,7 @@ def renorm_notice(scaled_row: Tensor, mask_row: Tensor, label: str) -> str:
     allowed = mask_row == 0
     share = float(torch.softmax(scaled_row, -1)[allowed].sum())
     n = int(allowed.sum())
-    return (f"over all keys, the {n} allowed key(s) of row {_word(label)} would get {share:.3f} of the "
+    return (f"over all keys, the {count(n, 'allowed key')} of row “{_word(label)}” would get {share:.3f} of the "
             f"weight; the masked softmax divides them by {share:.3f}, so they get all of it (1.000).")
 
 
@@ -393,16 +393,20 @@ def future_notice(w_on: Tensor, w_off: Tensor, labels_off: list[str]) -> str:
 
 
 def peek_notice(weights: Tensor, labels: list[str]) -> str:
-    """A no-mask head, teacher-forced: how often and how strongly row t looks at t + 1, the word to predict."""
+    """A no-mask head, teacher-forced: how often and how strongly row t looks at t + 1, the word to predict.
+
+    Rule: "this head reads it" only when at least half of the rows put their largest weight on t + 1."""
     T = weights.size(0)
     if T < 2:
         return "one position only: there is no next word to peek at."
     nxt = next_weight(weights)
     hits = int((weights.argmax(-1)[: T - 1] == torch.arange(1, T)).sum())
     t = int(nxt.argmax())
+    verdict = ("The answer is in the input, and this head reads it." if 2 * hits >= T - 1 else
+               "The answer is in the input; this head reads it in only some rows.")
     return (f"in {hits} of {T - 1} rows the largest weight sits on position t + 1, the very word that "
             f"position must predict (strongest: row {_word(labels[t])} → {_word(labels[t + 1])} "
-            f"{float(nxt[t]):.3f}). The answer is in the input, and this head reads it.")
+            f"{float(nxt[t]):.3f}). {verdict}")
 
 
 def padding_notice(demo: PaddingDemo, layer: int, head: int) -> str:
@@ -412,7 +416,7 @@ def padding_notice(demo: PaddingDemo, layer: int, head: int) -> str:
     on, off = demo.pad_weight(True)[layer, head], demo.pad_weight(False)[layer, head]  # [n_real]
     worst = int(off.argmax())
     word = _word(demo.labels[demo.short][worst])
-    return (f"with the mask on, the {demo.n_pad} <pad> column(s) get exactly {float(on.max()):.3f}; with it "
+    return (f"with the mask on, the {count(demo.n_pad, '<pad> column')} get exactly {float(on.max()):.3f}; with it "
             f"off, {word} gives {float(off[worst]):.3f} of its weight to <pad>, and the encoding moves by up to "
             f"{demo.out_change(False):.2e} (mask on: {demo.out_change(True):.1e}).")
 
@@ -421,8 +425,9 @@ def mask_grid_notice(demo: PaddingDemo) -> str:
     """Which keys of the batch the padding mask hides."""
     if demo.n_pad == 0:
         return "both sentences have the same length here: the mask hides nothing."
-    return (f"sentence {demo.short + 1} has {demo.n_real} real tokens and {demo.n_pad} <pad>: its last "
-            f"{demo.n_pad} key(s) are −inf for every query; the longer sentence has no −inf at all.")
+    keys = "key is" if demo.n_pad == 1 else f"{demo.n_pad} keys are"
+    return (f"sentence {demo.short + 1} has {demo.n_real} real tokens and {demo.n_pad} <pad>: its last {keys} −inf for "
+            "every query; the longer sentence has no −inf at all.")
 
 
 # --- Encoder-decoder attention: who reads which source word --------------------------------------
@@ -441,7 +446,9 @@ def alignment(weights: Tensor, src_labels: list[str], in_labels: list[str], next
 
 
 def cross_notice(weights: Tensor, src_labels: list[str], in_labels: list[str], next_labels: list[str]) -> str:
-    """Which source word each target row reads most, and what the row that predicts <eos> reads.
+    """Which source word each target row reads most, and what the row that predicts <eos> reads. Rule: "parks"
+    only for rows whose largest weight is on the source's <eos>; no causal wording (a weight shows where a row
+    reads, not why).
 
     The source ends with <eos> (its last column); the decoder's last row predicts the target's <eos>.
     """
@@ -451,12 +458,13 @@ def cross_notice(weights: Tensor, src_labels: list[str], in_labels: list[str], n
     last, eos, end = _word(in_labels[-1]), float(weights[-1, -1]), weights.size(1) - 1
     others = int((top.indices[:-1] == end).sum())
     if int(top.indices[-1]) == end:
-        why = (f"The last row ({last}) must write <eos>, and it reads the source's <eos> most ({eos:.2f}): the "
-               "source's end marker is what tells it that the sentence is complete.")
+        why = (f"The last row ({last}) must write <eos>, and it reads the source's <eos> most ({eos:.2f}): a weight "
+               "shows where a row reads, not why it writes what it writes.")
     else:
         why = f"The last row ({last}) must write <eos>; it gives the source's <eos> {eos:.2f}."
     if others:
-        why += (f" {others} other row(s) also read <eos> most: a head with nothing particular to fetch often "
-                "parks its weight on <eos>.")
-    return ("Row by row (the source word each position reads most, and its weight): " + " · ".join(rows)
-            + f". {why}")
+        why += (f" {others} other {'row also reads' if others == 1 else 'rows also read'} <eos> most: a head with "
+                "nothing particular to fetch often parks its weight on <eos>.")
+    sharp = int((top.values >= 0.5).sum())
+    return (f"{sharp} of {len(rows)} rows put at least half their weight on one source word (the dark cells). Row by "
+            "row (the source word each position reads most, and its weight): " + " · ".join(rows) + f". {why}")

@@ -20,6 +20,7 @@ from torch import Tensor
 from model.decoding import BeamResult, Greedy, GreedyStep, Hypothesis, length_penalty
 from model.trace import Trace
 from model.vocab import BOS, BOS_ID, EOS_ID, detokenize
+from viz.heatmap import count
 
 if TYPE_CHECKING:  # result types only: viz draws what model/ computed, it never runs the network
     from model.pipeline import TeacherForced
@@ -110,10 +111,10 @@ def logits_figure(logits: Tensor, itos: list[str]) -> go.Figure:
     fig = go.Figure(go.Bar(x=list(range(logits.numel())), y=logits.tolist(), marker_color="#9ecae1",
                            customdata=itos, hovertemplate="index %{x}: %{customdata}<br>logit %{y:.4f}<extra></extra>"))
     fig.add_trace(go.Scatter(x=[best], y=[float(logits[best])], mode="markers+text",
-                             text=[f"argmax {best}: {itos[best]}"], textposition="top center",
+                             text=[f"argmax {best}: {itos[best]}"], textposition="middle right",
                              marker={"color": "#e6550d", "size": 10}, name="argmax",
                              hoverinfo="skip"))
-    fig.update_layout(height=260, showlegend=False, margin={"l": 10, "r": 10, "t": 10, "b": 10},
+    fig.update_layout(height=260, showlegend=False, margin={"l": 10, "r": 10, "t": 24, "b": 10},
                       xaxis={"title": f"vocabulary index (0 … {logits.numel() - 1})"}, yaxis={"title": "logit"})
     return fig
 
@@ -291,7 +292,7 @@ def step_candidates(step: GreedyStep, itos: list[str]) -> pd.DataFrame:
 def greedy_notice(step: GreedyStep, number: int, itos: list[str]) -> str:
     """One greedy step: the word chosen, its probability, and the runner-up it beat."""
     c = step.candidates
-    first = (f"step {number} runs the decoder on {len(step.prefix)} position(s) and takes the prediction of "
+    first = (f"step {number} runs the decoder on {count(len(step.prefix), 'position')} and takes the prediction of "
              f"the last one: “{itos[step.chosen]}”, p = {c[0].prob:.4f}")
     if len(c) < 2:
         return first + "."

@@ -65,6 +65,11 @@ def fmt(v: float, digits: int = 3) -> str:
     return f"{v:.{digits}f}"
 
 
+def count(n: int, noun: str, plural: str | None = None) -> str:
+    """count(1, "token") -> "1 token", count(3, "key") -> "3 keys" (`plural` for irregular nouns)."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
+
+
 def heatmap(values, x_labels: list[str], y_labels: list[str], kind: str, title: str | None = None,
             x_title: str | None = None, y_title: str | None = None, digits: int = 3,
             height: int | None = None) -> go.Figure:

@@ -194,13 +194,15 @@ def ln_params(n: Norm) -> torch.Tensor:
 
 
 # --- Post-LN and pre-LN, as diagrams (graphviz DOT) -----------------------------------------------
+# fontsize 14 = viz/overview.FONT_SIZE, the size ui/style.py gives every diagram's text: laid out for another size,
+# the labels overflow their boxes.
 
-POST_LN_DOT = """digraph { rankdir=BT; node [shape=box, style="rounded,filled", fillcolor="#eef3fb", fontsize=11];
+POST_LN_DOT = """digraph { rankdir=BT; node [shape=box, style="rounded,filled", fillcolor="#eef3fb", fontsize=14];
 x [label="x", shape=plaintext, fillcolor=white]; s [label="Sublayer\\n(attention or FFN)"];
 add [label="+", shape=circle, fillcolor="#fff3cd"]; ln [label="LayerNorm", fillcolor="#e8f5e9"];
 out [label="output", shape=plaintext, fillcolor=white];
 x -> s -> add -> ln -> out; x -> add [style=dashed, label=" residual"]; }"""
-PRE_LN_DOT = """digraph { rankdir=BT; node [shape=box, style="rounded,filled", fillcolor="#eef3fb", fontsize=11];
+PRE_LN_DOT = """digraph { rankdir=BT; node [shape=box, style="rounded,filled", fillcolor="#eef3fb", fontsize=14];
 x [label="x", shape=plaintext, fillcolor=white]; ln [label="LayerNorm", fillcolor="#e8f5e9"];
 s [label="Sublayer\\n(attention or FFN)"]; add [label="+", shape=circle, fillcolor="#fff3cd"];
 out [label="output (a final LayerNorm\\nafter the last layer)", shape=plaintext, fillcolor=white];
@@ -218,7 +220,7 @@ def norm_notice(n: Norm, labels: list[str], before: bool) -> str:
     """x (before) or x̂ (after): the spread of the per-word means and standard deviations."""
     v = n.x if before else n.normed
     mean, std = as_array(v.mean(-1)), as_array(v.std(-1, unbiased=False))
-    if before:
+    if before:  # after: "mean 0 and standard deviation 1" is the definition; the numbers show it to rounding
         i = int(std.argmax())
         return (f"Before: the words' means run from {mean.min():.2f} to {mean.max():.2f} and their standard deviations "
                 f"from {std.min():.2f} to {std.max():.2f} (largest: “{labels[i]}”).")
@@ -227,12 +229,13 @@ def norm_notice(n: Norm, labels: list[str], before: bool) -> str:
 
 
 def gamma_beta_notice(n: Norm) -> str:
-    """γ and β: their ranges and the feature γ scales most."""
+    """γ and β: their ranges and the feature γ scales most ("amplified" only when that |γ| > 1, else "shrunk")."""
     g, b = as_array(n.gamma), as_array(n.beta)
     j = int(np.abs(g).argmax())
+    how = "amplified" if abs(g[j]) > 1 else "shrunk, like every feature here"
     return (f"γ runs from {g.min():.2f} to {g.max():.2f} (mean {g.mean():.2f}; 1 would leave x̂ as it is), β from "
             f"{b.min():.2f} to {b.max():.2f}. The largest |γ| is on d{j} ({g[j]:.2f}): that feature comes out "
-            "of the LayerNorm amplified for every word.")
+            f"of the LayerNorm {how} for every word.")
 
 
 def hidden_notice(f: FFN, labels: list[str]) -> str:

@@ -10,7 +10,6 @@ tested against the tensors. Notices are plain text (the page escapes them): word
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -18,76 +17,57 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from model import lesson as L
+from model import lesson_training as LT
 from model import paper
+from model.experiments import head_projection
 from model.pipeline import Analysis
 from model.textbook import D_K, WORDS, thinking_machines
 from model.vocab import UNK_ID
-from viz.heatmap import SCALES, as_array, heatmap, table
+from viz import attention as va
+from viz import lesson_decoder as D
+from viz.heatmap import SCALES, as_array, count, heatmap, table
+from viz.layers import attention_input
+from viz.lesson_base import (  # noqa: F401 - CONFIG, context, View: the page's imports
+    BLUE,
+    CONFIG,
+    GREEN,
+    GREY,
+    ORANGE,
+    PARKING_WHY,
+    Context,
+    View,
+    bars,
+    context,
+    dims,
+    layout,
+    parks,
+    plain_table,
+    q,
+    word,
+)
 
-BLUE, GREEN, GREY, ORANGE = "#1f77b4", "#2ca02c", "#9e9e9e", "#ff7f0e"
-CONFIG = {"displayModeBar": False}
+PARK_NOTE = 0.1  # z's notice explains parking when <eos> is among its 3 largest weights with at least this
 
+# --- 0. why a Transformer -----------------------------------------------------------------------------
 
-def word(label: str) -> str:
-    """"3 the" -> "the" (axis labels carry their position)."""
-    return label.split(" ", 1)[1] if " " in label and label.split(" ", 1)[0].isdigit() else label
-
-
-def q(label: str) -> str:
-    """A word for a notice: “the”."""
-    return f"“{word(label)}”"
-
-
-@dataclass(frozen=True)
-class Context:
-    """Everything a step needs: the analysis, what the lesson follows, the French vocabulary."""
-
-    a: Analysis
-    f: L.Focus
-    itos: list[str]  # target vocabulary, id -> word
-    src_vocab: int  # size of the English vocabulary
-
-
-def context(a: Analysis, itos: list[str], src_vocab: int) -> Context:
-    return Context(a, L.focus(a), list(itos), src_vocab)
-
-
-@dataclass(frozen=True)
-class View:
-    figure: go.Figure
-    notice: str
-    table: pd.DataFrame  # the exact numbers behind the figure
-    textbook: str | None = None  # the Illustrated Transformer's numbers, labelled as such
-    warning: str | None = None  # when a sidebar intervention changes what this step shows
+def notice_why(x: LT.Sequential) -> str:
+    """Steps that wait for each other on this sentence. No judging words: three counts and one path length."""
+    return (f"On this sentence ({x.m} English tokens with <eos>, {x.t} French tokens with <eos>) a recurrent "
+            f"encoder-decoder takes {x.rnn} steps one after the other ({x.m} to read, {x.t} to write); the Transformer "
+            f"takes {x.translating} to translate (the encoder reads all {x.m} tokens in one step) and trains on the "
+            f"pair in one pass. In the recurrent encoder the first word reaches the last through {x.rnn_path} steps; "
+            "in self-attention every word reads every other word directly, in one step.")
 
 
-# --- small figure helpers -------------------------------------------------------------------------
-
-def _layout(fig: go.Figure, height: int = 320, **kw) -> go.Figure:
-    fig.update_layout(height=height, margin={"l": 10, "r": 10, "t": 30, "b": 10}, showlegend=kw.pop("legend", False),
-                      **kw)
-    return fig
-
-
-def bars(labels: list[str], values, title: str, y_title: str, colour: str = BLUE, highlight: int | None = None,
-         digits: int = 3) -> go.Figure:
-    values = [float(v) for v in values]
-    colours = [ORANGE if i == highlight else colour for i in range(len(values))]
-    fig = go.Figure(go.Bar(x=list(labels), y=values, marker_color=colours, text=[f"{v:.{digits}f}" for v in values],
-                           textposition="outside", cliponaxis=False,
-                           hovertemplate="%{x}: %{y:.4f}<extra></extra>"))
-    return _layout(fig, title=title, yaxis_title=y_title, xaxis={"type": "category"})
-
-
-def plain_table(columns: dict[str, list], height: int | None = None) -> go.Figure:
-    fig = go.Figure(go.Table(header={"values": list(columns), "align": "left", "fill_color": "#e8eef7"},
-                             cells={"values": list(columns.values()), "align": "left"}))
-    n = max((len(v) for v in columns.values()), default=1)
-    return _layout(fig, height=height or min(520, 60 + 28 * n))
-
-
-def dims(n: int) -> list[str]:
-    return [str(i) for i in range(n)]
+def _why(c: Context) -> View:
+    x = LT.sequential(c.a)
+    labels = ["recurrent (RNN), translating", "Transformer, translating", "Transformer, training"]
+    fig = bars(labels, [x.rnn, x.translating, 1], "steps that must wait for each other, on this sentence", "steps",
+               GREY, highlight=1, digits=0)
+    tab = pd.DataFrame({"model": labels, "sequential steps": [x.rnn, x.translating, 1]})
+    return View(fig, notice_why(x), tab,
+                textbook="The paper's Table 1: a recurrent layer needs O(n) sequential operations and a path of "
+                         "length O(n) between two words; self-attention O(1) and O(1).")
 
 
 # --- 1. the sentence --------------------------------------------------------------------------------
@@ -95,11 +75,13 @@ def dims(n: int) -> list[str]:
 def notice_sentence(a: Analysis) -> str:
     n_in, n_out = len(a.prepared.tokens), len(a.out_tokens)
     runs = len(a.greedy.steps)
-    text = (f"{n_in} English token(s) go in, {n_out} French token(s) come out: “{a.translation}”. "
-            f"The encoder runs once; the decoder ran {runs} time(s), once per word it wrote"
+    text = (f"{count(n_in, 'English token')} (and <eos>) go in, {count(n_out, 'French token')} (and <eos>) come out: "
+            f"“{a.translation}”. The encoder runs once; the decoder ran {count(runs, 'time')}, once per word it wrote"
             + (" plus once for <eos>." if a.greedy.finished else " (it stopped at the length limit, without <eos>)."))
     if a.prepared.unknown:
-        text += f" {len(a.prepared.unknown)} word(s) are not in the vocabulary and go in as <unk>."
+        n = len(a.prepared.unknown)
+        text += (f" {count(n, 'word')} {'is' if n == 1 else 'are'} not in the vocabulary and "
+                 f"go{'es' if n == 1 else ''} in as <unk>.")
     return text
 
 
@@ -120,7 +102,8 @@ def notice_tokens(t: L.Tokens, vocab_size: int) -> str:
     if t.unknown:
         text += f" Unknown: {', '.join(f'“{w}”' for w in t.unknown)} → id {UNK_ID} (<unk>)."
     if t.truncated:
-        text += f" {t.truncated} token(s) beyond the model's limit were cut off."
+        was = "was" if t.truncated == 1 else "were"
+        text += f" {count(t.truncated, 'token')} beyond the model's limit {was} cut off."
     return text
 
 
@@ -134,9 +117,13 @@ def _tokens(c: Context) -> View:
 
 # --- 3. embedding -----------------------------------------------------------------------------------
 
-def notice_embedding(e: L.Embedding) -> str:
+def notice_embedding(e: L.Embedding, position: int = 0) -> str:
+    """`position`: where the followed word stands; a word other than the first is announced (the coreference
+    sentence follows "it", the pronoun of its step)."""
     pe = e.factor / 2 ** 0.5  # every PE row has length √(d_model / 2)
-    return (f"The row of {q(e.word)} (id {e.token_id}) has length {e.raw_norm:.3f}; "
+    watch = (f"From here on the lesson watches {q(e.word)} (position {position}): which noun a pronoun stands for "
+             f"is the question of step {L.step_index('coref')}. " if position else "")
+    return watch + (f"The row of {q(e.word)} (id {e.token_id}) has length {e.raw_norm:.3f}; "
             f"× √d_model = {e.factor:.3f} makes it {e.scaled_norm:.3f}, comparable to the positional encoding "
             f"added next (every PE row has length √(d_model/2) = {pe:.3f}).")
 
@@ -146,19 +133,24 @@ def _embedding(c: Context) -> View:
     e = L.embedding(a, c.f.word)
     x = a.trace["src.embed"][0]
     fig = heatmap(x, dims(x.shape[1]), a.src_labels, "activations", x_title="dimension", y_title="token",
-                  height=max(220, min(520, 60 + 30 * x.shape[0])))
-    return View(fig, notice_embedding(e), table(x, dims(x.shape[1]), a.src_labels),
+                  title="the rows after × √d_model (src.embed)", height=max(240, min(540, 90 + 30 * x.shape[0])))
+    return View(fig, notice_embedding(e, c.f.word), table(x, dims(x.shape[1]), a.src_labels),
                 textbook=f"The paper's base model uses d_model = {paper.BASE.d_model}, so √d_model = "
                          f"{paper.BASE.d_model ** 0.5:.2f} there; this model uses d_model = {x.shape[1]}.")
 
 
 # --- 4. positional encoding -------------------------------------------------------------------------
 
-def notice_positional(p: L.Positional, label: str) -> str:
+def notice_positional(p: L.Positional, label: str, followed: str | None = None) -> str:
+    """`followed`: the word the lesson follows. Rule: "the lesson follows … instead" only when this step shows
+    another position than the followed word's (position 0 shows nothing)."""
+    moved = (f"The lesson follows {q(followed)}, at position 0, where sin 0 = 0 and cos 0 = 1 show nothing; this "
+             "step looks at the next position instead. " if followed and followed != label else "")
     if not p.on:
-        return (f"Positional encoding is switched off: {q(label)} enters the encoder as its embedding alone "
-                f"(length {p.input_norm:.3f}), so the model cannot tell word order apart.")
-    return (f"{q(label)} is at position {p.position}: PE[{p.position}, 0] = sin({p.position}) = {p.first[0]:.3f} and "
+        return moved + (f"Positional encoding is switched off: {q(label)} enters the encoder as its embedding "
+                        f"alone (length {p.input_norm:.3f}), so the model cannot tell word order apart.")
+    pos = p.position
+    return moved + (f"{q(label)} is at position {pos}: PE[{pos}, 0] = sin({pos}) = {p.first[0]:.3f} and "
             f"PE[{p.position}, 1] = cos({p.position}) = {p.first[1]:.3f}. Every PE row has length {p.pe_norm:.3f}; "
             f"embedding (length {p.embed_norm:.3f}) + PE gives the encoder input X (length {p.input_norm:.3f}).")
 
@@ -171,44 +163,73 @@ def _positional(c: Context) -> View:
     if not p.on:
         x = a.trace["src.input"][0]
         fig = heatmap(x, dims(x.shape[1]), labels, "activations", x_title="dimension", y_title="position")
-        return View(fig, notice_positional(p, labels[pos]), table(x, dims(x.shape[1]), labels),
+        return View(fig, notice_positional(p, labels[pos], labels[c.f.word]), table(x, dims(x.shape[1]), labels),
                     warning="Positional encoding is switched off in the sidebar: the figure shows the encoder's "
                             "input, which is now the embedding alone.")
     pe = a.trace["src.pos"][0]
     fig = heatmap(pe, dims(pe.shape[1]), labels, "encoding", x_title="dimension (even: sin, odd: cos)",
                   y_title="position", height=max(220, min(520, 60 + 30 * pe.shape[0])))
-    return View(fig, notice_positional(p, labels[pos]), table(pe, dims(pe.shape[1]), labels))
+    return View(fig, notice_positional(p, labels[pos], labels[c.f.word]), table(pe, dims(pe.shape[1]), labels))
 
 
 # --- 5. q, k, v -------------------------------------------------------------------------------------
 
-def notice_qkv(p: L.Projections, head: int) -> str:
-    return (f"X is [{p.n_tokens}, {p.d_model}]; W^Q, W^K, W^V are [{p.d_model}, {p.d_model}], so Q, K, V are "
-            f"[{p.n_tokens}, {p.d_model}], cut into {p.n_heads} heads of {p.d_k} numbers. In head {head}, "
-            f"{q(p.word)} has q of length {p.q_norm:.3f}, k of length {p.k_norm:.3f}, v of length {p.v_norm:.3f}.")
+def notice_qkv(p: L.Projections, head: int, proj: va.Projection | None = None) -> str:
+    """Shapes, per head (N12: this head's W^Q is [d_model, d_k]), and, with the model's weights, the product
+    x·W^Q + b^Q checked against the model's own q. No judging words."""
+    shapes = (f"X is [{p.n_tokens}, {p.d_model}]. Each of the {p.n_heads} heads has its own W^Q, W^K, W^V of "
+              f"[{p.d_model}, {p.d_k}] (plus a bias b of {p.d_k} numbers in this model), so Q = XW^Q + b^Q is "
+              f"[{p.n_tokens}, {p.d_k}] in each head.")
+    if proj is None:
+        return (shapes + f" In head {head}, {q(p.word)} has q of length {p.q_norm:.3f}, k of length "
+                f"{p.k_norm:.3f}, v of length {p.v_norm:.3f}.")
+    return (shapes + f" For {q(p.word)} in head {head}: x (its {proj.x.numel()} numbers) · W^Q + b^Q computed here "
+            f"equals the model's own q to {proj.error('q'):.1e} (k: {proj.error('k'):.1e}, v: {proj.error('v'):.1e}); "
+            f"q has length {p.q_norm:.3f}.")
+
+
+def projection(c: Context) -> va.Projection | None:
+    """x·W^Q + b^Q (and k, v) of the followed word in the followed head, from the model's own weights."""
+    if c.model is None:
+        return None
+    f = c.f
+    x = attention_input(c.a.trace, f.layer)[f.word]  # [D]
+    return va.projection(c.a.trace, f"enc.{f.layer}.self_attn", f.head, f.word, x,
+                         *head_projection(c.model, f.layer, f.head))
 
 
 def _qkv(c: Context) -> View:
     a, f = c.a, c.f
     m = f"enc.{f.layer}.self_attn"
     labels = a.src_labels
-    mats = [as_array(a.trace[f"{m}.{n}"][0, f.head]) for n in "qkv"]
-    lim = float(max(np.abs(x).max() for x in mats)) or 1.0
-    fig = make_subplots(rows=1, cols=3, subplot_titles=[f"{n} (head {f.head})" for n in "qkv"], shared_yaxes=True,
-                        horizontal_spacing=0.03)
-    for i, x in enumerate(mats):
-        fig.add_trace(go.Heatmap(z=x, x=dims(x.shape[1]), y=labels, coloraxis="coloraxis",
-                                 hovertemplate="%{y}, dim %{x}: %{z:.4f}<extra></extra>"), 1, i + 1)
-    fig.update_yaxes(autorange="reversed", type="category")
-    fig.update_xaxes(type="category", showticklabels=False)
-    _layout(fig, height=max(240, min(520, 80 + 30 * len(labels))),
-            coloraxis={"colorscale": SCALES["activations"]["colorscale"], "cmin": -lim, "cmax": lim})
     p = L.projections(a, f)
+    proj = projection(c)
+    if proj is None:
+        mats = [as_array(a.trace[f"{m}.{n}"][0, f.head]) for n in "qkv"]
+        titles, ys = [f"{n} (head {f.head})" for n in "qkv"], [labels] * 3
+    else:
+        mats = [as_array(proj.x)[:, None], as_array(proj.W["q"]), as_array(proj.computed("q"))[None]]
+        titles = [f"xᵀ [{p.d_model}, 1]", f"W^Q of head {f.head} [{p.d_model}, {p.d_k}]",
+                  f"q = x·W^Q + b^Q [1, {p.d_k}]"]
+        ys = [dims(p.d_model), dims(p.d_model), [word(labels[f.word])]]
+    fig = make_subplots(rows=1, cols=3, subplot_titles=titles, horizontal_spacing=0.06,
+                        column_widths=[0.12, 0.5, 0.38] if proj is not None else None)
+    for i, (x, y) in enumerate(zip(mats, ys, strict=True)):
+        lim = float(np.abs(x).max()) or 1.0  # each panel its own scale: W^Q's entries are far smaller than x's
+        fig.add_trace(go.Heatmap(z=x, x=dims(x.shape[1]), y=y, zmin=-lim, zmax=lim, showscale=False,
+                                 colorscale=SCALES["activations"]["colorscale"],
+                                 hovertemplate="row %{y}, column %{x}: %{z:.4f}<extra></extra>"), 1, i + 1)
+    fig.update_yaxes(autorange="reversed", type="category", showticklabels=proj is None)
+    fig.update_xaxes(type="category", showticklabels=False)
+    if proj is not None:  # q is one row: a strip under its title, not a block as tall as W^Q
+        fig.update_yaxes(domain=[0.86, 0.94], row=1, col=3)
+    layout(fig, height=max(300, min(520, 80 + 30 * len(labels))))
     tab = pd.DataFrame({"dimension": dims(p.d_k), f"q of {word(labels[f.word])}": p.q})
-    return View(fig, notice_qkv(p, f.head), tab,
-                textbook=f"The Illustrated Transformer (the paper's base model): X rows of {paper.BASE.d_model} "
-                         f"numbers, {paper.BASE.n_heads} heads, q, k, v of {paper.BASE.d_k} numbers each "
-                         f"(W^Q is {paper.BASE.d_model} × {paper.BASE.d_k} per head).",
+    return View(fig, notice_qkv(p, f.head, proj), tab,
+                textbook=f"The Illustrated Transformer (the paper's base model): x₁ has {paper.BASE.d_model} numbers, "
+                         f"W^Q is {paper.BASE.d_model} × {paper.BASE.d_k} in each of {paper.BASE.n_heads} heads, "
+                         f"q₁ = x₁W^Q has {paper.BASE.d_k}. This model: x has {p.d_model}, W^Q is {p.d_model} × "
+                         f"{p.d_k} in each of {p.n_heads} heads, q has {p.d_k}.",
                 warning=_head_off(c))
 
 
@@ -254,27 +275,52 @@ def notice_scale(r: L.Row) -> str:
     top = r.top_score
     if not r.scale_on:
         return (f"Scaling is switched off: the scores stay as they are ({q(r.key_labels[top])}: {r.scaled[top]:.2f}), "
-                f"and the softmax of such large numbers is more all-or-nothing.")
+                f"√{r.d_k} = {r.d_k ** 0.5:.3f} times what the model was trained to put into the softmax.")
     spread, spread_s = max(r.scores) - min(r.scores), max(r.scaled) - min(r.scaled)
-    return (f"√d_k = √{r.d_k} = {r.d_k ** 0.5:.3f}: {q(r.key_labels[top])}'s score {r.scores[top]:.2f} becomes "
+    return (f"√d_k = √{r.d_k} = {r.d_k ** 0.5:.3f}: the score of {q(r.key_labels[top])}, {r.scores[top]:.2f}, becomes "
             f"{r.scaled[top]:.2f}, and the gap between the highest and the lowest score shrinks from "
             f"{spread:.2f} to {spread_s:.2f}.")
 
 
 def notice_softmax(r: L.Row) -> str:
+    """The largest weight and the sum; explains parking when the largest weight is on <eos>."""
     top = r.top
-    return (f"{q(r.query_label)} gives {r.weights[top]:.3f} of its attention to {q(r.key_labels[top])}; "
-            f"the {len(r.weights)} weights add up to {sum(r.weights):.3f}.")
+    out = (f"{q(r.query_label)} gives {r.weights[top]:.3f} of its attention to {q(r.key_labels[top])}; "
+           f"the {len(r.weights)} weights add up to {sum(r.weights):.3f}.")
+    return out + (" " + PARKING_WHY if parks([r.key_labels[top]]) else "")
+
+
+def _top3(r: L.Row) -> list[int]:
+    return sorted(range(len(r.weights)), key=r.weights.__getitem__, reverse=True)[:3]
+
+
+def parking_explained(r: L.Row) -> int | None:
+    """The step whose notice first says why a head parks on <eos> for the followed word (softmax: its largest
+    weight is there; z: <eos> is among its 3 largest weights with at least PARK_NOTE), or None."""
+    if parks([r.key_labels[r.top]]):
+        return L.step_index("softmax")
+    if any(parks([r.key_labels[j]]) and r.weights[j] >= PARK_NOTE for j in _top3(r)):
+        return L.step_index("z")
+    return None
 
 
 def notice_z(r: L.Row, off: bool = False) -> str:
-    order = sorted(range(len(r.weights)), key=r.weights.__getitem__, reverse=True)[:3]
+    """The 3 largest terms of z and the measured difference to the model's z. Rule: the parking sentence only
+    when <eos> is among those terms with a weight of at least PARK_NOTE (0.1); the step before has already
+    explained it when the largest weight is on <eos>, so then it points there."""
+    order = _top3(r)
     terms = " + ".join(f"{r.weights[j]:.3f} · v({word(r.key_labels[j])})" for j in order)
     more = " + …" if len(r.weights) > 3 else ""
     if off:
         return f"The head is switched off, so its z is all zeros; it would have been {terms}{more}."
-    return (f"z of {q(r.query_label)} = {terms}{more}: a vector of {r.d_k} numbers (length {r.z_norm:.3f}); "
-            f"the model's own z differs from this sum by at most {r.z_error:.1e}.")
+    out = (f"z of {q(r.query_label)} = {terms}{more}: a vector of {r.d_k} numbers (length {r.z_norm:.3f}); "
+           f"the model's own z differs from this sum by at most {r.z_error:.1e}.")
+    parked = [j for j in order if parks([r.key_labels[j]]) and r.weights[j] >= PARK_NOTE]
+    if not parked:
+        return out
+    before = parking_explained(r)
+    why = PARKING_WHY if before == L.step_index("z") else f"(Why: step {before}.)"
+    return out + f" {r.weights[parked[0]]:.3f} goes to <eos>. {why}"
 
 
 def _row(c: Context) -> L.Row:
@@ -292,7 +338,7 @@ def _scale(c: Context) -> View:
     r = _row(c)
     fig = go.Figure([go.Bar(name="q · k", x=list(r.key_labels), y=list(r.scores), marker_color=GREY),
                      go.Bar(name=f"÷ √{r.d_k}", x=list(r.key_labels), y=list(r.scaled), marker_color=BLUE)])
-    _layout(fig, title=f"q({word(r.query_label)}) · k before and after ÷ √d_k", yaxis_title="score", legend=True,
+    layout(fig, title=f"q({word(r.query_label)}) · k before and after ÷ √d_k", yaxis_title="score", legend=True,
             barmode="group", xaxis={"type": "category"})
     warn = None if r.scale_on else "Dividing by √d_k is switched off in the sidebar: both bars are equal."
     return View(fig, notice_scale(r), _row_table(r), textbook_line("scale"), warn or _head_off(c))
@@ -300,7 +346,7 @@ def _scale(c: Context) -> View:
 
 def _softmax(c: Context) -> View:
     r = _row(c)
-    fig = bars(list(r.key_labels), r.weights, f"attention weights of {word(r.query_label)}, head {r.head}",
+    fig = bars(list(r.key_labels), r.weights, f"attention weights of “{word(r.query_label)}”, head {r.head}",
                "weight", BLUE, highlight=r.top)
     fig.update_yaxes(range=[0, 1.1])
     return View(fig, notice_softmax(r), _row_table(r), textbook_line("softmax"), _head_off(c))
@@ -327,10 +373,23 @@ def _row_table(r: L.Row) -> pd.DataFrame:
 
 # --- 10. all heads, 11. concat and W^O -----------------------------------------------------------------
 
-def notice_heads(hs: list[L.HeadChoice], label: str) -> str:
+def sub(n: int) -> str:
+    """7 -> "₇": a subscript, as the book writes Z₀ … Z₇."""
+    return str(n).translate(str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉"))
+
+
+def notice_heads(hs: list[L.HeadChoice], label: str, explained: int | None = None) -> str:
+    """Every head's largest weight for the word ("looks hardest" = that argmax). Rule: "park on <eos>" only when a
+    head's largest weight is on <eos>; why they park is said here unless step `explained` said it already."""
     parts = "; ".join(f"head {h.head} → {q(h.top_label)} {h.weight:.3f}" + (" (off)" if h.off else "") for h in hs)
     distinct = len({h.top for h in hs})
-    return f"Where {q(label)} looks hardest in each head: {parts}. {distinct} different word(s) across {len(hs)} heads."
+    parked = [h.head for h in hs if parks([h.top_label])]
+    out = (f"Where {q(label)} looks hardest in each head: {parts}. {count(distinct, 'different word')} across "
+           f"{len(hs)} heads.")
+    if parked:
+        who = f"Head {parked[0]} parks" if len(parked) == 1 else f"Heads {', '.join(map(str, parked))} park"
+        out += f" {who} on <eos>. " + (f"(Why: step {explained}.)" if explained else PARKING_WHY)
+    return out
 
 
 def _heads(c: Context) -> View:
@@ -339,9 +398,11 @@ def _heads(c: Context) -> View:
     w = a.trace[f"enc.{f.layer}.self_attn.weights"][0, :, f.word]  # [H, Ts]
     ylabels = [f"head {h}" + (" (off)" if x.off else "") for h, x in enumerate(hs)]
     fig = heatmap(w, a.src_labels, ylabels, "weights", x_title="key word", y_title="head")
-    return View(fig, notice_heads(hs, a.src_labels[f.word]), table(w, a.src_labels, ylabels),
-                textbook=f"The paper's base model has {paper.BASE.n_heads} heads per layer; this model has "
-                         f"{len(hs)}.")
+    return View(fig, notice_heads(hs, a.src_labels[f.word], parking_explained(_row(c))),
+                table(w, a.src_labels, ylabels),
+                textbook=f"The Illustrated Transformer draws {paper.BASE.n_heads} heads (the paper's base model), "
+                         f"Z₀ … Z₇, one per head; this model has {len(hs)}: Z₀ … Z{sub(len(hs) - 1)}, each made "
+                         "from one row of weights above.")
 
 
 def notice_concat(cc: L.Concat, label: str, n_heads: int) -> str:
@@ -362,8 +423,13 @@ def _concat(c: Context) -> View:
                   y_title="token", height=max(220, min(520, 60 + 30 * x.shape[0])))
     d_k = x.shape[1] // n_heads
     for h in range(1, n_heads):
-        fig.add_vline(x=h * d_k - 0.5, line_color="black", line_width=2)
-    return View(fig, notice_concat(cc, a.src_labels[f.word], n_heads), table(x, dims(x.shape[1]), a.src_labels))
+        fig.add_vline(x=h * d_k - 0.5, line_color="black", line_width=5)
+    B = paper.BASE
+    return View(fig, notice_concat(cc, a.src_labels[f.word], n_heads), table(x, dims(x.shape[1]), a.src_labels),
+                textbook=f"The Illustrated Transformer's picture: Z₀ … Z₇ ({B.n_heads} heads × {B.d_k} = "
+                         f"{B.d_model} numbers per word) concatenated, then × W^O [{B.d_model}, {B.d_model}] gives Z. "
+                         f"Here the same with Z₀ … Z{sub(n_heads - 1)}: {n_heads} × {d_k} = {x.shape[1]}, "
+                         f"W^O [{x.shape[1]}, {x.shape[1]}].")
 
 
 # --- 12. add & norm, 13. FFN, 14. stack ---------------------------------------------------------------
@@ -382,7 +448,7 @@ def _add_norm(c: Context) -> View:
     d = dims(len(r))
     fig = go.Figure([go.Scatter(x=d, y=r, name="x + attention(x)", mode="lines", line_color=GREY),
                      go.Scatter(x=d, y=z, name="after LayerNorm (before γ, β)", mode="lines", line_color=BLUE)])
-    _layout(fig, title=f"the {len(r)} numbers of {word(a.src_labels[f.word])}", xaxis_title="dimension", legend=True,
+    layout(fig, title=f"the {len(r)} numbers of “{word(a.src_labels[f.word])}”", xaxis_title="dimension", legend=True,
             xaxis={"type": "category", "showticklabels": False})
     tab = pd.DataFrame({"dimension": d, "x + attention(x)": r, "normalised": z}).round(4)
     warn = ("This model is pre-LN (LayerNorm before each sublayer, not after it as in the paper): the grey line is "
@@ -400,10 +466,10 @@ def _ffn(c: Context) -> View:
     a, f = c.a, c.f
     h = as_array(a.trace[f"enc.{f.layer}.ffn.hidden"][0, f.word])
     x = L.ffn(a, f)
-    fig = bars(dims(len(h)), h, f"ReLU(x W_1 + b_1) for {word(a.src_labels[f.word])}", "activation", GREEN,
+    fig = bars(dims(len(h)), h, f"ReLU(x W_1 + b_1) for “{word(a.src_labels[f.word])}”", "activation", GREEN,
                highlight=x.largest)
     fig.update_traces(text=None)
-    fig.update_xaxes(showticklabels=False)
+    fig.update_xaxes(showticklabels=False, title_text=f"hidden unit (0 … {len(h) - 1})")
     return View(fig, notice_ffn(x), pd.DataFrame({"unit": dims(len(h)), "activation": h}).round(4),
                 textbook=f"The paper's base model: d_ff = {paper.BASE.d_ff} = 4 × d_model; this model: d_ff = "
                          f"{x.d_ff}.")
@@ -423,160 +489,19 @@ def _stack(c: Context) -> View:
     fig = go.Figure([go.Scatter(x=xs, y=sims[i], name=lab, mode="lines+markers",
                                 line={"width": 4 if i == f.word else 1.5})
                      for i, lab in enumerate(a.src_labels)])
-    _layout(fig, title="each word compared with its own input (cosine similarity)", yaxis_title="similarity",
+    layout(fig, title="each word compared with its own input (cosine similarity)", yaxis_title="similarity",
             legend=len(a.src_labels) <= 16)
     return View(fig, notice_stack(L.stack(a, f)), pd.DataFrame(sims, index=a.src_labels, columns=xs).round(4),
                 textbook=f"The paper stacks N = {paper.BASE.n_layers} layers in the encoder and in the decoder; this "
                          f"model {L.n_layers(a, 'enc')} and {L.n_layers(a, 'dec')}.")
 
 
-# --- 15. decoder input, 16. masked self-attention, 17. cross-attention ---------------------------------
-
-def notice_decoder_input(d: L.DecoderInput) -> str:
-    if len(d.inputs) < 2:
-        return "The model wrote nothing: its only input, <bos> at position 0, predicted <eos> at once."
-    return (f"Position 0 reads <bos> and predicts “{d.targets[0]}”; position 1 reads “{d.inputs[1]}” and predicts "
-            f"“{d.targets[1]}”: {len(d.inputs)} positions, each one word behind the word it predicts.")
-
-
-def _decoder_input(c: Context) -> View:
-    d = L.decoder_input(c.a)
-    fig = plain_table({"position t": list(range(len(d.inputs))), "decoder input at t": list(d.inputs),
-                       "predicts (word t + 1)": list(d.targets)})
-    return View(fig, notice_decoder_input(d), pd.DataFrame({"input": d.inputs, "predicts": d.targets}))
-
-
-def notice_masked(m: L.Masked) -> str:
-    head = (f"With the look-ahead mask, every weight above the diagonal is {m.above:.3f}: no position sees a later "
-            "word." if m.mask_on else
-            f"The look-ahead mask is switched off: the largest weight on a later word is {m.above:.3f}.")
-    return (f"{head} Row {q(m.row_label)} (position {m.row}) looks most at {q(m.top_label)} "
-            f"({m.weights[m.top]:.3f}, average of the heads in the last layer).")
-
-
-def _masked(c: Context) -> View:
-    a = c.a
-    n = L.n_layers(a, "dec")
-    w = a.trace[f"dec.{n - 1}.self_attn.weights"][0].mean(0)
-    fig = heatmap(w, a.tgt_labels, a.tgt_labels, "weights", x_title="key (earlier words)", y_title="query position")
-    warn = None if a.interventions.look_ahead_mask else ("The look-ahead mask is switched off in the sidebar: the "
-                                                         "upper triangle is no longer zero.")
-    return View(fig, notice_masked(L.masked(a, c.f)), table(w, a.tgt_labels, a.tgt_labels), warning=warn)
-
-
-def notice_cross(x: L.Cross, src_labels: list[str] | None = None) -> str:
-    out = (f"Row {q(x.row_label)} (position {x.row}, predicting {q(x.predicts)}) puts {x.weights[x.top]:.3f} of "
-           f"its attention on the source word {q(x.top_label)} (layer {x.layer}, average of the heads).")
-    if src_labels and x.reordered:
-        order = ", ".join(q(src_labels[i]) for i in x.visits)
-        out += (f" Read the rows top to bottom: the decoder visits the English words in the order {order}, not in "
-                "the sentence's order; the French word order differs, and attention follows it.")
-    return out
-
-
-def _cross(c: Context) -> View:
-    a = c.a
-    w = L.cross_matrix(a)
-    ylabels = [f"{lab} → {word(nxt)}" for lab, nxt in zip(a.tgt_labels, a.next_labels, strict=True)]
-    fig = heatmap(w, a.src_labels, ylabels, "weights", x_title="English source (keys, values from the encoder)",
-                  y_title="position → predicts")
-    return View(fig, notice_cross(L.cross(a, c.f), a.src_labels), table(w, a.src_labels, ylabels))
-
-
-# --- 18. output, 19. chosen word, 20. next step, 21. finished -----------------------------------------------
-
-def notice_output(p: L.Prediction, d_model: int) -> str:
-    return (f"At position {p.position} (input “{p.input}”) the final linear layer turns {d_model} numbers into "
-            f"{p.vocab} scores (logits), one per French token; the highest, {p.logit:.2f}, is “{p.words[0]}”, and "
-            f"softmax makes it a probability of {p.probs[0]:.3f}.")
-
-
-def _output(c: Context) -> View:
-    a = c.a
-    logits = a.trace["logits"][0, 0]
-    top = logits.topk(min(10, logits.numel()))
-    words = [c.itos[int(i)] for i in top.indices]
-    fig = bars(words, top.values, "the 10 highest logits at position 0", "logit", GREY, highlight=0, digits=2)
-    p = L.prediction(a, c.itos, 0)
-    probs = a.trace["probs"][0, 0][top.indices]
-    tab = pd.DataFrame({"word": words, "logit": as_array(top.values), "probability": as_array(probs)}).round(4)
-    return View(fig, notice_output(p, a.trace["dec.out"].shape[-1]), tab, warning=_mask_off(a))
-
-
-def _mask_off(a: Analysis) -> str | None:
-    if a.interventions.look_ahead_mask:
-        return None
-    return ("The look-ahead mask is switched off in the sidebar: in this traced pass every position also sees the "
-            "later words, which decoding never had. The next steps show what decoding itself saw.")
-
-
-def notice_chosen(p: L.Prediction) -> str:
-    gap = p.probs[0] - p.probs[1] if len(p.probs) > 1 else p.probs[0]
-    second = f"; next best “{p.words[1]}” with {p.probs[1]:.3f}" if len(p.probs) > 1 else ""
-    return (f"Greedy decoding takes the most probable token: “{p.words[0]}” with {p.probs[0]:.3f}{second} "
-            f"(a margin of {gap:.3f}). "
-            + ("Decoding stops: the translation is empty." if p.chosen == "<eos>" else
-               f"“{p.chosen}” becomes the decoder's input at position {p.position + 1}."))
-
-
-def _prediction_bars(c: Context, position: int, title: str) -> tuple[go.Figure, L.Prediction]:
-    p = L.decoding_step(c.a, c.itos, position)
-    fig = bars(list(p.words), p.probs, title, "probability", GREEN, highlight=0)
-    fig.update_yaxes(range=[0, 1.1])
-    return fig, p
-
-
-def _pred_table(p: L.Prediction) -> pd.DataFrame:
-    return pd.DataFrame({"word": p.words, "probability": p.probs}).round(4)
-
-
-def _chosen(c: Context) -> View:
-    fig, p = _prediction_bars(c, 0, f"the {len(c.a.greedy.steps[0].candidates)} most probable first words")
-    return View(fig, notice_chosen(p), _pred_table(p))
-
-
-def notice_next(p: L.Prediction | None, prefix: tuple[str, ...], mask_on: bool = True) -> str:
-    if p is None:
-        return "There is no next step: the model's first choice was already <eos>, so the translation is empty."
-    same = (" Position 0 gives the same numbers as before: the mask hides every later word from it." if mask_on
-            else "")
-    return (f"The decoder runs again with “{' '.join(prefix)}” as its input. Position {p.position} now predicts "
-            f"“{p.words[0]}” with {p.probs[0]:.3f}.{same}")
-
-
-def _next(c: Context) -> View:
-    a = c.a
-    d = L.decoder_input(a)
-    if len(d.inputs) < 2:
-        fig, p = _prediction_bars(c, 0, "position 0: the first choice")
-        return View(fig, notice_next(None, d.inputs[:1]), _pred_table(p))
-    fig, p = _prediction_bars(c, 1, f"position 1, after “{' '.join(d.inputs[:2])}”")
-    return View(fig, notice_next(p, d.inputs[:2], a.interventions.look_ahead_mask), _pred_table(p))
-
-
-def notice_finished(x: L.Finished) -> str:
-    if not x.words:
-        return "The translation is empty."
-    if x.finished and len(x.words) == 1:
-        return f"The translation is empty: <eos> came first ({x.probs[0]:.3f})."
-    end = f"then “<eos>” ({x.probs[-1]:.3f}) ends it" if x.finished else "it stopped at the length limit"
-    return (f"{len(x.words) - (1 if x.finished else 0)} word(s), {end}: “{x.translation}”. The least sure choice was "
-            f"“{x.words[x.least]}” ({x.probs[x.least]:.3f}).")
-
-
-def _finished(c: Context) -> View:
-    x = L.finished(c.a, c.itos)
-    labels = [f"{i}: {w}" for i, w in enumerate(x.words)]
-    fig = bars(labels, x.probs, "the probability of each chosen word", "probability", GREEN, highlight=x.least)
-    fig.update_yaxes(range=[0, 1.1])
-    return View(fig, notice_finished(x), pd.DataFrame({"word": x.words, "probability": x.probs}).round(4))
-
 
 VIEWS: dict[str, Callable[[Context], View]] = {
-    "sentence": _sentence, "tokens": _tokens, "embedding": _embedding, "positional": _positional, "qkv": _qkv,
+    "why": _why, "sentence": _sentence, "tokens": _tokens, "embedding": _embedding, "positional": _positional,
+    "qkv": _qkv,
     "scores": _scores, "scale": _scale, "softmax": _softmax, "z": _z, "heads": _heads, "concat": _concat,
-    "add_norm": _add_norm, "ffn": _ffn, "stack": _stack, "decoder_input": _decoder_input, "masked": _masked,
-    "cross": _cross, "output": _output, "chosen": _chosen, "next": _next, "finished": _finished,
+    "add_norm": _add_norm, "ffn": _ffn, "stack": _stack, **D.VIEWS,
 }
 
 

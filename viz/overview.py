@@ -115,7 +115,7 @@ def sizes_table(cfg: Config, n_params: int) -> pd.DataFrame:
         ("dropout (P_drop)", cfg.dropout, BASE.dropout, BIG.dropout),
         ("source vocabulary", cfg.src_vocab, BASE.vocab, BIG.vocab),
         ("target vocabulary", cfg.tgt_vocab, BASE.vocab, BIG.vocab),
-        ("max_len (positions)", cfg.max_len, "no limit (sinusoids)", "no limit (sinusoids)"),
+        ("max_len (positions)", cfg.max_len, "any (sinusoids; the paper hopes they extrapolate)", "the same"),
         ("parameters", f"{n_params:,}", f"{BASE.params_millions}M", f"{BIG.params_millions}M"),
     ]
     return pd.DataFrame([[str(c) for c in row[1:]] for row in rows], index=[r[0] for r in rows],

@@ -171,14 +171,18 @@ def concatenated(pe: torch.Tensor) -> torch.Tensor:
 # --- Notices: one computed sentence per figure ----------------------------------------------------
 
 def sentence_notice(pe) -> str:
-    """The sentence's PE rows [T, D]: neighbours differ a lot in the first pair, hardly in the last."""
+    """The sentence's PE rows [T, D]: neighbours differ a lot in the first pair, hardly in the last.
+
+    Rule: "hardly move" only when the last dimension changes at least 10 times less than the first."""
     pe = torch.as_tensor(pe).detach().to(torch.float64)
     T, D = pe.shape
     if T < 2:
         return "A single position: one row, PE(0) = (0, 1, 0, 1, …)."
     step = (pe[1:] - pe[:-1]).abs().mean(0)  # [D] mean change between neighbouring positions
+    verdict = ("the left columns tell neighbours apart, the right ones hardly move" if step[-1] * 10 <= step[0] else
+               "here both ends change")
     return (f"From one position to the next, dimension 0 changes by {float(step[0]):.2f} on average and dimension "
-            f"{D - 1} by {float(step[-1]):.1e}: the left columns tell neighbours apart, the right ones hardly move. "
+            f"{D - 1} by {float(step[-1]):.1e}: {verdict}. "
             f"PE(0) and PE({T - 1}) are {float((pe[0] - pe[-1]).norm()):.2f} apart.")
 
 
@@ -197,7 +201,9 @@ def table_notice(pe) -> str:
 
 
 def curves_notice(pe, dims: list[int]) -> str:
-    """The chosen curves: how many times each changes sign over the table's positions."""
+    """The chosen curves: how many times each changes sign over the table's positions. "Low dimensions are fast
+    waves, high ones slow" only when the sign changes never grow with the dimension (by more than one: a sin and
+    its cos)."""
     pe = torch.as_tensor(pe).detach().to(torch.float64)
     L, D = pe.shape
     parts = []
@@ -205,8 +211,11 @@ def curves_notice(pe, dims: list[int]) -> str:
         col = pe[:, d]
         flips = int(((col[1:] > 0) != (col[:-1] > 0)).sum())
         parts.append(f"dim {d}: {flips}")
-    return (f"Sign changes over the {L} positions, " + ", ".join(parts) + ": low dimensions are fast waves, high "
-            "ones slow; together they give every position its own pattern.")
+    counts = [int(((pe[1:, d] > 0) != (pe[:-1, d] > 0)).sum()) for d in sorted(dims)]
+    ordered = all(a + 1 >= b for a, b in zip(counts, counts[1:], strict=False))  # ±1: sin and cos of one pair
+    return (f"Sign changes over the {L} positions, " + ", ".join(parts)
+            + (": low dimensions are fast waves, high ones slow; together they give every position its own pattern."
+               if ordered else "."))
 
 
 def rotation_notice(M: torch.Tensor, k: int, i: int) -> str:

@@ -94,6 +94,7 @@ def bars_figure(scores: np.ndarray, alpha: np.ndarray, labels: list[str], score_
 
 
 def step_notice(s: DecoderStep, labels: list[str], t: int) -> str:
+    """Rule: "the context is mostly that one word" only when c_t lies within 30% of ‖v‖ of the top word's value."""
     order = np.argsort(-s.alpha)
     top, second = int(order[0]), (int(order[1]) if len(order) > 1 else None)
     text = (f"Step {t + 1}, which outputs “{s.predicted}”, gives the biggest weight to “{word(labels[top])}” "
@@ -101,7 +102,8 @@ def step_notice(s: DecoderStep, labels: list[str], t: int) -> str:
     if second is not None:
         text += f"; next is “{word(labels[second])}” ({s.alpha[second]:.2f})"
     near = float(np.linalg.norm(s.context - s.values[top]) / max(np.linalg.norm(s.values[top]), 1e-12))
-    return text + (f". c_{t + 1} = Σ α_i v_i lies {near:.0%} of ‖v‖ away from that word's value alone: "
+    return text + (f". c_{t + 1}, the α-weighted sum of the values, lies {near:.0%} of ‖value‖ away from that word's "
+                   "value alone: "
                    + ("the context is mostly that one word." if near < 0.3 else "the context mixes several words."))
 
 
@@ -274,8 +276,8 @@ def steps_figure(data: dict) -> go.Figure:
     fig = go.Figure()
     _line(fig, m, [r["rnn"] for r in rows], "RNN: m + t (encode, then decode)", RNN_COLOUR)
     _line(fig, m, [r["transformer_decode"] for r in rows], "Transformer, translating: 1 + t", TRANSFORMER_COLOUR)
-    _line(fig, m, [r["transformer_train"] for r in rows], "Transformer, training (teacher forcing): 2",
-          TRANSFORMER_COLOUR, "dot")
+    _line(fig, m, [r["transformer_train"] for r in rows], "Transformer, training: 2 stages (each a fixed stack of "
+          "layers)", TRANSFORMER_COLOUR, "dot")
     return _layout(fig, "source length m (tokens)", "steps that wait for each other")
 
 
@@ -342,6 +344,7 @@ def gradient_figure(data: dict) -> go.Figure:
 
 
 def gradient_notice(data: dict) -> str:
+    """Rule: "the RNN forgets faster" only when its relative gradient at the largest distance is the smaller."""
     g = data["gradient"]
     d = g["distance"]
     far = len(d) - 1
@@ -383,6 +386,7 @@ def sweep_table(data: dict) -> pd.DataFrame:
 
 
 def training_notice(data: dict) -> str:
+    """Rule: "the recurrence is the cheaper computation" only when the RNN needed fewer CPU seconds (ratio < 1)."""
     t = data["training"]
     r, f = t["rnn"], t["transformer"]
     n = len(t["sweep"]) // 2

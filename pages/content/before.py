@@ -4,11 +4,14 @@ functions of it."""
 TITLE = "Before the Transformer: recurrence plus attention"
 
 INTRO = (
-    "Before 2017 a translation model read the source sentence with a **recurrent network**: one word per step, "
+    "Before 2017 most translation models read the source sentence with a **recurrent network**: one word per step, "
     "each step folding the new word into a running state. Bahdanau, Cho and Bengio (2015) added **attention**: "
     "at every output word the decoder looks back over *all* the encoder's states and takes a weighted mix of "
     "them, instead of squeezing the whole sentence into the last state. The Transformer keeps that attention "
-    "and removes the recurrence. Below, your sentence goes through a small recurrent model trained on the same "
+    "and removes the recurrence. (Convolutional translators, ByteNet and ConvS2S, also worked without recurrence; "
+    "the paper compares them too.) Bahdanau's encoder reads the sentence in both directions and its output layer "
+    "is a maxout network; the recurrent model here reads left to right and predicts with tanh(W_o[s_t; c_t]), to "
+    "keep the picture simple. Below, your sentence goes through a small recurrent model trained on the same "
     "toy data as the app's Transformer, then through the Transformer's own encoder-decoder attention."
 )
 
@@ -73,7 +76,9 @@ DERIVATION = (
     "Why keep the RNN at all? Attention already reaches every source state in one step; the recurrence only "
     "built the h_i and s_j. Replace h_i by the Transformer encoder's output vectors and s_j by the decoder's "
     "vectors, and the lecture's formulas become the Transformer's **encoder-decoder attention**: keys and values "
-    "from the encoder side, the query from the decoder side."
+    "from the encoder side, the query from the decoder side. Below, x_i are the rows of enc.out (W2's X₍₆₎, the "
+    "last encoder layer's output) and x′_j the rows of the decoder's first sublayer output (W2's C = Attn(X′, X′), "
+    "the masked self-attention over the French words so far): the lecture's Attn(X, X′) is W2's Attn(X₍₆₎, C)."
 )
 DERIVATION_LATEX = [
     r"k_{:i} = W_K x_i,\quad v_{:i} = W_V x_i \quad (\text{encoder side}), \qquad q_{:j} = W_Q x'_j \quad "
@@ -88,7 +93,8 @@ SCALE_NOTE = ("The Transformer divides the scores by √d_k before the softmax (
 NO_RECURRENCE = (
     "Every c_:j here is computed from the whole source at once and no c_:j waits for another: with the whole "
     "target known (training), all t columns of C come out of one matrix product. Self-attention, C = Attn(X, X), "
-    "then also replaces the recurrence *inside* the encoder and the decoder."
+    "then also replaces the recurrence *inside* the encoder and the decoder. (Self-attention itself came earlier, "
+    "inside an RNN: Cheng, Dong and Lapata (2016) let an LSTM attend over its own earlier states as it reads.)"
 )
 
 MEASURED = (

@@ -6,7 +6,10 @@ INTRO = (
     "**queries** come from the decoder (the layer below), its **keys and values** from the encoder output "
     "`enc.out`: decoder position *t*, which reads word *t* and must write word *t + 1*, asks which source words "
     "matter for the word it is about to write. The weights form a target × source *alignment* matrix. The "
-    "source's **padding mask** decides which of its keys exist at all."
+    "source's **padding mask** decides which of its keys exist at all. In the lecture's letters (W2): the "
+    "decoder's first sublayer gives C = Attn(X′, X′) (masked self-attention over the French words X′), and this "
+    "sublayer computes Attn(X₍₆₎, C): keys and values from the encoder's last output X₍₆₎ (here `enc.out`), "
+    "queries from C."
 )
 CROSS_LATEX = (r"\begin{gathered}"
                r"\mathrm{Attention}(Q_{\text{dec}},K_{\text{enc}},V_{\text{enc}})=\mathrm{softmax}\!\left("
@@ -17,8 +20,8 @@ CROSS_LATEX = (r"\begin{gathered}"
 
 def cross_caption(n_src: int) -> str:
     return ("Rows: decoder positions, labelled with their input word; row *t* is writing word *t + 1*. Columns: "
-            f"the {n_src} source positions (the encoder's output, ending with <eos>). Every row sums to 1. The last "
-            "layer, averaged over its heads, usually shows the cleanest alignment.")
+            f"the {n_src} source positions (the encoder's output, ending with <eos>). Every row sums to 1. Pick the "
+            "layer and head with the sharpest rows: on some sentences it is not the last layer.")
 
 
 ALIGNMENT = "The alignment row by row (exact numbers)"

@@ -36,7 +36,9 @@ def regularisation(section: str, p_paper: float, p_model: float, biases: bool) -
         f"**Dropout** (the paper's section {section}, P_drop = {p_paper:g} in the base model) is applied to the "
         "output of every sub-layer before the add & norm, and to the sums of embeddings and positional encodings. "
         f"This model (P_drop = {p_model:g}) also drops attention weights after the softmax and the feed-forward "
-        "net's hidden layer, as `torch.nn.Transformer` does. Dropout acts only in training, never while "
+        "net's hidden layer, as `torch.nn.Transformer` does. In training, dropout sets each of those numbers to 0 "
+        "with probability P_drop and multiplies the others by 1 / (1 − P_drop), so that no unit can count on "
+        "another one being there. Dropout acts only in training, never while "
         f"translating, so the numbers on these pages are the same every time. {bias}"
     )
 

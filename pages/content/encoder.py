@@ -16,7 +16,8 @@ RESIDUAL_PRE = r"\text{pre-LN:}\quad x + \mathrm{Sublayer}\big(\mathrm{LayerNorm
 
 def residual(d_model: int) -> str:
     return ("The sublayer's output is **added** to its input, so each sublayer only has to learn a correction, "
-            "and gradients have a direct path down the stack. Adding needs both vectors to have the same size: "
+            "and gradients have a short path down the stack (in post-LN it still passes through each LayerNorm; "
+            "pre-LN, below, leaves it untouched). Adding needs both vectors to have the same size: "
             f"that is why every sublayer maps d_model = {d_model} back to d_model = {d_model}.")
 
 
@@ -47,7 +48,35 @@ def ffn(d_model: int, d_ff: int) -> str:
     return (f"The same two-layer net (d_model = {d_model} → d_ff = {d_ff} → d_model) is applied to every "
             "word on its own: attention mixes information between words, the FFN transforms each word. Why is it "
             "needed? Attention's output for a word is a weighted average of value vectors, so it stays in the span "
-            "of the values; the ReLU net adds the non-linear capacity to compute new features.")
+            "of the values; the ReLU net adds the non-linear capacity to compute new features (measured in the next "
+            "section).")
+
+
+SPAN_LATEX = (r"z_i = \sum_j a_{ij}\, v_j \;\in\; \operatorname{span}\{v_1, \dots, v_T\} \quad "
+              r"\text{whatever the weights } a_{ij}")
+
+
+def span(n_heads: int, d_k: int, d_model: int) -> str:
+    return (
+        "The lecture notes' reason for the FFN: self-attention's outputs are weighted sums of the value vectors, "
+        "so they **stay in the subspace the values span**, whatever the weights. Exactly what stays where, in this "
+        "layer, for a sentence of T words (each step measured below as the share of every word's vector that lies "
+        "outside its span):\n\n"
+        f"1. **Each head's z** is a mix of that head's T values: {n_heads} heads side by side, H·T vectors, each in "
+        f"its own block of d_k = {d_k} columns.\n"
+        "2. **W^O is linear**: the attention output minus its bias b^O stays in the span of those vectors times W^O "
+        f"(H·T vectors in {d_model} dimensions).\n"
+        "3. **The residual adds x**, the word's own input, which is not a value: the sum lies in the span of the T "
+        "inputs, the H·T mapped values and b^O. LayerNorm subtracts each row's mean (a fixed projection), divides "
+        "the row by one number (it keeps its direction) and multiplies by γ: still a span fixed before any "
+        "weight a_ij was chosen (minus β; a pre-LN model has no LayerNorm here).\n"
+        "4. **The FFN**, max(0, xW_1 + b_1)W_2 + b_2: without the ReLU it would be one more linear map, and its "
+        "output (minus b_2) would stay in the span of what W_1, W_2 make of step 3's span. The ReLU, applied to "
+        "each number separately, takes it out.\n\n"
+        f"“Inside” means something only while the spanning vectors cannot fill all {d_model} dimensions: step 3 "
+        f"has T + H·T + 1 of them, fewer than {d_model} for sentences under {-(-(d_model - 1) // (n_heads + 1))} "
+        "tokens (every sentence of the toy set)."
+    )
 
 
 STACK = ("after the embedding and after every sublayer of every layer. LayerNorm keeps "

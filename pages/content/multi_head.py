@@ -7,8 +7,8 @@ INTRO = ("One attention pattern is one way for words to look at each other. Mult
          "dimensions, so different heads can follow different relations at the same time (which word a pronoun "
          "refers to, the verb's tense, the word next door, …). Their outputs are put side by side and mixed by "
          "one more matrix, W_O.")
-FORMULA = (r"\mathrm{MultiHead}(Q, K, V) = \mathrm{Concat}(\mathrm{head}_1, \dots, \mathrm{head}_h)\,W^O, \qquad "
-           r"\mathrm{head}_i = \mathrm{Attention}(QW_i^Q,\ KW_i^K,\ VW_i^V)")
+FORMULAS = (r"\mathrm{MultiHead}(Q, K, V) = \mathrm{Concat}(\mathrm{head}_1, \dots, \mathrm{head}_h)\,W^O",
+            r"\mathrm{head}_i = \mathrm{Attention}(QW_i^Q,\ KW_i^K,\ VW_i^V)")  # two lines: one is too wide
 
 
 def matrices(n_heads: int, d_model: int, d_k: int) -> str:
@@ -36,3 +36,16 @@ SWITCH_OFF = ("Untick a head above (or pick heads in the sidebar) and compare th
 ALL_ON = "All heads are on: before and after are the same model. Untick a head above to see its effect."
 GREEDY_CAPTION = "Probability the model gave each token when it chose it (each model decoding on its own)."
 
+
+ONE_HEAD = ("The lecture notes name the problem multi-head attention solves: with one attention, words have **only "
+            "one way to interact**, one weighted mix per word, while a sentence needs several relations at once "
+            "(which word a pronoun refers to, the tense, the word next door). Test it on this model: switch off "
+            "every head of one layer but one, so that layer gives each word a single pattern, and run the whole "
+            "translation again; then the next head, and the next layer. A ✗ marks a run whose translation "
+            "changed; the colour is the lowest probability the model still gives a word of its unmodified "
+            "translation (fed the words one by one, as in training).")
+ONE_HEAD_CAPTION = ("A layer that keeps the translation with any one head has heads that overlap on this sentence: "
+                    "each one alone carries what the sentence needs there, which a small model of a toy language can "
+                    "afford. Other sentences may show layers that need more than one head (try "
+                    "“thinking machines”). The sidebar's switches play no part here: every run starts from the "
+                    "unmodified model.")

@@ -4,8 +4,9 @@ INTRO = (
     "The Transformer of *Attention Is All You Need* (Vaswani et al., 2017) translates a sentence with an "
     "**encoder** that reads all source words at once and a **decoder** that writes the translation one word at "
     "a time. It is a sequence-to-sequence model, but **not a recurrent network**: it is built only from "
-    "attention and dense (feed-forward) layers. Every number in this app comes from a real, small, trained "
-    "Transformer running on your sentence."
+    "attention and dense (feed-forward) layers. Unless a section says otherwise (the textbook's examples, the "
+    "paper's tables, random-vector experiments, the recurrent model, shipped measurements), every number in this "
+    "app comes from a real, small, trained Transformer running on your sentence."
 )
 EMPTY = "Type a sentence in the sidebar (for example *i am a student*) to follow it through the model."
 STACK_CAPTION = ("Read bottom to top, as in the paper's Figure 1. Numbers in brackets are the pages on the right; "

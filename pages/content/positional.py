@@ -64,8 +64,8 @@ OTHER_CHOICES = (
     "- **Learned position embeddings** (one trained vector per position, as in ConvS2S, Gehring et al. 2017) work "
     "too: the paper tried them and got nearly identical results (its Table 3, row E).\n"
     "- The paper kept the sinusoids because they may let the model **extrapolate** to sentences longer than any "
-    "seen in training, and because of the **relative-position** property of section 4: PE(pos+k) is a fixed "
-    "linear function of PE(pos).\n"
+    "seen in training, and because of the **relative-position** property (both reasons are in section 3.5): "
+    "PE(pos+k) is a fixed linear function of PE(pos).\n"
     "- Later models also encode relative positions directly inside attention; the idea stays: attention "
     "alone is blind to order, so order must be put into the vectors."
 )

@@ -1,9 +1,11 @@
 """Prose of the self-attention page (pages/self_attention.py)."""
 
-INTRO = ("Self-attention lets every word build its new vector from all the words of the sentence: it scores "
-         "every word against itself, turns the scores into weights with a softmax, and takes the weighted "
-         "average of their values. Below, one word of your sentence goes through one head of the trained "
-         "model; every number is read from the model's own forward pass.")
+from model.coref import LINK
+
+INTRO = ("Self-attention lets every word build its new vector from all the words of the sentence: each word "
+         "scores every word of the sentence, itself included, turns the scores into weights with a softmax, and "
+         "takes the weighted average of their values. Below, one word of your sentence goes through one head of "
+         "the trained model; every number is read from the model's own forward pass.")
 QKV_TITLE = "Query, key, value: the words come from information retrieval"
 QKV = ("Think of a film catalogue. Each film is described by attributes (genre, actors, length, "
        "year): those are its **key**. The film itself is its **value**. You search with a **query**; the "
@@ -23,6 +25,11 @@ TEXTBOOK = ("**Textbook example** (the Illustrated Transformer's “Thinking Mac
             "through the same attention function as the model, but not weights of any trained model. (The layer, "
             "head and word pickers belong to the trained model and are hidden here.)")
 
+def below_trained(layer: int, head: int) -> str:
+    return (f"From here on the page is back on the trained model and your sentence (encoder layer {layer}, head "
+            f"{head}): the textbook example has only the two vectors above.")
+
+
 MATRIX_LATEX_QKV = r"Q = XW^Q + b^Q, \qquad K = XW^K + b^K, \qquad V = XW^V + b^V"
 MATRIX_FORM = ("Stacking every word's q, k and v as rows of Q, K and V, all the dot products are one matrix "
                "product and the whole layer is one line:")
@@ -36,6 +43,15 @@ def shapes_latex(T: int, d_k: int) -> str:
 
 
 UNSCALED = "Scaling is switched off: “scaled” below equals the raw scores."
+
+COLUMN_FORM = ("**The same layer in the lecture's column form** (Shusen Wang's notes write vectors as columns: "
+               "q_:j = W_Q x_j, k_:i = W_K x_i, v_:i = W_V x_i, the transpose of the rows above). Each word j gets "
+               "its own column of weights and its own context vector, computed from K, V and its query alone; with "
+               "X′ = X this is the formula of encoder-decoder attention (page *Before the Transformer*) used for "
+               "self-attention. This model also divides by √d_k, which the lecture's form leaves out.")
+COLUMN_LATEX = (r"\alpha_{:j} = \operatorname{softmax}\!\big(K^\top q_{:j} / \sqrt{d_k}\big), \qquad "
+                r"c_{:j} = V \alpha_{:j}, \qquad C = [\,c_{:1}, \dots, c_{:T}\,] = \operatorname{Attn}(X, X) "
+                r"= Z^\top")
 
 WHY_SCALE = ("If the entries of q and k are independent with mean 0 and variance 1, q·k is a sum of d_k "
              "products of variance 1, so **Var(q·k) = d_k**: the longer the vectors, the larger the scores. Dividing "
@@ -65,11 +81,21 @@ NO_IT = "This model's vocabulary splits the sentence differently: no “it” to
 
 def focus(layer: int, head: int, referent: str, other: str, adjective: str, weight: float, other_weight: float) -> str:
     """Why the layer and head pickers opened where they did, on the coreference sentence (this page and the
-    multi-head page)."""
-    return (f"On this sentence the page opens on **layer {layer}, head {head}**, chosen from the weights: of the "
-            f"heads where “it” gives “{referent}” more than “{other}”, this one gives it the most, {weight:.2f} "
-            f"(against {other_weight:.2f}). “{adjective}” makes “it” the {referent}, the noun that decides il or "
-            "elle. Heads with nothing useful to read for “it” park its weight on <eos>: pick others to compare.")
+    multi-head page). "Links" only at LINK (0.5) or more and twice the other noun's weight (model/coref.py)."""
+    opened = f"On this sentence the page opens on **layer {layer}, head {head}**, chosen from the weights"
+    if weight >= LINK and weight >= 2 * other_weight:
+        return (f"{opened}: it links “it” to “{referent}” ({weight:.2f}, against {other_weight:.2f} for “{other}”). "
+                f"“{adjective}” makes “it” the {referent}, the noun that decides il or elle.")
+    return (f"{opened}: of the heads, it gives “{referent}” the most, {weight:.2f}, against {other_weight:.2f} for "
+            f"“{other}”: **no real preference**. No encoder head of this model picks out the noun “{adjective}” "
+            "points to; the pronoun is decided later, where the decoder reads the adjective (section *Where il or "
+            "elle is decided* below).")
+
+
+DECISION = ("**Where il or elle is decided.** The decoder writes the pronoun at the position whose input is "
+            "*qu'*. Its encoder-decoder attention row reads the source; the experiment below switches each decoder "
+            "layer's encoder-decoder attention off (all its heads) and runs the model again. A weight shows where "
+            "a row reads; only the experiment shows what the pronoun depends on.")
 
 
 COREF_CAPTION = ("The translations (il / elle) show whether the model resolved *it*. A head with nothing useful to "

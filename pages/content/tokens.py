@@ -21,8 +21,11 @@ IDS_CAPTION = ("Ids 0-3 are the special tokens <pad>, <bos>, <eos>, <unk>; the o
 ONE_HOT = "A one-hot vector has as many entries as the vocabulary: 1 at the token's id, 0 everywhere else."
 LOOKUP_CAPTION = ("That is why frameworks implement the embedding as a table lookup: the matrix product with a "
                   "one-hot row would multiply thousands of zeros.")
-SCALE = ("The paper multiplies the embedding weights by √d_model. The positional encoding added next has "
-         "values between −1 and 1; the scale keeps the word's own information from being drowned by it.")
+SCALE = ("The paper multiplies the embedding weights by √d_model and does not say why. One effect, visible here "
+         "and in the guided lesson: a row becomes about as long as a row of the positional encoding added next "
+         "(whose values lie between −1 and 1). The paper also shares this matrix between the two embedding tables "
+         "and the pre-softmax linear layer (section 3.4, weight tying: fewer parameters, and a word's input and "
+         "output vectors are the same); this model keeps three separate matrices.")
 
 
 def window_caption(shown: int, vocab: int) -> str:
@@ -32,5 +35,6 @@ def window_caption(shown: int, vocab: int) -> str:
 
 def decoder(n_tgt: int, bos: str) -> str:
     return (f"The decoder has its own vocabulary ({n_tgt:,} French tokens) and its own embedding table. "
-            f"Its input is the translation **shifted right**: it starts with `{bos}`, so position t sees the words "
-            "before t and predicts word t. Here the decoder input is the model's own translation of your sentence.")
+            f"Its input is the translation **shifted right**: it starts with `{bos}`, so position t reads word t "
+            f"(`{bos}` at 0) and predicts word t + 1. Here the decoder input is the model's own translation of your "
+            "sentence.")

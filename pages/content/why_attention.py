@@ -2,7 +2,7 @@
 of it."""
 
 INTRO = (
-    "Before the Transformer, translation models read a sentence with a **recurrent network** (RNN, LSTM): one "
+    "Before the Transformer, most translation models read a sentence with a **recurrent network** (RNN, LSTM): one "
     "word after the other, each step waiting for the previous one. Attention was first added to RNNs to reach "
     "back to distant words. The paper's question: since attention can reach *any* word directly, do we still "
     "need the recurrence? This page compares the layer types the way the paper does, then shows its results."

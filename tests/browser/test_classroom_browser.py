@@ -1,7 +1,8 @@
 """Classroom mode in Chromium: one teacher tab and two student tabs (three browser contexts, so three
 Streamlit sessions) on one `streamlit run app.py`. The students join with the link; the teacher changes
-the sentence and a switch; both students' screens show it within a few seconds, by their own polling
-(st.fragment(run_every=1)), with nothing clicked on their side.
+the sentence and a switch; both students' screens show it, with nothing clicked on their side and no timer
+on their pages: the class's event stream (ui/classroom/push.py, one EventSource per page) reaches the page's
+class component, which reruns it.
 """
 
 from __future__ import annotations
@@ -27,7 +28,10 @@ def new_tab(browser, app_url: str, name: str) -> AppPage:
     context.add_init_script(RUN_COUNTER_JS)
     page = context.new_page()
     page.full_runs = []  # the start of every full run (not a fragment's) the server sent this tab
+    page.timers = []  # fragment timers the server registered in this tab (auto_rerun messages)
+    page.streams = []  # the class event streams this tab opened
     page.on("websocket", lambda ws: ws.on("framereceived", lambda frame: count_full_run(page, frame)))
+    page.on("request", lambda r: page.streams.append(r.url) if "/api/class/" in r.url else None)
     return AppPage(page, app_url, name)
 
 
@@ -37,6 +41,8 @@ def count_full_run(page, frame) -> None:
         msg.ParseFromString(bytes(frame))
         if msg.WhichOneof("type") == "new_session" and not msg.metadata.run.fragment_ids:
             page.full_runs.append(time.perf_counter())
+        elif msg.WhichOneof("type") == "auto_rerun":
+            page.timers.append(msg.auto_rerun.interval)
 
 
 def sentence_box(tab: AppPage):
@@ -62,6 +68,8 @@ def test_two_students_follow_the_teacher(browser, app_url, app):
             expect(s.sidebar.get_by_text(f"Following class {code}")).to_be_visible(timeout=30_000)
             expect(s.main.get_by_role("heading", name="The Transformer at a glance")).to_be_visible()
             assert f"class={code}" in s.page.url
+        # the teacher's sidebar counts them as they join, with nothing clicked (its stream's `tally`)
+        expect(teacher.sidebar.get_by_text("2 students joined")).to_be_visible(timeout=FOLLOW_SECONDS * 1000)
 
         # the teacher goes to the overview (in the app: the session stays the teacher's), types, switches
         teacher.act(lambda: teacher.sidebar.get_by_role("link", name="Overview", exact=True).click())
@@ -84,16 +92,18 @@ def test_two_students_follow_the_teacher(browser, app_url, app):
             seen.append(time.perf_counter() - t1)
             s.no_exception()
             s.shot("following")
-        # a student whose browser has the whole page is not redrawn by its polls (the mark each full run
-        # ends with, ui/classroom/panels.py, comes back from the browser as it was sent), and never sees it
+        # no timer: the students' pages moved by the class's events alone, over one stream each; a page that
+        # shows the class's state is not redrawn, and its class component shows nothing
         for s in students:
             s.wait_idle()
-            expect(s.page.locator(".st-key-class_mark")).to_be_hidden()
+            assert s.page.timers == [], s.page.timers
+            assert len(s.page.streams) == 1 and f"/api/class/{code}/events" in s.page.streams[0], s.page.streams
+            expect(s.page.get_by_role("status")).to_be_hidden()
         runs = [len(s.page.full_runs) for s in students]
         for s in students:
-            s.page.wait_for_timeout(3_500)  # three polls or more
+            s.page.wait_for_timeout(3_000)
         assert [len(s.page.full_runs) for s in students] == runs
-        assert all(r >= 2 for r in runs), runs
+        assert all(r >= 3 for r in runs), runs
         print(f"students showed the teacher's change after {', '.join(f'{x:.1f}' for x in seen)} s")
         teacher.no_exception()
     finally:

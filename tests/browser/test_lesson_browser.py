@@ -1,4 +1,5 @@
-"""The guided lesson in Chromium, on a fresh `streamlit run app.py`: every step's shared link opens that step.
+"""The guided lesson in Chromium, on a fresh `streamlit run app.py`: every step's shared link opens that step; a
+walk through every step on each preset; and its In-depth links keep the lesson's sentence (and layer, head, word).
 
 One server (the session's `app_url`), one browser tab reused for every link: a teacher's
 ``/lesson?lesson=thinking+machines&step=N`` must show step N's title, the sidebar, and no exception box.
@@ -6,12 +7,17 @@ One server (the session's `app_url`), one browser tab reused for every link: a t
 
 from __future__ import annotations
 
+import random
 import re
+from functools import cache
 
 import pytest
 from playwright.sync_api import expect
 
+from model import checkpoint, pipeline
 from model import lesson as L
+from model.data import load_dataset
+from ui.page_list import by_name
 
 pytestmark = pytest.mark.browser
 
@@ -20,6 +26,10 @@ SENTENCE = "thinking machines"
 
 def link(base_url: str, step: object, sentence: str = SENTENCE) -> str:
     return f"{base_url}/lesson?lesson={sentence.replace(' ', '+')}&step={step}"
+
+
+def sentence_box(app):
+    return app.sidebar.get_by_role("textbox", name="Your sentence", exact=True)
 
 
 def heading(app):
@@ -53,4 +63,62 @@ def test_next_by_keyboard_and_a_bad_step(app):
     app.wait_idle()
     expect(heading(app)).to_contain_text(f"1. {L.STEPS[0].title}")
     expect(app.main.get_by_text("is not a step number")).to_be_visible()
+    app.no_exception()
+
+
+def toy_sentences(n: int = 2, seed: int = 0) -> list[str]:
+    """Random held-out sentences of the toy set (seeded: the same ones every run)."""
+    held = [p.src for p in load_dataset()["heldout"]]
+    return random.Random(seed).sample(held, n)
+
+
+@cache
+def focus_of(sentence: str):
+    b = checkpoint.load(checkpoint.SHIPPED)
+    a = pipeline.analyse(b, pipeline.prepare(b, sentence))
+    return a, L.focus(a)
+
+
+DEPTH_STEPS = ("qkv", "heads", "cross", "output")  # In depth → self-attention, multi-head, cross-attention, output
+
+
+@pytest.mark.parametrize("sentence", [*L.SENTENCES, *toy_sentences()])
+def test_walk_the_lesson_and_in_depth_keeps_the_sentence(app, sentence):
+    """Next through every step (the presets), then each In-depth link of DEPTH_STEPS opens its page on the lesson's
+    sentence (the sidebar shows it) and, for self-attention, on the lesson's layer, head and word; the navigation
+    brings the lesson back on the same step."""
+    page = app.page
+    page.goto(link(app.base_url, 1, sentence), wait_until="domcontentloaded")
+    app.wait_idle()
+    expect(sentence_box(app)).to_have_value(sentence, timeout=20_000)  # one sentence: the lesson's is the sidebar's
+    if sentence in L.SENTENCES:
+        for k in range(1, L.N_STEPS):
+            expect(heading(app)).to_contain_text(f"{k}. {L.STEPS[k - 1].title}")
+            app.act(lambda: app.main.get_by_role("button", name="Next").first.click())
+            app.no_exception()
+        expect(heading(app)).to_contain_text(f"{L.N_STEPS}. {L.STEPS[-1].title}")
+    a, f = focus_of(sentence)
+    for key in DEPTH_STEPS:
+        k = L.step_index(key)
+        page.goto(link(app.base_url, k, sentence), wait_until="domcontentloaded")
+        app.wait_idle()
+        target = by_name(L.STEPS[k - 1].page)
+        depth = app.main.get_by_role("link", name=re.compile(f"In depth: {re.escape(target.title)}"))
+        app.act(depth.click)
+        expect(page).to_have_url(re.compile(rf"/{target.url_path}(\?|$)"))
+        app.no_exception()
+        expect(sentence_box(app)).to_have_value(sentence, timeout=20_000)
+        if key == "qkv":
+            expect(app.main.get_by_text(f"Query word {a.src_labels[f.word]}, encoder layer {f.layer}, head {f.head}.")
+                   ).to_be_visible()
+        app.shot(f"in-depth-{key}")
+        app.act(lambda: app.sidebar.get_by_role("link", name="Guided lesson").click())  # back, same session
+        expect(heading(app)).to_contain_text(f"{k}. {L.STEPS[k - 1].title}")
+
+
+def test_root_link_opens_the_lesson(app):
+    app.page.goto(f"{app.base_url}/?lesson=i+am+a+student&step=6", wait_until="domcontentloaded")
+    app.wait_idle()
+    expect(heading(app)).to_contain_text(f"6. {L.STEPS[5].title}")
+    expect(sentence_box(app)).to_have_value("i am a student", timeout=20_000)
     app.no_exception()

@@ -5,19 +5,21 @@ ui/classroom/panels.py draws them and holds `run(page, body)`, which app.py wrap
 
 1. a link with ``?class=CODE`` joins this session to the class (a join link, or a student whom a
    failover moved to another process: the URL keeps the code, so they rejoin by themselves);
-2. a student's run polls the class (`store.snapshot`); when following and the teacher's state has a
+2. a student's run reads the class (`store.snapshot`); when following and the teacher's state has a
    new version, it writes that state into this session's keys (ui/state.py's, ui/lesson.py's) before
    any widget is drawn, and switches to the teacher's page;
-3. the sidebar shows a badge (following / exploring, the code) from a fragment that polls every
-   second (`st.fragment(run_every=1)`) and reruns the app when anything changed; a student sees the
-   teacher's open question above the page;
+3. the sidebar shows a badge (following / exploring, the code); a student sees the teacher's open question
+   above the page;
 4. a teacher's run publishes the shared keys when they changed (`store.set_state`, compared with the
-   last published dict), before and after the page draws, and postpones the idle expiry (`store.touch`).
+   last published dict), before and after the page draws, and postpones the idle expiry (`store.touch`);
+5. the run ends by reading the class's counters once more (a change made while it ran is drawn by a rerun
+   at once) and drawing the page's end (ui/classroom/push.py `sync`): the counter this page shows, which the
+   browser compares with the class's events and reruns the page until they match. No timer polls.
 
 A student who changes a shared key or goes to another page leaves follow mode by that very act (their
 own sentence stays theirs); "Follow the teacher" re-applies the teacher's state. A change back to the
-teacher's previous values is no such act: a browser's fragment timer sends every widget's value, and one
-sent just before the teacher's change reached it writes the old values back (`stale`); those are re-applied.
+teacher's previous values is no such act: a request sent just before the teacher's change reached the browser
+carries every widget's old value, and the run it starts writes them back (`stale`); those are re-applied.
 
 Session-state keys:
 
@@ -31,19 +33,16 @@ _class_secret         the teacher's secret: in the teacher's session only, never
 _class_student        this student's id in the class (answers are counted once per id): derived from the
                       browser (`student_id_for`), so it is the same on every app process, else random
 _class_applied        the teacher's state last applied to this student's session: (version, state,
-                      the state applied before it)
-_class_seen           what the last completed full run showed: (version, question id, revealed); a
-                      poll that sees anything else reruns the app (also after a run cut short)
+                      the RECENT states applied before it, newest first)
+_class_shows          what this run shows: (the counter a page of this member watches, its value)
+_class_reruns         reruns in a row made because the class moved while a run ran (at most MAX_RERUNS)
+_class_events         the event stream this session's page listens to (its url), while it has one
 _class_snap           the last snapshot (the question panel reads it)
 _class_published      the state this teacher last published
 _class_page           the teacher's last page of the walkthrough (the class page is not shared)
 _class_asked          the teacher's last question (model.questions.Question) and its id
 _class_touched        when this teacher last called touch (monotonic seconds)
 _class_notice         a message for this session, shown once
-class_mark            a student's hidden widget, the last element of each full run: its value (a counter)
-                      comes back with every request of a browser that got the whole run (panels.py)
-_class_mark_want      the mark the last full run drew (None: that run stopped early and drew none)
-_class_mark_by        the thread (script runner) of that run
 ====================  ================================================================================
 
 Security: every teacher operation goes through the store with `_class_secret`, which the store checks;
@@ -75,24 +74,25 @@ from classroom import (
     new_student_id,
     normalize_code,
 )
+from classroom.rules import SHAREABLE_MODELS
 from ui import lesson
 from ui.page_list import PAGES
 from ui.session_info import current_identity
-from ui.state import TOGGLES, init_state
+from ui.state import TOGGLES, init_state, read_link
 
 CODE, ROLE, FOLLOWING = "class_code", "class_role", "class_following"
-SECRET, STUDENT, APPLIED, SEEN, SNAP = "_class_secret", "_class_student", "_class_applied", "_class_seen", "_class_snap"
-PENDING = "_class_pending"  # what this full run's poll saw: SEEN once the run has completed
+SECRET, STUDENT, APPLIED, SNAP = "_class_secret", "_class_student", "_class_applied", "_class_snap"
+SHOWS, RERUNS, EVENTS = "_class_shows", "_class_reruns", "_class_events"
 PUBLISHED, TEACHER_PAGE, ASKED, TOUCHED, NOTICE = ("_class_published", "_class_page", "_class_asked",
                                                    "_class_touched", "_class_notice")
 LINK_TOKEN = "_class_link_token"  # the join link's token (classroom.rules.link_token): teacher and student
-KEYS = (CODE, ROLE, FOLLOWING, SECRET, STUDENT, APPLIED, SEEN, PENDING, SNAP, PUBLISHED, TEACHER_PAGE, ASKED, TOUCHED,
+KEYS = (CODE, ROLE, FOLLOWING, SECRET, STUDENT, APPLIED, SHOWS, RERUNS, SNAP, PUBLISHED, TEACHER_PAGE, ASKED, TOUCHED,
         LINK_TOKEN)
 CLASS_PAGE = "classroom"  # the class's own page: its url path
 NOT_SHARED = (CLASS_PAGE, "home")  # pages a teacher visits without taking the class along
-POLL_SECONDS = 1.0  # a student's poll
-TEACHER_POLL_SECONDS = 5.0  # the teacher's sidebar: student count
-TOUCH_SECONDS = 60.0  # at most one touch a minute
+TOUCH_SECONDS = 60.0  # at most one touch a minute (the teacher's page also touches the class each minute)
+RECENT = 8  # the teacher's states before the current one that a late request may still carry (`stale`)
+MAX_RERUNS = 2  # a run that ends on a class that moved meanwhile reruns at once, at most this many times in a row
 PARAM, FOLLOW_PARAM, TOKEN_PARAM = "class", "follow", "k"  # URL: ?class=CODE&k=TOKEN (&follow=0 while exploring)
 PAGE_FILES = {p.url_path: p.file for p in PAGES}
 STATE_KEYS = tuple(k for k in STATE_FIELDS if k != "own_model")  # what a student's session holds (not news)
@@ -145,14 +145,12 @@ def shared_state(page: str | None) -> dict:
     """This session's values of the keys a class shares (ui/state.py's, the lesson's, the page)."""
     init_state()
     s = ss()
-    state = {"sentence": s["sentence"], "model": s["model"] if s["model"] in ("base", "no_mask") else "base",
+    state = {"sentence": s["sentence"], "model": s["model"] if s["model"] in SHAREABLE_MODELS else "base",
              "heads_off": sorted(s["heads_off"]), **{k: bool(s[k]) for k in TOGGLES}}
     if page:
         state["page"] = page
     if isinstance(s.get(lesson.STEP), int):
         state["step"] = s[lesson.STEP]
-    if isinstance(s.get(lesson.SENTENCE), str):
-        state["lesson_sentence"] = s[lesson.SENTENCE]
     return state
 
 
@@ -201,16 +199,15 @@ def publishable(state: dict) -> tuple[dict, list[str]]:
 def apply(state: dict) -> None:
     """Write the teacher's state into this session (before any widget of the run is drawn)."""
     s = ss()
+    if "sentence" in state and state["sentence"] != s.get("sentence"):
+        s.pop(lesson.CHOICE, None)  # the lesson's widgets follow the new sentence (ui/lesson.init_lesson)
+        s.pop(lesson.OWN_TEXT, None)
     for key in ("sentence", "model", "heads_off", *TOGGLES):
         if key in state:
             s[key] = list(state[key]) if key == "heads_off" else state[key]
     if "step" in state:
         s[lesson.STEP] = state["step"]
         s[lesson.NOTICE] = None
-    if "lesson_sentence" in state and state["lesson_sentence"] != s.get(lesson.SENTENCE):
-        s[lesson.SENTENCE] = state["lesson_sentence"]
-        s.pop(lesson.CHOICE, None)  # the lesson's widgets follow the new sentence (ui/lesson.init_lesson)
-        s.pop(lesson.OWN_TEXT, None)
     s[lesson.READY] = True  # the lesson's link (if any) must not override the teacher's step
 
 
@@ -222,12 +219,15 @@ def changed_keys(page: str, applied: dict) -> list[str]:
             if k in STATE_KEYS and mine.get(k) != v and (k != "page" or page not in NOT_SHARED)]
 
 
-def stale(page: str, keys: list[str], previous: dict | None) -> bool:
-    """Every changed key holds the teacher's value before the last one: not the student's doing, but a
-    browser's request sent before that change reached it (a fragment timer carries all the widgets'
-    values; the run after it writes them back)."""
+def stale(page: str, keys: list[str], recent: tuple[dict, ...] | None) -> bool:
+    """Every changed key holds a value of one of the teacher's recent states, or the one the browser's address
+    still says: not the student's doing, but a request sent before the later states reached the browser (a
+    click as a redraw ends, during a burst of the teacher's changes; a reconnected page, whose new session
+    starts from its address): it carries all the widgets' values, and the run after it writes them back."""
     mine = shared_state(page)
-    return previous is not None and all(k != "page" and k in previous and mine.get(k) == previous[k] for k in keys)
+    link = read_link(st.query_params.to_dict())[0]
+    olds = (*(recent or ()), link)
+    return all(k != "page" and any(k in old and mine.get(k) == old[k] for old in olds) for k in keys)
 
 
 # -- joining --------------------------------------------------------------------------------------------
@@ -302,13 +302,9 @@ def join_from_link() -> None:
 
 
 # -- the student's side ---------------------------------------------------------------------------------
-def poll(full: bool = True) -> ClassSnapshot | None:
-    """The class as this student sees it now (None: the class is gone; the session leaves it). Not `full`
-    (a poll each second): the last snapshot, when the class's stamp says nothing a student sees has moved."""
-    last = ss().get(SNAP)
+def poll() -> ClassSnapshot | None:
+    """The class as this student sees it now (None: the class is gone; the session leaves it)."""
     try:
-        if not full and last is not None and store().stamp(code()) == last.stamp:
-            return last
         snap = store().snapshot(code(), student_id=ss()[STUDENT])
     except ClassStoreError as e:  # the store cannot be reached: keep the last snapshot
         notify(f"The class cannot be reached just now ({e}).")
@@ -320,8 +316,10 @@ def poll(full: bool = True) -> ClassSnapshot | None:
     return snap
 
 
-def seen_key(snap: ClassSnapshot) -> tuple:
-    return (snap.version if following() else None, snap.question.id if snap.question else 0, snap.revealed)
+def shows(snap: ClassSnapshot) -> tuple[str, int]:
+    """The counter this student's page watches, and its value in `snap`: a follower shows everything the class
+    shares (`seq`), an explorer only its questions (`q`)."""
+    return ("seq", snap.seq) if following() else ("q", snap.q)
 
 
 def follow_on_run(page: str) -> None:
@@ -332,7 +330,7 @@ def follow_on_run(page: str) -> None:
         return
     s = ss()
     if following():
-        applied = s.get(APPLIED)  # (version, state, the state before it)
+        applied = s.get(APPLIED)  # (version, state, the RECENT states applied before it, newest first)
         changed = changed_keys(page, applied[1]) if applied is not None else []
         if changed and stale(page, changed, applied[2]):
             apply(applied[1])  # a late request wrote old values back: the teacher's again
@@ -342,11 +340,12 @@ def follow_on_run(page: str) -> None:
                    "“Follow the teacher” takes you back to the class.")
         if following() and (applied is None or applied[0] != snap.version):
             apply(snap.state)
-            s[APPLIED] = (snap.version, dict(snap.state), applied[1] if applied is not None else None)
+            s[APPLIED] = (snap.version, dict(snap.state),
+                          (applied[1], *applied[2])[:RECENT] if applied is not None else ())
             target = snap.state.get("page")
             if target in PAGE_FILES and target != page:
                 st.switch_page(PAGE_FILES[target], query_params=class_query(snap.code))
-    s[PENDING] = seen_key(snap)  # becomes SEEN when this run completes (panels.run)
+    s[SHOWS] = shows(snap)
 
 
 def set_following(on: bool) -> None:

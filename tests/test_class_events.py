@@ -1,0 +1,126 @@
+"""classroom/hub.py (a process's class events, handed to the connections listening there) on both back-ends,
+and through a Redis restart: every listener ends on the class's latest counters without anyone asking."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+
+import pytest
+
+from classroom import Counters, MemoryClassStore, RedisClassStore
+from classroom.hub import EventHub
+from serving.processes import stop
+from tests.services import redis_server
+
+STATE = {"page": "overview", "sentence": "thinking machines", "model": "base"}
+
+
+async def until(check, seconds: float = 10.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while not check() and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+    return check()
+
+
+async def _follow_changes(store, other) -> None:
+    hub = EventHub(other)
+    hub.start()
+    try:
+        await asyncio.sleep(0.3)  # (Redis: the subscription is confirmed)
+        code, secret = store.create(STATE)
+        assert await hub.listen("ZZZZZZ", "student-1") is None  # no such class
+        a, b = await hub.listen(code, "student-1"), await hub.listen(code, "student-2")
+        a2 = await hub.listen(code, "student-1")  # a second tab of the same student
+        t = await hub.listen(code, "teacher")
+        assert a.latest == Counters(1, 0, 0) and a.up
+        assert hub.connected(code) == {"student-1": 2, "student-2": 1, "teacher": 1}
+        # every app process can tell who has a page of the class open (the teacher is no student)
+        assert await until(lambda: store.connected(code) == {"student-1", "student-2"})
+        for i in range(10):  # a burst: each listener wakes, and ends on the last counters
+            store.set_state(code, secret, {**STATE, "sentence": f"i am a student {i}"})
+        assert await until(lambda: all(x.latest == Counters(11, 0, 0) for x in (a, b, a2)))
+        assert a.changed.is_set()
+        a.changed.clear()
+        hub.unlisten(a2)
+        hub.unlisten(t)
+        assert hub.connected(code) == {"student-1": 1, "student-2": 1}
+        hub.unlisten(b)  # a student's last page closed: gone from the record at once
+        assert await until(lambda: store.connected(code) == {"student-1"})
+        b = await hub.listen(code, "student-2")
+        store.join(code, "203.0.113.9", "student-0003")  # the teacher's counts move: so does the tally
+        assert await until(lambda: a.latest == Counters(11, 0, 1) and a.changed.is_set())
+        hub.unlisten(a)
+        hub.unlisten(b)
+        assert hub.connected(code) == {} and hub.listeners() == 0
+        assert await until(lambda: store.connected(code) == set())
+        assert store.connected("ZZZZZZ") == set()
+    finally:
+        hub.stop()
+
+
+@pytest.mark.parametrize("kind", ["memory", "redis"])
+def test_the_hub_hands_every_change_to_the_connections_of_its_class(kind):
+    if kind == "memory":
+        store = MemoryClassStore()
+        asyncio.run(_follow_changes(store, store))
+        return
+    with redis_server() as url:
+        prefix = f"test:{uuid.uuid4().hex[:8]}"
+        store, other = RedisClassStore(url, prefix=prefix), RedisClassStore(url, prefix=prefix)  # two processes
+        try:
+            asyncio.run(_follow_changes(store, other))
+        finally:
+            store.close()
+            other.close()
+
+
+def test_a_redis_restart_is_told_and_the_listeners_catch_up():
+    """Redis stops (its listeners hear up=False: their page says "reconnecting"), a change is made while this
+    process's subscription is still away, Redis is back: every listener is up again, on the latest counters."""
+
+    async def run(server, store, other) -> None:
+        hub = EventHub(other)
+        hub.start()
+        try:
+            await asyncio.sleep(0.3)
+            code, secret = store.create(STATE)
+            listener = await hub.listen(code, "student-1")
+            stop(server.child)
+            assert await until(lambda: not hub.up and not listener.up, 15)
+            server.start()
+            store.set_state(code, secret, {**STATE, "sentence": "i am a student"})  # (maybe before we resubscribe)
+            assert await until(lambda: hub.up and listener.up and listener.latest.seq == 2, 20), listener.latest
+            store.set_state(code, secret, {**STATE, "sentence": "he is tired"})  # and events flow again
+            assert await until(lambda: listener.latest.seq == 3, 10)
+        finally:
+            hub.stop()
+
+    with redis_server(server=True) as server:
+        prefix = f"test:{uuid.uuid4().hex[:8]}"
+        store, other = RedisClassStore(server.url, prefix=prefix), RedisClassStore(server.url, prefix=prefix)
+        try:
+            asyncio.run(run(server, store, other))
+        finally:
+            store.close()
+            other.close()
+
+
+def test_chaos_leaves_no_student_on_a_stale_state():
+    """The short version of `python -m bench.classroom_load chaos`: 6 students on 2 app processes behind HAProxy
+    (Redis, every part supervised as `python -m serving.replicas` runs them), teacher bursts of 5 changes while
+    students click as their redraws end, every event stream and a third of the websockets cut, Redis killed,
+    HAProxy killed, an app process killed: after each, every student's page shows the teacher's latest sentence
+    by itself (their class component asked for the runs), none is left on a stale state."""
+    from bench.classroom_load import chaos
+    from serving.replicas import Cluster
+    from tests.services import require_tool
+
+    for tool in ("redis-server", "haproxy"):
+        require_tool(tool)
+    lines: list[str] = []
+    with Cluster(replicas=2, timeout=90, workers=0, supervise=True) as cluster:
+        result = asyncio.run(asyncio.wait_for(chaos(cluster, 6, timeout=40, burst=5, log=lines.append), 400))
+    assert result["stale"] == 0, "\n".join(lines)
+    assert len(result["phases"]) == 7 and result["clicks_at_run_ends"] > 0, result

@@ -1,0 +1,204 @@
+"""A class's changes pushed to its pages: an event stream per page, and the hidden element that reruns it.
+
+The path of a change (ui/classroom/session.py explains the rest of the class):
+
+1. The store bumps the class's counters in the same atomic step as the change and announces them
+   (classroom/store.py `Counters`, `watch`; with Redis a PUBLISH inside the change's Lua script).
+2. This process's hub (classroom/hub.py) hands them to every page of that class connected here, on the web
+   server's event loop: `GET /api/class/CODE/events?t=TOKEN` is a server-sent event stream (a custom route of
+   the app's `st.App`, app.py), one per open page; it sends the counters as they are when it opens, then
+   every change, a comment every 15 s, and `"up": false` while the store's events are interrupted.
+3. `sync(watch, drawn)` is the last element of a class member's run: a Custom Component (no iframe: it runs
+   in the page) that keeps the page's one EventSource. It compares the counter its page watches with the one
+   its last complete run drew (`drawn`: the component is drawn last, so its data arriving means the whole run
+   arrived) and, when they differ, sets a trigger value, which reruns the app as a click does. Until the two
+   match it asks again (2.5 s, 5 s, then every 10 s, at most 5 times per value): a run whose end Streamlit
+   dropped, a websocket that was down, a trigger lost on the way, are all repaired by the next ask.
+
+No timer runs on a page: an idle class costs the server one open connection per page.
+
+The token names the class and the member (`token`, an HMAC with the server's cookie secret, which every app
+process shares): a stream tells nothing but a few counters, and only to a member of the class. The hub's
+`connected(code)` is the class's presence: which students have a page open now.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import hmac
+import json
+import logging
+from contextlib import asynccontextmanager
+
+import streamlit as st
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, StreamingResponse
+from starlette.routing import Route
+
+from classroom import get_store, normalize_code
+from classroom.hub import EventHub
+
+_log = logging.getLogger("glass.classroom")
+EVENTS_PATH = "/api/class/{code}/events"
+HEARTBEAT_SECONDS = 15.0
+MAX_CONNECTIONS = 2000  # per process: beyond it a stream is refused (its page asks again later)
+
+_hub: EventHub | None = None
+
+
+def hub() -> EventHub | None:
+    """This process's hub, when the app runs as its `st.App` (None: AppTest, or a script run on its own)."""
+    return _hub
+
+
+@asynccontextmanager
+async def lifespan(_app):
+    """The app's lifespan (app.py's `st.App`): the hub lives as long as the web server."""
+    global _hub
+    _hub = EventHub(get_store())
+    _hub.start(asyncio.get_running_loop())
+    try:
+        yield
+    finally:
+        _hub.stop()
+        _hub = None
+
+
+# -- who may listen -----------------------------------------------------------------------------------------
+def _key() -> bytes:
+    return hashlib.sha256(b"glass-class-events|" + str(st.get_option("server.cookieSecret")).encode()).digest()
+
+
+def token(code: str, member: str) -> str:
+    """The token of `member` (a student id, or "teacher") in class `code`: "member.mac"."""
+    mac = hmac.new(_key(), f"{code}|{member}".encode(), "sha256").hexdigest()[:32]
+    return f"{member}.{mac}"
+
+
+def member_of(code: str, tok: str) -> str | None:
+    """The member a token names, if it is a token of class `code`."""
+    member, _, mac = str(tok).rpartition(".")
+    if not member or len(tok) > 200:
+        return None
+    return member if hmac.compare_digest(token(code, member), tok) else None
+
+
+def events_url(code: str, member: str) -> str:
+    return EVENTS_PATH.format(code=code) + "?t=" + token(code, member)
+
+
+# -- the stream ---------------------------------------------------------------------------------------------
+def _message(listener) -> str:
+    data = listener.latest.as_dict() if listener.latest is not None else {}
+    return f"data: {json.dumps({**data, 'up': listener.up})}\n\n"
+
+
+async def events(request: Request):
+    h, code = _hub, normalize_code(request.path_params.get("code"))
+    if h is None or not h.running:
+        return PlainTextResponse("class events are not served by this process", status_code=503)
+    member = member_of(code, request.query_params.get("t", "")) if code else None
+    if member is None:
+        return PlainTextResponse("not a member of this class", status_code=403)
+    if h.listeners() >= MAX_CONNECTIONS:
+        return PlainTextResponse("too many connections", status_code=503, headers={"Retry-After": "5"})
+    listener = await h.listen(code, member)
+    if listener is None:
+        return PlainTextResponse("no such class", status_code=404)
+
+    async def stream():
+        try:
+            yield "retry: 1000\n\n" + _message(listener)
+            while True:
+                listener.changed.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(listener.changed.wait(), HEARTBEAT_SECONDS)
+                yield _message(listener) if listener.changed.is_set() else ": ping\n\n"
+        finally:
+            h.unlisten(listener)
+
+    return StreamingResponse(stream(), media_type="text/event-stream",
+                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+
+def routes() -> list[Route]:
+    return [Route(EVENTS_PATH, events, methods=["GET"])]
+
+
+# -- the page's end ---------------------------------------------------------------------------------------------
+_JS = """
+// One per page (the module is imported once per page load and survives reruns).
+const S = {url: null, es: null, latest: null, up: true, watch: null, drawn: null, set: null, asked: 0, tries: 0,
+           timer: null, root: null, mount: 0};
+const WAIT = [0, 2500, 5000, 10000, 10000];  // before each ask for one value; then wait for the next event
+
+function show() {
+  if (S.root) S.root.textContent = S.up ? "" : "The class service is unreachable: reconnecting…";
+}
+
+function check() {
+  clearTimeout(S.timer);
+  if (!S.set || !S.latest || S.drawn === null || !S.url) return;
+  const want = S.latest[S.watch];
+  if (want === undefined || want <= S.drawn) { S.tries = 0; S.asked = 0; return; }
+  if (S.tries >= WAIT.length) return;                       // the next event starts again
+  const due = S.asked + WAIT[S.tries] - Date.now();
+  if (due > 0) { S.timer = setTimeout(check, due); return; }
+  S.asked = Date.now();
+  S.tries += 1;
+  S.set("sync", want + "." + S.tries);
+  S.timer = setTimeout(check, S.tries < WAIT.length ? WAIT[S.tries] : 0);
+}
+
+function open(url) {
+  if (S.es) S.es.close();
+  S.es = null; S.url = url; S.latest = null;
+  if (!url) return;
+  const es = new EventSource(url);
+  S.es = es;
+  es.onmessage = (m) => {
+    const c = JSON.parse(m.data);
+    S.up = c.up !== false;
+    if (c.seq !== undefined) {
+      if (!S.latest || c.seq !== S.latest.seq || c.q !== S.latest.q || c.tally !== S.latest.tally) S.tries = 0;
+      S.latest = c;
+    }
+    show();
+    check();
+  };
+  es.onerror = () => {
+    S.up = false; show();
+    if (es.readyState === EventSource.CLOSED)  // refused (a process gone, a full server): open it again
+      setTimeout(() => { if (S.es === es) open(url); }, 2000 + Math.random() * 2000);
+  };
+}
+
+export default function (component) {
+  const {data, setTriggerValue, parentElement} = component;
+  const mount = ++S.mount;
+  S.root = parentElement.querySelector(".glass-sync") || parentElement;
+  S.set = setTriggerValue;
+  S.watch = data.watch;
+  if (data.drawn !== S.drawn) { S.tries = 0; S.asked = 0; }  // a complete run arrived
+  S.drawn = data.drawn;
+  if (data.url !== S.url) open(data.url);
+  show();
+  check();
+  // Unmounted (a run that stopped early draws no end): the stream stays open, so the page still hears the
+  // class; a run of a page that left its class draws this with no url, which closes it.
+  return () => { if (S.mount === mount) S.root = null; };
+}
+"""
+
+_CSS = ".glass-sync:empty {display: none} .glass-sync {font-size: 0.875rem; padding: 0.25rem 0}"
+_component = st.components.v2.component("glass_class_sync", html='<div class="glass-sync" role="status"></div>',
+                                        css=_CSS, js=_JS)
+
+
+def sync(url: str | None, watch: str, drawn: int | None, on_sync=None) -> None:
+    """The last element of a class member's run (nothing may be drawn after it): the page's event stream
+    `url` (None closes it), the counter the page shows (`watch`: "seq", "q" or "tally") and its value."""
+    _component(key="class_sync", data={"url": url, "watch": watch, "drawn": drawn},
+               on_sync_change=on_sync or (lambda: None), width="stretch", height="content")

@@ -1,0 +1,104 @@
+"""The guided lesson's shared pieces: what a step is given (`Context`), what it gives back (`View`), and the
+small figure helpers every step uses. Pure: plotly, pandas, plain strings; no Streamlit."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from model import lesson as L
+from model.pipeline import Analysis
+
+BLUE, GREEN, GREY, ORANGE = "#1f77b4", "#2ca02c", "#9e9e9e", "#ff7f0e"
+CONFIG = {"displayModeBar": False}
+
+
+def word(label: str) -> str:
+    """"3 the" -> "the" (axis labels carry their position)."""
+    return label.split(" ", 1)[1] if " " in label and label.split(" ", 1)[0].isdigit() else label
+
+
+def q(label: str) -> str:
+    """A word for a notice: “the”."""
+    return f"“{word(label)}”"
+
+
+@dataclass(frozen=True)
+class Context:
+    """Everything a step needs: the analysis, what the lesson follows, the French vocabulary."""
+
+    a: Analysis
+    f: L.Focus
+    itos: list[str]  # target vocabulary, id -> word
+    src_vocab: int  # size of the English vocabulary
+    model: Any = None  # the Transformer (read-only: its W^Q for the x·W^Q step); None: that product is not shown
+    meta: dict | None = None  # the checkpoint's record (how it was trained), for the training steps
+    decide: Callable[[str], Any] | None = None  # text -> model.coref.Decision | None (the app caches it)
+
+
+def context(a: Analysis, itos: list[str], src_vocab: int, model: Any = None, meta: dict | None = None,
+            decide: Callable[[str], Any] | None = None) -> Context:
+    return Context(a, L.focus(a), list(itos), src_vocab, model, meta, decide)
+
+
+PARKING_WHY = ("A head with nothing useful to read for a word parks its weight on <eos>: that token is in every "
+               "sentence and carries little, so reading it changes the word little.")
+
+
+def parks(labels) -> bool:
+    """Is any of these labels the <eos> token (the notice then explains parking)?"""
+    return any(word(lab) == "<eos>" for lab in labels)
+
+
+@dataclass(frozen=True)
+class View:
+    figure: go.Figure
+    notice: str
+    table: pd.DataFrame  # the exact numbers behind the figure
+    textbook: str | None = None  # the Illustrated Transformer's numbers, labelled as such
+    warning: str | None = None  # when a sidebar intervention changes what this step shows
+
+
+# --- small figure helpers -------------------------------------------------------------------------
+
+def layout(fig: go.Figure, height: int = 320, **kw) -> go.Figure:
+    fig.update_layout(height=height, margin={"l": 10, "r": 10, "t": 30, "b": 10}, showlegend=kw.pop("legend", False),
+                      **kw)
+    return fig
+
+
+def bars(labels: list[str], values, title: str, y_title: str, colour: str = BLUE, highlight: int | None = None,
+         digits: int = 3) -> go.Figure:
+    values = [float(v) for v in values]
+    colours = [ORANGE if i == highlight else colour for i in range(len(values))]
+    fig = go.Figure(go.Bar(x=list(labels), y=values, marker_color=colours, text=[f"{v:.{digits}f}" for v in values],
+                           textposition="outside", cliponaxis=False,
+                           hovertemplate="%{x}: %{y:.4f}<extra></extra>"))
+    return layout(fig, title=title, yaxis_title=y_title, xaxis={"type": "category"})
+
+
+ROW = 26  # px, plain_table's row height
+
+
+def plain_table(columns: dict[str, list], height: int | None = None) -> go.Figure:
+    """A small table drawn as a figure, every row ROW px high. Plotly reads "<eos>" in a cell as an HTML tag (an
+    escaped &lt; too) and makes that row taller, so the columns' rows stopped lining up: the brackets of special
+    tokens are drawn with the look-alike angle quotes ‹ › (U+2039, U+203A)."""
+    def text(v):
+        return v.replace("<", "\u2039").replace(">", "\u203a") if isinstance(v, str) else v
+
+    fig = go.Figure(go.Table(header={"values": list(columns), "align": "left", "fill_color": "#e8eef7", "height": ROW},
+                             cells={"values": [[text(v) for v in col] for col in columns.values()], "align": "left",
+                                    "height": ROW}))
+    n = max((len(v) for v in columns.values()), default=1)
+    return layout(fig, height=height or min(520, 60 + 28 * n))
+
+
+def dims(n: int) -> list[str]:
+    return [str(i) for i in range(n)]
+
+
