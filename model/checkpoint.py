@@ -39,14 +39,25 @@ from safetensors.torch import save as save_safetensors_bytes
 from model.limits import MAX_TEXT_CHARS, MAX_TOKEN_CHARS, MAX_VOCAB, MODEL_BOUNDS, MODEL_LABELS
 from model.rnn import RNNConfig, RNNSeq2Seq
 from model.rnn import expected_tensors as rnn_expected_tensors
-from model.transformer import Config, Transformer
+from model.transformer import POSITIONS, Config, Transformer
 from model.vocab import SPECIALS, Vocab
 
 FORMAT = "glass-transformer/1"
 ASSETS = Path(__file__).resolve().parents[1] / "assets"
 SHIPPED = ASSETS / "checkpoints" / "base"  # the trained model the app opens with
 SHIPPED_NO_MASK = ASSETS / "checkpoints" / "no_mask"  # same recipe, trained without the look-ahead mask
-ARCHS = ("transformer", "rnn")  # the JSON's "arch": the Transformer, or model/rnn.py's recurrent model
+ARCHS = ("transformer", "rnn")  # the JSON's "arch" and `TrainConfig.arch`: the Transformer, or model/rnn.py's RNN
+
+
+def build_model(cfg: Config | RNNConfig) -> Transformer | RNNSeq2Seq:
+    """The network for a config: `RNNSeq2Seq` for an `RNNConfig`, else the `Transformer`."""
+    return RNNSeq2Seq(cfg) if isinstance(cfg, RNNConfig) else Transformer(cfg)
+
+
+def count_parameters(cfg: Config | RNNConfig) -> int:
+    """Learned numbers of this config's model, counted from its checkpoint's tensor list without building it."""
+    shapes = rnn_expected_tensors(cfg) if isinstance(cfg, RNNConfig) else expected_tensors(cfg)
+    return sum(math.prod(shape) for shape in shapes.values())
 
 
 class CheckpointError(ValueError):
@@ -135,11 +146,11 @@ def load(stem: str | Path) -> Bundle:
     size = w.stat().st_size + j.stat().st_size
     if size > MAX_MODEL_BYTES:  # before reading: a huge file is never read into memory
         raise CheckpointError(f"checkpoint is {size / 1e6:.1f} MB; the limit is {MAX_MODEL_BYTES / 1e6:.0f} MB")
-    return from_bytes(w.read_bytes(), j.read_bytes(), name=stem.name, archs=ARCHS)
+    return from_bytes(w.read_bytes(), j.read_bytes(), name=stem.name, archs=ARCHS, variants=True)
 
 
 def from_bytes(weights: bytes, meta_json: bytes, name: str | None = None, max_bytes: int | None = None,
-               archs: tuple[str, ...] = ("transformer",)) -> Bundle:
+               archs: tuple[str, ...] = ("transformer",), variants: bool = False) -> Bundle:
     """Validate and load a checkpoint given as bytes (an upload, files read from disk, a training job's result).
 
     Everything is checked before anything is allocated: the JSON is parsed with limits (size,
@@ -151,6 +162,9 @@ def from_bytes(weights: bytes, meta_json: bytes, name: str | None = None, max_by
     `archs`: the architectures accepted. By default only the Transformer, which every page but "Before
     the Transformer" draws (an upload, a training job's result); `load` (files on disk: the command
     line, the shipped models) reads the recurrent model too (its config within `model.limits.RNN_BOUNDS`).
+    `variants`: accept the Transformer's Table 3 options (learned positions, a smaller key size). The pages
+    draw the paper's sinusoids and d_k = d_model / heads, so an upload with them is refused with a message;
+    `load` reads them (the command line evaluates and translates with them).
     """
     if not all(isinstance(b, bytes | bytearray | memoryview) for b in (weights, meta_json)):
         raise CheckpointError("a checkpoint is two files of bytes (.safetensors and .json)")
@@ -167,6 +181,10 @@ def from_bytes(weights: bytes, meta_json: bytes, name: str | None = None, max_by
         raise CheckpointError(f"this is a checkpoint of the {arch} model; here only {', '.join(archs)} "
                               "checkpoints can be used")
     cfg = _rnn_config(meta["config"]) if arch == "rnn" else _config(meta["config"])
+    if not variants and isinstance(cfg, Config) and (cfg.positions != "sinusoidal" or cfg.key_size is not None):
+        what = "learned position vectors" if cfg.positions != "sinusoidal" else f"a key size d_k of {cfg.key_size}"
+        raise CheckpointError(f"this model uses {what} (a Table 3 variant); the pages draw the paper's own model "
+                              "(sinusoids, d_k = d_model / heads). `python -m model.evaluate` scores it.")
     src_vocab, tgt_vocab = _vocab(meta, "src_vocab"), _vocab(meta, "tgt_vocab")
     if len(src_vocab) != cfg.src_vocab or len(tgt_vocab) != cfg.tgt_vocab:
         raise CheckpointError(f"vocabulary sizes ({len(src_vocab)}, {len(tgt_vocab)}) do not match the config "
@@ -185,7 +203,7 @@ def from_bytes(weights: bytes, meta_json: bytes, name: str | None = None, max_by
     for k, t in state.items():
         if not torch.isfinite(t).all():
             raise CheckpointError(f"tensor {k} holds non-finite or non-float values")
-    model = RNNSeq2Seq(cfg) if arch == "rnn" else Transformer(cfg)
+    model = build_model(cfg)
     try:
         model.load_state_dict(state)
     except RuntimeError as e:  # cannot happen after `_check_header`; kept so nothing from torch escapes
@@ -203,16 +221,19 @@ def expected_tensors(cfg: Config) -> dict[str, tuple[int, ...]]:
     This is the tensor list of the checkpoint format: the same names and shapes as
     ``Transformer(cfg).state_dict()`` (a test checks it), computed without building the model, so
     an upload is checked against it before anything is allocated. The sinusoidal table is a
-    computed buffer, not part of the weights.
+    computed buffer, not part of the weights; a learned one is.
     """
     D, out = cfg.d_model, {}
+    qk, v = cfg.n_heads * cfg.d_k, cfg.n_heads * cfg.d_v
 
     def linear(prefix: str, d_in: int, d_out: int) -> None:
         out[f"{prefix}.weight"], out[f"{prefix}.bias"] = (d_out, d_in), (d_out,)
 
     def attention(prefix: str) -> None:
-        for w in ("W_q", "W_k", "W_v", "W_o"):
-            linear(f"{prefix}.{w}", D, D)
+        linear(f"{prefix}.W_q", D, qk)
+        linear(f"{prefix}.W_k", D, qk)
+        linear(f"{prefix}.W_v", D, v)
+        linear(f"{prefix}.W_o", v, D)
 
     def norm(prefix: str) -> None:
         out[f"{prefix}.weight"], out[f"{prefix}.bias"] = (D,), (D,)
@@ -222,6 +243,8 @@ def expected_tensors(cfg: Config) -> dict[str, tuple[int, ...]]:
         linear(f"{prefix}.W_2", cfg.d_ff, D)
 
     out["src_embed.lut.weight"], out["tgt_embed.lut.weight"] = (cfg.src_vocab, D), (cfg.tgt_vocab, D)
+    if cfg.positions == "learned":
+        out["src_embed.pe"], out["tgt_embed.pe"] = (cfg.max_len, D), (cfg.max_len, D)
     for i in range(cfg.n_enc_layers):
         attention(f"encoder.{i}.self_attn")
         norm(f"encoder.{i}.add_norm1.norm")
@@ -258,7 +281,7 @@ SHA256 = re.compile(r"[0-9a-f]{64}")
 def _largest_model_bytes() -> int:
     """Bytes of the largest checkpoint the bounds allow: its float32 weights, a full header, a full JSON."""
     hi = {k: int(v[1]) for k, v in MODEL_BOUNDS.items() if k != "dropout"}
-    shapes = expected_tensors(Config(**hi, dropout=0.0, norm_first=True))
+    shapes = expected_tensors(Config(**hi, dropout=0.0, norm_first=True, positions="learned"))
     return 4 * sum(math.prod(s) for s in shapes.values()) + 8 + MAX_HEADER_BYTES + MAX_JSON_BYTES
 
 
@@ -369,7 +392,7 @@ def _config(c: object) -> Config:
     if not isinstance(c, dict):
         raise CheckpointError(f"'config' must be an object, not {_kind(c)}")
     for key in c:
-        if key not in MODEL_BOUNDS and key != "norm_first":
+        if key not in MODEL_BOUNDS and key not in ("norm_first", "positions", "key_size"):
             raise CheckpointError(f"the config has an unknown field {_show(key)}")
     for key in ("src_vocab", "tgt_vocab"):
         if key not in c:
@@ -378,6 +401,14 @@ def _config(c: object) -> Config:
         if key == "norm_first":
             if not isinstance(value, bool):
                 raise CheckpointError(f"norm_first must be true or false, not {_kind(value)}")
+            continue
+        if key == "positions":
+            if value not in POSITIONS:  # a str compared with str only: any other JSON value is not in it
+                raise CheckpointError(f"positions must be one of {', '.join(POSITIONS)}, not {_kind(value)}")
+            continue
+        if key == "key_size":
+            if value is not None and (type(value) is not int or not 1 <= value <= (hi := MODEL_BOUNDS["d_model"][1])):
+                raise CheckpointError(f"key_size must be null or a whole number from 1 to {hi:g}, not {_kind(value)}")
             continue
         what = f"{key} ({MODEL_LABELS[key]})" if key in MODEL_LABELS else key
         number = isinstance(value, int | float) and not isinstance(value, bool)
@@ -442,15 +473,16 @@ def _vocab(meta: dict, key: str) -> Vocab:
 
 # Metadata: every field the app writes has one type. A field it does not know may hold one plain value
 # (text, number, true/false or null), never a list or an object, so its size and shape stay bounded.
-TEXT, INT, NUMBER, NUMBER_OR_NULL, BOOL, SHA, SHA_OR_NULL = ("text", "whole number", "number",
-                                                             "number or null", "true or false",
-                                                             "sha256", "sha256 or null")
+TEXT, INT, INT_OR_NULL, NUMBER, NUMBER_OR_NULL, BOOL, SHA, SHA_OR_NULL = (
+    "text", "whole number", "whole number or null", "number", "number or null", "true or false", "sha256",
+    "sha256 or null")
 TRAINING_FIELDS = {  # `TrainConfig` fields and what `Trainer.bundle` adds
     "direction": TEXT, "d_model": INT, "n_heads": INT, "n_layers": INT, "d_ff": INT, "dropout": NUMBER,
     "batch_size": INT, "steps": INT, "warmup": INT, "lr_scale": NUMBER, "label_smoothing": NUMBER,
     "clip_grad_norm": NUMBER_OR_NULL, "seed": INT, "look_ahead_mask": BOOL, "eval_every": INT,
     "max_seconds": NUMBER_OR_NULL, "max_len": INT, "steps_done": INT, "train_seconds": NUMBER, "n_train": INT,
-    "n_heldout": INT, "torch": TEXT, "arch": TEXT, "cell": TEXT, "attention": TEXT,
+    "n_heldout": INT, "torch": TEXT, "arch": TEXT, "cell": TEXT, "attention": TEXT, "positions": TEXT,
+    "key_size": INT_OR_NULL, "scale_scores": BOOL,
 }
 METRICS_FIELDS = {  # `EvalEvent.metrics` plus the CLI's final losses; NaN is written as null
     "step": INT, "n": INT, "exact_match": NUMBER_OR_NULL, "bleu": NUMBER_OR_NULL, "coref_accuracy": NUMBER_OR_NULL,
@@ -496,6 +528,7 @@ def _is(value: object, kind: str | None) -> bool:
     return {
         TEXT: isinstance(value, str),
         INT: number and isinstance(value, int),
+        INT_OR_NULL: value is None or (number and isinstance(value, int)),
         NUMBER: number,
         NUMBER_OR_NULL: number or value is None,
         BOOL: isinstance(value, bool),

@@ -6,7 +6,6 @@ Each function returns plain data (dicts and lists of numbers) for assets/rnn_com
 - `sequential_steps`: steps that wait for each other, per source length, on the toy set's real pairs;
 - `encode_times`: wall time to encode a batch, both models, as the sentence grows (medians, the two
   models alternating so machine noise hits both);
-- `train_to_target`: optimizer steps and CPU seconds until held-out exact match reaches a target;
 - `accuracy_by_length`: held-out exact match per source-length bucket, and il/elle on the coref family;
 - `gradient_by_distance`: ‖∂out_t/∂x_i‖ against t − i in each model's encoder (the long-term
   dependency problem), relative to distance 0, medians over real held-out sentences.
@@ -26,14 +25,8 @@ from model.data import Pair
 from model.evaluate import score, translate_batch
 from model.rnn import RNNSeq2Seq
 from model.trace import NO_TRACE
-from model.train import EvalEvent, TrainConfig, Trainer
 from model.transformer import Transformer
 from model.vocab import EOS_ID, tokenize
-
-
-def n_params(model: torch.nn.Module) -> int:
-    return sum(p.numel() for p in model.parameters())
-
 
 # --- Sequential steps --------------------------------------------------------------------------------
 
@@ -82,47 +75,6 @@ def encode_times(rnn: RNNSeq2Seq, tf: Transformer, lengths: list[int], batch: in
         rows.append({"length": length, "rnn_ms": round(statistics.median(times["rnn"]), 3),
                      "transformer_ms": round(statistics.median(times["transformer"]), 3)})
     return rows
-
-
-# --- Training to a target ------------------------------------------------------------------------------
-
-def train_to_target(tcfgs: dict[str, TrainConfig], data: dict[str, list[Pair]], target: float = 0.95,
-                    on_eval=None) -> dict[str, dict]:
-    """Train one model per recipe in `tcfgs`, a step of each in turn (so machine noise hits all alike),
-    evaluating every `eval_every` steps, until held-out exact match reaches `target` or `steps` run out.
-
-    CPU seconds count the training steps only (evaluations excluded). `on_eval(name, event, cpu)` is
-    called after every evaluation.
-    """
-    torch.manual_seed(0)  # dropout draws from torch's global generator, as in the CLI
-    trainers = {name: Trainer(t, data) for name, t in tcfgs.items()}
-    cpu = dict.fromkeys(trainers, 0.0)
-    step_ms: dict[str, list[float]] = {name: [] for name in trainers}
-    last: dict[str, EvalEvent | None] = dict.fromkeys(trainers)
-    reached: dict[str, dict] = {}
-    active = list(trainers)
-    while active:
-        for name in list(active):
-            tr, t = trainers[name], tcfgs[name]
-            c0, w0 = time.process_time(), time.perf_counter()
-            tr.train_step()
-            cpu[name] += time.process_time() - c0
-            step_ms[name].append(1000 * (time.perf_counter() - w0))
-            if tr.step % t.eval_every == 0 or tr.step == t.steps:
-                last[name] = ev = tr.evaluate()
-                if on_eval is not None:
-                    on_eval(name, ev, cpu[name])
-                if ev.exact_match >= target:
-                    reached[name] = {"steps": tr.step, "cpu_seconds": round(cpu[name], 1)}
-            if name in reached or tr.step >= t.steps:
-                active.remove(name)
-    return {name: {"parameters": n_params(tr.model),
-                   "steps_to_target": reached.get(name, {}).get("steps"),
-                   "cpu_seconds_to_target": reached.get(name, {}).get("cpu_seconds"),
-                   "ms_per_step": round(statistics.median(step_ms[name]), 1),
-                   "final_exact_match": last[name].exact_match if last[name] else 0.0,
-                   "steps_run": tr.step, "cpu_seconds": round(cpu[name], 1)}
-            for name, tr in trainers.items()}
 
 
 # --- Accuracy by length and on the coreference family ----------------------------------------------------

@@ -106,10 +106,8 @@ def encode_pairs(pairs: Sequence[Pair], src_vocab: Vocab, tgt_vocab: Vocab, src_
 def pad(sequences: Sequence[Sequence[int]], pad_id: int = PAD_ID) -> torch.Tensor:
     """Lists of ids -> a [B, T] LongTensor, T = the longest list, the rest filled with `pad_id`."""
     width = max((len(s) for s in sequences), default=0)
-    out = torch.full((len(sequences), width), pad_id, dtype=torch.long)
-    for i, s in enumerate(sequences):
-        out[i, : len(s)] = torch.tensor(list(s), dtype=torch.long)
-    return out
+    rows = [list(s) + [pad_id] * (width - len(s)) for s in sequences]  # one tensor built at once
+    return torch.tensor(rows, dtype=torch.long).view(len(rows), width)
 
 
 def _generator(seed: int | torch.Generator) -> torch.Generator:
@@ -152,6 +150,12 @@ def batches(encoded: Sequence[tuple[Sequence[int], Sequence[int]]], batch_size: 
 def data_hash(path: str | Path = DATASET_PATH) -> str:
     """sha256 (hex) of the file's bytes: stored in checkpoints to tell which data a model saw."""
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def pairs_hash(pairs: list[Pair]) -> str:
+    """sha256 of the pairs written as ``src<TAB>tgt<TAB>tag`` lines (for data given as pairs, not a file)."""
+    text = "".join(f"{p.src}\t{p.tgt}\t{p.tag}\n" for p in pairs)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 # --- User uploads --------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ Everything here is quoted from the paper, not measured on this app's model:
 - `BASE`, `BIG`: the sizes of the base and big models (Table 3, section 3).
 - `TABLE1`: per-layer complexity, sequential operations and maximum path length (Table 1).
 - `BLEU_TABLE`: BLEU on newstest2014 and training cost in FLOPs (Table 2).
+- `TABLE3`: the variations of the base model and what each did on the EN-DE development set (Table 3).
 - `SECTIONS`: where the paper describes each part of its training recipe.
 
 The app's pages read these constants; no page writes a paper figure by hand.
@@ -86,6 +87,67 @@ BLEU_TABLE = (
     Result("Transformer (base)", 27.3, 38.1, 3.3e18, 3.3e18, cost_shared=True),
     Result("Transformer (big)", 28.4, 41.8, 2.3e19, 2.3e19, cost_shared=True),
 )
+
+@dataclass(frozen=True)
+class Variation:
+    """One row of Table 3: a change to the base model and its result on the English-German development set
+    (newstest2013, beam search, no checkpoint averaging).
+
+    `changes` holds only what differs from the base model, under the names of `TrainConfig` and
+    `Config` where they exist: n_layers (N), d_model, d_ff, n_heads (h), d_k, d_v, dropout (P_drop),
+    label_smoothing (eps_ls), train_steps, positions ("learned": learned positional embeddings).
+    `params_millions` is None where the paper leaves the cell empty (by its caption, as the base model).
+    """
+
+    group: str  # "base", "A" to "E", or "big"
+    changes: tuple[tuple[str, object], ...]
+    ppl: float  # per-wordpiece perplexity (dev)
+    bleu: float  # BLEU (dev)
+    params_millions: int | None = None
+
+    @property
+    def change(self) -> dict:
+        return dict(self.changes)
+
+
+def _v(group: str, ppl: float, bleu: float, params: int | None = None, **changes) -> Variation:
+    return Variation(group, tuple(changes.items()), ppl, bleu, params)
+
+
+TABLE3 = (
+    _v("base", 4.92, 25.8, 65),
+    _v("A", 5.29, 24.9, n_heads=1, d_k=512, d_v=512),
+    _v("A", 5.00, 25.5, n_heads=4, d_k=128, d_v=128),
+    _v("A", 4.91, 25.8, n_heads=16, d_k=32, d_v=32),
+    _v("A", 5.01, 25.4, n_heads=32, d_k=16, d_v=16),
+    _v("B", 5.16, 25.1, 58, d_k=16),
+    _v("B", 5.01, 25.4, 60, d_k=32),
+    _v("C", 6.11, 23.7, 36, n_layers=2),
+    _v("C", 5.19, 25.3, 50, n_layers=4),
+    _v("C", 4.88, 25.5, 80, n_layers=8),
+    _v("C", 5.75, 24.5, 28, d_model=256, d_k=32, d_v=32),
+    _v("C", 4.66, 26.0, 168, d_model=1024, d_k=128, d_v=128),
+    _v("C", 5.12, 25.4, 53, d_ff=1024),
+    _v("C", 4.75, 26.2, 90, d_ff=4096),
+    _v("D", 5.77, 24.6, dropout=0.0),
+    _v("D", 4.95, 25.5, dropout=0.2),
+    _v("D", 4.67, 25.3, label_smoothing=0.0),
+    _v("D", 5.47, 25.7, label_smoothing=0.2),
+    _v("E", 4.92, 25.7, positions="learned"),
+    _v("big", 4.33, 26.4, 213, d_model=1024, d_ff=4096, n_heads=16, dropout=0.3, train_steps=300_000),
+)
+TABLE3_CAPTION = ("Table 3 of the paper: variations of the base model (N = 6, d_model = 512, d_ff = 2048, h = 8, "
+                  "d_k = d_v = 64, P_drop = 0.1, ε_ls = 0.1, 100k steps), English-German development set "
+                  "newstest2013. Perplexity is per word piece; parameters in millions where the paper gives them.")
+TABLE3_FINDINGS = {  # what the paper concludes from each group (section 6.2), in our words
+    "A": "at constant computation one head is 0.9 BLEU worse than the best setting, and too many heads hurt too.",
+    "B": "a smaller key size d_k hurts: judging compatibility is not easy, and a richer function than the dot "
+         "product may help.",
+    "C": "bigger models are better: more layers, a wider model and a wider feed-forward net all help.",
+    "D": "dropout helps a lot against over-fitting; label smoothing worsens perplexity but improves BLEU.",
+    "E": "learned positional embeddings give nearly the same result as the sinusoids (section 3.2.1 explains why "
+         "the scores are divided by √d_k: large dot products push the softmax where its gradient vanishes).",
+}
 
 # Section 5 of the paper, "Training": 5.1 data and batching, 5.2 hardware and schedule, 5.3 the optimizer (Adam and
 # the learning-rate schedule), 5.4 regularization (residual dropout and label smoothing).

@@ -361,8 +361,3 @@ def expected_tensors(cfg: RNNConfig) -> dict[str, tuple[int, ...]]:
     else:
         shapes["attention.W_v.weight"] = (H, H)
     return shapes
-
-
-def n_params(model: nn.Module) -> int:
-    return sum(p.numel() for p in model.parameters())
-

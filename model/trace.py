@@ -17,15 +17,15 @@ name                                   shape               what it is
 =====================================  ==================  ==========================================
 src.tokens / tgt.tokens                [B, T]              token ids (tgt: shifted right, starts BOS)
 src.embed / tgt.embed                  [B, T, D]           embedding row * sqrt(d_model)
-src.pos / tgt.pos                      [1, T, D]           sinusoidal positional encoding rows
+src.pos / tgt.pos                      [1, T, D]           PE rows (sin/cos, or learned)
 src.input / tgt.input                  [B, T, D]           embed + pos (just embed when PE is off)
-{A}.q, {A}.k, {A}.v                    [B, H, T, d_k]      per-head queries, keys, values
+{A}.q, {A}.k, {A}.v                    [B, H, T, d_k]      per-head q, k, v (v: d_v, see Config)
 {A}.scores                             [B, H, Tq, Tk]      Q K^T
 {A}.scaled                             [B, H, Tq, Tk]      Q K^T / sqrt(d_k) (= scores if scaling off)
 {A}.mask                               [B|1, 1, Tq, Tk]    additive mask: 0 = may attend, -inf = not
 {A}.masked                             [B, H, Tq, Tk]      scaled + mask
 {A}.weights                            [B, H, Tq, Tk]      softmax(masked); rows sum to 1
-{A}.z                                  [B, H, Tq, d_k]     weights @ V, per head (0 for heads off)
+{A}.z                                  [B, H, Tq, d_v]     weights @ V, per head (0 for heads off)
 {A}.concat                             [B, Tq, D]          heads side by side
 {A}.out                                [B, Tq, D]          concat @ W_o
 {N}.resid                              [B, T, D]           x + sublayer(x)          (post-LN)

@@ -12,15 +12,10 @@
 
 `Trainer` runs the recipe step by step and yields an event after every step, so the app can drive it
 from a background thread and draw the loss curve live; the CLI drives the same loop with a progress
-bar::
-
-    python -m model.train --out assets/checkpoints/base
-    python -m model.train --no-look-ahead-mask --out assets/checkpoints/no_mask
-    python -m model.train --arch rnn --out assets/checkpoints/rnn    # the recurrent model of model/rnn.py
+bar (`python -m model.train --out assets/checkpoints/base`; every `TrainConfig` field is a flag).
 
 `torch.set_num_threads` is process-wide, so `Trainer` never calls it; the caller decides (the CLI
-has ``--threads``, default 1: for a model this small two threads gain about 25% per step on an idle
-machine, and on a busy one they wait for each other at every operation, 10-15x slower per step).
+has ``--threads``, default 1: on a busy machine two threads wait for each other at every operation).
 """
 
 from __future__ import annotations
@@ -28,7 +23,6 @@ from __future__ import annotations
 import argparse
 import copy
 import dataclasses
-import hashlib
 import math
 import sys
 import threading
@@ -40,7 +34,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from model.checkpoint import Bundle
+from model.checkpoint import ARCHS, Bundle, build_model
 from model.data import (
     DATASET_PATH,
     DIRECTIONS,
@@ -51,11 +45,12 @@ from model.data import (
     encode_pairs,
     langs,
     load_dataset,
+    pairs_hash,
 )
-from model.evaluate import Metrics, score, translate_batch
-from model.rnn import ATTENTIONS, CELLS, RNNConfig, RNNSeq2Seq
+from model.evaluate import Metrics, score, translate_pairs
+from model.rnn import ATTENTIONS, CELLS, RNNConfig
 from model.trace import Interventions, Trace
-from model.transformer import Config, Transformer
+from model.transformer import POSITIONS, Config
 from model.vocab import PAD_ID, detokenize, tokenize
 
 # --- Configuration --------------------------------------------------------------------------------
@@ -77,13 +72,20 @@ class TrainConfig:
     d_ff: int = 256
     dropout: float = 0.1
     batch_size: int = 64  # sentence pairs per step
-    steps: int = 1200  # held-out exact match passes 95% after about 650-800 steps
+    steps: int = 1200
     warmup: int = 200  # the paper uses 4000 steps of warm-up for 100k steps
     lr_scale: float = 0.35  # factor in front of the paper's formula (see `rate`): peak lr 2.2e-3 at step 200
     label_smoothing: float = 0.1
     clip_grad_norm: float | None = None  # None: no gradient clipping (the paper does not clip)
     seed: int = 0
     look_ahead_mask: bool = True  # False: train without it, so the decoder can copy the answer
+    # Rows of the paper's Table 3 and two the lectures ask about (Transformer only): "learned" positions
+    # (row E), a smaller key size d_k per head (row B), "none": no positional encoding at all, and no
+    # division of the attention scores by sqrt(d_k). The last two train (and evaluate) with the app's
+    # switches for them turned off; the model itself is the usual one.
+    positions: str = "sinusoidal"  # "sinusoidal", "learned" or "none"
+    key_size: int | None = None  # d_k of queries and keys; None: d_model / n_heads
+    scale_scores: bool = True
     eval_every: int = 100  # steps between held-out evaluations (0: only at the end)
     max_seconds: float | None = None  # stop after this much wall-clock time
     max_len: int = 64  # longest sequence the model accepts (positional-encoding rows)
@@ -98,7 +100,7 @@ class TrainConfig:
         problems = []
         if self.direction not in DIRECTIONS:
             problems.append(f"direction must be one of {', '.join(DIRECTIONS)} (got {self.direction!r})")
-        for name in ("d_model", "n_heads", "n_layers", "d_ff", "batch_size", "steps", "warmup", "max_len"):
+        for name in ("batch_size", "steps", "warmup"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 problems.append(f"{name} must be a positive integer (got {value!r})")
@@ -106,15 +108,8 @@ class TrainConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 problems.append(f"{name} must be a non-negative integer (got {value!r})")
-        if not problems and self.d_model % self.n_heads:
-            problems.append(f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads}) "
-                            f"so every head gets d_k = d_model / n_heads dimensions")
-        if not problems and self.d_model % 2:
-            problems.append(f"d_model ({self.d_model}) must be even for the sin/cos positional encoding")
-        for name in ("dropout", "label_smoothing"):
-            value = getattr(self, name)
-            if not _is_number(value) or not 0.0 <= value < 1.0:
-                problems.append(f"{name} must be a number in [0, 1) (got {value!r})")
+        if not _is_number(self.label_smoothing) or not 0.0 <= self.label_smoothing < 1.0:
+            problems.append(f"label_smoothing must be a number in [0, 1) (got {self.label_smoothing!r})")
         if not _is_number(self.lr_scale) or not 0 < self.lr_scale < math.inf:
             problems.append(f"lr_scale must be a positive number (got {self.lr_scale!r})")
         for name in ("clip_grad_norm", "max_seconds"):
@@ -123,12 +118,21 @@ class TrainConfig:
                 problems.append(f"{name} must be a positive number or None (got {value!r})")
         if self.arch not in ARCHS:
             problems.append(f"arch must be one of {', '.join(ARCHS)} (got {self.arch!r})")
-        if self.cell not in CELLS:
-            problems.append(f"cell must be one of {', '.join(CELLS)} (got {self.cell!r})")
-        if self.attention not in ATTENTIONS:
-            problems.append(f"attention must be one of {', '.join(ATTENTIONS)} (got {self.attention!r})")
-        if not isinstance(self.look_ahead_mask, bool):
-            problems.append(f"look_ahead_mask must be True or False (got {self.look_ahead_mask!r})")
+        if self.arch != "rnn":  # the recurrent model's own config checks them when it is the one trained
+            if self.cell not in CELLS:
+                problems.append(f"cell must be one of {', '.join(CELLS)} (got {self.cell!r})")
+            if self.attention not in ATTENTIONS:
+                problems.append(f"attention must be one of {', '.join(ATTENTIONS)} (got {self.attention!r})")
+        if self.positions not in TRAIN_POSITIONS:
+            problems.append(f"positions must be one of {', '.join(TRAIN_POSITIONS)} (got {self.positions!r})")
+        for name in ("look_ahead_mask", "scale_scores"):
+            if not isinstance(getattr(self, name), bool):
+                problems.append(f"{name} must be True or False (got {getattr(self, name)!r})")
+        try:  # the sizes: the model's own checks (positive, heads divide d_model, even d_model, dropout, ...)
+            self.model_config(src_vocab=4, tgt_vocab=4)
+        except ValueError as e:
+            named = {p.split(" ")[0] for p in problems}
+            problems += [p for p in _model_problems(e) if p.split(" ")[0] not in named]
         if problems:
             raise ValueError("Invalid training config: " + "; ".join(problems))
 
@@ -139,8 +143,15 @@ class TrainConfig:
                              d_attn=self.d_model, cell=self.cell, attention=self.attention,
                              dropout=self.dropout, max_len=self.max_len)
         return Config(src_vocab=src_vocab, tgt_vocab=tgt_vocab, d_model=self.d_model, n_heads=self.n_heads,
-                      n_enc_layers=self.n_layers, n_dec_layers=self.n_layers, d_ff=self.d_ff,
-                      dropout=self.dropout, max_len=self.max_len)
+                      key_size=self.key_size, n_enc_layers=self.n_layers, n_dec_layers=self.n_layers, d_ff=self.d_ff,
+                      dropout=self.dropout, max_len=self.max_len,
+                      positions="sinusoidal" if self.positions == "none" else self.positions)
+
+    @property
+    def interventions(self) -> Interventions:
+        """What the model is trained (and evaluated) with switched off."""
+        return Interventions(look_ahead_mask=self.look_ahead_mask, scale=self.scale_scores,
+                             positional_encoding=self.positions != "none")
 
     @property
     def peak_lr(self) -> float:
@@ -148,12 +159,21 @@ class TrainConfig:
         return rate(self.warmup, self.d_model, self.warmup, self.lr_scale)
 
 
-ARCHS = ("transformer", "rnn")
+TRAIN_POSITIONS = (*POSITIONS, "none")
+_MODEL_NAMES = {"n_enc_layers": "n_layers", "n_dec_layers": "n_layers", "d_emb": "d_model", "hidden": "d_model",
+                "d_attn": "d_model"}
 
 
-def build_model(cfg: Config | RNNConfig) -> nn.Module:
-    """The network for a config: `RNNSeq2Seq` for an `RNNConfig`, else the `Transformer`."""
-    return RNNSeq2Seq(cfg) if isinstance(cfg, RNNConfig) else Transformer(cfg)
+def _model_problems(error: ValueError) -> list[str]:
+    """The model config's complaints under `TrainConfig`'s names (n_layers sets both stacks; d_model every size
+    of the recurrent model), each once."""
+    out: list[str] = []
+    for problem in str(error).split(": ", 1)[-1].split("; "):
+        name, _, rest = problem.partition(" ")
+        problem = f"{_MODEL_NAMES.get(name, name)} {rest}"
+        if problem not in out:
+            out.append(problem)
+    return out
 
 
 def _is_number(x: object) -> bool:
@@ -280,25 +300,44 @@ class Trainer:
             torch.manual_seed(tcfg.seed)
             self.model = (model_factory or build_model)(self.model_config)
         self.model.train()
-        # Paper 5.3: Adam with beta1 = 0.9, beta2 = 0.98, eps = 1e-9; the lr is set before every step.
-        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=0.0, betas=(0.9, 0.98), eps=1e-9)
-        self.interventions = Interventions(look_ahead_mask=tcfg.look_ahead_mask)
+        # Paper 5.3: Adam with beta1 = 0.9, beta2 = 0.98, eps = 1e-9; the lr is set before every step. The fused
+        # kernel updates every parameter in one call: the same arithmetic as the loop over parameters.
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=0.0, betas=(0.9, 0.98), eps=1e-9, fused=True)
+        self.interventions = tcfg.interventions
         self.step = 0
         self.train_seconds = 0.0  # time spent in training steps over all calls of run()
         self.last_eval: EvalEvent | None = None
         self.lock = threading.Lock()
-        self._good = [p.detach().clone() for p in self.model.parameters()]  # weights before the last update
+        self._params = list(self.model.parameters())
+        self._good = [p.detach().clone() for p in self._params]  # weights before the last update
         self._epoch = 0
         self._batches: Iterator[tuple[Tensor, Tensor]] = iter(())
         self._sample_ids = _spread(self.heldout, self.n_samples)
 
     # --- one step -----------------------------------------------------------------------------
 
-    def loss(self, logits: Tensor, gold: Tensor, smoothing: float | None = None) -> Tensor:
-        """Label-smoothed cross-entropy over all non-<pad> target tokens (mean per token)."""
-        ls = self.tcfg.label_smoothing if smoothing is None else smoothing
-        return F.cross_entropy(logits.reshape(-1, logits.size(-1)), gold.reshape(-1), ignore_index=PAD_ID,
-                               label_smoothing=ls)
+    def losses(self, logits: Tensor, gold: Tensor) -> tuple[Tensor, Tensor]:
+        """(label-smoothed, plain) cross-entropy, each the mean over the non-<pad> target tokens.
+
+        Label smoothing (paper 5.4) trains towards a target that puts 1 - eps on the right word and eps / V on
+        each of the V words of the vocabulary, so its cross-entropy is
+
+            (1 - eps) * (-log p(right word))  +  eps * mean over the vocabulary of (-log p(word))
+
+        Both come from one log-softmax (what F.cross_entropy with label_smoothing computes; a test holds them equal).
+        """
+        log_p = F.log_softmax(logits.reshape(-1, logits.size(-1)), dim=-1)  # [B * T, V]
+        gold = gold.reshape(-1)  # [B * T]
+        plain = F.nll_loss(log_p, gold, ignore_index=PAD_ID)
+        eps = self.tcfg.label_smoothing
+        if not eps:
+            return plain, plain
+        spread = -log_p.mean(dim=-1)[gold != PAD_ID].mean()  # cross-entropy against the uniform distribution
+        return (1 - eps) * plain + eps * spread, plain
+
+    def loss(self, logits: Tensor, gold: Tensor) -> Tensor:
+        """The label-smoothed cross-entropy that training minimises (see `losses`)."""
+        return self.losses(logits, gold)[0]
 
     def next_batch(self) -> tuple[Tensor, Tensor]:
         """The next (src [B, Ts], tgt [B, Tt]) batch; a new shuffle (seed + epoch) at every epoch."""
@@ -317,20 +356,21 @@ class Trainer:
         tgt_in, gold = tgt[:, :-1], tgt[:, 1:]  # decoder input starts with BOS; position t predicts t+1
         lr = rate(self.step + 1, self.tcfg.d_model, self.tcfg.warmup, self.tcfg.lr_scale)
         logits = self.model(src, tgt_in, Trace(self.interventions, record=False))  # [B, Tt, V]
-        loss = self.loss(logits, gold)
+        loss, cross_entropy = self.losses(logits, gold)
         if not torch.isfinite(loss):  # these weights are bad: go back to the ones before the last update
             self._diverged("the loss", float(loss.detach()), restore=True)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        max_norm = self.tcfg.clip_grad_norm or math.inf  # inf: measure the norm, change nothing
-        grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm))
+        params = self._params
+        if self.tcfg.clip_grad_norm:
+            grad_norm = float(torch.nn.utils.clip_grad_norm_(params, self.tcfg.clip_grad_norm))
+        else:  # measure the norm, change nothing
+            grad_norm = float(torch.nn.utils.get_total_norm([p.grad for p in params if p.grad is not None]))
         if not math.isfinite(grad_norm):  # the weights gave a finite loss: keep them, skip the update
             self._diverged("the gradient norm", grad_norm, restore=False)
-        with torch.no_grad():
-            cross_entropy = float(self.loss(logits.detach(), gold, smoothing=0.0))
         with self.lock:
-            for p, good in zip(self.model.parameters(), self._good, strict=True):
-                good.copy_(p.detach())  # these weights gave a finite loss: keep them in case the next do not
+            with torch.no_grad():  # these weights gave a finite loss: keep them in case the next do not
+                torch._foreach_copy_(self._good, params)
             for group in self.optimizer.param_groups:
                 group["lr"] = lr
             self.optimizer.step()
@@ -338,15 +378,14 @@ class Trainer:
         seconds = time.perf_counter() - t0
         self.train_seconds += seconds
         n_tokens = int((gold != PAD_ID).sum())
-        return StepEvent(self.step, float(loss.detach()), lr, n_tokens / max(seconds, 1e-9), math.nan, cross_entropy,
-                         self.train_seconds)
+        return StepEvent(self.step, float(loss.detach()), lr, n_tokens / max(seconds, 1e-9), math.nan,
+                         float(cross_entropy.detach()), self.train_seconds)
 
     def _diverged(self, what: str, value: float, restore: bool) -> None:
         """Raise `TrainingDiverged`; with `restore`, first put back the weights before the last update."""
         with self.lock, torch.no_grad():
             if restore and self.step > 0:
-                for p, good in zip(self.model.parameters(), self._good, strict=True):
-                    p.copy_(good)
+                torch._foreach_copy_(self._params, self._good)
                 self.step -= 1
             self.optimizer.zero_grad(set_to_none=True)
         t = self.tcfg
@@ -359,17 +398,26 @@ class Trainer:
     # --- evaluation -----------------------------------------------------------------------------
 
     def evaluate(self) -> EvalEvent:
-        """Greedy-translate the whole held-out split and score it; teacher-forced held-out loss too."""
+        """Greedy-translate the whole held-out split and score it; its teacher-forced loss comes from the same pass."""
         t0 = time.perf_counter()
         was_training = self.model.training
         self.model.eval()  # dropout off
+        sums = [0.0, 0.0, 0]  # label-smoothed and plain cross-entropy summed over the target tokens, token count
+
+        def add_loss(logits: Tensor, gold: Tensor) -> None:
+            k = int((gold != PAD_ID).sum())
+            smoothed, plain = self.losses(logits, gold)
+            sums[0] += float(smoothed) * k
+            sums[1] += float(plain) * k
+            sums[2] += k
+
         try:
-            with torch.no_grad():
-                loss, ce = self._heldout_loss()
-                bundle = Bundle(self.model, self.src_vocab, self.tgt_vocab, self.tcfg.direction)
-                hyps = translate_batch(bundle, [p.src for p in self.heldout], self.interventions)
+            bundle = Bundle(self.model, self.src_vocab, self.tgt_vocab, self.tcfg.direction)
+            hyps = translate_pairs(bundle, self.heldout, self.interventions, encoded=self.heldout_encoded,
+                                   on_batch=add_loss)
         finally:
             self.model.train(was_training)
+        loss, ce = (sums[0] / sums[2], sums[1] / sums[2]) if sums[2] else (math.nan, math.nan)
         m: Metrics = score(self.heldout, hyps, self.tgt_lang)
         samples = [(self.heldout[i].src, detokenize(hyps[i], self.tgt_lang),
                     detokenize(tokenize(self.heldout[i].tgt, self.tgt_lang), self.tgt_lang))
@@ -378,18 +426,6 @@ class Trainer:
                           time.perf_counter() - t0)
         self.last_eval = event
         return event
-
-    def _heldout_loss(self) -> tuple[float, float]:
-        """(label-smoothed, plain) cross-entropy per target token on the held-out pairs, teacher-forced."""
-        total, total_ce, n = 0.0, 0.0, 0
-        for src, tgt in batches(self.heldout_encoded, 256, shuffle=False, seed=0):
-            logits = self.model(src, tgt[:, :-1], Trace(self.interventions, record=False))
-            gold = tgt[:, 1:]
-            k = int((gold != PAD_ID).sum())
-            total += float(self.loss(logits, gold)) * k
-            total_ce += float(self.loss(logits, gold, smoothing=0.0)) * k
-            n += k
-        return (total / n, total_ce / n) if n else (math.nan, math.nan)
 
     # --- the loop -------------------------------------------------------------------------------
 
@@ -444,12 +480,6 @@ class Trainer:
                       meta, name)
 
 
-def pairs_hash(pairs: list[Pair]) -> str:
-    """sha256 of the pairs written as ``src<TAB>tgt<TAB>tag`` lines (for data given as pairs, not a file)."""
-    text = "".join(f"{p.src}\t{p.tgt}\t{p.tag}\n" for p in pairs)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
 def _spread(items: list, k: int) -> list[int]:
     """k indices spread evenly over `items` (fixed, so the app can watch the same sentences improve)."""
     n = len(items)
@@ -459,35 +489,39 @@ def _spread(items: list, k: int) -> list[int]:
 # --- Command line -------------------------------------------------------------------------------
 
 
+SWITCHES = {  # TrainConfig's True-by-default switches: a flag turns each off
+    "look_ahead_mask": ("--no-look-ahead-mask", "train WITHOUT the decoder's look-ahead mask (it learns to cheat)"),
+    "scale_scores": ("--no-scale", "train WITHOUT dividing the attention scores by sqrt(d_k)"),
+}
+CHOICES = {  # flag -> (choices, help)
+    "direction": (DIRECTIONS, "translation direction"),
+    "positions": (TRAIN_POSITIONS, "positional encoding: the paper's sinusoids, a learned table, or none"),
+    "arch": (ARCHS, "the Transformer, or the recurrent encoder-decoder with attention"),
+    "cell": (CELLS, "recurrent cell (--arch rnn)"), "attention": (ATTENTIONS, "attention form (--arch rnn)"),
+}
+
+
 def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m model.train", description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     defaults = TrainConfig()
     for f in fields(TrainConfig):
-        flag = "--" + f.name.replace("_", "-")
-        default = getattr(defaults, f.name)
-        if f.name == "look_ahead_mask":
-            ap.add_argument("--no-look-ahead-mask", dest="look_ahead_mask", action="store_false",
-                            help="train WITHOUT the decoder's look-ahead mask (the model learns to cheat)")
-        elif f.name == "direction":
-            ap.add_argument(flag, default=default, choices=DIRECTIONS)
-        elif f.name in ("arch", "cell", "attention"):
-            ap.add_argument(flag, default=default, choices={"arch": ARCHS, "cell": CELLS,
-                                                            "attention": ATTENTIONS}[f.name],
-                            help={"arch": "the Transformer, or the recurrent encoder-decoder with attention",
-                                  "cell": "recurrent cell (--arch rnn)",
-                                  "attention": "attention form (--arch rnn)"}[f.name])
-        elif default is None:
-            ap.add_argument(flag, type=float, default=None, help=f.name.replace("_", " "))
+        flag, default, what = "--" + f.name.replace("_", "-"), getattr(defaults, f.name), f.name.replace("_", " ")
+        if f.name in SWITCHES:
+            ap.add_argument(SWITCHES[f.name][0], dest=f.name, action="store_false", help=SWITCHES[f.name][1])
+        elif f.name in CHOICES:
+            ap.add_argument(flag, default=default, choices=CHOICES[f.name][0], help=CHOICES[f.name][1])
+        elif default is None:  # key_size is a whole number; clip_grad_norm and max_seconds are seconds or norms
+            ap.add_argument(flag, type=int if f.name == "key_size" else float, default=None, help=what)
         else:
-            ap.add_argument(flag, type=type(default), default=default, help=f.name.replace("_", " "))
+            ap.add_argument(flag, type=type(default), default=default, help=what)
     ap.add_argument("--data", default=str(DATASET_PATH),
                     help="data set in the toy set's format (TSV: split, en, fr, tag); default: the toy set")
     ap.add_argument("--out", help="checkpoint stem to write, e.g. assets/checkpoints/base (without it: no file)")
     ap.add_argument("--name", help="the checkpoint's display name (default: the file name of --out)")
     ap.add_argument("--threads", type=int, default=1,
-                    help="torch threads (torch.set_num_threads). Two are about 25%% faster per step on an idle "
-                         "machine and 10x slower as soon as anything else uses a core")
+                    help="torch threads (torch.set_num_threads). A second one helps a little on an idle machine "
+                         "and slows every step down as soon as anything else uses a core")
     return ap
 
 

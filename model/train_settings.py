@@ -36,11 +36,9 @@ from model.probes import MAX_PROBE_TOKENS, MAX_PROBES, MAX_SNAPSHOTS, default_pr
 from model.train import TrainConfig
 from model.vocab import tokenize
 
-# The page's defaults: a narrower model than the shipped one (d_model 64, d_ff 128 instead of 128,
-# 256), 800 steps, warm-up 100, learning-rate scale 0.5, so that a run on one core reaches about 90%
-# held-out exact match in under a minute (measured: 91% at step 600 after 36 s on a busy 2-core machine).
-DEFAULTS = TrainConfig(d_model=64, n_heads=4, n_layers=2, d_ff=128, dropout=0.1, batch_size=64, steps=800,
-                       warmup=100, lr_scale=0.5, label_smoothing=0.1, seed=0, eval_every=100)
+# The page's defaults: the run one click starts. Why these values: README.md, "The training page's default run".
+DEFAULTS = TrainConfig(d_model=64, n_heads=4, n_layers=1, d_ff=256, dropout=0.0, batch_size=96, steps=500,
+                       warmup=100, lr_scale=0.35, label_smoothing=0.1, seed=0, eval_every=50)
 DEFAULT_PROBE_EVERY = 25  # steps between attention snapshots of the probe sentences
 MAX_JOB_BYTES = 1_000_000_000  # a run whose estimate is above this is refused
 EVAL_BATCH = 256  # sentences per batch of the held-out evaluation (model.train / model.evaluate)
@@ -144,20 +142,9 @@ def check_corpus_profile(p: DataProfile) -> None:
 # --- Memory ------------------------------------------------------------------------------------
 
 
-def count_parameters(d_model: int, n_layers: int, d_ff: int, src_vocab: int, tgt_vocab: int) -> int:
-    """Parameters of the model (post-LN, n_layers encoder and n_layers decoder layers), counted by hand.
-
-    attention: 4 linear maps D->D with bias; feed-forward: D->d_ff->D with biases; LayerNorm: 2D;
-    encoder layer: attention + FFN + 2 LN; decoder layer: 2 attentions + FFN + 3 LN; embeddings:
-    V x D per side; generator: D x V_tgt + V_tgt.
-    """
-    D, F = d_model, d_ff
-    attn = 4 * (D * D + D)
-    ffn = D * F + F + F * D + D
-    ln = 2 * D
-    enc = attn + ffn + 2 * ln
-    dec = 2 * attn + ffn + 3 * ln
-    return src_vocab * D + tgt_vocab * D + n_layers * (enc + dec) + D * tgt_vocab + tgt_vocab
+def parameters(tcfg: TrainConfig, data: DataProfile) -> int:
+    """Parameters of the model these settings train on this data (exact, without building it)."""
+    return checkpoint.count_parameters(tcfg.model_config(data.src_vocab, data.tgt_vocab))
 
 
 @dataclass(frozen=True)
@@ -186,8 +173,9 @@ def estimate_memory(tcfg: TrainConfig, data: DataProfile, n_probes: int = 2, n_s
     """Estimated memory of one job with these settings on this data.
 
     The activation term is a fit of the bytes autograd keeps for backward in this model, measured
-    with `torch.autograd.graph.saved_tensors_hooks` over random configurations (within about 15%;
-    `tests/test_jobs.py` checks it against a measurement). With B = batch size, T = the longest
+    with `torch.autograd.graph.saved_tensors_hooks` over random configurations with dropout on (within
+    about 15%; `tests/test_jobs.py` checks it against a measurement). Without dropout its masks are not
+    kept and the estimate is an upper bound (about 1.7-2x). With B = batch size, T = the longest
     sequence, L = layers per stack, D, F = d_ff, H = heads, V = target vocabulary, in floats::
 
         2 B T V  +  30 B T L D  +  6 B T L F  +  6 B T^2 L H  +  6 L D^2  +  B T D
@@ -198,7 +186,7 @@ def estimate_memory(tcfg: TrainConfig, data: DataProfile, n_probes: int = 2, n_s
     weights for an 8,000-word corpus, counted here as 2.5x, plus 4 E T' (4 D + F + H T').
     The corpus: about 120 bytes per token (tokens and ids as Python objects) and 4 per character.
     """
-    P = count_parameters(tcfg.d_model, tcfg.n_layers, tcfg.d_ff, data.src_vocab, data.tgt_vocab)
+    P = parameters(tcfg, data)
     B, T, L, D, F, H, V = (tcfg.batch_size, data.longest, tcfg.n_layers, tcfg.d_model, tcfg.d_ff, tcfg.n_heads,
                            data.tgt_vocab)
     saved = 2 * B * T * V + 30 * B * T * L * D + 6 * B * T * L * F + 6 * B * T * T * L * H + 6 * L * D * D + B * T * D
@@ -214,8 +202,8 @@ def checkpoint_bytes(tcfg: TrainConfig, data: DataProfile) -> int:
     """An upper bound of the bytes of the checkpoint (both files) a run with these settings saves:
     4 bytes per parameter (exact count), the safetensors header (about 120 bytes per tensor, the
     names included), the JSON's vocabularies (exact) and `META_ALLOWANCE` for the rest of the JSON."""
-    P = count_parameters(tcfg.d_model, tcfg.n_layers, tcfg.d_ff, data.src_vocab, data.tgt_vocab)
-    tensors = 6 + tcfg.n_layers * (16 + 28)  # embeddings, generator, final norms; per encoder / decoder layer
+    P = parameters(tcfg, data)
+    tensors = 8 + tcfg.n_layers * (16 + 28)  # embeddings (+ learned positions), generator, final norms; per layer
     return 4 * P + 160 * tensors + 1024 + data.vocab_json_bytes + META_ALLOWANCE
 
 
@@ -223,7 +211,7 @@ def check_checkpoint_size(tcfg: TrainConfig, data: DataProfile) -> None:
     """Refuse settings whose trained model would be larger than a checkpoint may be."""
     size = checkpoint_bytes(tcfg, data)
     if size > checkpoint.MAX_BYTES:
-        P = count_parameters(tcfg.d_model, tcfg.n_layers, tcfg.d_ff, data.src_vocab, data.tgt_vocab)
+        P = parameters(tcfg, data)
         raise SettingsError(
             f"This model would have {P:,} parameters: its checkpoint would be about {size / 2**20:,.1f} MB, above "
             f"the {checkpoint.MAX_BYTES / 2**20:,.0f} MB a model may have in this app (so it could not be saved and "

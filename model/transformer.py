@@ -24,21 +24,29 @@ from torch import Tensor, nn
 from model.trace import NO_TRACE, Interventions, Trace
 
 PAD_ID = 0  # padding id in both vocabularies (see model/vocab.py)
+POSITIONS = ("sinusoidal", "learned")  # how positions are encoded: the paper's sinusoids, or a learned table
 
 
 @dataclass(frozen=True)
 class Config:
-    """Sizes of the model. The paper's base model is d_model=512, n_heads=8, d_ff=2048, 6+6 layers."""
+    """Sizes of the model. The paper's base model is d_model=512, n_heads=8, d_ff=2048, 6+6 layers.
+
+    Two options reproduce rows of the paper's Table 3 and are off by default: `key_size` (row B: queries
+    and keys of key_size < d_model / n_heads dimensions per head, values keep d_model / n_heads) and
+    `positions="learned"` (row E: a trained table of position vectors instead of the sinusoids).
+    """
 
     src_vocab: int
     tgt_vocab: int
     d_model: int = 128
     n_heads: int = 4
+    key_size: int | None = None  # d_k when smaller than d_model / n_heads (Table 3 row B); None: d_model / n_heads
     n_enc_layers: int = 2
     n_dec_layers: int = 2
     d_ff: int = 256
     dropout: float = 0.1
     max_len: int = 64
+    positions: str = "sinusoidal"  # "sinusoidal" (paper 3.5) or "learned" (Table 3 row E)
     norm_first: bool = False  # False: post-LN as in the paper, LayerNorm(x + Sublayer(x))
     pad_id: int = PAD_ID
 
@@ -54,8 +62,17 @@ class Config:
                             f"({self.n_heads}) so every head gets d_k = d_model / n_heads dimensions")
         if not problems and self.d_model % 2:
             problems.append(f"d_model ({self.d_model}) must be even for the sin/cos positional encoding")
-        if not (isinstance(self.dropout, (int, float)) and 0.0 <= self.dropout < 1.0):
-            problems.append(f"dropout must be in [0, 1) (got {self.dropout!r})")
+        if self.key_size is not None and not problems and (
+                isinstance(self.key_size, bool) or not isinstance(self.key_size, int)
+                or not 0 < self.key_size <= self.d_model // self.n_heads):
+            problems.append(f"key_size must be None or a whole number from 1 to d_model / n_heads = "
+                            f"{self.d_model // self.n_heads} (got {self.key_size!r})")
+        if self.positions not in POSITIONS:
+            problems.append(f"positions must be one of {', '.join(POSITIONS)} (got {self.positions!r})")
+        if not isinstance(self.norm_first, bool):
+            problems.append(f"norm_first must be True or False (got {self.norm_first!r})")
+        if isinstance(self.dropout, bool) or not (isinstance(self.dropout, (int, float)) and 0.0 <= self.dropout < 1.0):
+            problems.append(f"dropout must be a number in [0, 1) (got {self.dropout!r})")
         if not problems and not 0 <= self.pad_id < min(self.src_vocab, self.tgt_vocab):
             problems.append(f"pad_id must be a valid token id (got {self.pad_id!r})")
         if problems:
@@ -63,6 +80,12 @@ class Config:
 
     @property
     def d_k(self) -> int:
+        """Dimensions per head of queries and keys."""
+        return self.key_size or self.d_model // self.n_heads
+
+    @property
+    def d_v(self) -> int:
+        """Dimensions per head of values: d_model / n_heads, so the heads' outputs concatenate to d_model."""
         return self.d_model // self.n_heads
 
     def to_dict(self) -> dict:
@@ -100,14 +123,18 @@ def sinusoidal_encoding(max_len: int, d_model: int) -> Tensor:
 
 
 class Embeddings(nn.Module):
-    """Token embedding scaled by sqrt(d_model), plus the sinusoidal positional encoding."""
+    """Token embedding scaled by sqrt(d_model), plus the positional encoding: the sinusoids (a computed buffer),
+    or with `positions="learned"` a [max_len, D] table trained like every other weight."""
 
     def __init__(self, vocab: int, cfg: Config, name: str):
         super().__init__()
         self.name = name  # "src" or "tgt": a fixed label for the trace, not per-call state
         self.d_model = cfg.d_model
         self.lut = nn.Embedding(vocab, cfg.d_model)
-        self.register_buffer("pe", sinusoidal_encoding(cfg.max_len, cfg.d_model), persistent=False)
+        if cfg.positions == "learned":
+            self.pe = nn.Parameter(torch.empty(cfg.max_len, cfg.d_model))  # initialised with the other matrices
+        else:
+            self.register_buffer("pe", sinusoidal_encoding(cfg.max_len, cfg.d_model), persistent=False)
         self.dropout = nn.Dropout(cfg.dropout)
 
     def forward(self, tokens: Tensor, trace: Trace) -> Tensor:
@@ -124,7 +151,7 @@ class Embeddings(nn.Module):
 def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None,
                                  scale: bool = True, trace: Trace = NO_TRACE, name: str = "attn",
                                  dropout: nn.Module | None = None) -> tuple[Tensor, Tensor]:
-    """softmax(Q K^T / sqrt(d_k) + mask) V for [..., Tq, d_k] queries and [..., Tk, d_k] keys/values.
+    """softmax(Q K^T / sqrt(d_k) + mask) V for [..., Tq, d_k] queries, [..., Tk, d_k] keys, [..., Tk, d_v] values.
 
     Returns (z [..., Tq, d_v], weights [..., Tq, Tk]). `mask` is boolean, True = may attend.
     """
@@ -144,7 +171,7 @@ def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor |
     trace(f"{name}.weights", weights)  # [B, H, Tq, Tk], rows sum to 1
     if dropout is not None:
         weights = dropout(weights)
-    return weights @ v, weights  # [B, H, Tq, d_k]
+    return weights @ v, weights  # [B, H, Tq, d_v]
 
 
 # --- Multi-head attention -----------------------------------------------------------------------
@@ -152,8 +179,9 @@ def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor |
 class MultiHeadAttention(nn.Module):
     """MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W_o, head_i = Attention(Q W_q^i, K W_k^i, V W_v^i).
 
-    W_q, W_k, W_v are [D, D] linear maps whose output columns are split into n_heads blocks of d_k:
-    block i is head i's projection.
+    W_q, W_k, W_v are linear maps whose output columns are split into n_heads blocks (d_k columns each for
+    W_q and W_k, d_v = D / n_heads for W_v): block i is head i's projection. Usually d_k = d_v, so all
+    four maps are [D, D].
 
     When nothing is recorded (training, decoding) the same arithmetic runs on fused kernels: one
     matmul for Q, K, V of self-attention and torch's scaled_dot_product_attention. The parameters stay
@@ -164,26 +192,28 @@ class MultiHeadAttention(nn.Module):
         super().__init__()
         self.name = name  # e.g. "enc.0.self_attn"
         self.n_heads, self.d_k = cfg.n_heads, cfg.d_k
-        self.W_q = nn.Linear(cfg.d_model, cfg.d_model)
-        self.W_k = nn.Linear(cfg.d_model, cfg.d_model)
-        self.W_v = nn.Linear(cfg.d_model, cfg.d_model)
-        self.W_o = nn.Linear(cfg.d_model, cfg.d_model)
+        H = cfg.n_heads
+        self.W_q = nn.Linear(cfg.d_model, H * cfg.d_k)
+        self.W_k = nn.Linear(cfg.d_model, H * cfg.d_k)
+        self.W_v = nn.Linear(cfg.d_model, H * cfg.d_v)
+        self.W_o = nn.Linear(H * cfg.d_v, cfg.d_model)
         self.dropout = nn.Dropout(cfg.dropout)
 
     def split_heads(self, x: Tensor) -> Tensor:
         B, T, _ = x.shape
-        return x.reshape(B, T, self.n_heads, self.d_k).transpose(1, 2)  # [B, T, D] -> [B, H, T, d_k]
+        return x.reshape(B, T, self.n_heads, -1).transpose(1, 2)  # [B, T, H * d] -> [B, H, T, d]
 
     def forward(self, x_q: Tensor, x_kv: Tensor, mask: Tensor | None, trace: Trace) -> Tensor:
         n, iv = self.name, trace.interventions
         if x_q is x_kv and not trace.record:  # self-attention, nothing to show: one matmul for Q, K, V
-            w = torch.cat([self.W_q.weight, self.W_k.weight, self.W_v.weight])  # [3D, D]
-            b = torch.cat([self.W_q.bias, self.W_k.bias, self.W_v.bias])  # [3D]
-            q, k, v = (self.split_heads(t) for t in F.linear(x_q, w, b).chunk(3, dim=-1))  # 3 x [B, H, T, d_k]
+            w = torch.cat([self.W_q.weight, self.W_k.weight, self.W_v.weight])  # [2 H d_k + H d_v, D]
+            b = torch.cat([self.W_q.bias, self.W_k.bias, self.W_v.bias])
+            sizes = (self.W_q.out_features, self.W_k.out_features, self.W_v.out_features)
+            q, k, v = (self.split_heads(t) for t in F.linear(x_q, w, b).split(sizes, dim=-1))  # [B, H, T, d]
         else:
             q = trace(f"{n}.q", self.split_heads(self.W_q(x_q)))  # [B, H, Tq, d_k]
             k = trace(f"{n}.k", self.split_heads(self.W_k(x_kv)))  # [B, H, Tk, d_k]
-            v = trace(f"{n}.v", self.split_heads(self.W_v(x_kv)))  # [B, H, Tk, d_k]
+            v = trace(f"{n}.v", self.split_heads(self.W_v(x_kv)))  # [B, H, Tk, d_v]
         if trace.record:
             z, _ = scaled_dot_product_attention(q, k, v, mask, iv.scale, trace, n, self.dropout)
         else:  # nothing to show: the same formula as one fused kernel (equality tested)
@@ -194,9 +224,9 @@ class MultiHeadAttention(nn.Module):
             keep = torch.ones(self.n_heads, device=z.device)
             keep[off] = 0.0
             z = z * keep[None, :, None, None]  # a head that is off contributes nothing
-        trace(f"{n}.z", z)  # [B, H, Tq, d_k]
-        B, H, Tq, d_k = z.shape
-        concat = trace(f"{n}.concat", z.transpose(1, 2).reshape(B, Tq, H * d_k))  # [B, Tq, D]
+        trace(f"{n}.z", z)  # [B, H, Tq, d_v]
+        B, H, Tq, d_v = z.shape
+        concat = trace(f"{n}.concat", z.transpose(1, 2).reshape(B, Tq, H * d_v))  # [B, Tq, D]
         return trace(f"{n}.out", self.W_o(concat))  # [B, Tq, D]
 
 

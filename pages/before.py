@@ -3,6 +3,7 @@ then the same attention formulas on the Transformer's encoder-decoder attention,
 
 import streamlit as st
 
+from model.checkpoint import count_parameters
 from pages.content import before as text
 from ui import shell
 from ui.rnn import RNN_LABELS, STATE_KEY, available, comparison, view
@@ -26,7 +27,7 @@ kind = pick("Recurrent model", available(), STATE_KEY, style="radio", format_fun
 v = view(kind)
 a, tf = v.rnn, v.transformer
 cfg = v.bundle.config
-st.caption(text.model_line(cfg.cell, cfg.attention, cfg.hidden, sum(p.numel() for p in v.bundle.model.parameters()),
+st.caption(text.model_line(cfg.cell, cfg.attention, cfg.hidden, count_parameters(cfg),
                            v.bundle.meta.get("metrics", {})))
 
 if a.prepared.empty:
@@ -131,6 +132,9 @@ else:
     st.subheader("Training to the same accuracy")
     st.dataframe(vr.training_table(data), hide_index=True)
     notice(vr.training_notice(data))
+    with fold("Show every recipe of the sweep, both models", f"{P}fold_sweep") as shown:
+        if shown:
+            st.dataframe(vr.sweep_table(data), hide_index=True)
     st.subheader("Accuracy by sentence length, and il/elle")
     with fold("Show the accuracy by sentence length and its numbers", f"{P}fold_length") as shown:
         if shown:

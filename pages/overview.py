@@ -2,6 +2,7 @@
 
 import streamlit as st
 
+from model.checkpoint import count_parameters
 from model.paper import BASE, CITATION
 from pages.content import overview as text
 from ui import shell
@@ -12,7 +13,6 @@ from viz.heatmap import shape_text
 from viz.overview import (
     STOPS,
     architecture_dot,
-    count_parameters,
     heads_latex,
     model_record,
     shape_rows,
@@ -82,7 +82,7 @@ if not empty:
                f"enc.0.self_attn.concat is {shape_text(a.trace['enc.0.self_attn.concat'], 'B, m, D')}.")
 
 st.header("Sizes: this model beside the paper")
-n_params = count_parameters(bundle.model)
+n_params = count_parameters(bundle.config)
 st.dataframe(sizes_table(cfg, n_params), height="content")
 training = bundle.meta.get("training") or {}
 st.caption(text.sizes_caption(CITATION, BASE.params_millions * 1e6 / n_params, training.get("train_seconds"),

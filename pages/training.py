@@ -12,7 +12,8 @@ import streamlit as st
 from model.data import MIN_PAIRS, langs
 from model.limits import BOUNDS as b
 from model.probes import MAX_PROBES
-from model.train_settings import SettingsError, toy_profile
+from model.train import TrainConfig
+from model.train_settings import DEFAULTS, SettingsError, toy_profile
 from pages.content import training as text
 from ui import shell
 from ui.state import init_state
@@ -63,6 +64,7 @@ with st.expander("Upload your own parallel corpus", expanded=ss.get(session.CORP
 # --- 2. Settings ----------------------------------------------------------------------------------
 
 st.header("2. Settings")
+st.caption(text.defaults_note(DEFAULTS, TrainConfig()))
 c1, c2, c3 = st.columns(3)
 with c1:
     st.subheader("Model")

@@ -1,12 +1,15 @@
-"""Why attention: the paper's Table 1 with a calculator, path lengths, the n x n memory, and Table 2."""
+"""Why attention: the paper's Table 1 with a calculator, path lengths, the n x n memory, Table 2, and Table 3
+reproduced at toy scale."""
 
 import streamlit as st
 
-from model.paper import CITATION, TABLE1, TABLE1_CAPTION
+from model.paper import CITATION, TABLE1, TABLE1_CAPTION, TABLE3_CAPTION
 from pages.content import why_attention as text
 from ui import shell
+from ui.ablations import measured
 from ui.models import analysis, current_model
-from ui.widgets import chart, next_link, notice
+from ui.widgets import chart, next_link, notice, pick
+from viz import ablations as va
 from viz.complexity import (
     attention_matrix_bytes,
     bleu_display,
@@ -72,7 +75,23 @@ with st.expander("Table 2 as numbers"):
     st.dataframe(bleu_display(frame), hide_index=True)
 st.caption(text.table2(CITATION))
 
-st.header("5. Summary")
+st.header("5. What each part is worth: the paper's Table 3 at toy scale")
+st.markdown(text.TABLE3_INTRO)
+ablated = measured()
+if ablated is None:
+    st.info(text.NO_ABLATIONS)
+else:
+    st.caption(text.ablations_setup(ablated["meta"], len(ablated["rows"])))
+    chart(va.steps_figure(ablated), key="why_ablations")
+    group = pick("Group", va.groups(ablated), "why_ablation_group", style="radio", format_func=va.GROUP_TITLES.get)
+    st.markdown("**Here** (toy set, held-out split; median over the seeds, lowest–highest)")
+    st.dataframe(va.rows_frame(ablated, group), hide_index=True)
+    notice(va.group_notice(ablated, group))
+    st.markdown("**The paper** (Table 3, EN-DE development set)")
+    st.dataframe(va.paper_frame(group), hide_index=True)
+    st.caption(text.table3(CITATION, TABLE3_CAPTION))
+
+st.header("6. Summary")
 st.markdown(text.SUMMARY)
 
 next_link(__file__)

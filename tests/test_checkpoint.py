@@ -52,6 +52,36 @@ def test_round_trip_gives_identical_logits(bundle, tmp_path):
     assert load(tmp_path / "tiny.json").config == bundle.config  # a path to either file works
 
 
+@pytest.mark.parametrize("option, words", [({"positions": "learned"}, "learned position vectors"),
+                                           ({"key_size": 3}, "a key size d_k of 3")])
+def test_table3_variants_load_from_disk_and_are_refused_as_uploads(bundle, tmp_path, option, words):
+    """Learned positions (Table 3 row E) and a smaller key size (row B) round-trip through files; an upload of
+    one is refused with a sentence, since the pages draw the paper's sinusoids and d_k = d_model / heads."""
+    torch.manual_seed(0)
+    cfg = Config(**{**bundle.config.to_dict(), **option})
+    variant = Bundle(Transformer(cfg).eval(), bundle.src_vocab, bundle.tgt_vocab, "en-fr", {}, "variant")
+    save(variant, tmp_path / "variant")
+    loaded = load(tmp_path / "variant")
+    assert loaded.config == cfg
+    with torch.no_grad():
+        assert torch.equal(variant.model(SRC, TGT_IN), loaded.model(SRC, TGT_IN))
+    weights, meta = to_bytes(variant)
+    with pytest.raises(CheckpointError, match=f"this model uses {words} .*the pages draw the paper.s own model"):
+        from_bytes(weights, meta)
+    assert from_bytes(weights, meta, variants=True).config == cfg
+
+
+def test_a_checkpoint_without_the_new_config_fields_loads_as_the_paper_model(bundle):
+    """Checkpoints written before `positions` and `key_size` existed: sinusoids, d_k = d_model / heads."""
+    weights, meta = to_bytes(bundle)
+    m = json.loads(meta)
+    for key in ("positions", "key_size"):
+        del m["config"][key]
+    loaded = from_bytes(weights, rehash(weights, m))
+    assert loaded.config.positions == "sinusoidal" and loaded.config.key_size is None
+    assert loaded.config.d_k == loaded.config.d_v == 8
+
+
 def test_a_dotted_name_keeps_its_dot(bundle, tmp_path):
     paths = save(bundle, tmp_path / "lr0.5")
     assert [p.name for p in paths] == ["lr0.5.safetensors", "lr0.5.json"]

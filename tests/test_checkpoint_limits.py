@@ -75,6 +75,8 @@ def refused(weights: bytes, meta: bytes, match: str) -> str:
     Config(5, 7, d_model=4, n_heads=2, n_enc_layers=1, n_dec_layers=1, d_ff=6, max_len=8),
     Config(9, 6, d_model=8, n_heads=4, n_enc_layers=3, n_dec_layers=2, d_ff=10, max_len=8, norm_first=True),
     Config(4, 4, d_model=16, n_heads=8, n_enc_layers=1, n_dec_layers=4, d_ff=8, max_len=128),
+    Config(6, 5, d_model=8, n_heads=2, n_enc_layers=1, n_dec_layers=1, d_ff=8, max_len=16, positions="learned"),
+    Config(6, 5, d_model=16, n_heads=2, key_size=3, n_enc_layers=2, n_dec_layers=1, d_ff=8, max_len=8),
 ])
 def test_expected_tensors_are_the_models_state_dict(cfg):
     """The hand-written tensor list equals the real model's: a rename in transformer.py fails here."""
@@ -84,7 +86,7 @@ def test_expected_tensors_are_the_models_state_dict(cfg):
 
 
 def test_model_bounds_cover_every_config_field_and_match_the_training_page():
-    assert set(MODEL_BOUNDS) | {"norm_first"} == {f.name for f in dataclasses.fields(Config)}
+    assert set(MODEL_BOUNDS) | {"norm_first", "positions", "key_size"} == {f.name for f in dataclasses.fields(Config)}
     for model_field, training_field in [("d_model", "d_model"), ("n_heads", "n_heads"), ("d_ff", "d_ff"),
                                         ("n_enc_layers", "n_layers"), ("n_dec_layers", "n_layers"),
                                         ("dropout", "dropout")]:
@@ -97,7 +99,9 @@ def test_the_largest_checkpoint_is_what_the_default_size_limit_allows():
     hi = {k: v[1] for k, v in MODEL_BOUNDS.items()}
     params = sum(math.prod(s) for s in expected_tensors(Config(**{**hi, "norm_first": True})).values())
     assert params == 13_525_824  # vocabularies of 8,000 at d_model 256, 4+4 layers, d_ff 1024
-    assert 4 * params < ckpt.MAX_MODEL_BYTES < 4 * params + 4e6
+    learned = ckpt.count_parameters(Config(**{**hi, "norm_first": True, "positions": "learned"}))
+    assert learned == params + 2 * 128 * 256  # the two learned position tables are the largest option
+    assert 4 * learned < ckpt.MAX_MODEL_BYTES < 4 * learned + 4e6
 
 
 # --- Sizes: refused from the JSON alone, before any tensor exists ---------------------------------------
@@ -192,6 +196,17 @@ def test_hostile_json_is_refused_before_python_builds_it(meta, message):
     (lambda m: m["config"].update(dropout="0.1"), "dropout must be a number, not the text '0.1'"),
     (lambda m: m["config"].update(norm_first="no"), "norm_first must be true or false, not the text 'no'"),
     (lambda m: m["config"].update(norm_first=0), "norm_first must be true or false, not the whole number 0"),
+    (lambda m: m["config"].update(positions="rotary"), "positions must be one of sinusoidal, learned, not the text"),
+    (lambda m: m["config"].update(positions=["learned"]), "positions must be one of sinusoidal, learned, not a list"),
+    (lambda m: m["config"].update(positions=None), "positions must be one of sinusoidal, learned, not null"),
+    (lambda m: m["config"].update(positions="x" * 10**5), r"positions must be one of .*, not the text 'xxx.*…"),
+    (lambda m: m["config"].update(key_size="8"), "key_size must be null or a whole number from 1 to 256, not the"),
+    (lambda m: m["config"].update(key_size=8.0), "key_size must be null or a whole number .*, not the number 8"),
+    (lambda m: m["config"].update(key_size=True), "key_size must be null .*, not true"),
+    (lambda m: m["config"].update(key_size=0), "key_size must be null .*, not the whole number 0"),
+    (lambda m: m["config"].update(key_size=10**15), "key_size must be null .*, not the whole number"),
+    (lambda m: m["config"].update(key_size=64), "not a valid model configuration: .*key_size must be None or a "
+                                                "whole number from 1 to d_model / n_heads = 32"),
     (lambda m: m["config"].update(secret=1), "the config has an unknown field 'secret'"),
     (lambda m: m["config"].pop("src_vocab"), "the config has no 'src_vocab'"),
     (lambda m: m.update(config=[1, 2]), "'config' must be an object, not a list"),

@@ -8,12 +8,13 @@ import threading
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from bench.reference import TorchReference
 from model.checkpoint import Bundle
-from model.data import Pair, load_dataset
+from model.data import Pair, load_dataset, pairs_hash
 from model.evaluate import evaluate
-from model.train import EvalEvent, StepEvent, TrainConfig, Trainer, TrainingDiverged, pairs_hash, rate
+from model.train import EvalEvent, StepEvent, TrainConfig, Trainer, TrainingDiverged, rate
 from model.transformer import Config, Transformer
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")  # conftest.py
@@ -80,11 +81,32 @@ def test_rate_counts_steps_from_one():
     ({"clip_grad_norm": 0.0}, "clip_grad_norm"),
     ({"eval_every": -1}, "eval_every"),
     ({"d_model": 9, "n_heads": 3}, "even"),
+    ({"n_layers": 0}, "n_layers must be a positive integer (got 0)"),
+    ({"dropout": True}, "dropout must be a number"),
+    ({"positions": "rotary"}, "positions must be one of sinusoidal, learned, none (got 'rotary')"),
+    ({"key_size": 64, "d_model": 128, "n_heads": 4}, "key_size must be None or a whole number from 1 to"),
+    ({"key_size": 0}, "key_size"),
+    ({"scale_scores": "no"}, "scale_scores must be True or False"),
+    ({"arch": "rnn", "d_model": 512}, "d_model must be in [8, 256] (got 512)"),
 ])
 def test_invalid_training_config_says_what_is_wrong(kw, words):
     with pytest.raises(ValueError, match="Invalid training config") as info:
         TrainConfig(**kw)
     assert words in str(info.value)
+
+
+def test_a_model_size_problem_is_named_once_under_the_training_name():
+    """The sizes are checked by the model's own config: n_layers sets both stacks, and d_model every size of the
+    recurrent model, so each problem is reported once, under the name the user typed."""
+    with pytest.raises(ValueError) as info:
+        TrainConfig(n_layers=-1)
+    assert str(info.value).count("n_layers") == 1 and "n_enc_layers" not in str(info.value)
+    with pytest.raises(ValueError) as info:
+        TrainConfig(arch="rnn", d_model=4)
+    assert str(info.value).count("d_model must be") == 1 and "hidden" not in str(info.value)
+    with pytest.raises(ValueError) as info:
+        TrainConfig(positions="x")  # TrainConfig names it with its own choices; the model's complaint is dropped
+    assert str(info.value).count("positions") == 1
 
 
 def test_config_gives_the_model_config():
@@ -253,3 +275,21 @@ def test_french_to_english_has_no_il_elle_figure():
     ev = [e for e in trainer.run() if isinstance(e, EvalEvent)][-1]
     assert ev.coref_accuracy is None and ev.n == 5  # "it" is "it" whatever the noun: nothing to score
     assert trainer.bundle().langs == ("fr", "en")
+
+
+@pytest.mark.parametrize("eps", [0.0, 0.1, 0.3])
+def test_losses_are_torch_cross_entropy_with_and_without_smoothing(eps):
+    """The trainer writes label smoothing out (1 - eps on the right word, eps spread over the vocabulary) and
+    takes both losses from one log-softmax: the numbers are torch's own."""
+    trainer = Trainer(TrainConfig(**{**TINY, "label_smoothing": eps}), {"train": [Pair("a b", "c d", "x")]})
+    g = torch.Generator().manual_seed(0)
+    logits = torch.randn(3, 5, 11, generator=g, requires_grad=True)
+    gold = torch.tensor([[4, 5, 6, 2, 0], [7, 2, 0, 0, 0], [8, 9, 10, 4, 2]])  # 0 = <pad>
+    smoothed, plain = trainer.losses(logits, gold)
+    flat = logits.reshape(-1, 11), gold.reshape(-1)
+    assert smoothed.item() == pytest.approx(F.cross_entropy(*flat, ignore_index=0, label_smoothing=eps).item(),
+                                            rel=1e-6)
+    assert plain.item() == pytest.approx(F.cross_entropy(*flat, ignore_index=0).item(), rel=1e-6)
+    smoothed.backward()
+    expected = torch.autograd.grad(F.cross_entropy(*flat, ignore_index=0, label_smoothing=eps), logits)[0]
+    assert torch.allclose(logits.grad, expected, atol=1e-7)

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 import torch
 
-from model.checkpoint import Bundle
+from model.checkpoint import Bundle, count_parameters
 from model.data import Pair
 from model.experiments import permutation_check
 from model.paper import BASE, BIG, BLEU_TABLE, TABLE1
@@ -40,7 +40,6 @@ from viz.overview import (
     RESIDUAL_EDGES_DEC,
     STOPS,
     architecture_dot,
-    count_parameters,
     data_summary,
     heads_latex,
     model_record,
@@ -322,7 +321,7 @@ def test_architecture_dot():
 def test_sizes_table_and_parameters():
     cfg = Config(100, 120)
     model = Transformer(cfg)
-    n = count_parameters(model)
+    n = count_parameters(cfg)
     assert n == sum(p.numel() for p in model.parameters())
     t = sizes_table(cfg, n)
     assert t.loc["d_model"].tolist() == ["128", "512", "1024"]

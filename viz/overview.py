@@ -11,7 +11,6 @@ from collections import Counter
 from dataclasses import dataclass
 
 import pandas as pd
-from torch import nn
 
 from model.paper import BASE, BIG
 from model.transformer import Config
@@ -102,11 +101,6 @@ def architecture_dot(cfg: Config) -> str:
         "}",
     ]
     return "\n".join(lines)
-
-
-def count_parameters(model: nn.Module) -> int:
-    """Learned numbers in the model (the positional encoding is a fixed buffer, not counted)."""
-    return sum(p.numel() for p in model.parameters())
 
 
 def sizes_table(cfg: Config, n_params: int) -> pd.DataFrame:

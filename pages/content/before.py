@@ -98,8 +98,9 @@ NO_RECURRENCE = (
 )
 
 MEASURED = (
-    "The same comparison, measured. Both models were trained on the same toy data with the same recipe on one "
-    "CPU thread; the figures below were measured in one run of `python -m bench.bench_rnn --write` and are "
+    "The same comparison, measured. Both models were trained on the same toy data on one CPU thread, each with "
+    "the best of the same sweep of recipes (widths, learning rates, warm-ups: neither model was tuned while the "
+    "other was not); the figures below were measured in one run of `python -m bench.bench_rnn --write` and are "
     "shipped with the app (assets/rnn_comparison.json)."
 )
 PARALLEL_NOTE = (

@@ -28,6 +28,16 @@ MODEL_UPLOAD_HELP = ("Checked before use: format, size, and every tensor's shape
                      "Weights are read with safetensors, never unpickled.")
 
 
+def defaults_note(d, shipped) -> str:
+    """Where the settings start, and how that compares with the shipped model (both `TrainConfig`s)."""
+    return (f"The settings start at a small recipe chosen by measurement to learn the toy set within seconds on one "
+            f"core: {d.n_layers} encoder and {d.n_layers} decoder layer{'s' if d.n_layers > 1 else ''} of d_model "
+            f"{d.d_model}, {d.n_heads} heads, d_ff {d.d_ff}, dropout {d.dropout:g}, batch {d.batch_size}, {d.steps} "
+            f"steps. The shipped model has {shipped.n_layers} + {shipped.n_layers} layers of d_model "
+            f"{shipped.d_model}, d_ff {shipped.d_ff}, dropout {shipped.dropout:g}, {shipped.steps} steps. What each "
+            "setting is worth, measured: the page *Why attention*, section 5.")
+
+
 def corpus_help(src_lang: str, tgt_lang: str, min_pairs: int, max_mb: int) -> str:
     return (f"A UTF-8 text file with one sentence pair per line: **{src_lang}** sentence, then its "
             f"**{tgt_lang}** translation, separated by a tab (.tsv) or a comma (.csv). At least {min_pairs} "

@@ -57,6 +57,32 @@ def table2(citation: str) -> str:
             "EN-FR), so the same figure stands in both columns. The BLEU axis starts at 0.")
 
 
+TABLE3_INTRO = (
+    "The paper's Table 3 changes one part of the base model at a time and measures what it costs: the heads, the "
+    "key size d_k, the size of the model, dropout and label smoothing, learned instead of sinusoidal positions. "
+    "Here the same changes were made to the small model the training page trains by default, each trained a few "
+    "times with different seeds on the toy set. The dots show how soon each reached 95% held-out exact match; "
+    "pick a group to compare its rows with the paper's."
+)
+NO_ABLATIONS = ("The measured rows (assets/ablations.json) are not installed: `python -m bench.ablations --write` "
+                "makes them.")
+
+
+def ablations_setup(meta: dict, n_rows: int) -> str:
+    b = meta["base"]
+    return (f"{n_rows} rows × {meta['seeds']} seeds, {meta['steps']} steps each. The base is the training page's "
+            f"default: h = {b['n_heads']}, d_k = {b['d_model'] // b['n_heads']}, N = {b['n_layers']}, d_model = "
+            f"{b['d_model']}, d_ff = {b['d_ff']}, dropout {b['dropout']:g}, label smoothing {b['label_smoothing']:g}; "
+            f"held-out evaluation every {meta['eval_every']} steps; measured with `{meta['command']}` "
+            f"({meta['measured']}). A row *mattered* when none of its seeds overlaps the base's seeds.")
+
+
+def table3(citation: str, caption: str) -> str:
+    return (f"{caption} From the paper ({citation}). Our figures are exact match, BLEU and il/elle accuracy of greedy "
+            "translations of the toy set's held-out pairs; the paper's are perplexity and BLEU with beam search on "
+            "real news text, so compare directions, not numbers.")
+
+
 SUMMARY = (
     "- **Upside:** the big Transformer outperformed every earlier model on both tasks, recurrent and "
     "convolutional, single models and ensembles, at a fraction of the ensembles' training cost: all positions "

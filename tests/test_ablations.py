@@ -1,0 +1,181 @@
+"""Table 3 at toy scale: the shipped measurements, the notices computed from them, and the page that shows them.
+
+Every number of the page's section is read from assets/ablations.json (a changed file changes the page), and
+the file's numbers come back when the script trains a row again (one row, one seed, within the file's spread).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+
+import pytest
+from apptest_util import all_text, figures, no_exception, run_page
+
+from bench.ablations import rows as ablation_rows
+from bench.ablations import seed_record, settings_of
+from bench.training_runs import Spec, measure
+from model import ablations, train_settings
+from model.paper import TABLE3
+from ui.widgets import md
+from viz import ablations as va
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # conftest.py
+
+
+@pytest.fixture(scope="module")
+def shipped() -> dict:
+    return ablations.read()
+
+
+def row(data: dict, label: str) -> dict:
+    return next(r for r in data["rows"] if r["label"] == label)
+
+
+# --- the shipped file ------------------------------------------------------------------------------------
+
+def test_the_file_has_every_row_of_the_script_for_the_page_default(shipped):
+    base = train_settings.DEFAULTS
+    assert shipped["meta"]["base"] == dataclasses.asdict(base), "the page's default changed: run the script again"
+    assert [(r["group"], r["label"], r["changes"]) for r in shipped["rows"]] == \
+        [(g, label, changes) for g, label, changes in ablation_rows(base)]
+    assert len(shipped["rows"]) >= 8 and set(va.groups(shipped)) == {"A", "B", "C", "D", "E"}
+    for r in shipped["rows"]:
+        assert r["settings"] == settings_of(base, r["changes"])
+        assert len(r["seeds"]) == shipped["meta"]["seeds"] >= 3
+        assert [s["seed"] for s in r["seeds"]] == list(range(shipped["meta"]["seeds"]))
+
+
+def test_a_row_trained_again_lands_within_the_files_spread(shipped):
+    """The script's measurement, repeated for the base row's first seed: the same figures as the file, within the
+    spread of its seeds (on the same machine and torch they are identical)."""
+    base = row(shipped, va.base_row(shipped)["label"])
+    again = seed_record(measure(Spec(base["label"], base["settings"], seed=0)))
+    ems = [s["exact_match"] for s in base["seeds"]]
+    assert min(ems) - 0.01 <= again["exact_match"] <= max(ems) + 0.01
+    steps = [s["steps_to_95"] for s in base["seeds"]]
+    if None not in steps:
+        assert again["steps_to_95"] is not None and min(steps) - 50 <= again["steps_to_95"] <= max(steps) + 50
+
+
+def test_without_positions_the_toy_set_cannot_be_learned(shipped):
+    """Word order carries the toy grammar (who sees whom): without positional encoding no seed comes near the base."""
+    none = next(r for r in shipped["rows"] if r["changes"] == {"positions": "none"})
+    base = va.base_row(shipped)
+    assert max(s["exact_match"] for s in none["seeds"]) < min(s["exact_match"] for s in base["seeds"]) - 0.05
+    assert va.verdict(none, shipped) == "worse"
+
+
+# --- reading and checking ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("spoil, words", [
+    (lambda d: d.pop("rows"), "'rows'"),
+    (lambda d: d["rows"].append(copy.deepcopy(d["rows"][0])), "exactly one base row"),
+    (lambda d: d["rows"][1].update(group="Z"), "needs a group"),
+    (lambda d: d["rows"][1]["seeds"][0].update(exact_match=1.5), "out of range"),
+    (lambda d: d["rows"][1]["seeds"][0].update(steps_to_95=10**6), "out of range"),
+    (lambda d: d["rows"][1]["seeds"][0].update(bleu=float("nan")), "out of range"),
+    (lambda d: d["rows"][1]["seeds"][0].pop("bleu"), "exactly seed"),
+    (lambda d: d["rows"][1].update(seeds=[]), "no seeds"),
+    (lambda d: d["meta"].pop("steps"), "meta must give"),
+])
+def test_a_malformed_file_is_refused(shipped, tmp_path, spoil, words):
+    data = copy.deepcopy(shipped)
+    spoil(data)
+    path = tmp_path / "ablations.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ablations.AblationsError, match=words):
+        ablations.read(path)
+
+
+def test_unreadable_file(tmp_path):
+    with pytest.raises(ablations.AblationsError, match="cannot read"):
+        ablations.read(tmp_path / "missing.json")
+    (tmp_path / "bad.json").write_text("{")
+    with pytest.raises(ablations.AblationsError, match="cannot read"):
+        ablations.read(tmp_path / "bad.json")
+
+
+# --- what the notices compute -----------------------------------------------------------------------------------
+
+def synthetic(base_steps: list, row_steps: list, base_em=(0.96, 0.97, 0.98), row_em=(0.96, 0.97, 0.98),
+              changes: dict | None = None, group: str = "B") -> dict:
+    def seeds(steps, ems):
+        return [{"seed": i, "exact_match": e, "bleu": 100 * e, "coref_accuracy": 1.0, "steps_to_90": None,
+                 "steps_to_95": s} for i, (s, e) in enumerate(zip(steps, ems, strict=True))]
+
+    base = {"d_model": 64, "n_heads": 4, "dropout": 0.0, "label_smoothing": 0.1, "n_layers": 1, "d_ff": 128}
+    return {"meta": {"steps": 600, "eval_every": 50, "seeds": 3, "base": base, "command": "c", "measured": "m"},
+            "rows": [{"group": "base", "label": "base", "changes": {}, "settings": base, "parameters": 10,
+                      "seeds": seeds(base_steps, base_em)},
+                     {"group": group, "label": "the row", "changes": changes or {"key_size": 4},
+                      "settings": base, "parameters": 9, "seeds": seeds(row_steps, row_em)}]}
+
+
+@pytest.mark.parametrize("base_steps, row_steps, row_em, verdict", [
+    ([400, 450, 500], [550, 600, None], (0.96, 0.97, 0.98), "worse"),  # every seed later than every base seed
+    ([400, 450, 500], [450, 500, 550], (0.96, 0.97, 0.98), "same"),  # overlapping: within the spread
+    ([400, 450, 500], [300, 350, 350], (0.96, 0.97, 0.98), "better"),
+    ([400, 450, 500], [450, 500, 500], (0.90, 0.91, 0.92), "worse"),  # same speed, every final exact match lower
+    ([400, 450, 500], [300, 300, 300], (0.90, 0.91, 0.92), "mixed"),
+])
+def test_a_row_matters_only_when_its_seeds_lie_apart_from_the_bases(base_steps, row_steps, row_em, verdict):
+    data = synthetic(base_steps, row_steps, row_em=row_em)
+    assert va.verdict(data["rows"][1], data) == verdict
+
+
+def test_the_notice_says_what_mattered_and_why_the_toy_may_disagree():
+    data = synthetic([400, 450, 500], [450, 500, 550])  # a smaller d_k, within the spread: the paper found it worse
+    text = va.group_notice(data, "B")
+    assert text.startswith("Nothing here mattered beyond the spread of 3 seeds.")
+    assert "Within the base's spread (the base reached 95% after 450 (400–500) steps, final exact match " \
+           "97.0 (96.0–98.0)%)" in text
+    assert "the row came out same (expected: worse): plausible, because " + va.WHY["key_size"][0] in text
+    data = synthetic([400, 450, 500], [550, 600, None])
+    text = va.group_notice(data, "B")
+    assert text.startswith("Mattered here: the row (worse: 2 of 3 seeds reached 95% within 600 steps (after 575 "
+                           "(550–600))")
+    assert "As expected from the paper: the row." in text and "Unlike the paper" not in text
+
+
+def test_the_papers_rows_are_the_papers():
+    frame = va.paper_frame("A")
+    assert frame["row"].tolist()[:2] == ["base", "h = 1, d_k = 512, d_v = 512"]
+    assert frame["BLEU (dev)"].tolist() == [f"{v.bleu:.1f}" for v in TABLE3 if v.group in ("base", "A")]
+    assert va.paper_frame("E")["row"].tolist()[-1] == "learned positional embedding instead of sinusoids"
+
+
+# --- the page ------------------------------------------------------------------------------------------------
+
+def test_every_number_of_the_section_comes_from_the_file(shipped, tmp_path, monkeypatch):
+    """A file with other numbers (every exact match lowered, every step later, new labels) gives a page with those
+    numbers: nothing in the section is written by hand."""
+    data = copy.deepcopy(shipped)
+    for i, r in enumerate(data["rows"]):
+        r["label"] = f"{r['label']} #{i}"
+        for s in r["seeds"]:
+            s["exact_match"] = round(s["exact_match"] * 0.9, 4)
+            s["steps_to_95"] = None if s["steps_to_95"] is None else min(s["steps_to_95"] + 50, data["meta"]["steps"])
+    path = tmp_path / "ablations.json"
+    path.write_text(json.dumps(data, ensure_ascii=False))
+    monkeypatch.setattr(ablations, "PATH", path)
+    for group in ("A", "E"):
+        at = run_page("why_attention", why_ablation_group=group)
+        no_exception(at)
+        shown = [d.value for d in at.dataframe]
+        assert any(f.equals(va.rows_frame(data, group)) for f in shown)
+        assert any(f.equals(va.paper_frame(group)) for f in shown)
+        assert "**Notice:** " + md(va.group_notice(data, group)) in [i.value for i in at.info]
+    fig = next(f for f in figures(at) if "Steps to 95%" in f["layout"].get("title", {}).get("text", ""))
+    labels = [t["y"][0] for t in fig["data"]]
+    assert labels[0] == "base" and labels[1] == f"(A) {data['rows'][1]['label']}"
+    assert [t["x"] for t in fig["data"]][0] == [
+        s["steps_to_95"] or data["meta"]["steps"] + data["meta"]["eval_every"] for s in data["rows"][0]["seeds"]]
+
+
+def test_without_the_file_the_page_says_how_to_make_it(tmp_path, monkeypatch):
+    monkeypatch.setattr(ablations, "PATH", tmp_path / "none.json")
+    at = run_page("why_attention")
+    no_exception(at)
+    assert "python -m bench.ablations --write" in all_text(at)

@@ -1,0 +1,23 @@
+"""The measured Table 3 rows (assets/ablations.json, written by `python -m bench.ablations --write`), read once
+per server and file version, shared read-only. None when the file is missing or not what the bench writes."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from model import ablations
+
+
+@st.cache_resource
+def _read(path: str, mtime: float) -> dict | None:
+    try:
+        return ablations.read(path)
+    except ablations.AblationsError:
+        return None
+
+
+def measured() -> dict | None:
+    """The rows, or None (the page then says the measurements are not installed)."""
+    if not ablations.PATH.is_file():
+        return None
+    return _read(str(ablations.PATH), ablations.PATH.stat().st_mtime)
