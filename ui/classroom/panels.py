@@ -53,6 +53,7 @@ from ui.classroom.session import (
     teacher_snapshot,
     write_url,
 )
+from ui.session_info import fair_share
 from ui.widgets import md
 
 
@@ -113,6 +114,11 @@ def answer(qid: int, option: int) -> None:
 def question_panel() -> None:
     """The teacher's open question above the page: answer buttons; after the reveal, the model's answer
     beside the student's own."""
+    with fair_share():  # (a fragment's run: its CPU counts against the client's share too, as app.py's runs do)
+        _question_panel()
+
+
+def _question_panel() -> None:
     snap: ClassSnapshot | None = ss().get(SNAP)
     if snap is None or snap.question is None:
         return

@@ -1,0 +1,83 @@
+"""A class no visitor can disrupt: one client's flood waits its turn (serving/inbound.py), and a lost Redis is a
+clear state the class comes back from (a real redis-server stopped and started again, tests/services.py).
+The store's own limits (presence, students per address, classes per client) are in tests/test_class_store.py;
+the long versions of these scenarios, with their figures, are `python -m bench.class_abuse`."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from serving.inbound import MESSAGE_COST, InboundLimit, Ledger
+
+
+# -- each client's share ------------------------------------------------------------------------------------
+class Clock:
+    def __init__(self):
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def test_a_client_over_its_share_waits_and_nobody_else_does():
+    clock = Clock()
+    ledger = Ledger(share=0.25, burst=1.0, clock=clock)
+    ledger.open("flooder")
+    assert all(ledger.spend("flooder", MESSAGE_COST) == 0 for _ in range(200))  # alone on the server: never held
+    ledger.open("student")
+    waits = [ledger.spend("flooder", MESSAGE_COST) for _ in range(200)]  # 200 messages at once
+    burst = int(1.0 / MESSAGE_COST)
+    assert waits[:burst] == [0.0] * burst  # its burst passes
+    assert waits[burst + 9] == pytest.approx(10 * MESSAGE_COST / 0.25)  # then one message per cost / share
+    assert max(waits) <= 10.0  # its debt is capped
+    assert ledger.spend("student", MESSAGE_COST) == 0  # the other client is not slowed at all
+    ledger.charge("student", 5.0)  # a run is charged at most 1 s (a process's first run imports torch)
+    assert ledger.spend("student", 0) == pytest.approx(MESSAGE_COST / 0.25)  # one message over its burst of 1 s
+    assert ledger.spend("student", MESSAGE_COST) == pytest.approx(2 * MESSAGE_COST / 0.25)
+    clock.t += 60  # a minute later everything is paid back
+    assert ledger.spend("flooder", MESSAGE_COST) == 0 and ledger.spend("student", MESSAGE_COST) == 0
+
+
+def test_the_middleware_holds_back_only_the_flooding_clients_websocket_messages():
+    ledger = Ledger(share=0.25, burst=0.25)
+    limit = InboundLimit(None, ledger)
+    got: dict[str, list[float]] = {"203.0.113.5": [], "198.51.100.7": []}
+
+    def scope(ip: str) -> dict:
+        return {"type": "websocket", "client": (ip, 5000), "headers": []}
+
+    async def app(scope, receive, send):  # a websocket endpoint: the flooder sends 40 messages, the student 5
+        flooder = scope["client"][0] == "203.0.113.5"
+        for _ in range(40 if flooder else 5):
+            await receive()
+            got[scope["client"][0]].append(time.perf_counter())
+        if flooder:
+            done.set()
+        await done.wait()  # the student's page stays open meanwhile
+
+    done: asyncio.Event
+
+    async def main() -> float:
+        nonlocal done
+        limit.app = app
+        gate, done = asyncio.Event(), asyncio.Event()
+
+        async def receive():
+            await gate.wait()
+            return {"type": "websocket.receive", "bytes": b"x"}
+
+        t0 = time.perf_counter()
+        tasks = [asyncio.create_task(limit(scope(ip), receive, None)) for ip in got]
+        await asyncio.sleep(0.05)  # both connected
+        gate.set()
+        await asyncio.gather(*tasks)
+        return t0
+
+    t0 = asyncio.run(main())
+    flooder, student = (max(got[ip]) - t0 for ip in got)
+    assert student < 0.5  # a client within its share: none of its messages waits
+    assert flooder > (40 - 0.25 / MESSAGE_COST) * MESSAGE_COST / 0.25 * 0.9  # the flooder's paced: ~3 s
+    assert limit.ledger.held >= 20 and not ledger.connected  # (both connections counted, then closed)
