@@ -7,10 +7,19 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 
 import pytest
 
+import classroom
+from classroom import RedisClassStore
 from serving.inbound import MESSAGE_COST, InboundLimit, Ledger
+from serving.processes import stop
+from serving.shared_redis import REDIS_URL_ENV
+from tests.apptest_util import no_exception, run_app
+from tests.services import redis_server
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 # -- each client's share ------------------------------------------------------------------------------------
@@ -81,3 +90,53 @@ def test_the_middleware_holds_back_only_the_flooding_clients_websocket_messages(
     assert student < 0.5  # a client within its share: none of its messages waits
     assert flooder > (40 - 0.25 / MESSAGE_COST) * MESSAGE_COST / 0.25 * 0.9  # the flooder's paced: ~3 s
     assert limit.ledger.held >= 20 and not ledger.connected  # (both connections counted, then closed)
+
+
+# -- Redis away ---------------------------------------------------------------------------------------------
+def test_the_class_service_away_is_a_clear_state_and_the_class_resumes(monkeypatch):
+    """Redis stopped mid-class: the teacher's console and the student's page say the class service is
+    unreachable (once, no rerun loop, no traceback); started again (its append-only file), the class is there
+    and the student follows the teacher's next change."""
+    from ui.classroom.session import UNREACHABLE_TEXT
+
+    with redis_server(server=True) as redis:
+        monkeypatch.setenv(REDIS_URL_ENV, redis.url)
+        store = RedisClassStore(redis.url, prefix=f"test:{uuid.uuid4().hex[:8]}", classes_per_client=1000,
+                                class_starts_per_minute=1000)
+        monkeypatch.setitem(classroom._stores, redis.url, store)
+        try:
+            teacher = run_app("classroom")
+            teacher.button(key="class_start").click().run()
+            teacher.button(key="class_ask").click().run()
+            code = teacher.session_state["class_code"]
+            student = run_app(query={"class": code})
+            no_exception(student)
+            assert student.session_state["class_following"] and store.snapshot(code).students == 1
+
+            stop(redis.child)
+            student.run()
+            no_exception(student)
+            assert UNREACHABLE_TEXT in [t.value for t in student.toast]  # said once ...
+            assert any(UNREACHABLE_TEXT in c.value for c in student.sidebar.caption)  # ... and shown on the badge
+            student.run()
+            assert not student.toast and any(UNREACHABLE_TEXT in c.value for c in student.sidebar.caption)
+            assert student.session_state["class_code"] == code  # still in the class
+            t = time.perf_counter()
+            teacher.run()  # the console's answers: "unreachable" (before: a rerun of the app, again and again)
+            no_exception(teacher)
+            assert time.perf_counter() - t < 30
+            assert any(UNREACHABLE_TEXT in c.value for c in teacher.caption)
+            assert teacher.session_state["class_code"] == code  # still the teacher
+
+            redis.start()  # its append-only file: the class, its question and its student are back
+            snap = store.snapshot(code)
+            assert snap is not None and snap.question is not None and snap.students == 1
+            teacher.switch_page("pages/overview.py").run()
+            teacher.text_input(key="sentence").set_value("the class is back").run()
+            no_exception(teacher)
+            student.run()  # (in a browser: the page's event stream reruns it)
+            no_exception(student)
+            assert student.session_state["sentence"] == "the class is back"
+            assert not any(UNREACHABLE_TEXT in c.value for c in student.sidebar.caption)
+        finally:
+            store.close()

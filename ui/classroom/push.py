@@ -160,7 +160,9 @@ function open(url) {
   S.es = es;
   es.onmessage = (m) => {
     const c = JSON.parse(m.data);
+    const back = S.up === false && c.up !== false;  // the class service is back: redraw once (spread over 2 s)
     S.up = c.up !== false;
+    if (back && S.set) setTimeout(() => S.set && S.set("sync", "back." + Date.now()), Math.random() * 2000);
     if (c.seq !== undefined) {
       if (!S.latest || c.seq !== S.latest.seq || c.q !== S.latest.q || c.tally !== S.latest.tally) S.tries = 0;
       S.latest = c;
