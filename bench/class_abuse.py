@@ -199,7 +199,7 @@ async def flood(url: str, pid: int, kind: str, n: int, rate: float, samples: int
         during = {"rerun": [], "follow": [], "missed": 0}
         sent, wall, cpu, k = 0, 0.0, 0.0, 0
         per = max(1, samples // rounds)
-        for _ in range(rounds):  # without and with the flood in turns: the machine's other load hits both alike
+        for turn in range(rounds):  # without and with the flood in turns: the machine's other load hits both alike
             r = await measure(teacher, student, per, k, timeout)
             k += per
             for key in ("rerun", "follow"):
@@ -218,7 +218,8 @@ async def flood(url: str, pid: int, kind: str, n: int, rate: float, samples: int
             sent += await task
             wall += time.perf_counter() - t0
             cpu += cpu_seconds([pid]) - cpu0
-            await quiet(pid)  # what the flood left queued drains before the next turn without it
+            if turn < rounds - 1:
+                await quiet(pid)  # what the flood left queued drains before the next turn without it
     finally:
         for s in [teacher, student, *flooders]:
             with contextlib.suppress(Exception):
@@ -416,9 +417,10 @@ def print_students(r: dict) -> None:
           + f" (GLASS_PRESENCE_SECONDS={r['grace']:g})")
 
 
-def run_server(extra: dict | None = None):
+def run_server(extra: dict | None = None, root: str | None = None):
     env = {"GLASS_TRUST_PROXY": "1", **(extra or {})}
-    return start_app(log=Path("/tmp") / "glass-class-abuse.log", timeout=120, extra_env=env)
+    return start_app(log=Path("/tmp") / "glass-class-abuse.log", timeout=120, extra_env=env,
+                     root=Path(root) if root else None)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -434,11 +436,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=4, help="turns without and with the flood")
     ap.add_argument("--timeout", type=float, default=20, help="seconds a rerun or a change may take (then: stalled)")
     ap.add_argument("--no-limit", action="store_true", help="switch the per-client share off (GLASS_CLIENT_SHARE=1000)")
+    ap.add_argument("--root", help="flood, classes, students: serve another checkout (e.g. `git archive` of an older "
+                    "commit), for a before/after comparison")
     ap.add_argument("--json", action="store_true", help="also print the raw figures as JSON")
     args = ap.parse_args(argv)
     args.sessions, args.rate = max(1, min(args.sessions, 16)), max(1.0, min(args.rate, 120.0))
     if args.scenario == "flood":
-        server = run_server({"GLASS_CLIENT_SHARE": "1000"} if args.no_limit else None)
+        server = run_server({"GLASS_CLIENT_SHARE": "1000"} if args.no_limit else None, args.root)
         try:
             for kind in (["answers", "reruns"] if args.kind == "both" else [args.kind]):
                 r = asyncio.run(asyncio.wait_for(flood(server.url, server.proc.pid, kind, args.sessions, args.rate,
@@ -450,7 +454,7 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             server.stop()
     if args.scenario in ("classes", "students"):
-        server = run_server({"GLASS_PRESENCE_SECONDS": str(args.grace)})
+        server = run_server({"GLASS_PRESENCE_SECONDS": str(args.grace)}, args.root)
         try:
             if args.scenario == "classes":
                 print_classes(asyncio.run(asyncio.wait_for(classes(server.url, min(args.sessions, 40)), 600)))

@@ -14,7 +14,7 @@ import pytest
 import classroom
 from classroom import RedisClassStore
 from serving.inbound import MESSAGE_COST, InboundLimit, Ledger
-from serving.processes import stop
+from serving.processes import running_app, stop
 from serving.shared_redis import REDIS_URL_ENV
 from tests.apptest_util import no_exception, run_app
 from tests.services import redis_server
@@ -90,6 +90,20 @@ def test_the_middleware_holds_back_only_the_flooding_clients_websocket_messages(
     assert student < 0.5  # a client within its share: none of its messages waits
     assert flooder > (40 - 0.25 / MESSAGE_COST) * MESSAGE_COST / 0.25 * 0.9  # the flooder's paced: ~3 s
     assert limit.ledger.held >= 20 and not ledger.connected  # (both connections counted, then closed)
+
+
+def test_eight_tabs_flooding_answers_do_not_stall_another_student():
+    """The short version of `python -m bench.class_abuse flood`: on a real `streamlit run app.py`, eight sessions
+    of one address press answer buttons 60 times a second each while another student reruns their page and
+    follows the teacher (before: that student's reruns stalled for good)."""
+    from bench.class_abuse import flood
+
+    with running_app(extra_env={"GLASS_TRUST_PROXY": "1"}, timeout=120) as server:
+        r = asyncio.run(asyncio.wait_for(flood(server.url, server.proc.pid, "answers", 8, 60, 3, rounds=1,
+                                               timeout=10), 240))
+    assert r["sent"] > 400  # (the flood did flood)
+    assert r["during"]["missed"] == 0 and len(r["during"]["rerun"]) == 3 and len(r["during"]["follow"]) == 3
+    assert max(r["during"]["rerun"]) < 3.0 and max(r["during"]["follow"]) < 8.0
 
 
 # -- Redis away ---------------------------------------------------------------------------------------------
