@@ -427,7 +427,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("scenario", choices=["flood", "outage", "classes", "students"])
     ap.add_argument("--fakes", type=int, default=100, help="students: cookieless sessions from one address")
-    ap.add_argument("--grace", type=float, default=10, help="students: GLASS_PRESENCE_SECONDS for this run")
+    ap.add_argument("--grace", type=float, default=20, help="students: GLASS_PRESENCE_SECONDS for this run (>= 20)")
     ap.add_argument("--kind", choices=["answers", "reruns", "both"], default="both")
     ap.add_argument("--sessions", type=int, default=8)
     ap.add_argument("--rate", type=float, default=60)

@@ -141,7 +141,8 @@ class ClassStore(ABC):
         self.students_per_client = students_per_client or setting("GLASS_STUDENTS_PER_ADDRESS", STUDENTS_PER_CLIENT)
         # Presence: a class counts the students seen in the last `presence_seconds` (a join, an answer, or an
         # open page of the class, which every app process's hub reports every few seconds: `mark_connected`).
-        self.presence_seconds = presence_seconds or setting("GLASS_PRESENCE_SECONDS", PRESENCE_SECONDS)
+        # (at least twice the hubs' report interval, classroom/hub.py: else a student with a page open could flicker)
+        self.presence_seconds = presence_seconds or max(20, setting("GLASS_PRESENCE_SECONDS", PRESENCE_SECONDS))
 
     # teacher
     def create(self, state: dict | None = None, client_id: str = "local", owner: str | None = None
