@@ -1,24 +1,40 @@
-"""A hostile visitor against classroom mode, measured: what one address can do to a class, and what a class
-loses when a part of the server dies.
+"""A hostile visitor against classroom mode, measured: what one address can do to a class and to its other
+students, and what a class goes through while its Redis is away.
 
-    .venv/bin/python -m bench.class_abuse flood [--kind answers|reruns] [--sessions 8] [--rate 60] [--samples 20]
-    .venv/bin/python -m bench.class_abuse classes [--sessions 20]
-    .venv/bin/python -m bench.class_abuse students [--fakes 100]
+    .venv/bin/python -m bench.class_abuse flood [--kind answers|reruns|both] [--sessions 8] [--rate 60] [--samples 32]
+    .venv/bin/python -m bench.class_abuse classes [--sessions 12]
+    .venv/bin/python -m bench.class_abuse students [--fakes 100] [--grace 20]
     .venv/bin/python -m bench.class_abuse outage [--seconds 20]
-    .venv/bin/python -m bench.class_abuse parts
-    .venv/bin/python -m bench.class_abuse all
 
-flood: one `streamlit run app.py` (the memory store) with GLASS_TRUST_PROXY=1, so that every simulated client
-carries its own address in X-Forwarded-For as a proxy would write it. A teacher starts a class, asks a question
-and goes to the overview; another student (their own address) joins and follows. Measured, first without and
-then during the flood: the student's rerun latency (a full run of the page, as a click does) and their follow
-latency (the teacher types a sentence: the time until the student's page shows it), `--samples` of each,
-alternately. The flood: `--sessions` sessions from one address, each sending `--rate` messages a second without
-waiting for answers: answer-button clicks (`--kind answers`, the question panel's fragment, alternating options)
-or full page reruns (`--kind reruns`). Printed: p50 and p95 of both latencies, before and during, and their ratio.
+Each starts `streamlit run app.py` (the memory store; `outage`: one app process with Redis, serving/replicas.py)
+with GLASS_TRUST_PROXY=1, so that every simulated client carries its own address in X-Forwarded-For as a
+proxy would write it. `--root DIR` serves another checkout instead (a `git archive` of an older commit: the
+"before" of a before/after); `--no-limit` switches the per-client share off (GLASS_CLIENT_SHARE=1000).
 
-Every client is a browserless websocket session (bench/ws_client.py). Bounded: at most 16 flood sessions of at
-most 120 messages a second, every wait has a timeout; servers on 127.0.0.1 and free ports, stopped at the end.
+flood: a teacher starts a class, asks a question and goes to the overview; another student (their own
+address) joins and follows. Measured, in `--rounds` alternating turns without and with the flood (the
+machine's other load hits both alike): the student's rerun latency (a full run of the page, as a click does)
+and their follow latency (the teacher types a sentence: the time until the student's page shows it). The
+flood: `--sessions` sessions of one address, each sending `--rate` messages a second without waiting for
+answers: answer-button clicks (`answers`: in the question panel's fragment, alternating options) or full
+page reruns (`reruns`). Printed: p50 and p95 of both latencies, without and during, and the p95 ratio; a
+rerun or change that takes longer than `--timeout` counts as stalled (at the timeout).
+
+classes: `--sessions` browsers of one address each press "Start a class"; then one of another address.
+
+students: a class with a question; `--fakes` cookieless sessions of one address join by the link, follow
+(their pages' event streams open) and vote; a real student of another address joins; the fake sessions
+close, and the teacher's count is read every second until it shows the real student alone.
+
+outage: Redis killed for `--seconds` under a teacher on the class console (its answers redraw every second,
+as a browser's timer does) and a following student; the app process's CPU and log lines meanwhile, what
+each page says, and whether the class is back (question, students) and follows the teacher's next change
+once Redis is started again from its append-only file.
+
+What survives each killed part (HAProxy, Redis, an app process) is `python -m bench.classroom_load chaos`.
+Every client is a browserless websocket session (bench/ws_client.py). Bounded: at most 16 flood sessions of
+at most 120 messages a second, 16 class starts, 200 fake students; every wait has a timeout; servers on
+127.0.0.1 and free ports, stopped at the end.
 """
 
 from __future__ import annotations
@@ -412,8 +428,8 @@ def print_students(r: dict) -> None:
           f"(refused: {r['refused_says']!r}); the teacher saw {r['teacher_sees_students']} students, "
           f"{r['teacher_sees_votes']} votes")
     back = r["count_back_to_real_after"]
-    print("  once their sessions closed, the teacher's count showed the one real student after "
-          + (f"{back:.0f} s" if back is not None else "never (within the timeout)")
+    print("  once their sessions closed, the teacher's count showed the one real student "
+          + (f"after {back:.0f} s" if back is not None else "never (within 90 s)")
           + f" (GLASS_PRESENCE_SECONDS={r['grace']:g})")
 
 
@@ -429,9 +445,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fakes", type=int, default=100, help="students: cookieless sessions from one address")
     ap.add_argument("--grace", type=float, default=20, help="students: GLASS_PRESENCE_SECONDS for this run (>= 20)")
     ap.add_argument("--kind", choices=["answers", "reruns", "both"], default="both")
-    ap.add_argument("--sessions", type=int, default=8)
+    ap.add_argument("--sessions", type=int, default=8,
+                    help="flood: sessions of one address; classes: browsers pressing Start")
     ap.add_argument("--rate", type=float, default=60)
-    ap.add_argument("--samples", type=int, default=20)
+    ap.add_argument("--samples", type=int, default=32, help="flood: samples of each latency, without and with it")
     ap.add_argument("--seconds", type=float, default=20, help="outage: how long Redis stays away")
     ap.add_argument("--rounds", type=int, default=4, help="turns without and with the flood")
     ap.add_argument("--timeout", type=float, default=20, help="seconds a rerun or a change may take (then: stalled)")
