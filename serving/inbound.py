@@ -6,14 +6,15 @@ visitor pressing buttons sixty times a second, or rerunning a page without a pau
 time (another student's run took 12 s and more).
 
 `LEDGER` keeps, per client (`serving.identity.client_address`: the address, or behind GLASS_TRUST_PROXY proxies
-the one they saw), what the client cost the server: each message it sends costs `message_cost` seconds, and
+the one they saw), what the client cost the server: each message it sends costs `MESSAGE_COST` seconds, and
 each script run of its sessions the CPU time the run took (the app tells: `charge`). A client may spend
 `share` seconds per second, and `burst` seconds at once after a quiet spell. `InboundLimit`, a plain ASGI
 middleware (app.py hands it to `st.App`, Streamlit's public ASGI app), holds back a client's next websocket
 message until the client is within its share again. Nothing is dropped: the client's own pages answer at the
 pace it is allowed (its websocket's buffers fill and the sender waits). A client within its share never
-waits, and a client alone on the server (the only address with a page open: one machine, or a school behind
-one NAT with nobody else) is never held back.
+waits, and a client alone on the server (the only address with a page open on this process: one machine, or a school
+behind one NAT with nobody else) is never held back. The share is per app process (each has its own
+interpreter).
 
 Settings (per address): `GLASS_CLIENT_SHARE` (default 0.25: a quarter of the interpreter) and
 `GLASS_CLIENT_BURST` (default 3 seconds). A school whose students share one address while others use the
