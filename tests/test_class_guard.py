@@ -106,6 +106,47 @@ def test_eight_tabs_flooding_answers_do_not_stall_another_student():
     assert max(r["during"]["rerun"]) < 3.0 and max(r["during"]["follow"]) < 8.0
 
 
+# -- presence through the hub --------------------------------------------------------------------------------
+@pytest.mark.parametrize("kind", ["memory", "redis"])
+def test_a_student_with_a_page_open_stays_in_the_count_and_leaves_it_after_the_grace(kind, monkeypatch):
+    """The hub of the process a student's page is connected to reports it (here every 0.3 s): that student
+    stays counted past the grace, a student without a page leaves; when the page closes, that student leaves
+    too, and the teacher's tally moves so that the console redraws its count."""
+    import classroom.hub as hub_module
+    from classroom import MemoryClassStore
+    from classroom.hub import EventHub
+
+    monkeypatch.setattr(hub_module, "MARK_SECONDS", 0.3)
+
+    async def run(store) -> None:
+        hub = EventHub(store)
+        hub.start()
+        try:
+            code, _ = store.create({})
+            store.join(code, "192.0.2.1", "student-0001")
+            store.join(code, "192.0.2.2", "student-0002")
+            await hub.listen(code, "teacher")  # the teacher's console
+            page = await hub.listen(code, "student-0001")  # only student 1 has a page of the class open
+            await asyncio.sleep(1.6)
+            assert store.snapshot(code).students == 1
+            tally = store.counters(code).tally
+            hub.unlisten(page)
+            await asyncio.sleep(1.6)
+            assert store.snapshot(code).students == 0 and store.counters(code).tally > tally
+        finally:
+            hub.stop()
+
+    if kind == "memory":
+        asyncio.run(run(MemoryClassStore(presence_seconds=1.0)))
+        return
+    with redis_server() as url:
+        store = RedisClassStore(url, prefix=f"test:{uuid.uuid4().hex[:8]}", presence_seconds=1.0)
+        try:
+            asyncio.run(run(store))
+        finally:
+            store.close()
+
+
 # -- Redis away ---------------------------------------------------------------------------------------------
 def test_the_class_service_away_is_a_clear_state_and_the_class_resumes(monkeypatch):
     """Redis stopped mid-class: the teacher's console and the student's page say the class service is
