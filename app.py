@@ -12,24 +12,28 @@ on its own.
 import streamlit as st
 
 if __name__ != "__main__":  # imported by `streamlit run app.py` (or an ASGI server): the web server
+    from ui import session_info
     from ui.classroom import push
 
-    app = st.App("app.py", routes=push.routes(), lifespan=push.lifespan)
+    # the middleware: a client over its share of the server (many tabs, many clicks) waits; the others never do
+    app = st.App("app.py", routes=push.routes(), lifespan=push.lifespan, middleware=session_info.middleware())
 else:  # a run of the app's script
     import ui.startup  # noqa: F401, I001 - first: per-process settings before torch loads
 
     from ui import shell, style
     from ui.classroom import panels as classroom
+    from ui.session_info import fair_share
     from ui.sidebar import render_sidebar
     from ui.state import init_state, keep_widget_state
     from ui.training.session import job as attach_training_run
 
     st.set_page_config(page_title="Glass Transformer", page_icon=":material/visibility:", layout="wide")
 
-    page = shell.navigation()
-    if shell.admitted():
-        keep_widget_state()
-        init_state()  # the session's state (from a shared link on its first run), presenter mode included
-        style.inject()  # the app's stylesheet (ui/style.py): contrast, formulas, phones, presenter mode
-        attach_training_run()  # a reload on any page keeps this browser's training run (ui/training/session.py)
-        classroom.run(page, lambda: shell.run(page, sidebar=render_sidebar))  # follow a class / lead one
+    with fair_share():  # this run's CPU counts against its client's share of the server (serving/inbound.py)
+        page = shell.navigation()
+        if shell.admitted():
+            keep_widget_state()
+            init_state()  # the session's state (from a shared link on its first run), presenter mode included
+            style.inject()  # the app's stylesheet (ui/style.py): contrast, formulas, phones, presenter mode
+            attach_training_run()  # a reload on any page keeps this browser's training run (ui/training/session.py)
+            classroom.run(page, lambda: shell.run(page, sidebar=render_sidebar))  # follow a class / lead one

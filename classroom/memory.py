@@ -29,6 +29,7 @@ class _Class:
     ended: bool = False
     client: str = ""  # the hashed client that started it
     joined_by: dict[str, int] = field(default_factory=dict)  # hashed client -> students it added
+    here: dict[str, float] = field(default_factory=dict)  # student -> present until (store.presence_seconds)
     seq: int = 1  # the counters (classroom.store.Counters)
     q: int = 0
     tally: int = 0
@@ -39,6 +40,13 @@ class _Class:
 
     def counters(self) -> Counters:
         return Counters(self.seq, self.q, self.tally, self.ended)
+
+    def present(self, now: float) -> int:
+        """Forget the students whose presence ran out (how many); the others are the class's count."""
+        gone = [x for x, until in self.here.items() if until <= now]
+        for x in gone:
+            del self.here[x]
+        return len(gone)
 
 
 def _window(times: deque[float], now: float, seconds: float) -> deque[float]:
@@ -181,16 +189,21 @@ class MemoryClassStore(MemoryVotes, ClassStore):
                 raise NotFound("No class with this code.")
             if c.ended:
                 raise ClassEnded("This class has ended.")
-            if student_id not in c.students:
-                if len(c.students) >= self.max_students:
-                    raise ClassFull("This class is full.")
-                if c.joined_by.get(ckey, 0) >= self.students_per_client:
-                    raise ClassFull(too_many_students(self.students_per_client))
-                c.joined_by[ckey] = c.joined_by.get(ckey, 0) + 1
-                c.students.add(student_id)
-                event = c.bump(seq=False, tally=True)
+            gone = c.present(now)
+            if student_id in c.here:  # present already (another tab, a reload): here for longer
+                c.here[student_id] = now + self.presence_seconds
+                if not gone:
+                    return
             else:
-                return
+                if len(c.here) >= self.max_students:
+                    raise ClassFull("This class is full.")
+                if student_id not in c.students:
+                    if c.joined_by.get(ckey, 0) >= self.students_per_client:
+                        raise ClassFull(too_many_students(self.students_per_client))
+                    c.joined_by[ckey] = c.joined_by.get(ckey, 0) + 1
+                    c.students.add(student_id)
+                c.here[student_id] = now + self.presence_seconds
+            event = c.bump(seq=False, tally=True)
         self._announce(code, event)
 
     def _answer(self, code, student_id, question_id, option):
@@ -215,6 +228,16 @@ class MemoryClassStore(MemoryVotes, ClassStore):
             marks[where] = (now + seconds, set(students))
             for w in [w for w, (until, _) in marks.items() if until <= now]:
                 del marks[w]
+            c = self._live(code, now)
+            if c is None or c.ended:
+                return
+            for x in students:
+                if x in c.students:
+                    c.here[x] = max(c.here.get(x, 0.0), now + self.presence_seconds)
+            if not c.present(now):
+                return
+            event = c.bump(seq=False, tally=True)  # students left: the teacher's count moves
+        self._announce(code, event)
 
     def _connected(self, code):
         with self._lock:
@@ -228,7 +251,8 @@ class MemoryClassStore(MemoryVotes, ClassStore):
 
     def _snapshot(self, code, teacher, student_id):
         with self._lock:
-            c = self._live(code, self._clock())
+            now = self._clock()
+            c = self._live(code, now)
             if c is None:
                 return None
             if c.ended:
@@ -237,7 +261,7 @@ class MemoryClassStore(MemoryVotes, ClassStore):
             for a in c.answers.values():
                 counts[a] += 1
             return _snapshot_of(code, json.loads(json.dumps(c.state)), c.version, c.qid, c.question, counts,
-                                c.revealed, len(c.students), teacher,
+                                c.revealed, sum(until > now for until in c.here.values()), teacher,
                                 c.answers.get(student_id) if student_id else None, c.counters())
 
 

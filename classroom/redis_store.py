@@ -29,7 +29,8 @@ UNREADABLE = "The class's record on the server could not be read (see the server
 # Keys of class CODE (prefix p): p:CODE (hash: secret, version, state, qid, question, revealed, ended, client, and
 # the counters seq, q, tally: classroom.store.Counters),
 # p:CODE:answers (hash student -> option), p:CODE:counts (hash option -> count), p:CODE:students (set),
-# p:CODE:joined (hash client -> students it added); p:joinfail:CLIENT (failed-join counter), p:client:CLIENT
+# p:CODE:joined (hash client -> students it added), p:CODE:here (sorted set: student -> present until),
+# p:CODE:pages (sorted set: "process|student" -> until); p:joinfail:CLIENT (failed-join counter), p:client:CLIENT
 # (set of the classes a client started), p:starts:CLIENT (sorted set: its recent starts), p:owner:OWNER (the
 # class a teacher's browser runs), p:live (sorted set of the classes not ended). Clients and owners are hashed.
 # All expire: a class's keys with the class's idle TTL.
@@ -74,7 +75,7 @@ if ARGV[11] == '1' then
   if previous and running(previous) then
     local k = ARGV[8] .. ':' .. previous
     local c = redis.call('HMGET', k, 'seq', 'q', 'tally')
-    redis.call('DEL', k, k .. ':answers', k .. ':counts', k .. ':students', k .. ':joined')
+    redis.call('DEL', k, k .. ':answers', k .. ':counts', k .. ':students', k .. ':joined', k .. ':here')
     redis.call('HSET', k, 'ended', 1, 'version', 0, 'seq', tonumber(c[1] or '0'), 'q', tonumber(c[2] or '0'),
                'tally', tonumber(c[3] or '0'))
     redis.call('PEXPIRE', k, ARGV[9])
@@ -129,7 +130,7 @@ local client = redis.call('HGET', KEYS[1], 'client')
 if client then redis.call('SREM', ARGV[4] .. ':client:' .. client, ARGV[5]) end
 redis.call('ZREM', ARGV[4] .. ':live', ARGV[5])
 local c = redis.call('HMGET', KEYS[1], 'seq', 'q', 'tally')
-redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[1] .. ':here')
 redis.call('HSET', KEYS[1], 'ended', 1, 'version', 0, 'seq', tonumber(c[1] or '0'), 'q', tonumber(c[2] or '0'),
            'tally', tonumber(c[3] or '0'))
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
@@ -160,21 +161,36 @@ local h = redis.call('HMGET', KEYS[1], 'secret', 'ended', 'version', 'state', 'q
                     'q', 'tally')
 local mine = false
 if ARGV[1] ~= '' then mine = redis.call('HGET', KEYS[2], ARGV[1]) end
-return {h, redis.call('HGETALL', KEYS[3]), redis.call('SCARD', KEYS[4]), mine}""",
-    # KEYS: class, students, failures, joined. ARGV: student, max failures, window ms, max students, trusted (the
-    # join link's token was right: 1), client, students per client. Returns -7 with the ms to wait when the client
-    # is over its limit of failures.
-    # KEYS: the class's pages (sorted set "where|student" -> until). ARGV: where, seconds, students...
-    "mark_connected": """
+local t = redis.call('TIME')  -- the students present (KEYS[6]: student -> present until)
+local present = redis.call('ZCOUNT', KEYS[6], '(' .. (tonumber(t[1]) + tonumber(t[2]) / 1e6), '+inf')
+return {h, redis.call('HGETALL', KEYS[3]), present, mine}""",
+    # KEYS: class, students, failures, joined, present (student -> until). ARGV: student, max failures, window ms,
+    # max students (present), trusted (the join link's token was right: 1), client, students per client, presence
+    # seconds. Returns -7 with the ms to wait when the client is over its limit of failures.
+    # KEYS: the class's pages (sorted set "where|student" -> until), its students present (student -> until), its
+    # students, the class. ARGV: where, seconds, presence seconds, students...
+    "mark_connected": _ANNOUNCE + """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1e6
 local n = #ARGV - 2  -- (the events channel and the code come last)
+local h = redis.call('HMGET', KEYS[4], 'secret', 'ended')
+if h[1] and h[2] ~= '1' then  -- the students named are present for longer; those whose presence ran out leave
+  local gone = redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+  for i = 4, n do
+    if redis.call('SISMEMBER', KEYS[3], ARGV[i]) == 1 then
+      redis.call('ZADD', KEYS[2], 'GT', now + tonumber(ARGV[3]), ARGV[i])
+    end
+  end
+  local keep = math.floor(tonumber(ARGV[3]) * 1000) + 1000
+  redis.call('PEXPIRE', KEYS[2], math.max(1, math.min(redis.call('PTTL', KEYS[4]), keep)))
+  if gone > 0 then announce_key(KEYS[4], ARGV[#ARGV], 0, 0, 1) end
+end
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 local mine = ARGV[1] .. '|'
 for _, m in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
   if string.sub(m, 1, #mine) == mine then redis.call('ZREM', KEYS[1], m) end
 end
-for i = 3, n do redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), mine .. ARGV[i]) end
+for i = 4, n do redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), mine .. ARGV[i]) end
 redis.call('PEXPIRE', KEYS[1], math.floor(tonumber(ARGV[2]) * 2000) + 1)
 return 0""",
     "connected": """#!lua flags=no-writes
@@ -189,15 +205,24 @@ if not h[1] then
   if redis.call('INCR', KEYS[3]) == 1 then redis.call('PEXPIRE', KEYS[3], ARGV[3]) end
   return {-1, 0}
 end
-if redis.call('SISMEMBER', KEYS[2], ARGV[1]) == 0 then
-  if redis.call('SCARD', KEYS[2]) >= tonumber(ARGV[4]) then return {-8, 0} end
-  if tonumber(redis.call('HGET', KEYS[4], ARGV[6]) or '0') >= tonumber(ARGV[7]) then return {-13, 0} end
-  redis.call('SADD', KEYS[2], ARGV[1])
-  redis.call('HINCRBY', KEYS[4], ARGV[6], 1)
-  local ttl = redis.call('PTTL', KEYS[1])
-  if ttl > 0 then redis.call('PEXPIRE', KEYS[2], ttl) redis.call('PEXPIRE', KEYS[4], ttl) end
-  announce(0, 0, 1)
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1e6
+local gone = redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now)
+local here = redis.call('ZSCORE', KEYS[5], ARGV[1])
+if not here then
+  if redis.call('ZCARD', KEYS[5]) >= tonumber(ARGV[4]) then return {-8, 0} end
+  if redis.call('SISMEMBER', KEYS[2], ARGV[1]) == 0 then
+    if tonumber(redis.call('HGET', KEYS[4], ARGV[6]) or '0') >= tonumber(ARGV[7]) then return {-13, 0} end
+    redis.call('SADD', KEYS[2], ARGV[1])
+    redis.call('HINCRBY', KEYS[4], ARGV[6], 1)
+    local ttl = redis.call('PTTL', KEYS[1])
+    if ttl > 0 then redis.call('PEXPIRE', KEYS[2], ttl) redis.call('PEXPIRE', KEYS[4], ttl) end
+  end
 end
+redis.call('ZADD', KEYS[5], now + tonumber(ARGV[8]), ARGV[1])
+local keep = math.floor(tonumber(ARGV[8]) * 1000) + 1000
+redis.call('PEXPIRE', KEYS[5], math.max(1, math.min(redis.call('PTTL', KEYS[1]), keep)))
+if not here or gone > 0 then announce(0, 0, 1) end
 return {1, 0}""",
 }
 
@@ -322,8 +347,9 @@ class RedisClassStore(RedisVotes, ClassStore):
         self._announce(code, counters)
 
     def _mark_connected(self, code, where, students, seconds):
-        self._script("mark_connected", [f"{self._p}:{code}:pages"], [where.replace("|", "_"), seconds, *students],
-                     code)
+        k = self._keys(code)
+        self._script("mark_connected", [f"{k[0]}:pages", f"{k[0]}:here", k[3], k[0]],
+                     [where.replace("|", "_"), seconds, self.presence_seconds, *students], code)
 
     def _connected(self, code):
         with self._errors():
@@ -378,9 +404,11 @@ class RedisClassStore(RedisVotes, ClassStore):
 
     def _join(self, code, ckey, student_id, trusted):
         keys = self._keys(code or "-")
-        status, wait_ms = self._run("join", [keys[0], keys[3], f"{self._p}:joinfail:{ckey}", keys[4]], student_id,
+        status, wait_ms = self._run("join", [keys[0], keys[3], f"{self._p}:joinfail:{ckey}", keys[4],
+                                             f"{keys[0]}:here"], student_id,
                                     self.max_failed_joins, max(1, int(self.join_window_seconds * 1000)),
-                                    self.max_students, int(trusted), ckey, self.students_per_client)
+                                    self.max_students, int(trusted), ckey, self.students_per_client,
+                                    self.presence_seconds)
         if status == -7:
             raise RateLimited(max(wait_ms, 0) / 1000)
         if status == -13:
@@ -391,8 +419,8 @@ class RedisClassStore(RedisVotes, ClassStore):
 
     def _snapshot(self, code, teacher, student_id):
         with self._errors():
-            fields, flat_counts, n_students, my = self._scripts["snapshot"](keys=self._keys(code),
-                                                                           args=[student_id or ""])
+            fields, flat_counts, n_students, my = self._scripts["snapshot"](
+                keys=[*self._keys(code), f"{self._p}:{code}:here"], args=[student_id or ""])
         fields = [x if x is not False else None for x in (list(fields) + [None] * 10)[:10]]
         secret, ended, version, state, qid, question, revealed, *counters = fields
         counters = Counters(*(int(x or 0) for x in counters), ended == "1")

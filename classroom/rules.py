@@ -39,6 +39,7 @@ MAX_CLASSES = 1_000  # live classes on the server (ended ones do not count): $GL
 CLASSES_PER_CLIENT = 3  # live classes one client (address) may run at once: $GLASS_CLASSES_PER_CLIENT
 CLASS_STARTS_PER_MINUTE = 6  # classes one client may start per minute: $GLASS_CLASS_STARTS_PER_MINUTE
 STUDENTS_PER_CLIENT = 60  # students one client may add to one class: $GLASS_STUDENTS_PER_ADDRESS
+PRESENCE_SECONDS = 45  # a student with no page of the class open this long leaves its count: $GLASS_PRESENCE_SECONDS
 MAX_TEXT = 500  # sentence, question text
 MAX_OPTION = 80
 MAX_OPTIONS = 6

@@ -31,7 +31,9 @@ Safety:
   `join` allows at most `max_failed_joins` failed joins per client per `join_window_seconds`: after
   that the client is refused (`RateLimited`) before its code is even looked at, so it learns nothing.
   The client is the one `serving.identity` decides (the address the proxy saw), stored hashed.
-- Bounded: at most `max_students` per class, `MAX_CLASSES` classes in the memory store.
+- Bounded: at most `max_students` present per class (a student counts while a page of the class is open, and
+  `presence_seconds` after their last page closed, join or answer), `students_per_client` added per client and
+  class, `MAX_CLASSES` classes.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ from classroom.rules import (
     MAX_FAILED_JOINS,
     MAX_OPTIONS,
     MAX_STUDENTS,
+    PRESENCE_SECONDS,
     STUDENTS_PER_CLIENT,
     TOMBSTONE_SECONDS,
     check_id,
@@ -108,7 +111,7 @@ class ClassSnapshot:
     revealed: bool = False
     answer: int | None = None
     my_answer: int | None = None  # the asking student's current answer
-    students: int = 0
+    students: int = 0  # the students present: seen within the store's `presence_seconds` (`mark_connected`)
     ended: bool = False
     seq: int = 0  # the class's counters when this snapshot was read (`Counters`)
     q: int = 0
@@ -128,7 +131,7 @@ class ClassStore(PeerVotes, ABC):
                  max_failed_joins: int = MAX_FAILED_JOINS, join_window_seconds: float = JOIN_WINDOW_SECONDS,
                  max_students: int = MAX_STUDENTS, max_classes: int | None = None,
                  classes_per_client: int | None = None, class_starts_per_minute: int | None = None,
-                 students_per_client: int | None = None):
+                 students_per_client: int | None = None, presence_seconds: float | None = None):
         self.idle_seconds = idle_seconds
         self.tombstone_seconds = tombstone_seconds
         self.max_failed_joins = max_failed_joins
@@ -141,6 +144,10 @@ class ClassStore(PeerVotes, ABC):
         self.class_starts_per_minute = class_starts_per_minute or setting("GLASS_CLASS_STARTS_PER_MINUTE",
                                                                           CLASS_STARTS_PER_MINUTE)
         self.students_per_client = students_per_client or setting("GLASS_STUDENTS_PER_ADDRESS", STUDENTS_PER_CLIENT)
+        # Presence: a class counts the students seen in the last `presence_seconds` (a join, an answer, or an
+        # open page of the class, which every app process's hub reports every few seconds: `mark_connected`).
+        # (at least twice the hubs' report interval, classroom/hub.py: else a student with a page open could flicker)
+        self.presence_seconds = presence_seconds or max(20, setting("GLASS_PRESENCE_SECONDS", PRESENCE_SECONDS))
 
     # teacher
     def create(self, state: dict | None = None, client_id: str = "local", owner: str | None = None
@@ -294,7 +301,9 @@ class ClassStore(PeerVotes, ABC):
     # who has a page of the class open (the event hubs of every app process tell, classroom/hub.py)
     def mark_connected(self, code: str, where: str, students, seconds: float) -> None:
         """App process `where` has pages of class `code` open for `students` (ids) now: kept `seconds`, unless
-        `where` says so again; a student it no longer names is dropped at once."""
+        `where` says so again; a student it no longer names is dropped at once. The students named are present
+        (counted) for `presence_seconds` more; when some student's presence ran out, the class's `tally` moves
+        (the teacher's count is redrawn)."""
         code = normalize_code(code)
         if code is not None:
             self._mark_connected(code, str(where)[:64], sorted({check_id(x) for x in students}), seconds)

@@ -27,6 +27,9 @@ def live_answers() -> None:
     """The open question's answers, live: how many, and how they spread; Reveal; then the model's answer."""
     snap = cls.teacher_snapshot()
     if snap is None:
+        if cls.is_teacher():  # the class service is unreachable: say so, and ask again at the next tick (no loop)
+            st.caption(f":material/cloud_off: {cls.UNREACHABLE_TEXT}")
+            return
         st.rerun(scope="app")
     st.metric("Students in the class", snap.students)
     if snap.question is None:

@@ -3,6 +3,7 @@ redis-server on 127.0.0.1 and a free port, started here: tests/services.py)."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import uuid
@@ -346,6 +347,58 @@ def test_a_browser_runs_one_class_starting_another_ends_the_last(make_store):
         store.set_state(first, first_secret, STATE)
     third, _ = store.create(STATE, "192.0.2.40", owner="browser-2")  # another browser's class is its own
     assert not store.snapshot(second).ended and not store.snapshot(third).ended
+
+
+def test_a_class_counts_present_students_and_the_absent_leave_after_the_grace(make_store):
+    store = make_store(presence_seconds=1.0, max_students=3)
+    code, secret = store.create({})
+    for n in range(3):
+        store.join(code, "10.0.0.1", sid(n))
+    assert store.snapshot(code).students == 3
+    with pytest.raises(ClassFull):
+        store.join(code, "10.0.0.2", sid(3))
+    time.sleep(0.6)  # student 0 keeps a page of the class open (its process's hub says so every few seconds)
+    store.mark_connected(code, "app-1", [sid(0)], 30)
+    before = store.counters(code).tally
+    time.sleep(0.6)
+    store.mark_connected(code, "app-1", [sid(0)], 30)  # 1 and 2 were last seen 1.2 s ago: the teacher's count moves
+    assert store.counters(code).tally > before
+    assert store.snapshot(code).students == 1
+    assert store.join(code, "10.0.0.2", sid(3)).students == 2  # their places are free
+    assert store.join(code, "10.0.0.1", sid(1)).students == 3  # one comes back: present again, as themselves
+    with pytest.raises(ClassFull):
+        store.join(code, "10.0.0.2", sid(4))
+    store.ask(code, secret, *Q)
+    store.mark_connected(code, "app-1", ["not-a-member-0"], 30)  # a page of someone never admitted: not counted
+    assert store.snapshot(code).students == 3
+
+
+def test_a_script_without_cookies_cannot_pose_as_a_class(make_store):
+    """A cookieless script gets a new student id per session: one address adds at most students_per_client, each
+    votes once, and once its sessions are gone they leave the count and a real student gets in."""
+    store = make_store(presence_seconds=1.0, max_students=5, students_per_client=5)
+    code, secret = store.create({})
+    qid = store.ask(code, secret, *Q)
+    fakes = [f"fake-{n:04d}-{uuid.uuid4().hex[:6]}" for n in range(8)]
+    joined = 0
+    for f in fakes:
+        try:
+            store.join(code, "203.0.113.5", f)
+            joined += 1
+        except ClassFull:
+            pass
+        for option in range(3):
+            with contextlib.suppress(NotFound):
+                store.answer(code, f, qid, option)
+    assert joined == 5 and store.snapshot(code).students == 5
+    assert sum(store.snapshot(code).counts) == 5  # one vote each, changed twice: never more than its students
+    with pytest.raises(ClassFull, match="This class is full"):
+        store.join(code, "198.51.100.20", sid(1))
+    time.sleep(1.1)  # the script's sessions are gone (no page of the class open anywhere)
+    assert store.snapshot(code).students == 0
+    assert store.join(code, "198.51.100.20", sid(1)).students == 1
+    with pytest.raises(ClassFull, match="GLASS_STUDENTS_PER_ADDRESS"):  # the script cannot come back for more
+        store.join(code, "203.0.113.5", fakes[-1])
 
 
 def test_class_full(make_store):

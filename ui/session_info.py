@@ -3,12 +3,17 @@
 `current_identity()` reads the request behind the current script run (its XSRF cookie, its address, the
 proxy's header) and hands it to `serving.identity`, which decides who the browser and the client are;
 `streamlit_session_alive` tells a service whether a session is still connected (the training service is
-handed it, so that no service imports Streamlit).
+handed it, so that no service imports Streamlit); `fair_share` charges a run's CPU time to its client
+(serving/inbound.py).
 """
 
 from __future__ import annotations
 
+import contextlib
+import time
+
 from serving.identity import XSRF_COOKIE, Identity, browser_id, client_address, trusted_proxies
+from serving.inbound import InboundLimit, charge
 
 
 def current_identity() -> Identity:
@@ -49,3 +54,23 @@ def current_session_id() -> str | None:
         return None
     ctx = get_script_run_ctx(suppress_warning=True)
     return ctx.session_id if ctx is not None else None
+
+
+@contextlib.contextmanager
+def fair_share():
+    """Charge the CPU time of this script run to its client (`serving.inbound`: a client over its share of the
+    server waits before its next message is taken in)."""
+    started = time.thread_time()
+    try:
+        yield
+    finally:
+        with contextlib.suppress(Exception):
+            charge(current_identity().client, time.thread_time() - started)
+
+
+def middleware() -> list:
+    """The web server's middleware (app.py's `st.App`): `serving.inbound.InboundLimit`, which holds back the
+    websocket messages of a client over its share of the server."""
+    from starlette.middleware import Middleware
+
+    return [Middleware(InboundLimit)]

@@ -36,6 +36,8 @@ from ui.classroom.session import (
     STUDENT,
     TOUCH_SECONDS,
     TOUCHED,
+    UNREACHABLE,
+    UNREACHABLE_TEXT,
     code,
     follow_on_run,
     following,
@@ -53,7 +55,10 @@ from ui.classroom.session import (
     teacher_snapshot,
     write_url,
 )
+from ui.session_info import fair_share
 from ui.widgets import md
+
+TALLY_DRAWN = "_class_tally_drawn"  # the teacher's panel: the tally its last complete run drew
 
 
 def student_badge() -> None:
@@ -62,6 +67,8 @@ def student_badge() -> None:
     snap = ss().get(SNAP)
     if snap is None:
         return
+    if ss().get(UNREACHABLE):  # (the last read of the class failed: the page shows what it had)
+        st.caption(f":material/cloud_off: {UNREACHABLE_TEXT}")
     if following():
         st.badge(f"Following class {snap.code}", icon=":material/cast_for_education:", color="green")
         st.button("Explore on my own", key="class_detach", icon=":material/explore:", on_click=set_following,
@@ -117,6 +124,11 @@ def answer(qid: int, option: int) -> None:
 def question_panel() -> None:
     """The teacher's open question above the page: answer buttons; after the reveal, the model's answer
     beside the student's own."""
+    with fair_share():  # (a fragment's run: its CPU counts against the client's share too, as app.py's runs do)
+        _question_panel()
+
+
+def _question_panel() -> None:
     snap: ClassSnapshot | None = ss().get(SNAP)
     if snap is None or snap.question is None:
         return
@@ -150,8 +162,9 @@ def teacher_panel() -> None:
         return
     snap = teacher_snapshot()
     if snap is None:
-        if is_teacher():  # the store cannot be reached (not an ended class): say so, no rerun loop
-            st.caption(":material/cloud_off: The class service cannot be reached right now: reconnecting.")
+        if is_teacher():  # the store cannot be reached (not an ended class): say so, no rerun loop; the page's
+            st.caption(f":material/cloud_off: {UNREACHABLE_TEXT}")  # stream reruns this when the store is back
+            end_of_run("tally", ss().get(TALLY_DRAWN, 0), recheck=False)
             return
         st.rerun(scope="app")
     if time.monotonic() - ss().get(TOUCHED, 0.0) > TOUCH_SECONDS:
@@ -167,6 +180,7 @@ def teacher_panel() -> None:
     notice = own_model_notice(ss().get(PUBLISHED))
     if notice:
         st.warning(notice, icon=":material/visibility_off:")
+    ss()[TALLY_DRAWN] = snap.tally
     end_of_run("tally", snap.tally, recheck=False)  # the counts are redrawn when a student joins or answers
 
 

@@ -160,7 +160,11 @@ function open(url) {
   S.es = es;
   es.onmessage = (m) => {
     const c = JSON.parse(m.data);
+    // The class service went away, or came back: redraw once (spread over 2 s), so the page's own badge says so
+    const flip = (S.up === false) !== (c.up === false);
     S.up = c.up !== false;
+    if (flip && S.set) setTimeout(() => S.set && S.set("sync", (S.up ? "back." : "away.") + Date.now()),
+                                  Math.random() * 2000);
     if (c.seq !== undefined) {
       if (!S.latest || c.seq !== S.latest.seq || c.q !== S.latest.q || c.tally !== S.latest.tally) S.tries = 0;
       S.latest = c;

@@ -43,6 +43,7 @@ _class_page           the teacher's last page of the walkthrough (the class page
 _class_asked          the teacher's last question (model.questions.Question) and its id
 _class_touched        when this teacher last called touch (monotonic seconds)
 _class_notice         a message for this session, shown once
+_class_unreachable    the class store could not be reached on the last read (the badge says so)
 ====================  ================================================================================
 
 Security: every teacher operation goes through the store with `_class_secret`, which the store checks;
@@ -86,8 +87,10 @@ SHOWS, RERUNS, EVENTS = "_class_shows", "_class_reruns", "_class_events"
 PUBLISHED, TEACHER_PAGE, ASKED, TOUCHED, NOTICE = ("_class_published", "_class_page", "_class_asked",
                                                    "_class_touched", "_class_notice")
 LINK_TOKEN = "_class_link_token"  # the join link's token (classroom.rules.link_token): teacher and student
+UNREACHABLE = "_class_unreachable"  # the class store could not be reached on this session's last read
+UNREACHABLE_TEXT = "The class service is unreachable: reconnecting…"
 KEYS = (CODE, ROLE, FOLLOWING, SECRET, STUDENT, APPLIED, SHOWS, RERUNS, SNAP, PUBLISHED, TEACHER_PAGE, ASKED, TOUCHED,
-        LINK_TOKEN)
+        LINK_TOKEN, UNREACHABLE)
 CLASS_PAGE = "classroom"  # the class's own page: its url path
 NOT_SHARED = (CLASS_PAGE, "home")  # pages a teacher visits without taking the class along
 TOUCH_SECONDS = 60.0  # at most one touch a minute (the teacher's page also touches the class each minute)
@@ -306,9 +309,13 @@ def poll() -> ClassSnapshot | None:
     """The class as this student sees it now (None: the class is gone; the session leaves it)."""
     try:
         snap = store().snapshot(code(), student_id=ss()[STUDENT])
-    except ClassStoreError as e:  # the store cannot be reached: keep the last snapshot
+    except StoreUnavailable:  # the store cannot be reached: keep the last snapshot, say so (once, not every run)
+        unreachable()
+        return ss().get(SNAP)
+    except ClassStoreError as e:
         notify(f"The class cannot be reached just now ({e}).")
         return ss().get(SNAP)
+    ss().pop(UNREACHABLE, None)
     if snap is None or snap.ended:
         leave_class("The class has ended." if snap is not None else "The class has ended (or expired).")
         return None
@@ -410,6 +417,8 @@ def teacher_call(op: Callable, *args):
         return op(code(), ss().get(SECRET), *args)
     except (Forbidden, NotFound, ClassEnded) as e:
         leave_class(f"{e} You are no longer this class's teacher." if isinstance(e, Forbidden) else str(e))
+    except StoreUnavailable:
+        unreachable()
     except ClassStoreError as e:
         notify(str(e))
     return None
@@ -439,13 +448,25 @@ def teacher_snapshot() -> ClassSnapshot | None:
     except Forbidden:
         leave_class("Only the teacher can do this. You are no longer this class's teacher.")
         return None
+    except StoreUnavailable:
+        unreachable()
+        return None
     except ClassStoreError as e:
         notify(str(e))
         return None
+    ss().pop(UNREACHABLE, None)
     if snap is None or snap.ended:
         leave_class("The class has ended.")
         return None
     return snap
+
+
+def unreachable() -> None:
+    """The class store could not be reached: the session says so once (its page's badge or panel says it until
+    the store answers again; the page's event stream reruns it when the store is back)."""
+    if not ss().get(UNREACHABLE):
+        notify(UNREACHABLE_TEXT)
+    ss()[UNREACHABLE] = True
 
 
 def end_class() -> None:

@@ -1,0 +1,197 @@
+"""A class no visitor can disrupt: one client's flood waits its turn (serving/inbound.py), and a lost Redis is a
+clear state the class comes back from (a real redis-server stopped and started again, tests/services.py).
+The store's own limits (presence, students per address, classes per client) are in tests/test_class_store.py;
+the long versions of these scenarios, with their figures, are `python -m bench.class_abuse`."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+
+import pytest
+
+import classroom
+from classroom import RedisClassStore
+from serving.inbound import MESSAGE_COST, InboundLimit, Ledger
+from serving.processes import running_app, stop
+from serving.shared_redis import REDIS_URL_ENV
+from tests.apptest_util import no_exception, run_app
+from tests.services import redis_server
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+# -- each client's share ------------------------------------------------------------------------------------
+class Clock:
+    def __init__(self):
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def test_a_client_over_its_share_waits_and_nobody_else_does():
+    clock = Clock()
+    ledger = Ledger(share=0.25, burst=1.0, clock=clock)
+    ledger.open("flooder")
+    assert all(ledger.spend("flooder", MESSAGE_COST) == 0 for _ in range(200))  # alone on the server: never held
+    ledger.open("student")
+    waits = [ledger.spend("flooder", MESSAGE_COST) for _ in range(200)]  # 200 messages at once
+    burst = int(1.0 / MESSAGE_COST)
+    assert waits[:burst] == [0.0] * burst  # its burst passes
+    assert waits[burst + 9] == pytest.approx(10 * MESSAGE_COST / 0.25)  # then one message per cost / share
+    assert max(waits) <= 10.0  # its debt is capped
+    assert ledger.spend("student", MESSAGE_COST) == 0  # the other client is not slowed at all
+    ledger.charge("student", 5.0)  # a run is charged at most 1 s (a process's first run imports torch)
+    assert ledger.spend("student", 0) == pytest.approx(MESSAGE_COST / 0.25)  # one message over its burst of 1 s
+    assert ledger.spend("student", MESSAGE_COST) == pytest.approx(2 * MESSAGE_COST / 0.25)
+    clock.t += 60  # a minute later everything is paid back
+    assert ledger.spend("flooder", MESSAGE_COST) == 0 and ledger.spend("student", MESSAGE_COST) == 0
+
+
+def test_the_middleware_holds_back_only_the_flooding_clients_websocket_messages():
+    ledger = Ledger(share=0.25, burst=0.25)
+    limit = InboundLimit(None, ledger)
+    got: dict[str, list[float]] = {"203.0.113.5": [], "198.51.100.7": []}
+
+    def scope(ip: str) -> dict:
+        return {"type": "websocket", "client": (ip, 5000), "headers": []}
+
+    async def app(scope, receive, send):  # a websocket endpoint: the flooder sends 40 messages, the student 5
+        flooder = scope["client"][0] == "203.0.113.5"
+        for _ in range(40 if flooder else 5):
+            await receive()
+            got[scope["client"][0]].append(time.perf_counter())
+        if flooder:
+            done.set()
+        await done.wait()  # the student's page stays open meanwhile
+
+    done: asyncio.Event
+
+    async def main() -> float:
+        nonlocal done
+        limit.app = app
+        gate, done = asyncio.Event(), asyncio.Event()
+
+        async def receive():
+            await gate.wait()
+            return {"type": "websocket.receive", "bytes": b"x"}
+
+        t0 = time.perf_counter()
+        tasks = [asyncio.create_task(limit(scope(ip), receive, None)) for ip in got]
+        await asyncio.sleep(0.05)  # both connected
+        gate.set()
+        await asyncio.gather(*tasks)
+        return t0
+
+    t0 = asyncio.run(main())
+    flooder, student = (max(got[ip]) - t0 for ip in got)
+    assert student < 0.5  # a client within its share: none of its messages waits
+    assert flooder > (40 - 0.25 / MESSAGE_COST) * MESSAGE_COST / 0.25 * 0.9  # the flooder's paced: ~3 s
+    assert limit.ledger.held >= 20 and not ledger.connected  # (both connections counted, then closed)
+
+
+def test_eight_tabs_flooding_answers_do_not_stall_another_student():
+    """The short version of `python -m bench.class_abuse flood`: on a real `streamlit run app.py`, eight sessions
+    of one address press answer buttons 60 times a second each while another student reruns their page and
+    follows the teacher (before: that student's reruns stalled for good)."""
+    from bench.class_abuse import flood
+
+    with running_app(extra_env={"GLASS_TRUST_PROXY": "1"}, timeout=120) as server:
+        r = asyncio.run(asyncio.wait_for(flood(server.url, server.proc.pid, "answers", 8, 60, 3, rounds=1,
+                                               timeout=10), 240))
+    assert r["sent"] > 400  # (the flood did flood)
+    assert r["during"]["missed"] == 0 and len(r["during"]["rerun"]) == 3 and len(r["during"]["follow"]) == 3
+    assert max(r["during"]["rerun"]) < 3.0 and max(r["during"]["follow"]) < 8.0
+
+
+# -- presence through the hub --------------------------------------------------------------------------------
+@pytest.mark.parametrize("kind", ["memory", "redis"])
+def test_a_student_with_a_page_open_stays_in_the_count_and_leaves_it_after_the_grace(kind, monkeypatch):
+    """The hub of the process a student's page is connected to reports it (here every 0.3 s): that student
+    stays counted past the grace, a student without a page leaves; when the page closes, that student leaves
+    too, and the teacher's tally moves so that the console redraws its count."""
+    import classroom.hub as hub_module
+    from classroom import MemoryClassStore
+    from classroom.hub import EventHub
+
+    monkeypatch.setattr(hub_module, "MARK_SECONDS", 0.3)
+
+    async def run(store) -> None:
+        hub = EventHub(store)
+        hub.start()
+        try:
+            code, _ = store.create({})
+            store.join(code, "192.0.2.1", "student-0001")
+            store.join(code, "192.0.2.2", "student-0002")
+            await hub.listen(code, "teacher")  # the teacher's console
+            page = await hub.listen(code, "student-0001")  # only student 1 has a page of the class open
+            await asyncio.sleep(1.6)
+            assert store.snapshot(code).students == 1
+            tally = store.counters(code).tally
+            hub.unlisten(page)
+            await asyncio.sleep(1.6)
+            assert store.snapshot(code).students == 0 and store.counters(code).tally > tally
+        finally:
+            hub.stop()
+
+    if kind == "memory":
+        asyncio.run(run(MemoryClassStore(presence_seconds=1.0)))
+        return
+    with redis_server() as url:
+        store = RedisClassStore(url, prefix=f"test:{uuid.uuid4().hex[:8]}", presence_seconds=1.0)
+        try:
+            asyncio.run(run(store))
+        finally:
+            store.close()
+
+
+# -- Redis away ---------------------------------------------------------------------------------------------
+def test_the_class_service_away_is_a_clear_state_and_the_class_resumes(monkeypatch):
+    """Redis stopped mid-class: the teacher's console and the student's page say the class service is
+    unreachable (once, no rerun loop, no traceback); started again (its append-only file), the class is there
+    and the student follows the teacher's next change."""
+    from ui.classroom.session import UNREACHABLE_TEXT
+
+    with redis_server(server=True) as redis:
+        monkeypatch.setenv(REDIS_URL_ENV, redis.url)
+        store = RedisClassStore(redis.url, prefix=f"test:{uuid.uuid4().hex[:8]}", classes_per_client=1000,
+                                class_starts_per_minute=1000)
+        monkeypatch.setitem(classroom._stores, redis.url, store)
+        try:
+            teacher = run_app("classroom")
+            teacher.button(key="class_start").click().run()
+            teacher.button(key="class_ask").click().run()
+            code = teacher.session_state["class_code"]
+            student = run_app(query={"class": code})
+            no_exception(student)
+            assert student.session_state["class_following"] and store.snapshot(code).students == 1
+
+            stop(redis.child)
+            student.run()
+            no_exception(student)
+            assert UNREACHABLE_TEXT in [t.value for t in student.toast]  # said once ...
+            assert any(UNREACHABLE_TEXT in c.value for c in student.sidebar.caption)  # ... and shown on the badge
+            student.run()
+            assert not student.toast and any(UNREACHABLE_TEXT in c.value for c in student.sidebar.caption)
+            assert student.session_state["class_code"] == code  # still in the class
+            t = time.perf_counter()
+            teacher.run()  # the console's answers: "unreachable" (before: a rerun of the app, again and again)
+            no_exception(teacher)
+            assert time.perf_counter() - t < 30
+            assert any(UNREACHABLE_TEXT in c.value for c in teacher.caption)
+            assert teacher.session_state["class_code"] == code  # still the teacher
+
+            redis.start()  # its append-only file: the class, its question and its student are back
+            snap = store.snapshot(code)
+            assert snap is not None and snap.question is not None and snap.students == 1
+            teacher.switch_page("pages/overview.py").run()
+            teacher.text_input(key="sentence").set_value("the class is back").run()
+            no_exception(teacher)
+            student.run()  # (in a browser: the page's event stream reruns it)
+            no_exception(student)
+            assert student.session_state["sentence"] == "the class is back"
+            assert not any(UNREACHABLE_TEXT in c.value for c in student.sidebar.caption)
+        finally:
+            store.close()
