@@ -25,42 +25,12 @@ from classroom import (
     RedisClassStore,
 )
 from serving.processes import MissingTool, require
-from tests.services import redis_server, require_tool
+from tests.services import require_tool
 
 STATE = {"page": "positional", "sentence": "i am a student", "model": "base", "heads_off": ["enc.0.self_attn:2"],
          "iv_look_ahead": True, "iv_padding": True, "iv_scale": False, "iv_pos": True, "lesson": "attention",
          "step": 3}
 Q = ("Which word does 'it' attend to most?", ["animal", "street", "tired"], 0)
-
-
-@pytest.fixture(scope="module")
-def redis_url():
-    with redis_server() as url:
-        yield url
-
-
-@pytest.fixture(params=["memory", "redis"])
-def make_store(request):
-    """make_store(**settings) -> a store; Redis stores of one test share a key prefix of their own (two
-    stores of one test are two app processes on one Redis)."""
-    made = []
-    prefix = f"test:{uuid.uuid4().hex[:8]}"
-
-    def make(**kw):
-        kw.setdefault("classes_per_client", 1000)  # many classes from one test client; the limits' own tests set them
-        kw.setdefault("class_starts_per_minute", 1000)
-        if request.param == "memory":
-            store = MemoryClassStore(**kw)
-        else:
-            store = RedisClassStore(request.getfixturevalue("redis_url"), prefix=prefix, **kw)
-        made.append(store)
-        return store
-
-    make.kind = request.param
-    make.prefix = prefix
-    yield make
-    for s in made:
-        s.close()
 
 
 def redis_keys(store: RedisClassStore) -> list[str]:

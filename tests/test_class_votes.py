@@ -10,35 +10,10 @@ import uuid
 
 import pytest
 
-from classroom import Forbidden, InvalidInput, MemoryClassStore, QuestionClosed, RateLimited, RedisClassStore
+from classroom import Forbidden, InvalidInput, QuestionClosed, RateLimited, RedisClassStore
 from classroom.votes import REVEAL_ABOVE, REVISIT_BELOW, results_csv, share_correct, suggest
-from tests.services import redis_server
 
 Q = ("The cat is big: which word does “big” attend to most?", ["the", "cat", "is", "big"], 1)
-
-
-@pytest.fixture(scope="module")
-def redis_url():
-    with redis_server() as url:
-        yield url
-
-
-@pytest.fixture(params=["memory", "redis"])
-def make_store(request):
-    made, prefix = [], f"test:{uuid.uuid4().hex[:8]}"
-
-    def make(**kw):
-        kw.setdefault("classes_per_client", 1000)
-        kw.setdefault("class_starts_per_minute", 1000)
-        s = (MemoryClassStore(**kw) if request.param == "memory"
-             else RedisClassStore(request.getfixturevalue("redis_url"), prefix=prefix, **kw))
-        made.append(s)
-        return s
-
-    make.kind = request.param
-    yield make
-    for s in made:
-        s.close()
 
 
 def sid(n: int) -> str:
