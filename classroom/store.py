@@ -41,6 +41,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from classroom import plans as _plans
 from classroom.errors import ClassEnded, ClassStoreError, Forbidden, InvalidInput, NotFound
 from classroom.rules import (
     CLASS_STARTS_PER_MINUTE,
@@ -357,6 +358,74 @@ class ClassStore(ABC):
 
     @abstractmethod
     def _connected(self, code: str) -> set[str]: ...
+
+    # -- lesson plans, pacing and snapshots (classroom/plans.py holds their data and checks) -------------------
+    # A class keeps one plan, its pace (mode, paused, stop, reveal, the plan's version) and a gallery of its
+    # students' snapshots, all deleted with the class. A plan or pace change bumps `seq` and `q` (a pause reaches
+    # students who explore on their own too); a snapshot bumps `tally` (the teacher's counts and gallery).
+    def set_plan(self, code: str, secret: str, plan: dict) -> int:
+        """Give the class this plan (`plans.check_plan`'s dict); returns its version (the pace's `plan`), and puts
+        the class on the plan's first stop."""
+        plan = _plans.check_plan(plan, None).as_dict()
+        code = self._code(code)
+        return self._set_plan(code, self._teacher(code, secret), plan)
+
+    def plan(self, code: str) -> dict | None:
+        """The class's plan (checked again as it is read), or None."""
+        code = self._code(code)
+        raw = self._extra(code, "plan")
+        return None if raw is None else _plans.check_plan(raw, None).as_dict()
+
+    def set_pace(self, code: str, secret: str, **changes) -> dict:
+        """Change the class's pace (mode, paused, stop, reveal: `plans.check_pace`); returns the new pace."""
+        code = self._code(code)
+        shash = self._teacher(code, secret)
+        if "plan" in changes:
+            raise InvalidInput("the plan's version changes with the plan only")
+        pace = _plans.check_pace({**self.pace(code), **changes})
+        self._set_extra(code, shash, "pace", pace)
+        return pace
+
+    def pace(self, code: str) -> dict:
+        """The class's pace (`plans.DEFAULT_PACE` until the teacher sets one)."""
+        raw = self._extra(self._code(code), "pace")
+        return dict(_plans.DEFAULT_PACE) if raw is None else _plans.check_pace(raw)
+
+    def send_shot(self, code: str, student_id: str, client_id: str, state: dict, note: str = "") -> int:
+        """A student's snapshot of their state with a one-line note, for the teacher's gallery; returns its number.
+        At most `plans.SHOTS_PER_STUDENT` a minute per student and `shots_per_client` per client (`RateLimited`);
+        the gallery keeps the newest `plans.SHOTS_KEPT`."""
+        code = self._code(code)
+        shot = {"state": check_state(state), "note": _plans.check_note(note)}
+        return self._send_shot(code, check_id(student_id), client_key(client_id), shot,
+                               setting("GLASS_SHOTS_PER_ADDRESS", _plans.SHOTS_PER_CLIENT))
+
+    def shots(self, code: str, secret: str) -> list[dict]:
+        """The class's gallery, oldest first: [{"n", "state", "note", "student"}] ("student": the n-th student
+        who sent one, never their id): for the teacher only."""
+        code = self._code(code)
+        self._teacher(code, secret)
+        out = []
+        for shot in self._shots(code):
+            with contextlib.suppress(InvalidInput, KeyError, TypeError):
+                out.append({"n": int(shot["n"]), "student": int(shot["student"]), "state": check_state(shot["state"]),
+                            "note": _plans.check_note(shot["note"])})
+        return out
+
+    def _set_plan(self, code: str, shash: str, plan: dict) -> int:
+        raise NotImplementedError
+
+    def _extra(self, code: str, name: str):
+        raise NotImplementedError
+
+    def _set_extra(self, code: str, shash: str, name: str, value: dict) -> None:
+        raise NotImplementedError
+
+    def _send_shot(self, code: str, student_id: str, ckey: str, shot: dict, per_client: int) -> int:
+        raise NotImplementedError
+
+    def _shots(self, code: str) -> list[dict]:
+        raise NotImplementedError
 
 
 def too_many_classes(limit: int) -> str:

@@ -1,0 +1,181 @@
+"""Lesson plans, pacing and snapshots in the class store (classroom/plans.py, the store's plan/pace/shot methods),
+on both back-ends (the memory store and a real redis-server started here), and hostile plans."""
+
+from __future__ import annotations
+
+import base64
+import json
+import uuid
+import zlib
+
+import pytest
+
+from classroom import Forbidden, InvalidInput, MemoryClassStore, NotFound, RateLimited, RedisClassStore
+from classroom import plans as P
+from tests.services import redis_server
+
+PAGES = {"overview", "multi_head", "self_attention", "decoder", "lesson"}
+HEADS = {f"{m}:{h}" for m in ("enc.0.self_attn", "enc.1.self_attn", "dec.0.self_attn", "dec.0.cross_attn")
+         for h in range(4)}
+STATE = {"page": "multi_head", "sentence": "the animal didn't cross the street because it was too tired",
+         "model": "base", "heads_off": [], "iv_look_ahead": True, "iv_padding": True, "iv_scale": True,
+         "iv_pos": True}
+
+
+def plan_dict(n: int = 3, **stop_extra) -> dict:
+    stops = [{"caption": f"stop {i}", "state": {**STATE, "page": ["overview", "multi_head", "decoder"][i % 3]},
+              **stop_extra} for i in range(n)]
+    return {"format": P.FORMAT, "title": "A test plan", "stops": stops}
+
+
+@pytest.fixture(scope="module")
+def redis_url():
+    with redis_server() as url:
+        yield url
+
+
+@pytest.fixture(params=["memory", "redis"])
+def store(request):
+    kw = {"classes_per_client": 1000, "class_starts_per_minute": 1000}
+    if request.param == "memory":
+        s = MemoryClassStore(**kw)
+    else:
+        s = RedisClassStore(request.getfixturevalue("redis_url"), prefix=f"test:{uuid.uuid4().hex[:8]}", **kw)
+    yield s
+    s.close()
+
+
+# -- the plan format ------------------------------------------------------------------------------------------------
+def test_plan_file_and_link_round_trip():
+    plan = P.check_plan(plan_dict(question={"text": "Which word?", "options": ["animal", "street"], "answer": 0},
+                                  hidden={"head": "enc.1.self_attn:2"}), PAGES, HEADS)
+    assert [s.state["page"] for s in plan.stops] == ["overview", "multi_head", "decoder"]
+    assert plan.stops[1].hidden_head == "enc.1.self_attn:2"
+    assert plan.stops[0].question["options"] == ["animal", "street"]
+    assert P.read_plan(plan.to_json().encode(), PAGES, HEADS) == plan
+    token = P.plan_to_link(plan)
+    assert set(token) <= set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+    assert P.plan_from_link(token, PAGES, HEADS) == plan
+    assert plan.with_stop(plan.stops[0]).stops[-1] == plan.stops[0] and len(plan.without(0).stops) == 2
+
+
+@pytest.mark.parametrize(("mutate", "message"), [
+    (lambda d: d.update(format="other"), "not a lesson plan of this app"),
+    (lambda d: d["stops"][1]["state"].update(page="admin"), "Stop 2: the page 'admin' is not a page of this app"),
+    (lambda d: d["stops"][0].update(caption="<script>alert(1)</script>"), "Stop 1: the caption may not contain <"),
+    (lambda d: d.update(title="<b>x</b>"), "title"),
+    (lambda d: d["stops"][2].update(caption="x" * 5000), "Stop 3: the caption is longer than 400"),
+    (lambda d: d["stops"][0]["state"].update(exec="import os"), "Stop 1: unknown state keys: exec"),
+    (lambda d: d["stops"][0]["state"].update(model="mine"), "Stop 1: model must be one of base, no_mask"),
+    (lambda d: d["stops"][0].update(hidden={"head": "enc.9.self_attn:2"}), "not a head of the model"),
+    (lambda d: d["stops"][0].update(question={"text": "q", "options": ["a"], "answer": 0}), "2 to 6 options"),
+    (lambda d: d["stops"][0].update(onload="x"), "unknown field 'onload'"),
+    (lambda d: d.update(stops=[]), "1 to 30 stops"),
+    (lambda d: d.update(stops=d["stops"] * 11), "1 to 30 stops"),
+])
+def test_hostile_plan_gets_one_clear_message(mutate, message):
+    data = plan_dict()
+    mutate(data)
+    with pytest.raises(InvalidInput, match=message.replace("(", r"\(").replace("'", "'")):
+        P.read_plan(json.dumps(data), PAGES, HEADS)
+
+
+@pytest.mark.parametrize("raw", [b"", b"{", b"\xff\xfe", b"[" * 20000 + b"]" * 20000, b"NaN",
+                                 b'{"format": "glass-plan/1", "title": "t", "stops": [{"caption": NaN}]}',
+                                 b"x" * (P.MAX_PLAN_BYTES + 1), b"[1, 2]"])
+def test_hostile_plan_file_is_refused_with_a_message(raw):
+    with pytest.raises(InvalidInput) as e:
+        P.read_plan(raw, PAGES, HEADS)
+    assert len(str(e.value)) < 200 and "Traceback" not in str(e.value)
+
+
+def test_hostile_plan_link_is_refused():
+    bomb = base64.urlsafe_b64encode(zlib.compress(b" " * 5_000_000, 9)).decode().rstrip("=")
+    assert len(bomb) < P.MAX_LINK_CHARS  # five megabytes deflate to a short link: inflating must stop early
+    for token in (bomb, "!!!", "A" * (P.MAX_LINK_CHARS + 1), "", None, 42,
+                  base64.urlsafe_b64encode(zlib.compress(b"<html>")).decode()):
+        with pytest.raises(InvalidInput):
+            P.plan_from_link(token, PAGES, HEADS)
+
+
+def test_pace_is_checked():
+    assert P.check_pace({}) == {"mode": "lead", "paused": False, "stop": -1, "reveal": False, "plan": 0}
+    for bad in ({"mode": "chaos"}, {"paused": "yes"}, {"stop": 99}, {"stop": True}, {"other": 1}, []):
+        with pytest.raises(InvalidInput):
+            P.check_pace(bad)
+
+
+# -- the store, both back-ends ----------------------------------------------------------------------------------------
+def test_plan_and_pace_on_the_store(store):
+    code, secret = store.create(STATE)
+    c0 = store.counters(code)
+    assert store.plan(code) is None and store.pace(code)["mode"] == "lead"
+    assert store.set_plan(code, secret, plan_dict()) == 1
+    c1 = store.counters(code)
+    assert (c1.seq, c1.q) == (c0.seq + 1, c0.q + 1)  # explorers hear a plan too
+    assert [s["caption"] for s in store.plan(code)["stops"]] == ["stop 0", "stop 1", "stop 2"]
+    assert store.pace(code) == {"mode": "lead", "paused": False, "stop": 0, "reveal": False, "plan": 1}
+    assert store.set_pace(code, secret, paused=True, stop=2)["paused"] is True
+    assert store.counters(code).q == c1.q + 1
+    assert store.set_plan(code, secret, plan_dict(2)) == 2
+    assert store.pace(code) == {"mode": "lead", "paused": True, "stop": 0, "reveal": False, "plan": 2}
+    with pytest.raises(InvalidInput):
+        store.set_pace(code, secret, mode="anarchy")
+    store.end(code, secret)
+    with pytest.raises(Exception, match="ended"):
+        store.plan(code)
+
+
+def test_pace_forged_by_a_student_does_nothing(store):
+    code, secret = store.create(STATE)
+    store.join(code, "10.0.0.2", "student-aaaa")
+    store.set_pace(code, secret, mode="lead")
+    before = (store.pace(code), store.counters(code))
+    for forged in ("student-aaaa", secret[:-1] + "x", "", None, code):
+        with pytest.raises(Forbidden):
+            store.set_pace(code, forged, paused=True)
+        with pytest.raises(Forbidden):
+            store.set_plan(code, forged, plan_dict())
+        with pytest.raises(Forbidden):
+            store.shots(code, forged)
+    assert (store.pace(code), store.counters(code)) == before
+
+
+def test_snapshot_gallery_and_its_limits(store):
+    code, secret = store.create(STATE)
+    for i in range(4):
+        store.join(code, "10.0.0.9", f"student-{i:04d}")
+    tally = store.counters(code).tally
+    n1 = store.send_shot(code, "student-0001", "10.0.0.9", {**STATE, "heads_off": ["enc.1.self_attn:2"]},
+                         "head 2 breaks il/elle!")
+    n2 = store.send_shot(code, "student-0003", "10.0.0.9", {**STATE, "page": "decoder"}, "")
+    assert (n1, n2) == (1, 2) and store.counters(code).tally == tally + 2
+    gallery = store.shots(code, secret)
+    assert [(g["n"], g["student"], g["note"], g["state"]["heads_off"]) for g in gallery] == [
+        (1, 1, "head 2 breaks il/elle!", ["enc.1.self_attn:2"]), (2, 2, "", [])]
+    assert "student-0001" not in json.dumps(gallery)  # the teacher sees numbers, never ids
+    store.send_shot(code, "student-0001", "10.0.0.9", STATE, "again")
+    store.send_shot(code, "student-0001", "10.0.0.9", STATE, "and again")
+    with pytest.raises(RateLimited):  # 3 a minute per student
+        store.send_shot(code, "student-0001", "10.0.0.9", STATE, "one more")
+    assert [g["student"] for g in store.shots(code, secret)] == [1, 2, 1, 1]
+    with pytest.raises(NotFound):  # not in the class
+        store.send_shot(code, "student-zzzz", "10.0.0.9", STATE, "")
+    for bad in ({**STATE, "page": "<x>"}, {"evil": 1}):
+        with pytest.raises(InvalidInput):
+            store.send_shot(code, "student-0002", "10.0.0.9", bad, "")
+    with pytest.raises(InvalidInput):
+        store.send_shot(code, "student-0002", "10.0.0.9", STATE, "<img src=x onerror=alert(1)>")
+
+
+def test_snapshot_limit_per_address(store, monkeypatch):
+    monkeypatch.setenv("GLASS_SHOTS_PER_ADDRESS", "4")
+    code, _ = store.create(STATE)
+    for i in range(6):
+        store.join(code, "10.0.0.7", f"student-{i:04d}")
+    for i in range(4):
+        store.send_shot(code, f"student-{i:04d}", "10.0.0.7", STATE, "")
+    with pytest.raises(RateLimited):
+        store.send_shot(code, "student-0005", "10.0.0.7", STATE, "")
+    store.join(code, "10.0.0.8", "student-other")
+    assert store.send_shot(code, "student-other", "10.0.0.8", STATE, "") == 5  # another address is not limited
