@@ -22,7 +22,7 @@ import streamlit as st
 from streamlit.navigation.page import StreamlitPage
 
 from classroom import ClassSnapshot, ClassStoreError
-from ui.classroom import push
+from ui.classroom import plans, push
 from ui.classroom.session import (
     CLASS_PAGE,
     EVENTS,
@@ -62,7 +62,12 @@ def student_badge() -> None:
     snap = ss().get(SNAP)
     if snap is None:
         return
-    if following():
+    if following() and not plans.leads():  # the teacher lets the class explore: nobody is moved
+        st.badge(f"Exploring · class {snap.code} (your teacher's choice)", icon=":material/explore:", color="gray")
+        st.caption("You follow the teacher again when they take the class back.")
+        st.button("Stop following", key="class_detach", icon=":material/explore_off:", on_click=set_following,
+                  args=(False,))
+    elif following():
         st.badge(f"Following class {snap.code}", icon=":material/cast_for_education:", color="green")
         st.button("Explore on my own", key="class_detach", icon=":material/explore:", on_click=set_following,
                   args=(False,))
@@ -174,17 +179,24 @@ def run(page: StreamlitPage, body: Callable[[], None]) -> None:
     student, end the page (`end_of_run`)."""
     here = page.url_path or "home"
     join_from_link()
+    plans.on_run(here)  # a plan link, the class's pace, a move asked for by Next / a stop / a snapshot
     if is_student():
         follow_on_run(here)
     with st.sidebar:
         if is_student():
             student_badge()
+            plans.student_bar()
         elif is_teacher():
             teacher_poller()
+            plans.teacher_bar()
     if NOTICE in ss() and here != CLASS_PAGE:  # the class page shows its notices itself
         st.toast(md(ss().pop(NOTICE)), icon=":material/groups:")
-    if is_student() and ss().get(SNAP) is not None and ss()[SNAP].question is not None:
+    if plans.paused():  # every student's screen: eyes on the projector, until the teacher resumes
+        body = plans.pause_screen
+    elif is_student() and ss().get(SNAP) is not None and ss()[SNAP].question is not None:
         question_panel()
+    if here != CLASS_PAGE:
+        plans.stop_banner()
     if is_teacher():  # the widgets' new values are in the session already: the class sees them now,
         publish(here, warn=False)  # not after the teacher's page has drawn (and again after it)
     completed = False

@@ -319,7 +319,7 @@ def poll() -> ClassSnapshot | None:
 def shows(snap: ClassSnapshot) -> tuple[str, int]:
     """The counter this student's page watches, and its value in `snap`: a follower shows everything the class
     shares (`seq`), an explorer only its questions (`q`)."""
-    return ("seq", snap.seq) if following() else ("q", snap.q)
+    return ("seq", snap.seq) if following() and class_leads() else ("q", snap.q)
 
 
 def follow_on_run(page: str) -> None:
@@ -329,7 +329,7 @@ def follow_on_run(page: str) -> None:
     if snap is None:
         return
     s = ss()
-    if following():
+    if following() and class_leads():
         applied = s.get(APPLIED)  # (version, state, the RECENT states applied before it, newest first)
         changed = changed_keys(page, applied[1]) if applied is not None else []
         if changed and stale(page, changed, applied[2]):
@@ -493,3 +493,9 @@ def write_url() -> None:
             del qp[param]
 
 
+
+
+def class_leads() -> bool:
+    """The class's pace lets the teacher's screen lead its followers (ui/classroom/plans.py reads the pace into
+    `_class_pace` at the top of every run): else every student explores, and nobody is moved."""
+    return (ss().get("_class_pace") or {}).get("mode", "lead") == "lead"
