@@ -179,3 +179,15 @@ def test_snapshot_limit_per_address(store, monkeypatch):
         store.send_shot(code, "student-0005", "10.0.0.7", STATE, "")
     store.join(code, "10.0.0.8", "student-other")
     assert store.send_shot(code, "student-other", "10.0.0.8", STATE, "") == 5  # another address is not limited
+
+
+def test_readme_states_the_plan_and_snapshot_limits_of_the_code():
+    from pathlib import Path
+
+    readme = " ".join((Path(__file__).resolve().parents[1] / "README.md").read_text().split())
+    for sentence in (f"a file over {P.MAX_PLAN_BYTES:,} bytes", f"a caption over {P.MAX_CAPTION} characters",
+                     f"a title over {P.MAX_TITLE}", f"more than {P.MAX_STOPS} stops",
+                     f"a link over {P.MAX_LINK_CHARS:,} characters", f"(at most {P.MAX_NOTE} characters)",
+                     f"At most {P.SHOTS_PER_STUDENT} snapshots a minute per student and {P.SHOTS_PER_CLIENT} per "
+                     "address", f"a class keeps its newest {P.SHOTS_KEPT}"):
+        assert sentence in readme, sentence

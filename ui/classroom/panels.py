@@ -195,7 +195,7 @@ def run(page: StreamlitPage, body: Callable[[], None]) -> None:
         body = plans.pause_screen
     elif is_student() and ss().get(SNAP) is not None and ss()[SNAP].question is not None:
         question_panel()
-    if here != CLASS_PAGE:
+    if here != CLASS_PAGE and not plans.paused():
         plans.stop_banner()
     if is_teacher():  # the widgets' new values are in the session already: the class sees them now,
         publish(here, warn=False)  # not after the teacher's page has drawn (and again after it)

@@ -154,9 +154,12 @@ def mystery_box(head: int, height: int | None = None) -> None:
 
 
 def pause_screen() -> None:
-    st.title("Eyes on the projector")
-    st.markdown("Your teacher paused the class to talk it through. Your screen comes back by itself when they "
-                "resume: nothing you did is lost.")
+    """A paused student's whole page (app.py's body is not drawn): until the teacher resumes."""
+    with st.container(border=True, key="class_paused"):
+        st.markdown("# :material/co_present:")
+        st.title("Eyes on the projector")
+        st.markdown("Your teacher paused the class to talk it through. Your screen comes back by itself when they "
+                    "resume, and nothing you did is lost.")
 
 
 def stop_banner() -> None:
