@@ -35,6 +35,7 @@ class _Class:
     extra: dict = field(default_factory=dict)  # "plan", "pace" (classroom/plans.py)
     shots: list = field(default_factory=list)  # the gallery: {"n", "student", "state", "note"}, oldest first
     shot_senders: dict[str, int] = field(default_factory=dict)  # student id -> their number in the gallery
+    runs: dict[int, dict] = field(default_factory=dict)  # the class board: student number -> their run
 
     def bump(self, seq: bool = True, q: bool = False, tally: bool = False) -> Counters:
         self.seq, self.q, self.tally = self.seq + seq, self.q + q, self.tally + tally
@@ -294,3 +295,24 @@ class MemoryClassStore(ClassStore):
     def _shots(self, code):
         with self._lock:
             return json.loads(json.dumps(self._get(code).shots))
+
+    def _post_run(self, code, student_id, run):
+        with self._lock:
+            now = self._clock()
+            c = self._get(code)
+            if student_id not in c.students:
+                raise NotFound("Join the class first.")
+            windows = self.__dict__.setdefault("_shot_windows", {})
+            mine = _window(windows.setdefault(f"{code}|run|{student_id}", deque()), now, 60.0)
+            if len(mine) >= _plans.RUNS_PER_STUDENT:
+                raise RateLimited(mine[0] + 60.0 - now)
+            mine.append(now)
+            number = c.shot_senders.setdefault(student_id, len(c.shot_senders) + 1)
+            c.runs[number] = json.loads(json.dumps(run))
+            event = c.bump(seq=False, tally=True)
+        self._announce(code, event)
+        return number
+
+    def _board(self, code):
+        with self._lock:
+            return [{"student": n, "run": json.loads(json.dumps(r))} for n, r in self._get(code).runs.items()]

@@ -217,3 +217,44 @@ DEFAULT_PACE = check_pace({})
 
 def check_note(note) -> str:
     return check_text(note if note is not None else "", MAX_NOTE, "the note", allow_empty=True)
+
+
+# -- the class board: students' own training runs side by side --------------------------------------------------------
+RUN_SETTINGS = ("arch", "d_model", "n_heads", "n_layers", "d_ff", "dropout", "batch_size", "steps", "warmup",
+                "lr_scale", "label_smoothing", "seed", "look_ahead_mask")
+MAX_CURVE = 60  # points of a run's loss curve on the board
+MAX_RUN_TEXT = 200
+RUNS_PER_STUDENT = 3  # board posts per minute (a new post replaces the student's last)
+
+
+def _number(value, what: str, low: float = -1e12, high: float = 1e12) -> float | int:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
+        raise InvalidInput(f"{what} must be a number from {low:g} to {high:g}")
+    return value
+
+
+def check_run(run) -> dict:
+    """A run for the class board: {"settings": {RUN_SETTINGS: value}, "steps": [...], "losses": [...] (at most
+    MAX_CURVE each, as long as each other), "exact_match": share or None, "source", "translation"}."""
+    if not isinstance(run, dict) or set(run) != {"settings", "steps", "losses", "exact_match", "source",
+                                                 "translation"}:
+        raise InvalidInput("a board run has settings, steps, losses, exact_match, source and translation")
+    settings = run["settings"]
+    if not isinstance(settings, dict) or not set(settings) <= set(RUN_SETTINGS):
+        raise InvalidInput(f"a run's settings are among {', '.join(RUN_SETTINGS)}")
+    clean = {}
+    for key, value in settings.items():
+        clean[key] = (check_text(value, 20, key) if isinstance(value, str) else value if isinstance(value, bool)
+                      else _number(value, key))
+    steps, losses = run["steps"], run["losses"]
+    if not isinstance(steps, list) or not isinstance(losses, list) or len(steps) != len(losses) or \
+            len(steps) > MAX_CURVE:
+        raise InvalidInput(f"a run's curve is at most {MAX_CURVE} steps and as many losses")
+    steps = [int(_number(s, "a step", 0, 1e9)) for s in steps]
+    losses = [float(_number(x, "a loss", 0, 1e6)) for x in losses]
+    exact = run["exact_match"]
+    if exact is not None:
+        exact = float(_number(exact, "the exact match", 0, 1))
+    return {"settings": clean, "steps": steps, "losses": losses, "exact_match": exact,
+            "source": check_text(run["source"], MAX_RUN_TEXT, "the source", allow_empty=True),
+            "translation": check_text(run["translation"], MAX_RUN_TEXT, "the translation", allow_empty=True)}

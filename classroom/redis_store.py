@@ -249,6 +249,39 @@ redis.call('HSET', KEYS[1], 'x:shot:' .. n, '{"n":' .. n .. ',"student":' .. who
 if n > tonumber(ARGV[5]) then redis.call('HDEL', KEYS[1], 'x:shot:' .. (n - tonumber(ARGV[5]))) end
 announce(0, 0, 1)
 return {n, 0}""",
+    # KEYS: class, students, the student's window. ARGV: student, run JSON, posts per minute. Returns {number, 0},
+    # or {-14, ms to wait}. The board: fields x:run:NUMBER of the class's hash.
+    "post_run": _ANNOUNCE + """
+local h = redis.call('HMGET', KEYS[1], 'secret', 'ended')
+if h[2] == '1' then return {-3, 0} end
+if not h[1] then return {-1, 0} end
+if redis.call('SISMEMBER', KEYS[2], ARGV[1]) == 0 then return {-6, 0} end
+local now = redis.call('TIME')
+local t = tonumber(now[1]) + tonumber(now[2]) / 1e6
+redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', '(' .. (t - 60))
+if redis.call('ZCARD', KEYS[3]) >= tonumber(ARGV[3]) then
+  local first = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')
+  return {-14, math.floor((tonumber(first[2]) + 60 - t) * 1000)}
+end
+redis.call('ZADD', KEYS[3], t, t)
+redis.call('EXPIRE', KEYS[3], 120)
+local who = redis.call('HGET', KEYS[1], 'x:sender:' .. ARGV[1])
+if not who then
+  who = redis.call('HINCRBY', KEYS[1], 'x:senders', 1)
+  redis.call('HSET', KEYS[1], 'x:sender:' .. ARGV[1], who)
+end
+redis.call('HSET', KEYS[1], 'x:run:' .. who, '{"student":' .. who .. ',"run":' .. ARGV[2] .. '}')
+announce(0, 0, 1)
+return {tonumber(who), 0}""",
+    # KEYS: class. The board's runs (students are numbered from 1 without gaps).
+    "board": """#!lua flags=no-writes
+local n = tonumber(redis.call('HGET', KEYS[1], 'x:senders') or '0')
+local out = {}
+for i = 1, n do
+  local run = redis.call('HGET', KEYS[1], 'x:run:' .. i)
+  if run then out[#out + 1] = run end
+end
+return out""",
     # KEYS: class. ARGV: shots kept. The gallery, oldest first.
     "shots": """#!lua flags=no-writes
 local n = tonumber(redis.call('HGET', KEYS[1], 'x:shot_n') or '0')
@@ -507,4 +540,21 @@ class RedisClassStore(ClassStore):
             with contextlib.suppress(ValueError, KeyError, TypeError):
                 d = json.loads(item)
                 out.append({"n": d["n"], "student": d["student"], **d["shot"]})
+        return out
+
+    def _post_run(self, code, student_id, run):
+        k = self._keys(code)
+        n, wait_ms = self._run("post_run", [k[0], k[3], f"{k[0]}:runs:{student_id}"], student_id, json.dumps(run),
+                               _plans.RUNS_PER_STUDENT)
+        if n == -14:
+            raise RateLimited(max(int(wait_ms), 0) / 1000)
+        return int(n)
+
+    def _board(self, code):
+        with self._errors():
+            raw = self._scripts["board"](keys=[self._keys(code)[0]], args=[])
+        out = []
+        for item in raw:
+            with contextlib.suppress(ValueError):
+                out.append(json.loads(item))
         return out

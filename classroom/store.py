@@ -412,6 +412,28 @@ class ClassStore(ABC):
                             "note": _plans.check_note(shot["note"])})
         return out
 
+    def post_run(self, code: str, student_id: str, client_id: str, run: dict) -> int:
+        """A student's training run on the class board (`plans.check_run`; it replaces their last); returns the
+        student's number on the board. At most `plans.RUNS_PER_STUDENT` posts a minute (`RateLimited`)."""
+        code = self._code(code)
+        return self._post_run(code, check_id(student_id), _plans.check_run(run))
+
+    def board(self, code: str) -> list[dict]:
+        """The class board: one run per student who posted one, by their number: [{"student", **run}]."""
+        code = self._code(code)
+        self._extra(code, "pace")  # NotFound, ClassEnded: as every other read of a class
+        out = []
+        for item in self._board(code):
+            with contextlib.suppress(InvalidInput, KeyError, TypeError):
+                out.append({"student": int(item["student"]), **_plans.check_run(item["run"])})
+        return sorted(out, key=lambda r: r["student"])
+
+    def _post_run(self, code: str, student_id: str, run: dict) -> int:
+        raise NotImplementedError
+
+    def _board(self, code: str) -> list[dict]:
+        raise NotImplementedError
+
     def _set_plan(self, code: str, shash: str, plan: dict) -> int:
         raise NotImplementedError
 

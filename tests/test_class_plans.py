@@ -10,7 +10,7 @@ import zlib
 
 import pytest
 
-from classroom import Forbidden, InvalidInput, MemoryClassStore, NotFound, RateLimited, RedisClassStore
+from classroom import ClassEnded, Forbidden, InvalidInput, MemoryClassStore, NotFound, RateLimited, RedisClassStore
 from classroom import plans as P
 from tests.services import redis_server
 
@@ -191,3 +191,36 @@ def test_readme_states_the_plan_and_snapshot_limits_of_the_code():
                      f"At most {P.SHOTS_PER_STUDENT} snapshots a minute per student and {P.SHOTS_PER_CLIENT} per "
                      "address", f"a class keeps its newest {P.SHOTS_KEPT}"):
         assert sentence in readme, sentence
+
+
+def board_run(loss: float = 0.5, **settings) -> dict:
+    return {"settings": {"d_model": 64, "n_heads": 2, "steps": 300, "look_ahead_mask": True, **settings},
+            "steps": [100, 200, 300], "losses": [3.0, 1.2, loss], "exact_match": 0.42, "source": "i am a student",
+            "translation": "je suis étudiant"}
+
+
+def test_shared_run_board_side_by_side(store):
+    code, secret = store.create(STATE)
+    for sid in ("student-aaaa", "student-bbbb"):
+        store.join(code, "10.0.0.3", sid)
+    tally = store.counters(code).tally
+    assert store.post_run(code, "student-bbbb", "10.0.0.3", board_run(0.9, d_model=32)) == 1
+    assert store.post_run(code, "student-aaaa", "10.0.0.3", board_run(0.4)) == 2
+    assert store.post_run(code, "student-bbbb", "10.0.0.3", board_run(0.7, d_model=32)) == 1  # replaces
+    assert store.counters(code).tally == tally + 3
+    board = store.board(code)
+    assert [(r["student"], r["settings"]["d_model"], r["losses"][-1]) for r in board] == [(1, 32, 0.7), (2, 64, 0.4)]
+    assert board[0]["translation"] == "je suis étudiant" and board[0]["exact_match"] == 0.42
+    store.post_run(code, "student-bbbb", "10.0.0.3", board_run())
+    with pytest.raises(RateLimited):  # 3 posts a minute per student
+        store.post_run(code, "student-bbbb", "10.0.0.3", board_run())
+    with pytest.raises(NotFound):
+        store.post_run(code, "student-zzzz", "10.0.0.3", board_run())
+    for bad in ({**board_run(), "translation": "<script>"}, {**board_run(), "losses": [float("nan")] * 3},
+                {**board_run(), "settings": {"exec": 1}}, {**board_run(), "exact_match": 2.0},
+                {**board_run(), "steps": list(range(61)), "losses": [1.0] * 61}, {"settings": {}}):
+        with pytest.raises(InvalidInput):
+            store.post_run(code, "student-aaaa", "10.0.0.3", bad)
+    store.end(code, secret)
+    with pytest.raises(ClassEnded):  # the board ends with its class
+        store.board(code)
