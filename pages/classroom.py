@@ -86,6 +86,8 @@ def teacher() -> None:
     st.divider()
     plans.gallery()
     st.divider()
+    plans.board()
+    st.divider()
     st.caption(text.ENDS)
     st.button("End the class for everyone", key="class_end", on_click=cls.end_class, icon=":material/stop_circle:")
 
@@ -97,6 +99,7 @@ def student() -> None:
                    icon=":material/cast_for_education:")
     else:
         st.info(f"You are in class **{code}** and explore on your own. {text.PRIVATE}", icon=":material/explore:")
+    plans.board()
     st.button("Leave the class", key="class_leave", on_click=cls.leave_class, args=("You left the class.",),
               icon=":material/logout:")
 

@@ -24,6 +24,7 @@ from serving.shared_redis import REDIS_URL_ENV
 from tests.apptest_util import ROOT, all_text, no_exception, run_app
 from tests.services import redis_server
 from ui.page_list import PAGES
+from ui.widgets import md
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 PLANS = sorted((ROOT / "assets" / "plans").glob("*.json"))
@@ -357,3 +358,39 @@ def test_shipped_plan_files_are_small_and_linkable():
     for path in PLANS:
         plan = P.read_plan(Path(path).read_bytes(), STOP_PAGES)
         assert len(P.plan_to_link(plan)) < 2000
+
+
+# -- the class board: students' own runs side by side -------------------------------------------------------------
+def test_shared_run_board_of_students_runs(monkeypatch):
+    """Two students train their own tiny models (the real background job) and put them on the class board; the
+    teacher's classroom page shows both side by side. (The board on Redis: tests/test_class_plans.py.)"""
+    from tests.test_pages_training import finish, start
+
+    monkeypatch.delenv(REDIS_URL_ENV, raising=False)
+    monkeypatch.setitem(classroom._stores, "", MemoryClassStore(classes_per_client=1000, class_starts_per_minute=1000))
+    t, code = teacher_with_plan("Masks: how a decoder could cheat")
+    runs = []
+    for d_model in (16, 32):
+        (s,) = students(code, 1)
+        s.switch_page("pages/training.py")
+        s.run()
+        view = finish(s, start(s, training_d_model=d_model, training_steps=30, training_eval_every=0))
+        s.button(key="board_post").click().run()
+        no_exception(s)
+        assert any(f"Your run is on the class board, as student {len(runs) + 1}" in el.value for el in s.toast)
+        runs.append(view)
+    t.switch_page("pages/classroom.py")
+    t.run()
+    no_exception(t)
+    table = t.dataframe[-1].value
+    assert list(table["d_model"]) == [16, 32]
+    for (_, row), view in zip(table.iterrows(), runs, strict=True):
+        assert row["last loss"] == round(view.losses[-1], 3)
+        assert row["exact match"] == f"{view.evals[-1].exact_match:.0%}"
+        assert row["translation"] == view.evals[-1].samples[0][1].replace("<", "‹").replace(">", "›")
+    best = min((0, 1), key=lambda i: runs[i].losses[-1])
+    said = f"student {best + 1}'s run ends with the lowest training loss ({runs[best].losses[-1]:.3f})"
+    assert md(said) in all_text(t)
+    lines = [tr for el in t.get("plotly_chart") for tr in json.loads(el.proto.spec)["data"]
+             if tr.get("name", "").startswith("student ")]
+    assert [tr["name"] for tr in lines] == ["student 1", "student 2"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 from collections.abc import Sequence
 
+import pandas as pd
 import plotly.graph_objects as go
 import segno
 
@@ -36,3 +37,49 @@ def qr_png(text: str, scale: int = 8) -> bytes:
     buf = io.BytesIO()
     segno.make(text, error="m").save(buf, kind="png", scale=scale, border=2)
     return buf.getvalue()
+
+
+BOARD_SETTINGS = {"d_model": "d_model", "n_heads": "heads", "n_layers": "layers", "d_ff": "d_ff",
+                  "batch_size": "batch", "steps": "steps", "warmup": "warm-up", "lr_scale": "lr scale",
+                  "dropout": "dropout", "label_smoothing": "smoothing", "look_ahead_mask": "look-ahead mask"}
+
+
+def board_table(runs: Sequence[dict]) -> pd.DataFrame:
+    """The class board as a table: one row per student's run (settings, last loss, exact match, translation)."""
+    rows = []
+    for r in runs:
+        row = {"student": r["student"]}
+        row.update({label: r["settings"].get(key) for key, label in BOARD_SETTINGS.items()
+                    if any(key in x["settings"] for x in runs)})
+        row["last loss"] = round(r["losses"][-1], 3) if r["losses"] else None
+        row["exact match"] = f"{r['exact_match']:.0%}" if r["exact_match"] is not None else "–"
+        row["source"], row["translation"] = r["source"], r["translation"]
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("student") if rows else pd.DataFrame()
+
+
+def board_figure(runs: Sequence[dict]) -> go.Figure:
+    """Every posted run's training loss by step, one line per student."""
+    fig = go.Figure([go.Scatter(x=r["steps"], y=r["losses"], mode="lines+markers", name=f"student {r['student']}",
+                                hovertemplate=f"student {r['student']}" + "<br>step %{x}: loss %{y:.3f}<extra></extra>")
+                     for r in runs])
+    fig.update_layout(height=320, margin={"l": 10, "r": 10, "t": 30, "b": 10}, xaxis_title="step",
+                      yaxis_title="training loss", title={"text": "Training loss of every run on the board",
+                                                         "font": {"size": 14}}, legend={"orientation": "h"})
+    return fig
+
+
+def board_notice(runs: Sequence[dict]) -> str:
+    """Which run ended lowest and which translates most held-out sentences exactly (computed from the runs)."""
+    if not runs:
+        return ""
+    low = min((r for r in runs if r["losses"]), key=lambda r: r["losses"][-1], default=None)
+    scored = [r for r in runs if r["exact_match"] is not None]
+    parts = []
+    if low is not None:
+        parts.append(f"student {low['student']}'s run ends with the lowest training loss ({low['losses'][-1]:.3f})")
+    if scored:
+        best = max(scored, key=lambda r: r["exact_match"])
+        parts.append(f"student {best['student']}'s translates the most held-out sentences exactly "
+                     f"({best['exact_match']:.0%})")
+    return "; ".join(parts) + "." if parts else ""

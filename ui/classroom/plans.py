@@ -38,7 +38,7 @@ from classroom import plans as P
 from classroom.rules import check_text
 from ui.classroom import session as cls
 from ui.page_list import PAGES, ROOT
-from ui.widgets import md
+from ui.widgets import chart, md
 
 DRAFT, LAST_PAGE, GOTO, PACE, PLAN = "plan_draft", "_plan_last_page", "_plan_goto", "_class_pace", "_class_plan"
 PLAN_PARAM = "plan"
@@ -477,3 +477,62 @@ def gallery() -> None:
             st.caption(describe(shot["state"]))
             st.button("Project this", key=f"shot_project_{shot['n']}", on_click=project, args=(shot["state"],),
                       icon=":material/cast:", width="stretch")
+
+
+# -- the class board ------------------------------------------------------------------------------------------------
+def run_for_board(view) -> dict | None:
+    """A finished training run (`training.JobView`) as the board keeps it, or None when it has nothing to show."""
+    if view is None or view.state != "finished" or not view.losses:
+        return None
+    n = len(view.losses)
+    picks = sorted({round(i * (n - 1) / max(1, min(P.MAX_CURVE, n) - 1)) for i in range(min(P.MAX_CURVE, n))})
+    last = view.evals[-1] if view.evals else None
+    source, translation = (last.samples[0][0], last.samples[0][1]) if last is not None and last.samples else ("", "")
+    plain = {"<": "‹", ">": "›"}  # special tokens (<unk>) as the lesson draws them: the board takes no < or >
+    t = view.tcfg
+    return {"settings": {k: getattr(t, k) for k in P.RUN_SETTINGS if hasattr(t, k)},
+            "steps": [int(view.steps[i]) for i in picks], "losses": [float(view.losses[i]) for i in picks],
+            "exact_match": float(last.exact_match) if last is not None else None,
+            "source": source.translate(str.maketrans(plain))[:P.MAX_RUN_TEXT],
+            "translation": translation.translate(str.maketrans(plain))[:P.MAX_RUN_TEXT]}
+
+
+def post_run(run: dict) -> None:
+    """Callback (student): their finished run onto the class board."""
+    try:
+        n = cls.store().post_run(cls.code(), ss()[cls.STUDENT], cls.client_id(), run)
+        cls.notify(f"Your run is on the class board, as student {n}.")
+    except ClassStoreError as e:
+        cls.notify(f"Your run was not put on the board: {e}")
+
+
+def board_button(view) -> None:
+    """On the training page of a student in a class: put the finished run on the class board."""
+    if not cls.is_student():
+        return
+    run = run_for_board(view)
+    if run is None:
+        st.caption(":material/leaderboard: When your run has finished, you can put it on your class's board.")
+        return
+    st.button("Put my run on the class board", key="board_post", icon=":material/leaderboard:", on_click=post_run,
+              args=(run,))
+
+
+def board() -> None:
+    """The class board on the classroom page: every posted run side by side (a table and the loss curves)."""
+    from viz.classroom import board_figure, board_notice, board_table
+
+    try:
+        runs = cls.store().board(cls.code())
+    except ClassStoreError as e:
+        st.caption(str(e))
+        return
+    st.subheader(f"Class board: students' own runs ({len(runs)})")
+    if not runs:
+        st.caption("A student who trained a model on “Train your own” puts it here with “Put my run on the class "
+                   "board”: its settings, its loss, how many held-out sentences it translates exactly, and one "
+                   "translation, side by side with the others.")
+        return
+    st.markdown(md(board_notice(runs)))
+    chart(board_figure(runs), key="class_board_figure")
+    st.dataframe(board_table(runs))
