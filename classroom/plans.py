@@ -258,3 +258,18 @@ def check_run(run) -> dict:
     return {"settings": clean, "steps": steps, "losses": losses, "exact_match": exact,
             "source": check_text(run["source"], MAX_RUN_TEXT, "the source", allow_empty=True),
             "translation": check_text(run["translation"], MAX_RUN_TEXT, "the translation", allow_empty=True)}
+
+
+RUN_STATES = ("running", "finished", "stopped", "failed")
+
+
+def check_class_run(run) -> dict:
+    """The teacher's run as the class follows it: a board run (`check_run`) plus its state, step and total."""
+    if not isinstance(run, dict):
+        raise InvalidInput("the class's run is an object")
+    extra = {k: run.get(k) for k in ("state", "step", "total")}
+    if extra["state"] not in RUN_STATES:
+        raise InvalidInput(f"the run's state is one of {', '.join(RUN_STATES)}")
+    for key in ("step", "total"):
+        extra[key] = int(_number(extra[key], f"the run's {key}", 0, 1e9))
+    return {**check_run({k: v for k, v in run.items() if k not in extra}), **extra}

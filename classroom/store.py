@@ -428,6 +428,19 @@ class ClassStore(ABC):
                 out.append({"student": int(item["student"]), **_plans.check_run(item["run"])})
         return sorted(out, key=lambda r: r["student"])
 
+    def set_class_run(self, code: str, secret: str, run: dict) -> dict:
+        """The teacher's training run, as the class follows it live (`plans.check_class_run`): every change moves
+        `seq` and `q`, so every student's page hears it. Returns what was stored."""
+        run = _plans.check_class_run(run)
+        code = self._code(code)
+        self._set_extra(code, self._teacher(code, secret), "run", run)
+        return run
+
+    def class_run(self, code: str) -> dict | None:
+        """The teacher's shared run, or None."""
+        raw = self._extra(self._code(code), "run")
+        return None if raw is None else _plans.check_class_run(raw)
+
     def _post_run(self, code: str, student_id: str, run: dict) -> int:
         raise NotImplementedError
 

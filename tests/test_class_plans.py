@@ -224,3 +224,21 @@ def test_shared_run_board_side_by_side(store):
     store.end(code, secret)
     with pytest.raises(ClassEnded):  # the board ends with its class
         store.board(code)
+
+
+def test_shared_run_followed_by_the_class_on_the_store(store):
+    code, secret = store.create(STATE)
+    store.join(code, "10.0.0.4", "student-aaaa")
+    assert store.class_run(code) is None
+    before = store.counters(code)
+    run = {**board_run(1.1), "state": "running", "step": 200, "total": 300}
+    assert store.set_class_run(code, secret, run)["step"] == 200
+    after = store.counters(code)
+    assert (after.seq, after.q) == (before.seq + 1, before.q + 1)  # every student's page hears it
+    assert store.class_run(code) == {**board_run(1.1), "state": "running", "step": 200, "total": 300}
+    for bad in ({**run, "state": "hacked"}, {**run, "step": -1}, {**run, "translation": "<b>"}):
+        with pytest.raises(InvalidInput):
+            store.set_class_run(code, secret, bad)
+    with pytest.raises(Forbidden):
+        store.set_class_run(code, "student-aaaa", {**run, "state": "finished"})
+    assert store.class_run(code)["state"] == "running"

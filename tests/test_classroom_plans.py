@@ -394,3 +394,35 @@ def test_shared_run_board_of_students_runs(monkeypatch):
     lines = [tr for el in t.get("plotly_chart") for tr in json.loads(el.proto.spec)["data"]
              if tr.get("name", "").startswith("student ")]
     assert [tr["name"] for tr in lines] == ["student 1", "student 2"]
+
+
+def test_shared_run_of_the_teacher_followed_by_the_class(monkeypatch):
+    """The teacher trains on "Train your own" while teaching: the run reaches every following student's page (its
+    step, its loss curve), and its result when it ends; a student who explores on their own is left alone."""
+    from tests.test_pages_training import finish, start
+
+    monkeypatch.delenv(REDIS_URL_ENV, raising=False)
+    store = MemoryClassStore(classes_per_client=1000, class_starts_per_minute=1000)
+    monkeypatch.setitem(classroom._stores, "", store)
+    t, code = teacher_with_plan("Masks: how a decoder could cheat")
+    follower, explorer = students(code, 2)
+    explorer.sidebar.button(key="class_detach").click().run()
+    t.switch_page("pages/training.py")
+    t.run()
+    job = start(t, training_steps=30, training_eval_every=0)
+    seq = store.counters(code).seq
+    view = finish(t, job)  # the teacher's page redraws its panel: the finished run is shared
+    shared = store.class_run(code)
+    assert store.counters(code).seq > seq
+    assert (shared["state"], shared["step"], shared["total"]) == ("finished", 30, 30)
+    assert shared["losses"][-1] == pytest.approx(view.losses[-1]) and shared["steps"][-1] == 30
+    assert shared["exact_match"] == pytest.approx(view.evals[-1].exact_match)
+    follower.run()
+    no_exception(follower)
+    panel = next(e for e in follower.expander if e.label.startswith("Your teacher's training run"))
+    assert panel.label == "Your teacher's training run finished after 30 steps"
+    curve = next(tr for el in follower.get("plotly_chart") for tr in json.loads(el.proto.spec)["data"]
+                 if tr.get("name") == "teacher's run")
+    assert curve["x"][-1] == 30 and curve["y"][-1] == pytest.approx(view.losses[-1])
+    explorer.run()
+    assert not any(e.label.startswith("Your teacher's training run") for e in explorer.expander)

@@ -58,13 +58,14 @@ def board_table(runs: Sequence[dict]) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("student") if rows else pd.DataFrame()
 
 
-def board_figure(runs: Sequence[dict]) -> go.Figure:
-    """Every posted run's training loss by step, one line per student."""
-    fig = go.Figure([go.Scatter(x=r["steps"], y=r["losses"], mode="lines+markers", name=f"student {r['student']}",
-                                hovertemplate=f"student {r['student']}" + "<br>step %{x}: loss %{y:.3f}<extra></extra>")
-                     for r in runs])
+def board_figure(runs: Sequence[dict], title: str = "Training loss of every run on the board") -> go.Figure:
+    """Every posted run's training loss by step, one line per student (or per run's "name")."""
+    names = [r.get("name") or f"student {r['student']}" for r in runs]
+    fig = go.Figure([go.Scatter(x=r["steps"], y=r["losses"], mode="lines+markers", name=name,
+                                hovertemplate=name + "<br>step %{x}: loss %{y:.3f}<extra></extra>")
+                     for r, name in zip(runs, names, strict=True)])
     fig.update_layout(height=320, margin={"l": 10, "r": 10, "t": 30, "b": 10}, xaxis_title="step",
-                      yaxis_title="training loss", title={"text": "Training loss of every run on the board",
+                      yaxis_title="training loss", title={"text": title,
                                                          "font": {"size": 14}}, legend={"orientation": "h"})
     return fig
 

@@ -197,6 +197,7 @@ def run(page: StreamlitPage, body: Callable[[], None]) -> None:
         question_panel()
     if here != CLASS_PAGE and not plans.paused():
         plans.stop_banner()
+        plans.class_run_panel()  # the teacher's training run, live, on every following student's page
     if is_teacher():  # the widgets' new values are in the session already: the class sees them now,
         publish(here, warn=False)  # not after the teacher's page has drawn (and again after it)
     completed = False

@@ -20,6 +20,8 @@ _plan_last_page        the last walkthrough page this session showed (what "Add 
 _plan_goto             a page this session moves to at the top of its next run (Next, a stop, a snapshot)
 _class_pace            the class's pace, as read on this run (classroom.plans.check_pace)
 _class_plan            the class's plan as read: (its version, Plan)
+_class_run             the teacher's training run as the class follows it (classroom.plans.check_class_run)
+_class_run_shared      (when, state, step) the teacher's session last shared its run
 =====================  ==========================================================================
 
 Teacher operations go through the store with the class's secret (`session.teacher_call`); nothing of a plan
@@ -29,6 +31,7 @@ or a snapshot is drawn as HTML (`ui.widgets.md`).
 from __future__ import annotations
 
 import contextlib
+import time
 from pathlib import Path
 
 import streamlit as st
@@ -41,6 +44,8 @@ from ui.page_list import PAGES, ROOT
 from ui.widgets import chart, md
 
 DRAFT, LAST_PAGE, GOTO, PACE, PLAN = "plan_draft", "_plan_last_page", "_plan_goto", "_class_pace", "_class_plan"
+RUN, SHARED = "_class_run", "_class_run_shared"
+SHARE_SECONDS = 3.0  # the teacher's running job reaches the class at most this often (each share reruns its pages)
 PLAN_PARAM = "plan"
 PLANS_DIR = ROOT / "assets" / "plans"
 STOP_PAGES = tuple(p.url_path for p in PAGES if p.url_path != cls.CLASS_PAGE)
@@ -108,6 +113,8 @@ def read_pace() -> dict | None:
     except ClassStoreError:
         return s.get(PACE)  # the store is away: the last one read (the page's stream says so)
     s[PACE] = pace
+    with contextlib.suppress(ClassStoreError):
+        s[RUN] = cls.store().class_run(cls.code())
     if not leads():
         s.pop(cls.APPLIED, None)  # when the teacher leads again, a follower takes the teacher's state afresh
     return pace
@@ -484,6 +491,10 @@ def run_for_board(view) -> dict | None:
     """A finished training run (`training.JobView`) as the board keeps it, or None when it has nothing to show."""
     if view is None or view.state != "finished" or not view.losses:
         return None
+    return _run_of(view)
+
+
+def _run_of(view) -> dict:
     n = len(view.losses)
     picks = sorted({round(i * (n - 1) / max(1, min(P.MAX_CURVE, n) - 1)) for i in range(min(P.MAX_CURVE, n))})
     last = view.evals[-1] if view.evals else None
@@ -536,3 +547,40 @@ def board() -> None:
     st.markdown(md(board_notice(runs)))
     chart(board_figure(runs), key="class_board_figure")
     st.dataframe(board_table(runs))
+
+
+# -- the teacher's run, followed by the class ------------------------------------------------------------------------
+def share_run(view) -> None:
+    """In the teacher's training panel (every poll): the run reaches the class, at most every SHARE_SECONDS while
+    it runs, and at once when it ends."""
+    if not cls.is_teacher() or view is None or not view.losses or view.state not in P.RUN_STATES:
+        return
+    last, now = ss().get(SHARED), time.monotonic()
+    if last is not None and last[1] == view.state and (last[2] == view.step or now - last[0] < SHARE_SECONDS):
+        return
+    run = {**_run_of(view), "state": view.state, "step": int(view.step), "total": int(view.tcfg.steps)}
+    if cls.teacher_call(lambda c, k: cls.store().set_class_run(c, k, run)) is not None:
+        ss()[SHARED] = (now, view.state, view.step)
+
+
+def class_run_panel() -> None:
+    """Above a following student's page: the teacher's training run, live (its loss curve, its step), then its
+    result."""
+    run = ss().get(RUN)
+    if run is None or not cls.is_student() or not (cls.following() and leads()):
+        return
+    from viz.classroom import board_figure
+
+    done = run["state"] != "running"
+    head = (f"Your teacher's training run: step {run['step']} of {run['total']}" if not done else
+            f"Your teacher's training run {run['state']} after {run['step']} steps")
+    with st.expander(head, expanded=not done, icon=":material/model_training:"):
+        loss = run["losses"][-1] if run["losses"] else None
+        line = f"training loss {loss:.3f}" if loss is not None else "starting"
+        if run["exact_match"] is not None:
+            line += f" · held-out exact match {run['exact_match']:.0%}"
+        if run["translation"]:
+            line += f" · “{md(run['source'])}” → “{md(run['translation'])}”"
+        st.caption(line)
+        chart(board_figure([{**run, "name": "teacher's run"}], title="Your teacher's run: training loss"),
+              key="class_run_figure")
