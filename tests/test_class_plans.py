@@ -189,8 +189,12 @@ def test_readme_states_the_plan_and_snapshot_limits_of_the_code():
                      f"a title over {P.MAX_TITLE}", f"more than {P.MAX_STOPS} stops",
                      f"a link over {P.MAX_LINK_CHARS:,} characters", f"(at most {P.MAX_NOTE} characters)",
                      f"At most {P.SHOTS_PER_STUDENT} snapshots a minute per student and {P.SHOTS_PER_CLIENT} per "
-                     "address", f"a class keeps its newest {P.SHOTS_KEPT}"):
+                     "address", f"a class keeps its newest {P.SHOTS_KEPT}",
+                     f"at most {P.RUNS_PER_STUDENT} posts a minute"):
         assert sentence in readme, sentence
+    from ui.classroom.plans import SHARE_SECONDS
+
+    assert f"at most once every {SHARE_SECONDS:g} seconds while it runs" in readme
 
 
 def board_run(loss: float = 0.5, **settings) -> dict:
