@@ -267,9 +267,12 @@ def check_class_run(run) -> dict:
     """The teacher's run as the class follows it: a board run (`check_run`) plus its state, step and total."""
     if not isinstance(run, dict):
         raise InvalidInput("the class's run is an object")
-    extra = {k: run.get(k) for k in ("state", "step", "total")}
+    extra = {k: run.get(k, 0) for k in ("state", "step", "total", "model")}
     if extra["state"] not in RUN_STATES:
         raise InvalidInput(f"the run's state is one of {', '.join(RUN_STATES)}")
-    for key in ("step", "total"):
+    for key in ("step", "total", "model"):  # model: the version of the run's model in the class store (0: none)
         extra[key] = int(_number(extra[key], f"the run's {key}", 0, 1e9))
     return {**check_run({k: v for k, v in run.items() if k not in extra}), **extra}
+
+
+MAX_CLASS_MODEL_BYTES = 16 * 1024 * 1024  # a teacher's model the class may load (weights and JSON together)

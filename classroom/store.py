@@ -32,6 +32,7 @@ Safety:
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import hmac
 import logging
@@ -440,6 +441,33 @@ class ClassStore(ABC):
         """The teacher's shared run, or None."""
         raw = self._extra(self._code(code), "run")
         return None if raw is None else _plans.check_class_run(raw)
+
+    def set_class_model(self, code: str, secret: str, weights: bytes, meta: bytes) -> int:
+        """The teacher's trained model (a checkpoint's two files), for the class to explore; returns its version.
+        At most `plans.MAX_CLASS_MODEL_BYTES`; stored as base64 text, read back only when a student asks for it."""
+        if not isinstance(weights, bytes) or not isinstance(meta, bytes):
+            raise InvalidInput("a model is its weights and its JSON, as bytes")
+        if len(weights) + len(meta) > _plans.MAX_CLASS_MODEL_BYTES:
+            raise InvalidInput(f"This model is larger than {_plans.MAX_CLASS_MODEL_BYTES // 2**20} MB: too large to "
+                               "share with the class.")
+        code = self._code(code)
+        shash = self._teacher(code, secret)
+        version = int((self._extra(code, "model_v") or {}).get("v", 0)) + 1
+        self._set_extra(code, shash, "model", {"v": version, "weights": base64.b64encode(weights).decode(),
+                                               "meta": base64.b64encode(meta).decode()})
+        self._set_extra(code, shash, "model_v", {"v": version})
+        return version
+
+    def class_model(self, code: str) -> tuple[int, bytes, bytes] | None:
+        """The teacher's shared model: (version, weights, JSON), or None. Load it with `model.checkpoint.from_bytes`,
+        which checks everything."""
+        raw = self._extra(self._code(code), "model")
+        if not isinstance(raw, dict):
+            return None
+        try:
+            return int(raw["v"]), base64.b64decode(raw["weights"]), base64.b64decode(raw["meta"])
+        except (KeyError, TypeError, ValueError):
+            return None
 
     def _post_run(self, code: str, student_id: str, run: dict) -> int:
         raise NotImplementedError

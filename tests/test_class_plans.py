@@ -195,6 +195,7 @@ def test_readme_states_the_plan_and_snapshot_limits_of_the_code():
     from ui.classroom.plans import SHARE_SECONDS
 
     assert f"at most once every {SHARE_SECONDS:g} seconds while it runs" in readme
+    assert f"(at most {P.MAX_CLASS_MODEL_BYTES // 2**20} MB, base64" in readme
 
 
 def board_run(loss: float = 0.5, **settings) -> dict:
@@ -239,10 +240,26 @@ def test_shared_run_followed_by_the_class_on_the_store(store):
     assert store.set_class_run(code, secret, run)["step"] == 200
     after = store.counters(code)
     assert (after.seq, after.q) == (before.seq + 1, before.q + 1)  # every student's page hears it
-    assert store.class_run(code) == {**board_run(1.1), "state": "running", "step": 200, "total": 300}
+    assert store.class_run(code) == {**board_run(1.1), "state": "running", "step": 200, "total": 300, "model": 0}
     for bad in ({**run, "state": "hacked"}, {**run, "step": -1}, {**run, "translation": "<b>"}):
         with pytest.raises(InvalidInput):
             store.set_class_run(code, secret, bad)
     with pytest.raises(Forbidden):
         store.set_class_run(code, "student-aaaa", {**run, "state": "finished"})
     assert store.class_run(code)["state"] == "running"
+
+
+def test_shared_run_model_for_the_class(store):
+    code, secret = store.create(STATE)
+    assert store.class_model(code) is None
+    assert store.set_class_model(code, secret, b"\x00weights\xff" * 1000, b'{"format": 1}') == 1
+    assert store.set_class_model(code, secret, b"second", b"{}") == 2
+    assert store.class_model(code) == (2, b"second", b"{}")
+    with pytest.raises(Forbidden):
+        store.set_class_model(code, "student-aaaa", b"evil", b"{}")
+    with pytest.raises(InvalidInput):
+        store.set_class_model(code, secret, b"x" * (P.MAX_CLASS_MODEL_BYTES + 1), b"{}")
+    assert store.class_model(code)[0] == 2
+    store.end(code, secret)
+    with pytest.raises(ClassEnded):
+        store.class_model(code)

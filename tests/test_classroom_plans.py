@@ -419,10 +419,34 @@ def test_shared_run_of_the_teacher_followed_by_the_class(monkeypatch):
     assert shared["exact_match"] == pytest.approx(view.evals[-1].exact_match)
     follower.run()
     no_exception(follower)
-    panel = next(e for e in follower.expander if e.label.startswith("Your teacher's training run"))
-    assert panel.label == "Your teacher's training run finished after 30 steps"
+    assert ":material/model_training: **Your teacher's training run finished after 30 steps** · training loss " \
+        f"{view.losses[-1]:.3f}" in all_text(follower)
     curve = next(tr for el in follower.get("plotly_chart") for tr in json.loads(el.proto.spec)["data"]
                  if tr.get("name") == "teacher's run")
     assert curve["x"][-1] == 30 and curve["y"][-1] == pytest.approx(view.losses[-1])
     explorer.run()
-    assert not any(e.label.startswith("Your teacher's training run") for e in explorer.expander)
+    assert "Your teacher's training run" not in all_text(explorer)
+
+    # the class explores the teacher's model: one click makes it the student's own, on every page
+    assert shared["model"] == 1
+    follower.button(key="class_run_use").click().run()
+    no_exception(follower)
+    mine, theirs = ss(follower, "my_model"), job.result
+    assert ss(follower, "model") == "mine" and mine.config == theirs.config
+    assert all(torch.equal(a, b) for a, b in zip(mine.model.state_dict().values(),
+                                                 theirs.model.state_dict().values(), strict=True))
+    assert "You explore this model" in all_text(follower) and not any(b.key == "class_run_use"
+                                                                       for b in follower.button)
+    t.button(key="training_use_mine").click().run()  # the teacher shows the run's model: the class is told
+    assert ss(t, "model") == "mine" and "your finished run's model is shared with the class" in all_text(t)
+    follower.run()
+    assert "and so do you: it is “My model”" in " ".join(c.value for c in follower.sidebar.caption)
+    follower.switch_page("pages/overview.py")
+    follower.run()
+    no_exception(follower)
+    sentence = ss(follower, "sentence")
+    expected = pipeline.analyse(theirs, pipeline.prepare(theirs, sentence)).translation
+    shipped_says = pipeline.analyse(checkpoint.load(checkpoint.SHIPPED),
+                                    pipeline.prepare(checkpoint.load(checkpoint.SHIPPED), sentence)).translation
+    assert expected != shipped_says  # (the page below shows the teacher's model, not the shipped one)
+    assert f"**Translation:** {md(expected) or '*(empty)*'}" in all_text(follower)

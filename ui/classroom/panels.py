@@ -72,7 +72,7 @@ def student_badge() -> None:
         st.button("Explore on my own", key="class_detach", icon=":material/explore:", on_click=set_following,
                   args=(False,))
         if snap.state.get("own_model"):
-            st.caption(OWN_MODEL_STUDENT)
+            st.caption(plans.own_model_note() or OWN_MODEL_STUDENT)
     else:
         st.badge(f"Exploring · class {snap.code}", icon=":material/explore:", color="gray")
         st.button("Follow the teacher", key="class_follow", icon=":material/cast_for_education:", type="primary",
@@ -163,6 +163,7 @@ def teacher_panel() -> None:
         line += " (revealed)" if snap.revealed else ""
     st.caption(line)
     notice = own_model_notice(ss().get(PUBLISHED))
+    notice = notice and (plans.shared_model_notice() or notice)
     if notice:
         st.warning(notice, icon=":material/visibility_off:")
     end_of_run("tally", snap.tally, recheck=False)  # the counts are redrawn when a student joins or answers

@@ -22,6 +22,8 @@ _class_pace            the class's pace, as read on this run (classroom.plans.ch
 _class_plan            the class's plan as read: (its version, Plan)
 _class_run             the teacher's training run as the class follows it (classroom.plans.check_class_run)
 _class_run_shared      (when, state, step) the teacher's session last shared its run
+_class_model_used      (class code, version) of the teacher's model this student made their own
+_class_model_job       the training job whose model this teacher shared with the class
 =====================  ==========================================================================
 
 Teacher operations go through the store with the class's secret (`session.teacher_call`); nothing of a plan
@@ -44,7 +46,7 @@ from ui.page_list import PAGES, ROOT
 from ui.widgets import chart, md
 
 DRAFT, LAST_PAGE, GOTO, PACE, PLAN = "plan_draft", "_plan_last_page", "_plan_goto", "_class_pace", "_class_plan"
-RUN, SHARED = "_class_run", "_class_run_shared"
+RUN, SHARED, USED, SHARED_JOB = "_class_run", "_class_run_shared", "_class_model_used", "_class_model_job"
 SHARE_SECONDS = 3.0  # the teacher's running job reaches the class at most this often (each share reruns its pages)
 PLAN_PARAM = "plan"
 PLANS_DIR = ROOT / "assets" / "plans"
@@ -550,17 +552,40 @@ def board() -> None:
 
 
 # -- the teacher's run, followed by the class ------------------------------------------------------------------------
-def share_run(view) -> None:
+def share_run(view, job=None) -> None:
     """In the teacher's training panel (every poll): the run reaches the class, at most every SHARE_SECONDS while
-    it runs, and at once when it ends."""
+    it runs, and at once when it ends, with its model (`job.result`) for the class to explore."""
     if not cls.is_teacher() or view is None or not view.losses or view.state not in P.RUN_STATES:
         return
     last, now = ss().get(SHARED), time.monotonic()
     if last is not None and last[1] == view.state and (last[2] == view.step or now - last[0] < SHARE_SECONDS):
         return
-    run = {**_run_of(view), "state": view.state, "step": int(view.step), "total": int(view.tcfg.steps)}
+    version = 0
+    if view.state != "running" and getattr(job, "result", None) is not None:
+        from model.checkpoint import to_bytes
+
+        version = cls.teacher_call(cls.store().set_class_model, *to_bytes(job.result)) or 0
+        ss()[SHARED_JOB] = job.id if version else None
+    run = {**_run_of(view), "state": view.state, "step": int(view.step), "total": int(view.tcfg.steps),
+           "model": version}
     if cls.teacher_call(lambda c, k: cls.store().set_class_run(c, k, run)) is not None:
         ss()[SHARED] = (now, view.state, view.step)
+
+
+def use_teacher_model() -> None:
+    """Callback (student): the teacher's shared model becomes this session's own ("My model"), on every page."""
+    from model.checkpoint import CheckpointError, from_bytes
+    from ui.training.session import use_model
+
+    try:
+        got = cls.store().class_model(cls.code())
+        if got is None:
+            raise CheckpointError("Your teacher has not shared a model.")
+        use_model(ss(), from_bytes(got[1], got[2], name="my teacher's model"))
+        ss()[USED] = (cls.code(), got[0])
+        cls.notify("Your teacher's model is now “My model” in your sidebar: every page shows it.")
+    except (ClassStoreError, CheckpointError) as e:
+        cls.notify(f"Your teacher's model could not be loaded: {e}")
 
 
 def class_run_panel() -> None:
@@ -571,16 +596,47 @@ def class_run_panel() -> None:
         return
     from viz.classroom import board_figure
 
-    done = run["state"] != "running"
-    head = (f"Your teacher's training run: step {run['step']} of {run['total']}" if not done else
-            f"Your teacher's training run {run['state']} after {run['step']} steps")
-    with st.expander(head, expanded=not done, icon=":material/model_training:"):
-        loss = run["losses"][-1] if run["losses"] else None
-        line = f"training loss {loss:.3f}" if loss is not None else "starting"
-        if run["exact_match"] is not None:
-            line += f" · held-out exact match {run['exact_match']:.0%}"
-        if run["translation"]:
-            line += f" · “{md(run['source'])}” → “{md(run['translation'])}”"
-        st.caption(line)
-        chart(board_figure([{**run, "name": "teacher's run"}], title="Your teacher's run: training loss"),
-              key="class_run_figure")
+    loss = run["losses"][-1] if run["losses"] else None
+    line = f"training loss {loss:.3f}" if loss is not None else "starting"
+    if run["exact_match"] is not None:
+        line += f" · held-out exact match {run['exact_match']:.0%}"
+    if run["translation"]:
+        line += f" · “{md(run['source'])}” → “{md(run['translation'])}”"
+    figure = board_figure([{**run, "name": "teacher's run"}], title="Your teacher's run: training loss")
+    if run["state"] == "running":
+        with st.expander(f"Your teacher's training run: step {run['step']} of {run['total']}", expanded=True,
+                         icon=":material/model_training:"):
+            st.caption(line)
+            chart(figure, key="class_run_figure")
+        return
+    with st.container(border=True, key="class_run_done"):
+        st.markdown(f":material/model_training: **Your teacher's training run {run['state']} after {run['step']} "
+                    f"steps** · {line}")
+        if run["model"] and ss().get(USED) == (cls.code(), run["model"]) and ss().get("model") == "mine":
+            st.caption("You explore this model: it is “My model” in your sidebar, on every page.")
+        elif run["model"]:
+            st.button("Explore this model on every page (it becomes “My model”)", key="class_run_use",
+                      icon=":material/download:", on_click=use_teacher_model)
+        with st.expander("Its training loss"):
+            chart(figure, key="class_run_figure")
+
+
+def own_model_note() -> str | None:
+    """A student's note when the teacher shows their own model and this student explores it too (else None)."""
+    run = ss().get(RUN)
+    if run and run["model"] and ss().get(USED) == (cls.code(), run["model"]) and ss().get("model") == "mine":
+        return "Your teacher shows the model they trained, and so do you: it is “My model” in your sidebar."
+    if run and run["model"]:
+        return ("Your teacher shows the model they trained: you see the shipped model until you choose “Explore "
+                "this model on every page” above the page.")
+    return None
+
+
+def shared_model_notice() -> str | None:
+    """The teacher's notice when the model they show is the one their finished run shared with the class."""
+    from ui.training.session import ADOPTED_KEY
+
+    if ss().get(SHARED_JOB) is not None and ss().get(ADOPTED_KEY) == ss().get(SHARED_JOB):
+        return ("Your class sees the shipped model until each student chooses “Explore this model on every page”: "
+                "your finished run's model is shared with the class, and your questions are answered by it.")
+    return None

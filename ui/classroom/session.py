@@ -203,6 +203,8 @@ def apply(state: dict) -> None:
         s.pop(lesson.CHOICE, None)  # the lesson's widgets follow the new sentence (ui/lesson.init_lesson)
         s.pop(lesson.OWN_TEXT, None)
     for key in ("sentence", "model", "heads_off", *TOGGLES):
+        if key == "model" and state.get("own_model") and s.get("_class_model_used") and s.get("model") == "mine":
+            continue  # the teacher shows their own model, and this student explores it as theirs (ui/classroom/plans)
         if key in state:
             s[key] = list(state[key]) if key == "heads_off" else state[key]
     if "step" in state:
@@ -491,8 +493,6 @@ def write_url() -> None:
             qp[param] = want[param]
         elif param not in want and param in qp and (param != PARAM or is_teacher()):
             del qp[param]
-
-
 
 
 def class_leads() -> bool:

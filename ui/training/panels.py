@@ -113,7 +113,7 @@ def live_status() -> None:
         adopt_finished()
         st.rerun()  # the whole page: polling off, "My model" in the sidebar
     v = job.view()
-    share_run(v)  # a teacher's run reaches the class that follows (ui/classroom/plans.py)
+    share_run(v, job)  # a teacher's run (and then its model) reaches the class that follows (ui/classroom/plans.py)
     t = v.tcfg
     if v.state == "queued":
         svc = service()
