@@ -370,11 +370,11 @@ def test_shared_run_board_of_students_runs(monkeypatch):
     monkeypatch.setitem(classroom._stores, "", MemoryClassStore(classes_per_client=1000, class_starts_per_minute=1000))
     t, code = teacher_with_plan("Masks: how a decoder could cheat")
     runs = []
-    for d_model in (16, 32):
+    for d_model in (16, 24):
         (s,) = students(code, 1)
         s.switch_page("pages/training.py")
         s.run()
-        view = finish(s, start(s, training_d_model=d_model, training_steps=30, training_eval_every=0))
+        view = finish(s, start(s, training_d_model=d_model, training_steps=10, training_eval_every=0))
         s.button(key="board_post").click().run()
         no_exception(s)
         assert any(f"Your run is on the class board, as student {len(runs) + 1}" in el.value for el in s.toast)
@@ -383,7 +383,7 @@ def test_shared_run_board_of_students_runs(monkeypatch):
     t.run()
     no_exception(t)
     table = t.dataframe[-1].value
-    assert list(table["d_model"]) == [16, 32]
+    assert list(table["d_model"]) == [16, 24]
     for (_, row), view in zip(table.iterrows(), runs, strict=True):
         assert row["last loss"] == round(view.losses[-1], 3)
         assert row["exact match"] == f"{view.evals[-1].exact_match:.0%}"
@@ -409,21 +409,21 @@ def test_shared_run_of_the_teacher_followed_by_the_class(monkeypatch):
     explorer.sidebar.button(key="class_detach").click().run()
     t.switch_page("pages/training.py")
     t.run()
-    job = start(t, training_steps=30, training_eval_every=0)
+    job = start(t, training_steps=12, training_eval_every=0)
     seq = store.counters(code).seq
     view = finish(t, job)  # the teacher's page redraws its panel: the finished run is shared
     shared = store.class_run(code)
     assert store.counters(code).seq > seq
-    assert (shared["state"], shared["step"], shared["total"]) == ("finished", 30, 30)
-    assert shared["losses"][-1] == pytest.approx(view.losses[-1]) and shared["steps"][-1] == 30
+    assert (shared["state"], shared["step"], shared["total"]) == ("finished", 12, 12)
+    assert shared["losses"][-1] == pytest.approx(view.losses[-1]) and shared["steps"][-1] == 12
     assert shared["exact_match"] == pytest.approx(view.evals[-1].exact_match)
     follower.run()
     no_exception(follower)
-    assert ":material/model_training: **Your teacher's training run finished after 30 steps** · training loss " \
+    assert ":material/model_training: **Your teacher's training run finished after 12 steps** · training loss " \
         f"{view.losses[-1]:.3f}" in all_text(follower)
     curve = next(tr for el in follower.get("plotly_chart") for tr in json.loads(el.proto.spec)["data"]
                  if tr.get("name") == "teacher's run")
-    assert curve["x"][-1] == 30 and curve["y"][-1] == pytest.approx(view.losses[-1])
+    assert curve["x"][-1] == 12 and curve["y"][-1] == pytest.approx(view.losses[-1])
     explorer.run()
     assert "Your teacher's training run" not in all_text(explorer)
 
