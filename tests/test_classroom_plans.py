@@ -249,9 +249,13 @@ def test_plan_built_in_the_app_saved_as_link_and_file():
     at.text_input(key="plan_title").input("My plan")
     at.text_input(key="plan_caption").input("Without scaling, look at the rows")
     at.selectbox(key="plan_hidden").set_value("enc.0.self_attn:1")
+    at.selectbox(key="plan_question").set_value("no_mask")
     at.button(key="plan_add_stop").click().run()
     no_exception(at)
     plan = ss(at, "plan_draft")
+    q = plan.stops[0].question  # made from the view and answered by the models: "je je je" is not "je suis étudiant"
+    assert q["options"][q["answer"]].startswith("No") and "i am a student" in q["text"]
+    assert "Without scaling, look at the rows" in all_text(at) and "off: √d_k scaling" in all_text(at)
     assert plan.title == "My plan" and len(plan.stops) == 1
     stop = plan.stops[0]
     assert (stop.state["page"], stop.state["sentence"], stop.state["iv_scale"], stop.hidden_head) == (

@@ -267,10 +267,35 @@ def view_state() -> dict:
     return state
 
 
-def add_stop(question=None) -> None:
-    """Callback: the current view becomes the draft's next stop (caption and mystery head from the editor)."""
+STOP_QUESTIONS = {  # ui/classroom/asking.make_question's kinds, with their default parameters
+    "attention": "Which word does a word attend to most (encoder layer 0, its most decided head)?",
+    "next_word": "Halfway through the translation, which word does the decoder pick next?",
+    "head_off": "Does switching the model's first head off change the translation?",
+    "no_mask": "Does the model trained without the look-ahead mask translate this sentence correctly?",
+}
+
+
+def stop_question(kind: str | None) -> dict | None:
+    """The question of kind `kind` (pages/content/classroom.py's KINDS) about this view, answered by the model."""
+    if not kind:
+        return None
+    from ui.classroom.asking import make_question
+
+    if ss().get("model") == "mine":
+        raise InvalidInput("A plan's questions are answered by a shipped model: choose one in the sidebar first.")
+    try:
+        q = make_question(kind)
+    except ValueError as e:
+        raise InvalidInput(f"No question of this kind for this view: {e}") from None
+    return {"text": q.text, "options": list(q.options), "answer": q.answer}
+
+
+def add_stop() -> None:
+    """Callback: the current view becomes the draft's next stop (caption, question and mystery head from the
+    editor)."""
     s = ss()
     try:
+        question = stop_question(s.get("plan_question"))
         caption = check_text(str(s.get("plan_caption", "")), P.MAX_CAPTION, "the caption", allow_empty=True)
         head = s.get("plan_hidden") or None
         stop = P.check_stop({"caption": caption, "state": view_state(), **({"question": question} if question else {}),
@@ -313,7 +338,7 @@ def describe(state: dict) -> str:
     parts = [TITLES.get(state.get("page"), str(state.get("page"))), f"“{md(state.get('sentence', ''))}”"]
     if state.get("model") == "no_mask":
         parts.append("model trained without the look-ahead mask")
-    off = [k for k, label in (("iv_look_ahead", "look-ahead mask"), ("iv_padding", "padding mask"),
+    off = [label for k, label in (("iv_look_ahead", "look-ahead mask"), ("iv_padding", "padding mask"),
                               ("iv_scale", "√d_k scaling"), ("iv_pos", "positional encoding")) if state.get(k) is False]
     if state.get("heads_off"):
         off.append(", ".join(md(h) for h in state["heads_off"]))
@@ -413,6 +438,8 @@ def editor() -> None:
         if draft is None:
             st.text_input("The plan's title", max_chars=P.MAX_TITLE, key="plan_title", placeholder="My lesson plan")
         st.text_input("Caption: what the class should notice here", max_chars=P.MAX_CAPTION, key="plan_caption")
+        st.selectbox("Question at this stop (made from this view, answered by the model)", [None, *STOP_QUESTIONS],
+                     key="plan_question", format_func=lambda k: "none" if k is None else STOP_QUESTIONS[k])
         st.selectbox("Mystery head (its weights hidden on the multi-head page until you reveal them)",
                      [None, *heads()], key="plan_hidden", format_func=lambda h: "none" if h is None else h)
         st.button("Add this view as a stop", key="plan_add_stop", icon=":material/add_location:", on_click=add_stop)
