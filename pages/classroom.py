@@ -6,7 +6,7 @@ import streamlit as st
 from model import questions as Q
 from pages.content import classroom as text
 from ui import shell
-from ui.classroom import asking, plans
+from ui.classroom import asking, board, plans
 from ui.classroom import session as cls
 from ui.models import current_model
 from ui.state import init_state
@@ -86,7 +86,7 @@ def teacher() -> None:
     st.divider()
     plans.gallery()
     st.divider()
-    plans.board()
+    board.board()
     st.divider()
     st.caption(text.ENDS)
     st.button("End the class for everyone", key="class_end", on_click=cls.end_class, icon=":material/stop_circle:")
@@ -99,7 +99,7 @@ def student() -> None:
                    icon=":material/cast_for_education:")
     else:
         st.info(f"You are in class **{code}** and explore on your own. {text.PRIVATE}", icon=":material/explore:")
-    plans.board()
+    board.board()
     st.button("Leave the class", key="class_leave", on_click=cls.leave_class, args=("You left the class.",),
               icon=":material/logout:")
 

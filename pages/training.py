@@ -15,7 +15,7 @@ from model.probes import MAX_PROBES
 from model.train_settings import SettingsError, toy_profile
 from pages.content import training as text
 from ui import shell
-from ui.classroom.plans import board_button
+from ui.classroom.board import board_button
 from ui.state import init_state
 from ui.training import session
 from ui.training.panels import DIRECTIONS, corpus_preview, live_figures, live_status, my_model_card

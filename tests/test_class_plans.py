@@ -192,7 +192,7 @@ def test_readme_states_the_plan_and_snapshot_limits_of_the_code():
                      "address", f"a class keeps its newest {P.SHOTS_KEPT}",
                      f"at most {P.RUNS_PER_STUDENT} posts a minute"):
         assert sentence in readme, sentence
-    from ui.classroom.plans import SHARE_SECONDS
+    from ui.classroom.board import SHARE_SECONDS
 
     assert f"at most once every {SHARE_SECONDS:g} seconds while it runs" in readme
     assert f"(at most {P.MAX_CLASS_MODEL_BYTES // 2**20} MB, base64" in readme

@@ -22,7 +22,7 @@ import streamlit as st
 from streamlit.navigation.page import StreamlitPage
 
 from classroom import ClassSnapshot, ClassStoreError
-from ui.classroom import plans, push
+from ui.classroom import board, plans, push
 from ui.classroom.session import (
     CLASS_PAGE,
     EVENTS,
@@ -72,7 +72,7 @@ def student_badge() -> None:
         st.button("Explore on my own", key="class_detach", icon=":material/explore:", on_click=set_following,
                   args=(False,))
         if snap.state.get("own_model"):
-            st.caption(plans.own_model_note() or OWN_MODEL_STUDENT)
+            st.caption(board.own_model_note() or OWN_MODEL_STUDENT)
     else:
         st.badge(f"Exploring · class {snap.code}", icon=":material/explore:", color="gray")
         st.button("Follow the teacher", key="class_follow", icon=":material/cast_for_education:", type="primary",
@@ -163,7 +163,7 @@ def teacher_panel() -> None:
         line += " (revealed)" if snap.revealed else ""
     st.caption(line)
     notice = own_model_notice(ss().get(PUBLISHED))
-    notice = notice and (plans.shared_model_notice() or notice)
+    notice = notice and (board.shared_model_notice() or notice)
     if notice:
         st.warning(notice, icon=":material/visibility_off:")
     end_of_run("tally", snap.tally, recheck=False)  # the counts are redrawn when a student joins or answers
@@ -181,6 +181,7 @@ def run(page: StreamlitPage, body: Callable[[], None]) -> None:
     here = page.url_path or "home"
     join_from_link()
     plans.on_run(here)  # a plan link, the class's pace, a move asked for by Next / a stop / a snapshot
+    board.read_run()  # the teacher's training run, as the class follows it
     if is_student():
         follow_on_run(here)
     with st.sidebar:
@@ -198,7 +199,7 @@ def run(page: StreamlitPage, body: Callable[[], None]) -> None:
         question_panel()
     if here != CLASS_PAGE and not plans.paused():
         plans.stop_banner()
-        plans.class_run_panel()  # the teacher's training run, live, on every following student's page
+        board.class_run_panel()  # the teacher's training run, live, on every following student's page
     if is_teacher():  # the widgets' new values are in the session already: the class sees them now,
         publish(here, warn=False)  # not after the teacher's page has drawn (and again after it)
     completed = False
