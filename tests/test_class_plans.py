@@ -263,3 +263,19 @@ def test_shared_run_model_for_the_class(store):
     store.end(code, secret)
     with pytest.raises(ClassEnded):
         store.class_model(code)
+
+
+def test_shared_run_board_notice_says_what_the_runs_show():
+    from viz.classroom import board_notice
+
+    def run(n, loss, exact):
+        return {"student": n, "losses": [5.0, loss], "exact_match": exact}
+
+    assert board_notice([run(1, 2.5, 0.3), run(2, 1.5, 0.6)]) == (
+        "student 2's run ends with the lowest training loss (1.500); student 2's translates the most held-out "
+        "sentences exactly (60%).")
+    assert board_notice([run(1, 2.5, 0.0), run(2, 1.5, 0.0)]).endswith(
+        "no run translates a held-out sentence exactly yet.")
+    assert board_notice([run(1, 2.5, 0.5), run(3, 1.5, 0.5), run(4, 1.0, 0.2)]).endswith(
+        "students 1 and 3 tie for the most held-out sentences translated exactly (50%).")
+    assert board_notice([]) == ""

@@ -80,7 +80,13 @@ def board_notice(runs: Sequence[dict]) -> str:
     if low is not None:
         parts.append(f"student {low['student']}'s run ends with the lowest training loss ({low['losses'][-1]:.3f})")
     if scored:
-        best = max(scored, key=lambda r: r["exact_match"])
-        parts.append(f"student {best['student']}'s translates the most held-out sentences exactly "
-                     f"({best['exact_match']:.0%})")
+        best = max(r["exact_match"] for r in scored)
+        tied = [str(r["student"]) for r in scored if r["exact_match"] == best]
+        if best == 0:
+            parts.append("no run translates a held-out sentence exactly yet")
+        elif len(tied) == 1:
+            parts.append(f"student {tied[0]}'s translates the most held-out sentences exactly ({best:.0%})")
+        else:
+            parts.append(f"students {', '.join(tied[:-1])} and {tied[-1]} tie for the most held-out sentences "
+                         f"translated exactly ({best:.0%})")
     return "; ".join(parts) + "." if parts else ""
