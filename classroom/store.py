@@ -28,6 +28,10 @@ Safety:
   that the client is refused (`RateLimited`) before its code is even looked at, so it learns nothing.
   The client is the one `serving.identity` decides (the address the proxy saw), stored hashed.
 - Bounded: at most `max_students` per class, `MAX_CLASSES` classes in the memory store.
+
+A class also keeps a lesson plan and its pace (mode, pause, stop, reveal), its students' snapshots, a board of
+their training runs and the teacher's shared run and model: the last section of `ClassStore`, with the data
+and its checks in classroom/plans.py. All of it lives in the class's own record and ends with it.
 """
 
 from __future__ import annotations
