@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import base64
 import json
+import threading
+import time
 import uuid
 import zlib
 
@@ -279,3 +281,29 @@ def test_shared_run_board_notice_says_what_the_runs_show():
     assert board_notice([run(1, 2.5, 0.5), run(3, 1.5, 0.5), run(4, 1.0, 0.2)]).endswith(
         "students 1 and 3 tie for the most held-out sentences translated exactly (50%).")
     assert board_notice([]) == ""
+
+
+def test_plan_pace_snapshot_across_two_app_processes(redis_url):
+    """Two app processes (two stores on one Redis): what the teacher's process sets, the student's reads, and the
+    student's process hears it as an event."""
+    prefix = f"test:{uuid.uuid4().hex[:8]}"
+    teacher_side, student_side = RedisClassStore(redis_url, prefix=prefix), RedisClassStore(redis_url, prefix=prefix)
+    heard, up = [], threading.Event()
+    stop = student_side.watch(lambda code, c: heard.append(c), lambda ok: up.set() if ok else None)
+    try:
+        assert up.wait(10)  # the student's process has subscribed
+        code, secret = teacher_side.create(STATE)
+        student_side.join(code, "10.0.0.5", "student-aaaa")
+        teacher_side.set_plan(code, secret, plan_dict())
+        teacher_side.set_pace(code, secret, paused=True)
+        assert student_side.pace(code)["paused"] is True and student_side.plan(code)["title"] == "A test plan"
+        student_side.send_shot(code, "student-aaaa", "10.0.0.5", STATE, "from the other process")
+        assert [g["note"] for g in teacher_side.shots(code, secret)] == ["from the other process"]
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and not any(c.q >= 2 for c in heard):
+            time.sleep(0.05)
+        assert any(c.q >= 2 for c in heard), heard  # the pause reached the other process as an event
+    finally:
+        stop()
+        teacher_side.close()
+        student_side.close()
