@@ -307,3 +307,18 @@ def test_plan_pace_snapshot_across_two_app_processes(redis_url):
         stop()
         teacher_side.close()
         student_side.close()
+
+
+def test_shared_run_curve_of_a_long_or_diverged_run_is_what_the_board_takes():
+    from types import SimpleNamespace
+
+    from model.train import TrainConfig
+    from ui.classroom.board import _run_of
+
+    losses = [5.0 - i / 100 for i in range(500)] + [float("nan")] * 3 + [1e9]
+    view = SimpleNamespace(steps=list(range(1, 505)), losses=losses, evals=[], tcfg=TrainConfig(d_model=32))
+    run = _run_of(view)
+    assert len(run["steps"]) == P.MAX_CURVE and run["steps"][0] == 1 and run["steps"][-1] == 504
+    assert run["losses"][0] == 5.0 and run["losses"][-1] == 1e6  # NaN left out, a huge loss capped
+    assert run["settings"]["d_model"] == 32 and run["exact_match"] is None
+    assert P.check_run(run) == run

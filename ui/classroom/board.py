@@ -21,6 +21,7 @@ _class_model_job       the training job whose model this teacher shared with the
 
 from __future__ import annotations
 
+import math
 import time
 
 import streamlit as st
@@ -30,6 +31,7 @@ from classroom import plans as P
 from ui.classroom import session as cls
 from ui.classroom.plans import leads, ss
 from ui.widgets import chart, md
+from viz.classroom import board_figure, board_notice, board_table
 
 RUN, SHARED, USED, SHARED_JOB = "_class_run", "_class_run_shared", "_class_model_used", "_class_model_job"
 SHARE_SECONDS = 3.0  # the teacher's running job reaches the class at most this often (each share reruns its pages)
@@ -55,14 +57,17 @@ def run_for_board(view) -> dict | None:
 
 
 def _run_of(view) -> dict:
-    n = len(view.losses)
+    """A run's settings, at most MAX_CURVE points of its loss (finite ones: a diverged run's NaN is left out),
+    its last held-out exact match and one held-out translation."""
+    curve = [(int(x), min(float(y), 1e6)) for x, y in zip(view.steps, view.losses, strict=False) if math.isfinite(y)]
+    n = len(curve)
     picks = sorted({round(i * (n - 1) / max(1, min(P.MAX_CURVE, n) - 1)) for i in range(min(P.MAX_CURVE, n))})
     last = view.evals[-1] if view.evals else None
     source, translation = (last.samples[0][0], last.samples[0][1]) if last is not None and last.samples else ("", "")
     plain = {"<": "‹", ">": "›"}  # special tokens (<unk>) as the lesson draws them: the board takes no < or >
     t = view.tcfg
     return {"settings": {k: getattr(t, k) for k in P.RUN_SETTINGS if hasattr(t, k)},
-            "steps": [int(view.steps[i]) for i in picks], "losses": [float(view.losses[i]) for i in picks],
+            "steps": [curve[i][0] for i in picks], "losses": [curve[i][1] for i in picks],
             "exact_match": float(last.exact_match) if last is not None else None,
             "source": source.translate(str.maketrans(plain))[:P.MAX_RUN_TEXT],
             "translation": translation.translate(str.maketrans(plain))[:P.MAX_RUN_TEXT]}
@@ -91,8 +96,6 @@ def board_button(view) -> None:
 
 def board() -> None:
     """The class board on the classroom page: every posted run side by side (a table and the loss curves)."""
-    from viz.classroom import board_figure, board_notice, board_table
-
     try:
         runs = cls.store().board(cls.code())
     except ClassStoreError as e:
@@ -152,8 +155,6 @@ def class_run_panel() -> None:
     run = ss().get(RUN)
     if run is None or not cls.is_student() or not (cls.following() and leads()):
         return
-    from viz.classroom import board_figure
-
     loss = run["losses"][-1] if run["losses"] else None
     line = f"training loss {loss:.3f}" if loss is not None else "starting"
     if run["exact_match"] is not None:
