@@ -8,6 +8,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
+from classroom import plans as _plans
 from classroom.errors import ClassEnded, ClassFull, ClassStoreError, InvalidInput, NotFound, QuestionClosed, RateLimited
 from classroom.rules import MAX_OPTIONS
 from classroom.store import ClassSnapshot, ClassStore, Counters, _snapshot_of, too_many_classes, too_many_students
@@ -33,6 +34,10 @@ class _Class:
     seq: int = 1  # the counters (classroom.store.Counters)
     q: int = 0
     tally: int = 0
+    extra: dict = field(default_factory=dict)  # "plan", "pace" (classroom/plans.py)
+    shots: list = field(default_factory=list)  # the gallery: {"n", "student", "state", "note"}, oldest first
+    shot_senders: dict[str, int] = field(default_factory=dict)  # student id -> their number in the gallery
+    runs: dict[int, dict] = field(default_factory=dict)  # the class board: student number -> their run
 
     def bump(self, seq: bool = True, q: bool = False, tally: bool = False) -> Counters:
         self.seq, self.q, self.tally = self.seq + seq, self.q + q, self.tally + tally
@@ -265,3 +270,74 @@ class MemoryClassStore(MemoryVotes, ClassStore):
                                 c.answers.get(student_id) if student_id else None, c.counters())
 
 
+
+    # -- lesson plans, pacing and snapshots ------------------------------------------------------------------
+    def _set_plan(self, code, shash, plan):
+        with self._lock:
+            c = self._get(code, shash)
+            pace = dict(c.extra.get("pace") or _plans.DEFAULT_PACE)
+            version = pace["plan"] + 1
+            c.extra["plan"], c.extra["pace"] = plan, {**pace, "stop": 0, "reveal": False, "plan": version}
+            event = c.bump(q=True)
+        self._announce(code, event)
+        return version
+
+    def _extra(self, code, name):
+        with self._lock:
+            value = self._get(code).extra.get(name)
+            return None if value is None else json.loads(json.dumps(value))
+
+    def _set_extra(self, code, shash, name, value):
+        with self._lock:
+            c = self._get(code, shash)
+            c.extra[name] = dict(value)
+            event = c.bump(q=True)
+        self._announce(code, event)
+
+    def _send_shot(self, code, student_id, ckey, shot, per_client):
+        with self._lock:
+            now = self._clock()
+            c = self._get(code)
+            if student_id not in c.students:
+                raise NotFound("Join the class first.")
+            windows = self.__dict__.setdefault("_shot_windows", {})
+            for key in [k for k, d in windows.items() if not d or d[-1] < now - 60.0]:
+                del windows[key]
+            mine = _window(windows.setdefault(f"{code}|{student_id}", deque()), now, 60.0)
+            theirs = _window(windows.setdefault(f"{code}|{ckey}", deque()), now, 60.0)
+            for times, limit in ((mine, _plans.SHOTS_PER_STUDENT), (theirs, per_client)):
+                if len(times) >= limit:
+                    raise RateLimited(times[0] + 60.0 - now)
+            mine.append(now)
+            theirs.append(now)
+            number = c.shot_senders.setdefault(student_id, len(c.shot_senders) + 1)
+            n = c.shots[-1]["n"] + 1 if c.shots else 1
+            c.shots = [*c.shots, {"n": n, "student": number, **json.loads(json.dumps(shot))}][-_plans.SHOTS_KEPT:]
+            event = c.bump(seq=False, tally=True)
+        self._announce(code, event)
+        return n
+
+    def _shots(self, code):
+        with self._lock:
+            return json.loads(json.dumps(self._get(code).shots))
+
+    def _post_run(self, code, student_id, run):
+        with self._lock:
+            now = self._clock()
+            c = self._get(code)
+            if student_id not in c.students:
+                raise NotFound("Join the class first.")
+            windows = self.__dict__.setdefault("_shot_windows", {})
+            mine = _window(windows.setdefault(f"{code}|run|{student_id}", deque()), now, 60.0)
+            if len(mine) >= _plans.RUNS_PER_STUDENT:
+                raise RateLimited(mine[0] + 60.0 - now)
+            mine.append(now)
+            number = c.shot_senders.setdefault(student_id, len(c.shot_senders) + 1)
+            c.runs[number] = json.loads(json.dumps(run))
+            event = c.bump(seq=False, tally=True)
+        self._announce(code, event)
+        return number
+
+    def _board(self, code):
+        with self._lock:
+            return [{"student": n, "run": json.loads(json.dumps(r))} for n, r in self._get(code).runs.items()]

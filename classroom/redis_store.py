@@ -7,6 +7,7 @@ import json
 import logging
 import threading
 
+from classroom import plans as _plans
 from classroom.errors import (
     ClassEnded,
     ClassFull,
@@ -225,6 +226,98 @@ redis.call('PEXPIRE', KEYS[5], math.max(1, math.min(redis.call('PTTL', KEYS[1]),
 if not here or gone > 0 then announce(0, 0, 1) end
 return {1, 0}""",
 }
+# Lesson plans, pacing and snapshots (classroom/plans.py) live in the class's own hash, so they end with it: fields
+# x:plan and x:pace (JSON), x:shot:N (a snapshot, JSON), x:shot_n, x:senders and x:sender:STUDENT (the gallery's
+# numbering of students). Rate windows: p:CODE:shots:STUDENT and p:CODE:shots:CLIENT (sorted sets, 2 minutes).
+_LUA.update({
+    # KEYS: the class's five. ARGV: secret hash, idle TTL ms, plan JSON, the default pace JSON.
+    "set_plan": _TEACHER + """
+local old = redis.call('HGET', KEYS[1], 'x:pace')
+local pace = cjson.decode(old or ARGV[4])
+pace['plan'] = (tonumber(pace['plan']) or 0) + 1
+pace['stop'] = 0
+pace['reveal'] = false
+redis.call('HSET', KEYS[1], 'x:plan', ARGV[3], 'x:pace', cjson.encode(pace))
+announce(1, 1, 0)
+return pace['plan']""",
+    # ARGV: secret hash, idle TTL ms, field name, JSON.
+    "set_extra": _TEACHER + """
+redis.call('HSET', KEYS[1], 'x:' .. ARGV[3], ARGV[4])
+announce(1, 1, 0)
+return 0""",
+    # KEYS: class, students, the student's window, the client's window. ARGV: student, shot JSON, per student,
+    # per client, shots kept. Returns {n, 0}, or {-14, ms to wait} over a limit.
+    "send_shot": _ANNOUNCE + """
+local h = redis.call('HMGET', KEYS[1], 'secret', 'ended')
+if h[2] == '1' then return {-3, 0} end
+if not h[1] then return {-1, 0} end
+if redis.call('SISMEMBER', KEYS[2], ARGV[1]) == 0 then return {-6, 0} end
+local now = redis.call('TIME')
+local t = tonumber(now[1]) + tonumber(now[2]) / 1e6
+for i = 3, 4 do
+  redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', '(' .. (t - 60))
+  if redis.call('ZCARD', KEYS[i]) >= tonumber(ARGV[i]) then
+    local first = redis.call('ZRANGE', KEYS[i], 0, 0, 'WITHSCORES')
+    return {-14, math.floor((tonumber(first[2]) + 60 - t) * 1000)}
+  end
+end
+local n = redis.call('HINCRBY', KEYS[1], 'x:shot_n', 1)
+for i = 3, 4 do
+  redis.call('ZADD', KEYS[i], t, n)
+  redis.call('EXPIRE', KEYS[i], 120)
+end
+local who = redis.call('HGET', KEYS[1], 'x:sender:' .. ARGV[1])
+if not who then
+  who = redis.call('HINCRBY', KEYS[1], 'x:senders', 1)
+  redis.call('HSET', KEYS[1], 'x:sender:' .. ARGV[1], who)
+end
+redis.call('HSET', KEYS[1], 'x:shot:' .. n, '{"n":' .. n .. ',"student":' .. who .. ',"shot":' .. ARGV[2] .. '}')
+if n > tonumber(ARGV[5]) then redis.call('HDEL', KEYS[1], 'x:shot:' .. (n - tonumber(ARGV[5]))) end
+announce(0, 0, 1)
+return {n, 0}""",
+    # KEYS: class, students, the student's window. ARGV: student, run JSON, posts per minute. Returns {number, 0},
+    # or {-14, ms to wait}. The board: fields x:run:NUMBER of the class's hash.
+    "post_run": _ANNOUNCE + """
+local h = redis.call('HMGET', KEYS[1], 'secret', 'ended')
+if h[2] == '1' then return {-3, 0} end
+if not h[1] then return {-1, 0} end
+if redis.call('SISMEMBER', KEYS[2], ARGV[1]) == 0 then return {-6, 0} end
+local now = redis.call('TIME')
+local t = tonumber(now[1]) + tonumber(now[2]) / 1e6
+redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', '(' .. (t - 60))
+if redis.call('ZCARD', KEYS[3]) >= tonumber(ARGV[3]) then
+  local first = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')
+  return {-14, math.floor((tonumber(first[2]) + 60 - t) * 1000)}
+end
+redis.call('ZADD', KEYS[3], t, t)
+redis.call('EXPIRE', KEYS[3], 120)
+local who = redis.call('HGET', KEYS[1], 'x:sender:' .. ARGV[1])
+if not who then
+  who = redis.call('HINCRBY', KEYS[1], 'x:senders', 1)
+  redis.call('HSET', KEYS[1], 'x:sender:' .. ARGV[1], who)
+end
+redis.call('HSET', KEYS[1], 'x:run:' .. who, '{"student":' .. who .. ',"run":' .. ARGV[2] .. '}')
+announce(0, 0, 1)
+return {tonumber(who), 0}""",
+    # KEYS: class. The board's runs (students are numbered from 1 without gaps).
+    "board": """#!lua flags=no-writes
+local n = tonumber(redis.call('HGET', KEYS[1], 'x:senders') or '0')
+local out = {}
+for i = 1, n do
+  local run = redis.call('HGET', KEYS[1], 'x:run:' .. i)
+  if run then out[#out + 1] = run end
+end
+return out""",
+    # KEYS: class. ARGV: shots kept. The gallery, oldest first.
+    "shots": """#!lua flags=no-writes
+local n = tonumber(redis.call('HGET', KEYS[1], 'x:shot_n') or '0')
+local out = {}
+for i = math.max(1, n - tonumber(ARGV[1]) + 1), n do
+  local shot = redis.call('HGET', KEYS[1], 'x:shot:' .. i)
+  if shot then out[#out + 1] = shot end
+end
+return out""",
+})
 
 
 class RedisClassStore(RedisVotes, ClassStore):
@@ -441,3 +534,58 @@ class RedisClassStore(RedisVotes, ClassStore):
                                 counters)
 
 
+
+    # -- lesson plans, pacing and snapshots ------------------------------------------------------------------
+    def _set_plan(self, code, shash, plan):
+        return int(self._run("set_plan", self._keys(code), shash, self._ttl_ms, json.dumps(plan),
+                             json.dumps(_plans.DEFAULT_PACE)))
+
+    def _extra(self, code, name):
+        with self._errors():
+            secret, ended, raw = self._r.hmget(self._keys(code)[0], "secret", "ended", f"x:{name}")
+        if ended == "1":
+            raise ClassEnded("This class has ended.")
+        if secret is None:
+            raise NotFound("No class with this code.")
+        if raw is None:
+            return None
+        with self._errors():
+            return json.loads(raw)
+
+    def _set_extra(self, code, shash, name, value):
+        self._run("set_extra", self._keys(code), shash, self._ttl_ms, name, json.dumps(value))
+
+    def _send_shot(self, code, student_id, ckey, shot, per_client):
+        k = self._keys(code)
+        n, wait_ms = self._run("send_shot", [k[0], k[3], f"{k[0]}:shots:{student_id}", f"{k[0]}:shots:{ckey}"],
+                               student_id, json.dumps(shot), _plans.SHOTS_PER_STUDENT, per_client, _plans.SHOTS_KEPT)
+        if n == -14:
+            raise RateLimited(max(int(wait_ms), 0) / 1000)
+        return int(n)
+
+    def _shots(self, code):
+        with self._errors():
+            raw = self._scripts["shots"](keys=[self._keys(code)[0]], args=[_plans.SHOTS_KEPT])
+        out = []
+        for item in raw:
+            with contextlib.suppress(ValueError, KeyError, TypeError):
+                d = json.loads(item)
+                out.append({"n": d["n"], "student": d["student"], **d["shot"]})
+        return out
+
+    def _post_run(self, code, student_id, run):
+        k = self._keys(code)
+        n, wait_ms = self._run("post_run", [k[0], k[3], f"{k[0]}:runs:{student_id}"], student_id, json.dumps(run),
+                               _plans.RUNS_PER_STUDENT)
+        if n == -14:
+            raise RateLimited(max(int(wait_ms), 0) / 1000)
+        return int(n)
+
+    def _board(self, code):
+        with self._errors():
+            raw = self._scripts["board"](keys=[self._keys(code)[0]], args=[])
+        out = []
+        for item in raw:
+            with contextlib.suppress(ValueError):
+                out.append(json.loads(item))
+        return out

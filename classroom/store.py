@@ -34,10 +34,15 @@ Safety:
 - Bounded: at most `max_students` present per class (a student counts while a page of the class is open, and
   `presence_seconds` after their last page closed, join or answer), `students_per_client` added per client and
   class, `MAX_CLASSES` classes.
+
+A class also keeps a lesson plan and its pace (mode, pause, stop, reveal), its students' snapshots, a board of
+their training runs and the teacher's shared run and model: the last section of `ClassStore`, with the data
+and its checks in classroom/plans.py. All of it lives in the class's own record and ends with it.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import hmac
 import logging
@@ -47,6 +52,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from classroom import plans as _plans
 from classroom.errors import ClassEnded, ClassStoreError, Forbidden, InvalidInput, NotFound
 from classroom.rules import (
     CLASS_STARTS_PER_MINUTE,
@@ -372,6 +378,136 @@ class ClassStore(PeerVotes, ABC):
 
     @abstractmethod
     def _connected(self, code: str) -> set[str]: ...
+
+    # -- lesson plans, pacing and snapshots (classroom/plans.py holds their data and checks) -------------------
+    # A class keeps one plan, its pace (mode, paused, stop, reveal, the plan's version) and a gallery of its
+    # students' snapshots, all deleted with the class. A plan or pace change bumps `seq` and `q` (a pause reaches
+    # students who explore on their own too); a snapshot bumps `tally` (the teacher's counts and gallery).
+    def set_plan(self, code: str, secret: str, plan: dict) -> int:
+        """Give the class this plan (`plans.check_plan`'s dict); returns its version (the pace's `plan`), and puts
+        the class on the plan's first stop."""
+        plan = _plans.check_plan(plan, None).as_dict()
+        code = self._code(code)
+        return self._set_plan(code, self._teacher(code, secret), plan)
+
+    def plan(self, code: str) -> dict | None:
+        """The class's plan (checked again as it is read), or None."""
+        code = self._code(code)
+        raw = self._extra(code, "plan")
+        return None if raw is None else _plans.check_plan(raw, None).as_dict()
+
+    def set_pace(self, code: str, secret: str, **changes) -> dict:
+        """Change the class's pace (mode, paused, stop, reveal: `plans.check_pace`); returns the new pace."""
+        code = self._code(code)
+        shash = self._teacher(code, secret)
+        if "plan" in changes:
+            raise InvalidInput("the plan's version changes with the plan only")
+        pace = _plans.check_pace({**self.pace(code), **changes})
+        self._set_extra(code, shash, "pace", pace)
+        return pace
+
+    def pace(self, code: str) -> dict:
+        """The class's pace (`plans.DEFAULT_PACE` until the teacher sets one)."""
+        raw = self._extra(self._code(code), "pace")
+        return dict(_plans.DEFAULT_PACE) if raw is None else _plans.check_pace(raw)
+
+    def send_shot(self, code: str, student_id: str, client_id: str, state: dict, note: str = "") -> int:
+        """A student's snapshot of their state with a one-line note, for the teacher's gallery; returns its number.
+        At most `plans.SHOTS_PER_STUDENT` a minute per student and `shots_per_client` per client (`RateLimited`);
+        the gallery keeps the newest `plans.SHOTS_KEPT`."""
+        code = self._code(code)
+        shot = {"state": check_state(state), "note": _plans.check_note(note)}
+        return self._send_shot(code, check_id(student_id), client_key(client_id), shot,
+                               setting("GLASS_SHOTS_PER_ADDRESS", _plans.SHOTS_PER_CLIENT))
+
+    def shots(self, code: str, secret: str) -> list[dict]:
+        """The class's gallery, oldest first: [{"n", "state", "note", "student"}] ("student": the n-th student
+        who sent one, never their id): for the teacher only."""
+        code = self._code(code)
+        self._teacher(code, secret)
+        out = []
+        for shot in self._shots(code):
+            with contextlib.suppress(InvalidInput, KeyError, TypeError):
+                out.append({"n": int(shot["n"]), "student": int(shot["student"]), "state": check_state(shot["state"]),
+                            "note": _plans.check_note(shot["note"])})
+        return out
+
+    def post_run(self, code: str, student_id: str, client_id: str, run: dict) -> int:
+        """A student's training run on the class board (`plans.check_run`; it replaces their last); returns the
+        student's number on the board. At most `plans.RUNS_PER_STUDENT` posts a minute (`RateLimited`)."""
+        code = self._code(code)
+        return self._post_run(code, check_id(student_id), _plans.check_run(run))
+
+    def board(self, code: str) -> list[dict]:
+        """The class board: one run per student who posted one, by their number: [{"student", **run}]."""
+        code = self._code(code)
+        self._extra(code, "pace")  # NotFound, ClassEnded: as every other read of a class
+        out = []
+        for item in self._board(code):
+            with contextlib.suppress(InvalidInput, KeyError, TypeError):
+                out.append({"student": int(item["student"]), **_plans.check_run(item["run"])})
+        return sorted(out, key=lambda r: r["student"])
+
+    def set_class_run(self, code: str, secret: str, run: dict) -> dict:
+        """The teacher's training run, as the class follows it live (`plans.check_class_run`): every change moves
+        `seq` and `q`, so every student's page hears it. Returns what was stored."""
+        run = _plans.check_class_run(run)
+        code = self._code(code)
+        self._set_extra(code, self._teacher(code, secret), "run", run)
+        return run
+
+    def class_run(self, code: str) -> dict | None:
+        """The teacher's shared run, or None."""
+        raw = self._extra(self._code(code), "run")
+        return None if raw is None else _plans.check_class_run(raw)
+
+    def set_class_model(self, code: str, secret: str, weights: bytes, meta: bytes) -> int:
+        """The teacher's trained model (a checkpoint's two files), for the class to explore; returns its version.
+        At most `plans.MAX_CLASS_MODEL_BYTES`; stored as base64 text, read back only when a student asks for it."""
+        if not isinstance(weights, bytes) or not isinstance(meta, bytes):
+            raise InvalidInput("a model is its weights and its JSON, as bytes")
+        if len(weights) + len(meta) > _plans.MAX_CLASS_MODEL_BYTES:
+            raise InvalidInput(f"This model is larger than {_plans.MAX_CLASS_MODEL_BYTES // 2**20} MB: too large to "
+                               "share with the class.")
+        code = self._code(code)
+        shash = self._teacher(code, secret)
+        version = int((self._extra(code, "model_v") or {}).get("v", 0)) + 1
+        self._set_extra(code, shash, "model", {"v": version, "weights": base64.b64encode(weights).decode(),
+                                               "meta": base64.b64encode(meta).decode()})
+        self._set_extra(code, shash, "model_v", {"v": version})
+        return version
+
+    def class_model(self, code: str) -> tuple[int, bytes, bytes] | None:
+        """The teacher's shared model: (version, weights, JSON), or None. Load it with `model.checkpoint.from_bytes`,
+        which checks everything."""
+        raw = self._extra(self._code(code), "model")
+        if not isinstance(raw, dict):
+            return None
+        try:
+            return int(raw["v"]), base64.b64decode(raw["weights"]), base64.b64decode(raw["meta"])
+        except (KeyError, TypeError, ValueError):
+            return None
+
+    def _post_run(self, code: str, student_id: str, run: dict) -> int:
+        raise NotImplementedError
+
+    def _board(self, code: str) -> list[dict]:
+        raise NotImplementedError
+
+    def _set_plan(self, code: str, shash: str, plan: dict) -> int:
+        raise NotImplementedError
+
+    def _extra(self, code: str, name: str):
+        raise NotImplementedError
+
+    def _set_extra(self, code: str, shash: str, name: str, value: dict) -> None:
+        raise NotImplementedError
+
+    def _send_shot(self, code: str, student_id: str, ckey: str, shot: dict, per_client: int) -> int:
+        raise NotImplementedError
+
+    def _shots(self, code: str) -> list[dict]:
+        raise NotImplementedError
 
 
 def too_many_classes(limit: int) -> str:

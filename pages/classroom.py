@@ -6,7 +6,7 @@ import streamlit as st
 from model import questions as Q
 from pages.content import classroom as text
 from ui import shell
-from ui.classroom import asking, peer
+from ui.classroom import asking, board, peer, plans
 from ui.classroom import session as cls
 from ui.models import current_model
 from ui.state import init_state
@@ -89,6 +89,12 @@ def teacher() -> None:
     live_answers()
     peer.download()
     st.divider()
+    plans.console()
+    st.divider()
+    plans.gallery()
+    st.divider()
+    board.board()
+    st.divider()
     st.caption(text.ENDS)
     st.button("End the class for everyone", key="class_end", on_click=cls.end_class, icon=":material/stop_circle:")
 
@@ -100,6 +106,7 @@ def student() -> None:
                    icon=":material/cast_for_education:")
     else:
         st.info(f"You are in class **{code}** and explore on your own. {text.PRIVATE}", icon=":material/explore:")
+    board.board()
     st.button("Leave the class", key="class_leave", on_click=cls.leave_class, args=("You left the class.",),
               icon=":material/logout:")
 
@@ -118,6 +125,12 @@ def outside() -> None:
         st.text_input("Teacher key, to take a class back", type="password", max_chars=200, key="class_resume_key")
         st.button("Resume the class", key="class_resume", on_click=cls.resume_typed)
     st.caption(text.ENDS)
+    st.divider()
+    st.subheader("Prepare a lesson plan")
+    plans.editor()
+    if st.session_state.get(plans.DRAFT) is not None:
+        st.button("Start a class with this plan", key="plan_start", on_click=plans.start_with_plan, type="primary",
+                  icon=":material/play_lesson:")
 
 
 if cls.is_teacher():

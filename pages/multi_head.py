@@ -8,6 +8,7 @@ from model.trace import Interventions
 from pages.content import multi_head as text
 from ui import shell
 from ui.attention_steps import show_one_head_left
+from ui.classroom.plans import hidden_head, mystery_box
 from ui.models import analysis, coref_defaults, current_model, teacher_forced
 from ui.state import set_head
 from ui.widgets import (
@@ -80,6 +81,8 @@ module = module_name(stack, kind, layer)
 x_labels, y_labels = axis_labels(a, module)
 weights = a.trace[f"{module}.weights"][0]  # [H, Tq, Tk]
 off = iv.heads_off_in(module)
+mystery = hidden_head()  # a lesson plan's mystery head: its weights stay hidden until the teacher's reveal
+hidden = mystery if mystery is not None and mystery[0] == module else None
 if stack == "dec":
     st.caption(text.DECODER_ROWS)
 per_row = min(H, 4)
@@ -87,35 +90,44 @@ for start in range(0, H, per_row):
     cols = st.columns(per_row)
     for h, col in zip(range(start, min(start + per_row, H)), cols, strict=False):
         with col:
-            chart(head_figure(weights[h], x_labels, y_labels, h, h in off, height=300),
-                            key=f"{P}grid_{h}", config=NO_BAR)
+            if mystery == (module, h):
+                mystery_box(h, height=300)
+            else:
+                chart(head_figure(weights[h], x_labels, y_labels, h, h in off, height=300),
+                      key=f"{P}grid_{h}", config=NO_BAR)
             key = check_key(module, h)
             st.session_state[key] = h not in off  # follow the shared state (the sidebar may have changed it)
             st.checkbox(f"head {h} on", key=key, on_change=_toggle, args=(module, h, key),
                         help="Switch this head off: its z becomes 0 before the concatenation.")
-notice(vh.heads_notice(weights, x_labels, off))
+if hidden is None:  # (the notice would tell the mystery head's pattern)
+    notice(vh.heads_notice(weights, x_labels, off))
 with fold("Exact weights of every head", f"{P}grid_numbers") as shown:
     if shown:
-        for h in range(H):
+        for h in (h for h in range(H) if mystery != (module, h)):
             st.markdown(f"**head {h}**" + (" (off)" if h in off else ""))
             st.dataframe(table(weights[h], x_labels, y_labels))
 
 st.header("One head in detail")
-if focus is not None:
+if focus is not None and hidden is None:  # (it names the head that links the words, maybe the mystery one)
     c = vc.coref_parts(a.prepared.tokens)
     st.markdown(text.focus(focus.layer, focus.head, *(md(va.word_of(a.src_labels[j])) for j in (c.referent, c.other,
                 c.adjective)), focus.weight, focus.other))
 head = pick("Head", range(H), KEYS[1], format_func=lambda h: f"head {h}" + (" (off)" if h in off else ""))
-figure(weights[head], x_labels, y_labels, "weights", title=f"{module}, head {head}: attention weights",
-       shape=f"[{len(y_labels)}, {len(x_labels)}]", key=f"{P}detail", x_title="key", y_title="query",
-       note=va.matrix_notice(weights[head], y_labels, x_labels))
+if mystery == (module, head):
+    mystery_box(head)
+else:
+    figure(weights[head], x_labels, y_labels, "weights", title=f"{module}, head {head}: attention weights",
+           shape=f"[{len(y_labels)}, {len(x_labels)}]", key=f"{P}detail", x_title="key", y_title="query",
+           note=va.matrix_notice(weights[head], y_labels, x_labels))
 
 st.header("One word, one head or several")
 st.markdown(text.ONE_WORD)
 it = vh.find_word(a.prepared.tokens, "it") if stack == "enc" else None
 word = pick("Word (query)", range(len(y_labels)), KEYS[2], default=it or 0, format_func=lambda i: y_labels[i])
 with fold("Show this word's weights in every head", f"{P}fold_word") as shown:
-    if shown:
+    if shown and hidden is not None:
+        st.caption("Hidden while this layer has a mystery head: your teacher reveals it.")
+    elif shown:
         rows = vh.word_heads(weights, word)  # [H, Tk]
         chart(vh.heads_bars_figure(rows, x_labels, (1, 2, 0) if H > 2 else (1, 0), off=off), key=f"{P}bars",
               config=NO_BAR)

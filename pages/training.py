@@ -16,6 +16,7 @@ from model.train import TrainConfig
 from model.train_settings import DEFAULTS, SettingsError, toy_profile
 from pages.content import training as text
 from ui import shell
+from ui.classroom.board import board_button
 from ui.state import init_state
 from ui.training import session
 from ui.training.panels import DIRECTIONS, corpus_preview, live_figures, live_status, my_model_card
@@ -132,6 +133,7 @@ polling = session.waiting_for_adoption()
 running = job is not None and job.state == "running"
 st.fragment(live_status, run_every=(1.0 if running else 2.0) if polling else None)()
 st.fragment(live_figures, run_every=3.0 if running else None)()
+board_button(job.view() if job is not None else None)  # a student in a class: their finished run on its board
 
 # --- 4. My model -----------------------------------------------------------------------------------
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 from collections.abc import Sequence
 
+import pandas as pd
 import plotly.graph_objects as go
 import segno
 
@@ -36,3 +37,56 @@ def qr_png(text: str, scale: int = 8) -> bytes:
     buf = io.BytesIO()
     segno.make(text, error="m").save(buf, kind="png", scale=scale, border=2)
     return buf.getvalue()
+
+
+BOARD_SETTINGS = {"d_model": "d_model", "n_heads": "heads", "n_layers": "layers", "d_ff": "d_ff",
+                  "batch_size": "batch", "steps": "steps", "warmup": "warm-up", "lr_scale": "lr scale",
+                  "dropout": "dropout", "label_smoothing": "smoothing", "look_ahead_mask": "look-ahead mask"}
+
+
+def board_table(runs: Sequence[dict]) -> pd.DataFrame:
+    """The class board as a table: one row per student's run (settings, last loss, exact match, translation)."""
+    rows = []
+    for r in runs:
+        row = {"student": r["student"]}
+        row.update({label: r["settings"].get(key) for key, label in BOARD_SETTINGS.items()
+                    if any(key in x["settings"] for x in runs)})
+        row["last loss"] = round(r["losses"][-1], 3) if r["losses"] else None
+        row["exact match"] = f"{r['exact_match']:.0%}" if r["exact_match"] is not None else "–"
+        row["source"], row["translation"] = r["source"], r["translation"]
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("student") if rows else pd.DataFrame()
+
+
+def board_figure(runs: Sequence[dict], title: str = "Training loss of every run on the board") -> go.Figure:
+    """Every posted run's training loss by step, one line per student (or per run's "name")."""
+    names = [r.get("name") or f"student {r['student']}" for r in runs]
+    fig = go.Figure([go.Scatter(x=r["steps"], y=r["losses"], mode="lines+markers", name=name,
+                                hovertemplate=name + "<br>step %{x}: loss %{y:.3f}<extra></extra>")
+                     for r, name in zip(runs, names, strict=True)])
+    fig.update_layout(height=320, margin={"l": 10, "r": 10, "t": 30, "b": 10}, xaxis_title="step",
+                      yaxis_title="training loss", title={"text": title,
+                                                         "font": {"size": 14}}, legend={"orientation": "h"})
+    return fig
+
+
+def board_notice(runs: Sequence[dict]) -> str:
+    """Which run ended lowest and which translates most held-out sentences exactly (computed from the runs)."""
+    if not runs:
+        return ""
+    low = min((r for r in runs if r["losses"]), key=lambda r: r["losses"][-1], default=None)
+    scored = [r for r in runs if r["exact_match"] is not None]
+    parts = []
+    if low is not None:
+        parts.append(f"student {low['student']}'s run ends with the lowest training loss ({low['losses'][-1]:.3f})")
+    if scored:
+        best = max(r["exact_match"] for r in scored)
+        tied = [str(r["student"]) for r in scored if r["exact_match"] == best]
+        if best == 0:
+            parts.append("no run translates a held-out sentence exactly yet")
+        elif len(tied) == 1:
+            parts.append(f"student {tied[0]}'s translates the most held-out sentences exactly ({best:.0%})")
+        else:
+            parts.append(f"students {', '.join(tied[:-1])} and {tied[-1]} tie for the most held-out sentences "
+                         f"translated exactly ({best:.0%})")
+    return "; ".join(parts) + "." if parts else ""

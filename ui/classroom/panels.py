@@ -22,7 +22,7 @@ import streamlit as st
 from streamlit.navigation.page import StreamlitPage
 
 from classroom import ClassSnapshot, ClassStoreError
-from ui.classroom import peer, push
+from ui.classroom import board, peer, plans, push
 from ui.classroom.session import (
     CLASS_PAGE,
     EVENTS,
@@ -69,12 +69,17 @@ def student_badge() -> None:
         return
     if ss().get(UNREACHABLE):  # (the last read of the class failed: the page shows what it had)
         st.caption(f":material/cloud_off: {UNREACHABLE_TEXT}")
-    if following():
+    if following() and not plans.leads():  # the teacher lets the class explore: nobody is moved
+        st.badge(f"Exploring · class {snap.code} (your teacher's choice)", icon=":material/explore:", color="gray")
+        st.caption("You follow the teacher again when they take the class back.")
+        st.button("Stop following", key="class_detach", icon=":material/explore_off:", on_click=set_following,
+                  args=(False,))
+    elif following():
         st.badge(f"Following class {snap.code}", icon=":material/cast_for_education:", color="green")
         st.button("Explore on my own", key="class_detach", icon=":material/explore:", on_click=set_following,
                   args=(False,))
         if snap.state.get("own_model"):
-            st.caption(OWN_MODEL_STUDENT)
+            st.caption(board.own_model_note() or OWN_MODEL_STUDENT)
     else:
         st.badge(f"Exploring · class {snap.code}", icon=":material/explore:", color="gray")
         st.button("Follow the teacher", key="class_follow", icon=":material/cast_for_education:", type="primary",
@@ -178,6 +183,7 @@ def teacher_panel() -> None:
         line += " (revealed)" if snap.revealed else ""
     st.caption(line)
     notice = own_model_notice(ss().get(PUBLISHED))
+    notice = notice and (board.shared_model_notice() or notice)
     if notice:
         st.warning(notice, icon=":material/visibility_off:")
     ss()[TALLY_DRAWN] = snap.tally
@@ -195,17 +201,26 @@ def run(page: StreamlitPage, body: Callable[[], None]) -> None:
     student, end the page (`end_of_run`)."""
     here = page.url_path or "home"
     join_from_link()
+    plans.on_run(here)  # a plan link, the class's pace, a move asked for by Next / a stop / a snapshot
+    board.read_run()  # the teacher's training run, as the class follows it
     if is_student():
         follow_on_run(here)
     with st.sidebar:
         if is_student():
             student_badge()
+            plans.student_bar()
         elif is_teacher():
             teacher_poller()
+            plans.teacher_bar()
     if NOTICE in ss() and here != CLASS_PAGE:  # the class page shows its notices itself
         st.toast(md(ss().pop(NOTICE)), icon=":material/groups:")
-    if is_student() and ss().get(SNAP) is not None and ss()[SNAP].question is not None:
+    if plans.paused():  # every student's screen: eyes on the projector, until the teacher resumes
+        body = plans.pause_screen
+    elif is_student() and ss().get(SNAP) is not None and ss()[SNAP].question is not None:
         question_panel()
+    if here != CLASS_PAGE and not plans.paused():
+        plans.stop_banner()
+        board.class_run_panel()  # the teacher's training run, live, on every following student's page
     if is_teacher():  # the widgets' new values are in the session already: the class sees them now,
         publish(here, warn=False)  # not after the teacher's page has drawn (and again after it)
     completed = False

@@ -206,6 +206,8 @@ def apply(state: dict) -> None:
         s.pop(lesson.CHOICE, None)  # the lesson's widgets follow the new sentence (ui/lesson.init_lesson)
         s.pop(lesson.OWN_TEXT, None)
     for key in ("sentence", "model", "heads_off", *TOGGLES):
+        if key == "model" and state.get("own_model") and s.get("_class_model_used") and s.get("model") == "mine":
+            continue  # the teacher shows their own model, and this student explores it as theirs (ui/classroom/plans)
         if key in state:
             s[key] = list(state[key]) if key == "heads_off" else state[key]
     if "step" in state:
@@ -326,7 +328,7 @@ def poll() -> ClassSnapshot | None:
 def shows(snap: ClassSnapshot) -> tuple[str, int]:
     """The counter this student's page watches, and its value in `snap`: a follower shows everything the class
     shares (`seq`), an explorer only its questions (`q`)."""
-    return ("seq", snap.seq) if following() else ("q", snap.q)
+    return ("seq", snap.seq) if following() and class_leads() else ("q", snap.q)
 
 
 def follow_on_run(page: str) -> None:
@@ -336,7 +338,7 @@ def follow_on_run(page: str) -> None:
     if snap is None:
         return
     s = ss()
-    if following():
+    if following() and class_leads():
         applied = s.get(APPLIED)  # (version, state, the RECENT states applied before it, newest first)
         changed = changed_keys(page, applied[1]) if applied is not None else []
         if changed and stale(page, changed, applied[2]):
@@ -514,3 +516,7 @@ def write_url() -> None:
             del qp[param]
 
 
+def class_leads() -> bool:
+    """The class's pace lets the teacher's screen lead its followers (ui/classroom/plans.py reads the pace into
+    `_class_pace` at the top of every run): else every student explores, and nobody is moved."""
+    return (ss().get("_class_pace") or {}).get("mode", "lead") == "lead"

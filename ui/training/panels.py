@@ -13,6 +13,7 @@ from model.checkpoint import Bundle, to_bytes
 from model.data import langs
 from model.train_settings import SettingsError, check_corpus_profile
 from training import JobView
+from ui.classroom.board import share_run
 from ui.training.session import ADOPTED_KEY, JOB_KEY, adopt_finished, corpus_profile, on_use_mine, service
 from ui.training.session import job as browser_job
 from ui.widgets import chart, matrix, md
@@ -112,6 +113,7 @@ def live_status() -> None:
         adopt_finished()
         st.rerun()  # the whole page: polling off, "My model" in the sidebar
     v = job.view()
+    share_run(v, job)  # a teacher's run (and then its model) reaches the class that follows (ui/classroom/plans.py)
     t = v.tcfg
     if v.state == "queued":
         svc = service()

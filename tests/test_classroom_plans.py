@@ -1,0 +1,456 @@
+"""Lesson plans, pacing and snapshots in the app (ui/classroom/plans.py, pages/classroom.py): a teacher and
+several students, each its own AppTest session of app.py, on the memory store AND a real redis-server started
+here; the shipped plans' captions checked against the model; hostile plan files and links.
+
+AppTest runs no JavaScript: the class's event that reruns a student's page in a browser is the test's `run()`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from pathlib import Path
+
+import pytest
+import torch
+
+import classroom
+from classroom import MemoryClassStore, RedisClassStore
+from classroom import plans as P
+from model import checkpoint, coref, pipeline
+from model.trace import Interventions
+from serving.shared_redis import REDIS_URL_ENV
+from tests.apptest_util import ROOT, all_text, no_exception, run_app
+from tests.services import redis_server
+from ui.page_list import PAGES
+from ui.widgets import md
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+PLANS = sorted((ROOT / "assets" / "plans").glob("*.json"))
+STOP_PAGES = {p.url_path for p in PAGES if p.url_path != "classroom"}
+
+
+@pytest.fixture(scope="module")
+def redis_url():
+    with redis_server() as url:
+        yield url
+
+
+@pytest.fixture(params=["memory", "redis"])
+def store(request, monkeypatch):
+    kw = {"classes_per_client": 1000, "class_starts_per_minute": 1000}
+    if request.param == "memory":
+        monkeypatch.delenv(REDIS_URL_ENV, raising=False)
+        s, key = MemoryClassStore(**kw), ""
+    else:
+        url = request.getfixturevalue("redis_url")
+        monkeypatch.setenv(REDIS_URL_ENV, url)
+        s, key = RedisClassStore(url, prefix=f"test:{uuid.uuid4().hex[:8]}", **kw), url
+    monkeypatch.setitem(classroom._stores, key, s)
+    yield s
+    s.close()
+
+
+def ss(at, key, default=None):
+    try:
+        return at.session_state[key]
+    except KeyError:
+        return default
+
+
+def title(at) -> str:
+    return at.title[0].value if at.title else ""
+
+
+def banner(at) -> str:
+    return " ".join(e.value for e in at.info if "Stop " in e.value)
+
+
+def sidebar_text(at) -> str:
+    return " ".join(m.value for m in at.sidebar.markdown) + " " + " ".join(c.value for c in at.sidebar.caption)
+
+
+def teacher_with_plan(name: str):
+    t = run_app("classroom")
+    t.selectbox(key="plan_shipped").set_value(name).run()
+    t.button(key="plan_start").click().run()
+    no_exception(t)
+    return t, ss(t, "class_code")
+
+
+def students(code: str, n: int):
+    out = [run_app(query={"class": code}) for _ in range(n)]
+    for s in out:
+        no_exception(s)
+    return out
+
+
+def shipped(name: str) -> P.Plan:
+    return next(P.read_plan(f.read_bytes(), STOP_PAGES) for f in PLANS if P.read_plan(f.read_bytes(),
+                                                                                          STOP_PAGES).title == name)
+
+
+# -- a whole plan --------------------------------------------------------------------------------------------------
+def test_plan_moves_the_class_stop_by_stop(store):
+    plan = shipped("What decides il or elle")
+    t, code = teacher_with_plan(plan.title)
+    assert store.pace(code)["stop"] == 0 and store.plan(code)["title"] == plan.title
+    assert title(t) == "The Transformer at a glance"  # the first stop's page, on the projector
+    class_ = students(code, 3)
+    for s in class_:
+        assert ss(s, "sentence") == plan.stops[0].state["sentence"] and title(s) == "The Transformer at a glance"
+        assert "Stop 1 of 7" in banner(s) and "became il" in banner(s)
+
+    t.sidebar.button(key="plan_next").click().run()  # stop 2: the wide sentence and a question
+    no_exception(t)
+    for s in class_:
+        s.run()
+        assert ss(s, "sentence").endswith("too wide") and "Stop 2 of 7" in banner(s)
+        assert ss(s, "_class_snap").question.options == ("animal", "street", "it", "wide")
+    class_[0].button(key="class_answer_1_3").click().run()
+    assert store.snapshot(code).counts == (0, 0, 0, 1)
+
+    for _ in range(3):  # to stop 5: the mystery head, on the multi-head page
+        t.sidebar.button(key="plan_next").click().run()
+    no_exception(t)
+    assert store.pace(code)["stop"] == 4 and ss(t, "_class_published")["page"] == "multi_head"
+    s = class_[1]
+    s.run()
+    assert title(s) == "Multi-head attention" and "mystery" in banner(s)
+    s.radio(key="multi_head_kind").set_value("decoder cross-attention (encoder-decoder)").run()
+    s.selectbox(key="multi_head_layer").set_value(1).run()
+    no_exception(s)
+    grid = {el.proto.id.rsplit("-", 1)[-1] for el in s.get("plotly_chart")}
+    assert "multi_head_grid_0" not in grid and {"multi_head_grid_1", "multi_head_grid_3"} <= grid
+    assert "the mystery head" in all_text(s)
+    t.sidebar.button(key="plan_reveal").click().run()
+    assert store.pace(code)["reveal"] is True
+    s.run()
+    assert "multi_head_grid_0" in {el.proto.id.rsplit("-", 1)[-1] for el in s.get("plotly_chart")}
+
+    # a student who explores is not moved; Follow takes them back to the class's stop
+    leaver = class_[2]
+    leaver.sidebar.button(key="class_detach").click().run()
+    t.sidebar.button(key="plan_next").click().run()  # stop 6: one head off
+    leaver.run()
+    assert ss(leaver, "heads_off") == [] and "Exploring" in sidebar_text(leaver)
+    class_[0].run()
+    assert ss(class_[0], "heads_off") == ["dec.1.cross_attn:0"]
+    leaver.sidebar.button(key="class_follow").click().run()
+    leaver.run()
+    assert ss(leaver, "heads_off") == ["dec.1.cross_attn:0"]
+    t.sidebar.button(key="plan_back").click().run()
+    class_[0].run()
+    assert store.pace(code)["stop"] == 4 and ss(class_[0], "heads_off") == []
+    for at in (t, *class_):
+        no_exception(at)
+
+
+# -- pacing --------------------------------------------------------------------------------------------------------
+def test_pace_pause_free_and_plan_modes(store):
+    t, code = teacher_with_plan("Masks: how a decoder could cheat")
+    follower, explorer = students(code, 2)
+    explorer.sidebar.button(key="class_detach").click().run()
+    q_before = store.counters(code).q
+    t.sidebar.button(key="pace_pause").click().run()
+    assert store.pace(code)["paused"] is True and store.counters(code).q == q_before + 1  # explorers hear it too
+    for s in (follower, explorer):
+        s.run()
+        no_exception(s)
+        assert title(s) == "Eyes on the projector" and not s.get("plotly_chart")
+    assert title(t) != "Eyes on the projector"  # the projector itself is not paused
+    t.sidebar.button(key="pace_resume").click().run()
+    for s in (follower, explorer):
+        s.run()
+        assert title(s) == "The decoder and masking"
+    assert "Following class" in sidebar_text(follower) and "Exploring · class" in sidebar_text(explorer)
+
+    # free: nobody is moved, the badge says so; the teacher's next stop reaches nobody
+    t.switch_page("pages/classroom.py")
+    t.run()
+    t.radio(key="pace_mode").set_value("free").run()
+    assert store.pace(code)["mode"] == "free"
+    t.sidebar.button(key="plan_next").click().run()  # stop 2: the mask switched off
+    follower.run()
+    assert ss(follower, "iv_look_ahead") is True and "your teacher's choice" in sidebar_text(follower)
+    assert "explore freely" in sidebar_text(follower)
+
+    # plan: students pick among the stops so far
+    t.switch_page("pages/classroom.py")
+    t.run()
+    t.radio(key="pace_mode").set_value("plan").run()
+    follower.run()
+    box = follower.sidebar.selectbox(key="plan_visit")
+    plan = shipped("Masks: how a decoder could cheat")
+    assert len(box.options) == 2  # the stops so far: the class is on the second
+    for i, option in enumerate(box.options):
+        assert option.startswith(f"{i + 1}. {plan.stops[i].caption[:40]}") and len(option) <= 90
+    follower.sidebar.toggle(key="iv_look_ahead").set_value(False).run()
+    follower.sidebar.selectbox(key="plan_visit").set_value(0).run()  # stop 1: the mask on
+    assert ss(follower, "iv_look_ahead") is True
+    follower.sidebar.selectbox(key="plan_visit").set_value(1).run()  # stop 2: the mask off
+    assert ss(follower, "iv_look_ahead") is False
+
+    # lead again: the follower takes the teacher's state (stop 2)
+    t.radio(key="pace_mode").set_value("lead").run()
+    follower.run()
+    assert ss(follower, "iv_look_ahead") is False and "Following class" in sidebar_text(follower)
+    for at in (t, follower, explorer):
+        no_exception(at)
+
+
+def test_pace_forged_by_a_student_session_does_nothing(store):
+    t, code = teacher_with_plan("Masks: how a decoder could cheat")
+    (s,) = students(code, 1)
+    before = store.pace(code)
+    s.session_state["class_role"] = "teacher"  # a session claiming the role, without the class's secret
+    s.session_state["_class_secret"] = "forged-secret-forged-secret"
+    s.run()  # the teacher's panel asks the store with that secret: refused, the session loses the role
+    assert store.pace(code) == before and ss(s, "class_role") is None and ss(s, "_class_secret") is None
+    assert not any(b.key == "pace_pause" for b in s.sidebar.button)
+    no_exception(s)
+
+
+# -- snapshots -----------------------------------------------------------------------------------------------------
+def test_snapshot_sent_shown_in_the_gallery_and_projected(store):
+    t, code = teacher_with_plan("What decides il or elle")
+    sender, follower = students(code, 2)
+    sender.sidebar.multiselect(key="heads_off").select("dec.1.cross_attn:0").run()  # explores: leaves following
+    sender.sidebar.text_input(key="shot_note").input("head 0 breaks il/elle!")
+    sender.sidebar.button(key="shot_send").click().run()
+    no_exception(sender)
+    assert any("Snapshot 1 sent" in el.value for el in sender.toast)
+    t.switch_page("pages/classroom.py")
+    t.run()
+    assert "head 0 breaks il/elle\\!" in all_text(t) and "Snapshots from students (1)" in all_text(t)
+    t.button(key="shot_project_1").click().run()
+    t.run()
+    no_exception(t)
+    assert ss(t, "heads_off") == ["dec.1.cross_attn:0"] and store.snapshot(code).state["heads_off"] == [
+        "dec.1.cross_attn:0"]
+    follower.run()
+    assert ss(follower, "heads_off") == ["dec.1.cross_attn:0"] and title(follower) == "The Transformer at a glance"
+    for note in ("two", "three"):
+        sender.sidebar.text_input(key="shot_note").input(note)
+        sender.sidebar.button(key="shot_send").click().run()
+    sender.sidebar.button(key="shot_send").click().run()  # the fourth in a minute
+    assert any("not sent: Too many attempts" in el.value for el in sender.toast)
+    assert len(store.shots(code, ss(t, "_class_secret"))) == 3
+
+
+# -- building, saving and loading a plan ---------------------------------------------------------------------------
+def test_plan_built_in_the_app_saved_as_link_and_file():
+    at = run_app("multi_head")
+    at.sidebar.text_input(key="sentence").input("i am a student").run()
+    at.sidebar.toggle(key="iv_scale").set_value(False).run()
+    at.switch_page("pages/classroom.py")
+    at.run()
+    at.text_input(key="plan_title").input("My plan")
+    at.text_input(key="plan_caption").input("Without scaling, look at the rows")
+    at.selectbox(key="plan_hidden").set_value("enc.0.self_attn:1")
+    at.selectbox(key="plan_question").set_value("no_mask")
+    at.button(key="plan_add_stop").click().run()
+    no_exception(at)
+    plan = ss(at, "plan_draft")
+    q = plan.stops[0].question  # made from the view and answered by the models: "je je je" is not "je suis étudiant"
+    assert q["options"][q["answer"]].startswith("No") and "i am a student" in q["text"]
+    assert "Without scaling, look at the rows" in all_text(at) and "off: √d_k scaling" in all_text(at)
+    assert plan.title == "My plan" and len(plan.stops) == 1
+    stop = plan.stops[0]
+    assert (stop.state["page"], stop.state["sentence"], stop.state["iv_scale"], stop.hidden_head) == (
+        "multi_head", "i am a student", False, "enc.0.self_attn:1")
+    link = next(c.value for c in at.code if "?plan=" in c.value)
+    assert P.plan_from_link(link.split("?plan=")[1], STOP_PAGES) == plan
+    opened = run_app("classroom", query={"plan": link.split("?plan=")[1]})
+    no_exception(opened)
+    assert ss(opened, "plan_draft") == plan and "plan" not in opened.query_params
+    assert "Without scaling, look at the rows" in all_text(opened)
+    uploaded = run_app("classroom")
+    uploaded.file_uploader(key="plan_file").set_value(("plan.json", plan.to_json().encode(), "application/json"))
+    uploaded.run()
+    assert ss(uploaded, "plan_draft") == plan
+
+
+@pytest.mark.parametrize("raw", [
+    b"{not json", b"[]" * 40_000,
+    json.dumps({"format": P.FORMAT, "title": "x", "stops": [{"caption": "<img src=x onerror=alert(1)>",
+                                                             "state": {"page": "overview"}}]}).encode(),
+    json.dumps({"format": P.FORMAT, "title": "x",
+                "stops": [{"caption": "x", "state": {"page": "../../etc"}}]}).encode(),
+])
+def test_hostile_plan_file_in_the_app(raw):
+    at = run_app("classroom")
+    at.file_uploader(key="plan_file").set_value(("plan.json", raw, "application/json"))
+    at.run()
+    no_exception(at)
+    warnings = [w.value for w in at.warning]
+    assert len(warnings) == 1 and warnings[0].startswith("This file cannot be used as a lesson plan")
+    assert ss(at, "plan_draft") is None and "onerror" not in all_text(at).replace(warnings[0], "")
+
+
+@pytest.mark.parametrize("token", ["garbage!", "A" * 9000, "eJwLycgsVgCiRIWS1OISAE6XBoY"])
+def test_hostile_plan_link_in_the_app(token):
+    at = run_app("classroom", query={"plan": token})
+    no_exception(at)
+    warnings = [w.value for w in at.warning]
+    assert len(warnings) == 1 and "link's lesson plan cannot be used" in warnings[0]
+    assert ss(at, "plan_draft") is None and "plan" not in at.query_params
+
+
+# -- the shipped plans say what the model does ---------------------------------------------------------------------
+def _iv(state: dict) -> Interventions:
+    heads = frozenset((h.split(":")[0], int(h.split(":")[1])) for h in state["heads_off"])
+    return Interventions(heads_off=heads, look_ahead_mask=state["iv_look_ahead"], padding_mask=state["iv_padding"],
+                         scale=state["iv_scale"], positional_encoding=state["iv_pos"])
+
+
+@pytest.fixture(scope="module")
+def bundles():
+    return {"base": checkpoint.load(checkpoint.SHIPPED), "no_mask": checkpoint.load(checkpoint.SHIPPED_NO_MASK)}
+
+
+def test_shipped_plans_quote_the_models_own_translations(bundles):
+    titles, quoted = set(), 0
+    for path in PLANS:
+        plan = P.read_plan(path.read_bytes(), STOP_PAGES)
+        titles.add(plan.title)
+        for stop in plan.stops:
+            b = bundles[stop.state["model"]]
+            a = pipeline.analyse(b, pipeline.prepare(b, stop.state["sentence"]), _iv(stop.state))
+            for claim in re.findall("«([^»]*)»", stop.caption):  # a quoted translation is the stop's own output
+                assert claim == a.translation, (plan.title, stop.caption)
+                quoted += 1
+    assert titles == {"Thinking Machines in a dozen stops", "What decides il or elle",
+                      "Masks: how a decoder could cheat"}
+    assert quoted >= 10
+    assert len(shipped("Thinking Machines in a dozen stops").stops) == 12
+
+
+def test_shipped_plans_questions_and_claims_hold(bundles):
+    base, cheat = bundles["base"], bundles["no_mask"]
+    elle = shipped("What decides il or elle")
+    # stop 3: no encoder head picks the animal out for "it"
+    tired = elle.stops[2].state["sentence"]
+    p = pipeline.prepare(base, tired)
+    links = coref.encoder_links(pipeline.analyse(base, p).trace, base.config.n_enc_layers, coref.coref_parts(p.tokens))
+    assert not links.links
+    # stop 4: in decoder layer 0, every head's pronoun row looks most at the adjective
+    d = coref.decision(base, tired)
+    a = pipeline.analyse(base, p)
+    rows = a.trace["dec.0.cross_attn.weights"][0, :, d.row]  # [H, Ts]
+    assert torch.all(rows.argmax(-1) == d.adjective_pos) and a.out_tokens[d.row] == "il"
+    # stops 2 and 5: the answers of their questions
+    assert elle.stops[1].question["options"][elle.stops[1].question["answer"]] == "wide"
+    wide = elle.stops[4]
+    pw = pipeline.prepare(base, wide.state["sentence"])
+    dw = coref.decision(base, wide.state["sentence"])
+    module, head = wide.hidden_head.split(":")
+    row = pipeline.analyse(base, pw).trace[f"{module}.weights"][0, int(head), dw.row]
+    assert pw.tokens[int(row.argmax())] == wide.question["options"][wide.question["answer"]] == "wide"
+    # the masks plan: what the model trained without the mask writes
+    masks = shipped("Masks: how a decoder could cheat")
+    q = next(s.question for s in masks.stops if s.question)
+    sentence = masks.stops[2].state["sentence"]
+    assert pipeline.analyse(cheat, pipeline.prepare(cheat, sentence)).translation == q["options"][q["answer"]]
+    # the dozen stops: √d_k as the caption says
+    assert "√d_k = √32" in shipped("Thinking Machines in a dozen stops").stops[6].caption
+    assert base.config.d_model // base.config.n_heads == 32
+
+
+def test_shipped_plan_files_are_small_and_linkable():
+    for path in PLANS:
+        plan = P.read_plan(Path(path).read_bytes(), STOP_PAGES)
+        assert len(P.plan_to_link(plan)) < 2000
+
+
+# -- the class board: students' own runs side by side -------------------------------------------------------------
+def test_shared_run_board_of_students_runs(monkeypatch):
+    """Two students train their own tiny models (the real background job) and put them on the class board; the
+    teacher's classroom page shows both side by side. (The board on Redis: tests/test_class_plans.py.)"""
+    from tests.test_pages_training import finish, start
+
+    monkeypatch.delenv(REDIS_URL_ENV, raising=False)
+    monkeypatch.setitem(classroom._stores, "", MemoryClassStore(classes_per_client=1000, class_starts_per_minute=1000))
+    t, code = teacher_with_plan("Masks: how a decoder could cheat")
+    runs = []
+    for d_model in (16, 24):
+        (s,) = students(code, 1)
+        s.switch_page("pages/training.py")
+        s.run()
+        view = finish(s, start(s, training_d_model=d_model, training_steps=10, training_eval_every=0))
+        s.button(key="board_post").click().run()
+        no_exception(s)
+        assert any(f"Your run is on the class board, as student {len(runs) + 1}" in el.value for el in s.toast)
+        runs.append(view)
+    t.switch_page("pages/classroom.py")
+    t.run()
+    no_exception(t)
+    table = t.dataframe[-1].value
+    assert list(table["d_model"]) == [16, 24]
+    for (_, row), view in zip(table.iterrows(), runs, strict=True):
+        assert row["last loss"] == round(view.losses[-1], 3)
+        assert row["exact match"] == f"{view.evals[-1].exact_match:.0%}"
+        assert row["translation"] == view.evals[-1].samples[0][1].replace("<", "‹").replace(">", "›")
+    best = min((0, 1), key=lambda i: runs[i].losses[-1])
+    said = f"student {best + 1}'s run ends with the lowest training loss ({runs[best].losses[-1]:.3f})"
+    assert md(said) in all_text(t)
+    lines = [tr for el in t.get("plotly_chart") for tr in json.loads(el.proto.spec)["data"]
+             if tr.get("name", "").startswith("student ")]
+    assert [tr["name"] for tr in lines] == ["student 1", "student 2"]
+
+
+def test_shared_run_of_the_teacher_followed_by_the_class(monkeypatch):
+    """The teacher trains on "Train your own" while teaching: the run reaches every following student's page (its
+    step, its loss curve), and its result when it ends; a student who explores on their own is left alone."""
+    from tests.test_pages_training import finish, start
+
+    monkeypatch.delenv(REDIS_URL_ENV, raising=False)
+    store = MemoryClassStore(classes_per_client=1000, class_starts_per_minute=1000)
+    monkeypatch.setitem(classroom._stores, "", store)
+    t, code = teacher_with_plan("Masks: how a decoder could cheat")
+    follower, explorer = students(code, 2)
+    explorer.sidebar.button(key="class_detach").click().run()
+    t.switch_page("pages/training.py")
+    t.run()
+    job = start(t, training_steps=12, training_eval_every=0)
+    seq = store.counters(code).seq
+    view = finish(t, job)  # the teacher's page redraws its panel: the finished run is shared
+    shared = store.class_run(code)
+    assert store.counters(code).seq > seq
+    assert (shared["state"], shared["step"], shared["total"]) == ("finished", 12, 12)
+    assert shared["losses"][-1] == pytest.approx(view.losses[-1]) and shared["steps"][-1] == 12
+    assert shared["exact_match"] == pytest.approx(view.evals[-1].exact_match)
+    follower.run()
+    no_exception(follower)
+    assert ":material/model_training: **Your teacher's training run finished after 12 steps** · training loss " \
+        f"{view.losses[-1]:.3f}" in all_text(follower)
+    curve = next(tr for el in follower.get("plotly_chart") for tr in json.loads(el.proto.spec)["data"]
+                 if tr.get("name") == "teacher's run")
+    assert curve["x"][-1] == 12 and curve["y"][-1] == pytest.approx(view.losses[-1])
+    explorer.run()
+    assert "Your teacher's training run" not in all_text(explorer)
+
+    # the class explores the teacher's model: one click makes it the student's own, on every page
+    assert shared["model"] == 1
+    follower.button(key="class_run_use").click().run()
+    no_exception(follower)
+    mine, theirs = ss(follower, "my_model"), job.result
+    assert ss(follower, "model") == "mine" and mine.config == theirs.config
+    assert all(torch.equal(a, b) for a, b in zip(mine.model.state_dict().values(),
+                                                 theirs.model.state_dict().values(), strict=True))
+    assert "You explore this model" in all_text(follower) and not any(b.key == "class_run_use"
+                                                                       for b in follower.button)
+    t.button(key="training_use_mine").click().run()  # the teacher shows the run's model: the class is told
+    assert ss(t, "model") == "mine" and "your finished run's model is shared with the class" in all_text(t)
+    follower.run()
+    assert "and so do you: it is “My model”" in " ".join(c.value for c in follower.sidebar.caption)
+    follower.switch_page("pages/overview.py")
+    follower.run()
+    no_exception(follower)
+    sentence = ss(follower, "sentence")
+    expected = pipeline.analyse(theirs, pipeline.prepare(theirs, sentence)).translation
+    shipped_says = pipeline.analyse(checkpoint.load(checkpoint.SHIPPED),
+                                    pipeline.prepare(checkpoint.load(checkpoint.SHIPPED), sentence)).translation
+    assert expected != shipped_says  # (the page below shows the teacher's model, not the shipped one)
+    assert f"**Translation:** {md(expected) or '*(empty)*'}" in all_text(follower)

@@ -1,0 +1,506 @@
+"""Lesson plans, pacing and snapshots in a Streamlit session (the data and its checks: classroom/plans.py).
+
+- The plan editor (classroom page, in a class or not): "Add this view as a stop" takes the session's state on
+  the last page of the walkthrough it showed (`LAST_PAGE`), with a caption, optionally the question chosen in
+  the Ask box (frozen with the model's answer) and a mystery head; the draft is saved as a JSON file or a link
+  (``/classroom?plan=TOKEN``), and loaded from either, or from the plans shipped in assets/plans/.
+- A teacher's class with a plan: Back / Next in the sidebar move the teacher (the projector) to the stop, and
+  with it every following student; a stop's question is asked, its mystery head hidden until the reveal.
+- Pacing: lead (students who follow see the teacher's screen), free (every student explores), plan (students
+  explore the plan's stops so far); pause shows every student "Eyes on the projector" until resumed.
+- Snapshots: a student sends their view with a one-line note; the teacher's gallery projects one.
+
+Session-state keys:
+
+=====================  ==========================================================================
+key                    meaning
+=====================  ==========================================================================
+plan_draft             the plan being built or loaded here (classroom.plans.Plan), or absent
+_plan_last_page        the last walkthrough page this session showed (what "Add this view" takes)
+_plan_goto             a page this session moves to at the top of its next run (Next, a stop, a snapshot)
+_class_pace            the class's pace, as read on this run (classroom.plans.check_pace)
+_class_plan            the class's plan as read: (its version, Plan)
+=====================  ==========================================================================
+
+Teacher operations go through the store with the class's secret (`session.teacher_call`); nothing of a plan
+or a snapshot is drawn as HTML (`ui.widgets.md`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+
+import streamlit as st
+
+from classroom import ClassStoreError, InvalidInput
+from classroom import plans as P
+from classroom.rules import check_text
+from ui.classroom import session as cls
+from ui.page_list import PAGES, ROOT
+from ui.widgets import md
+
+DRAFT, LAST_PAGE, GOTO, PACE, PLAN = "plan_draft", "_plan_last_page", "_plan_goto", "_class_pace", "_class_plan"
+PLAN_PARAM = "plan"
+PLANS_DIR = ROOT / "assets" / "plans"
+STOP_PAGES = tuple(p.url_path for p in PAGES if p.url_path != cls.CLASS_PAGE)
+TITLES = {p.url_path: p.title for p in PAGES}
+
+
+def ss():
+    return st.session_state
+
+
+def heads() -> list[str]:
+    from ui.models import current_model
+    from ui.sidebar import all_heads
+
+    return all_heads(current_model().bundle.config)
+
+
+def read_file(raw: bytes) -> P.Plan:
+    return P.read_plan(raw, STOP_PAGES, heads())
+
+
+def shipped() -> dict[str, P.Plan]:
+    """The plans in assets/plans/, by title (each checked as an uploaded file is)."""
+    out = {}
+    for path in sorted(Path(PLANS_DIR).glob("*.json")):
+        plan = read_file(path.read_bytes())
+        out[plan.title] = plan
+    return out
+
+
+# -- every run ---------------------------------------------------------------------------------------------------
+def on_run(here: str) -> None:
+    """Top of every run of app.py: a plan link (?plan=) becomes the draft, the class's pace is read, and a move
+    asked for by a callback (Next, a stop, a projected snapshot) happens."""
+    s = ss()
+    token = st.query_params.get(PLAN_PARAM)
+    if token is not None:
+        with contextlib.suppress(KeyError):
+            del st.query_params[PLAN_PARAM]
+        try:
+            s[DRAFT] = P.plan_from_link(token, STOP_PAGES, heads())
+            cls.notify(f"Lesson plan “{s[DRAFT].title}” loaded from the link: {len(s[DRAFT].stops)} stops.")
+        except InvalidInput as e:
+            cls.notify(f"The link's lesson plan cannot be used: {e}")
+    if here in cls.PAGE_FILES and here not in cls.NOT_SHARED:
+        s[LAST_PAGE] = here
+    read_pace()
+    goto = s.pop(GOTO, None)
+    if goto in cls.PAGE_FILES and goto != here:
+        st.switch_page(cls.PAGE_FILES[goto], query_params=cls.class_query(cls.code()) if cls.is_student() else None)
+
+
+def read_pace() -> dict | None:
+    """The class's pace and (when its version moved) its plan, into the session; None outside a class."""
+    s = ss()
+    if cls.role() is None:
+        s.pop(PACE, None)
+        s.pop(PLAN, None)
+        return None
+    try:
+        pace = cls.store().pace(cls.code())
+        if pace["plan"] and (s.get(PLAN) or (None,))[0] != pace["plan"]:
+            raw = cls.store().plan(cls.code())
+            s[PLAN] = (pace["plan"], P.plan_of(raw)) if raw else None
+    except ClassStoreError:
+        return s.get(PACE)  # the store is away: the last one read (the page's stream says so)
+    s[PACE] = pace
+    if not leads():
+        s.pop(cls.APPLIED, None)  # when the teacher leads again, a follower takes the teacher's state afresh
+    return pace
+
+
+def pace() -> dict:
+    return ss().get(PACE) or P.DEFAULT_PACE
+
+
+def leads() -> bool:
+    """The teacher's screen leads the students who follow (False: the teacher lets them explore)."""
+    return pace()["mode"] == "lead"
+
+
+def paused() -> bool:
+    return cls.is_student() and pace()["paused"]
+
+
+def class_plan() -> P.Plan | None:
+    got = ss().get(PLAN)
+    return got[1] if got else None
+
+
+def current_stop() -> tuple[int, P.Stop] | None:
+    plan, i = class_plan(), pace()["stop"]
+    return (i, plan.stops[i]) if plan is not None and 0 <= i < len(plan.stops) else None
+
+
+def hidden_head() -> tuple[str, int] | None:
+    """The mystery head of the class's current stop while it is not revealed: (module, head), else None."""
+    stop = current_stop()
+    if stop is None or stop[1].hidden_head is None or pace()["reveal"]:
+        return None
+    module, _, head = stop[1].hidden_head.partition(":")
+    return module, int(head)
+
+
+def mystery_box(head: int, height: int | None = None) -> None:
+    """Where a mystery head's weights would be drawn: a box that says so."""
+    with st.container(border=True, height=height, key=f"mystery_{head}_{height}"):
+        st.markdown(f"**Head {head}: the mystery head**")
+        st.markdown(":material/help: Its weights stay hidden until your teacher reveals them. Which words do you "
+                    "think it links? Look at the other heads, switch it off, and predict.")
+
+
+def pause_screen() -> None:
+    """A paused student's whole page (app.py's body is not drawn): until the teacher resumes."""
+    with st.container(border=True, key="class_paused"):
+        st.markdown("# :material/co_present:")
+        st.title("Eyes on the projector")
+        st.markdown("Your teacher paused the class to talk it through. Your screen comes back by itself when they "
+                    "resume, and nothing you did is lost.")
+
+
+def stop_banner() -> None:
+    """Above the page: the class's current stop, for the teacher and the students who follow."""
+    stop = current_stop()
+    if stop is None or not (cls.is_teacher() or (cls.following() and leads())):
+        return
+    i, s = stop
+    text = f"**Stop {i + 1} of {len(class_plan().stops)}**" + (f": {md(s.caption)}" if s.caption else "")
+    if hidden_head() is not None:
+        text += " · one head is a mystery until the reveal"
+    st.info(text, icon=":material/flag:")
+
+
+# -- the teacher ------------------------------------------------------------------------------------------------
+def go_to_stop(i: int) -> None:
+    """Callback (teacher): the class moves to stop `i`: its state in this session, its page next run, its
+    question asked, its mystery hidden."""
+    plan = class_plan()
+    if plan is None or not 0 <= i < len(plan.stops):
+        return
+    stop = plan.stops[i]
+    if cls.teacher_call(lambda c, k: cls.store().set_pace(c, k, stop=i, reveal=False)) is None:
+        return
+    show_state(stop.state)
+    if stop.question is not None:
+        q = stop.question
+        cls.teacher_call(cls.store().ask_peer, q["text"], list(q["options"]), q["answer"], "plan")  # a peer-instruction cycle
+    read_pace()
+
+
+def show_state(state: dict) -> None:
+    """This session shows `state` (a stop's, a snapshot's): its values now, its page at the next run."""
+    cls.apply(state)
+    page = state.get("page")
+    if page in cls.PAGE_FILES:
+        if cls.is_teacher():
+            ss()[cls.TEACHER_PAGE] = page
+        ss()[GOTO] = page
+
+
+def set_pace(**changes) -> None:
+    """Callback (teacher): pause / resume, a mode, the reveal."""
+    cls.teacher_call(lambda c, k: cls.store().set_pace(c, k, **changes))
+    read_pace()
+
+
+def start_with_plan() -> None:
+    """Callback: a new class from the draft, on its first stop."""
+    plan = ss().get(DRAFT)
+    cls.start_class()
+    if plan is None or not cls.is_teacher():
+        return
+    if cls.teacher_call(cls.store().set_plan, plan.as_dict()) is not None:
+        read_pace()
+        go_to_stop(0)
+
+
+def use_draft_in_class() -> None:
+    """Callback (teacher of a running class): the draft becomes the class's plan, from its first stop."""
+    plan = ss().get(DRAFT)
+    if plan is not None and cls.teacher_call(cls.store().set_plan, plan.as_dict()) is not None:
+        read_pace()
+        go_to_stop(0)
+
+
+def teacher_bar() -> None:
+    """The teacher's sidebar (every page): the plan's Back / Next, pause, the mystery's reveal."""
+    if not cls.is_teacher():
+        return
+    p, stop = pace(), current_stop()
+    if stop is not None:
+        i, s = stop
+        n = len(class_plan().stops)
+        st.caption(f"Plan: stop {i + 1} of {n}" + (f" · {md(s.caption)}" if s.caption else ""))
+        c1, c2 = st.columns(2)
+        c1.button("Back", key="plan_back", icon=":material/arrow_back:", disabled=i == 0, on_click=go_to_stop,
+                  args=(i - 1,), width="stretch")
+        c2.button("Next", key="plan_next", icon=":material/arrow_forward:", disabled=i + 1 >= n, type="primary",
+                  on_click=go_to_stop, args=(i + 1,), width="stretch")
+        if s.hidden_head is not None and not p["reveal"]:
+            st.button("Reveal the mystery head", key="plan_reveal", icon=":material/visibility:", on_click=set_pace,
+                      kwargs={"reveal": True})
+    if p["paused"]:
+        st.button("Resume the class", key="pace_resume", icon=":material/play_arrow:", type="primary",
+                  on_click=set_pace, kwargs={"paused": False})
+    else:
+        st.button("Pause: eyes on the projector", key="pace_pause", icon=":material/pause:", on_click=set_pace,
+                  kwargs={"paused": True})
+
+
+# -- the editor ---------------------------------------------------------------------------------------------------
+def view_state() -> dict:
+    """What "Add this view as a stop" takes: the session's shareable state on its last walkthrough page."""
+    state, _ = cls.publishable(cls.shared_state(ss().get(LAST_PAGE, "overview")))
+    return state
+
+
+STOP_QUESTIONS = {  # ui/classroom/asking.make_question's kinds, with their default parameters
+    "attention": "Which word does a word attend to most (encoder layer 0, its most decided head)?",
+    "next_word": "Halfway through the translation, which word does the decoder pick next?",
+    "head_off": "Does switching the model's first head off change the translation?",
+    "no_mask": "Does the model trained without the look-ahead mask translate this sentence correctly?",
+}
+
+
+def stop_question(kind: str | None) -> dict | None:
+    """The question of kind `kind` (pages/content/classroom.py's KINDS) about this view, answered by the model."""
+    if not kind:
+        return None
+    from ui.classroom.asking import make_question
+
+    if ss().get("model") == "mine":
+        raise InvalidInput("A plan's questions are answered by a shipped model: choose one in the sidebar first.")
+    try:
+        q = make_question(kind)
+    except ValueError as e:
+        raise InvalidInput(f"No question of this kind for this view: {e}") from None
+    return {"text": q.text, "options": list(q.options), "answer": q.answer}
+
+
+def add_stop() -> None:
+    """Callback: the current view becomes the draft's next stop (caption, question and mystery head from the
+    editor)."""
+    s = ss()
+    try:
+        question = stop_question(s.get("plan_question"))
+        caption = check_text(str(s.get("plan_caption", "")), P.MAX_CAPTION, "the caption", allow_empty=True)
+        head = s.get("plan_hidden") or None
+        stop = P.check_stop({"caption": caption, "state": view_state(), **({"question": question} if question else {}),
+                             **({"hidden": {"head": head}} if head else {})}, "The new stop", STOP_PAGES, heads())
+        title = check_text(str(s.get("plan_title") or "My lesson plan"), P.MAX_TITLE, "the title")
+        draft = s.get(DRAFT) or P.Plan(title, ())
+        s[DRAFT] = P.Plan(title, draft.stops).with_stop(stop)
+        s["plan_caption"] = ""
+    except InvalidInput as e:
+        cls.notify(str(e))
+
+
+def remove_stop(i: int) -> None:
+    draft = ss().get(DRAFT)
+    if draft is not None:
+        ss()[DRAFT] = draft.without(i)
+
+
+def uploaded() -> None:
+    """Callback of the plan file uploader."""
+    f = ss().get("plan_file")
+    if f is None:
+        return
+    try:
+        ss()[DRAFT] = read_file(f.getvalue())
+        cls.notify(f"Lesson plan “{ss()[DRAFT].title}” loaded: {len(ss()[DRAFT].stops)} stops.")
+    except InvalidInput as e:
+        cls.notify(f"This file cannot be used as a lesson plan: {e}")
+
+
+def pick_shipped() -> None:
+    name = ss().get("plan_shipped")
+    plans = shipped()
+    if name in plans:
+        ss()[DRAFT] = plans[name]
+
+
+def describe(state: dict) -> str:
+    """A stop's or a snapshot's state in one line of plain words (escaped for markdown)."""
+    parts = [TITLES.get(state.get("page"), str(state.get("page"))), f"“{md(state.get('sentence', ''))}”"]
+    if state.get("model") == "no_mask":
+        parts.append("model trained without the look-ahead mask")
+    off = [label for k, label in (("iv_look_ahead", "look-ahead mask"), ("iv_padding", "padding mask"),
+                              ("iv_scale", "√d_k scaling"), ("iv_pos", "positional encoding")) if state.get(k) is False]
+    if state.get("heads_off"):
+        off.append(", ".join(md(h) for h in state["heads_off"]))
+    if off:
+        parts.append("off: " + "; ".join(off))
+    if isinstance(state.get("step"), int) and state.get("page") == "lesson":
+        parts.append(f"lesson step {state['step']}")
+    return " · ".join(parts)
+
+
+def stop_label(plan: P.Plan, i: int) -> str:
+    text = plan.stops[i].caption or TITLES.get(plan.stops[i].state["page"], "")
+    if len(text) > 80:
+        text = text[:80].rsplit(" ", 1)[0] + " …"
+    return f"{i + 1}. {text}"
+
+
+def plan_link(plan: P.Plan) -> str:
+    """This server's classroom page with the plan in its address (as the join link is built)."""
+    base = cls.join_link("-").split("?", 1)[0]
+    return f"{base}?{PLAN_PARAM}={P.plan_to_link(plan)}"
+
+
+# -- the student ---------------------------------------------------------------------------------------------------
+def visit_stop() -> None:
+    """Callback (student, plan mode): show one of the stops the class has reached."""
+    plan, i = class_plan(), ss().get("plan_visit")
+    if plan is not None and isinstance(i, int) and 0 <= i <= pace()["stop"]:
+        show_state(plan.stops[i].state)
+
+
+def send_shot() -> None:
+    """Callback (student): this view and the note, to the teacher's gallery."""
+    s = ss()
+    try:
+        n = cls.store().send_shot(cls.code(), s[cls.STUDENT], cls.client_id(), view_state(),
+                                  str(s.get("shot_note", "")))
+        s["shot_note"] = ""
+        cls.notify(f"Snapshot {n} sent to your teacher.")
+    except ClassStoreError as e:
+        cls.notify(f"Your snapshot was not sent: {e}")
+
+
+def student_bar() -> None:
+    """Under the student's badge: what the class's pace allows, the plan's stops so far, the snapshot button."""
+    if not cls.is_student() or cls.SNAP not in ss():
+        return
+    p = pace()
+    if p["mode"] == "free":
+        st.caption(":material/explore: Your teacher lets the class explore freely for now.")
+    elif p["mode"] == "plan" and class_plan() is not None and p["stop"] >= 0:
+        plan = class_plan()
+        st.caption(":material/flag: Your teacher lets you explore the lesson's stops so far.")
+        options = list(range(p["stop"] + 1))
+        if ss().get("plan_visit") not in options:
+            ss()["plan_visit"] = options[-1]
+        st.selectbox("Stops so far", options, key="plan_visit", on_change=visit_stop,
+                     format_func=lambda i: stop_label(plan, i))
+    with st.popover("Send a snapshot to the teacher", icon=":material/photo_camera:", width="stretch"):
+        st.text_input("One line for your teacher", max_chars=P.MAX_NOTE, key="shot_note",
+                      placeholder="e.g. head 2 breaks il/elle!")
+        st.button("Send this view", key="shot_send", type="primary", icon=":material/send:", on_click=send_shot)
+
+
+# -- the classroom page's sections ----------------------------------------------------------------------------------
+def editor() -> None:
+    """The plan editor: load (shipped, file, link), the draft's stops, add this view, save as file and link."""
+    s = ss()
+    st.caption("A lesson plan is a list of stops, each a view of the app (page, sentence, model, switched-off "
+               "parts, lesson step) with a caption, and optionally a question and a mystery head. Build one by "
+               "visiting a page, setting it up, and adding it here as a stop; or start from a shipped plan.")
+    c1, c2 = st.columns(2)
+    with c1:
+        names = list(shipped())
+        st.selectbox("Start from a shipped plan", names, index=None, key="plan_shipped", on_change=pick_shipped,
+                     placeholder="choose a plan…")
+    with c2:
+        st.file_uploader("Or open a plan file (.json)", type=["json"], key="plan_file", on_change=uploaded,
+                         max_upload_size=1)
+    draft: P.Plan | None = s.get(DRAFT)
+    if draft is None:
+        st.info("No plan yet: add the first stop below, or choose a shipped plan.", icon=":material/flag:")
+    else:
+        st.markdown(f"**{md(draft.title)}** · {len(draft.stops)} stop{'s' if len(draft.stops) != 1 else ''}")
+        for i, stop in enumerate(draft.stops):
+            with st.container(border=True, key=f"plan_stop_{i}"):
+                c1, c2 = st.columns([6, 1])
+                c1.markdown(f"**{i + 1}.** {md(stop.caption) or '*(no caption)*'}")
+                c1.caption(describe(stop.state) + (f" · question: {md(stop.question['text'])}" if stop.question
+                                                   else "") + (f" · mystery head {md(stop.hidden_head)}"
+                                                               if stop.hidden_head else ""))
+                c2.button("Remove", key=f"plan_remove_{i}", on_click=remove_stop, args=(i,), width="stretch")
+    with st.container(border=True, key="plan_add"):
+        st.markdown("**Add this view as a stop**")
+        st.caption("This view: " + describe(view_state()) + ". Change it on any page (the sidebar, the lesson, "
+                   "the page's own switches), then come back here.")
+        if draft is None:
+            st.text_input("The plan's title", max_chars=P.MAX_TITLE, key="plan_title", placeholder="My lesson plan")
+        st.text_input("Caption: what the class should notice here", max_chars=P.MAX_CAPTION, key="plan_caption")
+        st.selectbox("Question at this stop (made from this view, answered by the model)", [None, *STOP_QUESTIONS],
+                     key="plan_question", format_func=lambda k: "none" if k is None else STOP_QUESTIONS[k])
+        st.selectbox("Mystery head (its weights hidden on the multi-head page until you reveal them)",
+                     [None, *heads()], key="plan_hidden", format_func=lambda h: "none" if h is None else h)
+        st.button("Add this view as a stop", key="plan_add_stop", icon=":material/add_location:", on_click=add_stop)
+    if draft is not None and draft.stops:
+        c1, c2 = st.columns(2)
+        c1.download_button("Save the plan as a file", draft.to_json(), file_name="lesson-plan.json",
+                           mime="application/json", key="plan_download", icon=":material/download:")
+        try:
+            link = plan_link(draft)
+        except InvalidInput as e:
+            c2.caption(str(e))
+        else:
+            with c2:
+                st.caption("Or share it as a link (opening it loads the plan here):")
+                st.code(link, language=None, wrap_lines=True)
+
+
+def console() -> None:
+    """The teacher's pacing and plan controls on the classroom page."""
+    p = pace()
+    st.subheader("Pace the class")
+    c1, c2 = st.columns([3, 2])
+    with c1:
+        ss()["pace_mode"] = p["mode"]
+        st.radio("Students", list(P.PACE_MODES), key="pace_mode", format_func=P.PACE_LABELS.get,
+                 on_change=lambda: set_pace(mode=ss()["pace_mode"]), horizontal=True)
+    with c2:
+        if p["paused"]:
+            st.button("Resume the class", key="pace_resume_main", icon=":material/play_arrow:", type="primary",
+                      on_click=set_pace, kwargs={"paused": False})
+            st.caption("Every student sees “Eyes on the projector”.")
+        else:
+            st.button("Pause: eyes on the projector", key="pace_pause_main", icon=":material/pause:",
+                      on_click=set_pace, kwargs={"paused": True})
+    plan, stop = class_plan(), current_stop()
+    st.subheader("Lesson plan")
+    if plan is not None and stop is not None:
+        st.markdown(f"The class follows **{md(plan.title)}**, stop **{stop[0] + 1}** of {len(plan.stops)}.")
+        st.selectbox("Go to stop", range(len(plan.stops)), index=stop[0], key="plan_jump",
+                     format_func=lambda i: stop_label(plan, i))
+        st.button("Take the class there", key="plan_jump_go", on_click=lambda: go_to_stop(ss()["plan_jump"]),
+                  icon=":material/flag:")
+    with st.expander("Build or load a plan", expanded=plan is None):
+        editor()
+        if ss().get(DRAFT) is not None:
+            st.button("Teach this plan now (the class goes to its first stop)", key="plan_use", type="primary",
+                      on_click=use_draft_in_class, icon=":material/play_lesson:")
+
+
+def project(state: dict) -> None:
+    """Callback (teacher): show a student's snapshot; the class that follows moves to it."""
+    show_state(state)
+
+
+@st.fragment(run_every=2)
+def gallery() -> None:
+    """The class's snapshots, newest first; Project moves the teacher (and the class that follows) to one."""
+    if GOTO in ss():  # a snapshot was chosen: the whole app moves to it
+        st.rerun(scope="app")
+    shots = cls.teacher_call(cls.store().shots) or []
+    st.subheader(f"Snapshots from students ({len(shots)})")
+    if not shots:
+        st.caption("A student sends one with “Send a snapshot to the teacher” in their sidebar: their view and a "
+                   "one-line note. Pick one here to project it.")
+        return
+    cols = st.columns(3)
+    for i, shot in enumerate(reversed(shots)):
+        with cols[i % 3].container(border=True, key=f"shot_{shot['n']}"):
+            st.markdown(f"**Snapshot {shot['n']}** · student {shot['student']}")
+            st.markdown(f"“{md(shot['note'])}”" if shot["note"] else "*(no note)*")
+            st.caption(describe(shot["state"]))
+            st.button("Project this", key=f"shot_project_{shot['n']}", on_click=project, args=(shot["state"],),
+                      icon=":material/cast:", width="stretch")
