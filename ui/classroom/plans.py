@@ -187,7 +187,8 @@ def go_to_stop(i: int) -> None:
     show_state(stop.state)
     if stop.question is not None:
         q = stop.question
-        cls.teacher_call(cls.store().ask_peer, q["text"], list(q["options"]), q["answer"], "plan")  # a peer-instruction cycle
+        # asked as every question is: a peer-instruction vote (vote, discuss, vote again, reveal)
+        cls.teacher_call(cls.store().ask_peer, q["text"], list(q["options"]), q["answer"], "plan")
     read_pace()
 
 
