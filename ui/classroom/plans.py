@@ -52,10 +52,12 @@ def ss():
 
 
 def heads() -> list[str]:
-    from ui.models import current_model
+    """The heads a plan may name: the shipped model's (a class shares only shipped models, whatever this session
+    shows: a student's own model may have other heads)."""
+    from ui.models import load_shipped
     from ui.sidebar import all_heads
 
-    return all_heads(current_model().bundle.config)
+    return all_heads(load_shipped("base").config)
 
 
 def read_file(raw: bytes) -> P.Plan:
