@@ -393,20 +393,22 @@ def training_notice(data: dict) -> str:
     if not (r["cpu_seconds_to_target"] and f["cpu_seconds_to_target"]):
         return f"Not both models reached {t['target']:.0%} within {t['max_steps']} steps with any recipe (table)."
     ratio = r["cpu_seconds_to_target"] / f["cpu_seconds_to_target"]
-    faster = "the Transformer" if ratio > 1 else "the RNN"
+    shown = round(r["cpu_seconds_to_target"], 1), round(f["cpu_seconds_to_target"], 1)  # as the sentence gives them
+    verdict = ("the two got there in the same CPU time" if shown[0] == shown[1]
+               else f"{'the Transformer' if ratio > 1 else 'the RNN'} got there first")
     text = (f"Each model had the same sweep ({n} recipes × {t['seeds']} seeds, one CPU thread). The best RNN "
             f"recipe reached {t['target']:.0%} held-out exact match after {r['steps_to_target']:.0f} steps and "
             f"{r['cpu_seconds_to_target']:.1f} CPU s, the best Transformer recipe after {f['steps_to_target']:.0f} "
-            f"steps and {f['cpu_seconds_to_target']:.1f} CPU s: {faster} got there first "
+            f"steps and {f['cpu_seconds_to_target']:.1f} CPU s: {verdict} "
             f"(RNN/Transformer {ratio:.2f}x in CPU time, {r['steps_to_target'] / f['steps_to_target']:.2f}x in steps).")
     rows = data["encode_time"]["rows"]
     first, last = (row["rnn_ms"] / row["transformer_ms"] for row in (rows[0], rows[-1]))
-    if ratio < 1:
+    if shown[0] < shown[1]:
         text += (f" On one core and sentences this short the recurrence is the cheaper computation; the "
                  f"Transformer's gain is parallelism across positions, which needs parallel hardware and longer "
-                 f"sentences: the RNN/Transformer encode-time ratio grows from {first:.2f} at {rows[0]['length']} "
-                 f"tokens to {last:.2f} at {rows[-1]['length']}.")
-    else:
+                 f"sentences (the RNN/Transformer encode-time ratio is {first:.2f} at {rows[0]['length']} tokens and "
+                 f"{last:.2f} at {rows[-1]['length']}).")
+    elif shown[0] > shown[1]:
         why = []
         if r["steps_to_target"] > f["steps_to_target"]:
             why.append(f"fewer steps ({f['steps_to_target']:.0f} against {r['steps_to_target']:.0f})")
@@ -415,7 +417,8 @@ def training_notice(data: dict) -> str:
                        f"the sentence position by position, a chain of small operations)")
         if why:
             text += f" The Transformer's lead comes from {' and '.join(why)}."
-        how = "faster" if last < 1 else "slower"
+        how = ("faster" if max(first, last) < 1 else "slower" if min(first, last) > 1
+               else "faster at one end of the lengths and slower at the other")
         text += (f" Encoding alone is another matter: on one core the RNN encodes a batch {how} (RNN/Transformer "
                  f"time {first:.2f} at {rows[0]['length']} tokens, {last:.2f} at {rows[-1]['length']}); the "
                  f"Transformer's gain there is that it takes all positions at once, which needs parallel hardware.")
