@@ -382,7 +382,7 @@ def test_why_bleu_table_and_chart():
 
 def test_why_figures_helper_sees_all_charts():
     at = run_page("why_attention")
-    assert len(figures(at)) == 2
+    assert len(figures(at)) == 3  # the page's charts, Table 3's steps to 95% among them
     assert re.search(r"Table 2", all_text(at))
 
 
