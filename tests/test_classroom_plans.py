@@ -16,6 +16,7 @@ import pytest
 import torch
 
 import classroom
+import training
 from classroom import MemoryClassStore, RedisClassStore
 from classroom import plans as P
 from model import checkpoint, coref, pipeline
@@ -364,8 +365,24 @@ def test_shipped_plan_files_are_small_and_linkable():
         assert len(P.plan_to_link(plan)) < 2000
 
 
+@pytest.fixture
+def local_training(monkeypatch):
+    """A fresh local pool for a test that trains: an earlier test of the session may have left the process-wide
+    training service on a Redis queue (tests/test_pages_training.py does the same)."""
+    from training.local_pool import LocalPool
+
+    pool = LocalPool(starts_per_minute=1000, jobs_per_client=10)
+    monkeypatch.delenv(REDIS_URL_ENV, raising=False)
+    monkeypatch.setattr(training, "_SERVICE", pool)
+    yield pool
+    for job in pool.active_jobs():
+        job.stop("test ended")
+        job.join(60)
+    pool.shutdown()
+
+
 # -- the class board: students' own runs side by side -------------------------------------------------------------
-def test_shared_run_board_of_students_runs(monkeypatch):
+def test_shared_run_board_of_students_runs(monkeypatch, local_training):
     """Two students train their own tiny models (the real background job) and put them on the class board; the
     teacher's classroom page shows both side by side. (The board on Redis: tests/test_class_plans.py.)"""
     from tests.test_pages_training import finish, start
@@ -400,7 +417,7 @@ def test_shared_run_board_of_students_runs(monkeypatch):
     assert [tr["name"] for tr in lines] == ["student 1", "student 2"]
 
 
-def test_shared_run_of_the_teacher_followed_by_the_class(monkeypatch):
+def test_shared_run_of_the_teacher_followed_by_the_class(monkeypatch, local_training):
     """The teacher trains on "Train your own" while teaching: the run reaches every following student's page (its
     step, its loss curve), and its result when it ends; a student who explores on their own is left alone."""
     from tests.test_pages_training import finish, start
