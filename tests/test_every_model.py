@@ -82,7 +82,7 @@ def test_every_page_at_the_corners_of_the_bound_box(corner):
     assert run_every_page(bundle_for(cfg), "the animal didn't cross the street because it was too tired") == {}
 
 
-@settings(max_examples=4, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=2, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck))
 @given(configs(), st.sampled_from(["i am a student", "thinking machines", "the cat " * 40, "zzz"]))
 def test_every_page_for_models_inside_the_bounds(cfg, sentence):
     assert run_every_page(bundle_for(cfg), sentence) == {}

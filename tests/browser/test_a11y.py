@@ -65,14 +65,6 @@ def describe(violations: list[dict]) -> str:
     return "\n".join(lines)
 
 
-@pytest.mark.parametrize("path", PAGES)
-def test_axe_every_page(app, path):
-    app.goto(path, s=SENTENCE)
-    settle(app)
-    bad = axe_violations(app)
-    assert not bad, f"/{path}: serious or critical axe violations:\n{describe(bad)}"
-
-
 @pytest.mark.parametrize("path", ["overview", "self_attention", "decoder"])
 def test_axe_presenter_and_phone(app, path):
     app.goto(path, s=SENTENCE, presenter="1")
@@ -90,15 +82,6 @@ CHART_LABELS_JS = """() => [...document.querySelectorAll(
     '[data-testid="stPlotlyChart"], [data-testid="stGraphVizChart"]')].map(c => ({
   label: (c.getAttribute('aria-label') || c.querySelector('[aria-label]')?.getAttribute('aria-label') || '').trim(),
   testid: c.getAttribute('data-testid'), role: c.getAttribute('role') || ''}))"""
-
-
-@pytest.mark.parametrize("path", PAGES)
-def test_every_chart_has_a_text_alternative(app, path):
-    app.goto(path, s=SENTENCE)
-    settle(app)
-    charts = app.page.evaluate(CHART_LABELS_JS)
-    unlabelled = [c for c in charts if len(c["label"]) < 10]
-    assert not unlabelled, f"/{path}: {len(unlabelled)} of {len(charts)} charts without an aria-label"
 
 
 FONT_JS = """() => {
@@ -130,9 +113,16 @@ OVERLAP_JS = """() => {
 
 
 @pytest.mark.parametrize("path", PAGES)
-def test_chart_text_is_legible(app, path):
+def test_every_page_passes_axe_and_its_charts_are_labelled_and_legible(app, path):
+    """One visit per page (a visit costs a page's run and its drawing): no serious or critical axe violation,
+    every chart with a text alternative, chart text at least MIN_FONT_PX and no overlapping heatmap labels."""
     app.goto(path, s=SENTENCE)
     settle(app)
+    bad = axe_violations(app)
+    assert not bad, f"/{path}: serious or critical axe violations:\n{describe(bad)}"
+    charts = app.page.evaluate(CHART_LABELS_JS)
+    unlabelled = [c for c in charts if len(c["label"]) < 10]
+    assert not unlabelled, f"/{path}: {len(unlabelled)} of {len(charts)} charts without an aria-label"
     sizes = app.page.evaluate(FONT_JS)
     small = [s for s in sizes if s[0] < MIN_FONT_PX]
     assert not small, f"/{path}: chart text under {MIN_FONT_PX} px, e.g. {small[:6]}"
