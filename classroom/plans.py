@@ -261,10 +261,35 @@ def check_run(run) -> dict:
 
 
 RUN_STATES = ("running", "finished", "stopped", "failed")
+MAX_ATTENTION_TOKENS = 40  # tokens on each axis of the followed run's attention snapshot
+ATTENTION_KEYS = ("step", "title", "queries", "keys", "weights")
+
+
+def check_attention(att) -> dict | None:
+    """The followed run's latest attention snapshot, or None: {"step", "title", "queries": [token], "keys":
+    [token], "weights": [[share] per key] per query} (at most MAX_ATTENTION_TOKENS tokens each way)."""
+    if att is None:
+        return None
+    if not isinstance(att, dict) or set(att) != set(ATTENTION_KEYS):
+        raise InvalidInput(f"a run's attention has {', '.join(ATTENTION_KEYS)}")
+    axes = {}
+    for axis in ("queries", "keys"):
+        tokens = att[axis]
+        if not isinstance(tokens, list) or not 1 <= len(tokens) <= MAX_ATTENTION_TOKENS:
+            raise InvalidInput(f"a run's attention has 1 to {MAX_ATTENTION_TOKENS} {axis}")
+        axes[axis] = [check_text(t, 50, "a token") for t in tokens]
+    rows = att["weights"]
+    if not isinstance(rows, list) or len(rows) != len(axes["queries"]) or \
+            not all(isinstance(r, list) and len(r) == len(axes["keys"]) for r in rows):
+        raise InvalidInput("a run's attention weights are one row per query and one share per key")
+    return {"step": int(_number(att["step"], "the snapshot's step", 0, 1e9)),
+            "title": check_text(att["title"], MAX_RUN_TEXT, "the snapshot's title"), **axes,
+            "weights": [[float(_number(w, "an attention weight", 0, 1)) for w in r] for r in rows]}
 
 
 def check_class_run(run) -> dict:
-    """The teacher's run as the class follows it: a board run (`check_run`) plus its state, step and total."""
+    """The teacher's run as the class follows it: a board run (`check_run`) plus its state, step and total, and
+    (optionally) its latest attention snapshot (`check_attention`)."""
     if not isinstance(run, dict):
         raise InvalidInput("the class's run is an object")
     extra = {k: run.get(k, 0) for k in ("state", "step", "total", "model")}
@@ -272,7 +297,8 @@ def check_class_run(run) -> dict:
         raise InvalidInput(f"the run's state is one of {', '.join(RUN_STATES)}")
     for key in ("step", "total", "model"):  # model: the version of the run's model in the class store (0: none)
         extra[key] = int(_number(extra[key], f"the run's {key}", 0, 1e9))
-    return {**check_run({k: v for k, v in run.items() if k not in extra}), **extra}
+    board_run = {k: v for k, v in run.items() if k not in extra and k != "attention"}
+    return {**check_run(board_run), **extra, "attention": check_attention(run.get("attention"))}
 
 
 MAX_CLASS_MODEL_BYTES = 16 * 1024 * 1024  # a teacher's model the class may load (weights and JSON together)

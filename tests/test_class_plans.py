@@ -242,7 +242,8 @@ def test_shared_run_followed_by_the_class_on_the_store(store):
     assert store.set_class_run(code, secret, run)["step"] == 200
     after = store.counters(code)
     assert (after.seq, after.q) == (before.seq + 1, before.q + 1)  # every student's page hears it
-    assert store.class_run(code) == {**board_run(1.1), "state": "running", "step": 200, "total": 300, "model": 0}
+    assert store.class_run(code) == {**board_run(1.1), "state": "running", "step": 200, "total": 300, "model": 0,
+                                     "attention": None}
     for bad in ({**run, "state": "hacked"}, {**run, "step": -1}, {**run, "translation": "<b>"}):
         with pytest.raises(InvalidInput):
             store.set_class_run(code, secret, bad)
@@ -322,3 +323,17 @@ def test_shared_run_curve_of_a_long_or_diverged_run_is_what_the_board_takes():
     assert run["losses"][0] == 5.0 and run["losses"][-1] == 1e6  # NaN left out, a huge loss capped
     assert run["settings"]["d_model"] == 32 and run["exact_match"] is None
     assert P.check_run(run) == run
+
+
+def test_shared_run_attention_is_checked():
+    """The followed run's attention snapshot is plain, bounded data: shapes that agree, shares in [0, 1], tokens
+    without < or >, at most MAX_ATTENTION_TOKENS each way; a run without one still reads."""
+    att = {"step": 40, "title": "Encoder-decoder attention", "queries": ["‹bos›", "je"], "keys": ["i", "am", "‹eos›"],
+           "weights": [[0.5, 0.25, 0.25], [0.9, 0.05, 0.05]]}
+    assert P.check_attention(att) == att and P.check_attention(None) is None
+    bad = [{**att, "weights": [[0.5, 0.5]] * 2}, {**att, "weights": [[1.5, 0, 0], [1, 0, 0]]},
+           {**att, "queries": ["<bos>", "je"]}, {**att, "keys": ["w"] * (P.MAX_ATTENTION_TOKENS + 1)},
+           {**att, "weights": [[float("nan"), 0, 0], [1, 0, 0]]}, {**att, "extra": 1}, [att]]
+    for b in bad:
+        with pytest.raises(InvalidInput):
+            P.check_attention(b)

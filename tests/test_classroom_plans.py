@@ -12,6 +12,7 @@ import re
 import uuid
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -22,7 +23,7 @@ from classroom import plans as P
 from model import checkpoint, coref, pipeline
 from model.trace import Interventions
 from serving.shared_redis import REDIS_URL_ENV
-from tests.apptest_util import ROOT, all_text, no_exception, run_app
+from tests.apptest_util import ROOT, all_text, chart_spec, heatmap_z, no_exception, run_app
 from tests.services import redis_server
 from ui.page_list import PAGES
 from ui.widgets import md
@@ -438,10 +439,15 @@ def test_shared_run_of_the_teacher_followed_by_the_class(monkeypatch, local_trai
     assert (shared["state"], shared["step"], shared["total"]) == ("finished", 12, 12)
     assert shared["losses"][-1] == pytest.approx(view.losses[-1]) and shared["steps"][-1] == 12
     assert shared["exact_match"] == pytest.approx(view.evals[-1].exact_match)
+    snap = [s for s in view.snapshots if s.probe == 0][-1]  # the run's latest attention snapshot reaches the class
+    att = shared["attention"]
+    assert att["step"] == snap.step and att["keys"] == [w.replace("<", "‹").replace(">", "›") for w in snap.src_labels]
+    assert np.allclose(att["weights"], snap.cross[-1].mean(axis=0), atol=5e-4)
     follower.run()
     no_exception(follower)
     assert ":material/model_training: **Your teacher's training run finished after 12 steps** · training loss " \
         f"{view.losses[-1]:.3f}" in all_text(follower)
+    assert np.allclose(heatmap_z(chart_spec(follower, "class_run_attention")), att["weights"], atol=1e-6)
     curve = next(tr for el in follower.get("plotly_chart") for tr in json.loads(el.proto.spec)["data"]
                  if tr.get("name") == "teacher's run")
     assert curve["x"][-1] == 12 and curve["y"][-1] == pytest.approx(view.losses[-1])

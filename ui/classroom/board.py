@@ -24,13 +24,14 @@ from __future__ import annotations
 import math
 import time
 
+import numpy as np
 import streamlit as st
 
 from classroom import ClassStoreError
 from classroom import plans as P
 from ui.classroom import session as cls
 from ui.classroom.plans import leads, ss
-from ui.widgets import chart, md
+from ui.widgets import chart, matrix, md
 from viz.classroom import board_figure, board_notice, board_table
 
 RUN, SHARED, USED, SHARED_JOB = "_class_run", "_class_run_shared", "_class_model_used", "_class_model_job"
@@ -128,9 +129,38 @@ def share_run(view, job=None) -> None:
         version = cls.teacher_call(cls.store().set_class_model, *to_bytes(job.result)) or 0
         ss()[SHARED_JOB] = job.id if version else None
     run = {**_run_of(view), "state": view.state, "step": int(view.step), "total": int(view.tcfg.steps),
-           "model": version}
+           "model": version, "attention": _attention_of(view)}
     if cls.teacher_call(lambda c, k: cls.store().set_class_run(c, k, run)) is not None:
         ss()[SHARED] = (now, view.state, view.step)
+
+
+def _attention_of(view) -> dict | None:
+    """The run's latest attention snapshot of its first probe sentence, as the class sees it: the last decoder
+    layer's encoder-decoder attention, the mean of its heads (the alignment forming), rounded to 3 decimals."""
+    snaps = [s for s in view.snapshots if s.probe == 0]
+    if not snaps:
+        return None
+    snap = snaps[-1]
+    queries, keys = snap.labels("cross")
+    if max(len(queries), len(keys)) > P.MAX_ATTENTION_TOKENS:
+        return None
+    plain = str.maketrans({"<": "‹", ">": "›"})  # special tokens as the lesson draws them: the store takes no < >
+    weights = snap.cross[-1].mean(axis=0)  # [L, H, Tt, Ts] -> the last layer's mean over heads: [Tt, Ts]
+    title = f"Encoder-decoder attention on “{view.probes[0]}”"[:P.MAX_RUN_TEXT].translate(plain)
+    return {"step": int(snap.step), "title": title,
+            "queries": [t.translate(plain) for t in queries], "keys": [t.translate(plain) for t in keys],
+            "weights": [[round(min(1.0, max(0.0, float(w))), 3) for w in row] for row in weights]}
+
+
+def attention_panel(run: dict) -> None:
+    """The followed run's latest attention snapshot, as a heatmap."""
+    att = run.get("attention")
+    if not att:
+        return
+    n_q, n_k = len(att["queries"]), len(att["keys"])
+    matrix(np.array(att["weights"]), att["keys"], att["queries"], "weights", key="class_run_attention",
+           title=f"{att['title']}: last decoder layer, mean of its heads, step {att['step']}",
+           shape=f"[{n_q}, {n_k}]", x_title="English word (key)", y_title="French word (query)", show_table=False)
 
 
 def use_teacher_model() -> None:
@@ -167,6 +197,7 @@ def class_run_panel() -> None:
                          icon=":material/model_training:"):
             st.caption(line)
             chart(figure, key="class_run_figure")
+            attention_panel(run)
         return
     with st.container(border=True, key="class_run_done"):
         st.markdown(f":material/model_training: **Your teacher's training run {run['state']} after {run['step']} "
@@ -176,8 +207,9 @@ def class_run_panel() -> None:
         elif run["model"]:
             st.button("Explore this model on every page (it becomes “My model”)", key="class_run_use",
                       icon=":material/download:", on_click=use_teacher_model)
-        with st.expander("Its training loss"):
+        with st.expander("Its training loss and its attention"):
             chart(figure, key="class_run_figure")
+            attention_panel(run)
 
 
 def own_model_note() -> str | None:
