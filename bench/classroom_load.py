@@ -371,7 +371,7 @@ async def failover(cluster: Cluster, n: int, timeout: float) -> dict:
 
 
 async def chaos(cluster: Cluster, n: int, timeout: float, burst: int = 10, clickers: float = 0.2,
-                log=print) -> dict:
+                log=print, kill_app: bool = True) -> dict:
     """A class on 2 processes behind HAProxy (Redis) through everything that can go wrong, each phase ending
     with every student's page on the teacher's latest sentence, or counted stale:
 
@@ -383,7 +383,7 @@ async def chaos(cluster: Cluster, n: int, timeout: float, burst: int = 10, click
     3. Redis killed (SIGKILL) and started again by the cluster's supervisor, with its data (a change the
        teacher makes meanwhile is refused and typed again);
     4. HAProxy killed and started again: every connection through it drops at once, then a change;
-    5. an app process killed: its students' pages reconnect through the proxy, then a change.
+    5. an app process killed: its students' pages reconnect through the proxy, then a change (`kill_app`).
     (`cluster` must supervise its parts, as `python -m serving.replicas` does.)
     """
     import random
@@ -492,6 +492,9 @@ async def chaos(cluster: Cluster, n: int, timeout: float, burst: int = 10, click
         await revive()
         await type_("he is tired")
         await settle("HAProxy killed and restarted", t0)
+        if not kill_app:
+            return {"students": n, "clicks_at_run_ends": clicks, "phases": phases,
+                    "stale": sum(p["stale"] for p in phases.values()), "asks": sum(s.asks for s in students)}
         t0 = time.perf_counter()
         on_app2 = sum(s.replica == "app2" for s in students)
         cluster.kill("app2")

@@ -407,9 +407,8 @@ def _config(c: object) -> Config:
                 raise CheckpointError(f"positions must be one of {', '.join(POSITIONS)}, not {_kind(value)}")
             continue
         if key == "key_size":
-            hi = MODEL_BOUNDS["d_model"][1]  # at most d_model / n_heads: Config checks that
-            if value is not None and (type(value) is not int or not 1 <= value <= hi):
-                raise CheckpointError(f"key_size must be null or a whole number from 1 to {hi:g}, not {_kind(value)}")
+            if value is not None and (type(value) is not int or not 1 <= value <= MODEL_BOUNDS["d_model"][1]):
+                raise CheckpointError(f"key_size must be null or a whole number from 1 to {MODEL_BOUNDS['d_model'][1]:g}, not {_kind(value)}")  # noqa: E501
             continue
         what = f"{key} ({MODEL_LABELS[key]})" if key in MODEL_LABELS else key
         number = isinstance(value, int | float) and not isinstance(value, bool)
