@@ -14,7 +14,6 @@ import pytest
 
 from classroom import ClassEnded, Forbidden, InvalidInput, MemoryClassStore, NotFound, RateLimited, RedisClassStore
 from classroom import plans as P
-from tests.services import redis_server
 
 PAGES = {"overview", "multi_head", "self_attention", "decoder", "lesson"}
 HEADS = {f"{m}:{h}" for m in ("enc.0.self_attn", "enc.1.self_attn", "dec.0.self_attn", "dec.0.cross_attn")
@@ -28,12 +27,6 @@ def plan_dict(n: int = 3, **stop_extra) -> dict:
     stops = [{"caption": f"stop {i}", "state": {**STATE, "page": ["overview", "multi_head", "decoder"][i % 3]},
               **stop_extra} for i in range(n)]
     return {"format": P.FORMAT, "title": "A test plan", "stops": stops}
-
-
-@pytest.fixture(scope="module")
-def redis_url():
-    with redis_server() as url:
-        yield url
 
 
 @pytest.fixture(params=["memory", "redis"])

@@ -24,19 +24,12 @@ from model import checkpoint, coref, pipeline
 from model.trace import Interventions
 from serving.shared_redis import REDIS_URL_ENV
 from tests.apptest_util import ROOT, all_text, chart_spec, heatmap_z, no_exception, run_app
-from tests.services import redis_server
 from ui.page_list import PAGES
 from ui.widgets import md
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 PLANS = sorted((ROOT / "assets" / "plans").glob("*.json"))
 STOP_PAGES = {p.url_path for p in PAGES if p.url_path != "classroom"}
-
-
-@pytest.fixture(scope="module")
-def redis_url():
-    with redis_server() as url:
-        yield url
 
 
 @pytest.fixture(params=["memory", "redis"])
