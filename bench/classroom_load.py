@@ -160,7 +160,7 @@ def half_drawn(s: StreamlitSession, since: float) -> int:
     """How many full runs since `since` this client saw start and never saw end: the next run started first
     (Streamlit dropped the end of the page: the race ui/classroom/panels.py repairs with its mark)."""
     count, open_full = 0, False
-    for _, kind, what in (r for r in s.runs if r[0] >= since):
+    for _, kind, what in (r for r in s.runs if r[0] >= since and r[1] in ("new_session", "script_finished")):
         if kind == "new_session":
             count += open_full
             open_full = not what  # a full run has no fragment ids
@@ -371,7 +371,7 @@ async def failover(cluster: Cluster, n: int, timeout: float) -> dict:
 
 
 async def chaos(cluster: Cluster, n: int, timeout: float, burst: int = 10, clickers: float = 0.2,
-                log=print, kill_app: bool = True) -> dict:
+                log=print) -> dict:
     """A class on 2 processes behind HAProxy (Redis) through everything that can go wrong, each phase ending
     with every student's page on the teacher's latest sentence, or counted stale:
 
@@ -383,7 +383,7 @@ async def chaos(cluster: Cluster, n: int, timeout: float, burst: int = 10, click
     3. Redis killed (SIGKILL) and started again by the cluster's supervisor, with its data (a change the
        teacher makes meanwhile is refused and typed again);
     4. HAProxy killed and started again: every connection through it drops at once, then a change;
-    5. an app process killed: its students' pages reconnect through the proxy, then a change (`kill_app`).
+    5. an app process killed: its students' pages reconnect through the proxy, then a change.
     (`cluster` must supervise its parts, as `python -m serving.replicas` does.)
     """
     import random
@@ -435,6 +435,9 @@ async def chaos(cluster: Cluster, n: int, timeout: float, burst: int = 10, click
                      [el.toast.body[:60] for _, el in s.elements.values() if el.WhichOneof("type") == "toast"],
                      s.query_string[:40]) for s in stale[:5]]
             log(f"    stale: {seen}")
+            for s in stale[:3]:
+                log(f"    runs of one: {s.runs[-70:]}")
+                log(f"    its page: {s.text()[:300]!r} / sidebar {s.text(1)[:300]!r}")
 
     from classroom import ClassStoreError, RedisClassStore
 
@@ -492,9 +495,6 @@ async def chaos(cluster: Cluster, n: int, timeout: float, burst: int = 10, click
         await revive()
         await type_("he is tired")
         await settle("HAProxy killed and restarted", t0)
-        if not kill_app:
-            return {"students": n, "clicks_at_run_ends": clicks, "phases": phases,
-                    "stale": sum(p["stale"] for p in phases.values()), "asks": sum(s.asks for s in students)}
         t0 = time.perf_counter()
         on_app2 = sum(s.replica == "app2" for s in students)
         cluster.kill("app2")

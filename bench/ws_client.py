@@ -140,7 +140,9 @@ class StreamlitSession:
         self.on_full_run = None  # called with this session after every full run (a poll that reran the app too)
         self.full_runs = 0
         self.running = False  # a run is under way (between new_session and its script_finished)
-        self.runs: list[tuple] = []  # (time, "new_session" / "script_finished", fragment ids / status)
+        # what happened, for a report on a stuck session: (time, "new_session" / "script_finished", fragment ids /
+        # status), and (time, "navigation" / "query" / "toast", the page's hash / the address's query / the text)
+        self.runs: list[tuple] = []
         self.session_id = ""  # the server's id of this session (a reconnect asks for it again)
         self.sync: dict | None = None  # the class component's data: url, watch, drawn (and its element id)
         self.latest: dict | None = None  # the class's counters, as its event stream last said
@@ -400,7 +402,7 @@ class StreamlitSession:
         if kind in ("new_session", "script_finished"):  # the last few runs, for a report on a stuck session
             self.runs.append((round(time.perf_counter(), 2), kind, msg.script_finished if kind == "script_finished"
                               else list(msg.metadata.run.fragment_ids)))
-            del self.runs[:-60]
+            del self.runs[:-120]
         if kind == "new_session":
             self.running = True
             ns = msg.new_session
@@ -417,6 +419,8 @@ class StreamlitSession:
         elif kind == "delta" and msg.delta.WhichOneof("type") == "new_element":
             el = msg.delta.new_element
             self.elements[tuple(msg.metadata.delta_path)] = (msg.metadata.active_script_hash, el)
+            if el.WhichOneof("type") == "toast":
+                self.runs.append((round(time.perf_counter(), 2), "toast", el.toast.body[:80]))
             if el.WhichOneof("type") == "bidi_component" and el.bidi_component.component_name == "glass_class_sync":
                 b = el.bidi_component
                 self.sync = {**json.loads(b.json or b.mixed.json or "{}"), "id": b.id}
@@ -432,8 +436,10 @@ class StreamlitSession:
             for p in msg.navigation.app_pages:
                 self.pages[p.page_name] = self.pages[p.url_pathname] = p.page_script_hash
             self.page_hash = msg.navigation.page_script_hash
+            self.runs.append((round(time.perf_counter(), 2), "navigation", self.page_hash[:8]))
         elif kind == "page_info_changed":
             self.query_string = msg.page_info_changed.query_string
+            self.runs.append((round(time.perf_counter(), 2), "query", self.query_string[:40]))
         elif kind == "ref_hash":  # only sent for hashes the client said it has cached; we list none
             self._fail(RuntimeError("unexpected ref_hash message"))
         elif kind == "auto_rerun":

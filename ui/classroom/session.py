@@ -132,10 +132,15 @@ def notify(text: str) -> None:
     ss()[NOTICE] = text
 
 
-def leave_class(notice: str | None = None) -> None:
-    """Forget the class in this session (nothing of it stays here); the URL loses its code."""
+def forget_class() -> None:
+    """Forget the class in this session (nothing of it stays here); the URL is left as it is."""
     for key in KEYS:
         ss().pop(key, None)
+
+
+def leave_class(notice: str | None = None) -> None:
+    """Forget the class in this session; the URL loses its code."""
+    forget_class()
     for param in (PARAM, FOLLOW_PARAM, TOKEN_PARAM):
         with contextlib.suppress(KeyError):
             del st.query_params[param]
@@ -282,10 +287,14 @@ def join(raw_code: str, follow: bool = True, token: str | None = None) -> bool |
     except ClassStoreError as e:
         notify(str(e))
         return False
-    leave_class()
+    forget_class()  # a class this session was in: the address is rewritten for this one at once, below
     s[CODE], s[ROLE], s[STUDENT], s[FOLLOWING], s[SNAP] = snap.code, "student", sid, follow, snap
     if token:
         s[LINK_TOKEN] = token
+    # Now, not only at the run's end: a run cut short by the next request (a click, the class's next change)
+    # must not leave an address without the class, or the page's next session (its process restarted, its
+    # websocket reconnected to another process) would start outside the class.
+    write_url()
     return True
 
 
@@ -358,9 +367,10 @@ def follow_on_run(page: str) -> None:
 
 
 def set_following(on: bool) -> None:
-    """Callback of the badge's buttons (their click reruns the whole app)."""
+    """Callback of the badge's buttons (their click reruns the whole app); the address says it at once."""
     ss()[FOLLOWING] = on
     ss().pop(APPLIED, None)  # following again: the teacher's state is applied afresh
+    write_url()
 
 
 # -- the teacher's side ---------------------------------------------------------------------------------
