@@ -12,8 +12,15 @@ on its own.
 import streamlit as st
 
 if __name__ != "__main__":  # imported by `streamlit run app.py` (or an ASGI server): the web server
+    import importlib
+    import threading
+
     from ui import session_info
     from ui.classroom import push
+
+    # The heavy imports of the first page (torch, pandas, plotly: ui/startup.py) begin now, beside the server's
+    # own start, instead of when the first visitor's page runs: that run finds them done (or waits for the rest).
+    threading.Thread(target=importlib.import_module, args=("ui.startup",), name="glass-warm-up", daemon=True).start()
 
     # the middleware: a client over its share of the server (many tabs, many clicks) waits; the others never do
     app = st.App("app.py", routes=push.routes(), lifespan=push.lifespan, middleware=session_info.middleware())

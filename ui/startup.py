@@ -1,4 +1,5 @@
-"""Once per server process, imported first by app.py: settings that must precede the heavy imports.
+"""Once per server process, imported first by app.py (its web server starts importing it in the background; every
+script run imports it first): settings that must precede the heavy imports.
 
 - One torch (OpenMP) thread per server thread: on a small shared machine, torch's intra-op threads
   fight the server and each other (a page with a new sentence: 0.37 s with 1 thread, 4-7 s with 2).
@@ -8,7 +9,9 @@
   full collections stay short while students use the app (see also `runner.postScriptGC` in
   .streamlit/config.toml).
 
-Python caches the module, so this runs on the first script run of the process and never again.
+Python caches the module, so this runs once per process: on the web server's warm-up thread (app.py), or on the
+first script run when that has not begun it (a page run on its own, AppTest); a run that comes while the thread
+imports waits for it on Python's import lock.
 """
 
 from __future__ import annotations
