@@ -22,15 +22,18 @@ if notice:
     st.warning(md(notice), icon=":material/groups:")
 
 
-@st.fragment(run_every=1)
+@st.fragment
 def live_answers() -> None:
-    """The open question's answers, live: how many, and how they spread; Reveal; then the model's answer."""
+    """The open question's answers, live: how many, and how they spread; Reveal; then the model's answer. Live
+    without a timer: a new answer moves the class's tally, whose event redraws this page (ui/classroom/panels.py,
+    `teacher_panel`)."""
     snap = cls.teacher_snapshot()
     if snap is None:
-        if cls.is_teacher():  # the class service is unreachable: say so, and ask again at the next tick (no loop)
+        if cls.is_teacher():  # the class service is unreachable: say so (the stream redraws the page when it is back)
             st.caption(f":material/cloud_off: {cls.UNREACHABLE_TEXT}")
             return
         st.rerun(scope="app")
+    st.session_state[cls.CONSOLE_TALLY] = snap.tally
     st.metric("Students in the class", snap.students)
     if snap.question is None:
         st.caption("No question asked yet.")

@@ -713,3 +713,46 @@ def test_a_page_whose_run_lost_its_end_asks_again_until_it_shows_the_class(tmp_p
         asyncio.run(asyncio.wait_for(run(server.url), 180))
     finally:
         server.stop()
+
+
+def test_the_teachers_console_has_no_timer_and_follows_the_class_by_its_events(tmp_path):
+    """The teacher's class page (answers, votes, arrivals, snapshots) is redrawn by the class's events: its only
+    timer is the sidebar's touch of the class once a minute (before: the answers every second, the snapshots every
+    two). A student's answer moves the class's tally; the teacher's page hears it and shows the answer, with no
+    request of the teacher's own. (In Chromium the event reruns the sidebar's panel, which redraws the whole page
+    because the console drew an older tally: tests/browser/test_classroom_peer_browser.py sees the answers arrive.)"""
+    from bench.classroom_load import CODE, Cookie, _button, join
+    from serving.processes import start_app
+
+    async def until(check, seconds: float) -> bool:
+        deadline = time.monotonic() + seconds
+        while not check() and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        return check()
+
+    async def run(url: str) -> None:
+        teacher = Cookie(url, timeout=120)
+        student = None
+        try:
+            await teacher.connect("classroom")
+            await teacher.click("class_start")
+            code = CODE.search(teacher.text())[1]
+            await teacher.click("class_ask")
+            assert set(teacher.fragments.values()) == {60.0}, teacher.fragments  # the touch, and nothing else
+            teacher.start_following()
+            assert "0 of 0 students answered" in teacher.text() or "0 of 1" in teacher.text()
+            student = await join(url, code)
+            assert await until(lambda: _button(student, "class_answer_1_0"), 10)
+            asks = teacher.asks
+            await student.click("class_answer_1_0")
+            assert await until(lambda: "1 of 1 students answered" in teacher.text(), 15), teacher.text()[-400:]
+            assert teacher.asks > asks  # the teacher's page asked for the redraw itself, on the class's event
+            assert set(teacher.fragments.values()) == {60.0}
+        finally:
+            await asyncio.gather(teacher.close(), *([student.close()] if student else []), return_exceptions=True)
+
+    server = start_app(log=tmp_path / "server.log", timeout=120)
+    try:
+        asyncio.run(asyncio.wait_for(run(server.url), 180))
+    finally:
+        server.stop()

@@ -25,6 +25,7 @@ from classroom import ClassSnapshot, ClassStoreError
 from ui.classroom import board, peer, plans, push
 from ui.classroom.session import (
     CLASS_PAGE,
+    CONSOLE_TALLY,
     EVENTS,
     MAX_RERUNS,
     NOTICE,
@@ -172,6 +173,9 @@ def teacher_panel() -> None:
             end_of_run("tally", ss().get(TALLY_DRAWN, 0), recheck=False)
             return
         st.rerun(scope="app")
+    drawn = ss().get(CONSOLE_TALLY)  # (None in a full run: the page has not drawn yet; set on the class page only)
+    if drawn is not None and drawn != snap.tally:  # an answer, a vote, a student, a snapshot: the console redraws
+        st.rerun(scope="app")
     if time.monotonic() - ss().get(TOUCHED, 0.0) > TOUCH_SECONDS:
         teacher_call(store().touch)
         ss()[TOUCHED] = time.monotonic()
@@ -191,7 +195,8 @@ def teacher_panel() -> None:
 
 
 # The teacher's panel reruns on its own when a student joins or answers (its stream's trigger reruns this
-# fragment only), and once a minute to touch the class while the teacher's page is open.
+# fragment only; on the class page, whose console shows the answers, the whole page), and once a minute to touch
+# the class while the teacher's page is open.
 teacher_poller = st.fragment(run_every=TOUCH_SECONDS)(teacher_panel)
 
 
@@ -200,6 +205,7 @@ def run(page: StreamlitPage, body: Callable[[], None]) -> None:
     then `body()` (the sidebar and the page), then publish (teacher), keep the URL (student) and, for a
     student, end the page (`end_of_run`)."""
     here = page.url_path or "home"
+    ss().pop(CONSOLE_TALLY, None)  # the class page sets it again as it draws its console
     join_from_link()
     plans.on_run(here)  # a plan link, the class's pace, a move asked for by Next / a stop / a snapshot
     board.read_run()  # the teacher's training run, as the class follows it

@@ -488,9 +488,10 @@ def project(state: dict) -> None:
     show_state(state)
 
 
-@st.fragment(run_every=2)
+@st.fragment
 def gallery() -> None:
-    """The class's snapshots, newest first; Project moves the teacher (and the class that follows) to one."""
+    """The class's snapshots, newest first; Project moves the teacher (and the class that follows) to one. A new
+    snapshot moves the class's tally, whose event redraws the teacher's page (no timer)."""
     if GOTO in ss():  # a snapshot was chosen: the whole app moves to it
         st.rerun(scope="app")
     shots = cls.teacher_call(cls.store().shots) or []

@@ -89,8 +89,11 @@ PUBLISHED, TEACHER_PAGE, ASKED, TOUCHED, NOTICE = ("_class_published", "_class_p
 LINK_TOKEN = "_class_link_token"  # the join link's token (classroom.rules.link_token): teacher and student
 UNREACHABLE = "_class_unreachable"  # the class store could not be reached on this session's last read
 UNREACHABLE_TEXT = "The class service is unreachable: reconnecting…"
+# the tally (answers, votes, arrivals, snapshots) the teacher's class page drew in this full run (None: another
+# page): when the class's stream announces another, the teacher's sidebar panel redraws the whole page (no timer)
+CONSOLE_TALLY = "_class_console_tally"
 KEYS = (CODE, ROLE, FOLLOWING, SECRET, STUDENT, APPLIED, SHOWS, RERUNS, SNAP, PUBLISHED, TEACHER_PAGE, ASKED, TOUCHED,
-        LINK_TOKEN, UNREACHABLE)
+        LINK_TOKEN, UNREACHABLE, CONSOLE_TALLY)
 CLASS_PAGE = "classroom"  # the class's own page: its url path
 NOT_SHARED = (CLASS_PAGE, "home")  # pages a teacher visits without taking the class along
 TOUCH_SECONDS = 60.0  # at most one touch a minute (the teacher's page also touches the class each minute)
