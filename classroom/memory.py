@@ -111,7 +111,7 @@ class MemoryClassStore(MemoryVotes, ClassStore):
         with self._lock:
             now = self._clock()
             if self._live(code, now) is not None:
-                return False
+                return False, None
             previous = self._owned.get(okey) if okey is not None else None
             ended = None
             if previous is not None and (old := self._live(previous, now)) is not None and not old.ended:
@@ -132,7 +132,7 @@ class MemoryClassStore(MemoryVotes, ClassStore):
                 self._owned[okey] = code
         if ended is not None:
             self._announce(previous, ended)
-        return True
+        return True, previous if ended is not None else None
 
     def _tombstone(self, code: str, now: float) -> Counters:  # under the lock; the ended class's counters
         old = self._classes.get(code)

@@ -63,6 +63,8 @@ for i = 1, 5 do redis.call('PEXPIRE', KEYS[i], ARGV[2]) end
 _LUA = {
     # KEYS: class, client's classes, client's starts, live classes, owner. ARGV: secret hash, idle TTL ms, state,
     # code, classes per client, starts per minute, max classes, prefix, tombstone ms, client, owner given (0/1).
+    # Returns {1, 0, the owner's previous class if this ended it, else ''}, {0, 0} (the code is taken), or
+    # {-10|-11|-12, ms to wait} (a limit).
     "create": _ANNOUNCE + """
 if redis.call('EXISTS', KEYS[1]) == 1 then return {0, 0} end
 local now = redis.call('TIME')
@@ -71,9 +73,11 @@ local function running(code)
   local h = redis.call('HMGET', ARGV[8] .. ':' .. code, 'secret', 'ended')
   return h[1] and h[2] ~= '1'
 end
+local ended = ''
 if ARGV[11] == '1' then
   local previous = redis.call('GET', KEYS[5])
   if previous and running(previous) then
+    ended = previous
     local k = ARGV[8] .. ':' .. previous
     local c = redis.call('HMGET', k, 'seq', 'q', 'tally')
     redis.call('DEL', k, k .. ':answers', k .. ':counts', k .. ':students', k .. ':joined', k .. ':here')
@@ -107,7 +111,7 @@ redis.call('ZADD', KEYS[3], t, ARGV[4])
 redis.call('EXPIRE', KEYS[3], 120)
 redis.call('ZADD', KEYS[4], t, ARGV[4])
 if ARGV[11] == '1' then redis.call('SET', KEYS[5], ARGV[4], 'PX', ARGV[2]) end
-return {1, 0}""",
+return {1, 0, ended}""",
     "touch": _TEACHER + "return 0",
     "set_state": _TEACHER + """
 redis.call('HSET', KEYS[1], 'state', ARGV[3])
@@ -459,7 +463,7 @@ class RedisClassStore(RedisVotes, ClassStore):
     def _create(self, code, shash, state, ckey, okey):
         keys = [self._keys(code)[0], f"{self._p}:client:{ckey}", f"{self._p}:starts:{ckey}", f"{self._p}:live",
                 f"{self._p}:owner:{okey or '-'}"]
-        status, wait_ms = self._script("create", keys, [
+        status, wait_ms, *ended = self._script("create", keys, [
             shash, self._ttl_ms, json.dumps(state), code, self.classes_per_client, self.class_starts_per_minute,
             self.max_classes, self._p, max(1, int(self.tombstone_seconds * 1000)), ckey, int(okey is not None)], code)
         if status == -10:
@@ -468,7 +472,7 @@ class RedisClassStore(RedisVotes, ClassStore):
             raise RateLimited(max(int(wait_ms), 0) / 1000)
         if status == -12:
             raise ClassStoreError("Too many classes on this server: try again later.")
-        return status == 1
+        return status == 1, (ended[0] or None) if ended else None
 
     def _secret_hash(self, code):
         with self._errors():

@@ -168,7 +168,10 @@ class ClassStore(PeerVotes, ABC):
         secret = secrets.token_urlsafe(24)
         for _ in range(20):
             code = new_code()
-            if self._create(code, secret_hash(code, secret), state, ckey, okey):
+            created, ended = self._create(code, secret_hash(code, secret), state, ckey, okey)
+            if ended is not None:  # the owner's previous class: its polls and results go with it, as in `end`
+                self._end_votes(ended)
+            if created:
                 return code, secret
         raise ClassStoreError("could not find a free class code")  # pragma: no cover - 887M codes
 
@@ -341,7 +344,8 @@ class ClassStore(PeerVotes, ABC):
 
     # back-end
     @abstractmethod
-    def _create(self, code: str, shash: str, state: dict, ckey: str, okey: str | None) -> bool: ...
+    def _create(self, code: str, shash: str, state: dict, ckey: str, okey: str | None
+                ) -> tuple[bool, str | None]: ...  # (created, the owner's previous class if this ended it)
 
     @abstractmethod
     def _secret_hash(self, code: str) -> str: ...

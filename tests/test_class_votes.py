@@ -79,6 +79,24 @@ def test_a_revote_cycle_keeps_both_rounds_and_hides_them_from_students(make_stor
         assert store._r.keys(f"{store._p}:{code}*") == [f"{store._p}:{code}"]  # votes and results deleted too
 
 
+def test_a_class_a_teacher_ends_by_starting_another_takes_its_votes_along(make_store):
+    """One class per teacher's browser: starting a new one ends the last, and its polls and results go with it,
+    as when the teacher ends it (before: on Redis they stayed until their two-hour expiry)."""
+    store = make_store()
+    first, secret = store.create({"sentence": "the cat is big"}, owner="browser-1")
+    store.join(first, "10.0.0.1", sid(0))
+    qid = store.ask_peer(first, secret, *Q, kind="attention")
+    store.vote(first, sid(0), qid, 1)
+    assert store.results(first, secret)
+    second, secret2 = store.create({"sentence": "the cat is big"}, owner="browser-1")
+    assert store.snapshot(first).ended and not store.snapshot(second).ended
+    assert store._poll_results(first) == [] and store._poll_results(second) == []
+    if isinstance(store, RedisClassStore):
+        assert store._r.keys(f"{store._p}:{first}*") == [f"{store._p}:{first}"]  # only its "ended" marker
+    other, _ = store.create({"sentence": "the cat is big"}, owner="browser-2")  # another teacher ends nothing
+    assert not store.snapshot(second).ended and not store.snapshot(other).ended
+
+
 def test_a_click_answer_counts_cells_of_the_grid(make_store):
     store = make_store()
     code, secret = a_class(store, 4)
