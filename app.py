@@ -36,7 +36,8 @@ else:  # a run of the app's script
 
     st.set_page_config(page_title="Glass Transformer", page_icon=":material/visibility:", layout="wide")
 
-    with fair_share():  # this run's CPU counts against its client's share of the server (serving/inbound.py)
+    # in its turn (a teacher's run first), and its CPU counted against its client's share (serving/inbound.py)
+    with fair_share(lead=classroom.is_teacher()):
         page = shell.navigation()
         if shell.admitted():
             keep_widget_state()

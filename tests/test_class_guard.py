@@ -13,7 +13,7 @@ import pytest
 
 import classroom
 from classroom import RedisClassStore
-from serving.inbound import MESSAGE_COST, InboundLimit, Ledger
+from serving.inbound import MESSAGE_COST, InboundLimit, Ledger, RunSlots
 from serving.processes import running_app, stop
 from serving.shared_redis import REDIS_URL_ENV
 from tests.apptest_util import no_exception, run_app
@@ -48,6 +48,57 @@ def test_a_client_over_its_share_waits_and_nobody_else_does():
     assert ledger.spend("student", MESSAGE_COST) == pytest.approx(2 * MESSAGE_COST / 0.25)
     clock.t += 60  # a minute later everything is paid back
     assert ledger.spend("flooder", MESSAGE_COST) == 0 and ledger.spend("student", MESSAGE_COST) == 0
+
+
+def test_runs_take_turns_and_a_teacher_never_waits():
+    """`RunSlots(1)`: a second run waits for the first (in turn, not all at once); a teacher's run (`lead`) goes
+    at once; a run never waits longer than `wait` (a slow run delays the others by at most that)."""
+    import threading
+
+    slots = RunSlots(1, wait=0.5)
+    order: list[str] = []
+    first_in, release = threading.Event(), threading.Event()
+
+    def first():
+        with slots.slot():
+            order.append("first in")
+            first_in.set()
+            release.wait(5)
+            order.append("first out")
+
+    def second():
+        with slots.slot():
+            order.append("second in")
+
+    a = threading.Thread(target=first)
+    a.start()
+    assert first_in.wait(5)
+    b = threading.Thread(target=second)
+    b.start()
+    time.sleep(0.1)
+    with slots.slot(lead=True):  # the teacher's run: no turn to wait for
+        order.append("teacher")
+    release.set()
+    a.join(5)
+    b.join(5)
+    assert order == ["first in", "teacher", "first out", "second in"] and slots.waited == 1
+    first_in.clear()
+    release.clear()
+    a = threading.Thread(target=first)
+    a.start()
+    assert first_in.wait(5)
+    t = time.monotonic()
+    with slots.slot():  # the slot stays taken: this run goes ahead after `wait`
+        waited = time.monotonic() - t
+    release.set()
+    a.join(5)
+    assert 0.4 < waited < 2.0
+    waited = slots.waited
+    with slots.slot(), slots.slot():  # a fragment's turn inside its app's run (panels.question_panel): one turn
+        with slots.slot():
+            assert slots.waited == waited
+    with RunSlots(0).slot():  # 0: no limit
+        pass
 
 
 def test_the_middleware_holds_back_only_the_flooding_clients_websocket_messages():

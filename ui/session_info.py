@@ -3,8 +3,8 @@
 `current_identity()` reads the request behind the current script run (its XSRF cookie, its address, the
 proxy's header) and hands it to `serving.identity`, which decides who the browser and the client are;
 `streamlit_session_alive` tells a service whether a session is still connected (the training service is
-handed it, so that no service imports Streamlit); `fair_share` charges a run's CPU time to its client
-(serving/inbound.py).
+handed it, so that no service imports Streamlit); `fair_share` runs a script run in its turn and charges its
+CPU time to its client (serving/inbound.py).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import contextlib
 import time
 
 from serving.identity import XSRF_COOKIE, Identity, browser_id, client_address, trusted_proxies
-from serving.inbound import InboundLimit, charge
+from serving.inbound import RUNS, InboundLimit, charge
 
 
 def current_identity() -> Identity:
@@ -57,15 +57,17 @@ def current_session_id() -> str | None:
 
 
 @contextlib.contextmanager
-def fair_share():
-    """Charge the CPU time of this script run to its client (`serving.inbound`: a client over its share of the
-    server waits before its next message is taken in)."""
-    started = time.thread_time()
-    try:
-        yield
-    finally:
-        with contextlib.suppress(Exception):
-            charge(current_identity().client, time.thread_time() - started)
+def fair_share(lead: bool = False):
+    """Run this script run in its turn (`serving.inbound.RUNS`; `lead`: a teacher's, which never waits) and charge
+    its CPU time to its client (`serving.inbound`: a client over its share of the server waits before its next
+    message is taken in)."""
+    with RUNS.slot(lead):
+        started = time.thread_time()
+        try:
+            yield
+        finally:
+            with contextlib.suppress(Exception):
+                charge(current_identity().client, time.thread_time() - started)
 
 
 def middleware() -> list:
