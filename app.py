@@ -18,9 +18,14 @@ if __name__ != "__main__":  # imported by `streamlit run app.py` (or an ASGI ser
     from ui import session_info
     from ui.classroom import push
 
-    # The heavy imports of the first page (torch, pandas, plotly: ui/startup.py) begin now, beside the server's
-    # own start, instead of when the first visitor's page runs: that run finds them done (or waits for the rest).
-    threading.Thread(target=importlib.import_module, args=("ui.startup",), name="glass-warm-up", daemon=True).start()
+    # The first page's imports (torch, pandas, plotly: ui/startup.py; then the app's own modules) begin now, beside
+    # the server's own start, instead of when the first visitor's page runs: that run finds them done (or waits
+    # for the rest on Python's import locks). Importing draws nothing and needs no script run.
+    def _warm_up() -> None:
+        for name in ("ui.startup", "ui.shell", "ui.sidebar", "ui.classroom.panels", "ui.training.session"):
+            importlib.import_module(name)
+
+    threading.Thread(target=_warm_up, name="glass-warm-up", daemon=True).start()
 
     # the middleware: a client over its share of the server (many tabs, many clicks) waits; the others never do
     app = st.App("app.py", routes=push.routes(), lifespan=push.lifespan, middleware=session_info.middleware())
