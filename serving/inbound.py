@@ -120,8 +120,9 @@ class RunSlots:
 
     A waiting run holds nothing (not the interpreter, not a cache's lock). Who leads (a class's teacher) never
     waits: the class's next change is not queued behind the redraws of the last one. A run that waited
-    `SLOT_WAIT` goes ahead anyway, so a slow run delays the others by at most that. Fragment runs (a page's
-    local pickers, the training page's live figures) do not take a turn.
+    `SLOT_WAIT` goes ahead anyway, so a slow run delays the others by at most that. A fragment's run takes a turn
+    only where it charges its client's share (`ui.session_info.fair_share`: the question panel's answers); the
+    other fragments (a page's local pickers, the training page's live figures) do not.
     """
 
     def __init__(self, n: int | None = None, wait: float = SLOT_WAIT):

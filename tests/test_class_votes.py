@@ -88,7 +88,7 @@ def test_a_class_a_teacher_ends_by_starting_another_takes_its_votes_along(make_s
     qid = store.ask_peer(first, secret, *Q, kind="attention")
     store.vote(first, sid(0), qid, 1)
     assert store.results(first, secret)
-    second, secret2 = store.create({"sentence": "the cat is big"}, owner="browser-1")
+    second, _ = store.create({"sentence": "the cat is big"}, owner="browser-1")
     assert store.snapshot(first).ended and not store.snapshot(second).ended
     assert store._poll_results(first) == [] and store._poll_results(second) == []
     if isinstance(store, RedisClassStore):
