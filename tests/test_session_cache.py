@@ -45,3 +45,42 @@ def test_sessions_never_share_a_result():
     spoiler.run()
     assert shown(spoiler) == 7.0  # its own (spoiled) copy, still its own
     assert other.session_state["ids"][0] != spoiler.session_state["ids"][0]
+
+
+def test_a_sessions_copy_shares_no_tensor_and_nothing_mutable():
+    import copy
+    from dataclasses import dataclass
+
+    import torch
+
+    from model.decoding import Candidate
+    from ui.models import fresh_copy
+
+    @dataclass
+    class Box:  # mutable: copied
+        t: torch.Tensor
+        items: list
+
+    @dataclass(frozen=True)
+    class Frozen:  # frozen, but holds a tensor: copied too
+        name: str
+        t: torch.Tensor
+
+    shared_t = torch.arange(6.0).reshape(2, 3)
+    numbers = (Candidate(3, 0.5), Candidate(4, 0.25))  # immutable all the way down: shared, not copied
+    value = {"box": Box(shared_t, [1, 2, numbers]), "frozen": Frozen("f", shared_t[0].clone()),
+             "pair": (shared_t, "x"), "again": shared_t, "odd": {1, 2}}
+    c = fresh_copy(value)
+
+    tensors = [c["box"].t, c["frozen"].t, c["pair"][0], c["again"]]
+    originals = [shared_t, value["frozen"].t, shared_t, shared_t]
+    for new, old in zip(tensors, originals, strict=True):
+        assert torch.equal(new, old) and new.untyped_storage().data_ptr() != old.untyped_storage().data_ptr()
+    assert c["pair"][0] is c["again"] is c["box"].t  # one tensor stays one tensor (as deepcopy keeps it)
+    assert c["box"] is not value["box"] and c["box"].items is not value["box"].items
+    assert c["box"].items[2] is numbers  # nothing in it can change: no copy
+    assert c["odd"] == {1, 2} and c["odd"] is not value["odd"]
+    c["box"].t.fill_(-1.0)
+    c["box"].items.append(9)
+    assert shared_t[0, 1] == 1.0 and value["box"].items == [1, 2, numbers]
+    assert copy.deepcopy(value)["pair"][1] == c["pair"][1] == "x"

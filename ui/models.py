@@ -12,13 +12,17 @@ its own deep copy, made once and kept in a small per-session memo in `st.session
 or a page switch with the same sentence costs nothing and no session can touch another's tensors.
 (`st.cache_data` gives the same isolation, but pickles on every write and unpickles on every read:
 a fifth to a third of a page's rerun, measured; a deep copy of an analysis takes 2 ms, a pickle
-round trip 9 ms.)
+round trip 9 ms.) The copy is `fresh_copy`: `copy.deepcopy` with its memo filled first, every tensor
+cloned (one C call each) and every immutable value (the greedy decoding's frozen steps) kept as it is;
+an analysis of a 12-token sentence (116 tensors) in 0.47 ms instead of 1.70 ms. A class of thirty makes
+thirty copies of each new sentence's analysis at once.
 """
 
 from __future__ import annotations
 
 import collections
 import copy
+import dataclasses
 import functools
 import inspect
 from collections.abc import Callable
@@ -26,6 +30,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 import streamlit as st
+import torch
 
 from model import checkpoint, data, experiments, mask_experiments, pipeline
 from model.checkpoint import Bundle
@@ -66,6 +71,45 @@ def current_model() -> Current:
     return Current(bundle, f"{name}:{bundle.meta.get('weights_sha256', '')[:16]}", name)
 
 
+_ATOMS = (int, float, complex, str, bytes, bool, type(None))
+
+
+def _plan_copy(value, memo: dict) -> bool:
+    """Fill `copy.deepcopy`'s memo ahead of it: every tensor's clone (one C call each, where deepcopy takes
+    ten times as long), and every immutable value mapped to itself (a frozen dataclass or tuple of numbers,
+    strings and other immutables: nothing to copy). Looks through dataclasses, dicts, lists, tuples and sets;
+    True when `value` is immutable."""
+    if isinstance(value, _ATOMS):
+        return True
+    if id(value) in memo:
+        return memo[id(value)] is value
+    if isinstance(value, torch.Tensor):
+        memo[id(value)] = value.detach().clone().requires_grad_(value.requires_grad)
+        return False
+    if isinstance(value, dict):
+        for v in value.values():
+            _plan_copy(v, memo)
+        return False
+    if isinstance(value, (tuple, frozenset, list, set)):
+        fixed = all([_plan_copy(v, memo) for v in value])  # (a list: every item planned, no short cut)
+        fixed = fixed and isinstance(value, (tuple, frozenset))
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fixed = all([_plan_copy(getattr(value, f.name, None), memo) for f in dataclasses.fields(value)])
+        fixed = fixed and type(value).__dataclass_params__.frozen
+    else:
+        return False  # any other object: deepcopy copies it (and the tensors in it) its own way
+    if fixed:
+        memo[id(value)] = value
+    return fixed
+
+
+def fresh_copy(value):
+    """A deep copy of a cached result that shares nothing mutable with it (see the module's docstring)."""
+    memo: dict = {}
+    _plan_copy(value, memo)
+    return copy.deepcopy(value, memo)
+
+
 MEMO_KEY = "_results_memo"  # st.session_state key: this session's last results
 MEMO_SIZE = 12  # results kept per session (an analysis with its recorded tensors is about 0.5 MB)
 
@@ -99,7 +143,7 @@ def session_cache(max_entries: int = 256) -> Callable:
         def call(*args):
             key = (fn.__module__, fn.__qualname__,
                    *(a for n, a in zip(names, args, strict=True) if not n.startswith("_")))
-            return _session_memo(key, lambda: copy.deepcopy(cached(*args)))
+            return _session_memo(key, lambda: fresh_copy(cached(*args)))
 
         return call
 
