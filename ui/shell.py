@@ -48,18 +48,36 @@ def _home() -> None:
     st.switch_page(LESSON.file if "lesson" in qp or "step" in qp else DEFAULT.file, query_params=qp)
 
 
+PAGES_KEY = "_glass_pages"  # st.session_state: this session's st.Page objects (built on its first run)
+
+
 def _pages() -> dict[str, list[StreamlitPage]]:
-    sections: dict[str, list[StreamlitPage]] = {"": [st.Page(_home, title="Home", url_path="home", default=True,
-                                                            visibility="hidden")]}
-    for p in PAGES:
-        sections.setdefault(p.section, []).append(st.Page(p.file, title=p.title, icon=p.icon, url_path=p.url_path))
-    return sections
+    """The navigation's pages in sections. Built once per session: an st.Page resolves its file on the disk
+    when it is made, and every run (a class's thirty followers: thirty runs a change) used to make them all
+    again. Per session, not per process: st.navigation marks the page a run may call on the object itself."""
+    ss = st.session_state
+    if PAGES_KEY not in ss:
+        by_file = {p.file: st.Page(p.file, title=p.title, icon=p.icon, url_path=p.url_path) for p in PAGES}
+        sections: dict[str, list[StreamlitPage]] = {"": [st.Page(_home, title="Home", url_path="home", default=True,
+                                                                visibility="hidden")]}
+        for p in PAGES:
+            sections.setdefault(p.section, []).append(by_file[p.file])
+        ss[PAGES_KEY] = sections, by_file
+    return ss[PAGES_KEY][0]
 
 
 def navigation() -> StreamlitPage:
     """app.py's navigation; marks this script run as going through it."""
     _local.inside = True
     return st.navigation(_pages(), expanded=True)  # every page listed (Streamlit folds more than 10)
+
+
+def page_object(file: str) -> StreamlitPage | None:
+    """The st.Page of `file` ("pages/x.py") when this run went through app.py's navigation (a link to it then
+    needs no look-up of the file on the disk), else None."""
+    if not getattr(_local, "inside", False) or PAGES_KEY not in st.session_state:
+        return None
+    return st.session_state[PAGES_KEY][1].get(file)
 
 
 def run(page: StreamlitPage, sidebar: Callable[[], None]) -> None:

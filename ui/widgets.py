@@ -12,7 +12,7 @@ import streamlit as st
 from streamlit.errors import StreamlitPageNotFoundError
 
 from model.pipeline import Analysis
-from ui import page_list
+from ui import page_list, shell
 from ui.style import chart_font, presenter
 from viz.heatmap import as_array, heatmap, table
 
@@ -156,7 +156,7 @@ def exact_numbers(label: str, key: str, matrices: Sequence[tuple], **kw) -> None
 def page_link(page: str, label: str, icon: str = ":material/arrow_forward:") -> None:
     """A link to another page of the app (plain text when the page runs on its own, without navigation)."""
     try:
-        st.page_link(page, label=label, icon=icon)
+        st.page_link(shell.page_object(page) or page, label=label, icon=icon)
     except StreamlitPageNotFoundError:
         st.markdown(f"→ {label}")
 
