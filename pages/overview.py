@@ -8,7 +8,7 @@ from pages.content import overview as text
 from ui import shell
 from ui.models import analysis, current_model, toy_data
 from ui.state import MODELS
-from ui.widgets import next_link, page_link, sentence_header
+from ui.widgets import next_link, once, page_link, sentence_header
 from viz.heatmap import shape_text
 from viz.overview import (
     STOPS,
@@ -75,7 +75,8 @@ with c2:
     st.markdown("**This model, on your sentence**")
     st.latex(heads_latex(cfg.d_model, cfg.n_heads, cfg.d_k, m))
 rows = shape_rows(cfg, m, tlen)
-st.table({"": [r[0] for r in rows], "paper (base)": [r[1] for r in rows], "this model": [r[2] for r in rows]})
+once("overview.shapes", (cur.key, m, tlen), lambda: st.table(
+    {"": [r[0] for r in rows], "paper (base)": [r[1] for r in rows], "this model": [r[2] for r in rows]}))
 if not empty:
     st.caption(f"Measured in the trace: one head's output enc.0.self_attn.z is "
                f"{shape_text(a.trace['enc.0.self_attn.z'], 'B, H, m, d_k')}, the concatenation "
@@ -83,7 +84,7 @@ if not empty:
 
 st.header("Sizes: this model beside the paper")
 n_params = count_parameters(bundle.config)
-st.dataframe(sizes_table(cfg, n_params), height="content")
+once("overview.sizes", (cur.key,), lambda: st.dataframe(sizes_table(cfg, n_params), height="content"))
 training = bundle.meta.get("training") or {}
 st.caption(text.sizes_caption(CITATION, BASE.params_millions * 1e6 / n_params, training.get("train_seconds"),
                               training.get("steps_done")))
@@ -94,7 +95,7 @@ st.markdown(f"**{MODELS.get({'my model': 'mine'}.get(cur.label, cur.label), cur.
             "Change it in the sidebar.")
 record = model_record(bundle.meta)
 if record:
-    st.table({"": [r[0] for r in record], "value": [r[1] for r in record]})
+    once("overview.record", (cur.key,), lambda: st.table({"": [r[0] for r in record], "value": [r[1] for r in record]}))
 else:
     st.caption("This checkpoint records no training metadata.")
 
@@ -103,7 +104,7 @@ summary, toy_hash = toy_data()
 trained_hash = bundle.meta.get("data_sha256")
 if cur.label != "my model" or trained_hash in (None, toy_hash):
     st.markdown(text.TOY_DATA)
-    st.dataframe(summary, hide_index=True, height="content")
+    once("overview.data", (toy_hash,), lambda: st.dataframe(summary, hide_index=True, height="content"))
     if trained_hash not in (None, toy_hash):
         st.caption(text.DATA_CHANGED)
 else:

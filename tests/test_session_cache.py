@@ -84,3 +84,37 @@ def test_a_sessions_copy_shares_no_tensor_and_nothing_mutable():
     c["box"].items.append(9)
     assert shared_t[0, 1] == 1.0 and value["box"].items == [1, 2, numbers]
     assert copy.deepcopy(value)["pair"][1] == c["pair"][1] == "x"
+
+
+def once_script():
+    import streamlit as st
+
+    from ui.widgets import once
+
+    ss = st.session_state
+    n = ss.get("n", 3)
+
+    def draw():
+        ss["calls"] = ss.get("calls", 0) + 1
+        st.table({"n": [n], "square": [n * n]})
+
+    once("test.square", (n, ss.get("salt", "")), draw)
+
+
+def test_once_draws_a_content_once_and_replays_it():
+    import uuid
+
+    salt = uuid.uuid4().hex  # this test's own cache entries (the cache is the process's)
+    at = AppTest.from_function(once_script, default_timeout=TIMEOUT)
+    at.session_state["salt"] = salt
+    at.run()
+    assert at.session_state["calls"] == 1 and at.table[0].value["square"].tolist() == [9]
+    at.run()  # the same content: replayed, not drawn
+    assert at.session_state["calls"] == 1 and at.table[0].value["square"].tolist() == [9]
+    at.session_state["n"] = 4
+    at.run()  # another content: drawn
+    assert at.session_state["calls"] == 2 and at.table[0].value["square"].tolist() == [16]
+    other = AppTest.from_function(once_script, default_timeout=TIMEOUT)
+    other.session_state["salt"] = salt
+    other.run()  # another session, a content this process has drawn: replayed
+    assert "calls" not in other.session_state and other.table[0].value["square"].tolist() == [9]

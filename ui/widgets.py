@@ -127,6 +127,20 @@ def matrix(values, x_labels: list[str], y_labels: list[str], kind: str, *, title
         st.dataframe(table(values, x_labels, y_labels))
 
 
+# -- other elements, drawn once per content ---------------------------------------------------------------
+@st.cache_data(max_entries=1024, show_spinner=False)
+def _drawn_once(what: str, key: tuple, presenter_mode: bool, _draw: Callable[[], None]) -> None:
+    _draw()  # (`_draw` is not part of Streamlit's cache key: its name starts with "_")
+
+
+def once(what: str, key: tuple, draw: Callable[[], None]) -> None:
+    """`draw()` the first time this process meets (`what`, `key`); after that Streamlit replays the elements it
+    recorded (a table: no pandas frame built, no Arrow written). `key` must name everything `draw` shows (a
+    model's cache key names its weights and its record); `draw` draws elements only, no widget. Cheap keys
+    only: hashing a DataFrame costs more than drawing it (measured)."""
+    _drawn_once(what, key, presenter(), draw)
+
+
 def notice(text: str) -> None:
     """The figure's "notice" line: what to look at, computed from the tensors it draws (escaped, never HTML)."""
     st.info(f"**Notice:** {md(text)}", icon=":material/visibility:")
