@@ -4,7 +4,7 @@ Every client is bench/ws_client.py's StreamlitSession (Streamlit's websocket pro
 also does what the page's class component does in a browser (ui/classroom/push.py): it listens to the
 class's event stream and reruns its page when the class moved past what the page shows.
 
-    .venv/bin/python -m bench.classroom_load follow --students 30 100 [--changes 6] [--processes 2]
+    .venv/bin/python -m bench.classroom_load follow --students 30 100 [--changes 6] [--processes 2] [--page lesson]
     .venv/bin/python -m bench.classroom_load throughput [--students 24] [--seconds 40]
     .venv/bin/python -m bench.classroom_load failover [--students 20]
     .venv/bin/python -m bench.classroom_load chaos [--students 40]
@@ -128,15 +128,15 @@ class Cookie(StreamlitSession):
         return time.perf_counter() - t
 
 
-async def start_class(url: str, cookie: str | None = None) -> tuple[StreamlitSession, str]:
-    """A teacher: opens the class page, starts a class, goes to the overview. (session, code)."""
+async def start_class(url: str, cookie: str | None = None, page: str = "overview") -> tuple[StreamlitSession, str]:
+    """A teacher: opens the class page, starts a class, goes to `page` (the overview). (session, code)."""
     teacher = Cookie(url, cookie, timeout=120)
     await teacher.connect("classroom")
     await teacher.click("class_start")
     m = CODE.search(teacher.text())
     if not m:
         raise RuntimeError(f"no class code on the teacher's page:\n{teacher.text()[:500]}")
-    await teacher.switch_page("overview")
+    await teacher.switch_page(page)
     return teacher, m[1]
 
 
@@ -181,11 +181,11 @@ class Follow:
 
 
 async def follow(url: str, n: int, changes: int, pause: float, timeout: float, pids: list[int] | None = None,
-                 idle: float = 10.0) -> Follow:
+                 idle: float = 10.0, page: str = "overview") -> Follow:
     """Teacher changes -> every following student's page updated: latencies; and the app processes' CPU while
-    the class waits (`idle` seconds) and per change."""
+    the class waits (`idle` seconds) and per change. The teacher (and so the class) is on `page`."""
     out = Follow(n)
-    teacher, code = await start_class(url)
+    teacher, code = await start_class(url, page=page)
     t = time.perf_counter()
     students: list[StreamlitSession] = []
     for i in range(0, n, 10):  # arrive ten at a time
@@ -628,6 +628,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--processes", type=int, default=0,
                     help="follow: 0 = one `streamlit run app.py` (memory store); N = N processes behind HAProxy, Redis")
     ap.add_argument("--idle", type=float, default=10.0, help="follow: seconds the class waits before the first change")
+    ap.add_argument("--page", default="overview", help="follow: the page the teacher (and the class) is on")
     ap.add_argument("--json", help="also write the figures to this file")
     args = ap.parse_args(argv)
     out: dict = {"what": args.what}
@@ -639,9 +640,9 @@ def main(argv: list[str] | None = None) -> int:
         out["processes"] = args.processes or "one streamlit run app.py (memory store)"
         try:
             for n in args.students or [30, 100]:
-                print(f"follow: {n} students, {args.changes} changes", flush=True)
+                print(f"follow: {n} students, {args.changes} changes on the {args.page} page", flush=True)
                 f = asyncio.run(asyncio.wait_for(
-                    follow(server.url, n, args.changes, args.pause, args.timeout, pids, args.idle),
+                    follow(server.url, n, args.changes, args.pause, args.timeout, pids, args.idle, args.page),
                     n * 5 + args.changes * (args.pause + args.timeout) + 120))
                 out[f"follow_{n}"] = {**summary(f.latencies), "missed": f.missed, "half_drawn": f.half_drawn,
                                       "join_seconds": f.join_seconds, "idle_cpu_per_second": f.idle_cpu,
