@@ -12,7 +12,7 @@ from ui import lesson as state
 from ui import shell
 from ui.models import analysis, coref_decision, current_model
 from ui.page_list import by_name
-from ui.widgets import chart, md, notice, page_link
+from ui.widgets import chart, md, notice, once, page_link
 from viz import lesson as V
 
 shell.enter(__file__)  # first: re-enter through app.py if Streamlit ran this page bare
@@ -68,15 +68,24 @@ if step.key in BRIDGES:
             icon=":material/compare_arrows:")
 ctx = V.context(a, bundle.tgt_vocab.itos, len(bundle.src_vocab), model=bundle.model, meta=bundle.meta,
                 decide=coref_decision)
-view = V.view(step.key, ctx)
-if view.warning:
-    st.warning(md(view.warning), icon=":material/warning:")
-chart(view.figure, key=f"lesson_fig_{step.key}", config=V.CONFIG)
-notice(view.notice)
-if view.textbook:
-    st.caption(":material/menu_book: " + md(view.textbook))
-with st.expander("The exact numbers"):
-    st.dataframe(view.table)
+
+
+def step_view() -> None:
+    """The step's figure, what to notice in it, and its numbers: drawn once per content (a class of thirty follows
+    the same step on the same sentence), a function of the step, the model (its key names its weights and its
+    record) and the analysis."""
+    view = V.view(step.key, ctx)
+    if view.warning:
+        st.warning(md(view.warning), icon=":material/warning:")
+    chart(view.figure, key=f"lesson_fig_{step.key}", config=V.CONFIG)
+    notice(view.notice)
+    if view.textbook:
+        st.caption(":material/menu_book: " + md(view.textbook))
+    with st.expander("The exact numbers"):
+        st.dataframe(view.table)
+
+
+once("lesson.step", (step.key, current_model().key, a.prepared.text, repr(a.interventions)), step_view)
 
 navigation("bottom")
 depth = by_name(step.page)
