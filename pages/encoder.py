@@ -7,7 +7,7 @@ import streamlit as st
 from model.span import span_check
 from pages.content import encoder as text
 from ui import shell
-from ui.models import analysis, current_model, encoder_layer
+from ui.models import analysis, content_key, current_model, encoder_layer
 from ui.widgets import chart, figure, fold, md, next_link, notice, once, pick, require_sentence, sentence_header
 from viz import layers as vl
 from viz import span as vs
@@ -99,7 +99,7 @@ st.header("Why the FFN: leaving the span of the values")
 st.latex(text.SPAN_LATEX)
 st.markdown(text.span(cfg.n_heads, cfg.d_k, D))
 check = span_check(current_model().bundle.model, a.trace, layer)
-once("encoder.span", (current_model().key, a.prepared.text, repr(a.interventions), layer),  # what `check` is of
+once("encoder.span", (*content_key(a), layer),
      lambda: chart(vs.span_figure(check, labels), key=f"{P}span", config={"displayModeBar": False}))
 notice(vs.span_notice(check, labels))
 with fold("Exact numbers · the share outside the span, per word and step", f"{P}fold_span") as shown:

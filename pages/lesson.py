@@ -10,7 +10,7 @@ from model import lesson as L
 from pages.content.lesson import BRIDGES, INTRO, TEXT
 from ui import lesson as state
 from ui import shell
-from ui.models import analysis, coref_decision, current_model
+from ui.models import analysis, content_key, coref_decision, current_model
 from ui.page_list import by_name
 from ui.widgets import chart, md, notice, once, page_link
 from viz import lesson as V
@@ -85,7 +85,7 @@ def step_view() -> None:
         st.dataframe(view.table)
 
 
-once("lesson.step", (step.key, current_model().key, a.prepared.text, repr(a.interventions)), step_view)
+once("lesson.step", (step.key, *content_key(a)), step_view)
 
 navigation("bottom")
 depth = by_name(step.page)

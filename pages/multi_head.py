@@ -9,7 +9,7 @@ from pages.content import multi_head as text
 from ui import shell
 from ui.attention_steps import show_one_head_left
 from ui.classroom.plans import hidden_head, mystery_box
-from ui.models import analysis, coref_defaults, current_model, teacher_forced
+from ui.models import analysis, content_key, coref_defaults, current_model, teacher_forced
 from ui.state import set_head
 from ui.widgets import (
     chart,
@@ -19,6 +19,7 @@ from ui.widgets import (
     md,
     next_link,
     notice,
+    once,
     pick,
     require_sentence,
     sentence_header,
@@ -93,8 +94,9 @@ for start in range(0, H, per_row):
             if mystery == (module, h):
                 mystery_box(h, height=300)
             else:
-                chart(head_figure(weights[h], x_labels, y_labels, h, h in off, height=300),
-                      key=f"{P}grid_{h}", config=NO_BAR)
+                once("multi_head.grid", (*content_key(a), module, h), lambda h=h: chart(
+                    head_figure(weights[h], x_labels, y_labels, h, h in off, height=300), key=f"{P}grid_{h}",
+                    config=NO_BAR))
             key = check_key(module, h)
             st.session_state[key] = h not in off  # follow the shared state (the sidebar may have changed it)
             st.checkbox(f"head {h} on", key=key, on_change=_toggle, args=(module, h, key),

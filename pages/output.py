@@ -7,8 +7,8 @@ from model.data import dataset_reference
 from model.paper import SECTIONS
 from pages.content import output as text
 from ui import shell
-from ui.models import analysis, beam, current_model, teacher_forced
-from ui.widgets import chart, fold, md, next_link, notice, pick, reference_box, require_sentence, sentence_header
+from ui.models import analysis, beam, content_key, current_model, teacher_forced
+from ui.widgets import chart, fold, md, next_link, notice, once, pick, reference_box, require_sentence, sentence_header
 from viz import decoding as vo
 from viz.heatmap import shape_text
 
@@ -43,9 +43,10 @@ m4.metric("which word is that index?", itos[best])
 st.caption(text.lookup(shape_text(vo.output_weight(bundle.model), "D, V"), best, itos[best]))
 top = vo.top_candidates(out.probs, out.logits, itos, 10)
 c1, c2 = st.columns([3, 2])
-with c1:
-    chart(vo.top_bar(top, f"Top 10 of p_{pos} (softmax over all {V} words)", highlight=itos[best]),
-          key="output_top", config=CHART)
+with c1:  # (drawn once per content: a class follows the same position of the same sentence)
+    once("output.top", (*content_key(a), pos), lambda: chart(
+        vo.top_bar(top, f"Top 10 of p_{pos} (softmax over all {V} words)", highlight=itos[best]), key="output_top",
+        config=CHART))
 with c2:
     notice(vo.choice_notice(out, itos, a.tgt_labels[pos]))
 c2.metric("probability of these 10 together", f"{float(top['probability'].sum()):.4f}")
@@ -53,7 +54,8 @@ with c2, fold("The 10 as a table", "output_fold_top") as shown:
     if shown:
         st.dataframe(top, hide_index=True)
 st.markdown(f"**All {V} logits at this position** (hover for the word):")
-chart(vo.logits_figure(out.logits, itos), key="output_logits", config=CHART)
+once("output.logits", (*content_key(a), pos),
+     lambda: chart(vo.logits_figure(out.logits, itos), key="output_logits", config=CHART))
 notice(vo.logits_notice(out.logits, itos))
 
 st.header("2. Training: the one-hot target and the cross-entropy loss")
@@ -120,16 +122,17 @@ st.dataframe(vo.greedy_table(g, itos), hide_index=True)
 
 
 @st.fragment
-def greedy_step(g, itos) -> None:
-    """One step of the greedy decoding: its slider reruns only this part of the page."""
+def greedy_step(g, itos, content: tuple) -> None:
+    """One step of the greedy decoding (of the analysis `content` names): its slider reruns only this part."""
     gs = pick("Greedy step", range(1, len(g.steps) + 1), "output_greedy_step", style="slider")
     step = g.steps[gs - 1]
     st.markdown(f"**Step {gs}**: the decoder has read {md(vo.prefix_words(step.prefix, itos))}.")
     cand = vo.step_candidates(step, itos)
     k1, k2 = st.columns([3, 2])
     with k1:
-        chart(vo.top_bar(cand, f"Top {len(cand)} candidates at step {gs}", highlight=itos[step.chosen]),
-              key="output_greedy_chart", config=CHART)
+        once("output.greedy", (*content, gs), lambda: chart(
+            vo.top_bar(cand, f"Top {len(cand)} candidates at step {gs}", highlight=itos[step.chosen]),
+            key="output_greedy_chart", config=CHART))
     with k2:
         notice(vo.greedy_notice(step, gs, itos))
         with fold("The candidates as a table", "output_fold_candidates") as shown:
@@ -137,7 +140,7 @@ def greedy_step(g, itos) -> None:
                 st.dataframe(cand, hide_index=True)
 
 
-greedy_step(g, itos)
+greedy_step(g, itos, content_key(a))
 if not g.finished:
     st.info("The model did not say <eos> before the length limit.")
 

@@ -6,9 +6,9 @@ import streamlit as st
 from model.paper import CITATION, TABLE1, TABLE1_CAPTION, TABLE3_CAPTION
 from pages.content import why_attention as text
 from ui import shell
-from ui.ablations import measured
+from ui.ablations import measured, measured_key
 from ui.models import analysis, current_model
-from ui.widgets import chart, next_link, notice, pick
+from ui.widgets import chart, next_link, notice, once, pick
 from viz import ablations as va
 from viz.complexity import (
     attention_matrix_bytes,
@@ -48,7 +48,7 @@ k = int(c[2].number_input("k: kernel size", 1, 1_000, 3, key="why_k"))
 r = int(c[3].number_input("r: neighbourhood (restricted)", 1, 100_000, 8, key="why_r"))
 costs = layer_costs(n, d, k, r)
 st.dataframe(costs, hide_index=True)
-chart(costs_figure(costs), key="why_costs", config={"displayModeBar": False})
+once("why.costs", (n, d, k, r), lambda: chart(costs_figure(costs), key="why_costs", config={"displayModeBar": False}))
 (st.success if cheaper_than_recurrence(n, d) else st.warning)(costs_notice(costs, d))  # a verdict: coloured
 if not cheaper_than_recurrence(n, d):
     st.caption(text.restricted(n, d))
@@ -69,7 +69,7 @@ if not a.prepared.empty:
 
 st.header("4. The results: better translations for less training")
 frame = bleu_frame()
-chart(bleu_figure(frame), key="why_bleu", config={"displayModeBar": False})
+once("why.bleu", (), lambda: chart(bleu_figure(frame), key="why_bleu", config={"displayModeBar": False}))  # Table 2
 notice(bleu_notice(frame))
 with st.expander("Table 2 as numbers"):
     st.dataframe(bleu_display(frame), hide_index=True)
@@ -82,7 +82,7 @@ if ablated is None:
     st.info(text.NO_ABLATIONS)
 else:
     st.caption(text.ablations_setup(ablated["meta"], len(ablated["rows"])))
-    chart(va.steps_figure(ablated), key="why_ablations")
+    once("why.ablations", (measured_key(),), lambda: chart(va.steps_figure(ablated), key="why_ablations"))
     group = pick("Group", va.groups(ablated), "why_ablation_group", style="radio", format_func=va.GROUP_TITLES.get)
     st.markdown("**Here** (toy set, held-out split; median over the seeds, lowest–highest)")
     st.dataframe(va.rows_frame(ablated, group), hide_index=True)

@@ -16,6 +16,11 @@ def _read(path: str, mtime: float) -> dict | None:
         return None
 
 
+def measured_key() -> float | None:
+    """What names the rows `measured` returns (the file's modification time): a key for `ui.widgets.once`."""
+    return ablations.PATH.stat().st_mtime if ablations.PATH.is_file() else None
+
+
 def measured() -> dict | None:
     """The rows, or None (the page then says the measurements are not installed)."""
     if not ablations.PATH.is_file():

@@ -13,7 +13,8 @@ from model import pipeline
 from model.experiments import dot_product_samples, one_head_left, saturation, summarize
 from model.textbook import from_book
 from ui.models import coref_decision, current_model, saturation_rows, session_cache, used_text, variance_rows
-from ui.widgets import chart, figure, fold, md, notice
+from ui.state import interventions
+from ui.widgets import chart, figure, fold, md, notice, once
 from viz import attention as va
 from viz import coref as vc
 from viz import heads as vh
@@ -159,13 +160,17 @@ def show_coref(ca, name: str, n_layers: int, n_heads: int, key: str, no_it: str)
 def show_decision(texts: tuple[str, ...], key: str) -> None:
     """Where il / elle is decided, for coreference sentences `texts`: the pronoun row's reading of the adjective
     and the model with each decoder layer's encoder-decoder attention switched off (model/coref.py)."""
-    decisions = [d for d in (coref_decision(t) for t in texts) if d is not None]
-    if not decisions:
-        st.info("The model writes neither il nor elle here, so there is no pronoun to follow.")
-        return
-    chart(vc.decision_figure(decisions), key=f"{key}decision", config=NO_BAR)
-    for d in decisions:
-        notice(vc.decision_notice(d))
+    def draw() -> None:
+        decisions = [d for d in (coref_decision(t) for t in texts) if d is not None]
+        if not decisions:
+            st.info("The model writes neither il nor elle here, so there is no pronoun to follow.")
+            return
+        chart(vc.decision_figure(decisions), key=f"{key}decision", config=NO_BAR)
+        for d in decisions:
+            notice(vc.decision_notice(d))
+
+    # a decision is of the current model under the current interventions (ui.models.coref_decision)
+    once("decision", (current_model().key, texts, repr(interventions()), key), draw)
 
 
 # --- The multi-head page: one head left in each layer ----------------------------------------------

@@ -171,6 +171,12 @@ def analysis(iv: Interventions | None = None, text: str | None = None) -> pipeli
     return _analyse(cur.key, used_text(text), interventions() if iv is None else iv, cur.bundle)
 
 
+def content_key(a: pipeline.Analysis) -> tuple[str, str, str]:
+    """What an analysis of the current model is of (its weights' key, the sentence, the interventions): a key for
+    `ui.widgets.once`, the elements drawn from it are the same for every session with the same key."""
+    return current_model().key, a.prepared.text, repr(a.interventions)
+
+
 @session_cache()
 def _teacher_forced(model_key: str, text: str, target: str, iv: Interventions,
                     _bundle: Bundle) -> pipeline.TeacherForced:
