@@ -8,7 +8,7 @@ from pages.content import before as text
 from ui import shell
 from ui.rnn import RNN_LABELS, STATE_KEY, available, comparison, view
 from ui.widgets import chart as labelled_chart
-from ui.widgets import fold, md, notice, page_link, pick, sentence_header
+from ui.widgets import fold, md, notice, once, page_link, pick, sentence_header
 from viz import rnn as vr
 from viz.heatmap import table
 
@@ -19,6 +19,12 @@ P = "before_"  # widget key prefix
 
 def chart(fig, key: str) -> None:
     labelled_chart(fig, key=f"{P}{key}", config=vr.CONFIG)
+
+
+def rnn_chart(build, key: str, *content) -> None:
+    """`chart(build(), key)` drawn once per content: a figure of the recurrent model `kind` on the sentence (and
+    `content`, the step it shows); a class that follows draws it once."""
+    once(f"before.{key}", (kind, a.prepared.text, *content), lambda: chart(build(), key))
 
 
 st.title(text.TITLE)
@@ -44,7 +50,7 @@ else:
     for line in text.GRU_LATEX if cfg.cell == "gru" else text.LSTM_LATEX:
         st.latex(line)
     step = st.slider("Encoder step i", 1, len(src), len(src), key=f"{P}enc_step") - 1
-    chart(vr.encoder_figure(t, step, src), "enc")
+    rnn_chart(lambda: vr.encoder_figure(t, step, src), "enc", step)
     notice(vr.encoder_notice(t, step, src, cfg.cell))
     st.caption(text.ENCODER_GREY)
 
@@ -57,7 +63,7 @@ else:
     dstep = pick("Decoder step t (the word it outputs)", list(range(len(out))), f"{P}dec_step", style="slider",
                  format_func=lambda i: f"{i + 1}: {vr.word(out[i])}")
     s = vr.decoder_step(t, dstep, out)
-    chart(vr.bars_figure(s.scores, s.alpha, src), "step")
+    rnn_chart(lambda: vr.bars_figure(s.scores, s.alpha, src), "step", dstep)
     notice(vr.step_notice(s, src, dstep))
     with fold("Show the context c_t of this step and its numbers", f"{P}fold_context") as shown:
         if shown:
@@ -68,7 +74,7 @@ else:
     st.header("3 · Every step at once: the alignment matrix")
     st.markdown(text.ALIGNMENT)
     alpha = t["rnn.dec.alpha"][0]
-    chart(vr.alignment_figure(alpha, src, out), "align")
+    rnn_chart(lambda: vr.alignment_figure(alpha, src, out), "align")
     notice(vr.alignment_notice(alpha, src, out))
     with fold("α as a table (rnn.dec.alpha)", f"{P}fold_alpha") as shown:
         if shown:
