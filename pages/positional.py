@@ -9,7 +9,7 @@ from pages.content import positional as text
 from ui import shell
 from ui.models import analysis, current_model, permutation_checks
 from ui.state import interventions
-from ui.widgets import chart, figure, fold, md, next_link, notice, require_sentence, sentence_header
+from ui.widgets import chart, figure, fold, md, next_link, notice, once, require_sentence, sentence_header
 from viz import positional as vp
 from viz.heatmap import shape_text, table
 from viz.positional import ORDERS, block, clamp, curves_figure, make_order, rotation, shift_check, worked
@@ -92,7 +92,8 @@ def one_dimension(pe_table, D: int) -> None:
     st.header("3. One dimension across positions")
     chosen = st.multiselect("Dimensions", list(range(D)), default=vp.default_dims(D), key="positional_dims")
     if chosen:
-        chart(curves_figure(pe_table, chosen), key="positional_curves", config={"displayModeBar": False})
+        once("positional.curves", (current_model().key, tuple(chosen)),  # the model's PE buffer, these dimensions
+             lambda: chart(curves_figure(pe_table, chosen), key="positional_curves", config={"displayModeBar": False}))
         notice(vp.curves_notice(pe_table, chosen))
     else:
         st.info("Pick at least one dimension.")
