@@ -58,12 +58,13 @@ st.header("Residual connection: x + Sublayer(x)")
 st.latex(text.RESIDUAL_PRE if pre else text.RESIDUAL_POST)
 st.markdown(text.residual(D))
 st.markdown(f"**{md(labels[word])}**, layer {layer}, sublayer {sub} ({SUBLAYERS[sub]}): the first 8 of {D} dimensions")
-st.dataframe(residual_table(residual(a.trace, layer, sub), word))
+here = (*content_key(a), layer, sub)  # what this layer's tables are of (ui.widgets.once)
+once("encoder.residual", (*here, word), lambda: st.dataframe(residual_table(residual(a.trace, layer, sub), word)))
 
 st.header("LayerNorm, step 1: normalise each word")
 st.latex(text.NORMALISE_LATEX)
 st.markdown(text.normalise(pre))
-st.dataframe(norm_stats(ln, labels), hide_index=True)
+once("encoder.norm", here, lambda: st.dataframe(norm_stats(ln, labels), hide_index=True))
 c1, c2 = st.columns(2)
 with c1:
     figure(ln.x, dims(D), labels, "activations", title="before: x", shape=f"[{len(labels)}, {D}]", key=f"{P}ln_x",
@@ -79,7 +80,7 @@ st.markdown(text.scale_shift(D))
 figure(ln_params(ln), dims(D), ["γ (weight)", "β (bias)"], "activations", title=f"γ and β of {name}.norm",
        shape=f"2 × [{D}]", key=f"{P}gamma_beta", x_title="dimension", note=vl.gamma_beta_notice(ln))
 st.markdown(f"**{md(labels[word])}**: the first 8 dimensions")
-st.dataframe(affine_table(ln, word))
+once("encoder.affine", (*here, word), lambda: st.dataframe(affine_table(ln, word)))
 
 st.header("The feed-forward net")
 st.latex(text.FFN_LATEX)
