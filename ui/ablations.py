@@ -23,6 +23,5 @@ def measured_key() -> float | None:
 
 def measured() -> dict | None:
     """The rows, or None (the page then says the measurements are not installed)."""
-    if not ablations.PATH.is_file():
-        return None
-    return _read(str(ablations.PATH), ablations.PATH.stat().st_mtime)
+    mtime = measured_key()
+    return None if mtime is None else _read(str(ablations.PATH), mtime)
