@@ -118,3 +118,15 @@ def test_once_draws_a_content_once_and_replays_it():
     other.session_state["salt"] = salt
     other.run()  # another session, a content this process has drawn: replayed
     assert "calls" not in other.session_state and other.table[0].value["square"].tolist() == [9]
+
+
+def test_the_server_collects_young_garbage_in_batches():
+    """ui/startup.py raises the collector's first threshold (Python's 700 made a class's redraws collect some 50
+    times a second and brought 40-50 ms full collections every few changes): the process runs with it."""
+    import gc
+
+    from ui.startup import GC_THRESHOLDS
+
+    assert GC_THRESHOLDS[0] >= 10_000
+    assert gc.get_threshold() == GC_THRESHOLDS
+    assert gc.get_freeze_count() > 100_000  # the start-up's libraries stay out of every collection
