@@ -28,11 +28,13 @@ PAGES = {"lesson": {"step": "18"}, "overview": {}, "encoder": {}, "output": {}, 
 
 
 def shown(at) -> list:
-    """What the page's replayable elements show: plotly figures, tables, notices and captions."""
+    """What the page's replayable elements show: plotly figures, tables, notices, captions and the text around them."""
     out = [("plotly", c.proto.spec) for c in at.get("plotly_chart")]
     out += [("table", t.value.to_json()) for t in at.table]
     out += [("dataframe", d.value.to_json()) for d in at.dataframe]
-    out += [(kind, e.value) for kind in ("info", "warning", "success", "caption") for e in getattr(at, kind)]
+    out += [("link", e.proto.page, e.proto.label) for e in at.get("page_link")]
+    out += [(kind, e.value) for kind in ("info", "warning", "success", "caption", "markdown", "latex", "metric",
+                                         "title", "header", "subheader") for e in getattr(at, kind)]
     return out
 
 
@@ -42,7 +44,8 @@ def test_a_replayed_element_is_its_own_states(page):
               for name, state in STATES.items()}
     truth = {}
     for name, state in states.items():
-        st.cache_data.clear()
+        st.cache_data.clear()  # (and the results computed once per content, e.g. the encoder's span check)
+        st.cache_resource.clear()
         at = run_app(page, query=state)
         assert not at.exception, (name, at.exception)
         truth[name] = shown(at)

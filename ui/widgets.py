@@ -129,7 +129,7 @@ def matrix(values, x_labels: list[str], y_labels: list[str], kind: str, *, title
 
 # -- other elements, drawn once per content ---------------------------------------------------------------
 @st.cache_data(max_entries=1024, show_spinner=False)
-def _drawn_once(what: str, key: tuple, presenter_mode: bool, _draw: Callable[[], None]) -> None:
+def _drawn_once(key: tuple, _draw: Callable[[], None]) -> None:
     _draw()  # (`_draw` is not part of Streamlit's cache key: its name starts with "_")
 
 
@@ -137,8 +137,8 @@ def once(what: str, key: tuple, draw: Callable[[], None]) -> None:
     """`draw()` the first time this process meets (`what`, `key`); after that Streamlit replays the elements it
     recorded (a table: no pandas frame built, no Arrow written). `key` must name everything `draw` shows (a
     model's cache key names its weights and its record); `draw` draws elements only, no widget. Cheap keys
-    only: hashing a DataFrame costs more than drawing it (measured)."""
-    _drawn_once(what, key, presenter(), draw)
+    only: hashing a DataFrame costs more than drawing it (measured). The presenter mode is part of every key."""
+    _drawn_once((what, key, presenter()), draw)  # (one argument: Streamlit looks each one up in the signature)
 
 
 def notice(text: str) -> None:
