@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from model.span import span_check
 from pages.content import encoder as text
 from ui import shell
-from ui.models import analysis, content_key, current_model, encoder_layer
+from ui.models import analysis, content_key, current_model, encoder_layer, span
 from ui.widgets import chart, figure, fold, md, next_link, notice, once, pick, require_sentence, sentence_header
 from viz import layers as vl
 from viz import span as vs
@@ -99,7 +98,7 @@ with fold("Show the hidden layer and the ReLU's zeros per word", f"{P}fold_hidde
 st.header("Why the FFN: leaving the span of the values")
 st.latex(text.SPAN_LATEX)
 st.markdown(text.span(cfg.n_heads, cfg.d_k, D))
-check = span_check(current_model().bundle.model, a.trace, layer)
+check = span(a, layer)
 once("encoder.span", (*content_key(a), layer),
      lambda: chart(vs.span_figure(check, labels), key=f"{P}span", config={"displayModeBar": False}))
 notice(vs.span_notice(check, labels))

@@ -35,6 +35,7 @@ import torch
 from model import checkpoint, data, experiments, mask_experiments, pipeline
 from model.checkpoint import Bundle
 from model.data import DATASET_PATH, data_hash, load_dataset
+from model.span import SpanCheck, span_check
 from model.trace import Interventions
 from ui.state import init_state, interventions
 from viz import layers
@@ -243,6 +244,18 @@ def encoder_layer(a: pipeline.Analysis, layer: int, sub: int) -> tuple[layers.No
     norm = layers.layer_norm(a.trace, layer, sub, *experiments.layer_norm_params(model, layer, sub))
     hidden = experiments.ffn_hidden(model, layer, layers.ffn_input(a.trace, layer))
     return norm, layers.ffn(a.trace, layer, hidden)
+
+
+@session_cache(max_entries=64)
+def _span(model_key: str, text: str, iv: Interventions, layer: int, _bundle: Bundle, _trace) -> SpanCheck:
+    return span_check(_bundle.model, _trace, layer)
+
+
+def span(a: pipeline.Analysis, layer: int) -> SpanCheck:
+    """`model.span.span_check` of encoder layer `layer` on the analysed sentence: least squares over the sentence's
+    vectors (2 ms), computed once per content in this process rather than by every follower of a class."""
+    cur = current_model()
+    return _span(cur.key, a.prepared.text, a.interventions, layer, cur.bundle, a.trace)
 
 
 @session_cache()
