@@ -1,13 +1,15 @@
 """Output and decoding: final linear + softmax, one-hot targets and cross-entropy, label smoothing,
 greedy decoding and beam search step by step."""
 
+import functools
+
 import streamlit as st
 
 from model.data import dataset_reference
 from model.paper import SECTIONS
 from pages.content import output as text
 from ui import shell
-from ui.models import analysis, beam, content_key, current_model, teacher_forced
+from ui.models import analysis, beam, content_key, current_model, teacher_forced, used_text
 from ui.widgets import chart, fold, md, next_link, notice, once, pick, reference_box, require_sentence, sentence_header
 from viz import decoding as vo
 from viz.heatmap import shape_text
@@ -31,38 +33,64 @@ st.markdown(text.LINEAR)
 st.latex(text.LINEAR_LATEX)
 pos = pick("Decoder position", range(len(a.tgt_labels)), "output_pos", 0,
            format_func=lambda t: f"{a.tgt_labels[t]}  →  predicts {a.next_labels[t].split(' ', 1)[1]}")
+# What a class shares is drawn once per content and replayed (ui.widgets.once): a class follows the same position
+# of the same sentence. `here` names the analysis; the tables and numbers are computed only when drawn.
+here = content_key(a)
 out = vo.position_output(tr, pos)
 best = out.best
-m1, m2, m3, m4 = st.columns(4)
-m1.metric("numbers in h_t", f"{out.h.numel()}",
-          help=f"dec.out is {shape_text(tr['dec.out'], 'B, t, D')}")
-m2.metric("numbers in the logits", f"{out.logits.numel()}",
-          help=f"= target vocabulary size; logits is {shape_text(tr['logits'], 'B, t, V')}")
-m3.metric("argmax index", best)
-m4.metric("which word is that index?", itos[best])
-st.caption(text.lookup(shape_text(vo.output_weight(bundle.model), "D, V"), best, itos[best]))
-top = vo.top_candidates(out.probs, out.logits, itos, 10)
+
+
+@functools.cache
+def top():
+    return vo.top_candidates(out.probs, out.logits, itos, 10)
+
+
+def position_numbers() -> None:
+    m1, m2, m3, m4 = st.columns(4)
+    m1.metric("numbers in h_t", f"{out.h.numel()}",
+              help=f"dec.out is {shape_text(tr['dec.out'], 'B, t, D')}")
+    m2.metric("numbers in the logits", f"{out.logits.numel()}",
+              help=f"= target vocabulary size; logits is {shape_text(tr['logits'], 'B, t, V')}")
+    m3.metric("argmax index", best)
+    m4.metric("which word is that index?", itos[best])
+    st.caption(text.lookup(shape_text(vo.output_weight(bundle.model), "D, V"), best, itos[best]))
+
+
+def choice() -> None:
+    notice(vo.choice_notice(out, itos, a.tgt_labels[pos]))
+    st.metric("probability of these 10 together", f"{float(top()['probability'].sum()):.4f}")
+
+
+def logits() -> None:
+    st.markdown(f"**All {V} logits at this position** (hover for the word):")
+    chart(vo.logits_figure(out.logits, itos), key="output_logits", config=CHART)
+    notice(vo.logits_notice(out.logits, itos))
+
+
+once("output.position", (*here, pos), position_numbers)
 c1, c2 = st.columns([3, 2])
-with c1:  # (drawn once per content: a class follows the same position of the same sentence)
-    once("output.top", (*content_key(a), pos), lambda: chart(
-        vo.top_bar(top, f"Top 10 of p_{pos} (softmax over all {V} words)", highlight=itos[best]), key="output_top",
+with c1:
+    once("output.top", (*here, pos), lambda: chart(
+        vo.top_bar(top(), f"Top 10 of p_{pos} (softmax over all {V} words)", highlight=itos[best]), key="output_top",
         config=CHART))
 with c2:
-    notice(vo.choice_notice(out, itos, a.tgt_labels[pos]))
-c2.metric("probability of these 10 together", f"{float(top['probability'].sum()):.4f}")
+    once("output.choice", (*here, pos), choice)
 with c2, fold("The 10 as a table", "output_fold_top") as shown:
     if shown:
-        st.dataframe(top, hide_index=True)
-st.markdown(f"**All {V} logits at this position** (hover for the word):")
-once("output.logits", (*content_key(a), pos),
-     lambda: chart(vo.logits_figure(out.logits, itos), key="output_logits", config=CHART))
-notice(vo.logits_notice(out.logits, itos))
+        st.dataframe(top(), hide_index=True)
+once("output.logits", (*here, pos), logits)
 
-st.header("2. Training: the one-hot target and the cross-entropy loss")
-st.markdown(text.ONE_HOT)
-st.dataframe(vo.textbook_one_hot("am"))
-st.markdown(text.CROSS_ENTROPY)
-st.latex(text.CROSS_ENTROPY_LATEX)
+
+
+def one_hot() -> None:  # the textbook's example: the same for everyone
+    st.header("2. Training: the one-hot target and the cross-entropy loss")
+    st.markdown(text.ONE_HOT)
+    st.dataframe(vo.textbook_one_hot("am"))
+    st.markdown(text.CROSS_ENTROPY)
+    st.latex(text.CROSS_ENTROPY_LATEX)
+
+
+once("output.one_hot", (), one_hot)
 
 
 def default_reference() -> str:
@@ -73,14 +101,21 @@ def default_reference() -> str:
 reference = reference_box(text.REFERENCE_LABEL, "output_reference", a.prepared.text, default_reference,
                           text.REFERENCE_HELP)
 tf = teacher_forced(reference)
-if tf.unknown:
-    st.warning("Not in the target vocabulary, fed as <unk> (the model cannot produce these): "
-               + ", ".join(f"**{md(w)}**" for w in tf.unknown))
-st.dataframe(vo.loss_table(tf, itos), hide_index=True)
-notice(vo.loss_notice(tf, itos))
-l1, l2 = st.columns(2)
-l1.metric("mean cross-entropy L (nats per token)", f"{tf.loss:.4f}")
-l2.metric("positions where the argmax is the gold word", f"{vo.n_right(tf)} / {len(tf.gold)}")
+forced = (*here, used_text(reference))  # what the teacher-forced run is of
+
+
+def loss() -> None:
+    if tf.unknown:
+        st.warning("Not in the target vocabulary, fed as <unk> (the model cannot produce these): "
+                   + ", ".join(f"**{md(w)}**" for w in tf.unknown))
+    st.dataframe(vo.loss_table(tf, itos), hide_index=True)
+    notice(vo.loss_notice(tf, itos))
+    l1, l2 = st.columns(2)
+    l1.metric("mean cross-entropy L (nats per token)", f"{tf.loss:.4f}")
+    l2.metric("positions where the argmax is the gold word", f"{vo.n_right(tf)} / {len(tf.gold)}")
+
+
+once("output.loss", forced, loss)
 
 
 def gold_position(label: str, key: str) -> int:
@@ -90,20 +125,32 @@ def gold_position(label: str, key: str) -> int:
 
 st.subheader("Gradient and update, in brief")
 gpos = gold_position("Position", "output_grad_pos")
-st.markdown(text.GRADIENT)
-st.dataframe(vo.gradient_table(vo.output_probs(tf.trace, gpos), tf.gold[gpos], itos), hide_index=True)
+once("output.gradient", (*forced, gpos), lambda: (
+    st.markdown(text.GRADIENT),
+    st.dataframe(vo.gradient_table(vo.output_probs(tf.trace, gpos), tf.gold[gpos], itos), hide_index=True)))
 
 st.header("3. Label smoothing")
 eps = st.slider("ε (label smoothing)", 0.0, 0.5, 0.1, 0.01, key="output_eps",
                 help="The paper and the training of this model use ε = 0.1.")
-st.markdown(text.smoothing(SECTIONS["label smoothing"]))
-st.latex(text.SMOOTHING_LATEX)
-st.latex(text.smoothing_latex(V, eps))
-sm = vo.label_smoothing(vo.output_logits(tf.trace), tf.gold, eps, itos)
-s1, s2, s3 = st.columns(3)
-s1.metric("loss vs one-hot", f"{sm.plain:.4f}")
-s2.metric("loss vs smoothed target", f"{sm.smoothed:.4f}")
-s3.metric("lowest possible smoothed loss (entropy of q)", f"{sm.floor:.4f}")
+smoothed = (*forced, eps)
+
+
+@functools.cache
+def sm():
+    return vo.label_smoothing(vo.output_logits(tf.trace), tf.gold, eps, itos)
+
+
+def smoothing() -> None:
+    st.markdown(text.smoothing(SECTIONS["label smoothing"]))
+    st.latex(text.SMOOTHING_LATEX)
+    st.latex(text.smoothing_latex(V, eps))
+    s1, s2, s3 = st.columns(3)
+    s1.metric("loss vs one-hot", f"{sm().plain:.4f}")
+    s2.metric("loss vs smoothed target", f"{sm().smoothed:.4f}")
+    s3.metric("lowest possible smoothed loss (entropy of q)", f"{sm().floor:.4f}")
+
+
+once("output.smoothing", smoothed, smoothing)
 lpos = gold_position("Position to plot", "output_ls_pos")
 with fold("Show the targets at this position", "output_fold_targets") as shown:
     if shown:
@@ -111,14 +158,15 @@ with fold("Show the targets at this position", "output_fold_targets") as shown:
               config=CHART)
         notice(vo.smoothing_notice(vo.output_probs(tf.trace, lpos), tf.gold[lpos], eps, itos))
         with st.expander("Every position: targets and losses"):
-            st.dataframe(sm.table, hide_index=True)
+            st.dataframe(sm().table, hide_index=True)
 
-st.caption(text.torch_smoothing(eps, sm.smoothed, sm.torch_loss))
+once("output.torch_smoothing", smoothed,
+     lambda: st.caption(text.torch_smoothing(eps, sm().smoothed, sm().torch_loss)))
 
 st.header("4. Greedy decoding, step by step")
 st.markdown(text.GREEDY)
 g = a.greedy
-st.dataframe(vo.greedy_table(g, itos), hide_index=True)
+once("output.greedy_table", here, lambda: st.dataframe(vo.greedy_table(g, itos), hide_index=True))
 
 
 @st.fragment
@@ -140,7 +188,7 @@ def greedy_step(g, itos, content: tuple) -> None:
                 st.dataframe(cand, hide_index=True)
 
 
-greedy_step(g, itos, content_key(a))
+greedy_step(g, itos, here)
 if not g.finished:
     st.info("The model did not say <eos> before the length limit.")
 
@@ -151,9 +199,9 @@ b1, b2 = st.columns(2)
 k = b1.slider("Beam width k", 1, 5, 3, key="output_beam_k")
 alpha = b2.slider("Length normalisation α", 0.0, 1.5, 0.6, 0.1, key="output_beam_alpha",
                   help="0: plain total log-probability. GNMT's default is 0.6.")
-res = beam(k, alpha)
 with fold("Show the search tree", "output_fold_tree") as shown:
     if shown:
+        res = beam(k, alpha)
         chart(vo.beam_tree(res, itos), key="output_beam_tree", config=CHART)
         notice(vo.beam_notice(res, a.greedy, itos, bundle.langs[1]))
         st.caption(text.BEAM_TREE)
@@ -161,19 +209,25 @@ with fold("Show the search tree", "output_fold_tree") as shown:
             bs = pick("Beam step", range(1, len(res.steps) + 1), "output_beam_step", style="slider")
             st.dataframe(vo.beam_step_table(res, bs, itos, bundle.langs[1]), hide_index=True)
 
-st.markdown("**Finished hypotheses**, best normalised score first:")
-st.dataframe(vo.finished_table(res, itos, bundle.langs[1]), hide_index=True)
 
-st.subheader("Beam search vs greedy")
-comp = vo.comparison_table(g, res, alpha, k, itos, bundle.langs[1])
-st.dataframe(comp, hide_index=True)
-greedy_out, beam_out = comp["output"]
-if beam_out == greedy_out:
-    st.success("Beam search and greedy decoding agree here." + (text.K1_NOTE if k == 1 else ""))
-else:
-    st.warning(f"They differ: greedy says **{md(greedy_out)}**, beam search says **{md(beam_out)}**.")
+def beam_results() -> None:
+    res = beam(k, alpha)
+    st.markdown("**Finished hypotheses**, best normalised score first:")
+    st.dataframe(vo.finished_table(res, itos, bundle.langs[1]), hide_index=True)
 
-st.subheader("The lecture notes' “another method”: keep the top two words and run the model twice")
-st.markdown(text.RUN_TWICE)
-st.dataframe(vo.run_twice(beam(2, alpha), itos), hide_index=True)
+    st.subheader("Beam search vs greedy")
+    comp = vo.comparison_table(g, res, alpha, k, itos, bundle.langs[1])
+    st.dataframe(comp, hide_index=True)
+    greedy_out, beam_out = comp["output"]
+    if beam_out == greedy_out:
+        st.success("Beam search and greedy decoding agree here." + (text.K1_NOTE if k == 1 else ""))
+    else:
+        st.warning(f"They differ: greedy says **{md(greedy_out)}**, beam search says **{md(beam_out)}**.")
+
+    st.subheader("The lecture notes' “another method”: keep the top two words and run the model twice")
+    st.markdown(text.RUN_TWICE)
+    st.dataframe(vo.run_twice(beam(2, alpha), itos), hide_index=True)
+
+
+once("output.beam", (*here, k, alpha), beam_results)
 next_link(__file__)
