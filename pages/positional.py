@@ -1,5 +1,7 @@
 """Positional encoding: the formula with real numbers, the table, PE(pos+k) = M_k PE(pos), word order."""
 
+import functools
+
 import streamlit as st
 
 from model.pipeline import token_labels
@@ -7,7 +9,7 @@ from model.trace import Interventions
 from model.vocab import EOS
 from pages.content import positional as text
 from ui import shell
-from ui.models import analysis, current_model, permutation_checks
+from ui.models import analysis, content_key, current_model, permutation_checks
 from ui.state import interventions
 from ui.widgets import chart, figure, fold, md, next_link, notice, once, require_sentence, sentence_header
 from viz import positional as vp
@@ -42,20 +44,28 @@ c1, c2 = st.columns(2)
 pos = int(c1.number_input("Position pos", 0, L - 1, clamp(3, 0, L - 1), key="positional_pos"))
 i = int(c2.number_input(f"Pair index i (dimensions 2i, 2i+1; 0-{D // 2 - 1})", 0, D // 2 - 1, clamp(1, 0, D // 2 - 1),
                         key="positional_i"))
-w = worked(pos, i, pe_table)
-st.latex(rf"\text{{angle}} = \frac{{{pos}}}{{10000^{{2 \cdot {i} / {D}}}}} "
-         rf"= \frac{{{pos}}}{{10000^{{{w.exponent:.5f}}}}} = \frac{{{pos}}}{{{w.denominator:.5f}}} = {w.angle:.6f}")
-st.latex(rf"PE_{{({pos},\,{2 * i})}} = \sin({w.angle:.6f}) = {w.sin:.6f}, \qquad "
-         rf"PE_{{({pos},\,{2 * i + 1})}} = \cos({w.angle:.6f}) = {w.cos:.6f}")
 traced = ref.trace["src.pos"][0]
-rows = {"formula (float64)": [w.sin, w.cos], "the model's PE buffer (float32)": [w.buffer_sin, w.buffer_cos]}
-if pos < T:
-    rows["traced src.pos of your sentence"] = [float(traced[pos, 2 * i]), float(traced[pos, 2 * i + 1])]
-st.dataframe(table([v for v in rows.values()], [f"PE({pos}, {2 * i})", f"PE({pos}, {2 * i + 1})"], list(rows),
-                   digits=7))
-st.caption(f"Largest difference between the formula and the model's buffer here: {w.error:.1e} "
-           "(float32 rounding)." + ("" if pos < T else f" Your sentence has only {T} positions, so the trace "
-                                                        f"has no row {pos}."))
+
+
+def with_numbers() -> None:
+    w = worked(pos, i, pe_table)
+    st.latex(rf"\text{{angle}} = \frac{{{pos}}}{{10000^{{2 \cdot {i} / {D}}}}} "
+             rf"= \frac{{{pos}}}{{10000^{{{w.exponent:.5f}}}}} = \frac{{{pos}}}{{{w.denominator:.5f}}} = {w.angle:.6f}")
+    st.latex(rf"PE_{{({pos},\,{2 * i})}} = \sin({w.angle:.6f}) = {w.sin:.6f}, \qquad "
+             rf"PE_{{({pos},\,{2 * i + 1})}} = \cos({w.angle:.6f}) = {w.cos:.6f}")
+    rows = {"formula (float64)": [w.sin, w.cos], "the model's PE buffer (float32)": [w.buffer_sin, w.buffer_cos]}
+    if pos < T:
+        rows["traced src.pos of your sentence"] = [float(traced[pos, 2 * i]), float(traced[pos, 2 * i + 1])]
+    st.dataframe(table([v for v in rows.values()], [f"PE({pos}, {2 * i})", f"PE({pos}, {2 * i + 1})"], list(rows),
+                       digits=7))
+    st.caption(f"Largest difference between the formula and the model's buffer here: {w.error:.1e} "
+               "(float32 rounding)." + ("" if pos < T else f" Your sentence has only {T} positions, so the trace "
+                                                            f"has no row {pos}."))
+
+
+# (drawn once per content and replayed, ui.widgets.once: a class follows the same position of the same sentence;
+# `ref` is the unmodified model on the sentence)
+once("positional.numbers", (*content_key(ref), pos, i), with_numbers)
 
 st.header("2. The encoding of your sentence")
 figure(traced, dims, ref.src_labels, "encoding", title="src.pos: PE rows added to the embeddings",
@@ -92,9 +102,9 @@ def one_dimension(pe_table, D: int) -> None:
     st.header("3. One dimension across positions")
     chosen = st.multiselect("Dimensions", list(range(D)), default=vp.default_dims(D), key="positional_dims")
     if chosen:
-        once("positional.curves", (current_model().key, tuple(chosen)),  # the model's PE buffer, these dimensions
-             lambda: chart(curves_figure(pe_table, chosen), key="positional_curves", config={"displayModeBar": False}))
-        notice(vp.curves_notice(pe_table, chosen))
+        once("positional.curves", (current_model().key, tuple(chosen)), lambda: (  # the model's PE, these dimensions
+            chart(curves_figure(pe_table, chosen), key="positional_curves", config={"displayModeBar": False}),
+            notice(vp.curves_notice(pe_table, chosen))))
     else:
         st.info("Pick at least one dimension.")
 
@@ -109,20 +119,22 @@ def shift(pe_table, D: int, L: int, i: int, dims: list[str]) -> None:
     st.latex(rf"k = {k},\ i = {i}: \quad \begin{{pmatrix}} {b[0, 0]:.5f} & {b[0, 1]:.5f} \\ {b[1, 0]:.5f} & "
              rf"{b[1, 1]:.5f} \end{{pmatrix}}, \qquad M_k = \mathrm{{diag}}(B_0, B_1, \dots, B_{{{D // 2 - 1}}})"
              rf"\in \mathbb{{R}}^{{{D} \times {D}}}")
-    M = rotation(k, D)
     with fold("Show M_k's top-left corner as a heatmap", "positional_fold_M") as shown:
         if shown:
+            M = rotation(k, D)
             figure(M[:8, :8], dims[:8], dims[:8], "encoding", shape=f"[{D}, {D}]", key="positional_M", digits=3,
                    title=f"M_{k}, top-left 8 × 8 corner (2 × 2 blocks, zeros elsewhere)", numbers=False,
                    note=vp.rotation_notice(M, k, i))
-    checks = shift_check(pe_table, k)
+    checks = functools.cache(lambda: shift_check(pe_table, k))  # (the model's PE buffer and k: computed when drawn)
     c1, c2 = st.columns([1, 2])
-    c1.metric(f"Largest error over all {len(checks)} positions", f"{checks.iloc[:, 2].max():.1e}")
-    c1.caption(text.shift_caption(vp.float64_shift_error(L, D, k)))
+    with c1:
+        once("positional.shift", (current_model().key, k), lambda: (
+            st.metric(f"Largest error over all {len(checks())} positions", f"{checks().iloc[:, 2].max():.1e}"),
+            st.caption(text.shift_caption(vp.float64_shift_error(L, D, k)))))
     with c2:
         with fold("Every position, row by row", "positional_checks") as shown:
             if shown:
-                st.dataframe(checks, hide_index=True, height=240)
+                st.dataframe(checks(), hide_index=True, height=240)
 
 
 @st.fragment
@@ -136,19 +148,25 @@ def word_order(a, ref, dims: list[str]) -> None:
     perm_tokens = [a.prepared.tokens[j] for j in order]
     st.markdown("**Permuted sentence:** " + " ".join(f":orange-background[{md(t)}]" for t in perm_tokens)
                 + " :gray-background[<eos>]")
-    off, on = permutation_checks(ref.trace["src.tokens"][0], order)
+    checks = functools.cache(lambda: permutation_checks(ref.trace["src.tokens"][0], order))  # (computed when drawn)
     if n < 2:
         st.info("With a single word there is nothing to permute: type a longer sentence.")
-    c1, c2 = st.columns(2)
-    for col, check, label in ((c1, off, "Positional encoding OFF"), (c2, on, "Positional encoding ON")):
-        with col:
-            st.subheader(label)
-            st.metric("max |encoder outputs − permuted outputs, put back in order|", f"{check.max_diff:.1e}")
-            st.markdown(f"**Translation:** {md(check.translation) or '*(empty)*'}  \n"
-                        f"**Translation of the permuted sentence:** {md(check.translation_perm) or '*(empty)*'}")
-    st.markdown(text.order_blind(off.translation == off.translation_perm, off.max_diff))
+
+    def compared() -> None:
+        off, on = checks()
+        c1, c2 = st.columns(2)
+        for col, check, label in ((c1, off, "Positional encoding OFF"), (c2, on, "Positional encoding ON")):
+            with col:
+                st.subheader(label)
+                st.metric("max |encoder outputs − permuted outputs, put back in order|", f"{check.max_diff:.1e}")
+                st.markdown(f"**Translation:** {md(check.translation) or '*(empty)*'}  \n"
+                            f"**Translation of the permuted sentence:** {md(check.translation_perm) or '*(empty)*'}")
+        st.markdown(text.order_blind(off.translation == off.translation_perm, off.max_diff))
+
+    once("positional.order", (*content_key(ref), tuple(order)), compared)
     with fold("Show the encoder outputs without PE, in both orders", "positional_fold_off") as shown:
         if shown:
+            off, _ = checks()
             perm_labels = token_labels([*perm_tokens, EOS])
             c1, c2 = st.columns(2)
             with c1:
@@ -166,12 +184,18 @@ one_dimension(pe_table, D)
 shift(pe_table, D, L, i, dims)
 word_order(a, ref, dims)
 
+
+
+def switched() -> None:  # (the analysis without PE is made, or copied, only when this is drawn)
+    pe_off = analysis(iv=Interventions(positional_encoding=False))
+    c1, c2 = st.columns(2)
+    c1.markdown(f"**With positional encoding:** {md(ref.translation) or '*(empty)*'}")
+    c2.markdown(f"**Without (sidebar switch off):** {md(pe_off.translation) or '*(empty)*'}")
+    st.caption(text.SWITCH_CAPTION)
+
+
 st.subheader("The sidebar switch changes the whole model")
-pe_off = analysis(iv=Interventions(positional_encoding=False))
-c1, c2 = st.columns(2)
-c1.markdown(f"**With positional encoding:** {md(ref.translation) or '*(empty)*'}")
-c2.markdown(f"**Without (sidebar switch off):** {md(pe_off.translation) or '*(empty)*'}")
-st.caption(text.SWITCH_CAPTION)
+once("positional.switch", content_key(ref), switched)
 
 st.header("6. Other choices")
 st.markdown(text.OTHER_CHOICES)
