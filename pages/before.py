@@ -6,7 +6,8 @@ import streamlit as st
 from model.checkpoint import count_parameters
 from pages.content import before as text
 from ui import shell
-from ui.rnn import RNN_LABELS, STATE_KEY, available, comparison, view
+from ui.models import content_key
+from ui.rnn import RNN_LABELS, STATE_KEY, available, comparison, comparison_key, view
 from ui.widgets import chart as labelled_chart
 from ui.widgets import fold, md, notice, once, page_link, pick, sentence_header
 from viz import rnn as vr
@@ -21,10 +22,11 @@ def chart(fig, key: str) -> None:
     labelled_chart(fig, key=f"{P}{key}", config=vr.CONFIG)
 
 
-def rnn_chart(build, key: str, *content) -> None:
-    """`chart(build(), key)` drawn once per content: a figure of the recurrent model `kind` on the sentence (and
-    `content`, the step it shows); a class that follows draws it once."""
-    once(f"before.{key}", (kind, a.prepared.text, *content), lambda: chart(build(), key))
+def rnn_chart(build, key: str, *content, note=None) -> None:
+    """`chart(build(), key)` and its notice `note()` drawn once per content: a figure of the recurrent model `kind` on
+    the sentence (and `content`, the step it shows); a class that follows draws it once."""
+    once(f"before.{key}", (kind, a.prepared.text, *content),
+         lambda: (chart(build(), key), note is not None and notice(note())))
 
 
 st.title(text.TITLE)
@@ -50,8 +52,8 @@ else:
     for line in text.GRU_LATEX if cfg.cell == "gru" else text.LSTM_LATEX:
         st.latex(line)
     step = st.slider("Encoder step i", 1, len(src), len(src), key=f"{P}enc_step") - 1
-    rnn_chart(lambda: vr.encoder_figure(t, step, src), "enc", step)
-    notice(vr.encoder_notice(t, step, src, cfg.cell))
+    rnn_chart(lambda: vr.encoder_figure(t, step, src), "enc", step,
+              note=lambda: vr.encoder_notice(t, step, src, cfg.cell))
     st.caption(text.ENCODER_GREY)
 
     st.header("2 · One decoder step: scores, α and the context c_t")
@@ -63,8 +65,7 @@ else:
     dstep = pick("Decoder step t (the word it outputs)", list(range(len(out))), f"{P}dec_step", style="slider",
                  format_func=lambda i: f"{i + 1}: {vr.word(out[i])}")
     s = vr.decoder_step(t, dstep, out)
-    rnn_chart(lambda: vr.bars_figure(s.scores, s.alpha, src), "step", dstep)
-    notice(vr.step_notice(s, src, dstep))
+    rnn_chart(lambda: vr.bars_figure(s.scores, s.alpha, src), "step", dstep, note=lambda: vr.step_notice(s, src, dstep))
     with fold("Show the context c_t of this step and its numbers", f"{P}fold_context") as shown:
         if shown:
             chart(vr.context_figure(s, dstep), "context")
@@ -74,8 +75,7 @@ else:
     st.header("3 · Every step at once: the alignment matrix")
     st.markdown(text.ALIGNMENT)
     alpha = t["rnn.dec.alpha"][0]
-    rnn_chart(lambda: vr.alignment_figure(alpha, src, out), "align")
-    notice(vr.alignment_notice(alpha, src, out))
+    rnn_chart(lambda: vr.alignment_figure(alpha, src, out), "align", note=lambda: vr.alignment_notice(alpha, src, out))
     with fold("α as a table (rnn.dec.alpha)", f"{P}fold_alpha") as shown:
         if shown:
             st.dataframe(table(alpha, src, out))
@@ -96,10 +96,11 @@ else:
     st.caption(text.HEAD_NOTE)
     x = vr.cross_attention(tf.trace, layer, head, tf.interventions.scale)
     tf_src, tf_out = tf.src_labels, tf.next_labels
-    chart(vr.alignment_figure(x.alpha, tf_src, tf_out), "tf_align")
     off = (x.module, head) in tf.interventions.heads_off
-    notice(vr.cross_notice(x, tf_src, tf_out, head, off))
-    notice(vr.agreement_notice(alpha, x.alpha, out, tf_out, src))
+    once("before.tf_align", (kind, a.prepared.text, *content_key(tf), layer, head), lambda: (  # both models' content
+        chart(vr.alignment_figure(x.alpha, tf_src, tf_out), "tf_align"),
+        notice(vr.cross_notice(x, tf_src, tf_out, head, off)),
+        notice(vr.agreement_notice(alpha, x.alpha, out, tf_out, src))))
     st.caption(text.SCALE_NOTE)
     with fold("Show one output word: Kᵀq, its softmax, and c = V·α beside the model's z", f"{P}fold_word") as shown:
         if shown:
@@ -136,8 +137,8 @@ else:
                 notice(vr.encode_time_notice(data))
     st.markdown(text.PARALLEL_NOTE)
     st.subheader("Training to the same accuracy")
-    st.dataframe(vr.training_table(data), hide_index=True)
-    notice(vr.training_notice(data))
+    once("before.training", comparison_key(), lambda: (  # the shipped measurements: the same for everyone
+        st.dataframe(vr.training_table(data), hide_index=True), notice(vr.training_notice(data))))
     with fold("Show every recipe of the sweep, both models", f"{P}fold_sweep") as shown:
         if shown:
             st.dataframe(vr.sweep_table(data), hide_index=True)

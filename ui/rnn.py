@@ -76,8 +76,12 @@ def _comparison(path: str, mtime: float) -> dict:
     return json.loads(Path(path).read_text(encoding="utf-8"))
 
 
+def comparison_key() -> tuple[str, float] | None:
+    """What names the shipped measurements' content (the file and its modification time), or None when it is missing."""
+    return (str(COMPARISON), COMPARISON.stat().st_mtime) if COMPARISON.is_file() else None
+
+
 def comparison() -> dict | None:
     """The shipped measurements, or None when the file is missing."""
-    if not COMPARISON.is_file():
-        return None
-    return _comparison(str(COMPARISON), COMPARISON.stat().st_mtime)
+    key = comparison_key()
+    return None if key is None else _comparison(*key)
