@@ -2,7 +2,7 @@
 Streamlit sessions) on one `streamlit run app.py`. The students join with the link; the teacher changes
 the sentence and a switch; both students' screens show it, with nothing clicked on their side and no timer
 on their pages: the class's event stream (ui/classroom/push.py, one EventSource per page) reaches the page's
-class component, which reruns it.
+class component, which reruns it. A student's tab out of sight redraws nothing until it is seen again.
 """
 
 from __future__ import annotations
@@ -43,6 +43,15 @@ def count_full_run(page, frame) -> None:
             page.full_runs.append(time.perf_counter())
         elif msg.WhichOneof("type") == "auto_rerun":
             page.timers.append(msg.auto_rerun.interval)
+
+
+def look(tab: AppPage, state: str) -> None:
+    """The tab goes out of sight ("hidden": another tab in front) or comes back ("visible"), as far as the page's
+    scripts can tell (headless Chromium keeps every page visible)."""
+    tab.page.evaluate("""state => {
+        Object.defineProperty(document, "visibilityState", {configurable: true, get: () => state});
+        document.dispatchEvent(new Event("visibilitychange"));
+    }""", state)
 
 
 def sentence_box(tab: AppPage):
@@ -104,6 +113,23 @@ def test_two_students_follow_the_teacher(browser, app_url, app):
             s.page.wait_for_timeout(3_000)
         assert [len(s.page.full_runs) for s in students] == runs
         assert all(r >= 3 for r in runs), runs
+
+        # a tab out of sight (another tab in front) hears the class but redraws nothing; seen again, it catches up
+        here, away = students
+        look(away, "hidden")
+        before = len(away.page.full_runs)
+        box.fill("you are a teacher")
+        teacher.act(lambda: box.press("Enter"))
+        expect(sentence_box(here)).to_have_value("you are a teacher", timeout=FOLLOW_SECONDS * 1000)
+        away.page.wait_for_timeout(3_000)  # (the component asks again after 2.5 s when a page stays behind)
+        assert len(away.page.full_runs) == before
+        expect(sentence_box(away)).to_have_value("i am a student")
+        t2 = time.perf_counter()
+        look(away, "visible")
+        expect(sentence_box(away)).to_have_value("you are a teacher", timeout=FOLLOW_SECONDS * 1000)
+        seen.append(time.perf_counter() - t2)
+        assert "Source tokens: you are a teacher" in away.main_text()
+        away.no_exception()
         print(f"students showed the teacher's change after {', '.join(f'{x:.1f}' for x in seen)} s")
         teacher.no_exception()
     finally:

@@ -14,6 +14,9 @@ The path of a change (ui/classroom/session.py explains the rest of the class):
    arrived) and, when they differ, sets a trigger value, which reruns the app as a click does. Until the two
    match it asks again (2.5 s, 5 s, then every 10 s, at most 5 times per value): a run whose end Streamlit
    dropped, a websocket that was down, a trigger lost on the way, are all repaired by the next ask.
+   A page out of sight (`document.visibilityState` "hidden": another tab in front, a laptop's lid closed) asks
+   nothing until it is seen again, then at once: in a lecture hall a student taking notes in another tab costs
+   the server no redraw until they come back, and the class's redraws are shared among the pages in view.
 
 No timer runs on a page: an idle class costs the server one open connection per page.
 
@@ -131,8 +134,20 @@ def routes() -> list[Route]:
 _JS = """
 // One per page (the module is imported once per page load and survives reruns).
 const S = {url: null, es: null, latest: null, up: true, watch: null, drawn: null, set: null, asked: 0, tries: 0,
-           timer: null, root: null, mount: 0};
+           timer: null, root: null, mount: 0, pending: null};
 const WAIT = [0, 2500, 5000, 10000, 10000];  // before each ask for one value; then wait for the next event
+// A tab out of sight (another tab in front, a closed lid) hears the class but redraws nothing: its page catches up
+// at once when it is looked at again, and meanwhile costs the server none of the class's redraws.
+document.addEventListener("visibilitychange", () => {
+  if (document.visibilityState === "hidden") return;
+  if (S.pending) { const v = S.pending; S.pending = null; redraw(v); }
+  check();
+});
+
+function redraw(value) {  // rerun the page once (the service went away or came back: its badge says so)
+  if (document.visibilityState === "hidden") { S.pending = value; return; }
+  if (S.set) S.set("sync", value);
+}
 
 function show() {
   if (S.root) S.root.textContent = S.up ? "" : "The class service is unreachable: reconnecting…";
@@ -143,6 +158,7 @@ function check() {
   if (!S.set || !S.latest || S.drawn === null || !S.url) return;
   const want = S.latest[S.watch];
   if (want === undefined || want <= S.drawn) { S.tries = 0; S.asked = 0; return; }
+  if (document.visibilityState === "hidden") return;        // out of sight: asked when looked at again
   if (S.tries >= WAIT.length) return;                       // the next event starts again
   const due = S.asked + WAIT[S.tries] - Date.now();
   if (due > 0) { S.timer = setTimeout(check, due); return; }
@@ -163,8 +179,7 @@ function open(url) {
     // The class service went away, or came back: redraw once (spread over 2 s), so the page's own badge says so
     const flip = (S.up === false) !== (c.up === false);
     S.up = c.up !== false;
-    if (flip && S.set) setTimeout(() => S.set && S.set("sync", (S.up ? "back." : "away.") + Date.now()),
-                                  Math.random() * 2000);
+    if (flip) setTimeout(() => redraw((S.up ? "back." : "away.") + Date.now()), Math.random() * 2000);
     if (c.seq !== undefined) {
       if (!S.latest || c.seq !== S.latest.seq || c.q !== S.latest.q || c.tally !== S.latest.tally) S.tries = 0;
       S.latest = c;
