@@ -178,6 +178,8 @@ class Follow:
     join_seconds: float = 0.0
     idle_cpu: float = float("nan")  # the app processes' CPU-s per second while every student waits, no change
     change_cpu: list[float] = field(default_factory=list)  # the app processes' CPU-s from one change to the next
+    client_cpu: list[float] = field(default_factory=list)  # this process's (the simulated students') CPU-s, the same
+    machine_cpu: list[float] = field(default_factory=list)  # the whole machine's busy CPU-s, the same
 
 
 async def follow(url: str, n: int, changes: int, pause: float, timeout: float, pids: list[int] | None = None,
@@ -213,7 +215,7 @@ async def follow(url: str, n: int, changes: int, pause: float, timeout: float, p
             for i, s in enumerate(students):
                 s.on_full_run = lambda s, i=i, hook=hook: hook(s, i)
             runs0 = sum(s.full_runs for s in students)
-            cpu0 = cpu_seconds(pids or [])
+            cpu0, client0, busy0 = cpu_seconds(pids or []), time.process_time(), machine_busy()
             t0 = time.perf_counter()
             await teacher.type_sentence(sentence)
             with contextlib.suppress(TimeoutError):
@@ -222,6 +224,8 @@ async def follow(url: str, n: int, changes: int, pause: float, timeout: float, p
             out.missed += n - len(seen)
             await asyncio.sleep(pause)  # (the pause before the next change: runs that follow this one end)
             out.change_cpu.append(cpu_seconds(pids or []) - cpu0)
+            out.client_cpu.append(time.process_time() - client0)
+            out.machine_cpu.append(machine_busy() - busy0)
             half = sum(half_drawn(s, t0) for s in students)
             out.half_drawn += half
             missed = [s for i, s in enumerate(students) if i not in seen]
@@ -654,6 +658,9 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{n} students: app processes' CPU while the class waits {f.idle_cpu:.3f} CPU-s per second "
                       f"({f.idle_cpu * 100:.1f}% of a core); per change (median) {s['cpu_per_change']:.2f} CPU-s = "
                       f"{s['cpu_per_change'] / n * 1000:.1f} ms per student", flush=True)
+                print(f"{n} students: per change (median) the simulated students (this process) used "
+                      f"{statistics.median(f.client_cpu):.2f} CPU-s, the whole machine "
+                      f"{statistics.median(f.machine_cpu):.2f} CPU-s ({os.cpu_count()} cores)", flush=True)
         finally:
             server.stop()
     elif args.what == "votes":
