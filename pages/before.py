@@ -25,8 +25,12 @@ def chart(fig, key: str) -> None:
 def rnn_chart(build, key: str, *content, note=None) -> None:
     """`chart(build(), key)` and its notice `note()` drawn once per content: a figure of the recurrent model `kind` on
     the sentence (and `content`, the step it shows); a class that follows draws it once."""
-    once(f"before.{key}", (kind, a.prepared.text, *content),
-         lambda: (chart(build(), key), note is not None and notice(note())))
+    def draw() -> None:
+        chart(build(), key)
+        if note is not None:
+            notice(note())
+
+    once(f"before.{key}", (kind, a.prepared.text, *content), draw)
 
 
 st.title(text.TITLE)

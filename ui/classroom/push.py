@@ -16,7 +16,7 @@ The path of a change (ui/classroom/session.py explains the rest of the class):
    dropped, a websocket that was down, a trigger lost on the way, are all repaired by the next ask.
    A page out of sight (`document.visibilityState` "hidden": another tab in front, a laptop's lid closed) asks
    nothing until it is seen again, then at once: in a lecture hall a student taking notes in another tab costs
-   the server no redraw until they come back, and the class's redraws are shared among the pages in view.
+   the server no redraw until they come back.
 
 No timer runs on a page: an idle class costs the server one open connection per page.
 
