@@ -81,7 +81,6 @@ with c2, fold("The 10 as a table", "output_fold_top") as shown:
 once("output.logits", (*here, pos), logits)
 
 
-
 def one_hot() -> None:  # the textbook's example: the same for everyone
     st.header("2. Training: the one-hot target and the cross-entropy loss")
     st.markdown(text.ONE_HOT)

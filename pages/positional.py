@@ -185,7 +185,6 @@ shift(pe_table, D, L, i, dims)
 word_order(a, ref, dims)
 
 
-
 def switched() -> None:  # (the analysis without PE is made, or copied, only when this is drawn)
     pe_off = analysis(iv=Interventions(positional_encoding=False))
     c1, c2 = st.columns(2)
