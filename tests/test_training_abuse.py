@@ -384,6 +384,44 @@ def test_a_run_over_its_memory_fails_with_a_message_and_the_server_lives(small_d
     m.shutdown()
 
 
+STUCK_AFTER_FAILING = """
+import sys, time
+from multiprocessing.connection import Connection
+from training import messages as m
+conn = Connection(int(sys.argv[1]))
+m.recv(conn, kinds=("spec",))
+m.send(conn, m.Failing("failed", "memory", "Training stopped: it needed more memory than this job may use."))
+time.sleep(600)  # as a library's failed allocation left it once: neither talking nor exiting
+"""
+
+
+def test_a_process_stuck_after_saying_it_is_failing_is_killed_and_its_reason_kept(small_data, monkeypatch):
+    """Out of memory, the process says why before its last act (handing over the model); if that act hangs
+    it (it did in CI: a Rust allocation failing while a panic was being printed), the run still ends, with
+    the reason the process gave, STOP_GRACE seconds later."""
+    real = run_process.subprocess.Popen
+    procs = []
+
+    def popen(args, **kw):
+        procs.append(real([args[0], "-c", STUCK_AFTER_FAILING, args[-1]], **kw))
+        return procs[-1]
+
+    monkeypatch.setattr(run_process.subprocess, "Popen", popen)
+    monkeypatch.setattr(run_process, "STOP_GRACE", 1.0)
+    spec = make(small_data).spec()
+    ends = []
+    waiting = threading.Thread(target=lambda: ends.append(
+        run_process.run(spec, threading.Event(), lambda: False, lambda p: None, lambda msg: None)), daemon=True)
+    waiting.start()
+    waiting.join(30)
+    if waiting.is_alive():
+        procs[0].kill()
+        raise AssertionError("the server still waits for a process stuck after saying it is failing")
+    state, reason, error = ends[0]
+    assert (state, reason) == ("failed", "memory") and error.startswith("Training stopped: it needed more memory")
+    assert procs[0].poll() is not None  # killed, not left behind
+
+
 # --- Cache keys use the text actually used --------------------------------------------------------------------
 
 

@@ -69,21 +69,27 @@ def run(spec: m.Spec, stop: threading.Event, kill: Callable[[], bool], started: 
     error).
 
     `stop` set: the process is told to stop after its current step and send the model so far; `kill()`
-    true (nobody waits for the model) or a process stuck for `STOP_GRACE` seconds: it is killed. A message
-    that is not one of ours ends the run as failed, with the reason in the log.
+    true (nobody waits for the model) or a process stuck for `STOP_GRACE` seconds: it is killed. So is a
+    process that said it is failing (out of memory: its last act, handing over the model, may fail too, and
+    a library's failed allocation can leave a process that neither talks nor exits) and has not ended
+    `STOP_GRACE` seconds later: the run fails with the reason it sent. A message that is not one of ours
+    ends the run as failed, with the reason in the log.
     """
     state, reason, error = "failed", "error", None
     conn, child_conn = multiprocessing.Pipe()  # a socket pair: messages both ways, as raw bytes
     proc = None
     try:
+        # RUST_BACKTRACE=0: a library's failed allocation under the memory cap aborts at once, instead of
+        # printing a backtrace (which allocates; once, while a panic was printing, it left the process hung)
         proc = subprocess.Popen([sys.executable, "-m", "training.run_process", str(child_conn.fileno())],
                                 pass_fds=[child_conn.fileno()], cwd=ROOT, stdin=subprocess.DEVNULL,
-                                env={**os.environ, "OMP_NUM_THREADS": "1"})
+                                env={**os.environ, "OMP_NUM_THREADS": "1", "RUST_BACKTRACE": "0"})
         child_conn.close()
         started(proc)
         m.send(conn, spec)
         stop_sent: float | None = None
         failing: tuple[str, str, str | None] | None = None  # the process's reason, sent before a risky last act
+        failing_since = 0.0
         while True:
             if stop.is_set() and stop_sent is None:
                 m.send(conn, m.Stop())  # it ends after its current step and sends the model so far
@@ -91,6 +97,10 @@ def run(spec: m.Spec, stop: threading.Event, kill: Callable[[], bool], started: 
             if kill() or (stop_sent is not None and time.monotonic() - stop_sent > STOP_GRACE):
                 proc.kill()  # nobody waits for this model (session ended), or the process is stuck
                 state, reason = "stopped", "stopped"
+                break
+            if failing is not None and time.monotonic() - failing_since > STOP_GRACE:
+                proc.kill()  # stuck in its last act: the reason it gave is the run's end
+                state, reason, error = failing
                 break
             if conn.poll(0.1):
                 try:
@@ -109,7 +119,7 @@ def run(spec: m.Spec, stop: threading.Event, kill: Callable[[], bool], started: 
                     state, reason, error = msg.state, msg.reason, msg.error
                     break
                 if isinstance(msg, m.Failing):
-                    failing = (msg.state, msg.reason, msg.error)
+                    failing, failing_since = (msg.state, msg.reason, msg.error), time.monotonic()
                     continue
                 receive(msg)
             elif proc.poll() is not None:
