@@ -86,6 +86,32 @@ def test_a_sessions_copy_shares_no_tensor_and_nothing_mutable():
     assert copy.deepcopy(value)["pair"][1] == c["pair"][1] == "x"
 
 
+def test_a_traces_tensors_are_cloned_as_the_session_reads_them():
+    import torch
+
+    from model.trace import Trace
+    from ui.models import ClonedOnRead, fresh_copy
+
+    cached = Trace(record=True)
+    cached("a", torch.ones(2))
+    cached("b", torch.zeros(3))
+    c = fresh_copy({"trace": cached})["trace"]
+    assert isinstance(c, Trace) and c is not cached and isinstance(c.tensors, ClonedOnRead)
+    assert list(c.tensors) == ["a", "b"] and "a" in c.tensors and "z" not in c.tensors and len(c.tensors) == 2
+    assert c.tensors._own == {}  # nothing cloned until read
+    a = c["a"]
+    assert torch.equal(a, cached["a"]) and a.untyped_storage().data_ptr() != cached["a"].untyped_storage().data_ptr()
+    assert c["a"] is a and list(c.tensors._own) == ["a"]  # cloned once, then the session's own
+    a.fill_(5.0)
+    assert cached["a"].tolist() == [1.0, 1.0] and c["a"].tolist() == [5.0, 5.0]
+    assert [t.tolist() for t in c.tensors.values()] == [[5.0, 5.0], [0.0, 0.0, 0.0]]
+    try:
+        c["z"]
+        raise AssertionError("a missing name must raise KeyError")
+    except KeyError:
+        pass
+
+
 def once_script():
     import streamlit as st
 

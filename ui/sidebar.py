@@ -32,7 +32,7 @@ def render_sidebar() -> None:
     with st.sidebar:
         st.text_input("Your sentence", key="sentence", placeholder="e.g. i am a student",
                       help="English words from the toy set. Press Enter to apply.")
-        options = available_shipped() + (["mine"] if ss.get("my_model") is not None else [])
+        options = [*available_shipped(), *(["mine"] if ss.get("my_model") is not None else [])]
         if ss["model"] not in options:
             ss["model"] = "base"
         st.radio("Model", options, key="model", format_func=MODELS.get)
