@@ -5,8 +5,8 @@ import streamlit as st
 from model.vocab import BOS, EOS
 from pages.content import tokens as text
 from ui import shell
-from ui.models import analysis, current_model
-from ui.widgets import figure, md, next_link, require_sentence, sentence_header
+from ui.models import analysis, content_key, current_model
+from ui.widgets import exact_numbers, figure, md, next_link, once, require_sentence, sentence_header
 from viz.embeddings import (
     TEXTBOOK_VOCAB,
     column_labels,
@@ -34,6 +34,7 @@ p = a.prepared
 src_ids = [int(i) for i in a.trace["src.tokens"][0]]
 src_tokens = [*p.tokens, EOS]
 D = cfg.d_model
+content = content_key(a)  # what every figure and table below is drawn from: the same for a whole class
 
 sentence_header(a, show_translation=False)
 
@@ -45,22 +46,36 @@ c1, c2, c3 = st.columns(3)
 c1.metric("Source vocabulary (English)", f"{len(bundle.src_vocab):,} tokens")
 c2.metric("Target vocabulary (French)", f"{len(bundle.tgt_vocab):,} tokens")
 c3.metric("Tokens in your sentence", f"{len(src_ids)} (with <eos>)")
-st.dataframe(token_table(src_tokens, src_ids, bundle.src_vocab, p.unknown), hide_index=True, height="content")
+once("tokens.ids", content, lambda: st.dataframe(token_table(src_tokens, src_ids, bundle.src_vocab, p.unknown),
+                                                 hide_index=True, height="content"))
 st.caption(text.IDS_CAPTION)
 
 st.header("3. Ids to one-hot vectors")
 st.markdown(text.ONE_HOT)
 st.subheader("Textbook example (from the lecture notes, not this model)")
 word = st.selectbox("Word of the notes' 6-word output vocabulary", TEXTBOOK_VOCAB, index=1, key="tokens_textbook")
-st.dataframe(textbook_one_hot(word))
+once("tokens.textbook", (word,), lambda: st.dataframe(textbook_one_hot(word)))
 
 st.subheader("Your sentence")
 window = vocab_window(src_ids)
 V = len(bundle.src_vocab)
-oh = one_hot(src_ids, V)  # [T, V]
-figure(oh[:, window], column_labels(bundle.src_vocab, window), a.src_labels, "probs",
-       title="One-hot rows of the source tokens", shape=f"[{len(src_ids)}, {V}]  (T, V_src)", key="tokens_onehot",
-       x_title="vocabulary id", y_title="token", digits=0, note=one_hot_notice(oh, src_ids, a.src_labels))
+one_hot_shape = f"[{len(src_ids)}, {V}]  (T, V_src)"
+
+
+def one_hot_rows() -> tuple:
+    oh = one_hot(src_ids, V)  # [T, V]
+    return oh, [(oh[:, window], column_labels(bundle.src_vocab, window), a.src_labels)]
+
+
+def one_hot_figure() -> None:
+    oh, ((values, x_labels, y_labels),) = one_hot_rows()
+    figure(values, x_labels, y_labels, "probs", title="One-hot rows of the source tokens", shape=one_hot_shape,
+           key="tokens_onehot", x_title="vocabulary id", y_title="token", digits=0, numbers=False,
+           note=one_hot_notice(oh, src_ids, a.src_labels))
+
+
+once("tokens.one_hot", content, one_hot_figure)
+exact_numbers(f"Exact numbers · {one_hot_shape}", "tokens_onehot_numbers", lambda: one_hot_rows()[1])
 st.caption(text.window_caption(len(window), V))
 
 st.header("4. One-hot × embedding table = one row of the table")
@@ -71,10 +86,16 @@ demo = lookup_demo(E, src_ids[pos], a.trace["src.embed"][0, pos])
 st.markdown(f"Token **{md(src_tokens[pos])}** has id **{demo.token_id}**: its one-hot row has "
             f"a single 1 in column {demo.token_id}, so the product keeps row {demo.token_id} of E and nothing "
             f"else. First 8 of {D} dimensions:")
-st.dataframe(lookup_table(demo))
-c1, c2 = st.columns(2)
-c1.metric("max |onehot · E − E[id]|", f"{demo.lookup_error:.1e}")
-c2.metric(f"max |E[id] · √{D} − traced src.embed|", f"{demo.trace_error:.1e}")
+
+
+def lookup() -> None:
+    st.dataframe(lookup_table(demo))
+    c1, c2 = st.columns(2)
+    c1.metric("max |onehot · E − E[id]|", f"{demo.lookup_error:.1e}")
+    c2.metric(f"max |E[id] · √{D} − traced src.embed|", f"{demo.trace_error:.1e}")
+
+
+once("tokens.lookup", (*content, pos), lookup)
 st.caption(text.LOOKUP_CAPTION)
 
 st.header("5. Scaled by √d_model")
@@ -85,21 +106,29 @@ lo, hi = st.slider("Dimensions shown", 0, D, (0, min(32, D)), key="tokens_dims")
 if hi <= lo:  # an empty range: show one dimension
     hi = min(D, lo + 1)
     lo = hi - 1
-embed = a.trace["src.embed"][0]  # [T, D]
-figure(embed[:, lo:hi], [f"d{j}" for j in range(lo, hi)], a.src_labels, "activations",
-       title=f"src.embed: embedding rows × √{D} (dimensions {lo}-{hi - 1})",
-       shape=shape_text(a.trace["src.embed"], "B, T, D"), key="tokens_src_embed", x_title="dimension",
-       y_title="token", note=embed_notice(embed[:, lo:hi], src_ids, a.src_labels, demo.scale))
+dims = [f"d{j}" for j in range(lo, hi)]
+
+
+def embedded(name: str, labels: list[str], ids: list[int], title: str, key: str) -> None:
+    """One side's embedding rows × √d_model, dimensions lo..hi-1, once per content; its numbers one click away."""
+    rows = a.trace[name][0][:, lo:hi]  # [T, hi - lo]
+    shape = shape_text(a.trace[name], "B, T, D")
+    once(f"tokens.{key}", (*content, lo, hi), lambda: figure(
+        rows, dims, labels, "activations", title=title, shape=shape, key=key, x_title="dimension", y_title="token",
+        numbers=False, note=embed_notice(rows, ids, labels, demo.scale)))
+    exact_numbers(f"Exact numbers · {shape}", f"{key}_numbers", [(rows, dims, labels)])
+
+
+embedded("src.embed", a.src_labels, src_ids, f"src.embed: embedding rows × √{D} (dimensions {lo}-{hi - 1})",
+         "tokens_src_embed")
 
 st.header("6. The decoder side")
 tgt_ids = [int(i) for i in a.trace["tgt.tokens"][0]]
 tgt_tokens = [BOS, *a.out_tokens]
 st.markdown(text.decoder(len(bundle.tgt_vocab), BOS))
-st.dataframe(token_table(tgt_tokens, tgt_ids, bundle.tgt_vocab), hide_index=True, height="content")
-tgt_embed = a.trace["tgt.embed"][0]
-figure(tgt_embed[:, lo:hi], [f"d{j}" for j in range(lo, hi)], a.tgt_labels, "activations",
-       title=f"tgt.embed: target embedding rows × √{D} (dimensions {lo}-{hi - 1})",
-       shape=shape_text(a.trace["tgt.embed"], "B, T, D"), key="tokens_tgt_embed", x_title="dimension",
-       y_title="token", note=embed_notice(tgt_embed[:, lo:hi], tgt_ids, a.tgt_labels, demo.scale))
+once("tokens.tgt_ids", content, lambda: st.dataframe(token_table(tgt_tokens, tgt_ids, bundle.tgt_vocab),
+                                                     hide_index=True, height="content"))
+embedded("tgt.embed", a.tgt_labels, tgt_ids, f"tgt.embed: target embedding rows × √{D} (dimensions {lo}-{hi - 1})",
+         "tokens_tgt_embed")
 
 next_link(__file__)

@@ -24,7 +24,7 @@ STATES = {  # each a link's query (ui/state.py): what a student's page opens on
 }
 # page -> what else its links say (the lesson: step 18, encoder-decoder attention, which every state changes)
 PAGES = {"lesson": {"step": "18"}, "overview": {}, "encoder": {}, "output": {}, "multi_head": {}, "before": {},
-         "positional": {}, "why_attention": {}, "self_attention": {}}
+         "positional": {}, "why_attention": {}, "self_attention": {}, "tokens": {}}
 
 
 def shown(at) -> list:

@@ -159,11 +159,12 @@ def figure(values, x_labels: list[str], y_labels: list[str], kind: str, *, title
         exact_numbers(f"Exact numbers · {shape}", f"{key}_numbers", [(values, x_labels, y_labels)])
 
 
-def exact_numbers(label: str, key: str, matrices: Sequence[tuple], **kw) -> None:
-    """The exact numbers of one or more matrices ((values, x_labels, y_labels) each), in a lazy fold."""
+def exact_numbers(label: str, key: str, matrices: Sequence[tuple] | Callable[[], Sequence[tuple]], **kw) -> None:
+    """The exact numbers of one or more matrices ((values, x_labels, y_labels) each), in a lazy fold; `matrices`
+    may be a function, called only while the fold is open."""
     with fold(label, key) as shown:
         if shown:
-            for values, x_labels, y_labels in matrices:
+            for values, x_labels, y_labels in matrices() if callable(matrices) else matrices:
                 st.dataframe(table(values, x_labels, y_labels), **kw)
 
 
