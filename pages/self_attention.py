@@ -12,7 +12,7 @@ from model.textbook import thinking_machines
 from pages.content import self_attention as text
 from ui import shell
 from ui.attention_steps import show_coref, show_decision, show_steps, show_why_scale
-from ui.models import analysis, coref_defaults, current_model, projection
+from ui.models import analysis, content_key, coref_defaults, current_model, projection
 from ui.state import DEFAULT_SENTENCE
 from ui.widgets import figure, fold, md, next_link, notice, page_link, pick, require_sentence, sentence_header
 from viz import attention as va
@@ -97,7 +97,8 @@ def one_head(a, cfg, focus) -> None:
                                    c.adjective)), focus.weight, focus.other))
         st.markdown(f"Query word **{md(labels[word])}**, encoder layer {layer}, head {head}.")
         show_steps(va.word_steps(a.trace, f"enc.{layer}.self_attn", head, word), labels, labels[word], f"{P}w_",
-                   off=(f"enc.{layer}.self_attn", head) in iv.heads_off, proj=projection(a, layer, head, word))
+                   off=(f"enc.{layer}.self_attn", head) in iv.heads_off, proj=projection(a, layer, head, word),
+                   content=(*content_key(a), layer, head, word))
     module = f"enc.{layer}.self_attn"
 
     st.header("All words at once: the matrix form")
@@ -149,12 +150,12 @@ def one_head(a, cfg, focus) -> None:
             show_why_scale(cfg.d_k, P, text)
 
     st.header("Attention without learned weights")
-    plain = plain_self_attention(layer_output(t, layer - 1))  # X entering this layer (layer 0: embedding + PE)
     st.markdown(text.PLAIN)
     st.latex(text.PLAIN_LATEX)
     st.markdown(text.PLAIN_AFTER)
     with fold("Show softmax(XXᵀ) beside the learned weights of this head", f"{P}fold_plain") as shown:
         if shown:
+            plain = plain_self_attention(layer_output(t, layer - 1))  # X entering this layer (layer 0: embedding + PE)
             c1, c2 = st.columns(2)
             with c1:
                 square(plain.weights, "weights", f"softmax(XXᵀ), X = input of layer {layer}", "plain",

@@ -6,7 +6,7 @@ from model.vocab import BOS, EOS
 from pages.content import tokens as text
 from ui import shell
 from ui.models import analysis, content_key, current_model
-from ui.widgets import exact_numbers, figure, md, next_link, once, require_sentence, sentence_header
+from ui.widgets import figure, md, next_link, once, require_sentence, sentence_header
 from viz.embeddings import (
     TEXTBOOK_VOCAB,
     column_labels,
@@ -59,23 +59,11 @@ once("tokens.textbook", (word,), lambda: st.dataframe(textbook_one_hot(word)))
 st.subheader("Your sentence")
 window = vocab_window(src_ids)
 V = len(bundle.src_vocab)
-one_hot_shape = f"[{len(src_ids)}, {V}]  (T, V_src)"
-
-
-def one_hot_rows() -> tuple:
-    oh = one_hot(src_ids, V)  # [T, V]
-    return oh, [(oh[:, window], column_labels(bundle.src_vocab, window), a.src_labels)]
-
-
-def one_hot_figure() -> None:
-    oh, ((values, x_labels, y_labels),) = one_hot_rows()
-    figure(values, x_labels, y_labels, "probs", title="One-hot rows of the source tokens", shape=one_hot_shape,
-           key="tokens_onehot", x_title="vocabulary id", y_title="token", digits=0, numbers=False,
-           note=one_hot_notice(oh, src_ids, a.src_labels))
-
-
-once("tokens.one_hot", content, one_hot_figure)
-exact_numbers(f"Exact numbers · {one_hot_shape}", "tokens_onehot_numbers", lambda: one_hot_rows()[1])
+oh = one_hot(src_ids, V)  # [T, V]
+figure(oh[:, window], column_labels(bundle.src_vocab, window), a.src_labels, "probs",
+       title="One-hot rows of the source tokens", shape=f"[{len(src_ids)}, {V}]  (T, V_src)", key="tokens_onehot",
+       x_title="vocabulary id", y_title="token", digits=0, content=content,
+       note=lambda: one_hot_notice(oh, src_ids, a.src_labels))
 st.caption(text.window_caption(len(window), V))
 
 st.header("4. One-hot × embedding table = one row of the table")
@@ -110,13 +98,11 @@ dims = [f"d{j}" for j in range(lo, hi)]
 
 
 def embedded(name: str, labels: list[str], ids: list[int], title: str, key: str) -> None:
-    """One side's embedding rows × √d_model, dimensions lo..hi-1, once per content; its numbers one click away."""
+    """One side's embedding rows × √d_model, dimensions lo..hi-1."""
     rows = a.trace[name][0][:, lo:hi]  # [T, hi - lo]
-    shape = shape_text(a.trace[name], "B, T, D")
-    once(f"tokens.{key}", (*content, lo, hi), lambda: figure(
-        rows, dims, labels, "activations", title=title, shape=shape, key=key, x_title="dimension", y_title="token",
-        numbers=False, note=embed_notice(rows, ids, labels, demo.scale)))
-    exact_numbers(f"Exact numbers · {shape}", f"{key}_numbers", [(rows, dims, labels)])
+    figure(rows, dims, labels, "activations", title=title, shape=shape_text(a.trace[name], "B, T, D"), key=key,
+           x_title="dimension", y_title="token", content=(*content, lo, hi),
+           note=lambda: embed_notice(rows, ids, labels, demo.scale))
 
 
 embedded("src.embed", a.src_labels, src_ids, f"src.embed: embedding rows × √{D} (dimensions {lo}-{hi - 1})",

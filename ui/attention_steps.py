@@ -7,6 +7,8 @@ encoder-side pages share: a figure with its computed notice line and its exact n
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import streamlit as st
 
 from model import pipeline
@@ -22,15 +24,21 @@ from viz import scaling as vs
 from viz.attention import Projection, WordSteps, dims, step_table, z_table
 
 
-def show_projection(p: Projection, query_label: str, key: str) -> None:
-    """q = x·W^Q + b^Q for one word, with the real x, W^Q, b^Q and q; then k and v the same way."""
+def show_projection(p: Projection, query_label: str, key: str, content: tuple | None = None) -> None:
+    """q = x·W^Q + b^Q for one word, with the real x, W^Q, b^Q and q; then k and v the same way. `content`: what
+    `p` is of (a key for `once`), as in `show_steps`."""
     D, d_k = p.x.numel(), p.W["q"].shape[1]
-    st.latex(rf"\underbrace{{q}}_{{[1,\,{d_k}]}} = \underbrace{{x}}_{{[1,\,{D}]}} \cdot "
-             rf"\underbrace{{W^Q}}_{{[{D},\,{d_k}]}} + \underbrace{{b^Q}}_{{[1,\,{d_k}]}}, \qquad "
-             r"k = xW^K + b^K, \qquad v = xW^V + b^V")
-    st.caption("The model's projections (torch's nn.Linear) have a bias b as well as the matrix W; the paper writes "
-               "only W. W^Q here is this head's slice of the layer's W^Q: the columns that make this head's q.")
-    notice(va.projection_notice(p))
+
+    def formula() -> None:
+        st.latex(rf"\underbrace{{q}}_{{[1,\,{d_k}]}} = \underbrace{{x}}_{{[1,\,{D}]}} \cdot "
+                 rf"\underbrace{{W^Q}}_{{[{D},\,{d_k}]}} + \underbrace{{b^Q}}_{{[1,\,{d_k}]}}, \qquad "
+                 r"k = xW^K + b^K, \qquad v = xW^V + b^V")
+        st.caption("The model's projections (torch's nn.Linear) have a bias b as well as the matrix W; the paper "
+                   "writes only W. W^Q here is this head's slice of the layer's W^Q: the columns that make this "
+                   "head's q.")
+        notice(va.projection_notice(p))
+
+    drawn(f"{key}projection", content, formula)
     with fold("Show x, W^Q and q with the real numbers", f"{key}fold_projection") as shown:
         if not shown:
             return
@@ -45,49 +53,60 @@ def show_projection(p: Projection, query_label: str, key: str) -> None:
                    shape=f"[1, {d_k}]", key=f"{key}q", x_title="dimension", y_title="query")
 
 
+def drawn(what: str, content: tuple | None, draw: Callable[[], None]) -> None:
+    """`draw()`, once per content (`ui.widgets.once`) when `content` names what it shows."""
+    if content is None:
+        draw()
+    else:
+        once(f"attention_steps.{what}", content, draw)
+
+
 def show_steps(s: WordSteps, key_labels: list[str], query_label: str, key: str, textbook: bool = False,
-               off: bool = False, proj: Projection | None = None, query: int = 0) -> None:
+               off: bool = False, proj: Projection | None = None, query: int = 0, content: tuple | None = None) -> None:
     """The computation for one query word; `key` prefixes the widget keys, `off`: the head is switched off;
-    `proj`: the word's projection (q = x·W^Q + b^Q), shown first; `query`: the textbook query's index."""
+    `proj`: the word's projection (q = x·W^Q + b^Q), shown first; `query`: the textbook query's index. `content`:
+    what `s` and `proj` are of (model, sentence, interventions, layer, head, word): a class following its teacher
+    then draws the figures, tables and notices once per content, each student's page replays them."""
     st.subheader("1 · The query, the keys and the values")
     st.markdown(f"Each word's vector is multiplied by three learned matrices: its **query** q (what this word looks "
                 f"for), its **key** k (what it offers to be found by) and its **value** v (what it passes on). In "
                 f"one head each has d_k = {s.d_k} numbers.")
     if proj is not None:
-        show_projection(proj, query_label, key)
+        show_projection(proj, query_label, key, content)
     else:
         figure(s.q[None], dims(s.d_k), [query_label], "activations", title=f"q of {md(query_label)}",
-               shape=f"[1, {s.d_k}]", key=f"{key}q", x_title="dimension", y_title="query")
+               shape=f"[1, {s.d_k}]", key=f"{key}q", x_title="dimension", y_title="query", content=content)
     c1, c2 = st.columns(2)
     with c1:
         figure(s.k, dims(s.d_k), key_labels, "activations", title="k of every word",
                shape=f"[{len(key_labels)}, {s.d_k}]", key=f"{key}k", x_title="dimension", y_title="key",
-               note=va.keys_notice(s, key_labels, query_label))
+               note=lambda: va.keys_notice(s, key_labels, query_label), content=content)
     with c2:
         figure(s.v, dims(s.d_k), key_labels, "activations", title="v of every word",
                shape=f"[{len(key_labels)}, {s.d_k}]", key=f"{key}v", x_title="dimension", y_title="value",
-               note=va.values_notice(s, key_labels))
+               note=lambda: va.values_notice(s, key_labels), content=content)
 
-    st.subheader(f"2 · Score, divide by √d_k = {s.sqrt_dk:.4g}, softmax")
-    st.latex(rf"\text{{score}}_j = q \cdot k_j, \qquad \frac{{q\cdot k_j}}{{\sqrt{{d_k}}}}, \quad "
-             rf"\sqrt{{d_k}} = \sqrt{{{s.d_k}}} = {s.sqrt_dk:.4g}, \qquad "
-             rf"a_j = \frac{{\exp(q\cdot k_j/\sqrt{{d_k}})}}{{\sum_{{j'}} \exp(q\cdot k_{{j'}}/\sqrt{{d_k}})}}")
-    if not s.scale:
-        st.warning("Scaling is switched off in the sidebar: the model does not divide by √d_k, so the ÷√d_k "
-                   "column below equals the raw score q·k.")
-    if textbook:
-        st.dataframe(va.textbook_table(s, key_labels, query))
-        st.markdown(f"**{va.textbook_line(s, query, from_book(query))}**")  # no user text: written as is
-    st.dataframe(step_table(s, key_labels), hide_index=True)
-    notice(va.row_notice(s.weights, key_labels, query_label))
-    st.caption("The weights are all ≥ 0 and add up to 1: a weighted average, not a sum that can grow.")
+    def scores() -> None:
+        st.subheader(f"2 · Score, divide by √d_k = {s.sqrt_dk:.4g}, softmax")
+        st.latex(rf"\text{{score}}_j = q \cdot k_j, \qquad \frac{{q\cdot k_j}}{{\sqrt{{d_k}}}}, \quad "
+                 rf"\sqrt{{d_k}} = \sqrt{{{s.d_k}}} = {s.sqrt_dk:.4g}, \qquad "
+                 rf"a_j = \frac{{\exp(q\cdot k_j/\sqrt{{d_k}})}}{{\sum_{{j'}} \exp(q\cdot k_{{j'}}/\sqrt{{d_k}})}}")
+        if not s.scale:
+            st.warning("Scaling is switched off in the sidebar: the model does not divide by √d_k, so the ÷√d_k "
+                       "column below equals the raw score q·k.")
+        if textbook:
+            st.dataframe(va.textbook_table(s, key_labels, query))
+            st.markdown(f"**{va.textbook_line(s, query, from_book(query))}**")  # no user text: written as is
+        st.dataframe(step_table(s, key_labels), hide_index=True)
+        notice(va.row_notice(s.weights, key_labels, query_label))
+        st.caption("The weights are all ≥ 0 and add up to 1: a weighted average, not a sum that can grow.")
+        st.subheader("3 · Weight each value, add them up: z")
 
-    st.subheader("3 · Weight each value, add them up: z")
+    drawn(f"{key}scores", content, scores)
     figure(s.weighted, dims(s.d_k), key_labels, "activations", title="weight × v, one row per word",
            shape=f"[{len(key_labels)}, {s.d_k}]", key=f"{key}wv", x_title="dimension", y_title="word",
-           note=va.weighted_notice(s, key_labels))
-    st.latex(r"z = \sum_j a_j\, v_j")
-    notice(va.z_notice(s))
+           note=lambda: va.weighted_notice(s, key_labels), content=content)
+    drawn(f"{key}z", content, lambda: (st.latex(r"z = \sum_j a_j\, v_j"), notice(va.z_notice(s))))
     with fold("Exact numbers · z", f"{key}z_numbers") as shown:
         if shown:
             st.dataframe(z_table(s))

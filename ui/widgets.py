@@ -147,14 +147,25 @@ def notice(text: str) -> None:
 
 
 def figure(values, x_labels: list[str], y_labels: list[str], kind: str, *, title: str, shape: str, key: str,
-           note: str | None = None, numbers: bool = True, mark_row: int | None = None, **kw) -> None:
+           note: str | Callable[[], str | None] | None = None, numbers: bool = True, mark_row: int | None = None,
+           content: tuple | None = None, **kw) -> None:
     """A heatmap with its shape, its notice line, and its exact numbers one click away (a collapsed table);
-    `mark_row`: a row to outline (the row the notice talks about)."""
-    st.markdown(f"**{title}** · shape `{shape}`")
-    heatmap_chart(values, x_labels, y_labels, kind, key=key, mark_row=mark_row,
-                  alt=f"{title}, shape {shape}, a heatmap. " + (note or "Values on hover."), **kw)
-    if note:
-        notice(note)
+    `mark_row`: a row to outline (the row the notice talks about). `content`: what the figure is drawn from (it
+    must name everything the figure shows, as `once`'s key): the title, the chart and the notice are then drawn
+    once per content in this process, and `note` may be a function, called only then."""
+
+    def draw() -> None:
+        text = note() if callable(note) else note
+        st.markdown(f"**{title}** · shape `{shape}`")
+        heatmap_chart(values, x_labels, y_labels, kind, key=key, mark_row=mark_row,
+                      alt=f"{title}, shape {shape}, a heatmap. " + (text or "Values on hover."), **kw)
+        if text:
+            notice(text)
+
+    if content is None:
+        draw()
+    else:
+        once(f"figure.{key}", content, draw)
     if numbers:
         exact_numbers(f"Exact numbers · {shape}", f"{key}_numbers", [(values, x_labels, y_labels)])
 
