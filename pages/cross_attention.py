@@ -5,8 +5,19 @@ import streamlit as st
 
 from pages.content import cross_attention as text
 from ui import shell
-from ui.models import analysis, current_model, padding_demo
-from ui.widgets import fold, layer_and_head, matrix, md, next_link, notice, pick, require_sentence, sentence_header
+from ui.models import analysis, content_key, current_model, padding_demo
+from ui.widgets import (
+    fold,
+    layer_and_head,
+    matrix,
+    md,
+    next_link,
+    notice,
+    once,
+    pick,
+    require_sentence,
+    sentence_header,
+)
 from viz import decoder as vd
 from viz.heatmap import shape_text, table
 
@@ -19,6 +30,7 @@ st.markdown(text.INTRO)
 require_sentence(a)
 sentence_header(a)
 tr, src, lab = a.trace, a.src_labels, a.tgt_labels
+content = content_key(a)  # what every figure and table below is drawn from: the same for a whole class
 
 st.header("1. Each target position reads the source")
 st.latex(text.CROSS_LATEX)
@@ -30,32 +42,46 @@ with c2:
     head = pick("Head", [*range(cfg.n_heads), -1], "cross_head", -1, style="radio",
                 format_func=lambda i: "average of heads" if i < 0 else f"head {i}")
 cm, head = f"dec.{layer}.cross_attn", None if head < 0 else head
-st.markdown(f"`{cm}.q` {shape_text(tr[cm + '.q'], 'B, H, t, d_k')} from the decoder · "
-            f"`{cm}.k`, `{cm}.v` {shape_text(tr[cm + '.k'], 'B, H, m, d_k')} from `enc.out` "
-            f"{shape_text(tr['enc.out'], 'B, m, D')}")
-cw = vd.cross_attention(tr, layer, head)
-matrix(cw, src, lab, "weights", shape=shape_text(cw, "t, m"), key="cross_weights", show_table=False,
-       title=f"{cm}.weights, {'average of the heads' if head is None else f'head {head}'}",
-       x_title="source word (encoder)", y_title="target position (decoder)")
-notice(vd.cross_notice(cw, src, lab, a.next_labels))
-st.caption(text.cross_caption(len(src)))
+
+
+def cross_weights() -> None:
+    cw = vd.cross_attention(tr, layer, head)
+    st.markdown(f"`{cm}.q` {shape_text(tr[cm + '.q'], 'B, H, t, d_k')} from the decoder · "
+                f"`{cm}.k`, `{cm}.v` {shape_text(tr[cm + '.k'], 'B, H, m, d_k')} from `enc.out` "
+                f"{shape_text(tr['enc.out'], 'B, m, D')}")
+    matrix(cw, src, lab, "weights", shape=shape_text(cw, "t, m"), key="cross_weights", show_table=False,
+           title=f"{cm}.weights, {'average of the heads' if head is None else f'head {head}'}",
+           x_title="source word (encoder)", y_title="target position (decoder)")
+    notice(vd.cross_notice(cw, src, lab, a.next_labels))
+    st.caption(text.cross_caption(len(src)))
+
+
+once("cross.weights", (*content, layer, head), cross_weights)
 with fold(text.ALIGNMENT, "cross_alignment") as shown:
     if shown:
+        cw = vd.cross_attention(tr, layer, head)
         st.dataframe(vd.alignment(cw, src, lab, a.next_labels), hide_index=True)
         st.dataframe(table(cw, src, lab))
 
 st.header("2. The padding mask: which source keys exist")
 st.markdown(text.PADDING)
-demo = padding_demo(a.prepared)
-st.markdown(f"**The batch** (source ids padded with id 0 = `<pad>`) · shape `{shape_text(demo.src, 'B, T')}`")
-st.dataframe(vd.batch_table(demo))
-matrix(vd.mask_grid(demo), *vd.grid_labels(demo), "mask", show_table=False,
-       title="Padding mask (0 = may be looked at, −inf = <pad> key hidden)", shape=shape_text(demo.mask, "B, 1, 1, T"),
-       key="cross_pad_mask", x_title="key position", y_title="sentence")
-notice(vd.mask_grid_notice(demo))
+
+
+def batch() -> None:
+    demo = padding_demo(a.prepared)
+    st.markdown(f"**The batch** (source ids padded with id 0 = `<pad>`) · shape `{shape_text(demo.src, 'B, T')}`")
+    st.dataframe(vd.batch_table(demo))
+    matrix(vd.mask_grid(demo), *vd.grid_labels(demo), "mask", show_table=False,
+           title="Padding mask (0 = may be looked at, −inf = <pad> key hidden)",
+           shape=shape_text(demo.mask, "B, 1, 1, T"), key="cross_pad_mask", x_title="key position", y_title="sentence")
+    notice(vd.mask_grid_notice(demo))
+
+
+once("cross.batch", content, batch)  # (the demo is of the model and the sentence: computed on a miss only)
 pl, ph = layer_and_head("Encoder layer", cfg.n_enc_layers, cfg.n_heads, ("cross_pad_layer", "cross_pad_head"))
 with fold("Show the weights with the padding mask on and off", "cross_fold_padding") as shown:
     if shown:
+        demo = padding_demo(a.prepared)
         for col, on in zip(st.columns(2), (True, False), strict=True):
             with col:
                 w, state = vd.padding_weights(demo, pl, ph, on), "on" if on else "off"
@@ -72,11 +98,18 @@ with fold("Show the weights with the padding mask on and off", "cross_fold_paddi
                 for on in (True, False):
                     st.dataframe(table(vd.padding_weights(demo, pl, ph, on), *[list(demo.labels[demo.short])] * 2))
 
-st.markdown(f"Translation of sentence {demo.short + 1} on its own: **{md(demo.translation_alone)}**")
-st.caption(text.PADDING_CAPTION)
+
+
+def alone() -> None:
+    demo = padding_demo(a.prepared)
+    st.markdown(f"Translation of sentence {demo.short + 1} on its own: **{md(demo.translation_alone)}**")
+    st.caption(text.PADDING_CAPTION)
+
+
+once("cross.alone", content, alone)
 
 st.header("3. Three kinds of attention: who looks where")
 st.markdown(text.WHO)
-st.table(vd.WHO_LOOKS_WHERE.set_index("attention"))  # a table wraps its text: no cell cut off
+once("cross.who", (), lambda: st.table(vd.WHO_LOOKS_WHERE.set_index("attention")))  # a table wraps its text
 st.markdown(text.OUTRO)
 next_link(__file__)

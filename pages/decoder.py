@@ -1,6 +1,7 @@
 """The decoder and the look-ahead mask: masked self-attention with the real numbers, the lecture's 4 x 4 example,
 and what goes wrong without the mask. (Encoder-decoder attention and the padding mask: pages/cross_attention.py.)"""
 
+import functools
 from dataclasses import replace
 
 import streamlit as st
@@ -9,7 +10,7 @@ from model.checkpoint import CheckpointError
 from model.paper import BASE, SECTIONS
 from pages.content import decoder as text
 from ui import shell
-from ui.models import analysis, cheating, current_model, load_shipped, no_mask_reference
+from ui.models import analysis, cheating, content_key, current_model, load_shipped, no_mask_reference
 from ui.state import interventions
 from ui.widgets import (
     fold,
@@ -18,6 +19,7 @@ from ui.widgets import (
     md,
     next_link,
     notice,
+    once,
     pick,
     reference_box,
     require_sentence,
@@ -37,8 +39,10 @@ kw = dict(x_title="key (may be looked at)", y_title="query (looking)")
 
 
 def exact_numbers(steps, labels: list[str], key: str) -> None:  # the four matrices' numbers, one click away
+    """`steps`: the four matrices, or a function that computes them (called only while the fold is open)."""
     with fold(text.EXACT, key) as shown:
         if shown:
+            steps = steps() if callable(steps) else steps
             for m in (steps.scaled, steps.mask, steps.masked, steps.weights):
                 st.dataframe(table(m, labels, labels))
 
@@ -48,18 +52,23 @@ st.markdown(text.intro(a.out_tokens))
 require_sentence(a)
 sentence_header(a)
 sentence, lab = a.prepared.text, a.tgt_labels
+content = content_key(a)  # what the figures and tables below are drawn from: the same for a whole class
 
 st.header("1. One decoder block")
 left, right = st.columns([2, 3])
-left.graphviz_chart(vd.block_dot(cfg.n_dec_layers), alt=text.BLOCK_ALT)
+with left:
+    once("decoder.block_dot", (cfg.n_dec_layers,), lambda: st.graphviz_chart(vd.block_dot(cfg.n_dec_layers),
+                                                                            alt=text.BLOCK_ALT))
 with right:
     st.markdown(text.block(cfg.n_dec_layers, len(lab), cfg.d_model))
     layer_b = pick("Block", range(cfg.n_dec_layers), "decoder_block_layer", 0, style="radio",
                    format_func=lambda i: f"decoder layer {i}")
-st.dataframe(vd.block_table(a.trace, layer_b), hide_index=True,  # full width: its last column is a sentence
-             column_config={"what it is": st.column_config.TextColumn(width="large")})
-notice(vd.block_notice(a.trace, layer_b))
-st.markdown(text.regularisation(SECTIONS["dropout"], BASE.dropout, cfg.dropout, vd.projection_biases(bundle.model)))
+once("decoder.block", (*content, layer_b), lambda: (
+    st.dataframe(vd.block_table(a.trace, layer_b), hide_index=True,  # full width: its last column is a sentence
+                 column_config={"what it is": st.column_config.TextColumn(width="large")}),
+    notice(vd.block_notice(a.trace, layer_b)),
+    st.markdown(text.regularisation(SECTIONS["dropout"], BASE.dropout, cfg.dropout,
+                                    vd.projection_biases(bundle.model)))))
 
 st.header("2. Masked self-attention: scores + mask = masked scores → softmax")
 st.markdown(text.MASKED)
@@ -69,23 +78,32 @@ if not iv.look_ahead_mask:
 layer, head = layer_and_head("Decoder layer", cfg.n_dec_layers, cfg.n_heads,
                              ("decoder_mask_layer", "decoder_mask_head"))
 module = f"dec.{layer}.self_attn"
-steps = vd.mask_steps(a.trace, module, head)
-four_steps(steps, lab, text.step_titles(module, head), vd.step_shapes(a.trace, module),
-           ["decoder_scaled", "decoder_mask", "decoder_masked", "decoder_weights"], show_table=False, **kw)
-notice(vd.masked_notice(steps.weights, lab))
+here = (*content, layer, head)
+steps = functools.cache(lambda: vd.mask_steps(a.trace, module, head))  # computed only by a section drawn afresh
+once("decoder.steps", here, lambda: (
+    four_steps(steps(), lab, text.step_titles(module, head), vd.step_shapes(a.trace, module),
+               ["decoder_scaled", "decoder_mask", "decoder_masked", "decoder_weights"], show_table=False, **kw),
+    notice(vd.masked_notice(steps().weights, lab))))
 exact_numbers(steps, lab, "decoder_exact")
-n_up, s_up = vd.above_diagonal(steps.weights)
-m1, m2, m3 = st.columns(3)
-m1.metric("Weights above the diagonal that are > 0", n_up)
-m2.metric("Their sum (attention paid to the future)", f"{s_up:.6f}")
-m3.metric("Largest |row sum − 1|", f"{vd.row_sum_error(steps.weights):.1e}")
-st.caption(text.MASKED_CAPTION)
-st.subheader("The softmax renormalises over the allowed positions")
-st.markdown(text.RENORM)
+
+
+def future() -> None:
+    n_up, s_up = vd.above_diagonal(steps().weights)
+    m1, m2, m3 = st.columns(3)
+    m1.metric("Weights above the diagonal that are > 0", n_up)
+    m2.metric("Their sum (attention paid to the future)", f"{s_up:.6f}")
+    m3.metric("Largest |row sum − 1|", f"{vd.row_sum_error(steps().weights):.1e}")
+    st.caption(text.MASKED_CAPTION)
+    st.subheader("The softmax renormalises over the allowed positions")
+    st.markdown(text.RENORM)
+
+
+once("decoder.future", here, future)
 row = pick("Query position", range(len(lab)), "decoder_renorm_row", min(len(lab) - 1, 2), format_func=lab.__getitem__)
-st.dataframe(vd.renormalisation(steps.scaled[row], steps.mask[row], lab), hide_index=True)
-notice(vd.renorm_notice(steps.scaled[row], steps.mask[row], lab[row]))
-st.latex(text.RENORM_LATEX)
+once("decoder.renorm", (*here, row), lambda: (
+    st.dataframe(vd.renormalisation(steps().scaled[row], steps().mask[row], lab), hide_index=True),
+    notice(vd.renorm_notice(steps().scaled[row], steps().mask[row], lab[row])),
+    st.latex(text.RENORM_LATEX)))
 
 st.header("3. Example from the lecture notes: a 4 × 4 look-ahead mask")
 st.markdown(text.LECTURE)

@@ -46,12 +46,18 @@ n = int(c[0].number_input("n: sequence length", 1, 100_000, 50, key="why_n"))
 d = int(c[1].number_input("d: representation size", 1, 100_000, 512, key="why_d"))
 k = int(c[2].number_input("k: kernel size", 1, 1_000, 3, key="why_k"))
 r = int(c[3].number_input("r: neighbourhood (restricted)", 1, 100_000, 8, key="why_r"))
-costs = layer_costs(n, d, k, r)
-st.dataframe(costs, hide_index=True)
-once("why.costs", (n, d, k, r), lambda: chart(costs_figure(costs), key="why_costs", config={"displayModeBar": False}))
-(st.success if cheaper_than_recurrence(n, d) else st.warning)(costs_notice(costs, d))  # a verdict: coloured
-if not cheaper_than_recurrence(n, d):
-    st.caption(text.restricted(n, d))
+
+
+def calculated() -> None:
+    costs = layer_costs(n, d, k, r)
+    st.dataframe(costs, hide_index=True)
+    chart(costs_figure(costs), key="why_costs", config={"displayModeBar": False})
+    (st.success if cheaper_than_recurrence(n, d) else st.warning)(costs_notice(costs, d))  # a verdict: coloured
+    if not cheaper_than_recurrence(n, d):
+        st.caption(text.restricted(n, d))
+
+
+once("why.costs", (n, d, k, r), calculated)
 st.caption(text.COUNTS)
 
 st.header("3. The price: an n × n matrix per head")
@@ -68,11 +74,17 @@ if not a.prepared.empty:
                                    human_bytes(per_layer * cfg.n_enc_layers)))
 
 st.header("4. The results: better translations for less training")
-frame = bleu_frame()
-once("why.bleu", (), lambda: chart(bleu_figure(frame), key="why_bleu", config={"displayModeBar": False}))  # Table 2
-notice(bleu_notice(frame))
-with st.expander("Table 2 as numbers"):
-    st.dataframe(bleu_display(frame), hide_index=True)
+
+
+def table2() -> None:  # the paper's Table 2: the same for everyone
+    frame = bleu_frame()
+    chart(bleu_figure(frame), key="why_bleu", config={"displayModeBar": False})
+    notice(bleu_notice(frame))
+    with st.expander("Table 2 as numbers"):
+        st.dataframe(bleu_display(frame), hide_index=True)
+
+
+once("why.bleu", (), table2)
 st.caption(text.table2(CITATION))
 
 st.header("5. What each part is worth: the paper's Table 3 at toy scale")
@@ -84,12 +96,16 @@ else:
     st.caption(text.ablations_setup(ablated["meta"], len(ablated["rows"])))
     once("why.ablations", (measured_key(),), lambda: chart(va.steps_figure(ablated), key="why_ablations"))
     group = pick("Group", va.groups(ablated), "why_ablation_group", style="radio", format_func=va.GROUP_TITLES.get)
-    st.markdown("**Here** (toy set, held-out split; median over the seeds, lowest–highest)")
-    st.dataframe(va.rows_frame(ablated, group), hide_index=True)
-    notice(va.group_notice(ablated, group))
-    st.markdown("**The paper** (Table 3, EN-DE development set)")
-    st.dataframe(va.paper_frame(group), hide_index=True)
-    st.caption(text.table3(CITATION, TABLE3_CAPTION))
+
+    def group_rows() -> None:
+        st.markdown("**Here** (toy set, held-out split; median over the seeds, lowest–highest)")
+        st.dataframe(va.rows_frame(ablated, group), hide_index=True)
+        notice(va.group_notice(ablated, group))
+        st.markdown("**The paper** (Table 3, EN-DE development set)")
+        st.dataframe(va.paper_frame(group), hide_index=True)
+        st.caption(text.table3(CITATION, TABLE3_CAPTION))
+
+    once("why.group", (measured_key(), group), group_rows)
 
 st.header("6. Summary")
 st.markdown(text.SUMMARY)

@@ -24,7 +24,8 @@ STATES = {  # each a link's query (ui/state.py): what a student's page opens on
 }
 # page -> what else its links say (the lesson: step 18, encoder-decoder attention, which every state changes)
 PAGES = {"lesson": {"step": "18"}, "overview": {}, "encoder": {}, "output": {}, "multi_head": {}, "before": {},
-         "positional": {}, "why_attention": {}, "self_attention": {}, "tokens": {}}
+         "positional": {}, "why_attention": {}, "self_attention": {}, "tokens": {},
+         "cross_attention": {}, "decoder": {}}
 
 
 def shown(at) -> list:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -97,9 +98,8 @@ def require_sentence(a: Analysis) -> None:
 # is drawn by `_heatmap_chart`, a `st.cache_data` function keyed on what the figure shows (the numbers, the
 # labels, the settings, the key, the mode's font): the first session of this process builds the figure and
 # its JSON, every other one gets Streamlit's recorded element replayed (a copy of its message, no plotly).
-@st.cache_data(max_entries=2048, show_spinner=False)
-def _heatmap_chart(z, x_labels: tuple, y_labels: tuple, kind: str, settings: tuple, mark_row: int | None,
-                   key: str, alt: str, presenter_mode: bool) -> None:
+def _draw_heatmap(z, x_labels: tuple, y_labels: tuple, kind: str, settings: tuple, mark_row: int | None,
+                  key: str, alt: str, presenter_mode: bool) -> None:
     fig = heatmap(z, list(x_labels), list(y_labels), kind, **dict(settings))
     if mark_row is not None:
         fig.add_shape(type="rect", xref="x", yref="y", x0=-0.5, x1=len(x_labels) - 0.5, y0=mark_row - 0.5,
@@ -108,11 +108,17 @@ def _heatmap_chart(z, x_labels: tuple, y_labels: tuple, kind: str, settings: tup
     st.plotly_chart(fig, key=key, alt=alt[:600], config=NO_BAR)
 
 
+_heatmap_chart = st.cache_data(max_entries=2048, show_spinner=False)(_draw_heatmap)
+
+
 def heatmap_chart(values, x_labels, y_labels, kind: str, *, key: str, alt: str, mark_row: int | None = None,
                   **settings) -> None:
-    """`viz.heatmap.heatmap(values, ...)` drawn with `chart`, once per content in this process."""
-    _heatmap_chart(as_array(values), tuple(x_labels), tuple(y_labels), kind, tuple(sorted(settings.items())),
-                   mark_row, key, alt, presenter())
+    """`viz.heatmap.heatmap(values, ...)` drawn with `chart`, once per content in this process (inside a `once`
+    section, which is itself recorded once, it is drawn plainly: a recorded replay inside a recording can land
+    in the wrong column when the section makes its own columns)."""
+    draw = _draw_heatmap if getattr(_recording, "depth", 0) else _heatmap_chart
+    draw(as_array(values), tuple(x_labels), tuple(y_labels), kind, tuple(sorted(settings.items())), mark_row, key, alt,
+         presenter())
 
 
 def matrix(values, x_labels: list[str], y_labels: list[str], kind: str, *, title: str, shape: str,
@@ -128,9 +134,16 @@ def matrix(values, x_labels: list[str], y_labels: list[str], kind: str, *, title
 
 
 # -- other elements, drawn once per content ---------------------------------------------------------------
+_recording = threading.local()  # .depth: `once` sections being drawn (recorded) by this script run
+
+
 @st.cache_data(max_entries=1024, show_spinner=False)
 def _drawn_once(key: tuple, _draw: Callable[[], None]) -> None:
-    _draw()  # (`_draw` is not part of Streamlit's cache key: its name starts with "_")
+    _recording.depth = getattr(_recording, "depth", 0) + 1
+    try:
+        _draw()  # (`_draw` is not part of Streamlit's cache key: its name starts with "_")
+    finally:
+        _recording.depth -= 1
 
 
 def once(what: str, key: tuple, draw: Callable[[], None]) -> None:
