@@ -65,7 +65,7 @@ for formula in text.FORMULAS:
 st.markdown(text.matrices(H, D, d_k))
 c1, c2 = st.columns([3, 2])
 with c1:
-    st.dataframe(vh.shapes_table(D, H, len(a.src_labels)))
+    once("multi_head.shapes", (D, H, len(a.src_labels)), lambda: st.dataframe(vh.shapes_table(D, H, len(a.src_labels))))
 with c2:
     st.caption(text.SHAPES_CAPTION)
 
@@ -102,7 +102,7 @@ for start in range(0, H, per_row):
             st.checkbox(f"head {h} on", key=key, on_change=_toggle, args=(module, h, key),
                         help="Switch this head off: its z becomes 0 before the concatenation.")
 if hidden is None:  # (the notice would tell the mystery head's pattern)
-    notice(vh.heads_notice(weights, x_labels, off))
+    once("multi_head.notice", (*content_key(a), module), lambda: notice(vh.heads_notice(weights, x_labels, off)))
 with fold("Exact weights of every head", f"{P}grid_numbers") as shown:
     if shown:
         for h in (h for h in range(H) if mystery != (module, h)):
@@ -120,7 +120,7 @@ if mystery == (module, head):
 else:
     figure(weights[head], x_labels, y_labels, "weights", title=f"{module}, head {head}: attention weights",
            shape=f"[{len(y_labels)}, {len(x_labels)}]", key=f"{P}detail", x_title="key", y_title="query",
-           note=va.matrix_notice(weights[head], y_labels, x_labels))
+           note=lambda: va.matrix_notice(weights[head], y_labels, x_labels), content=(*content_key(a), module, head))
 
 st.header("One word, one head or several")
 st.markdown(text.ONE_WORD)
