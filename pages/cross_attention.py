@@ -99,7 +99,6 @@ with fold("Show the weights with the padding mask on and off", "cross_fold_paddi
                     st.dataframe(table(vd.padding_weights(demo, pl, ph, on), *[list(demo.labels[demo.short])] * 2))
 
 
-
 def alone() -> None:
     demo = padding_demo(a.prepared)
     st.markdown(f"Translation of sentence {demo.short + 1} on its own: **{md(demo.translation_alone)}**")

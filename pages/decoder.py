@@ -63,12 +63,16 @@ with right:
     st.markdown(text.block(cfg.n_dec_layers, len(lab), cfg.d_model))
     layer_b = pick("Block", range(cfg.n_dec_layers), "decoder_block_layer", 0, style="radio",
                    format_func=lambda i: f"decoder layer {i}")
-once("decoder.block", (*content, layer_b), lambda: (
+
+
+def block() -> None:
     st.dataframe(vd.block_table(a.trace, layer_b), hide_index=True,  # full width: its last column is a sentence
-                 column_config={"what it is": st.column_config.TextColumn(width="large")}),
-    notice(vd.block_notice(a.trace, layer_b)),
-    st.markdown(text.regularisation(SECTIONS["dropout"], BASE.dropout, cfg.dropout,
-                                    vd.projection_biases(bundle.model)))))
+                 column_config={"what it is": st.column_config.TextColumn(width="large")})
+    notice(vd.block_notice(a.trace, layer_b))
+    st.markdown(text.regularisation(SECTIONS["dropout"], BASE.dropout, cfg.dropout, vd.projection_biases(bundle.model)))
+
+
+once("decoder.block", (*content, layer_b), block)
 
 st.header("2. Masked self-attention: scores + mask = masked scores → softmax")
 st.markdown(text.MASKED)
@@ -80,10 +84,15 @@ layer, head = layer_and_head("Decoder layer", cfg.n_dec_layers, cfg.n_heads,
 module = f"dec.{layer}.self_attn"
 here = (*content, layer, head)
 steps = functools.cache(lambda: vd.mask_steps(a.trace, module, head))  # computed only by a section drawn afresh
-once("decoder.steps", here, lambda: (
+
+
+def four() -> None:
     four_steps(steps(), lab, text.step_titles(module, head), vd.step_shapes(a.trace, module),
-               ["decoder_scaled", "decoder_mask", "decoder_masked", "decoder_weights"], show_table=False, **kw),
-    notice(vd.masked_notice(steps().weights, lab))))
+               ["decoder_scaled", "decoder_mask", "decoder_masked", "decoder_weights"], show_table=False, **kw)
+    notice(vd.masked_notice(steps().weights, lab))
+
+
+once("decoder.steps", here, four)
 exact_numbers(steps, lab, "decoder_exact")
 
 
@@ -100,10 +109,16 @@ def future() -> None:
 
 once("decoder.future", here, future)
 row = pick("Query position", range(len(lab)), "decoder_renorm_row", min(len(lab) - 1, 2), format_func=lab.__getitem__)
-once("decoder.renorm", (*here, row), lambda: (
-    st.dataframe(vd.renormalisation(steps().scaled[row], steps().mask[row], lab), hide_index=True),
-    notice(vd.renorm_notice(steps().scaled[row], steps().mask[row], lab[row])),
-    st.latex(text.RENORM_LATEX)))
+
+
+def renormalised() -> None:
+    s = steps()
+    st.dataframe(vd.renormalisation(s.scaled[row], s.mask[row], lab), hide_index=True)
+    notice(vd.renorm_notice(s.scaled[row], s.mask[row], lab[row]))
+    st.latex(text.RENORM_LATEX)
+
+
+once("decoder.renorm", (*here, row), renormalised)
 
 st.header("3. Example from the lecture notes: a 4 × 4 look-ahead mask")
 st.markdown(text.LECTURE)

@@ -146,6 +146,49 @@ def test_once_draws_a_content_once_and_replays_it():
     assert "calls" not in other.session_state and other.table[0].value["square"].tolist() == [9]
 
 
+def nested_script():
+    import streamlit as st
+
+    from ui.widgets import heatmap_chart, once
+
+    ss = st.session_state
+    salt, cached = ss["salt"], ss["cached"]  # cached: the right column's pieces, already met by this process
+
+    def right() -> None:
+        heatmap_chart([[2.0, 2.0]], ["a", "b"], ["r"], "weights", key="right", alt="right")
+        once("test.inner", (salt, "right"), lambda: st.caption("right"))
+
+    def section() -> None:
+        left, right_col = st.columns(2)
+        with left:
+            heatmap_chart([[1.0, 0.0]], ["a", "b"], ["r"], "weights", key="left", alt="left")
+            once("test.inner", (salt, "left"), lambda: st.caption("left"))
+        with right_col:
+            right()
+
+    if cached:
+        right()  # (drawn outside any section first: its heatmap and caption are in their caches)
+    once("test.outer", (salt, cached), section)
+
+
+def test_a_section_drawn_once_keeps_its_columns_on_replay():
+    """A once section that makes its own columns, with a cached heatmap and a once caption in each: recorded
+    while the right column's pieces were already cached, then replayed: each piece stays in its column."""
+    import uuid
+
+    salt = uuid.uuid4().hex
+    at = AppTest.from_function(nested_script, default_timeout=TIMEOUT)
+    at.session_state["salt"], at.session_state["cached"] = salt, True
+    at.run()
+    for _ in range(2):  # recorded, then replayed
+        at.run()
+        assert not at.exception
+        cols = at.columns[-2:]
+        assert [c.caption[0].value for c in cols] == ["left", "right"]
+        assert [len(c.get("plotly_chart")) for c in cols] == [1, 1]
+        assert ["left" in str(c.get("plotly_chart")[0].proto) for c in cols] == [True, False]  # (its key, its alt)
+
+
 def test_the_server_collects_young_garbage_in_batches():
     """ui/startup.py raises the collector's first threshold (Python's 700 made a class's redraws collect some 50
     times a second and brought 40-50 ms full collections every few changes): the process runs with it."""

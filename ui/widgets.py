@@ -150,8 +150,12 @@ def once(what: str, key: tuple, draw: Callable[[], None]) -> None:
     """`draw()` the first time this process meets (`what`, `key`); after that Streamlit replays the elements it
     recorded (a table: no pandas frame built, no Arrow written). `key` must name everything `draw` shows (a
     model's cache key names its weights and its record); `draw` draws elements only, no widget. Cheap keys
-    only: hashing a DataFrame costs more than drawing it (measured). The presenter mode is part of every key."""
-    _drawn_once((what, key, presenter()), draw)  # (one argument: Streamlit looks each one up in the signature)
+    only: hashing a DataFrame costs more than drawing it (measured). The presenter mode is part of every key.
+    Inside another `once` section being drawn, `draw()` is simply called: the outer section records it."""
+    if getattr(_recording, "depth", 0):
+        draw()
+    else:
+        _drawn_once((what, key, presenter()), draw)  # (one argument: Streamlit looks each one up in the signature)
 
 
 def notice(text: str) -> None:
