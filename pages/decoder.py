@@ -84,15 +84,9 @@ layer, head = layer_and_head("Decoder layer", cfg.n_dec_layers, cfg.n_heads,
 module = f"dec.{layer}.self_attn"
 here = (*content, layer, head)
 steps = functools.cache(lambda: vd.mask_steps(a.trace, module, head))  # computed only by a section drawn afresh
-
-
-def four() -> None:
-    four_steps(steps(), lab, text.step_titles(module, head), vd.step_shapes(a.trace, module),
-               ["decoder_scaled", "decoder_mask", "decoder_masked", "decoder_weights"], show_table=False, **kw)
-    notice(vd.masked_notice(steps().weights, lab))
-
-
-once("decoder.steps", here, four)
+four_steps(steps(), lab, text.step_titles(module, head), vd.step_shapes(a.trace, module),  # (columns: not in a once)
+           ["decoder_scaled", "decoder_mask", "decoder_masked", "decoder_weights"], show_table=False, **kw)
+once("decoder.masked", here, lambda: notice(vd.masked_notice(steps().weights, lab)))
 exact_numbers(steps, lab, "decoder_exact")
 
 

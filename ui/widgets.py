@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -98,8 +97,9 @@ def require_sentence(a: Analysis) -> None:
 # is drawn by `_heatmap_chart`, a `st.cache_data` function keyed on what the figure shows (the numbers, the
 # labels, the settings, the key, the mode's font): the first session of this process builds the figure and
 # its JSON, every other one gets Streamlit's recorded element replayed (a copy of its message, no plotly).
-def _draw_heatmap(z, x_labels: tuple, y_labels: tuple, kind: str, settings: tuple, mark_row: int | None,
-                  key: str, alt: str, presenter_mode: bool) -> None:
+@st.cache_data(max_entries=2048, show_spinner=False)
+def _heatmap_chart(z, x_labels: tuple, y_labels: tuple, kind: str, settings: tuple, mark_row: int | None,
+                   key: str, alt: str, presenter_mode: bool) -> None:
     fig = heatmap(z, list(x_labels), list(y_labels), kind, **dict(settings))
     if mark_row is not None:
         fig.add_shape(type="rect", xref="x", yref="y", x0=-0.5, x1=len(x_labels) - 0.5, y0=mark_row - 0.5,
@@ -108,17 +108,12 @@ def _draw_heatmap(z, x_labels: tuple, y_labels: tuple, kind: str, settings: tupl
     st.plotly_chart(fig, key=key, alt=alt[:600], config=NO_BAR)
 
 
-_heatmap_chart = st.cache_data(max_entries=2048, show_spinner=False)(_draw_heatmap)
-
-
 def heatmap_chart(values, x_labels, y_labels, kind: str, *, key: str, alt: str, mark_row: int | None = None,
                   **settings) -> None:
-    """`viz.heatmap.heatmap(values, ...)` drawn with `chart`, once per content in this process (inside a `once`
-    section, which is itself recorded once, it is drawn plainly: a recorded replay inside a recording can land
-    in the wrong column when the section makes its own columns)."""
-    draw = _draw_heatmap if getattr(_recording, "depth", 0) else _heatmap_chart
-    draw(as_array(values), tuple(x_labels), tuple(y_labels), kind, tuple(sorted(settings.items())), mark_row, key, alt,
-         presenter())
+    """`viz.heatmap.heatmap(values, ...)` drawn with `chart`, once per content in this process (also inside a
+    `once` section: see there for the one thing such a section must not do)."""
+    _heatmap_chart(as_array(values), tuple(x_labels), tuple(y_labels), kind, tuple(sorted(settings.items())),
+                   mark_row, key, alt, presenter())
 
 
 def matrix(values, x_labels: list[str], y_labels: list[str], kind: str, *, title: str, shape: str,
@@ -134,16 +129,9 @@ def matrix(values, x_labels: list[str], y_labels: list[str], kind: str, *, title
 
 
 # -- other elements, drawn once per content ---------------------------------------------------------------
-_recording = threading.local()  # .depth: `once` sections being drawn (recorded) by this script run
-
-
 @st.cache_data(max_entries=1024, show_spinner=False)
 def _drawn_once(key: tuple, _draw: Callable[[], None]) -> None:
-    _recording.depth = getattr(_recording, "depth", 0) + 1
-    try:
-        _draw()  # (`_draw` is not part of Streamlit's cache key: its name starts with "_")
-    finally:
-        _recording.depth -= 1
+    _draw()  # (`_draw` is not part of Streamlit's cache key: its name starts with "_")
 
 
 def once(what: str, key: tuple, draw: Callable[[], None]) -> None:
@@ -151,11 +139,12 @@ def once(what: str, key: tuple, draw: Callable[[], None]) -> None:
     recorded (a table: no pandas frame built, no Arrow written). `key` must name everything `draw` shows (a
     model's cache key names its weights and its record); `draw` draws elements only, no widget. Cheap keys
     only: hashing a DataFrame costs more than drawing it (measured). The presenter mode is part of every key.
-    Inside another `once` section being drawn, `draw()` is simply called: the outer section records it."""
-    if getattr(_recording, "depth", 0):
-        draw()
-    else:
-        _drawn_once((what, key, presenter()), draw)  # (one argument: Streamlit looks each one up in the signature)
+
+    A section must not make columns (or other containers) of its own around a heatmap: when that heatmap was
+    already drawn (its own cache replays it while the section is being recorded), Streamlit's later replay of
+    the section puts it in the wrong column (the decoder's four matrices swapped places: tests/test_drawn_once.py).
+    Make the columns outside and call `once` in each, or draw the heatmaps outside the section."""
+    _drawn_once((what, key, presenter()), draw)  # (one argument: Streamlit looks each one up in the signature)
 
 
 def notice(text: str) -> None:
