@@ -1,7 +1,6 @@
 """The decoder and the look-ahead mask: masked self-attention with the real numbers, the lecture's 4 x 4 example,
 and what goes wrong without the mask. (Encoder-decoder attention and the padding mask: pages/cross_attention.py.)"""
 
-import functools
 from dataclasses import replace
 
 import streamlit as st
@@ -39,10 +38,8 @@ kw = dict(x_title="key (may be looked at)", y_title="query (looking)")
 
 
 def exact_numbers(steps, labels: list[str], key: str) -> None:  # the four matrices' numbers, one click away
-    """`steps`: the four matrices, or a function that computes them (called only while the fold is open)."""
     with fold(text.EXACT, key) as shown:
         if shown:
-            steps = steps() if callable(steps) else steps
             for m in (steps.scaled, steps.mask, steps.masked, steps.weights):
                 st.dataframe(table(m, labels, labels))
 
@@ -83,19 +80,19 @@ layer, head = layer_and_head("Decoder layer", cfg.n_dec_layers, cfg.n_heads,
                              ("decoder_mask_layer", "decoder_mask_head"))
 module = f"dec.{layer}.self_attn"
 here = (*content, layer, head)
-steps = functools.cache(lambda: vd.mask_steps(a.trace, module, head))  # computed only by a section drawn afresh
-four_steps(steps(), lab, text.step_titles(module, head), vd.step_shapes(a.trace, module),  # (columns: not in a once)
+steps = vd.mask_steps(a.trace, module, head)
+four_steps(steps, lab, text.step_titles(module, head), vd.step_shapes(a.trace, module),  # (columns: not in a once)
            ["decoder_scaled", "decoder_mask", "decoder_masked", "decoder_weights"], show_table=False, **kw)
-once("decoder.masked", here, lambda: notice(vd.masked_notice(steps().weights, lab)))
+once("decoder.masked", here, lambda: notice(vd.masked_notice(steps.weights, lab)))
 exact_numbers(steps, lab, "decoder_exact")
 
 
 def future() -> None:
-    n_up, s_up = vd.above_diagonal(steps().weights)
+    n_up, s_up = vd.above_diagonal(steps.weights)
     m1, m2, m3 = st.columns(3)
     m1.metric("Weights above the diagonal that are > 0", n_up)
     m2.metric("Their sum (attention paid to the future)", f"{s_up:.6f}")
-    m3.metric("Largest |row sum − 1|", f"{vd.row_sum_error(steps().weights):.1e}")
+    m3.metric("Largest |row sum − 1|", f"{vd.row_sum_error(steps.weights):.1e}")
     st.caption(text.MASKED_CAPTION)
     st.subheader("The softmax renormalises over the allowed positions")
     st.markdown(text.RENORM)
@@ -106,9 +103,8 @@ row = pick("Query position", range(len(lab)), "decoder_renorm_row", min(len(lab)
 
 
 def renormalised() -> None:
-    s = steps()
-    st.dataframe(vd.renormalisation(s.scaled[row], s.mask[row], lab), hide_index=True)
-    notice(vd.renorm_notice(s.scaled[row], s.mask[row], lab[row]))
+    st.dataframe(vd.renormalisation(steps.scaled[row], steps.mask[row], lab), hide_index=True)
+    notice(vd.renorm_notice(steps.scaled[row], steps.mask[row], lab[row]))
     st.latex(text.RENORM_LATEX)
 
 

@@ -7,8 +7,6 @@ encoder-side pages share: a figure with its computed notice line and its exact n
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import streamlit as st
 
 from model import pipeline
@@ -38,7 +36,7 @@ def show_projection(p: Projection, query_label: str, key: str, content: tuple | 
                    "head's q.")
         notice(va.projection_notice(p))
 
-    drawn(f"{key}projection", content, formula)
+    once(f"attention_steps.{key}projection", content, formula)
     with fold("Show x, W^Q and q with the real numbers", f"{key}fold_projection") as shown:
         if not shown:
             return
@@ -51,14 +49,6 @@ def show_projection(p: Projection, query_label: str, key: str, content: tuple | 
                    shape=f"[1, {D}]", key=f"{key}x", x_title="dimension", y_title="word")
             figure(p.computed("q")[None], dims(d_k), [query_label], "activations", title="q = x·W^Q + b^Q",
                    shape=f"[1, {d_k}]", key=f"{key}q", x_title="dimension", y_title="query")
-
-
-def drawn(what: str, content: tuple | None, draw: Callable[[], None]) -> None:
-    """`draw()`, once per content (`ui.widgets.once`) when `content` names what it shows."""
-    if content is None:
-        draw()
-    else:
-        once(f"attention_steps.{what}", content, draw)
 
 
 def show_steps(s: WordSteps, key_labels: list[str], query_label: str, key: str, textbook: bool = False,
@@ -102,11 +92,11 @@ def show_steps(s: WordSteps, key_labels: list[str], query_label: str, key: str, 
         st.caption("The weights are all ≥ 0 and add up to 1: a weighted average, not a sum that can grow.")
         st.subheader("3 · Weight each value, add them up: z")
 
-    drawn(f"{key}scores", content, scores)
+    once(f"attention_steps.{key}scores", content, scores)
     figure(s.weighted, dims(s.d_k), key_labels, "activations", title="weight × v, one row per word",
            shape=f"[{len(key_labels)}, {s.d_k}]", key=f"{key}wv", x_title="dimension", y_title="word",
            note=lambda: va.weighted_notice(s, key_labels), content=content)
-    drawn(f"{key}z", content, lambda: (st.latex(r"z = \sum_j a_j\, v_j"), notice(va.z_notice(s))))
+    once(f"attention_steps.{key}z", content, lambda: (st.latex(r"z = \sum_j a_j\, v_j"), notice(va.z_notice(s))))
     with fold("Exact numbers · z", f"{key}z_numbers") as shown:
         if shown:
             st.dataframe(z_table(s))

@@ -134,17 +134,21 @@ def _drawn_once(key: tuple, _draw: Callable[[], None]) -> None:
     _draw()  # (`_draw` is not part of Streamlit's cache key: its name starts with "_")
 
 
-def once(what: str, key: tuple, draw: Callable[[], None]) -> None:
+def once(what: str, key: tuple | None, draw: Callable[[], None]) -> None:
     """`draw()` the first time this process meets (`what`, `key`); after that Streamlit replays the elements it
     recorded (a table: no pandas frame built, no Arrow written). `key` must name everything `draw` shows (a
     model's cache key names its weights and its record); `draw` draws elements only, no widget. Cheap keys
     only: hashing a DataFrame costs more than drawing it (measured). The presenter mode is part of every key.
+    `key` None (nothing names the content, e.g. the textbook example): `draw()` is simply called.
 
     A section must not make columns (or other containers) of its own around a heatmap: when that heatmap was
     already drawn (its own cache replays it while the section is being recorded), Streamlit's later replay of
     the section puts it in the wrong column (the decoder's four matrices swapped places: tests/test_drawn_once.py).
     Make the columns outside and call `once` in each, or draw the heatmaps outside the section."""
-    _drawn_once((what, key, presenter()), draw)  # (one argument: Streamlit looks each one up in the signature)
+    if key is None:
+        draw()
+    else:
+        _drawn_once((what, key, presenter()), draw)  # (one argument: Streamlit looks each one up in the signature)
 
 
 def notice(text: str) -> None:
@@ -168,20 +172,16 @@ def figure(values, x_labels: list[str], y_labels: list[str], kind: str, *, title
         if text:
             notice(text)
 
-    if content is None:
-        draw()
-    else:
-        once(f"figure.{key}", content, draw)
+    once(f"figure.{key}", content, draw)
     if numbers:
         exact_numbers(f"Exact numbers · {shape}", f"{key}_numbers", [(values, x_labels, y_labels)])
 
 
-def exact_numbers(label: str, key: str, matrices: Sequence[tuple] | Callable[[], Sequence[tuple]], **kw) -> None:
-    """The exact numbers of one or more matrices ((values, x_labels, y_labels) each), in a lazy fold; `matrices`
-    may be a function, called only while the fold is open."""
+def exact_numbers(label: str, key: str, matrices: Sequence[tuple], **kw) -> None:
+    """The exact numbers of one or more matrices ((values, x_labels, y_labels) each), in a lazy fold."""
     with fold(label, key) as shown:
         if shown:
-            for values, x_labels, y_labels in matrices() if callable(matrices) else matrices:
+            for values, x_labels, y_labels in matrices:
                 st.dataframe(table(values, x_labels, y_labels), **kw)
 
 
