@@ -14,7 +14,8 @@ follow: one `streamlit run app.py` (the memory store), or --processes N behind H
 (ws) starts a class, N students join with the link and follow; the teacher types a new sentence `--changes`
 times (a pause between); per change and student, the time from the teacher sending the sentence to the end
 of the student's run that shows it (its sidebar's sentence box). p50 / p95 / max, and how many students
-never showed it within --timeout.
+never showed it within --timeout. Also the time until the change's event reached each student's event stream:
+the event's own way (store, hub, proxy), apart from the redraws (it showed HAProxy holding each event 0.2 s).
 
 throughput: the same N students, each typing its own sentences one after the other without a pause (a
 saturated server), for --seconds, through HAProxy in front of 1 and then 2 app processes (serving/replicas.py,
@@ -173,6 +174,7 @@ def half_drawn(s: StreamlitSession, since: float) -> int:
 class Follow:
     students: int
     latencies: list[float] = field(default_factory=list)
+    events: list[float] = field(default_factory=list)  # teacher change -> its event on a student's event stream
     missed: int = 0
     half_drawn: int = 0
     join_seconds: float = 0.0
@@ -215,12 +217,15 @@ async def follow(url: str, n: int, changes: int, pause: float, timeout: float, p
             for i, s in enumerate(students):
                 s.on_full_run = lambda s, i=i, hook=hook: hook(s, i)
             runs0 = sum(s.full_runs for s in students)
+            seqs0 = [max(s.event_at, default=0) for s in students]
             cpu0, client0, busy0 = cpu_seconds(pids or []), time.process_time(), machine_busy()
             t0 = time.perf_counter()
             await teacher.type_sentence(sentence)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(done.wait(), timeout)
             out.latencies += [seen[i] - t0 for i in seen]
+            out.events += [min(t for q, t in s.event_at.items() if q > q0) - t0
+                           for s, q0 in zip(students, seqs0) if max(s.event_at, default=0) > q0]
             out.missed += n - len(seen)
             await asyncio.sleep(pause)  # (the pause before the next change: runs that follow this one end)
             out.change_cpu.append(cpu_seconds(pids or []) - cpu0)
@@ -655,6 +660,11 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{n} students: teacher change -> student page updated p50 {s['p50']:.2f} s, "
                       f"p95 {s['p95']:.2f} s, max {s['max']:.2f} s; {f.missed} missed of {n * args.changes}; "
                       f"{f.half_drawn} redraws whose end was lost; all joined in {f.join_seconds:.1f} s", flush=True)
+                if f.events:  # where the time goes: the event's way (store, hub, proxy) or the redraws
+                    e = summary(f.events)
+                    s["event"] = e
+                    print(f"{n} students: teacher change -> its event on the student's stream p50 {e['p50']:.3f} s, "
+                          f"p95 {e['p95']:.3f} s", flush=True)
                 print(f"{n} students: app processes' CPU while the class waits {f.idle_cpu:.3f} CPU-s per second "
                       f"({f.idle_cpu * 100:.1f}% of a core); per change (median) {s['cpu_per_change']:.2f} CPU-s = "
                       f"{s['cpu_per_change'] / n * 1000:.1f} ms per student", flush=True)

@@ -146,6 +146,7 @@ class StreamlitSession:
         self.session_id = ""  # the server's id of this session (a reconnect asks for it again)
         self.sync: dict | None = None  # the class component's data: url, watch, drawn (and its element id)
         self.latest: dict | None = None  # the class's counters, as its event stream last said
+        self.event_at: dict[int, float] = {}  # seq -> when the event stream first announced it (perf_counter)
         self.asks = 0  # triggers sent (every ask, first or repeated)
         self.stream_opens = 0
         self._asked, self._tries, self._timer = 0.0, 0, None
@@ -320,6 +321,7 @@ class StreamlitSession:
                         if data:
                             c = json.loads(data)
                             if "seq" in c:
+                                self.event_at.setdefault(c["seq"], time.perf_counter())
                                 self.latest = c
                                 if self._tries >= len(self.WAIT):
                                     self._tries = 1

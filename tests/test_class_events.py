@@ -125,3 +125,19 @@ def test_chaos_leaves_no_student_on_a_stale_state():
         result = asyncio.run(asyncio.wait_for(chaos(cluster, 6, timeout=40, burst=5, log=lines.append), 400))
     assert result["stale"] == 0, "\n".join(lines)
     assert len(result["phases"]) == 7 and result["clicks_at_run_ends"] > 0, result
+
+
+def test_a_class_behind_the_proxy_follows_every_change():
+    """The short version of `python -m bench.classroom_load follow --processes 2`: 4 students on 2 app processes
+    behind HAProxy (Redis) follow 3 of the teacher's changes; every student's page shows each one, and each
+    change's event reached every student's event stream (what the benchmark times apart from the redraws)."""
+    from bench.classroom_load import ONE_ADDRESS, follow
+    from serving.replicas import Cluster
+    from tests.services import require_tool
+
+    for tool in ("redis-server", "haproxy"):
+        require_tool(tool)
+    with Cluster(replicas=2, timeout=90, workers=0, env=ONE_ADDRESS) as cluster:
+        f = asyncio.run(asyncio.wait_for(follow(cluster.url, 4, 3, pause=1.0, timeout=30, idle=1.0), 300))
+    assert f.missed == 0 and len(f.latencies) == 12, f
+    assert len(f.events) == 12 and all(0 < e < 30 for e in f.events), f.events
