@@ -225,7 +225,7 @@ async def follow(url: str, n: int, changes: int, pause: float, timeout: float, p
                 await asyncio.wait_for(done.wait(), timeout)
             out.latencies += [seen[i] - t0 for i in seen]
             out.events += [min(t for q, t in s.event_at.items() if q > q0) - t0
-                           for s, q0 in zip(students, seqs0) if max(s.event_at, default=0) > q0]
+                           for s, q0 in zip(students, seqs0, strict=True) if max(s.event_at, default=0) > q0]
             out.missed += n - len(seen)
             await asyncio.sleep(pause)  # (the pause before the next change: runs that follow this one end)
             out.change_cpu.append(cpu_seconds(pids or []) - cpu0)
