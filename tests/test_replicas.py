@@ -276,11 +276,11 @@ def test_shipped_proxy_configs_are_valid(tmp_path):
         assert r.returncode == 0, f"{cfg}:\n{r.stdout}{r.stderr}"
     text = rendered.read_text()
     assert "cookie GLASS_REPLICA insert indirect nocache" in text and "option redispatch" in text
+    assert "server app2 127.0.0.1:8502 cookie app2" in text and "bind 127.0.0.1:8500" in text
     # without it HAProxy lets the kernel hold each class event of a page's event stream for 200 ms
     for cfg in (rendered, compose):
         backend = cfg.read_text().split("backend streamlit", 1)[1]
         assert "\n    option http-no-delay" in backend, cfg
-    assert "server app2 127.0.0.1:8502 cookie app2" in text and "bind 127.0.0.1:8500" in text
 
 
 def test_serve_command_starts_and_stops_everything(tmp_path):
