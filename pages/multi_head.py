@@ -56,6 +56,7 @@ st.markdown(text.INTRO)
 a = analysis()
 require_sentence(a)
 sentence_header(a)
+content = content_key(a)  # what the grid, the notice and the one-head figure are drawn from: the same for a class
 cfg = current_model().bundle.config
 iv = a.interventions
 H, D, d_k = cfg.n_heads, cfg.d_model, cfg.d_k
@@ -94,7 +95,7 @@ for start in range(0, H, per_row):
             if mystery == (module, h):
                 mystery_box(h, height=300)
             else:
-                once("multi_head.grid", (*content_key(a), module, h), lambda h=h: chart(
+                once("multi_head.grid", (*content, module, h), lambda h=h: chart(
                     head_figure(weights[h], x_labels, y_labels, h, h in off, height=300), key=f"{P}grid_{h}",
                     config=NO_BAR))
             key = check_key(module, h)
@@ -102,7 +103,7 @@ for start in range(0, H, per_row):
             st.checkbox(f"head {h} on", key=key, on_change=_toggle, args=(module, h, key),
                         help="Switch this head off: its z becomes 0 before the concatenation.")
 if hidden is None:  # (the notice would tell the mystery head's pattern)
-    once("multi_head.notice", (*content_key(a), module), lambda: notice(vh.heads_notice(weights, x_labels, off)))
+    once("multi_head.notice", (*content, module), lambda: notice(vh.heads_notice(weights, x_labels, off)))
 with fold("Exact weights of every head", f"{P}grid_numbers") as shown:
     if shown:
         for h in (h for h in range(H) if mystery != (module, h)):
@@ -120,7 +121,7 @@ if mystery == (module, head):
 else:
     figure(weights[head], x_labels, y_labels, "weights", title=f"{module}, head {head}: attention weights",
            shape=f"[{len(y_labels)}, {len(x_labels)}]", key=f"{P}detail", x_title="key", y_title="query",
-           note=lambda: va.matrix_notice(weights[head], y_labels, x_labels), content=(*content_key(a), module, head))
+           note=lambda: va.matrix_notice(weights[head], y_labels, x_labels), content=(*content, module, head))
 
 st.header("One word, one head or several")
 st.markdown(text.ONE_WORD)
