@@ -752,3 +752,18 @@ def test_the_teachers_console_has_no_timer_and_follows_the_class_by_its_events(t
         asyncio.run(asyncio.wait_for(run(server.url), 180))
     finally:
         server.stop()
+
+
+def test_a_teacher_opens_the_guided_lesson_without_an_error(store):
+    """The lesson's first run in a session asks for its own sentence and reruns the app; that run, cut short
+    after the sidebar's box was drawn, must not publish (publishing applied the asked-for sentence to the drawn
+    box: Streamlit's error, on the teacher's screen, the first time a class went to the lesson)."""
+    from ui.lesson import DEFAULT_SENTENCE
+
+    teacher, code = start_teacher()
+    teacher.switch_page("pages/lesson.py")
+    teacher.run()
+    no_exception(teacher)
+    assert title(teacher) == "Guided lesson" and state(teacher, "sentence") == DEFAULT_SENTENCE
+    snap = store.snapshot(code)
+    assert snap.state["page"] == "lesson" and snap.state["sentence"] == DEFAULT_SENTENCE

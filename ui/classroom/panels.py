@@ -235,8 +235,8 @@ def run(page: StreamlitPage, body: Callable[[], None]) -> None:
         completed = True
     finally:  # (a RerunException, e.g. a newer request cutting this run short, is not a completed run; after
         # st.stop() nothing can be drawn: the page keeps its stream, and asks again until a run ends whole)
-        if is_teacher():
-            publish(here)
+        if is_teacher() and completed:  # (a run cut short: the next one publishes before its page; publishing here
+            publish(here)  # would apply a sentence the page asked for after the sidebar's box was drawn: an error)
         write_url()
     with st.sidebar:
         if is_student() and completed and SHOWS in ss():
