@@ -49,4 +49,4 @@ else:  # a run of the app's script
             init_state()  # the session's state (from a shared link on its first run), presenter mode included
             style.inject()  # the app's stylesheet (ui/style.py): contrast, formulas, phones, presenter mode
             attach_training_run()  # a reload on any page keeps this browser's training run (ui/training/session.py)
-            classroom.run(page, lambda: shell.run(page, sidebar=render_sidebar))  # follow a class / lead one
+            classroom.run(page, render_sidebar)  # follow a class / lead one

@@ -53,6 +53,7 @@ from pathlib import Path
 from bench.ws_client import StreamlitSession
 from serving.processes import start_app
 from serving.replicas import Cluster
+from ui.widgets import md
 
 SENTENCES = ["i am a student", "thinking machines", "she is a student", "we are students", "the cat is big",
              "he is tired", "the animal didn't cross the street because it was too tired", "you are a teacher"]
@@ -151,10 +152,12 @@ async def join(url: str, code: str, cookie: str | None = None, timeout: float = 
 
 
 def shows(s: StreamlitSession, sentence: str) -> bool:
+    """The page shows `sentence`: in its sentence box, or (a student who follows) in the teacher's line above it."""
     try:
         return s.widget_value("Your sentence") == sentence
     except KeyError:
-        return False
+        line = f"sentence “{md(sentence)}”"
+        return any(el.WhichOneof("type") == "markdown" and line in el.markdown.body for _, el in s.elements.values())
 
 
 def half_drawn(s: StreamlitSession, since: float) -> int:
@@ -177,6 +180,8 @@ class Follow:
     events: list[float] = field(default_factory=list)  # teacher change -> its event on a student's event stream
     missed: int = 0
     half_drawn: int = 0
+    full_runs: int = 0  # the students' full runs of the app during the changes
+    pages_alone: int = 0  # the students' pages redrawn alone (the fragment that holds a follower's page)
     join_seconds: float = 0.0
     idle_cpu: float = float("nan")  # the app processes' CPU-s per second while every student waits, no change
     change_cpu: list[float] = field(default_factory=list)  # the app processes' CPU-s from one change to the next
@@ -216,7 +221,7 @@ async def follow(url: str, n: int, changes: int, pause: float, timeout: float, p
 
             for i, s in enumerate(students):
                 s.on_full_run = lambda s, i=i, hook=hook: hook(s, i)
-            runs0 = sum(s.full_runs for s in students)
+            runs0 = sum(s.full_runs for s in students), sum(s.page_runs for s in students)
             seqs0 = [max(s.event_at, default=0) for s in students]
             cpu0, client0, busy0 = cpu_seconds(pids or []), time.process_time(), machine_busy()
             t0 = time.perf_counter()
@@ -227,6 +232,8 @@ async def follow(url: str, n: int, changes: int, pause: float, timeout: float, p
             out.events += [min(t for q, t in s.event_at.items() if q > q0) - t0
                            for s, q0 in zip(students, seqs0, strict=True) if max(s.event_at, default=0) > q0]
             out.missed += n - len(seen)
+            out.full_runs += sum(s.full_runs for s in students) - runs0[0]
+            out.pages_alone += sum(s.page_runs for s in students) - runs0[1]
             await asyncio.sleep(pause)  # (the pause before the next change: runs that follow this one end)
             out.change_cpu.append(cpu_seconds(pids or []) - cpu0)
             out.client_cpu.append(time.process_time() - client0)
@@ -248,7 +255,8 @@ async def follow(url: str, n: int, changes: int, pause: float, timeout: float, p
                 print(f"    not updated: {why}; the runs of one since the change (t0 {t0:.2f}): {runs}", flush=True)
             print(f"  change {k + 1}: {len(seen)}/{n} students updated, p50 "
                   f"{statistics.median([seen[i] - t0 for i in seen]) if seen else float('nan'):.2f} s, "
-                  f"full runs {sum(s.full_runs for s in students) - runs0}, redraws whose end was lost {half}",
+                  f"full runs {sum(s.full_runs for s in students) - runs0[0]}, pages redrawn alone "
+                  f"{sum(s.page_runs for s in students) - runs0[1]}, redraws whose end was lost {half}",
                   flush=True)
     finally:
         for p in pollers:

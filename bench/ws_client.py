@@ -137,14 +137,18 @@ class StreamlitSession:
         self._started = False  # a run has started (new_session) since the rerun was sent
         self._full = False  # the run going on is a full run (not a fragment's)
         self.fragments: dict[str, float] = {}  # fragment id -> its run_every (auto_rerun messages)
-        self.on_full_run = None  # called with this session after every full run (a poll that reran the app too)
+        self.on_full_run = None  # called with this session after every run that redrew its page: a full run, or the
+        # run of the fragment that holds a following student's page (the class's sync element ends it)
         self.full_runs = 0
+        self.page_runs = 0  # runs of a following student's page alone (that fragment's)
+        self._page_fragment = False  # the fragment run going on redrew the class's sync element
         self.running = False  # a run is under way (between new_session and its script_finished)
         # what happened, for a report on a stuck session: (time, "new_session" / "script_finished", fragment ids /
         # status), and (time, "navigation" / "query" / "toast", the page's hash / the address's query / the text)
         self.runs: list[tuple] = []
         self.session_id = ""  # the server's id of this session (a reconnect asks for it again)
         self.sync: dict | None = None  # the class component's data: url, watch, drawn (and its element id)
+        self.sync_frame: dict | None = None  # a follower's frame component (its trigger reruns the whole app)
         self.latest: dict | None = None  # the class's counters, as its event stream last said
         self.event_at: dict[int, float] = {}  # seq -> when the event stream first announced it (perf_counter)
         self.asks = 0  # triggers sent (every ask, first or repeated)
@@ -281,9 +285,13 @@ class StreamlitSession:
             self._timer = loop.call_later(self.WAIT[self._tries], self._check)
 
     async def _trigger(self, value: str) -> None:
-        """setTriggerValue("sync", value): a full rerun with every widget's state and the trigger's."""
-        wid = f"$$STREAMLIT_INTERNAL_KEY_{self.sync['id']}__events"
-        state = ClientState(page_script_hash=self.page_hash, query_string=self.query_string)
+        """setTriggerValue("sync", value): a rerun with every widget's state and the trigger's; of the fragment the
+        component is in (a follower's page) on a first ask, of the whole app (its frame's trigger) on an ask
+        again, as the component's script does."""
+        sync = self.sync_frame if self._tries > 1 and self.sync_frame is not None else self.sync
+        wid = f"$$STREAMLIT_INTERNAL_KEY_{sync['id']}__events"
+        state = ClientState(page_script_hash=self.page_hash, query_string=self.query_string,
+                            fragment_id=sync.get("fragment", ""))
         trigger = WidgetState(id=wid, json_trigger_value=json.dumps([{"event": "sync", "value": value}]))
         state.widget_states.CopyFrom(WidgetStates(widgets=[*self.widgets.values(), trigger]))
         state.context_info.timezone, state.context_info.locale = "UTC", "en-US"
@@ -425,10 +433,16 @@ class StreamlitSession:
                 self.runs.append((round(time.perf_counter(), 2), "toast", el.toast.body[:80]))
             if el.WhichOneof("type") == "bidi_component" and el.bidi_component.component_name == "glass_class_sync":
                 b = el.bidi_component
-                self.sync = {**json.loads(b.json or b.mixed.json or "{}"), "id": b.id}
-                if self.follow_events:
-                    self._tries, self._asked = 0, 0.0
-                    self._sync_changed()
+                # (inside a fragment, a follower's page: its trigger reruns that fragment, as the frontend's does)
+                data = {**json.loads(b.json or b.mixed.json or "{}"), "id": b.id, "fragment": msg.delta.fragment_id}
+                if data.get("frame"):
+                    self.sync_frame = data
+                else:
+                    self.sync = data
+                    self._page_fragment = bool(msg.delta.fragment_id)
+                    if self.follow_events:
+                        self._tries, self._asked = 0, 0.0
+                        self._sync_changed()
             w = _Widget(el)
             if w.widget_id and (w.pushed or w.widget_id not in self.widgets):
                 s = _widget_state(el.WhichOneof("type"), w.proto, w.pushed)
@@ -448,9 +462,13 @@ class StreamlitSession:
             self.fragments[msg.auto_rerun.fragment_id] = msg.auto_rerun.interval
         elif kind == "script_finished":
             self.running = msg.script_finished == ForwardMsg.FINISHED_EARLY_FOR_RERUN  # another run follows
-            if msg.script_finished in DONE and self._full:
-                self._full = False
-                self.full_runs += 1
+            page_alone = msg.script_finished == ForwardMsg.FINISHED_FRAGMENT_RUN_SUCCESSFULLY and self._page_fragment
+            if (msg.script_finished in DONE and self._full) or page_alone:
+                if page_alone:
+                    self.page_runs += 1
+                else:
+                    self.full_runs += 1
+                self._full = self._page_fragment = False
                 if self.on_full_run is not None:
                     self.on_full_run(self)
             if msg.script_finished in DONE and self._started:

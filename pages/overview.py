@@ -7,7 +7,7 @@ from model.paper import BASE, CITATION
 from pages.content import overview as text
 from ui import shell
 from ui.models import analysis, current_model, toy_data
-from ui.state import MODELS
+from ui.state import MODELS, controls_are_mine
 from ui.widgets import next_link, once, page_link, sentence_header
 from viz.heatmap import shape_text
 from viz.overview import (
@@ -92,7 +92,7 @@ st.caption(text.sizes_caption(CITATION, BASE.params_millions * 1e6 / n_params, t
 st.header("The model in use")
 st.markdown(f"**{MODELS.get({'my model': 'mine'}.get(cur.label, cur.label), cur.label)}** "
             f"(`{bundle.name}`), translating {bundle.langs[0]} → {bundle.langs[1]}. "
-            "Change it in the sidebar.")
+            + ("Change it in the sidebar." if controls_are_mine() else "Your teacher chose it."))
 record = model_record(bundle.meta)
 if record:
     once("overview.record", (cur.key,), lambda: st.table({"": [r[0] for r in record], "value": [r[1] for r in record]}))

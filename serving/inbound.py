@@ -136,6 +136,10 @@ class RunSlots:
         self._inside = threading.local()  # .depth: this thread's run is in its turn already (a nested `slot`)
         self.waited = 0  # runs that found every slot taken
 
+    def nested(self) -> bool:
+        """This thread is inside a `slot` already (a fragment called by a full run)."""
+        return getattr(self._inside, "depth", 0) > 0
+
     @contextlib.contextmanager
     def slot(self, lead: bool = False):
         depth = getattr(self._inside, "depth", 0)

@@ -130,7 +130,8 @@ def test_chaos_leaves_no_student_on_a_stale_state():
 def test_a_class_behind_the_proxy_follows_every_change():
     """The short version of `python -m bench.classroom_load follow --processes 2`: 4 students on 2 app processes
     behind HAProxy (Redis) follow 3 of the teacher's changes; every student's page shows each one, and each
-    change's event reached every student's event stream (what the benchmark times apart from the redraws)."""
+    change's event reached every student's event stream (what the benchmark times apart from the redraws), and
+    each redraw was of the page alone."""
     from bench.classroom_load import ONE_ADDRESS, follow
     from serving.replicas import Cluster
     from tests.services import require_tool
@@ -141,3 +142,5 @@ def test_a_class_behind_the_proxy_follows_every_change():
         f = asyncio.run(asyncio.wait_for(follow(cluster.url, 4, 3, pause=1.0, timeout=30, idle=1.0), 300))
     assert f.missed == 0 and len(f.latencies) == 12, f
     assert len(f.events) == 12 and all(0 < e < 30 for e in f.events), f.events
+    # every student's page was redrawn alone (the fragment that holds a follower's page), not by a full run
+    assert f.pages_alone >= 12 and f.full_runs <= 2, f  # (a full run: an ask again, after a lost first one)

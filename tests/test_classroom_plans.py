@@ -211,7 +211,8 @@ def test_pace_forged_by_a_student_session_does_nothing(store):
 def test_snapshot_sent_shown_in_the_gallery_and_projected(store):
     t, code = teacher_with_plan("What decides il or elle")
     sender, follower = students(code, 2)
-    sender.sidebar.multiselect(key="heads_off").select("dec.1.cross_attn:0").run()  # explores: leaves following
+    sender.sidebar.button(key="class_detach").click().run()  # explores on their own: the controls are theirs
+    sender.sidebar.multiselect(key="heads_off").select("dec.1.cross_attn:0").run()
     sender.sidebar.text_input(key="shot_note").input("head 0 breaks il/elle!")
     sender.sidebar.button(key="shot_send").click().run()
     no_exception(sender)

@@ -82,7 +82,7 @@ def show_steps(s: WordSteps, key_labels: list[str], query_label: str, key: str, 
                  rf"\sqrt{{d_k}} = \sqrt{{{s.d_k}}} = {s.sqrt_dk:.4g}, \qquad "
                  rf"a_j = \frac{{\exp(q\cdot k_j/\sqrt{{d_k}})}}{{\sum_{{j'}} \exp(q\cdot k_{{j'}}/\sqrt{{d_k}})}}")
         if not s.scale:
-            st.warning("Scaling is switched off in the sidebar: the model does not divide by √d_k, so the ÷√d_k "
+            st.warning("Scaling is switched off (“Divide by √d_k”): the model does not divide by √d_k, so the ÷√d_k "
                        "column below equals the raw score q·k.")
         if textbook:
             st.dataframe(va.textbook_table(s, key_labels, query))
@@ -101,8 +101,8 @@ def show_steps(s: WordSteps, key_labels: list[str], query_label: str, key: str, 
         if shown:
             st.dataframe(z_table(s))
     if off:
-        st.info("This head is switched off in the sidebar: the model sets its z to 0 before concatenating the "
-                "heads (the weights above are still what it would have used).")
+        st.info("This head is switched off (“Heads switched off”): the model sets its z to 0 before concatenating "
+                "the heads (the weights above are still what it would have used).")
 
 
 # --- The self-attention page's demos ----------------------------------------------------------------

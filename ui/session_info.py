@@ -61,13 +61,15 @@ def fair_share(lead: bool = False):
     """Run this script run in its turn (`serving.inbound.RUNS`; `lead`: a teacher's, which never waits) and charge
     its CPU time to its client (`serving.inbound`: a client over its share of the server waits before its next
     message is taken in)."""
+    outer = not RUNS.nested()  # (a fragment called by a full run: that run's time counts it already)
     with RUNS.slot(lead):
         started = time.thread_time()
         try:
             yield
         finally:
-            with contextlib.suppress(Exception):
-                charge(current_identity().client, time.thread_time() - started)
+            if outer:
+                with contextlib.suppress(Exception):
+                    charge(current_identity().client, time.thread_time() - started)
 
 
 def middleware() -> list:

@@ -27,6 +27,7 @@ import logging
 import os
 import threading
 import time
+import types
 from collections.abc import Callable
 from pathlib import Path
 
@@ -82,14 +83,56 @@ def page_object(file: str) -> StreamlitPage | None:
 
 def run(page: StreamlitPage, sidebar: Callable[[], None]) -> None:
     """The sidebar, then the page; a failure is logged and apologised for, never shown as a traceback."""
+    if guarded(page, sidebar):
+        run_page(page)
+
+
+def guarded(page: StreamlitPage, draw: Callable[[], None]) -> bool:
+    """`draw()` (the sidebar); a failure is logged and apologised for, and ends the run's page (False)."""
     try:
-        sidebar()
-        page.run()
+        draw()
+        return True
+    except Exception:  # Streamlit's rerun/stop signals are BaseExceptions and pass through
+        log.exception("page %r failed (query %r)", page.url_path, st.query_params.to_dict())
+        apologise(page.url_path)
+        _local.inside = False
+        return False
+
+
+_CODE: dict[str, object] = {}  # a page file's compiled code, per process (the files do not change while it runs)
+
+
+def run_page(page: StreamlitPage, alone: bool = False) -> None:
+    """The page (a failure apologised for, as `run`): `page.run()` in the run that went through app.py's
+    navigation; `alone`, in a rerun of a fragment that holds the page (a class's follower: ui/classroom/panels.py),
+    where Streamlit lets no page run without its navigation, the page's file is executed as `page.run()` does it
+    (a fresh `__main__` module; its elements then belong to app.py's script, which only matters to a page
+    switch, and that is a full run)."""
+    try:
+        if alone:
+            _local.inside = True  # (its links may use the session's page objects)
+            _exec_page(page)
+        else:
+            page.run()
     except Exception:  # Streamlit's rerun/stop signals are BaseExceptions and pass through
         log.exception("page %r failed (query %r)", page.url_path, st.query_params.to_dict())
         apologise(page.url_path)
     finally:
         _local.inside = False
+
+
+def _exec_page(page: StreamlitPage) -> None:
+    spec = next((p for p in PAGES if p.url_path == page.url_path), None)
+    if spec is None:  # the hidden home page: a function
+        _home()
+        return
+    path = str(spec.path)
+    code = _CODE.get(path)
+    if code is None:
+        code = _CODE[path] = compile(Path(path).read_text(encoding="utf-8"), path, "exec")
+    module = types.ModuleType("__main__")
+    module.__dict__["__file__"] = path
+    exec(code, module.__dict__)  # noqa: S102 - the app's own page file
 
 
 def apologise(url_path: str) -> None:

@@ -7,7 +7,16 @@ import streamlit as st
 from model.trace import attention_modules
 from model.transformer import Config
 from ui.models import available_shipped, current_model
-from ui.state import MODELS, TOGGLES, head_key, init_state, interventions, reset_interventions, sync_query_params
+from ui.state import (
+    CONTROLS_SHOWN,
+    MODELS,
+    TOGGLES,
+    head_key,
+    init_state,
+    interventions,
+    reset_interventions,
+    sync_query_params,
+)
 from ui.style import PRESENTER_KEY, inject_script
 
 
@@ -24,35 +33,59 @@ def head_label(key: str) -> str:
     return f"{where} L{layer} {what} · head {head}"
 
 
-def render_sidebar() -> None:
+def settle_shared() -> list[str]:
+    """Keep the shared keys within what this session can show: a model it has (else the trained one), heads
+    the model has. Returns the model's heads."""
+    ss = st.session_state
+    if ss["model"] not in model_options():
+        ss["model"] = "base"
+    heads = all_heads(current_model().bundle.config)
+    ss["heads_off"] = [h for h in ss["heads_off"] if h in heads]
+    return heads
+
+
+def model_options() -> list[str]:
+    return [*available_shipped(), *(["mine"] if st.session_state.get("my_model") is not None else [])]
+
+
+def render_sidebar(shared: bool = True) -> None:
+    """The sidebar. `shared` False: a student who follows a class, whose sentence, model and switches are the
+    teacher's; they are shown in one line above the page instead (ui/classroom/panels.py), which redraws with
+    the page alone when the teacher changes them."""
     init_state()
     ss = st.session_state
+    ss[CONTROLS_SHOWN] = shared
     for notice in ss.pop("_notices", []):
         st.toast(notice, icon=":material/link_off:")
     with st.sidebar:
-        st.text_input("Your sentence", key="sentence", placeholder="e.g. i am a student",
-                      help="English words from the toy set. Press Enter to apply.")
-        options = [*available_shipped(), *(["mine"] if ss.get("my_model") is not None else [])]
-        if ss["model"] not in options:
-            ss["model"] = "base"
-        st.radio("Model", options, key="model", format_func=MODELS.get)
-        cfg = current_model().bundle.config
-        st.markdown("**Switch parts off**")
-        for key, (_, _, label) in TOGGLES.items():
-            st.toggle(label, key=key)
-        heads = all_heads(cfg)
-        ss["heads_off"] = [h for h in ss["heads_off"] if h in heads]
-        st.multiselect("Heads switched off", heads, key="heads_off", format_func=head_label,
-                       placeholder="all heads on")
-        iv = interventions()
-        if iv.active:
-            st.badge(f"{len(iv.describe())} intervention(s) active", icon=":material/warning:", color="orange")
-            st.caption("; ".join(iv.describe()))
-            st.button("Reset: switch everything back on", on_click=reset_interventions, key="reset_iv")
+        if shared:
+            shared_controls()
         else:
-            st.caption("The model as trained: nothing switched off.")
+            st.caption(":material/cast_for_education: While you follow, the sentence, the model and the switches "
+                       "are your teacher's: they are shown above the page. “Explore on my own” gives you the "
+                       "controls, starting from the teacher's.")
         st.divider()
         st.toggle("Presenter mode (large text)", key=PRESENTER_KEY,
                   help="Larger text and charts for a projector; also `?presenter=1` in the address.")
     inject_script()
     sync_query_params()
+
+
+def shared_controls() -> None:
+    """The sentence, the model, and what is switched off (in the sidebar)."""
+    heads = settle_shared()
+    st.text_input("Your sentence", key="sentence", placeholder="e.g. i am a student",
+                  help="English words from the toy set. Press Enter to apply.")
+    st.radio("Model", model_options(), key="model", format_func=MODELS.get)
+    st.markdown("**Switch parts off**")
+    for key, (_, _, label) in TOGGLES.items():
+        st.toggle(label, key=key)
+    st.multiselect("Heads switched off", heads, key="heads_off", format_func=head_label,
+                   placeholder="all heads on")
+    iv = interventions()
+    if iv.active:
+        st.badge(f"{len(iv.describe())} intervention(s) active", icon=":material/warning:", color="orange")
+        st.caption("; ".join(iv.describe()))
+        st.button("Reset: switch everything back on", on_click=reset_interventions, key="reset_iv")
+    else:
+        st.caption("The model as trained: nothing switched off.")

@@ -164,6 +164,15 @@ def set_head(module: str, head: int, on: bool) -> None:
     st.session_state["heads_off"] = sorted(heads)
 
 
+CONTROLS_SHOWN = "_controls_in_sidebar"  # the last full run drew the sentence, model and switches in the sidebar
+
+
+def controls_are_mine() -> bool:
+    """The sidebar holds this session's sentence, model and switches (False: a student who follows a class's
+    lead, whose are the teacher's, said above the page: ui/sidebar.py `render_sidebar(shared=False)`)."""
+    return st.session_state.get(CONTROLS_SHOWN, True)
+
+
 def sync_query_params() -> None:
     """Write the current state into the URL so the address bar is a shareable link."""
     ss = st.session_state

@@ -13,6 +13,7 @@ from streamlit.errors import StreamlitPageNotFoundError
 
 from model.pipeline import Analysis
 from ui import page_list, shell
+from ui.state import controls_are_mine
 from ui.style import chart_font, presenter
 from viz.heatmap import as_array, heatmap, table
 
@@ -88,7 +89,8 @@ def sentence_header(a: Analysis, show_translation: bool = True) -> None:
 def require_sentence(a: Analysis) -> None:
     """Stop the page with a friendly prompt when there is nothing to show."""
     if a.prepared.empty:
-        st.info("Type a sentence in the sidebar (for example *i am a student*) to follow it through the model.")
+        st.info("Type a sentence in the sidebar (for example *i am a student*) to follow it through the model."
+                if controls_are_mine() else "Your teacher's sentence is empty: the page shows it when they type one.")
         st.stop()
 
 

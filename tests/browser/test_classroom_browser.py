@@ -27,7 +27,8 @@ def new_tab(browser, app_url: str, name: str) -> AppPage:
     context.set_default_timeout(30_000)
     context.add_init_script(RUN_COUNTER_JS)
     page = context.new_page()
-    page.full_runs = []  # the start of every full run (not a fragment's) the server sent this tab
+    page.full_runs = []  # the start of every run of the page the server sent this tab (a full run, or a following
+    # student's page redrawn alone: the fragment that holds it)
     page.timers = []  # fragment timers the server registered in this tab (auto_rerun messages)
     page.streams = []  # the class event streams this tab opened
     page.on("websocket", lambda ws: ws.on("framereceived", lambda frame: count_full_run(page, frame)))
@@ -39,7 +40,7 @@ def count_full_run(page, frame) -> None:
     if isinstance(frame, bytes | bytearray):
         msg = ForwardMsg()
         msg.ParseFromString(bytes(frame))
-        if msg.WhichOneof("type") == "new_session" and not msg.metadata.run.fragment_ids:
+        if msg.WhichOneof("type") == "new_session":
             page.full_runs.append(time.perf_counter())
         elif msg.WhichOneof("type") == "auto_rerun":
             page.timers.append(msg.auto_rerun.interval)
@@ -60,6 +61,11 @@ def sentence_box(tab: AppPage):
 
 def scale_switch(tab: AppPage):
     return tab.sidebar.get_by_role("switch", name="Divide by √d_k", exact=True)
+
+
+def teacher_line(tab: AppPage, text: str):
+    """In the line above a following student's page (the teacher's sentence, model and switches)."""
+    return tab.main.get_by_text(re.compile("Your teacher's view .*" + re.escape(text)))
 
 
 def test_two_students_follow_the_teacher(browser, app_url, app):
@@ -88,15 +94,16 @@ def test_two_students_follow_the_teacher(browser, app_url, app):
         teacher.act(lambda: box.press("Enter"))
         seen = []
         for s in students:
-            expect(sentence_box(s)).to_have_value("i am a student", timeout=FOLLOW_SECONDS * 1000)
+            expect(teacher_line(s, "sentence “i am a student”")).to_be_visible(timeout=FOLLOW_SECONDS * 1000)
             seen.append(time.perf_counter() - t0)
+            expect(sentence_box(s)).to_have_count(0)  # while following: the teacher's, in that line
         expect(scale_switch(teacher)).to_be_checked()
         t1 = time.perf_counter()
         switch = teacher.page.get_by_role("switch", name="Divide by √d_k", exact=True)
         teacher.act(lambda: teacher.sidebar.get_by_test_id("stCheckbox").filter(has=switch).locator("label").click())
         expect(scale_switch(teacher)).not_to_be_checked()
         for s in students:
-            expect(scale_switch(s)).not_to_be_checked(timeout=FOLLOW_SECONDS * 1000)
+            expect(teacher_line(s, "no √d_k scaling")).to_be_visible(timeout=FOLLOW_SECONDS * 1000)
             assert "Source tokens: i am a student" in s.main_text()
             seen.append(time.perf_counter() - t1)
             s.no_exception()
@@ -120,13 +127,13 @@ def test_two_students_follow_the_teacher(browser, app_url, app):
         before = len(away.page.full_runs)
         box.fill("you are a teacher")
         teacher.act(lambda: box.press("Enter"))
-        expect(sentence_box(here)).to_have_value("you are a teacher", timeout=FOLLOW_SECONDS * 1000)
+        expect(teacher_line(here, "“you are a teacher”")).to_be_visible(timeout=FOLLOW_SECONDS * 1000)
         away.page.wait_for_timeout(3_000)  # (the component asks again after 2.5 s when a page stays behind)
         assert len(away.page.full_runs) == before
-        expect(sentence_box(away)).to_have_value("i am a student")
+        expect(teacher_line(away, "“i am a student”")).to_be_visible()
         t2 = time.perf_counter()
         look(away, "visible")
-        expect(sentence_box(away)).to_have_value("you are a teacher", timeout=FOLLOW_SECONDS * 1000)
+        expect(teacher_line(away, "“you are a teacher”")).to_be_visible(timeout=FOLLOW_SECONDS * 1000)
         seen.append(time.perf_counter() - t2)
         assert "Source tokens: you are a teacher" in away.main_text()
         away.no_exception()

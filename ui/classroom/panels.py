@@ -22,12 +22,14 @@ import streamlit as st
 from streamlit.navigation.page import StreamlitPage
 
 from classroom import ClassSnapshot, ClassStoreError
+from ui import shell
 from ui.classroom import board, peer, plans, push
 from ui.classroom.session import (
     CLASS_PAGE,
     CONSOLE_TALLY,
     EVENTS,
     MAX_RERUNS,
+    NOT_SHARED,
     NOTICE,
     OWN_MODEL_STUDENT,
     PUBLISHED,
@@ -57,6 +59,8 @@ from ui.classroom.session import (
     write_url,
 )
 from ui.session_info import fair_share
+from ui.sidebar import settle_shared
+from ui.state import MODELS, interventions, sync_query_params
 from ui.widgets import md
 
 TALLY_DRAWN = "_class_tally_drawn"  # the teacher's panel: the tally its last complete run drew
@@ -87,7 +91,7 @@ def student_badge() -> None:
                   on_click=set_following, args=(True,))
 
 
-def end_of_run(watch: str, drawn: int, recheck: bool = True) -> None:
+def end_of_run(watch: str, drawn: int, recheck: bool = True, scope: str = "app") -> None:
     """The end of a class member's completed run: rerun at once if the class's counter `watch` moved past
     `drawn` while the run ran (`recheck`; at most MAX_RERUNS times in a row), else draw the page's end: its
     event stream and what it shows (the last element of the run)."""
@@ -100,7 +104,7 @@ def end_of_run(watch: str, drawn: int, recheck: bool = True) -> None:
             pass  # the store is away: the page's stream says so, and asks again when it is back
     if now is not None and (getattr(now, watch) > drawn or now.ended) and s.get(RERUNS, 0) < MAX_RERUNS:
         s[RERUNS] = s.get(RERUNS, 0) + 1
-        st.rerun()
+        st.rerun(scope=scope)
     s[RERUNS] = 0
     member = "teacher" if is_teacher() else s[STUDENT]
     s[EVENTS] = push.events_url(code(), member)
@@ -200,12 +204,14 @@ def teacher_panel() -> None:
 teacher_poller = st.fragment(run_every=TOUCH_SECONDS)(teacher_panel)
 
 
-def run(page: StreamlitPage, body: Callable[[], None]) -> None:
+def run(page: StreamlitPage, sidebar: Callable[..., None]) -> None:
     """One run of app.py: join from the link, follow the teacher, draw the class's sidebar and question,
-    then `body()` (the sidebar and the page), then publish (teacher), keep the URL (student) and, for a
-    student, end the page (`end_of_run`)."""
+    then the page (`sidebar()`, then the page: ui/shell.py), then publish (teacher), keep the URL (student)
+    and, for a student, end the page (`end_of_run`). A student who follows gets the page in `followed_page`, a
+    fragment that the class's events rerun alone."""
     here = page.url_path or "home"
     ss().pop(CONSOLE_TALLY, None)  # the class page sets it again as it draws its console
+    ss().pop(FULL_RUN, None)
     join_from_link()
     plans.on_run(here)  # a plan link, the class's pace, a move asked for by Next / a stop / a snapshot
     board.read_run()  # the teacher's training run, as the class follows it
@@ -220,6 +226,18 @@ def run(page: StreamlitPage, body: Callable[[], None]) -> None:
             plans.teacher_bar()
     if NOTICE in ss() and here != CLASS_PAGE:  # the class page shows its notices itself
         st.toast(md(ss().pop(NOTICE)), icon=":material/groups:")
+    alone = redraws_alone(here)
+    if alone:
+        if shell.guarded(page, lambda: sidebar(shared=False)):
+            with st.sidebar:
+                push.sync_frame(push.events_url(code(), ss()[STUDENT]))
+            ss()[AROUND], ss()[FULL_RUN] = around(here), True
+            try:
+                followed_page(page)
+            finally:
+                write_url()
+        return
+    body = lambda: shell.run(page, sidebar)  # noqa: E731
     if plans.paused():  # every student's screen: eyes on the projector, until the teacher resumes
         body = plans.pause_screen
     elif is_student() and ss().get(SNAP) is not None and ss()[SNAP].question is not None:
@@ -243,3 +261,63 @@ def run(page: StreamlitPage, body: Callable[[], None]) -> None:
             end_of_run(*ss()[SHOWS])
         elif role() is None:
             close_events()
+
+
+# -- a follower's page, redrawn alone -----------------------------------------------------------------------
+# In a lecture hall every change of the teacher redraws a hundred pages, and a full run of the app (navigation,
+# stylesheet, sidebar, page) costs the server about a third more than the page alone (README, "A follower's
+# page redrawn alone"). So a student who follows gets the page inside a fragment, `followed_page`, whose last
+# element is the page's end (`end_of_run`): the class's event reruns that fragment only. Its sidebar holds
+# nothing the teacher changes (`render_sidebar(shared=False)`: the sentence, the model and the switches are one
+# line above the page, `teacher_line`), and whatever the full run drew around the page (`around`: following or
+# not, the pace, a pause, a question, the badge's state) is compared after the fragment's own reads of the
+# class: when it moved, the fragment asks for a full run. The full run also draws `push.sync_frame` outside the
+# fragment: a page that asked once in vain asks again with a full run (ui/classroom/push.py).
+AROUND, FULL_RUN = "_class_around", "_class_full_run"
+
+
+def redraws_alone(here: str) -> bool:
+    """This run's page goes in `followed_page`: a student who follows the teacher's lead, on a shared page, with
+    no pause and no open question (those are drawn around the page, by full runs)."""
+    snap = ss().get(SNAP)
+    return (following() and plans.leads() and not plans.paused() and here not in NOT_SHARED
+            and snap is not None and snap.question is None and SHOWS in ss())
+
+
+def around(here: str) -> tuple:
+    """What a full run of a follower draws around its page, as data: a fragment's run that finds it moved
+    asks for a full run."""
+    snap = ss().get(SNAP)
+    return (here, redraws_alone(here), bool(ss().get(UNREACHABLE)), plans.pace(), (ss().get(plans.PLAN) or (None,))[0],
+            snap.code if snap else None, bool(snap and snap.state.get("own_model")), NOTICE in ss())
+
+
+@st.fragment
+def followed_page(page: StreamlitPage) -> None:
+    """A following student's page: the teacher's line, the plan's stop, the teacher's training run, the page,
+    and the page's end. Rerun alone by the class's events (see above)."""
+    here = page.url_path or "home"
+    with fair_share():  # (a fragment's run: its CPU counts against the client's share too, as app.py's runs do)
+        alone = not ss().pop(FULL_RUN, False)
+        if alone:  # a rerun of this fragment alone: the class's reads of a full run
+            plans.on_run(here)
+            board.read_run()
+            follow_on_run(here)
+            if around(here) != ss().get(AROUND):
+                st.rerun(scope="app")
+            sync_query_params()  # (the address stays a link to what the page shows)
+        teacher_line()
+        plans.stop_banner()
+        board.class_run_panel()
+        shell.run_page(page, alone=alone)
+        end_of_run(*ss()[SHOWS], scope="fragment" if alone else "app")  # (inside a full run: "app" only)
+
+
+def teacher_line() -> None:
+    """Above a follower's page: the teacher's sentence, model and switches (the sidebar's controls, while
+    following)."""
+    settle_shared()
+    off = interventions().describe()
+    st.caption(f":material/cast_for_education: Your teacher's view · sentence “{md(ss().get('sentence') or '')}” · "
+               f"{MODELS.get(ss().get('model'), ss().get('model'))} · "
+               + (md("; ".join(off)) if off else "nothing switched off"))

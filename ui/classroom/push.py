@@ -14,6 +14,9 @@ The path of a change (ui/classroom/session.py explains the rest of the class):
    arrived) and, when they differ, sets a trigger value, which reruns the app as a click does. Until the two
    match it asks again (2.5 s, 5 s, then every 10 s, at most 5 times per value): a run whose end Streamlit
    dropped, a websocket that was down, a trigger lost on the way, are all repaired by the next ask.
+   A follower's page is a fragment (ui/classroom/panels.py `followed_page`) with this component at its end: its
+   trigger reruns the page alone. The full run also draws `sync_frame` outside the fragment, whose trigger
+   reruns the whole app: the first ask for a value reruns the fragment, an ask again the app.
    A page out of sight (`document.visibilityState` "hidden": another tab in front, a laptop's lid closed) asks
    nothing until it is seen again, then at once: in a lecture hall a student taking notes in another tab costs
    the server no redraw until they come back.
@@ -134,7 +137,7 @@ def routes() -> list[Route]:
 _JS = """
 // One per page (the module is imported once per page load and survives reruns).
 const S = {url: null, es: null, latest: null, up: true, watch: null, drawn: null, set: null, asked: 0, tries: 0,
-           timer: null, root: null, mount: 0, pending: null};
+           timer: null, root: null, mount: 0, pending: null, setFull: null, frameMount: 0};
 const WAIT = [0, 2500, 5000, 10000, 10000];  // before each ask for one value; then wait for the next event
 // A tab out of sight (another tab in front, a closed lid) hears the class but redraws nothing: its page catches up
 // at once when it is looked at again, and meanwhile costs the server none of the class's redraws.
@@ -146,7 +149,8 @@ document.addEventListener("visibilitychange", () => {
 
 function redraw(value) {  // rerun the page once (the service went away or came back: its badge says so)
   if (document.visibilityState === "hidden") { S.pending = value; return; }
-  if (S.set) S.set("sync", value);
+  const set = S.setFull || S.set;  // (a whole run: the badge is in the sidebar)
+  if (set) set("sync", value);
 }
 
 function show() {
@@ -164,7 +168,10 @@ function check() {
   if (due > 0) { S.timer = setTimeout(check, due); return; }
   S.asked = Date.now();
   S.tries += 1;
-  S.set("sync", want + "." + S.tries);
+  // A follower's page is a fragment: the first ask reruns it alone; an ask again reruns the whole app (the
+  // frame's trigger), which also repairs a session that no longer knows the fragment (a new session after a lost
+  // connection, a run cut short before it reached the fragment)
+  (S.tries > 1 && S.setFull ? S.setFull : S.set)("sync", want + "." + S.tries);
   S.timer = setTimeout(check, S.tries < WAIT.length ? WAIT[S.tries] : 0);
 }
 
@@ -196,6 +203,12 @@ function open(url) {
 
 export default function (component) {
   const {data, setTriggerValue, parentElement} = component;
+  if (data.frame) {  // the frame of a follower's page (drawn by full runs, outside the page's fragment)
+    const frame = ++S.frameMount;
+    S.setFull = setTriggerValue;
+    if (data.url !== S.url) open(data.url);
+    return () => { if (S.frameMount === frame) S.setFull = null; };
+  }
   const mount = ++S.mount;
   S.root = parentElement.querySelector(".glass-sync") || parentElement;
   S.set = setTriggerValue;
@@ -214,6 +227,14 @@ export default function (component) {
 _CSS = ".glass-sync:empty {display: none} .glass-sync {font-size: 0.875rem; padding: 0.25rem 0}"
 _component = st.components.v2.component("glass_class_sync", html='<div class="glass-sync" role="status"></div>',
                                         css=_CSS, js=_JS)
+
+
+def sync_frame(url: str) -> None:
+    """Drawn by a full run of a follower whose page is a fragment (ui/classroom/panels.py `followed_page`), outside
+    it: its trigger reruns the whole app, which the page's end uses when asking once did not bring the page up
+    to date."""
+    _component(key="class_sync_frame", data={"url": url, "frame": True}, on_sync_change=lambda: None,
+               width="stretch", height="content")
 
 
 def sync(url: str | None, watch: str, drawn: int | None, on_sync=None) -> None:
