@@ -122,11 +122,11 @@ def run_page(page: StreamlitPage, alone: bool = False) -> None:
 
 
 def _exec_page(page: StreamlitPage) -> None:
-    spec = next((p for p in PAGES if p.url_path == page.url_path), None)
-    if spec is None:  # the hidden home page: a function
+    try:
+        path = str(by_name(page.url_path).path)
+    except KeyError:  # the hidden home page: a function
         _home()
         return
-    path = str(spec.path)
     code = _CODE.get(path)
     if code is None:
         code = _CODE[path] = compile(Path(path).read_text(encoding="utf-8"), path, "exec")
