@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import hmac
 import json
@@ -73,14 +74,15 @@ async def lifespan(_app):
 
 
 # -- who may listen -----------------------------------------------------------------------------------------
-def _key() -> bytes:
-    return hashlib.sha256(b"glass-class-events|" + str(st.get_option("server.cookieSecret")).encode()).digest()
-
-
 def token(code: str, member: str) -> str:
     """The token of `member` (a student id, or "teacher") in class `code`: "member.mac"."""
-    mac = hmac.new(_key(), f"{code}|{member}".encode(), "sha256").hexdigest()[:32]
-    return f"{member}.{mac}"
+    return _token(str(st.get_option("server.cookieSecret")), code, member)
+
+
+@functools.lru_cache(maxsize=4096)  # (every run of a class member's page draws its url)
+def _token(secret: str, code: str, member: str) -> str:
+    key = hashlib.sha256(b"glass-class-events|" + secret.encode()).digest()
+    return f"{member}.{hmac.new(key, f'{code}|{member}'.encode(), 'sha256').hexdigest()[:32]}"
 
 
 def member_of(code: str, tok: str) -> str | None:
