@@ -31,6 +31,15 @@ _log = logging.getLogger("glass.classroom")
 MARK_SECONDS, MARK_TTL = 10.0, 30.0
 
 
+def _newer(old: Counters | None, c: Counters) -> Counters | None:
+    """`old` moved on by `c` (each counter only grows); `old` itself when `c` tells nothing new."""
+    if old is None:
+        return c
+    if (c.seq, c.q, c.tally, c.ended) <= (old.seq, old.q, old.tally, old.ended):
+        return old
+    return Counters(max(c.seq, old.seq), max(c.q, old.q), max(c.tally, old.tally), c.ended or old.ended)
+
+
 class Listener:
     """One connection's view: the latest counters of its class (`latest`), whether the store's events arrive
     (`up`), and `changed`, set when either moved since the connection last looked."""
@@ -41,10 +50,9 @@ class Listener:
         self.changed = asyncio.Event()
 
     def offer(self, c: Counters) -> None:
-        old = self.latest
-        if old is None or (c.seq, c.q, c.tally, c.ended) > (old.seq, old.q, old.tally, old.ended):
-            self.latest = c if old is None else Counters(max(c.seq, old.seq), max(c.q, old.q),
-                                                         max(c.tally, old.tally), c.ended or old.ended)
+        newer = _newer(self.latest, c)
+        if newer is not self.latest:
+            self.latest = newer
             self.changed.set()
 
     def status(self, up: bool) -> None:
@@ -62,6 +70,7 @@ class EventHub:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._unwatch = None
         self._listeners: dict[str, set[Listener]] = {}
+        self._latest: dict[str, Counters] = {}  # per class listened to here: the counters as the events told
         self.where = f"{socket.gethostname()}:{os.getpid()}"  # this process, in the store's record of pages
         self._marking: asyncio.Task | None = None
         self._dirty: set[str] = set()  # classes whose students came or went since the store was last told
@@ -98,7 +107,7 @@ class EventHub:
             self.unlisten(listener)
             return None
         if latest is not None:
-            listener.offer(latest)
+            self._deliver(code, latest)
         return listener
 
     def unlisten(self, listener: Listener) -> None:
@@ -107,6 +116,7 @@ class EventHub:
             group.discard(listener)
             if not group:
                 del self._listeners[listener.code]
+                self._latest.pop(listener.code, None)
             self._changed(listener.code)
 
     def _changed(self, code: str) -> None:
@@ -139,6 +149,12 @@ class EventHub:
     def listeners(self) -> int:
         return sum(len(g) for g in self._listeners.values())
 
+    def latest(self, code: str) -> Counters | None:
+        """Class `code`'s counters as its events told this process (any thread may ask): None when no page of the
+        class listens here or the events are interrupted (then read the store). Never ahead of the store; it may
+        be a moment behind it, as the pages' streams are."""
+        return self._latest.get(code) if self.up else None
+
     # -- events (from the store's threads) --------------------------------------------------------------------
     def _read(self, code: str) -> Counters | None:
         try:
@@ -153,7 +169,10 @@ class EventHub:
             loop.call_soon_threadsafe(self._deliver, code, counters)
 
     def _deliver(self, code: str, counters: Counters) -> None:
-        for listener in self._listeners.get(code, ()):
+        group = self._listeners.get(code)
+        if group:
+            self._latest[code] = _newer(self._latest.get(code), counters)
+        for listener in group or ():
             listener.offer(counters)
 
     def _status_from_thread(self, up: bool) -> None:

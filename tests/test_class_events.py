@@ -41,6 +41,8 @@ async def _follow_changes(store, other) -> None:
         for i in range(10):  # a burst: each listener wakes, and ends on the last counters
             store.set_state(code, secret, {**STATE, "sentence": f"i am a student {i}"})
         assert await until(lambda: all(x.latest == Counters(11, 0, 0) for x in (a, b, a2)))
+        # what a page's run asks at its end instead of the store (ui/classroom/panels.py end_of_run)
+        assert hub.latest(code) == Counters(11, 0, 0) and hub.latest("ZZZZZZ") is None
         assert a.changed.is_set()
         a.changed.clear()
         hub.unlisten(a2)
@@ -54,6 +56,7 @@ async def _follow_changes(store, other) -> None:
         hub.unlisten(a)
         hub.unlisten(b)
         assert hub.connected(code) == {} and hub.listeners() == 0
+        assert hub.latest(code) is None  # nobody listens here: not kept (a run reads the store)
         assert await until(lambda: store.connected(code) == set())
         assert store.connected("ZZZZZZ") == set()
     finally:
@@ -89,11 +92,13 @@ def test_a_redis_restart_is_told_and_the_listeners_catch_up():
             listener = await hub.listen(code, "student-1")
             stop(server.child)
             assert await until(lambda: not hub.up and not listener.up, 15)
+            assert hub.latest(code) is None  # the events are interrupted: a run reads the store (and waits)
             server.start()
             store.set_state(code, secret, {**STATE, "sentence": "i am a student"})  # (maybe before we resubscribe)
             assert await until(lambda: hub.up and listener.up and listener.latest.seq == 2, 20), listener.latest
             store.set_state(code, secret, {**STATE, "sentence": "he is tired"})  # and events flow again
             assert await until(lambda: listener.latest.seq == 3, 10)
+            assert hub.latest(code) == listener.latest
         finally:
             hub.stop()
 
@@ -144,3 +149,4 @@ def test_a_class_behind_the_proxy_follows_every_change():
     assert len(f.events) == 12 and all(0 < e < 30 for e in f.events), f.events
     # every student's page was redrawn alone (the fragment that holds a follower's page), not by a full run
     assert f.pages_alone >= 12 and f.full_runs <= 2, f  # (a full run: an ask again, after a lost first one)
+
