@@ -6,6 +6,7 @@ import contextlib
 import json
 import logging
 import threading
+import time
 
 from classroom import plans as _plans
 from classroom.errors import (
@@ -25,6 +26,62 @@ from classroom.store import ClassSnapshot, ClassStore, Counters, _snapshot_of, t
 
 _log = logging.getLogger("glass.classroom")
 UNREADABLE = "The class's record on the server could not be read (see the server's log)."
+KEEP_SECONDS = 1.0  # a class-wide read is kept at most this long (`ClassReads`)
+
+
+class ClassReads:
+    """What every student of a class reads alike (its record with no question open, its pace, the teacher's
+    training run), kept in this process until the class's next event, and at most `KEEP_SECONDS`.
+
+    A teacher's change wakes a hundred followers at once, and each read the same few fields: one read a class
+    and process instead. Sound because every change publishes its event in the same atomic step (`_ANNOUNCE`),
+    and this process's subscriber drops a class's reads (`changed`) before anyone hears that event: a read kept
+    is never older than the last event heard, and a read that an event overtook is not kept. Only while the
+    subscription is up (`status`); `KEEP_SECONDS` bounds what moves with no event (a class expiring, the
+    students present). Raw replies are kept (strings and numbers), so every reader parses its own copy."""
+
+    NAMES = ("snapshot", "x:pace", "x:run")
+
+    def __init__(self, clock=time.monotonic):
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._kept: dict[tuple[str, str], tuple[float, object]] = {}
+        self._moves: dict[str, int] = {}  # class -> events heard (a read overtaken by one is not kept)
+        self._epoch = 0  # moves with the subscription's status
+        self.up = False
+
+    def get(self, code: str, name: str, read):
+        now = self._clock()
+        with self._lock:
+            if not self.up:
+                mark = None
+            else:
+                hit = self._kept.get((code, name))
+                if hit is not None and now - hit[0] < KEEP_SECONDS:
+                    return hit[1]
+                mark = (self._epoch, self._moves.get(code, 0))
+        value = read()
+        with self._lock:
+            if mark is not None and self.up and mark == (self._epoch, self._moves.get(code, 0)):
+                if len(self._kept) >= 3000:  # (a few per class: bounded by the classes of a server)
+                    self._kept.clear()
+                self._kept[(code, name)] = (now, value)
+        return value
+
+    def changed(self, code: str) -> None:
+        with self._lock:
+            if len(self._moves) >= 10_000:
+                self._moves.clear()
+                self._epoch += 1
+            self._moves[code] = self._moves.get(code, 0) + 1
+            for name in self.NAMES:
+                self._kept.pop((code, name), None)
+
+    def status(self, up: bool) -> None:
+        with self._lock:
+            self.up = up
+            self._epoch += 1
+            self._kept.clear()
 
 # -- Redis --------------------------------------------------------------------------------------------
 # Keys of class CODE (prefix p): p:CODE (hash: secret, version, state, qid, question, revealed, ended, client, and
@@ -341,6 +398,7 @@ class RedisClassStore(RedisVotes, ClassStore):
         self.channel = f"{prefix}:events"  # every class's events (`watch`)
         self._listener: threading.Thread | None = None
         self._closed = threading.Event()
+        self.reads = ClassReads()  # in use once this process subscribes to the events (`watch`)
         # A script without a shebang is checked against Redis' memory ceiling only until its first write (then
         # it may grow past it, to stay atomic); with one, a script that may write is refused before it starts.
         self._scripts = {name: client.register_script(src if src.startswith("#!") else "#!lua\n" + src)
@@ -384,6 +442,7 @@ class RedisClassStore(RedisVotes, ClassStore):
         return max(1, int(self.idle_seconds * 1000))
 
     def close(self) -> None:
+        self.reads.status(False)
         self._closed.set()
         self._r.close()
 
@@ -415,12 +474,14 @@ class RedisClassStore(RedisVotes, ClassStore):
                     if up is False:
                         _log.warning("class events: Redis is back; the classes' counters are read again")
                     up, pause = True, 0.2
+                    self.reads.status(True)
                     self._announce_status(True)
                 while not self._closed.is_set():
                     msg = pubsub.get_message(timeout=1.0)
                     if msg is not None and msg.get("type") == "message":
                         self._event(msg["data"])
             except (redis.ConnectionError, redis.TimeoutError, OSError) as e:
+                self.reads.status(False)
                 if up is not False:
                     _log.warning("class events: Redis is unreachable (%s); reconnecting", e)
                     up = False
@@ -428,6 +489,8 @@ class RedisClassStore(RedisVotes, ClassStore):
                 self._closed.wait(pause)
                 pause = min(pause * 2, 5.0)
             except Exception:  # noqa: BLE001 - never let the listener die
+                self.reads.status(False)
+                up = None  # (subscribed again: the status is told again, and the reads kept again)
                 _log.exception("class events: the listener failed; it starts again")
                 self._closed.wait(1.0)
             finally:
@@ -441,6 +504,7 @@ class RedisClassStore(RedisVotes, ClassStore):
         except ValueError:
             _log.warning("class events: an unreadable event was ignored")
             return
+        self.reads.changed(code)  # before anyone hears it
         self._announce(code, counters)
 
     def _mark_connected(self, code, where, students, seconds):
@@ -515,9 +579,14 @@ class RedisClassStore(RedisVotes, ClassStore):
         self._run("answer", self._keys(code), student_id, str(question_id), str(option))
 
     def _snapshot(self, code, teacher, student_id):
-        with self._errors():
-            fields, flat_counts, n_students, my = self._scripts["snapshot"](
-                keys=[*self._keys(code), f"{self._p}:{code}:here"], args=[student_id or ""])
+        def read(student):
+            with self._errors():
+                reply = self._scripts["snapshot"](keys=[*self._keys(code), f"{self._p}:{code}:here"], args=[student])
+            return tuple(tuple(x) if isinstance(x, list) else x for x in reply)
+
+        fields, flat_counts, n_students, my = self.reads.get(code, "snapshot", lambda: read(""))
+        if student_id and len(fields) > 5 and fields[5]:  # a question is open: the student's own answer too
+            fields, flat_counts, n_students, my = read(student_id)
         fields = [x if x is not False else None for x in (list(fields) + [None] * 10)[:10]]
         secret, ended, version, state, qid, question, revealed, *counters = fields
         counters = Counters(*(int(x or 0) for x in counters), ended == "1")
@@ -545,8 +614,12 @@ class RedisClassStore(RedisVotes, ClassStore):
                              json.dumps(_plans.DEFAULT_PACE)))
 
     def _extra(self, code, name):
-        with self._errors():
-            secret, ended, raw = self._r.hmget(self._keys(code)[0], "secret", "ended", f"x:{name}")
+        def read():
+            with self._errors():
+                return tuple(self._r.hmget(self._keys(code)[0], "secret", "ended", f"x:{name}"))
+
+        key = f"x:{name}"
+        secret, ended, raw = self.reads.get(code, key, read) if key in ClassReads.NAMES else read()
         if ended == "1":
             raise ClassEnded("This class has ended.")
         if secret is None:

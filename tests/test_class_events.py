@@ -150,3 +150,78 @@ def test_a_class_behind_the_proxy_follows_every_change():
     # every student's page was redrawn alone (the fragment that holds a follower's page), not by a full run
     assert f.pages_alone >= 12 and f.full_runs <= 2, f  # (a full run: an ask again, after a lost first one)
 
+
+def test_a_class_wide_read_is_made_once_a_process_until_the_class_moves():
+    """A hundred followers woken by one change read the same record, pace and teacher's run: this process reads
+    them once (classroom/redis_store.py `ClassReads`), until the class's next event (a change made by another
+    process), which drops them before anyone hears it; a student with a question open reads their own answer;
+    nothing is kept while this process hears no events, nor longer than `KEEP_SECONDS`."""
+    from classroom.redis_store import KEEP_SECONDS, ClassReads
+
+    def wait(check, seconds: float = 10.0) -> bool:
+        deadline = time.monotonic() + seconds
+        while not check() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return check()
+
+    with redis_server() as url:
+        prefix = f"test:{uuid.uuid4().hex[:8]}"
+        other, here = RedisClassStore(url, prefix=prefix), RedisClassStore(url, prefix=prefix)  # two processes
+        clock = [0.0]
+        here.reads = ClassReads(clock=lambda: clock[0])
+        calls = {"snapshot": 0, "hmget": 0}
+        snapshot_script, hmget = here._scripts["snapshot"], here._r.hmget
+
+        def counted_snapshot(*a, **kw):
+            calls["snapshot"] += 1
+            return snapshot_script(*a, **kw)
+
+        def counted_hmget(*a, **kw):
+            calls["hmget"] += 1
+            return hmget(*a, **kw)
+
+        here._scripts["snapshot"], here._r.hmget = counted_snapshot, counted_hmget
+        heard = []
+        try:
+            code, secret = other.create(STATE)
+            other.join(code, "203.0.113.1", "student-1")
+            other.set_pace(code, secret, paused=True)
+            here.snapshot(code, student_id="student-1")
+            here.snapshot(code, student_id="student-1")
+            assert calls["snapshot"] == 2  # no events heard here yet: every read goes to Redis
+            here.watch(lambda c, counters: heard.append(counters))
+            assert wait(lambda: here.reads.up)
+            for _ in range(5):
+                snap = here.snapshot(code, student_id="student-1")
+                assert here.pace(code)["paused"] is True and here.class_run(code) is None
+            assert calls == {"snapshot": 3, "hmget": 2} and snap.state == STATE
+            snap.state["sentence"] = "changed by one reader"  # each reader parses its own copy
+            assert here.snapshot(code, student_id="student-1").state == STATE
+            other.set_state(code, secret, {**STATE, "sentence": "the cat sat"})  # another process's change
+            assert wait(lambda: len(heard) == 1)
+            snap = here.snapshot(code, student_id="student-1")
+            assert snap.state["sentence"] == "the cat sat" and snap.seq == heard[0].seq and calls["snapshot"] == 4
+            here.snapshot(code, student_id="student-2")
+            assert calls["snapshot"] == 4  # the same record for every student
+            other.set_pace(code, secret, paused=False)
+            assert wait(lambda: len(heard) == 2) and here.pace(code)["paused"] is False
+            qid = other.ask(code, secret, "Which word?", ["le", "chat"], 1)
+            assert wait(lambda: len(heard) == 3)
+            other.answer(code, "student-1", qid, 1)
+            assert wait(lambda: len(heard) == 4)
+            assert here.snapshot(code, student_id="student-1").my_answer == 1  # their own answer, read for them
+            assert here.snapshot(code, student_id="student-2").my_answer is None
+            n = calls["snapshot"]
+            here.snapshot(code)  # (the class's part was read once since the answer's event)
+            assert calls["snapshot"] == n
+            clock[0] += KEEP_SECONDS + 0.01  # kept no longer than this
+            here.snapshot(code)
+            here.snapshot(code)
+            assert calls["snapshot"] == n + 1
+            here.reads.status(False)  # the events are away (as when Redis restarts)
+            here.snapshot(code)
+            here.snapshot(code)
+            assert calls["snapshot"] == n + 3
+        finally:
+            here.close()
+            other.close()
