@@ -9,7 +9,7 @@ from ui import shell
 from ui.models import content_key
 from ui.rnn import RNN_LABELS, STATE_KEY, available, comparison, comparison_key, view
 from ui.widgets import chart as labelled_chart
-from ui.widgets import fold, md, notice, once, page_link, pick, sentence_header
+from ui.widgets import fold, md, notice, once, page_link, pick, section, sentence_header
 from viz import rnn as vr
 from viz.heatmap import table
 
@@ -51,8 +51,7 @@ else:
     t = a.trace
     src = a.src_labels
 
-    st.header("1 · The encoder reads one word at a time")
-    st.markdown(text.ENCODER)
+    section("1 · The encoder reads one word at a time", text.ENCODER)
     for line in text.GRU_LATEX if cfg.cell == "gru" else text.LSTM_LATEX:
         st.latex(line)
     step = st.slider("Encoder step i", 1, len(src), len(src), key=f"{P}enc_step") - 1
@@ -60,8 +59,7 @@ else:
               note=lambda: vr.encoder_notice(t, step, src, cfg.cell))
     st.caption(text.ENCODER_GREY)
 
-    st.header("2 · One decoder step: scores, α and the context c_t")
-    st.markdown(text.DECODER)
+    section("2 · One decoder step: scores, α and the context c_t", text.DECODER)
     for line in text.ADDITIVE_LATEX if cfg.attention == "additive" else text.QKV_LATEX:
         st.latex(line)
     st.latex(text.STATE_LATEX)
@@ -76,16 +74,14 @@ else:
             st.dataframe(vr.step_table(s, src), hide_index=True)
     st.caption(text.INDEX_NOTE)
 
-    st.header("3 · Every step at once: the alignment matrix")
-    st.markdown(text.ALIGNMENT)
+    section("3 · Every step at once: the alignment matrix", text.ALIGNMENT)
     alpha = t["rnn.dec.alpha"][0]
     rnn_chart(lambda: vr.alignment_figure(alpha, src, out), "align", note=lambda: vr.alignment_notice(alpha, src, out))
     with fold("α as a table (rnn.dec.alpha)", f"{P}fold_alpha") as shown:
         if shown:
             st.dataframe(table(alpha, src, out))
 
-    st.header("4 · Remove the RNN, keep the attention")
-    st.markdown(text.DERIVATION)
+    section("4 · Remove the RNN, keep the attention", text.DERIVATION)
     for line in text.DERIVATION_LATEX:
         st.latex(line)
     n_layers, n_heads = vr.cross_shape(tf.trace)
@@ -152,8 +148,7 @@ else:
             chart(vr.length_figure(data), "m_len")
             notice(vr.length_notice(data))
             st.dataframe(vr.length_table(data), hide_index=True)
-    st.subheader("The long-term dependency problem")
-    st.markdown(text.GRADIENT)
+    section("The long-term dependency problem", text.GRADIENT, level=3)
     with fold("Show the gradient norm by distance t − i, both models", f"{P}fold_gradient") as shown:
         if shown:
             chart(vr.gradient_figure(data), "m_grad")

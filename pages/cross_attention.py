@@ -16,6 +16,7 @@ from ui.widgets import (
     once,
     pick,
     require_sentence,
+    section,
     sentence_header,
 )
 from viz import decoder as vd
@@ -63,8 +64,7 @@ with fold(text.ALIGNMENT, "cross_alignment") as shown:
         st.dataframe(vd.alignment(cw, src, lab, a.next_labels), hide_index=True)
         st.dataframe(table(cw, src, lab))
 
-st.header("2. The padding mask: which source keys exist")
-st.markdown(text.PADDING)
+section("2. The padding mask: which source keys exist", text.PADDING)
 
 
 def batch() -> None:
@@ -107,8 +107,7 @@ def alone() -> None:
 
 once("cross.alone", content, alone)
 
-st.header("3. Three kinds of attention: who looks where")
-st.markdown(text.WHO)
+section("3. Three kinds of attention: who looks where", text.WHO)
 once("cross.who", (), lambda: st.table(vd.WHO_LOOKS_WHERE.set_index("attention")))  # a table wraps its text
 st.markdown(text.OUTRO)
 next_link(__file__)

@@ -22,6 +22,7 @@ from ui.widgets import (
     pick,
     reference_box,
     require_sentence,
+    section,
     sentence_header,
     weights_panel,
 )
@@ -71,8 +72,7 @@ def block() -> None:
 
 once("decoder.block", (*content, layer_b), block)
 
-st.header("2. Masked self-attention: scores + mask = masked scores → softmax")
-st.markdown(text.MASKED)
+section("2. Masked self-attention: scores + mask = masked scores → softmax", text.MASKED)
 st.latex(text.MASKED_LATEX)
 if not iv.look_ahead_mask:
     st.warning(text.MASK_OFF)
@@ -94,8 +94,7 @@ def future() -> None:
     m2.metric("Their sum (attention paid to the future)", f"{s_up:.6f}")
     m3.metric("Largest |row sum − 1|", f"{vd.row_sum_error(steps.weights):.1e}")
     st.caption(text.MASKED_CAPTION)
-    st.subheader("The softmax renormalises over the allowed positions")
-    st.markdown(text.RENORM)
+    section("The softmax renormalises over the allowed positions", text.RENORM, level=3)
 
 
 once("decoder.future", here, future)
@@ -110,8 +109,7 @@ def renormalised() -> None:
 
 once("decoder.renorm", (*here, row), renormalised)
 
-st.header("3. Example from the lecture notes: a 4 × 4 look-ahead mask")
-st.markdown(text.LECTURE)
+section("3. Example from the lecture notes: a 4 × 4 look-ahead mask", text.LECTURE)
 with fold("Show the lecture's four 4 × 4 matrices", "decoder_fold_lecture") as shown:
     if shown:
         ex, ex_lab = vd.lecture_masking(), [f"t={i}" for i in range(1, 5)]

@@ -7,7 +7,19 @@ import streamlit as st
 from pages.content import encoder as text
 from ui import shell
 from ui.models import analysis, content_key, current_model, encoder_layer, span
-from ui.widgets import chart, figure, fold, md, next_link, notice, once, pick, require_sentence, sentence_header
+from ui.widgets import (
+    chart,
+    figure,
+    fold,
+    md,
+    next_link,
+    notice,
+    once,
+    pick,
+    require_sentence,
+    section,
+    sentence_header,
+)
 from viz import layers as vl
 from viz import span as vs
 from viz.layers import (
@@ -106,8 +118,7 @@ with fold("Exact numbers · the share outside the span, per word and step", f"{P
     if shown:
         st.dataframe(vs.span_table(check, labels))
 
-st.header("One word through the whole stack")
-st.markdown(f"**{md(labels[word])}** " + text.STACK)
+section("One word through the whole stack", f"**{md(labels[word])}** " + text.STACK)
 stages = word_stages(a.trace, word)
 with fold("Show the word's vector at every stage", f"{P}fold_stages") as shown:
     if shown:

@@ -22,6 +22,7 @@ from ui.widgets import (
     once,
     pick,
     require_sentence,
+    section,
     sentence_header,
 )
 from viz import attention as va
@@ -123,8 +124,7 @@ else:
            shape=f"[{len(y_labels)}, {len(x_labels)}]", key=f"{P}detail", x_title="key", y_title="query",
            note=lambda: va.matrix_notice(weights[head], y_labels, x_labels), content=(*content, module, head))
 
-st.header("One word, one head or several")
-st.markdown(text.ONE_WORD)
+section("One word, one head or several", text.ONE_WORD)
 it = vh.find_word(a.prepared.tokens, "it") if stack == "enc" else None
 word = pick("Word (query)", range(len(y_labels)), KEYS[2], default=it or 0, format_func=lambda i: y_labels[i])
 with fold("Show this word's weights in every head", f"{P}fold_word") as shown:
@@ -155,8 +155,7 @@ with fold("Show Concat(Z_1 … Z_H) and Concat · W_O", f"{P}fold_concat") as sh
         exact_numbers("Exact numbers: concat and output", f"{P}concat_numbers",
                       [(concat, dims(D), y_labels), (out, dims(D), y_labels)])
 
-st.header("Switch heads off")
-st.markdown(text.SWITCH_OFF)
+section("Switch heads off", text.SWITCH_OFF)
 if not iv.heads_off:
     st.info(text.ALL_ON)
 else:
@@ -166,12 +165,10 @@ with fold("Show the translation and the probabilities before and after", f"{P}fo
         a0 = analysis(iv=Interventions())
         c1, c2 = st.columns(2)
         with c1:
-            st.subheader("Before: the unmodified model")
-            st.markdown(f"**Translation:** {md(a0.translation) or '*(empty)*'}")
+            section("Before: the unmodified model", f"**Translation:** {md(a0.translation) or '*(empty)*'}", level=3)
             st.dataframe(vh.greedy_probs(a0), hide_index=True)
         with c2:
-            st.subheader("After: with your interventions")
-            st.markdown(f"**Translation:** {md(a.translation) or '*(empty)*'}")
+            section("After: with your interventions", f"**Translation:** {md(a.translation) or '*(empty)*'}", level=3)
             st.dataframe(vh.greedy_probs(a), hide_index=True)
         st.caption(text.GREEDY_CAPTION)
 
@@ -189,8 +186,7 @@ with fold("Show the translation and the probabilities before and after", f"{P}fo
             st.markdown("‖z‖ of each head (after): a head that is off is 0 everywhere")
             st.dataframe(vh.head_z_norms(tf_after.trace, module, out_labels))
 
-st.header("Keep one head: is one way to interact enough?")
-st.markdown(text.ONE_HEAD)
+section("Keep one head: is one way to interact enough?", text.ONE_HEAD)
 st.button("Use “thinking machines” on this page", on_click=_set_sentence, args=("thinking machines",),
           key=f"{P}load_tm")
 with fold("Run it: every layer with all its heads but one switched off, one head at a time", f"{P}fold_one") as shown:

@@ -10,7 +10,19 @@ from model.paper import SECTIONS
 from pages.content import output as text
 from ui import shell
 from ui.models import analysis, beam, content_key, current_model, teacher_forced, used_text
-from ui.widgets import chart, fold, md, next_link, notice, once, pick, reference_box, require_sentence, sentence_header
+from ui.widgets import (
+    chart,
+    fold,
+    md,
+    next_link,
+    notice,
+    once,
+    pick,
+    reference_box,
+    require_sentence,
+    section,
+    sentence_header,
+)
 from viz import decoding as vo
 from viz.heatmap import shape_text
 
@@ -28,8 +40,7 @@ st.markdown(text.intro(V))
 require_sentence(a)
 sentence_header(a)
 
-st.header("1. The final linear layer and softmax")
-st.markdown(text.LINEAR)
+section("1. The final linear layer and softmax", text.LINEAR)
 st.latex(text.LINEAR_LATEX)
 pos = pick("Decoder position", range(len(a.tgt_labels)), "output_pos", 0,
            format_func=lambda t: f"{a.tgt_labels[t]}  →  predicts {a.next_labels[t].split(' ', 1)[1]}")
@@ -82,8 +93,7 @@ once("output.logits", (*here, pos), logits)
 
 
 def one_hot() -> None:  # the textbook's example: the same for everyone
-    st.header("2. Training: the one-hot target and the cross-entropy loss")
-    st.markdown(text.ONE_HOT)
+    section("2. Training: the one-hot target and the cross-entropy loss", text.ONE_HOT)
     st.dataframe(vo.textbook_one_hot("am"))
     st.markdown(text.CROSS_ENTROPY)
     st.latex(text.CROSS_ENTROPY_LATEX)
@@ -162,8 +172,7 @@ with fold("Show the targets at this position", "output_fold_targets") as shown:
 once("output.torch_smoothing", smoothed,
      lambda: st.caption(text.torch_smoothing(eps, sm().smoothed, sm().torch_loss)))
 
-st.header("4. Greedy decoding, step by step")
-st.markdown(text.GREEDY)
+section("4. Greedy decoding, step by step", text.GREEDY)
 g = a.greedy
 once("output.greedy_table", here, lambda: st.dataframe(vo.greedy_table(g, itos), hide_index=True))
 
@@ -191,8 +200,7 @@ greedy_step(g, itos, here)
 if not g.finished:
     st.info("The model did not say <eos> before the length limit.")
 
-st.header("5. Beam search")
-st.markdown(text.BEAM)
+section("5. Beam search", text.BEAM)
 st.latex(text.BEAM_LATEX)
 b1, b2 = st.columns(2)
 k = b1.slider("Beam width k", 1, 5, 3, key="output_beam_k")
@@ -223,8 +231,8 @@ def beam_results() -> None:
     else:
         st.warning(f"They differ: greedy says **{md(greedy_out)}**, beam search says **{md(beam_out)}**.")
 
-    st.subheader("The lecture notes' “another method”: keep the top two words and run the model twice")
-    st.markdown(text.RUN_TWICE)
+    section("The lecture notes' “another method”: keep the top two words and run the model twice", text.RUN_TWICE,
+            level=3)
     st.dataframe(vo.run_twice(beam(2, alpha), itos), hide_index=True)
 
 

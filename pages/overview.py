@@ -8,7 +8,7 @@ from pages.content import overview as text
 from ui import shell
 from ui.models import analysis, current_model, toy_data
 from ui.state import MODELS, controls_are_mine
-from ui.widgets import next_link, once, page_link, sentence_header
+from ui.widgets import next_link, once, page_link, section, sentence_header
 from viz.heatmap import shape_text
 from viz.overview import (
     STOPS,
@@ -53,27 +53,20 @@ with right:
     page_link("pages/training.py", "Training a model like this one → **Train your own**")
     st.markdown(text.blocks(cfg.n_enc_layers, cfg.n_dec_layers))
 
-st.header("Why the name “Transformer”?")
-st.markdown(text.NAME)
+section("Why the name “Transformer”?", text.NAME)
 if not empty:
     t = a.trace
-    c1, c2 = st.columns(2)
-    c1.metric("Encoder input (src.input)", shape_text(t["src.input"][0], "m, D"))
-    c2.metric("Encoder output (enc.out)", shape_text(t["enc.out"][0], "m, D"))
+    with st.container(horizontal=True):
+        st.metric("Encoder input (src.input)", shape_text(t["src.input"][0], "m, D"))
+        st.metric("Encoder output (enc.out)", shape_text(t["enc.out"][0], "m, D"))
     st.caption(f"The same m = {t['enc.out'].shape[1]} vectors of D = {cfg.d_model} numbers before and after "
                f"{cfg.n_enc_layers} encoder blocks (the source words and <eos>).")
 
-st.header("Shapes: the paper and this model")
 m = a.trace["enc.out"].shape[1] if not empty else "m"
 tlen = a.trace["dec.out"].shape[1] if not empty else "t"
-st.markdown(text.COLUMNS)
-c1, c2 = st.columns(2)
-with c1:
-    st.markdown("**Paper (base model)**")
-    st.latex(heads_latex(BASE.d_model, BASE.n_heads, BASE.d_k, "m"))
-with c2:
-    st.markdown("**This model, on your sentence**")
-    st.latex(heads_latex(cfg.d_model, cfg.n_heads, cfg.d_k, m))
+section("Shapes: the paper and this model",
+        f"{text.COLUMNS}\n\n**Paper (base model)**\n\n$$\n{heads_latex(BASE.d_model, BASE.n_heads, BASE.d_k, 'm')}\n$$"
+        f"\n\n**This model, on your sentence**\n\n$$\n{heads_latex(cfg.d_model, cfg.n_heads, cfg.d_k, m)}\n$$")
 rows = shape_rows(cfg, m, tlen)
 once("overview.shapes", (cur.key, m, tlen), lambda: st.table(
     {"": [r[0] for r in rows], "paper (base)": [r[1] for r in rows], "this model": [r[2] for r in rows]}))
@@ -89,25 +82,23 @@ training = bundle.meta.get("training") or {}
 st.caption(text.sizes_caption(CITATION, BASE.params_millions * 1e6 / n_params, training.get("train_seconds"),
                               training.get("steps_done")))
 
-st.header("The model in use")
-st.markdown(f"**{MODELS.get({'my model': 'mine'}.get(cur.label, cur.label), cur.label)}** "
-            f"(`{bundle.name}`), translating {bundle.langs[0]} → {bundle.langs[1]}. "
-            + ("Change it in the sidebar." if controls_are_mine() else "Your teacher chose it."))
+section("The model in use", f"**{MODELS.get({'my model': 'mine'}.get(cur.label, cur.label), cur.label)}** "
+        f"(`{bundle.name}`), translating {bundle.langs[0]} → {bundle.langs[1]}. "
+        + ("Change it in the sidebar." if controls_are_mine() else "Your teacher chose it."))
 record = model_record(bundle.meta)
 if record:
     once("overview.record", (cur.key,), lambda: st.table({"": [r[0] for r in record], "value": [r[1] for r in record]}))
 else:
     st.caption("This checkpoint records no training metadata.")
 
-st.subheader("What it was trained on")
 summary, toy_hash = toy_data()
 trained_hash = bundle.meta.get("data_sha256")
 if cur.label != "my model" or trained_hash in (None, toy_hash):
-    st.markdown(text.TOY_DATA)
+    section("What it was trained on", text.TOY_DATA, level=3)
     once("overview.data", (toy_hash,), lambda: st.dataframe(summary, hide_index=True, height="content"))
     if trained_hash not in (None, toy_hash):
         st.caption(text.DATA_CHANGED)
 else:
-    st.markdown(text.UPLOADED)
+    section("What it was trained on", text.UPLOADED, level=3)
 
 next_link(__file__)

@@ -11,7 +11,7 @@ from pages.content import positional as text
 from ui import shell
 from ui.models import analysis, content_key, current_model, permutation_checks
 from ui.state import interventions
-from ui.widgets import chart, figure, fold, md, next_link, notice, once, require_sentence, sentence_header
+from ui.widgets import chart, figure, fold, md, next_link, notice, once, require_sentence, section, sentence_header
 from viz import positional as vp
 from viz.heatmap import shape_text, table
 from viz.positional import ORDERS, block, clamp, curves_figure, make_order, rotation, shift_check, worked
@@ -79,8 +79,7 @@ with fold("Show the whole PE table", "positional_fold_all") as shown:
                shape=shape_text(pe_table, "max_len, D"), key="positional_all", x_title="dimension", y_title="position",
                note=vp.table_notice(pe_table))
 
-st.subheader("Interleaved or in two halves?")
-st.markdown(text.LAYOUTS)
+section("Interleaved or in two halves?", text.LAYOUTS, level=3)
 with fold("Show both layouts side by side", "positional_fold_layouts") as shown:
     if shown:
         rows_shown = [str(q) for q in range(min(L, 32))]
@@ -111,8 +110,7 @@ def one_dimension(pe_table, D: int) -> None:
 
 @st.fragment
 def shift(pe_table, D: int, L: int, i: int, dims: list[str]) -> None:
-    st.header("4. PE(pos + k) is a linear function of PE(pos)")
-    st.markdown(text.ROTATION)
+    section("4. PE(pos + k) is a linear function of PE(pos)", text.ROTATION)
     k = int(st.number_input("Offset k", 0, L - 1, clamp(2, 0, L - 1), key="positional_k"))
     b = block(k, i, D)
     st.latex(text.ROTATION_LATEX)
@@ -196,7 +194,6 @@ def switched() -> None:  # (the analysis without PE is made, or copied, only whe
 st.subheader("The sidebar switch changes the whole model")
 once("positional.switch", content_key(ref), switched)
 
-st.header("6. Other choices")
-st.markdown(text.OTHER_CHOICES)
+section("6. Other choices", text.OTHER_CHOICES)
 
 next_link(__file__)

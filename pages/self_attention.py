@@ -14,7 +14,7 @@ from ui import shell
 from ui.attention_steps import show_coref, show_decision, show_steps, show_why_scale
 from ui.models import analysis, content_key, coref_defaults, current_model, projection
 from ui.state import DEFAULT_SENTENCE
-from ui.widgets import figure, fold, md, next_link, notice, page_link, pick, require_sentence, sentence_header
+from ui.widgets import figure, fold, md, next_link, notice, page_link, pick, require_sentence, section, sentence_header
 from viz import attention as va
 from viz import coref as vc
 from viz import heads as vh
@@ -149,8 +149,7 @@ def one_head(a, cfg, focus) -> None:
         if shown:
             show_why_scale(cfg.d_k, P, text)
 
-    st.header("Attention without learned weights")
-    st.markdown(text.PLAIN)
+    section("Attention without learned weights", text.PLAIN)
     st.latex(text.PLAIN_LATEX)
     st.markdown(text.PLAIN_AFTER)
     with fold("Show softmax(XXᵀ) beside the learned weights of this head", f"{P}fold_plain") as shown:
@@ -167,8 +166,7 @@ def one_head(a, cfg, focus) -> None:
 
 one_head(a, cfg, focus)
 
-st.header("What does “it” refer to?")
-st.markdown(text.COREF)
+section("What does “it” refer to?", text.COREF)
 st.caption(text.COREF_CAPTION)
 c1, c2 = st.columns(2)
 c1.button("Use “… too tired” on this page", on_click=_set_sentence, args=(TIRED,), key=f"{P}load_tired")

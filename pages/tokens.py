@@ -6,7 +6,7 @@ from model.vocab import BOS, EOS
 from pages.content import tokens as text
 from ui import shell
 from ui.models import analysis, content_key, current_model
-from ui.widgets import figure, md, next_link, once, require_sentence, sentence_header
+from ui.widgets import figure, md, next_link, once, require_sentence, section, sentence_header
 from viz.embeddings import (
     TEXTBOOK_VOCAB,
     column_labels,
@@ -38,8 +38,7 @@ content = content_key(a)  # what every figure and table below is drawn from: the
 
 sentence_header(a, show_translation=False)
 
-st.header("1. Words to tokens")
-st.markdown(text.TOKENIZER)
+section("1. Words to tokens", text.TOKENIZER)
 
 st.header("2. Tokens to ids")
 c1, c2, c3 = st.columns(3)
@@ -50,8 +49,7 @@ once("tokens.ids", content, lambda: st.dataframe(token_table(src_tokens, src_ids
                                                  hide_index=True, height="content"))
 st.caption(text.IDS_CAPTION)
 
-st.header("3. Ids to one-hot vectors")
-st.markdown(text.ONE_HOT)
+section("3. Ids to one-hot vectors", text.ONE_HOT)
 st.subheader("Textbook example (from the lecture notes, not this model)")
 word = st.selectbox("Word of the notes' 6-word output vocabulary", TEXTBOOK_VOCAB, index=1, key="tokens_textbook")
 once("tokens.textbook", (word,), lambda: st.dataframe(textbook_one_hot(word)))

@@ -8,7 +8,7 @@ from pages.content import why_attention as text
 from ui import shell
 from ui.ablations import measured, measured_key
 from ui.models import analysis, current_model
-from ui.widgets import chart, next_link, notice, once, pick
+from ui.widgets import chart, next_link, notice, once, pick, section
 from viz import ablations as va
 from viz.complexity import (
     attention_matrix_bytes,
@@ -35,8 +35,7 @@ cfg = current_model().bundle.config
 if a.prepared.empty:
     st.info(text.NO_SENTENCE)
 
-st.header("1. Three ways to mix information between positions")
-st.markdown(text.table1(TABLE1))
+section("1. Three ways to mix information between positions", text.table1(TABLE1))
 st.caption(f"Table 1 of the paper ({CITATION}). {TABLE1_CAPTION}")
 st.markdown(text.TABLE1_NOTES)
 
@@ -60,8 +59,7 @@ def calculated() -> None:
 once("why.costs", (n, d, k, r), calculated)
 st.caption(text.COUNTS)
 
-st.header("3. The price: an n × n matrix per head")
-st.markdown(text.MEMORY)
+section("3. The price: an n × n matrix per head", text.MEMORY)
 c = st.columns(3)
 heads = int(c[0].number_input("heads", 1, 256, 8, key="why_heads"))
 layers = int(c[1].number_input("attention layers", 1, 1_000, 6, key="why_layers"))
@@ -87,8 +85,7 @@ def table2() -> None:  # the paper's Table 2: the same for everyone
 once("why.bleu", (), table2)
 st.caption(text.table2(CITATION))
 
-st.header("5. What each part is worth: the paper's Table 3 at toy scale")
-st.markdown(text.TABLE3_INTRO)
+section("5. What each part is worth: the paper's Table 3 at toy scale", text.TABLE3_INTRO)
 ablated = measured()
 if ablated is None:
     st.info(text.NO_ABLATIONS)
@@ -107,7 +104,6 @@ else:
 
     once("why.group", (measured_key(), group), group_rows)
 
-st.header("6. Summary")
-st.markdown(text.SUMMARY)
+section("6. Summary", text.SUMMARY)
 
 next_link(__file__)

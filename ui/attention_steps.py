@@ -14,7 +14,7 @@ from model.experiments import dot_product_samples, one_head_left, saturation, su
 from model.textbook import from_book
 from ui.models import coref_decision, current_model, saturation_rows, session_cache, used_text, variance_rows
 from ui.state import interventions
-from ui.widgets import chart, figure, fold, md, notice, once
+from ui.widgets import chart, figure, fold, md, notice, once, section
 from viz import attention as va
 from viz import coref as vc
 from viz import heads as vh
@@ -57,10 +57,10 @@ def show_steps(s: WordSteps, key_labels: list[str], query_label: str, key: str, 
     `proj`: the word's projection (q = x·W^Q + b^Q), shown first; `query`: the textbook query's index. `content`:
     what `s` and `proj` are of (model, sentence, interventions, layer, head, word): a class following its teacher
     then draws the figures, tables and notices once per content, each student's page replays them."""
-    st.subheader("1 · The query, the keys and the values")
-    st.markdown(f"Each word's vector is multiplied by three learned matrices: its **query** q (what this word looks "
-                f"for), its **key** k (what it offers to be found by) and its **value** v (what it passes on). In "
-                f"one head each has d_k = {s.d_k} numbers.")
+    section("1 · The query, the keys and the values",
+            f"Each word's vector is multiplied by three learned matrices: its **query** q (what this word looks "
+            f"for), its **key** k (what it offers to be found by) and its **value** v (what it passes on). In "
+            f"one head each has d_k = {s.d_k} numbers.", level=3)
     if proj is not None:
         show_projection(proj, query_label, key, content)
     else:

@@ -71,19 +71,29 @@ def md(text: str) -> str:
     return _MD_SPECIAL.sub(r"\\\1", text.replace("\n", " "))
 
 
+def section(title: str, text: str | None = None, *, level: int = 2) -> None:
+    """A heading (level 2: as `st.header`, 3: as `st.subheader`) and the paragraph under it, drawn as one element
+    (a page's title stays `st.title`: it names the page). Each element costs the server a message to each browser,
+    and a teacher's change redraws a follower's page in a hundred browsers at once (ui/classroom/panels.py):
+    about 70 µs of the server's CPU per element and browser (README, "Classroom mode" under "Measured")."""
+    st.markdown(f"{'#' * level} {title}" + (f"\n\n{text}" if text else ""))
+
+
 def sentence_header(a: Analysis, show_translation: bool = True) -> None:
-    """The sentence as the model sees it: tokens, unknown words flagged, truncation noted."""
+    """The sentence as the model sees it: tokens and translation (one element), unknown words flagged,
+    truncation noted."""
     p = a.prepared
     chips = " ".join(f":red-background[{md(t)} ⚠]" if t in p.unknown else f":blue-background[{md(t)}]"
                      for t in p.tokens)
-    st.markdown(f"**Source tokens:** {chips} :gray-background[<eos>]")
+    lines = f"**Source tokens:** {chips} :gray-background[<eos>]"
+    if show_translation:
+        lines += f"\n\n**Translation:** {md(a.translation) or '*(empty)*'}"
+    st.markdown(lines)
     if p.unknown:
         st.warning("Not in the model's vocabulary, fed as <unk>: " + ", ".join(f"**{md(w)}**" for w in p.unknown))
     if p.truncated:
         st.info(f"The sentence was cut to the model's limit of {len(p.tokens)} tokens "
                 f"({p.truncated} token(s) dropped).")
-    if show_translation:
-        st.markdown(f"**Translation:** {md(a.translation) or '*(empty)*'}")
 
 
 def require_sentence(a: Analysis) -> None:
