@@ -13,6 +13,7 @@ import streamlit as st
 
 if __name__ != "__main__":  # imported by `streamlit run app.py` (or an ASGI server): the web server
     import importlib
+    import logging
     import threading
 
     from ui import session_info
@@ -20,10 +21,15 @@ if __name__ != "__main__":  # imported by `streamlit run app.py` (or an ASGI ser
 
     # The first page's imports (torch, pandas, plotly: ui/startup.py; then the app's own modules) begin now, beside
     # the server's own start, instead of when the first visitor's page runs: that run finds them done (or waits
-    # for the rest on Python's import locks). Importing draws nothing and needs no script run.
+    # for the rest on Python's import locks); then the shipped model and the default sentence's analysis
+    # (ui/models.py warm_up). Neither draws anything or needs a script run.
     def _warm_up() -> None:
         for name in ("ui.startup", "ui.shell", "ui.sidebar", "ui.classroom.panels", "ui.training.session"):
             importlib.import_module(name)
+        try:
+            importlib.import_module("ui.models").warm_up()
+        except Exception:  # noqa: BLE001 - the first visitor's run loads them instead (and shows what failed)
+            logging.getLogger("glass").exception("warm-up: the shipped model could not be prepared")
 
     threading.Thread(target=_warm_up, name="glass-warm-up", daemon=True).start()
 

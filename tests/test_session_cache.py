@@ -191,3 +191,20 @@ def test_the_server_collects_young_garbage_in_batches():
     assert GC_THRESHOLDS[0] >= 10_000
     assert gc.get_threshold() == GC_THRESHOLDS
     assert gc.get_freeze_count() > 100_000  # the start-up's libraries stay out of every collection
+
+
+def test_the_server_warms_up_the_first_visitors_page(monkeypatch):
+    """app.py's warm-up thread (ui/models.py warm_up) loads the shipped model and analyses the default sentence into
+    the server-wide cache: a new session's first page then analyses nothing (and gets its own copy)."""
+    from model import pipeline
+    from ui import models
+
+    models._analyse.server_wide.clear()
+    models.warm_up()
+    calls = []
+    analyse = pipeline.analyse
+    monkeypatch.setattr(pipeline, "analyse", lambda *a, **kw: calls.append(a) or analyse(*a, **kw))
+    at = session()
+    assert not at.exception and shown(at) > 0 and calls == []  # the default sentence, as the warm-up analysed it
+    at = session(sentence="i am a student")
+    assert not at.exception and len(calls) == 1  # (what the warm-up did not see is analysed as before)

@@ -39,7 +39,7 @@ from model.checkpoint import Bundle
 from model.data import DATASET_PATH, data_hash, load_dataset
 from model.span import SpanCheck, span_check
 from model.trace import Interventions, Trace
-from ui.state import init_state, interventions
+from ui.state import DEFAULT_SENTENCE, init_state, interventions
 from viz import layers
 from viz.overview import data_summary
 
@@ -73,7 +73,11 @@ def current_model() -> Current:
         return Current(ss["my_model"], ss["my_model_key"], "my model")
     name = ss["model"] if ss["model"] in available_shipped() else "base"
     bundle = load_shipped(name)
-    return Current(bundle, f"{name}:{bundle.meta.get('weights_sha256', '')[:16]}", name)
+    return Current(bundle, shipped_key(name, bundle), name)
+
+
+def shipped_key(name: str, bundle: Bundle) -> str:
+    return f"{name}:{bundle.meta.get('weights_sha256', '')[:16]}"
 
 
 _ATOMS = (int, float, complex, str, bytes, bool, type(None))
@@ -179,6 +183,7 @@ def session_cache(max_entries: int = 256) -> Callable:
                    *(a for n, a in zip(names, args, strict=True) if not n.startswith("_")))
             return _session_memo(key, lambda: fresh_copy(cached(*args)))
 
+        call.server_wide = cached  # (fills the server-wide cache without a session: `warm_up`)
         return call
 
     return decorate
@@ -187,6 +192,14 @@ def session_cache(max_entries: int = 256) -> Callable:
 @session_cache(max_entries=512)
 def _analyse(model_key: str, text: str, iv: Interventions, _bundle: Bundle) -> pipeline.Analysis:
     return pipeline.analyse(_bundle, pipeline.prepare(_bundle, text), iv)
+
+
+def warm_up() -> None:
+    """What a new visitor's first page needs, made before anyone asks: the shipped model loaded and the app's default
+    sentence analysed, into the server-wide caches (no session: each visitor still gets its own copy). Called by
+    the web server's warm-up thread as it starts (app.py); a visitor who comes first waits on the cache's lock."""
+    bundle = load_shipped("base")
+    _analyse.server_wide(shipped_key("base", bundle), used_text(DEFAULT_SENTENCE), Interventions(), bundle)
 
 
 def used_text(text: str) -> str:
