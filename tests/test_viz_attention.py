@@ -159,6 +159,7 @@ def test_head_figure_and_block_figure():
     assert on.layout.title.text == "head 1" and off.layout.title.text == "head 2 (off)"
     assert off.data[0].opacity == vh.OFF_OPACITY and on.data[0].opacity is None
     assert np.allclose(np.array(on.data[0].z), w.numpy())
+    assert on.layout.xaxis.tickangle == -90  # a grid's narrow figure: its key words upright, not over each other
     fig = vh.block_figure(torch.randn(3, 16), list("abc"), 4, off=[2])
     assert len(fig.layout.shapes) == 3  # borders between 4 heads
     assert [s.x0 for s in fig.layout.shapes] == [3.5, 7.5, 11.5]

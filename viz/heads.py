@@ -36,7 +36,9 @@ def head_figure(weights, x_labels: list[str], y_labels: list[str], head: int, of
         fig.update_traces(opacity=OFF_OPACITY)
         fig.add_annotation(text="switched off: z = 0", xref="paper", yref="paper", x=0.5, y=0.5,
                            showarrow=False, font={"size": 16, "color": "#b71c1c"}, bgcolor="rgba(255,255,255,0.8)")
-    fig.update_layout(xaxis={"showticklabels": len(x_labels) <= 14}, yaxis={"showticklabels": len(y_labels) <= 14})
+    # (a grid's figure is narrow: its key words stand upright, else they overlap one another)
+    fig.update_layout(xaxis={"showticklabels": len(x_labels) <= 14, "tickangle": -90},
+                      yaxis={"showticklabels": len(y_labels) <= 14})
     return fig
 
 
