@@ -38,7 +38,9 @@ class ClassReads:
     and this process's subscriber drops a class's reads (`changed`) before anyone hears that event: a read kept
     is never older than the last event heard, and a read that an event overtook is not kept. Only while the
     subscription is up (`status`); `KEEP_SECONDS` bounds what moves with no event (a class expiring, the
-    students present). Raw replies are kept (strings and numbers), so every reader parses its own copy."""
+    students present). A change made through this store drops its class's reads too, as soon as it is made: a
+    teacher's run reads back its own change. Raw replies are kept (strings and numbers), so every reader parses
+    its own copy."""
 
     NAMES = ("snapshot", "x:pace", "x:run")
 
@@ -429,11 +431,14 @@ class RedisClassStore(RedisVotes, ClassStore):
 
     def _script(self, name: str, keys: list[str], args: list, code: str):
         """Run one of the scripts (the events channel and the class's code go last: `_ANNOUNCE`)."""
-        with self._errors():
-            result = self._scripts[name](keys=keys, args=[*args, self.channel, code])
-        code = result[0] if isinstance(result, list) else result
-        if code in _ERRORS:
-            kind, message = _ERRORS[code]
+        try:
+            with self._errors():
+                result = self._scripts[name](keys=keys, args=[*args, self.channel, code])
+        finally:
+            self.reads.changed(code)  # a change made here is read back at once (its event may still be on its way)
+        status = result[0] if isinstance(result, list) else result
+        if status in _ERRORS:
+            kind, message = _ERRORS[status]
             raise kind(message)
         return result
 

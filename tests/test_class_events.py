@@ -218,10 +218,14 @@ def test_a_class_wide_read_is_made_once_a_process_until_the_class_moves():
             here.snapshot(code)
             here.snapshot(code)
             assert calls["snapshot"] == n + 1
+            here._event = lambda data: None  # (no event heard here from now on)
+            here.ask(code, secret, "And now?", ["yes", "no"], 0)  # a change made in this process (the teacher's)
+            assert here.snapshot(code).question.text == "And now?"  # read back at once, event or not
             here.reads.status(False)  # the events are away (as when Redis restarts)
+            n = calls["snapshot"]
             here.snapshot(code)
             here.snapshot(code)
-            assert calls["snapshot"] == n + 3
+            assert calls["snapshot"] == n + 2
         finally:
             here.close()
             other.close()
