@@ -5,7 +5,8 @@ A bare Streamlit app (a title, one text box in the sidebar, N paragraphs of mark
 (bench/ws_client.py, no browser) rerun it at once, as a class's followers do when the teacher changes something;
 the server process's CPU per session rerun, median of the rounds, for each N; then a straight line through them
 (a fixed cost per rerun, and a cost per element). Compare with `bench.classroom_load follow`'s "ms per student"
-and with the number of elements a page sends (a follower on the overview: about 80 messages).
+and with the number of elements a page sends (a follower on the overview: 51 messages, since a section's heading
+and its first paragraph are one element).
 
     .venv/bin/python -m bench.streamlit_floor [--sessions 30] [--elements 1 40 80 160] [--rounds 6]
 """
