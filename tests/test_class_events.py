@@ -153,10 +153,10 @@ def test_a_class_behind_the_proxy_follows_every_change():
 
 def test_a_class_wide_read_is_made_once_a_process_until_the_class_moves():
     """A hundred followers woken by one change read the same record, pace and teacher's run: this process reads
-    them once (classroom/redis_store.py `ClassReads`), until the class's next event (a change made by another
+    them once (classroom/reads.py `ClassReads`), until the class's next event (a change made by another
     process), which drops them before anyone hears it; a student with a question open reads their own answer;
     nothing is kept while this process hears no events, nor longer than `KEEP_SECONDS`."""
-    from classroom.redis_store import KEEP_SECONDS, ClassReads
+    from classroom.reads import KEEP_SECONDS, ClassReads
 
     def wait(check, seconds: float = 10.0) -> bool:
         deadline = time.monotonic() + seconds
