@@ -88,7 +88,8 @@ def run(page: StreamlitPage, sidebar: Callable[[], None]) -> None:
 
 
 def guarded(page: StreamlitPage, draw: Callable[[], None]) -> bool:
-    """`draw()` (the sidebar); a failure is logged and apologised for, and ends the run's page (False)."""
+    """`draw()` (the sidebar, or the page); a failure is logged and apologised for, and ends the run's page
+    (False)."""
     try:
         draw()
         return True
@@ -108,15 +109,10 @@ def run_page(page: StreamlitPage, alone: bool = False) -> None:
     where Streamlit lets no page run without its navigation, the page's file is executed as `page.run()` does it
     (a fresh `__main__` module; its elements then belong to app.py's script, which only matters to a page
     switch, and that is a full run)."""
+    if alone:
+        _local.inside = True  # (its links may use the session's page objects)
     try:
-        if alone:
-            _local.inside = True  # (its links may use the session's page objects)
-            _exec_page(page)
-        else:
-            page.run()
-    except Exception:  # Streamlit's rerun/stop signals are BaseExceptions and pass through
-        log.exception("page %r failed (query %r)", page.url_path, st.query_params.to_dict())
-        apologise(page.url_path)
+        guarded(page, (lambda: _exec_page(page)) if alone else page.run)
     finally:
         _local.inside = False
 
