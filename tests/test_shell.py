@@ -3,6 +3,7 @@ access code of a class server, and the safe defaults in .streamlit/config.toml."
 
 from __future__ import annotations
 
+import importlib
 import tomllib
 
 import pytest
@@ -15,6 +16,8 @@ def test_a_failing_page_apologises_and_logs(monkeypatch, caplog):
     def broken(*args, **kwargs):
         raise RuntimeError("/secret/server/path exploded")
 
+    for name in ("ui.classroom.panels", "ui.rnn"):  # first: the modules that import `analysis` keep the real one
+        importlib.import_module(name)  # after this test (imported during it, they kept the broken one for good)
     monkeypatch.setattr(ui.models, "analysis", broken)
     with caplog.at_level("ERROR", logger="glass.pages"):
         at = run_app("tokens")
