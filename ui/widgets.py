@@ -14,8 +14,9 @@ from streamlit.errors import StreamlitPageNotFoundError
 from model.pipeline import Analysis
 from ui import page_list, shell
 from ui.state import controls_are_mine
-from ui.style import chart_font, presenter
+from ui.style import PRESENTER_SCALE, chart_font, presenter
 from viz.heatmap import as_array, heatmap, table
+from viz.margins import reserve
 
 NO_BAR = {"displayModeBar": False}
 LAZY_KEYS = "_lazy_folds"  # session-state key: the keys of every lazy fold drawn so far (tests open them all)
@@ -41,8 +42,10 @@ def describe_figure(fig) -> str:
 
 def chart(fig, *, key: str, alt: str | None = None, **kw) -> None:
     """st.plotly_chart with a text alternative (`alt`, an aria-label a screen reader reads; described from the
-    figure when not given), the base font of the current mode (presenter mode: larger) and no mode bar."""
+    figure when not given), the base font of the current mode (presenter mode: larger), no mode bar, and a
+    heatmap's margins reserved (viz/margins.py: Plotly then draws it without a second pass)."""
     chart_font(fig)
+    reserve(fig, PRESENTER_SCALE if presenter() else 1.0)
     kw.setdefault("config", NO_BAR)
     st.plotly_chart(fig, key=key, alt=(alt or describe_figure(fig))[:600], **kw)
 
@@ -117,6 +120,7 @@ def _heatmap_chart(z, x_labels: tuple, y_labels: tuple, kind: str, settings: tup
         fig.add_shape(type="rect", xref="x", yref="y", x0=-0.5, x1=len(x_labels) - 0.5, y0=mark_row - 0.5,
                       y1=mark_row + 0.5, line={"color": "#d62728", "width": 3})
     chart_font(fig, presenter_mode)
+    reserve(fig, PRESENTER_SCALE if presenter_mode else 1.0)
     st.plotly_chart(fig, key=key, alt=alt[:600], config=NO_BAR)
 
 

@@ -34,6 +34,8 @@ import pandas as pd
 import plotly.graph_objects as go
 import torch
 
+from viz.margins import text_width
+
 # kind -> plotly colour settings. One kind per family of tensors.
 SCALES: dict[str, dict] = {
     "weights": {"colorscale": "Blues", "zmin": 0.0, "zmax": 1.0},  # attention weights, softmax rows
@@ -44,6 +46,7 @@ SCALES: dict[str, dict] = {
     "activations": {"colorscale": "PuOr_r", "zmid": 0.0},  # embeddings, q/k/v, hidden states
 }
 
+FLAT_ROOM = 220  # px: column words lie flat only when all of them fit side by side in this (a half column's plot)
 MAX_TEXT_CELLS = 64  # write the value inside each cell when the matrix is this small
 MAX_TEXT_COLUMNS = 8  # ... and has at most this many columns (wider cells are too narrow for the numbers)
 CELL_FONT = 12  # px: cell labels are never shrunk below a legible size
@@ -70,6 +73,12 @@ def count(n: int, noun: str, plural: str | None = None) -> str:
     return f"{n} {noun if n == 1 else plural or noun + 's'}"
 
 
+def x_angle(labels) -> int:
+    """The column words' angle: flat (0) when they fit side by side in a half column's plot, else slanted (-45),
+    which keeps neighbours apart in any column (flat words wider than their cells run into one another)."""
+    return 0 if len(labels) * (max(map(text_width, labels), default=0.0) + 6) <= FLAT_ROOM else -45
+
+
 def heatmap(values, x_labels: list[str], y_labels: list[str], kind: str, title: str | None = None,
             x_title: str | None = None, y_title: str | None = None, digits: int = 3,
             height: int | None = None) -> go.Figure:
@@ -91,10 +100,13 @@ def heatmap(values, x_labels: list[str], y_labels: list[str], kind: str, title: 
     # The layout goes into the constructor: fig.update_layout(...) costs three times as much (plotly
     # resolves every key as a property path), and a page builds a dozen of these on every run.
     layout = {
-        "title": title, "height": height or max(220, min(720, 60 + 34 * n_rows)),
+        # a title stands at the figure's top, above the column words and their axis title (viz/margins.py
+        # reserves its line)
+        "title": {"text": title, "y": 1, "yref": "container", "yanchor": "top", "pad": {"t": 6}} if title else None,
+        "height": height or max(220, min(720, 60 + 34 * n_rows)),
         "margin": {"l": 10, "r": 10, "t": 40 if title else 10, "b": 10},
         "plot_bgcolor": "#9e9e9e",
-        "xaxis": {"title": x_title, "side": "top", "type": "category", "tickangle": -45 if len(x_labels) > 8 else 0},
+        "xaxis": {"title": x_title, "side": "top", "type": "category", "tickangle": x_angle(x_labels)},
         "yaxis": {"title": y_title, "autorange": "reversed", "type": "category"},
     }
     fig = go.Figure(go.Heatmap(
@@ -103,6 +115,9 @@ def heatmap(values, x_labels: list[str], y_labels: list[str], kind: str, title: 
         textfont={"size": CELL_FONT},
         hovertemplate=f"{y_title or 'row'}: %{{y}}<br>{x_title or 'column'}: %{{x}}<br>value: %{{text}}<extra></extra>",
         showscale=kind != "mask", xgap=1, ygap=1, **settings,
+        # the colour bar starts at the plot's edge (Plotly's 1.02 is 2 % of the plot's width past it, which a margin
+        # reserved in advance cannot know: viz/margins.py), 16 px from it
+        colorbar={"x": 1.0, "xpad": 16},
     ), layout=layout)
     return fig
 

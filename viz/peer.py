@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from viz.heatmap import SCALES
+from viz.heatmap import SCALES, x_angle
 
 FIRST, SECOND, RIGHT = "#9ecae1", "#08519c", "#2ca02c"
 HIDDEN, ROW = "#f2f2f2", "#deebf7"
@@ -66,7 +66,7 @@ def click_grid(rows: Sequence[str], cols: Sequence[str], row: int | None, mine: 
                         marker={"symbol": "square", "size": size, "color": SECOND})
     fig.update_layout(height=max(260, min(640, 80 + size * len(rows))), showlegend=False,
                       margin={"l": 10, "r": 10, "t": 10, "b": 10}, plot_bgcolor="white", dragmode=False,
-                      xaxis={"side": "top", "type": "category", "tickangle": -45 if len(cols) > 8 else 0,
+                      xaxis={"side": "top", "type": "category", "tickangle": x_angle(cols),
                              "fixedrange": True},
                       yaxis={"autorange": "reversed", "type": "category", "fixedrange": True})
     return fig
