@@ -90,15 +90,17 @@ if stack == "dec":
     st.caption(text.DECODER_ROWS)
 per_row = min(H, 4)
 for start in range(0, H, per_row):
-    cols = st.columns(per_row)
-    for h, col in zip(range(start, min(start + per_row, H)), cols, strict=False):
+    row = [h for h in range(start, min(start + per_row, H))]
+    first = next((h for h in row if mystery != (module, h)), None)  # writes the row's query words
+    cols = st.columns([1.5] + [1] * (per_row - 1) if per_row > 1 else 1)  # the first's words take room
+    for h, col in zip(row, cols, strict=False):
         with col:
             if mystery == (module, h):
                 mystery_box(h, height=300)
             else:
-                once("multi_head.grid", (*content, module, h), lambda h=h: chart(
-                    head_figure(weights[h], x_labels, y_labels, h, h in off, height=300), key=f"{P}grid_{h}",
-                    config=NO_BAR))
+                once("multi_head.grid", (*content, module, h, h == first), lambda h=h, first=first: chart(
+                    head_figure(weights[h], x_labels, y_labels, h, h in off, height=300, row_labels=h == first),
+                    key=f"{P}grid_{h}", config=NO_BAR))
             key = check_key(module, h)
             st.session_state[key] = h not in off  # follow the shared state (the sidebar may have changed it)
             st.checkbox(f"head {h} on", key=key, on_change=_toggle, args=(module, h, key),

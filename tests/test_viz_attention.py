@@ -29,6 +29,7 @@ from viz import coref as vc
 from viz import heads as vh
 from viz import layers as vl
 from viz import scaling as vs
+from viz.margins import reserve
 
 # --- Why scale: the random experiments ----------------------------------------------------------
 
@@ -160,6 +161,10 @@ def test_head_figure_and_block_figure():
     assert off.data[0].opacity == vh.OFF_OPACITY and on.data[0].opacity is None
     assert np.allclose(np.array(on.data[0].z), w.numpy())
     assert on.layout.xaxis.tickangle == -90  # a grid's narrow figure: its key words upright, not over each other
+    assert on.layout.yaxis.showticklabels and on.layout.yaxis.title.text == "query"
+    later = vh.head_figure(w, list("abc"), list("abc"), 3, False, row_labels=False)  # not the first of its row
+    assert later.layout.yaxis.showticklabels is False and not later.layout.yaxis.title.text
+    assert reserve(later).layout.margin.l < reserve(on).layout.margin.l - 40  # its room goes to the cells
     fig = vh.block_figure(torch.randn(3, 16), list("abc"), 4, off=[2])
     assert len(fig.layout.shapes) == 3  # borders between 4 heads
     assert [s.x0 for s in fig.layout.shapes] == [3.5, 7.5, 11.5]

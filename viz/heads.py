@@ -26,11 +26,13 @@ OFF_OPACITY = 0.3  # a switched-off head is drawn faded
 
 
 def head_figure(weights, x_labels: list[str], y_labels: list[str], head: int, off: bool,
-                height: int | None = None) -> go.Figure:
-    """A small attention-weights heatmap for one head; faded and titled "(off)" when switched off."""
+                height: int | None = None, row_labels: bool = True) -> go.Figure:
+    """A small attention-weights heatmap for one head; faded and titled "(off)" when switched off. In a row of
+    heads only the first writes the query words (`row_labels`): the others give their room to the cells (the
+    rows are the same words in the same order, and hovering a cell still names its query)."""
     title = f"head {head} (off)" if off else f"head {head}"
-    fig = heatmap(weights, x_labels, y_labels, "weights", title=title, x_title="key", y_title="query",
-                  height=height)
+    fig = heatmap(weights, x_labels, y_labels, "weights", title=title, x_title="key",
+                  y_title="query" if row_labels else None, height=height)
     fig.update_traces(showscale=False, texttemplate=None)
     if off:
         fig.update_traces(opacity=OFF_OPACITY)
@@ -38,7 +40,7 @@ def head_figure(weights, x_labels: list[str], y_labels: list[str], head: int, of
                            showarrow=False, font={"size": 16, "color": "#b71c1c"}, bgcolor="rgba(255,255,255,0.8)")
     # (a grid's figure is narrow: its key words stand upright, else they overlap one another)
     fig.update_layout(xaxis={"showticklabels": len(x_labels) <= 14, "tickangle": -90},
-                      yaxis={"showticklabels": len(y_labels) <= 14})
+                      yaxis={"showticklabels": row_labels and len(y_labels) <= 14})
     return fig
 
 
