@@ -16,6 +16,7 @@ from ui.widgets import (
     four_steps,
     layer_and_head,
     md,
+    metrics_row,
     next_link,
     notice,
     once,
@@ -89,10 +90,10 @@ exact_numbers(steps, lab, "decoder_exact")
 
 def future() -> None:
     n_up, s_up = vd.above_diagonal(steps.weights)
-    m1, m2, m3 = st.columns(3)
-    m1.metric("Weights above the diagonal that are > 0", n_up)
-    m2.metric("Their sum (attention paid to the future)", f"{s_up:.6f}")
-    m3.metric("Largest |row sum − 1|", f"{vd.row_sum_error(steps.weights):.1e}")
+    with metrics_row():
+        st.metric("Weights above the diagonal that are > 0", n_up)
+        st.metric("Their sum (attention paid to the future)", f"{s_up:.6f}")
+        st.metric("Largest |row sum − 1|", f"{vd.row_sum_error(steps.weights):.1e}")
     st.caption(text.MASKED_CAPTION)
     section("The softmax renormalises over the allowed positions", text.RENORM, level=3)
 

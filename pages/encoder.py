@@ -12,6 +12,7 @@ from ui.widgets import (
     figure,
     fold,
     md,
+    metrics_row,
     next_link,
     notice,
     once,
@@ -97,9 +98,9 @@ st.header("The feed-forward net")
 st.latex(text.FFN_LATEX)
 st.latex(text.ffn_shapes(len(labels), D, cfg.d_ff))
 st.markdown(text.ffn(D, cfg.d_ff))
-c1, c2 = st.columns(2)
-c1.metric("hidden units set to 0 by the ReLU", f"{f.zero_fraction:.1%}")
-c2.metric("largest |difference| when recomputed from W_1, b_1", f"{f.max_difference:.1e}")
+with metrics_row():
+    st.metric("hidden units set to 0 by the ReLU", f"{f.zero_fraction:.1%}")
+    st.metric("largest |difference| when recomputed from W_1, b_1", f"{f.max_difference:.1e}")
 with fold("Show the hidden layer and the ReLU's zeros per word", f"{P}fold_hidden") as shown:
     if shown:
         figure(f.hidden, units(cfg.d_ff), labels, "activations",

@@ -14,6 +14,7 @@ from ui.widgets import (
     chart,
     fold,
     md,
+    metrics_row,
     next_link,
     notice,
     once,
@@ -57,13 +58,12 @@ def top():
 
 
 def position_numbers() -> None:
-    m1, m2, m3, m4 = st.columns(4)
-    m1.metric("numbers in h_t", f"{out.h.numel()}",
-              help=f"dec.out is {shape_text(tr['dec.out'], 'B, t, D')}")
-    m2.metric("numbers in the logits", f"{out.logits.numel()}",
-              help=f"= target vocabulary size; logits is {shape_text(tr['logits'], 'B, t, V')}")
-    m3.metric("argmax index", best)
-    m4.metric("which word is that index?", itos[best])
+    with metrics_row():
+        st.metric("numbers in h_t", f"{out.h.numel()}", help=f"dec.out is {shape_text(tr['dec.out'], 'B, t, D')}")
+        st.metric("numbers in the logits", f"{out.logits.numel()}",
+                  help=f"= target vocabulary size; logits is {shape_text(tr['logits'], 'B, t, V')}")
+        st.metric("argmax index", best)
+        st.metric("which word is that index?", itos[best])
     st.caption(text.lookup(shape_text(vo.output_weight(bundle.model), "D, V"), best, itos[best]))
 
 
@@ -119,9 +119,9 @@ def loss() -> None:
                    + ", ".join(f"**{md(w)}**" for w in tf.unknown))
     st.dataframe(vo.loss_table(tf, itos), hide_index=True)
     notice(vo.loss_notice(tf, itos))
-    l1, l2 = st.columns(2)
-    l1.metric("mean cross-entropy L (nats per token)", f"{tf.loss:.4f}")
-    l2.metric("positions where the argmax is the gold word", f"{vo.n_right(tf)} / {len(tf.gold)}")
+    with metrics_row():
+        st.metric("mean cross-entropy L (nats per token)", f"{tf.loss:.4f}")
+        st.metric("positions where the argmax is the gold word", f"{vo.n_right(tf)} / {len(tf.gold)}")
 
 
 once("output.loss", forced, loss)
@@ -153,10 +153,10 @@ def smoothing() -> None:
     st.markdown(text.smoothing(SECTIONS["label smoothing"]))
     st.latex(text.SMOOTHING_LATEX)
     st.latex(text.smoothing_latex(V, eps))
-    s1, s2, s3 = st.columns(3)
-    s1.metric("loss vs one-hot", f"{sm().plain:.4f}")
-    s2.metric("loss vs smoothed target", f"{sm().smoothed:.4f}")
-    s3.metric("lowest possible smoothed loss (entropy of q)", f"{sm().floor:.4f}")
+    with metrics_row():
+        st.metric("loss vs one-hot", f"{sm().plain:.4f}")
+        st.metric("loss vs smoothed target", f"{sm().smoothed:.4f}")
+        st.metric("lowest possible smoothed loss (entropy of q)", f"{sm().floor:.4f}")
 
 
 once("output.smoothing", smoothed, smoothing)

@@ -6,7 +6,7 @@ from model.vocab import BOS, EOS
 from pages.content import tokens as text
 from ui import shell
 from ui.models import analysis, content_key, current_model
-from ui.widgets import figure, md, next_link, once, require_sentence, section, sentence_header
+from ui.widgets import figure, md, metrics_row, next_link, once, require_sentence, section, sentence_header
 from viz.embeddings import (
     TEXTBOOK_VOCAB,
     column_labels,
@@ -41,10 +41,10 @@ sentence_header(a, show_translation=False)
 section("1. Words to tokens", text.TOKENIZER)
 
 st.header("2. Tokens to ids")
-c1, c2, c3 = st.columns(3)
-c1.metric("Source vocabulary (English)", f"{len(bundle.src_vocab):,} tokens")
-c2.metric("Target vocabulary (French)", f"{len(bundle.tgt_vocab):,} tokens")
-c3.metric("Tokens in your sentence", f"{len(src_ids)} (with <eos>)")
+with metrics_row():
+    st.metric("Source vocabulary (English)", f"{len(bundle.src_vocab):,} tokens")
+    st.metric("Target vocabulary (French)", f"{len(bundle.tgt_vocab):,} tokens")
+    st.metric("Tokens in your sentence", f"{len(src_ids)} (with <eos>)")
 once("tokens.ids", content, lambda: st.dataframe(token_table(src_tokens, src_ids, bundle.src_vocab, p.unknown),
                                                  hide_index=True, height="content"))
 st.caption(text.IDS_CAPTION)
@@ -76,9 +76,9 @@ st.markdown(f"Token **{md(src_tokens[pos])}** has id **{demo.token_id}**: its on
 
 def lookup() -> None:
     st.dataframe(lookup_table(demo))
-    c1, c2 = st.columns(2)
-    c1.metric("max |onehot · E − E[id]|", f"{demo.lookup_error:.1e}")
-    c2.metric(f"max |E[id] · √{D} − traced src.embed|", f"{demo.trace_error:.1e}")
+    with metrics_row():
+        st.metric("max |onehot · E − E[id]|", f"{demo.lookup_error:.1e}")
+        st.metric(f"max |E[id] · √{D} − traced src.embed|", f"{demo.trace_error:.1e}")
 
 
 once("tokens.lookup", (*content, pos), lookup)

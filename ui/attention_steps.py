@@ -14,7 +14,7 @@ from model.experiments import dot_product_samples, one_head_left, saturation, su
 from model.textbook import from_book
 from ui.models import coref_decision, current_model, saturation_rows, session_cache, used_text, variance_rows
 from ui.state import interventions
-from ui.widgets import chart, figure, fold, md, notice, once, section
+from ui.widgets import chart, figure, fold, md, metrics_row, notice, once, section
 from viz import attention as va
 from viz import coref as vc
 from viz import heads as vh
@@ -120,9 +120,9 @@ def show_why_scale(model_dk: int, key: str, prose) -> None:
     samples = dot_product_samples(dk, n=4000, seed=0)
     chosen = summarize(samples, dk)
     var_rows = variance_rows(D_KS)
-    c1, c2 = st.columns(2)
-    c1.metric(f"measured Var(q·k), d_k = {dk}", f"{chosen.variance:.1f}", help="theory: d_k")
-    c2.metric("measured Var(q·k / √d_k)", f"{chosen.variance_scaled:.3f}", help="theory: 1")
+    with metrics_row():
+        st.metric(f"measured Var(q·k), d_k = {dk}", f"{chosen.variance:.1f}", help="theory: d_k")
+        st.metric("measured Var(q·k / √d_k)", f"{chosen.variance_scaled:.3f}", help="theory: 1")
     chart(vs.histogram_figure(samples, dk), key=f"{key}hist", config=NO_BAR)
     notice(vs.histogram_notice(samples, dk))
     c1, c2 = st.columns(2)
@@ -133,11 +133,11 @@ def show_why_scale(model_dk: int, key: str, prose) -> None:
     notice(vs.range_notice(var_rows))
     st.markdown(prose.SATURATION)
     sat = saturation(dk, n_keys=N_KEYS, seed=0)
-    c1, c2, c3, c4 = st.columns(4)
-    c1.metric("max weight, no scaling", f"{sat.max_raw:.3f}")
-    c2.metric("max weight, ÷√d_k", f"{sat.max_scaled:.3f}")
-    c3.metric("‖Jacobian‖, no scaling", f"{sat.jacobian_raw:.4f}")
-    c4.metric("‖Jacobian‖, ÷√d_k", f"{sat.jacobian_scaled:.4f}")
+    with metrics_row():
+        st.metric("max weight, no scaling", f"{sat.max_raw:.3f}")
+        st.metric("max weight, ÷√d_k", f"{sat.max_scaled:.3f}")
+        st.metric("‖Jacobian‖, no scaling", f"{sat.jacobian_raw:.4f}")
+        st.metric("‖Jacobian‖, ÷√d_k", f"{sat.jacobian_scaled:.4f}")
     chart(vs.saturation_figure(sat.weights_raw, sat.weights_scaled, [f"key {j}" for j in range(N_KEYS)]),
                     key=f"{key}sat", config=NO_BAR)
     notice(vs.saturation_notice(sat.max_raw, sat.max_scaled, dk))

@@ -50,6 +50,12 @@ def chart(fig, *, key: str, alt: str | None = None, **kw) -> None:
     st.plotly_chart(fig, key=key, alt=(alt or describe_figure(fig))[:600], **kw)
 
 
+def metrics_row():
+    """A row of `st.metric`s side by side: `with metrics_row(): st.metric(...); st.metric(...)`. One horizontal
+    container (it wraps on a narrow screen) instead of a column each: half the elements to send and to draw."""
+    return st.container(horizontal=True)
+
+
 @contextmanager
 def fold(label: str, key: str, *, expanded: bool = False, **kw) -> Iterator[bool]:
     """A lazy expander: what is inside runs (and is sent to the browser) only while it is open.

@@ -19,7 +19,7 @@ from ui.classroom import asking
 from ui.classroom.session import ASKED, SECRET, STUDENT, client_id, code, notify, ss, store, teacher_call
 from ui.models import analysis, current_model
 from ui.state import interventions
-from ui.widgets import chart, md
+from ui.widgets import chart, md, metrics_row
 from viz.peer import click_grid, clicks_and_weights, rounds_figure
 
 PEEK = "class_peek"
@@ -232,10 +232,10 @@ def console(snap) -> bool:
             st.caption(md(asked[1].detail))
     if shown:
         first, second = share_correct(poll.first, poll.correct), share_correct(poll.second, poll.correct)
-        m1, m2 = st.columns(2)
-        m1.metric("First vote: right", "–" if first is None else f"{first:.0%}", border=True)
-        m2.metric("Second vote: right", "–" if second is None else f"{second:.0%}", border=True,
-                  delta=None if first is None or second is None else f"{(second - first) * 100:+.0f} points")
+        with metrics_row():
+            st.metric("First vote: right", "–" if first is None else f"{first:.0%}", border=True)
+            st.metric("Second vote: right", "–" if second is None else f"{second:.0%}", border=True,
+                      delta=None if first is None or second is None else f"{(second - first) * 100:+.0f} points")
         _distribution(poll, key="class_rounds")
         move_name, why = suggest(first)
         if not poll.revealed:

@@ -16,7 +16,7 @@ from training import JobView
 from ui.classroom.board import share_run
 from ui.training.session import ADOPTED_KEY, JOB_KEY, adopt_finished, corpus_profile, on_use_mine, service
 from ui.training.session import job as browser_job
-from ui.widgets import chart, matrix, md
+from ui.widgets import chart, matrix, md, metrics_row
 from viz import training as vt
 
 DIRECTIONS = {"en-fr": "English → French", "fr-en": "French → English"}
@@ -156,12 +156,12 @@ def live_status() -> None:
         st.caption("Building the model…")
         return
     last = v.evals[-1] if v.evals else None
-    m = st.columns(5)
-    m[0].metric("step", f"{v.step} / {t.steps}")
-    m[1].metric("training loss (smoothed)", f"{vt.ema(v.losses)[-1]:.3f}")
-    m[2].metric("held-out exact match", f"{100 * last.exact_match:.1f} %" if last else "—")
-    m[3].metric("held-out BLEU", f"{last.bleu:.1f}" if last else "—")
-    m[4].metric("steps / s", f"{v.steps_per_s:.1f}" if v.steps_per_s else "—")
+    with metrics_row():
+        st.metric("step", f"{v.step} / {t.steps}")
+        st.metric("training loss (smoothed)", f"{vt.ema(v.losses)[-1]:.3f}")
+        st.metric("held-out exact match", f"{100 * last.exact_match:.1f} %" if last else "—")
+        st.metric("held-out BLEU", f"{last.bleu:.1f}" if last else "—")
+        st.metric("steps / s", f"{v.steps_per_s:.1f}" if v.steps_per_s else "—")
 
 
 def handover_downloads(message: str, files: tuple[bytes, bytes]) -> None:
@@ -228,12 +228,12 @@ def corpus_preview(parsed, src_lang: str, tgt_lang: str) -> None:
     except SettingsError as e:
         st.error(str(e))
     else:
-        c = st.columns(5)
-        c[0].metric("pairs", f"{len(parsed.pairs):,}")
-        c[1].metric("training / held out", f"{prof.n_train:,} / {prof.n_heldout:,}")
-        c[2].metric(f"{src_lang} words", f"{prof.src_vocab - 4:,}")
-        c[3].metric(f"{tgt_lang} words", f"{prof.tgt_vocab - 4:,}")
-        c[4].metric("longest (tokens)", prof.longest)
+        with metrics_row():
+            st.metric("pairs", f"{len(parsed.pairs):,}")
+            st.metric("training / held out", f"{prof.n_train:,} / {prof.n_heldout:,}")
+            st.metric(f"{src_lang} words", f"{prof.src_vocab - 4:,}")
+            st.metric(f"{tgt_lang} words", f"{prof.tgt_vocab - 4:,}")
+            st.metric("longest (tokens)", prof.longest)
     st.caption(f"Preview: the first {min(20, len(parsed.pairs))} pairs "
                f"({'tab' if parsed.delimiter == chr(9) else 'comma'}-separated"
                f"{', header skipped' if parsed.header else ''}).")
