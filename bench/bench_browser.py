@@ -15,6 +15,9 @@ page has loaded, how many of the charts drew before the reader scrolls or opens 
 anywhere, and inside the first viewport), and the websocket bytes the browser received for the page
 switch (playwright's page.on("websocket") + framereceived).
 
+--cpu also traces each navigation (Chromium's tracing) and reports the time the page's main thread spent in its
+tasks ("nav CPU"): less sensitive to other work on a shared machine than the wall time, which it slows a little.
+
 --root PATH (repeatable) measures other checkouts (e.g. a git worktree of an older commit, which also
 starts with `python -m streamlit run app.py`); every root gets its own server on 127.0.0.1 and a free
 port, and the pages are measured in turn (page 1 on every root, page 2 on every root, ...), so that
@@ -27,6 +30,7 @@ no page over 6 charts drawn before the reader does anything.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import time
@@ -69,6 +73,7 @@ FRAMES_JS = "() => new Promise(r => requestAnimationFrame(() => requestAnimation
 @dataclass
 class PageFigures:
     nav: list[float] = field(default_factory=list)
+    nav_cpu: list[float] = field(default_factory=list)  # --cpu: the main thread's task time per navigation
     sentence: list[float] = field(default_factory=list)
     toggle: list[float] = field(default_factory=list)
     bytes: list[int] = field(default_factory=list)
@@ -138,6 +143,22 @@ class Tab:
         self.settled(frames)
         return time.perf_counter() - t, self.received - received
 
+    def traced(self, action) -> tuple[float, int, float]:
+        """`timed(action)` under Chromium's tracing, plus the seconds the page's main thread spent in tasks (the
+        renderer thread with the most task time; its thread time, not its wall time)."""
+        browser = self.context.browser
+        browser.start_tracing(page=self.page, categories=["devtools.timeline", "toplevel",
+                                                          "disabled-by-default-devtools.timeline"])
+        try:
+            s, b = self.timed(action)
+        finally:
+            data = json.loads(browser.stop_tracing())
+        busy: dict[int, float] = {}
+        for e in data["traceEvents"] if isinstance(data, dict) else data:
+            if e.get("name") == "RunTask" and e.get("ph") == "X":
+                busy[e["tid"]] = busy.get(e["tid"], 0.0) + e.get("tdur", e.get("dur", 0)) / 1e6
+        return s, b, max(busy.values(), default=0.0)
+
     def link(self, title: str):
         return self.sidebar.get_by_role("link", name=title, exact=True)
 
@@ -160,13 +181,17 @@ class Tab:
         return self.page.evaluate(COUNTS_JS)
 
 
-def measure_page(tab: Tab, title: str, repeats: int) -> PageFigures:
+def measure_page(tab: Tab, title: str, repeats: int, cpu: bool = False) -> PageFigures:
     f = PageFigures()
     home = ALT_HOME if title == HOME else HOME
     try:
         for _ in range(repeats):
             tab.go(home)
-            s, b = tab.go(title)
+            if cpu:
+                s, b, c = tab.traced(tab.link(title).click)
+                f.nav_cpu.append(c)
+            else:
+                s, b = tab.go(title)
             f.nav.append(s)
             f.bytes.append(b)
         f.counts = tab.counts()
@@ -198,6 +223,7 @@ def main() -> None:
     ap.add_argument("--pages", default="", help="comma list of words; a page is measured when its title or "
                                                 "address contains one (default: every page of the sidebar)")
     ap.add_argument("--timeout", type=float, default=90, help="seconds per wait")
+    ap.add_argument("--cpu", action="store_true", help="also the main thread's task time per navigation (traced)")
     args = ap.parse_args()
     roots = [Path(r).resolve() for r in args.root] or [ROOT]
     names = [r.name if r != ROOT else f"{r.name} (this)" for r in roots]
@@ -231,7 +257,7 @@ def main() -> None:
                     if tab.link(title).count() == 0:
                         row.append(None)
                         continue
-                    row.append(measure_page(tab, title, args.repeats))
+                    row.append(measure_page(tab, title, args.repeats, args.cpu))
                 results[title] = row
                 print_row(title, row, names)
             browser.close()
@@ -253,7 +279,8 @@ def print_row(title: str, row: list[PageFigures | None], names: list[str]) -> No
         print(f"  {name:24s} {fmt_s(med(f.nav))} {fmt_s(med(f.sentence)):>8s} {fmt_s(med(f.toggle))}  "
               f"{c.get('charts', '-'):>6} {c.get('drawn', '-'):>5} {c.get('in_view', '-'):>7} "
               f"{c.get('tables', '-'):>6} "
-              f"{kb if kb is None else round(kb):>8}" + (f"  ERROR {f.error}" if f.error else ""), flush=True)
+              f"{kb if kb is None else round(kb):>8}" + (f"  nav CPU {med(f.nav_cpu):.3f}s" if f.nav_cpu else "")
+              + (f"  ERROR {f.error}" if f.error else ""), flush=True)
 
 
 def print_summary(results: dict[str, list[PageFigures | None]], names: list[str]) -> None:
@@ -271,7 +298,8 @@ def print_summary(results: dict[str, list[PageFigures | None]], names: list[str]
             ok = (not f.error and worst is not None and worst <= TARGET_S
                   and f.counts.get("drawn", 99) <= TARGET_CHARTS)
             print(f"  {title:30s} {fmt_s(med(f.nav))} {fmt_s(med(f.sentence)):>8s} {fmt_s(med(f.toggle))} "
-                  f"{f.counts.get('drawn', '-'):>6}  {'OK' if ok else 'SLOW'}{'  ' + f.error if f.error else ''}")
+                  f"{f.counts.get('drawn', '-'):>6}  {'OK' if ok else 'SLOW'}"
+                  + (f"  nav CPU {med(f.nav_cpu):.3f}s" if f.nav_cpu else "") + (f"  {f.error}" if f.error else ""))
 
 
 if __name__ == "__main__":
