@@ -90,7 +90,7 @@ if stack == "dec":
     st.caption(text.DECODER_ROWS)
 per_row = min(H, 4)
 for start in range(0, H, per_row):
-    row = [h for h in range(start, min(start + per_row, H))]
+    row = list(range(start, min(start + per_row, H)))
     first = next((h for h in row if mystery != (module, h)), None)  # writes the row's query words
     cols = st.columns([1.5] + [1] * (per_row - 1) if per_row > 1 else 1)  # the first's words take room
     for h, col in zip(row, cols, strict=False):

@@ -3,9 +3,10 @@
 Plotly grows a chart's margins to fit its tick labels, colour bar and axis titles (automargin), and it learns
 how much only by drawing: it draws the axes, measures them, grows the margins and draws everything again.
 Streamlit draws a chart twice already (on arrival, and again when its theme is applied), and each of those draws
-paid the extra pass: a heatmap's axes were drawn six times instead of four. Reserving the room took a fifth to a
-quarter off the browser's work for a page of heatmaps (Chromium's main thread per navigation, medians of 5:
-decoder page 0.39 -> 0.28 s, multi-head 0.33 -> 0.25 s, tokens 0.35 -> 0.28 s).
+paid the extra pass: a heatmap's axes were drawn six times instead of four. Reserving the room took a sixth to
+two fifths off the browser's work for a page of heatmaps (Chromium's main thread per navigation, medians of 5,
+`python -m bench.bench_browser --cpu`: decoder page 0.52 -> 0.31 s, multi-head 0.47 -> 0.36 s, tokens 0.44 ->
+0.36 s).
 
 `reserve(fig)` gives a heatmap the margins its labels will need, from the width of each character in Streamlit's
 font, so Plotly's first pass already fits and nothing is drawn again. Automargin stays on: a label wider than
@@ -13,9 +14,10 @@ estimated still gets its room (at the price of the extra pass), never a clipped 
 axes holding heatmaps are measured (every matrix of the app); bars and curves keep Plotly's own measuring.
 
 The sizes below are those of Streamlit's chart theme (1.67: tick labels 12 px, axis titles 14 px with their
-standoff, the colour bar 16 px thick beside its padding), measured in Chromium on this app's heatmaps; in
-presenter mode every one grows with the root font size. tests/test_viz_margins.py checks the estimate against
-those measurements; tests/browser/test_chart_margins.py checks in Chromium that no heatmap's margin grew.
+standoff) and of Plotly's colour bar (30 px, padded 16 px on each side by viz/heatmap.py), measured in Chromium on
+this app's heatmaps; in presenter mode the theme's sizes grow with the root font size, the bar's do not.
+tests/test_viz_margins.py checks the estimate against those measurements; tests/browser/test_chart_margins.py
+checks in Chromium that no heatmap's margin grew.
 """
 
 from __future__ import annotations
