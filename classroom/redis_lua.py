@@ -22,6 +22,37 @@ if not h[1] then return -1 end
 if h[1] ~= ARGV[1] then return -2 end
 for i = 1, 5 do redis.call('PEXPIRE', KEYS[i], ARGV[2]) end
 """
+# A student's change of their class. KEYS[1] class, KEYS[2] students; ARGV[1] the student. Refuses an ended (-3),
+# missing (-1) class or a non-member (-6) as {code, 0}; then gives `t` (the server's time), `wait_ms(key, limit)`
+# (ms until a minute's window of sends has room under `limit`, nil when it has), `mark(key, member)` (a send in
+# that window) and `sender()` (the student's number on the class's board, given at their first send).
+MEMBER = ANNOUNCE + """
+local h = redis.call('HMGET', KEYS[1], 'secret', 'ended')
+if h[2] == '1' then return {-3, 0} end
+if not h[1] then return {-1, 0} end
+if redis.call('SISMEMBER', KEYS[2], ARGV[1]) == 0 then return {-6, 0} end
+local now = redis.call('TIME')
+local t = tonumber(now[1]) + tonumber(now[2]) / 1e6
+local function wait_ms(key, limit)
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', '(' .. (t - 60))
+  if redis.call('ZCARD', key) >= limit then
+    local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+    return math.floor((tonumber(first[2]) + 60 - t) * 1000)
+  end
+end
+local function mark(key, member)
+  redis.call('ZADD', key, t, member)
+  redis.call('EXPIRE', key, 120)
+end
+local function sender()
+  local who = redis.call('HGET', KEYS[1], 'x:sender:' .. ARGV[1])
+  if not who then
+    who = redis.call('HINCRBY', KEYS[1], 'x:senders', 1)
+    redis.call('HSET', KEYS[1], 'x:sender:' .. ARGV[1], who)
+  end
+  return who
+end
+"""
 LUA = {
     # KEYS: class, client's classes, client's starts, live classes, owner. ARGV: secret hash, idle TTL ms, state,
     # code, classes per client, starts per minute, max classes, prefix, tombstone ms, client, owner given (0/1).
@@ -214,55 +245,25 @@ announce(1, 1, 0)
 return 0""",
     # KEYS: class, students, the student's window, the client's window. ARGV: student, shot JSON, per student,
     # per client, shots kept. Returns {n, 0}, or {-14, ms to wait} over a limit.
-    "send_shot": ANNOUNCE + """
-local h = redis.call('HMGET', KEYS[1], 'secret', 'ended')
-if h[2] == '1' then return {-3, 0} end
-if not h[1] then return {-1, 0} end
-if redis.call('SISMEMBER', KEYS[2], ARGV[1]) == 0 then return {-6, 0} end
-local now = redis.call('TIME')
-local t = tonumber(now[1]) + tonumber(now[2]) / 1e6
+    "send_shot": MEMBER + """
 for i = 3, 4 do
-  redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', '(' .. (t - 60))
-  if redis.call('ZCARD', KEYS[i]) >= tonumber(ARGV[i]) then
-    local first = redis.call('ZRANGE', KEYS[i], 0, 0, 'WITHSCORES')
-    return {-14, math.floor((tonumber(first[2]) + 60 - t) * 1000)}
-  end
+  local ms = wait_ms(KEYS[i], tonumber(ARGV[i]))
+  if ms then return {-14, ms} end
 end
 local n = redis.call('HINCRBY', KEYS[1], 'x:shot_n', 1)
-for i = 3, 4 do
-  redis.call('ZADD', KEYS[i], t, n)
-  redis.call('EXPIRE', KEYS[i], 120)
-end
-local who = redis.call('HGET', KEYS[1], 'x:sender:' .. ARGV[1])
-if not who then
-  who = redis.call('HINCRBY', KEYS[1], 'x:senders', 1)
-  redis.call('HSET', KEYS[1], 'x:sender:' .. ARGV[1], who)
-end
+for i = 3, 4 do mark(KEYS[i], n) end
+local who = sender()
 redis.call('HSET', KEYS[1], 'x:shot:' .. n, '{"n":' .. n .. ',"student":' .. who .. ',"shot":' .. ARGV[2] .. '}')
 if n > tonumber(ARGV[5]) then redis.call('HDEL', KEYS[1], 'x:shot:' .. (n - tonumber(ARGV[5]))) end
 announce(0, 0, 1)
 return {n, 0}""",
     # KEYS: class, students, the student's window. ARGV: student, run JSON, posts per minute. Returns {number, 0},
     # or {-14, ms to wait}. The board: fields x:run:NUMBER of the class's hash.
-    "post_run": ANNOUNCE + """
-local h = redis.call('HMGET', KEYS[1], 'secret', 'ended')
-if h[2] == '1' then return {-3, 0} end
-if not h[1] then return {-1, 0} end
-if redis.call('SISMEMBER', KEYS[2], ARGV[1]) == 0 then return {-6, 0} end
-local now = redis.call('TIME')
-local t = tonumber(now[1]) + tonumber(now[2]) / 1e6
-redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', '(' .. (t - 60))
-if redis.call('ZCARD', KEYS[3]) >= tonumber(ARGV[3]) then
-  local first = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')
-  return {-14, math.floor((tonumber(first[2]) + 60 - t) * 1000)}
-end
-redis.call('ZADD', KEYS[3], t, t)
-redis.call('EXPIRE', KEYS[3], 120)
-local who = redis.call('HGET', KEYS[1], 'x:sender:' .. ARGV[1])
-if not who then
-  who = redis.call('HINCRBY', KEYS[1], 'x:senders', 1)
-  redis.call('HSET', KEYS[1], 'x:sender:' .. ARGV[1], who)
-end
+    "post_run": MEMBER + """
+local ms = wait_ms(KEYS[3], tonumber(ARGV[3]))
+if ms then return {-14, ms} end
+mark(KEYS[3], t)
+local who = sender()
 redis.call('HSET', KEYS[1], 'x:run:' .. who, '{"student":' .. who .. ',"run":' .. ARGV[2] .. '}')
 announce(0, 0, 1)
 return {tonumber(who), 0}""",
