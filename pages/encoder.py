@@ -20,6 +20,7 @@ from ui.widgets import (
     require_sentence,
     section,
     sentence_header,
+    small_table,
 )
 from viz import layers as vl
 from viz import span as vs
@@ -71,12 +72,12 @@ st.latex(text.RESIDUAL_PRE if pre else text.RESIDUAL_POST)
 st.markdown(text.residual(D))
 st.markdown(f"**{md(labels[word])}**, layer {layer}, sublayer {sub} ({SUBLAYERS[sub]}): the first 8 of {D} dimensions")
 here = (*content_key(a), layer, sub)  # what this layer's tables are of (ui.widgets.once)
-once("encoder.residual", (*here, word), lambda: st.dataframe(residual_table(residual(a.trace, layer, sub), word)))
+once("encoder.residual", (*here, word), lambda: small_table(residual_table(residual(a.trace, layer, sub), word)))
 
 st.header("LayerNorm, step 1: normalise each word")
 st.latex(text.NORMALISE_LATEX)
 st.markdown(text.normalise(pre))
-once("encoder.norm", here, lambda: st.dataframe(norm_stats(ln, labels), hide_index=True))
+once("encoder.norm", here, lambda: small_table(norm_stats(ln, labels), hide_index=True))
 c1, c2 = st.columns(2)
 with c1:
     figure(ln.x, dims(D), labels, "activations", title="before: x", shape=f"[{len(labels)}, {D}]", key=f"{P}ln_x",
@@ -92,7 +93,7 @@ st.markdown(text.scale_shift(D))
 figure(ln_params(ln), dims(D), ["γ (weight)", "β (bias)"], "activations", title=f"γ and β of {name}.norm",
        shape=f"2 × [{D}]", key=f"{P}gamma_beta", x_title="dimension", note=vl.gamma_beta_notice(ln))
 st.markdown(f"**{md(labels[word])}**: the first 8 dimensions")
-once("encoder.affine", (*here, word), lambda: st.dataframe(affine_table(ln, word)))
+once("encoder.affine", (*here, word), lambda: small_table(affine_table(ln, word)))
 
 st.header("The feed-forward net")
 st.latex(text.FFN_LATEX)
@@ -106,7 +107,7 @@ with fold("Show the hidden layer and the ReLU's zeros per word", f"{P}fold_hidde
         figure(f.hidden, units(cfg.d_ff), labels, "activations",
                title=f"hidden layer max(0, xW_1 + b_1) of layer {layer}", shape=f"[{len(labels)}, {cfg.d_ff}]",
                key=f"{P}hidden", x_title="hidden unit", y_title="word", note=vl.hidden_notice(f, labels))
-        st.dataframe(zero_table(f, labels), hide_index=True)
+        small_table(zero_table(f, labels), hide_index=True)
 
 st.header("Why the FFN: leaving the span of the values")
 st.latex(text.SPAN_LATEX)
@@ -117,7 +118,7 @@ once("encoder.span", (*content_key(a), layer),
 notice(vs.span_notice(check, labels))
 with fold("Exact numbers · the share outside the span, per word and step", f"{P}fold_span") as shown:
     if shown:
-        st.dataframe(vs.span_table(check, labels))
+        small_table(vs.span_table(check, labels))
 
 section("One word through the whole stack", f"**{md(labels[word])}** " + text.STACK)
 stages = word_stages(a.trace, word)
@@ -126,7 +127,7 @@ with fold("Show the word's vector at every stage", f"{P}fold_stages") as shown:
         figure(stages.vectors, dims(D), stages.labels, "activations", title=f"{md(labels[word])}, stage by stage",
                shape=f"[{len(stages.labels)} stages, {D}]", key=f"{P}stages", x_title="dimension", y_title="stage",
                note=vl.stages_notice(stages))
-        st.dataframe(stage_table(stages), hide_index=True)
+        small_table(stage_table(stages), hide_index=True)
 
 st.header("Post-LN or pre-LN?")
 c1, c2 = st.columns(2)

@@ -23,6 +23,7 @@ from ui.widgets import (
     require_sentence,
     section,
     sentence_header,
+    small_table,
 )
 from viz import decoding as vo
 from viz.heatmap import shape_text
@@ -88,13 +89,13 @@ with c2:
     once("output.choice", (*here, pos), choice)
 with c2, fold("The 10 as a table", "output_fold_top") as shown:
     if shown:
-        st.dataframe(top(), hide_index=True)
+        small_table(top(), hide_index=True)
 once("output.logits", (*here, pos), logits)
 
 
 def one_hot() -> None:  # the textbook's example: the same for everyone
     section("2. Training: the one-hot target and the cross-entropy loss", text.ONE_HOT)
-    st.dataframe(vo.textbook_one_hot("am"))
+    small_table(vo.textbook_one_hot("am"))
     st.markdown(text.CROSS_ENTROPY)
     st.latex(text.CROSS_ENTROPY_LATEX)
 
@@ -117,7 +118,7 @@ def loss() -> None:
     if tf.unknown:
         st.warning("Not in the target vocabulary, fed as <unk> (the model cannot produce these): "
                    + ", ".join(f"**{md(w)}**" for w in tf.unknown))
-    st.dataframe(vo.loss_table(tf, itos), hide_index=True)
+    small_table(vo.loss_table(tf, itos), hide_index=True)
     notice(vo.loss_notice(tf, itos))
     with metrics_row():
         st.metric("mean cross-entropy L (nats per token)", f"{tf.loss:.4f}")
@@ -136,7 +137,7 @@ st.subheader("Gradient and update, in brief")
 gpos = gold_position("Position", "output_grad_pos")
 once("output.gradient", (*forced, gpos), lambda: (
     st.markdown(text.GRADIENT),
-    st.dataframe(vo.gradient_table(vo.output_probs(tf.trace, gpos), tf.gold[gpos], itos), hide_index=True)))
+    small_table(vo.gradient_table(vo.output_probs(tf.trace, gpos), tf.gold[gpos], itos), hide_index=True)))
 
 st.header("3. Label smoothing")
 eps = st.slider("ε (label smoothing)", 0.0, 0.5, 0.1, 0.01, key="output_eps",
@@ -167,14 +168,14 @@ with fold("Show the targets at this position", "output_fold_targets") as shown:
               config=CHART)
         notice(vo.smoothing_notice(vo.output_probs(tf.trace, lpos), tf.gold[lpos], eps, itos))
         with st.expander("Every position: targets and losses"):
-            st.dataframe(sm().table, hide_index=True)
+            small_table(sm().table, hide_index=True)
 
 once("output.torch_smoothing", smoothed,
      lambda: st.caption(text.torch_smoothing(eps, sm().smoothed, sm().torch_loss)))
 
 section("4. Greedy decoding, step by step", text.GREEDY)
 g = a.greedy
-once("output.greedy_table", here, lambda: st.dataframe(vo.greedy_table(g, itos), hide_index=True))
+once("output.greedy_table", here, lambda: small_table(vo.greedy_table(g, itos), hide_index=True))
 
 
 @st.fragment
@@ -193,7 +194,7 @@ def greedy_step(g, itos, content: tuple) -> None:
         notice(vo.greedy_notice(step, gs, itos))
         with fold("The candidates as a table", "output_fold_candidates") as shown:
             if shown:
-                st.dataframe(cand, hide_index=True)
+                small_table(cand, hide_index=True)
 
 
 greedy_step(g, itos, here)
@@ -214,17 +215,17 @@ with fold("Show the search tree", "output_fold_tree") as shown:
         st.caption(text.BEAM_TREE)
         with st.expander("Every expansion of one step, as a table"):
             bs = pick("Beam step", range(1, len(res.steps) + 1), "output_beam_step", style="slider")
-            st.dataframe(vo.beam_step_table(res, bs, itos, bundle.langs[1]), hide_index=True)
+            small_table(vo.beam_step_table(res, bs, itos, bundle.langs[1]), hide_index=True)
 
 
 def beam_results() -> None:
     res = beam(k, alpha)
     st.markdown("**Finished hypotheses**, best normalised score first:")
-    st.dataframe(vo.finished_table(res, itos, bundle.langs[1]), hide_index=True)
+    small_table(vo.finished_table(res, itos, bundle.langs[1]), hide_index=True)
 
     st.subheader("Beam search vs greedy")
     comp = vo.comparison_table(g, res, alpha, k, itos, bundle.langs[1])
-    st.dataframe(comp, hide_index=True)
+    small_table(comp, hide_index=True)
     greedy_out, beam_out = comp["output"]
     if beam_out == greedy_out:
         st.success("Beam search and greedy decoding agree here." + (text.K1_NOTE if k == 1 else ""))
@@ -233,7 +234,7 @@ def beam_results() -> None:
 
     section("The lecture notes' “another method”: keep the top two words and run the model twice", text.RUN_TWICE,
             level=3)
-    st.dataframe(vo.run_twice(beam(2, alpha), itos), hide_index=True)
+    small_table(vo.run_twice(beam(2, alpha), itos), hide_index=True)
 
 
 once("output.beam", (*here, k, alpha), beam_results)

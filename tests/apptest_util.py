@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 from streamlit.testing.v1 import AppTest
 
 from ui.widgets import LAZY_KEYS
@@ -101,3 +103,49 @@ def all_text(at: AppTest) -> str:
 
 def no_exception(at: AppTest) -> None:
     assert not at.exception, [e.value for e in at.exception]
+
+
+_RULE = re.compile(r"\|( *:?-+:? *\|)+")  # a markdown table's second line: | :--- | ---: |
+
+
+def tables(node) -> list[pd.DataFrame]:
+    """Every table under `node` (an AppTest, an expander, a column) in page order: st.dataframe's value, and each
+    small table written as text (ui.widgets.small_table) read back: words unescaped, a column of numbers as numbers
+    (as shown: 4 decimals), an empty first header as the index."""
+    found = []
+    for el in _elements(node.main if isinstance(node, AppTest) else node):
+        if el.type == "dataframe":
+            found.append(el.value)
+        elif el.type == "markdown" and (df := read_table(el.value)) is not None:
+            found.append(df)
+    return found
+
+
+def _elements(node):
+    children = getattr(node, "children", None)
+    if children is None:
+        yield node
+        return
+    for child in children.values():
+        yield from _elements(child)
+
+
+def read_table(text: str) -> pd.DataFrame | None:
+    """A markdown table (the whole of `text`) as a DataFrame; None if `text` is not one."""
+    lines = text.strip().splitlines()
+    if len(lines) < 2 or not _RULE.fullmatch(lines[1].strip()):
+        return None
+
+    def cells(line: str) -> list[str]:
+        return [re.sub(r"\\(.)", r"\1", c.strip()) for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
+
+    df = pd.DataFrame([cells(line) for line in lines[2:]], columns=cells(lines[0]))
+    for i in range(len(df.columns)):
+        try:
+            df.isetitem(i, pd.to_numeric(df.iloc[:, i]))
+        except (ValueError, TypeError):
+            pass
+    if df.columns[0] == "":
+        df = df.set_index("")
+        df.index.name = None
+    return df

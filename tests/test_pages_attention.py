@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from apptest_util import all_text, chart_spec, decode, figures, no_exception, open_folds, run_app, run_page
+from apptest_util import all_text, chart_spec, decode, figures, no_exception, open_folds, run_app, run_page, tables
 
 from model import checkpoint
 from model.coref import decision as coref_decision
@@ -67,17 +67,17 @@ def is_weights(fig: dict) -> bool:
 
 
 def frame(at, first_column: str):
-    """The first dataframe on the page whose columns start with `first_column`."""
-    for df in at.dataframe:
-        if len(df.value.columns) and df.value.columns[0] == first_column:
-            return df.value
+    """The first table on the page (a grid or a small table) whose columns start with `first_column`."""
+    for df in tables(at):
+        if len(df.columns) and df.columns[0] == first_column:
+            return df
     raise AssertionError(f"no table starting with {first_column!r}")
 
 
 def frame_with(at, column: str):
-    for df in at.dataframe:
-        if column in df.value.columns:
-            return df.value
+    for df in tables(at):
+        if column in df.columns:
+            return df
     raise AssertionError(f"no table with column {column!r}")
 
 
@@ -187,7 +187,7 @@ def test_self_attention_head_off_shows_z_zero(ref):
     at = run_page("self_attention", heads_off=["enc.0.self_attn:0"], self_attention_layer=0, self_attention_head=0)
     no_exception(at)
     r = ref(iv=Interventions(heads_off=frozenset({("enc.0.self_attn", 0)})))
-    z = next(df.value for df in at.dataframe if "z recorded by the model" in df.value.index)
+    z = next(df for df in tables(at) if "z recorded by the model" in df.index)
     assert np.allclose(z.loc["z recorded by the model"], 0.0)
     assert np.allclose(z.loc["Σ weight × v (sum of the rows above)"],
                        (r.trace["enc.0.self_attn.weights"][0, 0, 7] @ r.trace["enc.0.self_attn.v"][0, 0]).numpy(),
@@ -342,12 +342,12 @@ def test_encoder_layernorm_residual_ffn(bundle, ref):
     assert np.allclose(st["mean before"], resid.mean(-1).numpy(), atol=1e-4)
     assert np.allclose(st["variance before"], resid.var(-1, unbiased=False).numpy(), rtol=1e-4, atol=1e-4)
     # residual: x + attention output = resid, for word 0, first 8 dims
-    res = next(df.value for df in at.dataframe if "resid recorded by the model" in df.value.index)
+    res = next(df for df in tables(at) if "resid recorded by the model" in df.index)
     x = t["src.input"][0, 0, :8] + t["enc.0.self_attn.out"][0, 0, :8]
     assert np.allclose(res.loc["x + Sublayer(x), added here"], x.numpy(), atol=1e-4)
     assert np.allclose(res.loc["resid recorded by the model"], resid[0, :8].numpy(), atol=1e-4)
     # scale and shift: gamma * normed + beta = out (the trace), gamma/beta are the model's parameters
-    aff = next(df.value for df in at.dataframe if "out recorded by the model" in df.value.index)
+    aff = next(df for df in tables(at) if "out recorded by the model" in df.index)
     norm = bundle.model.encoder[0].add_norm1.norm
     assert np.allclose(aff.loc["γ (learned)"], norm.weight[:8].detach().numpy(), atol=1e-4)
     assert np.allclose(aff.loc["β (learned)"], norm.bias[:8].detach().numpy(), atol=1e-4)
@@ -375,7 +375,7 @@ def test_encoder_second_sublayer_layer_1_and_stack(ref):
     at.selectbox(key="encoder_word").set_value(3).run()
     no_exception(at)
     t = ref().trace.tensors
-    res = next(df.value for df in at.dataframe if "resid recorded by the model" in df.value.index)
+    res = next(df for df in tables(at) if "resid recorded by the model" in df.index)
     assert np.allclose(res.loc["x (input of the sublayer)"], t["enc.1.add_norm1.out"][0, 3, :8].numpy(), atol=1e-4)
     assert np.allclose(res.loc["Sublayer(x)"], t["enc.1.ffn.out"][0, 3, :8].numpy(), atol=1e-4)
     assert np.allclose(res.loc["resid recorded by the model"], t["enc.1.add_norm2.resid"][0, 3, :8].numpy(),
@@ -435,8 +435,8 @@ def plain_text(at) -> str:
 
 def visible_numbers(at) -> int:
     """Cells of the dataframes that are not folded away in an expander."""
-    folded = sum(df.value.size for exp in at.expander for df in exp.dataframe)
-    return sum(df.value.size for df in at.dataframe) - folded
+    folded = sum(df.size for exp in at.expander for df in tables(exp))
+    return sum(df.size for df in tables(at)) - folded
 
 
 def test_self_attention_opens_on_the_coreference_head_and_says_why(ref, bundle):
@@ -509,7 +509,7 @@ def test_big_tables_are_folded_away(page, most):
     at = run_page(page)
     no_exception(at)
     assert visible_numbers(at) <= most, visible_numbers(at)
-    assert sum(df.value.size for df in at.dataframe) > 1000  # the numbers are still one click away
+    assert sum(df.size for df in tables(at)) > 1000  # the numbers are still one click away
     assert plain_text(at).count("Notice:") >= 5
 
 

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pandas as pd
 import streamlit as st
+from pandas.api.types import is_bool_dtype, is_numeric_dtype
 from streamlit.errors import StreamlitPageNotFoundError
 
 from model.pipeline import Analysis
@@ -78,6 +82,49 @@ _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$])")
 def md(text: str) -> str:
     """Escape user text for st.markdown: shown literally, never interpreted (no HTML, no formatting)."""
     return _MD_SPECIAL.sub(r"\\\1", text.replace("\n", " "))
+
+
+SMALL_TABLE = (20, 12)  # at most this many rows and columns: a table drawn as text (small_table)
+
+
+def small_table(df: pd.DataFrame, *, hide_index: bool = False) -> None:
+    """A table the reader reads (a word per row, a few numbers), drawn as a plain HTML table: in Chromium it costs
+    about a quarter of st.dataframe's grid (README, "Drawn in one pass"), it grows with presenter mode's text, and a
+    screen reader reads its cells. One bigger than SMALL_TABLE stays a scrolling grid; so do the matrices of exact
+    numbers (`exact_numbers`), which a reader scrolls rather than reads."""
+    rows, cols = SMALL_TABLE
+    if len(df) > rows or len(df.columns) + (not hide_index) > cols:
+        st.dataframe(df, hide_index=hide_index)
+    else:
+        st.markdown(markdown_table(df, index=not hide_index))
+
+
+def markdown_table(df: pd.DataFrame, *, index: bool = True) -> str:
+    """`df` as a markdown table: words escaped (md), numbers right-aligned with 4 decimals (the grid's precision),
+    a non-zero number that 4 decimals would write as 0 in scientific notation (1.2e-06). The index, when shown, is
+    the first column, under the index's name or an empty header."""
+    if index:
+        df = df.reset_index(names=str(df.index.name or ""))
+    numeric = [is_numeric_dtype(df[c]) and not is_bool_dtype(df[c]) for c in df.columns]
+    lines = ["| " + " | ".join(md(str(c)) for c in df.columns) + " |",
+             "| " + " | ".join("---:" if n else ":---" for n in numeric) + " |"]
+    lines += ["| " + " | ".join(_cell(v) for v in row) + " |" for row in df.itertuples(index=False)]
+    return "\n".join(lines)
+
+
+def _cell(v) -> str:
+    if isinstance(v, (bool, np.bool_)) or v is None:
+        return md(str(v if v is not None else ""))
+    if isinstance(v, (int, np.integer)):
+        return str(v)
+    if isinstance(v, (float, np.floating)):
+        v = float(v)
+        if math.isnan(v):
+            return ""
+        if math.isinf(v) or v == 0 or abs(v) >= 5e-5:
+            return f"{v + 0.0:.4f}" if math.isfinite(v) else str(v)  # (+ 0.0: no "-0.0000"); "-inf" as in a heatmap
+        return f"{v:.1e}"
+    return md(str(v))
 
 
 def section(title: str, text: str | None = None, *, level: int = 2) -> None:

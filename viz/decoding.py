@@ -454,7 +454,7 @@ def comparison_table(greedy: Greedy, result: BeamResult, alpha: float, k: int, i
                      lang: str = "fr") -> pd.DataFrame:
     """Greedy decoding and beam search side by side: output, length, total log-probability, normalised score."""
     g_lp, g_score, g_len = greedy_score(greedy, alpha)
-    return pd.DataFrame({"": ["greedy", f"beam search (k = {k})"],
+    return pd.DataFrame({"decoding": ["greedy", f"beam search (k = {k})"],
                          "output": [ids_text(greedy.tokens, itos, lang), ids_text(result.best.output, itos, lang)],
                          "length (with <eos>)": [g_len, len(result.best.tokens)],
                          "total log-prob": [g_lp, result.best.log_prob],
