@@ -9,7 +9,7 @@ from ui import shell
 from ui.models import content_key
 from ui.rnn import RNN_LABELS, STATE_KEY, available, comparison, comparison_key, view
 from ui.widgets import chart as labelled_chart
-from ui.widgets import fold, md, notice, once, page_link, pick, section, sentence_header
+from ui.widgets import fold, md, notice, once, page_link, pick, section, sentence_header, small_table
 from viz import rnn as vr
 from viz.heatmap import table
 
@@ -71,7 +71,7 @@ else:
     with fold("Show the context c_t of this step and its numbers", f"{P}fold_context") as shown:
         if shown:
             chart(vr.context_figure(s, dstep), "context")
-            st.dataframe(vr.step_table(s, src), hide_index=True)
+            small_table(vr.step_table(s, src), hide_index=True)
     st.caption(text.INDEX_NOTE)
 
     section("3 · Every step at once: the alignment matrix", text.ALIGNMENT)
@@ -138,16 +138,16 @@ else:
     st.markdown(text.PARALLEL_NOTE)
     st.subheader("Training to the same accuracy")
     once("before.training", comparison_key(), lambda: (  # the shipped measurements: the same for everyone
-        st.dataframe(vr.training_table(data), hide_index=True), notice(vr.training_notice(data))))
+        small_table(vr.training_table(data), hide_index=True), notice(vr.training_notice(data))))
     with fold("Show every recipe of the sweep, both models", f"{P}fold_sweep") as shown:
         if shown:
-            st.dataframe(vr.sweep_table(data), hide_index=True)
+            small_table(vr.sweep_table(data), hide_index=True)
     st.subheader("Accuracy by sentence length, and il/elle")
     with fold("Show the accuracy by sentence length and its numbers", f"{P}fold_length") as shown:
         if shown:
             chart(vr.length_figure(data), "m_len")
             notice(vr.length_notice(data))
-            st.dataframe(vr.length_table(data), hide_index=True)
+            small_table(vr.length_table(data), hide_index=True)
     section("The long-term dependency problem", text.GRADIENT, level=3)
     with fold("Show the gradient norm by distance t − i, both models", f"{P}fold_gradient") as shown:
         if shown:

@@ -18,6 +18,7 @@ from ui.widgets import (
     require_sentence,
     section,
     sentence_header,
+    small_table,
 )
 from viz import decoder as vd
 from viz.heatmap import shape_text, table
@@ -61,7 +62,7 @@ once("cross.weights", (*content, layer, head), cross_weights)
 with fold(text.ALIGNMENT, "cross_alignment") as shown:
     if shown:
         cw = vd.cross_attention(tr, layer, head)
-        st.dataframe(vd.alignment(cw, src, lab, a.next_labels), hide_index=True)
+        small_table(vd.alignment(cw, src, lab, a.next_labels), hide_index=True)
         st.dataframe(table(cw, src, lab))
 
 section("2. The padding mask: which source keys exist", text.PADDING)
@@ -70,7 +71,7 @@ section("2. The padding mask: which source keys exist", text.PADDING)
 def batch() -> None:
     demo = padding_demo(a.prepared)
     st.markdown(f"**The batch** (source ids padded with id 0 = `<pad>`) · shape `{shape_text(demo.src, 'B, T')}`")
-    st.dataframe(vd.batch_table(demo))
+    small_table(vd.batch_table(demo))
     matrix(vd.mask_grid(demo), *vd.grid_labels(demo), "mask", show_table=False,
            title="Padding mask (0 = may be looked at, −inf = <pad> key hidden)",
            shape=shape_text(demo.mask, "B, 1, 1, T"), key="cross_pad_mask", x_title="key position", y_title="sentence")

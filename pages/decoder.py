@@ -25,6 +25,7 @@ from ui.widgets import (
     require_sentence,
     section,
     sentence_header,
+    small_table,
     weights_panel,
 )
 from viz import decoder as vd
@@ -65,8 +66,8 @@ with right:
 
 
 def block() -> None:
-    st.dataframe(vd.block_table(a.trace, layer_b), hide_index=True,  # full width: its last column is a sentence
-                 column_config={"what it is": st.column_config.TextColumn(width="large")})
+    small_table(vd.block_table(a.trace, layer_b), hide_index=True,  # (a grid: full width, its last column a sentence)
+                column_config={"what it is": st.column_config.TextColumn(width="large")})
     notice(vd.block_notice(a.trace, layer_b))
     st.markdown(text.regularisation(SECTIONS["dropout"], BASE.dropout, cfg.dropout, vd.projection_biases(bundle.model)))
 
@@ -103,7 +104,7 @@ row = pick("Query position", range(len(lab)), "decoder_renorm_row", min(len(lab)
 
 
 def renormalised() -> None:
-    st.dataframe(vd.renormalisation(steps.scaled[row], steps.mask[row], lab), hide_index=True)
+    small_table(vd.renormalisation(steps.scaled[row], steps.mask[row], lab), hide_index=True)
     notice(vd.renorm_notice(steps.scaled[row], steps.mask[row], lab[row]))
     st.latex(text.RENORM_LATEX)
 
@@ -185,7 +186,7 @@ with fold("Show the model trained without the mask: teacher forcing vs generatio
                 st.dataframe(vd.peek_scores(tr_c, nl).round(3))
             notice(vd.peek_notice(w_cheat, story.cheat_tf.in_labels))
             with st.expander("Position by position: what it must predict, what it reads"):
-                st.dataframe(vd.cheat_table(story.cheat_tf, cheat_b.tgt_vocab.itos, w_cheat), hide_index=True)
+                small_table(vd.cheat_table(story.cheat_tf, cheat_b.tgt_vocab.itos, w_cheat), hide_index=True)
             st.markdown(text.TRAINING_FIGURES)
             st.table(vd.training_table({"base model": base_b, "no-mask model": cheat_b}).set_index(""))
 

@@ -24,6 +24,7 @@ from ui.widgets import (
     require_sentence,
     section,
     sentence_header,
+    small_table,
 )
 from viz import attention as va
 from viz import coref as vc
@@ -67,7 +68,7 @@ for formula in text.FORMULAS:
 st.markdown(text.matrices(H, D, d_k))
 c1, c2 = st.columns([3, 2])
 with c1:
-    once("multi_head.shapes", (D, H, len(a.src_labels)), lambda: st.dataframe(vh.shapes_table(D, H, len(a.src_labels))))
+    once("multi_head.shapes", (D, H, len(a.src_labels)), lambda: small_table(vh.shapes_table(D, H, len(a.src_labels))))
 with c2:
     st.caption(text.SHAPES_CAPTION)
 
@@ -168,25 +169,25 @@ with fold("Show the translation and the probabilities before and after", f"{P}fo
         c1, c2 = st.columns(2)
         with c1:
             section("Before: the unmodified model", f"**Translation:** {md(a0.translation) or '*(empty)*'}", level=3)
-            st.dataframe(vh.greedy_probs(a0), hide_index=True)
+            small_table(vh.greedy_probs(a0), hide_index=True)
         with c2:
             section("After: with your interventions", f"**Translation:** {md(a.translation) or '*(empty)*'}", level=3)
-            st.dataframe(vh.greedy_probs(a), hide_index=True)
+            small_table(vh.greedy_probs(a), hide_index=True)
         st.caption(text.GREEDY_CAPTION)
 
         tf_before = teacher_forced(a0.translation, iv=Interventions())
         tf_after = teacher_forced(a0.translation)
         st.subheader("The same output tokens, scored by both")
-        st.dataframe(vh.compare_probs(tf_before.trace, tf_after.trace, tf_before.gold, tf_before.gold_labels),
-                     hide_index=True)
+        small_table(vh.compare_probs(tf_before.trace, tf_after.trace, tf_before.gold, tf_before.gold_labels),
+                    hide_index=True)
         st.subheader(f"The attention output of {module}, before and after")
         out_labels = tf_before.in_labels if stack == "dec" else a.src_labels
         c1, c2 = st.columns(2)
         with c1:
-            st.dataframe(vh.output_change(tf_before.trace, tf_after.trace, module, out_labels), hide_index=True)
+            small_table(vh.output_change(tf_before.trace, tf_after.trace, module, out_labels), hide_index=True)
         with c2:
             st.markdown("‖z‖ of each head (after): a head that is off is 0 everywhere")
-            st.dataframe(vh.head_z_norms(tf_after.trace, module, out_labels))
+            small_table(vh.head_z_norms(tf_after.trace, module, out_labels))
 
 section("Keep one head: is one way to interact enough?", text.ONE_HEAD)
 st.button("Use “thinking machines” on this page", on_click=_set_sentence, args=("thinking machines",),

@@ -8,7 +8,7 @@ from pages.content import overview as text
 from ui import shell
 from ui.models import analysis, current_model, toy_data
 from ui.state import MODELS, controls_are_mine
-from ui.widgets import next_link, once, page_link, section, sentence_header
+from ui.widgets import next_link, once, page_link, section, sentence_header, small_table
 from viz.heatmap import shape_text
 from viz.overview import (
     STOPS,
@@ -77,7 +77,7 @@ if not empty:
 
 st.header("Sizes: this model beside the paper")
 n_params = count_parameters(bundle.config)
-once("overview.sizes", (cur.key,), lambda: st.dataframe(sizes_table(cfg, n_params), height="content"))
+once("overview.sizes", (cur.key,), lambda: small_table(sizes_table(cfg, n_params), height="content"))
 training = bundle.meta.get("training") or {}
 st.caption(text.sizes_caption(CITATION, BASE.params_millions * 1e6 / n_params, training.get("train_seconds"),
                               training.get("steps_done")))
@@ -95,7 +95,7 @@ summary, toy_hash = toy_data()
 trained_hash = bundle.meta.get("data_sha256")
 if cur.label != "my model" or trained_hash in (None, toy_hash):
     section("What it was trained on", text.TOY_DATA, level=3)
-    once("overview.data", (toy_hash,), lambda: st.dataframe(summary, hide_index=True, height="content"))
+    once("overview.data", (toy_hash,), lambda: small_table(summary, hide_index=True, height="content"))
     if trained_hash not in (None, toy_hash):
         st.caption(text.DATA_CHANGED)
 else:

@@ -11,7 +11,19 @@ from pages.content import positional as text
 from ui import shell
 from ui.models import analysis, content_key, current_model, permutation_checks
 from ui.state import interventions
-from ui.widgets import chart, figure, fold, md, next_link, notice, once, require_sentence, section, sentence_header
+from ui.widgets import (
+    chart,
+    figure,
+    fold,
+    md,
+    next_link,
+    notice,
+    once,
+    require_sentence,
+    section,
+    sentence_header,
+    small_table,
+)
 from viz import positional as vp
 from viz.heatmap import shape_text, table
 from viz.positional import ORDERS, block, clamp, curves_figure, make_order, rotation, shift_check, worked
@@ -56,8 +68,8 @@ def with_numbers() -> None:
     rows = {"formula (float64)": [w.sin, w.cos], "the model's PE buffer (float32)": [w.buffer_sin, w.buffer_cos]}
     if pos < T:
         rows["traced src.pos of your sentence"] = [float(traced[pos, 2 * i]), float(traced[pos, 2 * i + 1])]
-    st.dataframe(table([v for v in rows.values()], [f"PE({pos}, {2 * i})", f"PE({pos}, {2 * i + 1})"], list(rows),
-                       digits=7))
+    small_table(table([v for v in rows.values()], [f"PE({pos}, {2 * i})", f"PE({pos}, {2 * i + 1})"], list(rows),
+                      digits=7), digits=7)
     st.caption(f"Largest difference between the formula and the model's buffer here: {w.error:.1e} "
                "(float32 rounding)." + ("" if pos < T else f" Your sentence has only {T} positions, so the trace "
                                                             f"has no row {pos}."))
@@ -132,7 +144,7 @@ def shift(pe_table, D: int, L: int, i: int, dims: list[str]) -> None:
     with c2:
         with fold("Every position, row by row", "positional_checks") as shown:
             if shown:
-                st.dataframe(checks(), hide_index=True, height=240)
+                small_table(checks(), hide_index=True, height=240)
 
 
 @st.fragment

@@ -6,7 +6,7 @@ from model.vocab import BOS, EOS
 from pages.content import tokens as text
 from ui import shell
 from ui.models import analysis, content_key, current_model
-from ui.widgets import figure, md, metrics_row, next_link, once, require_sentence, section, sentence_header
+from ui.widgets import figure, md, metrics_row, next_link, once, require_sentence, section, sentence_header, small_table
 from viz.embeddings import (
     TEXTBOOK_VOCAB,
     column_labels,
@@ -45,14 +45,14 @@ with metrics_row():
     st.metric("Source vocabulary (English)", f"{len(bundle.src_vocab):,} tokens")
     st.metric("Target vocabulary (French)", f"{len(bundle.tgt_vocab):,} tokens")
     st.metric("Tokens in your sentence", f"{len(src_ids)} (with <eos>)")
-once("tokens.ids", content, lambda: st.dataframe(token_table(src_tokens, src_ids, bundle.src_vocab, p.unknown),
-                                                 hide_index=True, height="content"))
+once("tokens.ids", content, lambda: small_table(token_table(src_tokens, src_ids, bundle.src_vocab, p.unknown),
+                                                hide_index=True, height="content"))
 st.caption(text.IDS_CAPTION)
 
 section("3. Ids to one-hot vectors", text.ONE_HOT)
 st.subheader("Textbook example (from the lecture notes, not this model)")
 word = st.selectbox("Word of the notes' 6-word output vocabulary", TEXTBOOK_VOCAB, index=1, key="tokens_textbook")
-once("tokens.textbook", (word,), lambda: st.dataframe(textbook_one_hot(word)))
+once("tokens.textbook", (word,), lambda: small_table(textbook_one_hot(word)))
 
 st.subheader("Your sentence")
 window = vocab_window(src_ids)
@@ -75,7 +75,7 @@ st.markdown(f"Token **{md(src_tokens[pos])}** has id **{demo.token_id}**: its on
 
 
 def lookup() -> None:
-    st.dataframe(lookup_table(demo))
+    small_table(lookup_table(demo))
     with metrics_row():
         st.metric("max |onehot · E − E[id]|", f"{demo.lookup_error:.1e}")
         st.metric(f"max |E[id] · √{D} − traced src.embed|", f"{demo.trace_error:.1e}")
@@ -110,8 +110,8 @@ st.header("6. The decoder side")
 tgt_ids = [int(i) for i in a.trace["tgt.tokens"][0]]
 tgt_tokens = [BOS, *a.out_tokens]
 st.markdown(text.decoder(len(bundle.tgt_vocab), BOS))
-once("tokens.tgt_ids", content, lambda: st.dataframe(token_table(tgt_tokens, tgt_ids, bundle.tgt_vocab),
-                                                     hide_index=True, height="content"))
+once("tokens.tgt_ids", content, lambda: small_table(token_table(tgt_tokens, tgt_ids, bundle.tgt_vocab),
+                                                    hide_index=True, height="content"))
 embedded("tgt.embed", a.tgt_labels, tgt_ids, f"tgt.embed: target embedding rows × √{D} (dimensions {lo}-{hi - 1})",
          "tokens_tgt_embed")
 

@@ -8,7 +8,7 @@ from pages.content import why_attention as text
 from ui import shell
 from ui.ablations import measured, measured_key
 from ui.models import analysis, current_model
-from ui.widgets import chart, next_link, notice, once, pick, section
+from ui.widgets import chart, next_link, notice, once, pick, section, small_table
 from viz import ablations as va
 from viz.complexity import (
     attention_matrix_bytes,
@@ -49,7 +49,7 @@ r = int(c[3].number_input("r: neighbourhood (restricted)", 1, 100_000, 8, key="w
 
 def calculated() -> None:
     costs = layer_costs(n, d, k, r)
-    st.dataframe(costs, hide_index=True)
+    small_table(costs, hide_index=True)
     chart(costs_figure(costs), key="why_costs", config={"displayModeBar": False})
     (st.success if cheaper_than_recurrence(n, d) else st.warning)(costs_notice(costs, d))  # a verdict: coloured
     if not cheaper_than_recurrence(n, d):
@@ -79,7 +79,7 @@ def table2() -> None:  # the paper's Table 2: the same for everyone
     chart(bleu_figure(frame), key="why_bleu", config={"displayModeBar": False})
     notice(bleu_notice(frame))
     with st.expander("Table 2 as numbers"):
-        st.dataframe(bleu_display(frame), hide_index=True)
+        small_table(bleu_display(frame), hide_index=True)
 
 
 once("why.bleu", (), table2)
@@ -96,10 +96,10 @@ else:
 
     def group_rows() -> None:
         st.markdown("**Here** (toy set, held-out split; median over the seeds, lowest–highest)")
-        st.dataframe(va.rows_frame(ablated, group), hide_index=True)
+        small_table(va.rows_frame(ablated, group), hide_index=True)
         notice(va.group_notice(ablated, group))
         st.markdown("**The paper** (Table 3, EN-DE development set)")
-        st.dataframe(va.paper_frame(group), hide_index=True)
+        small_table(va.paper_frame(group), hide_index=True)
         st.caption(text.table3(CITATION, TABLE3_CAPTION))
 
     once("why.group", (measured_key(), group), group_rows)

@@ -110,8 +110,8 @@ _RULE = re.compile(r"\|( *:?-+:? *\|)+")  # a markdown table's second line: | :-
 
 def tables(node) -> list[pd.DataFrame]:
     """Every table under `node` (an AppTest, an expander, a column) in page order: st.dataframe's value, and each
-    small table written as text (ui.widgets.small_table) read back: words unescaped, a column of numbers as numbers
-    (as shown: 4 decimals), an empty first header as the index."""
+    small table written as text (ui.widgets.small_table) read back: words unescaped (a short cell's no-break spaces as
+    spaces), a column of numbers as numbers (as written: rounded), an empty first header as the index."""
     found = []
     for el in _elements(node.main if isinstance(node, AppTest) else node):
         if el.type == "dataframe":
@@ -137,7 +137,8 @@ def read_table(text: str) -> pd.DataFrame | None:
         return None
 
     def cells(line: str) -> list[str]:
-        return [re.sub(r"\\(.)", r"\1", c.strip()) for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
+        return [re.sub(r"\\(.)", r"\1", c.strip()).replace("\u00a0", " ")
+                for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
 
     df = pd.DataFrame([cells(line) for line in lines[2:]], columns=cells(lines[0]))
     for i in range(len(df.columns)):

@@ -11,14 +11,14 @@ import dataclasses
 import json
 
 import pytest
-from apptest_util import all_text, figures, no_exception, run_page
+from apptest_util import all_text, figures, no_exception, read_table, run_page, tables
 
 from bench.ablations import rows as ablation_rows
 from bench.ablations import seed_record, settings_of
 from bench.training_runs import Spec, measure
 from model import ablations, train_settings
 from model.paper import TABLE3
-from ui.widgets import md
+from ui.widgets import markdown_table, md
 from viz import ablations as va
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")  # conftest.py
@@ -173,9 +173,9 @@ def test_every_number_of_the_section_comes_from_the_file(shipped, tmp_path, monk
     for group in ("A", "E"):
         at = run_page("why_attention", why_ablation_group=group)
         no_exception(at)
-        shown = [d.value for d in at.dataframe]
-        assert any(f.equals(va.rows_frame(data, group)) for f in shown)
-        assert any(f.equals(va.paper_frame(group)) for f in shown)
+        shown = tables(at)  # small tables: compared as written (4 decimals), read back
+        assert any(f.equals(read_table(markdown_table(va.rows_frame(data, group), index=False))) for f in shown)
+        assert any(f.equals(read_table(markdown_table(va.paper_frame(group), index=False))) for f in shown)
         assert "**Notice:** " + md(va.group_notice(data, group)) in [i.value for i in at.info]
     fig = next(f for f in figures(at) if "Steps to 95%" in f["layout"].get("title", {}).get("text", ""))
     labels = [t["y"][0] for t in fig["data"]]

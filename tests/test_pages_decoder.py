@@ -187,9 +187,9 @@ def test_renormalisation_table(dec_page, own):
     df = frame_with(dec_page, "masked softmax (the weights)")
     row = min(len(own.tgt_labels) - 1, 2)
     assert np.allclose(df["masked softmax (the weights)"], own.trace["dec.0.self_attn.weights"][0, 0, row].numpy(),
-                       atol=1e-6)
-    assert np.allclose(df["÷ share of allowed keys"], df["masked softmax (the weights)"], atol=1e-6)
-    assert df["softmax over all keys"].sum() == pytest.approx(1.0, abs=1e-5)
+                       atol=SHOWN)
+    assert np.allclose(df["÷ share of allowed keys"], df["masked softmax (the weights)"], atol=2 * SHOWN)
+    assert df["softmax over all keys"].sum() == pytest.approx(1.0, abs=len(df) * SHOWN)
 
 
 def test_padding_demo(cross_page, base):

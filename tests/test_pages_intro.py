@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 import pytest
 import torch
-from apptest_util import all_text, chart_spec, decode, figures, no_exception, run_app, run_page
+from apptest_util import all_text, chart_spec, decode, figures, no_exception, run_app, run_page, tables
 
 from model import checkpoint, pipeline
 from model.trace import Interventions, Trace
@@ -49,12 +49,11 @@ def y_of(fig: go.Figure, trace: int = 0) -> list[float | None]:
 
 
 def frame(at, column: str) -> pd.DataFrame:
-    """The first dataframe on the page having this column (or index entry)."""
-    for df in at.dataframe:
-        v = df.value
+    """The first table on the page (a grid or a small table) having this column (or index entry)."""
+    for v in tables(at):
         if column in v.columns or column in v.index:
             return v
-    raise AssertionError(f"no dataframe with {column!r}")
+    raise AssertionError(f"no table with {column!r}")
 
 
 def metric(at, label_start: str) -> str:
@@ -223,8 +222,7 @@ def test_tokens_sqrt_d_model_and_embed_heatmap(bundle):
 def test_tokens_decoder_side(bundle):
     at = run_page("tokens", sentence="i am a student")
     a = pipeline.analyse(bundle, pipeline.prepare(bundle, "i am a student"))
-    tables = [df.value for df in at.dataframe if "status" in df.value.columns]
-    tgt = tables[1]
+    tgt = [df for df in tables(at) if "status" in df.columns][1]
     assert tgt["token"].tolist()[0] == "<bos>" and tgt["id"].tolist() == a.trace["tgt.tokens"][0].tolist()
     E = bundle.model.tgt_embed.lut.weight
     np.testing.assert_allclose(z_of(chart(at, "tokens_tgt_embed")),

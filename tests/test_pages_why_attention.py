@@ -1,7 +1,7 @@
 """The why-attention page's fixes and notices (pages/why_attention.py), through AppTest. The rest of the page's
 tests live in tests/test_pages_intro.py."""
 
-from apptest_util import all_text, no_exception, run_page
+from apptest_util import all_text, no_exception, run_page, tables
 
 from ui.widgets import md
 from viz.complexity import bleu_frame, bleu_notice
@@ -26,8 +26,8 @@ def test_notices_and_table2_caption():
     assert "one training cost for both tasks" in all_text(at)
     assert "not reported" in all_text(at)
     table = [e for e in at.expander if e.label == "Table 2 as numbers"]
-    assert len(table) == 1 and len(table[0].dataframe) == 1
-    assert table[0].dataframe[0].value["training FLOPs EN-FR"].tolist()[-2:] == ["3.3e18", "2.3e19"]
+    assert len(table) == 1 and len(tables(table[0])) == 1
+    assert tables(table[0])[0]["training FLOPs EN-FR"].tolist()[-2:] == ["3.3e18", "2.3e19"]
     assert md("n = 700") not in all_text(at)
 
 

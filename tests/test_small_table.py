@@ -11,13 +11,22 @@ from ui.widgets import SMALL_TABLE, markdown_table
 
 
 def test_numbers_are_written_as_the_grid_writes_them():
-    df = pd.DataFrame({"word": ["a", "b", "c", "d", "e"], "p": [0.950549, 1.2e-06, -0.0, float("-inf"), float("nan")],
+    df = pd.DataFrame({"word": ["a", "b", "c", "d", "e"], "p": [0.95054923, 1.2e-06, -0.0, float("-inf"), float("nan")],
                        "n": [1, 2, 3, 4, 5]})
     lines = markdown_table(df, index=False).splitlines()
     assert lines[0] == "| word | p | n |"
     assert lines[1] == "| :--- | ---: | ---: |"  # words to the left, numbers to the right
     assert [row.split(" | ")[1] for row in lines[2:]] == ["0.9505", "1.2e-06", "0.0000", "-inf", ""]
     assert [row.split(" | ")[2] for row in lines[2:]] == ["1 |", "2 |", "3 |", "4 |", "5 |"]
+
+
+def test_a_rounded_column_keeps_its_decimals():
+    df = pd.DataFrame({"variance": [63.21, 1.5], "weight": [0.123456, 0.5], "one": [1.0, 0.0],
+                       "float32": np.array([0.9505, 1.0], dtype=np.float32)})
+    rows = [line.split(" | ") for line in markdown_table(df, index=False).splitlines()[2:]]
+    assert rows[0] == ["| 63.21", "0.123456", "1.0", "0.9505 |"]
+    assert rows[1] == ["| 1.50", "0.500000", "0.0", "1.0000 |"]
+    assert markdown_table(df[["float32"]] / 3, index=False).splitlines()[2] == "| 0.3168 |"  # not rounded: 4
 
 
 def test_words_are_shown_literally():
@@ -27,6 +36,7 @@ def test_words_are_shown_literally():
     assert len(text.splitlines()) == 2 + len(hostile)  # a newline in a word does not break the table
     back = read_table(text)
     assert back["word"].tolist() == [w.replace("\n", " ") for w in hostile]  # and each reads back as written
+    assert "| two\u00a0lines |" in text and "\u00a0" not in markdown_table(pd.DataFrame({"w": ["a " * 9]}))
     assert back["x"].tolist() == list(range(len(hostile)))
 
 
@@ -37,7 +47,7 @@ def test_index_is_the_first_column_and_reads_back():
     assert text.splitlines()[0] == "|  | d0 | d1 |"
     back = read_table(text)
     assert list(back.index) == list(df.index) and list(back.columns) == ["d0", "d1"]
-    assert np.allclose(back.to_numpy(), df.round(4).to_numpy())
+    assert np.allclose(back.to_numpy(), df.to_numpy())  # (d0 was rounded to 5 decimals: written with 5)
     named = markdown_table(df.rename_axis("row"))
     assert named.splitlines()[0] == "| row | d0 | d1 |"
 

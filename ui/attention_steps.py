@@ -14,7 +14,7 @@ from model.experiments import dot_product_samples, one_head_left, saturation, su
 from model.textbook import from_book
 from ui.models import coref_decision, current_model, saturation_rows, session_cache, used_text, variance_rows
 from ui.state import interventions
-from ui.widgets import chart, figure, fold, md, metrics_row, notice, once, section
+from ui.widgets import chart, figure, fold, md, metrics_row, notice, once, section, small_table
 from viz import attention as va
 from viz import coref as vc
 from viz import heads as vh
@@ -85,9 +85,9 @@ def show_steps(s: WordSteps, key_labels: list[str], query_label: str, key: str, 
             st.warning("Scaling is switched off (“Divide by √d_k”): the model does not divide by √d_k, so the ÷√d_k "
                        "column below equals the raw score q·k.")
         if textbook:
-            st.dataframe(va.textbook_table(s, key_labels, query))
+            small_table(va.textbook_table(s, key_labels, query))
             st.markdown(f"**{va.textbook_line(s, query, from_book(query))}**")  # no user text: written as is
-        st.dataframe(step_table(s, key_labels), hide_index=True)
+        small_table(step_table(s, key_labels), hide_index=True)
         notice(va.row_notice(s.weights, key_labels, query_label))
         st.caption("The weights are all ≥ 0 and add up to 1: a weighted average, not a sum that can grow.")
         st.subheader("3 · Weight each value, add them up: z")
@@ -99,7 +99,7 @@ def show_steps(s: WordSteps, key_labels: list[str], query_label: str, key: str, 
     once(f"attention_steps.{key}z", content, lambda: (st.latex(r"z = \sum_j a_j\, v_j"), notice(va.z_notice(s))))
     with fold("Exact numbers · z", f"{key}z_numbers") as shown:
         if shown:
-            st.dataframe(z_table(s))
+            small_table(z_table(s))
     if off:
         st.info("This head is switched off (“Heads switched off”): the model sets its z to 0 before concatenating "
                 "the heads (the weights above are still what it would have used).")
@@ -129,7 +129,7 @@ def show_why_scale(model_dk: int, key: str, prose) -> None:
     with c1:
         chart(vs.variance_figure(var_rows), key=f"{key}var", config=NO_BAR)
     with c2:
-        st.dataframe(vs.variance_table(var_rows), hide_index=True)
+        small_table(vs.variance_table(var_rows), hide_index=True)
     notice(vs.range_notice(var_rows))
     st.markdown(prose.SATURATION)
     sat = saturation(dk, n_keys=N_KEYS, seed=0)
@@ -143,7 +143,7 @@ def show_why_scale(model_dk: int, key: str, prose) -> None:
     notice(vs.saturation_notice(sat.max_raw, sat.max_scaled, dk))
     with fold(f"Every d_k. {prose.saturation_caption(N_QUERIES, N_KEYS)}", f"{key}sat_numbers") as shown:
         if shown:
-            st.dataframe(vs.saturation_table(saturation_rows(D_KS)), hide_index=True)
+            small_table(vs.saturation_table(saturation_rows(D_KS)), hide_index=True)
 
 
 def show_coref(ca, name: str, n_layers: int, n_heads: int, key: str, no_it: str) -> None:
@@ -163,7 +163,7 @@ def show_coref(ca, name: str, n_layers: int, n_heads: int, key: str, no_it: str)
            numbers=False, x_title="key word", y_title="layer · head")
     with fold("Per head: the candidate words", f"{key}_candidates") as shown:
         if shown:
-            st.dataframe(vc.coref_table(rows, hl, ca.src_labels, ca.prepared.tokens, c.it))
+            small_table(vc.coref_table(rows, hl, ca.src_labels, ca.prepared.tokens, c.it))
 
 
 def show_decision(texts: tuple[str, ...], key: str) -> None:
@@ -199,4 +199,4 @@ def show_one_head_left(text: str, module: str, key: str) -> None:
     chart(vh.one_head_figure(r), key=f"{key}grid", config=NO_BAR)
     notice(vh.one_head_notice(r))
     st.markdown(f"**{vh.module_title(module).capitalize()}**, head by head:")
-    st.dataframe(vh.one_head_table(r, module), hide_index=True)
+    small_table(vh.one_head_table(r, module), hide_index=True)

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import streamlit as st
-from pandas.api.types import is_bool_dtype, is_numeric_dtype
+from pandas.api.types import is_bool_dtype, is_float_dtype, is_numeric_dtype
 from streamlit.errors import StreamlitPageNotFoundError
 
 from model.pipeline import Analysis
@@ -87,32 +87,45 @@ def md(text: str) -> str:
 SMALL_TABLE = (20, 12)  # at most this many rows and columns: a table drawn as text (small_table)
 
 
-def small_table(df: pd.DataFrame, *, hide_index: bool = False) -> None:
+def small_table(df: pd.DataFrame, *, hide_index: bool = False, digits: int = 4, **grid) -> None:
     """A table the reader reads (a word per row, a few numbers), drawn as a plain HTML table: in Chromium it costs
     about a quarter of st.dataframe's grid (README, "Drawn in one pass"), it grows with presenter mode's text, and a
     screen reader reads its cells. One bigger than SMALL_TABLE stays a scrolling grid; so do the matrices of exact
-    numbers (`exact_numbers`), which a reader scrolls rather than reads."""
+    numbers (`exact_numbers`), which a reader scrolls rather than reads. `digits`: the decimals of a column of floats
+    not rounded (markdown_table); `grid`: the grid's options (st.dataframe's), when the table is too big to be text."""
     rows, cols = SMALL_TABLE
     if len(df) > rows or len(df.columns) + (not hide_index) > cols:
-        st.dataframe(df, hide_index=hide_index)
+        st.dataframe(df, hide_index=hide_index, **grid)
     else:
-        st.markdown(markdown_table(df, index=not hide_index))
+        st.markdown(markdown_table(df, index=not hide_index, digits=digits))
 
 
-def markdown_table(df: pd.DataFrame, *, index: bool = True) -> str:
-    """`df` as a markdown table: words escaped (md), numbers right-aligned with 4 decimals (the grid's precision),
-    a non-zero number that 4 decimals would write as 0 in scientific notation (1.2e-06). The index, when shown, is
-    the first column, under the index's name or an empty header."""
+def markdown_table(df: pd.DataFrame, *, index: bool = True, digits: int = 4) -> str:
+    """`df` as a markdown table: words escaped (md); numbers right-aligned, a column of floats with the decimals it
+    was rounded to (its table's choice: 2 for a variance, 6 for weights shown equal), else `digits` (4: the grid's
+    precision); a non-zero number those decimals would write as 0 in scientific notation (1.2e-06). The index, when
+    shown, is the first column, under the index's name or an empty header."""
     if index:
         df = df.reset_index(names=str(df.index.name or ""))
     numeric = [is_numeric_dtype(df[c]) and not is_bool_dtype(df[c]) for c in df.columns]
+    places = [_places(df.iloc[:, i], digits) for i in range(len(df.columns))]
     lines = ["| " + " | ".join(md(str(c)) for c in df.columns) + " |",
              "| " + " | ".join("---:" if n else ":---" for n in numeric) + " |"]
-    lines += ["| " + " | ".join(_cell(v) for v in row) + " |" for row in df.itertuples(index=False)]
+    lines += ["| " + " | ".join(_cell(v, d) for v, d in zip(row, places, strict=True)) + " |"
+              for row in df.itertuples(index=False)]
     return "\n".join(lines)
 
 
-def _cell(v) -> str:
+def _places(column: pd.Series, digits: int) -> int:
+    """The decimals (1 to 6) a column of floats was rounded to; `digits` if it was not."""
+    if not is_float_dtype(column):
+        return digits
+    v = column.to_numpy(dtype=float)
+    v = v[np.isfinite(v)]
+    return next((d for d in range(1, 7) if np.allclose(v, np.round(v, d), rtol=1e-7, atol=1e-9)), digits)
+
+
+def _cell(v, digits: int) -> str:
     if isinstance(v, (bool, np.bool_)) or v is None:
         return md(str(v if v is not None else ""))
     if isinstance(v, (int, np.integer)):
@@ -121,10 +134,14 @@ def _cell(v) -> str:
         v = float(v)
         if math.isnan(v):
             return ""
-        if math.isinf(v) or v == 0 or abs(v) >= 5e-5:
-            return f"{v + 0.0:.4f}" if math.isfinite(v) else str(v)  # (+ 0.0: no "-0.0000"); "-inf" as in a heatmap
-        return f"{v:.1e}"
-    return md(str(v))
+        if math.isinf(v):
+            return str(v)  # "-inf", as a heatmap writes it
+        return f"{v + 0.0:.{digits}f}" if v == 0 or abs(v) >= 0.5 * 10**-digits else f"{v:.1e}"  # (no "-0.0000")
+    text = md(str(v))
+    return text.replace(" ", NBSP) if len(str(v)) <= KEEP_WHOLE else text  # "[1, 4, 128]" is not cut in two
+
+
+NBSP, KEEP_WHOLE = "\u00a0", 16  # a cell this short keeps to one line (its spaces do not break)
 
 
 def section(title: str, text: str | None = None, *, level: int = 2) -> None:
