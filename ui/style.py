@@ -11,6 +11,9 @@ it takes no room on the page and is not redrawn when unchanged). What the styles
   and a label, so a keyboard user can focus it and scroll it with the arrow keys.
 - **Phones (390 px wide)**: the whole page never scrolls sideways; wide tables and formulas scroll
   inside themselves.
+- **Tables written as text** (ui.widgets.small_table) scroll sideways inside themselves at any width when wider
+  than their column (a narrow window, a half column), and one that does is made keyboard-focusable by the same
+  script as the formulas (`tabindex="0"` and a label; its role stays a table's).
 - **Presenter mode** (the sidebar's "Presenter mode" toggle, or `?presenter=1` in the address):
   larger text everywhere (the root font size, which Streamlit's rem-based sizes follow) and larger
   chart fonts (`PRESENTER_FONT`, applied to a figure by `chart_font`).
@@ -47,11 +50,13 @@ BASE_CSS = """
 a:focus-visible, button:focus-visible, [role="switch"]:focus-visible + *, summary:focus-visible {
   outline: 3px solid #1c64d8 !important; outline-offset: 2px;
 }
+/* Tables written as text: one wider than its column scrolls inside itself (made focusable by the script). */
+[data-testid="stMarkdownContainer"] table { display: block; overflow-x: auto; max-width: 100%; }
+[data-testid="stMarkdownContainer"] table:focus-visible { outline: 2px solid #1c64d8; outline-offset: 2px; }
 /* Phones: the page itself never scrolls sideways; wide content scrolls inside its own element. */
 @media (max-width: 640px) {
   [data-testid="stMainBlockContainer"] { padding-left: 0.75rem; padding-right: 0.75rem; max-width: 100vw; }
   .katex-display > .katex { font-size: 1em; }
-  [data-testid="stMarkdownContainer"] table { display: block; overflow-x: auto; max-width: 100%; }
   [data-testid="stPlotlyChart"], [data-testid="stGraphVizChart"], [data-testid="stDataFrame"] { max-width: 100%; }
 }
 """
@@ -67,7 +72,8 @@ html {{ font-size: {PRESENTER_SCALE * 100:.0f}%; }}
 """
 
 # Every KaTeX display that overflows its box becomes keyboard-focusable (WCAG 2.1.1), named for screen
-# readers by its own TeX source (KaTeX keeps it in an <annotation>), re-checked when the page changes.
+# readers by its own TeX source (KaTeX keeps it in an <annotation>), re-checked when the page changes; so does
+# every table written as text that overflows (named by its column headers; it keeps its table role).
 FOCUSABLE_JS = """
 <script>
 (() => {
@@ -83,6 +89,16 @@ FOCUSABLE_JS = """
         el.setAttribute('aria-label', 'Formula (scrolls sideways)' + (tex ? ': ' + tex.textContent : ''));
       } else if (!over && el.getAttribute('tabindex') === '0') {
         el.removeAttribute('tabindex'); el.removeAttribute('role'); el.removeAttribute('aria-label');
+      }
+    }
+    for (const el of document.querySelectorAll('[data-testid="stMarkdownContainer"] table')) {
+      const over = el.scrollWidth > el.clientWidth + 1;
+      if (over && !el.hasAttribute('tabindex')) {
+        el.setAttribute('tabindex', '0');
+        const heads = [...el.querySelectorAll('th')].map(th => th.textContent.trim()).filter(Boolean);
+        el.setAttribute('aria-label', 'Table (scrolls sideways): ' + heads.join(', '));
+      } else if (!over && el.getAttribute('tabindex') === '0') {
+        el.removeAttribute('tabindex'); el.removeAttribute('aria-label');
       }
     }
   };
