@@ -66,7 +66,7 @@ with right:
 
 
 def block() -> None:
-    small_table(vd.block_table(a.trace, layer_b), hide_index=True,  # (a grid: full width, its last column a sentence)
+    small_table(vd.block_table(a.trace, layer_b), hide_index=True,  # if ever a grid: its last column (a sentence) wide
                 column_config={"what it is": st.column_config.TextColumn(width="large")})
     notice(vd.block_notice(a.trace, layer_b))
     st.markdown(text.regularisation(SECTIONS["dropout"], BASE.dropout, cfg.dropout, vd.projection_biases(bundle.model)))

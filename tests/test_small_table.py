@@ -52,6 +52,12 @@ def test_index_is_the_first_column_and_reads_back():
     assert named.splitlines()[0] == "| row | d0 | d1 |"
 
 
+def test_odd_frames():
+    dup = pd.DataFrame([[1.5, "a"]], columns=["word", "word"], index=pd.Index(["r"], name="word"))
+    assert markdown_table(dup).splitlines()[0] == "| word | word | word |"
+    assert read_table(markdown_table(pd.DataFrame({"p": []}, dtype=float), index=False)).shape == (0, 1)
+
+
 def test_read_table_refuses_prose():
     assert read_table("Some **text** | with a pipe") is None
     assert read_table("| a |\nnot a rule") is None
@@ -75,5 +81,5 @@ def test_a_small_table_is_text_and_a_big_one_a_grid():
     assert not small.exception and len(small.dataframe) == 0 and len(small.markdown) == 1
     assert tables(small)[0].shape == (rows, cols)
     assert math.isclose(tables(small)[0]["c3"].iloc[5], round(5 * 3 / 7, 4))
-    for big in (_page(rows + 1, cols), _page(rows, cols + 1)):
+    for big in (_page(rows + 1, cols), _page(rows, cols + 1), _page(0, 0)):  # (no column: an empty grid)
         assert not big.exception and len(big.dataframe) == 1 and len(big.markdown) == 0

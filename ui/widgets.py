@@ -89,12 +89,12 @@ SMALL_TABLE = (20, 12)  # at most this many rows and columns: a table drawn as t
 
 def small_table(df: pd.DataFrame, *, hide_index: bool = False, digits: int = 4, **grid) -> None:
     """A table the reader reads (a word per row, a few numbers), drawn as a plain HTML table: in Chromium it costs
-    about a quarter of st.dataframe's grid (README, "Drawn in one pass"), it grows with presenter mode's text, and a
+    about a quarter of st.dataframe's grid (README, "Small tables as text"), it grows with presenter mode's text, and a
     screen reader reads its cells. One bigger than SMALL_TABLE stays a scrolling grid; so do the matrices of exact
     numbers (`exact_numbers`), which a reader scrolls rather than reads. `digits`: the decimals of a column of floats
     not rounded (markdown_table); `grid`: the grid's options (st.dataframe's), when the table is too big to be text."""
     rows, cols = SMALL_TABLE
-    if len(df) > rows or len(df.columns) + (not hide_index) > cols:
+    if len(df) > rows or not 0 < len(df.columns) + (not hide_index) <= cols:
         st.dataframe(df, hide_index=hide_index, **grid)
     else:
         st.markdown(markdown_table(df, index=not hide_index, digits=digits))
@@ -106,9 +106,10 @@ def markdown_table(df: pd.DataFrame, *, index: bool = True, digits: int = 4) -> 
     precision); a non-zero number those decimals would write as 0 in scientific notation (1.2e-06). The index, when
     shown, is the first column, under the index's name or an empty header."""
     if index:
-        df = df.reset_index(names=str(df.index.name or ""))
-    numeric = [is_numeric_dtype(df[c]) and not is_bool_dtype(df[c]) for c in df.columns]
-    places = [_places(df.iloc[:, i], digits) for i in range(len(df.columns))]
+        df = df.reset_index(names=str(df.index.name or ""), allow_duplicates=True)
+    columns = [df.iloc[:, i] for i in range(len(df.columns))]
+    numeric = [is_numeric_dtype(c) and not is_bool_dtype(c) for c in columns]
+    places = [_places(c, digits) for c in columns]
     lines = ["| " + " | ".join(md(str(c)) for c in df.columns) + " |",
              "| " + " | ".join("---:" if n else ":---" for n in numeric) + " |"]
     lines += ["| " + " | ".join(_cell(v, d) for v, d in zip(row, places, strict=True)) + " |"
