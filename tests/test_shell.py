@@ -61,6 +61,16 @@ def test_config_binds_to_loopback_and_hides_error_details(config):
     assert config["client"]["showErrorDetails"] == "none"
 
 
+def test_config_does_not_watch_the_source_files(config):
+    """`streamlit run app.py` as the README gives it: no file watcher (a second off the cold start; the benchmarks'
+    servers, serving.processes.app_command, run the same way)."""
+    from serving.processes import app_command
+
+    assert config["server"]["fileWatcherType"] == "none"
+    command = app_command(8501)
+    assert command[command.index("--server.fileWatcherType") + 1] == "none"
+
+
 def test_walkthrough_order_and_next_links():
     from ui import page_list
 
