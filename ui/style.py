@@ -37,7 +37,9 @@ BASE_CSS = """
 [data-testid="stCaptionContainer"] { color: inherit !important; opacity: 0.8; }
 /* Formulas never push the page sideways: they scroll inside their own box (made focusable by a script). */
 .katex-display { max-width: 100%; overflow-x: auto; overflow-y: hidden; padding: 2px 0; }
-.katex-display:focus-visible { outline: 2px solid #1c64d8; outline-offset: 2px; }
+.katex-display:focus-visible, [data-testid="stMarkdownContainer"] table:focus-visible {
+  outline: 2px solid #1c64d8; outline-offset: 2px;
+}
 /* Diagrams (st.graphviz_chart): Streamlit sets all their text to one small size (about 9.6 px before the diagram
    is scaled to its column); give it back the size Graphviz laid the boxes out for (viz/overview.py FONT_SIZE, in
    the diagram's units), so the labels fill their boxes and scale with the diagram. */
@@ -52,7 +54,6 @@ a:focus-visible, button:focus-visible, [role="switch"]:focus-visible + *, summar
 }
 /* Tables written as text: one wider than its column scrolls inside itself (made focusable by the script). */
 [data-testid="stMarkdownContainer"] table { display: block; overflow-x: auto; max-width: 100%; }
-[data-testid="stMarkdownContainer"] table:focus-visible { outline: 2px solid #1c64d8; outline-offset: 2px; }
 /* Phones: the page itself never scrolls sideways; wide content scrolls inside its own element. */
 @media (max-width: 640px) {
   [data-testid="stMainBlockContainer"] { padding-left: 0.75rem; padding-right: 0.75rem; max-width: 100vw; }
@@ -79,27 +80,27 @@ FOCUSABLE_JS = """
 (() => {
   if (window.__glassFocusable) return;
   window.__glassFocusable = true;
+  // an element wider than its box: focusable, named; when it fits again, as it was (a role only where given)
+  const focusable = (el, role, label) => {
+    const over = el.scrollWidth > el.clientWidth + 1;
+    if (over && !el.hasAttribute('tabindex')) {
+      el.setAttribute('tabindex', '0');
+      if (role) el.setAttribute('role', role);
+      el.setAttribute('aria-label', label());
+    } else if (!over && el.getAttribute('tabindex') === '0') {
+      el.removeAttribute('tabindex'); if (role) el.removeAttribute('role'); el.removeAttribute('aria-label');
+    }
+  };
   const mark = () => {
     for (const el of document.querySelectorAll('.katex-display')) {
-      const over = el.scrollWidth > el.clientWidth + 1;
-      if (over && !el.hasAttribute('tabindex')) {
-        el.setAttribute('tabindex', '0');
-        el.setAttribute('role', 'group');
+      focusable(el, 'group', () => {
         const tex = el.querySelector('annotation');
-        el.setAttribute('aria-label', 'Formula (scrolls sideways)' + (tex ? ': ' + tex.textContent : ''));
-      } else if (!over && el.getAttribute('tabindex') === '0') {
-        el.removeAttribute('tabindex'); el.removeAttribute('role'); el.removeAttribute('aria-label');
-      }
+        return 'Formula (scrolls sideways)' + (tex ? ': ' + tex.textContent : '');
+      });
     }
     for (const el of document.querySelectorAll('[data-testid="stMarkdownContainer"] table')) {
-      const over = el.scrollWidth > el.clientWidth + 1;
-      if (over && !el.hasAttribute('tabindex')) {
-        el.setAttribute('tabindex', '0');
-        const heads = [...el.querySelectorAll('th')].map(th => th.textContent.trim()).filter(Boolean);
-        el.setAttribute('aria-label', 'Table (scrolls sideways): ' + heads.join(', '));
-      } else if (!over && el.getAttribute('tabindex') === '0') {
-        el.removeAttribute('tabindex'); el.removeAttribute('aria-label');
-      }
+      focusable(el, null, () => 'Table (scrolls sideways): '
+        + [...el.querySelectorAll('th')].map(th => th.textContent.trim()).filter(Boolean).join(', '));
     }
   };
   let queued = false;
