@@ -121,6 +121,13 @@ def tables(node) -> list[pd.DataFrame]:
     return found
 
 
+def table_with(node, column: str, nth: int = 0) -> pd.DataFrame:
+    """The `nth` table under `node` (`tables`, in page order) that has a column named `column`."""
+    found = [df for df in tables(node) if column in df.columns]
+    assert len(found) > nth, f"no table with column {column!r}" + (f" (number {nth})" if nth else "")
+    return found[nth]
+
+
 def _elements(node):
     children = getattr(node, "children", None)
     if children is None:

@@ -9,7 +9,18 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from apptest_util import all_text, chart_spec, decode, figures, no_exception, open_folds, run_app, run_page, tables
+from apptest_util import (
+    all_text,
+    chart_spec,
+    decode,
+    figures,
+    no_exception,
+    open_folds,
+    run_app,
+    run_page,
+    table_with,
+    tables,
+)
 
 from model import checkpoint
 from model.coref import decision as coref_decision
@@ -72,13 +83,6 @@ def frame(at, first_column: str):
         if len(df.columns) and df.columns[0] == first_column:
             return df
     raise AssertionError(f"no table starting with {first_column!r}")
-
-
-def frame_with(at, column: str):
-    for df in tables(at):
-        if column in df.columns:
-            return df
-    raise AssertionError(f"no table with column {column!r}")
 
 
 def weights_rows_sum_to_one(at) -> int:
@@ -204,7 +208,7 @@ def test_self_attention_why_scale_demo():
     metrics = {m.label: m.value for m in at.metric}
     assert float(metrics["measured Var(q·k), d_k = 1024"]) == pytest.approx(1024, rel=0.1)
     assert float(metrics["max weight, no scaling"]) > float(metrics["max weight, ÷√d_k"])
-    sat = frame_with(at, "max weight, no scaling")
+    sat = table_with(at, "max weight, no scaling")
     big = sat[sat["d_k"] == 1024].iloc[0]
     assert big["max weight, no scaling"] > 0.9 and big["‖Jacobian‖, no scaling"] < big["‖Jacobian‖, ÷√d_k"]
 
@@ -264,7 +268,7 @@ def test_multi_head_switch_a_head_off_through_the_page(bundle, ref):
     at = run_page("multi_head", multi_head_layer=0)
     key = "multi_head_on_enc.0.self_attn_2"
     assert at.checkbox(key=key).value is True
-    before_df = frame_with(at, "p before")
+    before_df = table_with(at, "p before")
     assert (before_df["change"] == 0).all()  # nothing switched off yet: before = after
     at.checkbox(key=key).uncheck().run()
     no_exception(at)
@@ -280,11 +284,11 @@ def test_multi_head_switch_a_head_off_through_the_page(bundle, ref):
     r0 = ref()
     tf0 = teacher_forced(bundle, r0.prepared, r0.translation)
     tf1 = teacher_forced(bundle, r0.prepared, r0.translation, iv)
-    df = frame_with(at, "p before")
+    df = table_with(at, "p before")
     assert np.allclose(df["p before"], tf0.gold_probs, atol=1e-4)
     assert np.allclose(df["p after"], tf1.gold_probs, atol=1e-4)
     assert (df["change"] != 0).any()
-    zn = frame_with(at, "head 2")
+    zn = table_with(at, "head 2")
     assert (zn["head 2"] == 0).all() and (zn["head 0"] > 0).all()
     assert "heads 2 are off" in all_text(at)
     # translations before / after are both shown
@@ -360,7 +364,7 @@ def test_encoder_layernorm_residual_ffn(bundle, ref):
     T = len(r.src_labels)
     hm = [f for f in heatmaps(at) if z_of(f).shape == (T, 256)]
     assert len(hm) == 1 and np.allclose(z_of(hm[0]), hidden, atol=1e-4)
-    zeros = frame_with(at, "ReLU zeros")
+    zeros = table_with(at, "ReLU zeros")
     assert zeros["ReLU zeros"].tolist() == (hidden == 0).sum(1).tolist()
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["hidden units set to 0 by the ReLU"] == f"{(hidden == 0).mean():.1%}"

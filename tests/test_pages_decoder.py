@@ -11,7 +11,7 @@ import re
 import numpy as np
 import pytest
 import torch
-from apptest_util import all_text, chart_spec, decode, heatmap_z, no_exception, run_app, run_page, tables
+from apptest_util import all_text, chart_spec, decode, heatmap_z, no_exception, run_app, run_page, table_with
 
 import ui.models
 from model import checkpoint, pipeline
@@ -72,15 +72,9 @@ def text_of(f: dict) -> np.ndarray:
 SHOWN = 5e-5  # a small table writes 4 decimals (ui.widgets.small_table): a number shown is within this of the value
 
 
-def frame_with(at, column: str, nth: int = 0):
-    found = [d for d in tables(at) if column in d.columns]
-    assert len(found) > nth, f"no table with column {column!r}"
-    return found[nth]
-
-
 def comparison(at):
     """The greedy-vs-beam table."""
-    return frame_with(at, "decoding")
+    return table_with(at, "decoding")
 
 
 def metric(at, label_start: str) -> str:
@@ -125,7 +119,7 @@ def test_masked_equals_scaled_plus_mask(dec_page, own):
     assert np.allclose(tr_masked[fin], summed[fin], atol=1e-6)
     assert np.allclose(scaled, own.trace["dec.0.self_attn.scaled"][0, 0].double().numpy(), atol=1e-6)
     # the table under the heatmap shows the same -inf
-    table = frame_with(at, own.tgt_labels[0], 2)  # scaled, mask, masked, ... in page order
+    table = table_with(at, own.tgt_labels[0], 2)  # scaled, mask, masked, ... in page order
     assert np.isneginf(table.to_numpy()[0, 1:]).all()
 
 
@@ -184,7 +178,7 @@ def test_lecture_example(dec_page):
 
 
 def test_renormalisation_table(dec_page, own):
-    df = frame_with(dec_page, "masked softmax (the weights)")
+    df = table_with(dec_page, "masked softmax (the weights)")
     row = min(len(own.tgt_labels) - 1, 2)
     assert np.allclose(df["masked softmax (the weights)"], own.trace["dec.0.self_attn.weights"][0, 0, row].numpy(),
                        atol=SHOWN)
@@ -269,7 +263,7 @@ def test_cross_attention_opens_on_the_last_layer_with_its_notice(base):
     # the last row writes <eos> and reads the source's <eos> most
     assert int(top.indices[-1]) == len(src_words) - 1
     assert md(f"reads the source's <eos> most ({float(w[-1, -1]):.2f})") in notice
-    align = frame_with(at, "reads most (source word)")
+    align = table_with(at, "reads most (source word)")
     assert align["predicts"].tolist() == ["les", "machines", "pensantes", "<eos>"]
     assert np.allclose(align["its weight"], top.values.numpy(), atol=1e-3)
     assert "Next: **Output and decoding**" in all_text(at) or "Output and decoding" in all_text(at)
@@ -290,7 +284,7 @@ def test_no_mask_model_reads_the_answer_but_cannot_generate(dec_page, base, noma
     assert acc >= 0.8  # teacher-forced, it reads the answer
     gen = pipeline.analyse(nomask, prep, off).translation
     gen_base = pipeline.analyse(base, pipeline.prepare(base, S)).translation
-    translations = frame_with(at, "translation")["translation"].tolist()
+    translations = table_with(at, "translation")["translation"].tolist()
     assert translations[:2] == [gen or "(empty)", gen_base or "(empty)"]
     assert gen != REF and gen != gen_base  # generating, it fails
     # the head the page picks looks at position t+1 (the word to predict)
@@ -386,7 +380,7 @@ def test_top_candidates(out_page, own, base):
         assert np.allclose(shown_p, p.numpy(), atol=1e-7)
         assert [w.strip() for w in f["data"][0]["y"]] == [itos[i] for i in ids.tolist()]
         assert shown_p.sum() <= 1.0 + 1e-6
-        df = frame_with(at, "probability")
+        df = table_with(at, "probability")
         assert np.allclose(df["probability"], p.numpy(), atol=SHOWN)
         assert df["index"].tolist() == ids.tolist()
         assert metric(at, "numbers in the logits") == f"{len(itos)}"
@@ -409,14 +403,14 @@ def test_cross_entropy(out_page, base):
     gold, probs = gold_and_probs(base, S, REF)
     logp = probs[torch.arange(len(gold)), gold].log()
     assert metric(at, "mean cross-entropy") == f"{float(-logp.mean()):.4f}"
-    df = frame_with(at, "-log p(gold)")
+    df = table_with(at, "-log p(gold)")
     assert np.allclose(df["-log p(gold)"], (-logp).numpy(), atol=SHOWN)
     assert df["gold next word"].tolist() == [base.tgt_vocab.itos[g] for g in gold.tolist()]
     assert df["argmax prediction"].tolist() == [base.tgt_vocab.itos[i] for i in probs.argmax(-1).tolist()]
-    one_hot = frame_with(at, "thanks")
+    one_hot = table_with(at, "thanks")
     assert list(one_hot.columns) == ["a", "am", "I", "thanks", "student", "<eos>"]
     assert one_hot.iloc[0].tolist() == [0, 1, 2, 3, 4, 5] and one_hot.iloc[1].tolist() == [0, 1, 0, 0, 0, 0]
-    grad = frame_with(at, "gradient p − y")
+    grad = table_with(at, "gradient p − y")
     assert np.allclose(grad["gradient p − y"], grad["p"] - grad["one-hot y"], atol=2 * SHOWN)
 
 
@@ -428,7 +422,7 @@ def test_label_smoothing(base, eps):
         at.slider(key="output_eps").set_value(eps).run()
     no_exception(at)
     V = len(base.tgt_vocab)
-    df = frame_with(at, "q(gold)")
+    df = table_with(at, "q(gold)")
     assert np.allclose(df["q(gold)"], 1 - eps + eps / V, atol=SHOWN)
     assert np.allclose(df["q(each other word)"], eps / V, atol=SHOWN)
     # the formula line writes q(other) with 3 significant digits (the table's 4 decimals leave it one or two)
@@ -456,14 +450,14 @@ def test_label_smoothing(base, eps):
 
 def test_greedy_steps(out_page, own, base):
     itos = base.tgt_vocab.itos
-    df = frame_with(out_page, "chosen word")
+    df = table_with(out_page, "chosen word")
     assert df["chosen word"].tolist() == [itos[s.chosen] for s in own.greedy.steps]
     assert np.allclose(df["p(chosen)"], [s.candidates[0].prob for s in own.greedy.steps], atol=SHOWN)
     assert df["chosen word"].iloc[-1] == "<eos>"
     at = run_page("output")
     at.select_slider(key="output_greedy_step").set_value(3).run()
     no_exception(at)
-    cand = frame_with(at, "chosen")
+    cand = table_with(at, "chosen")
     step = own.greedy.steps[2]
     assert cand["word"].tolist() == [itos[c.token] for c in step.candidates]
     assert np.allclose(cand["probability"], [c.prob for c in step.candidates], atol=SHOWN)
@@ -513,14 +507,14 @@ def test_beam_width_and_alpha(base):
     traces = {t["name"]: t for t in chart_spec(at, "output_beam_tree")["data"]}
     assert list(decode(traces["kept"]["x"])).count(1) + list(decode(traces["finished"]["x"])).count(1) == 5
     at.select_slider(key="output_beam_step").set_value(2).run()
-    step = frame_with(at, "fate")
+    step = table_with(at, "fate")
     assert len(step) == len(res.steps[1].expansions)
     assert step["fate"].tolist().count("pruned") == sum(not e.kept for e in res.steps[1].expansions)
 
 
 def test_run_twice_is_beam_two(out_page, base):
     res = beam_search(base.model, pipeline.prepare(base, S).src(), 2, 0.6)
-    df = frame_with(out_page, "step 2 word (model run on that prefix)")
+    df = table_with(out_page, "step 2 word (model run on that prefix)")
     itos = base.tgt_vocab.itos
     assert sorted(set(df["step 1 word"])) == sorted(itos[e.token] for e in res.steps[0].expansions if e.kept)
     ok = df["p(step 2 | step 1)"].notna()
@@ -533,7 +527,7 @@ def test_output_unknown_reference(base):
     at.text_input(key="output_reference").input("je suis zorglub <script>").run()
     no_exception(at)
     assert any("zorglub" in w.value for w in at.warning)
-    df = frame_with(at, "gold next word")
+    df = table_with(at, "gold next word")
     assert "<unk>" in df["gold next word"].tolist()
     gold, probs = gold_and_probs(base, "i am a student", "je suis zorglub <script>")
     assert metric(at, "mean cross-entropy") == f"{float(-probs[torch.arange(len(gold)), gold].log().mean()):.4f}"
