@@ -173,7 +173,7 @@ def test_every_number_of_the_section_comes_from_the_file(shipped, tmp_path, monk
     for group in ("A", "E"):
         at = run_page("why_attention", why_ablation_group=group)
         no_exception(at)
-        shown = tables(at)  # small tables: compared as written (4 decimals), read back
+        shown = tables(at)  # small tables: compared as written (rounded), read back
         assert any(f.equals(read_table(markdown_table(va.rows_frame(data, group), index=False))) for f in shown)
         assert any(f.equals(read_table(markdown_table(va.paper_frame(group), index=False))) for f in shown)
         assert "**Notice:** " + md(va.group_notice(data, group)) in [i.value for i in at.info]
