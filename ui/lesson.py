@@ -88,19 +88,27 @@ def forward() -> None:
     go(step() + 1)
 
 
+# A callback runs before the script, with the browser's value. When a class's teacher has just moved this session
+# on (ui/classroom/session.py `apply` forgets the lesson's widgets when the sentence changes), the widget's key may
+# be gone: then there is nothing of the student's to take, and the callback does nothing (never a KeyError).
 def jumped() -> None:
-    go(st.session_state[JUMP])
+    if JUMP in st.session_state:
+        go(st.session_state[JUMP])
 
 
 def chose() -> None:
     """The sentence radio changed: an offered sentence, or the student's own text."""
     ss = st.session_state
-    ss[SENTENCE] = ss[OWN_TEXT] if ss[CHOICE] == OWN else ss[CHOICE]
+    if CHOICE not in ss:
+        return
+    ss[SENTENCE] = ss.get(OWN_TEXT, "") if ss[CHOICE] == OWN else ss[CHOICE]
     ss[NOTICE] = None
 
 
 def typed() -> None:
     ss = st.session_state
+    if OWN_TEXT not in ss:
+        return
     ss[SENTENCE] = str(ss[OWN_TEXT])[:MAX_CHARS]
     ss[CHOICE] = OWN
 

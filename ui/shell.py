@@ -22,6 +22,7 @@ what fails outside it). `admitted` is the optional access code of a class server
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import logging
 import os
@@ -106,9 +107,14 @@ _CODE: dict[str, object] = {}  # a page file's compiled code, per process (the f
 def run_page(page: StreamlitPage, alone: bool = False) -> None:
     """The page (a failure apologised for, as `run`): `page.run()` in the run that went through app.py's
     navigation; `alone`, in a rerun of a fragment that holds the page (a class's follower: ui/classroom/panels.py),
-    where Streamlit lets no page run without its navigation, the page's file is executed as `page.run()` does it
-    (a fresh `__main__` module; its elements then belong to app.py's script, which only matters to a page
-    switch, and that is a full run)."""
+    where Streamlit lets no page run without its navigation, the page's file is executed as `page.run()` does it:
+    a fresh `__main__` module, under the page's own script hash.
+
+    The hash matters: Streamlit makes it part of every widget's id. Executed under app.py's hash, the page's
+    widgets had other ids in a fragment's rerun than in a full run, so each switch between the two looked to
+    Streamlit like a widget that appeared with the browser's value: its callback fired with no click (the
+    lesson's sentence box wrote an empty sentence, and the student silently left follow mode: issue 36,
+    finding D1). `tests/test_shell.py` checks the ids are the same both ways."""
     if alone:
         _local.inside = True  # (its links may use the session's page objects)
     try:
@@ -128,7 +134,9 @@ def _exec_page(page: StreamlitPage) -> None:
         code = _CODE[path] = compile(Path(path).read_text(encoding="utf-8"), path, "exec")
     module = types.ModuleType("__main__")
     module.__dict__["__file__"] = path
-    exec(code, module.__dict__)  # noqa: S102 - the app's own page file
+    ctx = st.runtime.scriptrunner.get_script_run_ctx()
+    with ctx.run_with_active_hash(page._script_hash) if ctx else contextlib.nullcontext():  # as page.run() does
+        exec(code, module.__dict__)  # noqa: S102 - the app's own page file
 
 
 def apologise(url_path: str) -> None:
