@@ -112,16 +112,17 @@ return {redis.call('HMGET', KEYS[1], 'secret', 'ended', 'qid', 'revealed'),
 class RedisVotes:
     """`PeerVotes` on the Redis store (its client, prefix and script runner)."""
 
-    def _vote_script(self, name: str, keys: list[str], args: list, code: str):
+    def _vote_script(self, name: str, keys: list[str], args: list, code: str, table: dict | None = None):
+        """Run script `name` of `table` (this module's by default; classroom/redis_roster.py passes its own)."""
         scripts = self.__dict__.setdefault("_votes_scripts", {})
         if name not in scripts:  # the class store's own preludes (checks, announce) go first
-            src = _VOTES_LUA[name]
+            src = (table or _VOTES_LUA)[name]
             for prelude, lua in self._LUA_PRELUDES.items():
                 src = src.replace(prelude, lua, 1) if src.startswith(prelude) else src
             scripts[name] = self._r.register_script(src if src.startswith("#!") else "#!lua\n" + src)
         with self._errors():
             result = scripts[name](keys=keys, args=[*args, self.channel, code])
-        status = result[0] if isinstance(result, list) else result
+        status = (result[0] if result else None) if isinstance(result, list) else result
         if not isinstance(status, int):  # (a read: no status)
             return result
         if status == -21:

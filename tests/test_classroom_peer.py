@@ -50,7 +50,7 @@ def test_a_revote_cycle_with_a_teacher_and_four_students(store):  # noqa: F811 -
     no_exception(students[1])
     assert f"Your answer: **{md(poll.options[wrong])}**" in all_text(students[1])
     teacher.run()
-    assert "4 of 4 students answered" in all_text(teacher) and "question: 4 answers" in all_text(teacher)
+    assert "4 of 4 students answered" in all_text(teacher) and "Question: 4 answers" in all_text(teacher)
     assert not [c for c in teacher.get("plotly_chart") if "First vote" in c.proto.spec]  # hidden by default
     teacher.toggle(key="class_peek").set_value(True).run()
     bars = json.loads(console_chart(teacher).proto.spec)["data"]

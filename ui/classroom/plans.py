@@ -112,6 +112,12 @@ def read_pace() -> dict | None:
     s[PACE] = pace
     if not leads():
         s.pop(cls.APPLIED, None)  # when the teacher leads again, a follower takes the teacher's state afresh
+    if cls.is_student():
+        seen = s.get(cls.RECALLED)
+        s[cls.RECALLED] = pace["recall"]
+        if seen is not None and pace["recall"] > seen and not s.get(cls.FOLLOWING):
+            cls.set_following(True)  # the teacher brought everyone back
+            cls.notify("Your teacher brought the class back together: you follow the teacher's screen again.")
     return pace
 
 
@@ -136,6 +142,26 @@ def class_plan() -> P.Plan | None:
 def current_stop() -> tuple[int, P.Stop] | None:
     plan, i = class_plan(), pace()["stop"]
     return (i, plan.stops[i]) if plan is not None and 0 <= i < len(plan.stops) else None
+
+
+def shows(stop: P.Stop, state: dict) -> bool:
+    """`state` (a session's shared state) is the stop's view: every key the stop names (page, sentence, model,
+    switches, lesson step) has the stop's value."""
+    return all(state.get(k) == v for k, v in stop.state.items() if k != "own_model")
+
+
+def stop_of(state: dict) -> int | None:
+    """The index of the first stop of the class's plan whose view `state` is, or None."""
+    plan = class_plan()
+    return next((i for i, stop in enumerate(plan.stops) if shows(stop, state)), None) if plan else None
+
+
+def at_stop() -> bool:
+    """This session shows the class's current stop. When the teacher leaves it (a new sentence, another page, a
+    projected snapshot), its caption no longer belongs above the page."""
+    stop = current_stop()
+    page = ss().get(cls.TEACHER_PAGE) if cls.is_teacher() else ss().get(LAST_PAGE)
+    return stop is not None and shows(stop[1], cls.shared_state(page))
 
 
 def hidden_head() -> tuple[str, int] | None:
@@ -167,13 +193,27 @@ def pause_screen() -> None:
 def stop_banner() -> None:
     """Above the page: the class's current stop, for the teacher and the students who follow."""
     stop = current_stop()
-    if stop is None or not (cls.is_teacher() or (cls.following() and leads())):
+    if not (cls.is_teacher() or (cls.following() and leads())):
+        return
+    shot_banner()
+    if stop is None or not at_stop():  # the teacher left the stop: its caption no longer belongs here
         return
     i, s = stop
     text = f"**Stop {i + 1} of {len(class_plan().stops)}**" + (f": {md(s.caption)}" if s.caption else "")
     if hidden_head() is not None:
         text += " · one head is a mystery until the reveal"
     st.info(text, icon=":material/flag:")
+
+
+def shot_banner() -> None:
+    """Above the page while the class shows a projected snapshot: whose it is and its note."""
+    shot = pace().get("shot")
+    page = ss().get(cls.TEACHER_PAGE) if cls.is_teacher() else ss().get(LAST_PAGE)
+    if not shot or not all(cls.shared_state(page).get(k) == v for k, v in shot["state"].items()):
+        return
+    note = f": “{md(shot['note'])}”" if shot["note"] else " (no note)"
+    st.info(f"**Snapshot {shot['n']} from student {shot['student']}**{note} · {describe(shot['state'])}",
+            icon=":material/photo_camera:")
 
 
 # -- the teacher ------------------------------------------------------------------------------------------------
@@ -184,7 +224,7 @@ def go_to_stop(i: int) -> None:
     if plan is None or not 0 <= i < len(plan.stops):
         return
     stop = plan.stops[i]
-    if cls.teacher_call(lambda c, k: cls.store().set_pace(c, k, stop=i, reveal=False)) is None:
+    if cls.teacher_call(lambda c, k: cls.store().set_pace(c, k, stop=i, reveal=False, shot=None)) is None:
         return
     show_state(stop.state)
     if stop.question is not None:
@@ -195,7 +235,12 @@ def go_to_stop(i: int) -> None:
 
 
 def show_state(state: dict) -> None:
-    """This session shows `state` (a stop's, a snapshot's): its values now, its page at the next run."""
+    """This session shows `state` (a stop's, a snapshot's): its values now, its page at the next run. A teacher's
+    console shows nothing itself: the class's state becomes `state`, which its lead screen (the projector) then
+    shows (ui/classroom/session.py `adopt`), and the class with it."""
+    if cls.is_console():
+        cls.teacher_call(cls.store().set_state, cls.publishable(state)[0])
+        return
     cls.apply(state)
     page = state.get("page")
     if page in cls.PAGE_FILES:
@@ -483,9 +528,19 @@ def console() -> None:
                       on_click=use_draft_in_class, icon=":material/play_lesson:")
 
 
-def project(state: dict) -> None:
-    """Callback (teacher): show a student's snapshot; the class that follows moves to it."""
-    show_state(state)
+def project(shot: dict) -> None:
+    """Callback (teacher): show a student's snapshot; the class that follows moves to it, its note and its student's
+    number above the page (the pace's `shot`) while the class shows it."""
+    about = {"n": shot["n"], "student": shot["student"], "note": shot["note"], "state": shot["state"]}
+    if cls.teacher_call(lambda c, k: cls.store().set_pace(c, k, shot=about)) is not None:
+        read_pace()
+        show_state(shot["state"])
+
+
+def bring_back() -> None:
+    """Callback (teacher): every student follows the teacher's screen again, whatever they chose (the class's
+    mode becomes "Students follow me")."""
+    set_pace(mode="lead", recall=pace()["recall"] + 1)
 
 
 @st.fragment
@@ -506,5 +561,5 @@ def gallery() -> None:
             st.markdown(f"**Snapshot {shot['n']}** · student {shot['student']}")
             st.markdown(f"“{md(shot['note'])}”" if shot["note"] else "*(no note)*")
             st.caption(describe(shot["state"]))
-            st.button("Project this", key=f"shot_project_{shot['n']}", on_click=project, args=(shot["state"],),
+            st.button("Project this", key=f"shot_project_{shot['n']}", on_click=project, args=(shot,),
                       icon=":material/cast:", width="stretch")
