@@ -130,8 +130,7 @@ def test_a_click_answer_on_the_real_attention_grid(store):  # noqa: F811 - the f
         assert shading == {0.0, 1.0}  # the asked row shaded, no value drawn
         assert str(round(float(w[it].max()), 4)) not in fig.to_json()
     right_col, wrong_col = int(w[it].argmax()), (int(w[it].argmax()) + 1) % len(g.cols)
-    for s, col in zip(students, [right_col, right_col, wrong_col], strict=True):
-        s.selectbox(key=f"class_cell_row_{poll.qid}").set_value(it)
+    for s, col in zip(students, [right_col, right_col, wrong_col], strict=True):  # the keyboard way: the asked row
         s.selectbox(key=f"class_cell_col_{poll.qid}").set_value(col)
         s.button(key=f"class_cell_vote_{poll.qid}").click().run()
         no_exception(s)

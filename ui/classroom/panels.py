@@ -47,6 +47,7 @@ from ui.classroom.session import (
     UNREACHABLE_TEXT,
     adopt,
     code,
+    console_from_link,
     follow_on_run,
     following,
     is_student,
@@ -172,13 +173,32 @@ def question_panel() -> None:
         _question_panel()
 
 
+HIDDEN_Q = "_class_hidden_question"  # a revealed question this student put away (its id)
+
+
+def shown_question(snap: ClassSnapshot | None):
+    """The class's open question as this student's page shows it: None once revealed and put away."""
+    if snap is None or snap.question is None:
+        return None
+    if snap.revealed and ss().get(HIDDEN_Q) == snap.question.id:
+        return None
+    return snap.question
+
+
+def hide_question(qid: int) -> None:
+    ss()[HIDDEN_Q] = qid
+
+
 def _question_panel() -> None:
     snap: ClassSnapshot | None = ss().get(SNAP)
-    if snap is None or snap.question is None:
+    q = shown_question(snap)
+    if q is None:
         return
-    q = snap.question
     with st.container(border=True, key="class_question"):
         st.markdown(f":material/quiz: **Question from your teacher:** {md(q.text)}")
+        if snap.revealed:
+            st.button("Put this question away", key=f"class_hide_{q.id}", icon=":material/close:",
+                      on_click=hide_question, args=(q.id,))
         if peer.student_panel(q):  # a peer-instruction question: vote, discuss, vote again, reveal
             return
         if not snap.revealed:
@@ -251,6 +271,7 @@ def run(page: StreamlitPage, sidebar: Callable[..., None]) -> None:
     here = page.url_path or "home"
     ss().pop(CONSOLE_TALLY, None)  # the class page sets it again as it draws its console
     ss().pop(FULL_RUN, None)
+    console_from_link()  # /classroom?console=KEY: this device is the class's console
     restore_teacher()  # a reload of a teacher's screen: still the teacher (once per session)
     join_from_link()
     plans.on_run(here)  # a plan link, the class's pace, a move asked for by Next / a stop / a snapshot
@@ -285,7 +306,7 @@ def run(page: StreamlitPage, sidebar: Callable[..., None]) -> None:
     body = lambda: shell.run(page, sidebar)  # noqa: E731
     if plans.paused():  # every student's screen: eyes on the projector, until the teacher resumes
         body = plans.pause_screen
-    elif is_student() and ss().get(SNAP) is not None and ss()[SNAP].question is not None:
+    elif is_student() and shown_question(ss().get(SNAP)) is not None:
         question_panel()
     if here != CLASS_PAGE and not plans.paused():
         plans.stop_banner()
@@ -326,7 +347,7 @@ def redraws_alone(here: str) -> bool:
     no pause and no open question (those are drawn around the page, by full runs)."""
     snap = ss().get(SNAP)
     return (following() and plans.leads() and not plans.paused() and here not in NOT_SHARED
-            and snap is not None and snap.question is None and SHOWS in ss())
+            and snap is not None and shown_question(snap) is None and SHOWS in ss())
 
 
 def around(here: str) -> tuple:

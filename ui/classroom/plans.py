@@ -274,29 +274,44 @@ def use_draft_in_class() -> None:
         go_to_stop(0)
 
 
-def teacher_bar() -> None:
-    """The teacher's sidebar (every page): the plan's Back / Next, pause, the mystery's reveal."""
+def teacher_bar(main: bool = False) -> None:
+    """The teacher's plan controls: the stop, Back / Next, pause, the mystery's reveal. In the sidebar of every page
+    (on top of it in presenter mode; Back / Next also on PageUp / PageDown, as a presentation clicker sends them, and
+    pause on B); `main`: in the page itself (the console on a second device)."""
     if not cls.is_teacher():
         return
+    sfx = "_main" if main else ""
+    keys = {} if main else {"back": "PageUp", "next": "PageDown", "pause": "B"}
     p, stop = pace(), current_stop()
-    if stop is not None:
-        i, s = stop
-        n = len(class_plan().stops)
-        st.caption(f"Plan: stop {i + 1} of {n}" + (f" · {md(s.caption)}" if s.caption else ""))
-        c1, c2 = st.columns(2)
-        c1.button("Back", key="plan_back", icon=":material/arrow_back:", disabled=i == 0, on_click=go_to_stop,
-                  args=(i - 1,), width="stretch")
-        c2.button("Next", key="plan_next", icon=":material/arrow_forward:", disabled=i + 1 >= n, type="primary",
-                  on_click=go_to_stop, args=(i + 1,), width="stretch")
-        if s.hidden_head is not None and not p["reveal"]:
-            st.button("Reveal the mystery head", key="plan_reveal", icon=":material/visibility:", on_click=set_pace,
-                      kwargs={"reveal": True})
-    if p["paused"]:
-        st.button("Resume the class", key="pace_resume", icon=":material/play_arrow:", type="primary",
-                  on_click=set_pace, kwargs={"paused": False})
-    else:
-        st.button("Pause: eyes on the projector", key="pace_pause", icon=":material/pause:", on_click=set_pace,
-                  kwargs={"paused": True})
+    with st.container(key=f"plan_bar{sfx}"):
+        if stop is not None:
+            i, s = stop
+            n = len(class_plan().stops)
+            left = "" if at_stop() else " · (you left it)"
+            st.caption(f"Plan: **stop {i + 1} of {n}**{left}" + (f" · {md(s.caption)}" if s.caption else ""))
+            c1, c2 = st.columns(2)
+            c1.button("Back", key=f"plan_back{sfx}", icon=":material/arrow_back:", disabled=i == 0,
+                      on_click=go_to_stop, args=(i - 1,), width="stretch", shortcut=keys.get("back"))
+            c2.button("Next", key=f"plan_next{sfx}", icon=":material/arrow_forward:", disabled=i + 1 >= n,
+                      type="primary", on_click=go_to_stop, args=(i + 1,), width="stretch", shortcut=keys.get("next"))
+            if left:
+                st.button(f"Back to stop {i + 1}", key=f"plan_again{sfx}", icon=":material/flag:", on_click=go_to_stop,
+                          args=(i,), width="stretch")
+            if s.hidden_head is not None and not p["reveal"]:
+                st.button("Reveal the mystery head", key=f"plan_reveal{sfx}", icon=":material/visibility:",
+                          on_click=set_pace, kwargs={"reveal": True}, width="stretch")
+        if p["paused"]:
+            st.button("Resume the class", key=f"pace_resume{sfx}", icon=":material/play_arrow:", type="primary",
+                      on_click=set_pace, kwargs={"paused": False}, width="stretch", shortcut=keys.get("pause"))
+        else:
+            st.button("Pause: eyes on the projector", key=f"pace_pause{sfx}", icon=":material/pause:",
+                      on_click=set_pace, kwargs={"paused": True}, width="stretch", shortcut=keys.get("pause"))
+
+
+def leads_the_lesson() -> bool:
+    """The teacher shows a stop of the class's plan on the guided lesson: its Back / Next are the plan's (one Next
+    for the class, not the lesson's and the plan's disagreeing)."""
+    return cls.is_teacher() and not cls.is_console() and at_stop()
 
 
 # -- the editor ---------------------------------------------------------------------------------------------------

@@ -116,6 +116,7 @@ TOUCH_SECONDS = 60.0  # at most one touch a minute (the teacher's page also touc
 RECENT = 8  # the teacher's states before the current one that a late request may still carry (`stale`)
 MAX_RERUNS = 2  # a run that ends on a class that moved meanwhile reruns at once, at most this many times in a row
 PARAM, FOLLOW_PARAM, TOKEN_PARAM = "class", "follow", "k"  # URL: ?class=CODE&k=TOKEN (&follow=0 while exploring)
+CONSOLE_PARAM = "console"  # URL: /classroom?console=TEACHER-KEY opens the class's console (read once, then removed)
 PAGE_FILES = {p.url_path: p.file for p in PAGES}
 STATE_KEYS = tuple(k for k in STATE_FIELDS if k != "own_model")  # what a student's session holds (not news)
 
@@ -479,6 +480,18 @@ def resume_typed(console: bool = False) -> None:
     ss()["class_resume_key"] = ""
 
 
+def console_from_link() -> None:
+    """?console=KEY (the console link the teacher opened on a second device): this session becomes the class's
+    console. The key leaves the address at once."""
+    key = st.query_params.get(CONSOLE_PARAM)
+    if key is None:
+        return
+    with contextlib.suppress(KeyError):
+        del st.query_params[CONSOLE_PARAM]
+    if not (is_teacher() and teacher_key() == key):
+        resume_class(key, console=True)
+
+
 def restore_teacher() -> None:
     """Once per session, outside any class: a browser that teaches a running class (its projector, or its console)
     is that class's teacher again, with the same role: a reload, a lost connection or a process that died on the
@@ -544,13 +557,12 @@ def publish(page: str, warn: bool = True) -> None:
 
 
 def adopt(page: str) -> None:
-    """At the top of a lead teacher's run: when the class's state moved past what this session published (another
+    """At the top of a teacher's run: when the class's state moved past what this session published (another
     device of the teacher: its console's Next or "Project this", a second tab), or this session has not published
     yet (a reload), this session shows the class's state, and its page; so that it publishes the class's state,
-    never an older one of its own. On the class page a reload stays there."""
+    never an older one of its own. On the class page a reload stays there. A console takes the state (its questions
+    are about the class's view) and stays on its page."""
     s = ss()
-    if s.get(CONSOLE):
-        return
     snap = teacher_snapshot()
     if snap is None:
         return
@@ -561,6 +573,8 @@ def adopt(page: str) -> None:
     apply(state)
     s[PUBLISHED], s[PUBLISHED_V] = state, snap.version
     target = state.get("page")
+    if s.get(CONSOLE):  # a console asks its questions about the class's view, and stays on its page
+        return
     if target in PAGE_FILES:
         s[TEACHER_PAGE] = target
         if target != page and (seen is not None or page not in NOT_SHARED):
