@@ -172,10 +172,11 @@ class Classroom:
 
     # -- moves ---------------------------------------------------------------------------------------------------
     def move(self, label: str, button: str, stop: Stop, timeout: float = 30) -> None:
-        """The teacher presses the plan's `button` (Next / Back in the sidebar); every student must reach `stop`."""
+        """The teacher presses the plan's `button` ("Next stop" / "Back a stop" in the sidebar; its name may end
+        with its key); every student must reach `stop`."""
         t0 = time.perf_counter()
-        self.teacher_click(lambda: self.sidebar(self.teacher.page).get_by_role("button", name=button,
-                                                                                exact=True).click())
+        name = re.compile("^" + re.escape(button))
+        self.teacher_click(lambda: self.sidebar(self.teacher.page).get_by_role("button", name=name).click())
         self.check_students(label, stop, t0, timeout)
 
     def check_students(self, label: str, stop: Stop, t0: float, timeout: float) -> None:
@@ -213,10 +214,10 @@ class Classroom:
     def plan(self, stops: list[Stop], back: bool = True) -> None:
         """Next through every stop after the first, then Back to the first (the whole plan forward and back)."""
         for i in range(1, len(stops)):
-            self.move(f"next-{i + 1}", "Next", stops[i])
+            self.move(f"next-{i + 1}", "Next stop", stops[i])
         if back:
             for i in range(len(stops) - 2, -1, -1):
-                self.move(f"back-{i + 1}", "Back", stops[i])
+                self.move(f"back-{i + 1}", "Back a stop", stops[i])
 
     # -- peer instruction ------------------------------------------------------------------------------------------
     def peer_cycle(self, stop: Stop, timeout: float = 30) -> None:

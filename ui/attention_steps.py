@@ -12,6 +12,7 @@ import streamlit as st
 from model import pipeline
 from model.experiments import dot_product_samples, one_head_left, saturation, summarize
 from model.textbook import from_book
+from ui.classroom.plans import mystery_in, mystery_wait
 from ui.models import coref_decision, current_model, saturation_rows, session_cache, used_text, variance_rows
 from ui.state import interventions
 from ui.widgets import chart, figure, fold, md, metrics_row, notice, once, section, small_table
@@ -154,6 +155,9 @@ def show_coref(ca, name: str, n_layers: int, n_heads: int, key: str, no_it: str)
     if c is None:
         st.info(no_it)
         return
+    if mystery_in("enc."):  # every encoder head of the sentence: the class's mystery head among them
+        mystery_wait("Where “it” looks in every encoder head")
+        return
     rows = vh.word_across_layers(ca.trace, "enc", "self_attn", n_layers, c.it)
     hl = vh.head_labels(n_layers, n_heads)
     focus = vc.coref_focus(ca.trace, n_layers, c)
@@ -175,11 +179,15 @@ def show_decision(texts: tuple[str, ...], key: str) -> None:
             st.info("The model writes neither il nor elle here, so there is no pronoun to follow.")
             return
         chart(vc.decision_figure(decisions), key=f"{key}decision", config=NO_BAR)
+        if hidden:  # its notice gives each decoder head's weight on the adjective, the mystery head's too
+            mystery_wait("The experiment's numbers per head")
+            return
         for d in decisions:
             notice(vc.decision_notice(d))
 
     # a decision is of the current model under the current interventions (ui.models.coref_decision)
-    once("decision", (current_model().key, texts, repr(interventions()), key), draw)
+    hidden = mystery_in("dec.")
+    once("decision", (current_model().key, texts, repr(interventions()), key, hidden), draw)
 
 
 # --- The multi-head page: one head left in each layer ----------------------------------------------

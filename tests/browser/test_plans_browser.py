@@ -38,7 +38,7 @@ def test_plan_pace_and_snapshot_in_chromium(browser, app_url, app):
         expect(student.sidebar.get_by_text(f"Following class {code}")).to_be_visible(timeout=30_000)
         expect(student.main.get_by_text("Stop 1 of 7")).to_be_visible(timeout=FOLLOW_MS)
 
-        teacher.act(lambda: teacher.sidebar.get_by_role("button", name="Next").click())
+        teacher.act(lambda: teacher.sidebar.get_by_role("button", name=re.compile("^Next stop")).click())
         expect(student.main.get_by_text("Stop 2 of 7")).to_be_visible(timeout=FOLLOW_MS)
         expect(student.main.get_by_text("Which word of the English sentence decides")).to_be_visible()
 

@@ -175,7 +175,7 @@ def console(text) -> None:
     st.divider()
     board.board()
     st.divider()
-    plans.console()
+    plans.console(pause=False)
     st.divider()
     the_end(text)
 

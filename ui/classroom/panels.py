@@ -41,6 +41,7 @@ from ui.classroom.session import (
     SHOWS,
     SNAP,
     STUDENT,
+    TEACHER_PAGE,
     TOUCH_SECONDS,
     TOUCHED,
     UNREACHABLE,
@@ -143,7 +144,8 @@ def end_of_run(watch: str, drawn: int, recheck: bool = True, scope: str = "app")
     s[RERUNS] = 0
     member = "teacher" if is_teacher() else s[STUDENT]
     s[EVENTS] = push.events_url(code(), member)
-    push.sync(s[EVENTS], watch, drawn)
+    page = s.get(TEACHER_PAGE) if is_teacher() else s.get(plans.LAST_PAGE)
+    push.sync(s[EVENTS], watch, drawn, view=f"{page}:{s.get('lesson_step') if page == 'lesson' else ''}")
 
 
 def close_events() -> None:
@@ -237,7 +239,7 @@ def teacher_panel() -> None:
     if time.monotonic() - ss().get(TOUCHED, 0.0) > TOUCH_SECONDS:
         teacher_call(store().touch)
         ss()[TOUCHED] = time.monotonic()
-    if not ss().get(CONSOLE) and snap.version > ss().get(PUBLISHED_V, snap.version):
+    if snap.version > ss().get(PUBLISHED_V, snap.version):
         st.rerun(scope="app")  # another device of the teacher moved the class: this screen shows it (`adopt`)
     st.badge(f"Teaching class {snap.code}" + (" · console" if ss().get(CONSOLE) else ""), icon=":material/co_present:",
              color="blue")

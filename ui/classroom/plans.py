@@ -173,6 +173,20 @@ def hidden_head() -> tuple[str, int] | None:
     return module, int(head)
 
 
+def mystery_in(module_prefix: str) -> bool:
+    """The class's unrevealed mystery head is in a module starting with `module_prefix` ("dec." and "cross_attn"
+    in it, "enc."...): a section that draws every head of those modules (or numbers computed from all of them)
+    waits for the reveal too."""
+    hidden = hidden_head()
+    return hidden is not None and hidden[0].startswith(module_prefix)
+
+
+def mystery_wait(what: str) -> None:
+    """Where a section would give the mystery head away: a line that says it waits for the reveal."""
+    st.info(f":material/help: {what} would give the mystery head away: it appears when your teacher reveals it.",
+            icon=":material/visibility_off:")
+
+
 def mystery_box(head: int, height: int | None = None) -> None:
     """Where a mystery head's weights would be drawn: a box that says so."""
     with st.container(border=True, height=height, key=f"mystery_{head}_{height}"):
@@ -280,7 +294,7 @@ def teacher_bar(main: bool = False) -> None:
     pause on B); `main`: in the page itself (the console on a second device)."""
     if not cls.is_teacher():
         return
-    sfx = "_main" if main else ""
+    sfx = "_console" if main else ""
     keys = {} if main else {"back": "PageUp", "next": "PageDown", "pause": "B"}
     p, stop = pace(), current_stop()
     with st.container(key=f"plan_bar{sfx}"):
@@ -289,11 +303,11 @@ def teacher_bar(main: bool = False) -> None:
             n = len(class_plan().stops)
             left = "" if at_stop() else " · (you left it)"
             st.caption(f"Plan: **stop {i + 1} of {n}**{left}" + (f" · {md(s.caption)}" if s.caption else ""))
-            c1, c2 = st.columns(2)
-            c1.button("Back", key=f"plan_back{sfx}", icon=":material/arrow_back:", disabled=i == 0,
-                      on_click=go_to_stop, args=(i - 1,), width="stretch", shortcut=keys.get("back"))
-            c2.button("Next", key=f"plan_next{sfx}", icon=":material/arrow_forward:", disabled=i + 1 >= n,
+            # one above the other: each label keeps its room beside its key (a sidebar's half is too narrow)
+            st.button("Next stop", key=f"plan_next{sfx}", icon=":material/arrow_forward:", disabled=i + 1 >= n,
                       type="primary", on_click=go_to_stop, args=(i + 1,), width="stretch", shortcut=keys.get("next"))
+            st.button("Back a stop", key=f"plan_back{sfx}", icon=":material/arrow_back:", disabled=i == 0,
+                      on_click=go_to_stop, args=(i - 1,), width="stretch", shortcut=keys.get("back"))
             if left:
                 st.button(f"Back to stop {i + 1}", key=f"plan_again{sfx}", icon=":material/flag:", on_click=go_to_stop,
                           args=(i,), width="stretch")
@@ -511,8 +525,9 @@ def editor() -> None:
                 st.code(link, language=None, wrap_lines=True)
 
 
-def console() -> None:
-    """The teacher's pacing and plan controls on the classroom page."""
+def console(pause: bool = True) -> None:
+    """The teacher's pacing and plan controls on the classroom page (`pause`: with its pause button; the console
+    has one at its top already)."""
     p = pace()
     st.subheader("Pace the class")
     c1, c2 = st.columns([3, 2])
@@ -520,14 +535,13 @@ def console() -> None:
         ss()["pace_mode"] = p["mode"]
         st.radio("Students", list(P.PACE_MODES), key="pace_mode", format_func=P.PACE_LABELS.get,
                  on_change=lambda: set_pace(mode=ss()["pace_mode"]), horizontal=True)
-    with c2:
-        if p["paused"]:
-            st.button("Resume the class", key="pace_resume_main", icon=":material/play_arrow:", type="primary",
-                      on_click=set_pace, kwargs={"paused": False})
-            st.caption("Every student sees “Eyes on the projector”.")
-        else:
-            st.button("Pause: eyes on the projector", key="pace_pause_main", icon=":material/pause:",
-                      on_click=set_pace, kwargs={"paused": True})
+    if pause and p["paused"]:
+        c2.button("Resume the class", key="pace_resume_main", icon=":material/play_arrow:", type="primary",
+                  on_click=set_pace, kwargs={"paused": False})
+        c2.caption("Every student sees “Eyes on the projector”.")
+    elif pause:
+        c2.button("Pause: eyes on the projector", key="pace_pause_main", icon=":material/pause:", on_click=set_pace,
+                  kwargs={"paused": True})
     plan, stop = class_plan(), current_stop()
     st.subheader("Lesson plan")
     if plan is not None and stop is not None:

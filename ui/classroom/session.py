@@ -573,11 +573,10 @@ def adopt(page: str) -> None:
     apply(state)
     s[PUBLISHED], s[PUBLISHED_V] = state, snap.version
     target = state.get("page")
-    if s.get(CONSOLE):  # a console asks its questions about the class's view, and stays on its page
-        return
     if target in PAGE_FILES:
         s[TEACHER_PAGE] = target
-        if target != page and (seen is not None or page not in NOT_SHARED):
+        # (a console asks its questions about the class's view, and stays on its page)
+        if target != page and (seen is not None or page not in NOT_SHARED) and not s.get(CONSOLE):
             st.switch_page(PAGE_FILES[target])
 
 
