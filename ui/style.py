@@ -160,7 +160,7 @@ def chart_font(fig, presenter_mode: bool | None = None, narrow: bool = False):
             if font is not None and isinstance(font.size, int | float):
                 font.size = round(font.size * PRESENTER_FONT / CHART_FONT)
         title = fig.layout.title.text
-        if narrow and title and "<br>" not in title and len(title) > TITLE_CHARS:  # (Plotly never wraps a title: it clips it)
+        if narrow and title and "<br>" not in title and len(title) > TITLE_CHARS:  # (Plotly clips, never wraps)
             fig.layout.title.text = wrap(title, TITLE_CHARS)
             fig.layout.title.automargin = True
     return fig
