@@ -41,12 +41,14 @@ else:  # a run of the app's script
     from ui import shell, style
     from ui.style import presenter
     from ui.classroom import panels as classroom
+    from ui.page_list import ICON
     from ui.session_info import fair_share
     from ui.sidebar import render_sidebar
     from ui.state import init_state, keep_widget_state
     from ui.training.session import job as attach_training_run
 
-    st.set_page_config(page_title="Glass Transformer", page_icon=":material/visibility:", layout="wide")
+    # the icon is ours, served by the app: a Material icon here was fetched from fonts.gstatic.com (not offline)
+    st.set_page_config(page_title="Glass Transformer", page_icon=str(ICON), layout="wide")
 
     # in its turn (a teacher's run first), and its CPU counted against its client's share (serving/inbound.py)
     with fair_share(lead=classroom.is_teacher()):

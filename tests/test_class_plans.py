@@ -94,8 +94,13 @@ def test_hostile_plan_link_is_refused():
 
 
 def test_pace_is_checked():
-    assert P.check_pace({}) == {"mode": "lead", "paused": False, "stop": -1, "reveal": False, "plan": 0}
-    for bad in ({"mode": "chaos"}, {"paused": "yes"}, {"stop": 99}, {"stop": True}, {"other": 1}, []):
+    assert P.check_pace({}) == {"mode": "lead", "paused": False, "stop": -1, "reveal": False, "plan": 0, "recall": 0,
+                                "shot": None}
+    shot = {"n": 2, "student": 3, "note": "wide!", "state": STATE}
+    assert P.check_pace({"recall": 4, "shot": shot})["shot"] == shot
+    for bad in ({"mode": "chaos"}, {"paused": "yes"}, {"stop": 99}, {"stop": True}, {"other": 1}, [],
+                {"recall": -1}, {"recall": "1"}, {"shot": {"n": 1}}, {"shot": {**shot, "note": "<b>"}},
+                {"shot": {**shot, "state": {"evil": 1}}}, {"shot": {**shot, "student": True}}):
         with pytest.raises(InvalidInput):
             P.check_pace(bad)
 
@@ -109,11 +114,13 @@ def test_plan_and_pace_on_the_store(store):
     c1 = store.counters(code)
     assert (c1.seq, c1.q) == (c0.seq + 1, c0.q + 1)  # explorers hear a plan too
     assert [s["caption"] for s in store.plan(code)["stops"]] == ["stop 0", "stop 1", "stop 2"]
-    assert store.pace(code) == {"mode": "lead", "paused": False, "stop": 0, "reveal": False, "plan": 1}
+    assert store.pace(code) == {"mode": "lead", "paused": False, "stop": 0, "reveal": False, "plan": 1, "recall": 0,
+                                "shot": None}
     assert store.set_pace(code, secret, paused=True, stop=2)["paused"] is True
     assert store.counters(code).q == c1.q + 1
     assert store.set_plan(code, secret, plan_dict(2)) == 2
-    assert store.pace(code) == {"mode": "lead", "paused": True, "stop": 0, "reveal": False, "plan": 2}
+    assert store.pace(code) == {"mode": "lead", "paused": True, "stop": 0, "reveal": False, "plan": 2, "recall": 0,
+                                "shot": None}
     with pytest.raises(InvalidInput):
         store.set_pace(code, secret, mode="anarchy")
     store.end(code, secret)

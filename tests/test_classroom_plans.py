@@ -91,7 +91,8 @@ def test_plan_moves_the_class_stop_by_stop(store):
     plan = shipped("What decides il or elle")
     t, code = teacher_with_plan(plan.title)
     assert store.pace(code)["stop"] == 0 and store.plan(code)["title"] == plan.title
-    assert title(t) == "The Transformer at a glance"  # the first stop's page, on the projector
+    assert title(t) == "Classroom"  # the teacher stays where the code and the QR code are (walk finding D23)
+    assert store.snapshot(code).state["page"] == plan.stops[0].state["page"]  # the class is at the first stop
     class_ = students(code, 3)
     for s in class_:
         assert ss(s, "sentence") == plan.stops[0].state["sentence"] and title(s) == "The Transformer at a glance"
@@ -213,7 +214,7 @@ def test_snapshot_sent_shown_in_the_gallery_and_projected(store):
     sender, follower = students(code, 2)
     sender.sidebar.button(key="class_detach").click().run()  # explores on their own: the controls are theirs
     sender.sidebar.multiselect(key="heads_off").select("dec.1.cross_attn:0").run()
-    sender.sidebar.text_input(key="shot_note").input("head 0 breaks il/elle!")
+    sender.sidebar.text_area(key="shot_note").input("head 0 breaks il/elle!")
     sender.sidebar.button(key="shot_send").click().run()
     no_exception(sender)
     assert any("Snapshot 1 sent" in el.value for el in sender.toast)
@@ -228,7 +229,7 @@ def test_snapshot_sent_shown_in_the_gallery_and_projected(store):
     follower.run()
     assert ss(follower, "heads_off") == ["dec.1.cross_attn:0"] and title(follower) == "The Transformer at a glance"
     for note in ("two", "three"):
-        sender.sidebar.text_input(key="shot_note").input(note)
+        sender.sidebar.text_area(key="shot_note").input(note)
         sender.sidebar.button(key="shot_send").click().run()
     sender.sidebar.button(key="shot_send").click().run()  # the fourth in a minute
     assert any("not sent: Too many attempts" in el.value for el in sender.toast)

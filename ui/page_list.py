@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+ICON = ROOT / "assets" / "icon.png"  # the app's icon (the browser tab's), served by the app itself: nothing external
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ from pathlib import Path
 import streamlit as st
 from streamlit.navigation.page import StreamlitPage
 
-from ui.page_list import DEFAULT, PAGES, by_name
+from ui.page_list import DEFAULT, ICON, PAGES, by_name
 
 LESSON = by_name("lesson")
 
@@ -179,6 +179,9 @@ def enter(page_file: str) -> None:
     main = Path(ctx.main_script_path).resolve() if ctx else None
     if main is None or main == Path(page_file).resolve():
         return  # the page is the main script: it runs on its own
+    # the app's own icon first: a navigation before it makes the browser fetch the page's Material icon from
+    # fonts.gstatic.com as the tab's icon (nothing outside the server is ever asked for)
+    st.set_page_config(page_title="Glass Transformer", page_icon=str(ICON), layout="wide")
     st.navigation(_pages(), position="hidden")
     st.switch_page(Path(page_file).resolve().relative_to(main.parent).as_posix(),
                    query_params=st.query_params.to_dict())

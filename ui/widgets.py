@@ -78,11 +78,14 @@ def fold(label: str, key: str, *, expanded: bool = False, **kw) -> Iterator[bool
         yield bool(box.open)
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$])")
+# A colon that opens a shortcode: Streamlit turns ":it:" into a flag ("7:it → 7:it: the same") and
+# ":material/warning:" into an icon; an escaped colon is a colon.
+_SHORTCODE = re.compile(r":(?=[A-Za-z0-9_+/\\\-]+:)")  # (after the escapes above: "\_" may be inside)
 
 
 def md(text: str) -> str:
     """Escape user text for st.markdown: shown literally, never interpreted (no HTML, no formatting)."""
-    return _MD_SPECIAL.sub(r"\\\1", text.replace("\n", " "))
+    return _SHORTCODE.sub(r"\\:", _MD_SPECIAL.sub(r"\\\1", text.replace("\n", " ")))
 
 
 SMALL_TABLE = (20, 12)  # at most this many rows and columns: a table drawn as text (small_table)

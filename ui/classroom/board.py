@@ -30,6 +30,7 @@ import streamlit as st
 from classroom import ClassStoreError
 from classroom import plans as P
 from ui.classroom import session as cls
+from ui.classroom import teacher
 from ui.classroom.plans import leads, ss
 from ui.widgets import chart, matrix, md
 from viz.classroom import board_figure, board_notice, board_table
@@ -127,11 +128,11 @@ def share_run(view, job=None) -> None:
     if view.state != "running" and getattr(job, "result", None) is not None:
         from model.checkpoint import to_bytes
 
-        version = cls.teacher_call(cls.store().set_class_model, *to_bytes(job.result)) or 0
+        version = teacher.teacher_call(cls.store().set_class_model, *to_bytes(job.result)) or 0
         ss()[SHARED_JOB] = job.id if version else None
     run = {**_run_of(view), "state": view.state, "step": int(view.step), "total": int(view.tcfg.steps),
            "model": version, "attention": _attention_of(view)}
-    if cls.teacher_call(lambda c, k: cls.store().set_class_run(c, k, run)) is not None:
+    if teacher.teacher_call(lambda c, k: cls.store().set_class_run(c, k, run)) is not None:
         ss()[SHARED] = (now, view.state, view.step)
 
 

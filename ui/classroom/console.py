@@ -20,8 +20,9 @@ from urllib.parse import urlsplit
 
 import streamlit as st
 
+from classroom.plans import PACE_LABELS, PACE_MODES
 from model import questions as Q
-from ui.classroom import asking, board, peer, plans, roster
+from ui.classroom import asking, board, peer, plan_editor, plans, roster, teacher
 from ui.classroom import session as cls
 from ui.models import current_model
 from ui.widgets import chart, md
@@ -33,7 +34,7 @@ def live_answers(private: bool = False) -> None:
     """The open question's answers, live: how many, and how they spread; Reveal; then the model's answer. Live
     without a timer: a new answer moves the class's tally, whose event redraws this page (ui/classroom/panels.py,
     `teacher_panel`)."""
-    snap = cls.teacher_snapshot()
+    snap = teacher.teacher_snapshot()
     if snap is None:
         if cls.is_teacher():  # the class service is unreachable: say so (the stream redraws the page when it is back)
             st.caption(f":material/cloud_off: {cls.UNREACHABLE_TEXT}")
@@ -99,8 +100,8 @@ def private_keys(text) -> None:
     """The teacher key and the console's link, behind a toggle: never on the projector."""
     if st.toggle("Show my teacher key and the console for my phone (not on the projector)", key="class_show_key"):
         st.caption(text.TEACHER_KEY)
-        st.code(cls.teacher_key(), language=None, wrap_lines=True)
-        link = console_link(cls.teacher_key())
+        st.code(teacher.teacher_key(), language=None, wrap_lines=True)
+        link = console_link(teacher.teacher_key())
         c1, c2 = st.columns([3, 2])
         c1.caption(text.CONSOLE)
         c1.code(link, language=None, wrap_lines=True)
@@ -130,9 +131,41 @@ def ask(text) -> None:
               args=(kind, params))
 
 
+def pace_and_plan(pause: bool = True) -> None:
+    """The teacher's pacing and plan controls on the classroom page (`pause`: with its pause button; the console
+    has one at its top already)."""
+    p = plans.pace()
+    st.subheader("Pace the class")
+    c1, c2 = st.columns([3, 2])
+    with c1:
+        st.session_state["pace_mode"] = p["mode"]
+        st.radio("Students", list(PACE_MODES), key="pace_mode", format_func=PACE_LABELS.get,
+                 on_change=lambda: plans.set_pace(mode=st.session_state["pace_mode"]), horizontal=True)
+    if pause and p["paused"]:
+        c2.button("Resume the class", key="pace_resume_main", icon=":material/play_arrow:", type="primary",
+                  on_click=plans.set_pace, kwargs={"paused": False})
+        c2.caption("Every student sees “Eyes on the projector”.")
+    elif pause:
+        c2.button("Pause: eyes on the projector", key="pace_pause_main", icon=":material/pause:",
+                  on_click=plans.set_pace, kwargs={"paused": True})
+    plan, stop = plans.class_plan(), plans.current_stop()
+    st.subheader("Lesson plan")
+    if plan is not None and stop is not None:
+        st.markdown(f"The class follows **{md(plan.title)}**, stop **{stop[0] + 1}** of {len(plan.stops)}.")
+        st.selectbox("Go to stop", range(len(plan.stops)), index=stop[0], key="plan_jump",
+                     format_func=lambda i: plans.stop_label(plan, i))
+        st.button("Take the class there", key="plan_jump_go", icon=":material/flag:",
+                  on_click=lambda: plans.go_to_stop(st.session_state["plan_jump"]))
+    with st.expander("Build or load a plan", expanded=plan is None):
+        plan_editor.editor()
+        if st.session_state.get(plans.DRAFT) is not None:
+            st.button("Teach this plan now (the class goes to its first stop)", key="plan_use", type="primary",
+                      on_click=plans.use_draft_in_class, icon=":material/play_lesson:")
+
+
 def the_end(text) -> None:
     st.caption(text.ENDS)
-    st.button("End the class for everyone", key="class_end", on_click=cls.end_class, icon=":material/stop_circle:")
+    st.button("End the class for everyone", key="class_end", on_click=teacher.end_class, icon=":material/stop_circle:")
 
 
 def lead(text) -> None:
@@ -147,7 +180,7 @@ def lead(text) -> None:
     live_answers()
     peer.download()
     st.divider()
-    plans.console()
+    pace_and_plan()
     st.divider()
     plans.gallery()
     st.divider()
@@ -175,7 +208,7 @@ def console(text) -> None:
     st.divider()
     board.board()
     st.divider()
-    plans.console(pause=False)
+    pace_and_plan(pause=False)
     st.divider()
     the_end(text)
 
@@ -201,17 +234,17 @@ def outside(text) -> None:
         st.button("Join", type="primary", key="class_join", icon=":material/login:", on_click=cls.join_typed)
     with c2:
         st.subheader("Teach a class")
-        st.button("Start a class", key="class_start", on_click=cls.start_class, type="primary",
+        st.button("Start a class", key="class_start", on_click=teacher.start_class, type="primary",
                   icon=":material/co_present:")
         st.text_input("Teacher key, to take a class back", type="password", max_chars=200, key="class_resume_key")
         b1, b2 = st.columns(2)
-        b1.button("Resume the class", key="class_resume", on_click=cls.resume_typed, width="stretch")
-        b2.button("Open its console here", key="class_console", on_click=cls.resume_typed, kwargs={"console": True},
+        b1.button("Resume the class", key="class_resume", on_click=teacher.resume_typed, width="stretch")
+        b2.button("Open its console here", key="class_console", on_click=teacher.resume_typed, kwargs={"console": True},
                   width="stretch", help=text.CONSOLE)
     st.caption(text.ENDS)
     st.divider()
     st.subheader("Prepare a lesson plan")
-    plans.editor()
+    plan_editor.editor()
     if st.session_state.get(plans.DRAFT) is not None:
         st.button("Start a class with this plan", key="plan_start", on_click=plans.start_with_plan, type="primary",
                   icon=":material/play_lesson:")

@@ -46,9 +46,7 @@ from ui.classroom.session import (
     TOUCHED,
     UNREACHABLE,
     UNREACHABLE_TEXT,
-    adopt,
     code,
-    console_from_link,
     follow_on_run,
     following,
     is_student,
@@ -56,16 +54,13 @@ from ui.classroom.session import (
     join_from_link,
     notify,
     own_model_notice,
-    publish,
-    restore_teacher,
     role,
     set_following,
     ss,
     store,
-    teacher_call,
-    teacher_snapshot,
     write_url,
 )
+from ui.classroom.teacher import adopt, console_from_link, publish, restore_teacher, teacher_call, teacher_snapshot
 from ui.session_info import fair_share
 from ui.sidebar import settle_shared
 from ui.state import MODELS, interventions, sync_query_params
@@ -249,6 +244,8 @@ def teacher_panel() -> None:
     if snap.question is not None:
         n = peer.answered(snap)
         st.caption(f"Question: {n} answer{'s' if n != 1 else ''}" + (" (revealed)" if snap.revealed else ""))
+    if drawn is None:  # (another page than the class page, whose gallery shows them)
+        plans.new_shots()
     notice = own_model_notice(ss().get(PUBLISHED))
     notice = notice and (board.shared_model_notice() or notice)
     if notice:

@@ -24,7 +24,8 @@ from classroom.votes import (
 )
 from model import questions as Q
 from ui.classroom import asking
-from ui.classroom.session import ASKED, SECRET, STUDENT, client_id, code, notify, ss, store, teacher_call
+from ui.classroom.session import ASKED, SECRET, STUDENT, client_id, code, notify, ss, store
+from ui.classroom.teacher import teacher_call
 from ui.models import analysis, current_model
 from ui.state import interventions
 from ui.widgets import chart, md, metrics_row

@@ -11,7 +11,7 @@ from __future__ import annotations
 import streamlit as st
 
 from classroom import ClassStoreError
-from ui.classroom import plans
+from ui.classroom import plans, teacher
 from ui.classroom import session as cls
 from ui.page_list import PAGES
 from ui.widgets import metrics_row, small_table
@@ -52,7 +52,7 @@ def report(here: str) -> None:
 
 def rows() -> list[dict] | None:
     """The class's roster (the teacher's session only), or None when it cannot be read now."""
-    return cls.teacher_call(cls.store().roster)
+    return teacher.teacher_call(cls.store().roster)
 
 
 def sidebar(roster: list[dict]) -> None:
