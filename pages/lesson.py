@@ -12,6 +12,7 @@ from ui import lesson as state
 from ui import shell
 from ui.models import analysis, content_key, coref_decision, current_model
 from ui.page_list import by_name
+from ui.study import check
 from ui.widgets import chart, md, notice, once, page_link
 from viz import lesson as V
 
@@ -85,7 +86,10 @@ def step_view() -> None:
         st.dataframe(view.table)
 
 
-once("lesson.step", (step.key, *content_key(a)), step_view)
+words = len(a.prepared.tokens)
+if check.predicted_first(step.key, k, a.prepared.text, words):  # a study's predict-before-reveal: the figure after
+    once("lesson.step", (step.key, *content_key(a)), step_view)
+check.panel(step.key, k, a.prepared.text, words)  # "Check yourself" at the end of each part of the lesson
 
 navigation("bottom")
 depth = by_name(step.page)

@@ -30,11 +30,11 @@ def _flat(value):
 
 
 def to_csv(rows: list[dict]) -> str:
-    """Rows (dicts with the same keys) as CSV; nested values as JSON text."""
+    """Rows (dicts; the columns are every key, in the order they first appear) as CSV; nested values as JSON text."""
     out = io.StringIO()
     if rows:
         w = csv.writer(out)
-        keys = list(rows[0])
+        keys = list(dict.fromkeys(k for r in rows for k in r))
         w.writerow([neutralise(k) for k in keys])
         for r in rows:
             w.writerow([neutralise(_flat(r.get(k))) for k in keys])

@@ -310,6 +310,15 @@ class StudyStore:
             raise NotConsented("Nothing is recorded before you agree to take part (or after your data were deleted).")
         return study, p
 
+    def done(self, code, actor: str) -> set[str]:
+        """What this participant has recorded once already: "pre:A03" (an answer), "survey:sus2", "completed:pre"."""
+        norm = normalize_code(code)
+        if norm is None or not isinstance(actor, str):
+            return set()
+        with self.db.transaction() as tx:
+            return {o for (o,) in tx.execute("SELECT once FROM events WHERE study = ? AND actor = ? AND once IS NOT "
+                                             "NULL", (norm, actor))}
+
     def advance(self, code, actor: str, to: str) -> Participant:
         """Move a participant to the next phase `to` (only the next one; the delayed test only after its days)."""
         now = self.now()
@@ -369,7 +378,7 @@ class StudyStore:
             study, p = self._member(tx, code, actor)
             if p.phase != "survey":
                 raise WrongPhase("The questionnaires come after the post-test.")
-            if not self._event(tx, study, p, "rated", f"survey/{S.check_object(key)}", {"value": value}, {},
+            if not self._event(tx, study, p, "rated", S.check_object(f"survey/{key}"), {"value": value}, {},
                                self.now(), f"survey:{key}"):
                 raise AlreadyRecorded("This answer was already recorded.")
 
