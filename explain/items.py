@@ -271,7 +271,8 @@ def pos_permutation(m: Models, sentence: str, other: str, word: str) -> Item:
                  f"Positional encoding is switched off. The encoder reads {Q.quote(a.prepared.tokens)}, then "
                  f"{Q.quote(b.prepared.tokens)}: the same words in another order. How do its two output vectors for "
                  f"{_q(word)} compare?",
-                 f"The same for {_q(word)} (up to {diff:.0e}): without positions the encoder reads a bag of words",
+                 f"The same for {_q(word)} ({'exactly' if diff == 0 else f'up to {diff:.0e}'}): without positions the "
+                 "encoder reads a bag of words",
                  [(f"Different: {_q(word)} is word {i + 1} in one and word {j + 1} in the other", "order_known"),
                   ("Different: attention reads the words in order, left to right", "order_known"),
                   ("They cannot be compared: without positions the encoder stops", None)],

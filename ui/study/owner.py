@@ -166,10 +166,14 @@ def report(study, people: list[dict], events: list[dict]) -> None:
         st.markdown("**Workload (raw NASA-TLX)** and usability (SUS): "
                     + (f"SUS {rep.sus.value:.0f} of 100 ({rep.sus.low:.0f} to {rep.sus.high:.0f}, n {rep.sus.n})"
                        if rep.sus else "SUS from 5 participants on"))
-        chart(V.survey_figure(rep), key="study_tlx")
+        if any(v is not None for v in rep.tlx.values()):
+            chart(V.survey_figure(rep), key="study_tlx")
+        else:
+            st.caption("The workload appears once 5 participants have answered the questionnaires.")
     with c2:
         st.markdown("**Feeling of learning beside the measured gain**")
-        chart(V.feel_figure(rep), key="study_feel")
+        if rep.feel:
+            chart(V.feel_figure(rep), key="study_feel")
         st.caption(md(V.feel_notice(rep)))
     tables = tables_of(rep)
     with st.expander("The report's tables"):

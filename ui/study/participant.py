@@ -101,7 +101,10 @@ def clicked(item_id: str, key: str, row_label: str, cols: tuple[str, ...]) -> No
     points = ((ss().get(key) or {}).get("selection") or {}).get("points") or []
     for p in points:
         if p.get("x") in cols:
-            ss()[f"study_choice_{item_id}"] = cols.index(p["x"]) if p.get("y") == row_label else -1
+            if p.get("y") == row_label:
+                ss()[f"study_choice_{item_id}"] = cols.index(p["x"])
+            else:
+                notify("Click a cell of the shaded row: it is the row of the word the question asks about.")
             return
 
 
