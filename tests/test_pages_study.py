@@ -171,3 +171,25 @@ def test_study_owner_report_drawn_with_its_figures(store):
     text = " ".join(i.value for i in at.info)
     assert "⟨g⟩" in text and "6 participants" in text
     assert len(at.get("download_button")) == 4
+
+
+def test_study_logs_a_participants_votes_and_reveal_in_a_class(store):
+    from classroom import get_store as class_store
+
+    code, secret, _ = new_study(store, path="class")
+    actor = _participant(store, code, "all")
+    classes = class_store()
+    class_code, class_secret = classes.create({"page": "lesson"}, client_id="10.9.9.9")
+    student = "s-study-test-student-01"
+    classes.join(class_code, "10.9.9.10", student)
+    qid = classes.ask_peer(class_code, class_secret, "Which?", ["a", "b"], 1)
+    classes.vote(class_code, student, qid, 0, "10.9.9.10")
+    state = {S.CODE: code, S.ACTOR: actor, S.PHASE: "path", S.CONDITION: "all", "class_code": class_code,
+             "class_role": "student", "_class_student": student, "class_following": False}
+    at = run_app("overview", **state)
+    classes.reveal(class_code, class_secret)
+    at.run()
+    at.run()  # nothing new: nothing recorded twice
+    events = [(e["verb"], e["object"], e["result"]) for e in store.records(code, secret)[2]
+              if e["verb"] in ("voted", "revoted", "revealed", "clicked")]
+    assert events == [("voted", f"class/question/{qid}", {"choice": 0}), ("revealed", f"class/question/{qid}", {})]

@@ -38,6 +38,7 @@ from classroom import plans as P
 from classroom.rules import check_text
 from ui.classroom import session as cls
 from ui.page_list import PAGES, ROOT
+from ui.study import session as study
 from ui.widgets import md
 
 DRAFT, LAST_PAGE, GOTO, PACE, PLAN = "plan_draft", "_plan_last_page", "_plan_goto", "_class_pace", "_class_plan"
@@ -372,6 +373,7 @@ def send_shot() -> None:
                                   str(s.get("shot_note", "")))
         s["shot_note"] = ""
         cls.notify(f"Snapshot {n} sent to your teacher.")
+        study.record("shared", "class/snapshot")  # a study's participant: "presenting" (ui/study/session.py)
     except ClassStoreError as e:
         cls.notify(f"Your snapshot was not sent: {e}")
 

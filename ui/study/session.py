@@ -23,6 +23,7 @@ _study_seen         what `on_run` last recorded: (page, step, the shared control
 _study_shown        (item id, monotonic time) of the item on screen: its latency
 _study_notice       a message for the next run
 _study_link         the study link's token (kept in the address while taking part: a reload finds the study)
+_study_class_seen   the class votes, reveals and training run already recorded
 ==================  ===========================================================================================
 """
 
@@ -35,6 +36,8 @@ import time
 
 import streamlit as st
 
+from classroom import ClassStoreError
+from classroom import get_store as get_class_store
 from explain.instrument import CURRENT, Instrument, build
 from explain.items import Models
 from study import StudyError, get_store
@@ -44,6 +47,7 @@ from ui.session_info import current_identity
 
 CODE, ACTOR, PHASE, CONDITION = "study_code", "_study_actor", "_study_phase", "_study_condition"
 DELETE, OWNER, SEEN, SHOWN, NOTICE = "_study_delete", "_study_owner", "_study_seen", "_study_shown", "_study_notice"
+CLASS_SEEN = "_study_class_seen"
 PARAM, TOKEN, LINK = "study", "sk", "_study_link"
 SHARED = ("sentence", "model", "heads_off", "iv_look_ahead", "iv_padding", "iv_scale", "iv_pos")
 _log = logging.getLogger("glass.study")
@@ -180,6 +184,7 @@ def on_run(page) -> None:
     if (name, step) != (last_page, last_step):
         record("viewed", f"lesson/step/{step}" if step else f"page/{name}", None, step=step, page=name)
     ss()[SEEN] = (name, step, now)
+    class_and_training(name, step)
     if name != "study":
         with st.sidebar:
             st.info(f"You are taking part in study **{ss()[CODE]}**. When you have finished the lesson, go back to "
@@ -187,6 +192,33 @@ def on_run(page) -> None:
             st.page_link("pages/study.py", label="Back to the study", icon=":material/arrow_back:")
             if view_only():
                 st.caption("In this study your switches stay on: the model is shown as trained.")
+
+
+def class_and_training(page: str, step: int | None) -> None:
+    """What the participant did in a class (voted, voted again, clicked a cell, saw a reveal: read from the class
+    store's poll, so the classroom's own code needs no hook) and a training run they started, recorded once each."""
+    seen = ss().setdefault(CLASS_SEEN, {})
+    job = ss().get("training_job")
+    if job is not None and getattr(job, "id", None) and seen.get("job") != job.id:
+        seen["job"] = job.id
+        record("trained", "training/run", {"steps": int(getattr(job.tcfg, "steps", 0) or 0)}, step, page)
+    student, code = ss().get("_class_student"), ss().get("class_code")
+    if ss().get("class_role") != "student" or not student or not code:
+        return
+    try:
+        poll = get_class_store().votes(code, student_id=student)
+    except ClassStoreError:
+        return
+    if poll is None:
+        return
+    where = f"class/question/{poll.qid}"
+    for verb, value in (("clicked" if poll.grid else "voted", poll.my_first), ("revoted", poll.my_second)):
+        if value is not None and seen.get((poll.qid, verb)) != value:
+            seen[(poll.qid, verb)] = value
+            record(verb, where, {"choice": int(value)}, step, page)
+    if poll.revealed and not seen.get((poll.qid, "revealed")):
+        seen[(poll.qid, "revealed")] = True
+        record("revealed", where, None, step, page)
 
 
 def since_shown(item_id: str) -> int:
