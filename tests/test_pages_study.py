@@ -193,3 +193,16 @@ def test_study_logs_a_participants_votes_and_reveal_in_a_class(store):
     events = [(e["verb"], e["object"], e["result"]) for e in store.records(code, secret)[2]
               if e["verb"] in ("voted", "revoted", "revealed", "clicked")]
     assert events == [("voted", f"class/question/{qid}", {"choice": 0}), ("revealed", f"class/question/{qid}", {})]
+
+
+def test_study_code_guessing_on_the_page_is_rate_limited(store):
+    code, secret, _ = new_study(store)
+    at = run_app("study")
+    for i in range(10):
+        at.text_input(key="study_join_code").set_value(f"ZZZZZZ{'23456789AB'[i]}2")
+        at.button(key="study_join").click().run()
+        assert any("No study with this code" in w.value for w in at.warning)
+    at.text_input(key="study_join_code").set_value(code)
+    at.button(key="study_join").click().run()  # the right code, but guessing is held back first
+    assert any("Too many attempts" in w.value for w in at.warning)
+    assert not any(b.key == "study_agree" for b in at.button)

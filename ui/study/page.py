@@ -7,7 +7,7 @@ import streamlit as st
 
 from study import StudyError
 from ui.study import owner, participant
-from ui.study.session import ACTOR, CODE, NOTICE, OWNER, client, notify, ss, store, take_link
+from ui.study.session import ACTOR, CODE, NOTICE, OWNER, client, notify, open_link, ss, store, take_link
 from ui.widgets import md
 
 
@@ -20,6 +20,14 @@ def delete_mine() -> None:
     for key in (ACTOR, CODE):
         ss().pop(key, None)
     notify("Everything recorded about you in that study has been deleted.")
+
+
+def open_typed() -> None:
+    """A typed study code: a guess as far as the store knows (failed ones are limited per address)."""
+    try:
+        open_link(str(ss().get("study_join_code") or ""), None)
+    except StudyError as e:
+        notify(str(e))
 
 
 def draw() -> None:
@@ -38,6 +46,10 @@ def draw() -> None:
     elif ss().get(OWNER):
         owner.dashboard()
     else:
+        with st.expander("Take part in a study: its code", icon=":material/login:"):
+            c1, c2 = st.columns([3, 1], vertical_alignment="bottom")
+            c1.text_input("Study code", key="study_join_code", max_chars=16, placeholder="e.g. 2E4JKWUQ")
+            c2.button("Open", on_click=open_typed, key="study_join")
         owner.create_form()
     with st.expander("Delete my data from a study"):
         st.caption("With the study's code and the deletion code you were shown when you agreed to take part.")
