@@ -72,7 +72,7 @@ async def participant(i: int, url: str, code: str, token: str, study, items: int
                       sent: list[tuple], timeout: float) -> None:
     s = StreamlitSession(url, timeout=timeout)
     try:
-        await s.connect("study", f"study={code}&sk={token}")
+        await s.connect("studies", f"study={code}&sk={token}")
         await s.click("study_agree")
         for _ in range(items):
             item_id = _submit_key(s)

@@ -47,7 +47,7 @@ def answer_test(at: AppTest, reason: str = "") -> int:
 
 def test_study_participant_flow_consent_pre_path_post_questionnaires(store):
     code, secret, token = new_study(store)
-    at = run_app("study", query={"study": code, "sk": token})
+    at = run_app("studies", query={"study": code, "sk": token})
     assert "What is stored" in " ".join(m.value for m in at.markdown)
     assert store.records(code, secret)[1] == []  # the consent text is shown: nothing recorded yet
     at.button(key="study_agree").click().run()
@@ -58,7 +58,7 @@ def test_study_participant_flow_consent_pre_path_post_questionnaires(store):
     at.run()
     assert any("Back to the study" in (p.label or "") for p in at.get("page_link"))
     at.button(key="lesson_next").click().run()
-    at.switch_page("pages/study.py")
+    at.switch_page("pages/studies.py")
     at.run()
     at.button(key="study_path_done").click().run()
     assert answer_test(at) == 16
@@ -79,7 +79,7 @@ def test_study_participant_flow_consent_pre_path_post_questionnaires(store):
 
 def test_study_consent_gate_nothing_recorded_before_agreeing(store):
     code, secret, token = new_study(store)
-    at = run_app("study", query={"study": code, "sk": token})
+    at = run_app("studies", query={"study": code, "sk": token})
     at.switch_page("pages/lesson.py")
     at.run()
     at.button(key="lesson_next").click().run()
@@ -89,7 +89,7 @@ def test_study_consent_gate_nothing_recorded_before_agreeing(store):
 
 def test_study_hostile_input_refused_with_a_message(store):
     code, secret, token = new_study(store)
-    at = run_app("study", query={"study": code, "sk": "forged-token-1234"})  # a wrong token still finds the code
+    at = run_app("studies", query={"study": code, "sk": "forged-token-1234"})  # a wrong token still finds the code
     at.button(key="study_agree").click().run()
     item = next(b for b in at.button if (b.key or "").startswith("study_submit_")).key.removeprefix("study_submit_")
     at.radio(key=f"study_conf_{item}").set_value(2)
@@ -98,7 +98,7 @@ def test_study_hostile_input_refused_with_a_message(store):
     at.button(key=f"study_submit_{item}").click().run()
     assert any("one line of text only" in w.value for w in at.warning)
     assert [e["verb"] for e in store.records(code, secret)[2]] == ["consented"]
-    at = run_app("study", query={"study": "NOSUCH22", "sk": token})
+    at = run_app("studies", query={"study": "NOSUCH22", "sk": token})
     assert any("No study" in w.value for w in at.warning) and not at.exception
 
 
@@ -162,7 +162,7 @@ def test_study_owner_report_drawn_with_its_figures(store):
             store.advance(code, actor, "path" if phase == "pre" else "survey")
             if phase == "pre":
                 store.advance(code, actor, "post")
-    at = AppTest.from_file(str(ROOT / "pages" / "study.py"), default_timeout=TIMEOUT)
+    at = AppTest.from_file(str(ROOT / "pages" / "studies.py"), default_timeout=TIMEOUT)
     at.session_state[S.OWNER] = (code, secret)
     at.run()
     assert not at.exception
@@ -197,7 +197,7 @@ def test_study_logs_a_participants_votes_and_reveal_in_a_class(store):
 
 def test_study_code_guessing_on_the_page_is_rate_limited(store):
     code, secret, _ = new_study(store)
-    at = run_app("study")
+    at = run_app("studies")
     for i in range(10):
         at.text_input(key="study_join_code").set_value(f"ZZZZZZ{'23456789AB'[i]}2")
         at.button(key="study_join").click().run()

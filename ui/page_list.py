@@ -48,7 +48,7 @@ PAGES: tuple[PageSpec, ...] = (
              "Teach a class: students join with a code or a QR code and follow your page, sentence and "
              "switches; ask them what the model will do, watch their answers, then reveal the model's",
              walkthrough=False),
-    PageSpec("Start", "pages/study.py", "Study", ":material/science:",
+    PageSpec("Start", "pages/studies.py", "Study", ":material/science:",
              "Measure learning: a concept test the model writes and answers, before and after the lesson, with "
              "consent, conditions, retention, and a report of the gain, the items and the lesson's steps",
              walkthrough=False),

@@ -82,10 +82,10 @@ def answer_test(p: AppPage, name: str) -> int:
 def test_a_participant_through_consent_tests_lesson_questionnaires_and_the_teachers_report(browser, study_app):
     url, data = study_app
     teacher = new_tab(browser, url, "study-teacher")
-    teacher.goto("study")
+    teacher.goto("studies")
     teacher.main.get_by_label("Title (shown to participants)").fill("Attention, week 3")
     teacher.act(lambda: teacher.main.get_by_role("button", name="Create the study").click())
-    link = teacher.main.get_by_text(re.compile(r"/study\?study=[A-Z0-9]{8}&sk=")).first.inner_text()
+    link = teacher.main.get_by_text(re.compile(r"/studies\?study=[A-Z0-9]{8}&sk=")).first.inner_text()
     link = re.search(r"https?://\S+", link)[0].rstrip("`")
     code = re.search(r"study=([A-Z0-9]{8})", link)[1]
     key = re.search(r"key: ([A-Za-z0-9_-]+)", teacher.main.get_by_text("The study's key").first.inner_text())[1]

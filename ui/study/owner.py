@@ -82,10 +82,10 @@ def link(code: str, token: str) -> str:
         parts = urlsplit(st.context.url)
         path = parts.path.rstrip("/")
         last = path.rsplit("/", 1)[-1]
-        if last in {p.name for p in PAGES} or last in ("study", "home"):
+        if last in {p.name for p in PAGES} or last == "home":
             path = path[: -len(last) - 1]
-        return f"{parts.scheme}://{parts.netloc}{path}/study?{query}"
-    return f"/study?{query}"
+        return f"{parts.scheme}://{parts.netloc}{path}/studies?{query}"
+    return f"/studies?{query}"
 
 
 def set_closed(closed: bool) -> None:

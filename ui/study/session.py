@@ -185,11 +185,11 @@ def on_run(page) -> None:
         record("viewed", f"lesson/step/{step}" if step else f"page/{name}", None, step=step, page=name)
     ss()[SEEN] = (name, step, now)
     class_and_training(name, step)
-    if name != "study":
+    if name != "studies":
         with st.sidebar:
             st.info(f"You are taking part in study **{ss()[CODE]}**. When you have finished the lesson, go back to "
                     "the Study page for the second test.", icon=":material/science:")
-            st.page_link("pages/study.py", label="Back to the study", icon=":material/arrow_back:")
+            st.page_link("pages/studies.py", label="Back to the study", icon=":material/arrow_back:")
             if view_only():
                 st.caption("In this study your switches stay on: the model is shown as trained.")
 

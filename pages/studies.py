@@ -3,7 +3,7 @@
 
 import streamlit as st
 
-from pages.content.study import INTRO
+from pages.content.studies import INTRO
 from ui import shell
 from ui.state import init_state
 from ui.study import page
