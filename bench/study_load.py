@@ -124,7 +124,7 @@ def run(participants: int, items: int, processes: int = 2, database: str = "", p
         if postgres:
             from serving.postgres import start_postgres
 
-            pg = start_postgres(data / "pg")
+            pg = start_postgres(Path(tempfile.mkdtemp(prefix="glass-pg-")))  # its own folder: postgres must enter it
             database = pg.url
         env = {"GLASS_DATA_DIR": str(data), "OMP_NUM_THREADS": "1", **({"GLASS_DATABASE_URL": database}
                                                                           if database else {})}
@@ -170,6 +170,7 @@ def run(participants: int, items: int, processes: int = 2, database: str = "", p
     finally:
         if pg is not None:
             pg.stop()
+            shutil.rmtree(pg.data_dir, ignore_errors=True)
         shutil.rmtree(data, ignore_errors=True)
 
 

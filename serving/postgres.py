@@ -87,7 +87,8 @@ class PostgresServer:
 
 
 def start_postgres(workdir: Path, timeout: float = 60) -> PostgresServer:
-    """initdb a cluster in `workdir` (superuser "glass", trust on loopback) and start it on a free port."""
+    """initdb a cluster in `workdir` (superuser "glass", trust on loopback) and start it on a free port. As root,
+    `workdir` is handed to the postgres user, who must be able to reach it: a fresh tempfile.mkdtemp() is right."""
     workdir.mkdir(parents=True, exist_ok=True)
     if os.geteuid() == 0:
         shutil.chown(workdir, USER, USER)

@@ -161,3 +161,16 @@ def test_study_report_time_and_engagement_per_lesson_step():
     assert step8["median_seconds"] == 60 and step8["level"] == "changing"
     assert step9["median_seconds"] == 30 and step9["level"] == "viewing" and step9["n"] == 6
     assert rep.steps[0]["n"] == 0 and rep.steps[0]["median_seconds"] is None
+
+
+def test_study_report_notices_state_the_reports_numbers():
+    from viz import study as V
+
+    people, events = cohort(60, 1.0, A, B, seed=8, conditions=("predict-off", "predict-on"))
+    rep = R.build(instrument(), people, events, first="predict-off")
+    line = V.gain_notice(rep)
+    assert f"⟨g⟩ = {rep.gain.value:.2f} (95% interval {rep.gain.low:.2f} to {rep.gain.high:.2f})" in line
+    assert f"from {rep.pre_mean:.0%} to {rep.post_mean:.0%}" in line and f"Hedges' g = {rep.hedges.value:.2f}" in line
+    hard = min((r for r in rep.items if r["phase"] == "post"), key=lambda r: r["difficulty"])
+    assert f"item {hard['slot']} " in V.items_notice(rep) and f"{hard['difficulty']:.0%} right" in V.items_notice(rep)
+    assert "appears from 5" in V.gain_notice(R.build(instrument(), *cohort(3, 1.0, A, B, seed=1)))
