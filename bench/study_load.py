@@ -35,6 +35,7 @@ from explain.instrument import build
 from explain.items import Models
 from explain.questionnaires import CONFIDENCE
 from model import checkpoint
+from serving.processes import healthy, wait_until
 from serving.replicas import Cluster
 from study.database import PostgresDatabase, SqliteDatabase
 from study.store import StudyStore
@@ -73,7 +74,10 @@ async def participant(i: int, url: str, code: str, token: str, study, items: int
     s = StreamlitSession(url, timeout=timeout)
     try:
         await s.connect("studies", f"study={code}&sk={token}")
-        await s.click("study_agree")
+        try:
+            await s.click("study_agree")
+        except KeyError as e:
+            raise RuntimeError(f"participant {i} saw no consent: {s.text()[:300]!r}") from e
         for _ in range(items):
             item_id = _submit_key(s)
             item = next(it for it in study.instrument["forms"][item_id[0]] if it["id"] == item_id)
@@ -112,7 +116,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     result = run(args.participants, args.items, args.processes, args.database, args.postgres, args.timeout)
     print(result["text"])
-    return 0 if result["lost"] == 0 and result["duplicates"] == 0 and result["report_equal"] else 1
+    ok = result["lost"] == 0 and result["duplicates"] == 0 and result["report_equal"] and not result["failed"]
+    return 0 if ok else 1
 
 
 def run(participants: int, items: int, processes: int = 2, database: str = "", postgres: bool = False,
@@ -137,6 +142,8 @@ def run(participants: int, items: int, processes: int = 2, database: str = "", p
         times: list[float] = []
         sent: list[tuple] = []
         with Cluster(replicas=processes, timeout=120, workers=0, env=env) as cluster:
+            for _ in range(2 * processes):  # the proxy sees every app up (each answers through it)
+                wait_until(lambda: healthy(cluster.url), None, 60, "the apps through HAProxy")
             async def everyone() -> list:
                 return await asyncio.gather(*[participant(i, cluster.url, code, token, study, items, times, sent,
                                                           timeout) for i in range(participants)],

@@ -83,13 +83,17 @@ class SqliteDatabase(Database):
 
     def __init__(self, path: str | Path | None = None, timeout: float = 30.0):
         self.path = Path(path) if path is not None else data_dir() / "studies.sqlite3"
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self.timeout = timeout
-        with self._connect() as conn:
-            conn.execute("PRAGMA journal_mode=WAL")
-            for sql in TABLES:
-                conn.execute(sql.format(serial="INTEGER PRIMARY KEY AUTOINCREMENT"))
-        conn.close()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self._connect() as conn:
+                conn.execute("PRAGMA journal_mode=WAL")
+                for sql in TABLES:
+                    conn.execute(sql.format(serial="INTEGER PRIMARY KEY AUTOINCREMENT"))
+            conn.close()
+        except (OSError, sqlite3.Error) as e:
+            raise Unavailable(f"The study database cannot be opened ({type(e).__name__}): whoever runs the server "
+                              f"can set {DATA_DIR_ENV} to a folder the app may write to.") from e
 
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False)
@@ -119,7 +123,7 @@ class PostgresDatabase(Database):
     name = "PostgreSQL"
     lock = " FOR UPDATE"
 
-    def __init__(self, url: str, max_size: int = 4, timeout: float = 10.0):
+    def __init__(self, url: str, max_size: int = 8, timeout: float = 30.0):
         from psycopg_pool import ConnectionPool
 
         self.url = url
@@ -132,9 +136,9 @@ class PostgresDatabase(Database):
                 tx.execute("SELECT pg_advisory_xact_lock(4040)")  # one process creates the tables at a time
                 for sql in TABLES:
                     tx.execute(sql.format(serial="BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY"))
-        except Exception:
+        except Exception as e:
             self.pool.close()
-            raise
+            raise Unavailable(f"The study database cannot be reached ({type(e).__name__}).") from e
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[_Tx]:

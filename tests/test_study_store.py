@@ -366,3 +366,14 @@ def test_study_export_neutralises_spreadsheet_formulas():
     line = json.loads(jsonl)
     assert line["reason"].startswith("'=") and line["n"] == -3 and line["nested"]["r"] == "'-2+3"
     assert line["ok"] == "fine"
+
+
+def test_study_database_out_of_reach_is_a_clear_refusal(tmp_path):
+    from study.errors import Unavailable
+
+    blocked = tmp_path / "file"
+    blocked.write_text("not a folder")
+    with pytest.raises(Unavailable, match="GLASS_DATA_DIR"):
+        SqliteDatabase(blocked / "studies.sqlite3")
+    with pytest.raises(Unavailable):
+        PostgresDatabase("postgresql://glass@127.0.0.1:1/postgres", timeout=2)

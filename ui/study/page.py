@@ -31,6 +31,13 @@ def open_typed() -> None:
 
 
 def draw() -> None:
+    try:
+        _draw()
+    except StudyError as e:  # the database out of reach (a refusal of one operation is said where it happens)
+        st.error(md(str(e)), icon=":material/database:")
+
+
+def _draw() -> None:
     take_link()  # (app.py's run has read it already; the page on its own reads it here)
     message = ss().pop(NOTICE, None)
     if message:

@@ -163,7 +163,8 @@ def on_run(page) -> None:
     gets the page/step viewed and the controls changed recorded, their condition applied, and the way back to the
     study in the sidebar."""
     if PARAM in st.query_params:
-        take_link()
+        with contextlib.suppress(StudyError):  # (the Study page says what went wrong)
+            take_link()
     if participating():
         keep_link()
     if not on_path():
