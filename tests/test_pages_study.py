@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from explain.questionnaires import FEEL, SUS
+from explain.questionnaires import FEEL, SUS, TLX
 from study import get_store
 from tests.apptest_util import ROOT, TIMEOUT, run_app
 from ui.study import session as S
@@ -162,6 +162,10 @@ def test_study_owner_report_drawn_with_its_figures(store):
             store.advance(code, actor, "path" if phase == "pre" else "survey")
             if phase == "pre":
                 store.advance(code, actor, "post")
+        for k, _ in (*SUS, *FEEL):
+            store.rate(code, actor, k, 1 + i % 5, (1, 7, 1))
+        for k, _ in TLX:
+            store.rate(code, actor, k, 5 * (i + 4), (0, 100, 5))
     at = AppTest.from_file(str(ROOT / "pages" / "studies.py"), default_timeout=TIMEOUT)
     at.session_state[S.OWNER] = (code, secret)
     at.run()
@@ -170,6 +174,7 @@ def test_study_owner_report_drawn_with_its_figures(store):
     assert all(k in shown for k in ("study_gain", "study_items", "study_steps", "study_tlx", "study_feel"))
     text = " ".join(i.value for i in at.info)
     assert "⟨g⟩" in text and "6 participants" in text
+    assert "SUS " in " ".join(m.value for m in at.markdown)  # its mean and interval, beside the workload
     assert len(at.get("download_button")) == 4
 
 
