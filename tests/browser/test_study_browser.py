@@ -12,6 +12,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
+from explain.questionnaires import KEYS, scale_of
 from serving.processes import start_app
 from study.database import SqliteDatabase
 from study.store import StudyStore
@@ -142,8 +143,11 @@ def test_a_participant_through_consent_tests_lesson_questionnaires_and_the_teach
             store.advance(code, a, nxt)
             if phase == "pre":
                 store.advance(code, a, "post")
+        for k in KEYS:
+            store.rate(code, a, k, scale_of(k)[0] + (i % 3) * scale_of(k)[2], scale_of(k))
+        store.advance(code, a, "done")
     teacher.act(lambda: teacher.main.get_by_text("I want to delete this study").click())  # any rerun reads again
     expect(teacher.main.get_by_text(re.compile(r"The 8 participants who took both tests"))).to_be_visible()
-    assert teacher.main.locator('[class*="st-key-study_"] .js-plotly-plot').count() >= 5
+    assert teacher.main.locator('[class*="st-key-study_"] .js-plotly-plot').count() == 6  # every figure drawn
     teacher.shot("report", full=True)
     teacher.no_exception()
