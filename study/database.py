@@ -49,13 +49,14 @@ TABLES = (
 
 class Database(ABC):
     """A transaction: ``with db.transaction() as tx: tx.execute(sql, params)``; `execute` returns the rows (a list
-    of tuples) of a query, or the number of rows changed. `lock` is what a SELECT adds to lock its rows."""
+    of tuples) of a query, or the number of rows changed. `lock` is what a SELECT adds to lock its rows;
+    `write=False` promises only reads (SQLite then takes no write lock: readers never wait for a writer)."""
 
     lock = ""
     name = "database"
 
     @abstractmethod
-    def transaction(self) -> contextlib.AbstractContextManager: ...
+    def transaction(self, write: bool = True) -> contextlib.AbstractContextManager: ...
 
     def close(self) -> None:  # noqa: B027 - optional
         pass
@@ -102,13 +103,14 @@ class SqliteDatabase(Database):
         return conn
 
     @contextlib.contextmanager
-    def transaction(self) -> Iterator[_Tx]:
+    def transaction(self, write: bool = True) -> Iterator[_Tx]:
         try:
             conn = self._connect()
         except sqlite3.Error as e:
             raise Unavailable(f"The study database cannot be opened ({type(e).__name__}).") from e
         try:
-            conn.execute("BEGIN IMMEDIATE")  # the write lock now: no two processes interleave a read-then-write
+            # a write takes the write lock now: no two processes interleave a read-then-write
+            conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
             yield _Tx(conn.cursor(), "?")
             conn.execute("COMMIT")
         except BaseException:
@@ -141,7 +143,7 @@ class PostgresDatabase(Database):
             raise Unavailable(f"The study database cannot be reached ({type(e).__name__}).") from e
 
     @contextlib.contextmanager
-    def transaction(self) -> Iterator[_Tx]:
+    def transaction(self, write: bool = True) -> Iterator[_Tx]:
         import psycopg
         from psycopg_pool import PoolTimeout
 

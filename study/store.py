@@ -144,7 +144,7 @@ class StudyStore:
 
     def is_owner(self, code, secret) -> bool:
         try:
-            with self.db.transaction() as tx:
+            with self.db.transaction(write=False) as tx:
                 self._owner(tx, code, secret)
             return True
         except (NotFound, Forbidden):
@@ -152,7 +152,7 @@ class StudyStore:
 
     def link(self, code, secret) -> str:
         """The token of the study's link (for the owner)."""
-        with self.db.transaction() as tx:
+        with self.db.transaction(write=False) as tx:
             code = self._owner(tx, code, secret)
             return link_token(tx.execute("SELECT secret_hash FROM studies WHERE code = ?", (code,))[0][0])
 
@@ -175,7 +175,7 @@ class StudyStore:
 
     def records(self, code, secret) -> tuple[Study, list[dict], list[dict]]:
         """The study, its participants and its event log (oldest first), for the owner's report and export."""
-        with self.db.transaction() as tx:
+        with self.db.transaction(write=False) as tx:
             code = self._owner(tx, code, secret)
             study = self._study(tx, code)
             people = [{"actor": a, "condition": c, "first_form": f, "phase": p, "joined": j, "phase_at": t}
@@ -212,7 +212,7 @@ class StudyStore:
         norm = normalize_code(code)
         if norm is None:
             return None
-        with self.db.transaction() as tx:
+        with self.db.transaction(write=False) as tx:
             return self._study(tx, norm)
 
     def _study(self, tx, code: str, lock: bool = False) -> Study | None:
@@ -245,7 +245,7 @@ class StudyStore:
         if not isinstance(source, str) or not 8 <= len(source) <= 200:
             raise InvalidInput("no browser to name")
         norm = normalize_code(code)
-        with self.db.transaction() as tx:
+        with self.db.transaction(write=False) as tx:
             rows = tx.execute("SELECT actor_key FROM studies WHERE code = ?", (norm,)) if norm else []
         if not rows:
             raise NotFound("No study with this code.")
@@ -285,7 +285,7 @@ class StudyStore:
         norm = normalize_code(code)
         if norm is None or not isinstance(actor, str):
             return None
-        with self.db.transaction() as tx:
+        with self.db.transaction(write=False) as tx:
             return self._participant(tx, norm, actor)
 
     @staticmethod
@@ -315,7 +315,7 @@ class StudyStore:
         norm = normalize_code(code)
         if norm is None or not isinstance(actor, str):
             return set()
-        with self.db.transaction() as tx:
+        with self.db.transaction(write=False) as tx:
             return {o for (o,) in tx.execute("SELECT once FROM events WHERE study = ? AND actor = ? AND once IS NOT "
                                              "NULL", (norm, actor))}
 

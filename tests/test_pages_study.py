@@ -23,8 +23,7 @@ def store(tmp_path, monkeypatch):
 
 
 def new_study(store, **settings):
-    inst = S.instrument.__wrapped__("ct-1") if hasattr(S.instrument, "__wrapped__") else S.instrument("ct-1")
-    code, secret = store.create({"title": "Week 3", "instrument": "ct-1", **settings}, inst.as_dict())
+    code, secret = store.create({"title": "Week 3", "instrument": "ct-1", **settings}, S.instrument("ct-1").as_dict())
     return code, secret, store.link(code, secret)
 
 
