@@ -61,7 +61,7 @@ def agree(code: str) -> None:
 
 
 def consent(study) -> None:
-    st.subheader(study.settings["title"] or "A study of learning with this app")
+    st.subheader(md(study.settings["title"]) or "A study of learning with this app")
     st.caption(f"Consent text {S.CONSENT_VERSION} · instrument {study.instrument.get('version')}")
     st.markdown(consent_text(study))
     st.text_input("Participant code (only if your teacher or researcher gave you one)", key="study_participant_code",
