@@ -45,6 +45,7 @@ else:  # a run of the app's script
     from ui.session_info import fair_share
     from ui.sidebar import render_sidebar
     from ui.state import init_state, keep_widget_state
+    from ui.study import session as study
     from ui.training.session import job as attach_training_run
 
     # the icon is ours, served by the app: a Material icon here was fetched from fonts.gstatic.com (not offline)
@@ -59,4 +60,5 @@ else:  # a run of the app's script
             init_state()  # the session's state (from a shared link on its first run), presenter mode included
             style.inject()  # the app's stylesheet (ui/style.py): contrast, formulas, phones, presenter mode
             attach_training_run()  # a reload on any page keeps this browser's training run (ui/training/session.py)
+            study.on_run(page)  # a study's participant: what they view and change is logged (ui/study/session.py)
             classroom.run(page, render_sidebar)  # follow a class / lead one

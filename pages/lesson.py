@@ -13,6 +13,7 @@ from ui import shell
 from ui.classroom import plans
 from ui.models import analysis, content_key, coref_decision, current_model
 from ui.page_list import by_name
+from ui.study import check
 from ui.style import presenter
 from ui.widgets import chart, md, notice, once, page_link
 from viz import lesson as V
@@ -98,16 +99,26 @@ def step_view() -> None:
         st.dataframe(view.table)
 
 
+words = len(a.prepared.tokens)
+
+
+def figure_once() -> None:
+    """The step's figure, unless a study's predict-before-reveal holds it back until the prediction."""
+    if check.predicted_first(step.key, k, a.prepared.text, words):
+        once("lesson.step", (step.key, *content_key(a)), step_view)
+
+
 if present:  # the step and its figure first
     st.markdown(f"### {k}. {step.title} :small[· step {k} of {n}]")
-    once("lesson.step", (step.key, *content_key(a)), step_view)
+    figure_once()
     prose()
 else:
     st.progress(k / n, text=f"Step {k} of {n}")
     navigation("top")
     st.header(f"{k}. {step.title}")
     prose()
-    once("lesson.step", (step.key, *content_key(a)), step_view)
+    figure_once()
+check.panel(step.key, k, a.prepared.text, words)  # "Check yourself" at the end of each part of the lesson
 
 navigation("bottom")
 depth = by_name(step.page)

@@ -49,6 +49,10 @@ PAGES: tuple[PageSpec, ...] = (
              "Teach a class: students join with a code or a QR code and follow your page, sentence and "
              "switches; ask them what the model will do, watch their answers, then reveal the model's",
              walkthrough=False),
+    PageSpec("Start", "pages/studies.py", "Study", ":material/science:",
+             "Measure learning: a concept test the model writes and answers, before and after the lesson, with "
+             "consent, conditions, retention, and a report of the gain, the items and the lesson's steps",
+             walkthrough=False),
     PageSpec("Start", "pages/overview.py", "Overview", ":material/account_tree:",
              "The sentence and its translation, the encoder-decoder stack block by block, shapes and sizes "
              "beside the paper's base model"),

@@ -35,6 +35,7 @@ from classroom import plans as P
 from ui.classroom import session as cls
 from ui.classroom import teacher
 from ui.page_list import PAGES
+from ui.study import session as study
 from ui.widgets import md, page_link
 
 DRAFT, LAST_PAGE, GOTO, PACE, PLAN = "plan_draft", "_plan_last_page", "_plan_goto", "_class_pace", "_class_plan"
@@ -377,6 +378,7 @@ def send_shot() -> None:
                                   str(s.get("shot_note", "")))
         s["shot_note"] = ""
         cls.notify(f"Snapshot {n} sent to your teacher.")
+        study.record("shared", "class/snapshot")  # a study's participant: "presenting" (ui/study/session.py)
     except ClassStoreError as e:
         cls.notify(f"Your snapshot was not sent: {e}")
 
