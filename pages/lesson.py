@@ -10,8 +10,10 @@ from model import lesson as L
 from pages.content.lesson import BRIDGES, INTRO, TEXT
 from ui import lesson as state
 from ui import shell
-from ui.models import analysis, content_key, coref_decision, current_model
+from ui.classroom.plans import hidden_head
+from ui.models import analysis, content_key, current_model
 from ui.page_list import by_name
+from ui.tracing import story
 from ui.widgets import chart, md, notice, once, page_link
 from viz import lesson as V
 
@@ -67,7 +69,7 @@ if step.key in BRIDGES:
     st.info("**If you know the Illustrated Transformer:** " + BRIDGES[step.key].format(**sizes),
             icon=":material/compare_arrows:")
 ctx = V.context(a, bundle.tgt_vocab.itos, len(bundle.src_vocab), model=bundle.model, meta=bundle.meta,
-                decide=coref_decision)
+                decide=story, hidden=hidden_head())
 
 
 def step_view() -> None:
@@ -85,7 +87,7 @@ def step_view() -> None:
         st.dataframe(view.table)
 
 
-once("lesson.step", (step.key, *content_key(a)), step_view)
+once("lesson.step", (step.key, *content_key(a), ctx.hidden), step_view)
 
 navigation("bottom")
 depth = by_name(step.page)

@@ -92,7 +92,7 @@ def show_tracing(p: tracing.Pair, prose) -> None:
 def show_head(p: tracing.Pair, module: str, head: int) -> None:
     """One head of `module`, part by part (a mystery box for the plan's mystery head)."""
     if hidden_head() == (module, head):
-        mystery_box(head)
+        mystery_box(head, height=160)
         return
     cur = current_model()
     h = _head(cur.key, p.clean.text, p.corrupt.text, p.position, p.interventions, module, head, cur.bundle)
