@@ -89,12 +89,12 @@ def focus(layer: int, head: int, referent: str, other: str, adjective: str, weig
     opened = f"On this sentence the page opens on **layer {layer}, head {head}**, chosen from the weights"
     if weight >= LINK and weight >= 2 * other_weight:
         return (f"{opened}: it links “it” to “{referent}” ({weight:.2f}, against {other_weight:.2f} for “{other}”). "
-                f"A weight shows where “it” reads; what the pronoun needs is measured by tracing (section *Where "
-                f"“{adjective}” reaches the pronoun* below).")
+                "A weight shows where “it” reads; what the pronoun needs is measured by tracing (page *Causal "
+                "tracing*, and the last section of the self-attention page).")
     return (f"{opened}: of the heads that give “{referent}” more than “{other}”, it gives “{referent}” the most, "
             f"{weight:.2f}, against {other_weight:.2f} for “{other}”. Both weights are small: by the weights, no "
             f"encoder head of this model picks out the noun “{adjective}” points to. Where “{adjective}” reaches the "
-            "pronoun is measured by tracing, below.")
+            "pronoun is measured by tracing (page *Causal tracing*, and the last section of the self-attention page).")
 
 
 DECISION = ("**Where the adjective reaches the pronoun, measured.** A weight shows where a row reads, not what the "
