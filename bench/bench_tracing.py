@@ -38,6 +38,7 @@ def page_times() -> tuple[float, float]:
     """The tracing page's first run on a new pair, and its rerun (pair and tracing cached), in seconds."""
     from streamlit.testing.v1 import AppTest
 
+    import ui.tracing  # noqa: F401 - imports the classroom package before the page's folder (pages/classroom.py) can
     from ui.page_list import by_name
 
     at = AppTest.from_file(str(by_name("tracing").path), default_timeout=120)

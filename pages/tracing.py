@@ -17,7 +17,7 @@ from pages.content import tracing as text
 from ui import shell
 from ui import tracing as ut
 from ui.models import analysis, current_model
-from ui.widgets import next_link, notice, pick, reference_box, require_sentence, section, sentence_header
+from ui.widgets import next_link, notice, reference_box, require_sentence, section, sentence_header
 from viz import tracing as vt
 
 shell.enter(__file__)  # first: re-enter through app.py if Streamlit ran this page bare
@@ -58,11 +58,6 @@ notice(vt.pair_notice(p))
 if p.traceable:
     ut.show_tracing(p, text)
     section("One head, part by part", text.HEAD)
-    c1, c2 = st.columns(2)
-    with c1:
-        module = pick("Attention", attention_modules(cfg), f"{P}module", "dec.0.cross_attn")
-    with c2:
-        head = pick("Head", range(cfg.n_heads), f"{P}head", 0, format_func=lambda h: f"head {h}")
-    ut.show_head(p, module, head)
+    ut.show_head(p, attention_modules(cfg), cfg.n_heads)
 
 next_link(__file__)

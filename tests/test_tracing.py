@@ -229,6 +229,12 @@ def test_the_page_draws_the_models_tracing_with_its_notices():
               vt.mask_notice(t)):
         assert n in text
     assert "Only “tired” carries the difference in the encoder" in text
+    # the one-head section opens on the head whose z brings back the most at the pronoun: layer 0 head 3
+    single = [(t.heads.share[r][-1], t.heads.rows[r]) for r in range(len(t.heads.rows)) if "all" not in t.heads.rows[r]]
+    assert max(single)[1] == "layer 0 head 3"
+    assert (at.selectbox(key="tracing_module").value, at.selectbox(key="tracing_head").value) == ("dec.0.cross_attn", 3)
+    q = decode(chart_spec(at, "tracing_head_query")["data"][0]["z"]).reshape(3, 11)
+    assert q[2, -1] == pytest.approx(t.heads.share[3][-1], abs=1e-5)  # its z: the same patch as the heads' grid
 
 
 def test_the_page_refuses_bad_pairs_with_a_message():
@@ -265,3 +271,7 @@ def test_the_mystery_head_is_never_drawn(monkeypatch):
     assert np.isnan(z[3]).all() and not np.isnan(z[2]).any() and "mystery" in fig["data"][0]["y"][3]
     text = all_text(at)
     assert "layer 0 head 3" not in text.replace("\\", "") and "Its weights stay hidden" in text
+    fresh = run_page("tracing")  # no head preset: the section opens on the best head that is not the mystery one
+    no_exception(fresh)
+    assert (fresh.selectbox(key="tracing_module").value, fresh.selectbox(key="tracing_head").value) == \
+        ("dec.1.cross_attn", 3)

@@ -207,8 +207,9 @@ def coref_section(pair: tuple[str, str], cfg, key: str, prose) -> None:
     section(f"Where “{traced.split()[-1]}” reaches the pronoun", prose.DECISION)
     show_story(traced, f"{key}trace_")
     page_link("pages/tracing.py", "Trace it yourself: every layer and position, any pair (Causal tracing)")
-    with fold(prose.BLUNT, f"{key}fold_decision") as shown:
+    with fold(prose.BLUNT_TITLE, f"{key}fold_decision") as shown:
         if shown:
+            st.markdown(prose.BLUNT)
             show_decision(pair, f"{key}decision_")
     page_link("pages/cross_attention.py", "In depth: Encoder-decoder attention, every row of the alignment")
 

@@ -89,17 +89,31 @@ def show_tracing(p: tracing.Pair, prose) -> None:
                 st.dataframe(table([g.share[r] for r in keep], list(g.columns), [g.rows[r] for r in keep]))
 
 
-def show_head(p: tracing.Pair, module: str, head: int) -> None:
-    """One head of `module`, part by part (a mystery box for the plan's mystery head)."""
+def show_head(p: tracing.Pair, modules: list[str], n_heads: int) -> None:
+    """One head, part by part, picked by the reader: the pickers open on the encoder-decoder head that brings the
+    most back (`viz.tracing.best_head`), again whenever the pair or the followed word changes; a mystery box for a
+    plan's mystery head."""
+    cur = current_model()
+    t = _tracing(cur.key, p.clean.text, p.corrupt.text, p.position, p.interventions, cur.bundle)
+    ss, keys = st.session_state, ("tracing_module", "tracing_head")
+    if ss.get("tracing_module_for") != _key(p):
+        first = "tracing_module_for" not in ss
+        ss["tracing_module_for"] = _key(p)
+        if not (first and keys[0] in ss):  # a first visit keeps a choice preset by a link or a test
+            ss[keys[0]], ss[keys[1]] = vt.best_head(t, hidden_head())
+    c1, c2 = st.columns(2)
+    with c1:
+        module = pick("Attention", modules, keys[0], "dec.0.cross_attn")
+    with c2:
+        head = pick("Head", range(n_heads), keys[1], 0, format_func=lambda h: f"head {h}")
     if hidden_head() == (module, head):
         mystery_box(head, height=160)
         return
-    cur = current_model()
     h = _head(cur.key, p.clean.text, p.corrupt.text, p.position, p.interventions, module, head, cur.bundle)
 
     def draw() -> None:
         for g, key in ((h.query, "query"), (h.key, "key")):
-            chart(vt.grid_figure(g, p.word, height=160 + 30 * len(g.rows)), key=f"tracing_head_{key}")
+            chart(vt.grid_figure(g, p.word, height=190 + 30 * len(g.rows), title=g.title), key=f"tracing_head_{key}")
         notice(vt.head_notice(h))
 
     once("tracing.head", (*_key(p), module, head), draw)

@@ -35,7 +35,7 @@ def _rows(s: Story, hidden: tuple[str, int] | None) -> tuple[list[tuple[str, flo
                     (f"layer {i} enc-dec heads together", s.heads_together(i))]
     layer, head, share = s.best_head(hidden)
     patched.append((f"best single head: layer {layer} head {head}", share))
-    lost = [(f"hidden from {row}", s.hidden_loss(row)) for row in s.tracing.mask.rows]
+    lost = [(row, s.hidden_loss(row)) for row in s.tracing.mask.rows]
     return patched, lost
 
 
@@ -47,15 +47,16 @@ def story_figure(s: Story, hidden: tuple[str, int] | None = None) -> go.Figure:
     fig = make_subplots(rows=2, cols=1, vertical_spacing=0.16, row_heights=[len(patched), len(lost)],
                         subplot_titles=[f"patched from “…{s.words[s.adjective]}” into “…{s.partner.split()[-1]}”: "
                                         f"share of p({pron})'s difference brought back",
-                                        f"{_w(s, s.adjective)} hidden (weight 0, rows renormalised): share of "
-                                        f"p({pron})'s difference lost"])
+                                        f"{_w(s, s.adjective)} hidden from a layer (weight 0, rows renormalised): "
+                                        f"share of p({pron})'s difference lost"])
     for row, bars in ((1, patched), (2, lost)):
         fig.add_trace(go.Bar(y=[b[0] for b in bars], x=[b[1] for b in bars], orientation="h",
                              marker_color=[ORANGE if b[1] >= HALF else BLUE for b in bars],
                              text=[f"{num(b[1])}" for b in bars], textposition="outside", cliponaxis=False,
                              hovertemplate="%{y}: %{x:.4f}<extra></extra>", showlegend=False), row=row, col=1)
-        fig.update_yaxes(autorange="reversed", type="category", row=row, col=1)
-        fig.update_xaxes(range=[min(0.0, min(b[1] for b in bars)) - 0.02, 1.2], row=row, col=1)
+        fig.update_yaxes(autorange="reversed", type="category", automargin=True, ticksuffix=" ", row=row, col=1)
+        low = min(b[1] for b in bars)  # a share below 0 writes its number left of 0: room for it
+        fig.update_xaxes(range=[-0.15 if low < 0 else -0.02, 1.2], row=row, col=1)
     fig.add_vline(x=HALF, line_dash="dot", line_color="#9e9e9e")
     fig.update_layout(height=120 + 24 * (len(patched) + len(lost)), margin={"l": 10, "r": 10, "t": 40, "b": 10})
     return fig

@@ -48,14 +48,15 @@ def hidden_rows(g: Grid, hidden: tuple[str, int] | None) -> set[int]:
             if module == f"dec.{label.split()[1]}.cross_attn" and label.split()[3] == str(head)}
 
 
-def grid_figure(g: Grid, word: str, hidden: set[int] = frozenset(), height: int | None = None) -> go.Figure:
+def grid_figure(g: Grid, word: str, hidden: set[int] = frozenset(), height: int | None = None,
+                title: str | None = None) -> go.Figure:
     """The grid as a heatmap: share restored (or lost) per (row, position), 1 = all of the difference; the word's
     probability in that run on hover. Rows in `hidden` are blank and labelled as the mystery head."""
     z = np.array(g.share, dtype=float)
     rows = [f"{label} {MYSTERY}" if r in hidden else label for r, label in enumerate(g.rows)]
     z[list(hidden)] = np.nan
     what = "share lost" if g.lost else "share restored"
-    fig = heatmap(z, list(g.columns), rows, "share", x_title="position", y_title="", digits=2,
+    fig = heatmap(z, list(g.columns), rows, "share", title=title, x_title="position", y_title="", digits=2,
                   height=height or max(200, min(520, 70 + 30 * len(rows))))
     prob = np.array(g.prob, dtype=float)
     prob[list(hidden)] = np.nan
@@ -64,6 +65,16 @@ def grid_figure(g: Grid, word: str, hidden: set[int] = frozenset(), height: int 
                       hovertemplate=f"%{{y}}<br>position %{{x}}<br>{what}: %{{text}}<br>p({word}): "
                                     "%{customdata}<extra></extra>")
     return fig
+
+
+def best_head(t: Tracing, hidden: tuple[str, int] | None = None) -> tuple[str, int]:
+    """(module, head) of the encoder-decoder head whose z, patched alone at the followed position, brings back the
+    most (a plan's mystery head left out): where the page's one-head section opens."""
+    g = t.heads
+    rows = [r for r in range(len(g.rows)) if "all" not in g.rows[r] and r not in hidden_rows(g, hidden)]
+    r = max(rows, key=lambda r: g.share[r][-1] if g.share[r][-1] == g.share[r][-1] else -1.0)  # (nan: untraceable)
+    words = g.rows[r].split()
+    return f"dec.{words[1]}.cross_attn", int(words[3])
 
 
 def _cells(g: Grid, hidden: set[int] = frozenset()):

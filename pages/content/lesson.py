@@ -119,8 +119,9 @@ TEXT: dict[str, str] = {
         "sentence, put back one vector of the “tired” run (one word's vector in the encoder, the decoder's vector "
         "at the pronoun after one sublayer, the output of encoder-decoder heads) and see how much of il comes back; "
         "then run “tired” with the adjective hidden from a layer and see how much of il goes. **Question for the "
-        "class:** put back the encoder's vector of one English word from the “tired” run into the “wide” run: "
-        "which word brings il back, *animal*, *street*, *it* or *tired*? The top bars answer it. Where both "
+        "class** (predict before you look at the bars): put back the encoder's vector of one English word from the "
+        "“tired” run into the “wide” run: which word brings il back, *animal*, *street*, *it* or *tired*? The top "
+        "bars answer it. Where both "
         "nouns have the same gender (the dog, the bridge), the adjective cannot change the pronoun."),
     "output": (
         "Back to the position followed in steps {step_masked} and {step_cross}. After {n_dec} decoder layers, "

@@ -97,17 +97,17 @@ def focus(layer: int, head: int, referent: str, other: str, adjective: str, weig
             "pronoun is measured by tracing (page *Causal tracing*, and the last section of the self-attention page).")
 
 
-DECISION = ("**Where the adjective reaches the pronoun, measured.** A weight shows where a row reads, not what the "
-            "pronoun needs. So we intervene: run the other sentence (“…too wide” for “…too tired”), put back one "
-            "vector of this sentence's run, and see how much of the pronoun comes back; or hide the adjective from "
-            "one attention layer (its weight 0, rows renormalised) and see how much goes. Each bar is one such run "
+DECISION = ("A weight shows where a row reads, not what the pronoun needs. So we intervene: run the other sentence "
+            "(“…too wide” for “…too tired”), put back one vector of this sentence's run, and see how much of the "
+            "pronoun comes back; or hide the adjective from one attention layer (its weight 0, rows renormalised) "
+            "and see how much goes. Each bar is one such run "
             "(page *Causal tracing* shows every layer and position, and any pair you type). **Question for the "
-            "class:** which English word's encoder vector, put back, brings the pronoun back: the animal, the "
-            "street, *it*, or the adjective?")
-BLUNT = ("The blunt experiment: switch heads off. Every head whose row reads the adjective strongly, all at once, "
-         "and each decoder layer's encoder-decoder attention. A switched-off head brings nothing at all, which is "
-         "not the same as bringing the other sentence's evidence, and a whole layer off often changes other words "
-         "too.")
+            "class** (predict before you look): which English word's encoder vector, put back, brings the pronoun "
+            "back: the animal, the street, *it*, or the adjective?")
+BLUNT_TITLE = "The blunt experiment: switch off the heads that read the adjective, or a whole decoder layer"
+BLUNT = ("Every head whose row reads the adjective strongly, all at once, and each decoder layer's encoder-decoder "
+         "attention, switched off. A switched-off head brings nothing at all, which is not the same as bringing the "
+         "other sentence's evidence, and a whole layer off often changes other words too.")
 
 
 COREF_CAPTION = ("The translations (il / elle) show whether the model resolved *it*. A head with nothing useful to "
