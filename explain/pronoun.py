@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from explain.tracing import HALF, Pair, Tracing, pair, trace_pair
+from explain.tracing import HALF, Pair, Tracing, at_position, pair, trace_pair
 from model.checkpoint import Bundle
 from model.coref import PRONOUNS, coref_parts, partner
 from model.pipeline import prepare
@@ -119,6 +119,6 @@ def story(bundle: Bundle, text: str, iv: Interventions | None = None) -> Story |
     pron, their_pron = (mine[1] if mine else None), (theirs[1] if theirs else None)
     tracing = None
     if mine is not None and their_pron is not None and pron != their_pron:
-        p = first if first.position == mine[0] else pair(bundle, text, other, mine[0], iv)
+        p = first if first.position == mine[0] else at_position(bundle, first, mine[0])
         tracing = trace_pair(bundle, p, every_position=False) if p.traceable else None
     return Story(text, other, pron, their_pron, c.it, c.adjective, c.animal, c.place, tracing)

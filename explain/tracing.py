@@ -151,13 +151,20 @@ def pair(bundle: Bundle, clean_text: str, corrupt_text: str, position: int | Non
     other = tuple(bundle.tgt_vocab.decode(g_corrupt.tokens))
     if not words:
         raise NotAPair("The model writes nothing for the first sentence: there is no word to follow.")
-    t = first_difference(words, other) if position is None else position
-    t = min(t if t is not None else 0, len(words) - 1)
     out = tuple(g_clean.tokens)
-    base = Pair(clean, corrupt, out, words, other, t, words[t], out[t], differs, 0.0, 0.0, iv)
-    p_clean, p_corrupt = (float(traced(model, p.src(), base.tgt_in(), iv)["probs"][0, t, out[t]])
-                          for p in (clean, corrupt))
-    return replace(base, p_clean=p_clean, p_corrupt=p_corrupt)
+    first = Pair(clean, corrupt, out, words, other, 0, words[0], out[0], differs, 0.0, 0.0, iv)
+    default = first_difference(words, other) or 0  # (the same translations: the first word)
+    return at_position(bundle, first, default if position is None else position)
+
+
+def at_position(bundle: Bundle, p: Pair, position: int) -> Pair:
+    """The same pair (translations kept) following another word of the first translation: both runs teacher-forced
+    up to it, its probability read in each (two traced passes)."""
+    t = max(0, min(position, len(p.clean_words) - 1))
+    moved = replace(p, position=t, word=p.clean_words[t], word_id=p.clean_out[t])
+    probs = [float(traced(bundle.model, x.src(), moved.tgt_in(), p.interventions)["probs"][0, t, moved.word_id])
+             for x in (p.clean, p.corrupt)]
+    return replace(moved, p_clean=probs[0], p_corrupt=probs[1])
 
 
 # --- the runs ---------------------------------------------------------------------------------------------

@@ -23,24 +23,29 @@ from viz.heatmap import table
 
 
 @session_cache(max_entries=64)
-def _pair(model_key: str, clean: str, corrupt: str, position: int | None, iv: Interventions,
-          _bundle: Bundle) -> tracing.Pair | str:
+def _pair(model_key: str, clean: str, corrupt: str, iv: Interventions, _bundle: Bundle) -> tracing.Pair | str:
     try:
-        return tracing.pair(_bundle, clean, corrupt, position, iv)
+        return tracing.pair(_bundle, clean, corrupt, iv=iv)
     except tracing.NotAPair as e:
         return str(e)
 
 
+@session_cache(max_entries=64)
+def _at(model_key: str, clean: str, corrupt: str, iv: Interventions, position: int, _bundle: Bundle,
+        _p: tracing.Pair) -> tracing.Pair:
+    return tracing.at_position(_bundle, _p, position)
+
+
 @session_cache(max_entries=32)
-def _tracing(model_key: str, clean: str, corrupt: str, position: int, iv: Interventions,
-             _bundle: Bundle) -> tracing.Tracing:
-    return tracing.trace_pair(_bundle, tracing.pair(_bundle, clean, corrupt, position, iv))
+def _tracing(model_key: str, clean: str, corrupt: str, iv: Interventions, position: int, _bundle: Bundle,
+             _p: tracing.Pair) -> tracing.Tracing:
+    return tracing.trace_pair(_bundle, _p)
 
 
 @session_cache(max_entries=64)
-def _head(model_key: str, clean: str, corrupt: str, position: int, iv: Interventions, module: str, head: int,
-          _bundle: Bundle) -> tracing.HeadTracing:
-    return tracing.trace_head(_bundle, tracing.pair(_bundle, clean, corrupt, position, iv), module, head)
+def _head(model_key: str, clean: str, corrupt: str, iv: Interventions, position: int, module: str, head: int,
+          _bundle: Bundle, _p: tracing.Pair) -> tracing.HeadTracing:
+    return tracing.trace_head(_bundle, _p, module, head)
 
 
 @session_cache(max_entries=32)
@@ -49,15 +54,25 @@ def _story(model_key: str, text: str, iv: Interventions, _bundle: Bundle) -> pro
 
 
 def pair(clean: str, corrupt: str, position: int | None = None) -> tracing.Pair | str:
-    """The two sentences under the current model and switches, or the reason they cannot be traced."""
+    """The two sentences under the current model and switches, following the word at `position` of the first
+    translation (None: the first word where the translations differ), or the reason they cannot be traced. The
+    translations are computed once per pair; another position costs two traced passes."""
     cur = current_model()
-    return _pair(cur.key, used_text(clean), used_text(corrupt), position, interventions(), cur.bundle)
+    p = _pair(cur.key, used_text(clean), used_text(corrupt), interventions(), cur.bundle)
+    if isinstance(p, str) or position is None or position == p.position:
+        return p
+    return _at(cur.key, p.clean.text, p.corrupt.text, p.interventions, position, cur.bundle, p)
 
 
 def story(text: str) -> pronoun.Story | None:
     """The pronoun story of a coreference sentence (None for another sentence)."""
     cur = current_model()
     return _story(cur.key, used_text(text), interventions(), cur.bundle)
+
+
+def _args(p: tracing.Pair) -> tuple:
+    """What names a pair's computations in the caches (the pair itself rides along, unhashed)."""
+    return p.clean.text, p.corrupt.text, p.interventions, p.position
 
 
 def _key(p: tracing.Pair) -> tuple:
@@ -67,7 +82,7 @@ def _key(p: tracing.Pair) -> tuple:
 def show_tracing(p: tracing.Pair, prose) -> None:
     """The four grids of the pair, each with its notice and its exact numbers."""
     cur = current_model()
-    t = _tracing(cur.key, p.clean.text, p.corrupt.text, p.position, p.interventions, cur.bundle)
+    t = _tracing(cur.key, *_args(p), cur.bundle, p)
     hidden = hidden_head()
     blank = vt.hidden_rows(t.heads, hidden)
     for key, g, text, note in (("encoder", t.encoder, prose.ENCODER, lambda: vt.encoder_notice(t)),
@@ -94,7 +109,7 @@ def show_head(p: tracing.Pair, modules: list[str], n_heads: int) -> None:
     most back (`viz.tracing.best_head`), again whenever the pair or the followed word changes; a mystery box for a
     plan's mystery head."""
     cur = current_model()
-    t = _tracing(cur.key, p.clean.text, p.corrupt.text, p.position, p.interventions, cur.bundle)
+    t = _tracing(cur.key, *_args(p), cur.bundle, p)
     ss, keys = st.session_state, ("tracing_module", "tracing_head")
     if ss.get("tracing_module_for") != _key(p):
         first = "tracing_module_for" not in ss
@@ -109,7 +124,7 @@ def show_head(p: tracing.Pair, modules: list[str], n_heads: int) -> None:
     if hidden_head() == (module, head):
         mystery_box(head, height=160)
         return
-    h = _head(cur.key, p.clean.text, p.corrupt.text, p.position, p.interventions, module, head, cur.bundle)
+    h = _head(cur.key, *_args(p), module, head, cur.bundle, p)
 
     def draw() -> None:
         for g, key in ((h.query, "query"), (h.key, "key")):
