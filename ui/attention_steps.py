@@ -12,6 +12,7 @@ import streamlit as st
 from model import pipeline
 from model.experiments import dot_product_samples, one_head_left, saturation, summarize
 from model.textbook import from_book
+from ui.classroom.plans import hidden_head
 from ui.models import analysis, coref_decision, current_model, saturation_rows, session_cache, used_text, variance_rows
 from ui.state import interventions
 from ui.tracing import show_story
@@ -177,10 +178,12 @@ def show_decision(texts: tuple[str, ...], key: str) -> None:
             return
         chart(vc.decision_figure(decisions), key=f"{key}decision", config=NO_BAR)
         for d in decisions:
-            notice(vc.decision_notice(d))
+            notice(vc.decision_notice(d, hidden))
 
-    # a decision is of the current model under the current interventions (ui.models.coref_decision)
-    once("decision", (current_model().key, texts, repr(interventions()), key), draw)
+    # a decision is of the current model under the current interventions (ui.models.coref_decision); a plan's mystery
+    # head is never named while it is hidden
+    hidden = hidden_head()
+    once("decision", (current_model().key, texts, repr(interventions()), key, hidden), draw)
 
 
 def _set_sentence(sentence: str) -> None:
