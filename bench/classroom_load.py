@@ -545,19 +545,23 @@ async def votes(url: str, n: int, timeout: float, rounds: int = 2) -> dict:
     students: list[StreamlitSession] = []
     for i in range(0, n, 10):
         students += await asyncio.gather(*(join(url, code, timeout=timeout) for _ in range(min(10, n - i))))
-    stream: list[tuple[float, int]] = []  # (when, tally) as the teacher's event stream said
-    shown: list[tuple[float, int]] = []  # (when, answers) as the teacher's screen showed
+    # what the teacher's page watches: seq + tally (ui/classroom/panels.py TEACHER_WATCH); every vote moves the tally
+    stream: list[tuple[float, int]] = []  # (when, seq + tally) as the teacher's event stream said
+    shown: list[tuple[float, int]] = []  # (when, seq + tally, answers) as the teacher's screen showed
 
     check = teacher._check
 
+    def watched(c: dict) -> int:
+        return int(c.get("seq", 0)) + int(c.get("tally", 0))
+
     def watch_stream() -> None:
-        if teacher.latest is not None and (not stream or teacher.latest.get("tally", 0) != stream[-1][1]):
-            stream.append((time.perf_counter(), int(teacher.latest.get("tally", 0))))
+        if teacher.latest is not None and (not stream or watched(teacher.latest) != stream[-1][1]):
+            stream.append((time.perf_counter(), watched(teacher.latest)))
         check()
 
-    def watch_screen(t: StreamlitSession) -> None:  # what the teacher's page drew: its tally, and its count
-        hit = re.search(r"question: (\d+) answers?", t.text(1))
-        if hit and t.sync and t.sync.get("watch") == "tally":
+    def watch_screen(t: StreamlitSession) -> None:  # what the teacher's page drew: its counters, and its count
+        hit = re.search(r"Question: (\d+) answers?", t.text(1))
+        if hit and t.sync and t.sync.get("watch") == "seq+tally":
             shown.append((time.perf_counter(), int(t.sync["drawn"]), int(hit[1])))
 
     teacher._check, teacher.on_full_run = watch_stream, watch_screen
@@ -594,7 +598,7 @@ async def votes(url: str, n: int, timeout: float, rounds: int = 2) -> dict:
         t_done = time.perf_counter()
         deadline = t_done + timeout
         await asyncio.sleep(0.5)
-        top = max(c for _, c in stream)  # the tally after the last vote (every vote and change moves it)
+        top = max(c for _, c in stream)  # seq + tally after the last vote (every vote and change moves the tally)
         t_stored = next(t for t, c in stream if c == top)  # the last vote stored and announced
         while time.perf_counter() < deadline and not any(d >= top for _, d, _ in shown):
             await asyncio.sleep(0.05)

@@ -12,6 +12,7 @@ from model.textbook import thinking_machines
 from pages.content import self_attention as text
 from ui import shell
 from ui.attention_steps import coref_section, show_steps, show_why_scale
+from ui.classroom.plans import hidden_head, mystery_box
 from ui.models import analysis, content_key, coref_defaults, current_model, projection
 from ui.state import DEFAULT_SENTENCE
 from ui.widgets import figure, fold, md, next_link, notice, pick, require_sentence, section, sentence_header
@@ -92,6 +93,9 @@ def one_head(a, cfg, focus) -> None:
             st.markdown(text.focus(focus.layer, focus.head, *(md(va.word_of(labels[j])) for j in (c.referent, c.other,
                                    c.adjective)), focus.weight, focus.other))
         st.markdown(f"Query word **{md(labels[word])}**, encoder layer {layer}, head {head}.")
+        if hidden_head() == (f"enc.{layer}.self_attn", head):  # the class's mystery head: hidden until the reveal
+            mystery_box(head)
+            return
         show_steps(va.word_steps(a.trace, f"enc.{layer}.self_attn", head, word), labels, labels[word], f"{P}w_",
                    off=(f"enc.{layer}.self_attn", head) in iv.heads_off, proj=projection(a, layer, head, word),
                    content=(*content_key(a), layer, head, word))

@@ -96,13 +96,13 @@ def test_plan_moves_the_class_stop_by_stop(store):
     class_ = students(code, 3)
     for s in class_:
         assert ss(s, "sentence") == plan.stops[0].state["sentence"] and title(s) == "The Transformer at a glance"
-        assert "Stop 1 of 7" in banner(s) and "became il" in banner(s)
+        assert f"Stop 1 of {len(plan.stops)}" in banner(s) and "became il" in banner(s)
 
     t.sidebar.button(key="plan_next").click().run()  # stop 2: the wide sentence and a question
     no_exception(t)
     for s in class_:
         s.run()
-        assert ss(s, "sentence").endswith("too wide") and "Stop 2 of 7" in banner(s)
+        assert ss(s, "sentence").endswith("too wide") and f"Stop 2 of {len(plan.stops)}" in banner(s)
         assert ss(s, "_class_snap").question.options == ("animal", "street", "it", "wide")
     class_[0].button(key="class_answer_1_3").click().run()  # a stop's question is a peer-instruction vote
     assert store.votes(code, secret=ss(t, "_class_secret")).first == {3: 1}

@@ -279,14 +279,15 @@ def test_the_mystery_head_is_never_drawn(monkeypatch):
 
 def test_the_mystery_head_is_not_named_on_the_self_attention_page(monkeypatch):
     """While a plan hides decoder layer 1's head 0 (the head that reads "wide" most), the coreference section names
-    no encoder-decoder head's own weight: neither the switch-off notice nor the tracing's best head."""
-    import ui.attention_steps
+    no encoder-decoder head's own number: the switch-off notice waits for the reveal (ui.attention_steps), and the
+    tracing's best single head leaves the mystery head out."""
+    import ui.classroom.plans
 
     hidden = ("dec.1.cross_attn", 0)
-    monkeypatch.setattr(ui.attention_steps, "hidden_head", lambda: hidden)
+    monkeypatch.setattr(ui.classroom.plans, "hidden_head", lambda: hidden)
     monkeypatch.setattr(ui.tracing, "hidden_head", lambda: hidden)
     at = run_page("self_attention", sentence=WIDE)
     no_exception(at)
     text = all_text(at).replace("\\", "")
-    assert "each head's weight hidden while a head is a mystery" in text and "heads: 0.69" not in text
+    assert "heads: 0.69" not in text and "would give the mystery head away" in text
     assert "layer 1 head 0" not in text and "The mystery head is left out until your teacher reveals it" in text

@@ -12,7 +12,7 @@ import streamlit as st
 from model import pipeline
 from model.experiments import dot_product_samples, one_head_left, saturation, summarize
 from model.textbook import from_book
-from ui.classroom.plans import hidden_head
+from ui.classroom.plans import mystery_in, mystery_wait
 from ui.models import analysis, coref_decision, current_model, saturation_rows, session_cache, used_text, variance_rows
 from ui.state import interventions
 from ui.tracing import show_story
@@ -156,6 +156,9 @@ def show_coref(ca, name: str, n_layers: int, n_heads: int, key: str, no_it: str)
     if c is None:
         st.info(no_it)
         return
+    if mystery_in("enc."):  # every encoder head of the sentence: the class's mystery head among them
+        mystery_wait("Where “it” looks in every encoder head")
+        return
     rows = vh.word_across_layers(ca.trace, "enc", "self_attn", n_layers, c.it)
     hl = vh.head_labels(n_layers, n_heads)
     focus = vc.coref_focus(ca.trace, n_layers, c)
@@ -177,12 +180,14 @@ def show_decision(texts: tuple[str, ...], key: str) -> None:
             st.info("The model writes neither il nor elle here, so there is no pronoun to follow.")
             return
         chart(vc.decision_figure(decisions), key=f"{key}decision", config=NO_BAR)
+        if hidden:  # its notice gives each decoder head's weight on the adjective, the mystery head's too
+            mystery_wait("The experiment's numbers per head")
+            return
         for d in decisions:
-            notice(vc.decision_notice(d, hidden))
+            notice(vc.decision_notice(d))
 
-    # a decision is of the current model under the current interventions (ui.models.coref_decision); a plan's mystery
-    # head is never named while it is hidden
-    hidden = hidden_head()
+    # a decision is of the current model under the current interventions (ui.models.coref_decision)
+    hidden = mystery_in("dec.")
     once("decision", (current_model().key, texts, repr(interventions()), key, hidden), draw)
 
 

@@ -68,10 +68,12 @@ def _pages() -> dict[str, list[StreamlitPage]]:
     return ss[PAGES_KEY][0]
 
 
-def navigation() -> StreamlitPage:
-    """app.py's navigation; marks this script run as going through it."""
+def navigation(top: bool = False) -> StreamlitPage:
+    """app.py's navigation; marks this script run as going through it. `top`: the pages in a bar above the page
+    (a teacher's projector: the sidebar then starts with the class's controls), else listed in the sidebar."""
     _local.inside = True
-    return st.navigation(_pages(), expanded=True)  # every page listed (Streamlit folds more than 10)
+    # every page listed (Streamlit folds more than 10)
+    return st.navigation(_pages(), expanded=True, position="top" if top else "sidebar")
 
 
 def page_object(file: str) -> StreamlitPage | None:

@@ -110,7 +110,7 @@ def _off(o, d: Decision, p: float, what: str) -> str:
     return out
 
 
-def decision_notice(d: Decision, hidden: tuple[str, int] | None = None) -> str:
+def decision_notice(d: Decision) -> str:
     """The row that writes the pronoun, what it reads, and the switch-off runs, stated as what the model wrote.
 
     Rules: the row "reads" the adjective in a layer when its head-average weight there is >= READS (0.5), else the
@@ -118,18 +118,16 @@ def decision_notice(d: Decision, hidden: tuple[str, int] | None = None) -> str:
     >= READS is named, and the run with all of them off is reported; a run's pronoun is "still" the same or
     "instead" another, and "other words change too" only when other words of the greedy translation changed.
     No causal verdict: switching a whole layer off changes more than the pronoun (the tracing says where the
-    adjective's evidence goes, explain/pronoun.py). While a lesson plan hides an encoder-decoder head (`hidden`),
-    the notice gives no head's own weight and names no head."""
+    adjective's evidence goes, explain/pronoun.py). (While a lesson plan hides a decoder head, ui.attention_steps
+    shows no such notice at all.)"""
     L = d.reading_layer
     avg = d.average(L)
-    secret = hidden is not None and hidden[0].endswith("cross_attn")
-    heads = "each head's weight hidden while a head is a mystery" if secret else \
-        "heads: " + ", ".join(f"{w:.2f}" for w in d.reads[L])
+    heads = "heads: " + ", ".join(f"{w:.2f}" for w in d.reads[L])
     reads = (f"reads “{d.adjective}” with {avg:.2f} on average in decoder layer {L} ({heads})" if avg >= READS
              else f"reads “{d.adjective}” only weakly: {avg:.2f} on average at most, in decoder layer {L} ({heads})")
     p = d.p_il if d.pronoun == "il" else d.p_elle
     out = f"The decoder row that writes “{d.pronoun}” (input “{d.row_input.split(' ', 1)[-1]}”, p = {p:.2f}) {reads}."
-    if d.readers_off is not None and not secret:
+    if d.readers_off is not None:
         out += (f" Heads whose row gives “{d.adjective}” {READS:g} or more: {_heads(d.readers)}. "
                 + _off(d.readers_off, d, p, "All of them switched off at once") + ".")
         if d.readers_off.pronoun == d.pronoun:

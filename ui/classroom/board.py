@@ -35,6 +35,7 @@ from ui.widgets import chart, matrix, md
 from viz.classroom import board_figure, board_notice, board_table
 
 RUN, SHARED, USED, SHARED_JOB = "_class_run", "_class_run_shared", "_class_model_used", "_class_model_job"
+RUN_HIDDEN = "_class_run_hidden"  # the teacher's finished run this student put away: (class, state, step, model)
 SHARE_SECONDS = 3.0  # the teacher's running job reaches the class at most this often (each share reruns its pages)
 
 
@@ -199,9 +200,14 @@ def class_run_panel() -> None:
             chart(figure, key="class_run_figure")
             attention_panel(run)
         return
+    which = (cls.code(), run["state"], run["step"], run["model"])
+    if ss().get(RUN_HIDDEN) == which:  # put away by this student
+        return
     with st.container(border=True, key="class_run_done"):
         st.markdown(f":material/model_training: **Your teacher's training run {run['state']} after {run['step']} "
                     f"steps** · {line}")
+        st.button("Put this away", key="class_run_hide", icon=":material/close:",
+                  on_click=lambda: ss().__setitem__(RUN_HIDDEN, which))
         if run["model"] and ss().get(USED) == (cls.code(), run["model"]) and ss().get("model") == "mine":
             st.caption("You explore this model: it is “My model” in your sidebar, on every page.")
         elif run["model"]:

@@ -112,6 +112,12 @@ def read_pace() -> dict | None:
     s[PACE] = pace
     if not leads():
         s.pop(cls.APPLIED, None)  # when the teacher leads again, a follower takes the teacher's state afresh
+    if cls.is_student():
+        seen = s.get(cls.RECALLED)
+        s[cls.RECALLED] = pace["recall"]
+        if seen is not None and pace["recall"] > seen and not s.get(cls.FOLLOWING):
+            cls.set_following(True)  # the teacher brought everyone back
+            cls.notify("Your teacher brought the class back together: you follow the teacher's screen again.")
     return pace
 
 
@@ -138,6 +144,26 @@ def current_stop() -> tuple[int, P.Stop] | None:
     return (i, plan.stops[i]) if plan is not None and 0 <= i < len(plan.stops) else None
 
 
+def shows(stop: P.Stop, state: dict) -> bool:
+    """`state` (a session's shared state) is the stop's view: every key the stop names (page, sentence, model,
+    switches, lesson step) has the stop's value."""
+    return all(state.get(k) == v for k, v in stop.state.items() if k != "own_model")
+
+
+def stop_of(state: dict) -> int | None:
+    """The index of the first stop of the class's plan whose view `state` is, or None."""
+    plan = class_plan()
+    return next((i for i, stop in enumerate(plan.stops) if shows(stop, state)), None) if plan else None
+
+
+def at_stop() -> bool:
+    """This session shows the class's current stop. When the teacher leaves it (a new sentence, another page, a
+    projected snapshot), its caption no longer belongs above the page."""
+    stop = current_stop()
+    page = ss().get(cls.TEACHER_PAGE) if cls.is_teacher() else ss().get(LAST_PAGE)
+    return stop is not None and shows(stop[1], cls.shared_state(page))
+
+
 def hidden_head() -> tuple[str, int] | None:
     """The mystery head of the class's current stop while it is not revealed: (module, head), else None."""
     stop = current_stop()
@@ -145,6 +171,20 @@ def hidden_head() -> tuple[str, int] | None:
         return None
     module, _, head = stop[1].hidden_head.partition(":")
     return module, int(head)
+
+
+def mystery_in(module_prefix: str) -> bool:
+    """The class's unrevealed mystery head is in a module starting with `module_prefix` ("dec." and "cross_attn"
+    in it, "enc."...): a section that draws every head of those modules (or numbers computed from all of them)
+    waits for the reveal too."""
+    hidden = hidden_head()
+    return hidden is not None and hidden[0].startswith(module_prefix)
+
+
+def mystery_wait(what: str) -> None:
+    """Where a section would give the mystery head away: a line that says it waits for the reveal."""
+    st.info(f":material/help: {what} would give the mystery head away: it appears when your teacher reveals it.",
+            icon=":material/visibility_off:")
 
 
 def mystery_box(head: int, height: int | None = None) -> None:
@@ -167,13 +207,27 @@ def pause_screen() -> None:
 def stop_banner() -> None:
     """Above the page: the class's current stop, for the teacher and the students who follow."""
     stop = current_stop()
-    if stop is None or not (cls.is_teacher() or (cls.following() and leads())):
+    if not (cls.is_teacher() or (cls.following() and leads())):
+        return
+    shot_banner()
+    if stop is None or not at_stop():  # the teacher left the stop: its caption no longer belongs here
         return
     i, s = stop
     text = f"**Stop {i + 1} of {len(class_plan().stops)}**" + (f": {md(s.caption)}" if s.caption else "")
     if hidden_head() is not None:
         text += " · one head is a mystery until the reveal"
     st.info(text, icon=":material/flag:")
+
+
+def shot_banner() -> None:
+    """Above the page while the class shows a projected snapshot: whose it is and its note."""
+    shot = pace().get("shot")
+    page = ss().get(cls.TEACHER_PAGE) if cls.is_teacher() else ss().get(LAST_PAGE)
+    if not shot or not all(cls.shared_state(page).get(k) == v for k, v in shot["state"].items()):
+        return
+    note = f": “{md(shot['note'])}”" if shot["note"] else " (no note)"
+    st.info(f"**Snapshot {shot['n']} from student {shot['student']}**{note} · {describe(shot['state'])}",
+            icon=":material/photo_camera:")
 
 
 # -- the teacher ------------------------------------------------------------------------------------------------
@@ -184,7 +238,7 @@ def go_to_stop(i: int) -> None:
     if plan is None or not 0 <= i < len(plan.stops):
         return
     stop = plan.stops[i]
-    if cls.teacher_call(lambda c, k: cls.store().set_pace(c, k, stop=i, reveal=False)) is None:
+    if cls.teacher_call(lambda c, k: cls.store().set_pace(c, k, stop=i, reveal=False, shot=None)) is None:
         return
     show_state(stop.state)
     if stop.question is not None:
@@ -195,7 +249,12 @@ def go_to_stop(i: int) -> None:
 
 
 def show_state(state: dict) -> None:
-    """This session shows `state` (a stop's, a snapshot's): its values now, its page at the next run."""
+    """This session shows `state` (a stop's, a snapshot's): its values now, its page at the next run. A teacher's
+    console shows nothing itself: the class's state becomes `state`, which its lead screen (the projector) then
+    shows (ui/classroom/session.py `adopt`), and the class with it."""
+    if cls.is_console():
+        cls.teacher_call(cls.store().set_state, cls.publishable(state)[0])
+        return
     cls.apply(state)
     page = state.get("page")
     if page in cls.PAGE_FILES:
@@ -229,29 +288,44 @@ def use_draft_in_class() -> None:
         go_to_stop(0)
 
 
-def teacher_bar() -> None:
-    """The teacher's sidebar (every page): the plan's Back / Next, pause, the mystery's reveal."""
+def teacher_bar(main: bool = False) -> None:
+    """The teacher's plan controls: the stop, Back / Next, pause, the mystery's reveal. In the sidebar of every page
+    (on top of it in presenter mode; Back / Next also on PageUp / PageDown, as a presentation clicker sends them, and
+    pause on B); `main`: in the page itself (the console on a second device)."""
     if not cls.is_teacher():
         return
+    sfx = "_console" if main else ""
+    keys = {} if main else {"back": "PageUp", "next": "PageDown", "pause": "B"}
     p, stop = pace(), current_stop()
-    if stop is not None:
-        i, s = stop
-        n = len(class_plan().stops)
-        st.caption(f"Plan: stop {i + 1} of {n}" + (f" · {md(s.caption)}" if s.caption else ""))
-        c1, c2 = st.columns(2)
-        c1.button("Back", key="plan_back", icon=":material/arrow_back:", disabled=i == 0, on_click=go_to_stop,
-                  args=(i - 1,), width="stretch")
-        c2.button("Next", key="plan_next", icon=":material/arrow_forward:", disabled=i + 1 >= n, type="primary",
-                  on_click=go_to_stop, args=(i + 1,), width="stretch")
-        if s.hidden_head is not None and not p["reveal"]:
-            st.button("Reveal the mystery head", key="plan_reveal", icon=":material/visibility:", on_click=set_pace,
-                      kwargs={"reveal": True})
-    if p["paused"]:
-        st.button("Resume the class", key="pace_resume", icon=":material/play_arrow:", type="primary",
-                  on_click=set_pace, kwargs={"paused": False})
-    else:
-        st.button("Pause: eyes on the projector", key="pace_pause", icon=":material/pause:", on_click=set_pace,
-                  kwargs={"paused": True})
+    with st.container(key=f"plan_bar{sfx}"):
+        if stop is not None:
+            i, s = stop
+            n = len(class_plan().stops)
+            left = "" if at_stop() else " · (you left it)"
+            st.caption(f"Plan: **stop {i + 1} of {n}**{left}" + (f" · {md(s.caption)}" if s.caption else ""))
+            # one above the other: each label keeps its room beside its key (a sidebar's half is too narrow)
+            st.button("Next stop", key=f"plan_next{sfx}", icon=":material/arrow_forward:", disabled=i + 1 >= n,
+                      type="primary", on_click=go_to_stop, args=(i + 1,), width="stretch", shortcut=keys.get("next"))
+            st.button("Back a stop", key=f"plan_back{sfx}", icon=":material/arrow_back:", disabled=i == 0,
+                      on_click=go_to_stop, args=(i - 1,), width="stretch", shortcut=keys.get("back"))
+            if left:
+                st.button(f"Back to stop {i + 1}", key=f"plan_again{sfx}", icon=":material/flag:", on_click=go_to_stop,
+                          args=(i,), width="stretch")
+            if s.hidden_head is not None and not p["reveal"]:
+                st.button("Reveal the mystery head", key=f"plan_reveal{sfx}", icon=":material/visibility:",
+                          on_click=set_pace, kwargs={"reveal": True}, width="stretch")
+        if p["paused"]:
+            st.button("Resume the class", key=f"pace_resume{sfx}", icon=":material/play_arrow:", type="primary",
+                      on_click=set_pace, kwargs={"paused": False}, width="stretch", shortcut=keys.get("pause"))
+        else:
+            st.button("Pause: eyes on the projector", key=f"pace_pause{sfx}", icon=":material/pause:",
+                      on_click=set_pace, kwargs={"paused": True}, width="stretch", shortcut=keys.get("pause"))
+
+
+def leads_the_lesson() -> bool:
+    """The teacher shows a stop of the class's plan on the guided lesson: its Back / Next are the plan's (one Next
+    for the class, not the lesson's and the plan's disagreeing)."""
+    return cls.is_teacher() and not cls.is_console() and at_stop()
 
 
 # -- the editor ---------------------------------------------------------------------------------------------------
@@ -451,8 +525,9 @@ def editor() -> None:
                 st.code(link, language=None, wrap_lines=True)
 
 
-def console() -> None:
-    """The teacher's pacing and plan controls on the classroom page."""
+def console(pause: bool = True) -> None:
+    """The teacher's pacing and plan controls on the classroom page (`pause`: with its pause button; the console
+    has one at its top already)."""
     p = pace()
     st.subheader("Pace the class")
     c1, c2 = st.columns([3, 2])
@@ -460,14 +535,13 @@ def console() -> None:
         ss()["pace_mode"] = p["mode"]
         st.radio("Students", list(P.PACE_MODES), key="pace_mode", format_func=P.PACE_LABELS.get,
                  on_change=lambda: set_pace(mode=ss()["pace_mode"]), horizontal=True)
-    with c2:
-        if p["paused"]:
-            st.button("Resume the class", key="pace_resume_main", icon=":material/play_arrow:", type="primary",
-                      on_click=set_pace, kwargs={"paused": False})
-            st.caption("Every student sees “Eyes on the projector”.")
-        else:
-            st.button("Pause: eyes on the projector", key="pace_pause_main", icon=":material/pause:",
-                      on_click=set_pace, kwargs={"paused": True})
+    if pause and p["paused"]:
+        c2.button("Resume the class", key="pace_resume_main", icon=":material/play_arrow:", type="primary",
+                  on_click=set_pace, kwargs={"paused": False})
+        c2.caption("Every student sees “Eyes on the projector”.")
+    elif pause:
+        c2.button("Pause: eyes on the projector", key="pace_pause_main", icon=":material/pause:", on_click=set_pace,
+                  kwargs={"paused": True})
     plan, stop = class_plan(), current_stop()
     st.subheader("Lesson plan")
     if plan is not None and stop is not None:
@@ -483,9 +557,19 @@ def console() -> None:
                       on_click=use_draft_in_class, icon=":material/play_lesson:")
 
 
-def project(state: dict) -> None:
-    """Callback (teacher): show a student's snapshot; the class that follows moves to it."""
-    show_state(state)
+def project(shot: dict) -> None:
+    """Callback (teacher): show a student's snapshot; the class that follows moves to it, its note and its student's
+    number above the page (the pace's `shot`) while the class shows it."""
+    about = {"n": shot["n"], "student": shot["student"], "note": shot["note"], "state": shot["state"]}
+    if cls.teacher_call(lambda c, k: cls.store().set_pace(c, k, shot=about)) is not None:
+        read_pace()
+        show_state(shot["state"])
+
+
+def bring_back() -> None:
+    """Callback (teacher): every student follows the teacher's screen again, whatever they chose (the class's
+    mode becomes "Students follow me")."""
+    set_pace(mode="lead", recall=pace()["recall"] + 1)
 
 
 @st.fragment
@@ -506,5 +590,5 @@ def gallery() -> None:
             st.markdown(f"**Snapshot {shot['n']}** · student {shot['student']}")
             st.markdown(f"“{md(shot['note'])}”" if shot["note"] else "*(no note)*")
             st.caption(describe(shot["state"]))
-            st.button("Project this", key=f"shot_project_{shot['n']}", on_click=project, args=(shot["state"],),
+            st.button("Project this", key=f"shot_project_{shot['n']}", on_click=project, args=(shot,),
                       icon=":material/cast:", width="stretch")

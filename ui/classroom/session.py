@@ -44,6 +44,14 @@ _class_asked          the teacher's last question (model.questions.Question) and
 _class_touched        when this teacher last called touch (monotonic seconds)
 _class_notice         a message for this session, shown once
 _class_unreachable    the class store could not be reached on the last read (the badge says so)
+_class_ended          the message that this session's class has ended: shown above every page until dismissed
+_class_left           how this student left follow mode: "chose" (its button), else the shared keys it changed
+_class_reported       the status this student last reported to the teacher's roster (classroom/roster.py)
+_class_recalled       the class's "bring everyone back" count this student has honoured
+_class_number         this student's number in the class (in the order students joined; shown in the badge)
+_class_console        this teacher's session is a console beside the projector: it never leads the class
+_class_published_v    the version of the class's state this teacher's session last published or showed
+_class_restore_checked  this session looked for a class its browser teaches (a reload is the teacher again)
 ====================  ================================================================================
 
 Security: every teacher operation goes through the store with `_class_secret`, which the store checks;
@@ -87,19 +95,28 @@ SHOWS, RERUNS, EVENTS = "_class_shows", "_class_reruns", "_class_events"
 PUBLISHED, TEACHER_PAGE, ASKED, TOUCHED, NOTICE = ("_class_published", "_class_page", "_class_asked",
                                                    "_class_touched", "_class_notice")
 LINK_TOKEN = "_class_link_token"  # the join link's token (classroom.rules.link_token): teacher and student
+LEFT = "_class_left"  # how this student left follow mode: "chose" (its button) or the shared keys it changed
+REPORTED = "_class_reported"  # the status this student last reported to the class's roster (classroom/roster.py)
+RECALLED = "_class_recalled"  # the class's "bring everyone back" count this student has honoured
+NUMBER = "_class_number"  # this student's number in the class (in the order students joined)
+CONSOLE = "_class_console"  # this teacher's session is a console beside the projector: it never leads the class
+PUBLISHED_V = "_class_published_v"  # the version of the class's state this teacher's session published or showed
+RESTORED = "_class_restore_checked"  # this session has looked for a class its browser teaches (once per session)
 UNREACHABLE = "_class_unreachable"  # the class store could not be reached on this session's last read
+ENDED = "_class_ended"  # the message that the class this session was in has ended (shown until dismissed)
 UNREACHABLE_TEXT = "The class service is unreachable: reconnecting…"
 # the tally (answers, votes, arrivals, snapshots) the teacher's class page drew in this full run (None: another
 # page): when the class's stream announces another, the teacher's sidebar panel redraws the whole page (no timer)
 CONSOLE_TALLY = "_class_console_tally"
 KEYS = (CODE, ROLE, FOLLOWING, SECRET, STUDENT, APPLIED, SHOWS, RERUNS, SNAP, PUBLISHED, TEACHER_PAGE, ASKED, TOUCHED,
-        LINK_TOKEN, UNREACHABLE, CONSOLE_TALLY)
+        LINK_TOKEN, UNREACHABLE, CONSOLE_TALLY, LEFT, REPORTED, RECALLED, NUMBER, CONSOLE, PUBLISHED_V)
 CLASS_PAGE = "classroom"  # the class's own page: its url path
 NOT_SHARED = (CLASS_PAGE, "home")  # pages a teacher visits without taking the class along
 TOUCH_SECONDS = 60.0  # at most one touch a minute (the teacher's page also touches the class each minute)
 RECENT = 8  # the teacher's states before the current one that a late request may still carry (`stale`)
 MAX_RERUNS = 2  # a run that ends on a class that moved meanwhile reruns at once, at most this many times in a row
 PARAM, FOLLOW_PARAM, TOKEN_PARAM = "class", "follow", "k"  # URL: ?class=CODE&k=TOKEN (&follow=0 while exploring)
+CONSOLE_PARAM = "console"  # URL: /classroom?console=TEACHER-KEY opens the class's console (read once, then removed)
 PAGE_FILES = {p.url_path: p.file for p in PAGES}
 STATE_KEYS = tuple(k for k in STATE_FIELDS if k != "own_model")  # what a student's session holds (not news)
 
@@ -127,6 +144,12 @@ def is_student() -> bool:
     return role() == "student"
 
 
+def is_console() -> bool:
+    """A teacher's session that is a console beside the projector: it asks, reveals, projects and paces, and never
+    leads (what it shows is not the class's)."""
+    return is_teacher() and bool(ss().get(CONSOLE))
+
+
 def following() -> bool:
     return is_student() and bool(ss().get(FOLLOWING))
 
@@ -149,6 +172,18 @@ def leave_class(notice: str | None = None) -> None:
             del st.query_params[param]
     if notice:
         notify(notice)
+
+
+def class_over(class_code: str | None, expired: bool = False) -> None:
+    """The class ended (its teacher ended it, or it expired): the session leaves it, and a message that stays on the
+    page until dismissed says so (a toast fades before a student looking at the projector reads it)."""
+    was_teacher = is_teacher()
+    leave_class()
+    name = f"Class {class_code}" if class_code else "The class"
+    ss()[ENDED] = (f"{name} has ended" + (" (or expired after two idle hours)" if expired else "") + ". "
+                   + ("Start a new class on the Classroom page whenever you like." if was_teacher else
+                      "Your screen is yours again: explore on your own, or join another class on the Classroom "
+                      "page."))
 
 
 # -- the shared state -----------------------------------------------------------------------------------
@@ -291,7 +326,12 @@ def join(raw_code: str, follow: bool = True, token: str | None = None) -> bool |
         notify(str(e))
         return False
     forget_class()  # a class this session was in: the address is rewritten for this one at once, below
+    s.pop(ENDED, None)
     s[CODE], s[ROLE], s[STUDENT], s[FOLLOWING], s[SNAP] = snap.code, "student", sid, follow, snap
+    if not follow:
+        s[LEFT] = "chose"  # (an address with follow=0: this student had chosen to explore)
+    with contextlib.suppress(ClassStoreError):
+        s[NUMBER] = store().number(snap.code, sid)
     if token:
         s[LINK_TOKEN] = token
     # Now, not only at the run's end: a run cut short by the next request (a click, the class's next change)
@@ -331,7 +371,7 @@ def poll() -> ClassSnapshot | None:
         return ss().get(SNAP)
     ss().pop(UNREACHABLE, None)
     if snap is None or snap.ended:
-        leave_class("The class has ended." if snap is not None else "The class has ended (or expired).")
+        class_over(code(), expired=snap is None)
         return None
     ss()[SNAP] = snap
     return snap
@@ -356,7 +396,7 @@ def follow_on_run(page: str) -> None:
         if changed and stale(page, changed, applied[2]):
             apply(applied[1])  # a late request wrote old values back: the teacher's again
         elif changed:
-            s[FOLLOWING] = False
+            s[FOLLOWING], s[LEFT] = False, sorted(changed)
             notify("You changed something yourself: you now explore on your own. "
                    "“Follow the teacher” takes you back to the class.")
         if following() and (applied is None or applied[0] != snap.version):
@@ -373,6 +413,10 @@ def set_following(on: bool) -> None:
     """Callback of the badge's buttons (their click reruns the whole app); the address says it at once."""
     ss()[FOLLOWING] = on
     ss().pop(APPLIED, None)  # following again: the teacher's state is applied afresh
+    if on:
+        ss().pop(LEFT, None)
+    else:
+        ss()[LEFT] = "chose"
     write_url()
 
 
@@ -388,13 +432,27 @@ def start_class() -> None:
     state, _ = publishable(class_state(ss().get(TEACHER_PAGE, "overview")))
     try:  # one class per browser (its previous one ends), a few per address: classroom.ClassStore.create
         new_code, secret = store().create(state, client_id(), owner=browser() or session_owner())
-        token = store().join_token(new_code, secret)
     except ClassStoreError as e:
         notify(str(e))
         return
+    become_teacher(new_code, secret)
+    ss()[PUBLISHED], ss()[PUBLISHED_V] = state, 1  # (a new class's state is this session's, version 1)
+
+
+def become_teacher(class_code: str, secret: str, console: bool = False) -> None:
+    """This session is the teacher of `class_code` (its lead screen, or a `console` beside it), and its browser is
+    remembered as such (a reload, a lost connection or a new tab of it is the teacher again: `restore_teacher`).
+    A lead that did not publish yet shows the class's state first (`adopt`, ui/classroom/panels.py)."""
+    leave_class()
     s = ss()
-    s[CODE], s[ROLE], s[SECRET], s[PUBLISHED], s[TOUCHED] = new_code, "teacher", secret, state, time.monotonic()
-    s[LINK_TOKEN] = token
+    s.pop(ENDED, None)
+    s[CODE], s[ROLE], s[SECRET], s[TOUCHED] = class_code, "teacher", secret, time.monotonic()
+    s[CONSOLE] = console
+    with contextlib.suppress(ClassStoreError):
+        s[LINK_TOKEN] = store().join_token(class_code, secret)
+        bid = browser()
+        if bid:
+            store().remember_device(class_code, secret, bid, "console" if console else "lead")
 
 
 def session_owner() -> str:
@@ -402,8 +460,8 @@ def session_owner() -> str:
     return ss().setdefault("_class_owner", new_student_id())
 
 
-def resume_class(key: str) -> bool:
-    """Become the teacher of a class again with its teacher key ("CODE-secret")."""
+def resume_class(key: str, console: bool = False) -> bool:
+    """Become the teacher of a class again with its teacher key ("CODE-secret"): its lead screen, or a `console`."""
     raw, _, secret = str(key).strip().partition("-")
     norm = normalize_code(raw)
     if norm is None or not secret or not store().is_teacher(norm, secret):
@@ -412,18 +470,52 @@ def resume_class(key: str) -> bool:
         time.sleep(min(2.0 ** s["_class_wrong_keys"] / 8, 4.0))  # a wrong key costs a growing wait
         notify("That is not the key of a running class.")
         return False
-    leave_class()
-    s = ss()
-    s[CODE], s[ROLE], s[SECRET], s[TOUCHED] = norm, "teacher", secret, 0.0
-    s[LINK_TOKEN] = store().join_token(norm, secret)
-    s.pop(PUBLISHED, None)  # publish this session's state on this run
+    become_teacher(norm, secret, console=console)
     return True
 
 
-def resume_typed() -> None:
-    """Callback of the class page's Resume button (the teacher-key box's value, then emptied)."""
-    resume_class(str(ss().get("class_resume_key", "")))
+def resume_typed(console: bool = False) -> None:
+    """Callback of the class page's Resume and Console buttons (the teacher-key box's value, then emptied)."""
+    resume_class(str(ss().get("class_resume_key", "")), console=console)
     ss()["class_resume_key"] = ""
+
+
+def console_from_link() -> None:
+    """?console=KEY (the console link the teacher opened on a second device): this session becomes the class's
+    console. The key leaves the address at once."""
+    key = st.query_params.get(CONSOLE_PARAM)
+    if key is None:
+        return
+    with contextlib.suppress(KeyError):
+        del st.query_params[CONSOLE_PARAM]
+    if not (is_teacher() and teacher_key() == key):
+        resume_class(key, console=True)
+
+
+def restore_teacher() -> None:
+    """Once per session, outside any class: a browser that teaches a running class (its projector, or its console)
+    is that class's teacher again, with the same role: a reload, a lost connection or a process that died on the
+    way do not drop the teacher out of the class. A join link (?class=) is a student's, and wins."""
+    s = ss()
+    if s.get(RESTORED) or role() is not None:
+        return
+    s[RESTORED] = True
+    bid = browser()
+    if not bid or st.query_params.get(PARAM) is not None:
+        return
+    try:
+        found = store().device(bid)
+        if found is None:
+            return
+        class_code, device_role, secret = found
+        if not store().is_teacher(class_code, secret):
+            store().forget_device(bid)
+            return
+    except ClassStoreError:
+        return
+    become_teacher(class_code, secret, console=device_role == "console")
+    notify(f"You are still the teacher of class {class_code}" + (" (its console)." if device_role == "console" else
+                                                                  ": your screen shows the class's view."))
 
 
 def teacher_call(op: Callable, *args):
@@ -440,8 +532,14 @@ def teacher_call(op: Callable, *args):
 
 
 def publish(page: str, warn: bool = True) -> None:
-    """In a teacher's run: share the state if it changed; touch the class at most once a minute."""
+    """In a teacher's run: share the state if it changed; touch the class at most once a minute. A console shares
+    nothing (it only touches)."""
     s = ss()
+    if s.get(CONSOLE):
+        if time.monotonic() - s.get(TOUCHED, 0.0) > TOUCH_SECONDS:
+            teacher_call(store().touch)
+            s[TOUCHED] = time.monotonic()
+        return
     if page not in NOT_SHARED and page in PAGE_FILES:
         s[TEACHER_PAGE] = page
     state, refused = publishable(class_state(s.get(TEACHER_PAGE, "overview")))
@@ -450,11 +548,36 @@ def publish(page: str, warn: bool = True) -> None:
                    + " (it holds < or >, or is over 500 characters): the students keep the one before.",
                    icon=":material/visibility_off:")
     if state != s.get(PUBLISHED):
-        if teacher_call(store().set_state, state) is not None:
-            s[PUBLISHED], s[TOUCHED] = state, time.monotonic()
+        version = teacher_call(store().set_state, state)
+        if version is not None:
+            s[PUBLISHED], s[PUBLISHED_V], s[TOUCHED] = state, version, time.monotonic()
     elif time.monotonic() - s.get(TOUCHED, 0.0) > TOUCH_SECONDS:
         teacher_call(store().touch)
         s[TOUCHED] = time.monotonic()
+
+
+def adopt(page: str) -> None:
+    """At the top of a teacher's run: when the class's state moved past what this session published (another
+    device of the teacher: its console's Next or "Project this", a second tab), or this session has not published
+    yet (a reload), this session shows the class's state, and its page; so that it publishes the class's state,
+    never an older one of its own. On the class page a reload stays there. A console takes the state (its questions
+    are about the class's view) and stays on its page."""
+    s = ss()
+    snap = teacher_snapshot()
+    if snap is None:
+        return
+    seen = s.get(PUBLISHED_V)
+    if seen is not None and snap.version <= seen:
+        return
+    state, _ = publishable({k: v for k, v in snap.state.items() if k != "own_model"})
+    apply(state)
+    s[PUBLISHED], s[PUBLISHED_V] = state, snap.version
+    target = state.get("page")
+    if target in PAGE_FILES:
+        s[TEACHER_PAGE] = target
+        # (a console asks its questions about the class's view, and stays on its page)
+        if target != page and (seen is not None or page not in NOT_SHARED) and not s.get(CONSOLE):
+            st.switch_page(PAGE_FILES[target])
 
 
 def teacher_snapshot() -> ClassSnapshot | None:
@@ -471,7 +594,7 @@ def teacher_snapshot() -> ClassSnapshot | None:
         return None
     ss().pop(UNREACHABLE, None)
     if snap is None or snap.ended:
-        leave_class("The class has ended.")
+        class_over(code(), expired=snap is None)
         return None
     return snap
 
@@ -486,8 +609,9 @@ def unreachable() -> None:
 
 def end_class() -> None:
     """Callback: end the class for everyone; nothing of it stays in the store (a marker says it ended)."""
+    was = code()
     teacher_call(store().end)
-    leave_class("The class has ended.")
+    class_over(was)
 
 
 # -- every run ------------------------------------------------------------------------------------------
