@@ -57,12 +57,6 @@ class Grid:
     prob: tuple[tuple[float, ...], ...]  # [row][column]: the word's probability in that run
     lost: bool = False  # False: share restored by a patch; True: share lost by hiding
 
-    def best(self, rows: range | None = None) -> tuple[int, int, float]:
-        """(row, column, share) of the largest share, among `rows` (all by default)."""
-        rows = rows if rows is not None else range(len(self.rows))
-        return max(((r, c, self.share[r][c]) for r in rows for c in range(len(self.columns))),
-                   key=lambda x: x[2])
-
 
 @dataclass(frozen=True)
 class Pair:
