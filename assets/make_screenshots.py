@@ -3,7 +3,8 @@
 Starts the app like the browser tests (`streamlit run` on a free loopback port), opens every page of
 app.py in Debian's Chromium in a 1280 x 720 window (a projector's) with the sentence "i am a student"
 (and the attention pages once more with the app's default, coreference sentence:
-<url_path>-coreference.png), waits until the script is idle and every plotly chart is drawn, and saves
+<url_path>-coreference.png; the tracing page with that sentence only, against its partner), waits until the
+script is idle and every plotly chart is drawn, and saves
 the page from the top down to at most MAX_HEIGHT pixels. Then the first screen of a few pages as a
 phone shows them (390 x 844: <url_path>-phone.png) and in presenter mode at 1280 x 720
 (<url_path>-presenter.png). Each PNG is reduced to a 256-colour palette to stay small (< 400 KB).
@@ -45,13 +46,16 @@ PHONE_SCROLLED = {"overview": ("diagram", '[data-testid="stGraphVizChart"]')}
 MAX_BYTES = 400_000
 SENTENCE = "i am a student"
 COREFERENCE_PAGES = ("self_attention", "multi_head")  # shown again with the app's default (coreference) sentence
+DEFAULT_SENTENCE_PAGES = ("tracing",)  # shown with the app's default sentence only (a pair needs its partner)
 LESSON_STEPS = (6, 18)  # guided-lesson steps shot on "thinking machines": x·W^Q + b^Q = q, cross-attention
-LESSON_COREF_STEP = 19  # and on the coreference sentence: who decides il or elle
+LESSON_COREF_STEP = 19  # and on the coreference sentence: il or elle, traced
 
 CAPTIONS = {p.url_path: p.summary for p in PAGES} | {  # the page's own summary (ui/page_list.py)
     "self_attention-coreference": "The same steps on \"the animal didn't cross the street because it was too "
                                   "tired\": the query is \"it\"",
     "multi_head-coreference": "The heads of the first encoder layer on the coreference sentence",
+    "tracing": "Causal tracing of \"…too tired\" against \"…too wide\": which vectors, put back from one run into "
+               "the other, bring il back",
 } | {f"{p}-phone": "On a phone (390 x 844), first screen" for p in PHONE_PAGES} | {
     f"{p}-phone-{name}": f"On a phone (390 x 844), scrolled to the {name}"
     for p, (name, _) in PHONE_SCROLLED.items()} | {
@@ -114,7 +118,7 @@ def main() -> None:
     for url_path in (p.url_path for p in PAGES):
         if wanted and url_path not in wanted:
             continue
-        shots.append((url_path, url_path, {"s": SENTENCE}, None))
+        shots.append((url_path, url_path, {} if url_path in DEFAULT_SENTENCE_PAGES else {"s": SENTENCE}, None))
         if url_path in COREFERENCE_PAGES:
             shots.append((f"{url_path}-coreference", url_path, {}, None))  # no "s": the default sentence
         if url_path in PHONE_PAGES:

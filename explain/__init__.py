@@ -1,1 +1,1 @@
-"""What the pages compute to teach, from model/ only (no streamlit, plotly or pandas)."""
+"""What the pages compute to teach, from model/ only (no Streamlit, no drawing)."""

@@ -322,8 +322,8 @@ def head_zero(bundle: Bundle, prepared: Prepared, iv: Interventions, layer: int 
                     f"Switch off head {head} of encoder layer {layer}'s self-attention for {quote(prepared.tokens)}. "
                     "What changes inside the layer?", HEAD_ZERO_OPTIONS, facts.index(True),
                     f"With the head off: its z is {'all zeros' if facts[0] else 'not zero'}, the other heads' weights "
-                    f"{'change' if facts[2] else 'stay the same'}, and the layer's output moves by {change:.0%} of "
-                    "its size.")
+                    f"{'change' if facts[2] else 'stay the same'}, and the attention sublayer's output moves by "
+                    f"{change:.0%} of its size.")
 
 
 def attention_grid(a: Analysis, layer: int, head: int, query: int) -> dict:

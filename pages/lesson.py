@@ -11,10 +11,11 @@ from pages.content.lesson import BRIDGES, INTRO, TEXT
 from ui import lesson as state
 from ui import shell
 from ui.classroom import plans
-from ui.models import analysis, content_key, coref_decision, current_model
+from ui.models import analysis, content_key, current_model
 from ui.page_list import by_name
 from ui.study import check
 from ui.style import presenter
+from ui.tracing import story
 from ui.widgets import chart, md, notice, once, page_link
 from viz import lesson as V
 
@@ -74,7 +75,7 @@ def navigation(where: str) -> None:
 
 sizes = L.sizes(bundle.config)
 ctx = V.context(a, bundle.tgt_vocab.itos, len(bundle.src_vocab), model=bundle.model, meta=bundle.meta,
-                decide=coref_decision)
+                decide=story, hidden=plans.hidden_head())
 
 
 def prose() -> None:
@@ -105,7 +106,7 @@ words = len(a.prepared.tokens)
 def figure_once() -> None:
     """The step's figure, unless a study's predict-before-reveal holds it back until the prediction."""
     if check.predicted_first(step.key, k, a.prepared.text, words):
-        once("lesson.step", (step.key, *content_key(a)), step_view)
+        once("lesson.step", (step.key, *content_key(a), ctx.hidden), step_view)
 
 
 if present:  # the step and its figure first

@@ -79,6 +79,9 @@ PAGES: tuple[PageSpec, ...] = (
              "Each target position reads the source sentence; the source's padding mask"),
     PageSpec("Decoder", "pages/output.py", "Output and decoding", ":material/output:",
              "Final linear layer and softmax over the French vocabulary, the loss, greedy decoding and beam search"),
+    PageSpec("Look inside", "pages/tracing.py", "Causal tracing", ":material/biotech:",
+             "Two sentences one word apart: put back one vector of one run into the other, layer by layer and "
+             "position by position, and see which parts carry the difference (il or elle)"),
     PageSpec("Train", "pages/training.py", "Train your own", ":material/model_training:",
              "Train a small Transformer in your session: data, model and recipe settings, the learning-rate "
              "schedule, live progress, then every page shows your model", walkthrough=False),

@@ -39,7 +39,7 @@ KINDS = {
     "attention": "Which word does a word attend to most in one head (encoder layer and head below)?",
     "next_word": "Given the first words of the translation, which word does the decoder pick next?",
     "head_off": "Does switching one more head off change the translation?",
-    "no_mask": "Does the model trained without the look-ahead mask translate this sentence correctly?",
+    "no_mask": "Does the model trained without the look-ahead mask give the same translation as the shipped model?",
 }
 MORE_KINDS = {
     "click": "Click the tensor: which cell of one head's attention weights is largest in a word's row?",
