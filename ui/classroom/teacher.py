@@ -48,7 +48,9 @@ from ui.classroom.session import (
     client_id,
     code,
     is_teacher,
+    late_from,
     leave_class,
+    moved_away,
     notify,
     publishable,
     role,
@@ -177,6 +179,8 @@ def publish(page: str, warn: bool = True) -> None:
             teacher_call(store().touch)
             s[TOUCHED] = time.monotonic()
         return
+    if late_from(page):  # a late request from the page another device of the teacher just moved this one off
+        return
     if page not in NOT_SHARED and page in PAGE_FILES:
         s[TEACHER_PAGE] = page
     state, refused = publishable(class_state(s.get(TEACHER_PAGE, "overview")))
@@ -214,6 +218,7 @@ def adopt(page: str) -> None:
         s[TEACHER_PAGE] = target
         # (a console asks its questions about the class's view, and stays on its page)
         if target != page and (seen is not None or page not in NOT_SHARED) and not s.get(CONSOLE):
+            moved_away(page)
             st.switch_page(PAGE_FILES[target])
 
 
