@@ -54,6 +54,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import websockets
+
 from bench.ws_client import StreamlitSession
 from serving.processes import start_app
 from serving.replicas import Cluster
@@ -432,9 +434,20 @@ async def failover(cluster: Cluster, n: int, timeout: float) -> dict:
             old = students[i]
             with contextlib.suppress(Exception):
                 await old.close()
-            s = Cookie(cluster.url, "app2", timeout=timeout, xsrf=browsers[i])
-            s.widgets = dict(old.widgets)
-            await s.connect("", old.query_string)
+            deadline = time.perf_counter() + timeout
+            for attempt in range(20):  # as Streamlit's page does: a connection that fails is tried again
+                s = Cookie(cluster.url, "app2", timeout=timeout, xsrf=browsers[i])
+                s.widgets = dict(old.widgets)
+                try:
+                    await s.connect("", old.query_string)
+                    break
+                except (OSError, ConnectionError, websockets.exceptions.WebSocketException, TimeoutError):
+                    # (the proxy had not yet seen app2 die, and sent this connection there: a busy machine)
+                    with contextlib.suppress(Exception):
+                        await s.close()
+                    if time.perf_counter() > deadline:
+                        raise
+                    await asyncio.sleep(min(0.5 * 2 ** attempt, 3.0))
             students[i] = s
             ok = (f"Exploring · class {code}" in s.text(1) and shows(s, "she is a student") if old is explorer
                   else f"Following class {code}" in s.text(1) and shows(s, "thinking machines"))
