@@ -1,5 +1,5 @@
 """The classroom walk's findings (../shared/audits/classroom-walk-4.md) that a session run through AppTest can show,
-each test named after the findings it covers; the ones that need a browser are tests/browser/test_classroom_walk.py
+each test named after the findings it covers; the ones that need a browser are tests/browser/test_classroom_walk_browser.py
 and tests/browser/test_class_soak.py. Both class stores where the store is involved."""
 
 from __future__ import annotations
