@@ -3,6 +3,7 @@ then the same attention formulas on the Transformer's encoder-decoder attention,
 
 import streamlit as st
 
+from explain import recompute
 from model.checkpoint import count_parameters
 from pages.content import before as text
 from ui import shell
@@ -94,7 +95,7 @@ else:
     with c2:
         head = pick("Head", list(range(n_heads)), f"{P}head", default=best_head, format_func=lambda h: f"head {h}")
     st.caption(text.HEAD_NOTE)
-    x = vr.cross_attention(tf.trace, layer, head, tf.interventions.scale)
+    x = recompute.cross_attention(tf.trace, layer, head, tf.interventions.scale)
     tf_src, tf_out = tf.src_labels, tf.next_labels
     off = (x.module, head) in tf.interventions.heads_off
     once("before.tf_align", (kind, a.prepared.text, *content_key(tf), layer, head), lambda: (  # both models' content

@@ -5,6 +5,7 @@ from dataclasses import replace
 
 import streamlit as st
 
+from explain import recompute
 from explain.paper import BASE, SECTIONS
 from pages.content import decoder as text
 from ui import shell
@@ -81,7 +82,7 @@ layer, head = layer_and_head("Decoder layer", cfg.n_dec_layers, cfg.n_heads,
                              ("decoder_mask_layer", "decoder_mask_head"))
 module = f"dec.{layer}.self_attn"
 here = (*content, layer, head)
-steps = vd.mask_steps(a.trace, module, head)
+steps = recompute.mask_steps(a.trace, module, head)
 four_steps(steps, lab, text.step_titles(module, head), vd.step_shapes(a.trace, module),  # (columns: not in a once)
            ["decoder_scaled", "decoder_mask", "decoder_masked", "decoder_weights"], show_table=False, **kw)
 once("decoder.masked", here, lambda: notice(vd.masked_notice(steps.weights, lab)))
@@ -113,7 +114,7 @@ once("decoder.renorm", (*here, row), renormalised)
 section("3. Example from the lecture notes: a 4 × 4 look-ahead mask", text.LECTURE)
 with fold("Show the lecture's four 4 × 4 matrices", "decoder_fold_lecture") as shown:
     if shown:
-        ex, ex_lab = vd.lecture_masking(), [f"t={i}" for i in range(1, 5)]
+        ex, ex_lab = recompute.lecture_masking(), [f"t={i}" for i in range(1, 5)]
         four_steps(ex, ex_lab, ["Scaled scores", "Look-ahead mask", "Masked scores", "Weights"], ["[4, 4]"] * 4,
                    ["decoder_ex_scaled", "decoder_ex_mask", "decoder_ex_masked", "decoder_ex_weights"],
                    show_table=False)

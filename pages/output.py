@@ -5,6 +5,7 @@ import functools
 
 import streamlit as st
 
+from explain import recompute
 from explain.paper import SECTIONS
 from model.data import dataset_reference
 from pages.content import output as text
@@ -142,11 +143,7 @@ st.header("3. Label smoothing")
 eps = st.slider("ε (label smoothing)", 0.0, 0.5, 0.1, 0.01, key="output_eps",
                 help="The paper and the training of this model use ε = 0.1.")
 smoothed = (*forced, eps)
-
-
-@functools.cache
-def sm():
-    return vo.label_smoothing(vo.output_logits(tf.trace), tf.gold, eps, itos)
+sm = functools.cache(lambda: recompute.label_smoothing(vo.output_logits(tf.trace), tf.gold, eps, itos))  # when drawn
 
 
 def smoothing() -> None:
@@ -167,7 +164,7 @@ with fold("Show the targets at this position", "output_fold_targets") as shown:
               config=CHART)
         notice(vo.smoothing_notice(vo.output_probs(tf.trace, lpos), tf.gold[lpos], eps, itos))
         with st.expander("Every position: targets and losses"):
-            small_table(sm().table, hide_index=True)
+            small_table(vo.smoothing_table(sm()), hide_index=True)
 
 once("output.torch_smoothing", smoothed,
      lambda: st.caption(text.torch_smoothing(eps, sm().smoothed, sm().torch_loss)))

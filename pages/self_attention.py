@@ -6,6 +6,7 @@ import math
 
 import streamlit as st
 
+from explain import recompute
 from explain.experiments import plain_self_attention
 from explain.textbook import thinking_machines
 from model.examples import COREFERENCE_WIDE
@@ -133,7 +134,7 @@ def one_head(a, cfg, focus) -> None:
                        note=va.z_matrix_notice(t[f"{module}.z"][0, head], w, t[f"{module}.v"][0, head], labels))
             st.markdown(text.COLUMN_FORM)
             st.latex(text.COLUMN_LATEX)
-            cf = va.column_form(t, module, head, iv.scale)
+            cf = recompute.column_form(t, module, head, iv.scale)
             c1, c2 = st.columns(2)
             with c1:
                 figure(cf.alpha, labels, labels, "weights", title="α_:j, one column per query word j",

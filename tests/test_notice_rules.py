@@ -23,6 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from explain import lesson as L
+from explain import recompute
 from explain.coref import coref_parts, decision, encoder_links
 from explain.experiments import dot_product_samples, layer_norm_params, one_head_left, plain_self_attention, saturation
 from explain.pronoun import story
@@ -409,11 +410,11 @@ def test_column_form_notice_follows_its_rule():
             head = layer + 1
             q, k, v = (a.trace[f"{m}.{x}"][0, head].double() for x in "qkv")
             z_rows = torch.softmax(q @ k.T / math.sqrt(q.shape[-1]), -1) @ v  # [T, d_k]: the row form
-            c = va.column_form(a.trace, m, head)
+            c = recompute.column_form(a.trace, m, head)
             err = float((torch.from_numpy(c.C.T) - a.trace[f"{m}.z"][0, head].double()).abs().max())
             assert float((z_rows - torch.from_numpy(c.C.T)).abs().max()) < 1e-9
             assert ("equal within float error" in va.column_notice(c, a.src_labels, 0)) == (err <= 1e-5)
-            wrong = va.column_form(a.trace, m, head, scale=False)
+            wrong = recompute.column_form(a.trace, m, head, scale=False)
             assert "differs from the model's Zᵀ" in va.column_notice(wrong, a.src_labels, 0)
 
 

@@ -158,3 +158,19 @@ def test_the_readme_states_the_table():
             continue
         row = f"| `{pkg}/` | " + (", ".join(f"`{a}/`" for a in sorted(allowed)) if allowed else "nothing of ours")
         assert row in readme, f"README's import table lacks: {row}"
+
+
+RECOMPUTES = {"softmax", "log_softmax", "cross_entropy", "nll_loss", "layer_norm", "linear"}
+
+
+def test_viz_only_draws():
+    """viz/ draws what model/ and explain/ computed: no softmax, loss or layer of its own (explain/recompute.py
+    recomputes the formulas the pages set beside the model's numbers)."""
+    found = []
+    for name, path in MODULES.items():
+        if room(name) != "viz":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in RECOMPUTES:
+                found.append(f"{name}:{node.lineno} .{node.func.attr}(...)")
+    assert not found, f"a formula computed in viz/ (move it to explain/): {found}"

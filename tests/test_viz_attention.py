@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from explain import recompute
 from explain.experiments import (
     dot_product_samples,
     ffn_hidden,
@@ -492,7 +493,7 @@ def test_layer_notices_are_the_tensors():
 def test_column_form_is_the_models_z_column_by_column(module):
     t = traced(small_model(), SRC, TGT)
     for head in range(4):
-        c = va.column_form(t, module, head)
+        c = recompute.column_form(t, module, head)
         z = t[f"{module}.z"][0, head].double().numpy()
         assert c.C.shape == z.T.shape and np.abs(c.C - z.T).max() < 1e-6 and c.error < 1e-6
         assert np.allclose(c.alpha.sum(0), 1.0) and np.allclose(c.alpha.T, t[f"{module}.weights"][0, head], atol=1e-6)
@@ -503,12 +504,12 @@ def test_column_form_is_the_models_z_column_by_column(module):
 def test_column_notice_head_off_and_wrong_scale():
     labels = ["0 a", "1 b", "2 c", "3 d", "4 <eos>"]
     t = traced(small_model(), SRC, TGT, Interventions(heads_off=frozenset({("enc.1.self_attn", 2)})))
-    on = va.column_notice(va.column_form(t, "enc.1.self_attn", 1), labels, 3)
+    on = va.column_notice(recompute.column_form(t, "enc.1.self_attn", 1), labels, 3)
     assert "C = Attn(X, X) is 4 × 5" in on and "equal within float error" in on
     assert "The column of “d” (position 3)" in on
-    off = va.column_notice(va.column_form(t, "enc.1.self_attn", 2), labels, 3, off=True)
+    off = va.column_notice(recompute.column_form(t, "enc.1.self_attn", 2), labels, 3, off=True)
     assert "switched off" in off and "within float error" not in off
-    wrong = va.column_form(t, "enc.1.self_attn", 1, scale=False)  # the model divides by √d_k; this does not
+    wrong = recompute.column_form(t, "enc.1.self_attn", 1, scale=False)  # the model divides by √d_k; this does not
     assert wrong.error > 1e-3 and "differs from the model's Zᵀ" in va.column_notice(wrong, labels, 0)
 
 

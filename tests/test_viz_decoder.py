@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from explain import mask_experiments as me
+from explain import recompute
 from model import pipeline
 from model.checkpoint import Bundle
 from model.data import pad
@@ -51,7 +52,7 @@ def traced_pair(bundle, iv=None):
 # --- viz/decoder.py ---------------------------------------------------------------------------
 
 def test_lecture_masking_is_the_lecture_example():
-    ex = vd.lecture_masking()
+    ex = recompute.lecture_masking()
     inf = float("-inf")
     assert np.allclose(ex.scaled.numpy(), [[0.7, 0.1, 0.1, 0.1], [0.1, 0.6, 0.2, 0.1],
                                            [0.1, 0.3, 0.6, 0.1], [0.1, 0.3, 0.3, 0.3]])
@@ -66,7 +67,7 @@ def test_lecture_masking_is_the_lecture_example():
 
 
 def test_small_views_of_the_mask_steps(bundle):
-    ex = vd.lecture_masking()
+    ex = recompute.lecture_masking()
     e = math.exp(0.5)
     assert vd.lecture_notice(ex) == (f"row t=2 keeps 0.1 and 0.6 and hides the rest: softmax(0.1, 0.6) = "
                                      f"({1 / (1 + e):.3f}, {e / (1 + e):.3f}).")
@@ -82,13 +83,13 @@ def test_mask_steps_add_up_and_hide_the_future(bundle):
     tr = traced_pair(bundle)
     for layer in range(2):
         for head in range(2):
-            s = vd.mask_steps(tr, f"dec.{layer}.self_attn", head)
+            s = recompute.mask_steps(tr, f"dec.{layer}.self_attn", head)
             assert s.scaled.shape == s.mask.shape == s.masked.shape == s.weights.shape == (6, 6)
             assert torch.equal(s.masked, s.scaled + s.mask)
             assert torch.allclose(s.weights, torch.softmax(s.masked, -1))
             assert torch.equal(torch.triu(s.weights, 1), torch.zeros(6, 6))
             assert vd.above_diagonal(s.weights) == (0, 0.0)
-    off = vd.mask_steps(traced_pair(bundle, Interventions(look_ahead_mask=False)), "dec.0.self_attn", 0)
+    off = recompute.mask_steps(traced_pair(bundle, Interventions(look_ahead_mask=False)), "dec.0.self_attn", 0)
     n, total = vd.above_diagonal(off.weights)
     assert n == 15 and total > 0  # every one of the 6*5/2 future cells gets some weight
     assert torch.equal(off.mask, torch.zeros(6, 6))  # padding mask only, no <pad> here: all zeros
@@ -101,7 +102,7 @@ def test_above_diagonal_literal():
 
 def test_renormalisation_row(bundle):
     tr = traced_pair(bundle)
-    s = vd.mask_steps(tr, "dec.1.self_attn", 1)
+    s = recompute.mask_steps(tr, "dec.1.self_attn", 1)
     labels = [str(i) for i in range(6)]
     df = vd.renormalisation(s.scaled[2], s.mask[2], labels)
     assert df["mask"].tolist() == ["0", "0", "0", "-inf", "-inf", "-inf"]
@@ -301,23 +302,25 @@ def test_loss_table_and_gradient(bundle):
 def test_label_smoothing(bundle, eps):
     """The paper's (Szegedy et al.'s) target, (1 − ε)·one-hot + ε/V, which is torch's label_smoothing target."""
     V = len(bundle.tgt_vocab)
-    q = vo.smoothed_target(5, V, eps)
+    q = recompute.smoothed_target(5, V, eps)
     assert float(q.sum()) == pytest.approx(1.0)
     assert float(q[5]) == pytest.approx(1 - eps + eps / V) and float(q[0]) == pytest.approx(eps / V)
     assert torch.allclose(q, (1 - eps) * vo.one_hot(5, V).double() + eps / V)
     tf = pipeline.teacher_forced(bundle, pipeline.prepare(bundle, "i am a student"), "je suis étudiant")
     probs = tf.trace["probs"][0].double()
     logits = tf.trace["logits"][0]
-    sm = vo.label_smoothing(logits, tf.gold, eps, bundle.tgt_vocab.itos)
+    sm = recompute.label_smoothing(logits, tf.gold, eps, bundle.tgt_vocab.itos)
     assert sm.plain == pytest.approx(tf.loss, rel=1e-5)
-    manual = sum(float(-(vo.smoothed_target(g, V, eps) * probs[t].log()).sum()) for t, g in enumerate(tf.gold)) / 4
+    manual = sum(float(-(recompute.smoothed_target(g, V, eps) * probs[t].log()).sum())
+                 for t, g in enumerate(tf.gold)) / 4
     assert sm.smoothed == pytest.approx(manual, rel=1e-6)
     # the same loss two ways: our target by hand, and torch's cross_entropy(label_smoothing=ε) as model/train.py uses
     gold = torch.tensor(tf.gold)
     by_torch = float(torch.nn.functional.cross_entropy(logits.double(), gold, label_smoothing=eps))
     assert sm.smoothed == pytest.approx(by_torch, abs=1e-6) and sm.torch_loss == pytest.approx(by_torch, abs=1e-12)
-    assert (sm.table["q(gold)"] + (V - 1) * sm.table["q(each other word)"]).tolist() == pytest.approx([1.0] * 4)
-    assert sm.table["q(each other word)"].tolist() == pytest.approx([eps / V] * 4)
+    table = vo.smoothing_table(sm)
+    assert (table["q(gold)"] + (V - 1) * table["q(each other word)"]).tolist() == pytest.approx([1.0] * 4)
+    assert table["q(each other word)"].tolist() == pytest.approx([eps / V] * 4)
     if eps == 0:
         assert sm.smoothed == pytest.approx(sm.plain) and sm.floor == pytest.approx(0.0)
     else:
@@ -340,12 +343,12 @@ def test_smoothed_target_matches_torch_on_random_logits():
     for eps in (0.05, 0.1, 0.5):
         logits = torch.randn(6, 37) * 4
         gold = torch.randint(0, 37, (6,))
-        q = torch.stack([vo.smoothed_target(int(g), 37, eps) for g in gold])
+        q = torch.stack([recompute.smoothed_target(int(g), 37, eps) for g in gold])
         assert torch.allclose(q.sum(-1), torch.ones(6, dtype=torch.float64))
         ours = float(-(q * torch.log_softmax(logits.double(), -1)).sum(-1).mean())
         theirs = float(torch.nn.functional.cross_entropy(logits, gold, label_smoothing=eps))
         assert ours == pytest.approx(theirs, abs=1e-6)
-        assert vo.label_smoothing(logits, gold.tolist(), eps, itos).smoothed == pytest.approx(theirs, abs=1e-6)
+        assert recompute.label_smoothing(logits, gold.tolist(), eps, itos).smoothed == pytest.approx(theirs, abs=1e-6)
 
 
 def test_greedy_helpers(analysed, bundle):
@@ -458,7 +461,7 @@ def test_masked_notice_literal():
 
 
 def test_masked_notice_on_the_model(bundle, analysed):
-    steps = vd.mask_steps(analysed.trace, "dec.0.self_attn", 1)
+    steps = recompute.mask_steps(analysed.trace, "dec.0.self_attn", 1)
     w, lab = steps.weights, analysed.tgt_labels
     note = vd.masked_notice(w, lab)
     T = w.size(0)
@@ -471,7 +474,7 @@ def test_masked_notice_on_the_model(bundle, analysed):
 
 
 def test_renorm_notice(bundle, analysed):
-    steps = vd.mask_steps(analysed.trace, "dec.0.self_attn", 0)
+    steps = recompute.mask_steps(analysed.trace, "dec.0.self_attn", 0)
     row = 2
     allowed = steps.mask[row] == 0  # keys 0..row, minus any <pad> this random model may have written
     assert not allowed[row + 1:].any()

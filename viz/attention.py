@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from explain.recompute import ColumnForm
 from explain.textbook import WORDS, ThinkingMachines
 from model.pipeline import Analysis
 from model.trace import Trace
@@ -325,39 +326,6 @@ def projection_notice(p: Projection) -> str:
 # --- Wang's column form: c_:j = V · softmax(Kᵀ q_:j / √d_k), C = Attn(X, X) -------------------------------
 
 FLOAT_ERROR = 1e-5  # column_notice: "equal within float error" only when no entry of C differs from z by more
-
-
-@dataclass(frozen=True)
-class ColumnForm:
-    """One head of one attention module in the lecture's column layout: q_:j, k_:i, v_:i are columns."""
-
-    module: str
-    head: int
-    alpha: np.ndarray  # [Tk, Tq] column j = α_:j = softmax(Kᵀ q_:j / √d_k (+ mask))
-    C: np.ndarray  # [d_k, Tq] column j = c_:j = V · α_:j
-    z: np.ndarray  # [Tq, d_k] the model's recorded z of this head (0 when the head is switched off)
-
-    @property
-    def error(self) -> float:
-        return float(np.abs(self.C.T - self.z).max())
-
-
-def column_form(trace: Trace, module: str, head: int, scale: bool = True) -> ColumnForm:
-    """Recompute one head column by column from the traced q, k, v (and mask), in float64: for each query j,
-    α_:j = softmax(Kᵀ q_:j / √d_k) and c_:j = V α_:j, with K, V [d_k, Tk] holding one column per key word."""
-    Q = trace[f"{module}.q"][0, head].double().T  # [d_k, Tq]
-    K = trace[f"{module}.k"][0, head].double().T  # [d_k, Tk]
-    V = trace[f"{module}.v"][0, head].double().T  # [d_k, Tk]
-    d_k, Tq = Q.shape
-    mask = torch.broadcast_to(trace[f"{module}.mask"][0, 0].double(), (Tq, K.shape[1]))  # [Tq, Tk], 0 / -inf
-    s = math.sqrt(d_k) if scale else 1.0
-    alpha, C = [], []
-    for j in range(Tq):
-        a_j = torch.softmax(K.T @ Q[:, j] / s + mask[j], dim=0).nan_to_num(0.0)  # [Tk]
-        alpha.append(a_j)
-        C.append(V @ a_j)  # [d_k]: c_:j
-    return ColumnForm(module, head, torch.stack(alpha, 1).numpy(), torch.stack(C, 1).numpy(),
-                      as_array(trace[f"{module}.z"][0, head]))
 
 
 def column_notice(c: ColumnForm, labels: list[str], word: int, off: bool = False) -> str:

@@ -13,62 +13,29 @@ form drawn in the lecture notes is 0 where allowed and -inf where masked, and
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import pandas as pd
 import torch
 from torch import Tensor
 
+from explain.recompute import MaskSteps, masked_row
 from model.checkpoint import Bundle
 from model.trace import Trace
-from model.transformer import additive_mask, look_ahead_mask
+from model.transformer import additive_mask
 from viz.heatmap import count, shape_text
 
 if TYPE_CHECKING:  # result types only: viz draws what model/ computed, it never runs the network
     from explain.mask_experiments import Cheating, PaddingDemo
     from model.pipeline import TeacherForced
 
-# --- The lecture notes' 4 x 4 example ------------------------------------------------------------
-
-LECTURE_SCALED = (
-    (0.7, 0.1, 0.1, 0.1),
-    (0.1, 0.6, 0.2, 0.1),
-    (0.1, 0.3, 0.6, 0.1),
-    (0.1, 0.3, 0.3, 0.3),
-)
-
-
-@dataclass(frozen=True)
-class MaskSteps:
-    """scaled + mask = masked -> softmax -> weights, all [Tq, Tk]."""
-
-    scaled: Tensor
-    mask: Tensor  # additive: 0 = may attend, -inf = hidden
-    masked: Tensor
-    weights: Tensor
-
-
-def lecture_masking() -> MaskSteps:
-    """The lecture notes' scaled scores, the 4 x 4 look-ahead mask, their sum and its softmax."""
-    scaled = torch.tensor(LECTURE_SCALED, dtype=torch.float32)  # [4, 4]
-    mask = additive_mask(look_ahead_mask(4))[0, 0]  # [4, 4]: 0 on and below the diagonal, -inf above
-    masked = scaled + mask
-    return MaskSteps(scaled, mask, masked, torch.softmax(masked, dim=-1))
+# --- The lecture notes' 4 x 4 example (explain/recompute.py computes it) --------------------------------
 
 
 def lecture_notice(ex: MaskSteps) -> str:
     """What row t=2 of the lecture notes' example shows, with the weights computed."""
     return ("row t=2 keeps 0.1 and 0.6 and hides the rest: softmax(0.1, 0.6) = "
             f"({float(ex.weights[1, 0]):.3f}, {float(ex.weights[1, 1]):.3f}).")
-
-
-def mask_steps(trace: Trace, module: str, head: int) -> MaskSteps:
-    """The four matrices of one head of `module` (e.g. "dec.0.self_attn") for sentence 0 of the batch."""
-    scaled = trace[f"{module}.scaled"]  # [B, H, Tq, Tk]
-    mask = trace[f"{module}.mask"].expand(scaled.shape)  # [B|1, 1, Tq|1, Tk] -> [B, H, Tq, Tk]
-    return MaskSteps(scaled[0, head], mask[0, head], trace[f"{module}.masked"][0, head],
-                     trace[f"{module}.weights"][0, head])
 
 
 def step_shapes(trace: Trace, module: str) -> list[str]:
@@ -90,23 +57,16 @@ def row_sum_error(weights: Tensor) -> float:
 
 
 def renormalisation(scaled_row: Tensor, mask_row: Tensor, labels: list[str]) -> pd.DataFrame:
-    """One query's row: softmax over every key vs softmax over the allowed keys only.
-
-    The masked softmax equals the full softmax restricted to the allowed keys and divided by their
-    share: the probability mass of the hidden keys is handed back to the allowed ones.
-    """
-    allowed = mask_row == 0
-    full = torch.softmax(scaled_row, dim=-1)
-    share = float(full[allowed].sum())
-    masked = torch.softmax(scaled_row + mask_row, dim=-1).nan_to_num(0.0)
-    renorm = torch.where(allowed, full / share if share > 0 else full * 0, torch.zeros_like(full))
+    """One query's row as a table: softmax over every key vs softmax over the allowed keys only
+    (`explain.recompute.masked_row`)."""
+    r = masked_row(scaled_row, mask_row)
     return pd.DataFrame({
         "key": labels,
         "scaled score": scaled_row.tolist(),
-        "mask": ["0" if a else "-inf" for a in allowed.tolist()],
-        "softmax over all keys": full.tolist(),
-        "÷ share of allowed keys": renorm.tolist(),
-        "masked softmax (the weights)": masked.tolist(),
+        "mask": ["0" if a else "-inf" for a in r.allowed.tolist()],
+        "softmax over all keys": r.full.tolist(),
+        "÷ share of allowed keys": r.renormalised.tolist(),
+        "masked softmax (the weights)": r.masked.tolist(),
     }).round(6)
 
 
@@ -375,9 +335,8 @@ def masked_notice(weights: Tensor, labels: list[str]) -> str:
 
 def renorm_notice(scaled_row: Tensor, mask_row: Tensor, label: str) -> str:
     """One query row: the share the allowed keys had in the plain softmax, handed back by the masked one."""
-    allowed = mask_row == 0
-    share = float(torch.softmax(scaled_row, -1)[allowed].sum())
-    n = int(allowed.sum())
+    r = masked_row(scaled_row, mask_row)
+    share, n = r.share, r.n_allowed
     return (f"over all keys, the {count(n, 'allowed key')} of row “{_word(label)}” would get {share:.3f} of the "
             f"weight; the masked softmax divides them by {share:.3f}, so they get all of it (1.000).")
 

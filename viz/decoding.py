@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING
 import pandas as pd
 import plotly.graph_objects as go
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
+from explain.recompute import Smoothing, smoothed_target
 from model.decoding import BeamResult, Greedy, GreedyStep, Hypothesis, length_penalty
 from model.trace import Trace
 from model.vocab import BOS, BOS_ID, EOS_ID, detokenize
@@ -193,47 +193,9 @@ def gradient_table(probs: Tensor, gold: int, itos: list[str], k: int = 6) -> pd.
 
 # --- Label smoothing -----------------------------------------------------------------------------
 
-def smoothed_target(gold: int, vocab_size: int, eps: float) -> Tensor:
-    """The paper's label smoothing (Szegedy et al.): q = (1 − ε)·one-hot(gold) + ε/V, i.e. ε spread evenly over
-    the whole vocabulary, the gold word included (gold gets 1 − ε + ε/V). Sums to 1. This is exactly the target of
-    torch's `cross_entropy(..., label_smoothing=ε)`, which model/train.py uses."""
-    q = torch.full((vocab_size,), eps / vocab_size, dtype=torch.float64)
-    q[gold] += 1.0 - eps
-    return q
-
-
-@dataclass(frozen=True)
-class Smoothing:
-    eps: float
-    table: pd.DataFrame  # per position
-    plain: float  # mean -log p(gold): loss against the one-hot target
-    smoothed: float  # mean -Σ q log p: loss against the smoothed target
-    floor: float  # entropy of the smoothed target: the smallest smoothed loss possible
-    torch_loss: float  # F.cross_entropy(logits, gold, label_smoothing=ε): what training computes
-
-
-def label_smoothing(logits: Tensor, gold, eps: float, itos: list[str]) -> Smoothing:
-    """Loss against the one-hot target vs against the smoothed target, with the model's real outputs.
-
-    logits: [T, V] the model's scores (log-probabilities are log_softmax(logits), no underflow); gold: T ids.
-    """
-    logits = logits.to(torch.float64)
-    T, V = logits.shape
-    logp = torch.log_softmax(logits, dim=-1)  # [T, V]
-    rows = []
-    plain, smooth = [], []
-    for t, g in enumerate(gold):
-        q = smoothed_target(g, V, eps)
-        lp, ls = float(-logp[t, g]), float(-(q * logp[t]).sum())
-        plain.append(lp)
-        smooth.append(ls)
-        rows.append({"position": t, "gold word": itos[g], "q(gold)": float(q[g]),
-                     "q(each other word)": eps / V, "p(gold)": float(logp[t, g].exp()),
-                     "loss vs one-hot": lp, "loss vs smoothed": ls})
-    q0 = smoothed_target(0, V, eps)
-    floor = float(-(q0 * q0.clamp_min(1e-300).log()).sum())
-    ref = float(F.cross_entropy(logits, torch.tensor(list(gold)), label_smoothing=eps))
-    return Smoothing(eps, pd.DataFrame(rows), sum(plain) / T, sum(smooth) / T, floor, ref)
+def smoothing_table(sm: Smoothing) -> pd.DataFrame:
+    """Every position's targets and losses (`explain.recompute.label_smoothing`)."""
+    return pd.DataFrame(sm.rows)
 
 
 def smoothing_notice(probs: Tensor, gold: int, eps: float, itos: list[str]) -> str:

@@ -14,6 +14,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import torch
 
+from explain.recompute import CrossAttention
 from model.trace import Trace
 from viz.heatmap import as_array, heatmap
 
@@ -150,43 +151,6 @@ def agreement_notice(rnn_alpha, tf_alpha, rnn_out: list[str], tf_out: list[str],
 
 
 # --- Attention without recurrence: the Transformer's encoder-decoder attention --------------------------
-
-@dataclass(frozen=True)
-class CrossAttention:
-    """One head of dec.{layer}.cross_attn, with α and C recomputed from K, V and the queries."""
-
-    module: str
-    q: np.ndarray  # [Tt, d_k] queries from the decoder (rows q_:j)
-    k: np.ndarray  # [Ts, d_k] keys from the encoder output
-    v: np.ndarray  # [Ts, d_k] values from the encoder output
-    scores: np.ndarray  # [Tt, Ts] Kᵀq_:j (÷ √d_k when the model scales)
-    alpha: np.ndarray  # [Tt, Ts] softmax of each row, recomputed
-    c: np.ndarray  # [Tt, d_k] c_:j = V·α_:j, recomputed
-    recorded_alpha: np.ndarray  # the model's own weights
-    recorded_z: np.ndarray  # the model's own z
-    scale: float  # √d_k, or 1 when scaling is off
-
-    @property
-    def alpha_error(self) -> float:
-        return float(np.abs(self.alpha - self.recorded_alpha).max())
-
-    @property
-    def c_error(self) -> float:
-        return float(np.abs(self.c - self.recorded_z).max())
-
-
-def cross_attention(trace: Trace, layer: int, head: int, scale: bool = True) -> CrossAttention:
-    m = f"dec.{layer}.cross_attn"
-    q = trace[f"{m}.q"][0, head].double()  # [Tt, d_k]
-    k = trace[f"{m}.k"][0, head].double()  # [Ts, d_k]
-    v = trace[f"{m}.v"][0, head].double()  # [Ts, d_k]
-    s = math.sqrt(q.shape[-1]) if scale else 1.0
-    scores = q @ k.T / s  # [Tt, Ts]: row j is Kᵀ q_:j
-    alpha = torch.softmax(scores, dim=-1)
-    c = alpha @ v  # [Tt, d_k]: row j is c_:j = Σ_i α_ij v_:i
-    return CrossAttention(m, q.numpy(), k.numpy(), v.numpy(), scores.numpy(), alpha.numpy(), c.numpy(),
-                          as_array(trace[f"{m}.weights"][0, head]), as_array(trace[f"{m}.z"][0, head]), s)
-
 
 def cross_shape(trace: Trace) -> tuple[int, int]:
     """(decoder layers, heads) of the Transformer whose trace this is."""

@@ -1,0 +1,204 @@
+"""The attention pages' formulas, recomputed from a trace (or the lecture notes' numbers) to set beside what the
+model recorded: the column form c_:j = V · softmax(Kᵀ q_:j / √d_k), the recurrent model's encoder-decoder attention,
+the masked scores and their softmax, and label smoothing's loss. Pure PyTorch; viz/ draws the results.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from model.trace import Trace
+from model.transformer import additive_mask, look_ahead_mask
+
+
+def as_array(values: Tensor) -> np.ndarray:
+    """A tensor as a float64 numpy copy."""
+    return values.detach().cpu().to(torch.float64).numpy().copy()
+
+
+# --- Wang's column form: c_:j = V · softmax(Kᵀ q_:j / √d_k), C = Attn(X, X) -------------------------------
+
+@dataclass(frozen=True)
+class ColumnForm:
+    """One head of one attention module in the lecture's column layout: q_:j, k_:i, v_:i are columns."""
+
+    module: str
+    head: int
+    alpha: np.ndarray  # [Tk, Tq] column j = α_:j = softmax(Kᵀ q_:j / √d_k (+ mask))
+    C: np.ndarray  # [d_k, Tq] column j = c_:j = V · α_:j
+    z: np.ndarray  # [Tq, d_k] the model's recorded z of this head (0 when the head is switched off)
+
+    @property
+    def error(self) -> float:
+        return float(np.abs(self.C.T - self.z).max())
+
+
+def column_form(trace: Trace, module: str, head: int, scale: bool = True) -> ColumnForm:
+    """Recompute one head column by column from the traced q, k, v (and mask), in float64: for each query j,
+    α_:j = softmax(Kᵀ q_:j / √d_k) and c_:j = V α_:j, with K, V [d_k, Tk] holding one column per key word."""
+    Q = trace[f"{module}.q"][0, head].double().T  # [d_k, Tq]
+    K = trace[f"{module}.k"][0, head].double().T  # [d_k, Tk]
+    V = trace[f"{module}.v"][0, head].double().T  # [d_k, Tk]
+    d_k, Tq = Q.shape
+    mask = torch.broadcast_to(trace[f"{module}.mask"][0, 0].double(), (Tq, K.shape[1]))  # [Tq, Tk], 0 / -inf
+    s = math.sqrt(d_k) if scale else 1.0
+    alpha, C = [], []
+    for j in range(Tq):
+        a_j = torch.softmax(K.T @ Q[:, j] / s + mask[j], dim=0).nan_to_num(0.0)  # [Tk]
+        alpha.append(a_j)
+        C.append(V @ a_j)  # [d_k]: c_:j
+    return ColumnForm(module, head, torch.stack(alpha, 1).numpy(), torch.stack(C, 1).numpy(),
+                      as_array(trace[f"{module}.z"][0, head]))
+
+
+# --- The recurrent model's encoder-decoder attention (Bahdanau), recomputed ---------------------------
+
+@dataclass(frozen=True)
+class CrossAttention:
+    """One head of dec.{layer}.cross_attn, with α and C recomputed from K, V and the queries."""
+
+    module: str
+    q: np.ndarray  # [Tt, d_k] queries from the decoder (rows q_:j)
+    k: np.ndarray  # [Ts, d_k] keys from the encoder output
+    v: np.ndarray  # [Ts, d_k] values from the encoder output
+    scores: np.ndarray  # [Tt, Ts] Kᵀq_:j (÷ √d_k when the model scales)
+    alpha: np.ndarray  # [Tt, Ts] softmax of each row, recomputed
+    c: np.ndarray  # [Tt, d_k] c_:j = V·α_:j, recomputed
+    recorded_alpha: np.ndarray  # the model's own weights
+    recorded_z: np.ndarray  # the model's own z
+    scale: float  # √d_k, or 1 when scaling is off
+
+    @property
+    def alpha_error(self) -> float:
+        return float(np.abs(self.alpha - self.recorded_alpha).max())
+
+    @property
+    def c_error(self) -> float:
+        return float(np.abs(self.c - self.recorded_z).max())
+
+
+def cross_attention(trace: Trace, layer: int, head: int, scale: bool = True) -> CrossAttention:
+    m = f"dec.{layer}.cross_attn"
+    q = trace[f"{m}.q"][0, head].double()  # [Tt, d_k]
+    k = trace[f"{m}.k"][0, head].double()  # [Ts, d_k]
+    v = trace[f"{m}.v"][0, head].double()  # [Ts, d_k]
+    s = math.sqrt(q.shape[-1]) if scale else 1.0
+    scores = q @ k.T / s  # [Tt, Ts]: row j is Kᵀ q_:j
+    alpha = torch.softmax(scores, dim=-1)
+    c = alpha @ v  # [Tt, d_k]: row j is c_:j = Σ_i α_ij v_:i
+    return CrossAttention(m, q.numpy(), k.numpy(), v.numpy(), scores.numpy(), alpha.numpy(), c.numpy(),
+                          as_array(trace[f"{m}.weights"][0, head]), as_array(trace[f"{m}.z"][0, head]), s)
+
+
+# --- The look-ahead mask: scaled + mask = masked -> softmax -------------------------------------------
+
+LECTURE_SCALED = (
+    (0.7, 0.1, 0.1, 0.1),
+    (0.1, 0.6, 0.2, 0.1),
+    (0.1, 0.3, 0.6, 0.1),
+    (0.1, 0.3, 0.3, 0.3),
+)
+
+
+@dataclass(frozen=True)
+class MaskSteps:
+    """scaled + mask = masked -> softmax -> weights, all [Tq, Tk]."""
+
+    scaled: Tensor
+    mask: Tensor  # additive: 0 = may attend, -inf = hidden
+    masked: Tensor
+    weights: Tensor
+
+
+def lecture_masking() -> MaskSteps:
+    """The lecture notes' scaled scores, the 4 x 4 look-ahead mask, their sum and its softmax."""
+    scaled = torch.tensor(LECTURE_SCALED, dtype=torch.float32)  # [4, 4]
+    mask = additive_mask(look_ahead_mask(4))[0, 0]  # [4, 4]: 0 on and below the diagonal, -inf above
+    masked = scaled + mask
+    return MaskSteps(scaled, mask, masked, torch.softmax(masked, dim=-1))
+
+
+def mask_steps(trace: Trace, module: str, head: int) -> MaskSteps:
+    """The four matrices of one head of `module` (e.g. "dec.0.self_attn") for sentence 0 of the batch."""
+    scaled = trace[f"{module}.scaled"]  # [B, H, Tq, Tk]
+    mask = trace[f"{module}.mask"].expand(scaled.shape)  # [B|1, 1, Tq|1, Tk] -> [B, H, Tq, Tk]
+    return MaskSteps(scaled[0, head], mask[0, head], trace[f"{module}.masked"][0, head],
+                     trace[f"{module}.weights"][0, head])
+
+
+@dataclass(frozen=True)
+class MaskedRow:
+    """One query's row: the plain softmax over every key beside the masked one over the allowed keys."""
+
+    allowed: Tensor  # [Tk] bool: the mask is 0 there
+    full: Tensor  # [Tk] softmax over every key
+    share: float  # the allowed keys' part of `full`
+    renormalised: Tensor  # [Tk] `full` on the allowed keys ÷ share, 0 elsewhere
+    masked: Tensor  # [Tk] softmax(scaled + mask): the weights
+
+    @property
+    def n_allowed(self) -> int:
+        return int(self.allowed.sum())
+
+
+def masked_row(scaled_row: Tensor, mask_row: Tensor) -> MaskedRow:
+    """The masked softmax equals the full softmax restricted to the allowed keys and divided by their share: the
+    probability mass of the hidden keys is handed back to the allowed ones."""
+    allowed = mask_row == 0
+    full = torch.softmax(scaled_row, dim=-1)
+    share = float(full[allowed].sum())
+    masked = torch.softmax(scaled_row + mask_row, dim=-1).nan_to_num(0.0)
+    renorm = torch.where(allowed, full / share if share > 0 else full * 0, torch.zeros_like(full))
+    return MaskedRow(allowed, full, share, renorm, masked)
+
+
+# --- Label smoothing (paper 5.4) ------------------------------------------------------------------------
+
+def smoothed_target(gold: int, vocab_size: int, eps: float) -> Tensor:
+    """The paper's label smoothing (Szegedy et al.): q = (1 − ε)·one-hot(gold) + ε/V, i.e. ε spread evenly over
+    the whole vocabulary, the gold word included (gold gets 1 − ε + ε/V). Sums to 1. This is exactly the target of
+    torch's `cross_entropy(..., label_smoothing=ε)`, which model/train.py uses."""
+    q = torch.full((vocab_size,), eps / vocab_size, dtype=torch.float64)
+    q[gold] += 1.0 - eps
+    return q
+
+
+@dataclass(frozen=True)
+class Smoothing:
+    eps: float
+    rows: list[dict[str, float | int | str]]  # per position (viz/decoding.py smoothing_table)
+    plain: float  # mean -log p(gold): loss against the one-hot target
+    smoothed: float  # mean -Σ q log p: loss against the smoothed target
+    floor: float  # entropy of the smoothed target: the smallest smoothed loss possible
+    torch_loss: float  # F.cross_entropy(logits, gold, label_smoothing=ε): what training computes
+
+
+def label_smoothing(logits: Tensor, gold: Sequence[int], eps: float, itos: list[str]) -> Smoothing:
+    """Loss against the one-hot target vs against the smoothed target, with the model's real outputs.
+
+    logits: [T, V] the model's scores (log-probabilities are log_softmax(logits), no underflow); gold: T ids.
+    """
+    logits = logits.to(torch.float64)
+    T, V = logits.shape
+    logp = torch.log_softmax(logits, dim=-1)  # [T, V]
+    rows = []
+    plain, smooth = [], []
+    for t, g in enumerate(gold):
+        q = smoothed_target(g, V, eps)
+        lp, ls = float(-logp[t, g]), float(-(q * logp[t]).sum())
+        plain.append(lp)
+        smooth.append(ls)
+        rows.append({"position": t, "gold word": itos[g], "q(gold)": float(q[g]),
+                     "q(each other word)": eps / V, "p(gold)": float(logp[t, g].exp()),
+                     "loss vs one-hot": lp, "loss vs smoothed": ls})
+    q0 = smoothed_target(0, V, eps)
+    floor = float(-(q0 * q0.clamp_min(1e-300).log()).sum())
+    ref = float(F.cross_entropy(logits, torch.tensor(list(gold)), label_smoothing=eps))
+    return Smoothing(eps, rows, sum(plain) / T, sum(smooth) / T, floor, ref)
