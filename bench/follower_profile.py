@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import inspect
 import json
 import os
 import shutil
@@ -29,13 +30,6 @@ from pathlib import Path
 
 from bench import classroom_load as cl
 from serving.processes import ROOT, start_app
-
-HOOK = '''
-import sys
-sys.path.insert(0, {root!r})
-import bench.follower_profile as _fp
-_fp.install({out!r})
-'''
 
 
 # -- inside the app process -------------------------------------------------------------------------------
@@ -101,6 +95,9 @@ LOOP = [
 ]
 
 
+THREADS = {"script": "script threads", "loop": "the event loop (web server)", "other": "other threads"}
+
+
 def frames(stack: str) -> list[tuple[str, str]]:
     """(function, file) of each frame of a py-spy raw stack, outermost first."""
     out = []
@@ -146,7 +143,9 @@ def main() -> None:
         hook, out = Path(d) / "hook", Path(d) / "out"
         hook.mkdir()
         out.mkdir()
-        (hook / "sitecustomize.py").write_text(HOOK.format(root=str(ROOT), out=str(out)))
+        # (the hook's own source: the app process imports nothing of this checkout's for it, so --root runs another)
+        (hook / "sitecustomize.py").write_text("import json, signal, time\nfrom pathlib import Path\n\n"
+                                               + inspect.getsource(install) + f"\n\ninstall({str(out)!r})\n")
         env = {**cl.ONE_ADDRESS, "PYTHONPATH": str(hook)}
         server = start_app(log=Path(d) / "log.txt", timeout=120, extra_env=env, root=Path(args.root))
         sampler: list[subprocess.Popen] = []
@@ -208,7 +207,7 @@ def report(args, f, runs: list[dict], samples: Counter) -> None:
     for kind, parts in (("script", PARTS), ("loop", LOOP), ("other", [])):
         c = by_thread.get(kind, Counter())
         share = sum(c.values()) / total
-        print(f"\n  {share * per_student:6.2f} ms  {dict(script='script threads', loop='the event loop (web server)', other='other threads')[kind]}")
+        print(f"\n  {share * per_student:6.2f} ms  {THREADS[kind]}")
         groups: Counter = Counter()
         for stack, count in c.items():
             groups[classify(frames(stack.partition(";")[2]), parts) or "  (other)"] += count

@@ -218,6 +218,12 @@ def analysis(iv: Interventions | None = None, text: str | None = None) -> pipeli
     return _analyse(cur.key, used_text(text), interventions() if iv is None else iv, cur.bundle)
 
 
+def state_key() -> tuple[str, str, str]:
+    """What `analysis()` would be of, without making it (the weights' key, the sentence, the interventions): a key
+    for `ui.widgets.once` around a whole page drawn from the current analysis (the overview)."""
+    return current_model().key, used_text(st.session_state["sentence"]), repr(interventions())
+
+
 def content_key(a: pipeline.Analysis) -> tuple[str, str, str]:
     """What an analysis of the current model is of (its weights' key, the sentence, the interventions): a key for
     `ui.widgets.once`, the elements drawn from it are the same for every session with the same key."""

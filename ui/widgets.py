@@ -227,12 +227,12 @@ def once(what: str, key: tuple | None, draw: Callable[[], None]) -> None:
     (ui/replay.py: no page code, no plotly figure, no pandas frame built, no Arrow written). `key` must name everything
     `draw` shows (a model's cache key names its weights and its record); `draw` draws elements only, no widget (a
     section with a widget is drawn every time). Cheap keys only: hashing a DataFrame costs more than drawing it
-    (measured). The presenter mode is part of every key. `key` None (nothing names the content, e.g. the textbook
-    example): `draw()` is simply called."""
+    (measured). The presenter mode is part of every key, and so is whether a page link can be one (`shell.linked`).
+    `key` None (nothing names the content, e.g. the textbook example): `draw()` is simply called."""
     if key is None:
         draw()
     else:
-        replay.section(("once", what, key, presenter()), draw)
+        replay.section(("once", what, key, presenter(), shell.linked()), draw)
 
 
 def notice(text: str) -> None:
