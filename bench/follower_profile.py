@@ -125,6 +125,52 @@ def read_samples(path: Path) -> Counter:
     return out
 
 
+class RunLog:
+    """The hook above as a `sitecustomize` in `folder`: `env` starts a process with it (nothing of this checkout is
+    imported for it, so another checkout's app runs as it is), `runs(pid)` reads what it recorded so far."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        (folder / "hook").mkdir(exist_ok=True)
+        head = "import json, signal, time\nfrom pathlib import Path\n\n"
+        (folder / "hook" / "sitecustomize.py").write_text(head + inspect.getsource(install)
+                                                          + f"\n\ninstall({str(folder)!r})\n")
+        self.env = {"PYTHONPATH": str(folder / "hook")}
+
+    def runs(self, pid: int) -> list[dict]:
+        (self.folder / "runs.json").unlink(missing_ok=True)
+        os.kill(pid, signal.SIGUSR1)
+        for _ in range(200):
+            if (self.folder / "runs.json").exists():
+                return json.loads((self.folder / "runs.json").read_text())
+            time.sleep(0.05)
+        raise RuntimeError("the app process wrote no runs")
+
+
+def follow(root: Path, page: str, students: int, changes: int, pause: float = 2.0,
+           sampler: list[str] | None = None, raw: Path | None = None) -> tuple[cl.Follow, list[dict]]:
+    """`classroom_load follow` on `root`'s app, its script runs recorded from the moment every student has joined
+    (and `sampler` + [--pid, PID, --output, raw] running meanwhile): the figures, and the runs."""
+    with tempfile.TemporaryDirectory() as d:
+        log = RunLog(Path(d))
+        server = start_app(log=Path(d) / "log.txt", timeout=120, extra_env={**cl.ONE_ADDRESS, **log.env}, root=root)
+        pid, before, spies = server.proc.pid, [], []
+        try:
+            def start() -> None:  # every student has joined: the class's changes (and the idle second) from now
+                before.append(len(log.runs(pid)))
+                if sampler:
+                    spies.append(subprocess.Popen([*sampler, "--pid", str(pid), "--output", str(raw)],
+                                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+
+            f = asyncio.run(cl.follow(server.url, students, changes, pause, 30.0, [pid], 1.0, page, on_start=start))
+            for p in spies:
+                p.send_signal(signal.SIGINT)
+                p.wait(60)
+            return f, log.runs(pid)[before[0]:]
+        finally:
+            server.stop()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--page", default="overview")
@@ -140,48 +186,12 @@ def main() -> None:
     if spy is None:
         sys.exit("py-spy is not installed (requirements-dev.txt)")
     with tempfile.TemporaryDirectory() as d:
-        hook, out = Path(d) / "hook", Path(d) / "out"
-        hook.mkdir()
-        out.mkdir()
-        # (the hook's own source: the app process imports nothing of this checkout's for it, so --root runs another)
-        (hook / "sitecustomize.py").write_text("import json, signal, time\nfrom pathlib import Path\n\n"
-                                               + inspect.getsource(install) + f"\n\ninstall({str(out)!r})\n")
-        env = {**cl.ONE_ADDRESS, "PYTHONPATH": str(hook)}
-        server = start_app(log=Path(d) / "log.txt", timeout=120, extra_env=env, root=Path(args.root))
-        sampler: list[subprocess.Popen] = []
-        raw = out / "samples.txt"
-        try:
-            pid = server.proc.pid
-
-            def dumped() -> list[dict]:  # the runs so far (the hook writes them on SIGUSR1)
-                (out / "runs.json").unlink(missing_ok=True)
-                os.kill(pid, signal.SIGUSR1)
-                for _ in range(200):
-                    if (out / "runs.json").exists():
-                        return json.loads((out / "runs.json").read_text())
-                    time.sleep(0.05)
-                raise RuntimeError("the app process wrote no runs")
-
-            before: list[int] = []
-
-            def start() -> None:  # every student has joined: sample the class's changes (and the idle second)
-                before.append(len(dumped()))  # (the runs so far, joins included: left out below)
-                sampler.append(subprocess.Popen([spy, "record", "--pid", str(pid), "--gil", "--nonblocking",
-                                                 "--threads", "--rate", str(args.rate), "--format", "raw",
-                                                 "--output", str(raw)], stdout=subprocess.DEVNULL,
-                                                stderr=subprocess.DEVNULL))
-
-            f = asyncio.run(cl.follow(server.url, args.students, args.changes, args.pause, 30.0, [pid], 1.0,
-                                      args.page, on_start=start))
-            for p in sampler:
-                p.send_signal(signal.SIGINT)
-                p.wait(60)
-            runs = dumped()[before[0]:]
-            samples = read_samples(raw)
-            if args.raw:
-                shutil.copy(raw, args.raw)
-        finally:
-            server.stop()
+        raw = Path(d) / "samples.txt"
+        sampler = [spy, "record", "--gil", "--nonblocking", "--threads", "--rate", str(args.rate), "--format", "raw"]
+        f, runs = follow(Path(args.root), args.page, args.students, args.changes, args.pause, sampler, raw)
+        samples = read_samples(raw)
+        if args.raw:
+            shutil.copy(raw, args.raw)
     report(args, f, runs, samples)
 
 

@@ -47,8 +47,19 @@ SHIPPED = {"base": checkpoint.SHIPPED, "no_mask": checkpoint.SHIPPED_NO_MASK}
 
 
 @st.cache_resource(show_spinner="Loading the model…")
-def load_shipped(name: str) -> Bundle:
+def _load_shipped(name: str) -> Bundle:
     return checkpoint.load(SHIPPED[name])
+
+
+_loaded: dict[str, Bundle] = {}  # (a cached function's call hashes its argument: every run asks two or three times)
+
+
+def load_shipped(name: str) -> Bundle:
+    """A shipped checkpoint, loaded once per process and shared read-only by every session."""
+    bundle = _loaded.get(name)
+    if bundle is None:
+        bundle = _loaded[name] = _load_shipped(name)
+    return bundle
 
 
 @functools.cache
