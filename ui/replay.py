@@ -10,8 +10,10 @@ own replay of a cached function (`st.cache_data`) about 275 µs, this one about 
 
 What may be recorded: elements (text, headings, alerts, charts, tables, page links, metrics) and the
 containers they sit in (columns, containers), all drawn below the section's place on the page. A section that
-draws a widget (it belongs to its session), a lazy table, media (a file per session), or anything outside its
-place (the sidebar, a container made before it) is drawn and never recorded: it is simply drawn again next time.
+draws a widget (it belongs to its session: every element type not listed in ELEMENTS, an expander with a key), a
+chart or table one can select in, a lazy table, media (a file per session), or anything outside its place (the
+sidebar, a container made before it) is drawn and never recorded: it is simply drawn again next time. (An element
+with a key, a chart, registers its id, which a replay registers too.)
 `key` must name everything `draw` shows (a cheap name: a model's key, a sentence, a step), never the content
 itself: see ui/widgets.py `once`.
 
@@ -47,6 +49,7 @@ class Recording:
     messages: list[tuple[tuple[int, ...], ForwardMsg]]
     places: int
     size: int
+    ids: frozenset[str]  # the element ids the section registered (elements with a key: a duplicate is an error)
     cacheable: list[bool] = field(default_factory=list)  # (as Streamlit decides it: big new elements)
     hashes: dict[str, list[str]] = field(default_factory=dict)  # per fragment id (a fragment stamps its messages)
 
@@ -120,7 +123,7 @@ def _record(ctx, cursor, draw: Callable[[], None]) -> Recording | None:
     root, parent, start = cursor.root_container, tuple(cursor.parent_path), cursor.index
     depth = 1 + len(parent)  # (a message's path: its root container, the parents' places, its own place, ...)
     seen: list[ForwardMsg] = []
-    widgets = len(ctx.shared.widget_ids_this_run.snapshot())
+    ids = ctx.shared.widget_ids_this_run.snapshot()
     had = "enqueue" in vars(ctx)  # (a section inside a section: the outer one's recorder)
     enqueue = ctx.enqueue
 
@@ -138,8 +141,7 @@ def _record(ctx, cursor, draw: Callable[[], None]) -> Recording | None:
             ctx.enqueue = enqueue
         else:
             del ctx.enqueue  # (the class's method again)
-    if len(ctx.shared.widget_ids_this_run.snapshot()) != widgets:
-        return None
+    ids = ctx.shared.widget_ids_this_run.snapshot() - ids  # (a chart with a key has an id, and no state)
     messages, places, size = [], 0, 0
     for m in seen:
         path = tuple(m.metadata.delta_path)
@@ -156,7 +158,7 @@ def _record(ctx, cursor, draw: Callable[[], None]) -> Recording | None:
     if cursor.index != start + places:  # (something took a place without a message: not ours to guess)
         return None
     min_size = int(config.get_option("global.minCachedMessageSize"))
-    return Recording(messages, places, size,
+    return Recording(messages, places, size, ids,
                      [m.delta.WhichOneof("type") == "new_element" and m.ByteSize() >= min_size for _, m in messages])
 
 
@@ -197,3 +199,5 @@ def _replay(ctx, cursor, rec: Recording) -> None:
         enqueue(out)
     for _ in range(rec.places):
         cursor.lock_element()
+    for i in rec.ids:
+        ctx.shared.widget_ids_this_run.check_and_add(i)
