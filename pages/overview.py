@@ -22,9 +22,10 @@ from viz.overview import (
 shell.enter(__file__)  # first: re-enter through app.py if Streamlit ran this page bare
 
 
-def page() -> None:
-    """The whole page: drawn once per state in this process, replayed for every other session in it (a class of
-    thirty following its teacher here costs one drawing: ui/replay.py)."""
+def top() -> None:
+    """The page but its model-in-use line (whose last words depend on who holds the controls) and what follows it:
+    drawn once per state in this process, replayed for every other session in it, the teacher's among them (a class
+    of thirty following its teacher here costs one drawing: ui/replay.py)."""
     a = analysis()
     cur = current_model()
     bundle = cur.bundle
@@ -88,9 +89,11 @@ def page() -> None:
     st.caption(text.sizes_caption(CITATION, BASE.params_millions * 1e6 / n_params, training.get("train_seconds"),
                                   training.get("steps_done")))
 
-    section("The model in use", f"**{MODELS.get({'my model': 'mine'}.get(cur.label, cur.label), cur.label)}** "
-            f"(`{bundle.name}`), translating {bundle.langs[0]} → {bundle.langs[1]}. "
-            + ("Change it in the sidebar." if controls_are_mine() else "Your teacher chose it."))
+
+
+def bottom() -> None:
+    """The model's record and its data: drawn once per state in this process, as `top`."""
+    bundle = current_model().bundle
     record = model_record(bundle.meta)
     if record:
         st.table({"": [r[0] for r in record], "value": [r[1] for r in record]})
@@ -99,7 +102,7 @@ def page() -> None:
 
     summary, toy_hash = toy_data()
     trained_hash = bundle.meta.get("data_sha256")
-    if cur.label != "my model" or trained_hash in (None, toy_hash):
+    if current_model().label != "my model" or trained_hash in (None, toy_hash):
         section("What it was trained on", text.TOY_DATA, level=3)
         small_table(summary, hide_index=True, height="content")
         if trained_hash not in (None, toy_hash):
@@ -110,4 +113,10 @@ def page() -> None:
     next_link(__file__)
 
 
-once("overview", (*state_key(), controls_are_mine(), toy_data()[1]), page)
+key = (*state_key(), toy_data()[1])
+once("overview.top", key, top)
+cur = current_model()
+section("The model in use", f"**{MODELS.get({'my model': 'mine'}.get(cur.label, cur.label), cur.label)}** "
+        f"(`{cur.bundle.name}`), translating {cur.bundle.langs[0]} → {cur.bundle.langs[1]}. "
+        + ("Change it in the sidebar." if controls_are_mine() else "Your teacher chose it."))
+once("overview.bottom", key, bottom)
