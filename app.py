@@ -39,7 +39,7 @@ else:  # a run of the app's script
     import ui.startup  # noqa: F401, I001 - first: per-process settings before torch loads
 
     from ui import shell, style
-    from ui.style import presenter
+    from ui.style import presenter_asked
     from ui.classroom import panels as classroom
     from ui.page_list import ICON
     from ui.session_info import fair_share
@@ -54,7 +54,7 @@ else:  # a run of the app's script
     # in its turn (a teacher's run first), and its CPU counted against its client's share (serving/inbound.py)
     with fair_share(lead=classroom.is_teacher()):
         # a teacher's projector in presenter mode: the pages in a bar on top, the class's controls first in the sidebar
-        page = shell.navigation(top=presenter() and classroom.is_teacher())
+        page = shell.navigation(top=presenter_asked() and classroom.presents())
         if shell.admitted():
             keep_widget_state()
             init_state()  # the session's state (from a shared link on its first run), presenter mode included

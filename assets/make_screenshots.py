@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import json
 import urllib.parse
 from pathlib import Path
 
@@ -157,11 +158,68 @@ def main() -> None:
             written.append((stem, path, size))
             print(f"{path.relative_to(ROOT)}  {size / 1000:.0f} KB")
         browser.close()
+        if not wanted or "classroom" in wanted:
+            written += class_shots(p, server.url, args.max_height)
+            for _, path, size in written[-len(CLASS_SHOTS):]:
+                print(f"{path.relative_to(ROOT)}  {size / 1000:.0f} KB")
 
     write_readme(titles)
     total = sum(s for _, _, s in written)
     print(f"{len(written)} screenshots written, {total / 1e6:.2f} MB; "
           f"captions in {(OUT / 'README.md').relative_to(ROOT)}")
+
+
+CLASS_SHOTS = {  # a class with three students on the Thinking Machines plan (`class_shots`)
+    "classroom-roster": "The teacher's Classroom page in a class: the code and the QR code, then the roster "
+                        "(who follows, who explores, who left without choosing to, who voted)",
+    "classroom-console": "The teacher's console on a phone (390 x 844): the plan's Next, the open question's votes "
+                         "and the suggested move, the roster, the snapshots",
+    "classroom-projector": "The projector in presenter mode at 1280 x 720, at a stop of the plan: the stop's "
+                           "caption and its figure on the first screen, the class's controls first in the sidebar",
+}
+
+
+def class_shots(playwright, url: str, max_height: int) -> list[tuple]:
+    """The class's screens: the teacher's page with its roster, the console on a phone, the projector at a stop."""
+    from classroom import plans as P
+    from tools.class_soak import Classroom
+
+    plan = P.check_plan(json.loads((ROOT / "assets" / "plans" / "thinking-machines.json").read_text()), None)
+    room = Classroom(playwright, url, 3)
+    out = []
+    try:
+        room.start(f"/classroom?plan={P.plan_to_link(plan)}")
+        room.join()
+        s1, s2 = room.students[0].page, room.students[2].page
+        s1.get_by_role("button", name="Explore on my own").click()  # one chose to explore
+        wait_idle(s1)
+        s2.locator('[data-testid="stSidebar"]').get_by_role("link", name="Positional encoding").click()  # one left
+        wait_idle(s2)
+        teacher = room.teacher.page
+        teacher.wait_for_timeout(2000)
+        path = OUT / "classroom-roster.png"
+        out.append(("classroom-roster", path, shoot(teacher, f"{url}/classroom", path, max_height)))
+        teacher.get_by_text("Show my teacher key").click()  # (the key, from the private toggle)
+        wait_idle(teacher)
+        key = teacher.locator('[data-testid="stCode"]').nth(1).inner_text().strip()
+        phone = room._tab("console", PHONE, True).page
+        path = OUT / "classroom-console.png"
+        phone.goto(f"{url}/classroom?console={key}", wait_until="domcontentloaded")
+        wait_drawn(phone)
+        phone.set_viewport_size({"width": PHONE["width"], "height": min(content_height(phone), max_height)})
+        wait_drawn(phone)
+        out.append(("classroom-console", path, save_small(phone.screenshot(), path)))
+        teacher.goto(f"{url}/lesson?presenter=1", wait_until="domcontentloaded")
+        wait_drawn(teacher)
+        for _ in range(3):  # stop 4: positional encoding
+            teacher.locator('[data-testid="stSidebar"]').get_by_role("button", name="Next stop").click()
+            wait_drawn(teacher)
+        teacher.wait_for_timeout(5000)  # the reload's toast ("You are still the teacher ...") fades
+        path = OUT / "classroom-projector.png"
+        out.append(("classroom-projector", path, save_small(teacher.screenshot(), path)))
+    finally:
+        room.close()
+    return out
 
 
 def write_readme(titles: dict[str, str]) -> None:
@@ -179,6 +237,11 @@ def write_readme(titles: dict[str, str]) -> None:
             title = titles[url_path] + what
             lines.append(f"- **{title}**: {CAPTIONS.get(stem, titles[url_path])}  ")
             lines.append(f"  ![{title}](assets/screenshots/{path.name})")
+        if url_path == "classroom":  # a class in progress: the teacher's page, the console, the projector
+            for stem, caption in CLASS_SHOTS.items():
+                if (OUT / f"{stem}.png").is_file():
+                    lines.append(f"- **Classroom ({stem.split('-', 1)[1]})**: {caption}  ")
+                    lines.append(f"  ![Classroom ({stem.split('-', 1)[1]})](assets/screenshots/{stem}.png)")
     (OUT / "README.md").write_text("\n".join(lines) + "\n")
 
 

@@ -8,6 +8,7 @@ clicked on the students' side (but "Follow the teacher" after a drop-out, so one
 tools/class_soak.py; what it counts is written there.
 
     .venv/bin/python -m bench.classroom_browser [--students 6] [--setup one|replicas|both] [--runs 3] [--shots DIR]
+                                                [--plan il-or-elle]
 
 Prints, per run: "N students, M moves: K drop-outs, p50 X s / p95 Y s to the stop (L late of N*M)", the peer
 cycle's steps and the end. Servers on 127.0.0.1 and free ports, stopped at the end; every wait is bounded.
@@ -40,12 +41,12 @@ def plan_and_stops(path: Path = PLAN) -> tuple[str, list[Stop]]:
 
 
 def soak(url: str, students: int, stops_to: int | None = None, back: bool = True, peer: bool = True,
-         shots: Path | None = None, log=print) -> SoakResult:
+         shots: Path | None = None, log=print, plan: Path = PLAN) -> SoakResult:
     """One class at `url`: join, the plan (its first `stops_to` stops; all by default) forward and back, a peer
     cycle, the end."""
     from playwright.sync_api import sync_playwright
 
-    link, stops = plan_and_stops()
+    link, stops = plan_and_stops(plan)
     stops = stops[:stops_to] if stops_to else stops
     with sync_playwright() as p:
         room = Classroom(p, url, students, shots=shots, log=log)
@@ -72,10 +73,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=1)
     ap.add_argument("--stops", type=int, default=None, help="only the plan's first N stops")
     ap.add_argument("--shots", type=Path, default=None, help="screenshots of drop-outs and late students here")
+    ap.add_argument("--plan", default="thinking-machines",
+                    help="a shipped plan's file name in assets/plans/ (il-or-elle moves the class between pages)")
     args = ap.parse_args(argv)
     env = {"OMP_NUM_THREADS": "1"}
     failed = 0
     setups = ("one", "replicas") if args.setup == "both" else (args.setup,)
+    plan = PLAN.with_name(f"{args.plan}.json")
     print(f"machine load (1, 5, 15 min): {os.getloadavg()}", flush=True)
     for setup in setups:
         results = []
@@ -85,12 +89,12 @@ def main(argv: list[str] | None = None) -> int:
             if setup == "one":
                 server = start_app(extra_env=env, timeout=90)
                 try:
-                    res = soak(server.url, args.students, args.stops, shots=args.shots)
+                    res = soak(server.url, args.students, args.stops, shots=args.shots, plan=plan)
                 finally:
                     server.stop()
             else:
                 with Cluster(2, env=env, workers=0) as cluster:
-                    res = soak(cluster.url, args.students, args.stops, shots=args.shots)
+                    res = soak(cluster.url, args.students, args.stops, shots=args.shots, plan=plan)
             results.append(res)
             print(res.summary(), flush=True)
             for line in res.events:

@@ -144,8 +144,9 @@ def test_a_click_answer_on_the_real_attention_grid(store):  # noqa: F811 - the f
     s.run()
     no_exception(s)
     assert "not what the model does" in all_text(s)
-    fig = json.loads(next(c for c in s.get("plotly_chart")).proto.spec)["data"]
-    clicks, weights = fig[0], fig[1]
+    figs = [json.loads(c.proto.spec) for c in s.get("plotly_chart")]
+    clicks = next(f["data"][0] for f in figs if f["layout"]["title"]["text"] == "The class's clicks")
+    weights = next(f["data"][0] for f in figs if f["layout"]["title"]["text"] == "The model's weights")
     counts = decode(clicks["z"])
     assert int(counts[it][right_col]) == 2 and int(counts[it][wrong_col]) == 1 and int(sum(map(sum, counts))) == 3
     assert float(decode(weights["z"])[it][right_col]) == pytest.approx(float(w[it].max()), abs=1e-4)

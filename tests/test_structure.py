@@ -28,7 +28,7 @@ MAY_IMPORT = {
     "app": {"ui"},
     "tools": set(),
     "bench": {"model", "explain", "viz", "serving", "classroom", "study", "training", "ui", "tools", "pages"},
-    "assets": {"model", "explain", "viz", "serving", "ui", "tools"},
+    "assets": {"model", "explain", "viz", "serving", "classroom", "ui", "tools"},
     "deploy": {"serving", "tools"},
     "tests": None,  # anything
 }

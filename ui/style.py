@@ -69,6 +69,8 @@ PRESENTER_CSS = f"""
 html {{ font-size: {PRESENTER_SCALE * 100:.0f}%; }}
 /* the projector's first screen is for the figure: less room above the page */
 [data-testid="stMainBlockContainer"] {{ max-width: 100%; padding-top: 2.5rem; }}
+/* ...but a teacher's projector has the pages in a bar on top (78 px): the stop's caption starts below it */
+.stApp:has([data-testid="stTopNav"]) [data-testid="stMainBlockContainer"] {{ padding-top: 4.5rem; }}
 [data-testid="stSidebar"] {{ font-size: 1rem; }}
 .katex {{ font-size: 1.3em; }}
 """
@@ -117,6 +119,14 @@ FOCUSABLE_JS = """
 def presenter() -> bool:
     """Is this session in presenter mode?"""
     return bool(st.session_state.get(PRESENTER_KEY, False))
+
+
+def presenter_asked() -> bool:
+    """Presenter mode, also on a session's very first run, before the link's `presenter=1` is in its state (the
+    navigation is built before that: a projector's reload got the sidebar's page list once)."""
+    if PRESENTER_KEY in st.session_state:
+        return presenter()
+    return bool(read_flag(st.query_params.get(PRESENTER_KEY, "0")))
 
 
 def read_flag(value) -> bool | None:

@@ -80,8 +80,9 @@ def fold(label: str, key: str, *, expanded: bool = False, **kw) -> Iterator[bool
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$])")
 # A colon that opens a shortcode: Streamlit turns ":it:" into a flag ("7:it → 7:it: the same") and
-# ":material/warning:" into an icon; an escaped colon is a colon.
-_SHORTCODE = re.compile(r":(?=[A-Za-z0-9_+/\\\-]+:)")  # (after the escapes above: "\_" may be inside)
+# ":material/warning:" into an icon; an escaped colon is a colon. One at the end of the text is escaped too: the
+# text it is put in may close it ("{md(label)}: the same").
+_SHORTCODE = re.compile(r":(?=[A-Za-z0-9_+/\\\-]+(?::|$))")  # (after the escapes above: "\_" may be inside)
 
 
 def md(text: str) -> str:

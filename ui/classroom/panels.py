@@ -256,6 +256,13 @@ def teacher_panel() -> None:
     end_of_run(TEACHER_WATCH, snap.seq + snap.tally, recheck=False)
 
 
+def presents() -> bool:
+    """This session teaches a class, its reload's restore included (app.py asks before the navigation is built:
+    a projector reloaded with ?presenter=1 got the sidebar's page list on its first run, which is its only one)."""
+    restore_teacher()
+    return is_teacher()
+
+
 # The teacher's panel reruns on its own when a student joins or answers (its stream's trigger reruns this
 # fragment only; on the class page, whose console shows the answers, the whole page), and once a minute to touch
 # the class while the teacher's page is open.

@@ -29,7 +29,7 @@ from ui.classroom.teacher import teacher_call
 from ui.models import analysis, current_model
 from ui.state import interventions
 from ui.widgets import chart, md, metrics_row
-from viz.peer import click_grid, clicks_and_weights, rounds_figure
+from viz.peer import click_grid, clicks_figure, rounds_figure, weights_figure
 
 PEEK = "class_peek"
 REFUSED = "_class_vote_refused"  # why the student's last vote was refused (shown once)
@@ -228,11 +228,15 @@ def _distribution(poll: Poll, key: str) -> None:
         chart(rounds_figure(poll.options, first, second, poll.correct), key=key)
     elif poll.correct is None:  # the first vote shown before the reveal: the clicks only, no weights, no answer
         g = poll.grid
-        chart(clicks_and_weights(g.rows, g.cols, first, None, None), key=key)
-    else:
+        chart(clicks_figure(g.rows, g.cols, first, None), key=key)
+    else:  # the class's clicks beside the model's weights (a phone stacks the two columns)
         g = poll.grid
         latest = second if second is not None else first
-        chart(clicks_and_weights(g.rows, g.cols, latest, g.values, poll.correct), key=key)
+        c1, c2 = st.columns(2)
+        with c1:
+            chart(clicks_figure(g.rows, g.cols, latest, poll.correct), key=key)
+        with c2:
+            chart(weights_figure(g.rows, g.cols, g.values, poll.correct), key=f"{key}_weights")
 
 
 # -- the teacher's console ------------------------------------------------------------------------------------

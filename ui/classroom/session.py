@@ -53,6 +53,7 @@ _class_number         this student's number in the class (in the order students 
 _class_console        this teacher's session is a console beside the projector: it never leads the class
 _class_published_v    the version of the class's state this teacher's session last published or showed
 _class_restore_checked  this session looked for a class its browser teaches (a reload is the teacher again)
+_class_moved          the page the class moved this session away from, and when (a late request from it is stale)
 ====================  ================================================================================
 
 Security: every teacher operation goes through the store with `_class_secret`, which the store checks;
@@ -64,6 +65,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import time
 from urllib.parse import urlsplit
 
 import streamlit as st
@@ -98,6 +100,8 @@ NUMBER = "_class_number"  # this student's number in the class (in the order stu
 CONSOLE = "_class_console"  # this teacher's session is a console beside the projector: it never leads the class
 PUBLISHED_V = "_class_published_v"  # the version of the class's state this teacher's session published or showed
 RESTORED = "_class_restore_checked"  # this session has looked for a class its browser teaches (once per session)
+MOVED = "_class_moved"  # (the page the class moved this session away from, when: time.monotonic())
+MOVED_SECONDS = 10.0  # how long a request from that page is a late one (`late_from`)
 UNREACHABLE = "_class_unreachable"  # the class store could not be reached on this session's last read
 ENDED = "_class_ended"  # the message that the class this session was in has ended (shown until dismissed)
 UNREACHABLE_TEXT = "The class service is unreachable: reconnecting…"
@@ -105,7 +109,7 @@ UNREACHABLE_TEXT = "The class service is unreachable: reconnecting…"
 # page): when the class's stream announces another, the teacher's sidebar panel redraws the whole page (no timer)
 CONSOLE_TALLY = "_class_console_tally"
 KEYS = (CODE, ROLE, FOLLOWING, SECRET, STUDENT, APPLIED, SHOWS, RERUNS, SNAP, PUBLISHED, TEACHER_PAGE, ASKED, TOUCHED,
-        LINK_TOKEN, UNREACHABLE, CONSOLE_TALLY, LEFT, REPORTED, RECALLED, NUMBER, CONSOLE, PUBLISHED_V)
+        LINK_TOKEN, UNREACHABLE, CONSOLE_TALLY, LEFT, REPORTED, RECALLED, NUMBER, CONSOLE, PUBLISHED_V, MOVED)
 CLASS_PAGE = "classroom"  # the class's own page: its url path
 NOT_SHARED = (CLASS_PAGE, "home")  # pages a teacher visits without taking the class along
 TOUCH_SECONDS = 60.0  # at most one touch a minute (the teacher's page also touches the class each minute)
@@ -267,11 +271,15 @@ def stale(page: str, keys: list[str], recent: tuple[dict, ...] | None) -> bool:
     """Every changed key holds a value of one of the teacher's recent states, or the one the browser's address
     still says: not the student's doing, but a request sent before the later states reached the browser (a
     click as a redraw ends, during a burst of the teacher's changes; a reconnected page, whose new session
-    starts from its address): it carries all the widgets' values, and the run after it writes them back."""
+    starts from its address): it carries all the widgets' values, and the run after it writes them back. The
+    page counts as changed by the student unless the class moved this session away from it a moment ago
+    (`late_from`): a request from the page the class just left (a student who had followed the teacher from the
+    overview to the self-attention page was dropped by their overview's late request)."""
     mine = shared_state(page)
     link = read_link(st.query_params.to_dict())[0]
     olds = (*(recent or ()), link)
-    return all(k != "page" and any(k in old and mine.get(k) == old[k] for old in olds) for k in keys)
+    return all(late_from(page) if k == "page" else any(k in old and mine.get(k) == old[k] for old in olds)
+               for k in keys)
 
 
 # -- joining --------------------------------------------------------------------------------------------
@@ -391,6 +399,10 @@ def follow_on_run(page: str) -> None:
         changed = changed_keys(page, applied[1]) if applied is not None else []
         if changed and stale(page, changed, applied[2]):
             apply(applied[1])  # a late request wrote old values back: the teacher's again
+            back = applied[1].get("page")
+            if "page" in changed and back in PAGE_FILES:  # (from the page the class just left: back to the class's)
+                moved_away(page)
+                st.switch_page(PAGE_FILES[back], query_params=class_query(snap.code))
         elif changed:
             s[FOLLOWING], s[LEFT] = False, sorted(changed)
             notify("You changed something yourself: you now explore on your own. "
@@ -401,8 +413,22 @@ def follow_on_run(page: str) -> None:
                           (applied[1], *applied[2])[:RECENT] if applied is not None else ())
             target = snap.state.get("page")
             if target in PAGE_FILES and target != page:
+                moved_away(page)
                 st.switch_page(PAGE_FILES[target], query_params=class_query(snap.code))
     s[SHOWS] = shows(snap)
+
+
+def moved_away(page: str) -> None:
+    """The class moves this session off `page` (to the teacher's page): for a few seconds a request that still
+    comes from `page` is a late one (a page's stream asking again, a click's request crossing the move), not the
+    student going back to it."""
+    ss()[MOVED] = (page, time.monotonic())
+
+
+def late_from(page: str) -> bool:
+    """A run of `page` that the class moved this session away from a moment ago (`moved_away`)."""
+    moved = ss().get(MOVED)
+    return moved is not None and moved[0] == page and time.monotonic() - moved[1] < MOVED_SECONDS
 
 
 def set_following(on: bool) -> None:

@@ -24,6 +24,7 @@ from classroom import (
     normalize_code,
 )
 from ui.classroom.session import (
+    CLASS_PAGE,
     CODE,
     CONSOLE,
     CONSOLE_PARAM,
@@ -48,7 +49,9 @@ from ui.classroom.session import (
     client_id,
     code,
     is_teacher,
+    late_from,
     leave_class,
+    moved_away,
     notify,
     publishable,
     role,
@@ -177,6 +180,8 @@ def publish(page: str, warn: bool = True) -> None:
             teacher_call(store().touch)
             s[TOUCHED] = time.monotonic()
         return
+    if late_from(page):  # a late request from the page another device of the teacher just moved this one off
+        return
     if page not in NOT_SHARED and page in PAGE_FILES:
         s[TEACHER_PAGE] = page
     state, refused = publishable(class_state(s.get(TEACHER_PAGE, "overview")))
@@ -197,8 +202,9 @@ def adopt(page: str) -> None:
     """At the top of a teacher's run: when the class's state moved past what this session published (another
     device of the teacher: its console's Next or "Project this", a second tab), or this session has not published
     yet (a reload), this session shows the class's state, and its page; so that it publishes the class's state,
-    never an older one of its own. On the class page a reload stays there. A console takes the state (its questions
-    are about the class's view) and stays on its page."""
+    never an older one of its own. A reload of the class page stays there (elsewhere, "/" included, the new session
+    goes to the class's page). A console takes the state (its questions are about the class's view) and stays on its
+    page."""
     s = ss()
     snap = teacher_snapshot()
     if snap is None:
@@ -213,7 +219,8 @@ def adopt(page: str) -> None:
     if target in PAGE_FILES:
         s[TEACHER_PAGE] = target
         # (a console asks its questions about the class's view, and stays on its page)
-        if target != page and (seen is not None or page not in NOT_SHARED) and not s.get(CONSOLE):
+        if target != page and (seen is not None or page != CLASS_PAGE) and not s.get(CONSOLE):
+            moved_away(page)
             st.switch_page(PAGE_FILES[target])
 
 
