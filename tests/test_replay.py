@@ -30,7 +30,12 @@ def section_script():
             st.checkbox("mine", key="mine")
 
     st.markdown("before")
-    if ss.get("inside"):  # another place on the page: inside a column, after other elements
+    if ss.get("page"):  # the same section on another page (a follower's page runs under the page's hash)
+        from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
+
+        with get_script_run_ctx().run_with_active_hash(ss["page"]):
+            replay.section(("test", ss["salt"], ss.get("widget")), draw)
+    elif ss.get("inside"):  # another place on the page: inside a column, after other elements
         _, box = st.columns(2)
         with box:
             st.caption("first in the column")
@@ -93,5 +98,28 @@ def test_a_replayed_chart_keeps_its_key():
 
     salt = uuid.uuid4().hex
     session(salt)
-    rec = next(r for k, r in replay._recordings.items() if k == ("test", salt, None))
+    [rec] = [r for k, r in replay._recordings.items() if k[0] == ("test", salt, None)]
     assert len(rec.ids) == 1 and next(iter(rec.ids)).endswith("replayed_chart")
+    other = session(salt, page="another page's hash")  # recorded again there: its chart's id is that page's
+    assert other.session_state["calls"] == 1 and not other.exception
+    ids = [r.ids for k, r in replay._recordings.items() if k[0] == ("test", salt, None)]
+    assert len(ids) == 2 and ids[0] != ids[1] and all(next(iter(i)).endswith("replayed_chart") for i in ids)
+    again = session(salt, page="another page's hash")  # and replayed there with that page's id
+    assert "calls" not in again.session_state and not again.exception
+
+
+def test_the_recordings_are_bounded_in_number_and_bytes(monkeypatch):
+    """Per process and least recently used first out: a server up for a term keeps at most MAX_SECTIONS recordings
+    of at most MAX_BYTES in all."""
+    from ui import replay
+
+    replay.clear()
+    monkeypatch.setattr(replay, "MAX_SECTIONS", 3)
+    monkeypatch.setattr(replay, "MAX_BYTES", 1000)
+    for i in range(5):
+        replay._keep(i, replay.Recording([], 0, 100, frozenset()))
+    assert list(replay._recordings) == [2, 3, 4] and replay._bytes == 300
+    replay._keep("big", replay.Recording([], 0, 900, frozenset()))  # 1,200 bytes: the oldest go until it fits
+    assert list(replay._recordings) == [4, "big"] and replay._bytes == 1000
+    replay.clear()
+    assert not replay._recordings and replay._bytes == 0

@@ -17,7 +17,8 @@ with a key, a chart, registers its id, which a replay registers too.)
 `key` must name everything `draw` shows (a cheap name: a model's key, a sentence, a step), never the content
 itself: see ui/widgets.py `once`.
 
-Recordings are kept per process (LRU, at most MAX_SECTIONS of them and MAX_BYTES of messages).
+Recordings are kept per process (LRU, at most MAX_SECTIONS of them and MAX_BYTES of messages), one per key and
+page (the active script hash: an element's id names its page, and a follower's page runs under its own).
 """
 
 from __future__ import annotations
@@ -95,6 +96,7 @@ def section(key: Hashable, draw: Callable[[], None]) -> None:
     if cursor is None:
         draw()
         return
+    key = (key, ThreadState.get().active_script_hash)  # (an element's id is of its page: a chart's key on another)
     with _lock:
         rec = _recordings.get(key)
         if rec is not None:
