@@ -5,11 +5,11 @@ from dataclasses import replace
 
 import streamlit as st
 
-from model.checkpoint import CheckpointError
-from model.paper import BASE, SECTIONS
+from explain.paper import BASE, SECTIONS
 from pages.content import decoder as text
 from ui import shell
-from ui.models import analysis, cheating, content_key, current_model, load_shipped, no_mask_reference
+from ui.mask_steps import no_mask_section
+from ui.models import analysis, content_key, current_model
 from ui.state import interventions
 from ui.widgets import (
     fold,
@@ -21,7 +21,6 @@ from ui.widgets import (
     notice,
     once,
     pick,
-    reference_box,
     require_sentence,
     section,
     sentence_header,
@@ -143,52 +142,7 @@ with fold("Show the weights with the mask on and off, and the translations", "de
             st.caption(text.SAME_WORDS)
         st.caption(text.MASK_OFF_CAPTION)
 
-st.subheader("(b) A model trained without the look-ahead mask")
-with fold("Show the model trained without the mask: teacher forcing vs generation", "decoder_fold_cheat") as shown:
-    if shown:
-        try:
-            base_b, cheat_b = load_shipped("base"), load_shipped("no_mask")
-        except (CheckpointError, OSError) as e:
-            st.warning(f"The shipped no-mask checkpoint could not be loaded ({md(str(e))}).")
-            cheat_b = None
-        if cheat_b is not None and bundle.direction != cheat_b.direction:
-            st.info(text.WRONG_DIRECTION)
-            cheat_b = None
-        if cheat_b is not None:
-            st.markdown(text.CHEAT)
-            reference = reference_box(text.REFERENCE_LABEL, "decoder_reference", sentence,
-                                      lambda: no_mask_reference(sentence, base_b), text.REFERENCE_HELP)
-            story = cheating(sentence, reference, base_b, cheat_b)
-            if story.cheat_tf.unknown:
-                st.warning("Not in the target vocabulary, fed as <unk>: "
-                           + ", ".join(f"**{md(w)}**" for w in story.cheat_tf.unknown))
-            t1, t2 = st.columns(2)
-            t1.markdown("**Teacher forcing** (the reference is in the input)")
-            t1.table(vd.teacher_forcing_table(story))
-            t2.markdown("**Generation** (greedy: no future to read)")
-            t2.dataframe(vd.generation_table(story), hide_index=True)
-            if story.cheat.translation != story.base.translation:
-                st.error(f"Generating, the no-mask model says **{md(story.cheat.translation) or '(nothing)'}**, "
-                         f"the base model **{md(story.base.translation) or '(nothing)'}**.")
-            tr_c, nl = story.cheat_tf.trace, cheat_b.config.n_dec_layers
-            lh = pick("No-mask model: decoder self-attention head",
-                      [(i, h) for i in range(nl) for h in range(cheat_b.config.n_heads)], "decoder_cheat_head",
-                      vd.best_peek_head(tr_c, nl), format_func=lambda x: f"layer {x[0]}, head {x[1]}")
-            w_cheat = vd.head_weights(tr_c, f"dec.{lh[0]}.self_attn", lh[1])
-            h1, h2 = st.columns([3, 2])
-            with h1:
-                weights_panel(w_cheat, story.cheat_tf.in_labels, key="decoder_cheat_weights", **kw,
-                              title=f"No-mask model, teacher-forced: dec.{lh[0]}.self_attn.weights, head {lh[1]}",
-                              shape=shape_text(tr_c[f"dec.{lh[0]}.self_attn.weights"], "B, H, t, t"))
-            with h2:
-                st.metric("rows whose largest weight is on position t + 1", f"{vd.peek_share(w_cheat):.0%}")
-                st.markdown("**Mean weight on position t + 1, per head** (the word to predict)")
-                st.dataframe(vd.peek_scores(tr_c, nl).round(3))
-            notice(vd.peek_notice(w_cheat, story.cheat_tf.in_labels))
-            with st.expander("Position by position: what it must predict, what it reads"):
-                small_table(vd.cheat_table(story.cheat_tf, cheat_b.tgt_vocab.itos, w_cheat), hide_index=True)
-            st.markdown(text.TRAINING_FIGURES)
-            st.table(vd.training_table({"base model": base_b, "no-mask model": cheat_b}).set_index(""))
+no_mask_section(sentence, bundle, text, kw)
 
 st.markdown(text.OUTRO)
 next_link(__file__)

@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import streamlit as st
 
-from model.trace import Interventions
 from pages.content import multi_head as text
 from ui import shell
 from ui.attention_steps import show_one_head_left
 from ui.classroom.plans import hidden_head, mystery_box
-from ui.models import analysis, content_key, coref_decision, coref_defaults, current_model, teacher_forced
+from ui.heads_steps import NO_BAR, P, concat_section, switch_off_section
+from ui.models import analysis, content_key, coref_decision, coref_defaults, current_model
 from ui.state import set_head
 from ui.style import presenter
 from ui.widgets import (
     chart,
-    exact_numbers,
     figure,
     fold,
     md,
@@ -30,15 +29,13 @@ from ui.widgets import (
 from viz import attention as va
 from viz import coref as vc
 from viz import heads as vh
-from viz.attention import MODULES, axis_labels, dims, module_name
-from viz.heads import block_figure, head_figure
+from viz.attention import MODULES, axis_labels, module_name
+from viz.heads import head_figure
 from viz.heatmap import table
 
 shell.enter(__file__)  # first: re-enter through app.py if Streamlit ran this page bare
 
-P = "multi_head_"  # widget key prefix
 KEYS = (f"{P}layer", f"{P}head", f"{P}word")
-NO_BAR = {"displayModeBar": False}
 
 
 def _toggle(module: str, head: int, key: str) -> None:
@@ -149,52 +146,8 @@ with fold("Show this word's weights in every head", f"{P}fold_word") as shown:
                key=f"{P}word_heads", x_title="key", y_title="head",
                note=vh.word_heads_notice(rows, x_labels, y_labels[word]))
 
-st.header("Concatenate the heads, multiply by W_O")
-T = len(y_labels)
-st.latex(text.concat_latex(H, T, d_k, D))
-with fold("Show Concat(Z_1 … Z_H) and Concat · W_O", f"{P}fold_concat") as shown:
-    if shown:
-        concat, out = a.trace[f"{module}.concat"][0], a.trace[f"{module}.out"][0]
-        st.markdown(f"**Concat(Z_1 … Z_{H})** · shape `[{T}, {D}]` — heads side by side, borders marked"
-                    + (f"; heads {', '.join(map(str, off))} are off (all zeros)" if off else ""))
-        chart(block_figure(concat, y_labels, H, off=off), key=f"{P}concat", config=NO_BAR)
-        notice(vh.concat_notice(concat, H, off))
-        st.markdown(f"**Concat · W_O** · shape `[{T}, {D}]` — every output dimension mixes all heads")
-        chart(block_figure(out, y_labels, 1), key=f"{P}out", config=NO_BAR)
-        notice(vh.out_notice(concat, out, y_labels))
-        exact_numbers("Exact numbers: concat and output", f"{P}concat_numbers",
-                      [(concat, dims(D), y_labels), (out, dims(D), y_labels)])
-
-section("Switch heads off", text.SWITCH_OFF)
-if not iv.heads_off:
-    st.info(text.ALL_ON)
-else:
-    st.warning("Switched off: " + "; ".join(iv.describe()))
-with fold("Show the translation and the probabilities before and after", f"{P}fold_off") as shown:
-    if shown:
-        a0 = analysis(iv=Interventions())
-        c1, c2 = st.columns(2)
-        with c1:
-            section("Before: the unmodified model", f"**Translation:** {md(a0.translation) or '*(empty)*'}", level=3)
-            small_table(vh.greedy_probs(a0), hide_index=True)
-        with c2:
-            section("After: with your interventions", f"**Translation:** {md(a.translation) or '*(empty)*'}", level=3)
-            small_table(vh.greedy_probs(a), hide_index=True)
-        st.caption(text.GREEDY_CAPTION)
-
-        tf_before = teacher_forced(a0.translation, iv=Interventions())
-        tf_after = teacher_forced(a0.translation)
-        st.subheader("The same output tokens, scored by both")
-        small_table(vh.compare_probs(tf_before.trace, tf_after.trace, tf_before.gold, tf_before.gold_labels),
-                    hide_index=True)
-        st.subheader(f"The attention output of {module}, before and after")
-        out_labels = tf_before.in_labels if stack == "dec" else a.src_labels
-        c1, c2 = st.columns(2)
-        with c1:
-            small_table(vh.output_change(tf_before.trace, tf_after.trace, module, out_labels), hide_index=True)
-        with c2:
-            st.markdown("‖z‖ of each head (after): a head that is off is 0 everywhere")
-            small_table(vh.head_z_norms(tf_after.trace, module, out_labels))
+concat_section(a, cfg, module, y_labels, off, text)
+switch_off_section(a, module, stack, text)
 
 section("Keep one head: is one way to interact enough?", text.ONE_HEAD)
 st.button("Use “thinking machines” on this page", on_click=_set_sentence, args=("thinking machines",),

@@ -5,11 +5,12 @@ import functools
 
 import streamlit as st
 
+from explain.paper import SECTIONS
 from model.data import dataset_reference
-from model.paper import SECTIONS
 from pages.content import output as text
 from ui import shell
-from ui.models import analysis, beam, content_key, current_model, teacher_forced, used_text
+from ui.decoding_steps import CHART, beam_section, greedy_section
+from ui.models import analysis, content_key, current_model, teacher_forced, used_text
 from ui.widgets import (
     chart,
     fold,
@@ -30,7 +31,6 @@ from viz.heatmap import shape_text
 
 shell.enter(__file__)  # first: re-enter through app.py if Streamlit ran this page bare
 
-CHART = {"displayModeBar": False}
 a = analysis()
 bundle = current_model().bundle
 itos = bundle.tgt_vocab.itos
@@ -46,8 +46,7 @@ section("1. The final linear layer and softmax", text.LINEAR)
 st.latex(text.LINEAR_LATEX)
 pos = pick("Decoder position", range(len(a.tgt_labels)), "output_pos", 0,
            format_func=lambda t: f"{a.tgt_labels[t]}  →  predicts {a.next_labels[t].split(' ', 1)[1]}")
-# What a class shares is drawn once per content and replayed (ui.widgets.once): a class follows the same position
-# of the same sentence. `here` names the analysis; the tables and numbers are computed only when drawn.
+# drawn once per content (`here`: the analysis) and replayed to a class on the same position (ui.widgets.once)
 here = content_key(a)
 out = vo.position_output(tr, pos)
 best = out.best
@@ -174,68 +173,8 @@ once("output.torch_smoothing", smoothed,
      lambda: st.caption(text.torch_smoothing(eps, sm().smoothed, sm().torch_loss)))
 
 section("4. Greedy decoding, step by step", text.GREEDY)
-g = a.greedy
-once("output.greedy_table", here, lambda: small_table(vo.greedy_table(g, itos), hide_index=True))
-
-
-@st.fragment
-def greedy_step(g, itos, content: tuple) -> None:
-    """One step of the greedy decoding (of the analysis `content` names): its slider reruns only this part."""
-    gs = pick("Greedy step", range(1, len(g.steps) + 1), "output_greedy_step", style="slider")
-    step = g.steps[gs - 1]
-    st.markdown(f"**Step {gs}**: the decoder has read {md(vo.prefix_words(step.prefix, itos))}.")
-    cand = vo.step_candidates(step, itos)
-    k1, k2 = st.columns([3, 2])
-    with k1:
-        once("output.greedy", (*content, gs), lambda: chart(
-            vo.top_bar(cand, f"Top {len(cand)} candidates at step {gs}", highlight=itos[step.chosen]),
-            key="output_greedy_chart", config=CHART))
-    with k2:
-        notice(vo.greedy_notice(step, gs, itos))
-        with fold("The candidates as a table", "output_fold_candidates") as shown:
-            if shown:
-                small_table(cand, hide_index=True)
-
-
-greedy_step(g, itos, here)
-if not g.finished:
-    st.info("The model did not say <eos> before the length limit.")
-
+greedy_section(a, itos, here)
 section("5. Beam search", text.BEAM)
 st.latex(text.BEAM_LATEX)
-b1, b2 = st.columns(2)
-k = b1.slider("Beam width k", 1, 5, 3, key="output_beam_k")
-alpha = b2.slider("Length normalisation α", 0.0, 1.5, 0.6, 0.1, key="output_beam_alpha",
-                  help="0: plain total log-probability. 0.6 is the paper's value (section 6.1), taken from GNMT.")
-with fold("Show the search tree", "output_fold_tree") as shown:
-    if shown:
-        res = beam(k, alpha)
-        chart(vo.beam_tree(res, itos), key="output_beam_tree", config=CHART)
-        notice(vo.beam_notice(res, a.greedy, itos, bundle.langs[1]))
-        st.caption(text.BEAM_TREE)
-        with st.expander("Every expansion of one step, as a table"):
-            bs = pick("Beam step", range(1, len(res.steps) + 1), "output_beam_step", style="slider")
-            small_table(vo.beam_step_table(res, bs, itos, bundle.langs[1]), hide_index=True)
-
-
-def beam_results() -> None:
-    res = beam(k, alpha)
-    st.markdown("**Finished hypotheses**, best normalised score first:")
-    small_table(vo.finished_table(res, itos, bundle.langs[1]), hide_index=True)
-
-    st.subheader("Beam search vs greedy")
-    comp = vo.comparison_table(g, res, alpha, k, itos, bundle.langs[1])
-    small_table(comp, hide_index=True)
-    greedy_out, beam_out = comp["output"]
-    if beam_out == greedy_out:
-        st.success("Beam search and greedy decoding agree here." + (text.K1_NOTE if k == 1 else ""))
-    else:
-        st.warning(f"They differ: greedy says **{md(greedy_out)}**, beam search says **{md(beam_out)}**.")
-
-    section("The lecture notes' “another method”: keep the top two words and run the model twice", text.RUN_TWICE,
-            level=3)
-    small_table(vo.run_twice(beam(2, alpha), itos), hide_index=True)
-
-
-once("output.beam", (*here, k, alpha), beam_results)
+beam_section(a, bundle, here, text)
 next_link(__file__)

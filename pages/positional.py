@@ -1,15 +1,13 @@
 """Positional encoding: the formula with real numbers, the table, PE(pos+k) = M_k PE(pos), word order."""
 
-import functools
 
 import streamlit as st
 
-from model.pipeline import token_labels
 from model.trace import Interventions
-from model.vocab import EOS
 from pages.content import positional as text
 from ui import shell
-from ui.models import analysis, content_key, current_model, permutation_checks
+from ui.models import analysis, content_key, current_model
+from ui.positional_steps import shift, word_order
 from ui.state import interventions
 from ui.widgets import (
     chart,
@@ -26,7 +24,7 @@ from ui.widgets import (
 )
 from viz import positional as vp
 from viz.heatmap import shape_text, table
-from viz.positional import ORDERS, block, clamp, curves_figure, make_order, rotation, shift_check, worked
+from viz.positional import clamp, curves_figure, worked
 
 shell.enter(__file__)  # first: re-enter through app.py if Streamlit ran this page bare
 
@@ -120,79 +118,9 @@ def one_dimension(pe_table, D: int) -> None:
         st.info("Pick at least one dimension.")
 
 
-@st.fragment
-def shift(pe_table, D: int, L: int, i: int, dims: list[str]) -> None:
-    section("4. PE(pos + k) is a linear function of PE(pos)", text.ROTATION)
-    k = int(st.number_input("Offset k", 0, L - 1, clamp(2, 0, L - 1), key="positional_k"))
-    b = block(k, i, D)
-    st.latex(text.ROTATION_LATEX)
-    st.latex(rf"k = {k},\ i = {i}: \quad \begin{{pmatrix}} {b[0, 0]:.5f} & {b[0, 1]:.5f} \\ {b[1, 0]:.5f} & "
-             rf"{b[1, 1]:.5f} \end{{pmatrix}}, \qquad M_k = \mathrm{{diag}}(B_0, B_1, \dots, B_{{{D // 2 - 1}}})"
-             rf"\in \mathbb{{R}}^{{{D} \times {D}}}")
-    with fold("Show M_k's top-left corner as a heatmap", "positional_fold_M") as shown:
-        if shown:
-            M = rotation(k, D)
-            figure(M[:8, :8], dims[:8], dims[:8], "encoding", shape=f"[{D}, {D}]", key="positional_M", digits=3,
-                   title=f"M_{k}, top-left 8 × 8 corner (2 × 2 blocks, zeros elsewhere)", numbers=False,
-                   note=vp.rotation_notice(M, k, i))
-    checks = functools.cache(lambda: shift_check(pe_table, k))  # (the model's PE buffer and k: computed when drawn)
-    c1, c2 = st.columns([1, 2])
-    with c1:
-        once("positional.shift", (current_model().key, k), lambda: (
-            st.metric(f"Largest error over all {len(checks())} positions", f"{checks().iloc[:, 2].max():.1e}"),
-            st.caption(text.shift_caption(vp.float64_shift_error(L, D, k)))))
-    with c2:
-        with fold("Every position, row by row", "positional_checks") as shown:
-            if shown:
-                small_table(checks(), hide_index=True, height=240)
-
-
-@st.fragment
-def word_order(a, ref, dims: list[str]) -> None:
-    st.header("5. Switch it off: word order stops mattering")
-    n = len(a.prepared.tokens)
-    c1, c2 = st.columns(2)
-    how = c1.selectbox("Permute the words", ORDERS, key="positional_order")
-    seed = int(c2.number_input("Shuffle seed", 0, 10_000, 0, key="positional_seed", disabled=how != "shuffled"))
-    order = make_order(n, how, seed)
-    perm_tokens = [a.prepared.tokens[j] for j in order]
-    st.markdown("**Permuted sentence:** " + " ".join(f":orange-background[{md(t)}]" for t in perm_tokens)
-                + " :gray-background[<eos>]")
-    checks = functools.cache(lambda: permutation_checks(ref.trace["src.tokens"][0], order))  # (computed when drawn)
-    if n < 2:
-        st.info("With a single word there is nothing to permute: type a longer sentence.")
-
-    def compared() -> None:
-        off, on = checks()
-        c1, c2 = st.columns(2)
-        for col, check, label in ((c1, off, "Positional encoding OFF"), (c2, on, "Positional encoding ON")):
-            with col:
-                st.subheader(label)
-                st.metric("max |encoder outputs − permuted outputs, put back in order|", f"{check.max_diff:.1e}")
-                st.markdown(f"**Translation:** {md(check.translation) or '*(empty)*'}  \n"
-                            f"**Translation of the permuted sentence:** {md(check.translation_perm) or '*(empty)*'}")
-        st.markdown(text.order_blind(off.translation == off.translation_perm, off.max_diff))
-
-    once("positional.order", (*content_key(ref), tuple(order)), compared)
-    with fold("Show the encoder outputs without PE, in both orders", "positional_fold_off") as shown:
-        if shown:
-            off, _ = checks()
-            perm_labels = token_labels([*perm_tokens, EOS])
-            c1, c2 = st.columns(2)
-            with c1:
-                figure(off.enc[:, :16], dims[:16], ref.src_labels, "activations",
-                       title="PE off: enc.out, your sentence", key="positional_enc_off", numbers=False,
-                       shape=shape_text(off.enc, "T, D") + ", first 16 dims")
-            with c2:
-                figure(off.enc_perm[:, :16], dims[:16], perm_labels, "activations", title="PE off: enc.out, permuted",
-                       shape=shape_text(off.enc_perm, "T, D") + ", first 16 dims", key="positional_enc_off_perm",
-                       numbers=False)
-            notice(vp.permuted_notice(off.enc, off.enc_perm, off.order, ref.src_labels))
-
-
 one_dimension(pe_table, D)
-shift(pe_table, D, L, i, dims)
-word_order(a, ref, dims)
+shift(pe_table, D, L, i, dims, text)
+word_order(a, ref, dims, text)
 
 
 def switched() -> None:  # (the analysis without PE is made, or copied, only when this is drawn)

@@ -1,44 +1,44 @@
 """Predict, then reveal: the teacher's questions, made from what the teacher shows and answered by the model
-(model/questions.py), asked through the class store with the teacher's secret (ui/classroom/session.py)."""
+(explain/questions.py), asked through the class store with the teacher's secret (ui/classroom/session.py)."""
 
 from __future__ import annotations
 
-from model import questions as Q
-from ui.classroom.session import ASKED, notify, ss, store
+from explain import questions as Q
+from ui.classroom.session import store
 from ui.classroom.teacher import teacher_call
 from ui.models import analysis, current_model, load_shipped
 from ui.state import interventions
 
 
 def make_question(kind: str, layer: int = 0, head: int | None = None, position: int | None = None,
-                  off: tuple[str, int] | None = None) -> Q.Question:
-    """A question about the teacher's current sentence, model and interventions, answered by that model."""
+                  off: tuple[str, int] | None = None) -> tuple[Q.Question, dict | None]:
+    """A question of `kind` about the teacher's current sentence, model and interventions, answered by that model,
+    and a click question's grid (None for the others): the one place a kind becomes a question (the console's Ask,
+    a plan's stop)."""
     a, bundle = analysis(), current_model().bundle
+    if kind == "click":
+        query = Q.default_query(a)
+        head = Q.most_decided_head(a, layer, query) if head is None else head
+        q = Q.attention(a, layer, head)
+        q = Q.Question("click", "Click the cell you predict. " + q.text, q.options, q.answer, q.detail)
+        return q, Q.attention_grid(a, layer, head, query)
     if kind == "attention":
-        return Q.attention(a, layer, head)
+        return Q.attention(a, layer, head), None
     if kind == "next_word":
-        return Q.next_word(a, bundle.tgt_vocab.itos, position)
+        return Q.next_word(a, bundle.tgt_vocab.itos, position), None
     if kind == "head_off":
-        return Q.head_off(bundle, a.prepared, interventions(), off or Q.all_heads(bundle)[0])
+        return Q.head_off(bundle, a.prepared, interventions(), off or Q.all_heads(bundle)[0]), None
     if kind == "no_mask":
-        return Q.no_mask(load_shipped("base"), load_shipped("no_mask"), a.prepared)
+        return Q.no_mask(load_shipped("base"), load_shipped("no_mask"), a.prepared), None
+    if kind == "scaling":
+        return Q.scaling(a, layer, head), None
+    if kind == "look_ahead":
+        return Q.look_ahead(a), None
+    if kind == "pos_column":
+        return Q.pos_column(a), None
+    if kind == "head_zero":
+        return Q.head_zero(bundle, a.prepared, interventions(), layer, head or 0), None
     raise ValueError(f"no question of kind {kind!r}")
-
-
-def ask(q: Q.Question) -> int | None:
-    """Ask the class `q` (replaces the open question); returns its id."""
-    qid = teacher_call(store().ask, q.text, list(q.options), q.answer)
-    if qid is not None:
-        ss()[ASKED] = (qid, q)
-    return qid
-
-
-def ask_new(kind: str, params: dict) -> None:
-    """Callback of the Ask button: a question of `kind` from the teacher's current state."""
-    try:
-        ask(make_question(kind, **params))
-    except ValueError as e:
-        notify(str(e))
 
 
 def reveal() -> None:

@@ -22,12 +22,9 @@ from classroom.votes import (
     share_correct,
     suggest_after,
 )
-from model import questions as Q
 from ui.classroom import asking
 from ui.classroom.session import ASKED, SECRET, STUDENT, client_id, code, notify, ss, store
 from ui.classroom.teacher import teacher_call
-from ui.models import analysis, current_model
-from ui.state import interventions
 from ui.widgets import chart, md, metrics_row
 from viz.peer import click_grid, clicks_figure, rounds_figure, weights_figure
 
@@ -46,31 +43,10 @@ PHASES = {"vote": "Students vote (they may change their vote until you lock it).
 
 
 # -- asking -----------------------------------------------------------------------------------------------
-def make(kind: str, params: dict) -> tuple[Q.Question, dict | None]:
-    """A question of `kind` from the teacher's current state, and a click question's grid."""
-    a = analysis()
-    layer, head = params.get("layer", 0), params.get("head")
-    if kind == "click":
-        query = Q.default_query(a)
-        head = Q.most_decided_head(a, layer, query) if head is None else head
-        q = Q.attention(a, layer, head)
-        q = Q.Question("click", "Click the cell you predict. " + q.text, q.options, q.answer, q.detail)
-        return q, Q.attention_grid(a, layer, head, query)
-    if kind == "scaling":
-        return Q.scaling(a, layer, head), None
-    if kind == "look_ahead":
-        return Q.look_ahead(a), None
-    if kind == "pos_column":
-        return Q.pos_column(a), None
-    if kind == "head_zero":
-        return Q.head_zero(current_model().bundle, a.prepared, interventions(), layer, head or 0), None
-    return asking.make_question(kind, **params), None
-
-
 def ask(kind: str, params: dict) -> None:
     """Callback of the Ask button: a question of `kind`, its first vote open."""
     try:
-        q, grid = make(kind, params)
+        q, grid = asking.make_question(kind, **params)
     except ValueError as e:
         notify(str(e))
         return

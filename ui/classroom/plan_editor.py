@@ -52,7 +52,7 @@ def stop_question(kind: str | None) -> dict | None:
     if ss().get("model") == "mine":
         raise InvalidInput("A plan's questions are answered by a shipped model: choose one in the sidebar first.")
     try:
-        q = make_question(kind)
+        q, _ = make_question(kind)
     except ValueError as e:
         raise InvalidInput(f"No question of this kind for this view: {e}") from None
     return {"text": q.text, "options": list(q.options), "answer": q.answer}

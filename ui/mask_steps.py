@@ -1,0 +1,66 @@
+"""The Decoder page's last section: a model trained without the look-ahead mask, teacher-forced (it reads the word it
+must predict) and generating (there is nothing to read), with the heads that peek. `text` is the page's prose
+(pages/content/decoder.py).
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+import streamlit as st
+
+from model.checkpoint import Bundle, CheckpointError
+from ui.models import cheating, load_shipped, no_mask_reference
+from ui.widgets import fold, md, notice, pick, reference_box, small_table, weights_panel
+from viz import decoder as vd
+from viz.heatmap import shape_text
+
+
+def no_mask_section(sentence: str, bundle: Bundle, text: ModuleType, kw: dict) -> None:
+    """Section 4(b), folded: the shipped no-mask model beside the base one on `sentence` (`kw`: the axes' titles)."""
+    st.subheader("(b) A model trained without the look-ahead mask")
+    with fold("Show the model trained without the mask: teacher forcing vs generation", "decoder_fold_cheat") as shown:
+        if shown:
+            try:
+                base_b, cheat_b = load_shipped("base"), load_shipped("no_mask")
+            except (CheckpointError, OSError) as e:
+                st.warning(f"The shipped no-mask checkpoint could not be loaded ({md(str(e))}).")
+                cheat_b = None
+            if cheat_b is not None and bundle.direction != cheat_b.direction:
+                st.info(text.WRONG_DIRECTION)
+                cheat_b = None
+            if cheat_b is not None:
+                st.markdown(text.CHEAT)
+                reference = reference_box(text.REFERENCE_LABEL, "decoder_reference", sentence,
+                                          lambda: no_mask_reference(sentence, base_b), text.REFERENCE_HELP)
+                story = cheating(sentence, reference, base_b, cheat_b)
+                if story.cheat_tf.unknown:
+                    st.warning("Not in the target vocabulary, fed as <unk>: "
+                               + ", ".join(f"**{md(w)}**" for w in story.cheat_tf.unknown))
+                t1, t2 = st.columns(2)
+                t1.markdown("**Teacher forcing** (the reference is in the input)")
+                t1.table(vd.teacher_forcing_table(story))
+                t2.markdown("**Generation** (greedy: no future to read)")
+                t2.dataframe(vd.generation_table(story), hide_index=True)
+                if story.cheat.translation != story.base.translation:
+                    st.error(f"Generating, the no-mask model says **{md(story.cheat.translation) or '(nothing)'}**, "
+                             f"the base model **{md(story.base.translation) or '(nothing)'}**.")
+                tr_c, nl = story.cheat_tf.trace, cheat_b.config.n_dec_layers
+                lh = pick("No-mask model: decoder self-attention head",
+                          [(i, h) for i in range(nl) for h in range(cheat_b.config.n_heads)], "decoder_cheat_head",
+                          vd.best_peek_head(tr_c, nl), format_func=lambda x: f"layer {x[0]}, head {x[1]}")
+                w_cheat = vd.head_weights(tr_c, f"dec.{lh[0]}.self_attn", lh[1])
+                h1, h2 = st.columns([3, 2])
+                with h1:
+                    weights_panel(w_cheat, story.cheat_tf.in_labels, key="decoder_cheat_weights", **kw,
+                                  title=f"No-mask model, teacher-forced: dec.{lh[0]}.self_attn.weights, head {lh[1]}",
+                                  shape=shape_text(tr_c[f"dec.{lh[0]}.self_attn.weights"], "B, H, t, t"))
+                with h2:
+                    st.metric("rows whose largest weight is on position t + 1", f"{vd.peek_share(w_cheat):.0%}")
+                    st.markdown("**Mean weight on position t + 1, per head** (the word to predict)")
+                    st.dataframe(vd.peek_scores(tr_c, nl).round(3))
+                notice(vd.peek_notice(w_cheat, story.cheat_tf.in_labels))
+                with st.expander("Position by position: what it must predict, what it reads"):
+                    small_table(vd.cheat_table(story.cheat_tf, cheat_b.tgt_vocab.itos, w_cheat), hide_index=True)
+                st.markdown(text.TRAINING_FIGURES)
+                st.table(vd.training_table({"base model": base_b, "no-mask model": cheat_b}).set_index(""))
