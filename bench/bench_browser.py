@@ -18,21 +18,28 @@ switch (playwright's page.on("websocket") + framereceived).
 --cpu also traces each navigation (Chromium's tracing) and reports the time the page's main thread spent in its
 tasks ("nav CPU"): less sensitive to other work on a shared machine than the wall time, which it slows a little.
 
+--bare also measures, in the same run, a bare Streamlit app (nothing of ours: a paragraph and K Plotly heatmaps of
+12 x 12 random numbers per page) on a page with as many charts as each page of ours draws, its navigation clicked
+right after ours each time: per page, the median and the worst of (our nav / the bare page's nav) over the repeats
+(goal: at most 1.3x).
+
 --root PATH (repeatable) measures other checkouts (e.g. a git worktree of an older commit, which also
 starts with `python -m streamlit run app.py`); every root gets its own server on 127.0.0.1 and a free
 port, and the pages are measured in turn (page 1 on every root, page 2 on every root, ...), so that
 BEFORE and AFTER see the same machine noise. Target on this 2-core machine: every median <= 1.0 s and
 no page over 6 charts drawn before the reader does anything.
 
-    .venv/bin/python -m bench.bench_browser [--root /work/wt/base --root .] [--repeats 5] [--pages tokens,...]
+    .venv/bin/python -m bench.bench_browser [--root /work/wt/base --root .] [--repeats 5] [--pages tokens,...] [--bare]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -70,6 +77,30 @@ QUIET_S = 0.05  # no websocket frame for this long: the run's burst of messages 
 FRAMES_JS = "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(true))))"
 
 
+BARE_APP = """import numpy as np
+import plotly.graph_objects as go
+import streamlit as st
+
+st.set_page_config(layout="wide")
+
+
+def charts(k):
+    def page():
+        st.markdown("One paragraph, about as long as one of the app's, with **bold** and *italic* words: the page "
+                    "holds nothing but this and its heatmaps.")
+        for i in range(k):
+            z = np.random.default_rng(i).random((12, 12))
+            st.plotly_chart(go.Figure(go.Heatmap(z=z)), key=f"heatmap_{i}")
+    return page
+
+
+pages = [st.Page(lambda: st.markdown("A light page."), title="Bare home", url_path="home", default=True)]
+pages += [st.Page(charts(k), title=f"Bare {k}", url_path=f"k{k}") for k in range(BARE_MAX + 1)]
+st.navigation(pages, expanded=True).run()
+"""
+BARE_MAX = 16  # heatmaps on the bare app's last page
+
+
 @dataclass
 class PageFigures:
     nav: list[float] = field(default_factory=list)
@@ -78,7 +109,11 @@ class PageFigures:
     toggle: list[float] = field(default_factory=list)
     bytes: list[int] = field(default_factory=list)
     counts: dict = field(default_factory=dict)
+    bare: list[float] = field(default_factory=list)  # --bare: the bare page's nav, right after each of ours
     error: str = ""
+
+    def ratios(self) -> list[float]:
+        return [a / b for a, b in zip(self.nav, self.bare, strict=False) if b]
 
 
 class Tab:
@@ -181,10 +216,20 @@ class Tab:
         return self.page.evaluate(COUNTS_JS)
 
 
-def measure_page(tab: Tab, title: str, repeats: int, cpu: bool = False) -> PageFigures:
+def charts_on(tab: Tab, title: str) -> int:
+    """The charts `title` draws before the reader does anything."""
+    tab.go(ALT_HOME if title == HOME else HOME)
+    tab.go(title)
+    return tab.counts()["drawn"]
+
+
+def measure_page(tab: Tab, title: str, repeats: int, cpu: bool = False, bare: Tab | None = None) -> PageFigures:
     f = PageFigures()
     home = ALT_HOME if title == HOME else HOME
     try:
+        k = min(charts_on(tab, title), BARE_MAX) if bare is not None else 0
+        if bare is not None:  # (its first visit: the bare server's imports)
+            bare.go(f"Bare {k}")
         for _ in range(repeats):
             tab.go(home)
             if cpu:
@@ -194,6 +239,9 @@ def measure_page(tab: Tab, title: str, repeats: int, cpu: bool = False) -> PageF
                 s, b = tab.go(title)
             f.nav.append(s)
             f.bytes.append(b)
+            if bare is not None:  # the bare page with as many charts, at once (the same moment's machine)
+                bare.go("Bare home")
+                f.bare.append(bare.go(f"Bare {k}")[0])
         f.counts = tab.counts()
         for i in range(repeats):
             f.sentence.append(tab.type_sentence(SENTENCES[(i + 1) % 2])[0])
@@ -224,6 +272,7 @@ def main() -> None:
                                                 "address contains one (default: every page of the sidebar)")
     ap.add_argument("--timeout", type=float, default=90, help="seconds per wait")
     ap.add_argument("--cpu", action="store_true", help="also the main thread's task time per navigation (traced)")
+    ap.add_argument("--bare", action="store_true", help="also a bare Streamlit page with as many heatmaps (see above)")
     args = ap.parse_args()
     roots = [Path(r).resolve() for r in args.root] or [ROOT]
     names = [r.name if r != ROOT else f"{r.name} (this)" for r in roots]
@@ -234,11 +283,21 @@ def main() -> None:
     print(f"Chromium {VIEWPORT['width']}x{VIEWPORT['height']}, median of {args.repeats}, load average "
           f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; sentences {SENTENCES}")
     servers = []
+    bare_dir = tempfile.TemporaryDirectory() if args.bare else None
     try:
         for r in roots:
             servers.append(start_app(timeout=120, extra_env={"OMP_NUM_THREADS": "1"}, root=r))
+        if bare_dir is not None:
+            d = Path(bare_dir.name)
+            (d / "app.py").write_text(BARE_APP.replace("BARE_MAX", str(BARE_MAX)))
+            bare_server = start_app(timeout=120, extra_env={"OMP_NUM_THREADS": "1"}, root=d)
         with sync_playwright() as p:
             browser = launch_chromium(p)
+            bare = None
+            if bare_dir is not None:
+                bare = Tab(browser, bare_server.url, args.timeout)
+                bare.page.goto(bare_server.url, wait_until="domcontentloaded")
+                bare.settled(-1)
             tabs = []
             for s in servers:
                 tab = Tab(browser, s.url, args.timeout)
@@ -257,13 +316,17 @@ def main() -> None:
                     if tab.link(title).count() == 0:
                         row.append(None)
                         continue
-                    row.append(measure_page(tab, title, args.repeats, args.cpu))
+                    row.append(measure_page(tab, title, args.repeats, args.cpu, bare))
                 results[title] = row
                 print_row(title, row, names)
             browser.close()
     finally:
         for s in servers:
             s.stop()
+        if bare_dir is not None:
+            with contextlib.suppress(NameError):
+                bare_server.stop()
+            bare_dir.cleanup()
     print_summary(results, names)
 
 
@@ -280,7 +343,9 @@ def print_row(title: str, row: list[PageFigures | None], names: list[str]) -> No
               f"{c.get('charts', '-'):>6} {c.get('drawn', '-'):>5} {c.get('in_view', '-'):>7} "
               f"{c.get('tables', '-'):>6} "
               f"{kb if kb is None else round(kb):>8}" + (f"  nav CPU {med(f.nav_cpu):.3f}s" if f.nav_cpu else "")
-              + (f"  ERROR {f.error}" if f.error else ""), flush=True)
+              + (f"  ERROR {f.error}" if f.error else "")
+              + (f"  vs bare ({c.get('drawn')} heatmaps): median {statistics.median(f.ratios()):.2f}x, worst "
+                 f"{max(f.ratios()):.2f}x (bare nav {med(f.bare):.2f}s)" if f.ratios() else ""), flush=True)
 
 
 def print_summary(results: dict[str, list[PageFigures | None]], names: list[str]) -> None:
@@ -299,7 +364,9 @@ def print_summary(results: dict[str, list[PageFigures | None]], names: list[str]
                   and f.counts.get("drawn", 99) <= TARGET_CHARTS)
             print(f"  {title:30s} {fmt_s(med(f.nav))} {fmt_s(med(f.sentence)):>8s} {fmt_s(med(f.toggle))} "
                   f"{f.counts.get('drawn', '-'):>6}  {'OK' if ok else 'SLOW'}"
-                  + (f"  nav CPU {med(f.nav_cpu):.3f}s" if f.nav_cpu else "") + (f"  {f.error}" if f.error else ""))
+                  + (f"  nav CPU {med(f.nav_cpu):.3f}s" if f.nav_cpu else "") + (f"  {f.error}" if f.error else "")
+                  + (f"  vs bare: median {statistics.median(f.ratios()):.2f}x, worst {max(f.ratios()):.2f}x"
+                     if f.ratios() else ""))
 
 
 if __name__ == "__main__":

@@ -260,10 +260,11 @@ class ChromiumStudents:
 
 
 async def follow(url: str, n: int, changes: int, pause: float, timeout: float, pids: list[int] | None = None,
-                 idle: float = 10.0, page: str = "overview", browsers: int = 0) -> Follow:
+                 idle: float = 10.0, page: str = "overview", browsers: int = 0, on_start=None) -> Follow:
     """Teacher changes -> every following student's page updated: latencies; and the app processes' CPU while
     the class waits (`idle` seconds) and per change. The teacher (and so the class) is on `page`. `browsers`: as
-    many students in real Chromium besides (their latencies and drop-outs reported apart)."""
+    many students in real Chromium besides (their latencies and drop-outs reported apart). `on_start()` is called
+    once every student has joined (bench/follower_profile.py starts its sampler then)."""
     out = Follow(n, browsers=browsers)
     teacher, code = await start_class(url, page=page)
     t = time.perf_counter()
@@ -279,6 +280,8 @@ async def follow(url: str, n: int, changes: int, pause: float, timeout: float, p
     pollers = [asyncio.create_task(s.poll_fragments(changes * (pause + timeout) + 30)) for s in students]
     try:
         await asyncio.sleep(2)
+        if on_start is not None:
+            on_start()
         cpu0 = cpu_seconds(pids or [])
         await asyncio.sleep(idle)
         out.idle_cpu = (cpu_seconds(pids or []) - cpu0) / idle

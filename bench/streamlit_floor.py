@@ -8,7 +8,14 @@ the server process's CPU per session rerun, median of the rounds, for each N; th
 and with the number of elements a page sends (a follower on the overview: 51 messages, since a section's heading
 and its first paragraph are one element).
 
+--follow PAGE... compares a class with that floor in one run: for each page and round, `classroom_load follow`
+(--sessions students, --changes changes; the app's script runs recorded by bench/follower_profile.py's hook: the
+messages each follower's redraw enqueued), then the bare app with as many messages per rerun (its paragraphs, its
+title and its text box), the same number of sessions rerunning at once; the app's CPU per student per change
+against the bare app's per rerun (goal: at most 1.2x). `--root` runs another checkout's app (before / after).
+
     .venv/bin/python -m bench.streamlit_floor [--sessions 30] [--elements 1 40 80 160] [--rounds 6]
+    .venv/bin/python -m bench.streamlit_floor --follow overview self_attention lesson [--root .] [--rounds 2]
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ import time
 from pathlib import Path
 
 from bench.ws_client import StreamlitSession
-from serving.processes import app_command, app_env, free_port, healthy, spawn, stop, wait_until
+from serving.processes import ROOT, app_command, app_env, free_port, healthy, spawn, stop, wait_until
 
 APP = '''import streamlit as st
 st.title("Bare")
@@ -74,12 +81,47 @@ def measure(n: int, sessions: int, count: int) -> float:
             stop(child)
 
 
+BARE_MESSAGES = 2  # what the bare app's script enqueues besides its paragraphs: its title and its text box
+
+
+def against_follow(pages: list[str], roots: list[Path], students: int, changes: int, rounds_: int, count: int) -> None:
+    """Each page's followers against the bare app with as many messages per run (see the module's docstring)."""
+    from bench.follower_profile import follow
+
+    rows: dict[tuple[str, str], list[tuple[float, float, int]]] = {}
+    for r in range(rounds_):
+        for page in pages:
+            for root in roots:
+                f, runs = follow(root, page, students, changes)
+                redraws = [x for x in runs if x["fragment"]]
+                msgs = round(statistics.median(x["msgs"] for x in redraws)) if redraws else 0
+                app = statistics.median(f.change_cpu) / students * 1000
+                bare = measure(max(1, msgs - BARE_MESSAGES), students, count)
+                rows.setdefault((page, root.name), []).append((app, bare, msgs))
+                print(f"round {r + 1}: {page} ({root.name}): {students} followers, {msgs} messages a redraw, "
+                      f"{app:.2f} ms per student per change; bare Streamlit, the same messages: {bare:.2f} ms per "
+                      f"rerun: {app / bare:.2f}x; p50 {statistics.median(f.latencies):.2f} s, p95 "
+                      f"{sorted(f.latencies)[int(0.95 * (len(f.latencies) - 1))]:.2f} s, {f.missed} missed",
+                      flush=True)
+    for (page, name), xs in rows.items():
+        ratios = [a / b for a, b, _ in xs]
+        print(f"{page} ({name}): a follower's redraw {statistics.median(ratios):.2f}x the bare-Streamlit floor for the "
+              f"same messages (median of {len(xs)}; worst {max(ratios):.2f}x; goal <= 1.2x)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sessions", type=int, default=30)
     ap.add_argument("--elements", type=int, nargs="+", default=[1, 40, 80, 160])
     ap.add_argument("--rounds", type=int, default=6)
+    ap.add_argument("--follow", nargs="+", help="pages whose followers to compare with the floor (see above)")
+    ap.add_argument("--root", action="append", default=[], help="--follow: the checkout(s) to run (repeatable)")
+    ap.add_argument("--changes", type=int, default=8, help="--follow: the teacher's changes per run")
     args = ap.parse_args()
+    if args.follow:
+        against_follow(args.follow, [Path(r).resolve() for r in args.root] or [ROOT], args.sessions, args.changes,
+                       args.rounds, 4)
+        return
     t = time.perf_counter()
     rows = [(n, measure(n, args.sessions, args.rounds)) for n in args.elements]
     for n, ms in rows:

@@ -16,7 +16,7 @@ from ui.attention_steps import coref_section, show_steps, show_why_scale
 from ui.classroom.plans import hidden_head, mystery_box
 from ui.models import analysis, content_key, coref_defaults, current_model, projection
 from ui.state import DEFAULT_SENTENCE
-from ui.widgets import figure, fold, md, next_link, notice, pick, require_sentence, section, sentence_header
+from ui.widgets import figure, fold, md, next_link, notice, once, pick, require_sentence, section, sentence_header
 from viz import attention as va
 from viz import coref as vc
 from viz import heads as vh
@@ -37,12 +37,9 @@ def square(values, kind: str, title: str, key: str, note: str) -> None:
            note=note, x_title="key", y_title="query")
 
 
-st.title("Self-attention, step by step")
-st.markdown(text.INTRO)
-
 a = analysis()
-require_sentence(a)
-sentence_header(a)
+once("self_attention.top", content_key(a), lambda: (st.title("Self-attention, step by step"), st.markdown(text.INTRO),
+                                                    require_sentence(a), sentence_header(a)))  # (empty: stops)
 cfg = current_model().bundle.config
 ss = st.session_state
 
@@ -102,16 +99,20 @@ def one_head(a, cfg, focus) -> None:
                    content=(*content_key(a), layer, head, word))
     module = f"enc.{layer}.self_attn"
 
-    st.header("All words at once: the matrix form")
-    if mode == MODES[1]:
-        st.info(text.below_trained(layer, head), icon=":material/swap_horiz:")
     T, d_k = len(labels), cfg.d_k
-    st.markdown(text.MATRIX_FORM)
-    st.latex(text.MATRIX_LATEX_QKV)
-    st.latex(text.MATRIX_LATEX)
-    st.latex(text.shapes_latex(T, d_k))
-    if not iv.scale:
-        st.warning(text.UNSCALED)
+
+    def matrix_form() -> None:  # (prose and formulas: drawn once per content, as the figures)
+        st.header("All words at once: the matrix form")
+        if mode == MODES[1]:
+            st.info(text.below_trained(layer, head), icon=":material/swap_horiz:")
+        st.markdown(text.MATRIX_FORM)
+        st.latex(text.MATRIX_LATEX_QKV)
+        st.latex(text.MATRIX_LATEX)
+        st.latex(text.shapes_latex(T, d_k))
+        if not iv.scale:
+            st.warning(text.UNSCALED)
+
+    once("self_attention.matrix_form", (mode, layer, head, T, d_k, iv.scale), matrix_form)
     t = a.trace
     sc, w = t[f"{module}.scores"][0, head], t[f"{module}.weights"][0, head]
     with fold("Show the four matrices of this head (QKᵀ, ÷√d_k, softmax, Z) and the column form C = Attn(X, X)",
@@ -145,14 +146,13 @@ def one_head(a, cfg, focus) -> None:
                        shape=f"[{d_k}, {T}]", key=f"{P}col_C", x_title="word j", y_title="dimension", numbers=False)
             notice(va.column_notice(cf, labels, word, (module, head) in iv.heads_off))
 
-    st.header("Why divide by √d_k?")
+    once("self_attention.why_scale", (), lambda: st.header("Why divide by √d_k?"))
     with fold("Show the experiment: Var(q·k) grows with d_k, and the softmax saturates", f"{P}fold_scale") as shown:
         if shown:
             show_why_scale(cfg.d_k, P, text)
 
-    section("Attention without learned weights", text.PLAIN)
-    st.latex(text.PLAIN_LATEX)
-    st.markdown(text.PLAIN_AFTER)
+    once("self_attention.plain", (), lambda: (section("Attention without learned weights", text.PLAIN),
+                                              st.latex(text.PLAIN_LATEX), st.markdown(text.PLAIN_AFTER)))
     with fold("Show softmax(XXᵀ) beside the learned weights of this head", f"{P}fold_plain") as shown:
         if shown:
             plain = plain_self_attention(layer_output(t, layer - 1))  # X entering this layer (layer 0: embedding + PE)

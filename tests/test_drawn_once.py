@@ -13,6 +13,8 @@ import pytest
 import streamlit as st
 from apptest_util import run_app
 
+from ui import replay
+
 TM, TIRED = "thinking machines", "the animal didn't cross the street because it was too tired"
 STATES = {  # each a link's query (ui/state.py): what a student's page opens on
     "sentence": {"s": TM},
@@ -45,6 +47,7 @@ def test_a_replayed_element_is_its_own_states(page):
               for name, state in STATES.items()}
     truth = {}
     for name, state in states.items():
+        replay.clear()  # (the figures and sections drawn once per content)
         st.cache_data.clear()  # (and the results computed once per content, e.g. the encoder's span check)
         st.cache_resource.clear()
         at = run_app(page, query=state)

@@ -48,8 +48,19 @@ SHIPPED = {"base": checkpoint.SHIPPED, "no_mask": checkpoint.SHIPPED_NO_MASK}
 
 
 @st.cache_resource(show_spinner="Loading the model…")
-def load_shipped(name: str) -> Bundle:
+def _load_shipped(name: str) -> Bundle:
     return checkpoint.load(SHIPPED[name])
+
+
+_loaded: dict[str, Bundle] = {}  # (a cached function's call hashes its argument: every run asks two or three times)
+
+
+def load_shipped(name: str) -> Bundle:
+    """A shipped checkpoint, loaded once per process and shared read-only by every session."""
+    bundle = _loaded.get(name)
+    if bundle is None:
+        bundle = _loaded[name] = _load_shipped(name)
+    return bundle
 
 
 @functools.cache
@@ -217,6 +228,12 @@ def analysis(iv: Interventions | None = None, text: str | None = None) -> pipeli
     cur = current_model()
     text = st.session_state["sentence"] if text is None else text
     return _analyse(cur.key, used_text(text), interventions() if iv is None else iv, cur.bundle)
+
+
+def state_key() -> tuple[str, str, str]:
+    """What `analysis()` would be of, without making it (the weights' key, the sentence, the interventions): a key
+    for `ui.widgets.once` around a whole page drawn from the current analysis (the overview)."""
+    return current_model().key, used_text(st.session_state["sentence"]), repr(interventions())
 
 
 def content_key(a: pipeline.Analysis) -> tuple[str, str, str]:

@@ -76,6 +76,12 @@ def navigation(top: bool = False) -> StreamlitPage:
     return st.navigation(_pages(), expanded=True, position="top" if top else "sidebar")
 
 
+def linked() -> bool:
+    """This run went through app.py's navigation: a link to a page is a page link (else plain text: a page run on
+    its own). Part of the key of everything drawn once (ui/widgets.py `once`)."""
+    return bool(getattr(_local, "inside", False)) and PAGES_KEY in st.session_state
+
+
 def page_object(file: str) -> StreamlitPage | None:
     """The st.Page of `file` ("pages/x.py") when this run went through app.py's navigation (a link to it then
     needs no look-up of the file on the disk), else None."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from collections.abc import Callable, Iterator, Sequence
@@ -16,7 +17,7 @@ from pandas.api.types import is_bool_dtype, is_float_dtype, is_numeric_dtype
 from streamlit.errors import StreamlitPageNotFoundError
 
 from model.pipeline import Analysis
-from ui import page_list, shell
+from ui import page_list, replay, shell
 from ui.state import controls_are_mine
 from ui.style import PRESENTER_SCALE, chart_font, presenter
 from viz.heatmap import as_array, heatmap, table
@@ -184,13 +185,12 @@ def require_sentence(a: Analysis) -> None:
 
 
 # -- heatmaps, drawn once per content --------------------------------------------------------------------
-# A class of thirty follows its teacher: thirty sessions draw the same figures at the same moment. A heatmap
-# is drawn by `_heatmap_chart`, a `st.cache_data` function keyed on what the figure shows (the numbers, the
-# labels, the settings, the key, the mode's font): the first session of this process builds the figure and
-# its JSON, every other one gets Streamlit's recorded element replayed (a copy of its message, no plotly).
-@st.cache_data(max_entries=2048, show_spinner=False)
-def _heatmap_chart(z, x_labels: tuple, y_labels: tuple, kind: str, settings: tuple, mark_row: int | None,
-                   key: str, alt: str, presenter_mode: bool) -> None:
+# A class of thirty follows its teacher: thirty sessions draw the same figures at the same moment. A heatmap is
+# drawn once per content in this process and replayed as messages after that (ui/replay.py), keyed on what the
+# figure shows (a digest of the numbers, the labels, the settings, the key, the mode's font): the first session
+# builds the figure and its JSON, every other one gets copies of its message (no plotly).
+def _heatmap(z, x_labels: tuple, y_labels: tuple, kind: str, settings: tuple, mark_row: int | None, key: str,
+             alt: str, presenter_mode: bool) -> None:
     fig = heatmap(z, list(x_labels), list(y_labels), kind, **dict(settings))
     if mark_row is not None:
         fig.add_shape(type="rect", xref="x", yref="y", x0=-0.5, x1=len(x_labels) - 0.5, y0=mark_row - 0.5,
@@ -203,9 +203,11 @@ def _heatmap_chart(z, x_labels: tuple, y_labels: tuple, kind: str, settings: tup
 def heatmap_chart(values, x_labels, y_labels, kind: str, *, key: str, alt: str, mark_row: int | None = None,
                   **settings) -> None:
     """`viz.heatmap.heatmap(values, ...)` drawn with `chart`, once per content in this process (also inside a
-    `once` section: see there for the one thing such a section must not do)."""
-    _heatmap_chart(as_array(values), tuple(x_labels), tuple(y_labels), kind, tuple(sorted(settings.items())),
-                   mark_row, key, alt, presenter())
+    `once` section)."""
+    z, mode = as_array(values), presenter()
+    args = (tuple(x_labels), tuple(y_labels), kind, tuple(sorted(settings.items())), mark_row, key, alt, mode)
+    digest = hashlib.blake2b(z.tobytes(), digest_size=16).hexdigest()
+    replay.section(("heatmap", z.shape, str(z.dtype), digest, *args), lambda: _heatmap(z, *args))
 
 
 def matrix(values, x_labels: list[str], y_labels: list[str], kind: str, *, title: str, shape: str,
@@ -221,26 +223,17 @@ def matrix(values, x_labels: list[str], y_labels: list[str], kind: str, *, title
 
 
 # -- other elements, drawn once per content ---------------------------------------------------------------
-@st.cache_data(max_entries=1024, show_spinner=False)
-def _drawn_once(key: tuple, _draw: Callable[[], None]) -> None:
-    _draw()  # (`_draw` is not part of Streamlit's cache key: its name starts with "_")
-
-
 def once(what: str, key: tuple | None, draw: Callable[[], None]) -> None:
-    """`draw()` the first time this process meets (`what`, `key`); after that Streamlit replays the elements it
-    recorded (a table: no pandas frame built, no Arrow written). `key` must name everything `draw` shows (a
-    model's cache key names its weights and its record); `draw` draws elements only, no widget. Cheap keys
-    only: hashing a DataFrame costs more than drawing it (measured). The presenter mode is part of every key.
-    `key` None (nothing names the content, e.g. the textbook example): `draw()` is simply called.
-
-    A section must not make columns (or other containers) of its own around a heatmap: when that heatmap was
-    already drawn (its own cache replays it while the section is being recorded), Streamlit's later replay of
-    the section puts it in the wrong column (the decoder's four matrices swapped places: tests/test_drawn_once.py).
-    Make the columns outside and call `once` in each, or draw the heatmaps outside the section."""
+    """`draw()` the first time this process meets (`what`, `key`); after that its messages are replayed
+    (ui/replay.py: no page code, no plotly figure, no pandas frame built, no Arrow written). `key` must name everything
+    `draw` shows (a model's cache key names its weights and its record); `draw` draws elements only, no widget (a
+    section with a widget is drawn every time). Cheap keys only: hashing a DataFrame costs more than drawing it
+    (measured). The presenter mode is part of every key, and so is whether a page link can be one (`shell.linked`).
+    `key` None (nothing names the content, e.g. the textbook example): `draw()` is simply called."""
     if key is None:
         draw()
     else:
-        _drawn_once((what, key, presenter()), draw)  # (one argument: Streamlit looks each one up in the signature)
+        replay.section(("once", what, key, presenter(), shell.linked()), draw)
 
 
 def notice(text: str) -> None:
