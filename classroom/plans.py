@@ -154,7 +154,7 @@ def read_plan(raw: bytes | str, pages: Collection[str], heads: Collection[str] |
     if len(raw) > MAX_PLAN_BYTES:
         raise InvalidInput(f"The file is larger than {MAX_PLAN_BYTES:,} bytes: not a lesson plan of this app.")
     try:
-        data = json.loads(raw.decode("utf-8"), parse_constant=_no_constant)
+        data = json.loads(raw.decode("utf-8-sig"), parse_constant=_no_constant)  # (a byte-order mark is no error)
     except (UnicodeDecodeError, ValueError, RecursionError):
         raise InvalidInput("The file is not valid JSON (a lesson plan is a .json file saved by this app).") from None
     return check_plan(data, pages, heads)
