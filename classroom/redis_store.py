@@ -17,6 +17,7 @@ from classroom.errors import (
     NotFound,
     QuestionClosed,
     RateLimited,
+    StoreFull,
     StoreUnavailable,
 )
 from classroom.reads import ClassReads
@@ -29,6 +30,7 @@ from classroom.store import ClassSnapshot, ClassStore, Counters, _snapshot_of, t
 
 _log = logging.getLogger("glass.classroom")
 UNREADABLE = "The class's record on the server could not be read (see the server's log)."
+FULL = "The class service is full right now; try again in a few minutes."
 
 
 # -- Redis (its scripts: classroom/redis_lua.py) ---------------------------------------------------------
@@ -85,7 +87,7 @@ class RedisClassStore(RedisVotes, ClassStore):
             raise StoreUnavailable("The class service cannot be reached right now.") from e
         except redis.exceptions.OutOfMemoryError as e:
             _log.warning("class store: Redis refused a write (its memory is full): %s", e)
-            raise StoreUnavailable("The class service is full right now; try again in a few minutes.") from e
+            raise StoreFull(FULL) from e
         except (ValueError, TypeError, KeyError, IndexError) as e:  # InvalidInput too: a record that fails our rules
             _log.warning("class store: a record could not be read (%s: %s)", type(e).__name__, e)
             raise StoreUnavailable(UNREADABLE) from e
