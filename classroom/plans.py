@@ -302,3 +302,13 @@ def check_class_run(run) -> dict:
 
 
 MAX_CLASS_MODEL_BYTES = 16 * 1024 * 1024  # a teacher's model the class may load (weights and JSON together)
+# All the classes' shared models together, as stored (base64 text: 4/3 of the model), per server (a setting:
+# $GLASS_CLASS_MODELS_MB). 256 MB is 12 models of the largest size, or hundreds of the training page's; a quarter of
+# Redis's default 1 GB.
+CLASS_MODELS_MB = 256
+
+
+def too_many_models(budget_mb: int) -> str:
+    return (f"The server holds as many shared models as it can right now ({budget_mb} MB of them), so your class "
+            "sees the run without its model. It is free again as other classes end (or whoever runs the server "
+            "can raise GLASS_CLASS_MODELS_MB).")

@@ -303,6 +303,13 @@ class RedisClassStore(RedisVotes, ClassStore):
     def _set_extra(self, code, shash, name, value):
         self._run("set_extra", self._keys(code), shash, self._ttl_ms, name, json.dumps(value))
 
+    def _set_model(self, code, shash, weights, meta, budget):
+        version = int(self._run("set_model", [*self._keys(code), f"{self._p}:models"], shash, self._ttl_ms, weights,
+                                meta, budget, self._p))
+        if version == -15:
+            raise ClassStoreError(_plans.too_many_models(budget // 2**20))
+        return version
+
     def _send_shot(self, code, student_id, ckey, shot, per_client):
         k = self._keys(code)
         n, wait_ms = self._run("send_shot", [k[0], k[3], f"{k[0]}:shots:{student_id}", f"{k[0]}:shots:{ckey}"],

@@ -77,3 +77,69 @@ def test_a_full_redis_tells_the_teacher_at_once_and_forgets_it_when_writes_pass_
         finally:
             conn.config_set("maxmemory", "1gb")
             store.close()
+
+
+def test_shared_class_models_have_a_server_wide_budget(make_store, monkeypatch):
+    """Each class's model was bounded (16 MB), their number only by the classes' (1,000): 41 of them filled a 1 GB
+    Redis, and the memory store could grow to 20 GB. All the classes' models together now stay within
+    GLASS_CLASS_MODELS_MB (here 1): a model past it is refused with a message that says so, and the place comes
+    back when a class that holds one ends."""
+    from classroom import ClassStoreError
+
+    monkeypatch.setenv("GLASS_CLASS_MODELS_MB", "1")
+    store = make_store()
+    state = {"page": "overview", "sentence": "thinking machines", "model": "base"}
+    (a, a_secret), (b, b_secret) = store.create(state), store.create(state)
+    weights = bytes(range(256)) * 1600  # 410 kB: 546 kB as base64 (two are over 1 MB)
+    assert store.set_class_model(a, a_secret, weights, b"{}") == 1
+    assert store.set_class_model(a, a_secret, weights, b"{}") == 2  # a class's new model replaces its last
+    with pytest.raises(ClassStoreError, match=r"as many shared models as it can right now \(1 MB of them\)"):
+        store.set_class_model(b, b_secret, weights, b"{}")
+    assert store.class_model(b) is None
+    assert store.set_class_model(b, b_secret, b"small", b"{}") == 1  # what fits still fits
+    store.end(a, a_secret)
+    assert store.set_class_model(b, b_secret, weights, b"{}") == 2 and store.class_model(b)[1] == weights
+
+
+@pytest.mark.parametrize("kind", ["memory", "redis"])
+def test_students_exploring_the_teachers_model_share_one_copy_of_it(kind, monkeypatch, request):
+    """"Explore this model on every page" gave every student their own copy of the teacher's model: 44-56 MB of their
+    app process each for a 16 MB model, and a 3 s load each. Now the process loads it once per version, from one
+    read of the store, and every student's "My model" is that copy, under one cache key (so the analyses of a
+    sentence are made once for all of them too); a new version is loaded afresh."""
+    from classroom import MemoryClassStore
+    from model import checkpoint
+
+    if kind == "memory":
+        monkeypatch.delenv(REDIS_URL_ENV, raising=False)
+        store, key = MemoryClassStore(classes_per_client=1000, class_starts_per_minute=1000), ""
+    else:
+        url = request.getfixturevalue("redis_url")
+        monkeypatch.setenv(REDIS_URL_ENV, url)
+        store, key = RedisClassStore(url, prefix=f"test:{uuid.uuid4().hex[:8]}", classes_per_client=1000,
+                                     class_starts_per_minute=1000), url
+    monkeypatch.setitem(classroom._stores, key, store)
+    reads = []
+    real_read = store.class_model
+    monkeypatch.setattr(store, "class_model", lambda code: reads.append(code) or real_read(code))
+    teacher = run_app("classroom")
+    teacher.button(key="class_start").click().run()
+    code, secret = teacher.session_state["class_code"], teacher.session_state["_class_secret"]
+    weights, meta = checkpoint.to_bytes(checkpoint.load(checkpoint.SHIPPED))
+    run = {"settings": {}, "steps": [1], "losses": [1.0], "exact_match": None, "source": "", "translation": "",
+           "state": "finished", "step": 1, "total": 1, "attention": None}
+    store.set_class_run(code, secret, {**run, "model": store.set_class_model(code, secret, weights, meta)})
+    students = [run_app(query={"class": code}) for _ in range(3)]
+    for s in students:
+        s.button(key="class_run_use").click().run()
+        no_exception(s)
+    mine = [s.session_state["my_model"] for s in students]
+    assert all(m is mine[0] for m in mine) and len(reads) == 1  # one copy, one read of the store
+    assert len({s.session_state["my_model_key"] for s in students}) == 1
+    assert all(s.session_state["model"] == "mine" for s in students)
+
+    store.set_class_run(code, secret, {**run, "model": store.set_class_model(code, secret, weights, meta)})
+    students[0].run()
+    students[0].button(key="class_run_use").click().run()  # version 2: loaded afresh
+    assert students[0].session_state["my_model"] is not mine[0] and len(reads) == 2
+    store.close()
