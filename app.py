@@ -16,11 +16,10 @@ if __name__ != "__main__":  # imported by `streamlit run app.py` (or an ASGI ser
     import logging
     import threading
 
-    from serving import connections
     from ui import session_info
     from ui.classroom import push
 
-    connections.install()  # a request's head has 10 s, and the open-file limit is the hard one (serving/connections.py)
+    session_info.limit_connections()  # a request's head has 10 s; the open-file limit is the hard one
 
     # The first page's imports (torch, pandas, plotly: ui/startup.py; then the app's own modules) begin now, beside
     # the server's own start, instead of when the first visitor's page runs: that run finds them done (or waits

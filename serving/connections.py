@@ -101,7 +101,22 @@ def time_out_heads(seconds: float | None = None) -> bool:
     return True
 
 
+class OneLine(logging.Filter):
+    """A refusal of something a visitor sent, logged as one line: without the traceback the web server attaches to it
+    (a garbage websocket frame wrote 5 lines of traceback each, a cheap way to flood the log)."""
+
+    MESSAGES = ("Error deserializing back message",)  # Streamlit's websocket handler, on a frame that is no BackMsg
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and str(record.msg).startswith(self.MESSAGES):
+            record.msg = f"{record.msg} ({type(record.exc_info[1]).__name__}: {record.exc_info[1]})"
+            record.exc_info = record.exc_text = None
+        return True
+
+
 def install() -> None:
-    """The web server's limits on slow clients (see the module's docstring)."""
+    """The web server's limits on slow clients (see the module's docstring), and a visitor's refused frames logged
+    in one line (`OneLine`)."""
     raise_file_limit()
     time_out_heads()
+    logging.getLogger("streamlit.web.server.starlette.starlette_websocket").addFilter(OneLine())

@@ -75,6 +75,14 @@ def fair_share(lead: bool = False):
                         LEDGER.lead(who.browser)
 
 
+def limit_connections() -> None:
+    """The web server's limits on slow clients and its one-line refusals (`serving.connections.install`): called by
+    app.py as the web server imports it, before the first connection."""
+    from serving import connections
+
+    connections.install()
+
+
 def middleware() -> list:
     """The web server's middleware (app.py's `st.App`): `serving.inbound.InboundLimit`, which holds back the
     websocket messages of a client over its share of the server."""
