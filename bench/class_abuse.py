@@ -1,7 +1,8 @@
 """A hostile visitor against classroom mode, measured: what one address can do to a class and to its other
 students, and what a class goes through while its Redis is away.
 
-    .venv/bin/python -m bench.class_abuse flood [--kind answers|reruns|both] [--sessions 8] [--rate 60] [--samples 32]
+    .venv/bin/python -m bench.class_abuse flood [--kind answers|reruns|http|both] [--sessions 8] [--rate 60]
+                                                [--samples 32]
     .venv/bin/python -m bench.class_abuse classes [--sessions 12]
     .venv/bin/python -m bench.class_abuse students [--fakes 100] [--grace 20]
     .venv/bin/python -m bench.class_abuse outage [--seconds 20]
@@ -17,8 +18,10 @@ machine's other load hits both alike): the student's rerun latency (a full run o
 and their follow latency (the teacher types a sentence: the time until the student's page shows it). The
 flood: `--sessions` sessions of one address, each sending `--rate` messages a second without waiting for
 answers: answer-button clicks (`answers`: in the question panel's fragment, alternating options) or full
-page reruns (`reruns`). Printed: p50 and p95 of both latencies, without and during, and the p95 ratio; a
-rerun or change that takes longer than `--timeout` counts as stalled (at the timeout).
+page reruns (`reruns`); or (`http`) two loops per session of plain HTTP requests, each sent as soon as the last was
+answered: the page, the health check, and the session's event stream opened and closed. Printed: p50 and p95 of
+both latencies, without and during, and the p95 ratio; a rerun or change that takes longer than `--timeout` counts
+as stalled (at the timeout).
 
 classes: `--sessions` browsers of one address each press "Start a class"; then one of another address.
 
@@ -157,8 +160,36 @@ async def measure(teacher: Member, student: Member, samples: int, k0: int, timeo
     return {"rerun": reruns, "follow": follows, "missed": missed}
 
 
+async def http_loop(url: str, paths: list[str], address: str, stop: asyncio.Event) -> int:
+    """Plain HTTP requests one after the other (each waits for its answer) from `address`, cycling through `paths`,
+    until `stop`; how many were answered. An event stream is closed as soon as its first event arrived."""
+    host, port = url.split("//")[1].split(":")
+    done = 0
+    while not stop.is_set():
+        path = paths[done % len(paths)]
+        try:
+            reader, writer = await asyncio.open_connection(host, int(port))
+            writer.write(f"GET {path} HTTP/1.1\r\nHost: x\r\nX-Forwarded-For: {address}\r\n"
+                         "Connection: close\r\n\r\n".encode())
+            await writer.drain()
+            await reader.read(65536 if "/events" not in path else 512)
+            writer.close()
+        except OSError:
+            await asyncio.sleep(0.1)
+            continue
+        done += 1
+    return done
+
+
 async def flooding(sessions: list[Member], kind: str, rate: float, stop: asyncio.Event) -> int:
-    """Every session sends `rate` rerun requests a second until `stop`; how many were sent."""
+    """Every session sends `rate` rerun requests a second until `stop` (`http`: each runs loops of plain HTTP
+    requests instead, 2 per session, as fast as they are answered: the page, the health check, its event stream
+    opened and closed); how many were sent."""
+    if kind == "http":
+        url = sessions[0].page_url
+        paths = ["/", "/_stcore/health", sessions[0].sync["url"]]
+        counts = await asyncio.gather(*(http_loop(url, paths, FLOODER, stop) for _ in range(2 * len(sessions))))
+        return sum(counts)
     sent = 0
 
     async def one(s: Member) -> None:
@@ -444,7 +475,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("scenario", choices=["flood", "outage", "classes", "students"])
     ap.add_argument("--fakes", type=int, default=100, help="students: cookieless sessions from one address")
     ap.add_argument("--grace", type=float, default=20, help="students: GLASS_PRESENCE_SECONDS for this run (>= 20)")
-    ap.add_argument("--kind", choices=["answers", "reruns", "both"], default="both")
+    ap.add_argument("--kind", choices=["answers", "reruns", "http", "both"], default="both")
     ap.add_argument("--sessions", type=int, default=8,
                     help="flood: sessions of one address; classes: browsers pressing Start")
     ap.add_argument("--rate", type=float, default=60)
