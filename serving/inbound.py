@@ -22,13 +22,13 @@ Fairness protects a class from an outsider, not an outsider from a class:
   is as fast beside an outsider's open page as alone (before, one idle page made the class wait up to 10 s);
 - a client alone among the active ones is never held back, and builds no debt meanwhile: what it may use at once
   when others come is what it saved by being quiet, never more;
-- the share is `GLASS_CLIENT_SHARE` or an equal part of the process among the clients active now, whichever is
-  larger (two active clients get half each);
 - a teacher's own messages never wait (`lead`: the browser of a class's teacher, as its runs tell), whoever
   else shares the teacher's address; the teacher's runs still count for it.
 
-Settings (per address): `GLASS_CLIENT_SHARE` (default 0.25: a quarter of the interpreter, at least) and
-`GLASS_CLIENT_BURST` (default 3 seconds). The share is per app process (each has its own interpreter).
+Settings (per address): `GLASS_CLIENT_SHARE` (default 0.25: a quarter of the interpreter) and
+`GLASS_CLIENT_BURST` (default 3 seconds). The share is per app process (each has its own interpreter). Two schools
+that use one server at the same time, each behind its own address, each get their share while both are active: raise
+it towards 0.5 there.
 
 `RUNS` (`RunSlots`) lets one script run of the process go at a time and the others wait their turn
 (`GLASS_RUN_SLOTS`, default 1): a class's redraws come out one after the other instead of all at the end.
@@ -45,7 +45,7 @@ from collections import OrderedDict
 
 from serving.identity import XSRF_COOKIE, browser_id, client_address, trusted_proxies
 
-CLIENT_SHARE = 0.25  # seconds of the server a client may use per second, at least: $GLASS_CLIENT_SHARE
+CLIENT_SHARE = 0.25  # seconds of the server a client may use per second: $GLASS_CLIENT_SHARE
 CLIENT_BURST = 3.0  # seconds it may use at once after a quiet spell: $GLASS_CLIENT_BURST
 MESSAGE_COST = 0.025  # what one websocket message costs (a share of 0.25 passes 10 messages a second)
 HTTP_COST = 0.002  # what one HTTP request costs outside the app (parsing, a file read in a thread); plus its CPU
@@ -98,9 +98,8 @@ class Ledger:
             self._forget(now)
             self._recent[client] = now
             self._recent.move_to_end(client)
-            share = max(self.share, 1.0 / len(self._recent))
-            floor = now - self.burst / share  # (what a quiet spell saves up is `burst` seconds at most)
-            due = max(self._due.get(client, floor), floor) + seconds / share
+            floor = now - self.burst / self.share  # (what a quiet spell saves up is `burst` seconds at most)
+            due = max(self._due.get(client, floor), floor) + seconds / self.share
             if len(self._recent) == 1:
                 due = min(due, now)  # alone among the active clients: never waits, and builds no debt
             due = min(due, now + MAX_WAIT)
