@@ -17,11 +17,13 @@ the pace it is allowed.
 
 Fairness protects a class from an outsider, not an outsider from a class:
 
-- only clients that used the server lately contend (spent something in the last `ACTIVE_SECONDS`): an idle
-  page somewhere else holds nobody back, so a school behind one NAT address, its teacher and thirty students,
+- only clients that used the server lately contend (spent something in the last `ACTIVE_SECONDS`, a second): an
+  idle page somewhere else holds nobody back, so a school behind one NAT address, its teacher and thirty students,
   is as fast beside an outsider's open page as alone (before, one idle page made the class wait up to 10 s);
-- a client alone among the active ones is never held back, and builds no debt meanwhile: what it may use at once
-  when others come is what it saved by being quiet, never more;
+- a client alone among the active ones may use the whole interpreter (a share of 1), and no more: a flood that
+  runs alone is paced too, so the process still answers at once when a student clicks (a flood let loose while
+  alone left a pile of reruns and a busy interpreter lock, and the student's first click took 1.5-6 s), while a
+  school alone on the server has all of it, and what it owed from a moment with others waits out no one;
 - a teacher's own messages never wait (`lead`: the browser of a class's teacher, as its runs tell), whoever
   else shares the teacher's address; the teacher's runs still count for it.
 
@@ -38,10 +40,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import os
 import threading
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 
 from serving.identity import XSRF_COOKIE, browser_id, client_address, trusted_proxies
 
@@ -51,7 +54,8 @@ MESSAGE_COST = 0.025  # what one websocket message costs (a share of 0.25 passes
 HTTP_COST = 0.002  # what one HTTP request costs outside the app (parsing, a file read in a thread); plus its CPU
 MAX_RUN_CHARGE = 1.0  # a run costs at most this much (the first run of a process imports torch)
 MAX_WAIT = 10.0  # a client's debt is capped: its next message waits at most this long
-ACTIVE_SECONDS = 3.0  # a client that spent nothing this long contends with nobody
+ACTIVE_SECONDS = 1.0  # a client that spent nothing this long contends with nobody
+ALONE_WAIT = 0.5  # a client alone among the active ones waits at most this long (its pace), whatever it owed
 LEAD_SECONDS = 120.0  # a teacher's browser leads this long after its last run as the class's teacher
 HEALTH = "/_stcore/health"  # the process's health check: from this machine (a proxy's checks), never held
 
@@ -98,11 +102,11 @@ class Ledger:
             self._forget(now)
             self._recent[client] = now
             self._recent.move_to_end(client)
-            floor = now - self.burst / self.share  # (what a quiet spell saves up is `burst` seconds at most)
-            due = max(self._due.get(client, floor), floor) + seconds / self.share
-            if len(self._recent) == 1:
-                due = min(due, now)  # alone among the active clients: never waits, and builds no debt
-            due = min(due, now + MAX_WAIT)
+            alone = len(self._recent) == 1
+            share = 1.0 if alone else self.share  # alone: the whole interpreter, and no more
+            floor = now - self.burst / share  # (what a quiet spell saves up is `burst` seconds at most)
+            due = max(self._due.get(client, floor), floor) + seconds / share
+            due = min(due, now + (ALONE_WAIT if alone else MAX_WAIT))  # (alone, an old debt waits out no one)
             self._due[client] = due
             if len(self._due) > 10_000:  # clients even with their share are forgotten
                 self._due = {c: d for c, d in self._due.items() if d > now - self.burst / self.share}
@@ -143,7 +147,8 @@ SLOT_WAIT = 2.0  # a run waits at most this long for its turn, then runs anyway
 
 
 class RunSlots:
-    """At most `n` script runs of this process at once; the others wait their turn (first come, first served).
+    """At most `n` script runs of this process at once; the others wait their turn: first the runs of the clients
+    with fewest runs under way or waiting, then first come, first served.
 
     Thirty students following a teacher start thirty runs at the same moment, and the process's one interpreter
     lock ran them all a few milliseconds at a time: each ended near the end of all of them, and switching between
@@ -157,9 +162,12 @@ class RunSlots:
 
     A waiting run holds nothing (not the interpreter, not a cache's lock). Who leads (a class's teacher) never
     waits: the class's next change is not queued behind the redraws of the last one. A run that waited
-    `SLOT_WAIT` goes ahead anyway, so a slow run delays the others by at most that. A fragment's run takes a turn
-    only where it charges its client's share (`ui.session_info.fair_share`: the question panel's answers); the
-    other fragments (a page's local pickers, the training page's live figures) do not.
+    `SLOT_WAIT` goes ahead anyway, so a slow run delays the others by at most that, unless its client has a run
+    under way already: a client's runs (eight tabs rerunning at once, a class's thirty redraws) come one after the
+    other, and a run of another client is served first. So a student who clicks while a flood of one address's
+    reruns is under way waits for one run of it, not for all of them. A fragment's run takes a turn only where it
+    charges its client's share (`ui.session_info.fair_share`: the question panel's answers); the other fragments
+    (a page's local pickers, the training page's live figures) do not.
     """
 
     def __init__(self, n: int | None = None, wait: float = SLOT_WAIT):
@@ -169,7 +177,11 @@ class RunSlots:
             except ValueError:
                 n = RUN_SLOTS
         self.n, self.wait = max(0, n), wait
-        self._slots = threading.Semaphore(self.n) if self.n else None
+        self._turns = threading.Condition()
+        self._busy = 0  # slots taken
+        self._running: Counter = Counter()  # client -> its runs under way (in a slot or not)
+        self._waiting: list[tuple] = []  # (arrival, client), in order of arrival
+        self._arrivals = itertools.count()
         self._inside = threading.local()  # .depth: this thread's run is in its turn already (a nested `slot`)
         self.waited = 0  # runs that found every slot taken
 
@@ -177,22 +189,59 @@ class RunSlots:
         """This thread is inside a `slot` already (a fragment called by a full run)."""
         return getattr(self._inside, "depth", 0) > 0
 
+    def _next(self) -> tuple:  # under the lock: whose turn it is (the client with fewest runs, then the first)
+        pending = Counter(client for _, client in self._waiting)
+        return min(self._waiting, key=lambda w: (self._running[w[1]] + pending[w[1]], w[0]))
+
+    def _take(self, client) -> bool:
+        """Wait for this run's turn (see the class's docstring); True when it took a slot."""
+        with self._turns:
+            if self._busy < self.n and not self._waiting:
+                self._busy += 1
+                self._running[client] += 1
+                return True
+            self.waited += 1
+            me = (next(self._arrivals), client)
+            self._waiting.append(me)
+            deadline = time.monotonic() + self.wait
+            try:
+                while True:
+                    if self._busy < self.n and self._next() == me:
+                        self._busy += 1
+                        self._running[client] += 1
+                        return True
+                    left = deadline - time.monotonic()
+                    first = min(w for w in self._waiting if w[1] == client) == me
+                    if left <= 0 and first and not self._running[client]:
+                        self._running[client] += 1  # waited long enough, its client's first: it goes ahead anyway
+                        return False
+                    self._turns.wait(left if left > 0 else None)
+            finally:
+                self._waiting.remove(me)
+                self._turns.notify_all()
+
+    def _give_back(self, client, slot: bool) -> None:
+        with self._turns:
+            self._busy -= slot
+            self._running[client] -= 1
+            if self._running[client] <= 0:
+                del self._running[client]
+            self._turns.notify_all()
+
     @contextlib.contextmanager
-    def slot(self, lead: bool = False):
+    def slot(self, lead: bool = False, client: str | None = None):
+        """This run's turn (`client`: whose run it is; `lead`: a teacher's, which never waits)."""
         depth = getattr(self._inside, "depth", 0)
-        got = False
-        if self._slots is not None and not lead and depth == 0:
-            got = self._slots.acquire(blocking=False)
-            if not got:
-                self.waited += 1
-                got = self._slots.acquire(timeout=self.wait)
+        taken = self.n > 0 and not lead and depth == 0
+        client = client if client is not None else object()  # (a run nobody can name is a client of its own)
+        got = self._take(client) if taken else False
         self._inside.depth = depth + 1
         try:
             yield
         finally:
             self._inside.depth = depth
-            if got:
-                self._slots.release()
+            if taken:
+                self._give_back(client, got)
 
 
 RUNS = RunSlots()

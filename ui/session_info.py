@@ -62,14 +62,17 @@ def fair_share(lead: bool = False):
     its CPU time to its client (`serving.inbound`: a client over its share of the server waits before its next
     message is taken in). A teacher's run also marks its browser as leading: its messages are never held."""
     outer = not RUNS.nested()  # (a fragment called by a full run: that run's time counts it already)
-    with RUNS.slot(lead):
+    who = None
+    if outer:
+        with contextlib.suppress(Exception):
+            who = current_identity()
+    with RUNS.slot(lead, who.client if who is not None else None):
         started = time.thread_time()
         try:
             yield
         finally:
-            if outer:
+            if who is not None:
                 with contextlib.suppress(Exception):
-                    who = current_identity()
                     charge(who.client, time.thread_time() - started)
                     if lead and who.browser is not None:  # a teacher's messages never wait (serving/inbound.py)
                         LEDGER.lead(who.browser)
