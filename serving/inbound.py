@@ -23,7 +23,9 @@ Fairness protects a class from an outsider, not an outsider from a class:
 - a client alone among the active ones may use the whole interpreter (a share of 1), and no more: a flood that
   runs alone is paced too, so the process still answers at once when a student clicks (a flood let loose while
   alone left a pile of reruns and a busy interpreter lock, and the student's first click took 1.5-6 s), while a
-  school alone on the server has all of it, and what it owed from a moment with others waits out no one;
+  school alone on the server has all of it, and what it owed from a moment with others waits out no one. Plain
+  HTTP requests are held to the share even then: they are served on the web server's own thread, beside every
+  other page's messages, and a page's own files (a load, then its browser's cache) fit in the burst;
 - a teacher's own messages never wait (`lead`: the browser of a class's teacher, as its runs tell), whoever
   else shares the teacher's address; the teacher's runs still count for it.
 
@@ -94,15 +96,16 @@ class Ledger:
                 break
             del self._recent[client]
 
-    def spend(self, client: str, seconds: float, lead: bool = False) -> float:
+    def spend(self, client: str, seconds: float, lead: bool = False, http: bool = False) -> float:
         """Book `seconds` of the server for `client`: how long its request should wait (0 for a `lead`, whose
-        cost still counts for its client). (Asked for every message: O(1) but for a rare clean-up.)"""
+        cost still counts for its client; `http`: a plain HTTP request, held to the share even when its client is
+        alone). (Asked for every message: O(1) but for a rare clean-up.)"""
         with self._lock:
             now = self._clock()
             self._forget(now)
             self._recent[client] = now
             self._recent.move_to_end(client)
-            alone = len(self._recent) == 1
+            alone = len(self._recent) == 1 and not http
             share = 1.0 if alone else self.share  # alone: the whole interpreter, and no more
             floor = now - self.burst / share  # (what a quiet spell saves up is `burst` seconds at most)
             due = max(self._due.get(client, floor), floor) + seconds / share
@@ -112,9 +115,10 @@ class Ledger:
                 self._due = {c: d for c, d in self._due.items() if d > now - self.burst / self.share}
             return 0.0 if lead or due - now <= 1e-6 else due - now
 
-    def charge(self, client: str, cpu_seconds: float) -> None:
-        """A script run of `client` took `cpu_seconds` of CPU (its next message pays for it)."""
-        self.spend(client, min(max(cpu_seconds, 0.0), MAX_RUN_CHARGE))
+    def charge(self, client: str, cpu_seconds: float, http: bool = False) -> None:
+        """A script run (or with `http`, an HTTP request) of `client` took `cpu_seconds` of CPU (its next message
+        pays for it)."""
+        self.spend(client, min(max(cpu_seconds, 0.0), MAX_RUN_CHARGE), http=http)
 
     def lead(self, browser: str, seconds: float = LEAD_SECONDS) -> None:
         """`browser` runs a class as its teacher: its messages never wait (for `seconds`, renewed by its runs)."""
@@ -319,7 +323,7 @@ class InboundLimit:
         client = scope_client(scope)
         if client == "local" and scope.get("path") == HEALTH:  # (a proxy's checks come from this machine)
             return await self.app(scope, receive, send)
-        wait = self.ledger.spend(client, HTTP_COST)
+        wait = self.ledger.spend(client, HTTP_COST, http=True)
         if wait > 0:
             self.ledger.held += 1
             await asyncio.sleep(wait)
@@ -327,7 +331,7 @@ class InboundLimit:
         try:
             return await request
         finally:
-            self.ledger.charge(client, request.cpu)  # what serving it took (a page: 7 ms, a health check: 1 ms)
+            self.ledger.charge(client, request.cpu, http=True)  # what serving it took (a page: 1-2 ms)
 
     async def _websocket(self, scope, receive, send):
         client, ledger = scope_client(scope), self.ledger
