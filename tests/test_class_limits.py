@@ -32,8 +32,11 @@ def test_a_full_redis_tells_the_teacher_at_once_and_forgets_it_when_writes_pass_
     stayed after Redis had room again. Now each refused change says the service is full and that the change did
     not reach the class; nothing says "unreachable"; once Redis has room the same buttons work and nothing
     about the outage stays on the page."""
+    import training
+
     with redis_server(server=True) as server:
         monkeypatch.setenv(REDIS_URL_ENV, server.url)
+        monkeypatch.setattr(training, "_SERVICE", None)  # (this test's pages use this Redis, and leave it with it)
         store = RedisClassStore(server.url, prefix=f"test:{uuid.uuid4().hex[:8]}", classes_per_client=1000,
                                 class_starts_per_minute=1000)
         monkeypatch.setitem(classroom._stores, server.url, store)
@@ -77,6 +80,8 @@ def test_a_full_redis_tells_the_teacher_at_once_and_forgets_it_when_writes_pass_
         finally:
             conn.config_set("maxmemory", "1gb")
             store.close()
+            if training._SERVICE is not None:
+                training._SERVICE.shutdown()
 
 
 def test_shared_class_models_have_a_server_wide_budget(make_store, monkeypatch):
