@@ -9,11 +9,10 @@ time (another student's run took 12 s and more); sixteen loops of plain HTTP req
 the one they saw), what the client cost the server: each websocket message costs `MESSAGE_COST` seconds, each
 HTTP request (a page's files, a health check, a class's event stream) `HTTP_COST` and the CPU time the process
 spent serving it (`Metered`), and each script run of its sessions the CPU time the run took (the app tells:
-`charge`). A client may spend its share of seconds
-per second, and `burst` seconds at once after a quiet spell. `InboundLimit`, a plain ASGI middleware (app.py
-hands it to `st.App`, Streamlit's public ASGI app), holds back a client's next websocket message, or its next
-HTTP request, until the client is within its share again. Nothing is dropped: the client's own pages answer at
-the pace it is allowed.
+`charge`). A client may spend its share of seconds per second, and `burst` seconds at once after a quiet spell.
+`InboundLimit`, a plain ASGI middleware (app.py hands it to `st.App`, Streamlit's public ASGI app), holds back a
+client's next websocket message, or its next HTTP request, until the client is within its share again. Nothing is
+dropped: the client's own pages answer at the pace it is allowed.
 
 Fairness protects a class from an outsider, not an outsider from a class:
 
