@@ -41,20 +41,26 @@ else:  # a run of the app's script
     import ui.startup  # noqa: F401, I001 - first: per-process settings before torch loads
 
     from ui import shell, style
+    from ui.style import presenter_asked
     from ui.classroom import panels as classroom
+    from ui.page_list import ICON
     from ui.session_info import fair_share
     from ui.sidebar import render_sidebar
     from ui.state import init_state, keep_widget_state
+    from ui.study import session as study
     from ui.training.session import job as attach_training_run
 
-    st.set_page_config(page_title="Glass Transformer", page_icon=":material/visibility:", layout="wide")
+    # the icon is ours, served by the app: a Material icon here was fetched from fonts.gstatic.com (not offline)
+    st.set_page_config(page_title="Glass Transformer", page_icon=str(ICON), layout="wide")
 
     # in its turn (a teacher's run first), and its CPU counted against its client's share (serving/inbound.py)
     with fair_share(lead=classroom.is_teacher()):
-        page = shell.navigation()
+        # a teacher's projector in presenter mode: the pages in a bar on top, the class's controls first in the sidebar
+        page = shell.navigation(top=presenter_asked() and classroom.presents())
         if shell.admitted():
             keep_widget_state()
             init_state()  # the session's state (from a shared link on its first run), presenter mode included
             style.inject()  # the app's stylesheet (ui/style.py): contrast, formulas, phones, presenter mode
             attach_training_run()  # a reload on any page keeps this browser's training run (ui/training/session.py)
+            study.on_run(page)  # a study's participant: what they view and change is logged (ui/study/session.py)
             classroom.run(page, render_sidebar)  # follow a class / lead one

@@ -45,12 +45,14 @@ setup_chromium() {
 }
 
 # Classroom mode: Redis holds the classes when several app processes serve one class, HAProxy sits in
-# front of them (serving/replicas.py); their tests start both (tests/services.py).
+# front of them (serving/replicas.py); their tests start both (tests/services.py), and PostgreSQL for studies.
 setup_services() {
   missing=""
   for tool in redis-server haproxy; do
     command -v "$tool" >/dev/null || [ -x "/usr/sbin/$tool" ] || [ -x "/usr/bin/$tool" ] || missing="$missing $tool"
   done
+  # Studies on PostgreSQL (GLASS_DATABASE_URL): their tests start Debian's server themselves (serving/postgres.py).
+  compgen -G "/usr/lib/postgresql/*/bin/postgres" >/dev/null || missing="$missing postgresql"
   if [ -z "$missing" ]; then return; fi
   if [ "$(id -u)" = 0 ]; then
     apt-get update -qq -o DPkg::Lock::Timeout=300

@@ -3,7 +3,8 @@
 Starts the app like the browser tests (`streamlit run` on a free loopback port), opens every page of
 app.py in Debian's Chromium in a 1280 x 720 window (a projector's) with the sentence "i am a student"
 (and the attention pages once more with the app's default, coreference sentence:
-<url_path>-coreference.png), waits until the script is idle and every plotly chart is drawn, and saves
+<url_path>-coreference.png; the tracing page with that sentence only, against its partner), waits until the
+script is idle and every plotly chart is drawn, and saves
 the page from the top down to at most MAX_HEIGHT pixels. Then the first screen of a few pages as a
 phone shows them (390 x 844: <url_path>-phone.png) and in presenter mode at 1280 x 720
 (<url_path>-presenter.png). Each PNG is reduced to a 256-colour palette to stay small (< 400 KB).
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import json
 import urllib.parse
 from pathlib import Path
 
@@ -45,13 +47,16 @@ PHONE_SCROLLED = {"overview": ("diagram", '[data-testid="stGraphVizChart"]')}
 MAX_BYTES = 400_000
 SENTENCE = "i am a student"
 COREFERENCE_PAGES = ("self_attention", "multi_head")  # shown again with the app's default (coreference) sentence
+DEFAULT_SENTENCE_PAGES = ("tracing",)  # shown with the app's default sentence only (a pair needs its partner)
 LESSON_STEPS = (6, 18)  # guided-lesson steps shot on "thinking machines": x·W^Q + b^Q = q, cross-attention
-LESSON_COREF_STEP = 19  # and on the coreference sentence: who decides il or elle
+LESSON_COREF_STEP = 19  # and on the coreference sentence: il or elle, traced
 
 CAPTIONS = {p.url_path: p.summary for p in PAGES} | {  # the page's own summary (ui/page_list.py)
     "self_attention-coreference": "The same steps on \"the animal didn't cross the street because it was too "
                                   "tired\": the query is \"it\"",
     "multi_head-coreference": "The heads of the first encoder layer on the coreference sentence",
+    "tracing": "Causal tracing of \"…too tired\" against \"…too wide\": which vectors, put back from one run into "
+               "the other, bring il back",
 } | {f"{p}-phone": "On a phone (390 x 844), first screen" for p in PHONE_PAGES} | {
     f"{p}-phone-{name}": f"On a phone (390 x 844), scrolled to the {name}"
     for p, (name, _) in PHONE_SCROLLED.items()} | {
@@ -114,7 +119,7 @@ def main() -> None:
     for url_path in (p.url_path for p in PAGES):
         if wanted and url_path not in wanted:
             continue
-        shots.append((url_path, url_path, {"s": SENTENCE}, None))
+        shots.append((url_path, url_path, {} if url_path in DEFAULT_SENTENCE_PAGES else {"s": SENTENCE}, None))
         if url_path in COREFERENCE_PAGES:
             shots.append((f"{url_path}-coreference", url_path, {}, None))  # no "s": the default sentence
         if url_path in PHONE_PAGES:
@@ -153,11 +158,68 @@ def main() -> None:
             written.append((stem, path, size))
             print(f"{path.relative_to(ROOT)}  {size / 1000:.0f} KB")
         browser.close()
+        if not wanted or "classroom" in wanted:
+            written += class_shots(p, server.url, args.max_height)
+            for _, path, size in written[-len(CLASS_SHOTS):]:
+                print(f"{path.relative_to(ROOT)}  {size / 1000:.0f} KB")
 
     write_readme(titles)
     total = sum(s for _, _, s in written)
     print(f"{len(written)} screenshots written, {total / 1e6:.2f} MB; "
           f"captions in {(OUT / 'README.md').relative_to(ROOT)}")
+
+
+CLASS_SHOTS = {  # a class with three students on the Thinking Machines plan (`class_shots`)
+    "classroom-roster": "The teacher's Classroom page in a class: the code and the QR code, then the roster "
+                        "(who follows, who explores, who left without choosing to, who voted)",
+    "classroom-console": "The teacher's console on a phone (390 x 844): the plan's Next, the open question's votes "
+                         "and the suggested move, the roster, the snapshots",
+    "classroom-projector": "The projector in presenter mode at 1280 x 720, at a stop of the plan: the stop's "
+                           "caption and its figure on the first screen, the class's controls first in the sidebar",
+}
+
+
+def class_shots(playwright, url: str, max_height: int) -> list[tuple]:
+    """The class's screens: the teacher's page with its roster, the console on a phone, the projector at a stop."""
+    from classroom import plans as P
+    from tools.class_soak import Classroom
+
+    plan = P.check_plan(json.loads((ROOT / "assets" / "plans" / "thinking-machines.json").read_text()), None)
+    room = Classroom(playwright, url, 3)
+    out = []
+    try:
+        room.start(f"/classroom?plan={P.plan_to_link(plan)}")
+        room.join()
+        s1, s2 = room.students[0].page, room.students[2].page
+        s1.get_by_role("button", name="Explore on my own").click()  # one chose to explore
+        wait_idle(s1)
+        s2.locator('[data-testid="stSidebar"]').get_by_role("link", name="Positional encoding").click()  # one left
+        wait_idle(s2)
+        teacher = room.teacher.page
+        teacher.wait_for_timeout(2000)
+        path = OUT / "classroom-roster.png"
+        out.append(("classroom-roster", path, shoot(teacher, f"{url}/classroom", path, max_height)))
+        teacher.get_by_text("Show my teacher key").click()  # (the key, from the private toggle)
+        wait_idle(teacher)
+        key = teacher.locator('[data-testid="stCode"]').nth(1).inner_text().strip()
+        phone = room._tab("console", PHONE, True).page
+        path = OUT / "classroom-console.png"
+        phone.goto(f"{url}/classroom?console={key}", wait_until="domcontentloaded")
+        wait_drawn(phone)
+        phone.set_viewport_size({"width": PHONE["width"], "height": min(content_height(phone), max_height)})
+        wait_drawn(phone)
+        out.append(("classroom-console", path, save_small(phone.screenshot(), path)))
+        teacher.goto(f"{url}/lesson?presenter=1", wait_until="domcontentloaded")
+        wait_drawn(teacher)
+        for _ in range(3):  # stop 4: positional encoding
+            teacher.locator('[data-testid="stSidebar"]').get_by_role("button", name="Next stop").click()
+            wait_drawn(teacher)
+        teacher.wait_for_timeout(5000)  # the reload's toast ("You are still the teacher ...") fades
+        path = OUT / "classroom-projector.png"
+        out.append(("classroom-projector", path, save_small(teacher.screenshot(), path)))
+    finally:
+        room.close()
+    return out
 
 
 def write_readme(titles: dict[str, str]) -> None:
@@ -175,6 +237,11 @@ def write_readme(titles: dict[str, str]) -> None:
             title = titles[url_path] + what
             lines.append(f"- **{title}**: {CAPTIONS.get(stem, titles[url_path])}  ")
             lines.append(f"  ![{title}](assets/screenshots/{path.name})")
+        if url_path == "classroom":  # a class in progress: the teacher's page, the console, the projector
+            for stem, caption in CLASS_SHOTS.items():
+                if (OUT / f"{stem}.png").is_file():
+                    lines.append(f"- **Classroom ({stem.split('-', 1)[1]})**: {caption}  ")
+                    lines.append(f"  ![Classroom ({stem.split('-', 1)[1]})](assets/screenshots/{stem}.png)")
     (OUT / "README.md").write_text("\n".join(lines) + "\n")
 
 

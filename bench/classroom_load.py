@@ -5,6 +5,7 @@ also does what the page's class component does in a browser (ui/classroom/push.p
 class's event stream and reruns its page when the class moved past what the page shows.
 
     .venv/bin/python -m bench.classroom_load follow --students 30 100 [--changes 6] [--processes 2] [--page lesson]
+                                                   [--browsers 6]
     .venv/bin/python -m bench.classroom_load throughput [--students 24] [--seconds 40]
     .venv/bin/python -m bench.classroom_load failover [--students 20]
     .venv/bin/python -m bench.classroom_load chaos [--students 40]
@@ -16,6 +17,9 @@ times (a pause between); per change and student, the time from the teacher sendi
 of the student's run that shows it (its sidebar's sentence box). p50 / p95 / max, and how many students
 never showed it within --timeout. Also the time until the change's event reached each student's event stream:
 the event's own way (store, hub, proxy), apart from the redraws (it showed HAProxy holding each event 0.2 s).
+With --browsers N, N more students follow in real Chromium (each its own context, every third a phone): the time
+until each page shows the change, and how many dropped out of follow mode (the websocket clients never did; real
+browsers did, until issue 36's fix: a page's late request re-ran its callbacks).
 
 throughput: the same N students, each typing its own sentences one after the other without a pause (a
 saturated server), for --seconds, through HAProxy in front of 1 and then 2 app processes (serving/replicas.py,
@@ -50,9 +54,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import websockets
+
 from bench.ws_client import StreamlitSession
 from serving.processes import start_app
 from serving.replicas import Cluster
+from tools.class_soak import dropped as dropped_out
 from ui.widgets import md
 
 SENTENCES = ["i am a student", "thinking machines", "she is a student", "we are students", "the cat is big",
@@ -187,19 +194,86 @@ class Follow:
     change_cpu: list[float] = field(default_factory=list)  # the app processes' CPU-s from one change to the next
     client_cpu: list[float] = field(default_factory=list)  # this process's (the simulated students') CPU-s, the same
     machine_cpu: list[float] = field(default_factory=list)  # the whole machine's busy CPU-s, the same
+    browsers: int = 0  # students in real Chromium besides the websocket clients (--browsers)
+    browser_latencies: list[float] = field(default_factory=list)  # teacher change -> a Chromium student shows it
+    browser_missed: int = 0
+    browser_dropouts: int = 0  # Chromium students found exploring (or on an empty sentence) after a change
+
+
+class ChromiumStudents:
+    """Students in real Chromium (Playwright's async API, Debian's chromium), each its own browser context, who join
+    by the link and follow: the witness the websocket clients are not (they missed students dropping out of follow
+    mode). Nothing is clicked on their side."""
+
+    STATUS = """() => ({main: document.querySelector('[data-testid="stMain"]')?.innerText || '',
+                        side: document.querySelector('[data-testid="stSidebar"]')?.textContent || '',
+                        url: location.href})"""
+
+    def __init__(self, n: int):
+        self.n, self.pages, self._pw, self._browser = n, [], None, None
+
+    async def start(self, url: str, code: str, timeout: float = 120) -> None:
+        from playwright.async_api import async_playwright
+
+        from tools.browser import CHROMIUM_ARGS, require_chromium  # (only for --browsers)
+
+        self._pw = await async_playwright().start()
+        self._browser = await self._pw.chromium.launch(executable_path=require_chromium(), args=CHROMIUM_ARGS)
+        for i in range(self.n):
+            phone = i % 3 == 1  # every third a phone
+            context = await self._browser.new_context(
+                viewport={"width": 390, "height": 844} if phone else {"width": 1280, "height": 800},
+                is_mobile=phone, has_touch=phone)
+            page = await context.new_page()
+            await page.goto(f"{url}/classroom?class={code}", wait_until="domcontentloaded")
+            self.pages.append(page)
+        deadline = time.perf_counter() + timeout
+        for page in self.pages:
+            while f"Following class {code}" not in (await page.evaluate(self.STATUS))["side"]:
+                if time.perf_counter() > deadline:
+                    raise RuntimeError("a Chromium student did not join")
+                await asyncio.sleep(0.2)
+
+    async def wait(self, sentence: str, t0: float, timeout: float) -> tuple[list[float], int, int]:
+        """Each page until it shows the teacher's `sentence`: (seconds from t0 of those that did, missed, dropped)."""
+        line = f"sentence “{sentence}”"
+        seen: dict[int, float] = {}
+        dropped: set[int] = set()
+        deadline = t0 + timeout
+        while len(seen) + len(dropped) < self.n and time.perf_counter() < deadline:
+            for i, page in enumerate(self.pages):
+                if i in seen or i in dropped:
+                    continue
+                st = await page.evaluate(self.STATUS)
+                if dropped_out(st) is not None:
+                    dropped.add(i)
+                elif line in st["main"]:
+                    seen[i] = time.perf_counter() - t0
+            await asyncio.sleep(0.05)
+        return list(seen.values()), self.n - len(seen) - len(dropped), len(dropped)
+
+    async def close(self) -> None:
+        if self._browser is not None:
+            await self._browser.close()
+        if self._pw is not None:
+            await self._pw.stop()
 
 
 async def follow(url: str, n: int, changes: int, pause: float, timeout: float, pids: list[int] | None = None,
-                 idle: float = 10.0, page: str = "overview") -> Follow:
+                 idle: float = 10.0, page: str = "overview", browsers: int = 0) -> Follow:
     """Teacher changes -> every following student's page updated: latencies; and the app processes' CPU while
-    the class waits (`idle` seconds) and per change. The teacher (and so the class) is on `page`."""
-    out = Follow(n)
+    the class waits (`idle` seconds) and per change. The teacher (and so the class) is on `page`. `browsers`: as
+    many students in real Chromium besides (their latencies and drop-outs reported apart)."""
+    out = Follow(n, browsers=browsers)
     teacher, code = await start_class(url, page=page)
     t = time.perf_counter()
     students: list[StreamlitSession] = []
     for i in range(0, n, 10):  # arrive ten at a time
         students += await asyncio.gather(*(join(url, code) for _ in range(min(10, n - i))))
     out.join_seconds = time.perf_counter() - t
+    chromium = ChromiumStudents(browsers)
+    if browsers:
+        await chromium.start(url, code)
     for s in students:
         s.start_following()
     pollers = [asyncio.create_task(s.poll_fragments(changes * (pause + timeout) + 30)) for s in students]
@@ -226,8 +300,14 @@ async def follow(url: str, n: int, changes: int, pause: float, timeout: float, p
             cpu0, client0, busy0 = cpu_seconds(pids or []), time.process_time(), machine_busy()
             t0 = time.perf_counter()
             await teacher.type_sentence(sentence)
+            watching = asyncio.create_task(chromium.wait(sentence, t0, timeout)) if browsers else None
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(done.wait(), timeout)
+            if watching is not None:  # (the Chromium pages were watched meanwhile)
+                shown, missed_b, dropped_b = await watching
+                out.browser_latencies += shown
+                out.browser_missed += missed_b
+                out.browser_dropouts += dropped_b
             out.latencies += [seen[i] - t0 for i in seen]
             out.events += [min(t for q, t in s.event_at.items() if q > q0) - t0
                            for s, q0 in zip(students, seqs0, strict=True) if max(s.event_at, default=0) > q0]
@@ -263,6 +343,7 @@ async def follow(url: str, n: int, changes: int, pause: float, timeout: float, p
             p.cancel()
         await asyncio.gather(*pollers, return_exceptions=True)
         await asyncio.gather(*(s.close() for s in [teacher, *students]), return_exceptions=True)
+        await chromium.close()
     return out
 
 
@@ -353,9 +434,20 @@ async def failover(cluster: Cluster, n: int, timeout: float) -> dict:
             old = students[i]
             with contextlib.suppress(Exception):
                 await old.close()
-            s = Cookie(cluster.url, "app2", timeout=timeout, xsrf=browsers[i])
-            s.widgets = dict(old.widgets)
-            await s.connect("", old.query_string)
+            deadline = time.perf_counter() + timeout
+            for attempt in range(20):  # as Streamlit's page does: a connection that fails is tried again
+                s = Cookie(cluster.url, "app2", timeout=timeout, xsrf=browsers[i])
+                s.widgets = dict(old.widgets)
+                try:
+                    await s.connect("", old.query_string)
+                    break
+                except (OSError, ConnectionError, websockets.exceptions.WebSocketException, TimeoutError):
+                    # (the proxy had not yet seen app2 die, and sent this connection there: a busy machine)
+                    with contextlib.suppress(Exception):
+                        await s.close()
+                    if time.perf_counter() > deadline:
+                        raise
+                    await asyncio.sleep(min(0.5 * 2 ** attempt, 3.0))
             students[i] = s
             ok = (f"Exploring · class {code}" in s.text(1) and shows(s, "she is a student") if old is explorer
                   else f"Following class {code}" in s.text(1) and shows(s, "thinking machines"))
@@ -545,19 +637,23 @@ async def votes(url: str, n: int, timeout: float, rounds: int = 2) -> dict:
     students: list[StreamlitSession] = []
     for i in range(0, n, 10):
         students += await asyncio.gather(*(join(url, code, timeout=timeout) for _ in range(min(10, n - i))))
-    stream: list[tuple[float, int]] = []  # (when, tally) as the teacher's event stream said
-    shown: list[tuple[float, int]] = []  # (when, answers) as the teacher's screen showed
+    # what the teacher's page watches: seq + tally (ui/classroom/panels.py TEACHER_WATCH); every vote moves the tally
+    stream: list[tuple[float, int]] = []  # (when, seq + tally) as the teacher's event stream said
+    shown: list[tuple[float, int]] = []  # (when, seq + tally, answers) as the teacher's screen showed
 
     check = teacher._check
 
+    def watched(c: dict) -> int:
+        return int(c.get("seq", 0)) + int(c.get("tally", 0))
+
     def watch_stream() -> None:
-        if teacher.latest is not None and (not stream or teacher.latest.get("tally", 0) != stream[-1][1]):
-            stream.append((time.perf_counter(), int(teacher.latest.get("tally", 0))))
+        if teacher.latest is not None and (not stream or watched(teacher.latest) != stream[-1][1]):
+            stream.append((time.perf_counter(), watched(teacher.latest)))
         check()
 
-    def watch_screen(t: StreamlitSession) -> None:  # what the teacher's page drew: its tally, and its count
-        hit = re.search(r"question: (\d+) answers?", t.text(1))
-        if hit and t.sync and t.sync.get("watch") == "tally":
+    def watch_screen(t: StreamlitSession) -> None:  # what the teacher's page drew: its counters, and its count
+        hit = re.search(r"Question: (\d+) answers?", t.text(1))
+        if hit and t.sync and t.sync.get("watch") == "seq+tally":
             shown.append((time.perf_counter(), int(t.sync["drawn"]), int(hit[1])))
 
     teacher._check, teacher.on_full_run = watch_stream, watch_screen
@@ -594,7 +690,7 @@ async def votes(url: str, n: int, timeout: float, rounds: int = 2) -> dict:
         t_done = time.perf_counter()
         deadline = t_done + timeout
         await asyncio.sleep(0.5)
-        top = max(c for _, c in stream)  # the tally after the last vote (every vote and change moves it)
+        top = max(c for _, c in stream)  # seq + tally after the last vote (every vote and change moves the tally)
         t_stored = next(t for t, c in stream if c == top)  # the last vote stored and announced
         while time.perf_counter() < deadline and not any(d >= top for _, d, _ in shown):
             await asyncio.sleep(0.05)
@@ -646,6 +742,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="follow: 0 = one `streamlit run app.py` (memory store); N = N processes behind HAProxy, Redis")
     ap.add_argument("--idle", type=float, default=10.0, help="follow: seconds the class waits before the first change")
     ap.add_argument("--page", default="overview", help="follow: the page the teacher (and the class) is on")
+    ap.add_argument("--browsers", type=int, default=0,
+                    help="follow: as many students in real Chromium beside the websocket clients (every third a phone)")
     ap.add_argument("--json", help="also write the figures to this file")
     args = ap.parse_args(argv)
     out: dict = {"what": args.what}
@@ -659,8 +757,9 @@ def main(argv: list[str] | None = None) -> int:
             for n in args.students or [30, 100]:
                 print(f"follow: {n} students, {args.changes} changes on the {args.page} page", flush=True)
                 f = asyncio.run(asyncio.wait_for(
-                    follow(server.url, n, args.changes, args.pause, args.timeout, pids, args.idle, args.page),
-                    n * 5 + args.changes * (args.pause + args.timeout) + 120))
+                    follow(server.url, n, args.changes, args.pause, args.timeout, pids, args.idle, args.page,
+                           args.browsers),
+                    n * 5 + args.browsers * 20 + args.changes * (args.pause + 2 * args.timeout) + 120))
                 out[f"follow_{n}"] = {**summary(f.latencies), "missed": f.missed, "half_drawn": f.half_drawn,
                                       "join_seconds": f.join_seconds, "idle_cpu_per_second": f.idle_cpu,
                                       "cpu_per_change": statistics.median(f.change_cpu)}
@@ -668,6 +767,12 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{n} students: teacher change -> student page updated p50 {s['p50']:.2f} s, "
                       f"p95 {s['p95']:.2f} s, max {s['max']:.2f} s; {f.missed} missed of {n * args.changes}; "
                       f"{f.half_drawn} redraws whose end was lost; all joined in {f.join_seconds:.1f} s", flush=True)
+                if f.browsers:  # the real-browser witness beside the websocket clients
+                    b = summary(f.browser_latencies)
+                    s["chromium"] = {**b, "missed": f.browser_missed, "dropouts": f.browser_dropouts}
+                    print(f"{f.browsers} Chromium students: teacher change -> page shows it p50 {b['p50']:.2f} s, "
+                          f"p95 {b['p95']:.2f} s, max {b['max']:.2f} s; {f.browser_dropouts} drop-outs, "
+                          f"{f.browser_missed} missed of {f.browsers * args.changes}", flush=True)
                 if f.events:  # where the time goes: the event's way (store, hub, proxy) or the redraws
                     e = summary(f.events)
                     s["event"] = e

@@ -267,7 +267,9 @@ class StreamlitSession:
             self._timer = None
         if not self.follow_events or self.sync is None or self.latest is None or self._ws is None:
             return
-        want, drawn = self.latest.get(self.sync["watch"]), self.sync.get("drawn")
+        names = str(self.sync["watch"]).split("+")  # one counter, or a sum ("seq+tally"), as the component reads it
+        want = None if any(self.latest.get(n) is None for n in names) else sum(self.latest[n] for n in names)
+        drawn = self.sync.get("drawn")
         if want is None or drawn is None or want <= drawn:
             self._tries, self._asked = 0, 0.0
             return

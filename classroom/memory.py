@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from classroom import plans as _plans
 from classroom.errors import ClassEnded, ClassFull, ClassStoreError, InvalidInput, NotFound, QuestionClosed, RateLimited
+from classroom.roster import MemoryRoster
 from classroom.rules import MAX_OPTIONS
 from classroom.store import ClassSnapshot, ClassStore, Counters, _snapshot_of, too_many_classes, too_many_students
 from classroom.votes import MemoryVotes
@@ -36,7 +37,8 @@ class _Class:
     tally: int = 0
     extra: dict = field(default_factory=dict)  # "plan", "pace" (classroom/plans.py)
     shots: list = field(default_factory=list)  # the gallery: {"n", "student", "state", "note"}, oldest first
-    shot_senders: dict[str, int] = field(default_factory=dict)  # student id -> their number in the gallery
+    numbers: dict[str, int] = field(default_factory=dict)  # student id -> their number (in the order they joined)
+    status: dict[str, dict] = field(default_factory=dict)  # student id -> their last status (classroom/roster.py)
     runs: dict[int, dict] = field(default_factory=dict)  # the class board: student number -> their run
 
     def bump(self, seq: bool = True, q: bool = False, tally: bool = False) -> Counters:
@@ -62,7 +64,7 @@ def _window(times: deque[float], now: float, seconds: float) -> deque[float]:
     return times
 
 
-class MemoryClassStore(MemoryVotes, ClassStore):
+class MemoryClassStore(MemoryVotes, MemoryRoster, ClassStore):
     """One process's classes, in a dict under one lock (every operation is a few dict updates)."""
 
     def __init__(self, clock=time.monotonic, **kw):
@@ -207,6 +209,7 @@ class MemoryClassStore(MemoryVotes, ClassStore):
                         raise ClassFull(too_many_students(self.students_per_client))
                     c.joined_by[ckey] = c.joined_by.get(ckey, 0) + 1
                     c.students.add(student_id)
+                    c.numbers.setdefault(student_id, len(c.numbers) + 1)
                 c.here[student_id] = now + self.presence_seconds
             event = c.bump(seq=False, tally=True)
         self._announce(code, event)
@@ -326,7 +329,7 @@ class MemoryClassStore(MemoryVotes, ClassStore):
                     raise RateLimited(times[0] + 60.0 - now)
             mine.append(now)
             theirs.append(now)
-            number = c.shot_senders.setdefault(student_id, len(c.shot_senders) + 1)
+            number = c.numbers.setdefault(student_id, len(c.numbers) + 1)
             n = c.shots[-1]["n"] + 1 if c.shots else 1
             c.shots = [*c.shots, {"n": n, "student": number, **json.loads(json.dumps(shot))}][-_plans.SHOTS_KEPT:]
             event = c.bump(seq=False, tally=True)
@@ -348,7 +351,7 @@ class MemoryClassStore(MemoryVotes, ClassStore):
             if len(mine) >= _plans.RUNS_PER_STUDENT:
                 raise RateLimited(mine[0] + 60.0 - now)
             mine.append(now)
-            number = c.shot_senders.setdefault(student_id, len(c.shot_senders) + 1)
+            number = c.numbers.setdefault(student_id, len(c.numbers) + 1)
             c.runs[number] = json.loads(json.dumps(run))
             event = c.bump(seq=False, tally=True)
         self._announce(code, event)

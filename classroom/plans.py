@@ -194,21 +194,37 @@ def plan_of(data: dict) -> Plan:
                                           (s.get("hidden") or {}).get("head")) for s in data["stops"]))
 
 
+PACE_KEYS = ("mode", "paused", "stop", "reveal", "plan", "recall", "shot")
+
+
 def check_pace(pace) -> dict:
-    if not isinstance(pace, dict) or set(pace) - {"mode", "paused", "stop", "reveal", "plan"}:
-        raise InvalidInput("the pace has a mode, paused, stop, reveal and plan")
+    """The class's pace: its mode, paused, its plan's stop, the mystery's reveal, the plan's version, how many times
+    the teacher brought everyone back (`recall`: a student who explores follows again when it moves), and the
+    snapshot the teacher projects (`shot`: its number, its student's, its note and its view; or None)."""
+    if not isinstance(pace, dict) or set(pace) - set(PACE_KEYS):
+        raise InvalidInput("the pace has a mode, paused, stop, reveal, plan, recall and shot")
     out = {"mode": pace.get("mode", "lead"), "paused": pace.get("paused", False), "stop": pace.get("stop", -1),
-           "reveal": pace.get("reveal", False), "plan": pace.get("plan", 0)}
+           "reveal": pace.get("reveal", False), "plan": pace.get("plan", 0), "recall": pace.get("recall", 0),
+           "shot": pace.get("shot")}
     if out["mode"] not in PACE_MODES:
         raise InvalidInput(f"the mode is one of {', '.join(PACE_MODES)}")
     for key in ("paused", "reveal"):
         if not isinstance(out[key], bool):
             raise InvalidInput(f"{key} must be true or false")
-    for key, low in (("stop", -1), ("plan", 0)):
+    for key, low in (("stop", -1), ("plan", 0), ("recall", 0)):
         if not isinstance(out[key], int) or isinstance(out[key], bool) or not low <= out[key] <= 10**9:
             raise InvalidInput(f"{key} must be a whole number")
     if out["stop"] >= MAX_STOPS:
         raise InvalidInput("no such stop")
+    if out["shot"] is not None:
+        shot = out["shot"]
+        if not isinstance(shot, dict) or set(shot) != {"n", "student", "note", "state"}:
+            raise InvalidInput("a projected snapshot has its number, its student, its note and its view")
+        for key in ("n", "student"):
+            if not isinstance(shot[key], int) or isinstance(shot[key], bool) or not 0 <= shot[key] <= 10**9:
+                raise InvalidInput(f"the snapshot's {key} must be a whole number")
+        out["shot"] = {"n": shot["n"], "student": shot["student"], "note": check_note(shot["note"]),
+                       "state": check_state(shot["state"])}
     return out
 
 

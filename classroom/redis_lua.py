@@ -73,7 +73,8 @@ if ARGV[11] == '1' then
     ended = previous
     local k = ARGV[8] .. ':' .. previous
     local c = redis.call('HMGET', k, 'seq', 'q', 'tally')
-    redis.call('DEL', k, k .. ':answers', k .. ':counts', k .. ':students', k .. ':joined', k .. ':here')
+    redis.call('DEL', k, k .. ':answers', k .. ':counts', k .. ':students', k .. ':joined', k .. ':here',
+               k .. ':status')
     redis.call('HSET', k, 'ended', 1, 'version', 0, 'seq', tonumber(c[1] or '0'), 'q', tonumber(c[2] or '0'),
                'tally', tonumber(c[3] or '0'))
     redis.call('PEXPIRE', k, ARGV[9])
@@ -128,7 +129,7 @@ local client = redis.call('HGET', KEYS[1], 'client')
 if client then redis.call('SREM', ARGV[4] .. ':client:' .. client, ARGV[5]) end
 redis.call('ZREM', ARGV[4] .. ':live', ARGV[5])
 local c = redis.call('HMGET', KEYS[1], 'seq', 'q', 'tally')
-redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[1] .. ':here')
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[1] .. ':here', KEYS[1] .. ':status')
 redis.call('HSET', KEYS[1], 'ended', 1, 'version', 0, 'seq', tonumber(c[1] or '0'), 'q', tonumber(c[2] or '0'),
            'tally', tonumber(c[3] or '0'))
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
@@ -213,6 +214,9 @@ if not here then
     if tonumber(redis.call('HGET', KEYS[4], ARGV[6]) or '0') >= tonumber(ARGV[7]) then return {-13, 0} end
     redis.call('SADD', KEYS[2], ARGV[1])
     redis.call('HINCRBY', KEYS[4], ARGV[6], 1)
+    if not redis.call('HGET', KEYS[1], 'x:sender:' .. ARGV[1]) then  -- the student's number: in the order they came
+      redis.call('HSET', KEYS[1], 'x:sender:' .. ARGV[1], redis.call('HINCRBY', KEYS[1], 'x:senders', 1))
+    end
     local ttl = redis.call('PTTL', KEYS[1])
     if ttl > 0 then redis.call('PEXPIRE', KEYS[2], ttl) redis.call('PEXPIRE', KEYS[4], ttl) end
   end
@@ -225,8 +229,9 @@ return {1, 0}""",
 }
 
 # Lesson plans, pacing and snapshots (classroom/plans.py) live in the class's own hash, so they end with it: fields
-# x:plan and x:pace (JSON), x:shot:N (a snapshot, JSON), x:shot_n, x:senders and x:sender:STUDENT (the gallery's
-# numbering of students). Rate windows: p:CODE:shots:STUDENT and p:CODE:shots:CLIENT (sorted sets, 2 minutes).
+# x:plan and x:pace (JSON), x:shot:N (a snapshot, JSON), x:shot_n, x:senders and x:sender:STUDENT (the students'
+# numbers, given when a student first joins: "join" above). Rate windows: p:CODE:shots:STUDENT and
+# p:CODE:shots:CLIENT (sorted sets, 2 minutes).
 LUA.update({
     # KEYS: the class's five. ARGV: secret hash, idle TTL ms, plan JSON, the default pace JSON.
     "set_plan": TEACHER + """

@@ -24,6 +24,7 @@ from classroom.reads import ClassReads
 from classroom.redis_lua import ANNOUNCE as _ANNOUNCE
 from classroom.redis_lua import LUA as _LUA
 from classroom.redis_lua import TEACHER as _TEACHER
+from classroom.redis_roster import RedisRoster
 from classroom.redis_votes import RedisVotes
 from classroom.rules import MAX_OPTIONS, check_question, check_state
 from classroom.store import ClassSnapshot, ClassStore, Counters, _snapshot_of, too_many_classes, too_many_students
@@ -49,7 +50,7 @@ _ERRORS = {-1: (NotFound, "No class with this code."), -2: (Forbidden, "Only the
            -8: (ClassFull, "This class is full."), -9: (QuestionClosed, "There is no question to reveal.")}
 
 
-class RedisClassStore(RedisVotes, ClassStore):
+class RedisClassStore(RedisVotes, RedisRoster, ClassStore):
     """Classes in Redis: any number of app processes (or machines) share them."""
     _LUA_PRELUDES = {"TEACHER": _TEACHER, "ANNOUNCE": _ANNOUNCE}  # for the peer-instruction scripts (redis_votes.py)
     _LUA_ERRORS = _ERRORS

@@ -14,12 +14,13 @@ import json
 
 from classroom.errors import QuestionClosed, RateLimited
 from classroom.rules import check_question, check_text
-from classroom.votes import MAX_RESULTS, VOTE_WINDOW_SECONDS, check_grid
+from classroom.votes import MAX_RESULTS, VOTE_WINDOW_SECONDS, check_extras, check_grid
 
 _MORE_ERRORS = {-20: (QuestionClosed, "The vote is closed."), -22: (QuestionClosed, "There is no vote open."),
                 -23: (QuestionClosed, "The answer is revealed already."),
                 -24: (QuestionClosed, "The vote is locked already."),
-                -25: (QuestionClosed, "Lock the first vote first."), -26: (QuestionClosed, "The class voted twice.")}
+                -25: (QuestionClosed, "Lock the first vote first."), -26: (QuestionClosed, "The class voted twice."),
+                -27: (QuestionClosed, "There is no question open.")}
 
 _COUNTS = """
 local function counts(key)
@@ -88,7 +89,8 @@ local p = redis.call('HMGET', KEYS[2], 'qid', 'round', 'open')
 local h = redis.call('HMGET', KEYS[1], 'qid', 'revealed')
 if not p[1] or p[1] ~= h[1] then return -22 end
 if h[2] == '1' then return -23 end
-if ARGV[3] == 'lock' then
+if ARGV[3] == 'show' then redis.call('HSET', KEYS[2], 'shown', 1)
+elseif ARGV[3] == 'lock' then
   if p[3] ~= '1' then return -24 end
   redis.call('HSET', KEYS[2], 'open', 0)
 elseif p[2] ~= '1' then return -26
@@ -103,25 +105,45 @@ return 0""",
 local mine = {false, false}
 if ARGV[1] ~= '' then mine = {redis.call('HGET', KEYS[3], ARGV[1]), redis.call('HGET', KEYS[4], ARGV[1])} end
 return {redis.call('HMGET', KEYS[1], 'secret', 'ended', 'qid', 'revealed'),
-        redis.call('HMGET', KEYS[2], 'qid', 'record', 'round', 'open', 'discuss'),
+        redis.call('HMGET', KEYS[2], 'qid', 'record', 'round', 'open', 'discuss', 'shown'),
         redis.call('HGETALL', KEYS[5]), redis.call('HGETALL', KEYS[6]), redis.call('HLEN', KEYS[3]),
         redis.call('HLEN', KEYS[4]), mine[1], mine[2]}""",
+    # KEYS: class, poll, v1, v2, c1, c2, results, answers, counts. ARGV: secret hash, idle TTL ms, max results. The
+    # question leaves the class; its poll goes to the results.
+    "close_question": "TEACHER" + _COUNTS + """
+local h = redis.call('HMGET', KEYS[1], 'question', 'qid')
+if not h[1] then return -27 end
+local old = redis.call('HMGET', KEYS[2], 'qid', 'record', 'round')
+if old[1] and old[1] == h[2] then
+  local row = cjson.decode(old[2])
+  row['qid'] = tonumber(old[1])
+  row['first'] = counts(KEYS[5])
+  if old[3] == '2' then row['second'] = counts(KEYS[6]) else row['second'] = cjson.null end
+  redis.call('RPUSH', KEYS[7], cjson.encode(row))
+  redis.call('LTRIM', KEYS[7], -tonumber(ARGV[3]), -1)
+end
+redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[8], KEYS[9])
+redis.call('HDEL', KEYS[1], 'question')
+redis.call('HSET', KEYS[1], 'revealed', 0)
+announce(1, 1, 0)
+return 0""",
 }
 
 
 class RedisVotes:
     """`PeerVotes` on the Redis store (its client, prefix and script runner)."""
 
-    def _vote_script(self, name: str, keys: list[str], args: list, code: str):
+    def _vote_script(self, name: str, keys: list[str], args: list, code: str, table: dict | None = None):
+        """Run script `name` of `table` (this module's by default; classroom/redis_roster.py passes its own)."""
         scripts = self.__dict__.setdefault("_votes_scripts", {})
         if name not in scripts:  # the class store's own preludes (checks, announce) go first
-            src = _VOTES_LUA[name]
+            src = (table or _VOTES_LUA)[name]
             for prelude, lua in self._LUA_PRELUDES.items():
                 src = src.replace(prelude, lua, 1) if src.startswith(prelude) else src
             scripts[name] = self._r.register_script(src if src.startswith("#!") else "#!lua\n" + src)
         with self._errors():
             result = scripts[name](keys=keys, args=[*args, self.channel, code])
-        status = result[0] if isinstance(result, list) else result
+        status = (result[0] if result else None) if isinstance(result, list) else result
         if not isinstance(status, int):  # (a read: no status)
             return result
         if status == -21:
@@ -154,9 +176,9 @@ class RedisVotes:
         poll, v1, v2, c1, c2 = self._poll_keys(code)
         h, p, flat1, flat2, n1, n2, m1, m2 = self._vote_script(
             "poll_read", [self._keys(code)[0], poll, v1, v2, c1, c2], [student_id or ""], code)
-        h, p = ([x if x is not False else None for x in (list(v) + [None] * 5)[:5]] for v in (h, p))
+        h, p = ([x if x is not False else None for x in (list(v) + [None] * 6)[:6]] for v in (h, p))
         m1, m2 = (None if m is False else m for m in (m1, m2))
-        secret, ended, qid, revealed, _ = h
+        secret, ended, qid, revealed, _, _ = h
         if ended == "1" or secret is None or p[0] is None or p[0] != qid:
             return None
         with self._errors():  # what Redis holds is checked again as it is read: only our own records pass
@@ -164,9 +186,9 @@ class RedisVotes:
             q = check_question(record["text"], record["options"], record["answer"])
             grid = check_grid(record["grid"])
             record = {**q, "kind": check_text(record["kind"], 32, "the kind"),
-                      "grid": grid.as_dict() if grid else None}
+                      "grid": grid.as_dict() if grid else None, **check_extras(record)}
             return {**record, "qid": int(p[0]), "round": int(p[2]), "open": p[3] == "1", "discuss": p[4] == "1",
-                    "revealed": revealed == "1",
+                    "shown": p[5] == "1", "revealed": revealed == "1",
                     "counts": [dict(zip(f[::2], f[1::2], strict=True)) for f in (flat1, flat2)],
                     "voted": [int(n1), int(n2)], "mine": [int(m) if m is not None else None for m in (m1, m2)]}
 
@@ -180,6 +202,11 @@ class RedisVotes:
                 if r.get("second") is not None:
                     r["second"] = {int(k): int(v) for k, v in r["second"].items()}
         return rows
+
+    def _close_question(self, code, shash):
+        k = self._keys(code)
+        self._vote_script("close_question", [k[0], *self._poll_keys(code), f"{self._p}:{code}:results", k[1], k[2]],
+                          [shash, self._ttl_ms, MAX_RESULTS], code)
 
     def _end_votes(self, code):
         with self._errors():

@@ -54,6 +54,7 @@ from dataclasses import dataclass, field
 
 from classroom import plans as _plans
 from classroom.errors import ClassEnded, ClassStoreError, Forbidden, InvalidInput, NotFound
+from classroom.roster import RosterOps
 from classroom.rules import (
     CLASS_STARTS_PER_MINUTE,
     CLASSES_PER_CLIENT,
@@ -130,7 +131,7 @@ class ClassSnapshot:
 
 
 # -- the interface ------------------------------------------------------------------------------------
-class ClassStore(PeerVotes, ABC):
+class ClassStore(PeerVotes, RosterOps, ABC):
     """Validation and the public operations; a back-end implements the underscored ones."""
 
     def __init__(self, idle_seconds: float = IDLE_SECONDS, tombstone_seconds: float = TOMBSTONE_SECONDS,

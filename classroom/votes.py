@@ -30,6 +30,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import time
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -42,6 +43,7 @@ VOTES_PER_STUDENT = 20  # votes (changes included) one student may send per wind
 VOTES_PER_CLIENT = 1_000  # per client address and window (a school behind one NAT): $GLASS_VOTES_PER_ADDRESS
 MAX_GRID = 40  # rows and columns of a click question's grid (a sentence of 39 words and EOS)
 MAX_RESULTS = 100  # questions a class keeps for its CSV
+MAX_DETAIL = 600  # characters of a question's detail line (the numbers behind the answer)
 GRID_KEYS = ("rows", "cols", "answer")
 
 
@@ -118,6 +120,8 @@ class Poll:
     second: dict[int, int] | None = None
     my_first: int | None = None
     my_second: int | None = None
+    shown: bool = False  # the teacher showed the class the first vote's distribution, without the answer (Mazur)
+    detail: str = ""  # the numbers behind the model's answer (for a student: after the reveal)
 
     @property
     def choices(self) -> int:
@@ -165,6 +169,21 @@ def suggest(share: float | None) -> tuple[str, str]:
     return "reveal", f"{pct}, above {REVEAL_ABOVE:.0%}: reveal the answer, explain briefly and move on."
 
 
+def suggest_after(first: float | None, second: float | None) -> tuple[str, str]:
+    """The next move once the class voted twice: from the second vote's share right (the same thresholds), with the
+    change from the first written out."""
+    if second is None:
+        return suggest(first)
+    change = "" if first is None else f" ({(second - first) * 100:+.0f} points from the first vote)"
+    pct = f"{second:.0%} of the second votes are right{change}"
+    if second < REVISIT_BELOW:
+        return "revisit", (f"{pct}, still below {REVISIT_BELOW:.0%}: the discussion did not settle it. Reveal, then "
+                           "explain the idea again with another example.")
+    if second <= REVEAL_ABOVE:
+        return "reveal and explain", (f"{pct}: reveal, and ask a student who changed their mind to explain why.")
+    return "reveal", f"{pct}, above {REVEAL_ABOVE:.0%}: reveal the answer, confirm it briefly and move on."
+
+
 def choice_label(poll_or_q: dict | Poll, choice: int) -> str:
     grid = poll_or_q.grid if isinstance(poll_or_q, Poll) else check_grid(poll_or_q.get("grid"))
     options = poll_or_q.options if isinstance(poll_or_q, Poll) else poll_or_q["options"]
@@ -175,23 +194,42 @@ def choice_label(poll_or_q: dict | Poll, choice: int) -> str:
 
 
 def results_csv(rows: list[dict]) -> str:
-    """The class's results (`ClassStore.results`) as CSV: one line per question, no student data."""
+    """The class's results (`ClassStore.results`) as CSV: one line per question, no student data. A distribution
+    names every option with its count ("option = n", zeros included: the right answer nobody chose shows as 0); a
+    click question's, every cell of the asked row and then the clicks elsewhere. Also when it was asked (UTC), the
+    plan's stop it was asked at and how many students were present."""
     out = io.StringIO()
     w = csv.writer(out)
-    w.writerow(["question", "kind", "text", "model's answer", "round 1 votes", "round 1 share correct",
-                "round 1 distribution", "round 2 votes", "round 2 share correct", "round 2 distribution"])
+    w.writerow(["question", "kind", "text", "model's answer", "asked at (UTC)", "plan stop", "students present",
+                "round 1 votes", "round 1 share correct", "round 1 distribution", "round 2 votes",
+                "round 2 share correct", "round 2 distribution"])
     for r in rows:
         grid = check_grid(r.get("grid"))
         correct = grid.answer if grid else r["answer"]
-        line = [r["qid"], r["kind"], r["text"], choice_label(r, correct)]
+        asked = r.get("asked")
+        line = [r["qid"], r["kind"], r["text"], choice_label(r, correct),
+                time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(asked)) if isinstance(asked, int | float) else "",
+                r["stop"] + 1 if isinstance(r.get("stop"), int) and r["stop"] >= 0 else "",
+                r.get("students", "")]
         for key in ("first", "second"):
             counts = {int(k): int(v) for k, v in (r.get(key) or {}).items()}
             share = share_correct(counts, correct)
             held = r.get(key) is not None
             line += [sum(counts.values()) if held else "", "" if share is None else f"{share:.3f}",
-                     "; ".join(f"{choice_label(r, c)}: {n}" for c, n in sorted(counts.items()) if n) if held else ""]
+                     distribution(r, grid, counts) if held else ""]
         w.writerow([_cell(x) for x in line])
     return out.getvalue()
+
+
+def distribution(r: dict, grid: Grid | None, counts: dict[int, int]) -> str:
+    """A round's votes in words: every option (or every cell of the asked row) with its count, zeros included."""
+    if grid is None:
+        return "; ".join(f"{choice_label(r, i)} = {counts.get(i, 0)}" for i in range(len(r["options"])))
+    row = grid.row if grid.row is not None else grid.cell(grid.answer)[0]
+    cells = range(row * len(grid.cols), (row + 1) * len(grid.cols))
+    elsewhere = sum(n for c, n in counts.items() if c not in cells)
+    return "; ".join([*(f"{choice_label(r, c)} = {counts.get(c, 0)}" for c in cells),
+                      *([f"other rows = {elsewhere}"] if elsewhere else [])])
 
 
 def _cell(value):
@@ -207,17 +245,33 @@ class PeerVotes:
     votes_per_client = property(lambda self: setting("GLASS_VOTES_PER_ADDRESS", VOTES_PER_CLIENT))
 
     def ask_peer(self, code: str, secret: str, text: str, options, answer: int, kind: str = "question",
-                 grid=None) -> int:
-        """Ask a question and open its first vote (`grid`: a click question's rows, columns and model's cell);
-        returns the question's id. The poll before it goes to the class's results."""
+                 grid=None, detail: str = "", stop: int | None = None) -> int:
+        """Ask a question and open its first vote (`grid`: a click question's rows, columns and model's cell;
+        `detail`: the numbers behind the model's answer, shown to students at the reveal; `stop`: the plan's stop it
+        is asked at); returns the question's id. The poll before it goes to the class's results."""
         q = check_question(text, options, answer)
         grid = check_grid(grid)
         kind = check_text(kind, 32, "the kind")
+        detail = check_text(detail or "", MAX_DETAIL, "the detail", allow_empty=True)
+        if stop is not None and (not isinstance(stop, int) or isinstance(stop, bool) or not 0 <= stop < 100):
+            raise InvalidInput("the stop is a whole number")
         qid = self.ask(code, secret, q["text"], q["options"], q["answer"])
         code = self._code(code)
-        record = {**q, "kind": kind, "grid": grid.as_dict() if grid else None}
+        snap = self.snapshot(code, secret=secret)
+        record = {**q, "kind": kind, "grid": grid.as_dict() if grid else None, "detail": detail, "stop": stop,
+                  "asked": int(time.time()), "students": snap.students if snap is not None else 0}
         self._poll_open(code, self._teacher(code, secret), qid, record)
         return qid
+
+    def show_first_vote(self, code: str, secret: str) -> None:
+        """Show the class the first vote's distribution, without the answer (Mazur: before the discussion)."""
+        code = self._code(code)
+        self._poll_move(code, self._teacher(code, secret), "show")
+
+    def close_question(self, code: str, secret: str) -> None:
+        """The open question leaves every screen (its votes go to the class's results)."""
+        code = self._code(code)
+        self._close_question(code, self._teacher(code, secret))
 
     def vote(self, code: str, student_id: str, question_id: int, choice: int, client_id: str = "local") -> None:
         """A student's vote in the open round (changeable until the teacher locks it)."""
@@ -271,15 +325,31 @@ class PeerVotes:
         return rows[-MAX_RESULTS:]
 
 
+RECORD_EXTRAS = ("detail", "stop", "asked", "students")  # what a poll's record may hold beside its question
+
+
 def _summary(raw: dict) -> dict:
     """A poll as one row of the class's results (no student ids)."""
     return {k: raw[k] for k in ("qid", "kind", "text", "options", "answer", "grid")} | {
+        k: raw.get(k) for k in RECORD_EXTRAS} | {
         "first": raw["counts"][0], "second": raw["counts"][1] if raw["round"] == 2 else None}
+
+
+def check_extras(record: dict) -> dict:
+    """A poll record's extras as read back: bounded, else dropped (an older record has none)."""
+    out = {}
+    detail = record.get("detail")
+    out["detail"] = detail if isinstance(detail, str) and len(detail) <= MAX_DETAIL and "<" not in detail else ""
+    for key, high in (("stop", 99), ("asked", 2**40), ("students", 10**6)):
+        v = record.get(key)
+        out[key] = v if isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= high else None
+    return out
 
 
 def _poll_of(raw: dict, teacher: bool) -> Poll:
     revealed = bool(raw["revealed"])
     shown = teacher or revealed
+    first_shown = bool(raw.get("shown"))  # the first vote's distribution, shown to the class before the reveal
     grid = check_grid(raw["grid"])
     counts = [{int(k): int(v) for k, v in c.items() if int(v) > 0} for c in raw["counts"]]
     if grid is not None and not shown:
@@ -288,8 +358,10 @@ def _poll_of(raw: dict, teacher: bool) -> Poll:
                 answer=raw["answer"] if shown else None, grid=grid,
                 round=raw["round"], open=bool(raw["open"]) and not revealed, discuss=bool(raw["discuss"]),
                 revealed=revealed, voted=tuple(raw["voted"]),
-                first=counts[0] if shown else None, second=counts[1] if shown and raw["round"] == 2 else None,
-                my_first=raw["mine"][0], my_second=raw["mine"][1])
+                first=counts[0] if shown or first_shown else None,
+                second=counts[1] if shown and raw["round"] == 2 else None,
+                my_first=raw["mine"][0], my_second=raw["mine"][1], shown=first_shown,
+                detail=raw.get("detail", "") if shown else "")
 
 
 # -- the memory back-end ---------------------------------------------------------------------------------------
@@ -300,6 +372,7 @@ class _Poll:
     round: int = 1
     open: bool = True
     discuss: bool = False
+    shown: bool = False  # the first vote's distribution shown to the class (without the answer)
     votes: tuple[dict, dict] = field(default_factory=lambda: ({}, {}))  # student -> choice, per round
 
 
@@ -366,7 +439,9 @@ class MemoryVotes:
             poll = self._current(c, code)
             if c.revealed:
                 raise QuestionClosed("The answer is revealed already.")
-            if move == "lock":
+            if move == "show":
+                poll.shown = True
+            elif move == "lock":
                 if not poll.open:
                     raise QuestionClosed("The vote is locked already.")
                 poll.open = False
@@ -387,7 +462,8 @@ class MemoryVotes:
                 tally[v] = tally.get(v, 0) + 1
             counts.append(tally)
         return {**json.loads(json.dumps(poll.record)), "qid": poll.qid, "round": poll.round, "open": poll.open,
-                "discuss": poll.discuss, "revealed": c.revealed and c.qid == poll.qid, "counts": counts,
+                "discuss": poll.discuss, "shown": poll.shown, "revealed": c.revealed and c.qid == poll.qid,
+                "counts": counts,
                 "voted": [len(v) for v in poll.votes],
                 "mine": [v.get(student_id) if student_id else None for v in poll.votes]}
 
@@ -402,6 +478,19 @@ class MemoryVotes:
     def _poll_results(self, code):
         with self._lock:
             return list(self._polls()["results"].get(code, ()))
+
+    def _close_question(self, code, shash):
+        with self._lock:
+            c = self._get(code, shash)
+            if c.question is None:
+                raise QuestionClosed("There is no question open.")
+            p = self._polls()
+            poll = p["polls"].pop(code, None)
+            if poll is not None and poll.qid == c.qid:
+                p["results"].setdefault(code, deque(maxlen=MAX_RESULTS)).append(_summary(self._raw(c, poll, None)))
+            c.question, c.answers, c.revealed = None, {}, False
+            event = c.bump(q=True)
+        self._announce(code, event)
 
     def _end_votes(self, code):
         with self._lock:

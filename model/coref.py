@@ -9,16 +9,18 @@ Two places could hold that decision:
 - the encoder's self-attention, if a head of "it" read the deciding noun (the Illustrated Transformer's
   picture): `encoder_links` measures every head;
 - the decoder's encoder-decoder attention, in the row that writes the pronoun (its input is "qu'"):
-  `decision` reads that row's weight on the adjective in every layer and head, then switches each decoder
-  layer's encoder-decoder attention off (all its heads) and runs the model again, greedy and teacher-forced,
-  to see whether the pronoun survives. That experiment, not the weights alone, is the evidence.
+  `decision` reads that row's weight on the adjective in every layer and head, then switches off every head
+  that reads the adjective (weight >= READS) at once, and each decoder layer's encoder-decoder attention (all
+  its heads), and runs the model again, greedy and teacher-forced, to see whether the pronoun survives and
+  what else changes. Switching a whole layer off is blunt: it often changes other words too, so it says
+  little about the pronoun in particular; explain/pronoun.py traces the pair instead (activation patching).
 
 Pure PyTorch; the app caches the results (ui/models.py).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from model.checkpoint import Bundle
 from model.pipeline import analyse, prepare, teacher_forced
@@ -94,13 +96,15 @@ def encoder_links(trace, n_layers: int, c: Coref) -> EncoderLinks:
 
 @dataclass(frozen=True)
 class LayerOff:
-    """The model again with every encoder-decoder attention head of one decoder layer switched off."""
+    """The model again with some encoder-decoder attention heads switched off: every head of one decoder layer
+    (`layer`), or (layer -1) every head that reads the adjective."""
 
     layer: int
-    translation: str  # greedy, with the layer off
+    translation: str  # greedy, with the heads off
     pronoun: str | None  # il / elle in that translation (None: neither)
     p_il: float  # teacher-forced on the unmodified translation, at the pronoun's position
     p_elle: float
+    changed: tuple[str, ...] = ()  # the translation's other words that changed (position by position), in order
 
 
 @dataclass(frozen=True)
@@ -118,6 +122,8 @@ class Decision:
     p_il: float  # unmodified, at the row
     p_elle: float
     off: tuple[LayerOff, ...]  # one per decoder layer
+    readers: tuple[tuple[int, int], ...] = ()  # (layer, head) of every head whose row reads the adjective >= READS
+    readers_off: LayerOff | None = None  # all of them switched off at once (None: no head reads it that much)
 
     def average(self, layer: int) -> float:
         """The row's head-average weight on the adjective in `layer`."""
@@ -129,8 +135,8 @@ class Decision:
         return max(range(len(self.reads)), key=self.average)
 
     @property
-    def needed(self) -> tuple[int, ...]:
-        """The layers without which the greedy translation loses this pronoun."""
+    def flipped(self) -> tuple[int, ...]:
+        """The layers without whose encoder-decoder attention the greedy translation loses this pronoun."""
         return tuple(o.layer for o in self.off if o.pronoun != self.pronoun)
 
 
@@ -153,13 +159,18 @@ def decision(bundle: Bundle, text: str, iv: Interventions | None = None) -> Deci
     reads = tuple(tuple(float(x) for x in a.trace[f"dec.{i}.cross_attn.weights"][0, :, row, c.adjective])
                   for i in range(n_dec))
     probs = a.trace["probs"][0, row]
-    off = []
-    for i in range(n_dec):
-        heads = frozenset(iv.heads_off | {(f"dec.{i}.cross_attn", h) for h in range(bundle.config.n_heads)})
-        iv_off = Interventions(heads, iv.look_ahead_mask, iv.padding_mask, iv.scale, iv.positional_encoding)
+
+    def without(layer: int, heads: set[tuple[str, int]]) -> LayerOff:
+        iv_off = replace(iv, heads_off=frozenset(iv.heads_off | heads))
         b = analyse(bundle, p, iv_off)
         tf = teacher_forced(bundle, p, a.translation, iv_off).trace["probs"][0, row]
-        off.append(LayerOff(i, b.translation, next((w for w in b.out_tokens if w in PRONOUNS), None),
-                            float(tf[ids["il"]]), float(tf[ids["elle"]])))
+        changed = tuple(w for i, w in enumerate(b.out_tokens) if i != row and (i >= len(out) or out[i] != w))
+        return LayerOff(layer, b.translation, next((w for w in b.out_tokens if w in PRONOUNS), None),
+                        float(tf[ids["il"]]), float(tf[ids["elle"]]), changed)
+
+    H = bundle.config.n_heads
+    off = tuple(without(i, {(f"dec.{i}.cross_attn", h) for h in range(H)}) for i in range(n_dec))
+    readers = tuple((i, h) for i in range(n_dec) for h in range(H) if reads[i][h] >= READS)
+    readers_off = without(-1, {(f"dec.{i}.cross_attn", h) for i, h in readers}) if readers else None
     return Decision(p.text, p.tokens[c.adjective], c.adjective, a.translation, pron, row, a.tgt_labels[row],
-                    reads, float(probs[ids["il"]]), float(probs[ids["elle"]]), tuple(off))
+                    reads, float(probs[ids["il"]]), float(probs[ids["elle"]]), off, readers, readers_off)

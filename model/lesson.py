@@ -60,7 +60,7 @@ STEPS: tuple[Step, ...] = (
     Step("decoder_input", "The decoder's input: the translation so far, shifted right", "decoder"),
     Step("masked", "Masked self-attention: no peeking at later words", "decoder"),
     Step("cross", "Encoder-decoder attention: where the decoder looks in the source", "cross_attention"),
-    Step("coref", "Who decides il or elle? Following “it” into the decoder", "self_attention"),
+    Step("coref", "il or elle: tracing where the adjective's evidence goes", "tracing"),
     Step("output", "Final linear layer and softmax: a probability for every French word", "output"),
     Step("chosen", "The chosen word", "output"),
     Step("next", "The next step of decoding", "output"),

@@ -11,6 +11,8 @@ import torch
 
 from model.pipeline import Analysis
 
+TRAINING_STAGES = 2  # the encoder, then the decoder (model.compare writes the same number for the Before page)
+
 
 @dataclass(frozen=True)
 class Sequential:
@@ -26,6 +28,12 @@ class Sequential:
     @property
     def translating(self) -> int:
         return 1 + self.t  # encode all words at once, then decode word by word
+
+    @property
+    def training(self) -> int:
+        """2 stages whatever the length: the encoder's stack over every word at once, then the decoder's over every
+        position at once (teacher forcing); each stage is a fixed stack of layers, with no loop over positions."""
+        return TRAINING_STAGES
 
     @property
     def rnn_path(self) -> int:

@@ -59,6 +59,9 @@ def plain(text: str, limit: int = MAX_OPTION) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+MAX_DETAIL_WORDS = 16  # a detail line names at most this many words of a row (a class's detail is at most 600 chars)
+
+
 def _labels(words: list[str]) -> list[str]:
     """Option labels for words: the word itself, or "the (word 3)" when a word occurs more than once."""
     out = [plain(w, MAX_OPTION - 12) for w in words]
@@ -95,11 +98,16 @@ def attention(a: Analysis, layer: int = 0, head: int | None = None, query: int |
     top = distractors(a, layer, head, query, best)  # the answer and plausible wrong ones, in sentence order
     labels = _labels(words)
     options = tuple(labels[i] for i in top)
-    detail = ", ".join(f"{labels[i]} {float(w[i]):.2f}" for i in sorted(top, key=lambda i: -float(w[i])))
+    order = sorted(range(len(words)), key=lambda i: -float(w[i]))  # the whole row, largest first
+    detail = ", ".join(f"{labels[i]} {float(w[i]):.2f}" for i in order[:MAX_DETAIL_WORDS])
+    more = len(order) - MAX_DETAIL_WORDS
+    # the word is named as on every heatmap and grid of the app: "7:it" (its position, counted from 0)
     return Question("attention",
                     f"Encoder layer {layer}, head {head}: which word does {quote([words[query]])} "
-                    f"(word {query + 1} of {quote(a.prepared.tokens)}) give its largest attention weight to?",
-                    options, top.index(best), f"Attention weights of {quote([words[query]])}: {detail}.")
+                    f"({query}:{plain(words[query])} in {quote(a.prepared.tokens)}) give its largest attention "
+                    "weight to?", options, top.index(best),
+                    f"Attention weights of {quote([words[query]])}, the whole row: {detail}"
+                    + (f" and {more} more" if more > 0 else "") + f" (they add up to {float(w.sum()):.2f}).")
 
 
 # -- the next word --------------------------------------------------------------------------------------
@@ -314,8 +322,8 @@ def head_zero(bundle: Bundle, prepared: Prepared, iv: Interventions, layer: int 
                     f"Switch off head {head} of encoder layer {layer}'s self-attention for {quote(prepared.tokens)}. "
                     "What changes inside the layer?", HEAD_ZERO_OPTIONS, facts.index(True),
                     f"With the head off: its z is {'all zeros' if facts[0] else 'not zero'}, the other heads' weights "
-                    f"{'change' if facts[2] else 'stay the same'}, and the layer's output moves by {change:.0%} of "
-                    "its size.")
+                    f"{'change' if facts[2] else 'stay the same'}, and the attention sublayer's output moves by "
+                    f"{change:.0%} of its size.")
 
 
 def attention_grid(a: Analysis, layer: int, head: int, query: int) -> dict:

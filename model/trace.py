@@ -7,7 +7,11 @@ in the model passes through `trace(name, x)`, which records it (detached, by ref
 it unchanged.
 
 `Interventions` are plain, frozen, hashable data (usable as a cache key) that the model reads while
-it runs: heads switched off, masks off, no sqrt(d_k) scaling, no positional encoding.
+it runs: heads switched off, masks off, no sqrt(d_k) scaling, no positional encoding; and two rewrites of
+what flows through `trace(name, x)`: a `Patch` puts numbers recorded in another run (or anywhere) in place
+of part of one named tensor (activation patching: a head's z, a residual stream position, an attention
+row, a value vector, ...), and a `WeightEdit` sets one attention weight and rescales the rest of its row so
+it still sums to 1. Both carry their numbers as plain tuples, so a patched run is still one cache key.
 
 Naming scheme: ``<stack>.<layer>.<sublayer>.<tensor>``, 0-indexed, dots only. `tensor_names`
 returns the complete list for a given depth; `tests/test_trace.py` holds it as a golden list.
@@ -48,6 +52,7 @@ sublayer(LayerNorm(x)), {N}.normed / {N}.out are the LayerNorm applied *before* 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 import torch
 
@@ -61,12 +66,57 @@ def attention_modules(cfg) -> list[str]:
 
 
 @dataclass(frozen=True)
+class Patch:
+    """Put `values` where `name[at]` is, in the run that carries this patch (activation patching).
+
+    name: a traced tensor's name ("enc.1.add_norm2.out", "dec.0.cross_attn.z", "enc.0.self_attn.weights").
+    at: an index into that tensor, batch first: (b, t) for a [B, T, D] stream, (b, h, t) for a head's
+        [B, H, T, d] z, q, k or v, or its [B, H, Tq, Tk] weights (a whole row).
+    values: the numbers of that slice, flattened row by row (float32 survives the round trip exactly).
+    """
+
+    name: str
+    at: tuple[int, ...]
+    values: tuple[float, ...]
+
+    @classmethod
+    def take(cls, trace: Trace, name: str, at: tuple[int, ...], into: int = 0) -> Patch:
+        """The slice `name[at]` of a recorded run, to be put at batch row `into` of another (at[0] is the
+        recorded run's row)."""
+        return cls(name, (into, *at[1:]), tuple(trace[name][at].flatten().tolist()))
+
+
+@dataclass(frozen=True)
+class WeightEdit:
+    """Set one attention weight to `value`; the other weights of its row are scaled by one factor so the row
+    still sums to 1 (blocking a key, value 0, is then exactly masking it: softmax over the keys left).
+
+    module: an attention module ("dec.1.cross_attn"); at: (b, head, query, key); value in [0, 1].
+    Several edits of one row are applied together: the edited weights are set, the others share what is left.
+    A row with nothing left to scale (its other weights are all 0) keeps only the set values, as the model
+    gives a row with every key masked zero weights.
+    """
+
+    module: str
+    at: tuple[int, int, int, int]
+    value: float
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.value <= 1.0:
+            raise ValueError(f"an attention weight is between 0 and 1 (got {self.value!r})")
+        if len(self.at) != 4 or min(self.at) < 0:
+            raise ValueError(f"a weight is at (batch, head, query, key), each 0 or more (got {self.at!r})")
+
+
+@dataclass(frozen=True)
 class Interventions:
     """What the user switched off. Frozen and hashable: a valid cache key.
 
     heads_off: set of (attention module name, head index), e.g. ("enc.0.self_attn", 2).
     A head that is off contributes nothing: its output z is zero before concatenation (its
     weights are still computed and recorded so the app can show what it would have done).
+    patches / weight_edits: see `Patch` and `WeightEdit`; applied as the tensor passes `trace(name, x)`,
+    edits first, then the patches in order (a head switched off is zeroed before its z can be patched).
     """
 
     heads_off: frozenset[tuple[str, int]] = frozenset()
@@ -74,6 +124,35 @@ class Interventions:
     padding_mask: bool = True
     scale: bool = True
     positional_encoding: bool = True
+    patches: tuple[Patch, ...] = ()
+    weight_edits: tuple[WeightEdit, ...] = ()
+
+    @property
+    def rewrites(self) -> bool:
+        """True when a traced tensor may be replaced on its way through (patches or weight edits)."""
+        return bool(self.patches or self.weight_edits)
+
+    @cached_property
+    def _by_name(self) -> dict[str, tuple[tuple[Patch, ...], tuple[WeightEdit, ...]]]:
+        names = {p.name for p in self.patches} | {f"{e.module}.weights" for e in self.weight_edits}
+        return {n: (tuple(p for p in self.patches if p.name == n),
+                    tuple(e for e in self.weight_edits if f"{e.module}.weights" == n)) for n in names}
+
+    def rewrite(self, name: str, x: torch.Tensor) -> torch.Tensor:
+        """`x` with this run's edits and patches of `name` applied (`x` itself when there are none)."""
+        patches, edits = self._by_name.get(name, ((), ()))
+        if edits:
+            x = edit_weights(x, edits)
+        if patches:
+            x = x.clone()  # the recorded tensor may be read elsewhere: never write into it
+            for p in patches:
+                try:
+                    part = x[p.at]
+                    part[...] = torch.tensor(p.values, dtype=x.dtype).reshape(part.shape)
+                except (IndexError, RuntimeError) as e:
+                    raise ValueError(f"patch of {name} at {p.at} does not fit its shape {list(x.shape)} "
+                                     f"({len(p.values)} values): {e}") from None
+        return x
 
     def with_head(self, module: str, head: int, on: bool) -> Interventions:
         heads = set(self.heads_off)
@@ -99,7 +178,34 @@ class Interventions:
             out.append("no √d_k scaling")
         if not self.positional_encoding:
             out.append("positional encoding off")
+        if self.patches:
+            out.append(f"{len(self.patches)} activation(s) patched in from another run")
+        if self.weight_edits:
+            out.append(f"{len(self.weight_edits)} attention weight(s) edited")
         return out
+
+
+def edit_weights(weights: torch.Tensor, edits: tuple[WeightEdit, ...]) -> torch.Tensor:
+    """[B, H, Tq, Tk] attention weights with `edits` set and each edited row's other weights rescaled so the row
+    sums to 1 (see `WeightEdit`); rows without an edit are returned bit for bit."""
+    if len({e.at for e in edits}) != len(edits):
+        raise ValueError("two edits of the same attention weight")
+    at = tuple(torch.tensor(column) for column in zip(*(e.at for e in edits), strict=True))  # (b, h, q, k) indices
+    try:
+        fixed = torch.zeros_like(weights, dtype=torch.bool)
+        fixed[at] = True
+    except IndexError as e:
+        raise ValueError(f"a weight edit is outside the weights' shape {list(weights.shape)}: {e}") from None
+    values = torch.zeros_like(weights)
+    values[at] = torch.tensor([e.value for e in edits], dtype=weights.dtype)
+    set_sum = values.sum(-1, keepdim=True)  # [B, H, Tq, 1]
+    if bool((set_sum > 1 + 1e-6).any()):
+        raise ValueError("the edited weights of one row add up to more than 1")
+    rest = weights.masked_fill(fixed, 0.0)
+    left = rest.sum(-1, keepdim=True)
+    scale = torch.where(left > 0, (1 - set_sum).clamp_min(0) / left.clamp_min(torch.finfo(weights.dtype).tiny), 0.0)
+    edited = torch.where(fixed, values, rest * scale)
+    return torch.where(fixed.any(-1, keepdim=True), edited, weights)
 
 
 @dataclass
@@ -107,14 +213,23 @@ class Trace:
     """Records named tensors during one forward call and carries the interventions.
 
     `Trace(record=False)` applies interventions without keeping anything. Tensors are stored
-    detached and by reference (the model never modifies a tensor in place after tracing it).
+    detached and by reference (the model never modifies a tensor in place after tracing it). A tensor
+    rewritten by a patch or an edit is recorded as it flows on (rewritten).
     """
 
     interventions: Interventions = field(default_factory=Interventions)
     record: bool = True
     tensors: dict[str, torch.Tensor] = field(default_factory=dict)
 
+    @property
+    def stepwise(self) -> bool:
+        """True when the model must run step by step, every named tensor passing `trace(name, x)`: to record it,
+        or to rewrite it. Otherwise the same arithmetic may run on fused kernels."""
+        return self.record or self.interventions.rewrites
+
     def __call__(self, name: str, x: torch.Tensor) -> torch.Tensor:
+        if self.interventions.rewrites:
+            x = self.interventions.rewrite(name, x)
         if self.record:
             self.tensors[name] = x.detach()
         return x

@@ -168,7 +168,7 @@ def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor |
     weights = torch.softmax(masked, dim=-1)
     if mask is not None:
         weights = weights.nan_to_num(0.0)  # a row with every key masked: all -inf -> NaN -> 0
-    trace(f"{name}.weights", weights)  # [B, H, Tq, Tk], rows sum to 1
+    weights = trace(f"{name}.weights", weights)  # [B, H, Tq, Tk], rows sum to 1
     if dropout is not None:
         weights = dropout(weights)
     return weights @ v, weights  # [B, H, Tq, d_v]
@@ -183,7 +183,7 @@ class MultiHeadAttention(nn.Module):
     W_q and W_k, d_v = D / n_heads for W_v): block i is head i's projection. Usually d_k = d_v, so all
     four maps are [D, D].
 
-    When nothing is recorded (training, decoding) the same arithmetic runs on fused kernels: one
+    When nothing is recorded or rewritten (training, decoding) the same arithmetic runs on fused kernels: one
     matmul for Q, K, V of self-attention and torch's scaled_dot_product_attention. The parameters stay
     separate; tests/test_transformer.py proves both paths give the same numbers.
     """
@@ -205,7 +205,7 @@ class MultiHeadAttention(nn.Module):
 
     def forward(self, x_q: Tensor, x_kv: Tensor, mask: Tensor | None, trace: Trace) -> Tensor:
         n, iv = self.name, trace.interventions
-        if x_q is x_kv and not trace.record:  # self-attention, nothing to show: one matmul for Q, K, V
+        if x_q is x_kv and not trace.stepwise:  # self-attention, nothing to show: one matmul for Q, K, V
             w = torch.cat([self.W_q.weight, self.W_k.weight, self.W_v.weight])  # [2 H d_k + H d_v, D]
             b = torch.cat([self.W_q.bias, self.W_k.bias, self.W_v.bias])
             sizes = (self.W_q.out_features, self.W_k.out_features, self.W_v.out_features)
@@ -214,7 +214,7 @@ class MultiHeadAttention(nn.Module):
             q = trace(f"{n}.q", self.split_heads(self.W_q(x_q)))  # [B, H, Tq, d_k]
             k = trace(f"{n}.k", self.split_heads(self.W_k(x_kv)))  # [B, H, Tk, d_k]
             v = trace(f"{n}.v", self.split_heads(self.W_v(x_kv)))  # [B, H, Tk, d_v]
-        if trace.record:
+        if trace.stepwise:
             z, _ = scaled_dot_product_attention(q, k, v, mask, iv.scale, trace, n, self.dropout)
         else:  # nothing to show: the same formula as one fused kernel (equality tested)
             z = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=None if iv.scale else 1.0,
@@ -224,7 +224,7 @@ class MultiHeadAttention(nn.Module):
             keep = torch.ones(self.n_heads, device=z.device)
             keep[off] = 0.0
             z = z * keep[None, :, None, None]  # a head that is off contributes nothing
-        trace(f"{n}.z", z)  # [B, H, Tq, d_v]
+        z = trace(f"{n}.z", z)  # [B, H, Tq, d_v]
         B, H, Tq, d_v = z.shape
         concat = trace(f"{n}.concat", z.transpose(1, 2).reshape(B, Tq, H * d_v))  # [B, Tq, D]
         return trace(f"{n}.out", self.W_o(concat))  # [B, Tq, D]
@@ -257,7 +257,7 @@ class LayerNorm(nn.LayerNorm):
         self.name = name
 
     def forward(self, x: Tensor, trace: Trace = NO_TRACE) -> Tensor:
-        if not trace.record:  # same numbers, one fused kernel
+        if not trace.stepwise:  # same numbers, one fused kernel
             return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
         normed = trace(f"{self.name}.normed", F.layer_norm(x, self.normalized_shape, eps=self.eps))
         return trace(f"{self.name}.out", normed * self.weight + self.bias)  # gamma * x_hat + beta

@@ -5,6 +5,7 @@ import streamlit as st
 
 from pages.content import cross_attention as text
 from ui import shell
+from ui.classroom.plans import hidden_head, mystery_box
 from ui.models import analysis, content_key, current_model, padding_demo
 from ui.widgets import (
     fold,
@@ -44,26 +45,32 @@ with c2:
     head = pick("Head", [*range(cfg.n_heads), -1], "cross_head", -1, style="radio",
                 format_func=lambda i: "average of heads" if i < 0 else f"head {i}")
 cm, head = f"dec.{layer}.cross_attn", None if head < 0 else head
+mystery = hidden_head()  # a lesson plan's mystery head: hidden until the teacher's reveal, its share of an average too
+skip = mystery[1] if mystery is not None and mystery[0] == cm else None
 
 
 def cross_weights() -> None:
-    cw = vd.cross_attention(tr, layer, head)
+    cw = vd.cross_attention(tr, layer, head, skip=skip)
     st.markdown(f"`{cm}.q` {shape_text(tr[cm + '.q'], 'B, H, t, d_k')} from the decoder · "
                 f"`{cm}.k`, `{cm}.v` {shape_text(tr[cm + '.k'], 'B, H, m, d_k')} from `enc.out` "
                 f"{shape_text(tr['enc.out'], 'B, m, D')}")
+    which = (f"head {head}" if head is not None else "average of the heads" if skip is None else
+             f"average of the heads but head {skip}, the mystery head")
     matrix(cw, src, lab, "weights", shape=shape_text(cw, "t, m"), key="cross_weights", show_table=False,
-           title=f"{cm}.weights, {'average of the heads' if head is None else f'head {head}'}",
-           x_title="source word (encoder)", y_title="target position (decoder)")
+           title=f"{cm}.weights, {which}", x_title="source word (encoder)", y_title="target position (decoder)")
     notice(vd.cross_notice(cw, src, lab, a.next_labels))
     st.caption(text.cross_caption(len(src)))
 
 
-once("cross.weights", (*content, layer, head), cross_weights)
-with fold(text.ALIGNMENT, "cross_alignment") as shown:
-    if shown:
-        cw = vd.cross_attention(tr, layer, head)
-        small_table(vd.alignment(cw, src, lab, a.next_labels), hide_index=True)
-        st.dataframe(table(cw, src, lab))
+if skip is not None and head == skip:
+    mystery_box(head)
+else:
+    once("cross.weights", (*content, layer, head, skip), cross_weights)
+    with fold(text.ALIGNMENT, "cross_alignment") as shown:
+        if shown:
+            cw = vd.cross_attention(tr, layer, head, skip=skip)
+            small_table(vd.alignment(cw, src, lab, a.next_labels), hide_index=True)
+            st.dataframe(table(cw, src, lab))
 
 section("2. The padding mask: which source keys exist", text.PADDING)
 

@@ -10,8 +10,12 @@ from model import lesson as L
 from pages.content.lesson import BRIDGES, INTRO, TEXT
 from ui import lesson as state
 from ui import shell
-from ui.models import analysis, content_key, coref_decision, current_model
+from ui.classroom import plans
+from ui.models import analysis, content_key, current_model
 from ui.page_list import by_name
+from ui.study import check
+from ui.style import presenter
+from ui.tracing import story
 from ui.widgets import chart, md, notice, once, page_link
 from viz import lesson as V
 
@@ -19,17 +23,22 @@ shell.enter(__file__)  # first: re-enter through app.py if Streamlit ran this pa
 
 MORE = {"why": ("before", "why_attention"), "loss": ("training",)}  # linked besides the step's "In depth" page
 
-st.title("Guided lesson")
 state.init_lesson()
 k, n = state.step(), L.N_STEPS
-if k == 1:
-    st.markdown(INTRO)
-with st.expander(f"Sentence: **{md(state.sentence()) or '(none)'}**: choose another, or type your own",
-                 expanded=k == 1):
-    c1, c2 = st.columns([3, 2])
-    c1.radio("Sentence", [*L.SENTENCES, state.OWN], key=state.CHOICE, on_change=state.chose, horizontal=True)
-    c2.text_input("Your own sentence", key=state.OWN_TEXT, on_change=state.typed, placeholder="e.g. the cat is big",
-                  help="English words from the toy set. Press Enter to follow it through the lesson.")
+# Presenter mode puts the projector first: the step and its figure on the first screen, the prose after them, no
+# title, no sentence picker (the sidebar has the sentence). In a class's plan the plan's Next moves the class.
+present, plan_leads = presenter(), plans.leads_the_lesson()
+if not present:
+    st.title("Guided lesson")
+    if k == 1:
+        st.markdown(INTRO)
+    with st.expander(f"Sentence: **{md(state.sentence()) or '(none)'}**: choose another, or type your own",
+                     expanded=k == 1):
+        c1, c2 = st.columns([3, 2])
+        c1.radio("Sentence", [*L.SENTENCES, state.OWN], key=state.CHOICE, on_change=state.chose, horizontal=True)
+        c2.text_input("Your own sentence", key=state.OWN_TEXT, on_change=state.typed,
+                      placeholder="e.g. the cat is big",
+                      help="English words from the toy set. Press Enter to follow it through the lesson.")
 if st.session_state[state.NOTICE]:
     st.warning(md(st.session_state[state.NOTICE]), icon=":material/link_off:")
 
@@ -44,7 +53,13 @@ step = L.STEPS[k - 1]
 
 
 def navigation(where: str) -> None:
-    """Back, Next (the primary button: Enter or Space on it goes on) and a jump to any step."""
+    """Back, Next (the primary button: Enter or Space on it goes on) and a jump to any step. A teacher at a stop of
+    the class's plan has one Next, the plan's: the lesson's would move the class off the plan's stops."""
+    if plan_leads:
+        if where == "bottom":
+            st.caption(":material/flag: The plan's **Next stop** and **Back a stop** in the sidebar (or PageDown / "
+                       "PageUp) move you and the class.")
+        return
     b1, b2, b3 = st.columns([1, 1, 4], vertical_alignment="center")
     suffix = "" if where == "top" else "_bottom"
     b1.button("Back", icon=":material/arrow_back:", on_click=state.back, disabled=k == 1, key="lesson_back" + suffix,
@@ -58,16 +73,16 @@ def navigation(where: str) -> None:
         b3.progress(k / n, text=f"Step {k} of {n}")
 
 
-st.progress(k / n, text=f"Step {k} of {n}")
-navigation("top")
-st.header(f"{k}. {step.title}")
 sizes = L.sizes(bundle.config)
-st.markdown(TEXT[step.key].format(**sizes))
-if step.key in BRIDGES:
-    st.info("**If you know the Illustrated Transformer:** " + BRIDGES[step.key].format(**sizes),
-            icon=":material/compare_arrows:")
 ctx = V.context(a, bundle.tgt_vocab.itos, len(bundle.src_vocab), model=bundle.model, meta=bundle.meta,
-                decide=coref_decision)
+                decide=story, hidden=plans.hidden_head())
+
+
+def prose() -> None:
+    st.markdown(TEXT[step.key].format(**sizes))
+    if step.key in BRIDGES:
+        st.info("**If you know the Illustrated Transformer:** " + BRIDGES[step.key].format(**sizes),
+                icon=":material/compare_arrows:")
 
 
 def step_view() -> None:
@@ -85,7 +100,26 @@ def step_view() -> None:
         st.dataframe(view.table)
 
 
-once("lesson.step", (step.key, *content_key(a)), step_view)
+words = len(a.prepared.tokens)
+
+
+def figure_once() -> None:
+    """The step's figure, unless a study's predict-before-reveal holds it back until the prediction."""
+    if check.predicted_first(step.key, k, a.prepared.text, words):
+        once("lesson.step", (step.key, *content_key(a), ctx.hidden), step_view)
+
+
+if present:  # the step and its figure first
+    st.markdown(f"### {k}. {step.title} :small[· step {k} of {n}]")
+    figure_once()
+    prose()
+else:
+    st.progress(k / n, text=f"Step {k} of {n}")
+    navigation("top")
+    st.header(f"{k}. {step.title}")
+    prose()
+    figure_once()
+check.panel(step.key, k, a.prepared.text, words)  # "Check yourself" at the end of each part of the lesson
 
 navigation("bottom")
 depth = by_name(step.page)

@@ -9,8 +9,9 @@ from pages.content import multi_head as text
 from ui import shell
 from ui.attention_steps import show_one_head_left
 from ui.classroom.plans import hidden_head, mystery_box
-from ui.models import analysis, content_key, coref_defaults, current_model, teacher_forced
+from ui.models import analysis, content_key, coref_decision, coref_defaults, current_model, teacher_forced
 from ui.state import set_head
+from ui.style import presenter
 from ui.widgets import (
     chart,
     exact_numbers,
@@ -89,7 +90,13 @@ mystery = hidden_head()  # a lesson plan's mystery head: its weights stay hidden
 hidden = mystery if mystery is not None and mystery[0] == module else None
 if stack == "dec":
     st.caption(text.DECODER_ROWS)
-per_row = min(H, 4)
+# the decoder's pronoun row of a coreference sentence (where il / elle is written), outlined on every head
+pronoun = coref_decision(a.prepared.text) if stack == "dec" else None
+mark = pronoun.row if pronoun is not None else None
+if mark is not None:
+    st.caption(f"Outlined on every head: the row of {md(y_labels[mark])}, where the decoder writes "
+               f"“{md(pronoun.pronoun)}”.")
+per_row = min(H, 2 if presenter() else 4)  # on a projector two heads a row: each large enough to read
 for start in range(0, H, per_row):
     row = list(range(start, min(start + per_row, H)))
     first = next((h for h in row if mystery != (module, h)), None)  # writes the row's query words
@@ -99,9 +106,9 @@ for start in range(0, H, per_row):
             if mystery == (module, h):
                 mystery_box(h, height=300)
             else:
-                once("multi_head.grid", (*content, module, h, h == first), lambda h=h, first=first: chart(
-                    head_figure(weights[h], x_labels, y_labels, h, h in off, height=300, row_labels=h == first),
-                    key=f"{P}grid_{h}", config=NO_BAR))
+                once("multi_head.grid", (*content, module, h, h == first, mark), lambda h=h, first=first: chart(
+                    head_figure(weights[h], x_labels, y_labels, h, h in off, height=300, row_labels=h == first,
+                                mark_row=mark), key=f"{P}grid_{h}", config=NO_BAR))
             key = check_key(module, h)
             st.session_state[key] = h not in off  # follow the shared state (the sidebar may have changed it)
             st.checkbox(f"head {h} on", key=key, on_change=_toggle, args=(module, h, key),

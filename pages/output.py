@@ -206,7 +206,7 @@ st.latex(text.BEAM_LATEX)
 b1, b2 = st.columns(2)
 k = b1.slider("Beam width k", 1, 5, 3, key="output_beam_k")
 alpha = b2.slider("Length normalisation α", 0.0, 1.5, 0.6, 0.1, key="output_beam_alpha",
-                  help="0: plain total log-probability. GNMT's default is 0.6.")
+                  help="0: plain total log-probability. 0.6 is the paper's value (section 6.1), taken from GNMT.")
 with fold("Show the search tree", "output_fold_tree") as shown:
     if shown:
         res = beam(k, alpha)

@@ -50,6 +50,7 @@ with right:
     st.markdown("**And then:**")
     page_link("pages/before.py", "What came before: recurrence plus attention → **Before the Transformer**")
     page_link("pages/why_attention.py", "Attention instead of recurrence → **Why attention**")
+    page_link("pages/tracing.py", "Which parts carry a difference between two sentences → **Causal tracing**")
     page_link("pages/training.py", "Training a model like this one → **Train your own**")
     st.markdown(text.blocks(cfg.n_enc_layers, cfg.n_dec_layers))
 

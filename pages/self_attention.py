@@ -11,10 +11,11 @@ from model.experiments import plain_self_attention
 from model.textbook import thinking_machines
 from pages.content import self_attention as text
 from ui import shell
-from ui.attention_steps import show_coref, show_decision, show_steps, show_why_scale
+from ui.attention_steps import coref_section, show_steps, show_why_scale
+from ui.classroom.plans import hidden_head, mystery_box
 from ui.models import analysis, content_key, coref_defaults, current_model, projection
 from ui.state import DEFAULT_SENTENCE
-from ui.widgets import figure, fold, md, next_link, notice, page_link, pick, require_sentence, section, sentence_header
+from ui.widgets import figure, fold, md, next_link, notice, pick, require_sentence, section, sentence_header
 from viz import attention as va
 from viz import coref as vc
 from viz import heads as vh
@@ -27,10 +28,6 @@ TIRED = DEFAULT_SENTENCE
 WIDE = COREFERENCE_WIDE
 MODES = ("Your sentence, the trained model", "Thinking Machines (textbook example)")
 KEYS = (f"{P}layer", f"{P}head", f"{P}word")
-
-
-def _set_sentence(sentence: str) -> None:
-    st.session_state["sentence"] = sentence
 
 
 def square(values, kind: str, title: str, key: str, note: str) -> None:
@@ -96,6 +93,9 @@ def one_head(a, cfg, focus) -> None:
             st.markdown(text.focus(focus.layer, focus.head, *(md(va.word_of(labels[j])) for j in (c.referent, c.other,
                                    c.adjective)), focus.weight, focus.other))
         st.markdown(f"Query word **{md(labels[word])}**, encoder layer {layer}, head {head}.")
+        if hidden_head() == (f"enc.{layer}.self_attn", head):  # the class's mystery head: hidden until the reveal
+            mystery_box(head)
+            return
         show_steps(va.word_steps(a.trace, f"enc.{layer}.self_attn", head, word), labels, labels[word], f"{P}w_",
                    off=(f"enc.{layer}.self_attn", head) in iv.heads_off, proj=projection(a, layer, head, word),
                    content=(*content_key(a), layer, head, word))
@@ -166,22 +166,6 @@ def one_head(a, cfg, focus) -> None:
 
 one_head(a, cfg, focus)
 
-section("What does “it” refer to?", text.COREF)
-st.caption(text.COREF_CAPTION)
-c1, c2 = st.columns(2)
-c1.button("Use “… too tired” on this page", on_click=_set_sentence, args=(TIRED,), key=f"{P}load_tired")
-c2.button("Use “… too wide” on this page", on_click=_set_sentence, args=(WIDE,), key=f"{P}load_wide")
-with fold("Show where “it” looks in every head, for both sentences", f"{P}fold_coref") as shown:
-    if shown:
-        for col, sentence, name in zip(st.columns(2), (TIRED, WIDE), ("tired", "wide"), strict=True):
-            with col:
-                show_coref(analysis(text=sentence), name, cfg.n_enc_layers, cfg.n_heads, f"{P}coref_{name}",
-                           text.NO_IT)
-st.markdown(text.DECISION)
-with fold("The experiment: each decoder layer's encoder-decoder attention switched off", f"{P}fold_decision",
-          expanded=True) as shown:
-    if shown:
-        show_decision((TIRED, WIDE), f"{P}decision_")
-page_link("pages/cross_attention.py", "In depth: Encoder-decoder attention, every row of the alignment")
+coref_section((TIRED, WIDE), cfg, P, text)
 
 next_link(__file__)

@@ -3,6 +3,8 @@ import uuid
 
 import pytest
 
+import study  # noqa: F401 - the service packages, imported first: AppTest runs a page with pages/ first on
+import training  # noqa: F401 - sys.path, where pages/training.py would shadow the package (as classroom's do)
 from classroom import MemoryClassStore, RedisClassStore
 from tests.services import redis_server
 

@@ -37,3 +37,22 @@ def redis_server(server: bool = False):
     finally:
         stop(redis.child)
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+@contextmanager
+def postgres_server():
+    """A private PostgreSQL server (`serving.postgres.start_postgres`: Debian's postgresql on 127.0.0.1 and a free
+    port, a temporary data folder, run as the postgres user when the tests run as root): yields the server."""
+    from serving.postgres import pg_bin, start_postgres
+
+    try:
+        pg_bin("postgres")
+    except MissingTool as e:
+        pytest.fail(str(e), pytrace=False)
+    workdir = Path(tempfile.mkdtemp(prefix="glass-pg-"))
+    server = start_postgres(workdir)
+    try:
+        yield server
+    finally:
+        server.stop()
+        shutil.rmtree(workdir, ignore_errors=True)

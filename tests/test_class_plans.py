@@ -94,8 +94,13 @@ def test_hostile_plan_link_is_refused():
 
 
 def test_pace_is_checked():
-    assert P.check_pace({}) == {"mode": "lead", "paused": False, "stop": -1, "reveal": False, "plan": 0}
-    for bad in ({"mode": "chaos"}, {"paused": "yes"}, {"stop": 99}, {"stop": True}, {"other": 1}, []):
+    assert P.check_pace({}) == {"mode": "lead", "paused": False, "stop": -1, "reveal": False, "plan": 0, "recall": 0,
+                                "shot": None}
+    shot = {"n": 2, "student": 3, "note": "wide!", "state": STATE}
+    assert P.check_pace({"recall": 4, "shot": shot})["shot"] == shot
+    for bad in ({"mode": "chaos"}, {"paused": "yes"}, {"stop": 99}, {"stop": True}, {"other": 1}, [],
+                {"recall": -1}, {"recall": "1"}, {"shot": {"n": 1}}, {"shot": {**shot, "note": "<b>"}},
+                {"shot": {**shot, "state": {"evil": 1}}}, {"shot": {**shot, "student": True}}):
         with pytest.raises(InvalidInput):
             P.check_pace(bad)
 
@@ -109,11 +114,13 @@ def test_plan_and_pace_on_the_store(store):
     c1 = store.counters(code)
     assert (c1.seq, c1.q) == (c0.seq + 1, c0.q + 1)  # explorers hear a plan too
     assert [s["caption"] for s in store.plan(code)["stops"]] == ["stop 0", "stop 1", "stop 2"]
-    assert store.pace(code) == {"mode": "lead", "paused": False, "stop": 0, "reveal": False, "plan": 1}
+    assert store.pace(code) == {"mode": "lead", "paused": False, "stop": 0, "reveal": False, "plan": 1, "recall": 0,
+                                "shot": None}
     assert store.set_pace(code, secret, paused=True, stop=2)["paused"] is True
     assert store.counters(code).q == c1.q + 1
     assert store.set_plan(code, secret, plan_dict(2)) == 2
-    assert store.pace(code) == {"mode": "lead", "paused": True, "stop": 0, "reveal": False, "plan": 2}
+    assert store.pace(code) == {"mode": "lead", "paused": True, "stop": 0, "reveal": False, "plan": 2, "recall": 0,
+                                "shot": None}
     with pytest.raises(InvalidInput):
         store.set_pace(code, secret, mode="anarchy")
     store.end(code, secret)
@@ -146,14 +153,15 @@ def test_snapshot_gallery_and_its_limits(store):
     n2 = store.send_shot(code, "student-0003", "10.0.0.9", {**STATE, "page": "decoder"}, "")
     assert (n1, n2) == (1, 2) and store.counters(code).tally == tally + 2
     gallery = store.shots(code, secret)
+    # students are numbered in the order they joined (student-0001 came second), the same number everywhere
     assert [(g["n"], g["student"], g["note"], g["state"]["heads_off"]) for g in gallery] == [
-        (1, 1, "head 2 breaks il/elle!", ["enc.1.self_attn:2"]), (2, 2, "", [])]
+        (1, 2, "head 2 breaks il/elle!", ["enc.1.self_attn:2"]), (2, 4, "", [])]
     assert "student-0001" not in json.dumps(gallery)  # the teacher sees numbers, never ids
     store.send_shot(code, "student-0001", "10.0.0.9", STATE, "again")
     store.send_shot(code, "student-0001", "10.0.0.9", STATE, "and again")
     with pytest.raises(RateLimited):  # 3 a minute per student
         store.send_shot(code, "student-0001", "10.0.0.9", STATE, "one more")
-    assert [g["student"] for g in store.shots(code, secret)] == [1, 2, 1, 1]
+    assert [g["student"] for g in store.shots(code, secret)] == [2, 4, 2, 2]
     with pytest.raises(NotFound):  # not in the class
         store.send_shot(code, "student-zzzz", "10.0.0.9", STATE, "")
     for bad in ({**STATE, "page": "<x>"}, {"evil": 1}):
@@ -204,13 +212,14 @@ def test_shared_run_board_side_by_side(store):
     for sid in ("student-aaaa", "student-bbbb"):
         store.join(code, "10.0.0.3", sid)
     tally = store.counters(code).tally
-    assert store.post_run(code, "student-bbbb", "10.0.0.3", board_run(0.9, d_model=32)) == 1
-    assert store.post_run(code, "student-aaaa", "10.0.0.3", board_run(0.4)) == 2
-    assert store.post_run(code, "student-bbbb", "10.0.0.3", board_run(0.7, d_model=32)) == 1  # replaces
+    # the students' numbers are the order they joined in, whoever posts first
+    assert store.post_run(code, "student-bbbb", "10.0.0.3", board_run(0.9, d_model=32)) == 2
+    assert store.post_run(code, "student-aaaa", "10.0.0.3", board_run(0.4)) == 1
+    assert store.post_run(code, "student-bbbb", "10.0.0.3", board_run(0.7, d_model=32)) == 2  # replaces
     assert store.counters(code).tally == tally + 3
     board = store.board(code)
-    assert [(r["student"], r["settings"]["d_model"], r["losses"][-1]) for r in board] == [(1, 32, 0.7), (2, 64, 0.4)]
-    assert board[0]["translation"] == "je suis étudiant" and board[0]["exact_match"] == 0.42
+    assert [(r["student"], r["settings"]["d_model"], r["losses"][-1]) for r in board] == [(1, 64, 0.4), (2, 32, 0.7)]
+    assert board[1]["translation"] == "je suis étudiant" and board[1]["exact_match"] == 0.42
     store.post_run(code, "student-bbbb", "10.0.0.3", board_run())
     with pytest.raises(RateLimited):  # 3 posts a minute per student
         store.post_run(code, "student-bbbb", "10.0.0.3", board_run())

@@ -71,7 +71,9 @@ def test_a_revote_cycle_keeps_both_rounds_and_hides_them_from_students(make_stor
     assert [r["question"] for r in rows] == [str(qid), str(qid + 1)]
     assert rows[0]["round 1 votes"] == "8" and rows[0]["round 1 share correct"] == "0.500"
     assert rows[0]["round 2 votes"] == "9" and rows[0]["round 2 share correct"] == "0.889"
-    assert rows[0]["round 1 distribution"] == "the: 2; cat: 4; big: 2" and rows[0]["model's answer"] == "cat"
+    # every option with its count, zeros included (nobody chose "is")
+    assert rows[0]["round 1 distribution"] == "the = 2; cat = 4; is = 0; big = 2" and rows[0]["model's answer"] == "cat"
+    assert rows[0]["students present"] == "10" and rows[0]["asked at (UTC)"].startswith("20")
     assert rows[1]["round 1 votes"] == "0" and rows[1]["round 2 votes"] == ""
     assert not any("student" in v for r in rows for v in r.values())
     store.end(code, secret)
@@ -189,8 +191,10 @@ def test_the_suggestion_follows_the_written_rule(share):
 def test_the_csv_cannot_carry_a_spreadsheet_formula():
     rows = [{"qid": 1, "kind": "question", "text": "=HYPERLINK(\"http://x\")", "options": ["+1", "@a"], "answer": 0,
              "grid": None, "first": {"1": 2}, "second": None}]
-    line = list(csv.reader(io.StringIO(results_csv(rows))))[1]
-    assert line[2].startswith("'=") and line[3] == "'+1" and line[6] == "'@a: 2" and line[5] == "0.000"
+    header, line = list(csv.reader(io.StringIO(results_csv(rows))))
+    cell = dict(zip(header, line, strict=True))
+    assert cell["text"].startswith("'=") and cell["model's answer"] == "'+1"
+    assert cell["round 1 distribution"] == "'+1 = 0; @a = 2" and cell["round 1 share correct"] == "0.000"
 
 
 def test_a_hostile_poll_record_in_redis_is_a_message(redis_url):
@@ -211,3 +215,59 @@ def test_a_hostile_poll_record_in_redis_is_a_message(redis_url):
         assert store.votes(code, secret=secret).options == tuple(Q[1])
     finally:
         store.close()
+
+
+def test_mazur_the_first_votes_shown_to_the_class_without_the_answer(make_store):
+    """Before the discussion the teacher may show the class how the first vote spread (Mazur's practice): students
+    then see the distribution, never which option is right, until the reveal."""
+    store = make_store()
+    code, secret = a_class(store, 4)
+    qid = store.ask_peer(code, secret, *Q, detail="Attention weights of “big”: cat 0.61, big 0.20, the 0.12, is 0.07.")
+    for i, choice in enumerate([1, 1, 0, 3]):
+        store.vote(code, sid(i), qid, choice)
+    assert store.votes(code, student_id=sid(0)).first is None
+    store.lock_vote(code, secret)
+    store.show_first_vote(code, secret)
+    seen = store.votes(code, student_id=sid(0))
+    assert seen.shown and seen.first == {0: 1, 1: 2, 3: 1}
+    assert seen.answer is None and seen.correct is None and seen.detail == ""  # the answer stays hidden
+    with pytest.raises(Forbidden):
+        store.show_first_vote(code, "forged-secret-forged-secret")
+    store.reveal(code, secret)
+    assert store.votes(code, student_id=sid(0)).detail.startswith("Attention weights of")  # the evidence, at the reveal
+
+
+def test_close_question_takes_it_off_every_screen_and_keeps_its_results(make_store):
+    store = make_store()
+    code, secret = a_class(store, 2)
+    qid = store.ask_peer(code, secret, *Q, stop=4)
+    store.vote(code, sid(0), qid, 1)
+    store.reveal(code, secret)
+    before = store.counters(code)
+    store.close_question(code, secret)
+    after = store.counters(code)
+    assert after.seq > before.seq and after.q > before.q  # every page hears it
+    assert store.snapshot(code, student_id=sid(0)).question is None and store.votes(code, student_id=sid(0)) is None
+    (row,) = list(csv.DictReader(io.StringIO(results_csv(store.results(code, secret)))))
+    assert row["question"] == str(qid) and row["round 1 votes"] == "1" and row["plan stop"] == "5"
+    with pytest.raises(QuestionClosed):
+        store.close_question(code, secret)
+    with pytest.raises(Forbidden):
+        store.close_question(code, "forged-secret-forged-secret")
+
+
+def test_the_suggestion_after_a_second_vote_comes_from_it():
+    from classroom.votes import suggest_after
+
+    assert suggest_after(0.2, None) == suggest(0.2)
+    move, why = suggest_after(0.3, 0.9)
+    assert move == "reveal" and "90%" in why and "+60 points" in why
+    assert suggest_after(0.3, 0.5)[0] == "reveal and explain" and suggest_after(0.1, 0.2)[0] == "revisit"
+
+
+def test_a_click_questions_csv_names_every_cell_of_its_row():
+    grid = {"rows": ["0:the", "1:cat"], "cols": ["0:the", "1:cat"], "answer": 3, "row": 1}
+    rows = [{"qid": 1, "kind": "click", "text": "Click", "options": ["a", "b"], "answer": 0, "grid": grid,
+             "first": {"3": 2, "0": 1}, "second": None}]
+    (row,) = list(csv.DictReader(io.StringIO(results_csv(rows))))
+    assert row["round 1 distribution"] == "1:cat → 0:the = 0; 1:cat → 1:cat = 2; other rows = 1"

@@ -270,7 +270,7 @@ def test_a_question_live_answers_and_the_reveal(store):
     teacher.run()
     assert "2 of 3 students answered" in all_text(teacher)
     assert "The model's answer:" not in all_text(teacher) and not teacher.get("plotly_chart")  # nor the projector
-    assert "question: 2 answers" in all_text(teacher)  # the sidebar line (st.caption)
+    assert "Question: 2 answers" in all_text(teacher)  # the sidebar line (st.caption)
     teacher.toggle(key="class_peek").set_value(True).run()
     counts = [0] * len(q.options)
     counts[right] += 1

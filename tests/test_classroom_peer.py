@@ -50,7 +50,7 @@ def test_a_revote_cycle_with_a_teacher_and_four_students(store):  # noqa: F811 -
     no_exception(students[1])
     assert f"Your answer: **{md(poll.options[wrong])}**" in all_text(students[1])
     teacher.run()
-    assert "4 of 4 students answered" in all_text(teacher) and "question: 4 answers" in all_text(teacher)
+    assert "4 of 4 students answered" in all_text(teacher) and "Question: 4 answers" in all_text(teacher)
     assert not [c for c in teacher.get("plotly_chart") if "First vote" in c.proto.spec]  # hidden by default
     teacher.toggle(key="class_peek").set_value(True).run()
     bars = json.loads(console_chart(teacher).proto.spec)["data"]
@@ -130,8 +130,7 @@ def test_a_click_answer_on_the_real_attention_grid(store):  # noqa: F811 - the f
         assert shading == {0.0, 1.0}  # the asked row shaded, no value drawn
         assert str(round(float(w[it].max()), 4)) not in fig.to_json()
     right_col, wrong_col = int(w[it].argmax()), (int(w[it].argmax()) + 1) % len(g.cols)
-    for s, col in zip(students, [right_col, right_col, wrong_col], strict=True):
-        s.selectbox(key=f"class_cell_row_{poll.qid}").set_value(it)
+    for s, col in zip(students, [right_col, right_col, wrong_col], strict=True):  # the keyboard way: the asked row
         s.selectbox(key=f"class_cell_col_{poll.qid}").set_value(col)
         s.button(key=f"class_cell_vote_{poll.qid}").click().run()
         no_exception(s)
@@ -145,8 +144,9 @@ def test_a_click_answer_on_the_real_attention_grid(store):  # noqa: F811 - the f
     s.run()
     no_exception(s)
     assert "not what the model does" in all_text(s)
-    fig = json.loads(next(c for c in s.get("plotly_chart")).proto.spec)["data"]
-    clicks, weights = fig[0], fig[1]
+    figs = [json.loads(c.proto.spec) for c in s.get("plotly_chart")]
+    clicks = next(f["data"][0] for f in figs if f["layout"]["title"]["text"] == "The class's clicks")
+    weights = next(f["data"][0] for f in figs if f["layout"]["title"]["text"] == "The model's weights")
     counts = decode(clicks["z"])
     assert int(counts[it][right_col]) == 2 and int(counts[it][wrong_col]) == 1 and int(sum(map(sum, counts))) == 3
     assert float(decode(weights["z"])[it][right_col]) == pytest.approx(float(w[it].max()), abs=1e-4)

@@ -15,9 +15,9 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
+from explain.pronoun import story as pronoun_story
 from model import checkpoint, pipeline
 from model import lesson as L
-from model.coref import decision as coref_decision
 from model.textbook import thinking_machines
 from model.trace import Interventions
 from tests.apptest_util import ROOT, TIMEOUT, all_text, decode, figures, heatmap_z, no_exception
@@ -45,7 +45,7 @@ def analyse(text: str, iv: Interventions = NO_IV) -> pipeline.Analysis:
 
 @cache
 def decide(text: str, iv: Interventions = NO_IV):
-    return coref_decision(bundle(), text, iv)
+    return pronoun_story(bundle(), text, iv)
 
 
 def ctx(text: str, iv: Interventions = NO_IV) -> V.Context:
@@ -493,18 +493,43 @@ def test_root_link_with_a_lesson_opens_the_lesson():
     check_step(at, "i am a student", 7)
 
 
-def test_the_coreference_step_tells_where_il_is_decided():
-    """On the coreference preset: the pronoun row reads "tired" with the head average of decoder layer 0, and the
-    head-off experiment is stated as computed (here: il survives either layer; "… too wide" loses elle)."""
-    n = V.view("coref", ctx(CORE)).notice
-    d = decide(CORE)
-    assert d.pronoun == "il" and f"reads “tired” with {d.average(0):.2f} on average in decoder layer 0" in n
-    assert d.average(0) >= 0.5 and "No encoder head links “it” to “animal”" in n
-    for o in d.off:
-        p = o.p_il
-        assert f"without layer {o.layer}'s it still writes “il” (p {d.p_il:.2f} → {p:.2f})" in n
-    wide = decide(CORE.replace("tired", "wide"))
-    assert wide.pronoun == "elle" and 1 in wide.needed
-    assert "without layer 1's encoder-decoder attention the model writes “il” instead" in n
+def test_the_coreference_step_traces_where_the_adjective_reaches_the_pronoun():
+    """Step 19 on the coreference preset: the encoder heads' weights first (no head links "it" to "animal"), then the
+    tracing of "…tired" against "…wide" at the pronoun, its numbers read from the grids' cells (audit 4, A2)."""
+    v = V.view("coref", ctx(CORE))
+    n, s = v.notice, decide(CORE)
+    t = s.tracing
+    assert s.pronoun == "il" and s.partner_pronoun == "elle" and t is not None
+    assert "By the weights, no encoder head links “it” to “animal”" in n
+    adj = [row[10] for row in t.encoder.share]
+    assert f"the encoder's vector of “tired” alone brings back {min(adj):.2f} of the difference at every encoder" in n
+    assert "Only “tired” carries it in the encoder" in n and "“it” 0.00 (the most)" in n
+    after = t.decoder.share[t.decoder.rows.index("layer 0 after enc-dec attn")][0]
+    assert f"carries the difference from layer 0's encoder-decoder attention on ({after:.2f};" in n
+    lost = t.mask.share[t.mask.rows.index("decoder layer 0 enc-dec attn")][10]
+    assert lost >= 0.5 and f"“tired” takes {lost:.2f} of il's lead with it: reading it there is needed" in n
+    assert "the pronoun is decided later" not in n  # the old claim from weights (audit 4, A2)
+    bars = v.figure.data[0]
+    assert list(bars.y[:4]) == ["encoder vector of “animal”", "encoder vector of “street”", "encoder vector of “it”",
+                                "encoder vector of “tired”"] and bars.x[3] == pytest.approx(max(adj))
     other = V.view("coref", ctx(THINKING)).notice
     assert other.startswith("Your sentence has no “it” to resolve")
+    same = V.view("coref", ctx("the dog didn't cross the bridge because it was too tired")).notice
+    assert same.startswith("Both nouns are masculine here: the model writes il with “tired” and with “wide”, so the "
+                           "adjective cannot change the pronoun. This step follows the coreference example instead.")
+
+
+def test_step_one_counts_the_before_pages_training_stages_in_words_defined_so_far():
+    """Audit 4, B1: step 1 drew 1 sequential step for training where the Before page draws 2 stages (the decoder needs
+    the encoder's output); both now say 2, the Before page's number. D6: step 1 speaks of words, an end mark and
+    attention, not of tokens, <eos>, the encoder-decoder or self-attention, which steps 2 and 6 define."""
+    import json
+
+    data = json.loads((ROOT / "assets" / "rnn_comparison.json").read_text())
+    stages = {r["transformer_train"] for r in data["sequential_steps"]["rows"]}
+    v = V.view("why", ctx(THINKING))
+    bars = v.figure.data[0]
+    assert stages == {2} and list(bars.y)[2] == 2 and bars.x[2].startswith("Transformer, training: 2 stages")
+    assert "2 to train on the pair" in v.notice and "in one pass" not in v.notice
+    for term in ("token", "<eos>", "encoder", "decoder", "self-attention"):
+        assert term not in v.notice.lower(), term

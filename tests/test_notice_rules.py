@@ -22,6 +22,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from explain.pronoun import story
 from model import checkpoint, pipeline
 from model import lesson as L
 from model.coref import coref_parts, decision, encoder_links
@@ -40,9 +41,11 @@ from viz import layers as vl
 from viz import lesson as V
 from viz import lesson_decoder as D
 from viz import positional as vp
+from viz import pronoun as vpr
 from viz import rnn as vr
 from viz import scaling as vs
 from viz import span as vspan
+from viz import tracing as vt
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 HELD = load_dataset()["heldout"]
@@ -145,8 +148,9 @@ def test_lesson_decoder_notices_follow_their_rules():
 
 def test_lesson_coreference_step_and_coref_notices():
     """Over every coreference sentence of the held-out set: "links" iff a head gives the deciding noun >= 0.5 and
-    twice the other's; "reads" iff the pronoun row's head average on the adjective is >= 0.5; "writes … instead"
-    iff the greedy pronoun flips with that layer off; "depends on layer" iff some layer's removal flips it."""
+    twice the other's; "reads" iff the pronoun row's head average on the adjective is >= 0.5; the heads reading it
+    switched off together iff one does; "… instead" iff the greedy pronoun flips with that layer off; "changes more
+    than the pronoun" iff a flip came with other words changed; and no causal word from switching off."""
     b = bundle()
     corefs = [(p, a) for p, a in zip(HELD, analyses(), strict=True) if p.tag == "coref"]
     assert len(corefs) >= 40
@@ -168,10 +172,140 @@ def test_lesson_coreference_step_and_coref_notices():
         reads = [sum(x) / len(x) for x in d.reads]
         layer = int(np.argmax(reads))
         assert (f"reads “{d.adjective}” with {reads[layer]:.2f} on average" in n) == (reads[layer] >= 0.5)
+        readers = [(i, h) for i in range(len(d.reads)) for h in range(len(d.reads[i])) if d.reads[i][h] >= 0.5]
+        assert ("All of them switched off at once" in n) == bool(readers)
         for o in d.off:
-            assert (f"without layer {o.layer}'s encoder-decoder attention the model writes" in n) == \
-                (o.pronoun != d.pronoun)
-        assert ("so the pronoun depends on layer" in n) == any(o.pronoun != d.pronoun for o in d.off)
+            assert (f"without layer {o.layer}'s: “" in n and "instead" in n.split(f"without layer {o.layer}'s: ")[1]
+                    .split(";")[0]) == (o.pronoun != d.pronoun)
+        flipped_and_more = any(o.changed for o in d.off if o.pronoun != d.pronoun)
+        assert ("changes more than the pronoun" in n) == flipped_and_more
+        assert not re.search(r"\b(depends|needed|decides?|carr(?:y|ies))\b", n)  # no causal verdict from switching off
+
+
+# --- causal tracing and the pronoun's story (viz/tracing.py, viz/pronoun.py) ---------------------------------
+
+@cache
+def stories() -> tuple:
+    """Every held-out coreference sentence traced against its partner at the pronoun (explain/pronoun.py)."""
+    b = bundle()
+    return tuple((p, story(b, p.src)) for p in HELD if p.tag == "coref")
+
+
+def _cell_rules(t) -> dict:
+    """The judging facts of a tracing, read from its grids' cells (not through the Story's helpers)."""
+    enc, heads, dec, mask = t.encoder, t.heads, t.decoder, t.mask
+    col = len(dec.columns) - 1
+    single = [heads.share[r][c] for r in range(len(heads.rows)) if "all" not in heads.rows[r]
+              for c in range(len(heads.columns))]
+    every = mask.rows.index("every layer")
+    return {
+        "enc_carriers": sorted({c for row in enc.share for c, v in enumerate(row) if v >= 0.5}),
+        "head_alone": max(single) >= 0.5,
+        "together": {heads.rows[r].split(" all")[0]: max(heads.share[r]) >= 0.5 for r in range(len(heads.rows))
+                     if "all" in heads.rows[r]},
+        "dec_first": next((dec.rows[r] for r in range(len(dec.rows)) if dec.share[r][col] >= 0.5), None),
+        "needed": [(mask.rows[r], c) for r in range(len(mask.rows)) if r != every
+                   for c in range(len(mask.columns)) if mask.share[r][c] >= 0.5],
+    }
+
+
+def test_tracing_and_pronoun_notices_follow_their_rules():
+    """Over the 84 held-out coreference sentences, each traced against its partner at the pronoun: "decides" iff the
+    partner's pronoun differs, "cannot change the pronoun" iff it is the same; "carries" iff a patch alone brings back
+    >= 0.5 of the difference (encoder: a position at some layer; heads: one head alone, else a layer's heads together;
+    decoder: the first sublayer whose stream at the pronoun does); "needed" iff hiding the adjective from a layer
+    loses >= 0.5. The facts are read from the grids' cells; two cells per sentence are recomputed by the model itself
+    with a Patch, and the hidden-everywhere run with WeightEdits."""
+    from model.trace import Interventions, Patch, Trace, WeightEdit
+
+    b = bundle()
+    traced_pairs = same = 0
+    for p, s in stories():
+        n = vpr.story_notice(s)
+        assert s is not None and s.pronoun in ("il", "elle"), p.src
+        assert ("cannot change the pronoun" in n) == s.same_pronoun
+        assert ("decides the pronoun here" in n) == (s.tracing is not None) == (s.pronoun != s.partner_pronoun)
+        if s.tracing is None:
+            same += 1
+            continue
+        traced_pairs += 1
+        t, adj, it = s.tracing, s.adjective, s.it
+        facts = _cell_rules(t)
+        lo = min(row[adj] for row in t.encoder.share)
+        others = max(v for row in t.encoder.share for c, v in enumerate(row) if c != adj)
+        assert ("carries it in the encoder" in n) == (lo >= 0.5 and others < 0.5), p.src
+        first = next((i for i in range(2) if t.decoder.share[t.decoder.rows.index(f"layer {i} after enc-dec attn")][0]
+                      >= 0.5), None)
+        assert (f"carries the difference from layer {first}'s" in n) == (first is not None)
+        assert ("carries it alone" in n) == facts["head_alone"]
+        layer = first if first is not None else 0
+        if not facts["head_alone"]:
+            assert (f"layer {layer}'s heads together carry it" in n) == facts["together"][f"layer {layer}"]
+        dec_needed = [r for r, c in facts["needed"] if c == adj and r.startswith("decoder")]
+        assert ("reading it there is needed" in n) == bool(dec_needed)
+        assert ("does not need the adjective read" in n) == (not dec_needed)
+        # the page's notices on the same grids, by the same rules
+        e = vt.encoder_notice(t)
+        assert ("carries the difference in the encoder" in e) == bool(facts["enc_carriers"])
+        assert e.startswith("Only ") == (len(facts["enc_carriers"]) == 1)
+        assert ("carries it alone" in vt.heads_notice(t)) == facts["head_alone"]
+        d = vt.decoder_notice(t)
+        assert ("first carries the difference in" in d) == (facts["dec_first"] is not None)
+        m = vt.mask_notice(t)
+        assert ("reading it there is needed" in m) == bool(facts["needed"])
+        assert ("No word hidden from one layer is needed" in m) == (not facts["needed"])
+        # two cells and the hidden-everywhere run, recomputed by the model (batch of one)
+        pr = t.pair
+        src_c, src_w, tgt = pr.clean.src(), pr.corrupt.src(), pr.tgt_in()
+        clean = Trace()
+        with torch.no_grad():
+            b.model(src_c, tgt, clean)
+
+        def prob(src, iv, tgt=tgt, word=pr.word_id):
+            with torch.no_grad():
+                return float(torch.softmax(b.model(src, tgt, Trace(iv, record=False))[0, -1], -1)[word])
+
+        for pos, row in ((adj, -1), (it, -1)):
+            got = (prob(src_w, Interventions(patches=(Patch.take(clean, "enc.1.add_norm2.out", (0, pos)),)))
+                   - pr.p_corrupt) / pr.gap
+            assert got == pytest.approx(t.encoder.share[row][pos], abs=1e-4)
+        edits = tuple(WeightEdit(m_, (0, h, q, adj), 0.0) for m_, n_q in (
+            ("enc.0.self_attn", 12), ("enc.1.self_attn", 12), ("dec.0.cross_attn", tgt.shape[1]),
+            ("dec.1.cross_attn", tgt.shape[1])) for h in range(4) for q in range(n_q))
+        lost = (pr.p_clean - prob(src_c, Interventions(weight_edits=edits))) / pr.gap
+        assert lost == pytest.approx(t.mask.share[-1][adj], abs=1e-4)
+    assert traced_pairs == 34 and same == 50  # 84 sentences; 50 pairs whose nouns share a gender
+
+
+def test_one_head_notice_follows_its_rule():
+    """"carries" for one head's part iff that part alone brings back >= 0.5 (every attention module, head 0 and 3)."""
+    from explain.tracing import pair as make_pair
+    from explain.tracing import trace_head
+
+    b = bundle()
+    p = make_pair(b, "the animal didn't cross the street because it was too tired",
+                  "the animal didn't cross the street because it was too wide")
+    for module in ("enc.1.self_attn", "dec.0.self_attn", "dec.0.cross_attn", "dec.1.cross_attn"):
+        for head in (0, 3):
+            h = trace_head(b, p, module, head)
+            n = vt.head_notice(h)
+            best = max(max(row) for row in h.query.share + h.key.share)
+            assert ("(it carries the difference)" in n) == (best >= 0.5)
+            assert ("this head alone carries the difference there" in n) == (max(h.query.share[2]) >= 0.5)
+
+
+def test_pair_notice_says_decides_only_for_a_one_word_swap_that_changes_the_word():
+    from explain.tracing import pair as make_pair
+
+    b = bundle()
+    for clean, other, position, decides in (
+            ("i am a student", "i am a teacher", None, True),
+            ("the animal didn't cross the street because it was too tired",
+             "the animal didn't cross the road because it was too wide", None, False),  # two words changed
+            ("the animal didn't cross the street because it was too tired",
+             "the animal didn't cross the street because it was too wide", 1, False)):  # "animal": the same in both
+        p = make_pair(b, clean, other, position)
+        assert ("decides" in vt.pair_notice(p)) == decides, (clean, other)
 
 
 # --- one word through one head, heads side by side (viz/attention.py, viz/heads.py) ---------------------------
@@ -457,7 +591,8 @@ def test_complexity_verdict_follows_n_and_d(n, d):
 JUDGING = re.compile(r"\b(mostly|almost|reorder\w*|links?|ignores?|clearly|strongly|decides?|tells|hardly|amplified|"
                      r"nearly|broad mix|all-or-nothing|parks?|diffuse|confident|needed|depends|differs|follows?|"
                      r"forgets|cheaper|spreads|reads it|fast waves|stay inside|leaves|within float error|"
-                     r"needs more than one head|less sure|change the translation|keep it with)\b", re.I)
+                     r"needs more than one head|less sure|change the translation|keep it with|carr(?:y|ies)|"
+                     r"cannot change)\b", re.I)
 # builder -> the test above that recomputes its judging words (every other notice builder states numbers only)
 RULED = {
     "viz.lesson_decoder.notice_cross": test_lesson_cross_attention_reorders_only_from_confident_rows,
@@ -491,8 +626,15 @@ RULED = {
     "viz.heads.one_head_notice": test_one_head_left_notice_follows_its_rules,
     "viz.attention.column_notice": test_column_form_notice_follows_its_rule,
     "viz.span.span_notice": test_span_notice_follows_its_rules,
+    "viz.tracing.pair_notice": test_pair_notice_says_decides_only_for_a_one_word_swap_that_changes_the_word,
+    "viz.tracing.encoder_notice": test_tracing_and_pronoun_notices_follow_their_rules,
+    "viz.tracing.heads_notice": test_tracing_and_pronoun_notices_follow_their_rules,
+    "viz.tracing.decoder_notice": test_tracing_and_pronoun_notices_follow_their_rules,
+    "viz.tracing.mask_notice": test_tracing_and_pronoun_notices_follow_their_rules,
+    "viz.tracing.head_notice": test_one_head_notice_follows_its_rule,
+    "viz.pronoun.story_notice": test_tracing_and_pronoun_notices_follow_their_rules,
 }
-MODULES = (V, D, va, vh, vs, vc, vd, vdec, ve, vl, vp, vr, vx, vspan)
+MODULES = (V, D, va, vh, vs, vc, vd, vdec, ve, vl, vp, vr, vx, vspan, vt, vpr)
 
 
 def notice_builders():

@@ -451,17 +451,26 @@ def test_self_attention_opens_on_the_coreference_head_and_says_why(ref, bundle):
     w = r.trace[f"enc.{layer}.self_attn.weights"][0, head, 7]
     text = plain_text(at)
     assert f"opens on **layer {layer}, head {head}**" in text
-    assert f"gives “animal” the most, {float(w[1]):.2f}, against {float(w[5]):.2f} for “street”" in text
-    assert float(w[1]) < 0.5 and "no real preference" in text  # no head links "it" to the noun (LINK = 0.5)
+    # audit 4, A1: the head is the best among those that give "animal" more than "street", and the text says so (another
+    # head gives "animal" more, and "street" more still)
+    enc = torch.stack([r.trace[f"enc.{i}.self_attn.weights"][0, :, 7] for i in range(2)])  # [L, H, Ts]
+    assert float(enc[..., 1].max()) > float(w[1])  # so "the most" alone would be false
+    assert (f"of the heads that give “animal” more than “street”, it gives “animal” the most, {float(w[1]):.2f}, "
+            f"against {float(w[5]):.2f} for “street”. Both weights are small") in text
+    assert float(w[1]) < 0.5 and "no real preference" not in text
     assert "park" in text and "<eos>" in text  # attention to <eos> is explained up front
     # the coreference heatmaps say plainly that no encoder head picks out the deciding noun
-    enc = torch.stack([r.trace[f"enc.{i}.self_attn.weights"][0, :, 7] for i in range(2)])  # [L, H, Ts]
     assert f"No encoder head picks out “animal”: the most any head gives it is {float(enc[..., 1].max()):.2f}" in text
     assert "No encoder head picks out “street”" in text
-    # where il / elle is decided: the pronoun row reads the adjective, and the experiment is computed live
+    # audit 4, A2: no claim from weights that the pronoun is decided where the decoder reads the adjective; the
+    # tracing says where "tired" reaches it, and the switch-off runs name every head that reads it (B3)
+    assert "the pronoun is decided later" not in text and "Only “tired” carries it in the encoder" in text
     d = coref_decision(bundle, TIRED)
+    assert d.readers == ((0, 0), (0, 1), (0, 2), (0, 3), (1, 3)) and d.readers_off.pronoun == "il"
+    assert "Heads whose row gives “tired” 0.5 or more: layer 0 heads 0, 1, 2, 3; layer 1 head 3. All of them " \
+           "switched off at once: still “il”" in text
     assert f"reads “tired” with {d.average(0):.2f} on average in decoder layer 0" in text
-    assert "without layer 1's encoder-decoder attention the model writes “il” instead" in text  # "… too wide"
+    assert "without layer 1's: “il” instead" in text  # "… too wide"
     wide = expected_focus(ref(WIDE), 5, 1)
     outlined = [f["layout"]["shapes"][0] for f in heatmaps(at) if f["layout"].get("shapes")]
     assert [(s_["y0"] + 0.5) for s_ in outlined] == [layer * 4 + head, wide[0] * 4 + wide[1]]  # tired, wide

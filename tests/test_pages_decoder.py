@@ -593,7 +593,7 @@ def test_decoder_says_position_t_predicts_t_plus_1_and_where_dropout_is(dec_page
 def test_next_links(dec_page, cross_page, out_page):
     assert "Next: **Encoder-decoder attention**" in all_text(dec_page)
     assert "Next: **Output and decoding**" in all_text(cross_page)
-    assert "Next:" not in all_text(out_page)  # the last walkthrough page
+    assert "Next: **Causal tracing**" in all_text(out_page)  # the walkthrough ends on the tracing page
     from ui import page_list
     assert page_list.next_page("decoder").name == "cross_attention"
     assert page_list.next_page("cross_attention").name == "output"

@@ -75,7 +75,7 @@ def test_walkthrough_order_and_next_links():
     from ui import page_list
 
     walk = [p.name for p in page_list.PAGES if p.walkthrough]
-    assert walk[:4] == ["overview", "before", "why_attention", "tokens"] and walk[-1] == "output"  # motivation first
+    assert walk[:4] == ["overview", "before", "why_attention", "tokens"] and walk[-2:] == ["output", "tracing"]
     for a, b in zip(walk, walk[1:], strict=False):
         assert page_list.next_page(a).name == b
     assert page_list.next_page(walk[-1]) is None and page_list.next_page("training") is None

@@ -12,9 +12,11 @@ import streamlit as st
 from model import pipeline
 from model.experiments import dot_product_samples, one_head_left, saturation, summarize
 from model.textbook import from_book
-from ui.models import coref_decision, current_model, saturation_rows, session_cache, used_text, variance_rows
+from ui.classroom.plans import mystery_in, mystery_wait
+from ui.models import analysis, coref_decision, current_model, saturation_rows, session_cache, used_text, variance_rows
 from ui.state import interventions
-from ui.widgets import chart, figure, fold, md, metrics_row, notice, once, section, small_table
+from ui.tracing import show_story
+from ui.widgets import chart, figure, fold, md, metrics_row, notice, once, page_link, section, small_table
 from viz import attention as va
 from viz import coref as vc
 from viz import heads as vh
@@ -154,6 +156,9 @@ def show_coref(ca, name: str, n_layers: int, n_heads: int, key: str, no_it: str)
     if c is None:
         st.info(no_it)
         return
+    if mystery_in("enc."):  # every encoder head of the sentence: the class's mystery head among them
+        mystery_wait("Where “it” looks in every encoder head")
+        return
     rows = vh.word_across_layers(ca.trace, "enc", "self_attn", n_layers, c.it)
     hl = vh.head_labels(n_layers, n_heads)
     focus = vc.coref_focus(ca.trace, n_layers, c)
@@ -175,11 +180,46 @@ def show_decision(texts: tuple[str, ...], key: str) -> None:
             st.info("The model writes neither il nor elle here, so there is no pronoun to follow.")
             return
         chart(vc.decision_figure(decisions), key=f"{key}decision", config=NO_BAR)
+        if hidden:  # its notice gives each decoder head's weight on the adjective, the mystery head's too
+            mystery_wait("The experiment's numbers per head")
+            return
         for d in decisions:
             notice(vc.decision_notice(d))
 
     # a decision is of the current model under the current interventions (ui.models.coref_decision)
-    once("decision", (current_model().key, texts, repr(interventions()), key), draw)
+    hidden = mystery_in("dec.")
+    once("decision", (current_model().key, texts, repr(interventions()), key, hidden), draw)
+
+
+def _set_sentence(sentence: str) -> None:
+    st.session_state["sentence"] = sentence
+
+
+def coref_section(pair: tuple[str, str], cfg, key: str, prose) -> None:
+    """The self-attention page's coreference section for the pair (tired, wide): where "it" looks in the encoder's
+    heads (weights), where the adjective reaches the pronoun (traced: ui.tracing.show_story, for the page's
+    sentence when it is one of the pair, else the first), and the blunt switch-off experiment in a fold."""
+    section("What does “it” refer to?", prose.COREF)
+    st.caption(prose.COREF_CAPTION)
+    names = [s.split()[-1] for s in pair]
+    for col, sentence, name in zip(st.columns(2), pair, names, strict=True):
+        col.button(f"Use “… too {name}” on this page", on_click=_set_sentence, args=(sentence,),
+                   key=f"{key}load_{name}")
+    with fold("Show where “it” looks in every head, for both sentences", f"{key}fold_coref") as shown:
+        if shown:
+            for col, sentence, name in zip(st.columns(2), pair, names, strict=True):
+                with col:
+                    show_coref(analysis(text=sentence), name, cfg.n_enc_layers, cfg.n_heads, f"{key}coref_{name}",
+                               prose.NO_IT)
+    traced = next((s for s in pair if s == st.session_state["sentence"]), pair[0])
+    section(f"Where “{traced.split()[-1]}” reaches the pronoun", prose.DECISION)
+    show_story(traced, f"{key}trace_")
+    page_link("pages/tracing.py", "Trace it yourself: every layer and position, any pair (Causal tracing)")
+    with fold(prose.BLUNT_TITLE, f"{key}fold_decision") as shown:
+        if shown:
+            st.markdown(prose.BLUNT)
+            show_decision(pair, f"{key}decision_")
+    page_link("pages/cross_attention.py", "In depth: Encoder-decoder attention, every row of the alignment")
 
 
 # --- The multi-head page: one head left in each layer ----------------------------------------------

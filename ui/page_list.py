@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+ICON = ROOT / "assets" / "icon.png"  # the app's icon (the browser tab's), served by the app itself: nothing external
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,10 @@ PAGES: tuple[PageSpec, ...] = (
              "Teach a class: students join with a code or a QR code and follow your page, sentence and "
              "switches; ask them what the model will do, watch their answers, then reveal the model's",
              walkthrough=False),
+    PageSpec("Start", "pages/studies.py", "Study", ":material/science:",
+             "Measure learning: a concept test the model writes and answers, before and after the lesson, with "
+             "consent, conditions, retention, and a report of the gain, the items and the lesson's steps",
+             walkthrough=False),
     PageSpec("Start", "pages/overview.py", "Overview", ":material/account_tree:",
              "The sentence and its translation, the encoder-decoder stack block by block, shapes and sizes "
              "beside the paper's base model"),
@@ -74,6 +79,9 @@ PAGES: tuple[PageSpec, ...] = (
              "Each target position reads the source sentence; the source's padding mask"),
     PageSpec("Decoder", "pages/output.py", "Output and decoding", ":material/output:",
              "Final linear layer and softmax over the French vocabulary, the loss, greedy decoding and beam search"),
+    PageSpec("Look inside", "pages/tracing.py", "Causal tracing", ":material/biotech:",
+             "Two sentences one word apart: put back one vector of one run into the other, layer by layer and "
+             "position by position, and see which parts carry the difference (il or elle)"),
     PageSpec("Train", "pages/training.py", "Train your own", ":material/model_training:",
              "Train a small Transformer in your session: data, model and recipe settings, the learning-rate "
              "schedule, live progress, then every page shows your model", walkthrough=False),

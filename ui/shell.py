@@ -35,7 +35,7 @@ from pathlib import Path
 import streamlit as st
 from streamlit.navigation.page import StreamlitPage
 
-from ui.page_list import DEFAULT, PAGES, by_name
+from ui.page_list import DEFAULT, ICON, PAGES, by_name
 
 LESSON = by_name("lesson")
 
@@ -68,10 +68,12 @@ def _pages() -> dict[str, list[StreamlitPage]]:
     return ss[PAGES_KEY][0]
 
 
-def navigation() -> StreamlitPage:
-    """app.py's navigation; marks this script run as going through it."""
+def navigation(top: bool = False) -> StreamlitPage:
+    """app.py's navigation; marks this script run as going through it. `top`: the pages in a bar above the page
+    (a teacher's projector: the sidebar then starts with the class's controls), else listed in the sidebar."""
     _local.inside = True
-    return st.navigation(_pages(), expanded=True)  # every page listed (Streamlit folds more than 10)
+    # every page listed (Streamlit folds more than 10)
+    return st.navigation(_pages(), expanded=True, position="top" if top else "sidebar")
 
 
 def page_object(file: str) -> StreamlitPage | None:
@@ -177,6 +179,9 @@ def enter(page_file: str) -> None:
     main = Path(ctx.main_script_path).resolve() if ctx else None
     if main is None or main == Path(page_file).resolve():
         return  # the page is the main script: it runs on its own
+    # the app's own icon first: a navigation before it makes the browser fetch the page's Material icon from
+    # fonts.gstatic.com as the tab's icon (nothing outside the server is ever asked for)
+    st.set_page_config(page_title="Glass Transformer", page_icon=str(ICON), layout="wide")
     st.navigation(_pages(), position="hidden")
     st.switch_page(Path(page_file).resolve().relative_to(main.parent).as_posix(),
                    query_params=st.query_params.to_dict())

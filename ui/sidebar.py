@@ -17,6 +17,7 @@ from ui.state import (
     reset_interventions,
     sync_query_params,
 )
+from ui.study import session as study
 from ui.style import PRESENTER_KEY, inject_script
 
 
@@ -78,10 +79,11 @@ def shared_controls() -> None:
                   help="English words from the toy set. Press Enter to apply.")
     st.radio("Model", model_options(), key="model", format_func=MODELS.get)
     st.markdown("**Switch parts off**")
+    locked = study.view_only()  # a study's view-only condition (ui/study/session.py)
     for key, (_, _, label) in TOGGLES.items():
-        st.toggle(label, key=key)
+        st.toggle(label, key=key, disabled=locked)
     st.multiselect("Heads switched off", heads, key="heads_off", format_func=head_label,
-                   placeholder="all heads on")
+                   placeholder="all heads on", disabled=locked)
     iv = interventions()
     if iv.active:
         st.badge(f"{len(iv.describe())} intervention(s) active", icon=":material/warning:", color="orange")

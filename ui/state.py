@@ -49,6 +49,7 @@ TOGGLES = {  # state key -> (Interventions field, URL parameter, label)
 }
 PAGE_PARAMS = ("lesson", "step")  # URL parameters a page owns (the guided lesson): kept, never wiped
 CLASS_PARAMS = ("class", "follow", "k")  # a student's class and its link's token (ui/classroom/session.py): kept
+STUDY_PARAMS = ("study", "sk")  # a participant's study and its link's token (ui/study/session.py): kept
 MAX_URL_SENTENCE = 500  # a longer sentence is not put in the URL (it is cut to the model's limit anyway)
 MAX_LINK_SENTENCE = 2_000  # a link's sentence is cut to this (the model reads at most max_len tokens)
 MAX_LINK_HEADS = 64  # heads read from a link's "off" list
@@ -188,7 +189,7 @@ def sync_query_params() -> None:
             want[param] = "0"
     if ss.get(PRESENTER_KEY):
         want["presenter"] = "1"
-    for param in (*PAGE_PARAMS, *CLASS_PARAMS):  # their owners write them after this (module docstring)
+    for param in (*PAGE_PARAMS, *CLASS_PARAMS, *STUDY_PARAMS):  # their owners write them (module docstring)
         if param in st.query_params:
             want[param] = st.query_params[param]
     if dict(st.query_params) != want:

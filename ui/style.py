@@ -67,7 +67,10 @@ BASE_CSS = BASE_CSS.replace("DIAGRAM_FONT", str(DIAGRAM_FONT))
 PRESENTER_CSS = f"""
 /* Presenter mode: every rem-based size of Streamlit grows with the root font size. */
 html {{ font-size: {PRESENTER_SCALE * 100:.0f}%; }}
-[data-testid="stMainBlockContainer"] {{ max-width: 100%; }}
+/* the projector's first screen is for the figure: less room above the page */
+[data-testid="stMainBlockContainer"] {{ max-width: 100%; padding-top: 2.5rem; }}
+/* ...but a teacher's projector has the pages in a bar on top (78 px): the stop's caption starts below it */
+.stApp:has([data-testid="stTopNav"]) [data-testid="stMainBlockContainer"] {{ padding-top: 4.5rem; }}
 [data-testid="stSidebar"] {{ font-size: 1rem; }}
 .katex {{ font-size: 1.3em; }}
 """
@@ -118,6 +121,14 @@ def presenter() -> bool:
     return bool(st.session_state.get(PRESENTER_KEY, False))
 
 
+def presenter_asked() -> bool:
+    """Presenter mode, also on a session's very first run, before the link's `presenter=1` is in its state (the
+    navigation is built before that: a projector's reload got the sidebar's page list once)."""
+    if PRESENTER_KEY in st.session_state:
+        return presenter()
+    return bool(read_flag(st.query_params.get(PRESENTER_KEY, "0")))
+
+
 def read_flag(value) -> bool | None:
     """A URL flag read tolerantly: 1/true/yes/on (any case, or empty: `?presenter`) -> True,
     0/false/no/off -> False, anything else -> None (ignored)."""
@@ -147,8 +158,34 @@ def inject_script() -> None:
     st.sidebar.html(FOCUSABLE_JS, unsafe_allow_javascript=True)
 
 
-def chart_font(fig, presenter_mode: bool | None = None):
-    """Set a plotly figure's base font size for the current mode (in place; returns the figure)."""
-    size = PRESENTER_FONT if (presenter() if presenter_mode is None else presenter_mode) else CHART_FONT
-    fig.layout.font.size = size
+def chart_font(fig, presenter_mode: bool | None = None, narrow: bool = False):
+    """Set a plotly figure's base font size for the current mode (in place; returns the figure). In presenter mode
+    the numbers written in cells and on bars grow as much as the base font (a heatmap's cells wrote them 8 px tall
+    on a projector), and the title of a `narrow` chart (half a page) goes on two lines when it is long."""
+    present = presenter() if presenter_mode is None else presenter_mode
+    fig.layout.font.size = PRESENTER_FONT if present else CHART_FONT
+    if present:
+        for trace in fig.data:
+            font = getattr(trace, "textfont", None)
+            if font is not None and isinstance(font.size, int | float):
+                font.size = round(font.size * PRESENTER_FONT / CHART_FONT)
+        title = fig.layout.title.text
+        if narrow and title and "<br>" not in title and len(title) > TITLE_CHARS:  # (Plotly clips, never wraps)
+            fig.layout.title.text = wrap(title, TITLE_CHARS)
+            fig.layout.title.automargin = True
     return fig
+
+
+TITLE_CHARS = 34  # a chart title in presenter mode longer than this goes on two lines (a half-width chart's title)
+
+
+def wrap(text: str, width: int) -> str:
+    """`text` on lines of about `width` characters, broken between words (Plotly's line break)."""
+    lines, line = [], ""
+    for word in text.split(" "):
+        if line and len(line) + 1 + len(word) > width:
+            lines.append(line)
+            line = word
+        else:
+            line = f"{line} {word}".strip()
+    return "<br>".join([*lines, line])

@@ -21,7 +21,7 @@ from ui import page_list, shell
 from ui.state import controls_are_mine
 from ui.style import PRESENTER_SCALE, chart_font, presenter
 from viz.heatmap import as_array, heatmap, table
-from viz.margins import reserve
+from viz.margins import fit_rows, reserve
 
 NO_BAR = {"displayModeBar": False}
 LAZY_KEYS = "_lazy_folds"  # session-state key: the keys of every lazy fold drawn so far (tests open them all)
@@ -45,12 +45,13 @@ def describe_figure(fig) -> str:
     return ": ".join(parts[:1]) + (", " + ", ".join(parts[1:]) if len(parts) > 1 else "")
 
 
-def chart(fig, *, key: str, alt: str | None = None, **kw) -> None:
+def chart(fig, *, key: str, alt: str | None = None, narrow: bool = False, **kw) -> None:
     """st.plotly_chart with a text alternative (`alt`, an aria-label a screen reader reads; described from the
-    figure when not given), the base font of the current mode (presenter mode: larger), no mode bar, and a
-    heatmap's margins reserved (viz/margins.py: Plotly then draws it without a second pass)."""
-    chart_font(fig)
-    reserve(fig, PRESENTER_SCALE if presenter() else 1.0)
+    figure when not given), the base font of the current mode (presenter mode: larger; a `narrow` chart's long title
+    on two lines), no mode bar, and a heatmap's margins reserved (viz/margins.py: Plotly then draws it without a
+    second pass) with room for its rows."""
+    scale = PRESENTER_SCALE if presenter() else 1.0
+    fit_rows(reserve(chart_font(fig, narrow=narrow), scale), scale)
     kw.setdefault("config", NO_BAR)
     st.plotly_chart(fig, key=key, alt=(alt or describe_figure(fig))[:600], **kw)
 
@@ -78,12 +79,16 @@ def fold(label: str, key: str, *, expanded: bool = False, **kw) -> Iterator[bool
         yield bool(box.open)
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$])")
+# A colon that opens a shortcode: Streamlit turns ":it:" into a flag ("7:it → 7:it: the same") and
+# ":material/warning:" into an icon; an escaped colon is a colon. One at the end of the text is escaped too: the
+# text it is put in may close it ("{md(label)}: the same").
+_SHORTCODE = re.compile(r":(?=[A-Za-z0-9_+/\\\-]+(?::|$))")  # (after the escapes above: "\_" may be inside)
 
 
 def md(text: str) -> str:
     """Escape user text for st.markdown: shown literally, never interpreted (no HTML, no formatting), and always
     sendable (a lone surrogate from a JSON escape is written as its escape: `classroom.rules.printable`)."""
-    return _MD_SPECIAL.sub(r"\\\1", printable(text).replace("\n", " "))
+    return _SHORTCODE.sub(r"\\:", _MD_SPECIAL.sub(r"\\\1", printable(text).replace("\n", " ")))
 
 
 SMALL_TABLE = (20, 12)  # at most this many rows and columns: a table drawn as text (small_table)
@@ -192,8 +197,8 @@ def _heatmap_chart(z, x_labels: tuple, y_labels: tuple, kind: str, settings: tup
     if mark_row is not None:
         fig.add_shape(type="rect", xref="x", yref="y", x0=-0.5, x1=len(x_labels) - 0.5, y0=mark_row - 0.5,
                       y1=mark_row + 0.5, line={"color": "#d62728", "width": 3})
-    chart_font(fig, presenter_mode)
-    reserve(fig, PRESENTER_SCALE if presenter_mode else 1.0)
+    scale = PRESENTER_SCALE if presenter_mode else 1.0
+    fit_rows(reserve(chart_font(fig, presenter_mode), scale), scale)
     st.plotly_chart(fig, key=key, alt=alt[:600], config=NO_BAR)
 
 

@@ -90,3 +90,71 @@ def board_notice(runs: Sequence[dict]) -> str:
             parts.append(f"students {', '.join(tied[:-1])} and {tied[-1]} tie for the most held-out sentences "
                          f"translated exactly ({best:.0%})")
     return "; ".join(parts) + "." if parts else ""
+
+
+# -- the roster: where each student is (classroom/roster.py) ----------------------------------------------------------
+ROSTER_STATES = {"following": "following", "free": "exploring (you let the class)",
+                 "chose": "exploring (chose to)", "left": "left without choosing to"}
+
+
+def roster_counts(rows: Sequence[dict]) -> dict[str, int]:
+    """How many students are in each state, away (no page of the class open lately), and voted in each round."""
+    out = {k: 0 for k in (*ROSTER_STATES, "unknown", "away", "voted 1", "voted 2")}
+    for r in rows:
+        if not r["present"]:
+            out["away"] += 1
+            continue
+        out[r["status"]["mode"] if r["status"] else "unknown"] += 1
+        out["voted 1"] += r["voted"][0]
+        out["voted 2"] += r["voted"][1]
+    return out
+
+
+def roster_line(rows: Sequence[dict]) -> str:
+    """The roster in one line for the teacher's sidebar: who follows, who explores, who left without choosing to (the
+    students to look at first), who is away."""
+    c = roster_counts(rows)
+    here = len(rows) - c["away"]
+    parts = [f"{here} student{'s' if here != 1 else ''} here", f"{c['following']} following"]
+    exploring = c["free"] + c["chose"]
+    if exploring:
+        parts.append(f"{exploring} exploring")
+    if c["left"]:
+        parts.append(f":orange[**{c['left']} left without choosing to**]")
+    if c["away"]:
+        parts.append(f"{c['away']} away")
+    return " · ".join(parts)
+
+
+def roster_where(status: dict | None, titles: dict[str, str]) -> str:
+    """Where a student is, in words: the plan's stop their view is on, else the page (and lesson step)."""
+    if not status:
+        return "–"
+    page = titles.get(status.get("page", ""), status.get("page", "–"))
+    if status.get("page") == "lesson" and status.get("step"):
+        page += f", step {status['step']}"
+    return f"stop {status['stop'] + 1} · {page}" if status.get("stop") is not None else page
+
+
+def roster_table(rows: Sequence[dict], titles: dict[str, str]) -> pd.DataFrame:
+    """One row per student, by number, those to look at first on top (left without choosing to, then away): their
+    state, where they are, and whether they voted on the open question (in each round held)."""
+    order = {"left": 0, "away": 1}
+
+    def state(r: dict) -> str:
+        if not r["present"]:
+            return "away (no page open)"
+        if not r["status"]:
+            return "joined"
+        text = ROSTER_STATES[r["status"]["mode"]]
+        changed = r["status"].get("changed")
+        return text + (f" (changed the {', '.join(changed)})" if changed and r["status"]["mode"] == "left" else "")
+
+    def key(r: dict) -> tuple:
+        mode = "away" if not r["present"] else (r["status"] or {}).get("mode", "")
+        return order.get(mode, 2), r["number"]
+
+    out = [{"student": f"student {r['number']}", "state": state(r), "where": roster_where(r["status"], titles),
+            "voted": " · ".join(f"round {i + 1} ✓" for i, v in enumerate(r["voted"]) if v) or "–"}
+           for r in sorted(rows, key=key)]
+    return pd.DataFrame(out, columns=["student", "state", "where", "voted"])

@@ -86,32 +86,57 @@ def decision_figure(decisions: list[Decision]) -> go.Figure:
     return fig
 
 
-def decision_notice(d: Decision) -> str:
-    """The row that writes the pronoun, what it reads, and the head-off experiment's verdict.
+def _heads(pairs: tuple[tuple[int, int], ...]) -> str:
+    """((0, 0), (0, 1), (1, 3)) -> "layer 0 heads 0, 1; layer 1 head 3"."""
+    layers = sorted({layer for layer, _ in pairs})
+    parts = []
+    for layer in layers:
+        hs = [str(h) for lay, h in pairs if lay == layer]
+        parts.append(f"layer {layer} head{'s' if len(hs) > 1 else ''} {', '.join(hs)}")
+    return "; ".join(parts)
 
-    Rules: the row "reads" the adjective in a layer when its head-average weight there is >= READS (0.5),
-    else the notice gives the weight and says the row reads it only weakly; a layer is "needed" only when the
-    greedy translation without that layer's encoder-decoder attention loses the pronoun (it flips or
-    disappears); a probability change without a flip is reported as a change, not as a cause."""
+
+def _off(o, d: Decision, p: float, what: str) -> str:
+    """One switch-off run in words: what the model writes, and the other words that changed."""
+    q = o.p_il if d.pronoun == "il" else o.p_elle
+    if o.pronoun != d.pronoun:
+        out = f"{what}: “{o.pronoun or 'neither il nor elle'}” instead (p({d.pronoun}) {p:.2f} → {q:.2f})"
+    else:
+        out = f"{what}: still “{d.pronoun}” (p {p:.2f} → {q:.2f})"
+    if o.changed:
+        shown = ", ".join(f"“{w}”" for w in o.changed[:4]) + (f" and {len(o.changed) - 4} more" if len(o.changed) > 4
+                                                              else "")
+        out += f", and other words change too ({shown})"
+    return out
+
+
+def decision_notice(d: Decision) -> str:
+    """The row that writes the pronoun, what it reads, and the switch-off runs, stated as what the model wrote.
+
+    Rules: the row "reads" the adjective in a layer when its head-average weight there is >= READS (0.5), else the
+    notice gives the weight and says the row reads it only weakly; every head whose row gives the adjective
+    >= READS is named, and the run with all of them off is reported; a run's pronoun is "still" the same or
+    "instead" another, and "other words change too" only when other words of the greedy translation changed.
+    No causal verdict: switching a whole layer off changes more than the pronoun (the tracing says where the
+    adjective's evidence goes, explain/pronoun.py). (While a lesson plan hides a decoder head, ui.attention_steps
+    shows no such notice at all.)"""
     L = d.reading_layer
     avg = d.average(L)
-    heads = ", ".join(f"{w:.2f}" for w in d.reads[L])
-    reads = (f"reads “{d.adjective}” with {avg:.2f} on average in decoder layer {L} (heads: {heads})" if avg >= READS
-             else f"reads “{d.adjective}” only weakly: {avg:.2f} on average at most, in decoder layer {L} "
-                  f"(heads: {heads})")
+    heads = "heads: " + ", ".join(f"{w:.2f}" for w in d.reads[L])
+    reads = (f"reads “{d.adjective}” with {avg:.2f} on average in decoder layer {L} ({heads})" if avg >= READS
+             else f"reads “{d.adjective}” only weakly: {avg:.2f} on average at most, in decoder layer {L} ({heads})")
     p = d.p_il if d.pronoun == "il" else d.p_elle
-    parts = []
-    for o in d.off:
-        q = o.p_il if d.pronoun == "il" else o.p_elle
-        if o.pronoun != d.pronoun:
-            parts.append(f"without layer {o.layer}'s encoder-decoder attention the model writes "
-                         f"“{o.pronoun or 'neither il nor elle'}” instead (p({d.pronoun}) {p:.2f} → {q:.2f})")
-        else:
-            parts.append(f"without layer {o.layer}'s it still writes “{d.pronoun}” (p {p:.2f} → {q:.2f})")
-    verdict = ("so the pronoun depends on layer " + " and ".join(str(x) for x in d.needed) + "'s reading of the source"
-               if d.needed else "so no single layer's encoder-decoder attention is needed for it")
-    return (f"The decoder row that writes “{d.pronoun}” (input “{d.row_input.split(' ', 1)[-1]}”, p = {p:.2f}) "
-            f"{reads}. Switched off: " + "; ".join(parts) + f": {verdict}.")
+    out = f"The decoder row that writes “{d.pronoun}” (input “{d.row_input.split(' ', 1)[-1]}”, p = {p:.2f}) {reads}."
+    if d.readers_off is not None:
+        out += (f" Heads whose row gives “{d.adjective}” {READS:g} or more: {_heads(d.readers)}. "
+                + _off(d.readers_off, d, p, "All of them switched off at once") + ".")
+        if d.readers_off.pronoun == d.pronoun:
+            out += " A large weight shows where a row reads, not what writes the pronoun."
+    out += " Each decoder layer's encoder-decoder attention switched off: " + "; ".join(
+        _off(o, d, p, f"without layer {o.layer}'s") for o in d.off) + "."
+    if any(o.changed for o in d.off if o.pronoun != d.pronoun):
+        out += " A whole layer off changes more than the pronoun, so it says little about the pronoun alone."
+    return out
 
 
 def coref_table(rows: np.ndarray, row_labels: list[str], key_labels: list[str], tokens: list[str] | tuple[str, ...],

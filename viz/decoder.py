@@ -174,10 +174,13 @@ WHO_LOOKS_WHERE = pd.DataFrame({
 
 # --- Encoder-decoder attention -------------------------------------------------------------------
 
-def cross_attention(trace: Trace, layer: int, head: int | None = None) -> Tensor:
-    """[Tt, Ts] weights of decoder layer `layer`'s encoder-decoder attention; head=None: average of the heads."""
+def cross_attention(trace: Trace, layer: int, head: int | None = None, skip: int | None = None) -> Tensor:
+    """[Tt, Ts] weights of decoder layer `layer`'s encoder-decoder attention; head=None: average of the heads (but
+    head `skip`: a class's mystery head, hidden until its teacher reveals it)."""
     w = trace[f"dec.{layer}.cross_attn.weights"][0]  # [H, Tt, Ts]
-    return w.mean(0) if head is None else w[head]
+    if head is not None:
+        return w[head]
+    return w[[h for h in range(w.shape[0]) if h != skip]].mean(0)
 
 
 def head_weights(trace: Trace, module: str, head: int) -> Tensor:

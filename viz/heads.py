@@ -25,22 +25,30 @@ from viz.heatmap import as_array, heatmap
 OFF_OPACITY = 0.3  # a switched-off head is drawn faded
 
 
+MAX_GRID_LABELS = 30  # a grid's words are written up to this many rows (a 20-word French row was left unnamed)
+
+
 def head_figure(weights, x_labels: list[str], y_labels: list[str], head: int, off: bool,
-                height: int | None = None, row_labels: bool = True) -> go.Figure:
+                height: int | None = None, row_labels: bool = True, mark_row: int | None = None) -> go.Figure:
     """A small attention-weights heatmap for one head; faded and titled "(off)" when switched off. In a row of
     heads only the first writes the query words (`row_labels`): the others give their room to the cells (the
-    rows are the same words in the same order, and hovering a cell still names its query)."""
+    rows are the same words in the same order, and hovering a cell still names its query). `mark_row`: a row
+    outlined on every head (the row a question asks about)."""
     title = f"head {head} (off)" if off else f"head {head}"
+    height = max(height or 0, 90 + 16 * len(y_labels)) if height else None  # at least 16 px a row
     fig = heatmap(weights, x_labels, y_labels, "weights", title=title, x_title="key",
                   y_title="query" if row_labels else None, height=height)
+    if mark_row is not None:
+        fig.add_shape(type="rect", xref="x", yref="y", x0=-0.5, x1=len(x_labels) - 0.5, y0=mark_row - 0.5,
+                      y1=mark_row + 0.5, line={"color": "#d62728", "width": 3})
     fig.update_traces(showscale=False, texttemplate=None)
     if off:
         fig.update_traces(opacity=OFF_OPACITY)
         fig.add_annotation(text="switched off: z = 0", xref="paper", yref="paper", x=0.5, y=0.5,
                            showarrow=False, font={"size": 16, "color": "#b71c1c"}, bgcolor="rgba(255,255,255,0.8)")
     # (a grid's figure is narrow: its key words stand upright, else they overlap one another)
-    fig.update_layout(xaxis={"showticklabels": len(x_labels) <= 14, "tickangle": -90},
-                      yaxis={"showticklabels": row_labels and len(y_labels) <= 14})
+    fig.update_layout(xaxis={"showticklabels": len(x_labels) <= MAX_GRID_LABELS, "tickangle": -90},
+                      yaxis={"showticklabels": row_labels and len(y_labels) <= MAX_GRID_LABELS})
     return fig
 
 

@@ -44,6 +44,7 @@ SCALES: dict[str, dict] = {
     "mask": {"colorscale": [[0.0, "#9e9e9e"], [1.0, "#ffffff"]], "zmin": 0.0, "zmax": 1.0},  # -inf grey, 0 white
     "encoding": {"colorscale": "RdBu_r", "zmin": -1.0, "zmax": 1.0},  # sin/cos positional encoding
     "activations": {"colorscale": "PuOr_r", "zmid": 0.0},  # embeddings, q/k/v, hidden states
+    "share": {"colorscale": "RdBu_r", "zmin": -1.0, "zmax": 1.0},  # causal tracing: share restored / lost, 1 = all
 }
 
 FLAT_ROOM = 220  # px: column words lie flat only when all of them fit side by side in this (a half column's plot)

@@ -51,20 +51,26 @@ PARK_NOTE = 0.1  # z's notice explains parking when <eos> is among its 3 largest
 # --- 0. why a Transformer -----------------------------------------------------------------------------
 
 def notice_why(x: LT.Sequential) -> str:
-    """Steps that wait for each other on this sentence. No judging words: three counts and one path length."""
-    return (f"On this sentence ({x.m} English tokens with <eos>, {x.t} French tokens with <eos>) a recurrent "
-            f"encoder-decoder takes {x.rnn} steps one after the other ({x.m} to read, {x.t} to write); the Transformer "
-            f"takes {x.translating} to translate (the encoder reads all {x.m} tokens in one step) and trains on the "
-            f"pair in one pass. In the recurrent encoder the first word reaches the last through {x.rnn_path} steps; "
-            "in self-attention every word reads every other word directly, in one step.")
+    """Steps that wait for each other on this sentence. No judging words: three counts and one path length. Step 1
+    comes before the words it would need (tokens, <eos>, encoder, decoder, self-attention are defined in steps 2 and
+    6): it speaks of words, an end mark and attention only."""
+    return (f"On this sentence ({x.m - 1} English words and an end mark, {x.t - 1} French words and an end mark) a "
+            f"recurrent translator takes {x.rnn} steps one after the other ({x.m} to read, {x.t} to write); the "
+            f"Transformer takes {x.translating} to translate (it reads all {x.m} in one step) and "
+            f"{x.training} to train on the pair (reading, then writing, each over every word at once, whatever the "
+            f"length). In the recurrent translator the first word reaches the last through {x.rnn_path} steps; with "
+            "attention every word reads every other word directly, in one step.")
+
+
+TRAINING_LABEL = "Transformer, training: 2 stages, whatever the length"
 
 
 def _why(c: Context) -> View:
     x = LT.sequential(c.a)
-    labels = ["recurrent (RNN), translating", "Transformer, translating", "Transformer, training"]
-    fig = bars(labels, [x.rnn, x.translating, 1], "steps that must wait for each other, on this sentence", "steps",
-               GREY, highlight=1, digits=0)
-    tab = pd.DataFrame({"model": labels, "sequential steps": [x.rnn, x.translating, 1]})
+    labels = ["recurrent (RNN), translating", "Transformer, translating", TRAINING_LABEL]
+    fig = bars(labels, [x.rnn, x.translating, x.training], "steps that must wait for each other, on this sentence",
+               "steps", GREY, highlight=1, digits=0)
+    tab = pd.DataFrame({"model": labels, "sequential steps": [x.rnn, x.translating, x.training]})
     return View(fig, notice_why(x), tab,
                 textbook="The paper's Table 1: a recurrent layer needs O(n) sequential operations and a path of "
                          "length O(n) between two words; self-attention O(1) and O(1).")

@@ -37,12 +37,13 @@ class Context:
     src_vocab: int  # size of the English vocabulary
     model: Any = None  # the Transformer (read-only: its W^Q for the x·W^Q step); None: that product is not shown
     meta: dict | None = None  # the checkpoint's record (how it was trained), for the training steps
-    decide: Callable[[str], Any] | None = None  # text -> model.coref.Decision | None (the app caches it)
+    decide: Callable[[str], Any] | None = None  # text -> explain.pronoun.Story | None (the app caches it)
+    hidden: tuple[str, int] | None = None  # a lesson plan's mystery head (module, head): never named or drawn
 
 
 def context(a: Analysis, itos: list[str], src_vocab: int, model: Any = None, meta: dict | None = None,
-            decide: Callable[[str], Any] | None = None) -> Context:
-    return Context(a, L.focus(a), list(itos), src_vocab, model, meta, decide)
+            decide: Callable[[str], Any] | None = None, hidden: tuple[str, int] | None = None) -> Context:
+    return Context(a, L.focus(a), list(itos), src_vocab, model, meta, decide, hidden)
 
 
 PARKING_WHY = ("A head with nothing useful to read for a word parks its weight on <eos>: that token is in every "

@@ -1,6 +1,7 @@
 """The guided lesson's decoder-side steps: the decoder's input, masked self-attention, encoder-decoder
-attention, who decides il / elle, the output and decoding, and training. Each `notice_*` states numbers
-computed from the tensors its figure draws, and writes down the rule behind every judging word it uses."""
+attention, where il / elle gets the adjective's evidence (traced), the output and decoding, and training. Each
+`notice_*` states numbers computed from the tensors its figure draws, and writes down the rule behind every judging
+word it uses."""
 
 from __future__ import annotations
 
@@ -9,15 +10,16 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from explain.pronoun import Story
 from model import lesson as L
 from model import lesson_training as LT
 from model import paper
 from model.coref import EncoderLinks, coref_parts, encoder_links, partner
 from model.examples import COREFERENCE
 from model.pipeline import Analysis
-from viz.coref import decision_figure, decision_notice
 from viz.heatmap import as_array, count, heatmap, table
 from viz.lesson_base import GREEN, GREY, PARKING_WHY, Context, View, bars, layout, plain_table, q, word
+from viz.pronoun import story_figure, story_notice, story_table
 
 # --- 15. decoder input, 16. masked self-attention, 17. cross-attention ---------------------------------
 
@@ -93,21 +95,24 @@ def _cross(c: Context) -> View:
     return View(fig, notice_cross(L.cross(a, c.f), a.src_labels, a.next_labels), table(w, a.src_labels, ylabels))
 
 
-# --- who decides il or elle ------------------------------------------------------------------------------
+# --- il or elle: where the adjective's evidence goes ---------------------------------------------------------
 
-def notice_coref(decisions: list, links: EncoderLinks | None, own: bool, noun: str | None = None) -> str:
-    """The encoder heads first (rule: "links" only at LINK and twice the other noun, `EncoderLinks.links`), then
-    the decoder row that writes the pronoun and the experiment (rules of `viz.coref.decision_notice`)."""
-    head = ("" if own else "Your sentence has no “it” to resolve, so this step follows the coreference example "
-            "instead. ")
+def notice_coref(story: Story | None, links: EncoderLinks | None, own: bool, noun: str | None = None,
+                 before: str = "", hidden: tuple[str, int] | None = None) -> str:
+    """The encoder heads' weights first (rule: "links" only at LINK and twice the other noun, `EncoderLinks.links`),
+    then what tracing the pair measured (rules of `viz.pronoun.story_notice`: "carries", "needed", "decides",
+    each from a patch or a hidden word, never from a weight). `before`: the same-gender sentence of the reader's
+    own sentence, when the step follows the coreference example instead."""
+    head = before + ("" if own else "Your sentence has no “it” to resolve, so this step follows the coreference "
+                                    "example instead. ")
     if links is not None and noun:
         L_, H_ = links.referent_head
         head += (f"In the encoder, layer {L_} head {H_} links “it” to “{noun}” ({links.referent:.2f}). " if links.links
-                 else f"No encoder head links “it” to “{noun}”: the most any head gives it is {links.referent:.2f} "
-                      f"(the other noun gets up to {links.other_max:.2f}). ")
-    if not decisions:
+                 else f"By the weights, no encoder head links “it” to “{noun}”: the most any head gives it is "
+                      f"{links.referent:.2f} (the other noun gets up to {links.other_max:.2f}). ")
+    if story is None:
         return head + "The model writes neither il nor elle here, so there is no pronoun to follow."
-    return head + " ".join(decision_notice(d) for d in decisions)
+    return head + story_notice(story, hidden)
 
 
 def _coref(c: Context) -> View:
@@ -115,17 +120,22 @@ def _coref(c: Context) -> View:
     parts = coref_parts(a.prepared.tokens)
     own = parts is not None
     text = " ".join(a.prepared.tokens) if own else COREFERENCE
-    texts = [t for t in (text, partner(text)) if t]
-    decisions = [d for d in (c.decide(t) for t in texts) if d is not None] if c.decide else []
+    story = c.decide(text) if c.decide else None
+    before = ""
+    if story is not None and story.same_pronoun:  # the adjective cannot change this pronoun: follow the example
+        before = story_notice(story) + " This step follows the coreference example instead. "
+        story, own = (c.decide(COREFERENCE) if c.decide else None), False
     links = encoder_links(a.trace, L.n_layers(a, "enc"), parts) if own else None
     noun = word(a.src_labels[parts.referent]) if own else None
-    fig = decision_figure(decisions) if decisions else plain_table({"sentence": texts})
-    tab = pd.DataFrame([{"sentence": d.text, "pronoun": d.pronoun, "p as trained": max(d.p_il, d.p_elle),
-                         **{f"layer {o.layer} off: translation": o.translation for o in d.off}} for d in decisions])
-    return View(fig, notice_coref(decisions, links, own, noun), tab,
-                textbook="The Illustrated Transformer shows one encoder head linking “it” to “animal”. Every encoder "
-                         "head of this model is measured on the self-attention page (In depth); the experiment "
-                         "above tests the decoder's encoder-decoder attention.")
+    if story is not None and story.tracing is not None:
+        fig, tab = story_figure(story, c.hidden), story_table(story, c.hidden)
+    else:
+        fig = plain_table({"sentence": [text, partner(text) or ""]})
+        tab = pd.DataFrame({"sentence": [text]})
+    return View(fig, notice_coref(story, links, own, noun, before, c.hidden), tab,
+                textbook="The Illustrated Transformer shows one encoder head linking “it” to “animal”: a weight. "
+                         "The bars above are interventions: each is a run of the model with one part of the other "
+                         "sentence's run put back, or with the adjective hidden.")
 
 
 # --- 18. output, 19. chosen word, 20. next step, 21. finished -----------------------------------------------

@@ -132,3 +132,20 @@ def reserve(fig: go.Figure, scale: float = 1.0) -> go.Figure:
     fig.update_layout(margin={side: math.ceil(max(getattr(m, side) or 0, need + SAFETY))
                               for side, need in (("l", left), ("r", right), ("t", top), ("b", BOTTOM * scale))})
     return fig
+
+
+ROW_PX = 22.0  # the least height of one row of a heatmap, at the theme's size (more in presenter mode)
+
+
+def fit_rows(fig: go.Figure, scale: float = 1.0) -> go.Figure:
+    """A heatmap whose margins are reserved (`reserve`) gets at least `ROW_PX` (times `scale`) per row between them:
+    a fixed height minus the margins of larger labels (presenter mode) once left a 4-row mask 55 px tall. In
+    place; other figures unchanged."""
+    lay = fig.layout
+    if not fig.data or any(t.type != "heatmap" for t in fig.data) or lay.margin.t is None or lay.margin.b is None:
+        return fig
+    rows = len(fig.data[0].y) if fig.data[0].y is not None else len(fig.data[0].z or ())
+    need = math.ceil(lay.margin.t + lay.margin.b + rows * ROW_PX * scale)
+    if (lay.height or 450) < need:
+        fig.update_layout(height=need)
+    return fig

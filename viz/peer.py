@@ -8,9 +8,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
-from viz.heatmap import SCALES, x_angle
+from viz.heatmap import SCALES
 
 FIRST, SECOND, RIGHT = "#9ecae1", "#08519c", "#2ca02c"
 HIDDEN, ROW = "#f2f2f2", "#deebf7"
@@ -47,56 +46,66 @@ def _cells(rows: Sequence[str], cols: Sequence[str]) -> tuple[list[str], list[st
     return xs, ys, ids
 
 
+POINT = 8  # px: the selectable point at each cell's centre (a tap selects the nearest centre: the cell tapped)
+ASKED = "#08519c"  # the asked row's frame
+
+
 def click_grid(rows: Sequence[str], cols: Sequence[str], row: int | None, mine: int | None) -> go.Figure:
-    """The grid a student clicks: the tensor's axes with its values hidden, the asked row shaded, the student's
-    own cell marked. Every cell is a point (a selectable marker): a click selects it."""
+    """The grid a student clicks: the tensor's axes with its values hidden, the asked row shaded and framed, the
+    student's own cell marked. Every cell is a small point at its centre (a selectable marker): a click or a tap
+    selects the nearest centre, the cell under the finger (markers as wide as a desktop's cell overlapped on a
+    phone, and the first of them won: walk finding D2). The student's cell and the frame are shapes: nothing to
+    select. Column words stand upright past six columns, so they never overlap on a phone (D36)."""
     z = [[1.0 if r == row else 0.0 for _ in cols] for r in range(len(rows))]
-    size = max(14, min(44, 520 // max(len(cols), 1)))
     fig = go.Figure(go.Heatmap(z=z, x=list(cols), y=list(rows), colorscale=[[0, HIDDEN], [1, ROW]], zmin=0, zmax=1,
                                showscale=False, xgap=2, ygap=2, hoverinfo="skip"))
     xs, ys, ids = _cells(rows, cols)
     fig.add_scatter(x=xs, y=ys, customdata=ids, mode="markers", name="cells",
-                    marker={"symbol": "square", "size": size, "color": "#1f77b4", "opacity": 0.02},
+                    marker={"symbol": "square", "size": POINT, "color": "#1f77b4", "opacity": 0.02},
                     selected={"marker": {"opacity": 0.02}}, unselected={"marker": {"opacity": 0.02}},
                     hovertemplate="row %{y}<br>column %{x}<br>click to choose this cell<extra></extra>")
+    if row is not None:
+        fig.add_shape(type="rect", xref="x", yref="y", x0=-0.5, x1=len(cols) - 0.5, y0=row - 0.5, y1=row + 0.5,
+                      line={"color": ASKED, "width": 3})
     if mine is not None:
         r, c = divmod(mine, len(cols))
-        fig.add_scatter(x=[cols[c]], y=[rows[r]], mode="markers+text", text=["you"], textposition="middle center",
-                        textfont={"color": "white", "size": 12}, name="your cell", hoverinfo="skip",
-                        marker={"symbol": "square", "size": size, "color": SECOND})
-    fig.update_layout(height=max(260, min(640, 80 + size * len(rows))), showlegend=False,
+        fig.add_shape(type="rect", xref="x", yref="y", x0=c - 0.45, x1=c + 0.45, y0=r - 0.45, y1=r + 0.45,
+                      fillcolor=SECOND, line={"width": 0}, layer="above")
+        fig.add_annotation(x=cols[c], y=rows[r], text="you", showarrow=False, font={"color": "white", "size": 12})
+    fig.update_layout(height=max(260, min(640, 80 + 34 * len(rows))), showlegend=False,
                       margin={"l": 10, "r": 10, "t": 10, "b": 10}, plot_bgcolor="white", dragmode=False,
-                      xaxis={"side": "top", "type": "category", "tickangle": x_angle(cols),
+                      hoverdistance=40,
+                      xaxis={"side": "top", "type": "category", "tickangle": -90 if len(cols) > 6 else 0,
                              "fixedrange": True},
                       yaxis={"autorange": "reversed", "type": "category", "fixedrange": True})
     return fig
 
 
-def clicks_and_weights(rows: Sequence[str], cols: Sequence[str], clicks: Sequence[int],
-                       weights: Sequence[Sequence[float]] | None, answer: int | None) -> go.Figure:
-    """The class's clicks (how many chose each cell) beside the model's real weights, the model's cell marked
-    on both."""
-    n = len(cols)
-    panels = 2 if weights is not None else 1
-    fig = make_subplots(rows=1, cols=panels, horizontal_spacing=0.12,
-                        subplot_titles=["The class's clicks", "The model's weights"][:panels])
-    counts = [[clicks[r * n + c] for c in range(n)] for r in range(len(rows))]
-    fig.add_heatmap(z=counts, x=list(cols), y=list(rows), colorscale="Oranges", zmin=0, showscale=False, xgap=1,
-                    ygap=1, text=[[str(v) if v else "" for v in row] for row in counts], texttemplate="%{text}",
-                    hovertemplate="row %{y}<br>column %{x}<br>clicks: %{z}<extra></extra>", row=1, col=1)
-    if weights is not None:
-        fig.add_heatmap(z=[list(r) for r in weights], x=list(cols), y=list(rows), showscale=False, xgap=1, ygap=1,
-                        hovertemplate="row %{y}<br>column %{x}<br>weight: %{z:.3f}<extra></extra>",
-                        row=1, col=2, **SCALES["weights"])
+def _grid(z, rows: Sequence[str], cols: Sequence[str], answer: int | None, title: str, **trace) -> go.Figure:
+    fig = go.Figure(go.Heatmap(z=z, x=list(cols), y=list(rows), showscale=False, xgap=1, ygap=1, **trace))
     if answer is not None:
-        r, c = divmod(answer, n)
-        for k in range(1, panels + 1):
-            fig.add_scatter(x=[cols[c]], y=[rows[r]], mode="markers", hoverinfo="skip", showlegend=False,
-                            marker={"symbol": "square-open", "size": 26, "color": RIGHT, "line": {"width": 3}},
-                            row=1, col=k)
-    fig.update_layout(height=max(300, min(660, 110 + 30 * len(rows))), margin={"l": 10, "r": 10, "t": 60, "b": 10},
-                      plot_bgcolor="white")
-    fig.update_annotations(yshift=12)  # the panels' titles clear of their grids
-    fig.update_xaxes(type="category", side="bottom", tickangle=-45 if n > 6 else 0)
-    fig.update_yaxes(type="category", autorange="reversed")
+        r, c = divmod(answer, len(cols))
+        fig.add_shape(type="rect", xref="x", yref="y", x0=c - 0.5, x1=c + 0.5, y0=r - 0.5, y1=r + 0.5,
+                      line={"color": RIGHT, "width": 3})
+    fig.update_layout(title={"text": title}, height=max(300, min(660, 110 + 30 * len(rows))),
+                      margin={"l": 10, "r": 10, "t": 50, "b": 10}, plot_bgcolor="white",
+                      xaxis={"type": "category", "side": "bottom", "tickangle": -90 if len(cols) > 6 else 0},
+                      yaxis={"type": "category", "autorange": "reversed"})
     return fig
+
+
+def clicks_figure(rows: Sequence[str], cols: Sequence[str], clicks: Sequence[int], answer: int | None) -> go.Figure:
+    """The class's clicks: how many chose each cell (the model's cell framed once revealed)."""
+    n = len(cols)
+    counts = [[clicks[r * n + c] for c in range(n)] for r in range(len(rows))]
+    return _grid(counts, rows, cols, answer, "The class's clicks", colorscale="Oranges", zmin=0,
+                 text=[[str(v) if v else "" for v in row] for row in counts], texttemplate="%{text}",
+                 hovertemplate="row %{y}<br>column %{x}<br>clicks: %{z}<extra></extra>")
+
+
+def weights_figure(rows: Sequence[str], cols: Sequence[str], weights: Sequence[Sequence[float]],
+                   answer: int | None) -> go.Figure:
+    """The model's real weights, its cell framed. A figure of its own beside the clicks (two columns: a phone
+    stacks them, where two panels in one figure were squeezed and their titles clipped: D35)."""
+    return _grid([list(r) for r in weights], rows, cols, answer, "The model's weights",
+                 hovertemplate="row %{y}<br>column %{x}<br>weight: %{z:.3f}<extra></extra>", **SCALES["weights"])

@@ -320,13 +320,25 @@ def length_figure(data: dict) -> go.Figure:
     return fig
 
 
+def right(row: dict, model: str) -> int:
+    """Sentences of a bucket the model got exactly right (its share times the bucket's count, rounded)."""
+    return round(row[model] * row["n"])
+
+
 def length_notice(data: dict) -> str:
+    """The largest gap between the two models, as counts of sentences (a gap of one sentence is one sentence)."""
     rows = data["accuracy_by_length"]["rows"]
     worst = min(rows, key=lambda r: r["rnn"] - r["transformer"])
     c = data["coref"]
-    return (f"Largest gap in the “{worst['bucket']}” bucket ({worst['n']} sentences): RNN {worst['rnn']:.1%}, "
-            f"Transformer {worst['transformer']:.1%}. il/elle on the {c['n']} coreference sentences: RNN "
-            f"{c['rnn']:.0%}, Transformer {c['transformer']:.0%}.")
+    n = sum(r["n"] for r in rows)
+    rnn, tf = (sum(right(r, m) for r in rows) for m in ("rnn", "transformer"))
+    gap = right(worst, "transformer") - right(worst, "rnn")
+    return (f"Largest gap in the “{worst['bucket']}” bucket: RNN right on {right(worst, 'rnn')} of {worst['n']} "
+            f"sentences ({worst['rnn']:.1%}), Transformer on {right(worst, 'transformer')} "
+            f"({worst['transformer']:.1%}): "
+            f"{gap} sentence{'s' if abs(gap) != 1 else ''} apart. Over all {n}: {rnn} against {tf}, "
+            f"{abs(tf - rnn)} apart. il/elle on the {c['n']} coreference sentences: RNN {c['rnn']:.0%}, Transformer "
+            f"{c['transformer']:.0%}.")
 
 
 def length_table(data: dict) -> pd.DataFrame:

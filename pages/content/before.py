@@ -81,8 +81,8 @@ DERIVATION = (
     "the masked self-attention over the French words so far): the lecture's Attn(X, X′) is W2's Attn(X₍₆₎, C)."
 )
 DERIVATION_LATEX = [
-    r"k_{:i} = W_K x_i,\quad v_{:i} = W_V x_i \quad (\text{encoder side}), \qquad q_{:j} = W_Q x'_j \quad "
-    r"(\text{decoder side})",
+    r"k_{:i} = W_K x_i + b_K,\quad v_{:i} = W_V x_i + b_V \quad (\text{encoder side}), \qquad "
+    r"q_{:j} = W_Q x'_j + b_Q \quad (\text{decoder side; the biases are this model's})",
     r"c_{:j} = V \cdot \operatorname{softmax}\!\big(K^\top q_{:j} / \sqrt{d_k}\big), \qquad "
     r"C = [\,c_{:1}, \dots, c_{:t}\,] = \operatorname{Attn}(X, X')",
 ]

@@ -8,8 +8,25 @@ INTRO = (
     "model's own answer."
 )
 TEACHER_KEY = (
-    "Paste this key on this page to take the class back after a reload, or if your connection moves to "
-    "another server. Keep it private: anyone who has it can lead the class. It is not in the join link or the QR code."
+    "Your teacher key. This browser stays the class's teacher after a reload by itself; on another browser or "
+    "device, paste the key on this page to take the class back (or open its console). Keep it private: anyone "
+    "who has it can lead the class. It is not in the join link or the QR code."
+)
+CONSOLE = (
+    "The console: open this link (or scan its code) on your phone or a second laptop, away from the projector. "
+    "It shows the votes of both rounds and the suggested next move as they come in, who follows and who does not, "
+    "the snapshots and the board, and it has the plan's Back / Next and pause; it never changes what the projector "
+    "shows unless you press one of those. The link holds your teacher key: do not project it."
+)
+CONSOLE_HERE = (
+    "This device is your console: the projector shows the class. Back / Next, a question's moves and “Project "
+    "this” here move the projector and the class; nothing else you do on this device reaches them."
+)
+LOOPBACK = (
+    "Students' phones cannot open this link: it names this computer by a loopback address (localhost or "
+    "127.0.0.1), which on every other device means that device itself. Open the app by this computer's network "
+    "address instead (for example http://192.168.1.20:8501, started with `--server.address 0.0.0.0`: see the "
+    "teachers' quick start in the README), and the link and QR code follow."
 )
 PRIVATE = ("Your own sentence and your own trained model stay yours: while you explore, nothing you do reaches "
            "the teacher or the other students.")
@@ -22,7 +39,7 @@ KINDS = {
     "attention": "Which word does a word attend to most in one head (encoder layer and head below)?",
     "next_word": "Given the first words of the translation, which word does the decoder pick next?",
     "head_off": "Does switching one more head off change the translation?",
-    "no_mask": "Does the model trained without the look-ahead mask translate this sentence correctly?",
+    "no_mask": "Does the model trained without the look-ahead mask give the same translation as the shipped model?",
 }
 MORE_KINDS = {
     "click": "Click the tensor: which cell of one head's attention weights is largest in a word's row?",

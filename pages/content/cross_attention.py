@@ -39,4 +39,10 @@ PADDING_CAPTION = (
 )
 WHO = "The three kinds of attention in the Transformer:"
 OUTRO = ("After the last block, a linear layer and a softmax turn each decoder position into a probability for every "
-         "word of the target vocabulary.")
+         "word of the target vocabulary. In the lecture's letters (W2), one decoder block, its three sublayers "
+         "(masked self-attention, this encoder-decoder attention, the dense feed-forward net) together, maps "
+         "(X̃, X′) to H: X̃ the encoder's output (`enc.out`), X′ the block's input (the French words so far, or the "
+         "block below), H its output (`dec.{i}.add_norm3.out`).\n\n"
+         "The paper's own code was released in Google Brain's Tensor2Tensor library (T2T); the lecture notes (DD) "
+         "point to its notebook, hello_t2t.ipynb (github.com/tensorflow/tensor2tensor, "
+         "tensor2tensor/notebooks), for a trained Transformer at full size.")

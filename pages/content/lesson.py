@@ -113,11 +113,16 @@ TEXT: dict[str, str] = {
         "an experiment."),
     "coref": (
         "In “the animal didn't cross the street because it was too tired”, *it* is the animal; with “too wide” "
-        "it is the street. French must choose **il** or **elle** by the gender of that noun, so the model has to "
-        "use the adjective. The Illustrated Transformer pictures an encoder head linking *it* to the noun. Here "
-        "we follow the decoder position that writes the pronoun (its input is *qu'*): where its encoder-decoder "
-        "attention reads, and what happens to the pronoun when each decoder layer's encoder-decoder attention is "
-        "switched off and the model runs again. This step follows that position, not the one of the last steps."),
+        "it is the street. French must choose **il** or **elle** by the gender of that noun. The Illustrated "
+        "Transformer pictures an encoder head linking *it* to the noun: a weight. Step {step_cross} said a weight "
+        "shows where a row reads, not what the model needs, so here we **intervene** instead. Run the “wide” "
+        "sentence, put back one vector of the “tired” run (one word's vector in the encoder, the decoder's vector "
+        "at the pronoun after one sublayer, the output of encoder-decoder heads) and see how much of il comes back; "
+        "then run “tired” with the adjective hidden from a layer and see how much of il goes. **Question for the "
+        "class** (predict before you look at the bars): put back the encoder's vector of one English word from the "
+        "“tired” run into the “wide” run: which word brings il back, *animal*, *street*, *it* or *tired*? The top "
+        "bars answer it. Where both "
+        "nouns have the same gender (the dog, the bridge), the adjective cannot change the pronoun."),
     "output": (
         "Back to the position followed in steps {step_masked} and {step_cross}. After {n_dec} decoder layers, "
         "each position has a vector of {d_model} numbers. A final linear layer "

@@ -32,7 +32,9 @@ def concat_latex(n_heads: int, T: int, d_k: int, d_model: int) -> str:
 
 
 SWITCH_OFF = ("Untick a head above (or pick heads in the sidebar) and compare the model with and without it. "
-              "A head that is off still computes its weights, but its z is set to 0.")
+              "A head that is off still computes its weights, but its z is set to 0. That is blunt: a head that brings "
+              "nothing is not the same as a head that brings another sentence's evidence. Page *Causal tracing* puts "
+              "back one head's output from another run instead, and measures how much of a word comes back.")
 ALL_ON = "All heads are on: before and after are the same model. Untick a head above to see its effect."
 GREEDY_CAPTION = "Probability the model gave each token when it chose it (each model decoding on its own)."
 

@@ -45,7 +45,8 @@ def shapes_latex(T: int, d_k: int) -> str:
 UNSCALED = "Scaling is switched off: “scaled” below equals the raw scores."
 
 COLUMN_FORM = ("**The same layer in the lecture's column form** (Shusen Wang's notes write vectors as columns: "
-               "q_:j = W_Q x_j, k_:i = W_K x_i, v_:i = W_V x_i, the transpose of the rows above). Each word j gets "
+               "q_:j = W_Q x_j + b_Q, k_:i = W_K x_i + b_K, v_:i = W_V x_i + b_V in this model, whose projections "
+               "have a bias; the lecture writes them without. The transpose of the rows above). Each word j gets "
                "its own column of weights and its own context vector, computed from K, V and its query alone; with "
                "X′ = X this is the formula of encoder-decoder attention (page *Before the Transformer*) used for "
                "self-attention. This model also divides by √d_k, which the lecture's form leaves out.")
@@ -81,25 +82,35 @@ NO_IT = "This model's vocabulary splits the sentence differently: no “it” to
 
 def focus(layer: int, head: int, referent: str, other: str, adjective: str, weight: float, other_weight: float) -> str:
     """Why the layer and head pickers opened where they did, on the coreference sentence (this page and the
-    multi-head page). "Links" only at LINK (0.5) or more and twice the other noun's weight (model/coref.py)."""
+    multi-head page). "Links" only at LINK (0.5) or more and twice the other noun's weight (model/coref.py); the
+    head is the one that gives the referent the most among the heads that give it more than the other noun
+    (`viz.coref.coref_focus`), and the sentence says so (another head may give the referent more, and the other
+    noun more still)."""
     opened = f"On this sentence the page opens on **layer {layer}, head {head}**, chosen from the weights"
     if weight >= LINK and weight >= 2 * other_weight:
         return (f"{opened}: it links “it” to “{referent}” ({weight:.2f}, against {other_weight:.2f} for “{other}”). "
-                f"“{adjective}” makes “it” the {referent}, the noun that decides il or elle.")
-    return (f"{opened}: of the heads, it gives “{referent}” the most, {weight:.2f}, against {other_weight:.2f} for "
-            f"“{other}”: **no real preference**. No encoder head of this model picks out the noun “{adjective}” "
-            "points to; the pronoun is decided later, where the decoder reads the adjective (section *Where il or "
-            "elle is decided* below).")
+                "A weight shows where “it” reads; what the pronoun needs is measured by tracing (page *Causal "
+                "tracing*, and the last section of the self-attention page).")
+    return (f"{opened}: of the heads that give “{referent}” more than “{other}”, it gives “{referent}” the most, "
+            f"{weight:.2f}, against {other_weight:.2f} for “{other}”. Both weights are small: by the weights, no "
+            f"encoder head of this model picks out the noun “{adjective}” points to. Where “{adjective}” reaches the "
+            "pronoun is measured by tracing (page *Causal tracing*, and the last section of the self-attention page).")
 
 
-DECISION = ("**Where il or elle is decided.** The decoder writes the pronoun at the position whose input is "
-            "*qu'*. Its encoder-decoder attention row reads the source; the experiment below switches each decoder "
-            "layer's encoder-decoder attention off (all its heads) and runs the model again. A weight shows where "
-            "a row reads; only the experiment shows what the pronoun depends on.")
+DECISION = ("A weight shows where a row reads, not what the pronoun needs. So we intervene: run the other sentence "
+            "(“…too wide” for “…too tired”), put back one vector of this sentence's run, and see how much of the "
+            "pronoun comes back; or hide the adjective from one attention layer (its weight 0, rows renormalised) "
+            "and see how much goes. Each bar is one such run "
+            "(page *Causal tracing* shows every layer and position, and any pair you type). **Question for the "
+            "class** (predict before you look): which English word's encoder vector, put back, brings the pronoun "
+            "back: the animal, the street, *it*, or the adjective?")
+BLUNT_TITLE = "The blunt experiment: switch off the heads that read the adjective, or a whole decoder layer"
+BLUNT = ("Every head whose row reads the adjective strongly, all at once, and each decoder layer's encoder-decoder "
+         "attention, switched off. A switched-off head brings nothing at all, which is not the same as bringing the "
+         "other sentence's evidence, and a whole layer off often changes other words too.")
 
 
 COREF_CAPTION = ("The translations (il / elle) show whether the model resolved *it*. A head with nothing useful to "
                  "read for *it* parks its weight on <eos> or punctuation. Attention need not point at the referent "
-                 "itself: a head may read the adjective (tired / wide) that decides it, and later layers "
-                 "mix what each word has gathered. A small model trained on a toy set need not do it the way a "
-                 "person would.")
+                 "itself: a head may read the adjective (tired / wide) instead, and later layers mix what each word "
+                 "has gathered. A small model trained on a toy set need not do it the way a person would.")

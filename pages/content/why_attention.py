@@ -1,6 +1,8 @@
 """The why-attention page's prose (pages/why_attention.py lays it out). Texts that state a number are functions
 of it."""
 
+from explain.seeds import chance_apart
+
 INTRO = (
     "Before the Transformer, most translation models read a sentence with a **recurrent network** (RNN, LSTM): one "
     "word after the other, each step waiting for the previous one. Attention was first added to RNNs to reach "
@@ -69,12 +71,15 @@ NO_ABLATIONS = ("The measured rows (assets/ablations.json) are not installed: `p
 
 
 def ablations_setup(meta: dict, n_rows: int) -> str:
-    b = meta["base"]
+    b, p = meta["base"], chance_apart(meta["seeds"])
     return (f"{n_rows} rows × {meta['seeds']} seeds, {meta['steps']} steps each. The base is the training page's "
             f"default: h = {b['n_heads']}, d_k = {b['d_model'] // b['n_heads']}, N = {b['n_layers']}, d_model = "
             f"{b['d_model']}, d_ff = {b['d_ff']}, dropout {b['dropout']:g}, label smoothing {b['label_smoothing']:g}; "
             f"held-out evaluation every {meta['eval_every']} steps; measured with `{meta['command']}` "
-            f"({meta['measured']}). A row *mattered* when none of its seeds overlaps the base's seeds.")
+            f"({meta['measured']}). A row lies *apart from the base* when none of its seeds overlaps the base's "
+            f"seeds; with {meta['seeds']} seeds a side a change that does nothing does so by chance {p:.2f} of the "
+            f"time per metric, so read one such row as a hint. Every verdict is at {meta['steps']} steps: "
+            "“worse” may mean slower.")
 
 
 def table3(citation: str, caption: str) -> str:

@@ -84,7 +84,7 @@ def test_two_students_follow_the_teacher(browser, app_url, app):
             expect(s.main.get_by_role("heading", name="The Transformer at a glance")).to_be_visible()
             assert f"class={code}" in s.page.url
         # the teacher's sidebar counts them as they join, with nothing clicked (its stream's `tally`)
-        expect(teacher.sidebar.get_by_text("2 students joined")).to_be_visible(timeout=FOLLOW_SECONDS * 1000)
+        expect(teacher.sidebar.get_by_text("2 students here")).to_be_visible(timeout=FOLLOW_SECONDS * 1000)
 
         # the teacher goes to the overview (in the app: the session stays the teacher's), types, switches
         teacher.act(lambda: teacher.sidebar.get_by_role("link", name="Overview", exact=True).click())

@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 from model import questions as Q
-from ui.classroom.session import ASKED, notify, ss, store, teacher_call
+from ui.classroom.session import ASKED, notify, ss, store
+from ui.classroom.teacher import teacher_call
 from ui.models import analysis, current_model, load_shipped
 from ui.state import interventions
 

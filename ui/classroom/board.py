@@ -34,11 +34,13 @@ from classroom import ClassStoreError
 from classroom import plans as P
 from model.checkpoint import Bundle
 from ui.classroom import session as cls
+from ui.classroom import teacher
 from ui.classroom.plans import leads, ss
 from ui.widgets import chart, matrix, md
 from viz.classroom import board_figure, board_notice, board_table
 
 RUN, SHARED, USED, SHARED_JOB = "_class_run", "_class_run_shared", "_class_model_used", "_class_model_job"
+RUN_HIDDEN = "_class_run_hidden"  # the teacher's finished run this student put away: (class, state, step, model)
 SHARE_SECONDS = 3.0  # the teacher's running job reaches the class at most this often (each share reruns its pages)
 
 
@@ -130,11 +132,11 @@ def share_run(view, job=None) -> None:
     if view.state != "running" and getattr(job, "result", None) is not None:
         from model.checkpoint import to_bytes
 
-        version = cls.teacher_call(cls.store().set_class_model, *to_bytes(job.result)) or 0
+        version = teacher.teacher_call(cls.store().set_class_model, *to_bytes(job.result)) or 0
         ss()[SHARED_JOB] = job.id if version else None
     run = {**_run_of(view), "state": view.state, "step": int(view.step), "total": int(view.tcfg.steps),
            "model": version, "attention": _attention_of(view)}
-    if cls.teacher_call(lambda c, k: cls.store().set_class_run(c, k, run)) is not None:
+    if teacher.teacher_call(lambda c, k: cls.store().set_class_run(c, k, run)) is not None:
         ss()[SHARED] = (now, view.state, view.step)
 
 
@@ -235,9 +237,14 @@ def class_run_panel() -> None:
             chart(figure, key="class_run_figure")
             attention_panel(run)
         return
+    which = (cls.code(), run["state"], run["step"], run["model"])
+    if ss().get(RUN_HIDDEN) == which:  # put away by this student
+        return
     with st.container(border=True, key="class_run_done"):
         st.markdown(f":material/model_training: **Your teacher's training run {run['state']} after {run['step']} "
                     f"steps** · {line}")
+        st.button("Put this away", key="class_run_hide", icon=":material/close:",
+                  on_click=lambda: ss().__setitem__(RUN_HIDDEN, which))
         if run["model"] and ss().get(USED) == (cls.code(), run["model"]) and ss().get("model") == "mine":
             st.caption("You explore this model: it is “My model” in your sidebar, on every page.")
         elif run["model"]:

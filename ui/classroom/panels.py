@@ -23,20 +23,25 @@ from streamlit.navigation.page import StreamlitPage
 
 from classroom import ClassSnapshot, ClassStoreError
 from ui import shell
-from ui.classroom import board, peer, plans, push
+from ui.classroom import board, peer, plans, push, roster
 from ui.classroom.session import (
     CLASS_PAGE,
+    CONSOLE,
     CONSOLE_TALLY,
+    ENDED,
     EVENTS,
     MAX_RERUNS,
     NOT_SHARED,
     NOTICE,
+    NUMBER,
     OWN_MODEL_STUDENT,
     PUBLISHED,
+    PUBLISHED_V,
     RERUNS,
     SHOWS,
     SNAP,
     STUDENT,
+    TEACHER_PAGE,
     TOUCH_SECONDS,
     TOUCHED,
     UNREACHABLE,
@@ -49,21 +54,20 @@ from ui.classroom.session import (
     join_from_link,
     notify,
     own_model_notice,
-    publish,
     role,
     set_following,
     ss,
     store,
-    teacher_call,
-    teacher_snapshot,
     write_url,
 )
+from ui.classroom.teacher import adopt, console_from_link, publish, restore_teacher, teacher_call, teacher_snapshot
 from ui.session_info import fair_share
 from ui.sidebar import settle_shared
 from ui.state import MODELS, interventions, sync_query_params
 from ui.widgets import md
 
-TALLY_DRAWN = "_class_tally_drawn"  # the teacher's panel: the tally its last complete run drew
+TALLY_DRAWN = "_class_tally_drawn"  # the teacher's panel: the counters its last complete run drew (seq + tally)
+TEACHER_WATCH = "seq+tally"  # what a teacher's page watches: the sum of two counters (each only grows)
 
 
 def student_badge() -> None:
@@ -74,6 +78,8 @@ def student_badge() -> None:
         return
     if ss().get(UNREACHABLE):  # (the last read of the class failed: the page shows what it had)
         st.caption(f":material/cloud_off: {UNREACHABLE_TEXT}")
+    if ss().get(NUMBER):
+        st.caption(f"You are **student {ss()[NUMBER]}** (your teacher sees numbers, never names).")
     if following() and not plans.leads():  # the teacher lets the class explore: nobody is moved
         st.badge(f"Exploring · class {snap.code} (your teacher's choice)", icon=":material/explore:", color="gray")
         st.caption("You follow the teacher again when they take the class back.")
@@ -91,6 +97,28 @@ def student_badge() -> None:
                   on_click=set_following, args=(True,))
 
 
+def explorer_bar() -> None:
+    """Above an exploring student's page: the way back to the class, where a phone's collapsed sidebar would hide
+    it."""
+    snap = ss().get(SNAP)
+    if not is_student() or following() or snap is None:
+        return
+    with st.container(horizontal=True, vertical_alignment="center", key="class_explorer_bar"):
+        st.caption(f":material/explore: You explore on your own · class {snap.code}")
+        st.button("Follow the teacher", key="class_follow_main", icon=":material/cast_for_education:",
+                  on_click=set_following, args=(True,), type="primary")
+
+
+def ended_notice() -> None:
+    """Above the page, once this session's class has ended, until dismissed: a toast fades before a student who
+    looks at the projector reads it."""
+    text = ss().get(ENDED)
+    if text:
+        with st.container(border=True, key="class_ended"):
+            st.info(md(text), icon=":material/event_busy:")
+            st.button("OK", key="class_ended_ok", on_click=lambda: ss().pop(ENDED, None), icon=":material/check:")
+
+
 def end_of_run(watch: str, drawn: int, recheck: bool = True, scope: str = "app") -> None:
     """The end of a class member's completed run: rerun at once if the class's counter `watch` moved past
     `drawn` while the run ran (`recheck`; at most MAX_RERUNS times in a row), else draw the page's end: its
@@ -105,13 +133,14 @@ def end_of_run(watch: str, drawn: int, recheck: bool = True, scope: str = "app")
                 now = store().counters(code())
             except ClassStoreError:
                 pass  # the store is away: the page's stream says so, and asks again when it is back
-    if now is not None and (getattr(now, watch) > drawn or now.ended) and s.get(RERUNS, 0) < MAX_RERUNS:
+    if now is not None and (push.counter(now, watch) > drawn or now.ended) and s.get(RERUNS, 0) < MAX_RERUNS:
         s[RERUNS] = s.get(RERUNS, 0) + 1
         st.rerun(scope=scope)
     s[RERUNS] = 0
     member = "teacher" if is_teacher() else s[STUDENT]
     s[EVENTS] = push.events_url(code(), member)
-    push.sync(s[EVENTS], watch, drawn)
+    page = s.get(TEACHER_PAGE) if is_teacher() else s.get(plans.LAST_PAGE)
+    push.sync(s[EVENTS], watch, drawn, view=f"{page}:{s.get('lesson_step') if page == 'lesson' else ''}")
 
 
 def close_events() -> None:
@@ -141,13 +170,32 @@ def question_panel() -> None:
         _question_panel()
 
 
+HIDDEN_Q = "_class_hidden_question"  # a revealed question this student put away (its id)
+
+
+def shown_question(snap: ClassSnapshot | None):
+    """The class's open question as this student's page shows it: None once revealed and put away."""
+    if snap is None or snap.question is None:
+        return None
+    if snap.revealed and ss().get(HIDDEN_Q) == snap.question.id:
+        return None
+    return snap.question
+
+
+def hide_question(qid: int) -> None:
+    ss()[HIDDEN_Q] = qid
+
+
 def _question_panel() -> None:
     snap: ClassSnapshot | None = ss().get(SNAP)
-    if snap is None or snap.question is None:
+    q = shown_question(snap)
+    if q is None:
         return
-    q = snap.question
     with st.container(border=True, key="class_question"):
         st.markdown(f":material/quiz: **Question from your teacher:** {md(q.text)}")
+        if snap.revealed:
+            st.button("Put this question away", key=f"class_hide_{q.id}", icon=":material/close:",
+                      on_click=hide_question, args=(q.id,))
         if peer.student_panel(q):  # a peer-instruction question: vote, discuss, vote again, reveal
             return
         if not snap.revealed:
@@ -177,7 +225,7 @@ def teacher_panel() -> None:
     if snap is None:
         if is_teacher():  # the store cannot be reached (not an ended class): say so, no rerun loop; the page's
             st.caption(f":material/cloud_off: {UNREACHABLE_TEXT}")  # stream reruns this when the store is back
-            end_of_run("tally", ss().get(TALLY_DRAWN, 0), recheck=False)
+            end_of_run(TEACHER_WATCH, ss().get(TALLY_DRAWN, 0), recheck=False)
             return
         st.rerun(scope="app")
     drawn = ss().get(CONSOLE_TALLY)  # (None in a full run: the page has not drawn yet; set on the class page only)
@@ -186,19 +234,33 @@ def teacher_panel() -> None:
     if time.monotonic() - ss().get(TOUCHED, 0.0) > TOUCH_SECONDS:
         teacher_call(store().touch)
         ss()[TOUCHED] = time.monotonic()
-    st.badge(f"Teaching class {snap.code}", icon=":material/co_present:", color="blue")
-    line = f"{snap.students} student{'s' if snap.students != 1 else ''} joined"
+    if snap.version > ss().get(PUBLISHED_V, snap.version):
+        st.rerun(scope="app")  # another device of the teacher moved the class: this screen shows it (`adopt`)
+    st.badge(f"Teaching class {snap.code}" + (" · console" if ss().get(CONSOLE) else ""), icon=":material/co_present:",
+             color="blue")
+    people = roster.rows()
+    if people is not None:
+        roster.sidebar(people)
     if snap.question is not None:
         n = peer.answered(snap)
-        line += f" · question: {n} answer{'s' if n != 1 else ''}"
-        line += " (revealed)" if snap.revealed else ""
-    st.caption(line)
+        st.caption(f"Question: {n} answer{'s' if n != 1 else ''}" + (" (revealed)" if snap.revealed else ""))
+    if drawn is None:  # (another page than the class page, whose gallery shows them)
+        plans.new_shots()
     notice = own_model_notice(ss().get(PUBLISHED))
     notice = notice and (board.shared_model_notice() or notice)
     if notice:
         st.warning(notice, icon=":material/visibility_off:")
-    ss()[TALLY_DRAWN] = snap.tally
-    end_of_run("tally", snap.tally, recheck=False)  # the counts are redrawn when a student joins or answers
+    ss()[TALLY_DRAWN] = snap.seq + snap.tally
+    # redrawn when a student joins, answers or leaves follow mode (tally), and when the class's state moves (seq:
+    # another device of the teacher may have moved it)
+    end_of_run(TEACHER_WATCH, snap.seq + snap.tally, recheck=False)
+
+
+def presents() -> bool:
+    """This session teaches a class, its reload's restore included (app.py asks before the navigation is built:
+    a projector reloaded with ?presenter=1 got the sidebar's page list on its first run, which is its only one)."""
+    restore_teacher()
+    return is_teacher()
 
 
 # The teacher's panel reruns on its own when a student joins or answers (its stream's trigger reruns this
@@ -215,11 +277,16 @@ def run(page: StreamlitPage, sidebar: Callable[..., None]) -> None:
     here = page.url_path or "home"
     ss().pop(CONSOLE_TALLY, None)  # the class page sets it again as it draws its console
     ss().pop(FULL_RUN, None)
+    console_from_link()  # /classroom?console=KEY: this device is the class's console
+    restore_teacher()  # a reload of a teacher's screen: still the teacher (once per session)
     join_from_link()
     plans.on_run(here)  # a plan link, the class's pace, a move asked for by Next / a stop / a snapshot
+    if is_teacher():
+        adopt(here)  # the class's state, when another device of the teacher moved it (or after a reload)
     board.read_run()  # the teacher's training run, as the class follows it
     if is_student():
         follow_on_run(here)
+        roster.report(here)
     with st.sidebar:
         if is_student():
             student_badge()
@@ -228,6 +295,8 @@ def run(page: StreamlitPage, sidebar: Callable[..., None]) -> None:
             teacher_poller()
             plans.teacher_bar()
     toast_notice(here)
+    ended_notice()
+    explorer_bar()
     alone = redraws_alone(here)
     if alone:
         if shell.guarded(page, lambda: sidebar(shared=False)):
@@ -242,7 +311,7 @@ def run(page: StreamlitPage, sidebar: Callable[..., None]) -> None:
     body = lambda: shell.run(page, sidebar)  # noqa: E731
     if plans.paused():  # every student's screen: eyes on the projector, until the teacher resumes
         body = plans.pause_screen
-    elif is_student() and ss().get(SNAP) is not None and ss()[SNAP].question is not None:
+    elif is_student() and shown_question(ss().get(SNAP)) is not None:
         question_panel()
     if here != CLASS_PAGE and not plans.paused():
         plans.stop_banner()
@@ -291,7 +360,7 @@ def redraws_alone(here: str) -> bool:
     no pause and no open question (those are drawn around the page, by full runs)."""
     snap = ss().get(SNAP)
     return (following() and plans.leads() and not plans.paused() and here not in NOT_SHARED
-            and snap is not None and snap.question is None and SHOWS in ss())
+            and snap is not None and shown_question(snap) is None and SHOWS in ss())
 
 
 def around(here: str) -> tuple:
@@ -313,6 +382,7 @@ def followed_page(page: StreamlitPage) -> None:
             plans.on_run(here)
             board.read_run()
             follow_on_run(here)
+            roster.report(here)
             if around(here) != ss().get(AROUND):
                 st.rerun(scope="app")
             sync_query_params()  # (the address stays a link to what the page shows)

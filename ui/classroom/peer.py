@@ -13,14 +13,23 @@ import functools
 import streamlit as st
 
 from classroom import ClassStoreError
-from classroom.votes import REVEAL_ABOVE, REVISIT_BELOW, Poll, choice_label, results_csv, share_correct, suggest
+from classroom.votes import (
+    REVEAL_ABOVE,
+    REVISIT_BELOW,
+    Poll,
+    choice_label,
+    results_csv,
+    share_correct,
+    suggest_after,
+)
 from model import questions as Q
 from ui.classroom import asking
-from ui.classroom.session import ASKED, SECRET, STUDENT, client_id, code, notify, ss, store, teacher_call
+from ui.classroom.session import ASKED, SECRET, STUDENT, client_id, code, notify, ss, store
+from ui.classroom.teacher import teacher_call
 from ui.models import analysis, current_model
 from ui.state import interventions
 from ui.widgets import chart, md, metrics_row
-from viz.peer import click_grid, clicks_and_weights, rounds_figure
+from viz.peer import click_grid, clicks_figure, rounds_figure, weights_figure
 
 PEEK = "class_peek"
 REFUSED = "_class_vote_refused"  # why the student's last vote was refused (shown once)
@@ -65,17 +74,22 @@ def ask(kind: str, params: dict) -> None:
     except ValueError as e:
         notify(str(e))
         return
-    qid = teacher_call(store().ask_peer, q.text, list(q.options), q.answer, q.kind, grid)
+    stop = (ss().get("_class_pace") or {}).get("stop", -1)  # the plan's stop the class is at (for the CSV)
+    qid = teacher_call(store().ask_peer, q.text, list(q.options), q.answer, q.kind, grid, q.detail,
+                       stop if isinstance(stop, int) and stop >= 0 else None)
     if qid is not None:
         ss()[ASKED] = (qid, q)
         ss()[PEEK] = False  # a new question: its votes off the projector again
 
 
+MOVES = ("lock_vote", "discuss", "revote", "reveal", "show_first_vote", "close_question")
+
+
 def move(name: str) -> None:
-    """Callback of the console's buttons: lock_vote, discuss, revote or reveal."""
+    """Callback of the console's buttons: lock_vote, discuss, revote, reveal, show_first_vote or close_question."""
     if name == "reveal":
         asking.reveal()
-    else:
+    elif name in MOVES:
         teacher_call(getattr(store(), name))
 
 
@@ -88,20 +102,32 @@ def vote(qid: int, choice: int) -> None:
         ss()[REFUSED] = str(e)  # shown in the panel (a vote reruns the panel only, where a toast would not show)
 
 
-def vote_cell(qid: int, row_key: str, col_key: str, cols: int) -> None:
-    """Callback of the grid's keyboard way: the row and column chosen (read now, not when the button was drawn)."""
-    vote(qid, int(ss().get(row_key) or 0) * cols + int(ss().get(col_key) or 0))
+def vote_cell(qid: int, row: int, col_key: str, cols: int) -> None:
+    """Callback of the grid's keyboard way: the asked row, and the column chosen (read now, not when the button was
+    drawn)."""
+    vote(qid, int(row) * cols + int(ss().get(col_key) or 0))
 
 
-def clicked(qid: int, key: str, cols: tuple[str, ...], row_labels: tuple[str, ...]) -> None:
-    """Callback of the grid's selection: the clicked cell is the vote."""
+def outside_row(r: int, asked: int | None, rows: tuple[str, ...]) -> bool:
+    """A click in another row than the one asked about is refused with a message (never counted as a wrong vote)."""
+    if asked is None or r == asked:
+        return False
+    ss()[REFUSED] = (f"That cell is in the row of {rows[r]}: the question asks about the row of {rows[asked]}. "
+                     "Click a cell of that row (it is framed).")
+    return True
+
+
+def clicked(qid: int, key: str, cols: tuple[str, ...], row_labels: tuple[str, ...], asked: int | None = None) -> None:
+    """Callback of the grid's selection: the clicked cell is the vote (in the asked row only)."""
     event = ss().get(key) or {}
     points = (event.get("selection") or {}).get("points") or []
     for p in points:
         if p.get("x") in cols and p.get("y") in row_labels:
             r, c = row_labels.index(p["y"]), cols.index(p["x"])
+            if outside_row(r, asked, row_labels):
+                return
             suffix = key.removeprefix(f"class_grid_{qid}")
-            ss()[f"class_cell_row_{qid}{suffix}"], ss()[f"class_cell_col_{qid}{suffix}"] = r, c  # the keyboard way
+            ss()[f"class_cell_col_{qid}{suffix}"] = c  # the keyboard way shows the clicked column too
             vote(qid, r * len(cols) + c)
             return
 
@@ -118,16 +144,18 @@ def _vote_widgets(poll: Poll) -> None:
     else:
         g = poll.grid
         key = f"class_grid_{poll.qid}{suffix}"
-        row = g.row
-        st.plotly_chart(click_grid(g.rows, g.cols, row, mine), key=key, selection_mode="points",
-                        on_select=functools.partial(clicked, poll.qid, key, g.cols, g.rows),
+        row = g.row if g.row is not None else 0
+        st.caption(f"Click a cell in the framed row, {md(g.rows[row])}: the word you think it gives its largest "
+                   "weight to.")
+        st.plotly_chart(click_grid(g.rows, g.cols, g.row, mine), key=key, selection_mode="points",
+                        on_select=functools.partial(clicked, poll.qid, key, g.cols, g.rows, g.row),
                         config={"displayModeBar": False}, width="stretch")
-        c1, c2, c3 = st.columns([2, 2, 1], vertical_alignment="bottom")
-        keys = (f"class_cell_row_{poll.qid}{suffix}", f"class_cell_col_{poll.qid}{suffix}")
-        c1.selectbox("Row", range(len(g.rows)), format_func=g.rows.__getitem__, index=row or 0, key=keys[0])
-        c2.selectbox("Column", range(len(g.cols)), format_func=g.cols.__getitem__, key=keys[1])
-        c3.button("Choose", key=f"class_cell_vote_{poll.qid}{suffix}", on_click=vote_cell,
-                  args=(poll.qid, *keys, len(g.cols)), width="stretch")
+        c1, c2 = st.columns([4, 1], vertical_alignment="bottom")
+        col_key = f"class_cell_col_{poll.qid}{suffix}"
+        c1.selectbox(f"Or choose the column in the row of {g.rows[row]}", range(len(g.cols)),
+                     format_func=g.cols.__getitem__, key=col_key)
+        c2.button("Choose", key=f"class_cell_vote_{poll.qid}{suffix}", on_click=vote_cell,
+                  args=(poll.qid, row, col_key, len(g.cols)), width="stretch")
     you = choice_label(poll, mine) if mine is not None else None
     st.caption("Your answer: " + (f"**{md(you)}** (you can change it until the teacher locks the vote)" if you
                                   else "none yet"))
@@ -162,6 +190,10 @@ def student_panel(question) -> bool:
         _mine_line(poll)
     else:
         _revealed(poll, question)
+        return True
+    if poll.shown and poll.first is not None:  # the teacher showed how the class's first vote spread (no answer)
+        st.caption("How the class voted the first time (which answer is right stays hidden until the reveal):")
+        _distribution(poll, key=f"class_first_{poll.qid}")
     return True
 
 
@@ -184,6 +216,8 @@ def _revealed(poll: Poll, question) -> None:
         st.markdown(f"**Yours:** {md(choice_label(poll, last))}: not what the model does.")
     if poll.round == 2:
         _mine_line(poll)
+    if poll.detail:  # the numbers behind the model's answer, as the teacher sees them
+        st.caption(":material/calculate: " + md(poll.detail))
     _distribution(poll, key=f"class_result_{poll.qid}")
 
 
@@ -192,15 +226,24 @@ def _distribution(poll: Poll, key: str) -> None:
     second = poll.dense(poll.second) if poll.round == 2 and poll.second is not None else None
     if poll.grid is None:
         chart(rounds_figure(poll.options, first, second, poll.correct), key=key)
-    else:
+    elif poll.correct is None:  # the first vote shown before the reveal: the clicks only, no weights, no answer
+        g = poll.grid
+        chart(clicks_figure(g.rows, g.cols, first, None), key=key)
+    else:  # the class's clicks beside the model's weights (a phone stacks the two columns)
         g = poll.grid
         latest = second if second is not None else first
-        chart(clicks_and_weights(g.rows, g.cols, latest, g.values, poll.correct), key=key)
+        c1, c2 = st.columns(2)
+        with c1:
+            chart(clicks_figure(g.rows, g.cols, latest, poll.correct), key=key)
+        with c2:
+            chart(weights_figure(g.rows, g.cols, g.values, poll.correct), key=f"{key}_weights")
 
 
 # -- the teacher's console ------------------------------------------------------------------------------------
-def console(snap) -> bool:
-    """The teacher's view of the open question when it has a poll (False: draw the plain question as before)."""
+def console(snap, private: bool = False) -> bool:
+    """The teacher's view of the open question when it has a poll (False: draw the plain question as before).
+    `private`: a console on the teacher's own device (ui/classroom/console.py), away from the projector: the votes
+    and the suggested move are shown at once; on the projected class page they wait behind a toggle."""
     try:
         poll = store().votes(code(), secret=ss().get(SECRET))
     except ClassStoreError:
@@ -219,25 +262,31 @@ def console(snap) -> bool:
                "revote": [("lock_vote", "Lock the second vote", ":material/lock:"), reveal],
                "locked again": [reveal],
                "revealed": []}[poll.phase]
-    if buttons:
-        cols = st.columns(len(buttons))
-        for col, (name, label, icon) in zip(cols, buttons, strict=True):
-            col.button(label, key="class_reveal" if name == "reveal" else f"class_{name}", on_click=move,
-                       args=(name,), icon=icon, type="primary" if col is cols[0] else "secondary", width="stretch")
-    shown = poll.revealed or st.toggle("Show the votes and the suggested next move (not on the projector)", key=PEEK)
+    if poll.phase in ("locked", "discuss") and not poll.shown:  # Mazur: the spread of the first vote, no answer
+        buttons.append(("show_first_vote", "Show the class the first vote (not the answer)", ":material/bar_chart:"))
+    buttons.append(("close_question", "Close the question", ":material/close:"))
+    cols = st.columns(len(buttons))
+    for col, (name, label, icon) in zip(cols, buttons, strict=True):
+        col.button(label, key="class_reveal" if name == "reveal" else f"class_{name}", on_click=move,
+                   args=(name,), icon=icon, type="primary" if col is cols[0] else "secondary", width="stretch")
+    if poll.shown and not poll.revealed:
+        st.caption(":material/bar_chart: The class sees how the first vote spread, without the answer.")
+    shown = poll.revealed or private or st.toggle("Show the votes and the suggested next move (not on the projector)",
+                                                  key=PEEK)
     if poll.revealed:
         st.success(f"**The model's answer:** {md(choice_label(poll, poll.correct))}", icon=":material/smart_toy:")
-        asked = ss().get(ASKED)
-        if asked and asked[0] == poll.qid:
-            st.caption(md(asked[1].detail))
+        if poll.detail:
+            st.caption(md(poll.detail))
     if shown:
         first, second = share_correct(poll.first, poll.correct), share_correct(poll.second, poll.correct)
         with metrics_row():
             st.metric("First vote: right", "–" if first is None else f"{first:.0%}", border=True)
+            change = None if first is None or second is None else round((second - first) * 100)
             st.metric("Second vote: right", "–" if second is None else f"{second:.0%}", border=True,
-                      delta=None if first is None or second is None else f"{(second - first) * 100:+.0f} points")
+                      delta=None if change is None else f"{change:+d} points",
+                      delta_color="off" if change == 0 else "normal")
         _distribution(poll, key="class_rounds")
-        move_name, why = suggest(first)
+        move_name, why = suggest_after(first, second if poll.round == 2 else None)
         if not poll.revealed:
             st.info(f"**Suggested next move: {move_name}.** {why}", icon=":material/lightbulb:")
         st.caption(RULE)

@@ -1,9 +1,6 @@
 """Lesson plans, pacing and snapshots in a Streamlit session (the data and its checks: classroom/plans.py).
 
-- The plan editor (classroom page, in a class or not): "Add this view as a stop" takes the session's state on
-  the last page of the walkthrough it showed (`LAST_PAGE`), with a caption, optionally the question chosen in
-  the Ask box (frozen with the model's answer) and a mystery head; the draft is saved as a JSON file or a link
-  (``/classroom?plan=TOKEN``), and loaded from either, or from the plans shipped in assets/plans/.
+- The plan editor is ui/classroom/plan_editor.py: the draft it builds (`DRAFT`) is what a class starts with.
 - A teacher's class with a plan: Back / Next in the sidebar move the teacher (the projector) to the stop, and
   with it every following student; a stop's question is asked, its mystery head hidden until the reveal.
 - Pacing: lead (students who follow see the teacher's screen), free (every student explores), plan (students
@@ -20,6 +17,7 @@ _plan_last_page        the last walkthrough page this session showed (what "Add 
 _plan_goto             a page this session moves to at the top of its next run (Next, a stop, a snapshot)
 _class_pace            the class's pace, as read on this run (classroom.plans.check_pace)
 _class_plan            the class's plan as read: (its version, Plan)
+_class_shots_seen      the number of the newest snapshot the teacher's gallery showed
 =====================  ==========================================================================
 
 Teacher operations go through the store with the class's secret (`session.teacher_call`); nothing of a plan
@@ -29,20 +27,20 @@ or a snapshot is drawn as HTML (`ui.widgets.md`).
 from __future__ import annotations
 
 import contextlib
-from pathlib import Path
 
 import streamlit as st
 
 from classroom import ClassStoreError, InvalidInput
 from classroom import plans as P
-from classroom.rules import check_text
 from ui.classroom import session as cls
-from ui.page_list import PAGES, ROOT
-from ui.widgets import md
+from ui.classroom import teacher
+from ui.page_list import PAGES
+from ui.study import session as study
+from ui.widgets import md, page_link
 
 DRAFT, LAST_PAGE, GOTO, PACE, PLAN = "plan_draft", "_plan_last_page", "_plan_goto", "_class_pace", "_class_plan"
+SHOTS_SEEN = "_class_shots_seen"  # the newest snapshot the teacher's gallery showed (the sidebar counts the new ones)
 PLAN_PARAM = "plan"
-PLANS_DIR = ROOT / "assets" / "plans"
 STOP_PAGES = tuple(p.url_path for p in PAGES if p.url_path != cls.CLASS_PAGE)
 TITLES = {p.url_path: p.title for p in PAGES}
 
@@ -58,19 +56,6 @@ def heads() -> list[str]:
     from ui.sidebar import all_heads
 
     return all_heads(load_shipped("base").config)
-
-
-def read_file(raw: bytes) -> P.Plan:
-    return P.read_plan(raw, STOP_PAGES, heads())
-
-
-def shipped() -> dict[str, P.Plan]:
-    """The plans in assets/plans/, by title (each checked as an uploaded file is)."""
-    out = {}
-    for path in sorted(Path(PLANS_DIR).glob("*.json")):
-        plan = read_file(path.read_bytes())
-        out[plan.title] = plan
-    return out
 
 
 # -- every run ---------------------------------------------------------------------------------------------------
@@ -112,6 +97,12 @@ def read_pace() -> dict | None:
     s[PACE] = pace
     if not leads():
         s.pop(cls.APPLIED, None)  # when the teacher leads again, a follower takes the teacher's state afresh
+    if cls.is_student():
+        seen = s.get(cls.RECALLED)
+        s[cls.RECALLED] = pace["recall"]
+        if seen is not None and pace["recall"] > seen and not s.get(cls.FOLLOWING):
+            cls.set_following(True)  # the teacher brought everyone back
+            cls.notify("Your teacher brought the class back together: you follow the teacher's screen again.")
     return pace
 
 
@@ -138,6 +129,26 @@ def current_stop() -> tuple[int, P.Stop] | None:
     return (i, plan.stops[i]) if plan is not None and 0 <= i < len(plan.stops) else None
 
 
+def shows(stop: P.Stop, state: dict) -> bool:
+    """`state` (a session's shared state) is the stop's view: every key the stop names (page, sentence, model,
+    switches, lesson step) has the stop's value."""
+    return all(state.get(k) == v for k, v in stop.state.items() if k != "own_model")
+
+
+def stop_of(state: dict) -> int | None:
+    """The index of the first stop of the class's plan whose view `state` is, or None."""
+    plan = class_plan()
+    return next((i for i, stop in enumerate(plan.stops) if shows(stop, state)), None) if plan else None
+
+
+def at_stop() -> bool:
+    """This session shows the class's current stop. When the teacher leaves it (a new sentence, another page, a
+    projected snapshot), its caption no longer belongs above the page."""
+    stop = current_stop()
+    page = ss().get(cls.TEACHER_PAGE) if cls.is_teacher() else ss().get(LAST_PAGE)
+    return stop is not None and shows(stop[1], cls.shared_state(page))
+
+
 def hidden_head() -> tuple[str, int] | None:
     """The mystery head of the class's current stop while it is not revealed: (module, head), else None."""
     stop = current_stop()
@@ -147,9 +158,23 @@ def hidden_head() -> tuple[str, int] | None:
     return module, int(head)
 
 
+def mystery_in(module_prefix: str) -> bool:
+    """The class's unrevealed mystery head is in a module starting with `module_prefix` ("dec." and "cross_attn"
+    in it, "enc."...): a section that draws every head of those modules (or numbers computed from all of them)
+    waits for the reveal too."""
+    hidden = hidden_head()
+    return hidden is not None and hidden[0].startswith(module_prefix)
+
+
+def mystery_wait(what: str) -> None:
+    """Where a section would give the mystery head away: a line that says it waits for the reveal."""
+    st.info(f":material/help: {what} would give the mystery head away: it appears when your teacher reveals it.",
+            icon=":material/visibility_off:")
+
+
 def mystery_box(head: int, height: int | None = None) -> None:
     """Where a mystery head's weights would be drawn: a box that says so."""
-    with st.container(border=True, height=height, key=f"mystery_{head}_{height}"):
+    with st.container(border=True, height=height or "content", key=f"mystery_{head}_{height}"):
         st.markdown(f"**Head {head}: the mystery head**")
         st.markdown(":material/help: Its weights stay hidden until your teacher reveals them. Which words do you "
                     "think it links? Look at the other heads, switch it off, and predict.")
@@ -165,15 +190,46 @@ def pause_screen() -> None:
 
 
 def stop_banner() -> None:
-    """Above the page: the class's current stop, for the teacher and the students who follow."""
-    stop = current_stop()
-    if stop is None or not (cls.is_teacher() or (cls.following() and leads())):
+    """Above the page: the class's current stop, for the teacher and the students who follow (while the view is
+    the stop's: the teacher may have left it); for a student exploring the stops so far, the stop they look at."""
+    plan = class_plan()
+    if cls.is_teacher() or (cls.following() and leads()):
+        shot_banner()
+        stop = current_stop()
+        if stop is None or not at_stop():  # the teacher left the stop: its caption no longer belongs here
+            return
+        i, s = stop
+    elif cls.is_student() and pace()["mode"] == "plan" and plan is not None:
+        i = stop_of(cls.shared_state(ss().get(LAST_PAGE)))
+        if i is None or i > pace()["stop"]:
+            return
+        s = plan.stops[i]
+    else:
         return
-    i, s = stop
     text = f"**Stop {i + 1} of {len(class_plan().stops)}**" + (f": {md(s.caption)}" if s.caption else "")
     if hidden_head() is not None:
         text += " · one head is a mystery until the reveal"
     st.info(text, icon=":material/flag:")
+
+
+def new_shots() -> None:
+    """The teacher's sidebar: snapshots that arrived since the gallery last showed them, with a link to it."""
+    shots = teacher.teacher_call(cls.store().shots) or []
+    new = [shot for shot in shots if shot["n"] > ss().get(SHOTS_SEEN, 0)]
+    if new:
+        page_link(cls.PAGE_FILES[cls.CLASS_PAGE], f"{len(new)} new snapshot{'s' if len(new) != 1 else ''} from "
+                  "your students", icon=":material/photo_camera:")
+
+
+def shot_banner() -> None:
+    """Above the page while the class shows a projected snapshot: whose it is and its note."""
+    shot = pace().get("shot")
+    page = ss().get(cls.TEACHER_PAGE) if cls.is_teacher() else ss().get(LAST_PAGE)
+    if not shot or not all(cls.shared_state(page).get(k) == v for k, v in shot["state"].items()):
+        return
+    note = f": “{md(shot['note'])}”" if shot["note"] else " (no note)"
+    st.info(f"**Snapshot {shot['n']} from student {shot['student']}**{note} · {describe(shot['state'])}",
+            icon=":material/photo_camera:")
 
 
 # -- the teacher ------------------------------------------------------------------------------------------------
@@ -184,18 +240,23 @@ def go_to_stop(i: int) -> None:
     if plan is None or not 0 <= i < len(plan.stops):
         return
     stop = plan.stops[i]
-    if cls.teacher_call(lambda c, k: cls.store().set_pace(c, k, stop=i, reveal=False)) is None:
+    if teacher.teacher_call(lambda c, k: cls.store().set_pace(c, k, stop=i, reveal=False, shot=None)) is None:
         return
     show_state(stop.state)
     if stop.question is not None:
         q = stop.question
         # asked as every question is: a peer-instruction vote (vote, discuss, vote again, reveal)
-        cls.teacher_call(cls.store().ask_peer, q["text"], list(q["options"]), q["answer"], "plan")
+        teacher.teacher_call(cls.store().ask_peer, q["text"], list(q["options"]), q["answer"], "plan")
     read_pace()
 
 
 def show_state(state: dict) -> None:
-    """This session shows `state` (a stop's, a snapshot's): its values now, its page at the next run."""
+    """This session shows `state` (a stop's, a snapshot's): its values now, its page at the next run. A teacher's
+    console shows nothing itself: the class's state becomes `state`, which its lead screen (the projector) then
+    shows (ui/classroom/session.py `adopt`), and the class with it."""
+    if cls.is_console():
+        teacher.teacher_call(cls.store().set_state, cls.publishable(state)[0])
+        return
     cls.apply(state)
     page = state.get("page")
     if page in cls.PAGE_FILES:
@@ -206,125 +267,76 @@ def show_state(state: dict) -> None:
 
 def set_pace(**changes) -> None:
     """Callback (teacher): pause / resume, a mode, the reveal."""
-    cls.teacher_call(lambda c, k: cls.store().set_pace(c, k, **changes))
+    teacher.teacher_call(lambda c, k: cls.store().set_pace(c, k, **changes))
     read_pace()
 
 
 def start_with_plan() -> None:
-    """Callback: a new class from the draft, on its first stop."""
+    """Callback: a new class from the draft, on its first stop. The teacher stays on the class page, where the
+    code and the QR code are: the class is on the first stop already (students who join land there)."""
     plan = ss().get(DRAFT)
-    cls.start_class()
+    teacher.start_class()
     if plan is None or not cls.is_teacher():
         return
-    if cls.teacher_call(cls.store().set_plan, plan.as_dict()) is not None:
+    if teacher.teacher_call(cls.store().set_plan, plan.as_dict()) is not None:
         read_pace()
         go_to_stop(0)
+        ss().pop(GOTO, None)
 
 
 def use_draft_in_class() -> None:
     """Callback (teacher of a running class): the draft becomes the class's plan, from its first stop."""
     plan = ss().get(DRAFT)
-    if plan is not None and cls.teacher_call(cls.store().set_plan, plan.as_dict()) is not None:
+    if plan is not None and teacher.teacher_call(cls.store().set_plan, plan.as_dict()) is not None:
         read_pace()
         go_to_stop(0)
 
 
-def teacher_bar() -> None:
-    """The teacher's sidebar (every page): the plan's Back / Next, pause, the mystery's reveal."""
+def teacher_bar(main: bool = False) -> None:
+    """The teacher's plan controls: the stop, Back / Next, pause, the mystery's reveal. In the sidebar of every page
+    (on top of it in presenter mode; Back / Next also on PageUp / PageDown, as a presentation clicker sends them, and
+    pause on B); `main`: in the page itself (the console on a second device)."""
     if not cls.is_teacher():
         return
+    sfx = "_console" if main else ""
+    keys = {} if main else {"back": "PageUp", "next": "PageDown", "pause": "B"}
     p, stop = pace(), current_stop()
-    if stop is not None:
-        i, s = stop
-        n = len(class_plan().stops)
-        st.caption(f"Plan: stop {i + 1} of {n}" + (f" · {md(s.caption)}" if s.caption else ""))
-        c1, c2 = st.columns(2)
-        c1.button("Back", key="plan_back", icon=":material/arrow_back:", disabled=i == 0, on_click=go_to_stop,
-                  args=(i - 1,), width="stretch")
-        c2.button("Next", key="plan_next", icon=":material/arrow_forward:", disabled=i + 1 >= n, type="primary",
-                  on_click=go_to_stop, args=(i + 1,), width="stretch")
-        if s.hidden_head is not None and not p["reveal"]:
-            st.button("Reveal the mystery head", key="plan_reveal", icon=":material/visibility:", on_click=set_pace,
-                      kwargs={"reveal": True})
-    if p["paused"]:
-        st.button("Resume the class", key="pace_resume", icon=":material/play_arrow:", type="primary",
-                  on_click=set_pace, kwargs={"paused": False})
-    else:
-        st.button("Pause: eyes on the projector", key="pace_pause", icon=":material/pause:", on_click=set_pace,
-                  kwargs={"paused": True})
+    with st.container(key=f"plan_bar{sfx}"):
+        if stop is not None:
+            i, s = stop
+            n = len(class_plan().stops)
+            left = "" if at_stop() else " · (you left it)"
+            st.caption(f"Plan: **stop {i + 1} of {n}**{left}" + (f" · {md(s.caption)}" if s.caption else ""))
+            # one above the other: each label keeps its room beside its key (a sidebar's half is too narrow)
+            st.button("Next stop", key=f"plan_next{sfx}", icon=":material/arrow_forward:", disabled=i + 1 >= n,
+                      type="primary", on_click=go_to_stop, args=(i + 1,), width="stretch", shortcut=keys.get("next"))
+            st.button("Back a stop", key=f"plan_back{sfx}", icon=":material/arrow_back:", disabled=i == 0,
+                      on_click=go_to_stop, args=(i - 1,), width="stretch", shortcut=keys.get("back"))
+            if left:
+                st.button(f"Back to stop {i + 1}", key=f"plan_again{sfx}", icon=":material/flag:", on_click=go_to_stop,
+                          args=(i,), width="stretch")
+            if s.hidden_head is not None and not p["reveal"]:
+                st.button("Reveal the mystery head", key=f"plan_reveal{sfx}", icon=":material/visibility:",
+                          on_click=set_pace, kwargs={"reveal": True}, width="stretch")
+        if p["paused"]:
+            st.button("Resume the class", key=f"pace_resume{sfx}", icon=":material/play_arrow:", type="primary",
+                      on_click=set_pace, kwargs={"paused": False}, width="stretch", shortcut=keys.get("pause"))
+        else:
+            st.button("Pause: eyes on the projector", key=f"pace_pause{sfx}", icon=":material/pause:",
+                      on_click=set_pace, kwargs={"paused": True}, width="stretch", shortcut=keys.get("pause"))
 
 
-# -- the editor ---------------------------------------------------------------------------------------------------
+def leads_the_lesson() -> bool:
+    """The teacher shows a stop of the class's plan on the guided lesson: its Back / Next are the plan's (one Next
+    for the class, not the lesson's and the plan's disagreeing)."""
+    return cls.is_teacher() and not cls.is_console() and at_stop()
+
+
+# -- what a stop or a snapshot holds ---------------------------------------------------------------------------------
 def view_state() -> dict:
     """What "Add this view as a stop" takes: the session's shareable state on its last walkthrough page."""
     state, _ = cls.publishable(cls.shared_state(ss().get(LAST_PAGE, "overview")))
     return state
-
-
-STOP_QUESTIONS = {  # ui/classroom/asking.make_question's kinds, with their default parameters
-    "attention": "Which word does a word attend to most (encoder layer 0, its most decided head)?",
-    "next_word": "Halfway through the translation, which word does the decoder pick next?",
-    "head_off": "Does switching the model's first head off change the translation?",
-    "no_mask": "Does the model trained without the look-ahead mask translate this sentence correctly?",
-}
-
-
-def stop_question(kind: str | None) -> dict | None:
-    """The question of kind `kind` (pages/content/classroom.py's KINDS) about this view, answered by the model."""
-    if not kind:
-        return None
-    from ui.classroom.asking import make_question
-
-    if ss().get("model") == "mine":
-        raise InvalidInput("A plan's questions are answered by a shipped model: choose one in the sidebar first.")
-    try:
-        q = make_question(kind)
-    except ValueError as e:
-        raise InvalidInput(f"No question of this kind for this view: {e}") from None
-    return {"text": q.text, "options": list(q.options), "answer": q.answer}
-
-
-def add_stop() -> None:
-    """Callback: the current view becomes the draft's next stop (caption, question and mystery head from the
-    editor)."""
-    s = ss()
-    try:
-        question = stop_question(s.get("plan_question"))
-        caption = check_text(str(s.get("plan_caption", "")), P.MAX_CAPTION, "the caption", allow_empty=True)
-        head = s.get("plan_hidden") or None
-        stop = P.check_stop({"caption": caption, "state": view_state(), **({"question": question} if question else {}),
-                             **({"hidden": {"head": head}} if head else {})}, "The new stop", STOP_PAGES, heads())
-        title = check_text(str(s.get("plan_title") or "My lesson plan"), P.MAX_TITLE, "the title")
-        draft = s.get(DRAFT) or P.Plan(title, ())
-        s[DRAFT] = P.Plan(title, draft.stops).with_stop(stop)
-        s["plan_caption"] = ""
-    except InvalidInput as e:
-        cls.notify(str(e))
-
-
-def remove_stop(i: int) -> None:
-    draft = ss().get(DRAFT)
-    if draft is not None:
-        ss()[DRAFT] = draft.without(i)
-
-
-def uploaded() -> None:
-    """Callback of the plan file uploader."""
-    f = ss().get("plan_file")
-    if f is None:
-        return
-    try:
-        ss()[DRAFT] = read_file(f.getvalue())
-        cls.notify(f"Lesson plan “{ss()[DRAFT].title}” loaded: {len(ss()[DRAFT].stops)} stops.")
-    except InvalidInput as e:
-        cls.notify(f"This file cannot be used as a lesson plan: {e}")
-
-
-def pick_shipped() -> None:
-    name = ss().get("plan_shipped")
-    plans = shipped()
-    if name in plans:
-        ss()[DRAFT] = plans[name]
 
 
 def describe(state: dict) -> str:
@@ -350,12 +362,6 @@ def stop_label(plan: P.Plan, i: int) -> str:
     return f"{i + 1}. {text}"
 
 
-def plan_link(plan: P.Plan) -> str:
-    """This server's classroom page with the plan in its address (as the join link is built)."""
-    base = cls.join_link("-").split("?", 1)[0]
-    return f"{base}?{PLAN_PARAM}={P.plan_to_link(plan)}"
-
-
 # -- the student ---------------------------------------------------------------------------------------------------
 def visit_stop() -> None:
     """Callback (student, plan mode): show one of the stops the class has reached."""
@@ -372,6 +378,7 @@ def send_shot() -> None:
                                   str(s.get("shot_note", "")))
         s["shot_note"] = ""
         cls.notify(f"Snapshot {n} sent to your teacher.")
+        study.record("shared", "class/snapshot")  # a study's participant: "presenting" (ui/study/session.py)
     except ClassStoreError as e:
         cls.notify(f"Your snapshot was not sent: {e}")
 
@@ -392,100 +399,26 @@ def student_bar() -> None:
         st.selectbox("Stops so far", options, key="plan_visit", on_change=visit_stop,
                      format_func=lambda i: stop_label(plan, i))
     with st.popover("Send a snapshot to the teacher", icon=":material/photo_camera:", width="stretch"):
-        st.text_input("One line for your teacher", max_chars=P.MAX_NOTE, key="shot_note",
-                      placeholder="e.g. head 2 breaks il/elle!")
+        # a text area: a text box's "Press Enter to apply" and its count covered the note in a narrow popover
+        st.text_area("One line for your teacher", max_chars=P.MAX_NOTE, key="shot_note", height=80,
+                     placeholder="e.g. head 2 breaks il/elle!")
         st.button("Send this view", key="shot_send", type="primary", icon=":material/send:", on_click=send_shot)
 
 
 # -- the classroom page's sections ----------------------------------------------------------------------------------
-def editor() -> None:
-    """The plan editor: load (shipped, file, link), the draft's stops, add this view, save as file and link."""
-    s = ss()
-    st.caption("A lesson plan is a list of stops, each a view of the app (page, sentence, model, switched-off "
-               "parts, lesson step) with a caption, and optionally a question and a mystery head. Build one by "
-               "visiting a page, setting it up, and adding it here as a stop; or start from a shipped plan.")
-    c1, c2 = st.columns(2)
-    with c1:
-        names = list(shipped())
-        st.selectbox("Start from a shipped plan", names, index=None, key="plan_shipped", on_change=pick_shipped,
-                     placeholder="choose a plan…")
-    with c2:
-        st.file_uploader("Or open a plan file (.json)", type=["json"], key="plan_file", on_change=uploaded,
-                         max_upload_size=1)
-    draft: P.Plan | None = s.get(DRAFT)
-    if draft is None:
-        st.info("No plan yet: add the first stop below, or choose a shipped plan.", icon=":material/flag:")
-    else:
-        st.markdown(f"**{md(draft.title)}** · {len(draft.stops)} stop{'s' if len(draft.stops) != 1 else ''}")
-        for i, stop in enumerate(draft.stops):
-            with st.container(border=True, key=f"plan_stop_{i}"):
-                c1, c2 = st.columns([6, 1])
-                c1.markdown(f"**{i + 1}.** {md(stop.caption) or '*(no caption)*'}")
-                c1.caption(describe(stop.state) + (f" · question: {md(stop.question['text'])}" if stop.question
-                                                   else "") + (f" · mystery head {md(stop.hidden_head)}"
-                                                               if stop.hidden_head else ""))
-                c2.button("Remove", key=f"plan_remove_{i}", on_click=remove_stop, args=(i,), width="stretch")
-    with st.container(border=True, key="plan_add"):
-        st.markdown("**Add this view as a stop**")
-        st.caption("This view: " + describe(view_state()) + ". Change it on any page (the sidebar, the lesson, "
-                   "the page's own switches), then come back here.")
-        if draft is None:
-            st.text_input("The plan's title", max_chars=P.MAX_TITLE, key="plan_title", placeholder="My lesson plan")
-        st.text_input("Caption: what the class should notice here", max_chars=P.MAX_CAPTION, key="plan_caption")
-        st.selectbox("Question at this stop (made from this view, answered by the model)", [None, *STOP_QUESTIONS],
-                     key="plan_question", format_func=lambda k: "none" if k is None else STOP_QUESTIONS[k])
-        st.selectbox("Mystery head (its weights hidden on the multi-head page until you reveal them)",
-                     [None, *heads()], key="plan_hidden", format_func=lambda h: "none" if h is None else h)
-        st.button("Add this view as a stop", key="plan_add_stop", icon=":material/add_location:", on_click=add_stop)
-    if draft is not None and draft.stops:
-        c1, c2 = st.columns(2)
-        c1.download_button("Save the plan as a file", draft.to_json(), file_name="lesson-plan.json",
-                           mime="application/json", key="plan_download", icon=":material/download:")
-        try:
-            link = plan_link(draft)
-        except InvalidInput as e:
-            c2.caption(str(e))
-        else:
-            with c2:
-                st.caption("Or share it as a link (opening it loads the plan here):")
-                st.code(link, language=None, wrap_lines=True)
+def project(shot: dict) -> None:
+    """Callback (teacher): show a student's snapshot; the class that follows moves to it, its note and its student's
+    number above the page (the pace's `shot`) while the class shows it."""
+    about = {"n": shot["n"], "student": shot["student"], "note": shot["note"], "state": shot["state"]}
+    if teacher.teacher_call(lambda c, k: cls.store().set_pace(c, k, shot=about)) is not None:
+        read_pace()
+        show_state(shot["state"])
 
 
-def console() -> None:
-    """The teacher's pacing and plan controls on the classroom page."""
-    p = pace()
-    st.subheader("Pace the class")
-    c1, c2 = st.columns([3, 2])
-    with c1:
-        ss()["pace_mode"] = p["mode"]
-        st.radio("Students", list(P.PACE_MODES), key="pace_mode", format_func=P.PACE_LABELS.get,
-                 on_change=lambda: set_pace(mode=ss()["pace_mode"]), horizontal=True)
-    with c2:
-        if p["paused"]:
-            st.button("Resume the class", key="pace_resume_main", icon=":material/play_arrow:", type="primary",
-                      on_click=set_pace, kwargs={"paused": False})
-            st.caption("Every student sees “Eyes on the projector”.")
-        else:
-            st.button("Pause: eyes on the projector", key="pace_pause_main", icon=":material/pause:",
-                      on_click=set_pace, kwargs={"paused": True})
-    plan, stop = class_plan(), current_stop()
-    st.subheader("Lesson plan")
-    if plan is not None and stop is not None:
-        st.markdown(f"The class follows **{md(plan.title)}**, stop **{stop[0] + 1}** of {len(plan.stops)}.")
-        st.selectbox("Go to stop", range(len(plan.stops)), index=stop[0], key="plan_jump",
-                     format_func=lambda i: stop_label(plan, i))
-        st.button("Take the class there", key="plan_jump_go", on_click=lambda: go_to_stop(ss()["plan_jump"]),
-                  icon=":material/flag:")
-    with st.expander("Build or load a plan", expanded=plan is None):
-        editor()
-        if ss().get(DRAFT) is not None:
-            st.button("Teach this plan now (the class goes to its first stop)", key="plan_use", type="primary",
-                      on_click=use_draft_in_class, icon=":material/play_lesson:")
-
-
-def project(state: dict) -> None:
-    """Callback (teacher): show a student's snapshot; the class that follows moves to it."""
-    show_state(state)
+def bring_back() -> None:
+    """Callback (teacher): every student follows the teacher's screen again, whatever they chose (the class's
+    mode becomes "Students follow me")."""
+    set_pace(mode="lead", recall=pace()["recall"] + 1)
 
 
 @st.fragment
@@ -494,7 +427,8 @@ def gallery() -> None:
     snapshot moves the class's tally, whose event redraws the teacher's page (no timer)."""
     if GOTO in ss():  # a snapshot was chosen: the whole app moves to it
         st.rerun(scope="app")
-    shots = cls.teacher_call(cls.store().shots) or []
+    shots = teacher.teacher_call(cls.store().shots) or []
+    ss()[SHOTS_SEEN] = max((shot["n"] for shot in shots), default=0)  # the sidebar's "new snapshots" are seen
     st.subheader(f"Snapshots from students ({len(shots)})")
     if not shots:
         st.caption("A student sends one with “Send a snapshot to the teacher” in their sidebar: their view and a "
@@ -506,5 +440,5 @@ def gallery() -> None:
             st.markdown(f"**Snapshot {shot['n']}** · student {shot['student']}")
             st.markdown(f"“{md(shot['note'])}”" if shot["note"] else "*(no note)*")
             st.caption(describe(shot["state"]))
-            st.button("Project this", key=f"shot_project_{shot['n']}", on_click=project, args=(shot["state"],),
+            st.button("Project this", key=f"shot_project_{shot['n']}", on_click=project, args=(shot,),
                       icon=":material/cast:", width="stretch")

@@ -162,7 +162,7 @@ def routes() -> list[Route]:
 _JS = """
 // One per page (the module is imported once per page load and survives reruns).
 const S = {url: null, es: null, latest: null, up: true, watch: null, drawn: null, set: null, asked: 0, tries: 0,
-           timer: null, root: null, mount: 0, pending: null, setFull: null, frameMount: 0};
+           timer: null, root: null, mount: 0, pending: null, setFull: null, frameMount: 0, view: null};
 const WAIT = [0, 2500, 5000, 10000, 10000];  // before each ask for one value; then wait for the next event
 // A tab out of sight (another tab in front, a closed lid) hears the class but redraws nothing: its page catches up
 // at once when it is looked at again, and meanwhile costs the server none of the class's redraws.
@@ -182,10 +182,19 @@ function show() {
   if (S.root) S.root.textContent = S.up ? "" : "The class service is unreachable: reconnecting…";
 }
 
+function value(counters, watch) {  // one counter ("seq"), or a sum of counters ("seq+tally": each only grows)
+  let sum = 0;
+  for (const name of String(watch).split("+")) {
+    if (counters[name] === undefined) return undefined;
+    sum += counters[name];
+  }
+  return sum;
+}
+
 function check() {
   clearTimeout(S.timer);
   if (!S.set || !S.latest || S.drawn === null || !S.url) return;
-  const want = S.latest[S.watch];
+  const want = value(S.latest, S.watch);
   if (want === undefined || want <= S.drawn) { S.tries = 0; S.asked = 0; return; }
   if (document.visibilityState === "hidden") return;        // out of sight: asked when looked at again
   if (S.tries >= WAIT.length) return;                       // the next event starts again
@@ -237,6 +246,14 @@ export default function (component) {
     return () => { if (S.frameMount === frame) S.setFull = null; };
   }
   const mount = ++S.mount;
+  // A view the class moved this tab to (another page, another lesson step: a stop, a projected snapshot) opens at
+  // its top, not where the last one was scrolled to (Streamlit keeps the main area's scroll across pages).
+  const view = location.pathname + "|" + (data.view || "");
+  if (S.view !== null && S.view !== view) {
+    const main = document.querySelector('[data-testid="stMain"]');
+    if (main) main.scrollTo({top: 0});
+  }
+  S.view = view;
   S.root = parentElement.querySelector(".glass-sync") || parentElement;
   S.set = setTriggerValue;
   S.watch = data.watch;
@@ -256,6 +273,12 @@ _component = st.components.v2.component("glass_class_sync", html='<div class="gl
                                         css=_CSS, js=_JS)
 
 
+def counter(counters, watch: str) -> int:
+    """The value a page watches (`sync`'s `watch`): one counter ("seq"), or the sum of several ("seq+tally": each only
+    grows, so the sum moves when any of them does)."""
+    return sum(getattr(counters, name) for name in watch.split("+"))
+
+
 def sync_frame(url: str) -> None:
     """Drawn by a full run of a follower whose page is a fragment (ui/classroom/panels.py `followed_page`), outside
     it: its trigger reruns the whole app, which the page's end uses when asking once did not bring the page up
@@ -264,8 +287,10 @@ def sync_frame(url: str) -> None:
                width="stretch", height="content")
 
 
-def sync(url: str | None, watch: str, drawn: int | None, on_sync=None) -> None:
+def sync(url: str | None, watch: str, drawn: int | None, on_sync=None, view: str | None = None) -> None:
     """The last element of a class member's run (nothing may be drawn after it): the page's event stream
-    `url` (None closes it), the counter the page shows (`watch`: "seq", "q" or "tally") and its value."""
-    _component(key="class_sync", data={"url": url, "watch": watch, "drawn": drawn},
+    `url` (None closes it), the counter the page shows (`watch`: "seq", "q", "tally", or a sum such as
+    "seq+tally") and its value; `view` names what the page shows (its page and lesson step): when the class moves
+    the page to another view, it opens at its top."""
+    _component(key="class_sync", data={"url": url, "watch": watch, "drawn": drawn, "view": view},
                on_sync_change=on_sync or (lambda: None), width="stretch", height="content")

@@ -1,7 +1,8 @@
 """Classroom mode in a Streamlit session: a teacher runs a class, students follow it.
 
-This module holds the session's class state and its operations (join, follow, apply, publish, questions);
-ui/classroom/panels.py draws them and holds `run(page, body)`, which app.py wraps every run in:
+This module holds the session's class state and the student's side (join, follow, apply); the teacher's side
+(start, take back, publish, adopt, end) is ui/classroom/teacher.py; ui/classroom/panels.py draws them and holds
+`run(page, body)`, which app.py wraps every run in:
 
 1. a link with ``?class=CODE`` joins this session to the class (a join link, or a student whom a
    failover moved to another process: the URL keeps the code, so they rejoin by themselves);
@@ -44,6 +45,15 @@ _class_asked          the teacher's last question (model.questions.Question) and
 _class_touched        when this teacher last called touch (monotonic seconds)
 _class_notice         a message for this session, shown once
 _class_unreachable    the class store could not be reached on the last read (the badge says so)
+_class_ended          the message that this session's class has ended: shown above every page until dismissed
+_class_left           how this student left follow mode: "chose" (its button), else the shared keys it changed
+_class_reported       the status this student last reported to the teacher's roster (classroom/roster.py)
+_class_recalled       the class's "bring everyone back" count this student has honoured
+_class_number         this student's number in the class (in the order students joined; shown in the badge)
+_class_console        this teacher's session is a console beside the projector: it never leads the class
+_class_published_v    the version of the class's state this teacher's session last published or showed
+_class_restore_checked  this session looked for a class its browser teaches (a reload is the teacher again)
+_class_moved          the page the class moved this session away from, and when (a late request from it is stale)
 ====================  ================================================================================
 
 Security: every teacher operation goes through the store with `_class_secret`, which the store checks;
@@ -56,21 +66,16 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import time
-from collections.abc import Callable
 from urllib.parse import urlsplit
 
 import streamlit as st
 
 from classroom import (
     STATE_FIELDS,
-    ClassEnded,
     ClassSnapshot,
     ClassStoreError,
-    Forbidden,
     InvalidInput,
-    NotFound,
     RateLimited,
-    StoreFull,
     StoreUnavailable,
     get_store,
     new_student_id,
@@ -88,19 +93,30 @@ SHOWS, RERUNS, EVENTS = "_class_shows", "_class_reruns", "_class_events"
 PUBLISHED, TEACHER_PAGE, ASKED, TOUCHED, NOTICE = ("_class_published", "_class_page", "_class_asked",
                                                    "_class_touched", "_class_notice")
 LINK_TOKEN = "_class_link_token"  # the join link's token (classroom.rules.link_token): teacher and student
+LEFT = "_class_left"  # how this student left follow mode: "chose" (its button) or the shared keys it changed
+REPORTED = "_class_reported"  # the status this student last reported to the class's roster (classroom/roster.py)
+RECALLED = "_class_recalled"  # the class's "bring everyone back" count this student has honoured
+NUMBER = "_class_number"  # this student's number in the class (in the order students joined)
+CONSOLE = "_class_console"  # this teacher's session is a console beside the projector: it never leads the class
+PUBLISHED_V = "_class_published_v"  # the version of the class's state this teacher's session published or showed
+RESTORED = "_class_restore_checked"  # this session has looked for a class its browser teaches (once per session)
+MOVED = "_class_moved"  # (the page the class moved this session away from, when: time.monotonic())
+MOVED_SECONDS = 10.0  # how long a request from that page is a late one (`late_from`)
 UNREACHABLE = "_class_unreachable"  # the class store could not be reached on this session's last read
+ENDED = "_class_ended"  # the message that the class this session was in has ended (shown until dismissed)
 UNREACHABLE_TEXT = "The class service is unreachable: reconnecting…"
 # the tally (answers, votes, arrivals, snapshots) the teacher's class page drew in this full run (None: another
 # page): when the class's stream announces another, the teacher's sidebar panel redraws the whole page (no timer)
 CONSOLE_TALLY = "_class_console_tally"
 KEYS = (CODE, ROLE, FOLLOWING, SECRET, STUDENT, APPLIED, SHOWS, RERUNS, SNAP, PUBLISHED, TEACHER_PAGE, ASKED, TOUCHED,
-        LINK_TOKEN, UNREACHABLE, CONSOLE_TALLY)
+        LINK_TOKEN, UNREACHABLE, CONSOLE_TALLY, LEFT, REPORTED, RECALLED, NUMBER, CONSOLE, PUBLISHED_V, MOVED)
 CLASS_PAGE = "classroom"  # the class's own page: its url path
 NOT_SHARED = (CLASS_PAGE, "home")  # pages a teacher visits without taking the class along
 TOUCH_SECONDS = 60.0  # at most one touch a minute (the teacher's page also touches the class each minute)
 RECENT = 8  # the teacher's states before the current one that a late request may still carry (`stale`)
 MAX_RERUNS = 2  # a run that ends on a class that moved meanwhile reruns at once, at most this many times in a row
 PARAM, FOLLOW_PARAM, TOKEN_PARAM = "class", "follow", "k"  # URL: ?class=CODE&k=TOKEN (&follow=0 while exploring)
+CONSOLE_PARAM = "console"  # URL: /classroom?console=TEACHER-KEY opens the class's console (read once, then removed)
 PAGE_FILES = {p.url_path: p.file for p in PAGES}
 STATE_KEYS = tuple(k for k in STATE_FIELDS if k != "own_model")  # what a student's session holds (not news)
 
@@ -128,6 +144,12 @@ def is_student() -> bool:
     return role() == "student"
 
 
+def is_console() -> bool:
+    """A teacher's session that is a console beside the projector: it asks, reveals, projects and paces, and never
+    leads (what it shows is not the class's)."""
+    return is_teacher() and bool(ss().get(CONSOLE))
+
+
 def following() -> bool:
     return is_student() and bool(ss().get(FOLLOWING))
 
@@ -150,6 +172,18 @@ def leave_class(notice: str | None = None) -> None:
             del st.query_params[param]
     if notice:
         notify(notice)
+
+
+def class_over(class_code: str | None, expired: bool = False) -> None:
+    """The class ended (its teacher ended it, or it expired): the session leaves it, and a message that stays on the
+    page until dismissed says so (a toast fades before a student looking at the projector reads it)."""
+    was_teacher = is_teacher()
+    leave_class()
+    name = f"Class {class_code}" if class_code else "The class"
+    ss()[ENDED] = (f"{name} has ended" + (" (or expired after two idle hours)" if expired else "") + ". "
+                   + ("Start a new class on the Classroom page whenever you like." if was_teacher else
+                      "Your screen is yours again: explore on your own, or join another class on the Classroom "
+                      "page."))
 
 
 # -- the shared state -----------------------------------------------------------------------------------
@@ -237,11 +271,15 @@ def stale(page: str, keys: list[str], recent: tuple[dict, ...] | None) -> bool:
     """Every changed key holds a value of one of the teacher's recent states, or the one the browser's address
     still says: not the student's doing, but a request sent before the later states reached the browser (a
     click as a redraw ends, during a burst of the teacher's changes; a reconnected page, whose new session
-    starts from its address): it carries all the widgets' values, and the run after it writes them back."""
+    starts from its address): it carries all the widgets' values, and the run after it writes them back. The
+    page counts as changed by the student unless the class moved this session away from it a moment ago
+    (`late_from`): a request from the page the class just left (a student who had followed the teacher from the
+    overview to the self-attention page was dropped by their overview's late request)."""
     mine = shared_state(page)
     link = read_link(st.query_params.to_dict())[0]
     olds = (*(recent or ()), link)
-    return all(k != "page" and any(k in old and mine.get(k) == old[k] for old in olds) for k in keys)
+    return all(late_from(page) if k == "page" else any(k in old and mine.get(k) == old[k] for old in olds)
+               for k in keys)
 
 
 # -- joining --------------------------------------------------------------------------------------------
@@ -292,7 +330,12 @@ def join(raw_code: str, follow: bool = True, token: str | None = None) -> bool |
         notify(str(e))
         return False
     forget_class()  # a class this session was in: the address is rewritten for this one at once, below
+    s.pop(ENDED, None)
     s[CODE], s[ROLE], s[STUDENT], s[FOLLOWING], s[SNAP] = snap.code, "student", sid, follow, snap
+    if not follow:
+        s[LEFT] = "chose"  # (an address with follow=0: this student had chosen to explore)
+    with contextlib.suppress(ClassStoreError):
+        s[NUMBER] = store().number(snap.code, sid)
     if token:
         s[LINK_TOKEN] = token
     # Now, not only at the run's end: a run cut short by the next request (a click, the class's next change)
@@ -332,7 +375,7 @@ def poll() -> ClassSnapshot | None:
         return ss().get(SNAP)
     ss().pop(UNREACHABLE, None)
     if snap is None or snap.ended:
-        leave_class("The class has ended." if snap is not None else "The class has ended (or expired).")
+        class_over(code(), expired=snap is None)
         return None
     ss()[SNAP] = snap
     return snap
@@ -356,8 +399,12 @@ def follow_on_run(page: str) -> None:
         changed = changed_keys(page, applied[1]) if applied is not None else []
         if changed and stale(page, changed, applied[2]):
             apply(applied[1])  # a late request wrote old values back: the teacher's again
+            back = applied[1].get("page")
+            if "page" in changed and back in PAGE_FILES:  # (from the page the class just left: back to the class's)
+                moved_away(page)
+                st.switch_page(PAGE_FILES[back], query_params=class_query(snap.code))
         elif changed:
-            s[FOLLOWING] = False
+            s[FOLLOWING], s[LEFT] = False, sorted(changed)
             notify("You changed something yourself: you now explore on your own. "
                    "“Follow the teacher” takes you back to the class.")
         if following() and (applied is None or applied[0] != snap.version):
@@ -366,122 +413,33 @@ def follow_on_run(page: str) -> None:
                           (applied[1], *applied[2])[:RECENT] if applied is not None else ())
             target = snap.state.get("page")
             if target in PAGE_FILES and target != page:
+                moved_away(page)
                 st.switch_page(PAGE_FILES[target], query_params=class_query(snap.code))
     s[SHOWS] = shows(snap)
+
+
+def moved_away(page: str) -> None:
+    """The class moves this session off `page` (to the teacher's page): for a few seconds a request that still
+    comes from `page` is a late one (a page's stream asking again, a click's request crossing the move), not the
+    student going back to it."""
+    ss()[MOVED] = (page, time.monotonic())
+
+
+def late_from(page: str) -> bool:
+    """A run of `page` that the class moved this session away from a moment ago (`moved_away`)."""
+    moved = ss().get(MOVED)
+    return moved is not None and moved[0] == page and time.monotonic() - moved[1] < MOVED_SECONDS
 
 
 def set_following(on: bool) -> None:
     """Callback of the badge's buttons (their click reruns the whole app); the address says it at once."""
     ss()[FOLLOWING] = on
     ss().pop(APPLIED, None)  # following again: the teacher's state is applied afresh
-    write_url()
-
-
-# -- the teacher's side ---------------------------------------------------------------------------------
-def teacher_key() -> str:
-    """What the teacher pastes back to resume the class after a reload or a failover."""
-    return f"{code()}-{ss()[SECRET]}"
-
-
-def start_class() -> None:
-    """Callback: a new class with this session's state; this session becomes its teacher."""
-    leave_class()
-    state, _ = publishable(class_state(ss().get(TEACHER_PAGE, "overview")))
-    try:  # one class per browser (its previous one ends), a few per address: classroom.ClassStore.create
-        new_code, secret = store().create(state, client_id(), owner=browser() or session_owner())
-        token = store().join_token(new_code, secret)
-    except ClassStoreError as e:
-        notify(str(e))
-        return
-    s = ss()
-    s[CODE], s[ROLE], s[SECRET], s[PUBLISHED], s[TOUCHED] = new_code, "teacher", secret, state, time.monotonic()
-    s[LINK_TOKEN] = token
-
-
-def session_owner() -> str:
-    """A teacher without a browser id (no cookie: scripts, AppTest) owns classes as this session."""
-    return ss().setdefault("_class_owner", new_student_id())
-
-
-def resume_class(key: str) -> bool:
-    """Become the teacher of a class again with its teacher key ("CODE-secret")."""
-    raw, _, secret = str(key).strip().partition("-")
-    norm = normalize_code(raw)
-    if norm is None or not secret or not store().is_teacher(norm, secret):
-        s = ss()
-        s["_class_wrong_keys"] = s.get("_class_wrong_keys", 0) + 1
-        time.sleep(min(2.0 ** s["_class_wrong_keys"] / 8, 4.0))  # a wrong key costs a growing wait
-        notify("That is not the key of a running class.")
-        return False
-    leave_class()
-    s = ss()
-    s[CODE], s[ROLE], s[SECRET], s[TOUCHED] = norm, "teacher", secret, 0.0
-    s[LINK_TOKEN] = store().join_token(norm, secret)
-    s.pop(PUBLISHED, None)  # publish this session's state on this run
-    return True
-
-
-def resume_typed() -> None:
-    """Callback of the class page's Resume button (the teacher-key box's value, then emptied)."""
-    resume_class(str(ss().get("class_resume_key", "")))
-    ss()["class_resume_key"] = ""
-
-
-def teacher_call(op: Callable, *args):
-    """A teacher operation; a refusal (ended, expired, not the teacher) ends the role in this session. A store that is
-    full (it answers, but takes no change) says so at once, every time: the change was not made. A call that went
-    through clears what an earlier failure said (the store answers again)."""
-    try:
-        result = op(code(), ss().get(SECRET), *args)
-    except (Forbidden, NotFound, ClassEnded) as e:
-        leave_class(f"{e} You are no longer this class's teacher." if isinstance(e, Forbidden) else str(e))
-    except StoreFull as e:
-        notify(f"{e} Your change did not reach the class.")
-    except StoreUnavailable:
-        unreachable()
-    except ClassStoreError as e:
-        notify(str(e))
+    if on:
+        ss().pop(LEFT, None)
     else:
-        ss().pop(UNREACHABLE, None)
-        return result
-    return None
-
-
-def publish(page: str, warn: bool = True) -> None:
-    """In a teacher's run: share the state if it changed; touch the class at most once a minute."""
-    s = ss()
-    if page not in NOT_SHARED and page in PAGE_FILES:
-        s[TEACHER_PAGE] = page
-    state, refused = publishable(class_state(s.get(TEACHER_PAGE, "overview")))
-    if refused and warn:
-        st.warning("The class cannot see your " + " and ".join(k.replace("_", " ") for k in refused)
-                   + " (it holds < or >, or is over 500 characters): the students keep the one before.",
-                   icon=":material/visibility_off:")
-    if state != s.get(PUBLISHED):
-        if teacher_call(store().set_state, state) is not None:
-            s[PUBLISHED], s[TOUCHED] = state, time.monotonic()
-    elif time.monotonic() - s.get(TOUCHED, 0.0) > TOUCH_SECONDS:
-        teacher_call(store().touch)
-        s[TOUCHED] = time.monotonic()
-
-
-def teacher_snapshot() -> ClassSnapshot | None:
-    try:
-        snap = store().snapshot(code(), secret=ss().get(SECRET))
-    except Forbidden:
-        leave_class("Only the teacher can do this. You are no longer this class's teacher.")
-        return None
-    except StoreUnavailable:
-        unreachable()
-        return None
-    except ClassStoreError as e:
-        notify(str(e))
-        return None
-    ss().pop(UNREACHABLE, None)
-    if snap is None or snap.ended:
-        leave_class("The class has ended.")
-        return None
-    return snap
+        ss()[LEFT] = "chose"
+    write_url()
 
 
 def unreachable() -> None:
@@ -490,12 +448,6 @@ def unreachable() -> None:
     if not ss().get(UNREACHABLE):
         notify(UNREACHABLE_TEXT)
     ss()[UNREACHABLE] = True
-
-
-def end_class() -> None:
-    """Callback: end the class for everyone; nothing of it stays in the store (a marker says it ended)."""
-    teacher_call(store().end)
-    leave_class("The class has ended.")
 
 
 # -- every run ------------------------------------------------------------------------------------------

@@ -188,25 +188,25 @@ def live_figures() -> None:
     c1, c2 = st.columns(2)
     with c1:
         chart(vt.loss_figure(v.steps, v.losses, ev_steps, [e.heldout_loss for e in v.evals]),
-                        key="training_loss", config={"displayModeBar": False})
+                        key="training_loss", config={"displayModeBar": False}, narrow=True)
     with c2:
         chart(vt.loss_figure(v.steps, v.cross_entropy, ev_steps,
                                        [e.heldout_cross_entropy for e in v.evals],
                                        title="Cross-entropy without smoothing (can reach 0)",
                                        what="cross-entropy"),
-                        key="training_ce", config={"displayModeBar": False})
+                        key="training_ce", config={"displayModeBar": False}, narrow=True)
     st.caption("The optimiser minimises the label-smoothed loss (left): with smoothing it cannot go below the "
                "entropy of the smoothed target. The plain cross-entropy (right) reaches 0 when the model is sure "
                "and right. Held-out losses are teacher-forced, like training.")
     c3, c4 = st.columns(2)
     with c3:
         chart(vt.lr_figure(t.steps, t.d_model, t.warmup, t.lr_scale, current=v.step), key="training_lr",
-                        config={"displayModeBar": False})
+                        config={"displayModeBar": False}, narrow=True)
     with c4:
         if v.evals:
             chart(vt.metrics_figure(ev_steps, [e.exact_match for e in v.evals], [e.bleu for e in v.evals],
                                               [e.coref_accuracy for e in v.evals]),
-                            key="training_metrics", config={"displayModeBar": False})
+                            key="training_metrics", config={"displayModeBar": False}, narrow=True)
         else:
             st.info(f"Held-out exact match and BLEU appear at the first evaluation (step {t.eval_every or t.steps}).")
     if v.evals:

@@ -1,0 +1,1 @@
+"""What the pages compute to teach, from model/ only (no Streamlit, no drawing)."""

@@ -1,0 +1,1 @@
+"""A study in the app: the participant's flow, the owner's study and report, the lesson's "Check yourself"."""
