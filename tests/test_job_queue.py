@@ -24,7 +24,7 @@ from tests.services import redis_server
 from training import messages as m
 from training.contract import FAIR_REASON, JobRefused
 from training.job import Job, make_job
-from training.redis_queue import KEEP_SECONDS, PREFIX, QUEUE, RedisQueue, rq_serializer
+from training.redis_queue import KEEP_SECONDS, PREFIX, QUEUE, RedisQueue, key, rq_serializer
 
 TINY = dict(d_model=16, n_heads=2, n_layers=1, d_ff=32, batch_size=16, steps=40, warmup=10, eval_every=0, dropout=0.0)
 LONG = {**TINY, "steps": 5000}
@@ -174,6 +174,9 @@ def test_one_address_keeps_its_share_of_the_workers_while_another_waits(monkeypa
             workers.start("fair-2")
             greedy = [q.submit(make(f"greedy-{i}", client="10.0.0.20", **LONG)) for i in range(2)]
             wait_for(lambda: all(g.view().state == "running" for g in greedy), 90, "both of A's runs training")
+            conn = redis_client(url)  # when each began, on Redis's clock (two workers: either may begin first)
+            wait_for(lambda: all(conn.zscore(key("running"), g.id) for g in greedy), 30, "A's runs counted")
+            newest = max(greedy, key=lambda g: conn.zscore(key("running"), g.id))
             late = q.submit(make("greedy-2", client="10.0.0.20", **LONG))
             waiting = q.submit(make("class-0", client="10.0.0.30", **LONG))
             assert (late.view().position, waiting.view().position) == (1, 2)
@@ -182,8 +185,8 @@ def test_one_address_keeps_its_share_of_the_workers_while_another_waits(monkeypa
             stopped = [g for g in greedy if g.view().state == "stopped"]
             assert len(stopped) == 1 and stopped[0].join(30) and stopped[0].view().reason == FAIR_REASON, \
                 [g.view() for g in greedy]
-            assert stopped[0] is greedy[1]  # the newest of A's runs, with its model so far
-            assert greedy[0].view().state == "running"
+            assert stopped[0] is newest  # the newest of A's runs, with its model so far
+            assert all(g.view().state == "running" for g in greedy if g is not newest)
         finally:
             q.shutdown()
             workers.stop_all()
