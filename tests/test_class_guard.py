@@ -59,6 +59,9 @@ def test_a_client_over_its_share_waits_and_nobody_else_does():
     assert max(ledger.spend("flooder", 1.0) for _ in range(100)) == pytest.approx(10.0)  # its debt is capped
     clock.t += 60  # a minute later everything is paid back
     assert ledger.spend("flooder", MESSAGE_COST) == 0 and ledger.spend("student", MESSAGE_COST) == 0
+    clock.t += 60  # plain HTTP is held to the share even alone (served on the web server's own thread, beside
+    http = [ledger.spend("203.0.113.66", HTTP_COST, http=True) for _ in range(600)]  # every page's messages)
+    assert ledger.active() == 1 and http[-1] == pytest.approx((600 * HTTP_COST - 1.0) / 0.25)  # (alone: / 1.0)
 
 
 def test_an_idle_page_elsewhere_holds_back_no_class_and_a_teacher_never_waits():
