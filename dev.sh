@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Glass Transformer's one entry point. Sets everything up on a fresh machine, then:
 #   ./dev.sh app     start the app           (http://localhost:8501)
-#   ./dev.sh test    run every test: lint, model, pages (AppTest) and browser tests (Chromium)
+#   ./dev.sh test    run every test: lint, types, unit, app (AppTest), services and browser tests (Chromium)
+#   ./dev.sh test fast   lint, types, unit and app tests only (no servers, no browser: a few minutes)
 #   ./dev.sh bench   run the benchmark scripts and print their figures
 #   ./dev.sh serve   several app processes behind HAProxy, + redis-server and training queue workers
 #                    (--replicas N --workers W --port 8500)
@@ -73,11 +74,17 @@ case "$cmd" in
     ;;
   test)
     setup_python
-    setup_chromium
-    setup_services
+    tier=()
+    if [ "${1:-}" = fast ]; then
+      shift
+      tier=(-m "unit or app")  # the tiers: tests/conftest.py
+    else
+      setup_chromium
+      setup_services
+    fi
     .venv/bin/ruff check .
     # pytest exits 5 when no test ran: that is a failure here too.
-    .venv/bin/python -m pytest "$@"
+    .venv/bin/python -m pytest "${tier[@]}" "$@"
     ;;
   serve)
     setup_python
@@ -89,7 +96,7 @@ case "$cmd" in
     for b in bench/bench_*.py; do m=bench.$(basename "$b" .py); echo "== $m"; .venv/bin/python -m "$m"; done
     ;;
   *)
-    sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac

@@ -23,8 +23,8 @@ from pathlib import Path
 
 from PIL import Image  # (installed with streamlit)
 
+from explain.lesson import STEPS as LESSON
 from model.examples import COREFERENCE
-from model.lesson import STEPS as LESSON
 from serving.processes import running_app
 from tools.browser import (
     RUN_COUNTER_JS,

@@ -35,7 +35,8 @@ import torch
 from tqdm import tqdm
 
 from bench.training_runs import Spec, run_all
-from model import ablations, checkpoint, train_settings
+from explain import ablations
+from model import checkpoint, train_settings
 from model.train import TrainConfig
 
 

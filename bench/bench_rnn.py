@@ -34,8 +34,8 @@ from pathlib import Path
 import torch
 
 from bench.training_runs import Spec, run_all
+from explain.compare import accuracy_by_length, encode_times, gradient_by_distance, sequential_steps
 from model import checkpoint, train_settings
-from model.compare import accuracy_by_length, encode_times, gradient_by_distance, sequential_steps
 from model.data import load_dataset
 
 OUT = checkpoint.ASSETS / "rnn_comparison.json"

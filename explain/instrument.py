@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from explain.items import Item, Models, make
-from model.lesson import step_index
+from explain.lesson import step_index
 
 # objective -> (what a participant should be able to say, the lesson steps that teach it)
 OBJECTIVES = {

@@ -4,7 +4,7 @@ Every item is plain data (`Item`): a question, 3-4 options, the index of the opt
 right, one line that explains the answer with those numbers, and per option the misconception it stands for
 (`MISCONCEPTIONS`; None for the right option and for a wrong one that is no known misconception). A *transfer*
 item has a grid instead (`Item.grid`: a head's row for an unseen sentence, answered by clicking a cell, as the
-classroom's click questions; `model.questions.attention_grid` makes it).
+classroom's click questions; `explain.questions.attention_grid` makes it).
 
 An item is made by a *template* (`TEMPLATES`, one function each) from the shipped models and a few parameters
 (a sentence, a word). The correct option always states this sentence's numbers (a weight, a length, a
@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 
 import torch
 
-from model import questions as Q
+from explain import questions as Q
+from explain.lesson import n_layers
 from model.checkpoint import Bundle
-from model.lesson import n_layers
 from model.pipeline import Analysis, analyse, beam, decode_text, prepare, teacher_forced
 from model.trace import Interventions
 from model.vocab import BOS, EOS

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from explain.coref import PRONOUNS, coref_parts, partner
 from explain.tracing import HALF, Pair, Tracing, at_position, pair, trace_pair
 from model.checkpoint import Bundle
-from model.coref import PRONOUNS, coref_parts, partner
 from model.pipeline import prepare
 from model.trace import Interventions
 

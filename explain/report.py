@@ -22,8 +22,8 @@ from statistics import median
 from explain import stats
 from explain.instrument import OBJECTIVES, slot_of
 from explain.items import MISCONCEPTIONS
+from explain.lesson import STEPS, step_index
 from explain.questionnaires import FEEL, SUS, TLX
-from model.lesson import STEPS, step_index
 
 IDLE_CAP = 600.0
 LEVELS = ("viewing", "responding", "changing", "constructing", "presenting")

@@ -5,8 +5,8 @@ from dataclasses import replace
 
 import streamlit as st
 
+from explain.paper import BASE, SECTIONS
 from model.checkpoint import CheckpointError
-from model.paper import BASE, SECTIONS
 from pages.content import decoder as text
 from ui import shell
 from ui.models import analysis, cheating, content_key, current_model, load_shipped, no_mask_reference

@@ -6,7 +6,7 @@ import urllib.parse
 
 import streamlit as st
 
-from model import lesson as L
+from explain import lesson as L
 from pages.content.lesson import BRIDGES, INTRO, TEXT
 from ui import lesson as state
 from ui import shell

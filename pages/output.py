@@ -5,8 +5,8 @@ import functools
 
 import streamlit as st
 
+from explain.paper import SECTIONS
 from model.data import dataset_reference
-from model.paper import SECTIONS
 from pages.content import output as text
 from ui import shell
 from ui.models import analysis, beam, content_key, current_model, teacher_forced, used_text

@@ -2,8 +2,8 @@
 
 import streamlit as st
 
+from explain.paper import BASE, CITATION
 from model.checkpoint import count_parameters
-from model.paper import BASE, CITATION
 from pages.content import overview as text
 from ui import shell
 from ui.models import analysis, current_model, toy_data

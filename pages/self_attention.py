@@ -6,9 +6,9 @@ import math
 
 import streamlit as st
 
+from explain.experiments import plain_self_attention
+from explain.textbook import thinking_machines
 from model.examples import COREFERENCE_WIDE
-from model.experiments import plain_self_attention
-from model.textbook import thinking_machines
 from pages.content import self_attention as text
 from ui import shell
 from ui.attention_steps import coref_section, show_steps, show_why_scale

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from model.coref import partner
+from explain.coref import partner
 from model.examples import COREFERENCE, COREFERENCE_WIDE
 from model.trace import attention_modules
 from pages.content import tracing as text

@@ -3,7 +3,7 @@ reproduced at toy scale."""
 
 import streamlit as st
 
-from model.paper import CITATION, TABLE1, TABLE1_CAPTION, TABLE3_CAPTION
+from explain.paper import CITATION, TABLE1, TABLE1_CAPTION, TABLE3_CAPTION
 from pages.content import why_attention as text
 from ui import shell
 from ui.ablations import measured, measured_key

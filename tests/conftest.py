@@ -1,5 +1,9 @@
+import functools
+import inspect
 import os
+import re
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -7,6 +11,8 @@ import study  # noqa: F401 - the service packages, imported first: AppTest runs 
 import training  # noqa: F401 - sys.path, where pages/training.py would shadow the package (as classroom's do)
 from classroom import MemoryClassStore, RedisClassStore
 from tests.services import redis_server
+
+TESTS = Path(__file__).resolve().parent
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # as the app's server runs (ui/startup.py)
 
@@ -52,3 +58,42 @@ def make_store(request):
     yield make
     for s in made:
         s.close()
+
+
+# --- Test tiers ---------------------------------------------------------------------------------------------------
+# Every test gets one tier marker, from what it runs (docs/contributors.md, "Test tiers"):
+#   unit      functions of model/, explain/, viz/, classroom/, ... in this process
+#   app       a page run through Streamlit's AppTest (no server)
+#   services  a real redis-server, PostgreSQL, HAProxy or app processes, started by the test
+#   browser   the running app driven in Debian's Chromium (tests/browser/)
+# `./dev.sh test fast` runs unit and app; `./dev.sh test` runs all four.
+_STARTS = re.compile(r"\b(start_app|start_replicas|redis_server|redis_url|postgres_server|haproxy|Popen|subprocess"
+                     r"|RedisClassStore|serve_app|app_process)\b")
+_APP = re.compile(r"\b(AppTest|run_app|run_page|app_test)\b")
+
+
+@functools.cache
+def _source(obj) -> str:
+    try:
+        return inspect.getsource(obj)
+    except (OSError, TypeError):
+        return ""
+
+
+def _tier(item: pytest.Item) -> str:
+    if "browser" in Path(str(item.fspath)).parts:
+        return "browser"
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    if "redis" in params.values() or "redis_url" in item.fixturenames:
+        return "services"
+    funcs = [item.function] + [d.func for defs in item._fixtureinfo.name2fixturedefs.values() for d in defs
+                               if Path(inspect.getfile(d.func)).resolve().is_relative_to(TESTS)]
+    sources = [_source(f) for f in funcs]
+    if any(_STARTS.search(s) for s in sources):
+        return "services"
+    return "app" if any(_APP.search(s) for s in sources) else "unit"
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        item.add_marker(_tier(item))

@@ -17,8 +17,9 @@ from apptest_util import all_text, figures, no_exception, read_table, run_page, 
 from bench.ablations import rows as ablation_rows
 from bench.ablations import seed_record, settings_of
 from bench.training_runs import Spec, measure
-from model import ablations, train_settings
-from model.paper import TABLE3
+from explain import ablations
+from explain.paper import TABLE3
+from model import train_settings
 from ui.widgets import markdown_table, md
 from viz import ablations as va
 
@@ -198,7 +199,7 @@ def test_the_papers_findings_say_what_its_table_says(shipped):
     """Audit 4, B7: group C's finding no longer says every bigger model helps (N = 8 is below the base on BLEU);
     group E's says section 3.2.1 only suspects why to scale; rows not in the paper are "as expected", not "as the
     paper found"."""
-    from model.paper import TABLE3_FINDINGS
+    from explain.paper import TABLE3_FINDINGS
 
     base = next(v for v in TABLE3 if v.group == "base")
     n8 = next(v for v in TABLE3 if dict(v.changes).get("n_layers") == 8)

@@ -1,4 +1,4 @@
-"""Classroom mode in the app (ui/classroom/session.py, panels.py, pages/classroom.py, model/questions.py).
+"""Classroom mode in the app (ui/classroom/session.py, panels.py, pages/classroom.py, explain/questions.py).
 
 A teacher and three students, each its own AppTest session of app.py, on the memory store AND on a real
 redis-server started here (tests/services.py): following (page, sentence, a switch, a head, the lesson's
@@ -20,8 +20,8 @@ import torch
 
 import classroom
 from classroom import Forbidden, MemoryClassStore, QuestionClosed, RedisClassStore, check_question
+from explain import questions as Q
 from model import checkpoint, pipeline
-from model import questions as Q
 from model.trace import Interventions
 from serving.shared_redis import REDIS_URL_ENV
 from tests.apptest_util import all_text, decode, no_exception, run_app
@@ -406,7 +406,7 @@ def test_an_idle_class_ends_by_itself(backend):
     assert store.snapshot(code) is None or store.snapshot(code).ended
 
 
-# -- model/questions.py: the answers are the model's --------------------------------------------------------
+# -- explain/questions.py: the answers are the model's --------------------------------------------------------
 @pytest.fixture(scope="module")
 def bundles():
     return checkpoint.load(checkpoint.SHIPPED), checkpoint.load(checkpoint.SHIPPED_NO_MASK)

@@ -177,8 +177,8 @@ def test_votes_and_revotes_reach_the_teacher_by_push_exactly():
 
 def test_every_new_kind_is_asked_with_the_model_s_answer(store):  # noqa: F811 - the fixture
     """Each kind from the lecture, asked from the teacher's page, lands in the store with the answer the model
-    gives on the teacher's sentence (recomputed here from model/questions.py on the same state)."""
-    from model import questions as Q
+    gives on the teacher's sentence (recomputed here from explain/questions.py on the same state)."""
+    from explain import questions as Q
     from model.trace import Interventions
 
     teacher, code = start_teacher()

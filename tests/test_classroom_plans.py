@@ -22,7 +22,8 @@ import classroom
 import training
 from classroom import MemoryClassStore, RedisClassStore
 from classroom import plans as P
-from model import checkpoint, coref, pipeline
+from explain import coref
+from model import checkpoint, pipeline
 from model.data import pad
 from model.trace import Interventions
 from serving.shared_redis import REDIS_URL_ENV
@@ -391,9 +392,9 @@ def test_shipped_plans_claim_only_what_their_runs_show(bundles):
     """Audit 4: every caption and question of the shipped plans at the strength its run gives it (B2, B4, B9, C1,
     D3), and the il/elle plan's tracing stops answered by the tracing itself."""
     from explain import tracing
+    from explain.lesson import STEPS
     from model.data import load_dataset
     from model.decoding import greedy_batch
-    from model.lesson import STEPS
     from viz import lesson as V
 
     base = bundles["base"]

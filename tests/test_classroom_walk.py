@@ -1,6 +1,7 @@
 """The classroom walk's findings (../shared/audits/classroom-walk-4.md) that a session run through AppTest can show,
-each test named after the findings it covers; the ones that need a browser are tests/browser/test_classroom_walk_browser.py
-and tests/browser/test_class_soak.py. Both class stores where the store is involved."""
+each test named after the findings it covers; the ones that need a browser are
+tests/browser/test_classroom_walk_browser.py and tests/browser/test_class_soak.py.
+Both class stores where the store is involved."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ import plotly.io
 import pytest
 
 from classroom.plans import check_plan
+from explain import questions as Q
 from model import checkpoint, pipeline
-from model import questions as Q
 from tests.apptest_util import all_text, no_exception, run_app
 from tests.test_classroom import backend, redis_url, start_teacher, state, title  # noqa: F401 - fixtures
 from tests.test_classroom import store as store  # noqa: F401 - the fixture

@@ -1,7 +1,7 @@
-"""The guided lesson: its steps' numbers (model/lesson.py), notices (viz/lesson.py) and page (pages/lesson.py).
+"""The guided lesson: its steps' numbers (explain/lesson.py), notices (viz/lesson.py) and page (pages/lesson.py).
 
 Every number a notice states is recomputed here from `pipeline.analyse` on the shipped model, reading
-the named tensors directly (not through model/lesson.py), and looked for in the notice's text.
+the named tensors directly (not through explain/lesson.py), and looked for in the notice's text.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
+from explain import lesson as L
 from explain.pronoun import story as pronoun_story
+from explain.textbook import thinking_machines
 from model import checkpoint, pipeline
-from model import lesson as L
-from model.textbook import thinking_machines
 from model.trace import Interventions
 from tests.apptest_util import ROOT, TIMEOUT, all_text, decode, figures, heatmap_z, no_exception
 from ui.widgets import md

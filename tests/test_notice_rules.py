@@ -22,13 +22,13 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from explain import lesson as L
+from explain.coref import coref_parts, decision, encoder_links
+from explain.experiments import dot_product_samples, layer_norm_params, one_head_left, plain_self_attention, saturation
 from explain.pronoun import story
+from explain.span import span_check
 from model import checkpoint, pipeline
-from model import lesson as L
-from model.coref import coref_parts, decision, encoder_links
 from model.data import load_dataset
-from model.experiments import dot_product_samples, layer_norm_params, one_head_left, plain_self_attention, saturation
-from model.span import span_check
 from model.trace import Trace
 from viz import attention as va
 from viz import complexity as vx
@@ -418,7 +418,7 @@ def test_column_form_notice_follows_its_rule():
 
 
 def _outside(rows: torch.Tensor, vectors: torch.Tensor) -> torch.Tensor:
-    """Share of each row outside span(vectors), by least squares (not model/span.py's SVD)."""
+    """Share of each row outside span(vectors), by least squares (not explain/span.py's SVD)."""
     y, B = rows.double(), vectors.double()
     coef = torch.linalg.lstsq(B.T, y.T, driver="gelsd").solution  # [n, T]
     return (y - (B.T @ coef).T).norm(dim=-1) / y.norm(dim=-1)

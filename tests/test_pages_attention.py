@@ -22,8 +22,8 @@ from apptest_util import (
     tables,
 )
 
+from explain.coref import decision as coref_decision
 from model import checkpoint
-from model.coref import decision as coref_decision
 from model.examples import COREFERENCE, COREFERENCE_WIDE
 from model.pipeline import analyse, prepare, teacher_forced
 from model.trace import Interventions
@@ -610,7 +610,7 @@ def test_encoder_span_of_the_values(bundle, ref):
     at = run_page("encoder", encoder_layer=1)
     no_exception(at)
     r = ref()
-    from model.span import span_check
+    from explain.span import span_check
 
     c = span_check(bundle.model, r.trace, 1)
     fig = chart_spec(at, "encoder_span")

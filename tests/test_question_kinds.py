@@ -1,4 +1,4 @@
-"""The question kinds made from the lecture's ideas (model/questions.py): on any sentence the answer is what the
+"""The question kinds made from the lecture's ideas (explain/questions.py): on any sentence the answer is what the
 model's tensors say, recomputed here independently; the options hold the plausible wrong answer."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from classroom import check_question
 from classroom.votes import check_grid
+from explain import questions as Q
 from model import checkpoint, pipeline
-from model import questions as Q
 from model.trace import Interventions
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

@@ -332,10 +332,10 @@ def test_evaluate_cli_rejects_a_missing_checkpoint(tmp_path, capsys):
     assert "cannot load" in capsys.readouterr().err
 
 
-# --- The measurements (model/compare.py) and their notices (viz/rnn.py) ---------------------------
+# --- The measurements (explain/compare.py) and their notices (viz/rnn.py) ---------------------------
 
 def test_sequential_steps_count_the_real_pairs():
-    from model.compare import sequential_steps
+    from explain.compare import sequential_steps
 
     pairs = [Pair("i am a student", "je suis étudiant"), Pair("i am a cat", "je suis un chat")]
     rows = sequential_steps(pairs)
@@ -343,7 +343,7 @@ def test_sequential_steps_count_the_real_pairs():
 
 
 def test_jacobian_norms_see_the_recurrence_is_causal():
-    from model.compare import jacobian_norms
+    from explain.compare import jacobian_norms
 
     m = small()
     x = torch.randn(6, 12)
@@ -357,7 +357,7 @@ def test_jacobian_norms_see_the_recurrence_is_causal():
 
 
 def test_gradient_by_distance_is_relative_to_distance_0():
-    from model.compare import gradient_by_distance
+    from explain.compare import gradient_by_distance
 
     rnn_b = small_bundle("gru", "additive")
     tf_b = checkpoint.load(checkpoint.SHIPPED)

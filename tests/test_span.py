@@ -1,4 +1,4 @@
-"""The span argument measured (model/span.py, viz/span.py): attention's outputs stay in the span of its values,
+"""The span argument measured (explain/span.py, viz/span.py): attention's outputs stay in the span of its values,
 the feed-forward net's ReLU takes them out. Values, on the shipped model and on small constructed ones."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import math
 import pytest
 import torch
 
+from explain.span import outside_share, span_check
 from model import checkpoint, pipeline
-from model.span import outside_share, span_check
 from model.transformer import Config, Transformer, traced
 from viz import span as vspan
 

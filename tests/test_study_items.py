@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 
 from explain import instrument as N
 from explain import items as I
+from explain.lesson import SENTENCES
 from model import checkpoint
 from model.data import load_dataset
 from model.examples import COREFERENCE, STUDENT, THINKING
-from model.lesson import SENTENCES
 from model.pipeline import analyse, prepare
 from model.vocab import tokenize
 

@@ -14,9 +14,9 @@ import pytest
 import torch
 from apptest_util import ROOT, all_text, no_exception, run_page
 
+from explain import questions as Q
+from explain.paper import RECIPE
 from model import checkpoint, pipeline
-from model import questions as Q
-from model.paper import RECIPE
 from model.trace import Interventions
 from model.transformer import traced
 from pages.content import before, classroom

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from model.textbook import D_K, thinking_machines
+from explain.textbook import D_K, thinking_machines
 
 
 def test_thinking_machines_numbers():

@@ -1,4 +1,4 @@
-"""Unit tests of the attention/encoder page helpers: model/experiments.py, viz/attention.py, viz/layers.py."""
+"""Unit tests of the attention/encoder page helpers: explain/experiments.py, viz/attention.py, viz/layers.py."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from model.experiments import (
+from explain.experiments import (
     dot_product_samples,
     ffn_hidden,
     head_projection,
@@ -20,8 +20,8 @@ from model.experiments import (
     summarize,
     variance_by_dk,
 )
+from explain.textbook import thinking_machines
 from model.pipeline import analyse, prepare
-from model.textbook import thinking_machines
 from model.trace import Interventions
 from model.transformer import Config, Transformer, traced
 from viz import attention as va
@@ -392,7 +392,7 @@ def test_coref_parts_and_focus_chosen_by_the_data():
     hl = vh.head_labels(2, 4)
     text = vc.coref_notice(rows, hl, labels, c, f)
     ref, other = float(rows[best, 1]), float(rows[best, 5])
-    if ref >= 0.5 and ref >= 2 * other:  # the rule of "links" (model/coref.py LINK)
+    if ref >= 0.5 and ref >= 2 * other:  # the rule of "links" (explain/coref.py LINK)
         assert text.startswith(f"“tired” makes “it” the animal. {hl[best]} links “it” to “animal”: {ref:.2f}, "
                                f"against {other:.2f} for “street”.")
     else:
@@ -514,8 +514,8 @@ def test_column_notice_head_off_and_wrong_scale():
 
 @pytest.mark.usefixtures("one_torch_thread")
 def test_one_head_left_runs_the_model_with_the_other_heads_off():
+    from explain.experiments import one_head_left
     from model import checkpoint
-    from model.experiments import one_head_left
     from model.pipeline import teacher_forced
     from model.trace import attention_modules
 

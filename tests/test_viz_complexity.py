@@ -2,7 +2,7 @@
 
 import pytest
 
-from model.paper import BLEU_TABLE, SECTIONS
+from explain.paper import BLEU_TABLE, SECTIONS
 from viz.complexity import bleu_frame, bleu_notice, costs_notice, layer_costs
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from model import mask_experiments as me
+from explain import mask_experiments as me
 from model import pipeline
 from model.checkpoint import Bundle
 from model.data import pad

@@ -6,10 +6,10 @@ import pandas as pd
 import pytest
 import torch
 
+from explain.experiments import permutation_check
+from explain.paper import BASE, BIG, BLEU_TABLE, TABLE1
 from model.checkpoint import Bundle, count_parameters
 from model.data import Pair
-from model.experiments import permutation_check
-from model.paper import BASE, BIG, BLEU_TABLE, TABLE1
 from model.transformer import Config, Transformer, sinusoidal_encoding
 from model.vocab import Vocab
 from viz import embeddings as ve
@@ -57,7 +57,7 @@ from viz.positional import (
     worked,
 )
 
-# --- The paper's numbers (written out here independently of model/paper.py) ---------------------
+# --- The paper's numbers (written out here independently of explain/paper.py) ---------------------
 
 EXPECTED_BLEU = [
     ("ByteNet", 23.75, None, None, None),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from model import ablations
+from explain import ablations
 
 
 @st.cache_resource

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import streamlit as st
 
+from explain.experiments import dot_product_samples, one_head_left, saturation, summarize
+from explain.textbook import from_book
 from model import pipeline
-from model.experiments import dot_product_samples, one_head_left, saturation, summarize
-from model.textbook import from_book
 from ui.classroom.plans import mystery_in, mystery_wait
 from ui.models import analysis, coref_decision, current_model, saturation_rows, session_cache, used_text, variance_rows
 from ui.state import interventions
@@ -173,7 +173,7 @@ def show_coref(ca, name: str, n_layers: int, n_heads: int, key: str, no_it: str)
 
 def show_decision(texts: tuple[str, ...], key: str) -> None:
     """Where il / elle is decided, for coreference sentences `texts`: the pronoun row's reading of the adjective
-    and the model with each decoder layer's encoder-decoder attention switched off (model/coref.py)."""
+    and the model with each decoder layer's encoder-decoder attention switched off (explain/coref.py)."""
     def draw() -> None:
         decisions = [d for d in (coref_decision(t) for t in texts) if d is not None]
         if not decisions:

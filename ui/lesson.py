@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from model.lesson import DEFAULT_SENTENCE, N_STEPS, SENTENCES, parse_step
+from explain.lesson import DEFAULT_SENTENCE, N_STEPS, SENTENCES, parse_step
 from ui.state import DEFAULT_SENTENCE as APP_DEFAULT
 from ui.state import MAX_URL_SENTENCE, init_state, request_sentence
 

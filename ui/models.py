@@ -34,10 +34,11 @@ import pandas as pd
 import streamlit as st
 import torch
 
-from model import checkpoint, data, experiments, mask_experiments, pipeline
+from explain import experiments, mask_experiments
+from explain.span import SpanCheck, span_check
+from model import checkpoint, data, pipeline
 from model.checkpoint import Bundle
 from model.data import DATASET_PATH, data_hash, load_dataset
-from model.span import SpanCheck, span_check
 from model.trace import Interventions, Trace
 from ui.state import DEFAULT_SENTENCE, init_state, interventions
 from viz import layers
@@ -298,7 +299,7 @@ def _span(model_key: str, text: str, iv: Interventions, layer: int, _bundle: Bun
 
 
 def span(a: pipeline.Analysis, layer: int) -> SpanCheck:
-    """`model.span.span_check` of encoder layer `layer` on the analysed sentence: least squares over the sentence's
+    """`explain.span.span_check` of encoder layer `layer` on the analysed sentence: least squares over the sentence's
     vectors (2 ms), computed once per content in this process rather than by every follower of a class."""
     cur = current_model()
     return _span(cur.key, a.prepared.text, a.interventions, layer, cur.bundle, a.trace)
@@ -391,13 +392,13 @@ def coref_defaults(a: pipeline.Analysis, keys: tuple[str, str, str], n_layers: i
 
 @session_cache(max_entries=32)
 def _decision(model_key: str, text: str, iv: Interventions, _bundle: Bundle):
-    from model.coref import decision
+    from explain.coref import decision
 
     return decision(_bundle, text, iv)
 
 
 def coref_decision(text: str, iv: Interventions | None = None):
-    """Where the current model decides il / elle in the coreference sentence `text` (a `model.coref.Decision`, or
+    """Where the current model decides il / elle in the coreference sentence `text` (a `explain.coref.Decision`, or
     None for another sentence): the pronoun row's cross-attention and each decoder layer switched off."""
     cur = current_model()
     return _decision(cur.key, used_text(text), interventions() if iv is None else iv, cur.bundle)

@@ -1,7 +1,7 @@
 """Table 3 at toy scale: our rows beside the paper's, the seeds' spread as a figure, and a notice per group.
 
-Everything is computed from the file `python -m bench.ablations --write` produces (`model.ablations`)
-and from the paper's own numbers (`model.paper.TABLE3`). A row lies *apart from the base* (rule) only when its
+Everything is computed from the file `python -m bench.ablations --write` produces (`explain.ablations`)
+and from the paper's own numbers (`explain.paper.TABLE3`). A row lies *apart from the base* (rule) only when its
 seeds and the base's seeds do not overlap: all of its seeds reached 95% held-out exact match sooner (or later)
 than all of the base's, or all of its final exact matches lie above (or below) all of the base's. Anything else
 is "within the spread" of a few seeds, which is what most toy differences are. Every verdict is at the run's
@@ -17,8 +17,8 @@ import statistics
 import pandas as pd
 import plotly.graph_objects as go
 
+from explain.paper import TABLE3, TABLE3_FINDINGS, Variation
 from explain.seeds import chance_apart, non_monotone
-from model.paper import TABLE3, TABLE3_FINDINGS, Variation
 
 GROUP_TITLES = {"A": "(A) heads at constant computation", "B": "(B) key size d_k", "C": "(C) model size",
                 "D": "(D) regularisation", "E": "(E) positions and scaling"}

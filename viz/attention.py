@@ -22,8 +22,8 @@ import numpy as np
 import pandas as pd
 import torch
 
+from explain.textbook import WORDS, ThinkingMachines
 from model.pipeline import Analysis
-from model.textbook import WORDS, ThinkingMachines
 from model.trace import Trace
 from viz.heatmap import as_array
 

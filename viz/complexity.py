@@ -2,7 +2,7 @@
 
 `layer_costs` evaluates the formulas inside the big-O of Table 1 for given n, d, k, r (the constant
 factors are dropped, as in the table: these are orders of growth, not exact FLOP counts).
-The paper's figures themselves live in `model.paper`.
+The paper's figures themselves live in `explain.paper`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from model.paper import BLEU_TABLE, TABLE1
+from explain.paper import BLEU_TABLE, TABLE1
 
 TYPES = tuple(t.name for t in TABLE1)  # Self-attention, Recurrent, Convolutional, Self-attention (restricted)
 FORMULAS = ("n²·d", "n·d²", "k·n·d²", "r·n·d")

@@ -1,5 +1,5 @@
 """The coreference example ("… because it was too tired / wide"): which word "it" reads in the encoder's
-heads, and where the model decides il or elle (model/coref.py runs the experiments).
+heads, and where the model decides il or elle (explain/coref.py runs the experiments).
 
 Notice words and their rules (checked in tests/test_notice_rules.py over every coreference sentence of the
 toy set): a head "links" "it" to a noun only when it gives that noun at least LINK (0.5) and at least
@@ -15,7 +15,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from model.coref import LINK, READS, Coref, Decision, coref_parts  # noqa: F401 - coref_parts: the pages' import
+from explain.coref import LINK, READS, Coref, Decision, coref_parts  # noqa: F401 - coref_parts: the pages' import
 from model.trace import Trace
 from viz.attention import is_parking, word_of
 from viz.heads import find_word, top_words, word_across_layers

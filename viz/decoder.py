@@ -1,5 +1,5 @@
 """Pure builders for the decoder page: masking step by step, cross-attention, and the results of the
-padding demo and the no-mask model (run by model/mask_experiments.py), as tensors and tables.
+padding demo and the no-mask model (run by explain/mask_experiments.py), as tensors and tables.
 
 Everything here takes real tensors (a trace, an experiment's result) or the lecture notes' textbook
 numbers and returns tensors, small dataclasses, strings or pandas DataFrames for the page to draw. It
@@ -26,7 +26,7 @@ from model.transformer import additive_mask, look_ahead_mask
 from viz.heatmap import count, shape_text
 
 if TYPE_CHECKING:  # result types only: viz draws what model/ computed, it never runs the network
-    from model.mask_experiments import Cheating, PaddingDemo
+    from explain.mask_experiments import Cheating, PaddingDemo
     from model.pipeline import TeacherForced
 
 # --- The lecture notes' 4 x 4 example ------------------------------------------------------------

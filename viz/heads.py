@@ -16,7 +16,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from model.experiments import OneHeadLeft
+from explain.experiments import OneHeadLeft
 from model.pipeline import Analysis
 from model.trace import Trace
 from viz.attention import dims, module_name

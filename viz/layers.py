@@ -1,6 +1,6 @@
 """Builders for the encoder-layer page: residual connections, LayerNorm's two steps, the FFN, the stack.
 
-All numbers come from a `Trace`, plus what `model.experiments` reads or recomputes from the model's
+All numbers come from a `Trace`, plus what `explain.experiments` reads or recomputes from the model's
 parameters (γ, β: `layer_norm_params`; max(0, x W_1 + b_1): `ffn_hidden`); nothing here runs the model.
 Works for post-LN models (the paper's and the shipped one: LayerNorm(x + Sublayer(x))) and for pre-LN models
 (x + Sublayer(LayerNorm(x)), with a final LayerNorm after the stack), which a user may upload.
@@ -140,7 +140,7 @@ def ffn_input(trace: Trace, layer: int) -> torch.Tensor:
 
 def ffn(trace: Trace, layer: int, recomputed: torch.Tensor) -> FFN:
     """The FFN of encoder layer `layer` as recorded, beside its hidden layer `recomputed` from W_1, b_1
-    (`model.experiments.ffn_hidden(model, layer, ffn_input(trace, layer))`)."""
+    (`explain.experiments.ffn_hidden(model, layer, ffn_input(trace, layer))`)."""
     return FFN(ffn_input(trace, layer), trace[f"enc.{layer}.ffn.hidden"][0], recomputed,
                trace[f"enc.{layer}.ffn.out"][0])
 

@@ -1,8 +1,8 @@
 """The guided lesson's figures and "notice" lines: one focused figure per step, one sentence that says
-what to look at, computed from the tensors the figure draws (model/lesson.py reads them).
+what to look at, computed from the tensors the figure draws (explain/lesson.py reads them).
 
 Pure: plotly figures, pandas tables and plain strings, no Streamlit. `view(key, ctx)` gives a step's
-`View`; each `notice_*` function takes the numbers of one step (a dataclass of model/lesson.py) and is
+`View`; each `notice_*` function takes the numbers of one step (a dataclass of explain/lesson.py) and is
 tested against the tensors. Notices are plain text (the page escapes them): words are written in
 “quotes”, weights and probabilities with 3 decimals, scores with 2.
 """
@@ -16,12 +16,12 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from model import lesson as L
-from model import lesson_training as LT
-from model import paper
-from model.experiments import head_projection
+from explain import lesson as L
+from explain import lesson_training as LT
+from explain import paper
+from explain.experiments import head_projection
+from explain.textbook import D_K, WORDS, thinking_machines
 from model.pipeline import Analysis
-from model.textbook import D_K, WORDS, thinking_machines
 from model.vocab import UNK_ID
 from viz import attention as va
 from viz import lesson_decoder as D
@@ -255,7 +255,7 @@ def _textbook_row() -> tuple[list[float], list[float], list[float]]:
 
 
 def textbook_line(kind: str) -> str:
-    """The Illustrated Transformer's numbers for q1 ("Thinking"), computed from model/textbook.py."""
+    """The Illustrated Transformer's numbers for q1 ("Thinking"), computed from explain/textbook.py."""
     scores, scaled, weights = _textbook_row()
     w1, w2 = WORDS
     root = D_K ** 0.5

@@ -10,11 +10,11 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from explain import lesson as L
+from explain import lesson_training as LT
+from explain import paper
+from explain.coref import EncoderLinks, coref_parts, encoder_links, partner
 from explain.pronoun import Story
-from model import lesson as L
-from model import lesson_training as LT
-from model import paper
-from model.coref import EncoderLinks, coref_parts, encoder_links, partner
 from model.examples import COREFERENCE
 from model.pipeline import Analysis
 from viz.heatmap import as_array, count, heatmap, table
@@ -56,7 +56,7 @@ def _masked(c: Context) -> View:
 
 
 def notice_cross(x: L.Cross, src_labels: list[str] | None = None, next_labels: list[str] | None = None) -> str:
-    """The followed row's largest weight, then what the whole matrix shows, by the rule of `model.lesson.Cross`:
+    """The followed row's largest weight, then what the whole matrix shows, by the rule of `explain.lesson.Cross`:
     "reorders" only from confident rows (largest weight >= CONFIDENT on a source word) whose reading goes back to
     an earlier English word; otherwise "follows the English order" when at least two rows are confident; rows
     under CONFIDENT are named as diffuse, never used as evidence. A weight says where a row reads, not why."""

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from model.paper import BASE, BIG
+from explain.paper import BASE, BIG
 from model.transformer import Config
 
 

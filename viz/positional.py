@@ -4,7 +4,7 @@
 - `rotation` / `shift_check`: for a fixed offset k, PE(pos+k) = M_k PE(pos), with M_k block-diagonal
   (2x2 rotations by the angles k·w_i) and the same for every pos.
 - `make_order`: the permutations the word-order experiment offers (the experiment itself, which runs
-  the model, is `model.experiments.permutation_check`).
+  the model, is `explain.experiments.permutation_check`).
 """
 
 from __future__ import annotations

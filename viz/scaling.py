@@ -1,5 +1,5 @@
 """Why divide by √d_k: Var(q·k) = d_k with random vectors, and the softmax saturating without the division;
-the figures, tables and notice lines of that experiment (model/experiments.py runs it)."""
+the figures, tables and notice lines of that experiment (explain/experiments.py runs it)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from model.experiments import SaturationRow, VarianceRow
+from explain.experiments import SaturationRow, VarianceRow
 from viz.heatmap import as_array
 
 

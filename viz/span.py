@@ -1,5 +1,5 @@
 """The span argument on the encoder page: how much of each word's vector lies outside the span its step is
-confined to (model/span.py measures it), as a chart, a table and a notice line.
+confined to (explain/span.py measures it), as a chart, a table and a notice line.
 
 Notice words and their rules (checked in tests/test_notice_rules.py): a step "stays inside its span" only when
 the span is a proper subspace (its rank is below the dimension) and every word's share outside is at most STAYS
@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from model.span import SpanCheck, Step
+from explain.span import SpanCheck, Step
 from viz.heatmap import as_array
 
 STAYS = 1e-4

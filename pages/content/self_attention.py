@@ -1,6 +1,6 @@
 """Prose of the self-attention page (pages/self_attention.py)."""
 
-from model.coref import LINK
+from explain.coref import LINK
 
 INTRO = ("Self-attention lets every word build its new vector from all the words of the sentence: each word "
          "scores every word of the sentence, itself included, turns the scores into weights with a softmax, and "
@@ -82,7 +82,7 @@ NO_IT = "This model's vocabulary splits the sentence differently: no “it” to
 
 def focus(layer: int, head: int, referent: str, other: str, adjective: str, weight: float, other_weight: float) -> str:
     """Why the layer and head pickers opened where they did, on the coreference sentence (this page and the
-    multi-head page). "Links" only at LINK (0.5) or more and twice the other noun's weight (model/coref.py); the
+    multi-head page). "Links" only at LINK (0.5) or more and twice the other noun's weight (explain/coref.py); the
     head is the one that gives the referent the most among the heads that give it more than the other noun
     (`viz.coref.coref_focus`), and the sentence says so (another head may give the referent more, and the other
     noun more still)."""

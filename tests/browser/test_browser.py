@@ -365,7 +365,7 @@ def check_self_attention(app) -> None:
     scores = analyse(SENTENCE).trace["enc.0.self_attn.scores"][0, 0]  # layer 0, head 0: [T, T]
     open_fold(app, "Show the four matrices of this head")
     assert_numbers_shown(app, scores.flatten().tolist(), "enc.0.self_attn.scores, head 0")
-    from model.textbook import thinking_machines
+    from explain.textbook import thinking_machines
 
     tm = thinking_machines()
     mode = app.main.get_by_test_id("stRadio").filter(has_text="Numbers from")

@@ -14,8 +14,8 @@ from functools import cache
 import pytest
 from playwright.sync_api import expect
 
+from explain import lesson as L
 from model import checkpoint, pipeline
-from model import lesson as L
 from model.data import load_dataset
 from ui.page_list import by_name
 

@@ -1,9 +1,9 @@
 """Predict, then reveal: the teacher's questions, made from what the teacher shows and answered by the model
-(model/questions.py), asked through the class store with the teacher's secret (ui/classroom/session.py)."""
+(explain/questions.py), asked through the class store with the teacher's secret (ui/classroom/session.py)."""
 
 from __future__ import annotations
 
-from model import questions as Q
+from explain import questions as Q
 from ui.classroom.session import ASKED, notify, ss, store
 from ui.classroom.teacher import teacher_call
 from ui.models import analysis, current_model, load_shipped

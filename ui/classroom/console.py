@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 import streamlit as st
 
 from classroom.plans import PACE_LABELS, PACE_MODES
-from model import questions as Q
+from explain import questions as Q
 from ui.classroom import asking, board, peer, plan_editor, plans, roster, teacher
 from ui.classroom import session as cls
 from ui.models import current_model

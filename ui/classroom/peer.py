@@ -22,7 +22,7 @@ from classroom.votes import (
     share_correct,
     suggest_after,
 )
-from model import questions as Q
+from explain import questions as Q
 from ui.classroom import asking
 from ui.classroom.session import ASKED, SECRET, STUDENT, client_id, code, notify, ss, store
 from ui.classroom.teacher import teacher_call

@@ -41,7 +41,7 @@ _class_events         the event stream this session's page listens to (its url),
 _class_snap           the last snapshot (the question panel reads it)
 _class_published      the state this teacher last published
 _class_page           the teacher's last page of the walkthrough (the class page is not shared)
-_class_asked          the teacher's last question (model.questions.Question) and its id
+_class_asked          the teacher's last question (explain.questions.Question) and its id
 _class_touched        when this teacher last called touch (monotonic seconds)
 _class_notice         a message for this session, shown once
 _class_unreachable    the class store could not be reached on the last read (the badge says so)

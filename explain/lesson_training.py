@@ -11,7 +11,7 @@ import torch
 
 from model.pipeline import Analysis
 
-TRAINING_STAGES = 2  # the encoder, then the decoder (model.compare writes the same number for the Before page)
+TRAINING_STAGES = 2  # the encoder, then the decoder (explain.compare writes the same number for the Before page)
 
 
 @dataclass(frozen=True)
