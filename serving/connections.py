@@ -118,5 +118,6 @@ def install() -> None:
     """The web server's limits on slow clients (see the module's docstring), and a visitor's refused frames logged
     in one line (`OneLine`)."""
     raise_file_limit()
-    time_out_heads()
+    if not os.environ.get("GLASS_REPLICA"):  # behind the recipe's HAProxy (it times heads out itself), a 408 on a
+        time_out_heads()  # connection it keeps for reuse made it send a visitor with one process's cookie elsewhere
     logging.getLogger("streamlit.web.server.starlette.starlette_websocket").addFilter(OneLine())
