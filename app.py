@@ -19,6 +19,8 @@ if __name__ != "__main__":  # imported by `streamlit run app.py` (or an ASGI ser
     from ui import session_info
     from ui.classroom import push
 
+    session_info.limit_connections()  # a request's head has 10 s; the open-file limit is the hard one
+
     # The first page's imports (torch, pandas, plotly: ui/startup.py; then the app's own modules) begin now, beside
     # the server's own start, instead of when the first visitor's page runs: that run finds them done (or waits
     # for the rest on Python's import locks); then the shipped model and the default sentence's analysis

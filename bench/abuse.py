@@ -75,6 +75,10 @@ class Visitor(StreamlitSession):
     session_id = ""
     _urls: asyncio.Future | None = None
 
+    def extra_headers(self) -> dict[str, str]:
+        """The page's other requests (its class's event stream) come through the same proxy, from the same address."""
+        return {"X-Forwarded-For": self.address}
+
     def _handle(self, msg) -> None:
         kind = msg.WhichOneof("type")
         if kind == "new_session" and msg.new_session.initialize.session_id:

@@ -1,7 +1,8 @@
 """A hostile visitor against classroom mode, measured: what one address can do to a class and to its other
 students, and what a class goes through while its Redis is away.
 
-    .venv/bin/python -m bench.class_abuse flood [--kind answers|reruns|both] [--sessions 8] [--rate 60] [--samples 32]
+    .venv/bin/python -m bench.class_abuse flood [--kind answers|reruns|http|both] [--sessions 8] [--rate 60]
+                                                [--samples 32]
     .venv/bin/python -m bench.class_abuse classes [--sessions 12]
     .venv/bin/python -m bench.class_abuse students [--fakes 100] [--grace 20]
     .venv/bin/python -m bench.class_abuse outage [--seconds 20]
@@ -17,8 +18,13 @@ machine's other load hits both alike): the student's rerun latency (a full run o
 and their follow latency (the teacher types a sentence: the time until the student's page shows it). The
 flood: `--sessions` sessions of one address, each sending `--rate` messages a second without waiting for
 answers: answer-button clicks (`answers`: in the question panel's fragment, alternating options) or full
-page reruns (`reruns`). Printed: p50 and p95 of both latencies, without and during, and the p95 ratio; a
-rerun or change that takes longer than `--timeout` counts as stalled (at the timeout).
+page reruns (`reruns`); or (`http`) two loops per session of plain HTTP requests, each sent as soon as the last was
+answered: the page, the health check, and the session's event stream opened and closed (bench/http_flood.py, in a
+process of its own at nice 10: a remote flooder's work is not on the server's cores). The flood's sessions join
+anew each turn, are measured against once their burst is spent, and leave at its end (what they left queued goes
+with their connections: "without the flood" is without it). Printed: p50 and p95 of
+both latencies, without and during, and the p95 ratio; a rerun or change that takes longer than `--timeout` counts
+as stalled (at the timeout).
 
 classes: `--sessions` browsers of one address each press "Start a class"; then one of another address.
 
@@ -56,6 +62,7 @@ from streamlit.proto.WidgetStates_pb2 import WidgetState, WidgetStates
 
 from bench.abuse import Visitor
 from bench.classroom_load import CODE, cpu_seconds, pct, shows
+from serving.inbound import CLIENT_BURST
 from serving.processes import start_app
 
 SENTENCES = ["i am a student", "the cat is small", "she is happy", "we are tired", "the dog is young",
@@ -158,7 +165,19 @@ async def measure(teacher: Member, student: Member, samples: int, k0: int, timeo
 
 
 async def flooding(sessions: list[Member], kind: str, rate: float, stop: asyncio.Event) -> int:
-    """Every session sends `rate` rerun requests a second until `stop`; how many were sent."""
+    """Every session sends `rate` rerun requests a second until `stop` (`http`: each runs loops of plain HTTP
+    requests instead, 2 per session, as fast as they are answered: the page, the health check, its event stream
+    opened and closed); how many were sent."""
+    if kind == "http":  # in a process of its own (bench/http_flood.py), niced: a remote flooder's work is not on the
+        # server's cores, and this machine's two cores also run the server and the measuring client
+        proc = await asyncio.create_subprocess_exec(
+            "nice", "-n", "10", sys.executable, "-m", "bench.http_flood", sessions[0].page_url, FLOODER,
+            str(2 * len(sessions)), "600",
+            "/", "/_stcore/health", sessions[0].sync["url"], stdout=asyncio.subprocess.PIPE)
+        await stop.wait()
+        proc.terminate()
+        out, _ = await proc.communicate()
+        return int(out.split()[0]) if out.strip() else 0
     sent = 0
 
     async def one(s: Member) -> None:
@@ -205,11 +224,14 @@ async def flood(url: str, pid: int, kind: str, n: int, rate: float, samples: int
     student = await join(url, code, STUDENT)
     student.start_following()
     flooders: list[Member] = []
-    try:
+
+    async def arrive() -> None:  # the flood's sessions, anew each turn (what one left queued goes with it)
         for i in range(0, n, 4):
-            flooders += await asyncio.gather(*(join(url, code, FLOODER) for _ in range(min(4, n - i))))
+            flooders.extend(await asyncio.gather(*(join(url, code, FLOODER) for _ in range(min(4, n - i)))))
         if kind == "answers" and not all(f.answer_buttons() for f in flooders):
             raise RuntimeError("a flood session sees no answer button")
+
+    try:
         await student.rerun()  # warm
         before = {"rerun": [], "follow": [], "missed": 0}
         during = {"rerun": [], "follow": [], "missed": 0}
@@ -221,10 +243,13 @@ async def flood(url: str, pid: int, kind: str, n: int, rate: float, samples: int
             for key in ("rerun", "follow"):
                 before[key] += r[key]
             before["missed"] += r["missed"]
+            await arrive()
             stop = asyncio.Event()
             cpu0, t0 = cpu_seconds([pid]), time.perf_counter()
             task = asyncio.create_task(flooding(flooders, kind, rate, stop))
-            await asyncio.sleep(2.0)  # the flood is on
+            # the flood is on, past its burst: a client quiet for a while may use CLIENT_BURST (3) CPU-seconds at once
+            # (serving/inbound.py), which takes one interpreter at least that long; what is measured is the flood
+            await asyncio.sleep(CLIENT_BURST + 2.0)
             r = await measure(teacher, student, per, k, timeout)
             k += per
             for key in ("rerun", "follow"):
@@ -234,8 +259,10 @@ async def flood(url: str, pid: int, kind: str, n: int, rate: float, samples: int
             sent += await task
             wall += time.perf_counter() - t0
             cpu += cpu_seconds([pid]) - cpu0
+            await asyncio.gather(*(asyncio.wait_for(f.close(), 10) for f in flooders), return_exceptions=True)
+            flooders.clear()  # the flood leaves, and what it left queued on its connections goes with them
             if turn < rounds - 1:
-                await quiet(pid)  # what the flood left queued drains before the next turn without it
+                await quiet(pid)  # the server is quiet again before the next turn without the flood
     finally:
         for s in [teacher, student, *flooders]:
             with contextlib.suppress(Exception):
@@ -444,7 +471,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("scenario", choices=["flood", "outage", "classes", "students"])
     ap.add_argument("--fakes", type=int, default=100, help="students: cookieless sessions from one address")
     ap.add_argument("--grace", type=float, default=20, help="students: GLASS_PRESENCE_SECONDS for this run (>= 20)")
-    ap.add_argument("--kind", choices=["answers", "reruns", "both"], default="both")
+    ap.add_argument("--kind", choices=["answers", "reruns", "http", "both"], default="both")
     ap.add_argument("--sessions", type=int, default=8,
                     help="flood: sessions of one address; classes: browsers pressing Start")
     ap.add_argument("--rate", type=float, default=60)

@@ -41,3 +41,5 @@ class StoreUnavailable(ClassStoreError):
     """The shared store (Redis) cannot be reached."""
 
 
+class StoreFull(StoreUnavailable):
+    """The shared store (Redis) is at its memory ceiling: it answers every read and refuses every write."""

@@ -297,6 +297,22 @@ class MemoryClassStore(MemoryVotes, MemoryRoster, ClassStore):
             event = c.bump(q=True)
         self._announce(code, event)
 
+    def _set_model(self, code, shash, weights, meta, budget):
+        with self._lock:
+            c = self._get(code, shash)
+            now = self._clock()
+            held = sum(len(k.extra["model"]["weights"]) + len(k.extra["model"]["meta"])
+                       for name, k in self._classes.items()
+                       if name != code and "model" in k.extra and not k.ended and k.expires > now)
+            if held + len(weights) + len(meta) > budget:
+                raise ClassStoreError(_plans.too_many_models(budget // 2**20))
+            version = int(c.extra.get("model_v", {}).get("v", 0)) + 1
+            c.extra["model"] = {"v": version, "weights": weights, "meta": meta}
+            c.extra["model_v"] = {"v": version}
+            event = c.bump(q=True)
+        self._announce(code, event)
+        return version
+
     def _send_shot(self, code, student_id, ckey, shot, per_client):
         with self._lock:
             now = self._clock()

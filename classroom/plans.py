@@ -154,7 +154,7 @@ def read_plan(raw: bytes | str, pages: Collection[str], heads: Collection[str] |
     if len(raw) > MAX_PLAN_BYTES:
         raise InvalidInput(f"The file is larger than {MAX_PLAN_BYTES:,} bytes: not a lesson plan of this app.")
     try:
-        data = json.loads(raw.decode("utf-8"), parse_constant=_no_constant)
+        data = json.loads(raw.decode("utf-8-sig"), parse_constant=_no_constant)  # (a byte-order mark is no error)
     except (UnicodeDecodeError, ValueError, RecursionError):
         raise InvalidInput("The file is not valid JSON (a lesson plan is a .json file saved by this app).") from None
     return check_plan(data, pages, heads)
@@ -318,3 +318,13 @@ def check_class_run(run) -> dict:
 
 
 MAX_CLASS_MODEL_BYTES = 16 * 1024 * 1024  # a teacher's model the class may load (weights and JSON together)
+# All the classes' shared models together, as stored (base64 text: 4/3 of the model), per server (a setting:
+# $GLASS_CLASS_MODELS_MB). 256 MB is 12 models of the largest size, or hundreds of the training page's; a quarter of
+# Redis's default 1 GB.
+CLASS_MODELS_MB = 256
+
+
+def too_many_models(budget_mb: int) -> str:
+    return (f"The server holds as many shared models as it can right now ({budget_mb} MB of them), so your class "
+            "sees the run without its model. It is free again as other classes end (or whoever runs the server "
+            "can raise GLASS_CLASS_MODELS_MB).")

@@ -244,6 +244,27 @@ redis.call('HSET', KEYS[1], 'x:plan', ARGV[3], 'x:pace', cjson.encode(pace))
 announce(1, 1, 0)
 return pace['plan']""",
     # ARGV: secret hash, idle TTL ms, field name, JSON.
+    # KEYS: class, answers, counts, students, joined, the classes with a model (set). ARGV: secret hash, idle TTL ms,
+    # weights and meta (base64: no quote, no backslash), budget in bytes, key prefix. Every class's model together
+    # (their stored length, HSTRLEN: an ended or expired class has none, and leaves the set) within the budget, or -15.
+    "set_model": TEACHER + """
+local held = 0
+for _, other in ipairs(redis.call('SMEMBERS', KEYS[6])) do
+  if other ~= ARGV[#ARGV] then
+    local n = redis.call('HSTRLEN', ARGV[6] .. ':' .. other, 'x:model')
+    if n == 0 then redis.call('SREM', KEYS[6], other) else held = held + n end
+  end
+end
+local size = #ARGV[3] + #ARGV[4] + 64
+if held + size > tonumber(ARGV[5]) then return -15 end
+local old = redis.call('HGET', KEYS[1], 'x:model_v')
+local v = 1
+if old then v = tonumber(cjson.decode(old)['v']) + 1 end
+local record = '{"v": ' .. v .. ', "weights": "' .. ARGV[3] .. '", "meta": "' .. ARGV[4] .. '"}'
+redis.call('HSET', KEYS[1], 'x:model', record, 'x:model_v', '{"v": ' .. v .. '}')
+redis.call('SADD', KEYS[6], ARGV[#ARGV])
+announce(1, 1, 0)
+return v""",
     "set_extra": TEACHER + """
 redis.call('HSET', KEYS[1], 'x:' .. ARGV[3], ARGV[4])
 announce(1, 1, 0)

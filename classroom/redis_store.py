@@ -17,6 +17,7 @@ from classroom.errors import (
     NotFound,
     QuestionClosed,
     RateLimited,
+    StoreFull,
     StoreUnavailable,
 )
 from classroom.reads import ClassReads
@@ -30,6 +31,7 @@ from classroom.store import ClassSnapshot, ClassStore, Counters, _snapshot_of, t
 
 _log = logging.getLogger("glass.classroom")
 UNREADABLE = "The class's record on the server could not be read (see the server's log)."
+FULL = "The class service is full right now; try again in a few minutes."
 
 
 # -- Redis (its scripts: classroom/redis_lua.py) ---------------------------------------------------------
@@ -86,7 +88,7 @@ class RedisClassStore(RedisVotes, RedisRoster, ClassStore):
             raise StoreUnavailable("The class service cannot be reached right now.") from e
         except redis.exceptions.OutOfMemoryError as e:
             _log.warning("class store: Redis refused a write (its memory is full): %s", e)
-            raise StoreUnavailable("The class service is full right now; try again in a few minutes.") from e
+            raise StoreFull(FULL) from e
         except (ValueError, TypeError, KeyError, IndexError) as e:  # InvalidInput too: a record that fails our rules
             _log.warning("class store: a record could not be read (%s: %s)", type(e).__name__, e)
             raise StoreUnavailable(UNREADABLE) from e
@@ -301,6 +303,13 @@ class RedisClassStore(RedisVotes, RedisRoster, ClassStore):
 
     def _set_extra(self, code, shash, name, value):
         self._run("set_extra", self._keys(code), shash, self._ttl_ms, name, json.dumps(value))
+
+    def _set_model(self, code, shash, weights, meta, budget):
+        version = int(self._run("set_model", [*self._keys(code), f"{self._p}:models"], shash, self._ttl_ms, weights,
+                                meta, budget, self._p))
+        if version == -15:
+            raise ClassStoreError(_plans.too_many_models(budget // 2**20))
+        return version
 
     def _send_shot(self, code, student_id, ckey, shot, per_client):
         k = self._keys(code)

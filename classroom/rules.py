@@ -75,6 +75,17 @@ def check_text(value, max_len: int = MAX_TEXT, what: str = "text", allow_empty: 
     return value
 
 
+def printable(text: str) -> str:
+    """`text` as it can be shown: a lone surrogate (valid in JSON, `"\\ud800"`, but not in UTF-8, so no page can send
+    it to a browser) written as its escape. Every message that quotes what a user sent goes through this (or
+    `repr`)."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def _slug(value, what: str) -> str:
     if not isinstance(value, str) or not _SLUG.fullmatch(value):
         raise InvalidInput(f"{what} must be 1-64 characters of a-z, 0-9, _ and -")
@@ -130,7 +141,7 @@ def check_state(state) -> dict:
     state = {k: v for k, v in state.items() if k not in RETIRED_FIELDS}
     unknown = [k for k in state if k not in STATE_FIELDS]
     if unknown:
-        raise InvalidInput(f"unknown state keys: {', '.join(sorted(map(str, unknown)))[:200]}")
+        raise InvalidInput(f"unknown state keys: {', '.join(sorted(printable(str(k)) for k in unknown))[:200]}")
     clean = {k: STATE_FIELDS[k](v, k) for k, v in state.items()}
     if len(json.dumps(clean)) > MAX_STATE_BYTES:
         raise InvalidInput("the state is too large")

@@ -468,7 +468,8 @@ class ClassStore(PeerVotes, RosterOps, ABC):
 
     def set_class_model(self, code: str, secret: str, weights: bytes, meta: bytes) -> int:
         """The teacher's trained model (a checkpoint's two files), for the class to explore; returns its version.
-        At most `plans.MAX_CLASS_MODEL_BYTES`; stored as base64 text, read back only when a student asks for it."""
+        At most `plans.MAX_CLASS_MODEL_BYTES`; stored as base64 text, read back only when a student asks for it. All
+        the classes' models together stay within `GLASS_CLASS_MODELS_MB` (`ClassStoreError` past it)."""
         if not isinstance(weights, bytes) or not isinstance(meta, bytes):
             raise InvalidInput("a model is its weights and its JSON, as bytes")
         if len(weights) + len(meta) > _plans.MAX_CLASS_MODEL_BYTES:
@@ -476,11 +477,9 @@ class ClassStore(PeerVotes, RosterOps, ABC):
                                "share with the class.")
         code = self._code(code)
         shash = self._teacher(code, secret)
-        version = int((self._extra(code, "model_v") or {}).get("v", 0)) + 1
-        self._set_extra(code, shash, "model", {"v": version, "weights": base64.b64encode(weights).decode(),
-                                               "meta": base64.b64encode(meta).decode()})
-        self._set_extra(code, shash, "model_v", {"v": version})
-        return version
+        budget = setting("GLASS_CLASS_MODELS_MB", _plans.CLASS_MODELS_MB)
+        return self._set_model(code, shash, base64.b64encode(weights).decode(), base64.b64encode(meta).decode(),
+                               budget * 2**20)
 
     def class_model(self, code: str) -> tuple[int, bytes, bytes] | None:
         """The teacher's shared model: (version, weights, JSON), or None. Load it with `model.checkpoint.from_bytes`,
@@ -494,6 +493,11 @@ class ClassStore(PeerVotes, RosterOps, ABC):
             return None
 
     def _post_run(self, code: str, student_id: str, run: dict) -> int:
+        raise NotImplementedError
+
+    def _set_model(self, code: str, shash: str, weights: str, meta: str, budget: int) -> int:
+        """Store the class's model (base64 text) as its next version ("model" and "model_v" extras) if every class's
+        model together stays within `budget` bytes (else `ClassStoreError`); the new version."""
         raise NotImplementedError
 
     def _board(self, code: str) -> list[dict]:

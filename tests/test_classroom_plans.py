@@ -7,9 +7,11 @@ AppTest runs no JavaScript: the class's event that reruns a student's page in a 
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import uuid
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -295,6 +297,35 @@ def test_hostile_plan_link_in_the_app(token):
     warnings = [w.value for w in at.warning]
     assert len(warnings) == 1 and "link's lesson plan cannot be used" in warnings[0]
     assert ss(at, "plan_draft") is None and "plan" not in at.query_params
+
+
+# A lone surrogate is valid JSON ("\\ud800") but no page can send it: the refusal quotes it escaped (issue 37, F6)
+SURROGATE_PLAN = ('{"format": "glass-plan/1", "title": "t", "stops": [{"caption": "", '
+                  '"state": {"page": "overview", "\\ud800x": 1}}]}')
+
+
+@pytest.mark.parametrize("page", ["classroom", "overview"])
+def test_a_plan_with_a_lone_surrogate_is_refused_in_words_on_every_page(page):
+    """The refusal's message quotes the key escaped: on the Classroom page a warning, elsewhere app.py's toast
+    (before: an apology, and on any other page Streamlit's bare error box)."""
+    token = base64.urlsafe_b64encode(zlib.compress(SURROGATE_PLAN.encode(), 9)).decode().rstrip("=")
+    at = run_app(page, query={"plan": token})
+    no_exception(at)
+    shown = [w.value for w in at.warning] + [t.value for t in at.toast]
+    assert any("link's lesson plan cannot be used" in m and "unknown state keys" in m and "ud800x" in m
+               for m in shown), shown
+    assert ss(at, "plan_draft") is None
+
+
+def test_a_plan_file_saved_with_a_byte_order_mark_opens():
+    """Some editors save UTF-8 with a byte-order mark: it is no reason to refuse the file as "not JSON"."""
+    plan = next(iter(P.read_plan(path.read_bytes(), STOP_PAGES) for path in PLANS))
+    at = run_app("classroom")
+    at.file_uploader(key="plan_file").set_value(("plan.json", b"\xef\xbb\xbf" + plan.to_json().encode(),
+                                                  "application/json"))
+    at.run()
+    no_exception(at)
+    assert ss(at, "plan_draft") == plan
 
 
 # -- the shipped plans say what the model does ---------------------------------------------------------------------

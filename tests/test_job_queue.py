@@ -22,9 +22,9 @@ from serving.processes import ROOT, spawn, stop
 from serving.shared_redis import client as redis_client
 from tests.services import redis_server
 from training import messages as m
-from training.contract import JobRefused
+from training.contract import FAIR_REASON, JobRefused
 from training.job import Job, make_job
-from training.redis_queue import KEEP_SECONDS, PREFIX, QUEUE, RedisQueue, rq_serializer
+from training.redis_queue import KEEP_SECONDS, PREFIX, QUEUE, RedisQueue, key, rq_serializer
 
 TINY = dict(d_model=16, n_heads=2, n_layers=1, d_ff=32, batch_size=16, steps=40, warmup=10, eval_every=0, dropout=0.0)
 LONG = {**TINY, "steps": 5000}
@@ -158,6 +158,38 @@ def test_one_fifo_queue_for_every_process(queues):
     a.stop(third)  # a queued job leaves the queue at once: its end is written for every process
     assert third.join(10) and third.view().state == "stopped" and third.view().step == 0
     assert b.counts() == (1, 0)
+
+
+def test_one_address_keeps_its_share_of_the_workers_while_another_waits(monkeypatch):
+    """The local pool's fair share of the slots (tests/test_jobs.py), across queue workers: 2 workers, one address's
+    two runs on both. Another address's run, queued behind a third run of the first address, is the next a worker
+    takes, and it does not wait for a time limit: the newest of the first address's runs stops once it has trained
+    GLASS_TRAINING_FAIR_SECONDS (here 2), with its model so far, and gives its worker to the waiting address."""
+    with redis_server() as url:
+        monkeypatch.setenv("GLASS_TRAINING_FAIR_SECONDS", "2")
+        workers = Workers(url)
+        q = RedisQueue(url, poll=0.2, grace=60, jobs_per_client=5, starts_per_minute=100)
+        try:
+            workers.start("fair-1")
+            workers.start("fair-2")
+            greedy = [q.submit(make(f"greedy-{i}", client="10.0.0.20", **LONG)) for i in range(2)]
+            wait_for(lambda: all(g.view().state == "running" for g in greedy), 90, "both of A's runs training")
+            conn = redis_client(url)  # when each began, on Redis's clock (two workers: either may begin first)
+            wait_for(lambda: all(conn.zscore(key("running"), g.id) for g in greedy), 30, "A's runs counted")
+            newest = max(greedy, key=lambda g: conn.zscore(key("running"), g.id))
+            late = q.submit(make("greedy-2", client="10.0.0.20", **LONG))
+            waiting = q.submit(make("class-0", client="10.0.0.30", **LONG))
+            assert (late.view().position, waiting.view().position) == (1, 2)
+            wait_for(lambda: waiting.view().state == "running", 90, "B's run training")
+            assert late.view().state == "queued"  # (queued first, but its address runs one already)
+            stopped = [g for g in greedy if g.view().state == "stopped"]
+            assert len(stopped) == 1 and stopped[0].join(30) and stopped[0].view().reason == FAIR_REASON, \
+                [g.view() for g in greedy]
+            assert stopped[0] is newest  # the newest of A's runs, with its model so far
+            assert all(g.view().state == "running" for g in greedy if g is not newest)
+        finally:
+            q.shutdown()
+            workers.stop_all()
 
 
 def test_a_full_queue_refuses(url, workers):

@@ -20,7 +20,7 @@ from model.trace import Trace
 from model.train import Trainer
 from model.train_settings import SettingsError
 from training import run_process
-from training.contract import JobRefused
+from training.contract import FAIR_REASON, JobRefused
 from training.job import Job, make_job
 from training.local_pool import LocalPool
 from ui import session_info
@@ -177,6 +177,31 @@ def test_third_job_waits_with_position_1_then_runs_when_one_ends(small_data, man
     manager.stop(d)  # a queued job leaves the queue at once, without ever running
     assert d.done and d.state == "stopped" and d.thread is None and d.result is None
     assert manager.counts() == (2, 0)
+
+
+def test_one_address_keeps_its_share_of_the_slots_while_another_waits(small_data):
+    """One address's two runs took both slots of a 2-core server for the whole time limit (600 s) while a class's
+    first run waited. Now, while another address waits, a run beyond its address's share (2 slots over 2 addresses:
+    1 each) stops once it has trained `fair_seconds`, with its model so far, and its slot goes to the waiting
+    address; its address's other run goes on. Nobody waiting, nobody is stopped; a freed slot goes to the first
+    queued run of the address running fewest."""
+    pool = LocalPool(max_running=2, poll=0.05, grace=0.0, fair_seconds=1.5, jobs_per_client=10, starts_per_minute=100)
+    try:
+        greedy = [pool.submit(make_job({**TINY, **LONG}, data=small_data, probes=[], owner=f"g{i}", client="A"))
+                  for i in range(2)]
+        time.sleep(2.0)  # past fair_seconds, with nobody else waiting: both go on
+        assert [g.state for g in greedy] == ["running", "running"]
+        late = pool.submit(make_job({**TINY, **LONG}, data=small_data, probes=[], owner="g2", client="A"))
+        waiting = pool.submit(make_job({**TINY, **LONG}, data=small_data, probes=[], owner="b0", client="B"))
+        assert (late.state, waiting.state) == ("queued", "queued") and pool.position(waiting) == 2
+        wait_for(lambda: waiting.state == "running", 30)  # B's run, though A's third was queued first
+        assert greedy[1].join(30) and greedy[1].state == "stopped" and greedy[1].result is not None
+        assert greedy[1].reason == FAIR_REASON  # the newest of A's runs gave its slot back, with its model so far
+        assert greedy[0].state == "running" and late.state == "queued"
+        time.sleep(2.0)  # A and B hold one slot each: their share; nobody else waits
+        assert greedy[0].state == "running" and waiting.state == "running"
+    finally:
+        pool.shutdown()
 
 
 def test_a_finished_job_frees_its_slot(small_data):

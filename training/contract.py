@@ -12,6 +12,7 @@ import logging
 import os
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from typing import Protocol
 
@@ -35,6 +36,38 @@ def client_shares(jobs_per_client: int | None = None, starts_per_minute: int | N
     jobs = jobs_per_client if jobs_per_client is not None else _env_int("GLASS_JOBS_PER_CLIENT", 2)
     starts = starts_per_minute if starts_per_minute is not None else _env_int("GLASS_STARTS_PER_MINUTE", 6)
     return max(1, jobs), max(1, starts)
+
+
+# A fair share of the training slots while others wait: the slots (the cores, or the queue workers alive) over the
+# addresses with a run queued or running, at least one each. A run beyond its address's share goes on while nobody
+# else waits; once an address under its share waits, that run stops after it has trained FAIR_SECONDS (its model
+# so far stays its student's), and the slot goes to the waiting address. Before, one address holding every slot
+# made a class wait the whole time limit (600 s) for its first run.
+FAIR_SECONDS = float(os.environ.get("GLASS_TRAINING_FAIR_SECONDS", 120))
+FAIR_REASON = ("another address was waiting for a training slot: while others wait, an address keeps at most its "
+               "share of the slots")
+
+
+def fair_share(slots: int, clients: int) -> int:
+    """The slots each address may hold while others wait (at least 1)."""
+    return max(1, slots // max(1, clients))
+
+
+def fair_next(queued: list[str | None], running: Counter) -> int:
+    """Which queued job (by its client, in queue order) starts next: the first of the clients running fewest."""
+    return min(range(len(queued)), key=lambda i: (running[queued[i]], i))
+
+
+def over_share(runs: list[tuple[object, str | None, float]], queued: list[str | None], slots: int, now: float,
+               seconds: float = FAIR_SECONDS):
+    """The run (`runs`: (run, client, started)) that gives its slot back now, or None: while a client under its share
+    waits, the newest run of a client over its share, once it has trained `seconds`."""
+    running = Counter(client for _, client, _ in runs)
+    share = fair_share(slots, len(set(running) | set(queued)))
+    if not any(running[client] < share for client in queued):
+        return None
+    over = [(started, run) for run, client, started in runs if running[client] > share and now - started >= seconds]
+    return max(over, key=lambda x: x[0])[1] if over else None
 
 
 class JobRefused(RuntimeError):

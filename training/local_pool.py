@@ -11,7 +11,10 @@ It holds the bookkeeping that a classroom needs:
   (`job_for`); a reload re-attaches to the running job and its figures;
 - fair sharing between **clients** (hashed network addresses): at most `jobs_per_client` jobs queued
   or running per client and at most `starts_per_minute` new jobs per client per minute, so one client
-  cannot fill the running slots or the queue, whatever number of sessions or browsers it opens;
+  cannot fill the queue, whatever number of sessions or browsers it opens; a freed slot goes to the first
+  queued job of the clients running fewest, and while a client under its share of the slots waits, a run
+  beyond its own client's share stops (with its model so far) once it has trained `fair_seconds`
+  (`training.contract.over_share`), so one address cannot hold every slot for the whole time limit;
 - a maximum wall-clock time per job (`TrainConfig.max_seconds`, plus a watchdog for a hard stop);
 - a job is cancelled only when no session of its browser has been alive for `grace` seconds
   (queued jobs leave the queue, running ones are killed); the browser's last ended job (its model)
@@ -27,7 +30,18 @@ import threading
 import time
 from collections.abc import Callable
 
-from training.contract import DEFAULT_GRACE, DEFAULT_MAX_SECONDS, JobRefused, Watchdog, any_alive, client_shares
+from training.contract import (
+    DEFAULT_GRACE,
+    DEFAULT_MAX_SECONDS,
+    FAIR_REASON,
+    FAIR_SECONDS,
+    JobRefused,
+    Watchdog,
+    any_alive,
+    client_shares,
+    fair_next,
+    over_share,
+)
 from training.job import Job
 
 
@@ -47,12 +61,15 @@ class LocalPool:
     max_queue: jobs waiting at most.
     jobs_per_client: jobs queued or running per client at most ($GLASS_JOBS_PER_CLIENT, default 2).
     starts_per_minute: new jobs per client in any 60 s ($GLASS_STARTS_PER_MINUTE, default 6).
+    fair_seconds: while a client under its share of the slots waits, a run beyond its client's share stops once it
+      has trained this long ($GLASS_TRAINING_FAIR_SECONDS, default 120: `contract.over_share`).
     """
 
     def __init__(self, max_running: int | None = None, max_seconds: float = DEFAULT_MAX_SECONDS,
                  session_alive: Callable[[str | None], bool] = _always_alive, grace: float = DEFAULT_GRACE,
                  poll: float = 1.0, max_queue: int = 200, jobs_per_client: int | None = None,
-                 starts_per_minute: int | None = None, clock: Callable[[], float] = time.monotonic):
+                 starts_per_minute: int | None = None, clock: Callable[[], float] = time.monotonic,
+                 fair_seconds: float = FAIR_SECONDS):
         env = os.environ.get("GLASS_MAX_TRAINING_JOBS")
         self.max_running = max(1, int(max_running or (int(env) if env else 0) or os.cpu_count() or 1))
         self.max_seconds = float(max_seconds)
@@ -62,6 +79,7 @@ class LocalPool:
         self.max_queue = int(max_queue)
         self.jobs_per_client, self.starts_per_minute = client_shares(jobs_per_client, starts_per_minute)
         self.clock = clock
+        self.fair_seconds = float(fair_seconds)
         self._lock = threading.Lock()
         self._running: list[Job] = []
         self._queue: collections.deque[Job] = collections.deque()
@@ -162,6 +180,13 @@ class LocalPool:
             if job.started is not None and job.state == "running" and now - job.started > self.max_seconds + 60:
                 self.stop(job, f"time limit ({self.max_seconds:.0f} s per job)")
                 stopped.append(job)
+        with self._lock:  # a fair share of the slots while others wait (`contract.over_share`)
+            runs = [(j, j.client, j.started) for j in self._running
+                    if j.started is not None and not j.stop_event.is_set()]
+            lent = over_share(runs, [j.client for j in self._queue], self.max_running, now, self.fair_seconds)
+        if lent is not None:
+            self.stop(lent, FAIR_REASON)
+            stopped.append(lent)
         with self._lock:
             ended = [(owner, job) for owner, job in self._owned.items() if job.done]
         for owner, job in ended:
@@ -191,12 +216,16 @@ class LocalPool:
             self._owned.clear()
 
     def release(self, job: Job) -> None:
-        """Called by a job's thread as it ends: free its slot and start the next queued jobs."""
+        """Called by a job's thread as it ends: free its slot and start the next queued jobs (the first of the
+        clients running fewest: `contract.fair_next`)."""
         with self._lock:
             if job in self._running:
                 self._running.remove(job)
             while self._queue and len(self._running) < self.max_running:
-                self._start_locked(self._queue.popleft())
+                i = fair_next([j.client for j in self._queue], collections.Counter(j.client for j in self._running))
+                nxt = self._queue[i]
+                del self._queue[i]
+                self._start_locked(nxt)
 
     # --- internal ---------------------------------------------------------------------------
 

@@ -6,8 +6,13 @@ Redis (`GLASS_REDIS_URL`, best with the worker's own Redis user: README, "Severa
 run RQ forks a "work horse", which runs `train`: the very training process the local pool runs
 (`training.run_process`: one torch thread, nice +10, a memory cap), every message of it appended to the
 run's Redis stream, its stop key and its browser's liveness (the alive key) looked at every `POLL`
-seconds. The horse dies with its worker (PR_SET_PDEATHSIG), and its training process with it; RQ's
-clean-up (every `MAINTENANCE_SECONDS` in each worker) then retries the run once elsewhere.
+seconds, and the fair share of the slots every few looks. The horse dies with its worker (PR_SET_PDEATHSIG), and
+its training process with it; RQ's clean-up (every `MAINTENANCE_SECONDS` in each worker) then retries the run once
+elsewhere.
+
+The slots are shared fairly (training/contract.py): a worker takes the first queued run of the addresses running
+fewest (`FairQueue`), and a run beyond its address's share stops, with its model so far, once it has trained
+`GLASS_TRAINING_FAIR_SECONDS` while another address waits.
 
 Nothing read from Redis is trusted: RQ's jobs are JSON (never pickle), and `TrainingJob` runs only
 `TRAIN_FUNCTION` with one JSON argument (a `training.messages.Spec`, checked again with the app's
@@ -35,9 +40,21 @@ from serving.processes import die_with_parent
 from serving.shared_redis import new_client, redis_url
 from training import messages as m
 from training import run_process
-from training.redis_queue import QUEUE, TRAIN_FUNCTION, finish, key, publish, rq_serializer
+from training.contract import FAIR_REASON, FAIR_SECONDS
+from training.redis_queue import (
+    QUEUE,
+    TRAIN_FUNCTION,
+    fair_queue_class,
+    finish,
+    gives_its_slot_back,
+    key,
+    publish,
+    rq_serializer,
+    started,
+)
 
 POLL = 0.5  # seconds between a worker's looks at the stop and alive keys
+FAIR_LOOKS = 4  # every this many looks, also at the fair share of the slots (training.contract.over_share)
 MAINTENANCE_SECONDS = 30  # how often a worker looks for jobs whose worker died (RQ's default is 10 min)
 HEARTBEAT_SECONDS = 5  # how often a worker says it is alive (it stops counting WORKER_TTL s after the last time)
 MAX_JOB_DATA = 8 * 2**20  # bytes of a queued job's data, once decompressed (a spec with a 2 MB corpus fits)
@@ -139,7 +156,8 @@ def train(spec_json: str) -> str:
             _log.warning("training job %s: its stop key could not be read (%s)", job_id, e)
             return m.StopRequest("stop", "stopped")
 
-    def control() -> None:  # the page's stop button and the browser's liveness, seen from here
+    def control() -> None:  # the page's stop button, the browser's liveness and the fair share, seen from here
+        looks = 0
         while not done.is_set():
             try:
                 told = stop_request()
@@ -150,8 +168,12 @@ def train(spec_json: str) -> str:
                 elif not conn.exists(key("job", job_id, "alive")):
                     why["reason"], why["kill"] = why["reason"] or "session ended", True
                     stop.set()
+                elif looks % FAIR_LOOKS == 0 and gives_its_slot_back(conn, job_id, FAIR_SECONDS):
+                    why["reason"] = why["reason"] or FAIR_REASON  # (another address waits: the model so far is kept)
+                    stop.set()
             except (RedisError, OSError):  # Redis away for a moment: the run goes on, look again next time
                 pass
+            looks += 1
             done.wait(POLL)
 
     def publish_one(msg: m.Message) -> None:
@@ -165,6 +187,7 @@ def train(spec_json: str) -> str:
             end = m.End("stopped", told.reason if told is not None else "session ended")
             return end.reason
         publish_one(m.Started(time.time(), socket.gethostname()))
+        started(conn, job_id)  # (it counts for its client's share of the slots from now)
         threading.Thread(target=control, name="training-control", daemon=True).start()
         state, reason, error = run_process.run(spec, stop, lambda: why["kill"], lambda proc: None, publish_one)
         if state == "stopped" and why["reason"]:
@@ -216,7 +239,7 @@ def main(argv: list[str] | None = None) -> None:
     beat = threading.Thread(target=heartbeat, args=(url, name, stopping), name="heartbeat", daemon=True)
     beat.start()
     worker = Worker([QUEUE], connection=new_client(url), name=name, maintenance_interval=MAINTENANCE_SECONDS,
-                    serializer=rq_serializer(), job_class=_job_class())
+                    serializer=rq_serializer(), job_class=_job_class(), queue_class=fair_queue_class())
     try:
         worker.work(burst=args.burst, logging_level="WARNING", with_scheduler=False)
     finally:

@@ -83,9 +83,9 @@ def rq_serializer():
     return JSONSerializer
 
 
-# KEYS: owner, client set, client starts, active, rq queue list. ARGV: id, jobs/client, starts/minute, max queue,
-# ttl. Returns {"ok", id} | {"existing", id} | {"share", n, limit} | {"rate", n, limit, seconds to wait} |
-# {"full", n}.
+# KEYS: owner, client set, client starts, active, rq queue list, clients (hash id -> client). ARGV: id, jobs/client,
+# starts/minute, max queue, ttl, client. Returns {"ok", id} | {"existing", id} | {"share", n, limit} |
+# {"rate", n, limit, seconds to wait} | {"full", n}.
 _SUBMIT = """#!lua
 local now = redis.call('TIME')
 local t = tonumber(now[1]) + tonumber(now[2]) / 1e6
@@ -110,7 +110,69 @@ redis.call('EXPIRE', KEYS[2], ARGV[5])
 redis.call('ZADD', KEYS[3], t, ARGV[1])
 redis.call('EXPIRE', KEYS[3], 120)
 redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[5])
+redis.call('HSET', KEYS[6], ARGV[1], ARGV[6])
 return {'ok', ARGV[1]}
+"""
+
+# The fair share of the slots (training.contract: `fair_share`, `fair_next`, `over_share`), on Redis's clock, for
+# every worker alike. FAIR_COUNTS: the runs under way per client (`running`: id -> started, kept by the workers; a
+# run no longer active is dropped), the clients queued in order (the first 200), and the share. KEYS: running,
+# clients, rq queue list, active, workers; ARGV[1]: the workers' ttl.
+FAIR_COUNTS = """
+local now = redis.call('TIME')
+local t = tonumber(now[1]) + tonumber(now[2]) / 1e6
+local running, starts, seen, n = {}, {}, {}, 0
+local flat = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
+for i = 1, #flat, 2 do
+  local id = flat[i]
+  if redis.call('ZSCORE', KEYS[4], id) then
+    local c = redis.call('HGET', KEYS[2], id) or id
+    running[c] = (running[c] or 0) + 1
+    starts[id] = {c, tonumber(flat[i + 1])}
+    if not seen[c] then seen[c] = true; n = n + 1 end
+  else
+    redis.call('ZREM', KEYS[1], id)
+  end
+end
+local ids = redis.call('LRANGE', KEYS[3], 0, 199)
+local queued = {}
+for i, id in ipairs(ids) do
+  local c = redis.call('HGET', KEYS[2], id) or id
+  queued[i] = c
+  if not seen[c] then seen[c] = true; n = n + 1 end
+end
+local slots = redis.call('ZCOUNT', KEYS[5], t - tonumber(ARGV[1]), '+inf')
+local share = math.max(1, math.floor(slots / math.max(1, n)))
+"""
+# A worker's next job (its queue's `lmove`, `FairQueue`): the first queued job of the clients running fewest, moved
+# to RQ's intermediate list as BLMOVE does; nil when the queue is empty. KEYS as FAIR_COUNTS, then the intermediate
+# list.
+_PICK = "#!lua\n" + FAIR_COUNTS + """
+if #ids == 0 then return false end
+local best, fewest = 1, nil
+for i, c in ipairs(queued) do
+  local r = running[c] or 0
+  if fewest == nil or r < fewest then best, fewest = i, r end
+  if r == 0 then break end
+end
+redis.call('LREM', KEYS[3], 1, ids[best])
+redis.call('RPUSH', KEYS[6], ids[best])
+return ids[best]
+"""
+# Whether the run ARGV[2] gives its slot back now (`over_share`): a client under its share waits, the run's client is
+# over its share, the run is that client's newest and has trained ARGV[3] seconds. It only reads (and drops runs that
+# ended), so it runs when Redis is full too.
+_YIELD = "#!lua flags=allow-oom\n" + FAIR_COUNTS + """
+local waits = false
+for _, c in ipairs(queued) do
+  if (running[c] or 0) < share then waits = true; break end
+end
+local mine = starts[ARGV[2]]
+if not waits or not mine or running[mine[1]] <= share or t - mine[2] < tonumber(ARGV[3]) then return 0 end
+for id, s in pairs(starts) do
+  if s[1] == mine[1] and s[2] > mine[2] then return 0 end
+end
+return 1
 """
 
 # KEYS: workers. ARGV: ttl. The queue workers alive now, on Redis's clock (dead ones are dropped). It only removes,
@@ -216,9 +278,9 @@ class RedisQueue:
         client = client_key(job.client or "local")  # stored hashed: no address is kept in Redis
         job.attach(self, self.max_seconds, runner=self._follow)
         verdict = self._submit(keys=[key("owner", owner), key("client", client), key("starts", client),
-                                     key("active"), self.queue.key],
+                                     key("active"), self.queue.key, key("clients")],
                                args=[job.id, self.jobs_per_client, self.starts_per_minute, self.max_queue,
-                                     ACTIVE_TTL])
+                                     ACTIVE_TTL, client])
         what, arg = verdict[0].decode(), verdict[1].decode()
         if what != "ok":
             if what == "existing":
@@ -436,5 +498,51 @@ def finish(conn, job_id: str, end: m.End, attempt: str = "", size: int = 0) -> N
         p.expire(events(job_id), KEEP_SECONDS)
         p.expire(key("job", job_id, "meta"), KEEP_SECONDS)
         p.delete(key("job", job_id, "stop"), key("job", job_id, "alive"))
+        p.zrem(key("running"), job_id)
+        p.hdel(key("clients"), job_id)
         p.execute()
     conn.eval(_KEEP, 2, key("ended"), key("ended", "bytes"), job_id, size, RESULTS_BUDGET, PREFIX)
+
+
+def fair_keys(queue_key: str) -> list[str]:
+    """The keys of `FAIR_COUNTS`, for the queue `queue_key`."""
+    return [key("running"), key("clients"), queue_key, key("active"), key("workers")]
+
+
+def started(conn, job_id: str) -> None:
+    """A worker starts the run `job_id`: it counts for its client's share of the slots from now (Redis's clock)."""
+    seconds, micros = conn.time()
+    conn.zadd(key("running"), {job_id: seconds + micros / 1e6})
+
+
+def gives_its_slot_back(conn, job_id: str, seconds: float) -> bool:
+    """The run `job_id` stops now for the fair share of the slots (`_YIELD`; `training.contract.over_share`)."""
+    return bool(conn.eval(_YIELD, 5, *fair_keys(key_of_queue()), WORKER_TTL, job_id, seconds))
+
+
+def key_of_queue() -> str:
+    from rq import Queue
+
+    return Queue.redis_queue_namespace_prefix + QUEUE
+
+
+def fair_queue_class():
+    """RQ's Queue, whose worker takes the first queued job of the clients running fewest (`_PICK`) instead of the
+    queue's head; an empty queue (or Redis refusing the script) is waited on as RQ does."""
+    from rq import Queue
+    from rq.intermediate_queue import IntermediateQueue
+
+    class FairQueue(Queue):
+        @classmethod
+        def lmove(cls, connection, queue_key, timeout):
+            try:
+                picked = connection.eval(_PICK, 6, *fair_keys(queue_key),
+                                         IntermediateQueue(queue_key, connection).key, WORKER_TTL)
+            except RedisError as e:
+                _log.warning("training queue: the fair pick failed (%s); the queue's head is taken", e)
+                picked = None
+            if picked:
+                return queue_key, picked
+            return super().lmove(connection, queue_key, timeout)
+
+    return FairQueue

@@ -13,7 +13,7 @@ import contextlib
 import time
 
 from serving.identity import XSRF_COOKIE, Identity, browser_id, client_address, trusted_proxies
-from serving.inbound import RUNS, InboundLimit, charge
+from serving.inbound import LEDGER, RUNS, InboundLimit, charge
 
 
 def current_identity() -> Identity:
@@ -60,16 +60,30 @@ def current_session_id() -> str | None:
 def fair_share(lead: bool = False):
     """Run this script run in its turn (`serving.inbound.RUNS`; `lead`: a teacher's, which never waits) and charge
     its CPU time to its client (`serving.inbound`: a client over its share of the server waits before its next
-    message is taken in)."""
+    message is taken in). A teacher's run also marks its browser as leading: its messages are never held."""
     outer = not RUNS.nested()  # (a fragment called by a full run: that run's time counts it already)
-    with RUNS.slot(lead):
+    who = None
+    if outer:
+        with contextlib.suppress(Exception):
+            who = current_identity()
+    with RUNS.slot(lead, who.client if who is not None else None):
         started = time.thread_time()
         try:
             yield
         finally:
-            if outer:
+            if who is not None:
                 with contextlib.suppress(Exception):
-                    charge(current_identity().client, time.thread_time() - started)
+                    charge(who.client, time.thread_time() - started)
+                    if lead and who.browser is not None:  # a teacher's messages never wait (serving/inbound.py)
+                        LEDGER.lead(who.browser)
+
+
+def limit_connections() -> None:
+    """The web server's limits on slow clients and its one-line refusals (`serving.connections.install`): called by
+    app.py as the web server imports it, before the first connection."""
+    from serving import connections
+
+    connections.install()
 
 
 def middleware() -> list:

@@ -16,6 +16,7 @@ import streamlit as st
 from pandas.api.types import is_bool_dtype, is_float_dtype, is_numeric_dtype
 from streamlit.errors import StreamlitPageNotFoundError
 
+from classroom.rules import printable
 from model.pipeline import Analysis
 from ui import page_list, replay, shell
 from ui.state import controls_are_mine
@@ -86,8 +87,9 @@ _SHORTCODE = re.compile(r":(?=[A-Za-z0-9_+/\\\-]+(?::|$))")  # (after the escape
 
 
 def md(text: str) -> str:
-    """Escape user text for st.markdown: shown literally, never interpreted (no HTML, no formatting)."""
-    return _SHORTCODE.sub(r"\\:", _MD_SPECIAL.sub(r"\\\1", text.replace("\n", " ")))
+    """Escape user text for st.markdown: shown literally, never interpreted (no HTML, no formatting), and always
+    sendable (a lone surrogate from a JSON escape is written as its escape: `classroom.rules.printable`)."""
+    return _SHORTCODE.sub(r"\\:", _MD_SPECIAL.sub(r"\\\1", printable(text).replace("\n", " ")))
 
 
 SMALL_TABLE = (20, 12)  # at most this many rows and columns: a table drawn as text (small_table)

@@ -21,14 +21,18 @@ _class_model_job       the training job whose model this teacher shared with the
 
 from __future__ import annotations
 
+import hashlib
 import math
+import threading
 import time
+import weakref
 
 import numpy as np
 import streamlit as st
 
 from classroom import ClassStoreError
 from classroom import plans as P
+from model.checkpoint import Bundle
 from ui.classroom import session as cls
 from ui.classroom import teacher
 from ui.classroom.plans import leads, ss
@@ -165,17 +169,49 @@ def attention_panel(run: dict) -> None:
            shape=f"[{n_q}, {n_k}]", x_title="English word (key)", y_title="French word (query)", show_table=False)
 
 
+# A class's shared model, loaded once per process and version: every student who explores it holds this one copy
+# (read-only, as the shipped models are shared), and it goes when the last of them lets go of it. Each student's own
+# copy cost their app process 44-56 MB (a 16 MB model): 1.3-1.7 GB for a class of 30.
+_LOADED: weakref.WeakValueDictionary = weakref.WeakValueDictionary()  # (code, version) -> Bundle
+_KEYS: dict[tuple[str, int], str] = {}  # (code, version) -> the key naming its weights in the caches
+_LOADING = threading.Lock()
+
+
+def shared_class_model(code: str, version: int | None) -> tuple[Bundle, int, str]:
+    """Class `code`'s shared model in this process (version `version`, when known): (bundle, version, cache key). The
+    first student to ask loads it from the store (`model.checkpoint.from_bytes` checks it as any upload); the others
+    get the same bundle."""
+    from model.checkpoint import CheckpointError, from_bytes
+
+    bundle = _LOADED.get((code, version)) if version else None
+    if bundle is not None:
+        return bundle, version, _KEYS[(code, version)]
+    with _LOADING:  # (thirty students pressing the button at once load it once)
+        bundle = _LOADED.get((code, version)) if version else None
+        if bundle is None:
+            got = cls.store().class_model(code)
+            if got is None:
+                raise CheckpointError("Your teacher has not shared a model.")
+            version, weights, meta = got
+            bundle = _LOADED.get((code, version))
+            if bundle is None:
+                bundle = from_bytes(weights, meta, name="my teacher's model")
+                for gone in [k for k in _KEYS if k not in _LOADED] if len(_KEYS) > 100 else ():
+                    del _KEYS[gone]
+                _KEYS[(code, version)] = "shared-" + hashlib.sha256(weights).hexdigest()[:32]
+                _LOADED[(code, version)] = bundle
+        return bundle, version, _KEYS[(code, version)]
+
+
 def use_teacher_model() -> None:
     """Callback (student): the teacher's shared model becomes this session's own ("My model"), on every page."""
-    from model.checkpoint import CheckpointError, from_bytes
+    from model.checkpoint import CheckpointError
     from ui.training.session import use_model
 
     try:
-        got = cls.store().class_model(cls.code())
-        if got is None:
-            raise CheckpointError("Your teacher has not shared a model.")
-        use_model(ss(), from_bytes(got[1], got[2], name="my teacher's model"))
-        ss()[USED] = (cls.code(), got[0])
+        bundle, version, key = shared_class_model(cls.code(), (ss().get(RUN) or {}).get("model"))
+        use_model(ss(), bundle, key)
+        ss()[USED] = (cls.code(), version)
         cls.notify("Your teacher's model is now “My model” in your sidebar: every page shows it.")
     except (ClassStoreError, CheckpointError) as e:
         cls.notify(f"Your teacher's model could not be loaded: {e}")

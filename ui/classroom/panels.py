@@ -294,8 +294,7 @@ def run(page: StreamlitPage, sidebar: Callable[..., None]) -> None:
         elif is_teacher():
             teacher_poller()
             plans.teacher_bar()
-    if NOTICE in ss() and here != CLASS_PAGE:  # the class page shows its notices itself
-        st.toast(md(ss().pop(NOTICE)), icon=":material/groups:")
+    toast_notice(here)
     ended_notice()
     explorer_bar()
     alone = redraws_alone(here)
@@ -319,6 +318,7 @@ def run(page: StreamlitPage, sidebar: Callable[..., None]) -> None:
         board.class_run_panel()  # the teacher's training run, live, on every following student's page
     if is_teacher():  # the widgets' new values are in the session already: the class sees them now,
         publish(here, warn=False)  # not after the teacher's page has drawn (and again after it)
+        toast_notice(here)  # (a change the store refused says so in this very run)
     completed = False
     try:
         body()
@@ -333,6 +333,13 @@ def run(page: StreamlitPage, sidebar: Callable[..., None]) -> None:
             end_of_run(*ss()[SHOWS])
         elif role() is None:
             close_events()
+
+
+def toast_notice(here: str) -> None:
+    """The session's notice (a callback's, a change the store refused), once, as a toast (the class page shows its
+    notices itself)."""
+    if NOTICE in ss() and here != CLASS_PAGE:
+        st.toast(md(ss().pop(NOTICE)), icon=":material/groups:")
 
 
 # -- a follower's page, redrawn alone -----------------------------------------------------------------------

@@ -25,7 +25,10 @@ No timer runs on a page: an idle class costs the server one open connection per 
 
 The token names the class and the member (`token`, an HMAC with the server's cookie secret, which every app
 process shares): a stream tells nothing but a few counters, and only to a member of the class. The hub's
-`connected(code)` is the class's presence: which students have a page open now.
+`connected(code)` is the class's presence: which students have a page open now. A member, an address and the
+process each hold a bounded number of streams (serving/streams.py: one token replayed cannot take the process's
+streams from every other class), and a class that ends says so on its streams once; they then close, and its
+pages do not open them again.
 """
 
 from __future__ import annotations
@@ -46,11 +49,14 @@ from starlette.routing import Route
 
 from classroom import get_store, normalize_code
 from classroom.hub import EventHub
+from serving.inbound import scope_client
+from serving.streams import StreamCaps
 
 _log = logging.getLogger("glass.classroom")
 EVENTS_PATH = "/api/class/{code}/events"
 HEARTBEAT_SECONDS = 15.0
-MAX_CONNECTIONS = 2000  # per process: beyond it a stream is refused (its page asks again later)
+STREAMS = StreamCaps()  # streams per member, per address and per process: beyond them one is refused (429; its page
+# asks again a few seconds later)
 
 _hub: EventHub | None = None
 
@@ -86,11 +92,15 @@ def _token(secret: str, code: str, member: str) -> str:
 
 
 def member_of(code: str, tok: str) -> str | None:
-    """The member a token names, if it is a token of class `code`."""
-    member, _, mac = str(tok).rpartition(".")
-    if not member or len(tok) > 200:
+    """The member a token names, if it is a token of class `code` (anything but a short ASCII string is none: a
+    token is only ever ASCII, and `hmac.compare_digest` refuses to compare other text)."""
+    tok = str(tok)
+    if len(tok) > 200 or not tok.isascii():
         return None
-    return member if hmac.compare_digest(token(code, member), tok) else None
+    member, _, mac = tok.rpartition(".")
+    if not member:
+        return None
+    return member if hmac.compare_digest(token(code, member).encode(), tok.encode()) else None
 
 
 def events_url(code: str, member: str) -> str:
@@ -110,25 +120,38 @@ async def events(request: Request):
     member = member_of(code, request.query_params.get("t", "")) if code else None
     if member is None:
         return PlainTextResponse("not a member of this class", status_code=403)
-    if h.listeners() >= MAX_CONNECTIONS:
-        return PlainTextResponse("too many connections", status_code=503, headers={"Retry-After": "5"})
-    listener = await h.listen(code, member)
+    who, client = (code, member), scope_client(request.scope)
+    refused = STREAMS.admit(who, client)  # per member, per address, per process (serving/streams.py)
+    if refused is not None:
+        return PlainTextResponse(refused, status_code=429, headers={"Retry-After": "5"})
+    try:
+        listener = await h.listen(code, member)
+    except BaseException:
+        STREAMS.release(who, client)
+        raise
     if listener is None:
+        STREAMS.release(who, client)
         return PlainTextResponse("no such class", status_code=404)
 
     async def stream():
         try:
             yield "retry: 1000\n\n" + _message(listener)
-            while True:
+            while not ended(listener):  # an ended class's stream says so once and closes (its page leaves it)
                 listener.changed.clear()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(listener.changed.wait(), HEARTBEAT_SECONDS)
                 yield _message(listener) if listener.changed.is_set() else ": ping\n\n"
         finally:
             h.unlisten(listener)
+            STREAMS.release(who, client)
 
     return StreamingResponse(stream(), media_type="text/event-stream",
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+
+def ended(listener) -> bool:
+    """The listener's class has ended (its stream has nothing more to tell)."""
+    return listener.latest is not None and listener.latest.ended
 
 
 def routes() -> list[Route]:
@@ -202,10 +225,12 @@ function open(url) {
       if (!S.latest || c.seq !== S.latest.seq || c.q !== S.latest.q || c.tally !== S.latest.tally) S.tries = 0;
       S.latest = c;
     }
+    if (c.ended) es.close();  // the class ended: its stream closes, and is not opened again (the page leaves it)
     show();
     check();
   };
   es.onerror = () => {
+    if (S.latest && S.latest.ended) return;
     S.up = false; show();
     if (es.readyState === EventSource.CLOSED)  // refused (a process gone, a full server): open it again
       setTimeout(() => { if (S.es === es) open(url); }, 2000 + Math.random() * 2000);

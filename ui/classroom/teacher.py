@@ -19,6 +19,7 @@ from classroom import (
     ClassStoreError,
     Forbidden,
     NotFound,
+    StoreFull,
     StoreUnavailable,
     new_student_id,
     normalize_code,
@@ -159,15 +160,22 @@ def restore_teacher() -> None:
 
 
 def teacher_call(op: Callable, *args):
-    """A teacher operation; a refusal (ended, expired, not the teacher) ends the role in this session."""
+    """A teacher operation; a refusal (ended, expired, not the teacher) ends the role in this session. A store that is
+    full (it answers, but takes no change) says so at once, every time: the change was not made. A call that went
+    through clears what an earlier failure said (the store answers again)."""
     try:
-        return op(code(), ss().get(SECRET), *args)
+        result = op(code(), ss().get(SECRET), *args)
     except (Forbidden, NotFound, ClassEnded) as e:
         leave_class(f"{e} You are no longer this class's teacher." if isinstance(e, Forbidden) else str(e))
+    except StoreFull as e:
+        notify(f"{e} Your change did not reach the class.")
     except StoreUnavailable:
         unreachable()
     except ClassStoreError as e:
         notify(str(e))
+    else:
+        ss().pop(UNREACHABLE, None)
+        return result
     return None
 
 

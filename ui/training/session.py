@@ -111,15 +111,17 @@ def job():
 # --- "My model" ------------------------------------------------------------------------------------
 
 
-def use_model(state, bundle: Bundle) -> None:
-    """Make `bundle` this session's "my model" (`state` is st.session_state or any mutable mapping).
+def use_model(state, bundle: Bundle, key: str | None = None) -> None:
+    """Make `bundle` this session's "my model" (`state` is st.session_state or any mutable mapping). `key` names its
+    weights in every cache key (default: a new random one, for weights of this session's own); a model several
+    sessions share read-only (a class's, ui/classroom/board.py) passes the same key for all of them.
 
     Also selects it in the sidebar (state["model"] = "mine") when Streamlit allows that at this
     moment: in a callback, a fragment run, or before the sidebar is drawn; not after the sidebar's
     radio was drawn in the same run (then state[SWITCHED_KEY] is False and the page offers a button).
     """
     state["my_model"] = bundle
-    state["my_model_key"] = uuid.uuid4().hex  # names these weights in every cache key
+    state["my_model_key"] = key or uuid.uuid4().hex  # names these weights in every cache key
     try:
         state["model"] = "mine"
         state[SWITCHED_KEY] = True
