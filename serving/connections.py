@@ -5,11 +5,14 @@ Two limits the web server itself did not have, measured by a slow-client attack 
 
 - **A request's head has `GLASS_HEAD_TIMEOUT` seconds** (default 10, as HAProxy's `timeout http-request` in
   deploy/haproxy.cfg.in) to arrive, from the moment the connection opens or its previous answer was sent; a
-  connection whose head is not complete by then gets `408 Request Timeout` and is closed. uvicorn, as Streamlit
+  connection whose head has begun and is not complete by then gets `408 Request Timeout` and is closed; one that
+  sent nothing (an idle kept-alive connection) is closed silently, as a proxy that reuses connections expects
+  (a 408 there was read as the answer to the proxy's next request). uvicorn, as Streamlit
   starts it, waits forever (1,000 unfinished heads stayed open 152 s and more) and has no setting for it: Streamlit
-  hands uvicorn a fixed set of options. So `install` wraps four methods of uvicorn's HTTP protocol (httptools', the
+  hands uvicorn a fixed set of options. So `install` wraps five methods of uvicorn's HTTP protocol (httptools', the
   one `streamlit run` uses with the pinned "performance" extra): the connection opens or an answer ends (a timer),
-  the head is complete or the connection is lost (no timer). A request's body and a websocket are not timed.
+  the head is complete or the connection is lost (no timer),
+  bytes arrive (a head has begun). A request's body and a websocket are not timed.
 - **The process's open-file limit is raised to its hard limit**: with the usual soft limit of 1,024, 1,100 such
   connections made every health check and page load fail; every connection is a file descriptor, and so is every
   page's event stream.
@@ -59,8 +62,9 @@ def time_out_heads(seconds: float | None = None) -> bool:
     Protocol._glass_head_seconds = head_timeout() if seconds is None else seconds
     if getattr(Protocol, "_glass_timed", False):
         return True
-    made, complete, answered, lost = (Protocol.connection_made, Protocol.on_headers_complete,
-                                      Protocol.on_response_complete, Protocol.connection_lost)
+    made, complete, answered, lost, received = (Protocol.connection_made, Protocol.on_headers_complete,
+                                                Protocol.on_response_complete, Protocol.connection_lost,
+                                                Protocol.data_received)
 
     def arm(self) -> None:
         disarm(self)
@@ -75,8 +79,13 @@ def time_out_heads(seconds: float | None = None) -> bool:
     def too_slow(self) -> None:
         self._glass_head = None
         if self.transport is not None and not self.transport.is_closing():
-            self.transport.write(_REPLY)
-            self.transport.close()
+            if getattr(self, "_glass_begun", False):  # a head begun and not finished: say why
+                self.transport.write(_REPLY)
+            self.transport.close()  # an idle kept-alive connection closes silently (a proxy retries on another)
+
+    def data_received(self, data: bytes) -> None:
+        self._glass_begun = True
+        received(self, data)
 
     def connection_made(self, transport) -> None:
         made(self, transport)
@@ -88,6 +97,7 @@ def time_out_heads(seconds: float | None = None) -> bool:
 
     def on_response_complete(self) -> None:
         answered(self)
+        self._glass_begun = False
         if self.transport is not None and not self.transport.is_closing():
             arm(self)  # (the next request on this connection: its head has as long)
 
@@ -97,6 +107,7 @@ def time_out_heads(seconds: float | None = None) -> bool:
 
     Protocol.connection_made, Protocol.on_headers_complete = connection_made, on_headers_complete
     Protocol.on_response_complete, Protocol.connection_lost = on_response_complete, connection_lost
+    Protocol.data_received = data_received
     Protocol._glass_timed = True
     return True
 
