@@ -65,7 +65,7 @@ from ui.widgets import md
 SENTENCES = ["i am a student", "thinking machines", "she is a student", "we are students", "the cat is big",
              "he is tired", "the animal didn't cross the street because it was too tired", "you are a teacher"]
 # Every simulated student comes from 127.0.0.1: the class is a school behind one address, which raises the
-# per-address limit of students (README, "Classroom mode").
+# per-address limit of students (docs/operators.md, "Every setting").
 ONE_ADDRESS = {"GLASS_STUDENTS_PER_ADDRESS": "1000"}
 CODE = re.compile(r"classroom\?class=([23456789A-HJKMNP-Z]{6})")  # the join link on the teacher's page
 

@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
         return min(ms, remaining * 1000)
 
     rows = []
-    # every student here comes from 127.0.0.1, one client: give it a whole class's share (README, NAT)
+    # every student here comes from 127.0.0.1, one client: give it a whole class's share (docs/operators.md, NAT)
     share = {"GLASS_JOBS_PER_CLIENT": str(args.students), "GLASS_STARTS_PER_MINUTE": str(2 * args.students)}
     with Cluster(args.replicas, workers=args.workers, timeout=120, env=share) as cluster, sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)

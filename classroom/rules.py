@@ -34,7 +34,7 @@ TOMBSTONE_SECONDS = 15 * 60  # an ended class answers "ended" for this long, the
 MAX_FAILED_JOINS = 10  # per client and window
 JOIN_WINDOW_SECONDS = 60
 MAX_STUDENTS = 500
-# Limits a school behind one network address (one NAT) may have to raise; each a setting (README, "Classroom mode").
+# Limits a school behind one network address (one NAT) may have to raise; each a setting (docs/operators.md).
 MAX_CLASSES = 1_000  # live classes on the server (ended ones do not count): $GLASS_MAX_CLASSES
 CLASSES_PER_CLIENT = 3  # live classes one client (address) may run at once: $GLASS_CLASSES_PER_CLIENT
 CLASS_STARTS_PER_MINUTE = 6  # classes one client may start per minute: $GLASS_CLASS_STARTS_PER_MINUTE

@@ -72,7 +72,7 @@ def main(argv: list[str]) -> int:
     try:
         env = secret_environment(dict(os.environ))
     except MissingSecret as e:
-        print(f"glass: a secret is missing: {e} (README, 'Containers')", file=sys.stderr)
+        print(f"glass: a secret is missing: {e} (docs/operators.md, 'Containers')", file=sys.stderr)
         return 78  # EX_CONFIG
     os.execvpe(argv[0], argv, env)
     return 0  # not reached

@@ -36,7 +36,7 @@ from model.probes import MAX_PROBE_TOKENS, MAX_PROBES, MAX_SNAPSHOTS, default_pr
 from model.train import TrainConfig
 from model.vocab import tokenize
 
-# The page's defaults: the run one click starts. Why these values: README.md, "The training page's default run".
+# The page's defaults: the run one click starts. Why these values: bench/README.md, "The training page's default run".
 DEFAULTS = TrainConfig(d_model=64, n_heads=4, n_layers=1, d_ff=256, dropout=0.0, batch_size=96, steps=500,
                        warmup=100, lr_scale=0.35, label_smoothing=0.1, seed=0, eval_every=50)
 DEFAULT_PROBE_EVERY = 25  # steps between attention snapshots of the probe sentences

@@ -1,6 +1,6 @@
 """What one visitor's connections may hold on the one-process recipe (`streamlit run app.py`, no proxy in front).
 
-Two limits the web server itself did not have, measured by a slow-client attack (issue 37; figures in the README,
+Two limits the web server itself did not have, measured by a slow-client attack (issue 37; figures in bench/README.md,
 "A hostile visitor against a class"):
 
 - **A request's head has `GLASS_HEAD_TIMEOUT` seconds** (default 10, as HAProxy's `timeout http-request` in

@@ -20,7 +20,7 @@ port and settings, Redis with its data; backing off when it keeps dying), and al
   by cookie, websocket upgrades, health checks, redispatch to a live process.
 
 The app processes only ever listen on 127.0.0.1; --host 0.0.0.0 exposes the proxy alone (put TLS in
-front, or in HAProxy: README "Serving a class"). `Cluster` is the same as a context manager, for
+front, or in HAProxy: docs/operators.md, "Serving a class"). `Cluster` is the same as a context manager, for
 tests (tests/test_replicas.py).
 """
 

@@ -187,7 +187,7 @@ def test_snapshot_limit_per_address(store, monkeypatch):
 def test_readme_states_the_plan_and_snapshot_limits_of_the_code():
     from pathlib import Path
 
-    readme = " ".join((Path(__file__).resolve().parents[1] / "README.md").read_text().split())
+    readme = " ".join((Path(__file__).resolve().parents[1] / "docs" / "teachers.md").read_text().split())
     for sentence in (f"a file over {P.MAX_PLAN_BYTES:,} bytes", f"a caption over {P.MAX_CAPTION} characters",
                      f"a title over {P.MAX_TITLE}", f"more than {P.MAX_STOPS} stops",
                      f"a link over {P.MAX_LINK_CHARS:,} characters", f"(at most {P.MAX_NOTE} characters)",

@@ -1,6 +1,6 @@
 """The container recipe, read without Docker: compose.yaml's structure, the Dockerfile's targets and the
 helpers the images run (deploy/entrypoint.py, deploy/make_secrets.py). Running it for real takes a Docker
-daemon and minutes of building: `python -m deploy.container_check` (README, "Containers"), not a test.
+daemon and minutes of building: `python -m deploy.container_check` (docs/operators.md, "Containers"), not a test.
 """
 
 from __future__ import annotations

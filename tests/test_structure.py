@@ -1,6 +1,6 @@
 """The house's rules, read from the code: what each package may import, no import circle, no file too long.
 
-The table is the README's ("How it is built"); a change to it is a deliberate act in both places.
+The table is docs/contributors.md's ("How it is built"); a change to it is a deliberate act in both places.
 Imports are read with `ast` (every `import` and `from ... import`, inside functions too, but not under
 `if TYPE_CHECKING:`), so a lazy import cannot hide an arrow.
 """
@@ -8,6 +8,7 @@ Imports are read with `ast` (every `import` and `from ... import`, inside functi
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -98,7 +99,7 @@ GRAPH = {name: imports(path, name) for name, path in MODULES.items()}
 @pytest.mark.parametrize("name", sorted(MODULES))
 def test_every_import_follows_the_table(name):
     here = room(name)
-    assert here in MAY_IMPORT, f"{name}: a new top-level room; add it to MAY_IMPORT and the README's table"
+    assert here in MAY_IMPORT, f"{name}: a new top-level room; add it to MAY_IMPORT and docs/contributors.md's table"
     allowed = MAY_IMPORT[here]
     wrong = sorted(i for i in GRAPH[name] if room(i) in OURS and room(i) != here
                    and allowed is not None and room(i) not in allowed)
@@ -152,12 +153,12 @@ def test_no_page_is_too_long():
 
 
 def test_the_readme_states_the_table():
-    readme = (ROOT / "README.md").read_text()
+    readme = (ROOT / "docs" / "contributors.md").read_text()
     for pkg, allowed in MAY_IMPORT.items():
         if pkg in ("tests", "app", "bench", "assets"):
             continue
         row = f"| `{pkg}/` | " + (", ".join(f"`{a}/`" for a in sorted(allowed)) if allowed else "nothing of ours")
-        assert row in readme, f"README's import table lacks: {row}"
+        assert row in readme, f"docs/contributors.md's import table lacks: {row}"
 
 
 RECOMPUTES = {"softmax", "log_softmax", "cross_entropy", "nll_loss", "layer_norm", "linear"}
@@ -174,3 +175,18 @@ def test_viz_only_draws():
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in RECOMPUTES:
                 found.append(f"{name}:{node.lineno} .{node.func.attr}(...)")
     assert not found, f"a formula computed in viz/ (move it to explain/): {found}"
+
+
+def test_every_setting_is_in_the_operators_table():
+    """Every GLASS_* variable the app, its services and its deployment read has its row in docs/operators.md."""
+    used = set()
+    for path in ROOT.rglob("*"):
+        rel = path.relative_to(ROOT).parts
+        if not path.is_file() or rel[0] in (".venv", ".git", "tests", "bench", "assets", "docs", "data") \
+                or path.suffix not in (".py", ".sh", ".yaml", ".cfg", ".in", ""):
+            continue
+        used |= set(re.findall(r"\bGLASS_[A-Z_]*[A-Z]\b", path.read_text(errors="ignore")))
+    table = set(re.findall(r"^\| `(GLASS_[A-Z_]+)` \|", (ROOT / "docs" / "operators.md").read_text(), re.M))
+    assert used, "no setting found: the scan is broken"
+    assert not used - table, f"settings without a row in docs/operators.md: {sorted(used - table)}"
+    assert not table - used, f"rows for settings nothing reads: {sorted(table - used)}"

@@ -2,7 +2,7 @@
 
 One worker takes one run at a time from the Redis queue that every app process feeds, so the workers
 alive are the server-wide cap on runs training at once; start them on any machine that reaches the
-Redis (`GLASS_REDIS_URL`, best with the worker's own Redis user: README, "Several processes"). For each
+Redis (`GLASS_REDIS_URL`, best with the worker's own Redis user: docs/operators.md, "Several processes"). For each
 run RQ forks a "work horse", which runs `train`: the very training process the local pool runs
 (`training.run_process`: one torch thread, nice +10, a memory cap), every message of it appended to the
 run's Redis stream, its stop key and its browser's liveness (the alive key) looked at every `POLL`

@@ -20,7 +20,7 @@ class PageSpec:
     file: str  # "pages/positional.py"
     title: str
     icon: str
-    summary: str  # one line: what the page shows (README, screenshot captions)
+    summary: str  # one line: what the page shows (docs/students.md, screenshot captions)
     walkthrough: bool = True
 
     @property

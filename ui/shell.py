@@ -158,7 +158,7 @@ def admitted() -> bool:
     """True when no access code is set, or this session has entered it (draws the form otherwise).
 
     A light barrier for a class server (the code is shared with the class); a wrong code costs the
-    session a growing wait. Use TLS in front of it (see the README's "Serving a class")."""
+    session a growing wait. Use TLS in front of it (docs/operators.md, "Serving a class")."""
     code = os.environ.get(ACCESS_CODE_ENV, "")
     ss = st.session_state
     if not code or ss.get("_admitted"):

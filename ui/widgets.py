@@ -97,7 +97,7 @@ SMALL_TABLE = (20, 12)  # at most this many rows and columns: a table drawn as t
 
 def small_table(df: pd.DataFrame, *, hide_index: bool = False, digits: int = 4, **grid) -> None:
     """A table the reader reads (a word per row, a few numbers), drawn as a plain HTML table: in Chromium it costs
-    about a quarter of st.dataframe's grid (README, "Small tables as text"), it grows with presenter mode's text, and a
+    about a quarter of st.dataframe's grid (docs/contributors.md), it grows with presenter mode's text, and a
     screen reader reads its cells. One bigger than SMALL_TABLE stays a scrolling grid; so do the matrices of exact
     numbers (`exact_numbers`), which a reader scrolls rather than reads. `digits`: the decimals of a column of floats
     not rounded (markdown_table); `grid`: the grid's options (st.dataframe's), when the table is too big to be text."""
@@ -157,7 +157,7 @@ def section(title: str, text: str | None = None, *, level: int = 2) -> None:
     """A heading (level 2: as `st.header`, 3: as `st.subheader`) and the paragraph under it, drawn as one element
     (a page's title stays `st.title`: it names the page). Each element costs the server a message to each browser,
     and a teacher's change redraws a follower's page in a hundred browsers at once (ui/classroom/panels.py):
-    about 70 µs of the server's CPU per element and browser (README, "Classroom mode" under "Measured")."""
+    about 70 µs of the server's CPU per element and browser (bench/README.md, "Classroom mode")."""
     st.markdown(f"{'#' * level} {title}" + (f"\n\n{text}" if text else ""))
 
 

@@ -26,7 +26,7 @@ LOOPBACK = (
     "Students' phones cannot open this link: it names this computer by a loopback address (localhost or "
     "127.0.0.1), which on every other device means that device itself. Open the app by this computer's network "
     "address instead (for example http://192.168.1.20:8501, started with `--server.address 0.0.0.0`: see the "
-    "teachers' quick start in the README), and the link and QR code follow."
+    "teachers' quick start in docs/teachers.md), and the link and QR code follow."
 )
 PRIVATE = ("Your own sentence and your own trained model stay yours: while you explore, nothing you do reaches "
            "the teacher or the other students.")

@@ -344,7 +344,7 @@ def toast_notice(here: str) -> None:
 
 # -- a follower's page, redrawn alone -----------------------------------------------------------------------
 # In a lecture hall every change of the teacher redraws a hundred pages, and a full run of the app (navigation,
-# stylesheet, sidebar, page) costs the server about a third more than the page alone (README, "A follower's
+# stylesheet, sidebar, page) costs the server about a third more than the page alone (bench/README.md, "A follower's
 # page redrawn alone"). So a student who follows gets the page inside a fragment, `followed_page`, whose last
 # element is the page's end (`end_of_run`): the class's event reruns that fragment only. Its sidebar holds
 # nothing the teacher changes (`render_sidebar(shared=False)`: the sentence, the model and the switches are one
