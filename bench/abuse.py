@@ -3,7 +3,7 @@
 Starts `streamlit run app.py` on a free loopback port (serving/processes.py) with
 ``GLASS_TRUST_PROXY=1``, so that each simulated client can carry its own address in
 ``X-Forwarded-For`` as a reverse proxy would write it. Every visitor is a browserless websocket
-session (bench/ws_client.py) with its own Streamlit XSRF cookie (a new mask on every connection, as
+session (tools/ws_client.py) with its own Streamlit XSRF cookie (a new mask on every connection, as
 the server writes it), so one "browser" can reload. Then:
 
 1. before: `--students` students on the overview page type sentences; their rerun latencies;
@@ -52,9 +52,9 @@ from streamlit.proto.WidgetStates_pb2 import WidgetState, WidgetStates
 from streamlit.web.server.starlette.starlette_app_utils import generate_xsrf_token_string
 from websockets.asyncio.client import connect
 
-from bench.ws_client import StreamlitSession, _Widget
 from model import checkpoint
 from serving.processes import start_app
+from tools.ws_client import StreamlitSession, _Widget
 
 SENTENCES = ["i am a student", "the cat is small", "she is happy", "we are tired", "the dog is young",
              "thinking machines learn fast", "he is a teacher", "you are tall"]

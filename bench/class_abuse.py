@@ -38,7 +38,7 @@ each page says, and whether the class is back (question, students) and follows t
 once Redis is started again from its append-only file.
 
 What survives each killed part (HAProxy, Redis, an app process) is `python -m bench.classroom_load chaos`.
-Every client is a browserless websocket session (bench/ws_client.py). Bounded: at most 16 flood sessions of
+Every client is a browserless websocket session (tools/ws_client.py). Bounded: at most 16 flood sessions of
 at most 120 messages a second, 16 class starts, 200 fake students; every wait has a timeout; servers on
 127.0.0.1 and free ports, stopped at the end.
 """

@@ -6,7 +6,7 @@ page" (ui/classroom/board.py), each of them then showing the teacher's model on 
 A private redis-server and one `streamlit run app.py` on it (127.0.0.1, free ports), so that this script can be the
 teacher through the class store itself: it starts a class, shares a model of about 16 MB (the largest a class may
 share: random weights of d_model 256, 3 + 3 layers, d_ff 480, the shipped vocabularies) and a finished run that
-names it. `--students` browserless students (bench/ws_client.py) join by the link and follow; then each presses
+names it. `--students` browserless students (tools/ws_client.py) join by the link and follow; then each presses
 the button, one after the other. Printed: the app process's memory (RSS) before and after, per student, and the
 clicks' time. `--compare DIR` first measures another checkout the same way (a `git worktree` of an older commit:
 the "before").

@@ -6,7 +6,7 @@ behind one NAT address, alone on the server and beside an outsider's idle page.
 
 One `streamlit run app.py` (memory store) with GLASS_TRUST_PROXY=1: every simulated client carries its address in
 X-Forwarded-For, as a proxy would write it. The teacher and `--students` students (browserless websocket sessions,
-bench/ws_client.py, each with its own XSRF cookie: a browser) all come from 203.0.113.7; the class follows the
+tools/ws_client.py, each with its own XSRF cookie: a browser) all come from 203.0.113.7; the class follows the
 teacher on `--page`. In `--rounds` alternating rounds the teacher types `--changes` sentences `--pause` seconds
 apart, alone on the server, then with an outsider's page open at 198.51.100.99 (loaded once, then idle). Printed
 per condition: the students' follow latency (the teacher sends the sentence -> a student's page shows it) p50, p95

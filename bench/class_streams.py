@@ -5,7 +5,7 @@ address may hold, what a stream costs the server, and what an attacker holding t
 
 One `streamlit run app.py` (memory store) with GLASS_TRUST_PROXY=1 (every simulated client carries its address in
 X-Forwarded-For, as a proxy writes it). The attacker, at 203.0.113.66, runs classes of its own and joins them as
-`--members` students (browserless websocket sessions, bench/ws_client.py), then replays their valid tokens: first
+`--members` students (browserless websocket sessions, tools/ws_client.py), then replays their valid tokens: first
 one token until the server refuses it (streams per member), then every token until the server refuses them all
 (what one address holds); each stream is a plain HTTP connection held open after its first event. Meanwhile
 another class (its teacher at 192.0.2.10, a newcomer at 198.51.100.20) is measured: the newcomer joins while the

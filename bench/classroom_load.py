@@ -1,6 +1,6 @@
 """Classroom mode under load: follow latency, throughput of 1 vs 2 app processes, a process killed mid-class.
 
-Every client is bench/ws_client.py's StreamlitSession (Streamlit's websocket protocol, no browser), which
+Every client is tools/ws_client.py's StreamlitSession (Streamlit's websocket protocol, no browser), which
 also does what the page's class component does in a browser (ui/classroom/push.py): it listens to the
 class's event stream and reruns its page when the class moved past what the page shows.
 
@@ -56,10 +56,10 @@ from pathlib import Path
 
 import websockets
 
-from bench.ws_client import StreamlitSession
 from serving.processes import start_app
 from serving.replicas import Cluster
 from tools.class_soak import dropped as dropped_out
+from tools.ws_client import StreamlitSession
 from ui.widgets import md
 
 SENTENCES = ["i am a student", "thinking machines", "she is a student", "we are students", "the cat is big",

@@ -21,7 +21,7 @@ no interaction starts after it), --timeout per interaction (60 s); the whole run
 these + 180 s. Prints p50 / p95 / max latency, errors, the leak check, the trainings' progress and
 the CPU seconds used by the server, the training workers, the browsers and this script.
 
---client ws: the students are no browsers but bench/ws_client.py's StreamlitSessions, which speak
+--client ws: the students are no browsers but tools/ws_client.py's StreamlitSessions, which speak
 Streamlit's websocket protocol directly and cost almost no CPU, so that the figures measure the server
 alone (thirty Chromium renderers take most of a 2-core machine: 1-3 CPU-s per page). Same interactions,
 timed from sending the rerun to the end of its run (script_finished); the same checks on the page's
@@ -53,7 +53,6 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from bench.ws_client import StreamlitSession  # noqa: E402
 from model import checkpoint, pipeline  # noqa: E402
 from model.data import load_dataset  # noqa: E402
 from serving.processes import start_app
@@ -64,6 +63,7 @@ from tools.browser import (
     RUN_COUNTER_JS,
     require_chromium,
 )
+from tools.ws_client import StreamlitSession  # noqa: E402
 from ui.page_list import PAGES
 
 DEFAULT = "the animal didn't cross the street because it was too tired"  # ui.state.DEFAULT_SENTENCE
@@ -437,7 +437,7 @@ def summarise(report: Report, args) -> dict:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--client", choices=("browser", "ws"), default="browser",
-                    help="the students: Chromium pages, or bench/ws_client.py's browserless websocket sessions")
+                    help="the students: Chromium pages, or tools/ws_client.py's browserless websocket sessions")
     ap.add_argument("--students", type=int, default=30)
     ap.add_argument("--trainings", type=int, default=2)
     ap.add_argument("--interactions", type=int, default=5, help="per student, alternating type / switch")

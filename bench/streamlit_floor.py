@@ -2,7 +2,7 @@
 
 A bare Streamlit app (a title, one text box in the sidebar, N paragraphs of markdown; the app's own
 `runner.postScriptGC = false`) in a temporary folder, served by `streamlit run` on 127.0.0.1; S sessions
-(bench/ws_client.py, no browser) rerun it at once, as a class's followers do when the teacher changes something;
+(tools/ws_client.py, no browser) rerun it at once, as a class's followers do when the teacher changes something;
 the server process's CPU per session rerun, median of the rounds, for each N; then a straight line through them
 (a fixed cost per rerun, and a cost per element). Compare with `bench.classroom_load follow`'s "ms per student"
 and with the number of elements a page sends (a follower on the overview: 51 messages, since a section's heading
@@ -27,8 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.ws_client import StreamlitSession
 from serving.processes import ROOT, app_command, app_env, free_port, healthy, spawn, stop, wait_until
+from tools.ws_client import StreamlitSession
 
 APP = '''import streamlit as st
 st.title("Bare")

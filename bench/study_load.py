@@ -5,7 +5,7 @@
 `--processes` app processes behind HAProxy (serving/replicas.py, with its Redis) share one study database: the
 SQLite file of a temporary data folder (GLASS_DATA_DIR), or PostgreSQL with --database postgresql://... (or
 --postgres: a private server from Debian's package, serving/postgres.py). A study is created through the store;
-then every participant, a browserless Streamlit session (bench/ws_client.py, Streamlit's own websocket protocol),
+then every participant, a browserless Streamlit session (tools/ws_client.py, Streamlit's own websocket protocol),
 opens the study's link, agrees, and answers the first `--items` items of their pre-test (participant i chooses
 option (i + item) mod its options; a transfer item's column the same way), all of them at the same time.
 
@@ -29,7 +29,6 @@ from pathlib import Path
 import torch
 from streamlit.proto.WidgetStates_pb2 import WidgetState
 
-from bench.ws_client import StreamlitSession, _Widget
 from explain import report as R
 from explain.instrument import build
 from explain.items import Models
@@ -39,6 +38,7 @@ from serving.processes import healthy, wait_until
 from serving.replicas import Cluster
 from study.database import PostgresDatabase, SqliteDatabase
 from study.store import StudyStore
+from tools.ws_client import StreamlitSession, _Widget
 
 
 def _widget(session: StreamlitSession, key: str) -> str:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import time
+from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -56,3 +58,21 @@ def postgres_server():
     finally:
         server.stop()
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def wait_for(cond: Callable[[], object], timeout: float = 60.0, what: str = "condition", every: float = 0.05,
+             tolerate: bool = False) -> float:
+    """Wait until `cond()` is true (a part of the system on its way), polling every `every` seconds; the seconds it
+    took. Past `timeout`, fail the test naming `what`. `tolerate`: an exception from `cond` counts as "not yet" (a
+    process on its way back up)."""
+    start = time.monotonic()
+    while True:
+        try:
+            if cond():
+                return time.monotonic() - start
+        except Exception:  # noqa: BLE001 - only with tolerate: a part on its way back up
+            if not tolerate:
+                raise
+        assert time.monotonic() - start < timeout, f"timed out waiting for {what}"
+        time.sleep(every)
+

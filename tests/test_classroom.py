@@ -455,7 +455,7 @@ def test_the_no_mask_model_gets_the_lecture_sentence_wrong(bundles):
 # -- several processes: one class through Redis, and a process killed mid-class ---------------------------
 def test_two_processes_share_a_class_and_its_students_survive_a_killed_process():
     """2 × `streamlit run app.py` behind HAProxy with a redis-server (serving/replicas.py); a teacher on app1,
-    students on both (websocket sessions, bench/ws_client.py). A question is open, half answered; app2 is
+    students on both (websocket sessions, tools/ws_client.py). A question is open, half answered; app2 is
     killed. Its students reconnect through the proxy with their own address (``?class=CODE``) and widget
     values: they are in the class again on app1, following, and the class's state, question and counts are as
     they were; one who was exploring keeps exploring, with its own sentence (from its address: a sentence whose

@@ -24,7 +24,7 @@ from apptest_util import no_exception, run_app
 
 from serving.processes import spawn, stop
 from serving.shared_redis import new_client
-from tests.services import redis_server
+from tests.services import redis_server, wait_for
 from training import messages as m
 from training.job import make_job
 from training.queue_worker import REFUSED
@@ -74,12 +74,6 @@ def worker(redis):
 def evil(marker: Path) -> bytes:
     return pickle.dumps(Boom(marker))
 
-
-def wait_for(cond, timeout=60.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 def rq_job(conn, job_id: str, data: bytes, **fields) -> None:

@@ -20,7 +20,7 @@ from rq.registry import StartedJobRegistry
 from serving.identity import client_key
 from serving.processes import ROOT, spawn, stop
 from serving.shared_redis import client as redis_client
-from tests.services import redis_server
+from tests.services import redis_server, wait_for
 from training import messages as m
 from training.contract import FAIR_REASON, JobRefused
 from training.job import Job, make_job
@@ -83,13 +83,6 @@ def queues(url, workers):
     conn = redis_client(url)
     wait_for(lambda: conn.zcard(PREFIX + "active") == 0, 60, "every job ended")
 
-
-def wait_for(cond, timeout=60.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 def make(owner: str, client: str | None = None, **settings) -> Job:

@@ -19,6 +19,7 @@ from model.probes import default_probes, find_reference, probe_snapshot
 from model.trace import Trace
 from model.train import Trainer
 from model.train_settings import SettingsError
+from tests.services import wait_for
 from training import run_process
 from training.contract import FAIR_REASON, JobRefused
 from training.job import Job, make_job
@@ -47,13 +48,6 @@ def job(data, probe_every=0, owner=None, session_id=None, **settings) -> Job:
     return make_job({**TINY, **settings}, data=data, probe_every=probe_every, owner=owner, session_id=session_id,
                          probes=["i am a student"] if probe_every else [])
 
-
-def wait_for(cond, timeout=60.0):
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out")
-        time.sleep(0.01)
 
 
 def wait_steps(j: Job, n: int = 2):

@@ -31,12 +31,12 @@ from playwright.sync_api import sync_playwright
 from streamlit.proto.ClientState_pb2 import ClientState
 from websockets.asyncio.client import connect
 
-from bench.ws_client import StreamlitSession
 from classroom import RedisClassStore
 from serving.processes import Child, free_port, stop
 from serving.replicas import Cluster, render_haproxy
 from tests.services import require_tool
 from tools.browser import IDLE_SELECTOR, assert_no_exception, launch_chromium
+from tools.ws_client import StreamlitSession
 
 COOKIE = "GLASS_REPLICA"
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
@@ -84,7 +84,7 @@ def set_cookie(headers) -> str | None:
 
 
 class CookieSession(StreamlitSession):
-    """bench/ws_client.py's browserless session, sending a cookie with the websocket upgrade (as a browser
+    """tools/ws_client.py's browserless session, sending a cookie with the websocket upgrade (as a browser
     sends the proxy's cookie) and noting which process the proxy chose."""
 
     def __init__(self, base_url: str, cookie: str | None, timeout: float = 60, headers: dict | None = None):

@@ -35,7 +35,7 @@ MAY_IMPORT = {
 }
 OURS = set(MAY_IMPORT)
 # third-party packages only some rooms may use
-STREAMLIT_ROOMS = {"ui", "pages", "app", "tests", "bench", "assets"}
+STREAMLIT_ROOMS = {"ui", "pages", "app", "tests", "bench", "assets", "tools"}  # tools: ws_client speaks its protocol
 DRAWING = {"plotly", "pandas"}
 DRAWING_ROOMS = {"viz", "ui", "pages", "tests", "bench", "assets"}
 MAX_LINES = 600

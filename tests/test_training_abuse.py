@@ -25,6 +25,7 @@ from model.train import Trainer
 from model.train_settings import SettingsError
 from serving import identity
 from serving.identity import Identity, browser_id, client_address
+from tests.services import wait_for
 from training import job as job_module
 from training import run_process
 from training.contract import JobRefused
@@ -68,13 +69,6 @@ def widest_data():
     """7,996 words a side (the limit is 8,000 with the 4 special tokens), 5,400 pairs: just under 2 MB."""
     return corpus_data(7996, 5400)
 
-
-def wait_for(cond, timeout=60.0):
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out")
-        time.sleep(0.01)
 
 
 def make(data, owner=None, client=None, session_id=None, **settings) -> Job:
