@@ -28,7 +28,6 @@ def cluster():
         yield c
 
 
-
 def pids(cluster, *names: str) -> dict[str, int]:
     return {n: cluster.parts[n].child.proc.pid for n in names}
 
