@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Glass Transformer's one entry point. Sets everything up on a fresh machine, then:
 #   ./dev.sh app     start the app           (http://localhost:8501)
-#   ./dev.sh test    run every test: lint, model, pages (AppTest) and browser tests (Chromium)
+#   ./dev.sh test    run every test: lint, types, model, pages (AppTest) and browser tests (Chromium)
 #   ./dev.sh bench   run the benchmark scripts and print their figures
 #   ./dev.sh serve   several app processes behind HAProxy, + redis-server and training queue workers
 #                    (--replicas N --workers W --port 8500)
@@ -76,6 +76,7 @@ case "$cmd" in
     setup_chromium
     setup_services
     .venv/bin/ruff check .
+    .venv/bin/mypy  # strict types on the packages pyproject's [tool.mypy] lists
     # pytest exits 5 when no test ran: that is a failure here too.
     .venv/bin/python -m pytest "$@"
     ;;
