@@ -466,11 +466,12 @@ def _vocab(meta: dict[str, Any], key: str) -> Vocab:
                                   f"{MAX_TOKEN_CHARS}")
         if not t.isprintable() or " " in t:  # the tokenizer never makes spaces or invisible characters
             raise CheckpointError(f"{bad}: token {i} ({_show(t)}) holds a space or an invisible character")
-    seen: set[str] = set()
-    for t in itos:
-        if t in seen:
-            raise CheckpointError(f"{bad}: it lists {_show(t)} twice")
-        seen.add(t)
+    if len(set(itos)) != len(itos):
+        seen: set[str] = set()
+        for t in itos:
+            if t in seen:
+                raise CheckpointError(f"{bad}: it lists {_show(t)} twice")
+            seen.add(t)
     return Vocab(itos)
 
 
