@@ -83,6 +83,7 @@ case "$cmd" in
       setup_services
     fi
     .venv/bin/ruff check .
+    .venv/bin/mypy  # strict types on the packages pyproject's [tool.mypy] lists
     # pytest exits 5 when no test ran: that is a failure here too.
     .venv/bin/python -m pytest "${tier[@]}" "$@"
     ;;

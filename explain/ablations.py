@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 from model.checkpoint import ASSETS
 
@@ -24,10 +25,10 @@ class AblationsError(ValueError):
     """The file is not what `bench.ablations` writes; the message says what is wrong."""
 
 
-def read(path: str | Path = PATH) -> dict:
+def read(path: str | Path = PATH) -> dict[str, Any]:
     """The measured rows (see the module docstring); `AblationsError` when the file is malformed."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        data: dict[str, Any] = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
         raise AblationsError(f"cannot read {path}: {e}") from None
     check(data)

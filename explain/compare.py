@@ -16,6 +16,8 @@ from __future__ import annotations
 import statistics
 import time
 from collections import defaultdict
+from collections.abc import Callable
+from typing import Any, TypedDict
 
 import torch
 from torch import Tensor
@@ -30,7 +32,16 @@ from model.vocab import EOS_ID, tokenize
 
 # --- Sequential steps --------------------------------------------------------------------------------
 
-def sequential_steps(pairs: list[Pair], src_lang: str = "en", tgt_lang: str = "fr") -> list[dict]:
+class StepsRow(TypedDict):
+    m: int  # source tokens, <eos> included
+    t: int  # mean target tokens, <eos> included
+    n: int  # pairs of that source length
+    rnn: int
+    transformer_decode: int
+    transformer_train: int
+
+
+def sequential_steps(pairs: list[Pair], src_lang: str = "en", tgt_lang: str = "fr") -> list[StepsRow]:
     """Per source length m (tokens the encoder reads, <eos> included): the mean target length t (tokens the
     decoder outputs, <eos> included) and the steps that must wait for each other:
 
@@ -43,7 +54,7 @@ def sequential_steps(pairs: list[Pair], src_lang: str = "en", tgt_lang: str = "f
     by_m: dict[int, list[int]] = defaultdict(list)
     for p in pairs:
         by_m[len(tokenize(p.src, src_lang)) + 1].append(len(tokenize(p.tgt, tgt_lang)) + 1)
-    rows = []
+    rows: list[StepsRow] = []
     for m in sorted(by_m):
         t = round(statistics.mean(by_m[m]))
         rows.append({"m": m, "t": t, "n": len(by_m[m]), "rnn": m + t, "transformer_decode": 1 + t,
@@ -53,13 +64,19 @@ def sequential_steps(pairs: list[Pair], src_lang: str = "en", tgt_lang: str = "f
 
 # --- Wall time to encode -----------------------------------------------------------------------------
 
+class TimesRow(TypedDict):
+    length: int
+    rnn_ms: float
+    transformer_ms: float
+
+
 @torch.no_grad()
 def encode_times(rnn: RNNSeq2Seq, tf: Transformer, lengths: list[int], batch: int = 64, repeats: int = 7,
-                 seed: int = 0) -> list[dict]:
+                 seed: int = 0) -> list[TimesRow]:
     """Median ms to encode `batch` random sentences of each length, the two models alternating."""
     g = torch.Generator().manual_seed(seed)
     vocab = min(rnn.cfg.src_vocab, tf.cfg.src_vocab)
-    rows = []
+    rows: list[TimesRow] = []
     for length in lengths:
         src = torch.randint(4, vocab, (batch, length), generator=g)  # [B, L], no padding
         src[:, -1] = EOS_ID
@@ -86,19 +103,19 @@ def bucket_name(lo: int, hi: int) -> str:
     return f"{lo}+ words" if hi >= 99 else f"{lo}-{hi} words"
 
 
-def accuracy_by_length(rnn: Bundle, tf: Bundle, pairs: list[Pair]) -> dict:
+def accuracy_by_length(rnn: Bundle, tf: Bundle, pairs: list[Pair]) -> dict[str, Any]:
     """Exact match per source-length bucket (words, without <eos>) and il/elle accuracy, both models."""
     src_lang, tgt_lang = rnn.langs
     sources = [p.src for p in pairs]
     hyps = {"rnn": translate_batch(rnn, sources), "transformer": translate_batch(tf, sources)}
     refs = [tokenize(p.tgt, tgt_lang) for p in pairs]
     lengths = [len(tokenize(p.src, src_lang)) for p in pairs]
-    rows = []
+    rows: list[dict[str, str | int | float]] = []  # bucket, n, then exact match per model
     for lo, hi in BUCKETS:
         idx = [i for i, n in enumerate(lengths) if lo <= n <= hi]
         if not idx:
             continue
-        row = {"bucket": bucket_name(lo, hi), "n": len(idx)}
+        row: dict[str, str | int | float] = {"bucket": bucket_name(lo, hi), "n": len(idx)}
         for name, h in hyps.items():
             row[name] = sum(h[i] == refs[i] for i in idx) / len(idx)
         rows.append(row)
@@ -110,7 +127,7 @@ def accuracy_by_length(rnn: Bundle, tf: Bundle, pairs: list[Pair]) -> dict:
 
 # --- Gradients against distance ---------------------------------------------------------------------------
 
-def _transformer_encoder(tf: Transformer):
+def _transformer_encoder(tf: Transformer) -> Callable[[Tensor], Tensor]:
     def run(x: Tensor) -> Tensor:  # x [Ts, D]: embeddings + positional encoding -> encoder output [Ts, D]
         y = x[None]  # [1, Ts, D]
         for layer in tf.encoder:
@@ -121,20 +138,31 @@ def _transformer_encoder(tf: Transformer):
     return run
 
 
-def _rnn_encoder(rnn: RNNSeq2Seq):
+def _rnn_encoder(rnn: RNNSeq2Seq) -> Callable[[Tensor], Tensor]:
     def run(x: Tensor) -> Tensor:  # x [Ts, E] word vectors -> states [Ts, H]
         return rnn.recur(x[None])[0]
     return run
 
 
-def jacobian_norms(fn, x: Tensor) -> Tensor:
+def jacobian_norms(fn: Callable[[Tensor], Tensor], x: Tensor) -> Tensor:
     """[T, T] matrix of ‖∂fn(x)_t / ∂x_i‖ (Frobenius norm of each [D_out, D_in] block)."""
-    jac = torch.autograd.functional.jacobian(fn, x, vectorize=True)  # [T, D_out, T, D_in]
-    return jac.pow(2).sum(dim=(1, 3)).sqrt()  # [T, T]
+    # torch's jacobian has no annotations; one tensor in, one out: a tensor
+    jac: Tensor = torch.autograd.functional.jacobian(fn, x, vectorize=True)  # type: ignore[no-untyped-call]
+    return jac.pow(2).sum(dim=(1, 3)).sqrt()  # [T, D_out, T, D_in] -> [T, T]
 
 
-def gradient_by_distance(rnn: Bundle, tf: Bundle, sentences: list[str], max_distance: int = 10) -> dict:
+class Gradients(TypedDict):
+    distance: list[int]  # t − i
+    rnn: list[float]  # median ratio at each distance
+    transformer: list[float]
+    count: list[int]  # (sentence, t, i) triples at each distance
+    n_pairs: int
+    n_sentences: int
+
+
+def gradient_by_distance(rnn: Bundle, tf: Bundle, sentences: list[str], max_distance: int = 10) -> Gradients:
     """Median over (sentence, t, i ≤ t) of ‖∂out_t/∂x_i‖ / ‖∂out_t/∂x_t‖, per distance t − i."""
+    assert isinstance(rnn.model, RNNSeq2Seq) and isinstance(tf.model, Transformer), "an RNN, then a Transformer"
     src_lang = rnn.langs[0]
     ratios: dict[str, dict[int, list[float]]] = {"rnn": defaultdict(list), "transformer": defaultdict(list)}
     n_pairs = 0

@@ -20,11 +20,13 @@ Pure PyTorch; the app caches the results (ui/models.py).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from model.checkpoint import Bundle
 from model.pipeline import analyse, prepare, teacher_forced
-from model.trace import Interventions
+from model.trace import Interventions, Trace
+from model.transformer import Config
 
 ANIMAL_STATES = ("tired", "scared", "hungry", "lazy")  # fit only the animal
 PLACE_STATES = ("wide", "long", "narrow", "busy")  # fit only the place
@@ -46,7 +48,7 @@ class Coref:
         return self.place if self.referent == self.animal else self.animal
 
 
-def coref_parts(tokens) -> Coref | None:
+def coref_parts(tokens: Iterable[str]) -> Coref | None:
     """The positions of the coreference sentence's words, or None for any other sentence."""
     t = list(tokens)
     if len(t) != 11 or t[0] != "the" or t[2:5] != ["didn't", "cross", "the"] or t[6:10] != ["because", "it", "was",
@@ -84,7 +86,7 @@ class EncoderLinks:
         return self.referent >= LINK and self.referent >= 2 * self.other
 
 
-def encoder_links(trace, n_layers: int, c: Coref) -> EncoderLinks:
+def encoder_links(trace: Trace, n_layers: int, c: Coref) -> EncoderLinks:
     rows = [trace[f"enc.{i}.self_attn.weights"][0, :, c.it] for i in range(n_layers)]  # each [H, Ts]
     best = max(((i, h) for i in range(n_layers) for h in range(rows[i].shape[0])),
                key=lambda lh: float(rows[lh[0]][lh[1], c.referent]))
@@ -155,7 +157,9 @@ def decision(bundle: Bundle, text: str, iv: Interventions | None = None) -> Deci
         return None
     row = out.index(pron)  # decoder position t predicts out[t]: its input is out[t - 1]
     ids = {w: bundle.tgt_vocab.stoi[w] for w in PRONOUNS}
-    n_dec = bundle.config.n_dec_layers
+    cfg = bundle.config
+    assert isinstance(cfg, Config), "the decision is read in the Transformer's cross-attention"
+    n_dec = cfg.n_dec_layers
     reads = tuple(tuple(float(x) for x in a.trace[f"dec.{i}.cross_attn.weights"][0, :, row, c.adjective])
                   for i in range(n_dec))
     probs = a.trace["probs"][0, row]
@@ -168,7 +172,7 @@ def decision(bundle: Bundle, text: str, iv: Interventions | None = None) -> Deci
         return LayerOff(layer, b.translation, next((w for w in b.out_tokens if w in PRONOUNS), None),
                         float(tf[ids["il"]]), float(tf[ids["elle"]]), changed)
 
-    H = bundle.config.n_heads
+    H = cfg.n_heads
     off = tuple(without(i, {(f"dec.{i}.cross_attn", h) for h in range(H)}) for i in range(n_dec))
     readers = tuple((i, h) for i in range(n_dec) for h in range(H) if reads[i][h] >= READS)
     readers_off = without(-1, {(f"dec.{i}.cross_attn", h) for i, h in readers}) if readers else None

@@ -19,6 +19,7 @@ Every random experiment takes a seed and returns the same numbers for the same a
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 import torch
@@ -28,7 +29,7 @@ from model.checkpoint import Bundle
 from model.decoding import greedy_decode
 from model.pipeline import Prepared, analyse, decode_text, teacher_forced
 from model.trace import Interventions, Trace, attention_modules
-from model.transformer import Transformer
+from model.transformer import Config, EncoderLayer, Transformer
 from model.vocab import EOS
 
 
@@ -175,13 +176,13 @@ class PermutationCheck:
         return float((self.unpermuted - self.enc).abs().max())
 
 
-def encoder_output(bundle: Bundle, ids, iv: Interventions) -> Tensor:
+def encoder_output(bundle: Bundle, ids: Iterable[int], iv: Interventions) -> Tensor:
     """[T] source ids -> encoder output [T, D] under `iv` (nothing recorded)."""
     with torch.no_grad():
         return bundle.model.encode(torch.tensor([list(ids)]), Trace(iv, record=False))[0]
 
 
-def permutation_check(bundle: Bundle, ids, word_order: list[int], positional_encoding: bool,
+def permutation_check(bundle: Bundle, ids: Iterable[int], word_order: list[int], positional_encoding: bool,
                       iv: Interventions | None = None) -> PermutationCheck:
     """Encode `ids` (words then EOS) and the words permuted by `word_order`, with PE on or off."""
     ids = list(ids)
@@ -208,7 +209,9 @@ def layer_norm_params(model: Transformer, layer: int, sub: int) -> tuple[Tensor,
 
 def ffn_hidden(model: Transformer, layer: int, x: Tensor) -> Tensor:
     """max(0, x W_1 + b_1) of encoder layer `layer`, recomputed from its own W_1, b_1: [T, D] -> [T, d_ff]."""
-    f = model.encoder[layer].ffn
+    enc = model.encoder[layer]
+    assert isinstance(enc, EncoderLayer)  # nn.ModuleList types its items as plain modules
+    f = enc.ffn
     with torch.no_grad():
         return torch.relu(x @ f.W_1.weight.T + f.W_1.bias)  # [T, d_ff]
 
@@ -219,7 +222,9 @@ def head_projection(model: Transformer, layer: int, head: int) -> tuple[dict[str
     nn.Linear stores weight [D_out, D_in] and computes x @ weight.T + bias; head h owns output columns
     h·d_k .. (h+1)·d_k - 1. Returns ({"q", "k", "v"} -> W [D, d_k], {"q", "k", "v"} -> b [d_k]).
     """
-    attn = model.encoder[layer].self_attn
+    enc = model.encoder[layer]
+    assert isinstance(enc, EncoderLayer)  # nn.ModuleList types its items as plain modules
+    attn = enc.self_attn
     d_k = model.cfg.d_model // model.cfg.n_heads
     cols = slice(head * d_k, (head + 1) * d_k)
     weights, biases = {}, {}
@@ -263,9 +268,11 @@ def one_head_left(bundle: Bundle, prepared: Prepared, modules: tuple[str, ...] |
     its greedy translation and, teacher-forced on the unmodified translation, the probability of each token."""
     base = analyse(bundle, prepared)
     tf = teacher_forced(bundle, prepared, base.translation)
-    H = bundle.config.n_heads
+    cfg = bundle.config
+    assert isinstance(cfg, Config), "one head left switches off the Transformer's heads"
+    H = cfg.n_heads
     runs = []
-    for module in modules or attention_modules(bundle.config):
+    for module in modules or attention_modules(cfg):
         for h in range(H):
             iv = Interventions(frozenset((module, g) for g in range(H) if g != h))
             out = greedy_decode(bundle.model, prepared.src(), iv).tokens

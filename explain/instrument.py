@@ -14,7 +14,9 @@ yourself" items on the student's own sentence (`check_items`), kept only in thei
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from explain.items import Item, Models, make
 from explain.lesson import step_index
@@ -42,11 +44,11 @@ FORMS = ("A", "B")
 @dataclass(frozen=True)
 class Slot:
     template: str
-    a: dict
-    b: dict
+    a: dict[str, object]  # form A's parameters of the template
+    b: dict[str, object]
 
 
-def _s(sentence: str, **kw) -> dict:
+def _s(sentence: str, **kw: object) -> dict[str, object]:
     return {"sentence": sentence, **kw}
 
 
@@ -93,12 +95,12 @@ class Instrument:
                     return it
         return None
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {"version": self.version,
                 "forms": {f: [it.as_dict() for it in items] for f, items in self.forms.items()}}
 
     @classmethod
-    def from_dict(cls, d: dict) -> Instrument:
+    def from_dict(cls, d: Mapping[str, Any]) -> Instrument:
         return cls(str(d["version"]), {str(f): tuple(Item.from_dict(x) for x in items)
                                        for f, items in d["forms"].items()})
 
@@ -123,7 +125,7 @@ def slot_of(item_id: str) -> int:
 class Part:
     title: str
     last: str  # key of the part's last step: where "Check yourself" is offered
-    checks: tuple[tuple[str, dict], ...]  # (template, parameters other than the sentence)
+    checks: tuple[tuple[str, dict[str, object]], ...]  # (template, parameters other than the sentence)
 
 
 PARTS: tuple[Part, ...] = (

@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -68,15 +70,15 @@ class Item:
     answer: int  # index of the right option (a transfer item: its cell)
     explain: str  # the numbers behind the answer, one line
     tags: tuple[str | None, ...] = ()  # per option: a MISCONCEPTIONS key or None
-    grid: dict | None = field(default=None, compare=False)  # transfer items: rows, cols, row, answer, values
+    grid: Q.ClickGrid | None = field(default=None, compare=False)  # transfer items: rows, cols, row, answer, values
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {"id": self.id, "objective": self.objective, "template": self.template, "text": self.text,
                 "options": list(self.options), "answer": self.answer, "explain": self.explain,
                 "tags": list(self.tags), **({"grid": self.grid} if self.grid is not None else {})}
 
     @classmethod
-    def from_dict(cls, d: dict) -> Item:
+    def from_dict(cls, d: Mapping[str, Any]) -> Item:
         return cls(str(d["id"]), str(d["objective"]), str(d["template"]), str(d["text"]),
                    tuple(str(o) for o in d["options"]), int(d["answer"]), str(d["explain"]),
                    tuple(None if t is None else str(t) for t in d.get("tags", ())), d.get("grid"))
@@ -99,7 +101,10 @@ def _n(x: float, places: int = 2) -> str:
     return text.lstrip("-").replace("-", "−") if float(text) == 0 else text.replace("-", "−")
 
 
-def _item(objective: str, template: str, text: str, right: str, wrong: list[tuple[str, str | None]],
+Wrong = list[tuple[str, str | None]]  # the wrong options: (text, the misconception it shows, or None)
+
+
+def _item(objective: str, template: str, text: str, right: str, wrong: Wrong,
           explain: str, seed: str) -> Item:
     """Options in an order fixed by `seed` (not always first); distinct texts or ValueError."""
     options = [(Q.plain(right, MAX_OPTION), None), *[(Q.plain(t, MAX_OPTION), tag) for t, tag in wrong]]
@@ -179,7 +184,7 @@ def mask_zeroes(m: Models, sentence: str, row: int) -> Item:
     if zero != list(range(row + 1, t)):
         raise ValueError("this model's weights are not the masked pattern")
 
-    def names(js) -> str:
+    def names(js: Iterable[int]) -> str:
         return ", ".join(_q(words[j]) for j in js)
     return _item("look_ahead", "mask_zeroes",
                  f"The decoder reads {Q.quote(words)} (BOS, then the model's translation of "
@@ -241,7 +246,7 @@ def cross_top(m: Models, sentence: str, row: int) -> Item:
         raise ValueError("this row reads no English word clearly")
     same = min(row, len(src) - 2)
     nouns = [i + 1 for i, x in enumerate(src[:-2]) if x in Q.DETERMINERS and i + 1 not in (top, same)]
-    wrong = [(f"{_q(src[same])}, the English word at the same position", "cross_aligned")] if same != top else []
+    wrong: Wrong = [(f"{_q(src[same])}, the English word at the same position", "cross_aligned")] if same != top else []
     wrong += [(f"{_q(src[i])}, the sentence's noun", "importance") for i in nouns[:1]]
     wrong += [(f"{_q(src[i])}", None) for i in w.argsort(descending=True).tolist()
               if i not in (top, same, *nouns[:1], len(src) - 1)][: 3 - len(wrong)]
@@ -302,6 +307,7 @@ def head_translation(m: Models, sentence: str, module: str, head: int) -> Item:
     before = _analysis(m.base, sentence).translation
     after = analyse(m.base, prepare(m.base, sentence), Interventions().with_head(module, head, on=False)).translation
     where = Q.head_label(module, head)
+    wrong: Wrong
     if after == before:
         right, wrong = (f"It stays {_q(before)}: the other heads carry what this sentence needs",
                         [("It changes: every head is needed for every word", None),
@@ -345,6 +351,7 @@ def greedy_beam(m: Models, sentence: str, k: int = 4) -> Item:
     b = beam(m.base, a.prepared, k)
     best = decode_text(m.base, b.best.output)
     greedy = a.translation
+    wrong: Wrong
     if best == greedy:
         right = f"{_q(greedy)}, the same as greedy decoding: its most probable words already make the best sentence"
         wrong = [("Another translation: beam search always improves on greedy decoding", "beam_always_better"),
@@ -416,7 +423,7 @@ def decoder_input(m: Models, sentence: str, reference: str, position: int) -> It
     if not 1 <= position < len(tf.target_tokens):
         raise ValueError("no such position")
     src = sentence.split()
-    wrong = [(f"{_q(gold[position])}, the word it must predict", "no_shift")]
+    wrong: Wrong = [(f"{_q(gold[position])}, the word it must predict", "no_shift")]
     own = itos[tf.predicted[position - 1]]
     if own != fed[position]:
         wrong.append((f"{_q(own)}, what the model itself predicted at the position before", "free_running"))
@@ -443,7 +450,7 @@ def transfer_row(m: Models, sentence: str, layer: int, head: int, word: int) -> 
     labels = tuple(f"{g['rows'][word]} → {c}" for c in g["cols"])  # the asked row's cells (choice = its column)
     tags = tuple("importance" if 0 < i < len(words) - 1 and words[i - 1] in Q.DETERMINERS and i != top else None
                  for i in range(len(words)))
-    grid = {**g, "row": word}
+    grid: Q.ClickGrid = {**g, "row": word}
     return Item("", "transfer", "transfer_row",
                 Q.plain(f"A sentence you have not seen: {Q.quote(a.prepared.tokens)}. In encoder layer {layer}, head "
                         f"{head}, which word does {_q(words[word])} (the shaded row) give its largest weight to? "
@@ -458,7 +465,7 @@ TEMPLATES = {f.__name__: f for f in (row_rest, scaling_row, mask_zeroes, mask_tr
                                      layer_norm, smoothed_target, decoder_input, transfer_row)}
 
 
-def make(models: Models, template: str, params: dict, item_id: str) -> Item:
+def make(models: Models, template: str, params: Mapping[str, Any], item_id: str) -> Item:
     """The item of `template` on `params` (a sentence and the template's own), numbered `item_id`."""
     with torch.no_grad():
         item = TEMPLATES[template](models, **params)

@@ -5,7 +5,9 @@ numbers feed the notices of viz/lesson_decoder.py."""
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -97,10 +99,11 @@ class Recipe:
         """The paper's schedule: scale · d_model^-0.5 · min(step^-0.5, step · warmup^-1.5)."""
         d, w, k = d_model or self.d_model, warmup or self.warmup, self.lr_scale if scale is None else scale
         step = max(1, step)
-        return k * d ** -0.5 * min(step ** -0.5, step * w ** -1.5)
+        lrate: float = k * d ** -0.5 * min(step ** -0.5, step * w ** -1.5)
+        return lrate
 
 
-def recipe(meta: dict, d_model: int) -> Recipe:
+def recipe(meta: Mapping[str, Any], d_model: int) -> Recipe:
     """From a checkpoint's record (`Bundle.meta`); the paper's values where it records nothing."""
     t = meta.get("training", {}) or {}
     return Recipe(int(t.get("steps_done", t.get("steps", 0)) or 0), int(t.get("warmup", 4000) or 4000),

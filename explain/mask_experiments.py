@@ -21,8 +21,8 @@ from model.data import pad
 from model.decoding import greedy_batch, max_output_len
 from model.examples import COREFERENCE, COREFERENCE_FR, STUDENT, STUDENT_FR
 from model.pipeline import Analysis, TeacherForced, analyse, prepare, teacher_forced, token_labels
-from model.trace import Interventions
-from model.transformer import padding_mask, traced
+from model.trace import Interventions, Trace
+from model.transformer import Config, padding_mask, traced
 from model.vocab import BOS_ID, detokenize, tokenize
 
 # --- Padding ---------------------------------------------------------------------------------------
@@ -83,10 +83,17 @@ def padding_demo(bundle: Bundle, text: str, partner: str) -> PaddingDemo:
     on, off = Interventions(), Interventions(padding_mask=False)
     tr_on, tr_off = traced(bundle.model, src, tgt_in, on), traced(bundle.model, src, tgt_in, off)
     alone = traced(bundle.model, (p_a, p_b)[short].src(), tgt_in[:1], on)
-    L = bundle.config.n_enc_layers
-    Ld = bundle.config.n_dec_layers
-    enc = lambda tr: torch.stack([tr[f"enc.{i}.self_attn.weights"][short] for i in range(L)])  # [L, H, T, T]
-    cross = lambda tr: torch.stack([tr[f"dec.{i}.cross_attn.weights"][short] for i in range(Ld)])  # [L, H, 1, T]
+    cfg = bundle.config
+    assert isinstance(cfg, Config), "the padding demo draws the Transformer's attention"
+    L = cfg.n_enc_layers
+    Ld = cfg.n_dec_layers
+
+    def enc(tr: Trace) -> Tensor:
+        return torch.stack([tr[f"enc.{i}.self_attn.weights"][short] for i in range(L)])  # [L, H, T, T]
+
+    def cross(tr: Trace) -> Tensor:
+        return torch.stack([tr[f"dec.{i}.cross_attn.weights"][short] for i in range(Ld)])  # [L, H, 1, T]
+
     labels = []
     for row in src.tolist():
         toks = [bundle.src_vocab.itos[i] for i in row]
@@ -96,7 +103,10 @@ def padding_demo(bundle: Bundle, text: str, partner: str) -> PaddingDemo:
     out_on = greedy_batch(bundle.model, src, on, limit)[short]
     out_off = greedy_batch(bundle.model, src, off, limit)[short]
     out_alone = greedy_batch(bundle.model, (p_a, p_b)[short].src(), on, limit)[0]
-    say = lambda ids: detokenize(bundle.tgt_vocab.decode(ids), tgt_lang)
+
+    def say(ids: list[int]) -> str:
+        return detokenize(bundle.tgt_vocab.decode(ids), tgt_lang)
+
     return PaddingDemo(
         texts=(text, partner), labels=tuple(labels), src=src, mask=padding_mask(src, bundle.config.pad_id),
         short=short, n_real=n_real, weights_on=enc(tr_on), weights_off=enc(tr_off),

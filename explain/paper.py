@@ -106,11 +106,11 @@ class Variation:
     params_millions: int | None = None
 
     @property
-    def change(self) -> dict:
+    def change(self) -> dict[str, object]:
         return dict(self.changes)
 
 
-def _v(group: str, ppl: float, bleu: float, params: int | None = None, **changes) -> Variation:
+def _v(group: str, ppl: float, bleu: float, params: int | None = None, **changes: object) -> Variation:
     return Variation(group, tuple(changes.items()), ppl, bleu, params)
 
 

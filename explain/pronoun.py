@@ -50,35 +50,41 @@ class Story:
     # --- the numbers the sentences use, each one cell (or the extreme of a few) of the tracing ---------------
 
     @property
+    def grids(self) -> Tracing:
+        """The tracing the numbers below read (a story is told only when it was traced)."""
+        assert self.tracing is not None, "this story was not traced"
+        return self.tracing
+
+    @property
     def p(self) -> Pair:
-        return self.tracing.pair
+        return self.grids.pair
 
     def encoder_at(self, position: int) -> tuple[float, float]:
         """(least, most) share restored by the encoder's vector at `position`, over its layers."""
-        g = self.tracing.encoder
+        g = self.grids.encoder
         col = [row[position] for row in g.share]
         return min(col), max(col)
 
     def encoder_elsewhere(self) -> tuple[int, float]:
         """(position, share): the most any position but the adjective brings back, at any encoder layer."""
-        g = self.tracing.encoder
+        g = self.grids.encoder
         return max(((j, row[j]) for row in g.share for j in range(len(g.columns)) if j != self.adjective),
                    key=lambda x: x[1])
 
     def decoder_after(self, layer: int, part: str) -> float:
         """Share restored by the decoder's stream at the pronoun after `part` ("self-attn", "enc-dec attn", "FFN")
         of decoder `layer`."""
-        g = self.tracing.decoder
+        g = self.grids.decoder
         return g.share[g.rows.index(f"layer {layer} after {part}")][-1]
 
     def heads_together(self, layer: int) -> float:
-        g = self.tracing.heads
+        g = self.grids.heads
         return g.share[g.rows.index(f"layer {layer} all heads")][-1]
 
     def best_head(self, hidden: tuple[str, int] | None = None) -> tuple[int, int, float]:
         """(layer, head, share) of the single encoder-decoder head that brings back the most, leaving out a
         `hidden` (module, head) (a lesson plan's mystery head)."""
-        g = self.tracing.heads
+        g = self.grids.heads
         out = []
         for r, label in enumerate(g.rows):
             words = label.split()
@@ -92,13 +98,13 @@ class Story:
     def hidden_loss(self, row: str) -> float:
         """Share lost when the adjective is hidden from one attention layer (a row label of the mask grid, e.g.
         "decoder layer 0 enc-dec attn", or "every layer")."""
-        g = self.tracing.mask
+        g = self.grids.mask
         return g.share[g.rows.index(row)][self.adjective]
 
     def first_carrying_layer(self) -> int | None:
         """The first decoder layer after whose encoder-decoder attention the stream at the pronoun carries at least
         HALF of the difference (None: none does)."""
-        n = sum(1 for r in self.tracing.decoder.rows if r.endswith("enc-dec attn"))
+        n = sum(1 for r in self.grids.decoder.rows if r.endswith("enc-dec attn"))
         return next((i for i in range(n) if self.decoder_after(i, "enc-dec attn") >= HALF), None)
 
 
@@ -114,6 +120,7 @@ def story(bundle: Bundle, text: str, iv: Interventions | None = None) -> Story |
         return None
     text = " ".join(tokens)
     other = partner(text)
+    assert other is not None  # a coreference sentence (c above) always has a partner
     first = pair(bundle, text, other, iv=iv)
     mine, theirs = pronoun_in(first.clean_words), pronoun_in(first.corrupt_words)
     pron, their_pron = (mine[1] if mine else None), (theirs[1] if theirs else None)

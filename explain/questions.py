@@ -22,11 +22,16 @@ so the class store accepts them. Pure Python/PyTorch: no Streamlit.
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TypedDict
+
+from torch import Tensor
 
 from model.checkpoint import Bundle
 from model.pipeline import Analysis, Prepared, analyse, prepare
 from model.trace import Interventions, attention_modules
+from model.transformer import Config
 from model.vocab import BOS, EOS, PAD, UNK
 
 KINDS = {"attention": "Which word does a word attend to most?",
@@ -68,7 +73,7 @@ def _labels(words: list[str]) -> list[str]:
     return [f"{w} (word {i + 1})" if out.count(w) > 1 else w for i, w in enumerate(out)]
 
 
-def quote(words) -> str:
+def quote(words: Iterable[str]) -> str:
     return "“" + plain(" ".join(words), 200) + "”"
 
 
@@ -142,6 +147,7 @@ def head_label(module: str, head: int) -> str:
 
 def all_heads(bundle: Bundle) -> list[tuple[str, int]]:
     cfg = bundle.config
+    assert isinstance(cfg, Config), "questions ask about the Transformer's heads"
     return [(m, h) for m in attention_modules(cfg) for h in range(cfg.n_heads)]
 
 
@@ -209,7 +215,7 @@ def distractors(a: Analysis, layer: int, head: int, query: int, best: int) -> li
     return sorted(picked)
 
 
-def _softmax_top(row) -> tuple[float, int]:
+def _softmax_top(row: Tensor) -> tuple[float, int]:
     p = row.softmax(-1)
     return float(p.max()), int(p.argmax())
 
@@ -326,7 +332,18 @@ def head_zero(bundle: Bundle, prepared: Prepared, iv: Interventions, layer: int 
                     f"{change:.0%} of its size.")
 
 
-def attention_grid(a: Analysis, layer: int, head: int, query: int) -> dict:
+class ClickGrid(TypedDict):
+    """A click question's grid: labels of its rows and columns, the right cell (row * columns + column), the asked
+    row and the weights."""
+
+    rows: list[str]
+    cols: list[str]
+    answer: int
+    row: int
+    values: list[list[float]]
+
+
+def attention_grid(a: Analysis, layer: int, head: int, query: int) -> ClickGrid:
     """A click question's grid for encoder layer `layer`, head `head`: rows and columns are the source words
     (labelled with their position), the model's cell is (query, its largest weight)."""
     words = [*a.prepared.tokens, "EOS"]

@@ -188,7 +188,7 @@ def label_smoothing(logits: Tensor, gold: Sequence[int], eps: float, itos: list[
     logits = logits.to(torch.float64)
     T, V = logits.shape
     logp = torch.log_softmax(logits, dim=-1)  # [T, V]
-    rows = []
+    rows: list[dict[str, float | int | str]] = []
     plain, smooth = [], []
     for t, g in enumerate(gold):
         q = smoothed_target(g, V, eps)

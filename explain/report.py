@@ -16,8 +16,10 @@ participant's level on a step is the highest they reached there.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from statistics import median
+from typing import Any, TypedDict
 
 from explain import stats
 from explain.instrument import OBJECTIVES, slot_of
@@ -31,6 +33,45 @@ LEVEL_OF = {"viewed": 0, "revealed": 0, "answered": 1, "predicted": 1, "checked"
             "changed": 2, "clicked": 2, "trained": 3, "shared": 4}
 
 
+Record = dict[str, Any]  # a participant, an event, an answer: JSON objects as the study store hands them out
+
+
+class ItemRow(TypedDict):
+    slot: int
+    objective: str
+    template: str
+    phase: str
+    n: int | str  # `stats.count_cell`
+    difficulty: float | None
+    discrimination: float | None
+
+
+class DistractorRow(TypedDict):
+    slot: int
+    phase: str
+    answer: str
+    misconception: str
+    count: int | str
+    share: float | None
+
+
+class MisconceptionRow(TypedDict):
+    misconception: str
+    key: str
+    chosen: int | str
+    items: int
+
+
+class StepRow(TypedDict):
+    step: int
+    title: str
+    n: int | str
+    median_seconds: float | None
+    level: str | None
+    objectives: str
+    post_correct: float | None
+
+
 @dataclass(frozen=True)
 class Report:
     n_consented: int
@@ -42,11 +83,11 @@ class Report:
     pre_mean: float | None
     post_mean: float | None
     delayed_mean: float | None
-    items: list[dict]  # slot, objective, phase, n, difficulty, discrimination
-    distractors: list[dict]  # slot, phase, option, misconception, count, share
-    misconceptions: list[dict]  # misconception, chosen (count), items
-    steps: list[dict]  # step, title, n, median_seconds, level, objectives, post_correct
-    weakest_step: dict | None
+    items: list[ItemRow]
+    distractors: list[DistractorRow]
+    misconceptions: list[MisconceptionRow]
+    steps: list[StepRow]
+    weakest_step: StepRow | None
     sus: stats.Interval | None
     tlx: dict[str, float | None]
     tlx_raw: stats.Interval | None
@@ -59,13 +100,14 @@ def _ok(n: int) -> bool:
     return n >= stats.MIN_CELL
 
 
-def build(instrument: dict, participants: list[dict], events: list[dict], first: str = "") -> Report:
-    forms = {f: {it["id"]: it for it in items} for f, items in instrument["forms"].items()}
-    by_actor = defaultdict(list)
+def build(instrument: Mapping[str, Any], participants: list[Record], events: list[Record], first: str = "") -> Report:
+    forms: dict[str, dict[str, Record]] = {f: {it["id"]: it for it in items}
+                                           for f, items in instrument["forms"].items()}
+    by_actor: defaultdict[str, list[Record]] = defaultdict(list)
     for e in events:
         by_actor[e["actor"]].append(e)
     people = {p["actor"]: p for p in participants}
-    answers: dict[tuple[str, str], dict[str, dict]] = defaultdict(dict)  # (actor, phase) -> item -> result
+    answers: dict[tuple[str, str], dict[str, Record]] = defaultdict(dict)  # (actor, phase) -> item -> result
     done: dict[str, set[str]] = defaultdict(set)
     ratings: dict[str, dict[str, int]] = defaultdict(dict)
     for e in events:
@@ -85,19 +127,25 @@ def build(instrument: dict, participants: list[dict], events: list[dict], first:
         got = answers.get((actor, phase), {})
         return sum(bool(got.get(i, {}).get("correct")) for i in forms[form]) / max(1, len(forms[form]))
 
+    def known(actor: str, phase: str) -> float:
+        """`score` of a participant who completed `phase` (a matched participant, for "pre" and "post")."""
+        s = score(actor, phase)
+        assert s is not None
+        return s
+
     matched = [a for a in people if score(a, "pre") is not None and score(a, "post") is not None]
-    pre = [score(a, "pre") for a in matched]
-    post = [score(a, "post") for a in matched]
-    conds = defaultdict(list)
+    pre = [known(a, "pre") for a in matched]
+    post = [known(a, "post") for a in matched]
+    conds: defaultdict[str, list[str]] = defaultdict(list)
     for a in matched:
         conds[people[a]["condition"]].append(a)
     gain = stats.hake_gain(pre, post) if _ok(len(matched)) else None
-    by_cond = {c: (stats.hake_gain([score(a, "pre") for a in xs], [score(a, "post") for a in xs])
+    by_cond = {c: (stats.hake_gain([known(a, "pre") for a in xs], [known(a, "post") for a in xs])
                    if _ok(len(xs)) else None) for c, xs in sorted(conds.items())}
-    hedges = None
+    hedges: stats.Interval | None = None
     names = sorted(conds) if not first else [first, *sorted(c for c in conds if c != first)]
     if len(names) == 2 and all(_ok(len(conds[c])) for c in names):
-        raw = [[score(a, "post") - score(a, "pre") for a in conds[c]] for c in names]
+        raw = [[known(a, "post") - known(a, "pre") for a in conds[c]] for c in names]
         hedges = stats.hedges_g(raw[0], raw[1])
     delayed = [s for a in people if (s := score(a, "delayed")) is not None]
 
@@ -108,7 +156,7 @@ def build(instrument: dict, participants: list[dict], events: list[dict], first:
     tlx = {k: (sum(row[i] for row in tlx_rows) / len(tlx_rows) if _ok(len(tlx_rows)) else None)
            for i, (k, _) in enumerate(TLX)}
     feel_key = FEEL[0][0]
-    feel = [(ratings[a][feel_key], score(a, "post") - score(a, "pre")) for a in matched if feel_key in ratings[a]]
+    feel = [(ratings[a][feel_key], known(a, "post") - known(a, "pre")) for a in matched if feel_key in ratings[a]]
     return Report(
         n_consented=len(people), n_matched=len(matched),
         conditions={c: sum(1 for p in people.values() if p["condition"] == c)
@@ -129,12 +177,15 @@ def build(instrument: dict, participants: list[dict], events: list[dict], first:
                                             f"figures appear from {stats.MIN_CELL} on."])
 
 
-def _items(forms, people, answers, done):
+def _items(forms: Mapping[str, Mapping[str, Record]], people: Mapping[str, Record],
+           answers: Mapping[tuple[str, str], Mapping[str, Record]], done: Mapping[str, set[str]],
+           ) -> tuple[list[ItemRow], list[DistractorRow], dict[str, tuple[int, set[int]]]]:
     """Per slot and test: difficulty and corrected point-biserial over the participants who completed the test
     (forms pooled: they are isomorphic); the distractors' counts; each misconception's count."""
     slots = sorted({slot_of(i) for f in forms.values() for i in f})
-    rows, distractors = [], []
-    miscount: dict[str, list] = defaultdict(lambda: [0, set()])
+    rows: list[ItemRow] = []
+    distractors: list[DistractorRow] = []
+    miscount: dict[str, list[Any]] = defaultdict(lambda: [0, set()])  # tag -> [times chosen, slots]
     for phase in ("pre", "post", "delayed"):
         takers = [a for a, p in people.items() if phase in done[a]]
         matrix = []
@@ -152,7 +203,7 @@ def _items(forms, people, answers, done):
                          "phase": phase, "n": stats.count_cell(len(takers)), "difficulty": p,
                          "discrimination": r})
         for s in slots:
-            counts = defaultdict(int)
+            counts: defaultdict[str, int] = defaultdict(int)
             total = 0
             for a in takers:
                 form = people[a]["first_form"] if phase in ("pre", "delayed") else (
@@ -180,7 +231,7 @@ def _items(forms, people, answers, done):
     return rows, distractors, {k: (v[0], v[1]) for k, v in miscount.items()}
 
 
-def _steps(by_actor: dict[str, list[dict]], items: list[dict]):
+def _steps(by_actor: Mapping[str, list[Record]], items: list[ItemRow]) -> tuple[list[StepRow], StepRow | None]:
     seconds: dict[int, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     level: dict[int, dict[str, int]] = defaultdict(dict)
     for actor, evs in by_actor.items():
@@ -194,15 +245,15 @@ def _steps(by_actor: dict[str, list[dict]], items: list[dict]):
                     seconds[step][actor] += min(IDLE_CAP, (nxt - e["timestamp"]) / 1000)
             if step is not None and e["verb"] in LEVEL_OF and e["context"].get("phase") == "path":
                 level[step][actor] = max(level[step].get(actor, 0), LEVEL_OF[e["verb"]])
-    post = defaultdict(list)  # objective -> its slots' post-test difficulties
+    post: defaultdict[str, list[float]] = defaultdict(list)  # objective -> its slots' post-test difficulties
     for r in items:
         if r["phase"] == "post" and r["difficulty"] is not None:
             post[r["objective"]].append(r["difficulty"])
-    objectives_at = defaultdict(list)
+    objectives_at: defaultdict[int, list[str]] = defaultdict(list)
     for key, (_, where) in OBJECTIVES.items():
         for s in where:
             objectives_at[step_index(s)].append(key)
-    rows = []
+    rows: list[StepRow] = []
     for k, step in enumerate(STEPS, start=1):
         who = set(seconds[k]) | set(level[k])
         n = len(who)
@@ -213,6 +264,6 @@ def _steps(by_actor: dict[str, list[dict]], items: list[dict]):
                      "level": LEVELS[levels[len(levels) // 2]] if _ok(len(levels)) else None,
                      "objectives": ", ".join(objectives_at[k]),
                      "post_correct": sum(diffs) / len(diffs) if diffs else None})
-    graded = [r for r in rows if r["post_correct"] is not None]
-    weakest = min(graded, key=lambda r: r["post_correct"]) if graded else None
+    graded = [(correct, r) for r in rows if (correct := r["post_correct"]) is not None]
+    weakest = min(graded, key=lambda g: g[0])[1] if graded else None
     return rows, weakest

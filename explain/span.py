@@ -26,10 +26,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from model.trace import Trace
-from model.transformer import Transformer
+from model.transformer import EncoderLayer, Transformer
 
 STEPS = ("Concat(z¹…zᴴ)", "attention output − b^O", "after the residual and LayerNorm", "FFN output − b₂")
 
@@ -62,7 +62,8 @@ def _rank_basis(vectors: Tensor) -> Tensor:
     """An orthonormal basis [r, D] of the rows' span (float64; singular values under float32 noise dropped)."""
     _, s, vh = torch.linalg.svd(vectors.double(), full_matrices=False)
     tol = float(s.max()) * max(vectors.shape) * torch.finfo(torch.float32).eps if s.numel() else 0.0
-    return vh[: int((s > tol).sum())]
+    basis: Tensor = vh[: int((s > tol).sum())]
+    return basis
 
 
 def outside_share(rows: Tensor, basis: Tensor) -> Tensor:
@@ -87,6 +88,7 @@ def _layer_input(trace: Trace, layer: int, pre_ln: bool) -> Tensor:
 def span_check(model: Transformer, trace: Trace, layer: int) -> SpanCheck:
     """The four steps above for encoder layer `layer` of `model` on the traced sentence (batch row 0)."""
     enc = model.encoder[layer]
+    assert isinstance(enc, EncoderLayer)  # nn.ModuleList types its items as plain modules
     pre = model.cfg.norm_first
     H, d_k = model.cfg.n_heads, model.cfg.d_k
     n = f"enc.{layer}"
@@ -103,7 +105,8 @@ def span_check(model: Transformer, trace: Trace, layer: int) -> SpanCheck:
         x = _layer_input(trace, layer, pre).double()  # [T, D]
         summed = torch.cat([x, values_out, b_o[None]])  # [T + H·T + 1, D]: spans x + attention(x)
 
-        def normed(norm) -> tuple[Tensor, Tensor]:  # γ ⊙ P(summed), β: what a LayerNorm of the sum can give
+        # γ ⊙ P(summed), β: what a LayerNorm of the sum can give
+        def normed(norm: nn.LayerNorm) -> tuple[Tensor, Tensor]:
             g, beta = norm.weight.double(), norm.bias.double()
             return (summed - summed.mean(-1, keepdim=True)) * g, beta
 

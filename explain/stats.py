@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 MIN_CELL = 5
 BOOTSTRAP = 2000
@@ -38,12 +39,13 @@ class Interval:
         return self.low <= x <= self.high
 
 
-def difficulty(scores: Sequence[int]) -> float | None:
+def difficulty(scores: Sequence[int] | npt.NDArray[np.float64]) -> float | None:
     """The share right of an item's 0/1 scores (None: nobody answered)."""
     return float(np.mean(scores)) if len(scores) else None
 
 
-def point_biserial(item: Sequence[int], rest: Sequence[float]) -> float | None:
+def point_biserial(item: Sequence[int] | npt.NDArray[np.float64],
+                   rest: Sequence[float] | npt.NDArray[np.float64]) -> float | None:
     """Pearson's r between an item's 0/1 scores and the rest scores (the test total without the item); None when
     either does not vary (everyone right, or everyone wrong: the item cannot discriminate on these people)."""
     x, y = np.asarray(item, float), np.asarray(rest, float)

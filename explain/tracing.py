@@ -32,7 +32,7 @@ from model.checkpoint import Bundle
 from model.decoding import greedy_decode
 from model.pipeline import Prepared, prepare, token_labels
 from model.trace import Interventions, Patch, Trace, WeightEdit
-from model.transformer import traced
+from model.transformer import Config, traced
 from model.vocab import BOS, BOS_ID
 
 HALF = 0.5  # a part "carries" the difference when restoring it alone brings back at least half of it;
@@ -212,12 +212,12 @@ def _grid(title: str, rows: list[str], columns: list[str], probs: list[float], p
     return Grid(title, tuple(rows), tuple(columns), share, prob, lost)
 
 
-def stream(cfg, stack: str, layer: int, sublayer: int) -> str:
+def stream(cfg: Config, stack: str, layer: int, sublayer: int) -> str:
     """The residual stream after a sublayer: add & norm's output (post-LN), or the sum itself (pre-LN)."""
     return f"{stack}.{layer}.add_norm{sublayer}.{'resid' if cfg.norm_first else 'out'}"
 
 
-def _stream_rows(cfg, stack: str) -> list[tuple[str, str]]:
+def _stream_rows(cfg: Config, stack: str) -> list[tuple[str, str]]:
     """(trace name, row label) of a stack's residual stream, bottom to top."""
     parts = ("self-attn", "FFN") if stack == "enc" else ("self-attn", "enc-dec attn", "FFN")
     layers = cfg.n_enc_layers if stack == "enc" else cfg.n_dec_layers
@@ -226,13 +226,13 @@ def _stream_rows(cfg, stack: str) -> list[tuple[str, str]]:
                     for i in range(layers) for k, part in enumerate(parts)]
 
 
-def attention_layers(cfg) -> list[tuple[str, str]]:
+def attention_layers(cfg: Config) -> list[tuple[str, str]]:
     """(module, row label) of every attention layer that reads the source positions."""
     return ([(f"enc.{i}.self_attn", f"encoder layer {i} self-attn") for i in range(cfg.n_enc_layers)]
             + [(f"dec.{i}.cross_attn", f"decoder layer {i} enc-dec attn") for i in range(cfg.n_dec_layers)])
 
 
-def hide(cfg, p: Pair, modules: list[str], key: int) -> tuple[WeightEdit, ...]:
+def hide(cfg: Config, p: Pair, modules: list[str], key: int) -> tuple[WeightEdit, ...]:
     """Source position `key` hidden from `modules`: its weight 0 in every row of every head."""
     rows = {"enc": len(p.clean.ids), "dec": p.position + 1}
     return tuple(WeightEdit(m, (0, h, q, key), 0.0) for m in modules for h in range(cfg.n_heads)
@@ -243,7 +243,8 @@ def trace_pair(bundle: Bundle, p: Pair, every_position: bool = True) -> Tracing:
     """Every grid of the tracing view for the pair `p` (one batch of runs per CHUNK). With `every_position` False
     the decoder's grids keep one column, the followed position (the encoder's and the mask's keep every source
     position): what a summary needs, in about half the runs."""
-    cfg = bundle.model.cfg
+    cfg = bundle.config
+    assert isinstance(cfg, Config), "tracing follows the Transformer's layers and heads"
     clean = traced(bundle.model, p.clean.src(), p.tgt_in(), p.interventions)
     Ts, H = len(p.clean.ids), cfg.n_heads
     cols = list(range(p.position + 1)) if every_position else [p.position]

@@ -30,6 +30,7 @@ import re
 import unicodedata
 from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 import torch
 from safetensors import SafetensorError
@@ -71,15 +72,15 @@ class Bundle:
     Treat `model` as read-only: the shipped bundle is shared by every session of the app.
     """
 
-    model: Transformer
+    model: Transformer | RNNSeq2Seq
     src_vocab: Vocab
     tgt_vocab: Vocab
     direction: str = "en-fr"
-    meta: dict = field(default_factory=dict)
+    meta: dict[str, Any] = field(default_factory=dict)
     name: str = "model"
 
     @property
-    def config(self) -> Config:
+    def config(self) -> Config | RNNConfig:
         return self.model.cfg
 
     @property
@@ -106,7 +107,7 @@ def to_bytes(bundle: Bundle) -> tuple[bytes, bytes]:
     return weights, json.dumps(meta, ensure_ascii=False, indent=1, allow_nan=False).encode("utf-8")
 
 
-def _finite(value):
+def _finite(value: Any) -> Any:
     """`value` with every NaN or infinite float written as None: JSON has no NaN, and `from_bytes` refuses
     the non-standard ``NaN`` (a diverged run's held-out loss is NaN)."""
     if isinstance(value, float) and not math.isfinite(value):
@@ -195,7 +196,7 @@ def from_bytes(weights: bytes, meta_json: bytes, name: str | None = None, max_by
         raise CheckpointError(f"unknown direction {_show(direction)} (expected 'en-fr' or 'fr-en')")
     if "weights_sha256" in meta and hashlib.sha256(weights).hexdigest() != meta["weights_sha256"]:
         raise CheckpointError("the weights file does not belong to this JSON file (its hash differs)")
-    _check_header(weights, rnn_expected_tensors(cfg) if arch == "rnn" else expected_tensors(cfg))
+    _check_header(weights, rnn_expected_tensors(cfg) if isinstance(cfg, RNNConfig) else expected_tensors(cfg))
     try:  # the header is known to be right: this allocates exactly the tensors it lists
         state = load_safetensors_bytes(weights)
     except (SafetensorError, ValueError, RuntimeError) as e:
@@ -223,7 +224,8 @@ def expected_tensors(cfg: Config) -> dict[str, tuple[int, ...]]:
     an upload is checked against it before anything is allocated. The sinusoidal table is a
     computed buffer, not part of the weights; a learned one is.
     """
-    D, out = cfg.d_model, {}
+    D = cfg.d_model
+    out: dict[str, tuple[int, ...]] = {}
     qk, v = cfg.n_heads * cfg.d_k, cfg.n_heads * cfg.d_v
 
     def linear(prefix: str, d_in: int, d_out: int) -> None:
@@ -353,8 +355,8 @@ def _read_json(data: bytes, what: str, max_bytes: int, max_brackets: int, max_va
     def parse_constant(s: str) -> float:
         raise CheckpointError(f"{what} holds {s}; only finite numbers are accepted")
 
-    def object_pairs(pairs: list[tuple[str, object]]) -> dict:
-        out = {}
+    def object_pairs(pairs: list[tuple[str, object]]) -> dict[str, object]:
+        out: dict[str, object] = {}
         for k, v in pairs:
             if k in out:
                 raise CheckpointError(f"{what} lists the key {_show(k)} twice in one object")
@@ -371,7 +373,7 @@ def _read_json(data: bytes, what: str, max_bytes: int, max_brackets: int, max_va
         raise CheckpointError(f"{what} is nested too deeply") from None
 
 
-def _parse_meta(meta_json: bytes) -> dict:
+def _parse_meta(meta_json: bytes) -> dict[str, Any]:
     meta = _read_json(meta_json, "the JSON file", MAX_JSON_BYTES, MAX_JSON_BRACKETS, MAX_JSON_VALUES)
     if not isinstance(meta, dict):
         raise CheckpointError(f"the JSON file must hold an object, not {_kind(meta)}")
@@ -442,7 +444,7 @@ def _rnn_config(c: object) -> RNNConfig:
         raise CheckpointError(f"the JSON's config is not a valid RNN configuration: {_show(str(e), 400)}") from None
 
 
-def _vocab(meta: dict, key: str) -> Vocab:
+def _vocab(meta: dict[str, Any], key: str) -> Vocab:
     """A vocabulary: ``{"itos": [...]}``, the special tokens first, unique printable tokens of bounded length."""
     d = meta[key]
     bad = f"{key} is not a valid vocabulary"
@@ -466,8 +468,10 @@ def _vocab(meta: dict, key: str) -> Vocab:
             raise CheckpointError(f"{bad}: token {i} ({_show(t)}) holds a space or an invisible character")
     if len(set(itos)) != len(itos):
         seen: set[str] = set()
-        dupe = next(t for t in itos if t in seen or seen.add(t))
-        raise CheckpointError(f"{bad}: it lists {_show(dupe)} twice")
+        for t in itos:
+            if t in seen:
+                raise CheckpointError(f"{bad}: it lists {_show(t)} twice")
+            seen.add(t)
     return Vocab(itos)
 
 
@@ -476,7 +480,8 @@ def _vocab(meta: dict, key: str) -> Vocab:
 TEXT, INT, INT_OR_NULL, NUMBER, NUMBER_OR_NULL, BOOL, SHA, SHA_OR_NULL = (
     "text", "whole number", "whole number or null", "number", "number or null", "true or false", "sha256",
     "sha256 or null")
-TRAINING_FIELDS = {  # `TrainConfig` fields and what `Trainer.bundle` adds
+Spec = dict[str, "str | Spec"]  # field -> its type, or the fields of a nested object
+TRAINING_FIELDS: Spec = {  # `TrainConfig` fields and what `Trainer.bundle` adds
     "direction": TEXT, "d_model": INT, "n_heads": INT, "n_layers": INT, "d_ff": INT, "dropout": NUMBER,
     "batch_size": INT, "steps": INT, "warmup": INT, "lr_scale": NUMBER, "label_smoothing": NUMBER,
     "clip_grad_norm": NUMBER_OR_NULL, "seed": INT, "look_ahead_mask": BOOL, "eval_every": INT,
@@ -484,16 +489,16 @@ TRAINING_FIELDS = {  # `TrainConfig` fields and what `Trainer.bundle` adds
     "n_heldout": INT, "torch": TEXT, "arch": TEXT, "cell": TEXT, "attention": TEXT, "positions": TEXT,
     "key_size": INT_OR_NULL, "scale_scores": BOOL,
 }
-METRICS_FIELDS = {  # `EvalEvent.metrics` plus the CLI's final losses; NaN is written as null
+METRICS_FIELDS: Spec = {  # `EvalEvent.metrics` plus the CLI's final losses; NaN is written as null
     "step": INT, "n": INT, "exact_match": NUMBER_OR_NULL, "bleu": NUMBER_OR_NULL, "coref_accuracy": NUMBER_OR_NULL,
     "heldout_loss": NUMBER_OR_NULL, "heldout_cross_entropy": NUMBER_OR_NULL, "final_train_loss": NUMBER_OR_NULL,
     "final_train_cross_entropy": NUMBER_OR_NULL,
 }
-TOP_FIELDS = {"format": TEXT, "name": TEXT, "direction": TEXT, "weights_sha256": SHA, "data_sha256": SHA_OR_NULL,
-              "training": TRAINING_FIELDS, "metrics": METRICS_FIELDS, "arch": TEXT}
+TOP_FIELDS: Spec = {"format": TEXT, "name": TEXT, "direction": TEXT, "weights_sha256": SHA, "data_sha256": SHA_OR_NULL,
+                    "training": TRAINING_FIELDS, "metrics": METRICS_FIELDS, "arch": TEXT}
 
 
-def _check_fields(d: dict, spec: dict, path: str, skip: tuple[str, ...] = ()) -> None:
+def _check_fields(d: dict[str, Any], spec: Spec, path: str, skip: tuple[str, ...] = ()) -> None:
     """Every field of `d` has the type `spec` gives it (a nested spec: an object of those fields)."""
     for key, value in d.items():
         if key in skip:

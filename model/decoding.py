@@ -14,9 +14,13 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
+from model.rnn import RNNSeq2Seq
 from model.trace import Interventions, Trace
 from model.transformer import Transformer
 from model.vocab import BOS_ID, EOS_ID
+
+# Both encoder-decoders decode alike: `encode`, then `decode` + `generator` per step.
+Seq2Seq = Transformer | RNNSeq2Seq
 
 
 @dataclass(frozen=True)
@@ -41,19 +45,19 @@ class Greedy:
     finished: bool  # True when the model said EOS before the length limit
 
 
-def max_output_len(model: Transformer, src_len: int) -> int:
+def max_output_len(model: Seq2Seq, src_len: int) -> int:
     """Decoding stops here at the latest: twice the source plus a margin, within the model's limit."""
     return min(model.cfg.max_len - 1, 2 * src_len + 10)
 
 
-def _next_log_probs(model: Transformer, memory: Tensor, src: Tensor, prefix: Tensor, trace: Trace) -> Tensor:
+def _next_log_probs(model: Seq2Seq, memory: Tensor, src: Tensor, prefix: Tensor, trace: Trace) -> Tensor:
     """log p(next token | prefix) for each row of prefix [N, t] -> [N, V]."""
     hidden = model.decode(memory, src, prefix, trace)  # [N, t, D]
     return torch.log_softmax(model.generator(hidden[:, -1]), dim=-1)  # [N, V]
 
 
 @torch.no_grad()
-def greedy_decode(model: Transformer, src: Tensor, interventions: Interventions | None = None,
+def greedy_decode(model: Seq2Seq, src: Tensor, interventions: Interventions | None = None,
                   max_len: int | None = None, top: int = 5) -> Greedy:
     """Translate one sentence src [1, Ts], always taking the most probable next token."""
     trace = Trace(interventions or Interventions(), record=False)
@@ -74,7 +78,7 @@ def greedy_decode(model: Transformer, src: Tensor, interventions: Interventions 
 
 
 @torch.no_grad()
-def greedy_batch(model: Transformer, src: Tensor, interventions: Interventions | None = None,
+def greedy_batch(model: Seq2Seq, src: Tensor, interventions: Interventions | None = None,
                  max_len: int | None = None) -> list[list[int]]:
     """Greedy decoding of a padded batch src [B, Ts] at once (for evaluation): token lists without BOS/EOS."""
     trace = Trace(interventions or Interventions(), record=False)
@@ -98,7 +102,8 @@ def greedy_batch(model: Transformer, src: Tensor, interventions: Interventions |
 
 def length_penalty(length: int, alpha: float) -> float:
     """GNMT's length normalisation: ((5 + |Y|) / 6) ** alpha. alpha = 0 turns it off."""
-    return ((5 + length) / 6) ** alpha
+    penalty: float = ((5 + length) / 6) ** alpha
+    return penalty
 
 
 @dataclass(frozen=True)
@@ -150,7 +155,7 @@ class BeamResult:
 
 
 @torch.no_grad()
-def beam_search(model: Transformer, src: Tensor, k: int = 3, alpha: float = 0.6,
+def beam_search(model: Seq2Seq, src: Tensor, k: int = 3, alpha: float = 0.6,
                 interventions: Interventions | None = None, max_len: int | None = None) -> BeamResult:
     """Keep the k most probable prefixes at every step instead of only the best one.
 

@@ -23,13 +23,14 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import sacrebleu
 import torch
 from torch import Tensor
 
 from model.checkpoint import Bundle
-from model.data import encode_pairs, pad
+from model.data import Pair, encode_pairs, pad
 from model.decoding import greedy_batch, max_output_len
 from model.trace import Interventions, Trace
 from model.vocab import EOS_ID, PAD_ID, detokenize, tokenize
@@ -48,7 +49,7 @@ class Metrics:
     n: int  # pairs scored
     n_coref: int = 0  # coref pairs scored for il/elle
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, float | None]:
         return {"exact_match": self.exact_match, "bleu": self.bleu, "coref_accuracy": self.coref_accuracy,
                 "n": self.n, "n_coref": self.n_coref}
 
@@ -82,7 +83,8 @@ def solved(logits: Tensor, gold: Tensor) -> Tensor:
 
 
 @torch.no_grad()
-def translate_pairs(bundle: Bundle, pairs, interventions: Interventions | None = None, batch_size: int = 256,
+def translate_pairs(bundle: Bundle, pairs: Sequence[Pair], interventions: Interventions | None = None,
+                    batch_size: int = 256,
                     encoded: Sequence[tuple[list[int], list[int]]] | None = None,
                     on_batch: Callable[[Tensor, Tensor], None] | None = None) -> list[list[str]]:
     """Greedy translations (token lists) of pairs that have a reference: what `translate_batch` gives, cheaper.
@@ -126,7 +128,7 @@ def translate_pairs(bundle: Bundle, pairs, interventions: Interventions | None =
     for i, hyp in zip(rest, translate_batch(bundle, [pairs[i].src for i in rest], interventions, batch_size),
                       strict=True):
         out[i] = hyp
-    return out  # type: ignore[return-value]
+    return cast(list[list[str]], out)  # every slot is filled now: solved above, or translated just now
 
 
 def pronoun(tokens: list[str]) -> str | None:
@@ -134,7 +136,7 @@ def pronoun(tokens: list[str]) -> str | None:
     return next((t for t in tokens if t in PRONOUNS), None)
 
 
-def score(pairs, hypotheses: list[list[str]], tgt_lang: str) -> Metrics:
+def score(pairs: Sequence[Pair], hypotheses: list[list[str]], tgt_lang: str) -> Metrics:
     """Score hypothesis token lists against the pairs' references (`pair.tgt`, `pair.tag`)."""
     if len(pairs) != len(hypotheses):
         raise ValueError(f"{len(pairs)} pairs but {len(hypotheses)} hypotheses")
@@ -155,7 +157,7 @@ def score(pairs, hypotheses: list[list[str]], tgt_lang: str) -> Metrics:
     return Metrics(exact / n if n else 0.0, float(bleu), coref_right / coref_n if coref_n else None, n, coref_n)
 
 
-def evaluate(bundle: Bundle, pairs, interventions: Interventions | None = None) -> Metrics:
+def evaluate(bundle: Bundle, pairs: Sequence[Pair], interventions: Interventions | None = None) -> Metrics:
     """Greedy-translate `pairs` (sources in the bundle's source language) and score them."""
     _, tgt_lang = bundle.langs
     return score(pairs, translate_pairs(bundle, pairs, interventions), tgt_lang)

@@ -10,6 +10,7 @@ predictions). Pure Python/PyTorch: the app caches these results per (model, sent
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import torch
@@ -110,7 +111,7 @@ def beam(bundle: Bundle, prepared: Prepared, k: int, alpha: float = 0.6,
     return beam_search(bundle.model, prepared.src(), k, alpha, interventions)
 
 
-def decode_text(bundle: Bundle, ids) -> str:
+def decode_text(bundle: Bundle, ids: Iterable[int]) -> str:
     return detokenize(bundle.tgt_vocab.decode(ids), bundle.langs[1])
 
 

@@ -12,6 +12,7 @@ Memory is bounded: at most `MAX_PROBES` sentences of at most `MAX_PROBE_TOKENS` 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,8 +22,9 @@ from model.checkpoint import Bundle
 from model.data import Pair
 from model.decoding import greedy_decode
 from model.examples import COREFERENCE, COREFERENCE_FR, STUDENT, STUDENT_FR
-from model.trace import attention_modules
+from model.trace import Interventions, attention_modules
 from model.train import Trainer
+from model.transformer import Config
 from model.vocab import tokenize
 
 MAX_PROBES = 3
@@ -67,7 +69,7 @@ class Snapshot:
 
 
 def probe_snapshot(bundle: Bundle, text: str, reference: str | None, step: int, probe: int = 0,
-                   interventions=None) -> Snapshot:
+                   interventions: Interventions | None = None) -> Snapshot:
     """Translate `text` greedily and record its attention weights (the model must be in eval mode)."""
     src_lang, _ = bundle.langs
     words = tokenize(text, src_lang)[:MAX_PROBE_TOKENS]
@@ -81,6 +83,7 @@ def probe_snapshot(bundle: Bundle, text: str, reference: str | None, step: int, 
         a = pipeline.analyse(bundle, prepared, interventions)
         trace, tgt_labels = a.trace, a.tgt_labels
     cfg = bundle.config
+    assert isinstance(cfg, Config), "probes draw the Transformer's attention heads"
 
     modules = attention_modules(cfg)
 
@@ -92,7 +95,8 @@ def probe_snapshot(bundle: Bundle, text: str, reference: str | None, step: int, 
                     stack("enc", "self_attn"), stack("dec", "self_attn"), stack("dec", "cross_attn"))
 
 
-def snapshots(trainer: Trainer, direction: str, probes, references) -> list[Snapshot]:
+def snapshots(trainer: Trainer, direction: str, probes: Sequence[str],
+              references: Sequence[str | None]) -> list[Snapshot]:
     """The probes' attention in `trainer`'s model now (eval mode for the pass, then back to training mode)."""
     out = []
     with trainer.lock:

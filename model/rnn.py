@@ -73,6 +73,7 @@ Row t of every ``rnn.dec.*`` tensor is decoder step t+1 (it predicts target word
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -122,7 +123,7 @@ class RNNConfig:
         """The state size, under the Transformer's name (the learning-rate schedule reads it)."""
         return self.hidden
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -193,7 +194,7 @@ class LSTMCell(nn.Module):
 
     def forward(self, x: Tensor, state: Tensor) -> tuple[Tensor, dict[str, Tensor]]:
         """x [B, d_in], state (h, c) as [B, 2H] -> new state [B, 2H] and the gates (each [B, H])."""
-        h, c = state.split(self.hidden, dim=-1)  # 2 x [B, H]
+        h, c = torch.split(state, self.hidden, dim=-1)  # 2 x [B, H]
         i, f, g, o = (self.W_x(x) + self.W_h(h)).chunk(4, dim=-1)  # 4 x [B, H]
         i, f, g, o = torch.sigmoid(i), torch.sigmoid(f), torch.tanh(g), torch.sigmoid(o)
         c = f * c + i * g
@@ -201,7 +202,7 @@ class LSTMCell(nn.Module):
         return torch.cat([h, c], dim=-1), {"i": i, "f": f, "g": g, "o": o, "c": c}
 
 
-def make_cell(kind: str, d_in: int, hidden: int) -> nn.Module:
+def make_cell(kind: str, d_in: int, hidden: int) -> GRUCell | LSTMCell:
     return GRUCell(d_in, hidden) if kind == "gru" else LSTMCell(d_in, hidden)
 
 

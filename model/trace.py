@@ -53,11 +53,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from functools import cached_property
+from typing import Protocol
 
 import torch
 
 
-def attention_modules(cfg) -> list[str]:
+class Depth(Protocol):
+    """What `attention_modules` reads of a config: the Transformer's `Config` (model/transformer.py imports this
+    module, so this one names it by what it has)."""
+
+    @property
+    def n_enc_layers(self) -> int: ...
+
+    @property
+    def n_dec_layers(self) -> int: ...
+
+
+def attention_modules(cfg: Depth) -> list[str]:
     """Every attention module of a model with `cfg`'s depth (anything with `n_enc_layers`, `n_dec_layers`), as
     the trace and `Interventions.heads_off` name them: ``enc.{i}.self_attn``, then per decoder layer
     ``dec.{i}.self_attn`` and ``dec.{i}.cross_attn``."""

@@ -27,12 +27,12 @@ import math
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, fields
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor, nn
+from torch import Tensor
 
 from model.checkpoint import ARCHS, Bundle, build_model
 from model.data import (
@@ -48,9 +48,9 @@ from model.data import (
     pairs_hash,
 )
 from model.evaluate import Metrics, score, translate_pairs
-from model.rnn import ATTENTIONS, CELLS, RNNConfig
+from model.rnn import ATTENTIONS, CELLS, RNNConfig, RNNSeq2Seq
 from model.trace import Interventions, Trace
-from model.transformer import POSITIONS, Config
+from model.transformer import POSITIONS, Config, Transformer
 from model.vocab import PAD_ID, detokenize, tokenize
 
 # --- Configuration --------------------------------------------------------------------------------
@@ -192,7 +192,8 @@ def rate(step: int, d_model: int, warmup: int, scale: float = 1.0) -> float:
     """
     if step < 1:
         raise ValueError(f"the schedule counts steps from 1 (got {step})")
-    return scale * d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
+    lrate: float = scale * d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
+    return lrate
 
 
 # --- Events the training loop yields -------------------------------------------------------------
@@ -239,7 +240,7 @@ class EvalEvent:
     seconds: float = 0.0  # time this evaluation took
 
     @property
-    def metrics(self) -> dict:
+    def metrics(self) -> dict[str, float | None]:
         """The figures as a plain dict (what goes into a checkpoint's JSON)."""
         return {"step": self.step, "exact_match": self.exact_match, "bleu": self.bleu,
                 "coref_accuracy": self.coref_accuracy, "heldout_loss": self.heldout_loss,
@@ -256,7 +257,8 @@ class TrainingDiverged(RuntimeError):
 # --- The trainer --------------------------------------------------------------------------------
 
 
-ModelFactory = Callable[[Config | RNNConfig], nn.Module]
+# The benchmark's torch reference (bench/reference.py) stands in for the Transformer: the same encode/decode/generator.
+ModelFactory = Callable[[Config | RNNConfig], Transformer | RNNSeq2Seq]
 
 
 class Trainer:
@@ -308,7 +310,7 @@ class Trainer:
         self.train_seconds = 0.0  # time spent in training steps over all calls of run()
         self.last_eval: EvalEvent | None = None
         self.lock = threading.Lock()
-        self._params = list(self.model.parameters())
+        self._params: list[Tensor] = list(self.model.parameters())
         self._good = [p.detach().clone() for p in self._params]  # weights before the last update
         self._epoch = 0
         self._batches: Iterator[tuple[Tensor, Tensor]] = iter(())
@@ -360,7 +362,7 @@ class Trainer:
         if not torch.isfinite(loss):  # these weights are bad: go back to the ones before the last update
             self._diverged("the loss", float(loss.detach()), restore=True)
         self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        loss.backward()  # type: ignore[no-untyped-call]  # torch's Tensor.backward has no annotations
         params = self._params
         if self.tcfg.clip_grad_norm:
             grad_norm = float(torch.nn.utils.clip_grad_norm_(params, self.tcfg.clip_grad_norm))
@@ -455,7 +457,7 @@ class Trainer:
 
     # --- the result -------------------------------------------------------------------------------
 
-    def bundle(self, name: str = "model", metrics: dict | None = None) -> Bundle:
+    def bundle(self, name: str = "model", metrics: dict[str, float | None] | None = None) -> Bundle:
         """An independent copy of the current weights in eval mode, ready for `model.checkpoint.save`.
 
         `metrics` defaults to the figures of the latest evaluation.
@@ -480,7 +482,7 @@ class Trainer:
                       meta, name)
 
 
-def _spread(items: list, k: int) -> list[int]:
+def _spread(items: Sequence[object], k: int) -> list[int]:
     """k indices spread evenly over `items` (fixed, so the app can watch the same sentences improve)."""
     n = len(items)
     return sorted({round(i * (n - 1) / max(k - 1, 1)) for i in range(min(k, n))}) if n else []
@@ -580,7 +582,8 @@ def main(argv: list[str] | None = None) -> int:
     train_ce = sum(recent_ce) / len(recent_ce)
     print(f"{trainer.step} steps in {trainer.train_seconds:.1f} s of training; "
           f"train loss {train_loss:.3f} (cross-entropy {train_ce:.3f}, mean of the last {len(recent)} steps)")
-    metrics = {"final_train_loss": round(train_loss, 4), "final_train_cross_entropy": round(train_ce, 4)}
+    metrics: dict[str, float | None] = {"final_train_loss": round(train_loss, 4),
+                                        "final_train_cross_entropy": round(train_ce, 4)}
     if final is not None:
         coref = "n/a" if final.coref_accuracy is None else f"{final.coref_accuracy:.1%}"
         print(f"held-out ({final.n} pairs): exact match {final.exact_match:.1%}, BLEU {final.bleu:.1f}, "

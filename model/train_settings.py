@@ -26,15 +26,16 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from model import checkpoint
 from model.data import DATASET_PATH, Pair, build_vocabs, data_hash, langs, load_dataset
 from model.limits import BOUNDS, LABELS, MAX_VOCAB
 from model.probes import MAX_PROBE_TOKENS, MAX_PROBES, MAX_SNAPSHOTS, default_probes
 from model.train import TrainConfig
-from model.vocab import tokenize
+from model.vocab import Vocab, tokenize
 
 # The page's defaults: the run one click starts. Why these values: bench/README.md, "The training page's default run".
 DEFAULTS = TrainConfig(d_model=64, n_heads=4, n_layers=1, d_ff=256, dropout=0.0, batch_size=96, steps=500,
@@ -49,7 +50,7 @@ class SettingsError(ValueError):
     """Settings that cannot train; the message lists every problem, for the user."""
 
 
-def make_config(settings: dict) -> TrainConfig:
+def make_config(settings: Mapping[str, Any]) -> TrainConfig:
     """A `TrainConfig` from the page's settings, or `SettingsError` naming every problem.
 
     Checks the bounds of `BOUNDS`, then everything `TrainConfig` and the model's `Config` check
@@ -103,7 +104,7 @@ class DataProfile:
     chars: int = 0  # characters of every pair, both sides
 
 
-def _vocab_json_bytes(vocab) -> int:
+def _vocab_json_bytes(vocab: Vocab) -> int:
     """Bytes of a vocabulary in a checkpoint's JSON (indent 1, nested one level deeper: +1 per token)."""
     return len(json.dumps(vocab.to_dict(), ensure_ascii=False, indent=1).encode("utf-8")) + 2 * len(vocab) + 16
 
@@ -221,12 +222,15 @@ def check_checkpoint_size(tcfg: TrainConfig, data: DataProfile) -> None:
 
 def worst_case(direction: str = "en-fr") -> MemoryEstimate:
     """The estimate at the largest allowed settings on the toy set."""
-    big = dataclasses.replace(DEFAULTS, **{k: int(BOUNDS[k][1]) for k in ("n_layers", "n_heads", "d_model", "d_ff",
-                                                                        "batch_size")})
+    def top(name: str) -> int:
+        return int(BOUNDS[name][1])
+
+    big = dataclasses.replace(DEFAULTS, n_layers=top("n_layers"), n_heads=top("n_heads"), d_model=top("d_model"),
+                              d_ff=top("d_ff"), batch_size=top("batch_size"))
     return estimate_memory(big, toy_profile(direction), n_probes=MAX_PROBES)
 
 
-def plan_run(settings: dict, probes: Sequence[str] | None = None,
+def plan_run(settings: Mapping[str, Any], probes: Sequence[str] | None = None,
              data: dict[str, list[Pair]] | None = None) -> tuple[TrainConfig, list[str], MemoryEstimate]:
     """Validate everything a run needs (settings, data, memory): its config, its probe sentences (cleaned,
     at most `MAX_PROBES`) and its memory estimate; `SettingsError` if it cannot run."""

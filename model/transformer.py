@@ -15,7 +15,9 @@ Nothing about a call is ever stored on a module.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -88,7 +90,7 @@ class Config:
         """Dimensions per head of values: d_model / n_heads, so the heads' outputs concatenate to d_model."""
         return self.d_model // self.n_heads
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -143,7 +145,8 @@ class Embeddings(nn.Module):
         x = trace(f"{n}.embed", self.lut(tokens) * math.sqrt(self.d_model))  # [B, T, D]
         if trace.interventions.positional_encoding:
             x = x + trace(f"{n}.pos", self.pe[None, : tokens.size(1)])  # [1, T, D] broadcast over B
-        return self.dropout(trace(f"{n}.input", x))
+        out: Tensor = self.dropout(trace(f"{n}.input", x))  # [B, T, D]
+        return out
 
 
 # --- Scaled dot-product attention ---------------------------------------------------------------
@@ -208,8 +211,8 @@ class MultiHeadAttention(nn.Module):
         if x_q is x_kv and not trace.stepwise:  # self-attention, nothing to show: one matmul for Q, K, V
             w = torch.cat([self.W_q.weight, self.W_k.weight, self.W_v.weight])  # [2 H d_k + H d_v, D]
             b = torch.cat([self.W_q.bias, self.W_k.bias, self.W_v.bias])
-            sizes = (self.W_q.out_features, self.W_k.out_features, self.W_v.out_features)
-            q, k, v = (self.split_heads(t) for t in F.linear(x_q, w, b).split(sizes, dim=-1))  # [B, H, T, d]
+            sizes = [self.W_q.out_features, self.W_k.out_features, self.W_v.out_features]
+            q, k, v = (self.split_heads(t) for t in torch.split(F.linear(x_q, w, b), sizes, dim=-1))  # [B, H, T, d]
         else:
             q = trace(f"{n}.q", self.split_heads(self.W_q(x_q)))  # [B, H, Tq, d_k]
             k = trace(f"{n}.k", self.split_heads(self.W_k(x_kv)))  # [B, H, Tk, d_k]
@@ -272,11 +275,12 @@ class AddNorm(nn.Module):
         self.norm = LayerNorm(cfg.d_model, name)
         self.dropout = nn.Dropout(cfg.dropout)
 
-    def forward(self, x: Tensor, sublayer, trace: Trace) -> Tensor:
+    def forward(self, x: Tensor, sublayer: Callable[[Tensor], Tensor], trace: Trace) -> Tensor:
         if self.norm_first:
             return trace(f"{self.name}.resid", x + self.dropout(sublayer(self.norm(x, trace))))
         resid = trace(f"{self.name}.resid", x + self.dropout(sublayer(x)))
-        return self.norm(resid, trace)
+        out: Tensor = self.norm(resid, trace)
+        return out
 
 
 # --- Encoder and decoder layers -----------------------------------------------------------------
@@ -294,7 +298,8 @@ class EncoderLayer(nn.Module):
 
     def forward(self, x: Tensor, src_mask: Tensor | None, trace: Trace) -> Tensor:
         x = self.add_norm1(x, lambda h: self.self_attn(h, h, src_mask, trace), trace)
-        return self.add_norm2(x, lambda h: self.ffn(h, trace), trace)
+        out: Tensor = self.add_norm2(x, lambda h: self.ffn(h, trace), trace)
+        return out
 
 
 class DecoderLayer(nn.Module):
@@ -317,7 +322,8 @@ class DecoderLayer(nn.Module):
                 trace: Trace) -> Tensor:
         y = self.add_norm1(y, lambda h: self.self_attn(h, h, tgt_mask, trace), trace)
         y = self.add_norm2(y, lambda h: self.cross_attn(h, memory, src_mask, trace), trace)
-        return self.add_norm3(y, lambda h: self.ffn(h, trace), trace)
+        out: Tensor = self.add_norm3(y, lambda h: self.ffn(h, trace), trace)
+        return out
 
 
 # --- The encoder-decoder ------------------------------------------------------------------------
@@ -390,9 +396,11 @@ class Transformer(nn.Module):
         return logits
 
 
-def traced(model: Transformer, src: Tensor, tgt_in: Tensor,
+def traced(model: nn.Module, src: Tensor, tgt_in: Tensor,
            interventions: Interventions | None = None) -> Trace:
     """One recorded forward pass without gradients: the trace holds every tensor.
+
+    `model` is the Transformer, or any network called as ``model(src, tgt_in, trace)`` (model/rnn.py's too).
 
     The model must already be in eval mode (dropout off). This never switches the mode itself:
     the shipped model is shared by every session, so a call must not change it.

@@ -48,6 +48,7 @@ import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 # --- Special tokens ----------------------------------------------------------------------------
 
@@ -233,12 +234,12 @@ class Vocab:
             tokens.append(self.itos[i])
         return tokens
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, list[str]]:
         """A JSON-safe description: ``{"itos": [token, ...]}``."""
         return {"itos": list(self.itos)}
 
     @classmethod
-    def from_dict(cls, d: dict) -> Vocab:
+    def from_dict(cls, d: dict[str, Any]) -> Vocab:
         """The inverse of `to_dict`. Raises ValueError on a malformed description."""
         if not isinstance(d, dict) or not isinstance(d.get("itos"), list):
             raise ValueError('a vocabulary description must be a dict with an "itos" list of tokens')
