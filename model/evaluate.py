@@ -19,7 +19,6 @@ that pass.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -163,32 +162,7 @@ def evaluate(bundle: Bundle, pairs: Sequence[Pair], interventions: Interventions
     return score(pairs, translate_pairs(bundle, pairs, interventions), tgt_lang)
 
 
-def main(argv: list[str] | None = None) -> int:
-    from model.checkpoint import SHIPPED, CheckpointError, load
-    from model.data import DATASET_PATH, load_dataset
+if __name__ == "__main__":  # python -m model.evaluate: the command line is model/cli.py's
+    from model.cli import evaluate as main
 
-    ap = argparse.ArgumentParser(prog="python -m model.evaluate", description="Exact match, BLEU and il/elle "
-                                 "accuracy of a checkpoint on the toy set's held-out split.")
-    ap.add_argument("--checkpoint", default=str(SHIPPED), help="checkpoint stem (default: the shipped model)")
-    ap.add_argument("--split", default="heldout", choices=("heldout", "train"))
-    ap.add_argument("--data", default=str(DATASET_PATH), help="TSV data set (default: the toy set)")
-    ap.add_argument("--threads", type=int, default=1, help="torch threads (one is the fastest for this model)")
-    args = ap.parse_args(argv)
-    torch.set_num_threads(args.threads)
-    try:
-        bundle = load(args.checkpoint)
-    except CheckpointError as e:
-        print(f"cannot load {args.checkpoint}: {e}", file=sys.stderr)
-        return 2
-    pairs = load_dataset(args.data, bundle.direction)[args.split]
-    m = evaluate(bundle, pairs)
-    print(f"{bundle.name} ({bundle.direction}) on {m.n} {args.split} pairs")
-    print(f"exact match: {m.exact_match:.1%}")
-    print(f"BLEU: {m.bleu:.1f}")
-    coref = "n/a (no coref pairs)" if m.coref_accuracy is None else f"{m.coref_accuracy:.1%} ({m.n_coref} sentences)"
-    print(f"il/elle accuracy: {coref}")
-    return 0
-
-
-if __name__ == "__main__":
     sys.exit(main())

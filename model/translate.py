@@ -12,7 +12,6 @@ that cannot be loaded, with the reason on stderr.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -49,41 +48,7 @@ def translate(bundle: Bundle, text: str, beam: int = 0, alpha: float = 0.6) -> T
     return Translation(detokenize(tokens, bundle.langs[1]), tokens, prepared.unknown, prepared.truncated)
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m model.translate", description="Translate one sentence.")
-    ap.add_argument("sentence", help='the sentence to translate, e.g. "i am a student"')
-    ap.add_argument("--beam", type=int, default=0, metavar="K", help="beam search with K hypotheses (default: greedy)")
-    ap.add_argument("--alpha", type=float, default=0.6, help="length-penalty exponent for beam search")
-    ap.add_argument("--checkpoint", help="checkpoint stem (default: assets/checkpoints/base, the shipped model)")
-    args = ap.parse_args(argv)
-    if args.beam < 0:
-        ap.error("--beam must be at least 1 (or 0 for greedy decoding)")
-    if not args.sentence.strip():
-        print("error: the sentence is empty; give a sentence to translate, e.g. \"i am a student\"", file=sys.stderr)
-        return 2
-    import torch
+if __name__ == "__main__":  # python -m model.translate: the command line is model/cli.py's
+    from model.cli import translate as main
 
-    from model.checkpoint import SHIPPED, CheckpointError, load
-
-    torch.set_num_threads(1)  # one short sentence: extra threads only cost start-up time
-    args.checkpoint = args.checkpoint or str(SHIPPED)
-    try:
-        bundle = load(args.checkpoint)
-    except CheckpointError as e:
-        print(f"error: cannot load the checkpoint {args.checkpoint}: {e}", file=sys.stderr)
-        return 2
-    try:
-        result = translate(bundle, args.sentence, beam=args.beam, alpha=args.alpha)
-    except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    if result.unknown:
-        print(f"note: not in the vocabulary, read as <unk>: {', '.join(result.unknown)}", file=sys.stderr)
-    if result.truncated:
-        print(f"note: the sentence was cut to fit the model ({result.truncated} tokens dropped)", file=sys.stderr)
-    print(result.text)
-    return 0
-
-
-if __name__ == "__main__":
     sys.exit(main())

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from model.train import main as train_main
-from model.translate import main as translate_main
+from model.cli import train as train_main
+from model.cli import translate as translate_main
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -314,7 +314,7 @@ def test_train_cli_writes_an_rnn_checkpoint_the_other_clis_read(tmp_path):
                                   ["--arch", "rnn", "--attention", "dot"], ["--arch", "rnn", "--d-model", "0"],
                                   ["--arch", "rnn", "--d-model", "100000"]])
 def test_train_cli_rejects_bad_rnn_settings_with_exit_2(args, capsys):
-    from model.train import main
+    from model.cli import train as main
 
     try:
         code = main([*args, "--steps", "1"])
@@ -326,7 +326,7 @@ def test_train_cli_rejects_bad_rnn_settings_with_exit_2(args, capsys):
 
 
 def test_evaluate_cli_rejects_a_missing_checkpoint(tmp_path, capsys):
-    from model.evaluate import main
+    from model.cli import evaluate as main
 
     assert main(["--checkpoint", str(tmp_path / "nothing")]) == 2
     assert "cannot load" in capsys.readouterr().err
