@@ -32,6 +32,8 @@ def describe_figure(fig) -> str:
     """A one-line text alternative for a plotly figure without one: its title, its kind, its axes and size."""
     lay = fig.layout
     title = (lay.title.text or "").strip() if lay.title else ""
+    if not title:  # subplots: their titles are annotations
+        title = "; ".join(a.text for a in (lay.annotations or ())[:3] if a.text).strip()
     kinds = sorted({t.type for t in fig.data})
     parts = [title] if title else []
     parts.append(" and ".join(kinds) + " chart" if kinds else "chart")
