@@ -80,8 +80,8 @@ from torch import Tensor, nn
 
 from model.limits import RNN_BOUNDS
 from model.trace import NO_TRACE, Interventions, Trace
+from model.vocab import PAD_ID
 
-PAD_ID = 0  # padding id in both vocabularies (see model/vocab.py)
 CELLS = ("gru", "lstm")
 ATTENTIONS = ("additive", "qkv")
 GATES = {"gru": ("r", "z", "n"), "lstm": ("i", "f", "g", "o", "c")}  # what each cell records per step

@@ -24,8 +24,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from model.trace import NO_TRACE, Interventions, Trace
+from model.vocab import PAD_ID
 
-PAD_ID = 0  # padding id in both vocabularies (see model/vocab.py)
 POSITIONS = ("sinusoidal", "learned")  # how positions are encoded: the paper's sinusoids, or a learned table
 
 

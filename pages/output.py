@@ -28,6 +28,7 @@ from ui.widgets import (
     small_table,
 )
 from viz import decoding as vo
+from viz.embeddings import textbook_one_hot
 from viz.heatmap import shape_text
 
 shell.enter(__file__)  # first: re-enter through app.py if Streamlit ran this page bare
@@ -95,7 +96,7 @@ once("output.logits", (*here, pos), logits)
 
 def one_hot() -> None:  # the textbook's example: the same for everyone
     section("2. Training: the one-hot target and the cross-entropy loss", text.ONE_HOT)
-    small_table(vo.textbook_one_hot("am"))
+    small_table(textbook_one_hot("am"))
     st.markdown(text.CROSS_ENTROPY)
     st.latex(text.CROSS_ENTROPY_LATEX)
 

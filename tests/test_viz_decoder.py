@@ -21,6 +21,7 @@ from model.transformer import Config, Transformer, traced
 from model.vocab import BOS_ID, EOS_ID, SPECIALS, Vocab, tokenize
 from viz import decoder as vd
 from viz import decoding as vo
+from viz.embeddings import one_hot, textbook_one_hot
 
 EN = ["i", "am", "a", "student", "the", "animal", "didn't", "cross", "street", "because", "it", "was", "too", "tired"]
 FR = ["je", "suis", "étudiant", "l'", "animal", "n'", "a", "pas", "traversé", "la", "rue", "parce", "qu'", "il",
@@ -245,11 +246,11 @@ def test_who_looks_where():
 # --- viz/decoding.py --------------------------------------------------------------------------
 
 def test_textbook_one_hot():
-    df = vo.textbook_one_hot("am")
+    df = textbook_one_hot("am")
     assert list(df.columns) == ["a", "am", "I", "thanks", "student", "<eos>"]
     assert df.loc["index"].tolist() == [0, 1, 2, 3, 4, 5]
     assert df.iloc[1].tolist() == [0, 1, 0, 0, 0, 0]
-    assert vo.one_hot(2, 4).tolist() == [0, 0, 1, 0]
+    assert one_hot([2], 4)[0].tolist() == [0, 0, 1, 0]
 
 
 def test_top_candidates_and_figures(analysed, bundle):
@@ -305,7 +306,7 @@ def test_label_smoothing(bundle, eps):
     q = recompute.smoothed_target(5, V, eps)
     assert float(q.sum()) == pytest.approx(1.0)
     assert float(q[5]) == pytest.approx(1 - eps + eps / V) and float(q[0]) == pytest.approx(eps / V)
-    assert torch.allclose(q, (1 - eps) * vo.one_hot(5, V).double() + eps / V)
+    assert torch.allclose(q, (1 - eps) * one_hot([5], V)[0].double() + eps / V)
     tf = pipeline.teacher_forced(bundle, pipeline.prepare(bundle, "i am a student"), "je suis étudiant")
     probs = tf.trace["probs"][0].double()
     logits = tf.trace["logits"][0]

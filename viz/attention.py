@@ -26,7 +26,7 @@ from explain.recompute import ColumnForm
 from explain.textbook import WORDS, ThinkingMachines
 from model.pipeline import Analysis
 from model.trace import Trace
-from viz.heatmap import as_array
+from viz.heatmap import as_array, dims
 
 # The attention modules a page can pick: label -> (stack, kind).
 MODULES = {
@@ -150,10 +150,6 @@ def z_table(s: WordSteps, digits: int = 4) -> pd.DataFrame:
         rows["z recorded by the model"] = as_array(s.z_model).round(digits)
     return pd.DataFrame(rows, index=dims(s.d_k)).T
 
-
-def dims(n: int) -> list[str]:
-    """Axis labels for vector dimensions: "d0", "d1", ..."""
-    return [f"d{i}" for i in range(n)]
 
 
 # --- Notices: one computed sentence per figure, saying what to look at --------------------------

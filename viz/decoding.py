@@ -13,35 +13,18 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 import plotly.graph_objects as go
-import torch
 from torch import Tensor
 
 from explain.recompute import Smoothing, smoothed_target
 from model.decoding import BeamResult, Greedy, GreedyStep, Hypothesis, length_penalty
 from model.trace import Trace
 from model.vocab import BOS, BOS_ID, EOS_ID, detokenize
+from viz.embeddings import one_hot
 from viz.heatmap import count
 
 if TYPE_CHECKING:  # result types only: viz draws what model/ computed, it never runs the network
     from model.pipeline import TeacherForced
     from model.transformer import Transformer
-
-# --- The lecture notes' one-hot example (textbook, not the model) ----------------------------------
-
-TEXTBOOK_VOCAB = ("a", "am", "I", "thanks", "student", "<eos>")
-
-
-def one_hot(index: int, size: int) -> Tensor:
-    """[size] vector with 1 at `index`, 0 elsewhere."""
-    return torch.nn.functional.one_hot(torch.tensor(index), size).to(torch.float32)
-
-
-def textbook_one_hot(word: str = "am") -> pd.DataFrame:
-    """The lecture notes' output vocabulary (indices 0-5) and the one-hot encoding of `word`."""
-    idx = TEXTBOOK_VOCAB.index(word)
-    return pd.DataFrame([list(range(len(TEXTBOOK_VOCAB))), one_hot(idx, len(TEXTBOOK_VOCAB)).int().tolist()],
-                        index=["index", f'one-hot of "{word}"'], columns=list(TEXTBOOK_VOCAB))
-
 
 # --- Final linear + softmax ----------------------------------------------------------------------
 
@@ -179,7 +162,7 @@ def cross_entropy(gold_probs) -> float:
 
 def logit_gradient(probs: Tensor, gold: int) -> Tensor:
     """∂(−log p_gold)/∂logits = p − one-hot(gold): what backpropagation starts from at this position."""
-    return probs - one_hot(gold, probs.numel())
+    return probs - one_hot([gold], probs.numel())[0]
 
 
 def gradient_table(probs: Tensor, gold: int, itos: list[str], k: int = 6) -> pd.DataFrame:

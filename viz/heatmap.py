@@ -55,6 +55,11 @@ SEQUENTIAL = ("Blues", "Greens")  # colour-blind-safe scales (see the module doc
 DIVERGING = ("RdBu_r", "PuOr_r")
 
 
+def dims(n: int) -> list[str]:
+    """Axis labels for vector dimensions: "d0", "d1", ..."""
+    return [f"d{i}" for i in range(n)]
+
+
 def as_array(values) -> np.ndarray:
     if isinstance(values, torch.Tensor):
         values = values.detach().cpu().to(torch.float64).numpy()

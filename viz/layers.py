@@ -15,7 +15,7 @@ import pandas as pd
 import torch
 
 from model.trace import Trace
-from viz.heatmap import as_array
+from viz.heatmap import as_array, dims
 
 SUBLAYERS = {1: "self-attention", 2: "feed-forward"}
 
@@ -57,9 +57,6 @@ def residual(trace: Trace, layer: int, sub: int) -> Residual:
     f = trace[f"enc.{layer}.{'self_attn' if sub == 1 else 'ffn'}.out"][0]
     return Residual(sublayer_input(trace, layer, sub), f, trace[f"enc.{layer}.add_norm{sub}.resid"][0])
 
-
-def dims(n: int) -> list[str]:
-    return [f"d{i}" for i in range(n)]
 
 
 def units(n: int) -> list[str]:
