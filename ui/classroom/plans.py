@@ -306,7 +306,9 @@ def teacher_bar(main: bool = False) -> None:
             i, s = stop
             n = len(class_plan().stops)
             left = "" if at_stop() else " · (you left it)"
-            st.caption(f"Plan: **stop {i + 1} of {n}**{left}" + (f" · {md(s.caption)}" if s.caption else ""))
+            # the caption: on the console, and once the teacher left the stop (at it, the page's banner shows it)
+            said = s.caption and (main or left)
+            st.caption(f"Plan: **stop {i + 1} of {n}**{left}" + (f" · {md(s.caption)}" if said else ""))
             # one above the other: each label keeps its room beside its key (a sidebar's half is too narrow)
             st.button("Next stop", key=f"plan_next{sfx}", icon=":material/arrow_forward:", disabled=i + 1 >= n,
                       type="primary", on_click=go_to_stop, args=(i + 1,), width="stretch", shortcut=keys.get("next"))
