@@ -28,7 +28,7 @@ def test_a_class_that_ends_closes_its_students_streams_for_good(browser, app_url
         assert len(student.page.streams) == 1, student.page.streams
         teacher.act(lambda: teacher.main.get_by_role("button", name="End the class for everyone").click())
         expect(student.sidebar.get_by_text(f"Following class {code}")).to_have_count(0, timeout=20_000)
-        expect(student.page.get_by_text("The class has ended")).to_be_visible()
+        expect(student.page.get_by_text(f"Class {code} has ended")).to_be_visible()  # (the message that stays)
         student.wait_idle()
         student.shot("class-ended")
         student.page.wait_for_timeout(5_000)  # (a stream the server closed and the page opened again: within 1-4 s)
