@@ -24,6 +24,7 @@ import logging
 import os
 import socket
 from collections import Counter as Tally
+from collections.abc import Callable
 
 from classroom.store import ClassStore, Counters
 
@@ -31,7 +32,7 @@ _log = logging.getLogger("glass.classroom")
 MARK_SECONDS, MARK_TTL = 10.0, 30.0
 
 
-def _newer(old: Counters | None, c: Counters) -> Counters | None:
+def _newer(old: Counters | None, c: Counters) -> Counters:
     """`old` moved on by `c` (each counter only grows); `old` itself when `c` tells nothing new."""
     if old is None:
         return c
@@ -68,13 +69,13 @@ class EventHub:
         self.store = store
         self.up = True
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._unwatch = None
+        self._unwatch: Callable[[], None] | None = None
         self._listeners: dict[str, set[Listener]] = {}
         self._latest: dict[str, Counters] = {}  # per class listened to here: the counters as the events told
         self.where = f"{socket.gethostname()}:{os.getpid()}"  # this process, in the store's record of pages
-        self._marking: asyncio.Task | None = None
+        self._marking: asyncio.Task[None] | None = None
         self._dirty: set[str] = set()  # classes whose students came or went since the store was last told
-        self._wake = None
+        self._wake: asyncio.Event | None = None
 
     # -- life -------------------------------------------------------------------------------------------
     def start(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
@@ -128,6 +129,7 @@ class EventHub:
         """Tell the store who is connected here: a class at once when its students change, all every
         MARK_SECONDS (so that the record of a process that died runs out)."""
         loop, every = asyncio.get_running_loop(), 0.0
+        assert self._wake is not None  # (`start` sets it before this task)
         while True:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), MARK_SECONDS)
@@ -142,7 +144,7 @@ class EventHub:
                     await asyncio.to_thread(self.store.mark_connected, code, self.where, students, MARK_TTL)
                 except Exception as e:  # noqa: BLE001 - the store is away: told again on the next round
                     _log.info("class events: the pages of %s could not be recorded (%s)", code, e)
-    def connected(self, code: str) -> Tally:
+    def connected(self, code: str) -> Tally[str]:
         """The students (by id) connected to this process for class `code` now, with their connections."""
         return Tally(x.student for x in self._listeners.get(code, ()))
 

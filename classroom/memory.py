@@ -6,7 +6,9 @@ import json
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from classroom import plans as _plans
 from classroom.errors import ClassEnded, ClassFull, ClassStoreError, InvalidInput, NotFound, QuestionClosed, RateLimited
@@ -20,11 +22,11 @@ from classroom.votes import MemoryVotes
 @dataclass
 class _Class:
     secret_hash: str
-    state: dict
+    state: dict[str, Any]
     expires: float
     version: int = 1
     qid: int = 0
-    question: dict | None = None
+    question: dict[str, Any] | None = None
     answers: dict[str, int] = field(default_factory=dict)
     revealed: bool = False
     students: set[str] = field(default_factory=set)
@@ -35,11 +37,13 @@ class _Class:
     seq: int = 1  # the counters (classroom.store.Counters)
     q: int = 0
     tally: int = 0
-    extra: dict = field(default_factory=dict)  # "plan", "pace" (classroom/plans.py)
-    shots: list = field(default_factory=list)  # the gallery: {"n", "student", "state", "note"}, oldest first
+    extra: dict[str, Any] = field(default_factory=dict)  # "plan", "pace" (classroom/plans.py)
+    # the gallery: {"n", "student", "state", "note"}, oldest first
+    shots: list[dict[str, Any]] = field(default_factory=list)
     numbers: dict[str, int] = field(default_factory=dict)  # student id -> their number (in the order they joined)
-    status: dict[str, dict] = field(default_factory=dict)  # student id -> their last status (classroom/roster.py)
-    runs: dict[int, dict] = field(default_factory=dict)  # the class board: student number -> their run
+    # student id -> their last status (classroom/roster.py)
+    status: dict[str, dict[str, Any]] = field(default_factory=dict)
+    runs: dict[int, dict[str, Any]] = field(default_factory=dict)  # the class board: student number -> their run
 
     def bump(self, seq: bool = True, q: bool = False, tally: bool = False) -> Counters:
         self.seq, self.q, self.tally = self.seq + seq, self.q + q, self.tally + tally
@@ -67,7 +71,7 @@ def _window(times: deque[float], now: float, seconds: float) -> deque[float]:
 class MemoryClassStore(MemoryVotes, MemoryRoster, ClassStore):
     """One process's classes, in a dict under one lock (every operation is a few dict updates)."""
 
-    def __init__(self, clock=time.monotonic, **kw):
+    def __init__(self, clock: Callable[[], float] = time.monotonic, **kw: Any) -> None:
         super().__init__(**kw)
         self._clock = clock
         self._present: dict[str, dict[str, tuple[float, set[str]]]] = {}  # code -> process -> (until, ids)
@@ -109,7 +113,8 @@ class MemoryClassStore(MemoryVotes, MemoryRoster, ClassStore):
             c.expires = now + self.idle_seconds
         return c
 
-    def _create(self, code, shash, state, ckey, okey):
+    def _create(self, code: str, shash: str, state: dict[str, Any], ckey: str, okey: str | None
+                ) -> tuple[bool, str | None]:
         with self._lock:
             now = self._clock()
             if self._live(code, now) is not None:
@@ -133,20 +138,21 @@ class MemoryClassStore(MemoryVotes, MemoryRoster, ClassStore):
             if okey is not None:
                 self._owned[okey] = code
         if ended is not None:
+            assert previous is not None  # (what ended is the owner's previous class)
             self._announce(previous, ended)
         return True, previous if ended is not None else None
 
     def _tombstone(self, code: str, now: float) -> Counters:  # under the lock; the ended class's counters
         old = self._classes.get(code)
-        c = self._classes[code] = _Class("", {}, now + self.tombstone_seconds, version=0, ended=True,
-                                         **({"seq": old.seq, "q": old.q, "tally": old.tally} if old else {}))
+        counters: dict[str, Any] = {"seq": old.seq, "q": old.q, "tally": old.tally} if old else {}
+        c = self._classes[code] = _Class("", {}, now + self.tombstone_seconds, version=0, ended=True, **counters)
         return c.bump(q=True)
 
-    def _secret_hash(self, code):
+    def _secret_hash(self, code: str) -> str:
         with self._lock:
             return self._get(code).secret_hash
 
-    def _set_state(self, code, shash, state):
+    def _set_state(self, code: str, shash: str, state: dict[str, Any]) -> int:
         with self._lock:
             c = self._get(code, shash)
             c.state = dict(state)
@@ -155,7 +161,7 @@ class MemoryClassStore(MemoryVotes, MemoryRoster, ClassStore):
         self._announce(code, event)
         return version
 
-    def _ask(self, code, shash, q):
+    def _ask(self, code: str, shash: str, q: dict[str, Any]) -> int:
         with self._lock:
             c = self._get(code, shash)
             c.qid += 1
@@ -164,7 +170,7 @@ class MemoryClassStore(MemoryVotes, MemoryRoster, ClassStore):
         self._announce(code, event)
         return qid
 
-    def _reveal(self, code, shash):
+    def _reveal(self, code: str, shash: str) -> None:
         with self._lock:
             c = self._get(code, shash)
             if c.question is None:
@@ -173,17 +179,17 @@ class MemoryClassStore(MemoryVotes, MemoryRoster, ClassStore):
             event = c.bump(q=True)
         self._announce(code, event)
 
-    def _end(self, code, shash):
+    def _end(self, code: str, shash: str) -> None:
         with self._lock:
             self._get(code, shash)
             event = self._tombstone(code, self._clock())
         self._announce(code, event)
 
-    def _touch(self, code, shash):
+    def _touch(self, code: str, shash: str) -> None:
         with self._lock:
             self._get(code, shash)
 
-    def _join(self, code, ckey, student_id, trusted):
+    def _join(self, code: str | None, ckey: str, student_id: str, trusted: bool) -> None:
         with self._lock:
             now = self._clock()
             self._sweep(now)  # first: a sweep drops empty windows, and must not drop the one this join writes to
@@ -212,9 +218,10 @@ class MemoryClassStore(MemoryVotes, MemoryRoster, ClassStore):
                     c.numbers.setdefault(student_id, len(c.numbers) + 1)
                 c.here[student_id] = now + self.presence_seconds
             event = c.bump(seq=False, tally=True)
+        assert code is not None  # (its class was found)
         self._announce(code, event)
 
-    def _answer(self, code, student_id, question_id, option):
+    def _answer(self, code: str, student_id: str, question_id: int, option: int) -> None:
         with self._lock:
             c = self._get(code)
             if student_id not in c.students:
@@ -229,7 +236,7 @@ class MemoryClassStore(MemoryVotes, MemoryRoster, ClassStore):
             event = c.bump(seq=False, tally=True)
         self._announce(code, event)
 
-    def _mark_connected(self, code, where, students, seconds):
+    def _mark_connected(self, code: str, where: str, students: list[str], seconds: float) -> None:
         with self._lock:
             now = self._clock()
             marks = self._present.setdefault(code, {})
@@ -247,17 +254,17 @@ class MemoryClassStore(MemoryVotes, MemoryRoster, ClassStore):
             event = c.bump(seq=False, tally=True)  # students left: the teacher's count moves
         self._announce(code, event)
 
-    def _connected(self, code):
+    def _connected(self, code: str) -> set[str]:
         with self._lock:
             now = self._clock()
             return set().union(*(ids for until, ids in self._present.get(code, {}).values() if until > now))
 
-    def _counters(self, code):
+    def _counters(self, code: str) -> Counters | None:
         with self._lock:
             c = self._live(code, self._clock())
             return None if c is None else c.counters()
 
-    def _snapshot(self, code, teacher, student_id):
+    def _snapshot(self, code: str, teacher: bool, student_id: str | None) -> ClassSnapshot | None:
         with self._lock:
             now = self._clock()
             c = self._live(code, now)
@@ -275,29 +282,29 @@ class MemoryClassStore(MemoryVotes, MemoryRoster, ClassStore):
 
 
     # -- lesson plans, pacing and snapshots ------------------------------------------------------------------
-    def _set_plan(self, code, shash, plan):
+    def _set_plan(self, code: str, shash: str, plan: dict[str, Any]) -> int:
         with self._lock:
             c = self._get(code, shash)
             pace = dict(c.extra.get("pace") or _plans.DEFAULT_PACE)
-            version = pace["plan"] + 1
+            version: int = pace["plan"] + 1
             c.extra["plan"], c.extra["pace"] = plan, {**pace, "stop": 0, "reveal": False, "plan": version}
             event = c.bump(q=True)
         self._announce(code, event)
         return version
 
-    def _extra(self, code, name):
+    def _extra(self, code: str, name: str) -> Any:
         with self._lock:
             value = self._get(code).extra.get(name)
             return None if value is None else json.loads(json.dumps(value))
 
-    def _set_extra(self, code, shash, name, value):
+    def _set_extra(self, code: str, shash: str, name: str, value: dict[str, Any]) -> None:
         with self._lock:
             c = self._get(code, shash)
             c.extra[name] = dict(value)
             event = c.bump(q=True)
         self._announce(code, event)
 
-    def _set_model(self, code, shash, weights, meta, budget):
+    def _set_model(self, code: str, shash: str, weights: str, meta: str, budget: int) -> int:
         with self._lock:
             c = self._get(code, shash)
             now = self._clock()
@@ -313,7 +320,7 @@ class MemoryClassStore(MemoryVotes, MemoryRoster, ClassStore):
         self._announce(code, event)
         return version
 
-    def _send_shot(self, code, student_id, ckey, shot, per_client):
+    def _send_shot(self, code: str, student_id: str, ckey: str, shot: dict[str, Any], per_client: int) -> int:
         with self._lock:
             now = self._clock()
             c = self._get(code)
@@ -336,11 +343,12 @@ class MemoryClassStore(MemoryVotes, MemoryRoster, ClassStore):
         self._announce(code, event)
         return n
 
-    def _shots(self, code):
+    def _shots(self, code: str) -> list[dict[str, Any]]:
         with self._lock:
-            return json.loads(json.dumps(self._get(code).shots))
+            shots: list[dict[str, Any]] = json.loads(json.dumps(self._get(code).shots))  # (a copy)
+            return shots
 
-    def _post_run(self, code, student_id, run):
+    def _post_run(self, code: str, student_id: str, run: dict[str, Any]) -> int:
         with self._lock:
             now = self._clock()
             c = self._get(code)
@@ -357,6 +365,6 @@ class MemoryClassStore(MemoryVotes, MemoryRoster, ClassStore):
         self._announce(code, event)
         return number
 
-    def _board(self, code):
+    def _board(self, code: str) -> list[dict[str, Any]]:
         with self._lock:
             return [{"student": n, "run": json.loads(json.dumps(r))} for n, r in self._get(code).runs.items()]

@@ -30,6 +30,7 @@ import json
 import zlib
 from collections.abc import Collection
 from dataclasses import dataclass
+from typing import Any, NoReturn
 
 from classroom.errors import InvalidInput
 from classroom.rules import check_question, check_state, check_text, parse_head
@@ -52,12 +53,12 @@ SHOTS_PER_CLIENT = 30  # per minute and network address (a school behind one add
 @dataclass(frozen=True)
 class Stop:
     caption: str
-    state: dict
-    question: dict | None = None  # {"text", "options", "answer"}
+    state: dict[str, Any]
+    question: dict[str, Any] | None = None  # {"text", "options", "answer"}
     hidden_head: str | None = None  # "enc.1.self_attn:2": its weights hidden until the reveal
 
-    def as_dict(self) -> dict:
-        out: dict = {"caption": self.caption, "state": dict(self.state)}
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"caption": self.caption, "state": dict(self.state)}
         if self.question is not None:
             out["question"] = dict(self.question)
         if self.hidden_head is not None:
@@ -70,7 +71,7 @@ class Plan:
     title: str
     stops: tuple[Stop, ...]
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {"format": FORMAT, "title": self.title, "stops": [s.as_dict() for s in self.stops]}
 
     def to_json(self) -> str:
@@ -85,11 +86,11 @@ class Plan:
         return Plan(self.title, tuple(s for i, s in enumerate(self.stops) if i != index))
 
 
-def _fail(where: str, why: str):
+def _fail(where: str, why: str) -> NoReturn:
     raise InvalidInput(f"{where}: {why}")
 
 
-def check_stop(raw, where: str, pages: Collection[str] | None, heads: Collection[str] | None = None) -> Stop:
+def check_stop(raw: object, where: str, pages: Collection[str] | None, heads: Collection[str] | None = None) -> Stop:
     """One stop, checked (`where` names it in the message)."""
     if not isinstance(raw, dict):
         _fail(where, "a stop is an object with a caption and a state")
@@ -124,7 +125,7 @@ def check_stop(raw, where: str, pages: Collection[str] | None, heads: Collection
     return Stop(caption, state, question, head)
 
 
-def check_plan(data, pages: Collection[str] | None, heads: Collection[str] | None = None) -> Plan:
+def check_plan(data: object, pages: Collection[str] | None, heads: Collection[str] | None = None) -> Plan:
     """A plan from parsed JSON; `InvalidInput` with one message naming what is wrong. `pages` (None: any page
     name) and `heads` (None: any well-formed head) are the app's; the class store checks with None."""
     if not isinstance(data, dict):
@@ -160,7 +161,7 @@ def read_plan(raw: bytes | str, pages: Collection[str], heads: Collection[str] |
     return check_plan(data, pages, heads)
 
 
-def _no_constant(name: str):
+def _no_constant(name: str) -> NoReturn:
     raise ValueError(f"{name} is not a number")
 
 
@@ -173,7 +174,7 @@ def plan_to_link(plan: Plan) -> str:
     return token
 
 
-def plan_from_link(token, pages: Collection[str], heads: Collection[str] | None = None) -> Plan:
+def plan_from_link(token: object, pages: Collection[str], heads: Collection[str] | None = None) -> Plan:
     """A plan from a link's token: its length, base64, inflated to at most MAX_PLAN_BYTES, then `read_plan`."""
     if not isinstance(token, str) or not 0 < len(token) <= MAX_LINK_CHARS:
         raise InvalidInput("The link's plan is missing or too long.")
@@ -188,7 +189,7 @@ def plan_from_link(token, pages: Collection[str], heads: Collection[str] | None 
     return read_plan(raw, pages, heads)
 
 
-def plan_of(data: dict) -> Plan:
+def plan_of(data: dict[str, Any]) -> Plan:
     """A stored plan (already checked) as a `Plan`."""
     return Plan(data["title"], tuple(Stop(s["caption"], s["state"], s.get("question"),
                                           (s.get("hidden") or {}).get("head")) for s in data["stops"]))
@@ -197,7 +198,7 @@ def plan_of(data: dict) -> Plan:
 PACE_KEYS = ("mode", "paused", "stop", "reveal", "plan", "recall", "shot")
 
 
-def check_pace(pace) -> dict:
+def check_pace(pace: object) -> dict[str, Any]:
     """The class's pace: its mode, paused, its plan's stop, the mystery's reveal, the plan's version, how many times
     the teacher brought everyone back (`recall`: a student who explores follows again when it moves), and the
     snapshot the teacher projects (`shot`: its number, its student's, its note and its view; or None)."""
@@ -231,7 +232,7 @@ def check_pace(pace) -> dict:
 DEFAULT_PACE = check_pace({})
 
 
-def check_note(note) -> str:
+def check_note(note: object) -> str:
     return check_text(note if note is not None else "", MAX_NOTE, "the note", allow_empty=True)
 
 
@@ -243,13 +244,13 @@ MAX_RUN_TEXT = 200
 RUNS_PER_STUDENT = 3  # board posts per minute (a new post replaces the student's last)
 
 
-def _number(value, what: str, low: float = -1e12, high: float = 1e12) -> float | int:
+def _number(value: object, what: str, low: float = -1e12, high: float = 1e12) -> float | int:
     if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
         raise InvalidInput(f"{what} must be a number from {low:g} to {high:g}")
     return value
 
 
-def check_run(run) -> dict:
+def check_run(run: object) -> dict[str, Any]:
     """A run for the class board: {"settings": {RUN_SETTINGS: value}, "steps": [...], "losses": [...] (at most
     MAX_CURVE each, as long as each other), "exact_match": share or None, "source", "translation"}."""
     if not isinstance(run, dict) or set(run) != {"settings", "steps", "losses", "exact_match", "source",
@@ -281,7 +282,7 @@ MAX_ATTENTION_TOKENS = 40  # tokens on each axis of the followed run's attention
 ATTENTION_KEYS = ("step", "title", "queries", "keys", "weights")
 
 
-def check_attention(att) -> dict | None:
+def check_attention(att: object) -> dict[str, Any] | None:
     """The followed run's latest attention snapshot, or None: {"step", "title", "queries": [token], "keys":
     [token], "weights": [[share] per key] per query} (at most MAX_ATTENTION_TOKENS tokens each way)."""
     if att is None:
@@ -303,7 +304,7 @@ def check_attention(att) -> dict | None:
             "weights": [[float(_number(w, "an attention weight", 0, 1)) for w in r] for r in rows]}
 
 
-def check_class_run(run) -> dict:
+def check_class_run(run: object) -> dict[str, Any]:
     """The teacher's run as the class follows it: a board run (`check_run`) plus its state, step and total, and
     (optionally) its latest attention snapshot (`check_attention`)."""
     if not isinstance(run, dict):

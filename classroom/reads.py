@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
+from typing import Any
 
 KEEP_SECONDS = 1.0  # a class-wide read is kept at most this long (`ClassReads`)
 
@@ -23,7 +25,7 @@ class ClassReads:
 
     NAMES = ("snapshot", "x:pace", "x:run")
 
-    def __init__(self, clock=time.monotonic):
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
         self._lock = threading.Lock()
         self._kept: dict[tuple[str, str], tuple[float, object]] = {}
@@ -31,7 +33,7 @@ class ClassReads:
         self._epoch = 0  # moves with the subscription's status
         self.up = False
 
-    def get(self, code: str, name: str, read):
+    def get(self, code: str, name: str, read: Callable[[], Any]) -> Any:  # (a raw reply)
         now = self._clock()
         with self._lock:
             if not self.up:

@@ -8,7 +8,12 @@ device: p:device:HASH (the class, the role and the wrapped secret as JSON), with
 
 from __future__ import annotations
 
+import contextlib
 import json
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    from redis import Redis
 
 _ROSTER_LUA = {
     # KEYS: class, students, status. ARGV: student, status JSON, mode. A change of mode moves the tally.
@@ -48,17 +53,27 @@ return out""",
 class RedisRoster:
     """`RosterOps` on the Redis store (its client, prefix and script runner)."""
 
-    def _report(self, code, student_id, status):
+    if TYPE_CHECKING:  # what this part uses of the Redis store (classroom/redis_store.py, redis_votes.py's RedisVotes)
+        _r: Redis  # (decode_responses: replies are strings)
+        _p: str
+
+        def _keys(self, code: str) -> list[str]: ...
+        def _errors(self) -> contextlib.AbstractContextManager[None]: ...
+        def _poll_keys(self, code: str) -> list[str]: ...
+        def _vote_script(self, name: str, keys: list[str], args: list[Any], code: str,
+                         table: dict[str, str] | None = None) -> Any: ...
+
+    def _report(self, code: str, student_id: str, status: dict[str, Any]) -> None:
         k = self._keys(code)
         self._vote_script("report", [k[0], k[3], f"{k[0]}:status"], [student_id, json.dumps(status),
                                                                     status["mode"]], code, _ROSTER_LUA)
 
-    def _number(self, code, student_id):
+    def _number(self, code: str, student_id: str) -> int | None:
         with self._errors():
             n = self._r.hget(self._keys(code)[0], f"x:sender:{student_id}")
         return int(n) if n is not None and str(n).isdigit() else None
 
-    def _roster(self, code):
+    def _roster(self, code: str) -> list[dict[str, Any]]:
         k = self._keys(code)
         poll = self._poll_keys(code)
         rows = self._vote_script("roster", [k[0], k[3], f"{k[0]}:status", f"{k[0]}:here", poll[0], poll[1], poll[2]],
@@ -73,13 +88,13 @@ class RedisRoster:
                         "present": present == 1, "voted": (v1 == 1, v2 == 1)})
         return out
 
-    def _set_device(self, key, record, seconds):
+    def _set_device(self, key: str, record: str | None, seconds: float) -> None:
         with self._errors():
             if record is None:
                 self._r.delete(f"{self._p}:device:{key}")
             else:
                 self._r.set(f"{self._p}:device:{key}", record, px=max(1, int(seconds * 1000)))
 
-    def _device(self, key):
+    def _device(self, key: str) -> str | None:
         with self._errors():
-            return self._r.get(f"{self._p}:device:{key}")
+            return cast(str | None, self._r.get(f"{self._p}:device:{key}"))  # str: decode_responses

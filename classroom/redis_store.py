@@ -6,6 +6,8 @@ import contextlib
 import json
 import logging
 import threading
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, cast
 
 from classroom import plans as _plans
 from classroom.errors import (
@@ -28,6 +30,9 @@ from classroom.redis_roster import RedisRoster
 from classroom.redis_votes import RedisVotes
 from classroom.rules import MAX_OPTIONS, check_question, check_state
 from classroom.store import ClassSnapshot, ClassStore, Counters, _snapshot_of, too_many_classes, too_many_students
+
+if TYPE_CHECKING:
+    from redis import Redis
 
 _log = logging.getLogger("glass.classroom")
 UNREADABLE = "The class's record on the server could not be read (see the server's log)."
@@ -55,13 +60,15 @@ class RedisClassStore(RedisVotes, RedisRoster, ClassStore):
     _LUA_PRELUDES = {"TEACHER": _TEACHER, "ANNOUNCE": _ANNOUNCE}  # for the peer-instruction scripts (redis_votes.py)
     _LUA_ERRORS = _ERRORS
 
-    def __init__(self, url: str | None = None, prefix: str = "glass:class", client=None, **kw):
+    def __init__(self, url: str | None = None, prefix: str = "glass:class", client: Redis | None = None,
+                 **kw: Any) -> None:
         super().__init__(**kw)
         if client is None:
             import redis  # only needed with this back-end
 
-            client = redis.Redis.from_url(url, decode_responses=True, socket_timeout=5, socket_connect_timeout=5,
-                                          health_check_interval=30)
+            # (url None as well: redis-py's own error, as before)
+            client = redis.Redis.from_url(cast(str, url), decode_responses=True, socket_timeout=5,
+                                          socket_connect_timeout=5, health_check_interval=30)
         self._r = client
         self._p = prefix
         self.channel = f"{prefix}:events"  # every class's events (`watch`)
@@ -78,7 +85,7 @@ class RedisClassStore(RedisVotes, RedisRoster, ClassStore):
         return [k, f"{k}:answers", f"{k}:counts", f"{k}:students", f"{k}:joined"]
 
     @contextlib.contextmanager
-    def _errors(self):
+    def _errors(self) -> Iterator[None]:
         """Redis away, full, or holding a record this code did not write: a message, never a traceback."""
         import redis
 
@@ -93,10 +100,10 @@ class RedisClassStore(RedisVotes, RedisRoster, ClassStore):
             _log.warning("class store: a record could not be read (%s: %s)", type(e).__name__, e)
             raise StoreUnavailable(UNREADABLE) from e
 
-    def _run(self, name: str, keys: list[str], *args):
+    def _run(self, name: str, keys: list[str], *args: Any) -> Any:
         return self._script(name, keys, list(args), keys[0][len(self._p) + 1:])
 
-    def _script(self, name: str, keys: list[str], args: list, code: str):
+    def _script(self, name: str, keys: list[str], args: list[Any], code: str) -> Any:
         """Run one of the scripts (the events channel and the class's code go last: `_ANNOUNCE`)."""
         try:
             with self._errors():
@@ -119,7 +126,8 @@ class RedisClassStore(RedisVotes, RedisRoster, ClassStore):
         self._r.close()
 
     # -- events ----------------------------------------------------------------------------------------
-    def watch(self, on_event, on_status=None):
+    def watch(self, on_event: Callable[[str, Counters], None],
+              on_status: Callable[[bool], None] | None = None) -> Callable[[], None]:
         stop = super().watch(on_event, on_status)
         with self._watch_lock:
             if self._listener is None:
@@ -136,7 +144,7 @@ class RedisClassStore(RedisVotes, RedisRoster, ClassStore):
 
         up, pause = None, 0.2
         while not self._closed.is_set():
-            pubsub = self._r.pubsub()
+            pubsub = self._r.pubsub()  # type: ignore[no-untyped-call]  # (redis-py leaves pubsub() unannotated)
             try:
                 pubsub.subscribe(self.channel)
                 confirmed = pubsub.get_message(timeout=5.0)  # Redis confirms: events from here on reach us
@@ -179,24 +187,25 @@ class RedisClassStore(RedisVotes, RedisRoster, ClassStore):
         self.reads.changed(code)  # before anyone hears it
         self._announce(code, counters)
 
-    def _mark_connected(self, code, where, students, seconds):
+    def _mark_connected(self, code: str, where: str, students: list[str], seconds: float) -> None:
         k = self._keys(code)
         self._script("mark_connected", [f"{k[0]}:pages", f"{k[0]}:here", k[3], k[0]],
                      [where.replace("|", "_"), seconds, self.presence_seconds, *students], code)
 
-    def _connected(self, code):
+    def _connected(self, code: str) -> set[str]:
         with self._errors():
             members = self._scripts["connected"](keys=[f"{self._p}:{code}:pages"], args=[])
         return {m.split("|", 1)[1] for m in members if "|" in m}
 
-    def _counters(self, code):
+    def _counters(self, code: str) -> Counters | None:
         with self._errors():
             secret, ended, seq, q, tally = self._r.hmget(self._keys(code)[0], "secret", "ended", "seq", "q", "tally")
         if secret is None and ended != "1":
             return None
         return Counters(int(seq or 0), int(q or 0), int(tally or 0), ended == "1")
 
-    def _create(self, code, shash, state, ckey, okey):
+    def _create(self, code: str, shash: str, state: dict[str, Any], ckey: str, okey: str | None
+                ) -> tuple[bool, str | None]:
         keys = [self._keys(code)[0], f"{self._p}:client:{ckey}", f"{self._p}:starts:{ckey}", f"{self._p}:live",
                 f"{self._p}:owner:{okey or '-'}"]
         status, wait_ms, *ended = self._script("create", keys, [
@@ -210,32 +219,32 @@ class RedisClassStore(RedisVotes, RedisRoster, ClassStore):
             raise ClassStoreError("Too many classes on this server: try again later.")
         return status == 1, (ended[0] or None) if ended else None
 
-    def _secret_hash(self, code):
+    def _secret_hash(self, code: str) -> str:
         with self._errors():
-            secret, ended = self._r.hmget(self._keys(code)[0], "secret", "ended")
+            secret, ended = cast(list[str | None], self._r.hmget(self._keys(code)[0], "secret", "ended"))  # (decoded)
         if ended == "1":
             raise ClassEnded("This class has ended.")
         if secret is None:
             raise NotFound("No class with this code.")
         return secret
 
-    def _set_state(self, code, shash, state):
+    def _set_state(self, code: str, shash: str, state: dict[str, Any]) -> int:
         return int(self._run("set_state", self._keys(code), shash, self._ttl_ms, json.dumps(state)))
 
-    def _ask(self, code, shash, q):
+    def _ask(self, code: str, shash: str, q: dict[str, Any]) -> int:
         return int(self._run("ask", self._keys(code), shash, self._ttl_ms, json.dumps(q)))
 
-    def _reveal(self, code, shash):
+    def _reveal(self, code: str, shash: str) -> None:
         self._run("reveal", self._keys(code), shash, self._ttl_ms)
 
-    def _end(self, code, shash):
+    def _end(self, code: str, shash: str) -> None:
         self._run("end", self._keys(code), shash, self._ttl_ms, max(1, int(self.tombstone_seconds * 1000)), self._p,
                   code)
 
-    def _touch(self, code, shash):
+    def _touch(self, code: str, shash: str) -> None:
         self._run("touch", self._keys(code), shash, self._ttl_ms)
 
-    def _join(self, code, ckey, student_id, trusted):
+    def _join(self, code: str | None, ckey: str, student_id: str, trusted: bool) -> None:
         keys = self._keys(code or "-")
         status, wait_ms = self._run("join", [keys[0], keys[3], f"{self._p}:joinfail:{ckey}", keys[4],
                                              f"{keys[0]}:here"], student_id,
@@ -247,11 +256,11 @@ class RedisClassStore(RedisVotes, RedisRoster, ClassStore):
         if status == -13:
             raise ClassFull(too_many_students(self.students_per_client))
 
-    def _answer(self, code, student_id, question_id, option):
+    def _answer(self, code: str, student_id: str, question_id: int, option: int) -> None:
         self._run("answer", self._keys(code), student_id, str(question_id), str(option))
 
-    def _snapshot(self, code, teacher, student_id):
-        def read(student):
+    def _snapshot(self, code: str, teacher: bool, student_id: str | None) -> ClassSnapshot | None:
+        def read(student: str) -> tuple[Any, ...]:
             with self._errors():
                 reply = self._scripts["snapshot"](keys=[*self._keys(code), f"{self._p}:{code}:here"], args=[student])
             return tuple(tuple(x) if isinstance(x, list) else x for x in reply)
@@ -260,8 +269,8 @@ class RedisClassStore(RedisVotes, RedisRoster, ClassStore):
         if student_id and len(fields) > 5 and fields[5]:  # a question is open: the student's own answer too
             fields, flat_counts, n_students, my = read(student_id)
         fields = [x if x is not False else None for x in (list(fields) + [None] * 10)[:10]]
-        secret, ended, version, state, qid, question, revealed, *counters = fields
-        counters = Counters(*(int(x or 0) for x in counters), ended == "1")
+        secret, ended, version, state, qid, question, revealed, *figures = fields
+        counters = Counters(int(figures[0] or 0), int(figures[1] or 0), int(figures[2] or 0), ended == "1")
         count_map = dict(zip(flat_counts[::2], flat_counts[1::2], strict=True))
         if ended == "1":
             return ClassSnapshot(code=code, ended=True, seq=counters.seq, q=counters.q, tally=counters.tally)
@@ -281,12 +290,12 @@ class RedisClassStore(RedisVotes, RedisRoster, ClassStore):
 
 
     # -- lesson plans, pacing and snapshots ------------------------------------------------------------------
-    def _set_plan(self, code, shash, plan):
+    def _set_plan(self, code: str, shash: str, plan: dict[str, Any]) -> int:
         return int(self._run("set_plan", self._keys(code), shash, self._ttl_ms, json.dumps(plan),
                              json.dumps(_plans.DEFAULT_PACE)))
 
-    def _extra(self, code, name):
-        def read():
+    def _extra(self, code: str, name: str) -> Any:
+        def read() -> tuple[Any, ...]:
             with self._errors():
                 return tuple(self._r.hmget(self._keys(code)[0], "secret", "ended", f"x:{name}"))
 
@@ -301,17 +310,17 @@ class RedisClassStore(RedisVotes, RedisRoster, ClassStore):
         with self._errors():
             return json.loads(raw)
 
-    def _set_extra(self, code, shash, name, value):
+    def _set_extra(self, code: str, shash: str, name: str, value: dict[str, Any]) -> None:
         self._run("set_extra", self._keys(code), shash, self._ttl_ms, name, json.dumps(value))
 
-    def _set_model(self, code, shash, weights, meta, budget):
+    def _set_model(self, code: str, shash: str, weights: str, meta: str, budget: int) -> int:
         version = int(self._run("set_model", [*self._keys(code), f"{self._p}:models"], shash, self._ttl_ms, weights,
                                 meta, budget, self._p))
         if version == -15:
             raise ClassStoreError(_plans.too_many_models(budget // 2**20))
         return version
 
-    def _send_shot(self, code, student_id, ckey, shot, per_client):
+    def _send_shot(self, code: str, student_id: str, ckey: str, shot: dict[str, Any], per_client: int) -> int:
         k = self._keys(code)
         n, wait_ms = self._run("send_shot", [k[0], k[3], f"{k[0]}:shots:{student_id}", f"{k[0]}:shots:{ckey}"],
                                student_id, json.dumps(shot), _plans.SHOTS_PER_STUDENT, per_client, _plans.SHOTS_KEPT)
@@ -319,7 +328,7 @@ class RedisClassStore(RedisVotes, RedisRoster, ClassStore):
             raise RateLimited(max(int(wait_ms), 0) / 1000)
         return int(n)
 
-    def _shots(self, code):
+    def _shots(self, code: str) -> list[dict[str, Any]]:
         with self._errors():
             raw = self._scripts["shots"](keys=[self._keys(code)[0]], args=[_plans.SHOTS_KEPT])
         out = []
@@ -329,7 +338,7 @@ class RedisClassStore(RedisVotes, RedisRoster, ClassStore):
                 out.append({"n": d["n"], "student": d["student"], **d["shot"]})
         return out
 
-    def _post_run(self, code, student_id, run):
+    def _post_run(self, code: str, student_id: str, run: dict[str, Any]) -> int:
         k = self._keys(code)
         n, wait_ms = self._run("post_run", [k[0], k[3], f"{k[0]}:runs:{student_id}"], student_id, json.dumps(run),
                                _plans.RUNS_PER_STUDENT)
@@ -337,7 +346,7 @@ class RedisClassStore(RedisVotes, RedisRoster, ClassStore):
             raise RateLimited(max(int(wait_ms), 0) / 1000)
         return int(n)
 
-    def _board(self, code):
+    def _board(self, code: str) -> list[dict[str, Any]]:
         with self._errors():
             raw = self._scripts["board"](keys=[self._keys(code)[0]], args=[])
         out = []

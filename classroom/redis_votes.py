@@ -10,11 +10,17 @@ Lua script that checks, changes, bumps the class's counters and publishes them (
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from classroom.errors import QuestionClosed, RateLimited
 from classroom.rules import check_question, check_text
 from classroom.votes import MAX_RESULTS, VOTE_WINDOW_SECONDS, check_extras, check_grid
+
+if TYPE_CHECKING:
+    from redis import Redis
 
 _MORE_ERRORS = {-20: (QuestionClosed, "The vote is closed."), -22: (QuestionClosed, "There is no vote open."),
                 -23: (QuestionClosed, "The answer is revealed already."),
@@ -133,9 +139,24 @@ return 0""",
 class RedisVotes:
     """`PeerVotes` on the Redis store (its client, prefix and script runner)."""
 
-    def _vote_script(self, name: str, keys: list[str], args: list, code: str, table: dict | None = None):
+    if TYPE_CHECKING:  # what this part (and `RedisRoster`) uses of the Redis store (classroom/redis_store.py)
+        _r: Redis  # (decode_responses: replies are strings)
+        _p: str
+        channel: str
+        _LUA_PRELUDES: dict[str, str]
+        _LUA_ERRORS: Mapping[int, tuple[type[Exception], str]]
+        votes_per_student: int
+        votes_per_client: int
+
+        @property
+        def _ttl_ms(self) -> int: ...
+        def _keys(self, code: str) -> list[str]: ...
+        def _errors(self) -> contextlib.AbstractContextManager[None]: ...
+
+    def _vote_script(self, name: str, keys: list[str], args: list[Any], code: str,
+                     table: dict[str, str] | None = None) -> Any:
         """Run script `name` of `table` (this module's by default; classroom/redis_roster.py passes its own)."""
-        scripts = self.__dict__.setdefault("_votes_scripts", {})
+        scripts: dict[str, Any] = self.__dict__.setdefault("_votes_scripts", {})
         if name not in scripts:  # the class store's own preludes (checks, announce) go first
             src = (table or _VOTES_LUA)[name]
             for prelude, lua in self._LUA_PRELUDES.items():
@@ -157,23 +178,25 @@ class RedisVotes:
         k = f"{self._p}:{code}:poll"
         return [k, f"{k}:v1", f"{k}:v2", f"{k}:c1", f"{k}:c2"]
 
-    def _poll_open(self, code, shash, qid, record):
+    def _poll_open(self, code: str, shash: str, qid: int, record: dict[str, Any]) -> None:
         poll, v1, v2, c1, c2 = self._poll_keys(code)
         self._vote_script("poll_open", [self._keys(code)[0], poll, v1, v2, c1, c2, f"{self._p}:{code}:results"],
                           [shash, self._ttl_ms, str(qid), json.dumps(record), MAX_RESULTS], code)
 
-    def _vote(self, code, student_id, question_id, choice, ckey):
+    def _vote(self, code: str, student_id: str, question_id: int, choice: int, ckey: str) -> None:
         poll, v1, v2, c1, c2 = self._poll_keys(code)
         self._vote_script("vote", [self._keys(code)[0], self._keys(code)[3], poll, v1, c1, v2, c2],
                           [student_id, str(question_id), str(choice), self.votes_per_student, self.votes_per_client,
                            VOTE_WINDOW_SECONDS, ckey, self._p], code)
 
-    def _poll_move(self, code, shash, move):
+    def _poll_move(self, code: str, shash: str, move: str) -> None:
         self._vote_script("poll_move", [self._keys(code)[0], *self._poll_keys(code)], [shash, self._ttl_ms, move],
                           code)
 
-    def _poll_read(self, code, student_id):
+    def _poll_read(self, code: str, student_id: str | None) -> dict[str, Any] | None:
         poll, v1, v2, c1, c2 = self._poll_keys(code)
+        h: list[Any]  # the class's fields, then the poll's (strings, or None where missing)
+        p: list[Any]
         h, p, flat1, flat2, n1, n2, m1, m2 = self._vote_script(
             "poll_read", [self._keys(code)[0], poll, v1, v2, c1, c2], [student_id or ""], code)
         h, p = ([x if x is not False else None for x in (list(v) + [None] * 6)[:6]] for v in (h, p))
@@ -192,9 +215,9 @@ class RedisVotes:
                     "counts": [dict(zip(f[::2], f[1::2], strict=True)) for f in (flat1, flat2)],
                     "voted": [int(n1), int(n2)], "mine": [int(m) if m is not None else None for m in (m1, m2)]}
 
-    def _poll_results(self, code):
+    def _poll_results(self, code: str) -> list[dict[str, Any]]:
         with self._errors():
-            rows = [json.loads(x) for x in self._r.lrange(f"{self._p}:{code}:results", 0, -1)]
+            rows: list[dict[str, Any]] = [json.loads(x) for x in self._r.lrange(f"{self._p}:{code}:results", 0, -1)]
             for r in rows:  # checked as they are read, like every record
                 check_question(r["text"], r["options"], r["answer"])
                 check_grid(r["grid"])
@@ -203,11 +226,11 @@ class RedisVotes:
                     r["second"] = {int(k): int(v) for k, v in r["second"].items()}
         return rows
 
-    def _close_question(self, code, shash):
+    def _close_question(self, code: str, shash: str) -> None:
         k = self._keys(code)
         self._vote_script("close_question", [k[0], *self._poll_keys(code), f"{self._p}:{code}:results", k[1], k[2]],
                           [shash, self._ttl_ms, MAX_RESULTS], code)
 
-    def _end_votes(self, code):
+    def _end_votes(self, code: str) -> None:
         with self._errors():
             self._r.delete(*self._poll_keys(code), f"{self._p}:{code}:results")

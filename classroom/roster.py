@@ -27,9 +27,16 @@ import hashlib
 import hmac
 import json
 import re
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from classroom.errors import InvalidInput, NotFound
 from classroom.rules import check_id, check_text, normalize_code
+
+if TYPE_CHECKING:
+    from classroom.memory import _Class
+    from classroom.store import Counters
 
 MODES = ("following", "free", "chose", "left")  # follows; explores as the teacher lets everyone; explores by its own
 # button; left follow mode by changing something (a sentence, a step, a page) without the button
@@ -40,7 +47,7 @@ DEVICE_SECONDS = 12 * 3600  # how long a teacher's browser is remembered (a clas
 _PAGE = re.compile(r"[a-z0-9_]{1,40}", re.ASCII)
 
 
-def check_status(status) -> dict:
+def check_status(status: object) -> dict[str, Any]:
     """What a student's session may report: {"mode", "page", "step", "stop", "changed"} (every key optional but
     the mode); anything else, or any value out of shape, is refused."""
     if not isinstance(status, dict) or "mode" not in status or set(status) - {"mode", "page", "step", "stop",
@@ -96,7 +103,7 @@ def unwrap(wrapped: str, browser: str, code: str) -> str | None:
         return None
 
 
-def check_device(record) -> dict | None:
+def check_device(record: object) -> dict[str, Any] | None:
     """A device record as read back from the store (None: not one of ours)."""
     if not isinstance(record, dict) or normalize_code(record.get("code")) is None:
         return None
@@ -110,7 +117,7 @@ def check_device(record) -> dict | None:
 class RosterOps:
     """The public operations (mixed into `ClassStore`; a back-end implements the underscored ones)."""
 
-    def report(self, code: str, student_id: str, status: dict) -> None:
+    def report(self, code: str, student_id: str, status: dict[str, Any]) -> None:
         """A student's status (`check_status`), kept until the next; a change of its mode moves the class's tally."""
         code = self._code(code)
         self._report(code, check_id(student_id), check_status(status))
@@ -119,7 +126,7 @@ class RosterOps:
         """The student's number in the class (None: not a member)."""
         return self._number(self._code(code), check_id(student_id))
 
-    def roster(self, code: str, secret: str) -> list[dict]:
+    def roster(self, code: str, secret: str) -> list[dict[str, Any]]:
         """For the teacher: [{"number", "present", "status" (or None), "voted": (round 1, round 2)}] by number."""
         code = self._code(code)
         self._teacher(code, secret)
@@ -158,14 +165,22 @@ class RosterOps:
     def forget_device(self, browser: str) -> None:
         self._set_device(device_key(browser), None, 0)
 
+    # the store's part (classroom/store.py: `ClassStore`)
+    @staticmethod
+    def _code(code: object) -> str:
+        raise NotImplementedError
+
+    def _teacher(self, code: str, secret: object) -> str:
+        raise NotImplementedError
+
     # the back-end's part
-    def _report(self, code: str, student_id: str, status: dict) -> None:
+    def _report(self, code: str, student_id: str, status: dict[str, Any]) -> None:
         raise NotImplementedError
 
     def _number(self, code: str, student_id: str) -> int | None:
         raise NotImplementedError
 
-    def _roster(self, code: str) -> list[dict]:
+    def _roster(self, code: str) -> list[dict[str, Any]]:
         raise NotImplementedError
 
     def _set_device(self, key: str, record: str | None, seconds: float) -> None:
@@ -178,7 +193,15 @@ class RosterOps:
 class MemoryRoster:
     """`RosterOps` on the memory store (its lock, classes, polls and clock)."""
 
-    def _report(self, code, student_id, status):
+    if TYPE_CHECKING:  # what this part uses of the memory store (classroom/memory.py, classroom/votes.py's MemoryVotes)
+        _lock: threading.Lock
+        _clock: Callable[[], float]
+
+        def _get(self, code: str, shash: str | None = None) -> _Class: ...
+        def _announce(self, code: str, counters: Counters) -> None: ...
+        def _polls(self) -> dict[str, dict[Any, Any]]: ...
+
+    def _report(self, code: str, student_id: str, status: dict[str, Any]) -> None:
         with self._lock:
             c = self._get(code)
             if student_id not in c.students:
@@ -190,11 +213,11 @@ class MemoryRoster:
             event = c.bump(seq=False, tally=True)
         self._announce(code, event)
 
-    def _number(self, code, student_id):
+    def _number(self, code: str, student_id: str) -> int | None:
         with self._lock:
             return self._get(code).numbers.get(student_id)
 
-    def _roster(self, code):
+    def _roster(self, code: str) -> list[dict[str, Any]]:
         with self._lock:
             now = self._clock()
             c = self._get(code)
@@ -204,7 +227,7 @@ class MemoryRoster:
             return [{"number": c.numbers.get(x, 0), "present": x in c.here, "status": c.status.get(x),
                      "voted": (x in votes[0], x in votes[1])} for x in c.students]
 
-    def _set_device(self, key, record, seconds):
+    def _set_device(self, key: str, record: str | None, seconds: float) -> None:
         with self._lock:
             devices = self.__dict__.setdefault("_devices", {})
             now = self._clock()
@@ -215,7 +238,7 @@ class MemoryRoster:
             else:
                 devices[key] = (record, now + seconds)
 
-    def _device(self, key):
+    def _device(self, key: str) -> str | None:
         with self._lock:
             record, until = self.__dict__.get("_devices", {}).get(key, (None, 0.0))
             return record if until > self._clock() else None

@@ -14,6 +14,7 @@ import os
 import re
 import secrets
 import unicodedata
+from typing import Any
 
 from classroom.errors import InvalidInput
 from serving.identity import client_key as _client_key
@@ -52,7 +53,7 @@ SHAREABLE_MODELS = ("base", "no_mask")  # "mine" lives in one session only: it c
 RETIRED_FIELDS = frozenset({"lesson_sentence"})  # keys older versions stored: dropped when read, never refused
 
 
-def parse_head(text) -> tuple[str, int] | None:
+def parse_head(text: object) -> tuple[str, int] | None:
     """"enc.0.self_attn:2" -> ("enc.0.self_attn", 2); anything malformed -> None (ASCII digits only:
     "²" is a digit to str.isdigit but not to int; the encoder has no cross-attention)."""
     m = _HEAD.fullmatch(text) if isinstance(text, str) else None
@@ -61,7 +62,7 @@ def parse_head(text) -> tuple[str, int] | None:
     return f"{m[1]}.{int(m[2])}.{m[3]}", int(m[4])
 
 
-def check_text(value, max_len: int = MAX_TEXT, what: str = "text", allow_empty: bool = False) -> str:
+def check_text(value: object, max_len: int = MAX_TEXT, what: str = "text", allow_empty: bool = False) -> str:
     if not isinstance(value, str):
         raise InvalidInput(f"{what} must be a string")
     if len(value) > max_len:
@@ -86,19 +87,19 @@ def printable(text: str) -> str:
         return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-def _slug(value, what: str) -> str:
+def _slug(value: object, what: str) -> str:
     if not isinstance(value, str) or not _SLUG.fullmatch(value):
         raise InvalidInput(f"{what} must be 1-64 characters of a-z, 0-9, _ and -")
     return value
 
 
-def _bool(value, what: str) -> bool:
+def _bool(value: object, what: str) -> bool:
     if not isinstance(value, bool):
         raise InvalidInput(f"{what} must be true or false")
     return value
 
 
-def _heads(value, what: str) -> list[str]:
+def _heads(value: object, what: str) -> list[str]:
     if not isinstance(value, list | tuple) or len(value) > MAX_HEADS:
         raise InvalidInput(f"{what} must be a list of at most {MAX_HEADS} heads")
     if not all(parse_head(h) for h in value):
@@ -106,13 +107,13 @@ def _heads(value, what: str) -> list[str]:
     return sorted(set(value))
 
 
-def _model(value, what: str) -> str:
+def _model(value: object, what: str) -> str:
     if value not in SHAREABLE_MODELS:
         raise InvalidInput(f"{what} must be one of {', '.join(SHAREABLE_MODELS)}")
     return value
 
 
-def _step(value, what: str) -> int:
+def _step(value: object, what: str) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= 999:
         raise InvalidInput(f"{what} must be a whole number from 0 to 999")
     return value
@@ -135,7 +136,7 @@ STATE_FIELDS = {
 }
 
 
-def check_state(state) -> dict:
+def check_state(state: object) -> dict[str, Any]:
     if not isinstance(state, dict):
         raise InvalidInput("the state must be a dict")
     state = {k: v for k, v in state.items() if k not in RETIRED_FIELDS}
@@ -148,7 +149,7 @@ def check_state(state) -> dict:
     return clean
 
 
-def check_question(text, options, answer) -> dict:
+def check_question(text: object, options: object, answer: object) -> dict[str, Any]:
     text = check_text(text, MAX_TEXT, "the question")
     if not isinstance(options, list | tuple) or not 2 <= len(options) <= MAX_OPTIONS:
         raise InvalidInput(f"a question has 2 to {MAX_OPTIONS} options")
@@ -160,7 +161,7 @@ def check_question(text, options, answer) -> dict:
     return {"text": text, "options": options, "answer": answer}
 
 
-def normalize_code(code) -> str | None:
+def normalize_code(code: object) -> str | None:
     """"abc 2de-f" -> "ABC2DEF"; None when it cannot be a code."""
     if not isinstance(code, str) or len(code) > 32:
         return None
@@ -170,7 +171,7 @@ def normalize_code(code) -> str | None:
     return code
 
 
-def check_id(value, what: str = "the student id") -> str:
+def check_id(value: object, what: str = "the student id") -> str:
     if not isinstance(value, str) or not _ID.fullmatch(value):
         raise InvalidInput(f"{what} must be 8-64 characters of A-Z, a-z, 0-9, _ and -")
     return value
@@ -197,7 +198,7 @@ def link_token(shash: str) -> str:
     return hashlib.sha256(f"join-link|{shash}".encode()).hexdigest()[:20]
 
 
-def client_key(client_id) -> str:
+def client_key(client_id: object) -> str:
     """Rate limits are kept per client under a hash (`serving.identity.client_key`): addresses are not
     stored, keys stay bounded."""
     try:

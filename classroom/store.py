@@ -49,8 +49,9 @@ import logging
 import secrets
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from classroom import plans as _plans
 from classroom.errors import ClassEnded, ClassStoreError, Forbidden, InvalidInput, NotFound
@@ -95,7 +96,7 @@ class Counters:
     tally: int
     ended: bool = False
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {"seq": self.seq, "q": self.q, "tally": self.tally, "ended": self.ended}
 
 
@@ -111,7 +112,7 @@ class ClassSnapshot:
     """What a poll sees. `answer` (the model's) is None until revealed, except for the teacher.
     `version` counts the teacher's `set_state` calls (start 1); `question.id` counts questions."""
     code: str
-    state: dict = field(default_factory=dict)
+    state: dict[str, Any] = field(default_factory=dict)
     version: int = 0
     question: Question | None = None
     counts: tuple[int, ...] = ()
@@ -144,7 +145,7 @@ class ClassStore(PeerVotes, RosterOps, ABC):
         self.max_failed_joins = max_failed_joins
         self.join_window_seconds = join_window_seconds
         self.max_students = max_students
-        self._watchers: list[tuple[Callable, Callable | None]] = []
+        self._watchers: list[tuple[Callable[[str, Counters], None], Callable[[bool], None] | None]] = []
         self._watch_lock = threading.Lock()
         self.max_classes = max_classes or setting("GLASS_MAX_CLASSES", MAX_CLASSES)
         self.classes_per_client = classes_per_client or setting("GLASS_CLASSES_PER_CLIENT", CLASSES_PER_CLIENT)
@@ -157,7 +158,7 @@ class ClassStore(PeerVotes, RosterOps, ABC):
         self.presence_seconds = presence_seconds or max(20, setting("GLASS_PRESENCE_SECONDS", PRESENCE_SECONDS))
 
     # teacher
-    def create(self, state: dict | None = None, client_id: str = "local", owner: str | None = None
+    def create(self, state: dict[str, Any] | None = None, client_id: str = "local", owner: str | None = None
                ) -> tuple[str, str]:
         """A new class with this initial state: (code, teacher secret). Keep the secret in the teacher's
         session only. `client_id` (the address) may run `classes_per_client` classes at once and start
@@ -181,13 +182,13 @@ class ClassStore(PeerVotes, RosterOps, ABC):
         code = self._code(code)
         return link_token(self._teacher(code, secret))
 
-    def set_state(self, code: str, secret: str, state: dict) -> int:
+    def set_state(self, code: str, secret: str, state: dict[str, Any]) -> int:
         """Replace the shared state; returns the new version."""
         state = check_state(state)
         code = self._code(code)
         return self._set_state(code, self._teacher(code, secret), state)
 
-    def ask(self, code: str, secret: str, text: str, options, answer: int) -> int:
+    def ask(self, code: str, secret: str, text: str, options: object, answer: int) -> int:
         """A new question (replaces the current one and its answers); returns its id. `answer` is the
         index of the model's answer, hidden from students until `reveal`."""
         q = check_question(text, options, answer)
@@ -209,7 +210,7 @@ class ClassStore(PeerVotes, RosterOps, ABC):
         code = self._code(code)
         self._touch(code, self._teacher(code, secret))
 
-    def is_teacher(self, code: str, secret) -> bool:
+    def is_teacher(self, code: str, secret: object) -> bool:
         try:
             self._teacher(self._code(code), secret)
             return True
@@ -247,13 +248,14 @@ class ClassStore(PeerVotes, RosterOps, ABC):
             raise InvalidInput("no such option")
         self._answer(code, student_id, question_id, option)
 
-    def snapshot(self, code: str, *, secret: str | None = None, student_id: str | None = None
+    def snapshot(self, code: str | None, *, secret: str | None = None, student_id: str | None = None
                  ) -> ClassSnapshot | None:
         """The class as it is now, or None if there is no such class. With the teacher's secret
         (`Forbidden` if wrong) it includes the model's answer before the reveal."""
-        code = normalize_code(code)
-        if code is None:
+        norm = normalize_code(code)
+        if norm is None:
             return None
+        code = norm
         teacher = secret is not None
         if teacher:
             try:
@@ -269,8 +271,8 @@ class ClassStore(PeerVotes, RosterOps, ABC):
     def counters(self, code: str) -> Counters | None:
         """The class's counters (one small read), or None when there is no such class. Every change bumps
         them in the same atomic step that makes it and then announces them to `watch`ers."""
-        code = normalize_code(code)
-        return None if code is None else self._counters(code)
+        norm = normalize_code(code)
+        return None if norm is None else self._counters(norm)
 
     def watch(self, on_event: Callable[[str, Counters], None],
               on_status: Callable[[bool], None] | None = None) -> Callable[[], None]:
@@ -309,32 +311,32 @@ class ClassStore(PeerVotes, RosterOps, ABC):
                     _log.exception("class store: a status watcher failed")
 
     # who has a page of the class open (the event hubs of every app process tell, classroom/hub.py)
-    def mark_connected(self, code: str, where: str, students, seconds: float) -> None:
+    def mark_connected(self, code: str, where: str, students: Iterable[str], seconds: float) -> None:
         """App process `where` has pages of class `code` open for `students` (ids) now: kept `seconds`, unless
         `where` says so again; a student it no longer names is dropped at once. The students named are present
         (counted) for `presence_seconds` more; when some student's presence ran out, the class's `tally` moves
         (the teacher's count is redrawn)."""
-        code = normalize_code(code)
-        if code is not None:
-            self._mark_connected(code, str(where)[:64], sorted({check_id(x) for x in students}), seconds)
+        norm = normalize_code(code)
+        if norm is not None:
+            self._mark_connected(norm, str(where)[:64], sorted({check_id(x) for x in students}), seconds)
 
     def connected(self, code: str) -> set[str]:
         """The students with a page of class `code` open on any app process (as their hubs last said)."""
-        code = normalize_code(code)
-        return set() if code is None else self._connected(code)
+        norm = normalize_code(code)
+        return set() if norm is None else self._connected(norm)
 
     def close(self) -> None:  # noqa: B027 - optional
         pass
 
     # helpers
     @staticmethod
-    def _code(code) -> str:
+    def _code(code: object) -> str:
         norm = normalize_code(code)
         if norm is None:
             raise NotFound("No class with this code.")
         return norm
 
-    def _teacher(self, code: str, secret) -> str:
+    def _teacher(self, code: str, secret: object) -> str:
         """The stored secret hash after checking `secret` against it (NotFound, ClassEnded, Forbidden)."""
         stored = self._secret_hash(code)
         if not isinstance(secret, str) or not secret or len(secret) > 256:
@@ -345,17 +347,17 @@ class ClassStore(PeerVotes, RosterOps, ABC):
 
     # back-end
     @abstractmethod
-    def _create(self, code: str, shash: str, state: dict, ckey: str, okey: str | None
+    def _create(self, code: str, shash: str, state: dict[str, Any], ckey: str, okey: str | None
                 ) -> tuple[bool, str | None]: ...  # (created, the owner's previous class if this ended it)
 
     @abstractmethod
     def _secret_hash(self, code: str) -> str: ...
 
     @abstractmethod
-    def _set_state(self, code: str, shash: str, state: dict) -> int: ...
+    def _set_state(self, code: str, shash: str, state: dict[str, Any]) -> int: ...
 
     @abstractmethod
-    def _ask(self, code: str, shash: str, q: dict) -> int: ...
+    def _ask(self, code: str, shash: str, q: dict[str, Any]) -> int: ...
 
     @abstractmethod
     def _reveal(self, code: str, shash: str) -> None: ...
@@ -388,20 +390,20 @@ class ClassStore(PeerVotes, RosterOps, ABC):
     # A class keeps one plan, its pace (mode, paused, stop, reveal, the plan's version) and a gallery of its
     # students' snapshots, all deleted with the class. A plan or pace change bumps `seq` and `q` (a pause reaches
     # students who explore on their own too); a snapshot bumps `tally` (the teacher's counts and gallery).
-    def set_plan(self, code: str, secret: str, plan: dict) -> int:
+    def set_plan(self, code: str, secret: str, plan: dict[str, Any]) -> int:
         """Give the class this plan (`plans.check_plan`'s dict); returns its version (the pace's `plan`), and puts
         the class on the plan's first stop."""
         plan = _plans.check_plan(plan, None).as_dict()
         code = self._code(code)
         return self._set_plan(code, self._teacher(code, secret), plan)
 
-    def plan(self, code: str) -> dict | None:
+    def plan(self, code: str) -> dict[str, Any] | None:
         """The class's plan (checked again as it is read), or None."""
         code = self._code(code)
         raw = self._extra(code, "plan")
         return None if raw is None else _plans.check_plan(raw, None).as_dict()
 
-    def set_pace(self, code: str, secret: str, **changes) -> dict:
+    def set_pace(self, code: str, secret: str, **changes: Any) -> dict[str, Any]:
         """Change the class's pace (mode, paused, stop, reveal: `plans.check_pace`); returns the new pace."""
         code = self._code(code)
         shash = self._teacher(code, secret)
@@ -411,12 +413,12 @@ class ClassStore(PeerVotes, RosterOps, ABC):
         self._set_extra(code, shash, "pace", pace)
         return pace
 
-    def pace(self, code: str) -> dict:
+    def pace(self, code: str) -> dict[str, Any]:
         """The class's pace (`plans.DEFAULT_PACE` until the teacher sets one)."""
         raw = self._extra(self._code(code), "pace")
         return dict(_plans.DEFAULT_PACE) if raw is None else _plans.check_pace(raw)
 
-    def send_shot(self, code: str, student_id: str, client_id: str, state: dict, note: str = "") -> int:
+    def send_shot(self, code: str, student_id: str, client_id: str, state: dict[str, Any], note: str = "") -> int:
         """A student's snapshot of their state with a one-line note, for the teacher's gallery; returns its number.
         At most `plans.SHOTS_PER_STUDENT` a minute per student and `shots_per_client` per client (`RateLimited`);
         the gallery keeps the newest `plans.SHOTS_KEPT`."""
@@ -425,7 +427,7 @@ class ClassStore(PeerVotes, RosterOps, ABC):
         return self._send_shot(code, check_id(student_id), client_key(client_id), shot,
                                setting("GLASS_SHOTS_PER_ADDRESS", _plans.SHOTS_PER_CLIENT))
 
-    def shots(self, code: str, secret: str) -> list[dict]:
+    def shots(self, code: str, secret: str) -> list[dict[str, Any]]:
         """The class's gallery, oldest first: [{"n", "state", "note", "student"}] ("student": the n-th student
         who sent one, never their id): for the teacher only."""
         code = self._code(code)
@@ -437,13 +439,13 @@ class ClassStore(PeerVotes, RosterOps, ABC):
                             "note": _plans.check_note(shot["note"])})
         return out
 
-    def post_run(self, code: str, student_id: str, client_id: str, run: dict) -> int:
+    def post_run(self, code: str, student_id: str, client_id: str, run: dict[str, Any]) -> int:
         """A student's training run on the class board (`plans.check_run`; it replaces their last); returns the
         student's number on the board. At most `plans.RUNS_PER_STUDENT` posts a minute (`RateLimited`)."""
         code = self._code(code)
         return self._post_run(code, check_id(student_id), _plans.check_run(run))
 
-    def board(self, code: str) -> list[dict]:
+    def board(self, code: str) -> list[dict[str, Any]]:
         """The class board: one run per student who posted one, by their number: [{"student", **run}]."""
         code = self._code(code)
         self._extra(code, "pace")  # NotFound, ClassEnded: as every other read of a class
@@ -453,7 +455,7 @@ class ClassStore(PeerVotes, RosterOps, ABC):
                 out.append({"student": int(item["student"]), **_plans.check_run(item["run"])})
         return sorted(out, key=lambda r: r["student"])
 
-    def set_class_run(self, code: str, secret: str, run: dict) -> dict:
+    def set_class_run(self, code: str, secret: str, run: dict[str, Any]) -> dict[str, Any]:
         """The teacher's training run, as the class follows it live (`plans.check_class_run`): every change moves
         `seq` and `q`, so every student's page hears it. Returns what was stored."""
         run = _plans.check_class_run(run)
@@ -461,7 +463,7 @@ class ClassStore(PeerVotes, RosterOps, ABC):
         self._set_extra(code, self._teacher(code, secret), "run", run)
         return run
 
-    def class_run(self, code: str) -> dict | None:
+    def class_run(self, code: str) -> dict[str, Any] | None:
         """The teacher's shared run, or None."""
         raw = self._extra(self._code(code), "run")
         return None if raw is None else _plans.check_class_run(raw)
@@ -492,7 +494,7 @@ class ClassStore(PeerVotes, RosterOps, ABC):
         except (KeyError, TypeError, ValueError):
             return None
 
-    def _post_run(self, code: str, student_id: str, run: dict) -> int:
+    def _post_run(self, code: str, student_id: str, run: dict[str, Any]) -> int:
         raise NotImplementedError
 
     def _set_model(self, code: str, shash: str, weights: str, meta: str, budget: int) -> int:
@@ -500,22 +502,22 @@ class ClassStore(PeerVotes, RosterOps, ABC):
         model together stays within `budget` bytes (else `ClassStoreError`); the new version."""
         raise NotImplementedError
 
-    def _board(self, code: str) -> list[dict]:
+    def _board(self, code: str) -> list[dict[str, Any]]:
         raise NotImplementedError
 
-    def _set_plan(self, code: str, shash: str, plan: dict) -> int:
+    def _set_plan(self, code: str, shash: str, plan: dict[str, Any]) -> int:
         raise NotImplementedError
 
-    def _extra(self, code: str, name: str):
+    def _extra(self, code: str, name: str) -> Any:  # (the JSON stored, or None)
         raise NotImplementedError
 
-    def _set_extra(self, code: str, shash: str, name: str, value: dict) -> None:
+    def _set_extra(self, code: str, shash: str, name: str, value: dict[str, Any]) -> None:
         raise NotImplementedError
 
-    def _send_shot(self, code: str, student_id: str, ckey: str, shot: dict, per_client: int) -> int:
+    def _send_shot(self, code: str, student_id: str, ckey: str, shot: dict[str, Any], per_client: int) -> int:
         raise NotImplementedError
 
-    def _shots(self, code: str) -> list[dict]:
+    def _shots(self, code: str) -> list[dict[str, Any]]:
         raise NotImplementedError
 
 
@@ -529,15 +531,15 @@ def too_many_students(limit: int) -> str:
             "whole school shares one address, whoever runs the server can raise GLASS_STUDENTS_PER_ADDRESS.")
 
 
-def _snapshot_of(code: str, state: dict, version: int, qid: int, q: dict | None, counts: list[int],
+def _snapshot_of(code: str, state: dict[str, Any], version: int, qid: int, q: dict[str, Any] | None, counts: list[int],
                   revealed: bool, students: int, teacher: bool, my_answer: int | None,
                   counters: Counters | None = None) -> ClassSnapshot:
     question = Question(qid, q["text"], tuple(q["options"])) if q else None
+    moved: dict[str, Any] = {"seq": counters.seq, "q": counters.q, "tally": counters.tally} if counters else {}
     n = len(question.options) if question else 0
     return ClassSnapshot(code=code, state=state, version=version, question=question,
                          counts=tuple((counts + [0] * n)[:n]), revealed=revealed and question is not None,
                          answer=q["answer"] if q and (revealed or teacher) else None,
-                         my_answer=my_answer if question else None, students=students,
-                         **({"seq": counters.seq, "q": counters.q, "tally": counters.tally} if counters else {}))
+                         my_answer=my_answer if question else None, students=students, **moved)
 
 

@@ -30,12 +30,19 @@ from __future__ import annotations
 import csv
 import io
 import json
+import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from classroom.errors import Forbidden, InvalidInput, NotFound, QuestionClosed, RateLimited
 from classroom.rules import MAX_OPTION, check_id, check_question, check_text, client_key, normalize_code, setting
+
+if TYPE_CHECKING:
+    from classroom.memory import _Class
+    from classroom.store import ClassSnapshot, Counters
 
 REVISIT_BELOW, REVEAL_ABOVE = 0.35, 0.70  # the first vote's correct share: the rule `suggest` applies
 VOTE_WINDOW_SECONDS = 10
@@ -63,13 +70,13 @@ class Grid:
     def cell(self, choice: int) -> tuple[int, int]:
         return divmod(choice, len(self.cols))
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {"rows": list(self.rows), "cols": list(self.cols), "answer": self.answer,
                 **({"values": [list(r) for r in self.values]} if self.values is not None else {}),
                 **({"row": self.row} if self.row is not None else {})}
 
 
-def check_grid(grid) -> Grid | None:
+def check_grid(grid: object) -> Grid | None:
     if grid is None:
         return None
     if isinstance(grid, Grid):
@@ -150,7 +157,7 @@ class Poll:
 def share_correct(counts: dict[int, int] | None, correct: int | None) -> float | None:
     """The share of votes on the right choice (None: no votes, or the answer unknown)."""
     total = sum((counts or {}).values())
-    if not total or correct is None:
+    if not total or correct is None or counts is None:  # (no counts: no total)
         return None
     return counts.get(correct, 0) / total
 
@@ -184,16 +191,16 @@ def suggest_after(first: float | None, second: float | None) -> tuple[str, str]:
     return "reveal", f"{pct}, above {REVEAL_ABOVE:.0%}: reveal the answer, confirm it briefly and move on."
 
 
-def choice_label(poll_or_q: dict | Poll, choice: int) -> str:
+def choice_label(poll_or_q: dict[str, Any] | Poll, choice: int) -> str:
     grid = poll_or_q.grid if isinstance(poll_or_q, Poll) else check_grid(poll_or_q.get("grid"))
     options = poll_or_q.options if isinstance(poll_or_q, Poll) else poll_or_q["options"]
     if grid is not None:
         r, c = grid.cell(choice)
         return f"{grid.rows[r]} → {grid.cols[c]}"
-    return options[choice]
+    return str(options[choice])
 
 
-def results_csv(rows: list[dict]) -> str:
+def results_csv(rows: list[dict[str, Any]]) -> str:
     """The class's results (`ClassStore.results`) as CSV: one line per question, no student data. A distribution
     names every option with its count ("option = n", zeros included: the right answer nobody chose shows as 0); a
     click question's, every cell of the asked row and then the clicks elsewhere. Also when it was asked (UTC), the
@@ -221,7 +228,7 @@ def results_csv(rows: list[dict]) -> str:
     return out.getvalue()
 
 
-def distribution(r: dict, grid: Grid | None, counts: dict[int, int]) -> str:
+def distribution(r: dict[str, Any], grid: Grid | None, counts: dict[int, int]) -> str:
     """A round's votes in words: every option (or every cell of the asked row) with its count, zeros included."""
     if grid is None:
         return "; ".join(f"{choice_label(r, i)} = {counts.get(i, 0)}" for i in range(len(r["options"])))
@@ -232,7 +239,7 @@ def distribution(r: dict, grid: Grid | None, counts: dict[int, int]) -> str:
                       *([f"other rows = {elsewhere}"] if elsewhere else [])])
 
 
-def _cell(value):
+def _cell(value: object) -> object:
     """No spreadsheet formula can start a cell (=, +, -, @): a leading quote makes it text."""
     return "'" + value if isinstance(value, str) and value[:1] in ("=", "+", "-", "@") else value
 
@@ -244,13 +251,13 @@ class PeerVotes:
     votes_per_student = property(lambda self: setting("GLASS_VOTES_PER_STUDENT", VOTES_PER_STUDENT))
     votes_per_client = property(lambda self: setting("GLASS_VOTES_PER_ADDRESS", VOTES_PER_CLIENT))
 
-    def ask_peer(self, code: str, secret: str, text: str, options, answer: int, kind: str = "question",
-                 grid=None, detail: str = "", stop: int | None = None) -> int:
+    def ask_peer(self, code: str, secret: str, text: str, options: object, answer: int, kind: str = "question",
+                 grid: object = None, detail: str = "", stop: int | None = None) -> int:
         """Ask a question and open its first vote (`grid`: a click question's rows, columns and model's cell;
         `detail`: the numbers behind the model's answer, shown to students at the reveal; `stop`: the plan's stop it
         is asked at); returns the question's id. The poll before it goes to the class's results."""
         q = check_question(text, options, answer)
-        grid = check_grid(grid)
+        checked = check_grid(grid)
         kind = check_text(kind, 32, "the kind")
         detail = check_text(detail or "", MAX_DETAIL, "the detail", allow_empty=True)
         if stop is not None and (not isinstance(stop, int) or isinstance(stop, bool) or not 0 <= stop < 100):
@@ -258,7 +265,7 @@ class PeerVotes:
         qid = self.ask(code, secret, q["text"], q["options"], q["answer"])
         code = self._code(code)
         snap = self.snapshot(code, secret=secret)
-        record = {**q, "kind": kind, "grid": grid.as_dict() if grid else None, "detail": detail, "stop": stop,
+        record = {**q, "kind": kind, "grid": checked.as_dict() if checked else None, "detail": detail, "stop": stop,
                   "asked": int(time.time()), "students": snap.students if snap is not None else 0}
         self._poll_open(code, self._teacher(code, secret), qid, record)
         return qid
@@ -300,9 +307,10 @@ class PeerVotes:
     def votes(self, code: str, *, secret: str | None = None, student_id: str | None = None) -> Poll | None:
         """The class's current poll (None: none). With the teacher's secret the distributions and the answer;
         for a student their own votes, the distributions only after the reveal."""
-        code = normalize_code(code)
-        if code is None:
+        norm = normalize_code(code)
+        if norm is None:
             return None
+        code = norm
         teacher = secret is not None and self.is_teacher(code, secret)
         if secret is not None and not teacher:
             raise Forbidden("Only the teacher can do this.")
@@ -313,7 +321,7 @@ class PeerVotes:
             return None
         return _poll_of(raw, teacher)
 
-    def results(self, code: str, secret: str) -> list[dict]:
+    def results(self, code: str, secret: str) -> list[dict[str, Any]]:
         """Every question of this class with a poll (at most MAX_RESULTS, oldest first): text, options, the
         model's answer, both rounds' counts. For the teacher only; nothing about a student."""
         code = self._code(code)
@@ -324,20 +332,60 @@ class PeerVotes:
             rows = [*rows, _summary(current)]
         return rows[-MAX_RESULTS:]
 
+    # -- the store's part (classroom/store.py: `ClassStore`) ------------------------------------------------------
+    def ask(self, code: str, secret: str, text: str, options: object, answer: int) -> int:
+        raise NotImplementedError
+
+    def snapshot(self, code: str | None, *, secret: str | None = None, student_id: str | None = None
+                 ) -> ClassSnapshot | None:
+        raise NotImplementedError
+
+    def is_teacher(self, code: str, secret: object) -> bool:
+        raise NotImplementedError
+
+    @staticmethod
+    def _code(code: object) -> str:
+        raise NotImplementedError
+
+    def _teacher(self, code: str, secret: object) -> str:
+        raise NotImplementedError
+
+    # -- the back-end's part (`MemoryVotes` below, classroom/redis_votes.py `RedisVotes`) ---------------------------
+    def _poll_open(self, code: str, shash: str, qid: int, record: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def _vote(self, code: str, student_id: str, question_id: int, choice: int, ckey: str) -> None:
+        raise NotImplementedError
+
+    def _poll_move(self, code: str, shash: str, move: str) -> None:
+        raise NotImplementedError
+
+    def _poll_read(self, code: str, student_id: str | None) -> dict[str, Any] | None:
+        raise NotImplementedError
+
+    def _poll_results(self, code: str) -> list[dict[str, Any]]:
+        raise NotImplementedError
+
+    def _close_question(self, code: str, shash: str) -> None:
+        raise NotImplementedError
+
+    def _end_votes(self, code: str) -> None:
+        raise NotImplementedError
+
 
 RECORD_EXTRAS = ("detail", "stop", "asked", "students")  # what a poll's record may hold beside its question
 
 
-def _summary(raw: dict) -> dict:
+def _summary(raw: dict[str, Any]) -> dict[str, Any]:
     """A poll as one row of the class's results (no student ids)."""
     return {k: raw[k] for k in ("qid", "kind", "text", "options", "answer", "grid")} | {
         k: raw.get(k) for k in RECORD_EXTRAS} | {
         "first": raw["counts"][0], "second": raw["counts"][1] if raw["round"] == 2 else None}
 
 
-def check_extras(record: dict) -> dict:
+def check_extras(record: dict[str, Any]) -> dict[str, Any]:
     """A poll record's extras as read back: bounded, else dropped (an older record has none)."""
-    out = {}
+    out: dict[str, Any] = {}
     detail = record.get("detail")
     out["detail"] = detail if isinstance(detail, str) and len(detail) <= MAX_DETAIL and "<" not in detail else ""
     for key, high in (("stop", 99), ("asked", 2**40), ("students", 10**6)):
@@ -346,7 +394,7 @@ def check_extras(record: dict) -> dict:
     return out
 
 
-def _poll_of(raw: dict, teacher: bool) -> Poll:
+def _poll_of(raw: dict[str, Any], teacher: bool) -> Poll:
     revealed = bool(raw["revealed"])
     shown = teacher or revealed
     first_shown = bool(raw.get("shown"))  # the first vote's distribution, shown to the class before the reveal
@@ -368,23 +416,36 @@ def _poll_of(raw: dict, teacher: bool) -> Poll:
 @dataclass
 class _Poll:
     qid: int
-    record: dict  # text, options, answer, kind, grid
+    record: dict[str, Any]  # text, options, answer, kind, grid
     round: int = 1
     open: bool = True
     discuss: bool = False
     shown: bool = False  # the first vote's distribution shown to the class (without the answer)
-    votes: tuple[dict, dict] = field(default_factory=lambda: ({}, {}))  # student -> choice, per round
+    # student -> choice, per round
+    votes: tuple[dict[str, int], dict[str, int]] = field(default_factory=lambda: ({}, {}))
 
 
 class MemoryVotes:
     """`PeerVotes` on the memory store (its lock, classes and clock)."""
 
-    def _polls(self) -> dict:
+    if TYPE_CHECKING:  # what this part uses of the memory store (classroom/memory.py), declared for the type checker
+        _lock: threading.Lock
+        _classes: dict[str, _Class]
+        _clock: Callable[[], float]
+        _poll_state: dict[str, dict[Any, Any]]
+        votes_per_student: int
+        votes_per_client: int
+
+        def _get(self, code: str, shash: str | None = None) -> _Class: ...
+        def _live(self, code: str, now: float) -> _Class | None: ...
+        def _announce(self, code: str, counters: Counters) -> None: ...
+
+    def _polls(self) -> dict[str, dict[Any, Any]]:
         if not hasattr(self, "_poll_state"):
             self._poll_state = {"polls": {}, "results": {}, "rate": {}}
         return self._poll_state
 
-    def _poll_open(self, code, shash, qid, record):
+    def _poll_open(self, code: str, shash: str, qid: int, record: dict[str, Any]) -> None:
         with self._lock:
             c = self._get(code, shash)
             p = self._polls()
@@ -399,13 +460,13 @@ class MemoryVotes:
             event = c.bump(q=True)
         self._announce(code, event)
 
-    def _current(self, c, code) -> _Poll:
-        poll = self._polls()["polls"].get(code)
+    def _current(self, c: _Class, code: str) -> _Poll:
+        poll: _Poll | None = self._polls()["polls"].get(code)
         if poll is None or poll.qid != c.qid or c.question is None:
             raise QuestionClosed("There is no vote open.")
         return poll
 
-    def _vote(self, code, student_id, question_id, choice, ckey):
+    def _vote(self, code: str, student_id: str, question_id: int, choice: int, ckey: str) -> None:
         with self._lock:
             c = self._get(code)
             if student_id not in c.students:
@@ -433,7 +494,7 @@ class MemoryVotes:
             event = c.bump(seq=False, tally=True)
         self._announce(code, event)
 
-    def _poll_move(self, code, shash, move):
+    def _poll_move(self, code: str, shash: str, move: str) -> None:
         with self._lock:
             c = self._get(code, shash)
             poll = self._current(c, code)
@@ -454,7 +515,7 @@ class MemoryVotes:
             event = c.bump(q=True)
         self._announce(code, event)
 
-    def _raw(self, c, poll: _Poll, student_id) -> dict:
+    def _raw(self, c: _Class, poll: _Poll, student_id: str | None) -> dict[str, Any]:
         counts = []
         for votes in poll.votes:
             tally: dict[int, int] = {}
@@ -467,7 +528,7 @@ class MemoryVotes:
                 "voted": [len(v) for v in poll.votes],
                 "mine": [v.get(student_id) if student_id else None for v in poll.votes]}
 
-    def _poll_read(self, code, student_id):
+    def _poll_read(self, code: str, student_id: str | None) -> dict[str, Any] | None:
         with self._lock:
             c = self._live(code, self._clock())
             poll = self._polls()["polls"].get(code)
@@ -475,11 +536,11 @@ class MemoryVotes:
                 return None
             return self._raw(c, poll, student_id)
 
-    def _poll_results(self, code):
+    def _poll_results(self, code: str) -> list[dict[str, Any]]:
         with self._lock:
             return list(self._polls()["results"].get(code, ()))
 
-    def _close_question(self, code, shash):
+    def _close_question(self, code: str, shash: str) -> None:
         with self._lock:
             c = self._get(code, shash)
             if c.question is None:
@@ -492,7 +553,7 @@ class MemoryVotes:
             event = c.bump(q=True)
         self._announce(code, event)
 
-    def _end_votes(self, code):
+    def _end_votes(self, code: str) -> None:
         with self._lock:
             for table in ("polls", "results"):
                 self._polls()[table].pop(code, None)

@@ -24,9 +24,22 @@ when it is the server).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import resource
+from typing import TYPE_CHECKING, cast
+
+if TYPE_CHECKING:
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    class _Timed(HttpToolsProtocol):
+        """uvicorn's protocol with what `time_out_heads` adds to it."""
+
+        _glass_head_seconds: float
+        _glass_timed: bool
+        _glass_head: asyncio.TimerHandle | None
+        _glass_begun: bool
 
 HEAD_TIMEOUT = 10.0  # seconds a request's head may take: $GLASS_HEAD_TIMEOUT
 _log = logging.getLogger("glass.serving")
@@ -56,9 +69,10 @@ def time_out_heads(seconds: float | None = None) -> bool:
     """Give every request's head `seconds` (default: $GLASS_HEAD_TIMEOUT) in uvicorn's httptools protocol (see the
     module's docstring); False when that protocol is not there (then uvicorn's h11 protocol serves, untimed)."""
     try:
-        from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol as Protocol
+        from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
     except ImportError:  # pragma: no cover - httptools is pinned with Streamlit's "performance" extra
         return False
+    Protocol = cast("type[_Timed]", HttpToolsProtocol)  # (the same class: the attributes it gets here, declared)
     Protocol._glass_head_seconds = head_timeout() if seconds is None else seconds
     if getattr(Protocol, "_glass_timed", False):
         return True
@@ -66,48 +80,50 @@ def time_out_heads(seconds: float | None = None) -> bool:
                                                 Protocol.on_response_complete, Protocol.connection_lost,
                                                 Protocol.data_received)
 
-    def arm(self) -> None:
+    def arm(self: _Timed) -> None:
         disarm(self)
         self._glass_head = self.loop.call_later(self._glass_head_seconds, too_slow, self)
 
-    def disarm(self) -> None:
+    def disarm(self: _Timed) -> None:
         timer = getattr(self, "_glass_head", None)
         if timer is not None:
             timer.cancel()
             self._glass_head = None
 
-    def too_slow(self) -> None:
+    def too_slow(self: _Timed) -> None:
         self._glass_head = None
         if self.transport is not None and not self.transport.is_closing():
             if getattr(self, "_glass_begun", False):  # a head begun and not finished: say why
                 self.transport.write(_REPLY)
             self.transport.close()  # an idle kept-alive connection closes silently (a proxy retries on another)
 
-    def data_received(self, data: bytes) -> None:
+    def data_received(self: _Timed, data: bytes) -> None:
         self._glass_begun = True
         received(self, data)
 
-    def connection_made(self, transport) -> None:
+    def connection_made(self: _Timed, transport: asyncio.Transport) -> None:
         made(self, transport)
         arm(self)
 
-    def on_headers_complete(self) -> None:
+    def on_headers_complete(self: _Timed) -> None:
         disarm(self)
         complete(self)
 
-    def on_response_complete(self) -> None:
+    def on_response_complete(self: _Timed) -> None:
         answered(self)
         self._glass_begun = False
         if self.transport is not None and not self.transport.is_closing():
             arm(self)  # (the next request on this connection: its head has as long)
 
-    def connection_lost(self, exc) -> None:
+    def connection_lost(self: _Timed, exc: Exception | None) -> None:
         disarm(self)
         lost(self, exc)
 
-    Protocol.connection_made, Protocol.on_headers_complete = connection_made, on_headers_complete
-    Protocol.on_response_complete, Protocol.connection_lost = on_response_complete, connection_lost
-    Protocol.data_received = data_received
+    # (setattr: a method of uvicorn's class replaced, which the type checker would refuse as an assignment)
+    for name, method in (("connection_made", connection_made), ("on_headers_complete", on_headers_complete),
+                         ("on_response_complete", on_response_complete), ("connection_lost", connection_lost),
+                         ("data_received", data_received)):
+        setattr(Protocol, name, method)
     Protocol._glass_timed = True
     return True
 

@@ -128,7 +128,7 @@ def client_address(ip: str | None, forwarded_for: str | None = None, proxies: in
     return str(addr)
 
 
-def client_key(client: str) -> str:
+def client_key(client: object) -> str:
     """The form a client is stored in (rate limits, shares, counts): a hash, so that no network address is
     kept anywhere and keys stay bounded. ValueError for anything that is not a client."""
     if not isinstance(client, str) or not 1 <= len(client) <= 256:

@@ -46,8 +46,18 @@ import os
 import threading
 import time
 from collections import Counter, OrderedDict
+from collections.abc import Callable, Coroutine, Generator, Hashable, Iterator
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from serving.identity import XSRF_COOKIE, browser_id, client_address, trusted_proxies
+
+if TYPE_CHECKING:
+    from starlette.types import Message, Receive, Scope, Send
+
+    # An ASGI app whose call is a coroutine (an `async def`): `Metered` steps through it.
+    App = Callable[[Scope, Receive, Send], Coroutine[Any, Any, None]]
+
+_T = TypeVar("_T")
 
 CLIENT_SHARE = 0.25  # seconds of the server a client may use per second: $GLASS_CLIENT_SHARE
 CLIENT_BURST = 3.0  # seconds it may use at once after a quiet spell: $GLASS_CLIENT_BURST
@@ -72,7 +82,8 @@ class Ledger:
     """What each client cost lately, as the time (`due`) at which it would be even with its share; which clients
     used the server lately (`active`); which browsers lead a class (`lead`)."""
 
-    def __init__(self, share: float | None = None, burst: float | None = None, clock=time.monotonic):
+    def __init__(self, share: float | None = None, burst: float | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.share = share or _setting("GLASS_CLIENT_SHARE", CLIENT_SHARE)
         self.burst = burst or _setting("GLASS_CLIENT_BURST", CLIENT_BURST)
         self._clock = clock
@@ -182,8 +193,8 @@ class RunSlots:
         self.n, self.wait = max(0, n), wait
         self._turns = threading.Condition()
         self._busy = 0  # slots taken
-        self._running: Counter = Counter()  # client -> its runs under way (in a slot or not)
-        self._waiting: list[tuple] = []  # (arrival, client), in order of arrival
+        self._running: Counter[Hashable] = Counter()  # client -> its runs under way (in a slot or not)
+        self._waiting: list[tuple[int, Hashable]] = []  # (arrival, client), in order of arrival
         self._arrivals = itertools.count()
         self._inside = threading.local()  # .depth: this thread's run is in its turn already (a nested `slot`)
         self.waited = 0  # runs that found every slot taken
@@ -192,11 +203,12 @@ class RunSlots:
         """This thread is inside a `slot` already (a fragment called by a full run)."""
         return getattr(self._inside, "depth", 0) > 0
 
-    def _next(self) -> tuple:  # under the lock: whose turn it is (the client with fewest runs, then the first)
+    def _next(self) -> tuple[int, Hashable]:
+        # under the lock: whose turn it is (the client with fewest runs, then the first)
         pending = Counter(client for _, client in self._waiting)
         return min(self._waiting, key=lambda w: (self._running[w[1]] + pending[w[1]], w[0]))
 
-    def _take(self, client) -> bool:
+    def _take(self, client: Hashable) -> bool:
         """Wait for this run's turn (see the class's docstring); True when it took a slot."""
         with self._turns:
             if self._busy < self.n and not self._waiting:
@@ -223,7 +235,7 @@ class RunSlots:
                 self._waiting.remove(me)
                 self._turns.notify_all()
 
-    def _give_back(self, client, slot: bool) -> None:
+    def _give_back(self, client: Hashable, slot: bool) -> None:
         with self._turns:
             self._busy -= slot
             self._running[client] -= 1
@@ -232,25 +244,25 @@ class RunSlots:
             self._turns.notify_all()
 
     @contextlib.contextmanager
-    def slot(self, lead: bool = False, client: str | None = None):
+    def slot(self, lead: bool = False, client: str | None = None) -> Iterator[None]:
         """This run's turn (`client`: whose run it is; `lead`: a teacher's, which never waits)."""
         depth = getattr(self._inside, "depth", 0)
         taken = self.n > 0 and not lead and depth == 0
-        client = client if client is not None else object()  # (a run nobody can name is a client of its own)
-        got = self._take(client) if taken else False
+        who: Hashable = client if client is not None else object()  # (a run nobody can name is a client of its own)
+        got = self._take(who) if taken else False
         self._inside.depth = depth + 1
         try:
             yield
         finally:
             self._inside.depth = depth
             if taken:
-                self._give_back(client, got)
+                self._give_back(who, got)
 
 
 RUNS = RunSlots()
 
 
-def scope_client(scope) -> str:
+def scope_client(scope: Scope) -> str:
     """The client of an ASGI connection, as `ui.session_info.current_identity` names it in a script run."""
     headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers") or []}
     ip = (scope.get("client") or (None, None))[0]
@@ -259,24 +271,25 @@ def scope_client(scope) -> str:
     return client_address(ip, headers.get("x-forwarded-for"), trusted_proxies())
 
 
-class Metered:
+class Metered(Generic[_T]):
     """Awaits a coroutine and adds up the CPU time of its own steps (`cpu`), not of the other tasks that run while
     it waits: what serving one HTTP request took this process's thread."""
 
     __slots__ = ("coro", "cpu")
 
-    def __init__(self, coro):
+    def __init__(self, coro: Coroutine[Any, Any, _T]) -> None:
         self.coro, self.cpu = coro, 0.0
 
-    def __await__(self):
-        value, error = None, None
+    def __await__(self) -> Generator[Any, Any, _T]:
+        value: Any = None
+        error: BaseException | None = None
         while True:
             t = time.thread_time()
             try:
                 step = self.coro.throw(error) if error is not None else self.coro.send(value)
             except StopIteration as done:
                 self.cpu += time.thread_time() - t
-                return done.value
+                return cast(_T, done.value)  # (the coroutine's result)
             except BaseException:
                 self.cpu += time.thread_time() - t
                 raise
@@ -291,7 +304,7 @@ class Metered:
                 error = e
 
 
-def scope_browser(scope) -> str | None:
+def scope_browser(scope: Scope) -> str | None:
     """The browser of an ASGI connection (its XSRF cookie, as `serving.identity.browser_id` names it), or None."""
     for name, value in scope.get("headers") or []:
         if name.lower() == b"cookie":
@@ -309,11 +322,11 @@ class InboundLimit:
     that left while its message waited is let go at once (its held message is dropped, and nothing is sent
     on a websocket that is gone)."""
 
-    def __init__(self, app, ledger: Ledger | None = None):
+    def __init__(self, app: App, ledger: Ledger | None = None) -> None:
         self.app = app
         self.ledger = ledger or LEDGER
 
-    async def __call__(self, scope, receive, send):
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope.get("type")
         if kind == "websocket":
             return await self._websocket(scope, receive, send)
@@ -332,10 +345,10 @@ class InboundLimit:
         finally:
             self.ledger.charge(client, request.cpu, http=True)  # what serving it took (a page: 1-2 ms)
 
-    async def _websocket(self, scope, receive, send):
+    async def _websocket(self, scope: Scope, receive: Receive, send: Send) -> None:
         client, ledger = scope_client(scope), self.ledger
         browser: list[str | None] = []  # (named once, and only when some teacher leads on this process)
-        ahead: asyncio.Future | None = None  # the next message, read while a held one waits
+        ahead: asyncio.Future[Message] | None = None  # the next message, read while a held one waits
         closed, gone = False, False  # closed here (a text frame); the client gone (a send failed)
 
         def leads() -> bool:
@@ -345,7 +358,7 @@ class InboundLimit:
                 browser.append(scope_browser(scope))
             return ledger.leads(browser[0])
 
-        async def limited_receive():
+        async def limited_receive() -> Message:
             nonlocal ahead, closed
             if ahead is not None:
                 message, ahead = await ahead, None
@@ -371,7 +384,7 @@ class InboundLimit:
                 return {"type": "websocket.disconnect", "code": 1006}
             return message
 
-        async def guarded_send(message):
+        async def guarded_send(message: Message) -> None:
             nonlocal gone
             if closed and message.get("type") in ("websocket.send", "websocket.close"):
                 return

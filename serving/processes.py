@@ -19,7 +19,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -45,7 +45,7 @@ def require(binary: str) -> str:
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
-        return s.getsockname()[1]
+        return int(s.getsockname()[1])
 
 
 def die_with_parent(sig: int = signal.SIGTERM) -> None:
@@ -69,7 +69,7 @@ class Child:
     """A started process: its name, the Popen, its log file, the port it listens on (0: none)."""
 
     name: str
-    proc: subprocess.Popen
+    proc: subprocess.Popen[bytes]
     log: Path
     port: int = 0
     cmd: list[str] = field(default_factory=list)
@@ -92,7 +92,7 @@ class Child:
             return ""
 
 
-def spawn(name: str, cmd: list[str], log: Path, env: dict | None = None, stdin_text: str | None = None,
+def spawn(name: str, cmd: list[str], log: Path, env: dict[str, str] | None = None, stdin_text: str | None = None,
           port: int = 0, cwd: Path | None = None) -> Child:
     """Start `cmd` in a new process group (its output appended to `log`); `stdin_text`, when given, is
     written to its standard input (a secret never goes on a command line)."""
@@ -106,6 +106,7 @@ def spawn(name: str, cmd: list[str], log: Path, env: dict | None = None, stdin_t
     finally:
         out.close()
     if stdin_text is not None:
+        assert proc.stdin is not None  # stdin=PIPE above
         proc.stdin.write(stdin_text.encode())
         proc.stdin.close()
     return Child(name, proc, log, port, list(cmd), started)
@@ -156,7 +157,7 @@ def app_command(port: int, extra: list[str] | tuple[str, ...] = (), script: str 
             "--browser.gatherUsageStats", "false", *extra]
 
 
-def app_env(extra: dict | None = None) -> dict:
+def app_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return {**os.environ, "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false", "STREAMLIT_SERVER_HEADLESS": "true",
             **(extra or {})}
 
@@ -179,7 +180,7 @@ def start_app(log: Path | None = None, timeout: float = 60, extra_env: dict[str,
 
 @contextlib.contextmanager
 def running_app(log: Path | None = None, timeout: float = 60, extra_env: dict[str, str] | None = None,
-                root: Path | None = None):
+                root: Path | None = None) -> Iterator[Child]:
     child = start_app(log, timeout, extra_env, root)
     try:
         yield child

@@ -42,6 +42,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 from serving.processes import (
     ROOT,
@@ -68,7 +69,7 @@ class RedisServer:
     """A private redis-server (`serving.redis_conf`): its process, and what is needed to start it again on the
     same port with the same passwords and data (its append-only file in `data_dir`)."""
 
-    child: Child
+    child: Child | None  # (None until `start`)
     port: int
     password: str
     worker_password: str
@@ -147,7 +148,7 @@ class Cluster:
     """
 
     def __init__(self, replicas: int = 2, port: int = 0, host: str = "127.0.0.1", redis_url: str | None = None,
-                 log_dir: Path | None = None, app_args: tuple[str, ...] = (), env: dict | None = None,
+                 log_dir: Path | None = None, app_args: tuple[str, ...] = (), env: dict[str, str] | None = None,
                  timeout: float = 90, script: str = "app.py", workers: int | None = None, supervise: bool = False):
         if not 1 <= replicas <= 16:
             raise ValueError("replicas: 1 to 16")
@@ -172,11 +173,11 @@ class Cluster:
     # -- the parts -------------------------------------------------------------------------------------
     @property
     def apps(self) -> list[Child]:
-        return [p.child for n, p in self.parts.items() if n.startswith("app")]
+        return [cast(Child, p.child) for n, p in self.parts.items() if n.startswith("app")]  # (launched by `_add`)
 
     @property
     def workers(self) -> list[Child]:
-        return [p.child for n, p in self.parts.items() if n.startswith("worker")]
+        return [cast(Child, p.child) for n, p in self.parts.items() if n.startswith("worker")]  # (as `apps`)
 
     @property
     def proxy(self) -> Child | None:
@@ -201,8 +202,7 @@ class Cluster:
             if not self.redis_url:
                 self.redis = start_redis(self.dir / "redis")
                 self.redis_url, self.worker_url = self.redis.url, self.redis.worker_url
-                self.parts["redis"] = Part("redis", lambda: self.redis.start().child, self.redis.child,
-                                           up_since=time.monotonic())
+                self.parts["redis"] = Part("redis", self._restart_redis, self.redis.child, up_since=time.monotonic())
             cookie_secret = os.environ.get("STREAMLIT_SERVER_COOKIE_SECRET") or secrets.token_hex(32)
             for i in range(1, self.replicas + 1):
                 port = free_port()
@@ -210,16 +210,26 @@ class Cluster:
                        "GLASS_REPLICA": f"app{i}", "OMP_NUM_THREADS": "1",
                        "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false", "STREAMLIT_SERVER_HEADLESS": "true",
                        **self.extra_env}
-                self._add(f"app{i}", lambda i=i, port=port, env=env: spawn(
-                    f"app{i}", app_command(port, self.app_args, self.script), self.dir / f"app{i}.log", env=env,
-                    port=port))
+
+                def launch_app(i: int = i, port: int = port, env: dict[str, str] = env) -> Child:
+                    return spawn(f"app{i}", app_command(port, self.app_args, self.script), self.dir / f"app{i}.log",
+                                 env=env, port=port)
+
+                self._add(f"app{i}", launch_app)
             for i in range(1, self.n_workers + 1):
-                worker_env = {**os.environ, "GLASS_REDIS_URL": self.worker_url, **self.extra_env}
-                self._add(f"worker{i}", lambda i=i, env=worker_env: spawn(  # a new name each start (host-pid)
-                    f"worker{i}", [sys.executable, "-m", "training.queue_worker"], self.dir / f"worker{i}.log",
-                    env=env))
+                # (worker_url: the given URL's, or the private Redis's)
+                worker_env = {**os.environ, "GLASS_REDIS_URL": cast(str, self.worker_url), **self.extra_env}
+
+                def launch_worker(i: int = i, env: dict[str, str] = worker_env) -> Child:  # a new name each start
+                    return spawn(f"worker{i}", [sys.executable, "-m", "training.queue_worker"],  # (host-pid)
+                                 self.dir / f"worker{i}.log", env=env)
+
+                self._add(f"worker{i}", launch_worker)
             for i, app in enumerate(self.apps):
-                wait_until(lambda i=i: healthy(self.app_url(i)), app, self.timeout, app.name)
+                def app_healthy(i: int = i) -> bool:
+                    return healthy(self.app_url(i))
+
+                wait_until(app_healthy, app, self.timeout, app.name)
             cfg = self.dir / "haproxy.cfg"
             cfg.write_text(render_haproxy(self.host, self.port, [(a.name, a.port) for a in self.apps]))
             check = subprocess.run([haproxy, "-c", "-q", "-f", str(cfg)], capture_output=True, text=True)
@@ -267,6 +277,13 @@ class Cluster:
             done.append(line)
         return done
 
+    def _restart_redis(self) -> Child:
+        """The private redis-server started again (the "redis" part's launch)."""
+        assert self.redis is not None  # (the part exists with a private Redis only)
+        child = self.redis.start().child
+        assert child is not None  # (`start` spawned it)
+        return child
+
     def _watch(self) -> None:
         while not self._stopping.wait(SUPERVISE_SECONDS):
             self.supervise_once()
@@ -277,7 +294,7 @@ class Cluster:
 
     def kill(self, name: str) -> None:
         """SIGKILL one part by name: "redis", "haproxy", "app1", "worker1" (tests: a part that dies)."""
-        stop(self.parts[name].child, sig=signal.SIGKILL)
+        stop(cast(Child, self.parts[name].child), sig=signal.SIGKILL)  # (launched by `_add`, or started)
 
     def stop(self) -> None:
         self._stopping.set()
@@ -290,7 +307,7 @@ class Cluster:
                     stop(part.child)
         if self.redis is not None and "redis" not in self.parts:
             with contextlib.suppress(Exception):
-                stop(self.redis.child)
+                stop(cast(Child, self.redis.child))  # (started by `start_redis`)
         if self._own_dir and os.environ.get("GLASS_KEEP_LOGS", "") in ("", "0"):
             shutil.rmtree(self.dir, ignore_errors=True)
 
@@ -300,7 +317,7 @@ class Cluster:
     def __enter__(self) -> Cluster:
         return self.start()
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
 

@@ -12,12 +12,16 @@ import logging
 import os
 import secrets
 import threading
+from typing import TYPE_CHECKING, cast
+
+if TYPE_CHECKING:
+    from redis import Redis
 
 REDIS_URL_ENV = "GLASS_REDIS_URL"
 BROWSER_KEY = "glass:browser-key"  # the shared key behind browser ids (no expiry: ids stay stable)
 
 _log = logging.getLogger("glass.redis")
-_clients: dict[str, object] = {}
+_clients: dict[str, Redis] = {}
 _lock = threading.Lock()
 
 
@@ -26,7 +30,7 @@ def redis_url() -> str:
     return os.environ.get(REDIS_URL_ENV, "").strip()
 
 
-def client(url: str | None = None):
+def client(url: str | None = None) -> Redis:
     """A `redis.Redis` for `url` (default: $GLASS_REDIS_URL), one per process and URL; bytes in, bytes out."""
     url = redis_url() if url is None else url
     with _lock:
@@ -36,7 +40,7 @@ def client(url: str | None = None):
         return conn
 
 
-def new_client(url: str):
+def new_client(url: str) -> Redis:
     """A `redis.Redis` of its own (its own connection pool): for a connection whose settings someone else
     changes (RQ's worker raises its socket timeout for its blocking reads)."""
     import redis
@@ -53,7 +57,7 @@ def browser_key(fallback: bytes) -> bytes:
     try:
         conn = client(url)
         conn.set(BROWSER_KEY, secrets.token_hex(16), nx=True)
-        value = conn.get(BROWSER_KEY)
+        value = cast(bytes | None, conn.get(BROWSER_KEY))  # bytes: our clients never decode
         return bytes.fromhex(value.decode()) if value else fallback
     except Exception as e:  # noqa: BLE001 - no Redis: ids are per process, as without it
         _log.warning("browser ids are per process: Redis did not answer (%s)", e)

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from collections.abc import Hashable
+from typing import Any
 
 MAX_STREAMS = 2000  # per process
 STREAMS_PER_MEMBER = 8  # $GLASS_STREAMS_PER_MEMBER
@@ -40,12 +42,12 @@ class StreamCaps:
         self.per_member = per_member or _setting("GLASS_STREAMS_PER_MEMBER", STREAMS_PER_MEMBER)
         self.per_client = per_client or _setting("GLASS_STREAMS_PER_ADDRESS", STREAMS_PER_ADDRESS)
         self.total = total
-        self._members: Counter = Counter()
+        self._members: Counter[Hashable] = Counter()
         self._clients: Counter[str] = Counter()
         self.open = 0  # streams open now
         self.refused = 0  # streams refused so far
 
-    def admit(self, member, client: str) -> str | None:
+    def admit(self, member: Hashable, client: str) -> str | None:
         """Count one more stream of `member` (any hashable: the class and the member) from `client`, or say why
         not (and count nothing)."""
         why = None
@@ -63,9 +65,10 @@ class StreamCaps:
         self.open += 1
         return None
 
-    def release(self, member, client: str) -> None:
+    def release(self, member: Hashable, client: str) -> None:
         self.open -= 1
-        for counts, key in ((self._members, member), (self._clients, client)):
+        pairs: tuple[tuple[Counter[Any], Hashable], ...] = ((self._members, member), (self._clients, client))
+        for counts, key in pairs:
             counts[key] -= 1
             if counts[key] <= 0:
                 del counts[key]

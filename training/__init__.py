@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from typing import Any
 
 from serving.shared_redis import redis_url
 from training.contract import JobRefused, TrainingService
@@ -35,7 +36,7 @@ def service(session_alive: Callable[[str | None], bool] | None = None) -> Traini
     global _SERVICE
     with _LOCK:
         if _SERVICE is None:
-            kwargs = {"session_alive": session_alive} if session_alive is not None else {}
+            kwargs: dict[str, Any] = {"session_alive": session_alive} if session_alive is not None else {}
             if redis_url():
                 from training.redis_queue import RedisQueue
 

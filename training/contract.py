@@ -13,8 +13,8 @@ import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
-from typing import Protocol
+from collections.abc import Callable, Sequence
+from typing import Protocol, TypeVar
 
 from training.job import Job
 
@@ -53,13 +53,16 @@ def fair_share(slots: int, clients: int) -> int:
     return max(1, slots // max(1, clients))
 
 
-def fair_next(queued: list[str | None], running: Counter) -> int:
+def fair_next(queued: list[str | None], running: Counter[str | None]) -> int:
     """Which queued job (by its client, in queue order) starts next: the first of the clients running fewest."""
     return min(range(len(queued)), key=lambda i: (running[queued[i]], i))
 
 
-def over_share(runs: list[tuple[object, str | None, float]], queued: list[str | None], slots: int, now: float,
-               seconds: float = FAIR_SECONDS):
+Run = TypeVar("Run")  # what `over_share` picks from (a Job)
+
+
+def over_share(runs: Sequence[tuple[Run, str | None, float]], queued: list[str | None], slots: int, now: float,
+               seconds: float = FAIR_SECONDS) -> Run | None:
     """The run (`runs`: (run, client, started)) that gives its slot back now, or None: while a client under its share
     waits, the newest run of a client over its share, once it has trained `seconds`."""
     running = Counter(client for _, client, _ in runs)
@@ -92,7 +95,8 @@ class JobRefused(RuntimeError):
 class TrainingService(Protocol):
     """What the training page needs: start a job, find its browser's job, stop it, the queue's figures."""
 
-    max_running: int
+    @property
+    def max_running(self) -> int: ...  # (a property of RedisQueue: the queue workers alive now)
     max_seconds: float
 
     def submit(self, job: Job) -> Job: ...

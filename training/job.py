@@ -24,12 +24,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import subprocess
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from model.checkpoint import Bundle, CheckpointError, from_bytes
 from model.data import Pair
@@ -91,6 +92,12 @@ class JobService(Protocol):
     def release(self, job: Job) -> None: ...
 
 
+# What runs a job (`training.run_process.run`, or `RedisQueue`'s follower of a queue worker):
+# (spec, stop, kill, started, receive) -> (state, reason, error).
+Runner = Callable[[m.Spec, threading.Event, Callable[[], bool], Callable[[subprocess.Popen[bytes]], None],
+                   Callable[[m.Message], None]], tuple[str, str, str | None]]
+
+
 class Job:
     """One training run of one session. Only its own thread writes the figures; all under `lock`.
 
@@ -140,10 +147,12 @@ class Job:
         self.ended: float | None = None
         self._stop_reason = ""
         self._kill = False  # end the training process at once (its session is gone: nobody waits for the model)
-        self.process = None  # the training process while it runs (here; None when a queue worker trains it)
-        self.worker_info: dict = {}  # what the training process reports about itself (pid, torch threads, nice)
+        # the training process while it runs (here; None when a queue worker trains it)
+        self.process: subprocess.Popen[bytes] | None = None
+        # what the training process reports about itself (pid, torch threads, nice)
+        self.worker_info: dict[str, Any] = {}
         self._service: JobService | None = None
-        self._runner = None  # default: a training process of this server (`training.run_process.run`)
+        self._runner: Runner | None = None  # default: a training process of this server (`training.run_process.run`)
         self._dead_since: float | None = None  # when its session was first seen disconnected
 
     # --- for the page ---------------------------------------------------------------------------
@@ -193,7 +202,7 @@ class Job:
 
     # --- state changes (the service calls these under its lock) ---------------------------------
 
-    def attach(self, service: JobService, max_seconds: float, runner=None) -> None:
+    def attach(self, service: JobService, max_seconds: float, runner: Runner | None = None) -> None:
         """Accepted by `service`, whose time limit caps the run's own. `runner` runs the job (default:
         `training.run_process.run`, a training process of this server; `training.RedisQueue` passes one
         that follows a job trained by a queue worker, anywhere)."""
@@ -248,12 +257,12 @@ class Job:
         self._end("failed", "error", error)
         self.done_event.set()
 
-    def add_sessions(self, session_ids) -> None:
+    def add_sessions(self, session_ids: Iterable[str | None]) -> None:
         """Sessions (of its browser) that show this job: while one of them is alive, the job lives."""
         with self.lock:
             self._sessions.update(s for s in session_ids if s is not None)
 
-    def drop_sessions(self, session_ids) -> None:
+    def drop_sessions(self, session_ids: Iterable[str | None]) -> None:
         with self.lock:
             self._sessions.difference_update(session_ids)
 
@@ -297,7 +306,7 @@ class Job:
                 self._service.release(self)
             self.done_event.set()
 
-    def _started(self, process) -> None:
+    def _started(self, process: subprocess.Popen[bytes]) -> None:
         with self.lock:
             self.process = process
 
@@ -347,7 +356,7 @@ class Job:
             self.result, self.result_files, self.handover_error = result, None, None
 
 
-def make_job(settings: dict, probes: Sequence[str] | None = None, probe_every: int = DEFAULT_PROBE_EVERY,
+def make_job(settings: dict[str, Any], probes: Sequence[str] | None = None, probe_every: int = DEFAULT_PROBE_EVERY,
              data: dict[str, list[Pair]] | None = None, data_label: str = "toy set", data_sha256: str | None = None,
              session_id: str | None = None, owner: str | None = None, name: str = "my model",
              client: str | None = None) -> Job:

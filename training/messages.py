@@ -32,9 +32,10 @@ import dataclasses
 import json
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from multiprocessing.connection import Connection
+from typing import Any, Literal, TypeVar, overload
 
 import numpy as np
 
@@ -172,6 +173,10 @@ Message = (Spec | Stop | Started | Info | Steps | Eval | Snapshots | Result | Us
 # --- checks ----------------------------------------------------------------------------------------
 
 
+@overload
+def _int(v: Any, what: str, lo: int = 0, hi: int = 2**62, none: Literal[False] = False) -> int: ...
+@overload
+def _int(v: Any, what: str, lo: int = 0, hi: int = 2**62, *, none: bool) -> int | None: ...
 def _int(v: Any, what: str, lo: int = 0, hi: int = 2**62, none: bool = False) -> int | None:
     if v is None and none:
         return None
@@ -180,6 +185,10 @@ def _int(v: Any, what: str, lo: int = 0, hi: int = 2**62, none: bool = False) ->
     return v
 
 
+@overload
+def _float(v: Any, what: str, none: Literal[False] = False) -> float: ...
+@overload
+def _float(v: Any, what: str, none: bool) -> float | None: ...
 def _float(v: Any, what: str, none: bool = False) -> float | None:
     """A number; null stands for NaN (JSON has none), or for None where `none`."""
     if v is None:
@@ -194,6 +203,10 @@ def _num(x: float | None) -> float | None:
     return x if x is None or math.isfinite(x) else None
 
 
+@overload
+def _str(v: Any, what: str, max_len: int = MAX_LABEL, none: Literal[False] = False) -> str: ...
+@overload
+def _str(v: Any, what: str, max_len: int = MAX_LABEL, *, none: bool) -> str | None: ...
 def _str(v: Any, what: str, max_len: int = MAX_LABEL, none: bool = False) -> str | None:
     if v is None and none:
         return None
@@ -202,13 +215,13 @@ def _str(v: Any, what: str, max_len: int = MAX_LABEL, none: bool = False) -> str
     return v
 
 
-def _list(v: Any, what: str, max_len: int) -> list:
+def _list(v: Any, what: str, max_len: int) -> list[Any]:
     if not isinstance(v, list) or len(v) > max_len:
         raise BadMessage(f"{what}: a list of at most {max_len} items expected")
     return v
 
 
-def _keys(d: Any, what: str, required: Sequence[str], optional: Sequence[str] = ()) -> dict:
+def _keys(d: Any, what: str, required: Sequence[str], optional: Sequence[str] = ()) -> dict[str, Any]:
     if not isinstance(d, dict):
         raise BadMessage(f"{what}: an object expected")
     missing = [k for k in required if k not in d]
@@ -248,13 +261,16 @@ def _probes(v: Any) -> tuple[str, ...]:
     return tuple(_str(p, "probe", MAX_TEXT) for p in _list(v, "probes", MAX_PROBES))
 
 
-def _dataclass_of(cls, values: Any, what: str):
+_Numbers = TypeVar("_Numbers", StepEvent, EvalEvent)
+
+
+def _dataclass_of(cls: type[_Numbers], values: Any, what: str) -> _Numbers:
     """A frozen dataclass of numbers (StepEvent, EvalEvent without its samples) from a JSON object,
     every field checked against its annotation."""
     fields = {f.name: f for f in dataclasses.fields(cls)}
     d = _keys(values, what, [n for n, f in fields.items() if f.default is dataclasses.MISSING
                              and f.default_factory is dataclasses.MISSING], list(fields))
-    out = {}
+    out: dict[str, Any] = {}
     for name, v in d.items():
         kind = str(fields[name].type)
         if kind == "int":
@@ -272,7 +288,7 @@ def _dataclass_of(cls, values: Any, what: str):
     return cls(**out)
 
 
-def _numbers(ev) -> dict:
+def _numbers(ev: StepEvent | EvalEvent) -> dict[str, Any]:
     return {f.name: _num(getattr(ev, f.name)) if isinstance(getattr(ev, f.name), float) else getattr(ev, f.name)
             for f in dataclasses.fields(ev)}
 
@@ -284,7 +300,7 @@ def encode(msg: Message) -> tuple[bytes, list[bytes]]:
     """A record as (JSON header, blobs)."""
     blobs: list[bytes] = []
     if isinstance(msg, Spec):
-        h = {"kind": "spec", "job_id": msg.job_id, "tcfg": dataclasses.asdict(msg.tcfg),
+        h: dict[str, Any] = {"kind": "spec", "job_id": msg.job_id, "tcfg": dataclasses.asdict(msg.tcfg),
              "data": None if msg.data is None else {split: [[p.src, p.tgt, p.tag] for p in pairs]
                                                    for split, pairs in msg.data.items()},
              "data_sha256": msg.data_sha256, "probes": list(msg.probes), "probe_every": msg.probe_every,
@@ -298,7 +314,7 @@ def encode(msg: Message) -> tuple[bytes, list[bytes]]:
     elif isinstance(msg, Snapshots):
         items = []
         for s in msg.snapshots:
-            shapes = {}
+            shapes: dict[str, list[int]] = {}
             for part in ("enc_self", "dec_self", "cross"):
                 a = np.ascontiguousarray(s.weights(part), dtype="<f4")
                 shapes[part] = list(a.shape)
@@ -342,7 +358,7 @@ def decode(header: bytes, blobs: Sequence[bytes] = (), kinds: Sequence[str] | No
         raise BadMessage(f"{kind}: {type(e).__name__}: {e}"[:MAX_TEXT]) from None
 
 
-def _spec(h: dict, blobs: list[bytes]) -> Spec:
+def _spec(h: dict[str, Any], blobs: list[bytes]) -> Spec:
     _keys(h, "spec", ["job_id", "tcfg", "data", "data_sha256", "probes", "probe_every", "name"], ["memory"])
     tcfg = _tcfg(h["tcfg"])
     data = None
@@ -365,7 +381,7 @@ def _spec(h: dict, blobs: list[bytes]) -> Spec:
                 _int(h["probe_every"], "probe interval", 0, 10_000), _str(h["name"], "name"), memory)
 
 
-def _steps(h: dict, blobs: list[bytes]) -> Steps:
+def _steps(h: dict[str, Any], blobs: list[bytes]) -> Steps:
     _keys(h, "steps", ["events"])
     events = []
     for item in _list(h["events"], "steps", MAX_STEPS):
@@ -375,18 +391,19 @@ def _steps(h: dict, blobs: list[bytes]) -> Steps:
     return Steps(tuple(events))
 
 
-def _eval(h: dict, blobs: list[bytes]) -> Eval:
+def _eval(h: dict[str, Any], blobs: list[bytes]) -> Eval:
     _keys(h, "eval", ["event", "seconds"])
     ev = _dataclass_of(EvalEvent, h["event"], "evaluation")
     samples = []
     for s in _list(ev.samples, "samples", MAX_SAMPLES):
         if not isinstance(s, list) or len(s) != 3:
             raise BadMessage("samples: [source, translation, reference] expected")
-        samples.append(tuple(_str(x, "sample", MAX_TEXT) for x in s))
+        source, translation, reference = (_str(x, "sample", MAX_TEXT) for x in s)
+        samples.append((source, translation, reference))
     return Eval(dataclasses.replace(ev, samples=samples), _float(h["seconds"], "seconds"))
 
 
-def _snapshots(h: dict, blobs: list[bytes]) -> Snapshots:
+def _snapshots(h: dict[str, Any], blobs: list[bytes]) -> Snapshots:
     _keys(h, "snapshots", ["snapshots"])
     items = _list(h["snapshots"], "snapshots", MAX_PROBES * MAX_SNAPSHOTS)
     if len(blobs) != 3 * len(items):
@@ -412,15 +429,18 @@ def _snapshots(h: dict, blobs: list[bytes]) -> Snapshots:
     return Snapshots(tuple(out))
 
 
-def _result(h: dict, blobs: list[bytes]) -> Result:
+def _result(h: dict[str, Any], blobs: list[bytes]) -> Result:
     _keys(h, "result", [])
     if len(blobs) != 2 or len(blobs[0]) + len(blobs[1]) > MAX_MODEL_BYTES:
         raise BadMessage("result: the model's two files, within the model size limit, expected")
     return Result(bytes(blobs[0]), bytes(blobs[1]))
 
 
-def _end(cls):
-    def dec(h: dict, blobs: list[bytes]):
+_Ending = TypeVar("_Ending", Failing, End)
+
+
+def _end(cls: type[_Ending]) -> Callable[[dict[str, Any], list[bytes]], _Ending]:
+    def dec(h: dict[str, Any], blobs: list[bytes]) -> _Ending:
         _keys(h, cls.__name__.lower(), ["state", "reason", "error"])
         if h["state"] not in STATES:
             raise BadMessage(f"state: one of {', '.join(STATES)} expected")
@@ -428,9 +448,13 @@ def _end(cls):
     return dec
 
 
-def _plain(cls, checks: dict):
+_Plain = TypeVar("_Plain", Stop, Started, Info, Usage, StopRequest)
+
+
+def _plain(cls: type[_Plain], checks: dict[str, Callable[[Any], Any]]
+           ) -> Callable[[dict[str, Any], list[bytes]], _Plain]:
     """A record of plain fields, each checked by `checks[name]`."""
-    def dec(h: dict, blobs: list[bytes]):
+    def dec(h: dict[str, Any], blobs: list[bytes]) -> _Plain:
         fields = [f.name for f in dataclasses.fields(cls)]
         required = [f.name for f in dataclasses.fields(cls) if f.default is dataclasses.MISSING]
         _keys(h, cls.__name__.lower(), required, fields)
@@ -438,7 +462,7 @@ def _plain(cls, checks: dict):
     return dec
 
 
-def _job(h: dict, blobs: list[bytes]) -> JobRecord:
+def _job(h: dict[str, Any], blobs: list[bytes]) -> JobRecord:
     _keys(h, "job record", ["tcfg", "data_label", "data_sha256", "probes", "probe_every", "owner", "name", "memory",
                             "client"])
     return JobRecord(_tcfg(h["tcfg"]), _str(h["data_label"], "data label"),
@@ -450,14 +474,14 @@ def _job(h: dict, blobs: list[bytes]) -> JobRecord:
 def _stop_kind(v: Any) -> str:
     if v not in ("stop", "kill"):
         raise BadMessage("stop: stop or kill expected")
-    return v
+    return str(v)  # (already "stop" or "kill")
 
 
-def _opt_int(what: str):
+def _opt_int(what: str) -> Callable[[Any], int | None]:
     return lambda v: _int(v, what, -(2**31), 2**62, none=True)
 
 
-_DECODERS = {
+_DECODERS: dict[str, Callable[[dict[str, Any], list[bytes]], Message]] = {
     "spec": _spec,
     "stop": _plain(Stop, {}),
     "started": _plain(Started, {"wall": lambda v: _float(v, "wall"), "worker": lambda v: _str(v, "worker")}),
@@ -481,7 +505,7 @@ _KIND_OF = {Stop: "stop", Started: "started", Info: "info", Usage: "usage", Fail
 # --- transports --------------------------------------------------------------------------------------
 
 
-def send(conn, msg: Message) -> None:
+def send(conn: Connection, msg: Message) -> None:
     """Over a `multiprocessing.Connection` (the socket pair to a training process): the header, then each
     blob, as raw bytes (`send_bytes`, which never pickles)."""
     header, blobs = encode(msg)
@@ -490,7 +514,7 @@ def send(conn, msg: Message) -> None:
         conn.send_bytes(b)
 
 
-def recv(conn, kinds: Sequence[str] | None = None) -> Message:
+def recv(conn: Connection, kinds: Sequence[str] | None = None) -> Message:
     """The next record from `conn` (EOFError when it closed; `BadMessage` when it is not one of ours)."""
     first = conn.recv_bytes(MAX_HEADER + 64)
     count, _, header = first.partition(b"\n")
@@ -510,11 +534,12 @@ def to_fields(msg: Message, **extra: bytes | str) -> dict[str, bytes | str]:
     return {"m": header, **{f"b{i}": b for i, b in enumerate(blobs)}, **extra}
 
 
-def from_fields(fields: dict, kinds: Sequence[str] | None = None) -> Message:
+def from_fields(fields: dict[bytes, bytes], kinds: Sequence[str] | None = None) -> Message:
     """The record of a Redis stream entry (keys as bytes, as redis-py returns them)."""
     if not isinstance(fields, dict) or b"m" not in fields:
         raise BadMessage("no header")
-    blobs, i = [], 0
+    blobs: list[bytes] = []
+    i = 0
     while f"b{i}".encode() in fields:
         blobs.append(fields[f"b{i}".encode()])
         i += 1

@@ -33,6 +33,8 @@ import time
 import uuid
 import warnings
 import zlib
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from redis.exceptions import RedisError
 
@@ -61,8 +63,19 @@ MAX_JOB_DATA = 8 * 2**20  # bytes of a queued job's data, once decompressed (a s
 REFUSED = "This training run could not be read by the training worker, so it was not trained. Press Start again."
 _log = logging.getLogger("glass.training")
 
+if TYPE_CHECKING:
+    from redis import Redis
+    from rq.job import Job as RQJob
 
-def _refused_job(job_id: str, conn, why: str) -> None:
+
+class _Why(TypedDict):
+    """Why a run stops (its page's stop, kill or its session's end, or the fair share), as seen by `control`."""
+
+    kill: bool
+    reason: str
+
+
+def _refused_job(job_id: str, conn: Redis, why: str) -> None:
     """A queued job that will not run: say so on its stream (the student's page shows it) and free its places."""
     _log.warning("training job %s refused: %s", job_id, why)
     try:
@@ -71,7 +84,7 @@ def _refused_job(job_id: str, conn, why: str) -> None:
         _log.warning("training job %s: could not record the refusal (%s)", job_id, e)
 
 
-def _job_class():
+def _job_class() -> type[RQJob]:
     """`TrainingJob`, built on first use (RQ is imported lazily, as everywhere in the app)."""
     from rq.job import Job
     from rq.utils import decode_redis_hash
@@ -81,7 +94,7 @@ def _job_class():
 
         unreadable: str | None = None
 
-        def restore(self, raw_data):
+        def restore(self, raw_data: Any) -> None:
             try:
                 data = decode_redis_hash(raw_data).get("data", b"")
                 inflate = zlib.decompressobj()
@@ -98,15 +111,18 @@ def _job_class():
                     raise
                 self.unreadable = f"its record could not be read ({type(e).__name__})"
             if self.unreadable is not None:  # nothing of it is kept: RQ's own steps see a job that does nothing
-                self.data = rq_serializer().dumps([None, None, [], {}])
+                self.data = rq_serializer().dumps([None, None, [], {}])  # type: ignore[no-untyped-call]  # (RQ: unannotated)
             # Whatever the record says, a job of ours has no callbacks, webhooks or dependencies.
             self.webhooks = []
             self._success_callback_name = self._failure_callback_name = self._stopped_callback_name = None
-            self._success_callback = self._failure_callback = self._stopped_callback = None
+            # RQ declares these two "a callback or UNEVALUATED", yet its getters treat None as "none" (and return it)
+            self._success_callback = None  # type: ignore[assignment]
+            self._failure_callback = None  # type: ignore[assignment]
+            self._stopped_callback = None
             self._dependency_ids = []
 
         @property
-        def func(self):
+        def func(self) -> Callable[[str], str]:
             if self.unreadable is not None:
                 _refused_job(self.id, self.connection, self.unreadable)
                 raise RuntimeError(f"refused: {self.unreadable}")
@@ -115,7 +131,7 @@ def _job_class():
     return TrainingJob
 
 
-def _not_ours(job) -> str | None:
+def _not_ours(job: RQJob) -> str | None:
     """Why an RQ job is not one this app queued (None: it is): exactly `TRAIN_FUNCTION` with one string."""
     try:
         ok = (job.func_name == TRAIN_FUNCTION and job.instance is None and not job.kwargs
@@ -132,9 +148,10 @@ def train(spec_json: str) -> str:
 
     die_with_parent(signal.SIGKILL)  # this work horse ends with its worker (its training process then too)
     rq_job = get_current_job()
+    assert rq_job is not None  # RQ calls this function inside its job
     conn, job_id = rq_job.connection, rq_job.id
     try:
-        spec = m.decode(spec_json.encode(), (), kinds=("spec",))
+        spec = cast(m.Spec, m.decode(spec_json.encode(), (), kinds=("spec",)))  # kinds: a Spec (or BadMessage)
     except m.BadMessage as e:
         _refused_job(job_id, conn, f"its settings could not be read ({e})")
         return "refused"
@@ -142,16 +159,17 @@ def train(spec_json: str) -> str:
         _refused_job(job_id, conn, "its settings name another run")
         return "refused"
     attempt = uuid.uuid4().hex[:12]
-    stop, why = threading.Event(), {"kill": False, "reason": ""}
+    stop = threading.Event()
+    why: _Why = {"kill": False, "reason": ""}
     done = threading.Event()
     size = 0
 
     def stop_request() -> m.StopRequest | None:
-        raw = conn.get(key("job", job_id, "stop"))
+        raw = cast(bytes | None, conn.get(key("job", job_id, "stop")))  # bytes: our clients never decode
         if raw is None:
             return None
         try:
-            return m.from_bytes(raw, ("stop_request",))
+            return cast(m.StopRequest, m.from_bytes(raw, ("stop_request",)))  # kinds: a StopRequest (or BadMessage)
         except m.BadMessage as e:  # unreadable: a stop all the same (someone wrote the key)
             _log.warning("training job %s: its stop key could not be read (%s)", job_id, e)
             return m.StopRequest("stop", "stopped")

@@ -44,8 +44,11 @@ import contextlib
 import functools
 import logging
 import re
+import subprocess
 import threading
 import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast
 
 from redis.exceptions import OutOfMemoryError, RedisError
 
@@ -56,6 +59,14 @@ from serving.shared_redis import redis_url
 from training import messages as m
 from training.contract import DEFAULT_GRACE, DEFAULT_MAX_SECONDS, JobRefused, Watchdog, any_alive, client_shares
 from training.job import Job
+
+if TYPE_CHECKING:
+    from redis import Redis
+    from rq import Queue
+    from rq.serializers import JSONSerializer
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 QUEUE = "glass-training"
 TRAIN_FUNCTION = "training.queue_worker.train"  # the one function a queued job may name
@@ -76,7 +87,7 @@ def events(job_id: str) -> str:
     return key("job", job_id, "events")
 
 
-def rq_serializer():
+def rq_serializer() -> type[JSONSerializer]:
     """RQ's JSON serializer (never RQ's default, pickle), for every Queue and Worker of ours."""
     from rq.serializers import JSONSerializer
 
@@ -215,19 +226,19 @@ UNREADABLE = ("This training run's records on the server could not be read, so i
               "(see the server's log).")
 
 
-def _tolerant(fallback):
+def _tolerant(fallback: object) -> Callable[[Callable[_P, _R]], Callable[_P, _R]]:
     """Redis unreachable (or full) for a moment: log it and let the page carry on with `fallback` (an
     exception class: raise it with a message the page shows)."""
-    def wrap(method):
+    def wrap(method: Callable[_P, _R]) -> Callable[_P, _R]:
         @functools.wraps(method)
-        def inner(*args, **kwargs):
+        def inner(*args: _P.args, **kwargs: _P.kwargs) -> _R:
             try:
                 return method(*args, **kwargs)
             except (RedisError, OSError) as e:
                 _log.warning("training queue: %s failed (%s)", method.__name__, e)
                 if isinstance(fallback, type) and issubclass(fallback, Exception):
                     raise fallback(FULL if isinstance(e, OutOfMemoryError) else UNREACHABLE) from e
-                return fallback
+                return cast(_R, fallback)  # a value of the method's type (an exception class is raised above)
         return inner
     return wrap
 
@@ -241,7 +252,7 @@ class RedisQueue:
 
     def __init__(self, url: str | None = None, max_seconds: float | None = None, grace: float = DEFAULT_GRACE,
                  max_queue: int = 200, jobs_per_client: int | None = None, starts_per_minute: int | None = None,
-                 session_alive=lambda session_id: True, poll: float = 1.0):
+                 session_alive: Callable[[str | None], bool] = lambda session_id: True, poll: float = 1.0) -> None:
         from rq import Queue
 
         self.url = url or redis_url()
@@ -316,7 +327,7 @@ class RedisQueue:
         """The owner's latest job (started by any process, active or ended and kept), or None."""
         if owner is None:
             return None
-        raw = self.redis.get(key("owner", owner))
+        raw = cast(bytes | None, self.redis.get(key("owner", owner)))  # bytes: our clients never decode
         job_id = raw.decode("ascii", "replace") if raw is not None else None
         if job_id is None or not JOB_ID.fullmatch(job_id):
             return None
@@ -400,11 +411,11 @@ class RedisQueue:
         """A job another process started (or one this process forgot): its Job object from its record, and
         a thread that reads its whole stream, so the page shows the run from its start. A record that does
         not parse gives a job that ended with `UNREADABLE`, so the page says so."""
-        raw = self.redis.get(key("job", job_id, "meta"))
+        raw = cast(bytes | None, self.redis.get(key("job", job_id, "meta")))  # bytes: our clients never decode
         if raw is None:
             return None
         try:
-            rec = m.from_bytes(raw, ("job",))
+            rec = cast(m.JobRecord, m.from_bytes(raw, ("job",)))  # kinds: a JobRecord (or BadMessage)
         except m.BadMessage as e:
             _log.warning("training job %s: its record could not be read (%s)", job_id, e)
             rec = None
@@ -427,10 +438,14 @@ class RedisQueue:
             job.follow()
         return job
 
-    def _follow(self, spec: m.Spec, stop: threading.Event, kill, started, receive) -> tuple[str, str, str | None]:
+    def _follow(self, spec: m.Spec, stop: threading.Event, kill: Callable[[], bool],
+                started: Callable[[subprocess.Popen[bytes]], None],
+                receive: Callable[[m.Message], None]) -> tuple[str, str, str | None]:
         """A job's runner in this process: pass each message of its stream to `receive` until its end;
         forward a stop (or kill) of this process's page to the worker."""
-        job_id, last, told, attempt = spec.job_id, "0", None, None
+        job_id, last = spec.job_id, "0"
+        told: str | None = None
+        attempt: bytes | None = None
         while True:
             try:
                 wanted = "kill" if kill() else "stop" if stop.is_set() else None
@@ -438,7 +453,8 @@ class RedisQueue:
                     self.redis.set(key("job", job_id, "stop"), m.to_bytes(m.StopRequest(wanted, "stopped")),
                                    nx=told is None, ex=ACTIVE_TTL)
                     told = wanted
-                batches = self.redis.xread({events(job_id): last}, count=100, block=1000)
+                batches = cast(list[list[Any]],  # RESP2 (our clients): [[stream, [(id, fields), ...]], ...]
+                               self.redis.xread({events(job_id): last}, count=100, block=1000))
                 if not batches and not self.redis.exists(key("job", job_id, "meta")):
                     return "failed", "error", "This training job's records expired on the server."
             except (RedisError, OSError) as e:  # Redis away for a moment: try again, the stream keeps
@@ -462,7 +478,7 @@ class RedisQueue:
                     receive(msg)
 
 
-def _refusal(verdict) -> JobRefused:
+def _refusal(verdict: Sequence[bytes]) -> JobRefused:
     """The Lua script's refusal, in the words the local pool uses."""
     what, *figures = (v.decode() for v in verdict)
     if what == "share":
@@ -472,26 +488,27 @@ def _refusal(verdict) -> JobRefused:
     return JobRefused.full(int(figures[0]))
 
 
-def publish(conn, job_id: str, msg: m.Message, attempt: str) -> int:
+def publish(conn: Redis, job_id: str, msg: m.Message, attempt: str) -> int:
     """Append one message to the job's stream; returns its size in bytes."""
     fields = m.to_fields(msg, a=attempt)
-    conn.xadd(events(job_id), fields)
+    # redis-py's stub asks for an invariant dict[FieldT, EncodableT] where any mapping of those would do
+    conn.xadd(events(job_id), fields)  # type: ignore[arg-type]
     return sum(len(v) for v in fields.values())
 
 
-def finish(conn, job_id: str, end: m.End, attempt: str = "", size: int = 0) -> None:
+def finish(conn: Redis, job_id: str, end: m.End, attempt: str = "", size: int = 0) -> None:
     """The job's last message, and its bookkeeping cleared (its stream and record kept `KEEP_SECONDS`, within
     `RESULTS_BUDGET`). `attempt` names the worker's try ("": the job never started); `size`: the bytes its
     stream holds."""
-    raw = conn.get(key("job", job_id, "meta"))
+    raw = cast(bytes | None, conn.get(key("job", job_id, "meta")))  # bytes: our clients never decode
     client = None
     if raw is not None:
         try:
-            client = m.from_bytes(raw, ("job",)).client
+            client = cast(m.JobRecord, m.from_bytes(raw, ("job",))).client  # kinds: a JobRecord (or BadMessage)
         except m.BadMessage as e:
             _log.warning("training job %s: its record could not be read (%s)", job_id, e)
     with conn.pipeline() as p:
-        p.xadd(events(job_id), m.to_fields(end, a=attempt))
+        p.xadd(events(job_id), m.to_fields(end, a=attempt))  # type: ignore[arg-type]  # (as in `publish`)
         p.zrem(key("active"), job_id)
         if client is not None:
             p.srem(key("client", client), job_id)
@@ -509,13 +526,13 @@ def fair_keys(queue_key: str) -> list[str]:
     return [key("running"), key("clients"), queue_key, key("active"), key("workers")]
 
 
-def started(conn, job_id: str) -> None:
+def started(conn: Redis, job_id: str) -> None:
     """A worker starts the run `job_id`: it counts for its client's share of the slots from now (Redis's clock)."""
     seconds, micros = conn.time()
     conn.zadd(key("running"), {job_id: seconds + micros / 1e6})
 
 
-def gives_its_slot_back(conn, job_id: str, seconds: float) -> bool:
+def gives_its_slot_back(conn: Redis, job_id: str, seconds: float) -> bool:
     """The run `job_id` stops now for the fair share of the slots (`_YIELD`; `training.contract.over_share`)."""
     return bool(conn.eval(_YIELD, 5, *fair_keys(key_of_queue()), WORKER_TTL, job_id, seconds))
 
@@ -526,7 +543,7 @@ def key_of_queue() -> str:
     return Queue.redis_queue_namespace_prefix + QUEUE
 
 
-def fair_queue_class():
+def fair_queue_class() -> type[Queue]:
     """RQ's Queue, whose worker takes the first queued job of the clients running fewest (`_PICK`) instead of the
     queue's head; an empty queue (or Redis refusing the script) is waited on as RQ does."""
     from rq import Queue
@@ -534,7 +551,7 @@ def fair_queue_class():
 
     class FairQueue(Queue):
         @classmethod
-        def lmove(cls, connection, queue_key, timeout):
+        def lmove(cls, connection: Redis, queue_key: str, timeout: int | None) -> Any:  # (as RQ's: untyped)
             try:
                 picked = connection.eval(_PICK, 6, *fair_keys(queue_key),
                                          IntermediateQueue(queue_key, connection).key, WORKER_TTL)

@@ -41,6 +41,7 @@ import time
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import cast
 
 import torch
 
@@ -63,7 +64,8 @@ MEMORY_SLACK = 256 * 2**20  # ... + this (allocator arenas, torch's lazily loade
 # --- The server's end ----------------------------------------------------------------------------
 
 
-def run(spec: m.Spec, stop: threading.Event, kill: Callable[[], bool], started: Callable[[subprocess.Popen], None],
+def run(spec: m.Spec, stop: threading.Event, kill: Callable[[], bool],
+        started: Callable[[subprocess.Popen[bytes]], None],
         receive: Callable[[m.Message], None]) -> tuple[str, str, str | None]:
     """Start a training process with `spec`, pass each of its messages to `receive`; returns (state, reason,
     error).
@@ -142,7 +144,7 @@ def run(spec: m.Spec, stop: threading.Event, kill: Callable[[], bool], started: 
 UNREADABLE = "Training failed: the training process sent a message this app cannot read (see the server's log)."
 
 
-def _died(proc: subprocess.Popen, spec: m.Spec | None = None) -> tuple[str, str, str]:
+def _died(proc: subprocess.Popen[bytes], spec: m.Spec | None = None) -> tuple[str, str, str]:
     try:
         code = proc.wait(5)
     except subprocess.TimeoutExpired:
@@ -157,7 +159,7 @@ def _died(proc: subprocess.Popen, spec: m.Spec | None = None) -> tuple[str, str,
 # --- The training process's end --------------------------------------------------------------------
 
 
-def train(conn, stop, spec: m.Spec, limit: int | None) -> None:
+def train(conn: Connection, stop: threading.Event, spec: m.Spec, limit: int | None) -> None:
     """The body of a training process: train, and send everything the page shows through `conn`
     (`limit`: the address-space cap it set itself). A broken pipe (the server is gone) ends the process."""
     torch.set_num_threads(1)  # one core per run: the server and the other runs keep theirs
@@ -233,7 +235,7 @@ def limit_memory(estimate: int | None) -> int | None:
     return cap
 
 
-def _train(conn, stop, spec: m.Spec, estimate: int | None, limit: int | None) -> m.End:
+def _train(conn: Connection, stop: threading.Event, spec: m.Spec, estimate: int | None, limit: int | None) -> m.End:
     t = spec.tcfg
     start = time.perf_counter()
     data = spec.data if spec.data is not None else toy_data(t.direction)
@@ -280,9 +282,10 @@ def _train(conn, stop, spec: m.Spec, estimate: int | None, limit: int | None) ->
     return m.End("finished", "completed")
 
 
-def _loop(conn, stop, trainer, snapshot, probe_every: int, start: float) -> int:
+def _loop(conn: Connection, stop: threading.Event, trainer: Trainer, snapshot: Callable[[], None], probe_every: int,
+          start: float) -> int:
     """Train, sending the figures as they come; returns the step of the last snapshot."""
-    pending: list = []
+    pending: list[tuple[StepEvent, float]] = []
     flushed = time.perf_counter()
     last_snap = 0
 
@@ -315,7 +318,7 @@ def main() -> None:
     os.nice(NICE)  # before any other thread starts: on Linux each thread has its own priority, new ones inherit it
     conn = Connection(int(sys.argv[1]))
     try:
-        spec = m.recv(conn, kinds=("spec",))  # checked again here with the app's bounds
+        spec = cast(m.Spec, m.recv(conn, kinds=("spec",)))  # checked again here with the app's bounds (kinds: a Spec)
     except m.BadMessage as e:
         m.send(conn, m.End("failed", "error", f"Training failed: this run's settings could not be read ({e})."))
         return
