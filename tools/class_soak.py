@@ -148,7 +148,11 @@ class Classroom:
 
     def teacher_click(self, action: Callable[[], None]) -> None:
         wait_idle(self.teacher.page, timeout=60_000)
-        action()
+        try:
+            action()
+        except Exception:
+            self.shot(self.teacher, "teacher-click-failed")  # what the teacher's screen showed instead
+            raise
         wait_idle(self.teacher.page, timeout=60_000)
 
     def join(self) -> None:

@@ -228,7 +228,7 @@ def teacher_panel() -> None:
             end_of_run(TEACHER_WATCH, ss().get(TALLY_DRAWN, 0), recheck=False)
             return
         st.rerun(scope="app")
-    drawn = ss().get(CONSOLE_TALLY)  # (None in a full run: the page has not drawn yet; set on the class page only)
+    drawn = ss().get(CONSOLE_TALLY)  # (the class page's console sets it as it draws; None on another page)
     if drawn is not None and drawn != snap.tally:  # an answer, a vote, a student, a snapshot: the console redraws
         st.rerun(scope="app")
     if time.monotonic() - ss().get(TOUCHED, 0.0) > TOUCH_SECONDS:
@@ -287,12 +287,13 @@ def run(page: StreamlitPage, sidebar: Callable[..., None]) -> None:
     if is_student():
         follow_on_run(here)
         roster.report(here)
+    teacher_slot = None
     with st.sidebar:
         if is_student():
             student_badge()
             plans.student_bar()
         elif is_teacher():
-            teacher_poller()
+            teacher_slot = st.container()  # the teacher's panel, drawn once this run has published (below)
             plans.teacher_bar()
     toast_notice(here)
     ended_notice()
@@ -328,6 +329,9 @@ def run(page: StreamlitPage, sidebar: Callable[..., None]) -> None:
         if is_teacher() and completed:  # (a run cut short: the next one publishes before its page; publishing here
             publish(here)  # would apply a sentence the page asked for after the sidebar's box was drawn: an error)
         write_url()
+    if teacher_slot is not None and completed:
+        with teacher_slot:  # after `publish`: the counters its stream compares include this run's own change (drawn
+            teacher_poller()  # before it, every move of the teacher's reran the panel at once, twice)
     with st.sidebar:
         if is_student() and completed and SHOWS in ss():
             end_of_run(*ss()[SHOWS])
