@@ -134,7 +134,7 @@ def test_a_click_answer_on_the_real_attention_grid(store):  # noqa: F811 - the f
         s.selectbox(key=f"class_cell_col_{poll.qid}").set_value(col)
         s.button(key=f"class_cell_vote_{poll.qid}").click().run()
         no_exception(s)
-    assert f"Your answer: **{md(g.rows[it])} → {md(g.cols[right_col])}**" in all_text(students[0])
+    assert f"Your answer: **{md(f'{g.rows[it]} → {g.cols[right_col]}')}**" in all_text(students[0])  # escaped as one
     assert store.votes(code, secret=secret).first == {it * len(g.cols) + right_col: 2,
                                                        it * len(g.cols) + wrong_col: 1}
     teacher.button(key="class_lock_vote").click().run()
