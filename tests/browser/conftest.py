@@ -79,6 +79,9 @@ def browser():
             b.close()
 
 
+CLASS_LINK = re.compile(r"/classroom\?class=[A-Z0-9]{6}")  # the join link the class page shows
+
+
 class AppPage:
     """One browser tab on the app, with the waits and screenshots every test needs."""
 
@@ -127,6 +130,13 @@ class AppPage:
 
     def no_exception(self) -> None:
         assert_no_exception(self.page)
+
+    def start_class(self, **query) -> tuple[str, str]:
+        """As a teacher: open the class page (with `query`), press Start a class; the join link and the code."""
+        self.goto("classroom", **query)
+        self.act(lambda: self.main.get_by_role("button", name="Start a class").click())
+        link = re.search(r"(http\S+)", self.main.get_by_text(CLASS_LINK).first.inner_text())[1]
+        return link, re.search(r"class=([A-Z0-9]{6})", link)[1]
 
 
 @pytest.hookimpl(hookwrapper=True)

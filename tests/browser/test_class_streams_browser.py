@@ -4,8 +4,6 @@ EventSource whose stream the server closed opens it again a second later, unless
 
 from __future__ import annotations
 
-import re
-
 import pytest
 from playwright.sync_api import expect
 
@@ -16,10 +14,7 @@ pytestmark = pytest.mark.browser
 
 def test_a_class_that_ends_closes_its_students_streams_for_good(browser, app_url, app):
     teacher = app
-    teacher.goto("classroom")
-    teacher.act(lambda: teacher.main.get_by_role("button", name="Start a class").click())
-    link = teacher.main.get_by_text(re.compile(r"/classroom\?class=[A-Z0-9]{6}")).first.inner_text()
-    code = re.search(r"class=([A-Z0-9]{6})", link)[1]
+    _, code = teacher.start_class()
     student = new_tab(browser, app_url, "student")
     try:
         student.goto("classroom", **{"class": code})

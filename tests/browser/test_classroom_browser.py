@@ -70,10 +70,7 @@ def teacher_line(tab: AppPage, text: str):
 
 def test_two_students_follow_the_teacher(browser, app_url, app):
     teacher = app
-    teacher.goto("classroom")
-    teacher.act(lambda: teacher.main.get_by_role("button", name="Start a class").click())
-    link = teacher.main.get_by_text(re.compile(r"/classroom\?class=[A-Z0-9]{6}")).first.inner_text()
-    code = re.search(r"class=([A-Z0-9]{6})", link)[1]
+    _, code = teacher.start_class()
     expect(teacher.main.get_by_role("img")).to_have_count(1)  # the QR code
     teacher.shot("teacher-console")
     students = [new_tab(browser, app_url, f"student{i}") for i in (1, 2)]

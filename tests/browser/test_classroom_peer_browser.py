@@ -5,8 +5,6 @@ the teacher asks for it; the students see it only after the reveal."""
 
 from __future__ import annotations
 
-import re
-
 import pytest
 from playwright.sync_api import expect
 
@@ -25,10 +23,7 @@ def vote(student, option: int, second: bool = False) -> None:
 
 def test_a_teacher_and_two_students_through_one_peer_instruction_cycle(browser, app_url, app):
     teacher = app
-    teacher.goto("classroom")
-    teacher.act(lambda: teacher.main.get_by_role("button", name="Start a class").click())
-    link = teacher.main.get_by_text(re.compile(r"/classroom\?class=[A-Z0-9]{6}")).first.inner_text()
-    code = re.search(r"class=([A-Z0-9]{6})", link)[1]
+    _, code = teacher.start_class()
     students = [new_tab(browser, app_url, f"pi-student{i}") for i in (1, 2)]
     try:
         for s in students:

@@ -44,13 +44,6 @@ def tab(browser, app_url: str, name: str, width: int = 1280, height: int = 800, 
     return AppPage(context.new_page(), app_url, name)
 
 
-def start_class(teacher: AppPage, **query) -> str:
-    teacher.goto("classroom", **query)
-    teacher.act(lambda: teacher.main.get_by_role("button", name="Start a class").click())
-    link = teacher.main.get_by_text(re.compile(r"/classroom\?class=[A-Z0-9]{6}")).first.inner_text()
-    return re.search(r"(http\S+)", link)[1]
-
-
 def cell_centre(page, row: int, col: int, rows: int, cols: int) -> tuple[float, float]:
     """The centre of cell (row, col) of the click grid, from its plot area in the page."""
     box = page.locator('[data-testid="stPlotlyChart"] .nsewdrag').first.bounding_box()
@@ -61,7 +54,7 @@ def test_d2_d8_d36_a_phone_taps_the_cell_under_its_finger_and_another_row_is_ref
     teacher = tab(browser, app_url, "teacher")
     phone = tab(browser, app_url, "phone", 390, 844, phone=True)
     try:
-        link = start_class(teacher, s=COREF)
+        link, _ = teacher.start_class(s=COREF)
         teacher.act(lambda: teacher.main.get_by_text("Click the tensor").click())
         teacher.act(lambda: teacher.main.get_by_role("button", name="Ask the class").click())
         phone.page.goto(link)
@@ -98,7 +91,7 @@ def test_d9_d11_d27_d41_d44_a_class_with_a_console_a_roster_a_reload_and_nothing
     student = tab(browser, app_url, "student", outside=outside)
     console = tab(browser, app_url, "console", 390, 844, phone=True, outside=outside)
     try:
-        link = start_class(teacher)
+        link, _ = teacher.start_class()
         code = re.search(r"class=([A-Z0-9]{6})", link)[1]
         teacher.page.reload()  # D9: the teacher's reload is still the teacher of the class
         teacher.wait_idle()
