@@ -283,6 +283,7 @@ def run(page: StreamlitPage, sidebar: Callable[..., None]) -> None:
     plans.on_run(here)  # a plan link, the class's pace, a move asked for by Next / a stop / a snapshot
     if is_teacher():
         adopt(here)  # the class's state, when another device of the teacher moved it (or after a reload)
+        plans.hold_shown()  # a late request does not take the teacher back to the stop before
     board.read_run()  # the teacher's training run, as the class follows it
     if is_student():
         follow_on_run(here)

@@ -27,6 +27,7 @@ or a snapshot is drawn as HTML (`ui.widgets.md`).
 from __future__ import annotations
 
 import contextlib
+import time
 
 import streamlit as st
 
@@ -40,6 +41,7 @@ from ui.widgets import md, page_link
 
 DRAFT, LAST_PAGE, GOTO, PACE, PLAN = "plan_draft", "_plan_last_page", "_plan_goto", "_class_pace", "_class_plan"
 SHOTS_SEEN = "_class_shots_seen"  # the newest snapshot the teacher's gallery showed (the sidebar counts the new ones)
+SHOWN = "_plan_shown"  # (the state a move showed, the values it replaced, when): `hold_shown` keeps it for a moment
 PLAN_PARAM = "plan"
 STOP_PAGES = tuple(p.url_path for p in PAGES if p.url_path != cls.CLASS_PAGE)
 TITLES = {p.url_path: p.title for p in PAGES}
@@ -257,12 +259,31 @@ def show_state(state: dict) -> None:
     if cls.is_console():
         teacher.teacher_call(cls.store().set_state, cls.publishable(state)[0])
         return
+    if cls.is_teacher():
+        ss()[SHOWN] = (state, cls.shared_state(None), time.monotonic())
     cls.apply(state)
     page = state.get("page")
     if page in cls.PAGE_FILES:
         if cls.is_teacher():
             ss()[cls.TEACHER_PAGE] = page
         ss()[GOTO] = page
+
+
+def hold_shown() -> None:
+    """Top of a teacher's run, a moment after a move (Next, a stop, a projected snapshot): a value that is back to
+    the one the move replaced came from a request the browser sent before the move's values reached it (a click
+    or the panel's stream crossing the move: it carries every widget's value, and Streamlit takes them over the
+    callback's). The move's value is shown again, so the teacher publishes the stop, not the stop before it; a
+    value the teacher chose since is kept."""
+    shown = ss().get(SHOWN)
+    if shown is None or time.monotonic() - shown[2] > cls.MOVED_SECONDS:
+        ss().pop(SHOWN, None)
+        return
+    state, before, _ = shown
+    mine = cls.shared_state(None)
+    back = {k: v for k, v in state.items() if k in before and mine.get(k) == before[k] != v}
+    if back:
+        cls.apply(back)
 
 
 def set_pace(**changes) -> None:
