@@ -17,12 +17,14 @@ ROOT = Path(__file__).resolve().parents[1]
 TIMEOUT = 60  # the first run imports torch and loads the checkpoint
 
 
-def run_app(page: str | None = None, query: dict[str, str] | None = None, **state) -> AppTest:
+def run_app(page: str | None = None, query: dict[str, str] | None = None, timeout: float = TIMEOUT,
+            **state) -> AppTest:
     """The whole app (sidebar included), optionally switched to pages/<page>.py, with state preset.
 
     With `query`, the first run is a visit through a link carrying that query string (to the page, when given).
+    `timeout`: seconds a run may take (a large model's page takes longer).
     """
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=timeout)
     for key, value in state.items():
         at.session_state[key] = value
     if query is not None:

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 from apptest_util import (
+    TIMEOUT,
     all_text,
     chart_spec,
     decode,
@@ -570,7 +571,9 @@ def sized(bundle):
 @pytest.mark.parametrize("size", list(SIZES))
 @pytest.mark.parametrize("page", ["overview", "tokens", "positional", "self_attention", "multi_head", "encoder"])
 def test_encoder_side_pages_at_any_size(sized, page, size):
-    at = run_app(page, my_model=sized[size], my_model_key=f"test-{size}", model="mine")
+    # (the large model's pages with every fold open took 68 s on a loaded machine: three minutes before a timeout)
+    at = run_app(page, my_model=sized[size], my_model_key=f"test-{size}", model="mine",
+                 timeout=180 if size == "large" else TIMEOUT)
     no_exception(at)
     assert not at.error, [e.value for e in at.error]  # the app's apology box: a page failed
     d = SIZES[size]["d_model"]
