@@ -74,18 +74,33 @@ case "$cmd" in
     ;;
   test)
     setup_python
-    tier=()
+    fast=0
     if [ "${1:-}" = fast ]; then
       shift
-      tier=(-m "unit or app")  # the tiers: tests/conftest.py
+      fast=1
     else
       setup_chromium
       setup_services
     fi
     .venv/bin/ruff check .
     .venv/bin/mypy  # strict types on the packages pyproject's [tool.mypy] lists
-    # pytest exits 5 when no test ran: that is a failure here too.
-    .venv/bin/python -m pytest "${tier[@]}" "$@"
+    # The tiers (tests/conftest.py). Unit and app tests compute in this process only: they run on every core
+    # (pytest-xdist, each file in one worker). Services and browser tests start servers and wait on them, so they
+    # run one at a time, as a class's timings assume. pytest exits 5 when it selects no test: that is a failure
+    # here too, unless the other run ran tests (extra arguments such as a file may select from one tier only).
+    set +e
+    .venv/bin/python -m pytest -m "unit or app" -n auto --maxprocesses 4 --dist loadfile "$@"
+    first=$?
+    set -e
+    if [ "$fast" = 1 ]; then exit "$first"; fi
+    set +e
+    .venv/bin/python -m pytest -m "services or browser" "$@"
+    second=$?
+    set -e
+    for rc in "$first" "$second"; do
+      if [ "$rc" != 0 ] && [ "$rc" != 5 ]; then exit "$rc"; fi
+    done
+    if [ "$first" = 5 ] && [ "$second" = 5 ]; then exit 5; fi
     ;;
   serve)
     setup_python

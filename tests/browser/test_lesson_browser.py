@@ -84,14 +84,15 @@ DEPTH_STEPS = ("qkv", "heads", "cross", "output")  # In depth → self-attention
 
 @pytest.mark.parametrize("sentence", [*L.SENTENCES, *toy_sentences()])
 def test_walk_the_lesson_and_in_depth_keeps_the_sentence(app, sentence):
-    """Next through every step (the presets), then each In-depth link of DEPTH_STEPS opens its page on the lesson's
-    sentence (the sidebar shows it) and, for self-attention, on the lesson's layer, head and word; the navigation
-    brings the lesson back on the same step."""
+    """Next through every step (for Thinking Machines: the steps' contents for every preset are AppTest's, in
+    tests/test_notice_rules.py and tests/test_lesson*.py), then each In-depth link of DEPTH_STEPS opens its page on
+    the lesson's sentence (the sidebar shows it) and, for self-attention, on the lesson's layer, head and word; the
+    navigation brings the lesson back on the same step."""
     page = app.page
     page.goto(link(app.base_url, 1, sentence), wait_until="domcontentloaded")
     app.wait_idle()
     expect(sentence_box(app)).to_have_value(sentence, timeout=20_000)  # one sentence: the lesson's is the sidebar's
-    if sentence in L.SENTENCES:
+    if sentence == L.THINKING:
         for k in range(1, L.N_STEPS):
             expect(heading(app)).to_contain_text(f"{k}. {L.STEPS[k - 1].title}")
             app.act(lambda: app.main.get_by_role("button", name="Next").first.click())
