@@ -30,25 +30,29 @@ _MORE_ERRORS = {-20: (QuestionClosed, "The vote is closed."), -22: (QuestionClos
                 -25: (QuestionClosed, "Lock the first vote first."), -26: (QuestionClosed, "The class voted twice."),
                 -27: (QuestionClosed, "There is no question open.")}
 
-_COUNTS = """
+# `archive(same, qid, most)`: the poll (KEYS[2], its counts KEYS[5] and KEYS[6]) goes to the class's results (KEYS[7],
+# the newest `most` kept) if its question is (same: true) or is not (false) the question `qid`.
+_ARCHIVE = """
 local function counts(key)
   local flat, out = redis.call('HGETALL', key), {}
   for i = 1, #flat, 2 do out[flat[i]] = tonumber(flat[i + 1]) end
   return out
 end
-"""
-_VOTES_LUA = {
-    # KEYS: class, poll, v1, v2, c1, c2, results. ARGV: secret hash, idle TTL ms, qid, record, max results.
-    "poll_open": "TEACHER" + _COUNTS + """
-local old = redis.call('HMGET', KEYS[2], 'qid', 'record', 'round')
-if old[1] and old[1] ~= ARGV[3] then
+local function archive(same, qid, most)
+  local old = redis.call('HMGET', KEYS[2], 'qid', 'record', 'round')
+  if not old[1] or (old[1] == qid) ~= same then return end
   local row = cjson.decode(old[2])
   row['qid'] = tonumber(old[1])
   row['first'] = counts(KEYS[5])
   if old[3] == '2' then row['second'] = counts(KEYS[6]) else row['second'] = cjson.null end
   redis.call('RPUSH', KEYS[7], cjson.encode(row))
-  redis.call('LTRIM', KEYS[7], -tonumber(ARGV[5]), -1)
+  redis.call('LTRIM', KEYS[7], -tonumber(most), -1)
 end
+"""
+_VOTES_LUA = {
+    # KEYS: class, poll, v1, v2, c1, c2, results. ARGV: secret hash, idle TTL ms, qid, record, max results.
+    "poll_open": "TEACHER" + _ARCHIVE + """
+archive(false, ARGV[3], ARGV[5])
 redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6])
 redis.call('HSET', KEYS[2], 'qid', ARGV[3], 'record', ARGV[4], 'round', 1, 'open', 1, 'discuss', 0)
 for i = 2, 7 do redis.call('PEXPIRE', KEYS[i], ARGV[2]) end
@@ -107,18 +111,10 @@ return {redis.call('HMGET', KEYS[1], 'secret', 'ended', 'qid', 'revealed'),
         redis.call('HLEN', KEYS[4]), mine[1], mine[2]}""",
     # KEYS: class, poll, v1, v2, c1, c2, results, answers, counts. ARGV: secret hash, idle TTL ms, max results. The
     # question leaves the class; its poll goes to the results.
-    "close_question": "TEACHER" + _COUNTS + """
+    "close_question": "TEACHER" + _ARCHIVE + """
 local h = redis.call('HMGET', KEYS[1], 'question', 'qid')
 if not h[1] then return -27 end
-local old = redis.call('HMGET', KEYS[2], 'qid', 'record', 'round')
-if old[1] and old[1] == h[2] then
-  local row = cjson.decode(old[2])
-  row['qid'] = tonumber(old[1])
-  row['first'] = counts(KEYS[5])
-  if old[3] == '2' then row['second'] = counts(KEYS[6]) else row['second'] = cjson.null end
-  redis.call('RPUSH', KEYS[7], cjson.encode(row))
-  redis.call('LTRIM', KEYS[7], -tonumber(ARGV[3]), -1)
-end
+archive(true, h[2], ARGV[3])
 redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[8], KEYS[9])
 redis.call('HDEL', KEYS[1], 'question')
 redis.call('HSET', KEYS[1], 'revealed', 0)
