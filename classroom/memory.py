@@ -13,7 +13,7 @@ from typing import Any
 from classroom import plans as _plans
 from classroom.errors import ClassEnded, ClassFull, ClassStoreError, InvalidInput, NotFound, QuestionClosed, RateLimited
 from classroom.roster import MemoryRoster
-from classroom.rules import MAX_OPTIONS
+from classroom.rules import MAX_OPTIONS, Limit
 from classroom.store import ClassSnapshot, ClassStore, Counters, _snapshot_of, too_many_classes, too_many_students
 from classroom.votes import MemoryVotes
 
@@ -60,12 +60,37 @@ class _Class:
         return len(gone)
 
 
-def _window(times: deque[float], now: float, seconds: float) -> deque[float]:
-    """`times` without those older than `seconds` (kept for exactly `seconds`: a limit of N per minute
-    allows N in any minute, its ends included)."""
-    while times and times[0] < now - seconds:
-        times.popleft()
-    return times
+class Windows:
+    """The memory store's rate limits (`rules.Limit`: sliding windows): per limit and key, the times of the sends
+    it allowed in its window (kept for exactly its `seconds`: N a minute allows N in any minute, its ends included)."""
+
+    def __init__(self) -> None:
+        self._times: dict[tuple[str, str], deque[float]] = {}
+        self._longest = 0.0
+
+    def wait(self, now: float, limit: Limit, key: str) -> float | None:
+        """Seconds until `limit` allows one more send under `key`; None: it allows one now."""
+        times = self._times.get((limit.name, key), deque())
+        while times and times[0] < now - limit.seconds:
+            times.popleft()
+        return times[0] + limit.seconds - now if len(times) >= limit.most else None
+
+    def spend(self, now: float, limit: Limit, key: str) -> None:
+        self._times.setdefault((limit.name, key), deque()).append(now)
+        self._longest = max(self._longest, limit.seconds)
+
+    def take(self, now: float, *sends: tuple[Limit, str]) -> None:
+        """One send under each (limit, key), or none and `RateLimited` (until every one has room)."""
+        waits = [w for limit, key in sends if (w := self.wait(now, limit, key)) is not None]
+        if waits:
+            raise RateLimited(max(waits))
+        for limit, key in sends:
+            self.spend(now, limit, key)
+
+    def sweep(self, now: float) -> None:
+        """Forget the keys whose sends all left their window."""
+        for gone in [k for k, times in self._times.items() if not times or times[-1] < now - self._longest]:
+            del self._times[gone]
 
 
 class MemoryClassStore(MemoryVotes, MemoryRoster, ClassStore):
@@ -77,20 +102,17 @@ class MemoryClassStore(MemoryVotes, MemoryRoster, ClassStore):
         self._present: dict[str, dict[str, tuple[float, set[str]]]] = {}  # code -> process -> (until, ids)
         self._lock = threading.Lock()
         self._classes: dict[str, _Class] = {}
-        self._fails: dict[str, deque[float]] = {}
-        self._starts: dict[str, deque[float]] = {}  # hashed client -> when it started its recent classes
+        self._rates = Windows()
         self._owned: dict[str, str] = {}  # hashed owner (a teacher's browser or session) -> its class
         self._next_sweep = 0.0
 
     def _sweep(self, now: float) -> None:  # under the lock
         if now < self._next_sweep:
             return
-        self._next_sweep = now + min(30.0, self.idle_seconds / 4, self.join_window_seconds / 4)
+        self._next_sweep = now + min(30.0, self.idle_seconds / 4)
         for code in [c for c, k in self._classes.items() if k.expires <= now]:
             del self._classes[code]
-        for window, seconds in ((self._fails, self.join_window_seconds), (self._starts, 60.0)):
-            for ckey in [c for c, d in window.items() if not d or d[-1] < now - seconds]:
-                del window[ckey]
+        self._rates.sweep(now)
         for okey in [o for o, code in self._owned.items() if code not in self._classes]:
             del self._owned[okey]
 
@@ -128,13 +150,14 @@ class MemoryClassStore(MemoryVotes, MemoryRoster, ClassStore):
             running = [c for c in self._classes.values() if not c.ended]
             if sum(c.client == ckey for c in running) >= self.classes_per_client:
                 raise ClassStoreError(too_many_classes(self.classes_per_client))
-            starts = _window(self._starts.setdefault(ckey, deque()), now, 60.0)
-            if len(starts) >= self.class_starts_per_minute:
-                raise RateLimited(starts[0] + 60.0 - now)
+            starts = self.limit("starts")
+            wait = self._rates.wait(now, starts, starts.key(client=ckey))
+            if wait is not None:
+                raise RateLimited(wait)
             if len(running) >= self.max_classes:
                 raise ClassStoreError("Too many classes on this server: try again later.")
             self._classes[code] = _Class(shash, dict(state), now + self.idle_seconds, client=ckey)
-            starts.append(now)
+            self._rates.spend(now, starts, starts.key(client=ckey))
             if okey is not None:
                 self._owned[okey] = code
         if ended is not None:
@@ -192,13 +215,12 @@ class MemoryClassStore(MemoryVotes, MemoryRoster, ClassStore):
     def _join(self, code: str | None, ckey: str, student_id: str, trusted: bool) -> None:
         with self._lock:
             now = self._clock()
-            self._sweep(now)  # first: a sweep drops empty windows, and must not drop the one this join writes to
-            fails = _window(self._fails.setdefault(ckey, deque()), now, self.join_window_seconds)
-            if not trusted and len(fails) >= self.max_failed_joins:
-                raise RateLimited(fails[0] + self.join_window_seconds - now)
+            fails = self.limit("joinfail")
+            if not trusted and (wait := self._rates.wait(now, fails, fails.key(client=ckey))) is not None:
+                raise RateLimited(wait)
             c = self._live(code, now) if code else None
             if c is None:
-                fails.append(now)
+                self._rates.spend(now, fails, fails.key(client=ckey))
                 raise NotFound("No class with this code.")
             if c.ended:
                 raise ClassEnded("This class has ended.")
@@ -320,22 +342,15 @@ class MemoryClassStore(MemoryVotes, MemoryRoster, ClassStore):
         self._announce(code, event)
         return version
 
-    def _send_shot(self, code: str, student_id: str, ckey: str, shot: dict[str, Any], per_client: int) -> int:
+    def _send_shot(self, code: str, student_id: str, ckey: str, shot: dict[str, Any]) -> int:
         with self._lock:
             now = self._clock()
             c = self._get(code)
             if student_id not in c.students:
                 raise NotFound("Join the class first.")
-            windows = self.__dict__.setdefault("_shot_windows", {})
-            for key in [k for k, d in windows.items() if not d or d[-1] < now - 60.0]:
-                del windows[key]
-            mine = _window(windows.setdefault(f"{code}|{student_id}", deque()), now, 60.0)
-            theirs = _window(windows.setdefault(f"{code}|{ckey}", deque()), now, 60.0)
-            for times, limit in ((mine, _plans.SHOTS_PER_STUDENT), (theirs, per_client)):
-                if len(times) >= limit:
-                    raise RateLimited(times[0] + 60.0 - now)
-            mine.append(now)
-            theirs.append(now)
+            mine, theirs = self.limit("shots"), self.limit("shots_client")
+            self._rates.take(now, (mine, mine.key(code=code, student=student_id)),
+                             (theirs, theirs.key(code=code, client=ckey)))
             number = c.numbers.setdefault(student_id, len(c.numbers) + 1)
             n = c.shots[-1]["n"] + 1 if c.shots else 1
             c.shots = [*c.shots, {"n": n, "student": number, **json.loads(json.dumps(shot))}][-_plans.SHOTS_KEPT:]
@@ -354,11 +369,8 @@ class MemoryClassStore(MemoryVotes, MemoryRoster, ClassStore):
             c = self._get(code)
             if student_id not in c.students:
                 raise NotFound("Join the class first.")
-            windows = self.__dict__.setdefault("_shot_windows", {})
-            mine = _window(windows.setdefault(f"{code}|run|{student_id}", deque()), now, 60.0)
-            if len(mine) >= _plans.RUNS_PER_STUDENT:
-                raise RateLimited(mine[0] + 60.0 - now)
-            mine.append(now)
+            runs = self.limit("runs")
+            self._rates.take(now, (runs, runs.key(code=code, student=student_id)))
             number = c.numbers.setdefault(student_id, len(c.numbers) + 1)
             c.runs[number] = json.loads(json.dumps(run))
             event = c.bump(seq=False, tally=True)

@@ -46,8 +46,6 @@ PACE_MODES = ("lead", "free", "plan")
 PACE_LABELS = {"lead": "Students follow me", "free": "Students explore freely",
                "plan": "Students explore the plan's stops so far"}
 SHOTS_KEPT = 60  # a class's gallery keeps its newest snapshots
-SHOTS_PER_STUDENT = 3  # per minute
-SHOTS_PER_CLIENT = 30  # per minute and network address (a school behind one address: $GLASS_SHOTS_PER_ADDRESS)
 
 
 @dataclass(frozen=True)
@@ -241,7 +239,6 @@ RUN_SETTINGS = ("arch", "d_model", "n_heads", "n_layers", "d_ff", "dropout", "ba
                 "lr_scale", "label_smoothing", "seed", "look_ahead_mask")
 MAX_CURVE = 60  # points of a run's loss curve on the board
 MAX_RUN_TEXT = 200
-RUNS_PER_STUDENT = 3  # board posts per minute (a new post replaces the student's last)
 
 
 def _number(value: object, what: str, low: float = -1e12, high: float = 1e12) -> float | int:

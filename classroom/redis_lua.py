@@ -22,28 +22,42 @@ if not h[1] then return -1 end
 if h[1] ~= ARGV[1] then return -2 end
 for i = 1, 5 do redis.call('PEXPIRE', KEYS[i], ARGV[2]) end
 """
+# Rate limits (classroom/rules.py `Limit`: sliding windows, as the memory store's `Windows`): per limit and key a
+# sorted set of the times of the sends it allowed, kept for the limit's seconds. `wait_ms(key, seconds, most)`: ms
+# until one more send fits (nil: it fits now); `spend(key, seconds)`: one send; `limit({key, seconds, most}, ...)`:
+# one send under each, or none and the longest wait (ms).
+LIMIT = """
+local rate_time = redis.call('TIME')
+local rate_t = tonumber(rate_time[1]) + tonumber(rate_time[2]) / 1e6
+local function wait_ms(key, seconds, most)
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', '(' .. (rate_t - tonumber(seconds)))
+  if redis.call('ZCARD', key) >= tonumber(most) then
+    local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+    return math.max(1, math.ceil((tonumber(first[2]) + tonumber(seconds) - rate_t) * 1000))
+  end
+end
+local function spend(key, seconds)
+  redis.call('ZADD', key, rate_t, string.format('%.6f:%d', rate_t, redis.call('ZCARD', key)))
+  redis.call('PEXPIRE', key, math.ceil(tonumber(seconds) * 1000) + 1000)
+end
+local function limit(...)
+  local wait = nil
+  for _, l in ipairs({...}) do
+    local ms = wait_ms(l[1], l[2], l[3])
+    if ms and (not wait or ms > wait) then wait = ms end
+  end
+  if wait then return wait end
+  for _, l in ipairs({...}) do spend(l[1], l[2]) end
+end
+"""
 # A student's change of their class. KEYS[1] class, KEYS[2] students; ARGV[1] the student. Refuses an ended (-3),
-# missing (-1) class or a non-member (-6) as {code, 0}; then gives `t` (the server's time), `wait_ms(key, limit)`
-# (ms until a minute's window of sends has room under `limit`, nil when it has), `mark(key, member)` (a send in
-# that window) and `sender()` (the student's number on the class's board, given at their first send).
-MEMBER = ANNOUNCE + """
+# missing (-1) class or a non-member (-6) as {code, 0}; then gives `limit` (above) and `sender()` (the student's
+# number on the class's board, given at their first send).
+MEMBER = ANNOUNCE + LIMIT + """
 local h = redis.call('HMGET', KEYS[1], 'secret', 'ended')
 if h[2] == '1' then return {-3, 0} end
 if not h[1] then return {-1, 0} end
 if redis.call('SISMEMBER', KEYS[2], ARGV[1]) == 0 then return {-6, 0} end
-local now = redis.call('TIME')
-local t = tonumber(now[1]) + tonumber(now[2]) / 1e6
-local function wait_ms(key, limit)
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', '(' .. (t - 60))
-  if redis.call('ZCARD', key) >= limit then
-    local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
-    return math.floor((tonumber(first[2]) + 60 - t) * 1000)
-  end
-end
-local function mark(key, member)
-  redis.call('ZADD', key, t, member)
-  redis.call('EXPIRE', key, 120)
-end
 local function sender()
   local who = redis.call('HGET', KEYS[1], 'x:sender:' .. ARGV[1])
   if not who then
@@ -54,14 +68,12 @@ local function sender()
 end
 """
 LUA = {
-    # KEYS: class, client's classes, client's starts, live classes, owner. ARGV: secret hash, idle TTL ms, state,
-    # code, classes per client, starts per minute, max classes, prefix, tombstone ms, client, owner given (0/1).
-    # Returns {1, 0, the owner's previous class if this ended it, else ''}, {0, 0} (the code is taken), or
-    # {-10|-11|-12, ms to wait} (a limit).
-    "create": ANNOUNCE + """
+    # KEYS: class, client's classes, client's starts (the limit "starts"), live classes, owner. ARGV: secret hash,
+    # idle TTL ms, state, code, classes per client, starts' most, max classes, prefix, tombstone ms, client, owner
+    # given (0/1), starts' seconds. Returns {1, 0, the owner's previous class if this ended it, else ''}, {0, 0} (the
+    # code is taken), or {-10|-11|-12, ms to wait} (a limit).
+    "create": ANNOUNCE + LIMIT + """
 if redis.call('EXISTS', KEYS[1]) == 1 then return {0, 0} end
-local now = redis.call('TIME')
-local t = tonumber(now[1]) + tonumber(now[2]) / 1e6
 local function running(code)
   local h = redis.call('HMGET', ARGV[8] .. ':' .. code, 'secret', 'ended')
   return h[1] and h[2] ~= '1'
@@ -85,11 +97,8 @@ for _, code in ipairs(redis.call('SMEMBERS', KEYS[2])) do
   if not running(code) then redis.call('SREM', KEYS[2], code) end
 end
 if redis.call('SCARD', KEYS[2]) >= tonumber(ARGV[5]) then return {-10, 0} end
-redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', '(' .. (t - 60))
-if redis.call('ZCARD', KEYS[3]) >= tonumber(ARGV[6]) then
-  local first = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')
-  return {-11, math.floor((tonumber(first[2]) + 60 - t) * 1000)}
-end
+local wait = wait_ms(KEYS[3], ARGV[12], ARGV[6])
+if wait then return {-11, wait} end
 if redis.call('ZCARD', KEYS[4]) >= tonumber(ARGV[7]) then
   for _, code in ipairs(redis.call('ZRANGE', KEYS[4], 0, -1)) do
     if not running(code) then redis.call('ZREM', KEYS[4], code) end
@@ -101,9 +110,8 @@ redis.call('HSET', KEYS[1], 'secret', ARGV[1], 'version', 1, 'state', ARGV[3], '
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 redis.call('SADD', KEYS[2], ARGV[4])
 redis.call('PEXPIRE', KEYS[2], ARGV[2])
-redis.call('ZADD', KEYS[3], t, ARGV[4])
-redis.call('EXPIRE', KEYS[3], 120)
-redis.call('ZADD', KEYS[4], t, ARGV[4])
+spend(KEYS[3], ARGV[12])
+redis.call('ZADD', KEYS[4], rate_t, ARGV[4])
 if ARGV[11] == '1' then redis.call('SET', KEYS[5], ARGV[4], 'PX', ARGV[2]) end
 return {1, 0, ended}""",
     "touch": TEACHER + "return 0",
@@ -163,9 +171,6 @@ if ARGV[1] ~= '' then mine = redis.call('HGET', KEYS[2], ARGV[1]) end
 local t = redis.call('TIME')  -- the students present (KEYS[6]: student -> present until)
 local present = redis.call('ZCOUNT', KEYS[6], '(' .. (tonumber(t[1]) + tonumber(t[2]) / 1e6), '+inf')
 return {h, redis.call('HGETALL', KEYS[3]), present, mine}""",
-    # KEYS: class, students, failures, joined, present (student -> until). ARGV: student, max failures, window ms,
-    # max students (present), trusted (the join link's token was right: 1), client, students per client, presence
-    # seconds. Returns -7 with the ms to wait when the client is over its limit of failures.
     # KEYS: the class's pages (sorted set "where|student" -> until), its students present (student -> until), its
     # students, the class. ARGV: where, seconds, presence seconds, students...
     "mark_connected": ANNOUNCE + """
@@ -195,17 +200,22 @@ return 0""",
     "connected": """#!lua flags=no-writes
 local t = redis.call('TIME')
 return redis.call('ZRANGEBYSCORE', KEYS[1], tonumber(t[1]) + tonumber(t[2]) / 1e6, '+inf')""",
-    "join": ANNOUNCE + """
-local fails = tonumber(redis.call('GET', KEYS[3]) or '0')
-if ARGV[5] ~= '1' and fails >= tonumber(ARGV[2]) then return {-7, redis.call('PTTL', KEYS[3])} end
+    # KEYS: class, students, failures (the limit "joinfail"), joined, present (student -> until). ARGV: student,
+    # failures' most, failures' seconds, max students (present), trusted (the join link's token was right: 1),
+    # client, students per client, presence seconds. Returns -7 with the ms to wait when the client is over its
+    # limit of failures.
+    "join": ANNOUNCE + LIMIT + """
+if ARGV[5] ~= '1' then
+  local wait = wait_ms(KEYS[3], ARGV[3], ARGV[2])
+  if wait then return {-7, wait} end
+end
 local h = redis.call('HMGET', KEYS[1], 'secret', 'ended')
 if h[2] == '1' then return {-3, 0} end
 if not h[1] then
-  if redis.call('INCR', KEYS[3]) == 1 then redis.call('PEXPIRE', KEYS[3], ARGV[3]) end
+  spend(KEYS[3], ARGV[3])
   return {-1, 0}
 end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) + tonumber(t[2]) / 1e6
+local now = rate_t
 local gone = redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now)
 local here = redis.call('ZSCORE', KEYS[5], ARGV[1])
 if not here then
@@ -230,8 +240,7 @@ return {1, 0}""",
 
 # Lesson plans, pacing and snapshots (classroom/plans.py) live in the class's own hash, so they end with it: fields
 # x:plan and x:pace (JSON), x:shot:N (a snapshot, JSON), x:shot_n, x:senders and x:sender:STUDENT (the students'
-# numbers, given when a student first joins: "join" above). Rate windows: p:CODE:shots:STUDENT and
-# p:CODE:shots:CLIENT (sorted sets, 2 minutes).
+# numbers, given when a student first joins: "join" above).
 LUA.update({
     # KEYS: the class's five. ARGV: secret hash, idle TTL ms, plan JSON, the default pace JSON.
     "set_plan": TEACHER + """
@@ -269,26 +278,22 @@ return v""",
 redis.call('HSET', KEYS[1], 'x:' .. ARGV[3], ARGV[4])
 announce(1, 1, 0)
 return 0""",
-    # KEYS: class, students, the student's window, the client's window. ARGV: student, shot JSON, per student,
-    # per client, shots kept. Returns {n, 0}, or {-14, ms to wait} over a limit.
+    # KEYS: class, students, the limits "shots" and "shots_client". ARGV: student, shot JSON, shots kept, then
+    # seconds and most of each limit. Returns {n, 0}, or {-14, ms to wait} over a limit.
     "send_shot": MEMBER + """
-for i = 3, 4 do
-  local ms = wait_ms(KEYS[i], tonumber(ARGV[i]))
-  if ms then return {-14, ms} end
-end
+local wait = limit({KEYS[3], ARGV[4], ARGV[5]}, {KEYS[4], ARGV[6], ARGV[7]})
+if wait then return {-14, wait} end
 local n = redis.call('HINCRBY', KEYS[1], 'x:shot_n', 1)
-for i = 3, 4 do mark(KEYS[i], n) end
 local who = sender()
 redis.call('HSET', KEYS[1], 'x:shot:' .. n, '{"n":' .. n .. ',"student":' .. who .. ',"shot":' .. ARGV[2] .. '}')
-if n > tonumber(ARGV[5]) then redis.call('HDEL', KEYS[1], 'x:shot:' .. (n - tonumber(ARGV[5]))) end
+if n > tonumber(ARGV[3]) then redis.call('HDEL', KEYS[1], 'x:shot:' .. (n - tonumber(ARGV[3]))) end
 announce(0, 0, 1)
 return {n, 0}""",
-    # KEYS: class, students, the student's window. ARGV: student, run JSON, posts per minute. Returns {number, 0},
+    # KEYS: class, students, the limit "runs". ARGV: student, run JSON, its seconds and most. Returns {number, 0},
     # or {-14, ms to wait}. The board: fields x:run:NUMBER of the class's hash.
     "post_run": MEMBER + """
-local ms = wait_ms(KEYS[3], tonumber(ARGV[3]))
-if ms then return {-14, ms} end
-mark(KEYS[3], t)
+local wait = limit({KEYS[3], ARGV[3], ARGV[4]})
+if wait then return {-14, wait} end
 local who = sender()
 redis.call('HSET', KEYS[1], 'x:run:' .. who, '{"student":' .. who .. ',"run":' .. ARGV[2] .. '}')
 announce(0, 0, 1)

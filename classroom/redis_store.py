@@ -44,10 +44,10 @@ FULL = "The class service is full right now; try again in a few minutes."
 # the counters seq, q, tally: classroom.store.Counters),
 # p:CODE:answers (hash student -> option), p:CODE:counts (hash option -> count), p:CODE:students (set),
 # p:CODE:joined (hash client -> students it added), p:CODE:here (sorted set: student -> present until),
-# p:CODE:pages (sorted set: "process|student" -> until); p:joinfail:CLIENT (failed-join counter), p:client:CLIENT
-# (set of the classes a client started), p:starts:CLIENT (sorted set: its recent starts), p:owner:OWNER (the
-# class a teacher's browser runs), p:live (sorted set of the classes not ended). Clients and owners are hashed.
-# All expire: a class's keys with the class's idle TTL.
+# p:CODE:pages (sorted set: "process|student" -> until); p:client:CLIENT (set of the classes a client started),
+# p:owner:OWNER (the class a teacher's browser runs), p:live (sorted set of the classes not ended); p:rate:NAME:KEY
+# (the rate limits, rules.LIMITS: sorted sets, kept for their window; KEY: CLIENT, or CODE:STUDENT, CODE:CLIENT).
+# Clients and owners are hashed. All expire: a class's keys with the class's idle TTL.
 # Every script returns a number >= 0 on success, or one of these:
 _ERRORS = {-1: (NotFound, "No class with this code."), -2: (Forbidden, "Only the teacher can do this."),
            -3: (ClassEnded, "This class has ended."), -4: (QuestionClosed, "This question is closed."),
@@ -115,6 +115,12 @@ class RedisClassStore(RedisVotes, RedisRoster, ClassStore):
             kind, message = _ERRORS[status]
             raise kind(message)
         return result
+
+    def _rate(self, name: str, **parts: str) -> list[Any]:
+        """The rate limit `name` (`ClassStore.limit`) as the Lua `limit` takes it: its key for `parts`, its seconds
+        and its most."""
+        limit = self.limit(name)
+        return [f"{self._p}:rate:{name}:{limit.key(**parts)}", limit.seconds, limit.most]
 
     @property
     def _ttl_ms(self) -> int:
@@ -206,11 +212,12 @@ class RedisClassStore(RedisVotes, RedisRoster, ClassStore):
 
     def _create(self, code: str, shash: str, state: dict[str, Any], ckey: str, okey: str | None
                 ) -> tuple[bool, str | None]:
-        keys = [self._keys(code)[0], f"{self._p}:client:{ckey}", f"{self._p}:starts:{ckey}", f"{self._p}:live",
+        starts, seconds, most = self._rate("starts", client=ckey)
+        keys = [self._keys(code)[0], f"{self._p}:client:{ckey}", starts, f"{self._p}:live",
                 f"{self._p}:owner:{okey or '-'}"]
         status, wait_ms, *ended = self._script("create", keys, [
-            shash, self._ttl_ms, json.dumps(state), code, self.classes_per_client, self.class_starts_per_minute,
-            self.max_classes, self._p, max(1, int(self.tombstone_seconds * 1000)), ckey, int(okey is not None)], code)
+            shash, self._ttl_ms, json.dumps(state), code, self.classes_per_client, most, self.max_classes, self._p,
+            max(1, int(self.tombstone_seconds * 1000)), ckey, int(okey is not None), seconds], code)
         if status == -10:
             raise ClassStoreError(too_many_classes(self.classes_per_client))
         if status == -11:
@@ -246,10 +253,9 @@ class RedisClassStore(RedisVotes, RedisRoster, ClassStore):
 
     def _join(self, code: str | None, ckey: str, student_id: str, trusted: bool) -> None:
         keys = self._keys(code or "-")
-        status, wait_ms = self._run("join", [keys[0], keys[3], f"{self._p}:joinfail:{ckey}", keys[4],
-                                             f"{keys[0]}:here"], student_id,
-                                    self.max_failed_joins, max(1, int(self.join_window_seconds * 1000)),
-                                    self.max_students, int(trusted), ckey, self.students_per_client,
+        fails, seconds, most = self._rate("joinfail", client=ckey)
+        status, wait_ms = self._run("join", [keys[0], keys[3], fails, keys[4], f"{keys[0]}:here"], student_id, most,
+                                    seconds, self.max_students, int(trusted), ckey, self.students_per_client,
                                     self.presence_seconds)
         if status == -7:
             raise RateLimited(max(wait_ms, 0) / 1000)
@@ -320,10 +326,12 @@ class RedisClassStore(RedisVotes, RedisRoster, ClassStore):
             raise ClassStoreError(_plans.too_many_models(budget // 2**20))
         return version
 
-    def _send_shot(self, code: str, student_id: str, ckey: str, shot: dict[str, Any], per_client: int) -> int:
+    def _send_shot(self, code: str, student_id: str, ckey: str, shot: dict[str, Any]) -> int:
         k = self._keys(code)
-        n, wait_ms = self._run("send_shot", [k[0], k[3], f"{k[0]}:shots:{student_id}", f"{k[0]}:shots:{ckey}"],
-                               student_id, json.dumps(shot), _plans.SHOTS_PER_STUDENT, per_client, _plans.SHOTS_KEPT)
+        mine, *mine_args = self._rate("shots", code=code, student=student_id)
+        theirs, *their_args = self._rate("shots_client", code=code, client=ckey)
+        n, wait_ms = self._run("send_shot", [k[0], k[3], mine, theirs], student_id, json.dumps(shot), _plans.SHOTS_KEPT,
+                               *mine_args, *their_args)
         if n == -14:
             raise RateLimited(max(int(wait_ms), 0) / 1000)
         return int(n)
@@ -340,8 +348,8 @@ class RedisClassStore(RedisVotes, RedisRoster, ClassStore):
 
     def _post_run(self, code: str, student_id: str, run: dict[str, Any]) -> int:
         k = self._keys(code)
-        n, wait_ms = self._run("post_run", [k[0], k[3], f"{k[0]}:runs:{student_id}"], student_id, json.dumps(run),
-                               _plans.RUNS_PER_STUDENT)
+        runs, *args = self._rate("runs", code=code, student=student_id)
+        n, wait_ms = self._run("post_run", [k[0], k[3], runs], student_id, json.dumps(run), *args)
         if n == -14:
             raise RateLimited(max(int(wait_ms), 0) / 1000)
         return int(n)

@@ -3,9 +3,10 @@
 Keys of class CODE (prefix p), beside the class's own (classroom/redis_store.py): p:CODE:poll (hash: qid, record
 (the question's JSON: text, options, answer, kind, grid), round, open, discuss), p:CODE:poll:v1 / :v2 (hash
 student -> choice, per round), p:CODE:poll:c1 / :c2 (hash choice -> count), p:CODE:results (list of the class's
-earlier polls as JSON, no student ids); p:vrate:s:CODE:STUDENT:W and p:vrate:c:CLIENT:W (votes in window W, the
-rate limits). All expire with the class (its idle TTL); the rate keys after their window. Every update is one
-Lua script that checks, changes, bumps the class's counters and publishes them (the push path), atomically.
+earlier polls as JSON, no student ids). All expire with the class (its idle TTL). The rate limits of votes are the
+rows "votes" and "votes_client" of `rules.LIMITS` (keys p:rate:votes:CODE:STUDENT, p:rate:votes_client:CLIENT).
+Every update is one Lua script that checks, changes, bumps the class's counters and publishes them (the push
+path), atomically.
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from classroom.errors import QuestionClosed, RateLimited
+from classroom.redis_lua import LIMIT
 from classroom.rules import check_question, check_text
-from classroom.votes import MAX_RESULTS, VOTE_WINDOW_SECONDS, check_extras, check_grid
+from classroom.votes import MAX_RESULTS, check_extras, check_grid
 
 if TYPE_CHECKING:
     from redis import Redis
@@ -28,33 +30,37 @@ _MORE_ERRORS = {-20: (QuestionClosed, "The vote is closed."), -22: (QuestionClos
                 -25: (QuestionClosed, "Lock the first vote first."), -26: (QuestionClosed, "The class voted twice."),
                 -27: (QuestionClosed, "There is no question open.")}
 
-_COUNTS = """
+# `archive(same, qid, most)`: the poll (KEYS[2], its counts KEYS[5] and KEYS[6]) goes to the class's results (KEYS[7],
+# the newest `most` kept) if its question is (same: true) or is not (false) the question `qid`.
+_ARCHIVE = """
 local function counts(key)
   local flat, out = redis.call('HGETALL', key), {}
   for i = 1, #flat, 2 do out[flat[i]] = tonumber(flat[i + 1]) end
   return out
 end
-"""
-_VOTES_LUA = {
-    # KEYS: class, poll, v1, v2, c1, c2, results. ARGV: secret hash, idle TTL ms, qid, record, max results.
-    "poll_open": "TEACHER" + _COUNTS + """
-local old = redis.call('HMGET', KEYS[2], 'qid', 'record', 'round')
-if old[1] and old[1] ~= ARGV[3] then
+local function archive(same, qid, most)
+  local old = redis.call('HMGET', KEYS[2], 'qid', 'record', 'round')
+  if not old[1] or (old[1] == qid) ~= same then return end
   local row = cjson.decode(old[2])
   row['qid'] = tonumber(old[1])
   row['first'] = counts(KEYS[5])
   if old[3] == '2' then row['second'] = counts(KEYS[6]) else row['second'] = cjson.null end
   redis.call('RPUSH', KEYS[7], cjson.encode(row))
-  redis.call('LTRIM', KEYS[7], -tonumber(ARGV[5]), -1)
+  redis.call('LTRIM', KEYS[7], -tonumber(most), -1)
 end
+"""
+_VOTES_LUA = {
+    # KEYS: class, poll, v1, v2, c1, c2, results. ARGV: secret hash, idle TTL ms, qid, record, max results.
+    "poll_open": "TEACHER" + _ARCHIVE + """
+archive(false, ARGV[3], ARGV[5])
 redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6])
 redis.call('HSET', KEYS[2], 'qid', ARGV[3], 'record', ARGV[4], 'round', 1, 'open', 1, 'discuss', 0)
 for i = 2, 7 do redis.call('PEXPIRE', KEYS[i], ARGV[2]) end
 announce(1, 1, 0)
 return 0""",
-    # KEYS: class, students, poll, v1, c1, v2, c2. ARGV: student, qid, choice, per-student limit, per-client limit,
-    # window s, client, prefix.
-    "vote": "ANNOUNCE" + """
+    # KEYS: class, students, poll, v1, c1, v2, c2, the limits "votes" and "votes_client". ARGV: student, qid,
+    # choice, then seconds and most of each limit.
+    "vote": "ANNOUNCE" + LIMIT + """
 local h = redis.call('HMGET', KEYS[1], 'secret', 'ended', 'qid', 'revealed')
 if h[2] == '1' then return -3 end
 if not h[1] then return -1 end
@@ -65,19 +71,8 @@ local rec = cjson.decode(p[2])
 local n = #rec['options']
 if type(rec['grid']) == 'table' then n = #rec['grid']['rows'] * #rec['grid']['cols'] end
 if tonumber(ARGV[3]) >= n then return -5 end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) + tonumber(t[2]) / 1e6
-local w = tonumber(ARGV[6])
-local window = math.floor(now / w)
-local code = ARGV[#ARGV]
-local limited = false
-for _, kl in ipairs({{ARGV[8] .. ':vrate:s:' .. code .. ':' .. ARGV[1] .. ':' .. window, ARGV[4]},
-                     {ARGV[8] .. ':vrate:c:' .. ARGV[7] .. ':' .. window, ARGV[5]}}) do
-  local used = redis.call('INCR', kl[1])
-  if used == 1 then redis.call('PEXPIRE', kl[1], w * 1000 + 1000) end
-  if used > tonumber(kl[2]) then limited = true end
-end
-if limited then return {-21, math.floor(((window + 1) * w - now) * 1000)} end
+local wait = limit({KEYS[8], ARGV[4], ARGV[5]}, {KEYS[9], ARGV[6], ARGV[7]})
+if wait then return {-21, wait} end
 local vk, ck = KEYS[4], KEYS[5]
 if p[3] == '2' then vk, ck = KEYS[6], KEYS[7] end
 local old = redis.call('HGET', vk, ARGV[1])
@@ -116,18 +111,10 @@ return {redis.call('HMGET', KEYS[1], 'secret', 'ended', 'qid', 'revealed'),
         redis.call('HLEN', KEYS[4]), mine[1], mine[2]}""",
     # KEYS: class, poll, v1, v2, c1, c2, results, answers, counts. ARGV: secret hash, idle TTL ms, max results. The
     # question leaves the class; its poll goes to the results.
-    "close_question": "TEACHER" + _COUNTS + """
+    "close_question": "TEACHER" + _ARCHIVE + """
 local h = redis.call('HMGET', KEYS[1], 'question', 'qid')
 if not h[1] then return -27 end
-local old = redis.call('HMGET', KEYS[2], 'qid', 'record', 'round')
-if old[1] and old[1] == h[2] then
-  local row = cjson.decode(old[2])
-  row['qid'] = tonumber(old[1])
-  row['first'] = counts(KEYS[5])
-  if old[3] == '2' then row['second'] = counts(KEYS[6]) else row['second'] = cjson.null end
-  redis.call('RPUSH', KEYS[7], cjson.encode(row))
-  redis.call('LTRIM', KEYS[7], -tonumber(ARGV[3]), -1)
-end
+archive(true, h[2], ARGV[3])
 redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[8], KEYS[9])
 redis.call('HDEL', KEYS[1], 'question')
 redis.call('HSET', KEYS[1], 'revealed', 0)
@@ -145,9 +132,8 @@ class RedisVotes:
         channel: str
         _LUA_PRELUDES: dict[str, str]
         _LUA_ERRORS: Mapping[int, tuple[type[Exception], str]]
-        votes_per_student: int
-        votes_per_client: int
 
+        def _rate(self, name: str, **parts: str) -> list[Any]: ...
         @property
         def _ttl_ms(self) -> int: ...
         def _keys(self, code: str) -> list[str]: ...
@@ -185,9 +171,10 @@ class RedisVotes:
 
     def _vote(self, code: str, student_id: str, question_id: int, choice: int, ckey: str) -> None:
         poll, v1, v2, c1, c2 = self._poll_keys(code)
-        self._vote_script("vote", [self._keys(code)[0], self._keys(code)[3], poll, v1, c1, v2, c2],
-                          [student_id, str(question_id), str(choice), self.votes_per_student, self.votes_per_client,
-                           VOTE_WINDOW_SECONDS, ckey, self._p], code)
+        mine, *mine_args = self._rate("votes", code=code, student=student_id)
+        theirs, *their_args = self._rate("votes_client", client=ckey)
+        self._vote_script("vote", [self._keys(code)[0], self._keys(code)[3], poll, v1, c1, v2, c2, mine, theirs],
+                          [student_id, str(question_id), str(choice), *mine_args, *their_args], code)
 
     def _poll_move(self, code: str, shash: str, move: str) -> None:
         self._vote_script("poll_move", [self._keys(code)[0], *self._poll_keys(code)], [shash, self._ttl_ms, move],

@@ -14,6 +14,7 @@ import os
 import re
 import secrets
 import unicodedata
+from dataclasses import dataclass, replace
 from typing import Any
 
 from classroom.errors import InvalidInput
@@ -32,13 +33,10 @@ CODE_ALPHABET = "23456789ABCDEFGHJKMNPQRSTUVWXYZ"  # no 0/O, 1/I/L
 CODE_LENGTH = 6
 IDLE_SECONDS = 2 * 3600  # a class without a teacher action for this long ends
 TOMBSTONE_SECONDS = 15 * 60  # an ended class answers "ended" for this long, then "no such class"
-MAX_FAILED_JOINS = 10  # per client and window
-JOIN_WINDOW_SECONDS = 60
 MAX_STUDENTS = 500
 # Limits a school behind one network address (one NAT) may have to raise; each a setting (docs/operators.md).
 MAX_CLASSES = 1_000  # live classes on the server (ended ones do not count): $GLASS_MAX_CLASSES
 CLASSES_PER_CLIENT = 3  # live classes one client (address) may run at once: $GLASS_CLASSES_PER_CLIENT
-CLASS_STARTS_PER_MINUTE = 6  # classes one client may start per minute: $GLASS_CLASS_STARTS_PER_MINUTE
 STUDENTS_PER_CLIENT = 60  # students one client may add to one class: $GLASS_STUDENTS_PER_ADDRESS
 PRESENCE_SECONDS = 45  # a student with no page of the class open this long leaves its count: $GLASS_PRESENCE_SECONDS
 MAX_TEXT = 500  # sentence, question text
@@ -51,6 +49,53 @@ _HEAD = re.compile(r"(enc|dec)\.(\d{1,2})\.(self_attn|cross_attn):(\d{1,2})", re
 MAX_HEADS = 64
 SHAREABLE_MODELS = ("base", "no_mask")  # "mine" lives in one session only: it cannot be shared
 RETIRED_FIELDS = frozenset({"lesson_sentence"})  # keys older versions stored: dropped when read, never refused
+
+
+@dataclass(frozen=True)
+class Limit:
+    """A rate limit: at most `most` sends in any `seconds`, counted per `per` (the parts of its key).
+
+    Every limit is a sliding window, the same in both back-ends (classroom/memory.py `Windows`, the Lua `limit` of
+    classroom/redis_lua.py): a send is allowed while fewer than `most` sends were allowed in the last `seconds`
+    (its ends included), a refused one does not count, and the refusal says how long until the oldest allowed send
+    leaves the window (`RateLimited`). Sliding rather than fixed windows (a counter per `seconds`-long slot) because
+    the limit then means what it says: a fixed window allows `2 * most` across a slot's boundary, and tells a
+    refused client to wait for the next slot however few it sent. The cost is one time per allowed send, at most
+    `most` per key and gone after `seconds` (1,000 at most: votes per address). Votes had fixed 10 s slots of 20
+    (up to 40 in 10 s across a boundary); 20 in any 10 s is never more, and a student who changes their vote a
+    few times is far below it."""
+
+    name: str  # the name of its keys in the store
+    seconds: float
+    most: int
+    per: tuple[str, ...]  # what it is counted per: "code" (the class), "student", "client" (the hashed address)
+    env: str = ""  # the setting (environment variable) that sets `most`, if any: docs/operators.md
+
+    def current(self, seconds: float | None = None, most: int | None = None) -> Limit:
+        """This limit as a store applies it: with the values the store was given (its constructor's), else with
+        its setting's value now."""
+        return replace(self, seconds=seconds or self.seconds,
+                       most=most or (setting(self.env, self.most) if self.env else self.most))
+
+    def key(self, **parts: str) -> str:
+        """The key it counts under: `per`'s parts, in order ("ABC234:student-1")."""
+        return ":".join(parts[p] for p in self.per)
+
+
+# Every rate limit of a class store. A school behind one network address (one NAT) may have to raise the ones
+# counted per client (docs/operators.md).
+# fmt: off
+LIMITS = {limit.name: limit for limit in (
+    #     name            seconds  most   counted per             setting
+    Limit("starts",       60,      6,     ("client",),            "GLASS_CLASS_STARTS_PER_MINUTE"),  # classes started
+    Limit("joinfail",     60,      10,    ("client",)),  # joins with a wrong code (the store's constructor sets both)
+    Limit("shots",        60,      3,     ("code", "student")),  # snapshots for the teacher's gallery
+    Limit("shots_client", 60,      30,    ("code", "client"),     "GLASS_SHOTS_PER_ADDRESS"),
+    Limit("runs",         60,      3,     ("code", "student")),  # posts to the class board
+    Limit("votes",        10,      20,    ("code", "student"),    "GLASS_VOTES_PER_STUDENT"),  # changes included
+    Limit("votes_client", 10,      1_000, ("client",),            "GLASS_VOTES_PER_ADDRESS"),
+)}
+# fmt: on
 
 
 def parse_head(text: object) -> tuple[str, int] | None:

@@ -28,8 +28,9 @@ Safety:
 - Everything stored is plain data, validated on the way in (classroom/rules.py). Pages still render
   everything from here as text.
 - Codes: 6 characters of a 31-letter alphabet without look-alikes (0/O, 1/I/L): 887 million codes.
-  `join` allows at most `max_failed_joins` failed joins per client per `join_window_seconds`: after
-  that the client is refused (`RateLimited`) before its code is even looked at, so it learns nothing.
+  `join` allows at most `max_failed_joins` failed joins per client per `join_window_seconds` (the rate limit
+  "joinfail"; every rate limit is a row of `rules.LIMITS`, applied by `ClassStore.limit`): after that the
+  client is refused (`RateLimited`) before its code is even looked at, so it learns nothing.
   The client is the one `serving.identity` decides (the address the proxy saw), stored hashed.
 - Bounded: at most `max_students` present per class (a student counts while a page of the class is open, and
   `presence_seconds` after their last page closed, join or answer), `students_per_client` added per client and
@@ -57,17 +58,16 @@ from classroom import plans as _plans
 from classroom.errors import ClassEnded, ClassStoreError, Forbidden, InvalidInput, NotFound
 from classroom.roster import RosterOps
 from classroom.rules import (
-    CLASS_STARTS_PER_MINUTE,
     CLASSES_PER_CLIENT,
     IDLE_SECONDS,
-    JOIN_WINDOW_SECONDS,
+    LIMITS,
     MAX_CLASSES,
-    MAX_FAILED_JOINS,
     MAX_OPTIONS,
     MAX_STUDENTS,
     PRESENCE_SECONDS,
     STUDENTS_PER_CLIENT,
     TOMBSTONE_SECONDS,
+    Limit,
     check_id,
     check_question,
     check_state,
@@ -136,34 +136,43 @@ class ClassStore(PeerVotes, RosterOps, ABC):
     """Validation and the public operations; a back-end implements the underscored ones."""
 
     def __init__(self, idle_seconds: float = IDLE_SECONDS, tombstone_seconds: float = TOMBSTONE_SECONDS,
-                 max_failed_joins: int = MAX_FAILED_JOINS, join_window_seconds: float = JOIN_WINDOW_SECONDS,
+                 max_failed_joins: int | None = None, join_window_seconds: float | None = None,
                  max_students: int = MAX_STUDENTS, max_classes: int | None = None,
                  classes_per_client: int | None = None, class_starts_per_minute: int | None = None,
                  students_per_client: int | None = None, presence_seconds: float | None = None):
         self.idle_seconds = idle_seconds
         self.tombstone_seconds = tombstone_seconds
-        self.max_failed_joins = max_failed_joins
-        self.join_window_seconds = join_window_seconds
         self.max_students = max_students
         self._watchers: list[tuple[Callable[[str, Counters], None], Callable[[bool], None] | None]] = []
         self._watch_lock = threading.Lock()
         self.max_classes = max_classes or setting("GLASS_MAX_CLASSES", MAX_CLASSES)
         self.classes_per_client = classes_per_client or setting("GLASS_CLASSES_PER_CLIENT", CLASSES_PER_CLIENT)
-        self.class_starts_per_minute = class_starts_per_minute or setting("GLASS_CLASS_STARTS_PER_MINUTE",
-                                                                          CLASS_STARTS_PER_MINUTE)
+        # the rate limits (rules.LIMITS) this store was given values of: (seconds, most), None where not given
+        self._given: dict[str, tuple[float | None, int | None]] = {
+            "joinfail": (join_window_seconds, max_failed_joins), "starts": (None, class_starts_per_minute)}
         self.students_per_client = students_per_client or setting("GLASS_STUDENTS_PER_ADDRESS", STUDENTS_PER_CLIENT)
         # Presence: a class counts the students seen in the last `presence_seconds` (a join, an answer, or an
         # open page of the class, which every app process's hub reports every few seconds: `mark_connected`).
         # (at least twice the hubs' report interval, classroom/hub.py: else a student with a page open could flicker)
         self.presence_seconds = presence_seconds or max(20, setting("GLASS_PRESENCE_SECONDS", PRESENCE_SECONDS))
 
+    def limit(self, name: str) -> Limit:
+        """The rate limit `name` (rules.LIMITS) as this store applies it now: with the values its constructor was
+        given, else with the limit's setting as it is now."""
+        return LIMITS[name].current(*self._given.get(name, (None, None)))
+
+    @property
+    def max_failed_joins(self) -> int:
+        return self.limit("joinfail").most
+
     # teacher
     def create(self, state: dict[str, Any] | None = None, client_id: str = "local", owner: str | None = None
                ) -> tuple[str, str]:
         """A new class with this initial state: (code, teacher secret). Keep the secret in the teacher's
         session only. `client_id` (the address) may run `classes_per_client` classes at once and start
-        `class_starts_per_minute` a minute (`RateLimited`); `owner` (the teacher's browser, or session) runs one
-        class at a time: its previous class, if still running, ends. Ended classes free their place."""
+        `class_starts_per_minute` a minute (`RateLimited`: the limit "starts"); `owner` (the teacher's browser, or
+        session) runs one class at a time: its previous class, if still running, ends. Ended classes free their
+        place."""
         state = check_state(state or {})
         ckey = client_key(client_id)
         okey = client_key(owner) if owner is not None else None
@@ -420,12 +429,11 @@ class ClassStore(PeerVotes, RosterOps, ABC):
 
     def send_shot(self, code: str, student_id: str, client_id: str, state: dict[str, Any], note: str = "") -> int:
         """A student's snapshot of their state with a one-line note, for the teacher's gallery; returns its number.
-        At most `plans.SHOTS_PER_STUDENT` a minute per student and `shots_per_client` per client (`RateLimited`);
+        At most a few a minute per student and per client (`RateLimited`: the limits "shots" and "shots_client");
         the gallery keeps the newest `plans.SHOTS_KEPT`."""
         code = self._code(code)
         shot = {"state": check_state(state), "note": _plans.check_note(note)}
-        return self._send_shot(code, check_id(student_id), client_key(client_id), shot,
-                               setting("GLASS_SHOTS_PER_ADDRESS", _plans.SHOTS_PER_CLIENT))
+        return self._send_shot(code, check_id(student_id), client_key(client_id), shot)
 
     def shots(self, code: str, secret: str) -> list[dict[str, Any]]:
         """The class's gallery, oldest first: [{"n", "state", "note", "student"}] ("student": the n-th student
@@ -441,7 +449,7 @@ class ClassStore(PeerVotes, RosterOps, ABC):
 
     def post_run(self, code: str, student_id: str, client_id: str, run: dict[str, Any]) -> int:
         """A student's training run on the class board (`plans.check_run`; it replaces their last); returns the
-        student's number on the board. At most `plans.RUNS_PER_STUDENT` posts a minute (`RateLimited`)."""
+        student's number on the board. A few posts a minute at most (`RateLimited`: the limit "runs")."""
         code = self._code(code)
         return self._post_run(code, check_id(student_id), _plans.check_run(run))
 
@@ -514,7 +522,7 @@ class ClassStore(PeerVotes, RosterOps, ABC):
     def _set_extra(self, code: str, shash: str, name: str, value: dict[str, Any]) -> None:
         raise NotImplementedError
 
-    def _send_shot(self, code: str, student_id: str, ckey: str, shot: dict[str, Any], per_client: int) -> int:
+    def _send_shot(self, code: str, student_id: str, ckey: str, shot: dict[str, Any]) -> int:
         raise NotImplementedError
 
     def _shots(self, code: str) -> list[dict[str, Any]]:

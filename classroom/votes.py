@@ -10,11 +10,10 @@ cell a student clicked.
 
 What a student sees of a poll is their own votes and how many voted; the distribution stays with the
 teacher (`votes(code, secret=...)`) until the reveal. Votes are counted per student id only (no names
-exist), so every screen is anonymous. Votes are limited per student (`votes_per_student` per
-`VOTE_WINDOW_SECONDS`) and per client address (`votes_per_client`, for a school behind one address: a
-setting); a refused vote raises `RateLimited`. A student whose app process died rejoins with the same id
-(ui/classroom/session.py `student_id_for`) and finds their votes: they live in the store (Redis), not in a
-process.
+exist), so every screen is anonymous. Votes are limited per student and per client address (the rate limits
+"votes" and "votes_client" of `rules.LIMITS`: settings, for a school behind one address); a refused vote raises
+`RateLimited`. A student whose app process died rejoins with the same id (ui/classroom/session.py
+`student_id_for`) and finds their votes: they live in the store (Redis), not in a process.
 
 `suggest(share)` is the teacher's next move from the first vote's correct share (Vickrey et al. 2015's rule
 for Peer Instruction): below `REVISIT_BELOW` revisit the idea, up to `REVEAL_ABOVE` discuss and vote again,
@@ -37,17 +36,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from classroom.errors import Forbidden, InvalidInput, NotFound, QuestionClosed, RateLimited
-from classroom.rules import MAX_OPTION, check_id, check_question, check_text, client_key, normalize_code, setting
+from classroom.errors import Forbidden, InvalidInput, NotFound, QuestionClosed
+from classroom.rules import MAX_OPTION, check_id, check_question, check_text, client_key, normalize_code
 
 if TYPE_CHECKING:
-    from classroom.memory import _Class
+    from classroom.memory import Windows, _Class
+    from classroom.rules import Limit
     from classroom.store import ClassSnapshot, Counters
 
 REVISIT_BELOW, REVEAL_ABOVE = 0.35, 0.70  # the first vote's correct share: the rule `suggest` applies
-VOTE_WINDOW_SECONDS = 10
-VOTES_PER_STUDENT = 20  # votes (changes included) one student may send per window: $GLASS_VOTES_PER_STUDENT
-VOTES_PER_CLIENT = 1_000  # per client address and window (a school behind one NAT): $GLASS_VOTES_PER_ADDRESS
 MAX_GRID = 40  # rows and columns of a click question's grid (a sentence of 39 words and EOS)
 MAX_RESULTS = 100  # questions a class keeps for its CSV
 MAX_DETAIL = 600  # characters of a question's detail line (the numbers behind the answer)
@@ -248,9 +245,6 @@ def _cell(value: object) -> object:
 class PeerVotes:
     """Peer instruction's operations on a `ClassStore` (the back-end implements the underscored ones)."""
 
-    votes_per_student = property(lambda self: setting("GLASS_VOTES_PER_STUDENT", VOTES_PER_STUDENT))
-    votes_per_client = property(lambda self: setting("GLASS_VOTES_PER_ADDRESS", VOTES_PER_CLIENT))
-
     def ask_peer(self, code: str, secret: str, text: str, options: object, answer: int, kind: str = "question",
                  grid: object = None, detail: str = "", stop: int | None = None) -> int:
         """Ask a question and open its first vote (`grid`: a click question's rows, columns and model's cell;
@@ -433,16 +427,16 @@ class MemoryVotes:
         _classes: dict[str, _Class]
         _clock: Callable[[], float]
         _poll_state: dict[str, dict[Any, Any]]
-        votes_per_student: int
-        votes_per_client: int
+        _rates: Windows
 
+        def limit(self, name: str) -> Limit: ...
         def _get(self, code: str, shash: str | None = None) -> _Class: ...
         def _live(self, code: str, now: float) -> _Class | None: ...
         def _announce(self, code: str, counters: Counters) -> None: ...
 
     def _polls(self) -> dict[str, dict[Any, Any]]:
         if not hasattr(self, "_poll_state"):
-            self._poll_state = {"polls": {}, "results": {}, "rate": {}}
+            self._poll_state = {"polls": {}, "results": {}}
         return self._poll_state
 
     def _poll_open(self, code: str, shash: str, qid: int, record: dict[str, Any]) -> None:
@@ -477,16 +471,9 @@ class MemoryVotes:
             grid = poll.record["grid"]
             if choice >= (len(grid["rows"]) * len(grid["cols"]) if grid else len(poll.record["options"])):
                 raise InvalidInput("no such choice")
-            now = self._clock()
-            window = int(now // VOTE_WINDOW_SECONDS)
-            rate = self._polls()["rate"]
-            for gone in [k for k in rate if k[0] != window]:
-                del rate[gone]
-            for key, limit in (((window, "s", code, student_id), self.votes_per_student),
-                               ((window, "c", ckey), self.votes_per_client)):
-                rate[key] = rate.get(key, 0) + 1
-                if rate[key] > limit:
-                    raise RateLimited((window + 1) * VOTE_WINDOW_SECONDS - now)
+            per_student, per_client = self.limit("votes"), self.limit("votes_client")
+            self._rates.take(self._clock(), (per_student, per_student.key(code=code, student=student_id)),
+                             (per_client, per_client.key(client=ckey)))
             mine = poll.votes[poll.round - 1]
             if mine.get(student_id) == choice:
                 return

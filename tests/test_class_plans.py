@@ -14,6 +14,7 @@ import pytest
 
 from classroom import ClassEnded, Forbidden, InvalidInput, MemoryClassStore, NotFound, RateLimited, RedisClassStore
 from classroom import plans as P
+from classroom.rules import LIMITS
 
 PAGES = {"overview", "multi_head", "self_attention", "decoder", "lesson"}
 HEADS = {f"{m}:{h}" for m in ("enc.0.self_attn", "enc.1.self_attn", "dec.0.self_attn", "dec.0.cross_attn")
@@ -191,9 +192,9 @@ def test_readme_states_the_plan_and_snapshot_limits_of_the_code():
     for sentence in (f"a file over {P.MAX_PLAN_BYTES:,} bytes", f"a caption over {P.MAX_CAPTION} characters",
                      f"a title over {P.MAX_TITLE}", f"more than {P.MAX_STOPS} stops",
                      f"a link over {P.MAX_LINK_CHARS:,} characters", f"(at most {P.MAX_NOTE} characters)",
-                     f"At most {P.SHOTS_PER_STUDENT} snapshots a minute per student and {P.SHOTS_PER_CLIENT} per "
-                     "address", f"a class keeps its newest {P.SHOTS_KEPT}",
-                     f"at most {P.RUNS_PER_STUDENT} posts a minute"):
+                     f"At most {LIMITS['shots'].most} snapshots a minute per student and "
+                     f"{LIMITS['shots_client'].most} per address", f"a class keeps its newest {P.SHOTS_KEPT}",
+                     f"at most {LIMITS['runs'].most} posts a minute"):
         assert sentence in readme, sentence
     from ui.classroom.board import SHARE_SECONDS
 
