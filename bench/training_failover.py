@@ -31,38 +31,17 @@ import time
 from playwright.sync_api import sync_playwright
 
 from serving.replicas import Cluster
+from tools.browser import IDLE_SELECTOR, STEP_JS, launch_chromium, replica_cookie, start_training
 
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--disable-dev-shm-usage"]
-IDLE = '[data-testid="stApp"][data-test-script-state="notRunning"]'
 SETTINGS = [("d_model", 32), ("Heads", 2), ("Layers (encoder and decoder each)", 1), ("d_ff", 64),
             ("Batch size (sentence pairs)", 32), ("Steps", 3000),
             ("Evaluate on held-out pairs every … steps (0: only at the end)", 0)]
-STEP_JS = """() => {
-    const m = /Step (\\d+) of 3000/.exec(document.querySelector('[data-testid="stProgress"]')?.innerText || '');
-    return m ? Number(m[1]) : 0;
-}"""
-
-
-def replica(ctx) -> str | None:
-    return next((c["value"] for c in ctx.cookies() if c["name"] == "GLASS_REPLICA"), None)
 
 
 def start_run(page, url: str, timeout_ms: float) -> None:
     page.goto(url + "/")
-    page.wait_for_selector(IDLE, state="attached", timeout=timeout_ms)
-    page.get_by_test_id("stSidebar").get_by_role("link", name="Train your own", exact=True).click()
-    page.wait_for_url(re.compile(r"/training"), timeout=timeout_ms)
-    page.wait_for_selector(IDLE, state="attached", timeout=timeout_ms)
-    main = page.get_by_test_id("stMain")
-    for label, value in SETTINGS:
-        box = main.get_by_role("spinbutton", name=label, exact=True)
-        box.fill(str(value))
-        box.press("Enter")
-        page.wait_for_timeout(300)
-        page.wait_for_selector(IDLE, state="attached", timeout=timeout_ms)
-    main.get_by_role("button", name=re.compile("Start")).click()
+    page.wait_for_selector(IDLE_SELECTOR, state="attached", timeout=timeout_ms)
+    start_training(page, SETTINGS, timeout_ms)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -88,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     # every student here comes from 127.0.0.1, one client: give it a whole class's share (docs/operators.md, NAT)
     share = {"GLASS_JOBS_PER_CLIENT": str(args.students), "GLASS_STARTS_PER_MINUTE": str(2 * args.students)}
     with Cluster(args.replicas, workers=args.workers, timeout=120, env=share) as cluster, sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+        browser = launch_chromium(pw)
         try:
             students = []
             for _ in range(args.students):
@@ -98,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
                 students.append((ctx, page))
             for _, page in students:
                 page.wait_for_function(f"() => ({STEP_JS})() >= 20", timeout=left_ms())
-            on = [replica(ctx) for ctx, _ in students]
+            on = [replica_cookie(ctx) for ctx, _ in students]
             victim = max(set(on), key=on.count)
             before = [page.evaluate(STEP_JS) for _, page in students]
             cluster.kill_app(int(victim[3:]) - 1)
@@ -106,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
             for i, (ctx, page) in enumerate(students):
                 moved = again = None
                 try:
-                    while replica(ctx) in (victim, None):
+                    while replica_cookie(ctx) in (victim, None):
                         if (time.monotonic() - killed) * 1000 > left_ms():
                             raise TimeoutError("no reconnect")
                         page.wait_for_timeout(100)
@@ -120,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
             for i, (_, page) in enumerate(students):
                 stopped = None
                 try:
-                    page.wait_for_selector(IDLE, state="attached", timeout=left_ms())
+                    page.wait_for_selector(IDLE_SELECTOR, state="attached", timeout=left_ms())
                     page.get_by_test_id("stMain").get_by_role("button", name=re.compile("Stop")).click()
                     done = page.get_by_test_id("stMain").get_by_text(
                         re.compile(r"Training (stopped|finished).* (\d+) of 3000 steps"))

@@ -50,7 +50,15 @@ from pathlib import Path
 from deploy.healthcheck import WORKERS_KEY
 from deploy.make_secrets import make_secrets
 from serving.processes import free_port
-from tools.browser import IDLE_SELECTOR, assert_no_exception, launch_chromium, wait_rendered
+from tools.browser import (
+    IDLE_SELECTOR,
+    STEP_JS,
+    assert_no_exception,
+    launch_chromium,
+    replica_cookie,
+    start_training,
+    wait_rendered,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 IMAGES = {"app": "glass-transformer:app", "redis": "glass-transformer:redis", "proxy": "glass-transformer:proxy"}
@@ -59,10 +67,6 @@ SUBNET, PROXY_ADDRESS = "172.30.84.0/24", "172.30.84.10"
 RUN = [("d_model", 16), ("Heads", 2), ("Layers (encoder and decoder each)", 1), ("d_ff", 32),
        ("Batch size (sentence pairs)", 16), ("Steps", 1500),
        ("Evaluate on held-out pairs every … steps (0: only at the end)", 0)]
-STEP_JS = """() => {
-    const m = /Step (\\d+) of \\d+/.exec(document.querySelector('[data-testid="stProgress"]')?.innerText || '');
-    return m ? Number(m[1]) : 0;
-}"""
 JOIN_TRIES, JOIN_WAIT = 6, 20  # a student reloading a join link that did not join
 REDIS_PING = 'REDISCLI_AUTH="$(cat /run/secrets/redis_password)" redis-cli -h 127.0.0.1 '
 
@@ -211,10 +215,6 @@ def redis_answers(redis: str) -> bool:
     return r.stdout.strip() == "PONG"
 
 
-def replica_cookie(ctx) -> str | None:
-    return next((c["value"] for c in ctx.cookies() if c["name"] == "GLASS_REPLICA"), None)
-
-
 def idle(page, dl: Deadline) -> None:
     page.wait_for_selector(IDLE_SELECTOR, state="attached", timeout=dl.ms())
 
@@ -273,17 +273,7 @@ def use_the_stack(url: str, compose: list[str], env: dict, fig: Figures, dl: Dea
             assert_no_exception(page)
             page.screenshot(path=str(shots / "2-first-page.png"))
             fig.add("first page through the proxy (Chromium)", f"{first:.1f} s to drawn, new session")
-            page.get_by_test_id("stSidebar").get_by_role("link", name="Train your own", exact=True).click()
-            page.wait_for_url(re.compile(r"/training"), timeout=dl.ms())
-            idle(page, dl)
-            main = page.get_by_test_id("stMain")
-            for label, value in RUN:
-                box = main.get_by_role("spinbutton", name=label, exact=True)
-                box.fill(str(value))
-                box.press("Enter")
-                page.wait_for_timeout(300)
-                idle(page, dl)
-            main.get_by_role("button", name=re.compile("Start")).click()
+            start_training(page, RUN, timeout=dl.ms())
             page.wait_for_function(f"() => ({STEP_JS})() >= 50", timeout=dl.ms())
 
             # the app container holding the student dies mid-run

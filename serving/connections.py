@@ -30,6 +30,8 @@ import os
 import resource
 from typing import TYPE_CHECKING, cast
 
+from serving.settings import env_number
+
 if TYPE_CHECKING:
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
@@ -47,10 +49,7 @@ _REPLY = b"HTTP/1.1 408 Request Timeout\r\ncontent-length: 0\r\nconnection: clos
 
 
 def head_timeout() -> float:
-    try:
-        return max(0.5, float(os.environ.get("GLASS_HEAD_TIMEOUT", "") or HEAD_TIMEOUT))
-    except ValueError:
-        return HEAD_TIMEOUT
+    return env_number("GLASS_HEAD_TIMEOUT", float, HEAD_TIMEOUT, 0.5)
 
 
 def raise_file_limit() -> tuple[int, int]:

@@ -42,7 +42,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import os
 import threading
 import time
 from collections import Counter, OrderedDict
@@ -50,6 +49,7 @@ from collections.abc import Callable, Coroutine, Generator, Hashable, Iterator
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from serving.identity import XSRF_COOKIE, browser_id, client_address, trusted_proxies
+from serving.settings import env_number
 
 if TYPE_CHECKING:
     from starlette.types import Message, Receive, Scope, Send
@@ -71,21 +71,14 @@ LEAD_SECONDS = 120.0  # a teacher's browser leads this long after its last run a
 HEALTH = "/_stcore/health"  # the process's health check: from this machine (a proxy's checks), never held
 
 
-def _setting(name: str, default: float) -> float:
-    try:
-        return max(0.01, float(os.environ.get(name, "") or default))
-    except ValueError:
-        return default
-
-
 class Ledger:
     """What each client cost lately, as the time (`due`) at which it would be even with its share; which clients
     used the server lately (`active`); which browsers lead a class (`lead`)."""
 
     def __init__(self, share: float | None = None, burst: float | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
-        self.share = share or _setting("GLASS_CLIENT_SHARE", CLIENT_SHARE)
-        self.burst = burst or _setting("GLASS_CLIENT_BURST", CLIENT_BURST)
+        self.share = share or env_number("GLASS_CLIENT_SHARE", float, CLIENT_SHARE, 0.01)
+        self.burst = burst or env_number("GLASS_CLIENT_BURST", float, CLIENT_BURST, 0.01)
         self._clock = clock
         self._due: dict[str, float] = {}
         self._recent: OrderedDict[str, float] = OrderedDict()  # client -> when it last spent, oldest first
@@ -186,10 +179,7 @@ class RunSlots:
 
     def __init__(self, n: int | None = None, wait: float = SLOT_WAIT):
         if n is None:
-            try:
-                n = int(os.environ.get("GLASS_RUN_SLOTS", "") or RUN_SLOTS)
-            except ValueError:
-                n = RUN_SLOTS
+            n = env_number("GLASS_RUN_SLOTS", int, RUN_SLOTS, 0)
         self.n, self.wait = max(0, n), wait
         self._turns = threading.Condition()
         self._busy = 0  # slots taken

@@ -18,29 +18,23 @@ its member or address closes. Counted on the web server's event loop only (no lo
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from collections.abc import Hashable
 from typing import Any
+
+from serving.settings import env_number
 
 MAX_STREAMS = 2000  # per process
 STREAMS_PER_MEMBER = 8  # $GLASS_STREAMS_PER_MEMBER
 STREAMS_PER_ADDRESS = 500  # $GLASS_STREAMS_PER_ADDRESS
 
 
-def _setting(name: str, default: int) -> int:
-    try:
-        return max(1, int(os.environ.get(name, "") or default))
-    except ValueError:
-        return default
-
-
 class StreamCaps:
     """The streams open now, per member, per client and in all."""
 
     def __init__(self, per_member: int | None = None, per_client: int | None = None, total: int = MAX_STREAMS):
-        self.per_member = per_member or _setting("GLASS_STREAMS_PER_MEMBER", STREAMS_PER_MEMBER)
-        self.per_client = per_client or _setting("GLASS_STREAMS_PER_ADDRESS", STREAMS_PER_ADDRESS)
+        self.per_member = per_member or env_number("GLASS_STREAMS_PER_MEMBER", int, STREAMS_PER_MEMBER, 1)
+        self.per_client = per_client or env_number("GLASS_STREAMS_PER_ADDRESS", int, STREAMS_PER_ADDRESS, 1)
         self.total = total
         self._members: Counter[Hashable] = Counter()
         self._clients: Counter[str] = Counter()

@@ -103,6 +103,18 @@ def all_text(at: AppTest) -> str:
     return "\n".join(parts)
 
 
+def title(at: AppTest) -> str:
+    return at.title[0].value if at.title else ""
+
+
+def state(at: AppTest, key: str, default=None):
+    """The session's value of `key` (AppTest's session_state has no .get)."""
+    try:
+        return at.session_state[key]
+    except KeyError:
+        return default
+
+
 def no_exception(at: AppTest) -> None:
     assert not at.exception, [e.value for e in at.exception]
 

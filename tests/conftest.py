@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pytest
 
+import classroom
 import study  # noqa: F401 - the service packages, imported first: AppTest runs a page with pages/ first on
 import training  # noqa: F401 - sys.path, where pages/training.py would shadow the package (as classroom's do)
 from classroom import MemoryClassStore, RedisClassStore
+from serving.shared_redis import REDIS_URL_ENV
 from tests.services import redis_server
 
 TESTS = Path(__file__).resolve().parent
@@ -58,6 +60,23 @@ def make_store(request):
     yield make
     for s in made:
         s.close()
+
+
+@pytest.fixture
+def app_store(make_store, monkeypatch, request):
+    """app_store(**settings) -> a class store (of make_store's kind) that the app's get_store() returns."""
+
+    def install(**kw):
+        s = make_store(**kw)
+        key = request.getfixturevalue("redis_url") if make_store.kind == "redis" else ""
+        if key:
+            monkeypatch.setenv(REDIS_URL_ENV, key)
+        else:
+            monkeypatch.delenv(REDIS_URL_ENV, raising=False)
+        monkeypatch.setitem(classroom._stores, key, s)
+        return s
+
+    return install
 
 
 # --- Test tiers ---------------------------------------------------------------------------------------------------

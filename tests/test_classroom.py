@@ -19,59 +19,20 @@ import pytest
 import torch
 
 import classroom
-from classroom import Forbidden, MemoryClassStore, QuestionClosed, RedisClassStore, check_question
+from classroom import Forbidden, QuestionClosed, RedisClassStore, check_question
 from explain import questions as Q
 from model import checkpoint, pipeline
 from model.trace import Interventions
-from serving.shared_redis import REDIS_URL_ENV
-from tests.apptest_util import all_text, decode, no_exception, run_app
-from tests.services import redis_server
+from tests.apptest_util import all_text, decode, no_exception, run_app, state, title
 from ui.widgets import md
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 SENTENCE = "the animal didn't cross the street because it was too tired"
 
 
-@pytest.fixture(scope="module")
-def redis_url():
-    with redis_server() as url:
-        yield url
-
-
-@pytest.fixture(params=["memory", "redis"])
-def backend(request, monkeypatch):
-    """install(**settings) -> a fresh class store that the app's get_store() returns, on either back-end."""
-    made = []
-
-    def install(**kw):
-        kw.setdefault("classes_per_client", 1000)  # every AppTest session is the client "local"
-        kw.setdefault("class_starts_per_minute", 1000)
-        if request.param == "memory":
-            monkeypatch.delenv(REDIS_URL_ENV, raising=False)
-            s, key = MemoryClassStore(**kw), ""
-        else:
-            url = request.getfixturevalue("redis_url")
-            monkeypatch.setenv(REDIS_URL_ENV, url)
-            s, key = RedisClassStore(url, prefix=f"test:{uuid.uuid4().hex[:8]}", **kw), url
-        monkeypatch.setitem(classroom._stores, key, s)
-        made.append(s)
-        return s
-
-    yield install
-    for s in made:
-        s.close()
-
-
 @pytest.fixture
-def store(backend):
-    return backend()
-
-
-def state(at, key, default=None):
-    try:
-        return at.session_state[key]
-    except KeyError:
-        return default
+def store(app_store):
+    return app_store()
 
 
 def start_teacher():
@@ -90,10 +51,6 @@ def join_by_link(code: str, **query):
     at = run_app(query={"class": code, **query})
     no_exception(at)
     return at
-
-
-def title(at) -> str:
-    return at.title[0].value if at.title else ""
 
 
 def teacher_line(at) -> str:
@@ -395,8 +352,8 @@ def test_class_codes_cannot_be_enumerated(store):
     assert state(forged, "class_role") is None
 
 
-def test_an_idle_class_ends_by_itself(backend):
-    store = backend(idle_seconds=1.5)
+def test_an_idle_class_ends_by_itself(app_store):
+    store = app_store(idle_seconds=1.5)
     teacher, code = start_teacher()
     s1 = join_by_link(code)
     time.sleep(2.0)
@@ -649,6 +606,14 @@ def test_a_teacher_showing_their_own_model_is_told_and_so_are_the_students(store
 
 
 # -- a browser that missed the end of a redraw ----------------------------------------------------------
+def against_an_app(run, tmp_path) -> None:
+    """`run(url)`, a coroutine, against one `streamlit run app.py` on 127.0.0.1 (180 s at the most)."""
+    from serving.processes import running_app
+
+    with running_app(log=tmp_path / "server.log", timeout=120) as server:
+        asyncio.run(asyncio.wait_for(run(server.url), 180))
+
+
 def test_a_page_whose_run_lost_its_end_asks_again_until_it_shows_the_class(tmp_path):
     """Streamlit can drop a run's last messages (a new script runner started as the old one stopped: Streamlit
     issue 9921). Simulated in the client, on a real `streamlit run app.py`: the redraw after the teacher's
@@ -662,7 +627,6 @@ def test_a_page_whose_run_lost_its_end_asks_again_until_it_shows_the_class(tmp_p
     from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
     from bench.classroom_load import Cookie, shows, start_class
-    from serving.processes import start_app
 
     class Lossy(Cookie):
         """Once armed (`keep`), drops every message of the next run after its first `keep` (its end included),
@@ -732,11 +696,7 @@ def test_a_page_whose_run_lost_its_end_asks_again_until_it_shows_the_class(tmp_p
         finally:
             await asyncio.gather(teacher.close(), student.close(), return_exceptions=True)
 
-    server = start_app(log=tmp_path / "server.log", timeout=120)
-    try:
-        asyncio.run(asyncio.wait_for(run(server.url), 180))
-    finally:
-        server.stop()
+    against_an_app(run, tmp_path)
 
 
 def test_the_teachers_console_has_no_timer_and_follows_the_class_by_its_events(tmp_path):
@@ -746,7 +706,6 @@ def test_the_teachers_console_has_no_timer_and_follows_the_class_by_its_events(t
     request of the teacher's own. (In Chromium the event reruns the sidebar's panel, which redraws the whole page
     because the console drew an older tally: tests/browser/test_classroom_peer_browser.py sees the answers arrive.)"""
     from bench.classroom_load import CODE, Cookie, _button, join
-    from serving.processes import start_app
 
     async def run(url: str) -> None:
         teacher = Cookie(url, timeout=120)
@@ -771,11 +730,7 @@ def test_the_teachers_console_has_no_timer_and_follows_the_class_by_its_events(t
         finally:
             await asyncio.gather(teacher.close(), *([student.close()] if student else []), return_exceptions=True)
 
-    server = start_app(log=tmp_path / "server.log", timeout=120)
-    try:
-        asyncio.run(asyncio.wait_for(run(server.url), 180))
-    finally:
-        server.stop()
+    against_an_app(run, tmp_path)
 
 
 def test_a_teacher_opens_the_guided_lesson_without_an_error(store):

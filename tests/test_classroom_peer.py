@@ -14,12 +14,20 @@ import pytest
 
 from classroom.votes import results_csv
 from model import checkpoint, pipeline
-from tests.apptest_util import all_text, decode, no_exception
-from tests.test_classroom import backend, join_by_link, redis_url, start_teacher, state, store  # noqa: F401
+from tests.apptest_util import all_text, decode, no_exception, state
+from tests.test_classroom import join_by_link, start_teacher, store  # noqa: F401
 from ui.widgets import md
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 SENTENCE = "the animal didn't cross the street because it was too tired"
+
+
+def ask(teacher, class_store, code: str, kind: str):
+    """The teacher asks the question of `kind` (the console's radio and button): the store's poll."""
+    teacher.radio(key="class_kind").set_value(kind).run()
+    teacher.button(key="class_ask").click().run()
+    no_exception(teacher)
+    return class_store.votes(code, secret=state(teacher, "_class_secret"))
 
 
 def console_chart(at):
@@ -30,10 +38,7 @@ def test_a_revote_cycle_with_a_teacher_and_four_students(store):  # noqa: F811 -
     teacher, code = start_teacher()
     secret = state(teacher, "_class_secret")
     students = [join_by_link(code) for _ in range(4)]
-    teacher.radio(key="class_kind").set_value("scaling").run()
-    teacher.button(key="class_ask").click().run()
-    no_exception(teacher)
-    poll = store.votes(code, secret=secret)
+    poll = ask(teacher, store, code, "scaling")
     assert poll.phase == "vote" and poll.kind == "scaling"
     right, wrong = poll.answer, (poll.answer + 1) % len(poll.options)
     for s in students:
@@ -109,10 +114,7 @@ def test_a_click_answer_on_the_real_attention_grid(store):  # noqa: F811 - the f
     teacher, code = start_teacher()
     secret = state(teacher, "_class_secret")
     students = [join_by_link(code) for _ in range(3)]
-    teacher.radio(key="class_kind").set_value("click").run()
-    teacher.button(key="class_ask").click().run()
-    no_exception(teacher)
-    poll = store.votes(code, secret=secret)
+    poll = ask(teacher, store, code, "click")
     g = poll.grid
     # the grid is the model's: the asked row of "it", its largest weight in the head the question names
     bundle = checkpoint.load(checkpoint.SHIPPED)
@@ -188,10 +190,7 @@ def test_every_new_kind_is_asked_with_the_model_s_answer(store):  # noqa: F811 -
     expected = {"scaling": Q.scaling(a, 0, None), "look_ahead": Q.look_ahead(a), "pos_column": Q.pos_column(a),
                 "head_zero": Q.head_zero(bundle, a.prepared, Interventions(), 0, 0)}
     for kind, q in expected.items():
-        teacher.radio(key="class_kind").set_value(kind).run()
-        teacher.button(key="class_ask").click().run()
-        no_exception(teacher)
-        poll = store.votes(code, secret=secret)
+        poll = ask(teacher, store, code, kind)
         assert (poll.kind, poll.text, poll.options, poll.answer) == (kind, q.text, q.options, q.answer)
     assert len(store.results(code, secret)) == len(expected)
 
@@ -201,10 +200,8 @@ def test_a_student_flooding_votes_is_told_to_wait(store, monkeypatch):  # noqa: 
     teacher, code = start_teacher()
     secret = state(teacher, "_class_secret")
     s = join_by_link(code)
-    teacher.radio(key="class_kind").set_value("pos_column").run()
-    teacher.button(key="class_ask").click().run()
+    qid = ask(teacher, store, code, "pos_column").qid
     s.run()
-    qid = store.votes(code, secret=secret).qid
     warnings = []
     for k in range(8):  # (8: over the limit of 3 even if the 10 s window turns over meanwhile)
         s.button(key=f"class_answer_{qid}_{k % 2}").click().run()

@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import json
 import re
-import uuid
 import zlib
 from pathlib import Path
 
@@ -20,14 +19,15 @@ import torch
 
 import classroom
 import training
-from classroom import MemoryClassStore, RedisClassStore
+from classroom import MemoryClassStore
 from classroom import plans as P
 from explain import coref
 from model import checkpoint, pipeline
 from model.data import pad
 from model.trace import Interventions
 from serving.shared_redis import REDIS_URL_ENV
-from tests.apptest_util import ROOT, all_text, chart_spec, heatmap_z, no_exception, run_app
+from tests.apptest_util import ROOT, all_text, chart_spec, heatmap_z, no_exception, run_app, title
+from tests.apptest_util import state as ss
 from ui.page_list import PAGES
 from ui.widgets import md
 
@@ -36,30 +36,9 @@ PLANS = sorted((ROOT / "assets" / "plans").glob("*.json"))
 STOP_PAGES = {p.url_path for p in PAGES if p.url_path != "classroom"}
 
 
-@pytest.fixture(params=["memory", "redis"])
-def store(request, monkeypatch):
-    kw = {"classes_per_client": 1000, "class_starts_per_minute": 1000}
-    if request.param == "memory":
-        monkeypatch.delenv(REDIS_URL_ENV, raising=False)
-        s, key = MemoryClassStore(**kw), ""
-    else:
-        url = request.getfixturevalue("redis_url")
-        monkeypatch.setenv(REDIS_URL_ENV, url)
-        s, key = RedisClassStore(url, prefix=f"test:{uuid.uuid4().hex[:8]}", **kw), url
-    monkeypatch.setitem(classroom._stores, key, s)
-    yield s
-    s.close()
-
-
-def ss(at, key, default=None):
-    try:
-        return at.session_state[key]
-    except KeyError:
-        return default
-
-
-def title(at) -> str:
-    return at.title[0].value if at.title else ""
+@pytest.fixture
+def store(app_store):
+    return app_store()
 
 
 def banner(at) -> str:

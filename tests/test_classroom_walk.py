@@ -13,8 +13,8 @@ import pytest
 from classroom.plans import check_plan
 from explain import questions as Q
 from model import checkpoint, pipeline
-from tests.apptest_util import all_text, no_exception, run_app
-from tests.test_classroom import backend, redis_url, start_teacher, state, title  # noqa: F401 - fixtures
+from tests.apptest_util import all_text, no_exception, run_app, state, title
+from tests.test_classroom import start_teacher
 from tests.test_classroom import store as store  # noqa: F401 - the fixture
 from tests.test_classroom_plans import PLANS, banner, sidebar_text, students, teacher_with_plan
 from ui.classroom import console as class_page

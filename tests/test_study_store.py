@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import uuid
 from pathlib import Path
 
@@ -30,6 +29,7 @@ from study.errors import (
 )
 from study.store import MAX_FAILED, StudyStore
 from tests.services import postgres_server
+from tests.threads import at_once
 
 ROOT = Path(__file__).resolve().parents[1]
 SETTINGS = {"title": "Week 3", "path": "lesson", "instrument": "ct-1", "retention_days": 30, "delay_days": 7}
@@ -90,6 +90,13 @@ def make(request, tmp_path):
 def joined(store, browser=BROWSER):
     code, secret = store.create(SETTINGS, instrument())
     actor = store.pseudonym(code, browser)
+    return code, secret, actor
+
+
+def consented(store):
+    """A new study and one participant who has consented: (code, secret, actor)."""
+    code, secret, actor = joined(store)
+    store.consent(code, actor)
     return code, secret, actor
 
 
@@ -187,8 +194,7 @@ def test_study_answers_after_close_refused(make):
 def test_study_phases_in_order_and_the_delayed_test_after_its_days(make):
     clock = Clock()
     store = make(clock)
-    code, secret, actor = joined(store)
-    store.consent(code, actor)
+    code, secret, actor = consented(store)
     with pytest.raises(WrongPhase):
         store.advance(code, actor, "post")
     for phase in ("path", "post", "survey"):
@@ -228,8 +234,7 @@ def test_study_typed_sentence_hashed_unless_the_study_keeps_text(make):
 
 def test_study_events_schema_enforced_and_rate_limited(make):
     store = make()
-    code, secret, actor = joined(store)
-    store.consent(code, actor)
+    code, secret, actor = consented(store)
     for verb, obj, result in (("answered", "item/A01", {}), ("viewed", "<script>", {}), ("viewed", "page/x",
                                                                                           {"score": 1}),
                               ("voted", "class/question/1", {"choice": "1"}), ("nonsense", "page/x", {})):
@@ -278,16 +283,14 @@ def test_delete_my_data_with_the_code_shown_at_consent(make):
 def test_delete_this_study_and_retention_enforced(make):
     clock = Clock()
     store = make(clock)
-    code, secret, actor = joined(store)
-    store.consent(code, actor)
+    code, secret, actor = consented(store)
     with pytest.raises(Forbidden):
         store.delete_study(code, "wrong")
     store.delete_study(code, secret)
     assert store.study(code) is None
     with pytest.raises(NotFound):
         store.records(code, secret)
-    code, secret, actor = joined(store)  # 30 days of retention
-    store.consent(code, actor)
+    code, secret, actor = consented(store)  # 30 days of retention
     clock.t += 29 * 86400
     assert store.purge(force=True) == 0 and store.study(code) is not None
     clock.t += 86400
@@ -302,23 +305,14 @@ def test_study_two_processes_one_database_lose_no_answer(make):
     stores = [make(), make()]  # two app processes on one database file (or server)
     code, secret = stores[0].create(SETTINGS, instrument())
     actors = [stores[0].pseudonym(code, f"browser-{i:04d}") for i in range(24)]
-    errors = []
 
     def participant(i: int) -> None:
         s = stores[i % 2]
-        try:
-            p, _ = s.consent(code, actors[i])
-            for n in range(1, 4):
-                s.answer(code, actors[i], f"{p.first_form}{n:02d}", n % 4, 2)
-        except Exception as e:  # noqa: BLE001
-            errors.append(e)
+        p, _ = s.consent(code, actors[i])
+        for n in range(1, 4):
+            s.answer(code, actors[i], f"{p.first_form}{n:02d}", n % 4, 2)
 
-    threads = [threading.Thread(target=participant, args=(i,)) for i in range(24)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    assert not errors
+    assert not at_once(participant, 24)
     _, people, events = stores[1].records(code, secret)
     assert len(people) == 24 and sum(e["verb"] == "answered" for e in events) == 72
 

@@ -7,6 +7,7 @@ browser benchmarks (bench/). The app itself is started by `serving.processes.sta
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
@@ -83,6 +84,36 @@ def assert_no_exception(page) -> None:
     boxes = page.locator(EXCEPTION_SELECTOR)
     if boxes.count():
         raise AssertionError(f"exception box on {page.url}:\n" + "\n---\n".join(boxes.all_inner_texts()))
+
+
+# --- Train your own ------------------------------------------------------------------------------------------
+
+STEP_JS = """() => {
+    const m = /Step (\\d+) of \\d+/.exec(document.querySelector('[data-testid="stProgress"]')?.innerText || '');
+    return m ? Number(m[1]) : 0;
+}"""  # the step the training page's progress bar shows (0 before the first)
+
+
+def start_training(page, settings, timeout: float = 30_000) -> None:
+    """From any page of the app: open "Train your own" in the sidebar, type each (label, value) of `settings`
+    into its number box (checking that the box took it) and press Start."""
+    page.get_by_test_id("stSidebar").get_by_role("link", name="Train your own", exact=True).click()
+    page.wait_for_url(re.compile(r"/training"), timeout=timeout)
+    page.wait_for_selector(IDLE_SELECTOR, state="attached", timeout=timeout)
+    main = page.get_by_test_id("stMain")
+    for label, value in settings:
+        box = main.get_by_role("spinbutton", name=label, exact=True)
+        box.fill(str(value))
+        box.press("Enter")
+        page.wait_for_timeout(300)
+        page.wait_for_selector(IDLE_SELECTOR, state="attached", timeout=timeout)
+        assert box.input_value() == str(value), label
+    main.get_by_role("button", name=re.compile("Start")).click()
+
+
+def replica_cookie(ctx) -> str | None:
+    """The app process the proxy sends this browser context to (HAProxy's sticky cookie), None before the first."""
+    return next((c["value"] for c in ctx.cookies() if c["name"] == "GLASS_REPLICA"), None)
 
 
 RENDERED_JS = """() => !document.querySelector('[data-testid="stSkeleton"]')

@@ -59,26 +59,25 @@ def _spread(values: list[float], fmt: str) -> str:
         f"{mid} ({format(min(values), fmt)}–{format(max(values), fmt)})"
 
 
-def steps_text(row: dict, data: dict) -> str:
-    """The table's cell: steps to 95% over the seeds, or how many seeds got there within the run."""
+def _reached(row: dict, data: dict, none: str, some: str, every: str) -> str:
+    """Steps to 95% over the seeds in one of three phrasings: no seed got there within the run, some did, all did
+    (filled in with {budget}, {got}, {n} and {spread}: the median steps (lowest–highest))."""
     got = _values(row, "steps_to_95")
     n, budget = len(row["seeds"]), data["meta"]["steps"]
-    if not got:
-        return f"none within {budget}"
-    if len(got) < n:
-        return f"{len(got)} of {n} seeds within {budget}: {_spread(got, '.0f')}"
-    return _spread(got, ".0f")
+    phrase = none if not got else some if len(got) < n else every
+    return phrase.format(budget=budget, got=len(got), n=n, spread=_spread(got, ".0f"))
+
+
+def steps_text(row: dict, data: dict) -> str:
+    """The table's cell: steps to 95% over the seeds, or how many seeds got there within the run."""
+    return _reached(row, data, "none within {budget}", "{got} of {n} seeds within {budget}: {spread}", "{spread}")
 
 
 def reach_text(row: dict, data: dict) -> str:
     """The same as a phrase: "reached 95% after 350 (300–400) steps", "never reached 95% within 500 steps", ..."""
-    got = _values(row, "steps_to_95")
-    n, budget = len(row["seeds"]), data["meta"]["steps"]
-    if not got:
-        return f"never reached 95% within {budget} steps"
-    if len(got) < n:
-        return f"{len(got)} of {n} seeds reached 95% within {budget} steps (after {_spread(got, '.0f')})"
-    return f"reached 95% after {_spread(got, '.0f')} steps"
+    return _reached(row, data, "never reached 95% within {budget} steps",
+                    "{got} of {n} seeds reached 95% within {budget} steps (after {spread})",
+                    "reached 95% after {spread} steps")
 
 
 def rows_frame(data: dict, group: str) -> pd.DataFrame:

@@ -12,12 +12,10 @@ import time
 import pytest
 from playwright.sync_api import sync_playwright
 
-from bench.training_failover import STEP_JS
-from bench.training_failover import replica as replica_cookie
 from serving.replicas import Cluster
 from tests.browser.test_training_browser import SETTINGS
 from tests.services import require_tool
-from tools.browser import IDLE_SELECTOR, assert_no_exception, launch_chromium
+from tools.browser import IDLE_SELECTOR, STEP_JS, assert_no_exception, launch_chromium, replica_cookie, start_training
 
 pytestmark = pytest.mark.browser
 
@@ -33,18 +31,9 @@ def test_a_training_run_survives_the_death_of_its_app_process():
             page = ctx.new_page()
             page.goto(cluster.url + "/")
             page.wait_for_selector(IDLE_SELECTOR, state="attached", timeout=90_000)
-            page.get_by_test_id("stSidebar").get_by_role("link", name="Train your own", exact=True).click()
-            page.wait_for_url(re.compile(r"/training"), timeout=30_000)
-            page.wait_for_selector(IDLE_SELECTOR, state="attached", timeout=60_000)
+            start_training(page, [*SETTINGS, ("d_model", 32), ("d_ff", 64), ("Batch size (sentence pairs)", 32)],
+                           timeout=60_000)
             main = page.get_by_test_id("stMain")
-            for label, value in [*SETTINGS, ("d_model", 32), ("d_ff", 64), ("Batch size (sentence pairs)", 32)]:
-                box = main.get_by_role("spinbutton", name=label, exact=True)
-                box.fill(str(value))
-                box.press("Enter")
-                page.wait_for_timeout(300)
-                page.wait_for_selector(IDLE_SELECTOR, state="attached", timeout=30_000)
-                assert box.input_value() == str(value), label
-            main.get_by_role("button", name=re.compile("Start")).click()
             page.wait_for_function(f"() => ({STEP_JS})() >= 30", timeout=90_000)
 
             victim = replica_cookie(ctx)

@@ -172,9 +172,7 @@ def lead(text) -> None:
     join_box(text)
     private_keys(text)
     st.divider()
-    people = roster.rows()
-    if people is not None:
-        roster.section(people, console=False)
+    roster.section(console=False)
     st.divider()
     ask(text)
     live_answers()
@@ -198,9 +196,7 @@ def console(text) -> None:
     live_answers(private=True)
     peer.download()
     st.divider()
-    people = roster.rows()
-    if people is not None:
-        roster.section(people, console=True)
+    roster.section(console=True)
     st.divider()
     ask(text)
     st.divider()

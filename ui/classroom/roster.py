@@ -64,8 +64,12 @@ def sidebar(roster: list[dict]) -> None:
                   help="Every student follows your screen again (also those who chose to explore).")
 
 
-def section(roster: list[dict], console: bool) -> None:
-    """The roster on the teacher's console: counts, then one line per student (those to look at first on top)."""
+def section(console: bool) -> None:
+    """The roster on the teacher's console, when it can be read now: counts, then one line per student (those to
+    look at first on top)."""
+    roster = rows()
+    if roster is None:
+        return
     c = roster_counts(roster)
     st.subheader(f"Students ({len(roster)})")
     with metrics_row():
