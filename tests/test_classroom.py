@@ -25,7 +25,7 @@ from model import checkpoint, pipeline
 from model.trace import Interventions
 from serving.shared_redis import REDIS_URL_ENV
 from tests.apptest_util import all_text, decode, no_exception, run_app
-from tests.services import redis_server
+from tests.services import Clock, redis_server
 from ui.widgets import md
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -395,11 +395,19 @@ def test_class_codes_cannot_be_enumerated(store):
     assert state(forged, "class_role") is None
 
 
+@pytest.mark.parametrize("backend", ["memory"], indirect=True)
 def test_an_idle_class_ends_by_itself(backend):
-    store = backend(idle_seconds=1.5)
+    """What the student's page does with a class gone idle (the rule's real-time test on Redis is
+    tests/test_class_store.py's): the store's clock moves past the idle time, no sleep."""
+    clock = Clock()
+    store = backend(idle_seconds=1.5, clock=clock)
     teacher, code = start_teacher()
     s1 = join_by_link(code)
-    time.sleep(2.0)
+    clock.t += 1.25  # idle, not yet gone: the page still follows it
+    s1.run()
+    no_exception(s1)
+    assert state(s1, "class_role") == "student" and s1.query_params["class"] == code
+    clock.t += 0.25  # 1.5 s without the teacher: gone
     s1.run()
     no_exception(s1)
     assert state(s1, "class_role") is None and "class" not in s1.query_params
