@@ -2,6 +2,7 @@ import functools
 import inspect
 import os
 import re
+import time
 import uuid
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import study  # noqa: F401 - the service packages, imported first: AppTest runs 
 import training  # noqa: F401 - sys.path, where pages/training.py would shadow the package (as classroom's do)
 from classroom import MemoryClassStore, RedisClassStore
 from serving.shared_redis import REDIS_URL_ENV
-from tests.services import redis_server
+from tests.services import Clock, redis_server
 
 TESTS = Path(__file__).resolve().parent
 
@@ -41,22 +42,33 @@ def redis_url():
 @pytest.fixture(params=["memory", "redis"])
 def make_store(request):
     """make_store(**settings) -> a store; Redis stores of one test share a key prefix of their own (two
-    stores of one test are two app processes on one Redis)."""
+    stores of one test are two app processes on one Redis). `make_store.wait(seconds)`: time passes for the
+    test's stores. The memory stores run on one `Clock` of the test, which it moves (no sleep, exact to the
+    boundary, nothing a busy machine can shift); Redis keeps its own TIME, so there it sleeps: keep one such
+    test per rule (idle expiry, the ended marker, the failed-join window, presence)."""
     made = []
     prefix = f"test:{uuid.uuid4().hex[:8]}"
+    clock = Clock()
 
     def make(**kw):
         kw.setdefault("classes_per_client", 1000)  # many classes from one test client; the limits' own tests set them
         kw.setdefault("class_starts_per_minute", 1000)
         if request.param == "memory":
-            store = MemoryClassStore(**kw)
+            store = MemoryClassStore(clock=clock, **kw)
         else:
             store = RedisClassStore(request.getfixturevalue("redis_url"), prefix=prefix, **kw)
         made.append(store)
         return store
 
+    def wait(seconds: float) -> None:
+        if request.param == "memory":
+            clock.t += seconds
+        else:
+            time.sleep(seconds)
+
     make.kind = request.param
     make.prefix = prefix
+    make.wait = wait
     yield make
     for s in made:
         s.close()

@@ -76,3 +76,14 @@ def wait_for(cond: Callable[[], object], timeout: float = 60.0, what: str = "con
         assert time.monotonic() - start < timeout, f"timed out waiting for {what}"
         time.sleep(every)
 
+
+class Clock:
+    """A clock the test moves by hand (`clock.t += 2.0`), for a `clock=` argument (the memory class store, the
+    ledger, the study store): expiry and windows run on it, exact to their boundaries, with no sleep and nothing
+    a busy machine can shift."""
+
+    def __init__(self, t: float = 1000.0) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t

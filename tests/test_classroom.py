@@ -352,11 +352,18 @@ def test_class_codes_cannot_be_enumerated(store):
     assert state(forged, "class_role") is None
 
 
-def test_an_idle_class_ends_by_itself(app_store):
+@pytest.mark.parametrize("make_store", ["memory"], indirect=True)
+def test_an_idle_class_ends_by_itself(app_store, make_store):
+    """What the student's page does with a class gone idle (the rule's real-time test on Redis is
+    tests/test_class_store.py's): the store's clock moves past the idle time, no sleep."""
     store = app_store(idle_seconds=1.5)
     teacher, code = start_teacher()
     s1 = join_by_link(code)
-    time.sleep(2.0)
+    make_store.wait(1.25)  # idle, not yet gone: the page still follows it
+    s1.run()
+    no_exception(s1)
+    assert state(s1, "class_role") == "student" and s1.query_params["class"] == code
+    make_store.wait(0.25)  # 1.5 s without the teacher: gone
     s1.run()
     no_exception(s1)
     assert state(s1, "class_role") is None and "class" not in s1.query_params

@@ -10,6 +10,7 @@ import pytest
 from apptest_util import ROOT, all_text, run_app
 
 import ui.models
+from ui.state import DEFAULT_SENTENCE
 
 
 def test_a_failing_page_apologises_and_logs(monkeypatch, caplog):
@@ -33,7 +34,10 @@ def test_a_failing_page_apologises_and_logs(monkeypatch, caplog):
 def test_no_access_code_lets_everyone_in(monkeypatch):
     monkeypatch.delenv("GLASS_ACCESS_CODE", raising=False)
     at = run_app()
-    assert not at.exception and at.sidebar.text_input(key="sentence") is not None
+    assert not at.exception, [e.value for e in at.exception]
+    assert "Access code for this class" not in [t.label for t in at.text_input]  # no form before the app
+    assert at.sidebar.text_input(key="sentence").value == DEFAULT_SENTENCE
+    assert "Translation" in all_text(at)  # the page itself (what the form hides when a code is set)
 
 
 def test_access_code_gates_the_app(monkeypatch):

@@ -67,5 +67,8 @@ def test_the_unicode_digit_link_opens_with_a_notice():
 @settings(max_examples=12, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck))
 @given(PARAMS, st.sampled_from([p.name for p in page_list.PAGES if p.name != "training"]))
 def test_every_page_opens_with_any_query_string(params, page):
+    """Every page opens with what the link asked for (read_link's values, in the session)."""
     at = run_app(page, query=params)
     assert not at.exception, (page, params, [e.value for e in at.exception])
+    values = read_link(params)[0]
+    assert {k: at.session_state[k] for k in values} == values, (page, params)

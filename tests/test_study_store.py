@@ -28,11 +28,12 @@ from study.errors import (
     WrongPhase,
 )
 from study.store import MAX_FAILED, StudyStore
-from tests.services import postgres_server
+from tests.services import Clock, postgres_server
 from tests.threads import at_once
 
 ROOT = Path(__file__).resolve().parents[1]
 SETTINGS = {"title": "Week 3", "path": "lesson", "instrument": "ct-1", "retention_days": 30, "delay_days": 7}
+NOW = 1_800_000_000.0  # the study store runs on wall-clock time: this is January 2027
 BROWSER = "b-0123456789abcdef0123456789abcdef"
 
 
@@ -44,14 +45,6 @@ def instrument() -> dict:
                        "options": ["r → a", "r → b", "r → c"], "answer": 2, "explain": "", "tags": [None] * 3,
                        "grid": {"rows": ["a", "b", "c"], "cols": ["a", "b", "c"], "row": 0, "answer": 2}})
     return {"version": "test", "forms": forms}
-
-
-class Clock:
-    def __init__(self):
-        self.t = 1_800_000_000.0
-
-    def __call__(self):
-        return self.t
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +69,7 @@ def make(request, tmp_path):
 
     def build(clock=None):
         db = PostgresDatabase(url) if request.param == "postgres" else SqliteDatabase(tmp_path / "studies.sqlite3")
-        store = StudyStore(db, clock or Clock())
+        store = StudyStore(db, clock or Clock(NOW))
         made.append(store)
         return store
 
@@ -192,7 +185,7 @@ def test_study_answers_after_close_refused(make):
 
 
 def test_study_phases_in_order_and_the_delayed_test_after_its_days(make):
-    clock = Clock()
+    clock = Clock(NOW)
     store = make(clock)
     code, secret, actor = consented(store)
     with pytest.raises(WrongPhase):
@@ -281,7 +274,7 @@ def test_delete_my_data_with_the_code_shown_at_consent(make):
 
 
 def test_delete_this_study_and_retention_enforced(make):
-    clock = Clock()
+    clock = Clock(NOW)
     store = make(clock)
     code, secret, actor = consented(store)
     with pytest.raises(Forbidden):
