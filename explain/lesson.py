@@ -289,7 +289,7 @@ def concat(a: Analysis, f: Focus) -> Concat:
 
 
 @dataclass(frozen=True)
-class AddNorm:
+class AddNormStep:
     word: str
     resid_mean: float
     resid_std: float
@@ -298,11 +298,11 @@ class AddNorm:
     out_norm: float
 
 
-def add_norm(a: Analysis, f: Focus, name: str | None = None) -> AddNorm:
+def add_norm(a: Analysis, f: Focus, name: str | None = None) -> AddNormStep:
     n = name or f"enc.{f.layer}.add_norm1"
     r = a.trace[f"{n}.resid"][0, f.word]
     z = a.trace[f"{n}.normed"][0, f.word]
-    return AddNorm(a.src_labels[f.word], float(r.mean()), float(r.std(unbiased=False)), float(z.mean()),
+    return AddNormStep(a.src_labels[f.word], float(r.mean()), float(r.std(unbiased=False)), float(z.mean()),
                    float(z.std(unbiased=False)), float(a.trace[f"{n}.out"][0, f.word].norm()))
 
 

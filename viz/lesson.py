@@ -440,7 +440,7 @@ def _concat(c: Context) -> View:
 
 # --- 12. add & norm, 13. FFN, 14. stack ---------------------------------------------------------------
 
-def notice_add_norm(n: L.AddNorm) -> str:
+def notice_add_norm(n: L.AddNormStep) -> str:
     return (f"x + attention(x) of {q(n.word)} has mean {n.resid_mean:.3f} and standard deviation {n.resid_std:.3f}; "
             f"LayerNorm brings it to mean {n.normed_mean:.3f} and standard deviation {n.normed_std:.3f}, then "
             f"the learned γ and β rescale it.")
