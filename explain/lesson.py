@@ -307,7 +307,7 @@ def add_norm(a: Analysis, f: Focus, name: str | None = None) -> AddNormStep:
 
 
 @dataclass(frozen=True)
-class FFN:
+class FFNStep:
     word: str
     d_ff: int
     zeros: int  # hidden units exactly 0 after ReLU, for the focus word
@@ -315,9 +315,9 @@ class FFN:
     largest_value: float
 
 
-def ffn(a: Analysis, f: Focus) -> FFN:
+def ffn(a: Analysis, f: Focus) -> FFNStep:
     h = a.trace[f"enc.{f.layer}.ffn.hidden"][0, f.word]  # [d_ff]
-    return FFN(a.src_labels[f.word], h.numel(), int((h == 0).sum()), int(h.argmax()), float(h.max()))
+    return FFNStep(a.src_labels[f.word], h.numel(), int((h == 0).sum()), int(h.argmax()), float(h.max()))
 
 
 def n_layers(a: Analysis, stack: str) -> int:

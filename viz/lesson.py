@@ -462,7 +462,7 @@ def _add_norm(c: Context) -> View:
     return View(fig, notice_add_norm(L.add_norm(a, f)), tab, warning=warn)
 
 
-def notice_ffn(x: L.FFN) -> str:
+def notice_ffn(x: L.FFNStep) -> str:
     return (f"Of the {x.d_ff} hidden units of {q(x.word)}, {x.zeros} ({x.zeros / x.d_ff:.0%}) are exactly 0 after "
             f"ReLU; the most active is unit {x.largest} ({x.largest_value:.3f}). W_2 maps them back to "
             f"d_model numbers.")
