@@ -389,7 +389,7 @@ def coref_defaults(a: pipeline.Analysis, keys: tuple[str, str, str], n_layers: i
     """On the coreference sentence, point the (layer, head, word) pickers stored under `keys` at the head where
     "it" gives the deciding noun the largest weight (chosen by the data), once per sentence: a first visit or
     a new sentence moves them there, the reader's own choices stay until the sentence changes. Returns the
-    `viz.coref.Focus`, or None for any other sentence."""
+    `viz.coref.CorefFocus`, or None for any other sentence."""
     from viz import coref as vc
 
     c = vc.coref_parts(a.prepared.tokens)
