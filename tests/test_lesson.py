@@ -15,7 +15,7 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from explain import lesson as L
+import explain.lesson
 from explain.pronoun import story as pronoun_story
 from explain.textbook import thinking_machines
 from model import checkpoint, pipeline
@@ -64,29 +64,31 @@ def test_steps_cover_the_path_and_link_to_real_pages():
     from ui.page_list import PAGES
 
     names = {p.name for p in PAGES}
-    keys = [s.key for s in L.STEPS]
-    assert 15 <= L.N_STEPS <= 25 and len(set(keys)) == len(keys)
+    keys = [s.key for s in explain.lesson.STEPS]
+    assert 15 <= explain.lesson.N_STEPS <= 25 and len(set(keys)) == len(keys)
     assert keys[0] == "why" and keys[-1] == "training"  # motivation first, training last
-    assert all(s.page in names for s in L.STEPS)
+    assert all(s.page in names for s in explain.lesson.STEPS)
     assert set(V.VIEWS) == set(keys)
-    assert L.step_index("cross") == keys.index("cross") + 1
+    assert explain.lesson.step_index("cross") == keys.index("cross") + 1
 
 
 @pytest.mark.parametrize(("raw", "step", "noticed"), [
-    (None, 1, False), ("1", 1, False), ("9", 9, False), (" 9 ", 9, False), (str(L.N_STEPS), L.N_STEPS, False),
-    ("0", 1, True), ("-3", 1, True), ("999", L.N_STEPS, True), ("9" * 60, L.N_STEPS, True), ("abc", 1, True),
+    (None, 1, False), ("1", 1, False), ("9", 9, False), (" 9 ", 9, False),
+    (str(explain.lesson.N_STEPS), explain.lesson.N_STEPS, False),
+    ("0", 1, True), ("-3", 1, True), ("999", explain.lesson.N_STEPS, True), ("9" * 60, explain.lesson.N_STEPS, True),
+    ("abc", 1, True),
     ("٣", 1, True), ("３", 1, True), ("3.5", 1, True), ("", 1, True), ("²", 1, True),
 ])
 def test_parse_step(raw, step, noticed):
-    got, notice = L.parse_step(raw)
+    got, notice = explain.lesson.parse_step(raw)
     assert got == step
     assert (notice is not None) == noticed
 
 
 def test_focus_follows_it_when_there_is_one():
-    assert L.focus_word(("the", "animal", "it", "was")) == 2
-    assert L.focus_word(("thinking", "machines")) == 0
-    f = L.focus(analyse(CORE))
+    assert explain.lesson.focus_word(("the", "animal", "it", "was")) == 2
+    assert explain.lesson.focus_word(("thinking", "machines")) == 0
+    f = explain.lesson.focus(analyse(CORE))
     assert analyse(CORE).prepared.tokens[f.word] == "it"
     assert f.row == 1
 
@@ -99,7 +101,7 @@ def test_thinking_machines_cross_attention_les_looks_at_machines():
     assert a.out_tokens[0] == "les"
     t = a.trace
     w = t["dec.1.cross_attn.weights"][0, :, 1].mean(0)  # row 1: input "les"
-    x = L.cross(a, L.focus(a))
+    x = explain.lesson.cross(a, explain.lesson.focus(a))
     assert x.top_label == "1 machines" and x.row_label == "1 les"
     assert x.weights[x.top] == pytest.approx(float(w.max()))
     notice = D.notice_cross(x)
@@ -120,13 +122,13 @@ def test_cross_attention_reordering_is_claimed_from_confident_rows_only():
     """"les machines pensantes" reorders (confident rows read "machines" then "thinking"); the coreference
     sentence keeps the English order, whatever its diffuse rows do, and the notice says which rows are diffuse."""
     a = analyse(THINKING)
-    x = L.cross(a, L.focus(a))
+    x = explain.lesson.cross(a, explain.lesson.focus(a))
     assert x.inversions == confident_inversions(a) and x.reordered
     notice = D.notice_cross(x, a.src_labels, a.next_labels)
     assert "the row writing “pensantes” reads “thinking”" in notice and "French order differs" in notice
     for text in (CORE, "i am a student"):
         a = analyse(text)
-        x = L.cross(a, L.focus(a))
+        x = explain.lesson.cross(a, explain.lesson.focus(a))
         assert not confident_inversions(a) and not x.reordered
         notice = D.notice_cross(x, a.src_labels, a.next_labels)
         assert "French order differs" not in notice and "in their English order" in notice
@@ -134,7 +136,7 @@ def test_cross_attention_reordering_is_claimed_from_confident_rows_only():
     w = a.trace["dec.1.cross_attn.weights"][0].mean(0)
     diffuse = [r for r in range(w.shape[0] - 1) if float(w[r].max()) < 0.6]
     assert diffuse and f"Diffuse rows (largest weight under 0.6), writing “{V.word(a.next_labels[diffuse[0]])}”" in \
-        D.notice_cross(L.cross(a, L.focus(a)), a.src_labels, a.next_labels)
+        D.notice_cross(explain.lesson.cross(a, explain.lesson.focus(a)), a.src_labels, a.next_labels)
 
 
 @pytest.mark.parametrize("text", [THINKING, "i am a student", CORE])
@@ -143,7 +145,7 @@ def test_every_notice_states_the_tensors(text):
     t = a.trace
     c = ctx(text)
     f = c.f
-    n = {s.key: V.view(s.key, c).notice for s in L.STEPS}
+    n = {s.key: V.view(s.key, c).notice for s in explain.lesson.STEPS}
     toks = a.prepared.tokens
 
     # tokens: ids of the source tokens
@@ -256,7 +258,7 @@ def test_interventions_are_said_not_hidden():
     all_off = frozenset(("enc.0.self_attn", h) for h in range(bundle().config.n_heads))
     iv = Interventions(heads_off=all_off, look_ahead_mask=False, scale=False, positional_encoding=False)
     c = ctx(THINKING, iv)
-    views = {s.key: V.view(s.key, c) for s in L.STEPS}
+    views = {s.key: V.view(s.key, c) for s in explain.lesson.STEPS}
     assert "switched off" in views["positional"].notice and views["positional"].warning
     assert "switched off" in views["scale"].notice
     assert "z is all zeros" in views["z"].notice and views["z"].warning
@@ -269,7 +271,7 @@ def test_interventions_are_said_not_hidden():
 @pytest.mark.parametrize("text", ODD)
 def test_odd_sentences_never_raise(text):
     c = ctx(text)
-    for s in L.STEPS:
+    for s in explain.lesson.STEPS:
         v = V.view(s.key, c)
         assert v.notice and v.figure is not None and v.table is not None
 
@@ -301,12 +303,12 @@ def check_step(at: AppTest, text: str, k: int, iv: Interventions = NO_IV) -> Non
     """Step k is shown, with its title, progress, the notice computed from an independent analysis, and
     a figure that draws the very tensors the notice describes."""
     no_exception(at)
-    s = L.STEPS[k - 1]
+    s = explain.lesson.STEPS[k - 1]
     assert at.header[0].value == f"{k}. {s.title}"
-    assert at.get("progress")[0].value == pytest.approx(100 * k / L.N_STEPS, abs=1)  # percent
-    assert f"Step {k} of {L.N_STEPS}" in str(at.get("progress")[0].proto.text)
+    assert at.get("progress")[0].value == pytest.approx(100 * k / explain.lesson.N_STEPS, abs=1)  # percent
+    assert f"Step {k} of {explain.lesson.N_STEPS}" in str(at.get("progress")[0].proto.text)
     assert at.button(key="lesson_back").proto.disabled == (k == 1)
-    assert at.button(key="lesson_next").proto.disabled == (k == L.N_STEPS)
+    assert at.button(key="lesson_next").proto.disabled == (k == explain.lesson.N_STEPS)
     assert at.button(key="lesson_next").proto.type == "primary"
     c = ctx(text, iv)
     v = V.view(s.key, c)
@@ -327,13 +329,13 @@ def check_step(at: AppTest, text: str, k: int, iv: Interventions = NO_IV) -> Non
 def walk(at: AppTest, text: str, iv: Interventions = NO_IV) -> None:
     """From step 1 to the last with Next, checking every step."""
     assert shown_step(at) == 1
-    for k in range(1, L.N_STEPS + 1):
+    for k in range(1, explain.lesson.N_STEPS + 1):
         check_step(at, text, k, iv)
-        if k < L.N_STEPS:
+        if k < explain.lesson.N_STEPS:
             at.button(key="lesson_next").click().run()
 
 
-@pytest.mark.parametrize("text", L.SENTENCES)
+@pytest.mark.parametrize("text", explain.lesson.SENTENCES)
 def test_walk_every_step_of_the_offered_sentences(text):
     at = lesson_app(lesson=text)
     assert at.radio(key="lesson_choice").value == text
@@ -361,12 +363,12 @@ def test_walk_a_typed_sentence():
 def test_odd_typed_sentences_walk_without_exception(text):
     at = lesson_app(lesson=text)
     assert at.radio(key="lesson_choice").value == "Type your own…"
-    for _ in range(L.N_STEPS - 1):
+    for _ in range(explain.lesson.N_STEPS - 1):
         at.button(key="lesson_next").click().run()
         no_exception(at)
         if "<b>" in text:
             assert not any("<b>" in str(m.value) for m in at.markdown), "user HTML unescaped"
-    assert shown_step(at) == L.N_STEPS
+    assert shown_step(at) == explain.lesson.N_STEPS
 
 
 def test_an_empty_sentence_asks_for_one():
@@ -382,13 +384,13 @@ def test_back_next_and_the_picker():
     at.button(key="lesson_back").click().run()
     assert shown_step(at) == 4 and dict(at.query_params)["step"] == "4"
     at.selectbox(key="lesson_jump").set_value(17).run()
-    check_step(at, L.DEFAULT_SENTENCE, 17)
+    check_step(at, explain.lesson.DEFAULT_SENTENCE, 17)
     at.radio(key="lesson_choice").set_value("i am a student").run()  # another sentence: same step
     check_step(at, "i am a student", 17)
     assert dict(at.query_params) == {"lesson": "i am a student", "step": "17"}
 
 
-@pytest.mark.parametrize("k", [1, 9, L.N_STEPS])
+@pytest.mark.parametrize("k", [1, 9, explain.lesson.N_STEPS])
 def test_deep_link_opens_the_step(k):
     at = lesson_app(page_only=False, lesson="i am a student", step=str(k))
     check_step(at, "i am a student", k)
@@ -407,8 +409,8 @@ def test_deep_link_through_the_app_keeps_the_step_across_pages():
     assert at.radio(key="lesson_choice").value == CORE
 
 
-@pytest.mark.parametrize(("raw", "k"), [("0", 1), ("999", L.N_STEPS), ("abc", 1), ("٣", 1), ("", 1), ("-2", 1),
-                                        ("2.5", 1), ("1" * 200, L.N_STEPS)])
+@pytest.mark.parametrize(("raw", "k"), [("0", 1), ("999", explain.lesson.N_STEPS), ("abc", 1), ("٣", 1), ("", 1),
+                                        ("-2", 1), ("2.5", 1), ("1" * 200, explain.lesson.N_STEPS)])
 def test_bad_step_values_give_a_notice(raw, k):
     at = lesson_app(page_only=False, lesson=THINKING, step=raw)
     check_step(at, THINKING, k)
@@ -422,12 +424,12 @@ def test_the_sidebar_interventions_reach_the_lesson():
     iv = Interventions(heads_off=frozenset(("enc.0.self_attn", h) for h in range(bundle().config.n_heads)),
                        scale=False, look_ahead_mask=False, positional_encoding=False)
     for key in ("positional", "scale", "z", "masked", "output"):
-        at = lesson_app(page_only=False, lesson=THINKING, step=str(L.step_index(key)))
+        at = lesson_app(page_only=False, lesson=THINKING, step=str(explain.lesson.step_index(key)))
         at.session_state["heads_off"] = heads
         for toggle in ("iv_scale", "iv_look_ahead", "iv_pos"):
             at.session_state[toggle] = False
         at.run()
-        check_step(at, THINKING, L.step_index(key), iv)
+        check_step(at, THINKING, explain.lesson.step_index(key), iv)
         assert at.warning, key
 
 
@@ -444,7 +446,7 @@ def test_other_model_shapes_never_raise(norm_first):
     mine = Bundle(Transformer(cfg).eval(), b.src_vocab, b.tgt_vocab)
     a = pipeline.analyse(mine, pipeline.prepare(mine, CORE))
     c = V.context(a, mine.tgt_vocab.itos, len(mine.src_vocab))
-    for s in L.STEPS:
+    for s in explain.lesson.STEPS:
         assert V.view(s.key, c).notice
     assert (V.view("add_norm", c).warning is not None) == norm_first
 
@@ -455,9 +457,9 @@ def test_other_model_shapes_never_raise(norm_first):
 def test_in_depth_opens_the_page_on_the_lessons_sentence_layer_head_and_word(key):
     """Following "In depth" from a step: the page shows the lesson's sentence (the sidebar's too) and its pickers
     sit on the lesson's layer, head and word (or decoder position)."""
-    at = lesson_app(page_only=False, lesson=CORE, step=str(L.step_index(key)))
-    f = L.focus(analyse(CORE))
-    page = L.STEPS[L.step_index(key) - 1].page
+    at = lesson_app(page_only=False, lesson=CORE, step=str(explain.lesson.step_index(key)))
+    f = explain.lesson.focus(analyse(CORE))
+    page = explain.lesson.STEPS[explain.lesson.step_index(key) - 1].page
     at.switch_page(f"pages/{page}.py")
     at.run()
     no_exception(at)
@@ -475,7 +477,7 @@ def test_in_depth_opens_the_page_on_the_lessons_sentence_layer_head_and_word(key
 
 def test_the_lesson_and_the_sidebar_share_one_sentence():
     at = lesson_app(page_only=False, step="3")  # no sentence in the link: the lesson's own default
-    assert at.session_state["sentence"] == L.DEFAULT_SENTENCE == at.text_input(key="sentence").value
+    assert at.session_state["sentence"] == explain.lesson.DEFAULT_SENTENCE == at.text_input(key="sentence").value
     at.radio(key="lesson_choice").set_value("i am a student").run()  # the lesson's picker moves the sidebar
     assert at.text_input(key="sentence").value == "i am a student"
     at.text_input(key="sentence").set_value(CORE).run()  # the sidebar moves the lesson

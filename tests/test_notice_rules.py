@@ -22,7 +22,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from explain import lesson as L
+import explain.lesson
 from explain import recompute
 from explain.coref import coref_parts, decision, encoder_links
 from explain.experiments import dot_product_samples, layer_norm_params, one_head_left, plain_self_attention, saturation
@@ -81,7 +81,7 @@ def test_lesson_cross_attention_reorders_only_from_confident_rows():
         eos = m.shape[1] - 1
         conf = [r for r in range(m.shape[0]) if float(peak[r]) >= 0.6 and int(top[r]) != eos]
         inv = [(i, j) for k, i in enumerate(conf) for j in conf[k + 1:] if int(top[j]) < int(top[i])]
-        text = D.notice_cross(L.cross(a, L.focus(a)), a.src_labels, a.next_labels)
+        text = D.notice_cross(explain.lesson.cross(a, explain.lesson.focus(a)), a.src_labels, a.next_labels)
         assert ("French order differs" in text) == bool(inv), (p.src, text)
         assert ("in their English order" in text) == (not inv and len(conf) >= 2), (p.src, text)
         diffuse = [r for r in range(m.shape[0] - 1) if float(peak[r]) < 0.6]
@@ -672,7 +672,7 @@ def test_lesson_notices_say_no_unruled_judging_word():
     ruled_steps = {"cross", "heads", "softmax", "z", "positional", "why", "coref", "next"}
     for a in analyses()[::7]:
         c = V.context(a, b.tgt_vocab.itos, len(b.src_vocab), model=b.model, meta=b.meta)
-        for step in L.STEPS:
+        for step in explain.lesson.STEPS:
             if step.key in ruled_steps:
                 continue
             text = V.view(step.key, c).notice
