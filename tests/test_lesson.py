@@ -16,6 +16,7 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 import explain.lesson
+import viz.lesson_decoder
 from explain.pronoun import story as pronoun_story
 from explain.textbook import thinking_machines
 from model import checkpoint, pipeline
@@ -23,7 +24,6 @@ from model.trace import Interventions
 from tests.apptest_util import ROOT, TIMEOUT, all_text, decode, figures, heatmap_z, no_exception
 from ui.widgets import md
 from viz import lesson as V
-from viz import lesson_decoder as D
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -104,7 +104,7 @@ def test_thinking_machines_cross_attention_les_looks_at_machines():
     x = explain.lesson.cross(a, explain.lesson.focus(a))
     assert x.top_label == "1 machines" and x.row_label == "1 les"
     assert x.weights[x.top] == pytest.approx(float(w.max()))
-    notice = D.notice_cross(x)
+    notice = viz.lesson_decoder.notice_cross(x)
     assert f3(float(w.max())) in notice and "“machines”" in notice and "“les”" in notice
     assert float(w.max()) > 0.9
 
@@ -124,19 +124,19 @@ def test_cross_attention_reordering_is_claimed_from_confident_rows_only():
     a = analyse(THINKING)
     x = explain.lesson.cross(a, explain.lesson.focus(a))
     assert x.inversions == confident_inversions(a) and x.reordered
-    notice = D.notice_cross(x, a.src_labels, a.next_labels)
+    notice = viz.lesson_decoder.notice_cross(x, a.src_labels, a.next_labels)
     assert "the row writing “pensantes” reads “thinking”" in notice and "French order differs" in notice
     for text in (CORE, "i am a student"):
         a = analyse(text)
         x = explain.lesson.cross(a, explain.lesson.focus(a))
         assert not confident_inversions(a) and not x.reordered
-        notice = D.notice_cross(x, a.src_labels, a.next_labels)
+        notice = viz.lesson_decoder.notice_cross(x, a.src_labels, a.next_labels)
         assert "French order differs" not in notice and "in their English order" in notice
     a = analyse(CORE)
     w = a.trace["dec.1.cross_attn.weights"][0].mean(0)
     diffuse = [r for r in range(w.shape[0] - 1) if float(w[r].max()) < 0.6]
     assert diffuse and f"Diffuse rows (largest weight under 0.6), writing “{V.word(a.next_labels[diffuse[0]])}”" in \
-        D.notice_cross(explain.lesson.cross(a, explain.lesson.focus(a)), a.src_labels, a.next_labels)
+        viz.lesson_decoder.notice_cross(explain.lesson.cross(a, explain.lesson.focus(a)), a.src_labels, a.next_labels)
 
 
 @pytest.mark.parametrize("text", [THINKING, "i am a student", CORE])

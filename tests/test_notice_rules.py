@@ -23,6 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import explain.lesson
+import viz.lesson_decoder
 from explain import recompute
 from explain.coref import coref_parts, decision, encoder_links
 from explain.experiments import dot_product_samples, layer_norm_params, one_head_left, plain_self_attention, saturation
@@ -40,7 +41,6 @@ from viz import embeddings as ve
 from viz import heads as vh
 from viz import layers as vl
 from viz import lesson as V
-from viz import lesson_decoder as D
 from viz import positional as vp
 from viz import pronoun as vpr
 from viz import rnn as vr
@@ -81,7 +81,8 @@ def test_lesson_cross_attention_reorders_only_from_confident_rows():
         eos = m.shape[1] - 1
         conf = [r for r in range(m.shape[0]) if float(peak[r]) >= 0.6 and int(top[r]) != eos]
         inv = [(i, j) for k, i in enumerate(conf) for j in conf[k + 1:] if int(top[j]) < int(top[i])]
-        text = D.notice_cross(explain.lesson.cross(a, explain.lesson.focus(a)), a.src_labels, a.next_labels)
+        cross = explain.lesson.cross(a, explain.lesson.focus(a))
+        text = viz.lesson_decoder.notice_cross(cross, a.src_labels, a.next_labels)
         assert ("French order differs" in text) == bool(inv), (p.src, text)
         assert ("in their English order" in text) == (not inv and len(conf) >= 2), (p.src, text)
         diffuse = [r for r in range(m.shape[0] - 1) if float(peak[r]) < 0.6]
@@ -635,7 +636,7 @@ RULED = {
     "viz.tracing.head_notice": test_one_head_notice_follows_its_rule,
     "viz.pronoun.story_notice": test_tracing_and_pronoun_notices_follow_their_rules,
 }
-MODULES = (V, D, va, vh, vs, vc, vd, vdec, ve, vl, vp, vr, vx, vspan, vt, vpr)
+MODULES = (V, viz.lesson_decoder, va, vh, vs, vc, vd, vdec, ve, vl, vp, vr, vx, vspan, vt, vpr)
 
 
 def notice_builders():

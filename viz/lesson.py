@@ -23,7 +23,7 @@ from explain.textbook import D_K, WORDS, thinking_machines
 from model.pipeline import Analysis
 from model.vocab import UNK_ID
 from viz import attention as va
-from viz import lesson_decoder as D
+from viz import lesson_decoder
 from viz.heatmap import SCALES, as_array, count, heatmap, table
 from viz.layers import attention_input
 from viz.lesson_base import (  # noqa: F401 - CONFIG, context, View: the page's imports
@@ -507,7 +507,7 @@ VIEWS: dict[str, Callable[[Context], View]] = {
     "why": _why, "sentence": _sentence, "tokens": _tokens, "embedding": _embedding, "positional": _positional,
     "qkv": _qkv,
     "scores": _scores, "scale": _scale, "softmax": _softmax, "z": _z, "heads": _heads, "concat": _concat,
-    "add_norm": _add_norm, "ffn": _ffn, "stack": _stack, **D.VIEWS,
+    "add_norm": _add_norm, "ffn": _ffn, "stack": _stack, **lesson_decoder.VIEWS,
 }
 
 
