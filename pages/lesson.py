@@ -7,6 +7,7 @@ import urllib.parse
 import streamlit as st
 
 import explain.lesson
+import viz.lesson
 from pages.content.lesson import BRIDGES, INTRO, TEXT
 from ui import lesson as state
 from ui import shell
@@ -17,7 +18,6 @@ from ui.study import check
 from ui.style import presenter
 from ui.tracing import story
 from ui.widgets import chart, md, notice, once, page_link
-from viz import lesson as V
 
 shell.enter(__file__)  # first: re-enter through app.py if Streamlit ran this page bare
 
@@ -76,7 +76,7 @@ def navigation(where: str) -> None:
 
 
 sizes = explain.lesson.sizes(bundle.config)
-ctx = V.context(a, bundle.tgt_vocab.itos, len(bundle.src_vocab), model=bundle.model, meta=bundle.meta,
+ctx = viz.lesson.context(a, bundle.tgt_vocab.itos, len(bundle.src_vocab), model=bundle.model, meta=bundle.meta,
                 decide=story, hidden=plans.hidden_head())
 
 
@@ -91,10 +91,10 @@ def step_view() -> None:
     """The step's figure, what to notice in it, and its numbers: drawn once per content (a class of thirty follows
     the same step on the same sentence), a function of the step, the model (its key names its weights and its
     record) and the analysis."""
-    view = V.view(step.key, ctx)
+    view = viz.lesson.view(step.key, ctx)
     if view.warning:
         st.warning(md(view.warning), icon=":material/warning:")
-    chart(view.figure, key=f"lesson_fig_{step.key}", config=V.CONFIG)
+    chart(view.figure, key=f"lesson_fig_{step.key}", config=viz.lesson.CONFIG)
     notice(view.notice)
     if view.textbook:
         st.caption(":material/menu_book: " + md(view.textbook))

@@ -395,7 +395,7 @@ def test_shipped_plans_claim_only_what_their_runs_show(bundles):
     from explain.lesson import STEPS
     from model.data import load_dataset
     from model.decoding import greedy_batch
-    from viz import lesson as V
+    from viz import lesson
 
     base = bundles["base"]
     elle = shipped("What decides il or elle")
@@ -445,7 +445,7 @@ def test_shipped_plans_claim_only_what_their_runs_show(bundles):
     last = tm.stops[-1].state["step"]
     assert STEPS[last - 1].key == "cross" and "“pensantes”" in tm.stops[0].caption
     a = pipeline.analyse(base, pipeline.prepare(base, "thinking machines"))
-    notice = V.view("cross", V.context(a, base.tgt_vocab.itos, len(base.src_vocab))).notice
+    notice = lesson.view("cross", lesson.context(a, base.tgt_vocab.itos, len(base.src_vocab))).notice
     assert "the row writing “pensantes” reads “thinking”" in notice and "“pensantes”" in tm.stops[-1].caption
     concat = next(i for i, st in enumerate(STEPS, start=1) if st.key == "concat")
     assert f"one head's share of what self-attention hands on (step {concat} joins the heads)" in tm.stops[8].caption

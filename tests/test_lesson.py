@@ -16,6 +16,7 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 import explain.lesson
+import viz.lesson
 import viz.lesson_decoder
 from explain.pronoun import story as pronoun_story
 from explain.textbook import thinking_machines
@@ -23,7 +24,6 @@ from model import checkpoint, pipeline
 from model.trace import Interventions
 from tests.apptest_util import ROOT, TIMEOUT, all_text, decode, figures, heatmap_z, no_exception
 from ui.widgets import md
-from viz import lesson as V
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -48,9 +48,9 @@ def decide(text: str, iv: Interventions = NO_IV):
     return pronoun_story(bundle(), text, iv)
 
 
-def ctx(text: str, iv: Interventions = NO_IV) -> V.Context:
+def ctx(text: str, iv: Interventions = NO_IV) -> viz.lesson.Context:
     b = bundle()
-    return V.context(analyse(text, iv), b.tgt_vocab.itos, len(b.src_vocab), model=b.model, meta=b.meta,
+    return viz.lesson.context(analyse(text, iv), b.tgt_vocab.itos, len(b.src_vocab), model=b.model, meta=b.meta,
                      decide=lambda t: decide(t, iv))
 
 
@@ -68,7 +68,7 @@ def test_steps_cover_the_path_and_link_to_real_pages():
     assert 15 <= explain.lesson.N_STEPS <= 25 and len(set(keys)) == len(keys)
     assert keys[0] == "why" and keys[-1] == "training"  # motivation first, training last
     assert all(s.page in names for s in explain.lesson.STEPS)
-    assert set(V.VIEWS) == set(keys)
+    assert set(viz.lesson.VIEWS) == set(keys)
     assert explain.lesson.step_index("cross") == keys.index("cross") + 1
 
 
@@ -135,8 +135,10 @@ def test_cross_attention_reordering_is_claimed_from_confident_rows_only():
     a = analyse(CORE)
     w = a.trace["dec.1.cross_attn.weights"][0].mean(0)
     diffuse = [r for r in range(w.shape[0] - 1) if float(w[r].max()) < 0.6]
-    assert diffuse and f"Diffuse rows (largest weight under 0.6), writing “{V.word(a.next_labels[diffuse[0]])}”" in \
-        viz.lesson_decoder.notice_cross(explain.lesson.cross(a, explain.lesson.focus(a)), a.src_labels, a.next_labels)
+    notice = viz.lesson_decoder.notice_cross(explain.lesson.cross(a, explain.lesson.focus(a)), a.src_labels,
+                                             a.next_labels)
+    assert diffuse
+    assert f"Diffuse rows (largest weight under 0.6), writing “{viz.lesson.word(a.next_labels[diffuse[0]])}”" in notice
 
 
 @pytest.mark.parametrize("text", [THINKING, "i am a student", CORE])
@@ -145,7 +147,7 @@ def test_every_notice_states_the_tensors(text):
     t = a.trace
     c = ctx(text)
     f = c.f
-    n = {s.key: V.view(s.key, c).notice for s in explain.lesson.STEPS}
+    n = {s.key: viz.lesson.view(s.key, c).notice for s in explain.lesson.STEPS}
     toks = a.prepared.tokens
 
     # tokens: ids of the source tokens
@@ -182,17 +184,18 @@ def test_every_notice_states_the_tensors(text):
     labels = a.src_labels
     top_s, top_w = int(scores.argmax()), int(weights.argmax())
     assert f"{float(scores.max()):.2f}" in n["scores"] and f"{float(scores.min()):.2f}" in n["scores"]
-    assert f"“{V.word(labels[top_s])}”" in n["scores"]
+    assert f"“{viz.lesson.word(labels[top_s])}”" in n["scores"]
     assert f"{float(scaled[top_s]):.2f}" in n["scale"] and f"{math.sqrt(t[f'{m}.q'].shape[-1]):.3f}" in n["scale"]
     assert torch.allclose(scaled, scores / math.sqrt(t[f"{m}.q"].shape[-1]))
-    assert f3(float(weights.max())) in n["softmax"] and f"“{V.word(labels[top_w])}”" in n["softmax"]
+    assert f3(float(weights.max())) in n["softmax"] and f"“{viz.lesson.word(labels[top_w])}”" in n["softmax"]
     assert f3(float(weights.sum())) in n["softmax"]
     z = t[f"{m}.z"][0, f.head, f.word]
-    assert f3(float(z.norm())) in n["z"] and f"{float(weights.max()):.3f} · v({V.word(labels[top_w])})" in n["z"]
+    assert f3(float(z.norm())) in n["z"]
+    assert f"{float(weights.max()):.3f} · v({viz.lesson.word(labels[top_w])})" in n["z"]
     # heads: every head's favourite word and weight for the focus word
     for h in range(t[f"{m}.weights"].shape[1]):
         w = t[f"{m}.weights"][0, h, f.word]
-        assert f"head {h} → “{V.word(labels[int(w.argmax())])}” {f3(float(w.max()))}" in n["heads"]
+        assert f"head {h} → “{viz.lesson.word(labels[int(w.argmax())])}” {f3(float(w.max()))}" in n["heads"]
     # concat and W_O: the lengths of each head's z and of the output
     for h in range(t[f"{m}.z"].shape[1]):
         assert f3(float(t[f"{m}.z"][0, h, f.word].norm())) in n["concat"]
@@ -219,7 +222,7 @@ def test_every_notice_states_the_tensors(text):
     assert f3(float(sw[:, 1].mean(0).max())) in n["masked"]
     # cross: the row of the first word, what it predicts, where it looks
     cw = t[f"dec.{last}.cross_attn.weights"][0, :, 1].mean(0)
-    assert f3(float(cw.max())) in n["cross"] and f"“{V.word(labels[int(cw.argmax())])}”" in n["cross"]
+    assert f3(float(cw.max())) in n["cross"] and f"“{viz.lesson.word(labels[int(cw.argmax())])}”" in n["cross"]
     assert f"predicting “{a.out_tokens[1]}”" in n["cross"]
     # output: the top logit and its probability at the followed position (the decoder steps' row)
     logits, probs = t["logits"][0, f.row], t["probs"][0, f.row]
@@ -245,12 +248,12 @@ def test_traced_and_decoded_probabilities_agree_with_the_mask_on():
 def test_textbook_numbers_are_computed_and_labelled():
     tm = thinking_machines()
     c = ctx(THINKING)
-    scores = V.view("scores", c).textbook
+    scores = viz.lesson.view("scores", c).textbook
     assert scores.startswith("Textbook") and "not this model" in scores
     assert f"{float(tm.scores[0, 0]):g}" in scores and f"{float(tm.scores[0, 1]):g}" in scores
     assert "112" in scores and "96" in scores
-    assert "14" in V.view("scale", c).textbook and "12" in V.view("scale", c).textbook
-    soft = V.view("softmax", c).textbook
+    assert "14" in viz.lesson.view("scale", c).textbook and "12" in viz.lesson.view("scale", c).textbook
+    soft = viz.lesson.view("softmax", c).textbook
     assert f"{float(tm.weights[0, 0]):.2f}" in soft and "0.88" in soft and "0.12" in soft
 
 
@@ -258,7 +261,7 @@ def test_interventions_are_said_not_hidden():
     all_off = frozenset(("enc.0.self_attn", h) for h in range(bundle().config.n_heads))
     iv = Interventions(heads_off=all_off, look_ahead_mask=False, scale=False, positional_encoding=False)
     c = ctx(THINKING, iv)
-    views = {s.key: V.view(s.key, c) for s in explain.lesson.STEPS}
+    views = {s.key: viz.lesson.view(s.key, c) for s in explain.lesson.STEPS}
     assert "switched off" in views["positional"].notice and views["positional"].warning
     assert "switched off" in views["scale"].notice
     assert "z is all zeros" in views["z"].notice and views["z"].warning
@@ -272,7 +275,7 @@ def test_interventions_are_said_not_hidden():
 def test_odd_sentences_never_raise(text):
     c = ctx(text)
     for s in explain.lesson.STEPS:
-        v = V.view(s.key, c)
+        v = viz.lesson.view(s.key, c)
         assert v.notice and v.figure is not None and v.table is not None
 
 
@@ -311,7 +314,7 @@ def check_step(at: AppTest, text: str, k: int, iv: Interventions = NO_IV) -> Non
     assert at.button(key="lesson_next").proto.disabled == (k == explain.lesson.N_STEPS)
     assert at.button(key="lesson_next").proto.type == "primary"
     c = ctx(text, iv)
-    v = V.view(s.key, c)
+    v = viz.lesson.view(s.key, c)
     assert shown_notice(at) == "**Notice:** " + md(v.notice)
     assert dict(at.query_params)["step"] == str(k)
     [fig] = figures(at)
@@ -445,10 +448,10 @@ def test_other_model_shapes_never_raise(norm_first):
                  n_dec_layers=3, d_ff=32, dropout=0.0, max_len=12, norm_first=norm_first)
     mine = Bundle(Transformer(cfg).eval(), b.src_vocab, b.tgt_vocab)
     a = pipeline.analyse(mine, pipeline.prepare(mine, CORE))
-    c = V.context(a, mine.tgt_vocab.itos, len(mine.src_vocab))
+    c = viz.lesson.context(a, mine.tgt_vocab.itos, len(mine.src_vocab))
     for s in explain.lesson.STEPS:
-        assert V.view(s.key, c).notice
-    assert (V.view("add_norm", c).warning is not None) == norm_first
+        assert viz.lesson.view(s.key, c).notice
+    assert (viz.lesson.view("add_norm", c).warning is not None) == norm_first
 
 
 # --- one sentence, one path ------------------------------------------------------------------------------
@@ -498,7 +501,7 @@ def test_root_link_with_a_lesson_opens_the_lesson():
 def test_the_coreference_step_traces_where_the_adjective_reaches_the_pronoun():
     """Step 19 on the coreference preset: the encoder heads' weights first (no head links "it" to "animal"), then the
     tracing of "…tired" against "…wide" at the pronoun, its numbers read from the grids' cells (audit 4, A2)."""
-    v = V.view("coref", ctx(CORE))
+    v = viz.lesson.view("coref", ctx(CORE))
     n, s = v.notice, decide(CORE)
     t = s.tracing
     assert s.pronoun == "il" and s.partner_pronoun == "elle" and t is not None
@@ -514,9 +517,9 @@ def test_the_coreference_step_traces_where_the_adjective_reaches_the_pronoun():
     bars = v.figure.data[0]
     assert list(bars.y[:4]) == ["encoder vector of “animal”", "encoder vector of “street”", "encoder vector of “it”",
                                 "encoder vector of “tired”"] and bars.x[3] == pytest.approx(max(adj))
-    other = V.view("coref", ctx(THINKING)).notice
+    other = viz.lesson.view("coref", ctx(THINKING)).notice
     assert other.startswith("Your sentence has no “it” to resolve")
-    same = V.view("coref", ctx("the dog didn't cross the bridge because it was too tired")).notice
+    same = viz.lesson.view("coref", ctx("the dog didn't cross the bridge because it was too tired")).notice
     assert same.startswith("Both nouns are masculine here: the model writes il with “tired” and with “wide”, so the "
                            "adjective cannot change the pronoun. This step follows the coreference example instead.")
 
@@ -529,7 +532,7 @@ def test_step_one_counts_the_before_pages_training_stages_in_words_defined_so_fa
 
     data = json.loads((ROOT / "assets" / "rnn_comparison.json").read_text())
     stages = {r["transformer_train"] for r in data["sequential_steps"]["rows"]}
-    v = V.view("why", ctx(THINKING))
+    v = viz.lesson.view("why", ctx(THINKING))
     bars = v.figure.data[0]
     assert stages == {2} and list(bars.y)[2] == 2 and bars.x[2].startswith("Transformer, training: 2 stages")
     assert "2 to train on the pair" in v.notice and "in one pass" not in v.notice
