@@ -546,7 +546,7 @@ def from_fields(fields: dict[bytes, bytes], kinds: Sequence[str] | None = None) 
     return decode(fields[b"m"], blobs, kinds)
 
 
-def to_bytes(msg: Message) -> bytes:
+def to_value(msg: Message) -> bytes:
     """A record without blobs (a stop request, a job record) as one Redis value."""
     header, blobs = encode(msg)
     if blobs:
@@ -554,5 +554,5 @@ def to_bytes(msg: Message) -> bytes:
     return header
 
 
-def from_bytes(raw: bytes, kinds: Sequence[str]) -> Message:
+def from_value(raw: bytes, kinds: Sequence[str]) -> Message:
     return decode(raw, (), kinds)
