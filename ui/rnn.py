@@ -17,7 +17,8 @@ import streamlit as st
 
 from model import checkpoint, pipeline
 from model.checkpoint import Bundle
-from ui.models import analysis, session_cache, used_text
+from ui.models import analysis, used_text
+from ui.session_cache import session_cache
 from ui.state import init_state
 
 RNN_STEM = checkpoint.ASSETS / "checkpoints" / "rnn"
