@@ -12,8 +12,7 @@ import streamlit as st
 
 from explain import report as R
 from explain.instrument import OBJECTIVES, VERSIONS
-from study import StudyError, export
-from study import schema as S
+from study import StudyError, export, schema
 from ui.page_list import PAGES
 from ui.study.session import OWNER, PARAM, TOKEN, client, instrument, notify, ss, store
 from ui.widgets import chart, md, metrics_row, notice, small_table
@@ -27,7 +26,7 @@ def create() -> None:
     g = ss()
     settings = {"title": str(g.get("study_new_title") or ""), "path": g.get("study_new_path", "lesson"),
                 "factor": None if g.get("study_new_factor", "none") == "none" else g["study_new_factor"],
-                "retention_days": int(g.get(RETENTION) or S.DEFAULT_RETENTION_DAYS),
+                "retention_days": int(g.get(RETENTION) or schema.DEFAULT_RETENTION_DAYS),
                 "delay_days": int(g.get("study_new_delay") or 0), "keep_text": bool(g.get("study_new_text")),
                 "instrument": g.get("study_new_version") or next(iter(VERSIONS))}
     try:
@@ -55,15 +54,15 @@ def resume() -> None:
 
 def create_form() -> None:
     st.subheader("Create a study")
-    st.text_input("Title (shown to participants)", key="study_new_title", max_chars=S.MAX_TITLE,
+    st.text_input("Title (shown to participants)", key="study_new_title", max_chars=schema.MAX_TITLE,
                   placeholder="e.g. Attention, week 3")
     c1, c2 = st.columns(2)
-    c1.radio("Between the two tests", list(S.PATHS), format_func=S.PATHS.get, key="study_new_path")
-    c2.radio("Conditions (participants are assigned at random, balanced)", ["none", *S.FACTORS],
-             format_func=lambda f: "One condition" if f == "none" else S.FACTORS[f], key="study_new_factor")
+    c1.radio("Between the two tests", list(schema.PATHS), format_func=schema.PATHS.get, key="study_new_path")
+    c2.radio("Conditions (participants are assigned at random, balanced)", ["none", *schema.FACTORS],
+             format_func=lambda f: "One condition" if f == "none" else schema.FACTORS[f], key="study_new_factor")
     c1, c2, c3 = st.columns(3)
-    c1.number_input("Keep the data for (days)", 1, 3650, S.DEFAULT_RETENTION_DAYS, key=RETENTION)
-    c2.number_input("Delayed test after (days; 0: none)", 0, 365, S.DEFAULT_DELAY_DAYS, key="study_new_delay")
+    c1.number_input("Keep the data for (days)", 1, 3650, schema.DEFAULT_RETENTION_DAYS, key=RETENTION)
+    c2.number_input("Delayed test after (days; 0: none)", 0, 365, schema.DEFAULT_DELAY_DAYS, key="study_new_delay")
     c3.selectbox("Concept test version", list(VERSIONS), key="study_new_version",
                  help=f"{len(VERSIONS[next(iter(VERSIONS))])} items in two forms (A, B) on different sentences, "
                       "written and answered by the shipped model.")
@@ -126,12 +125,12 @@ def dashboard() -> None:
                    "again; it is shown only once and cannot be recovered.", icon=":material/key:")
     st.markdown(f"Participants open this link: `{link(code, token)}`")
     s = study.settings
-    st.caption(f"{S.PATHS[s['path']]} · conditions: {', '.join(study.conditions)} · instrument "
+    st.caption(f"{schema.PATHS[s['path']]} · conditions: {', '.join(study.conditions)} · instrument "
                f"{study.instrument.get('version')} · delayed test: "
                f"{str(s['delay_days']) + ' days' if s['delay_days'] else 'none'} · everything is deleted on "
                f"{pd.Timestamp(study.expires, unit='ms'):%d %B %Y} · "
                f"{'closed' if study.closed else 'open'}")
-    phases = {ph: sum(1 for p in people if p["phase"] == ph) for ph in S.PHASES}
+    phases = {ph: sum(1 for p in people if p["phase"] == ph) for ph in schema.PHASES}
     with metrics_row():
         st.metric("Agreed to take part", len(people), border=True)
         st.metric("Finished", phases["done"] + phases["delayed"] + phases["finished"], border=True)
