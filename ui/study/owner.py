@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 import pandas as pd
 import streamlit as st
 
-from explain import report as R
+import explain.report
 from explain.instrument import OBJECTIVES, VERSIONS
 from study import StudyError, export, schema
 from ui.page_list import PAGES
@@ -144,7 +144,7 @@ def dashboard() -> None:
 
 
 def report(study, people: list[dict], events: list[dict]) -> None:
-    rep = R.build(study.instrument, people, events, first=study.conditions[0])
+    rep = explain.report.build(study.instrument, people, events, first=study.conditions[0])
     st.subheader("Report")
     for line in rep.notes:
         st.info(md(line), icon=":material/group:")
