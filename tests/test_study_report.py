@@ -163,13 +163,14 @@ def test_study_report_time_and_engagement_per_lesson_step():
 
 
 def test_study_report_notices_state_the_reports_numbers():
-    from viz import study as V
+    from viz import study
 
     people, events = cohort(60, 1.0, A, B, seed=8, conditions=("predict-off", "predict-on"))
     rep = report.build(instrument(), people, events, first="predict-off")
-    line = V.gain_notice(rep)
+    line = study.gain_notice(rep)
     assert f"⟨g⟩ = {rep.gain.value:.2f} (95% interval {rep.gain.low:.2f} to {rep.gain.high:.2f})" in line
     assert f"from {rep.pre_mean:.0%} to {rep.post_mean:.0%}" in line and f"Hedges' g = {rep.hedges.value:.2f}" in line
     hard = min((r for r in rep.items if r["phase"] == "post"), key=lambda r: r["difficulty"])
-    assert f"item {hard['slot']} " in V.items_notice(rep) and f"{hard['difficulty']:.0%} right" in V.items_notice(rep)
-    assert "appears from 5" in V.gain_notice(report.build(instrument(), *cohort(3, 1.0, A, B, seed=1)))
+    items = study.items_notice(rep)
+    assert f"item {hard['slot']} " in items and f"{hard['difficulty']:.0%} right" in items
+    assert "appears from 5" in study.gain_notice(report.build(instrument(), *cohort(3, 1.0, A, B, seed=1)))

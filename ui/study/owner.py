@@ -11,12 +11,12 @@ import pandas as pd
 import streamlit as st
 
 import explain.report
+import viz.study
 from explain.instrument import OBJECTIVES, VERSIONS
 from study import StudyError, export, schema
 from ui.page_list import PAGES
 from ui.study.session import OWNER, PARAM, TOKEN, client, instrument, notify, ss, store
 from ui.widgets import chart, md, metrics_row, notice, small_table
-from viz import study as V
 
 RETENTION = "study_new_retention"
 
@@ -148,32 +148,32 @@ def report(study, people: list[dict], events: list[dict]) -> None:
     st.subheader("Report")
     for line in rep.notes:
         st.info(md(line), icon=":material/group:")
-    chart(V.gain_figure(rep), key="study_gain")
-    notice(V.gain_notice(rep))
-    chart(V.items_figure(rep), key="study_items")
-    notice(V.items_notice(rep))
+    chart(viz.study.gain_figure(rep), key="study_gain")
+    notice(viz.study.gain_notice(rep))
+    chart(viz.study.items_figure(rep), key="study_items")
+    notice(viz.study.items_notice(rep))
     st.markdown("**Misconceptions chosen** (wrong answers whose option stands for a known misconception)")
     if any(isinstance(m["chosen"], int) for m in rep.misconceptions):
-        chart(V.misconceptions_figure(rep), key="study_misconceptions")
+        chart(viz.study.misconceptions_figure(rep), key="study_misconceptions")
     else:
         st.caption("None chosen by 5 participants or more yet.")
     st.markdown("**Where the lesson failed**: time and engagement per step, and the share right after it")
-    chart(V.steps_figure(rep), key="study_steps")
-    notice(V.steps_notice(rep))
+    chart(viz.study.steps_figure(rep), key="study_steps")
+    notice(viz.study.steps_notice(rep))
     c1, c2 = st.columns(2)
     with c1:
         st.markdown("**Workload (raw NASA-TLX)** and usability (SUS): "
                     + (f"SUS {rep.sus.value:.0f} of 100 ({rep.sus.low:.0f} to {rep.sus.high:.0f}, n {rep.sus.n})"
                        if rep.sus else "SUS from 5 participants on"))
         if any(v is not None for v in rep.tlx.values()):
-            chart(V.survey_figure(rep), key="study_tlx")
+            chart(viz.study.survey_figure(rep), key="study_tlx")
         else:
             st.caption("The workload appears once 5 participants have answered the questionnaires.")
     with c2:
         st.markdown("**Feeling of learning beside the measured gain**")
         if rep.feel:
-            chart(V.feel_figure(rep), key="study_feel")
-        st.caption(md(V.feel_notice(rep)))
+            chart(viz.study.feel_figure(rep), key="study_feel")
+        st.caption(md(viz.study.feel_notice(rep)))
     tables = tables_of(rep)
     with st.expander("The report's tables"):
         for name, rows in tables.items():
