@@ -10,7 +10,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from explain import instrument as N
+from explain import instrument
 from explain import items as I
 from explain.lesson import SENTENCES
 from model import checkpoint
@@ -31,7 +31,7 @@ def models():
 
 @pytest.fixture(scope="module")
 def ct1(models):
-    return N.build(models, "ct-1")
+    return instrument.build(models, "ct-1")
 
 
 def _make(models, template, **params):
@@ -138,11 +138,11 @@ def test_forms_isomorphic(ct1):
         assert (x.objective, x.template) == (y.objective, y.template)  # same objective, same template
         assert x.options[x.answer] != y.options[y.answer]  # no shared correct option text
         assert x.text != y.text
-    slots = N.VERSIONS["ct-1"]
+    slots = instrument.VERSIONS["ct-1"]
     sentences = {f: {s.a["sentence"] if f == "A" else s.b["sentence"] for s in slots} for f in "AB"}
     assert not sentences["A"] & sentences["B"], "a sentence in both forms"
     assert not (sentences["A"] | sentences["B"]) & {*SENTENCES, THINKING, STUDENT, COREFERENCE}
-    per = {o: sum(1 for it in a if it.objective == o) for o in N.OBJECTIVES}
+    per = {o: sum(1 for it in a if it.objective == o) for o in instrument.OBJECTIVES}
     assert all(1 <= n <= 2 for n in per.values()), per  # one or two items per objective
     assert sum(1 for it in a if it.grid is not None) == 2  # the transfer items, with the click grid
 
@@ -159,15 +159,15 @@ def test_item_distractors_come_from_known_misconceptions(ct1):
 
 
 def test_item_instrument_round_trips_as_data(ct1):
-    again = N.Instrument.from_dict(ct1.as_dict())
+    again = instrument.Instrument.from_dict(ct1.as_dict())
     assert again.forms["A"][0] == ct1.forms["A"][0] and again.item("B16").grid == ct1.item("B16").grid
 
 
 @pytest.mark.parametrize("sentence", [COREFERENCE, "the cat is big", STUDENT])
 def test_check_yourself_items_for_every_part(models, sentence):
     n = len(prepare(models.base, sentence).tokens)
-    for part in N.PARTS:
-        got = N.check_items(models, part, sentence, n)
+    for part in instrument.PARTS:
+        got = instrument.check_items(models, part, sentence, n)
         assert got, f"{part.title}: no item on {sentence!r}"
         assert all(it.options[it.answer] and it.explain for it in got)
-    assert [list(N.part_steps(p)) for p in N.PARTS][-1][-1] == 25
+    assert [list(instrument.part_steps(p)) for p in instrument.PARTS][-1][-1] == 25
