@@ -10,8 +10,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from explain import instrument
-from explain import items as I
+from explain import instrument, items
 from explain.lesson import SENTENCES
 from model import checkpoint
 from model.data import load_dataset
@@ -26,7 +25,7 @@ PROPERTY = settings(max_examples=20, deadline=None, suppress_health_check=[Healt
 
 @pytest.fixture(scope="module")
 def models():
-    return I.Models(checkpoint.load(checkpoint.SHIPPED), checkpoint.load(checkpoint.SHIPPED_NO_MASK))
+    return items.Models(checkpoint.load(checkpoint.SHIPPED), checkpoint.load(checkpoint.SHIPPED_NO_MASK))
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +35,7 @@ def ct1(models):
 
 def _make(models, template, **params):
     try:
-        return I.make(models, template, params, "T01")
+        return items.make(models, template, params, "T01")
     except ValueError:
         return None  # this sentence gives no clear item of this kind: the instruments do not use it
 
@@ -117,16 +116,16 @@ def test_item_answers_of_layer_norm_and_teacher_forcing_recomputed(models, sente
 
 
 def test_item_positional_answer_is_a_bag_of_words(models):
-    item = I.make(models, "pos_permutation", {"sentence": "the dog sees the cat", "other": "the cat sees the dog",
+    item = items.make(models, "pos_permutation", {"sentence": "the dog sees the cat", "other": "the cat sees the dog",
                                               "word": "cat"}, "X")
     assert right(item).startswith("The same for “cat”")
     with pytest.raises(ValueError):  # with positions on, the encoder tells the orders apart: no such item
-        I.make(models, "pos_permutation", {"sentence": "the dog sees the cat", "other": "the dog sees the cat",
+        items.make(models, "pos_permutation", {"sentence": "the dog sees the cat", "other": "the dog sees the cat",
                                            "word": "cat"}, "X")
 
 
 def test_item_mask_training_reads_the_no_mask_model(models):
-    item = I.make(models, "mask_training", {"sentence": "he helps the sad goat"}, "X")
+    item = items.make(models, "mask_training", {"sentence": "he helps the sad goat"}, "X")
     other = analyse(models.no_mask, prepare(models.no_mask, "he helps the sad goat")).translation
     assert right(item).startswith(f"“{other}”") and other != "il aide la chèvre triste"
 
@@ -151,7 +150,7 @@ def test_item_distractors_come_from_known_misconceptions(ct1):
     for form in ct1.forms.values():
         for it in form:
             assert it.tags[it.answer] is None
-            assert set(it.tags) - {None} <= set(I.MISCONCEPTIONS)
+            assert set(it.tags) - {None} <= set(items.MISCONCEPTIONS)
             if it.grid is None:
                 assert 3 <= len(it.options) <= 4 and len(set(it.options)) == len(it.options)
                 assert any(t is not None for t in it.tags), f"{it.id}: no misconception among its distractors"
