@@ -9,6 +9,7 @@ on (model key, sentence, interventions, ...): the model key names the weights (t
 per-session random id), so two sessions only ever share a cache entry when they use the very same
 shipped weights.
 """
+
 from __future__ import annotations
 
 import functools
