@@ -199,3 +199,14 @@ def test_every_setting_is_in_the_operators_table():
     assert used, "no setting found: the scan is broken"
     assert not used - table, f"settings without a row in docs/operators.md: {sorted(used - table)}"
     assert not table - used, f"rows for settings nothing reads: {sorted(table - used)}"
+
+
+def test_shipped_model_names_are_the_checkpoints():
+    """The shipped models' names live in model/checkpoint.py (SHIPPED_MODELS); classroom/ may not import model/, so
+    its list of models a class may share is a copy, held to the original here, as are the sidebar's labels."""
+    from classroom.rules import SHAREABLE_MODELS
+    from model.checkpoint import SHIPPED_MODELS
+    from ui.state import MODELS
+
+    assert SHAREABLE_MODELS == tuple(SHIPPED_MODELS)
+    assert list(MODELS) == [*SHIPPED_MODELS, "mine"]

@@ -29,12 +29,10 @@ from ui.state import DEFAULT_SENTENCE, init_state, interventions
 from viz import layers
 from viz.overview import data_summary
 
-SHIPPED = {"base": checkpoint.SHIPPED, "no_mask": checkpoint.SHIPPED_NO_MASK}
-
 
 @st.cache_resource(show_spinner="Loading the model…")
 def _load_shipped(name: str) -> Bundle:
-    return checkpoint.load(SHIPPED[name])
+    return checkpoint.load(checkpoint.SHIPPED_MODELS[name])
 
 
 _loaded: dict[str, Bundle] = {}  # (a cached function's call hashes its argument: every run asks two or three times)
@@ -52,7 +50,7 @@ def load_shipped(name: str) -> Bundle:
 def available_shipped() -> tuple[str, ...]:
     """The shipped checkpoints present on disk ("base" first), looked for once per process (every run of every
     session asks, and each look is a file system call that lets go of the interpreter's lock)."""
-    return tuple(name for name, stem in SHIPPED.items() if stem.with_suffix(".safetensors").is_file())
+    return tuple(name for name, stem in checkpoint.SHIPPED_MODELS.items() if stem.with_suffix(".safetensors").is_file())
 
 
 @dataclass(frozen=True)
