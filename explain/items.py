@@ -35,7 +35,7 @@ from model.pipeline import Analysis, analyse, beam, decode_text, prepare, teache
 from model.trace import Interventions
 from model.vocab import BOS, EOS
 
-MAX_OPTION = 160  # characters of an option (a translation in full)
+MAX_ITEM_OPTION = 160  # characters of an option (a translation in full)
 MISCONCEPTIONS = {
     "softmax_range": "Softmax weights are numbers from −1 to 1 that need not add up to 1",
     "uniform": "Attention spreads evenly over the words",
@@ -109,12 +109,12 @@ Wrong = list[tuple[str, str | None]]  # the wrong options: (text, the misconcept
 def _item(objective: str, template: str, text: str, right: str, wrong: Wrong,
           explain: str, seed: str) -> Item:
     """Options in an order fixed by `seed` (not always first); distinct texts or ValueError."""
-    options = [(plain(right, MAX_OPTION), None), *[(plain(t, MAX_OPTION), tag) for t, tag in wrong]]
+    options = [(plain(right, MAX_ITEM_OPTION), None), *[(plain(t, MAX_ITEM_OPTION), tag) for t, tag in wrong]]
     if len({o for o, _ in options}) != len(options):
         raise ValueError("two options read the same on this sentence")
     random.Random(seed).shuffle(options)
     texts = tuple(o for o, _ in options)
-    return Item("", objective, template, plain(text, 500), texts, texts.index(plain(right, MAX_OPTION)),
+    return Item("", objective, template, plain(text, 500), texts, texts.index(plain(right, MAX_ITEM_OPTION)),
                 plain(explain, 500), tuple(tag for _, tag in options))
 
 
