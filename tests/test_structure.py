@@ -210,3 +210,12 @@ def test_shipped_model_names_are_the_checkpoints():
 
     assert SHAREABLE_MODELS == tuple(SHIPPED_MODELS)
     assert list(MODELS) == [*SHIPPED_MODELS, "mine"]
+
+
+def test_the_option_limit_is_the_class_stores():
+    """A class's question options are made in explain/questions.py and checked by the class store
+    (classroom/rules.py); neither room may import the other, so explain's limit is a copy, held to the store's."""
+    from classroom.rules import MAX_OPTION as STORE_LIMIT
+    from explain.questions import MAX_OPTION
+
+    assert MAX_OPTION == STORE_LIMIT
