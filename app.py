@@ -53,7 +53,7 @@ else:  # a run of the app's script
     # the icon is ours, served by the app: a Material icon here was fetched from fonts.gstatic.com (not offline)
     st.set_page_config(page_title="Glass Transformer", page_icon=str(ICON), layout="wide")
 
-    # in its turn (a teacher's run first), and its CPU counted against its client's share (serving/inbound.py)
+    # in its turn (a teacher's run first), and its CPU counted against its client's share (serving/fair_share.py)
     with fair_share(lead=classroom.is_teacher()):
         # a teacher's projector in presenter mode: the pages in a bar on top, the class's controls first in the sidebar
         page = shell.navigation(top=presenter_asked() and classroom.presents())

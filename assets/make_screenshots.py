@@ -181,14 +181,14 @@ CLASS_SHOTS = {  # a class with three students on the Thinking Machines plan (`c
 
 def class_shots(playwright, url: str, max_height: int) -> list[tuple]:
     """The class's screens: the teacher's page with its roster, the console on a phone, the projector at a stop."""
-    from classroom import plans as P
+    from classroom import plans
     from tools.class_soak import Classroom
 
-    plan = P.check_plan(json.loads((ROOT / "assets" / "plans" / "thinking-machines.json").read_text()), None)
+    plan = plans.check_plan(json.loads((ROOT / "assets" / "plans" / "thinking-machines.json").read_text()), None)
     room = Classroom(playwright, url, 3)
     out = []
     try:
-        room.start(f"/classroom?plan={P.plan_to_link(plan)}")
+        room.start(f"/classroom?plan={plans.plan_to_link(plan)}")
         room.join()
         s1, s2 = room.students[0].page, room.students[2].page
         s1.get_by_role("button", name="Explore on my own").click()  # one chose to explore

@@ -62,7 +62,7 @@ from streamlit.proto.WidgetStates_pb2 import WidgetState, WidgetStates
 
 from bench.abuse import Visitor
 from bench.classroom_load import CODE, cpu_seconds, pct, shows
-from serving.inbound import CLIENT_BURST
+from serving.fair_share import CLIENT_BURST
 from serving.processes import start_app
 
 SENTENCES = ["i am a student", "the cat is small", "she is happy", "we are tired", "the dog is young",
@@ -248,7 +248,7 @@ async def flood(url: str, pid: int, kind: str, n: int, rate: float, samples: int
             cpu0, t0 = cpu_seconds([pid]), time.perf_counter()
             task = asyncio.create_task(flooding(flooders, kind, rate, stop))
             # the flood is on, past its burst: a client quiet for a while may use CLIENT_BURST (3) CPU-seconds at once
-            # (serving/inbound.py), which takes one interpreter at least that long; what is measured is the flood
+            # (serving/fair_share.py), which takes one interpreter at least that long; what is measured is the flood
             await asyncio.sleep(CLIENT_BURST + 2.0)
             r = await measure(teacher, student, per, k, timeout)
             k += per

@@ -1,5 +1,5 @@
-"""The per-client share of the server (serving/inbound.py) as a school lives it: a class of students and their teacher
-behind one NAT address, alone on the server and beside an outsider's idle page.
+"""The per-client share of the server (serving/fair_share.py) as a school lives it: a class of students and their
+teacher behind one NAT address, alone on the server and beside an outsider's idle page.
 
     .venv/bin/python -m bench.class_share nat [--students 30] [--changes 8] [--pause 1.0] [--rounds 4]
                                               [--page multi_head] [--root DIR]

@@ -23,21 +23,21 @@ import sys
 import time
 from pathlib import Path
 
-from classroom import plans as P
+from classroom import plans
 from serving.processes import start_app
 from serving.replicas import Cluster
-from tools.class_soak import Classroom, SoakResult, Stop, percentile
+from tools.class_soak import Classroom, ExpectedStop, SoakResult, percentile
 
 PLAN = Path(__file__).resolve().parents[1] / "assets" / "plans" / "thinking-machines.json"
 
 
-def plan_and_stops(path: Path = PLAN) -> tuple[str, list[Stop]]:
+def plan_and_stops(path: Path = PLAN) -> tuple[str, list[ExpectedStop]]:
     """The plan's link (/classroom?plan=...) and what each of its stops shows."""
     raw = json.loads(path.read_text())
-    plan = P.check_plan(raw, None)
-    stops = [Stop(i + 1, len(plan.stops), s.state.get("step") if s.state.get("page") == "lesson" else None)
+    plan = plans.check_plan(raw, None)
+    stops = [ExpectedStop(i + 1, len(plan.stops), s.state.get("step") if s.state.get("page") == "lesson" else None)
              for i, s in enumerate(plan.stops)]
-    return f"/classroom?plan={P.plan_to_link(plan)}", stops
+    return f"/classroom?plan={plans.plan_to_link(plan)}", stops
 
 
 def soak(url: str, students: int, stops_to: int | None = None, back: bool = True, peer: bool = True,

@@ -29,7 +29,7 @@ from pathlib import Path
 import torch
 from streamlit.proto.WidgetStates_pb2 import WidgetState
 
-from explain import report as R
+from explain import report
 from explain.instrument import build
 from explain.items import Models
 from explain.questionnaires import CONFIDENCE
@@ -91,7 +91,7 @@ async def participant(i: int, url: str, code: str, token: str, study, items: int
         await s.close()
 
 
-def sent_report(study, sent: list[tuple]) -> R.Report:
+def sent_report(study, sent: list[tuple]) -> report.Report:
     """The report computed from what the participants sent (not from the store): the same per-item table must come
     out of the store."""
     people, events = {}, []
@@ -102,7 +102,7 @@ def sent_report(study, sent: list[tuple]) -> R.Report:
         events.append({"actor": f"sim-{i}", "verb": "answered", "object": f"item/{item_id}",
                        "result": {"choice": c, "correct": c == item["answer"]},
                        "context": {"phase": "pre", "form": item_id[0]}, "timestamp": 0})
-    return R.build(study.instrument, list(people.values()), _completed(events, list(people.values())))
+    return report.build(study.instrument, list(people.values()), _completed(events, list(people.values())))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -157,7 +157,7 @@ def run(participants: int, items: int, processes: int = 2, database: str = "", p
         held = {(e["actor"], e["object"]) for e in answered}
         lost = len(sent) - len(held)
         duplicates = len(answered) - len(held)
-        got = R.build(study.instrument, people, _completed(events, people))
+        got = report.build(study.instrument, people, _completed(events, people))
         want = sent_report(study, sent)
         equal = [(r["slot"], r["difficulty"]) for r in got.items] == [(r["slot"], r["difficulty"]) for r in want.items]
         load = os.getloadavg()

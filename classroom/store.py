@@ -101,7 +101,7 @@ class Counters:
 
 
 @dataclass(frozen=True)
-class Question:
+class ClassQuestion:
     id: int
     text: str
     options: tuple[str, ...]
@@ -114,7 +114,7 @@ class ClassSnapshot:
     code: str
     state: dict[str, Any] = field(default_factory=dict)
     version: int = 0
-    question: Question | None = None
+    question: ClassQuestion | None = None
     counts: tuple[int, ...] = ()
     revealed: bool = False
     answer: int | None = None
@@ -542,7 +542,7 @@ def too_many_students(limit: int) -> str:
 def _snapshot_of(code: str, state: dict[str, Any], version: int, qid: int, q: dict[str, Any] | None, counts: list[int],
                   revealed: bool, students: int, teacher: bool, my_answer: int | None,
                   counters: Counters | None = None) -> ClassSnapshot:
-    question = Question(qid, q["text"], tuple(q["options"])) if q else None
+    question = ClassQuestion(qid, q["text"], tuple(q["options"])) if q else None
     moved: dict[str, Any] = {"seq": counters.seq, "q": counters.q, "tally": counters.tally} if counters else {}
     n = len(question.options) if question else 0
     return ClassSnapshot(code=code, state=state, version=version, question=question,

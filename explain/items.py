@@ -27,14 +27,15 @@ from typing import Any
 
 import torch
 
-from explain import questions as Q
+from explain import questions
 from explain.lesson import n_layers
+from explain.questions import plain, quote
 from model.checkpoint import Bundle
 from model.pipeline import Analysis, analyse, beam, decode_text, prepare, teacher_forced
 from model.trace import Interventions
 from model.vocab import BOS, EOS
 
-MAX_OPTION = 160  # characters of an option (a translation in full)
+MAX_ITEM_OPTION = 160  # characters of an option (a translation in full)
 MISCONCEPTIONS = {
     "softmax_range": "Softmax weights are numbers from −1 to 1 that need not add up to 1",
     "uniform": "Attention spreads evenly over the words",
@@ -70,7 +71,8 @@ class Item:
     answer: int  # index of the right option (a transfer item: its cell)
     explain: str  # the numbers behind the answer, one line
     tags: tuple[str | None, ...] = ()  # per option: a MISCONCEPTIONS key or None
-    grid: Q.ClickGrid | None = field(default=None, compare=False)  # transfer items: rows, cols, row, answer, values
+    # transfer items: rows, cols, row, answer, values
+    grid: questions.ClickGrid | None = field(default=None, compare=False)
 
     def as_dict(self) -> dict[str, Any]:
         return {"id": self.id, "objective": self.objective, "template": self.template, "text": self.text,
@@ -92,7 +94,7 @@ class Models:
 
 
 def _q(text: str) -> str:
-    return Q.quote([text]) if text else "nothing"
+    return quote([text]) if text else "nothing"
 
 
 def _n(x: float, places: int = 2) -> str:
@@ -107,13 +109,13 @@ Wrong = list[tuple[str, str | None]]  # the wrong options: (text, the misconcept
 def _item(objective: str, template: str, text: str, right: str, wrong: Wrong,
           explain: str, seed: str) -> Item:
     """Options in an order fixed by `seed` (not always first); distinct texts or ValueError."""
-    options = [(Q.plain(right, MAX_OPTION), None), *[(Q.plain(t, MAX_OPTION), tag) for t, tag in wrong]]
+    options = [(plain(right, MAX_ITEM_OPTION), None), *[(plain(t, MAX_ITEM_OPTION), tag) for t, tag in wrong]]
     if len({o for o, _ in options}) != len(options):
         raise ValueError("two options read the same on this sentence")
     random.Random(seed).shuffle(options)
     texts = tuple(o for o, _ in options)
-    return Item("", objective, template, Q.plain(text, 500), texts, texts.index(Q.plain(right, MAX_OPTION)),
-                Q.plain(explain, 500), tuple(tag for _, tag in options))
+    return Item("", objective, template, plain(text, 500), texts, texts.index(plain(right, MAX_ITEM_OPTION)),
+                plain(explain, 500), tuple(tag for _, tag in options))
 
 
 def _analysis(b: Bundle, sentence: str, iv: Interventions | None = None) -> Analysis:
@@ -130,13 +132,13 @@ def _words(a: Analysis) -> list[str]:
 # -- 1. a row of weights sums to 1 ---------------------------------------------------------------------------
 def row_rest(m: Models, sentence: str, word: int) -> Item:
     a = _analysis(m.base, sentence)
-    head = Q.most_decided_head(a, 0, word)
+    head = questions.most_decided_head(a, 0, word)
     w = a.trace["enc.0.self_attn.weights"][0, head, word]  # [Ts]
     words, top = _words(a), int(w.argmax())
     n, big = len(words), float(w[top])
     rest = float(w.sum()) - big
     return _item("row_sum", "row_rest",
-                 f"Encoder layer 0, head {head}: the word {_q(words[word])} of {Q.quote(a.prepared.tokens)} gives its "
+                 f"Encoder layer 0, head {head}: the word {_q(words[word])} of {quote(a.prepared.tokens)} gives its "
                  f"largest weight, {_n(big)}, to {_q(words[top])}. What do its weights on the other {n - 1} "
                  "positions (EOS included) add up to?",
                  f"{_n(rest)}: a row of weights adds up to 1",
@@ -150,7 +152,7 @@ def row_rest(m: Models, sentence: str, word: int) -> Item:
 # -- 2. ÷√d_k flattens a row ----------------------------------------------------------------------------------
 def scaling_row(m: Models, sentence: str, word: int) -> Item:
     a = _analysis(m.base, sentence)
-    head = Q.most_decided_head(a, 0, word)
+    head = questions.most_decided_head(a, 0, word)
     s = a.trace["enc.0.self_attn.scores"][0, head, word]  # [Ts]: q·k, not yet divided
     d_k = a.trace["enc.0.self_attn.q"].shape[-1]
     root = math.sqrt(d_k)
@@ -160,7 +162,7 @@ def scaling_row(m: Models, sentence: str, word: int) -> Item:
         raise ValueError("on this sentence ÷√d_k changes too little to ask")
     top = words[int(raw.argmax())]
     return _item("scaling", "scaling_row",
-                 f"Encoder layer 0, head {head}, the row of {_q(words[word])} in {Q.quote(a.prepared.tokens)}: "
+                 f"Encoder layer 0, head {head}, the row of {_q(words[word])} in {quote(a.prepared.tokens)}: "
                  f"softmax of the raw scores q·k gives {_q(top)} {_n(float(raw.max()))}. What does dividing the "
                  f"scores by √d_k = {root:.1f} before the softmax do to that weight?",
                  f"It falls to {_n(float(scaled.max()))}: the row gets flatter",
@@ -187,8 +189,8 @@ def mask_zeroes(m: Models, sentence: str, row: int) -> Item:
     def names(js: Iterable[int]) -> str:
         return ", ".join(_q(words[j]) for j in js)
     return _item("look_ahead", "mask_zeroes",
-                 f"The decoder reads {Q.quote(words)} (BOS, then the model's translation of "
-                 f"{Q.quote(a.prepared.tokens)}). In decoder layer 0's self-attention, head 0, which weights of the "
+                 f"The decoder reads {quote(words)} (BOS, then the model's translation of "
+                 f"{quote(a.prepared.tokens)}). In decoder layer 0's self-attention, head 0, which weights of the "
                  f"row of {_q(words[row])} are exactly 0?",
                  f"Those on {names(range(row + 1, t))}: the words after it",
                  [(f"Those on {names(range(row))}: the words before it", "mask_backwards"),
@@ -205,7 +207,7 @@ def mask_training(m: Models, sentence: str) -> Item:
         raise ValueError("the model trained without the mask translates this sentence well")
     return _item("look_ahead", "mask_training",
                  f"A copy of this model was trained with the same recipe but without the look-ahead mask. The "
-                 f"shipped model translates {Q.quote(sentence.split())} as {_q(good)}. What does the copy write, "
+                 f"shipped model translates {quote(sentence.split())} as {_q(good)}. What does the copy write, "
                  "generating word by word?",
                  f"{_q(other)}: in training it copied the next word from its input, which generating does not have",
                  [(f"{_q(good)} too: the mask only hides words, the model learns the same", "mask_harmless"),
@@ -226,7 +228,7 @@ def cross_shape(m: Models, sentence: str, row: int) -> Item:
     if len({s, t, d_k, s * t}) < 4 or not 0 <= row < t:
         raise ValueError("the sizes cannot be told apart on this sentence")
     return _item("cross", "cross_shape",
-                 f"Translating {Q.quote(a.prepared.tokens)}, the decoder is at {_q(inputs[row])}. In encoder-decoder "
+                 f"Translating {quote(a.prepared.tokens)}, the decoder is at {_q(inputs[row])}. In encoder-decoder "
                  "attention its query meets keys: how many weights does its row have?",
                  f"{s}: one per English position (EOS included): keys and values come from the encoder",
                  [(f"{t}: one per French word so far: keys come from the decoder", "cross_from_decoder"),
@@ -245,14 +247,14 @@ def cross_top(m: Models, sentence: str, row: int) -> Item:
     if top == len(src) - 1 or float(w[top]) < 0.4:
         raise ValueError("this row reads no English word clearly")
     same = min(row, len(src) - 2)
-    nouns = [i + 1 for i, x in enumerate(src[:-2]) if x in Q.DETERMINERS and i + 1 not in (top, same)]
+    nouns = [i + 1 for i, x in enumerate(src[:-2]) if x in questions.DETERMINERS and i + 1 not in (top, same)]
     wrong: Wrong = [(f"{_q(src[same])}, the English word at the same position", "cross_aligned")] if same != top else []
     wrong += [(f"{_q(src[i])}, the sentence's noun", "importance") for i in nouns[:1]]
     wrong += [(f"{_q(src[i])}", None) for i in w.argsort(descending=True).tolist()
               if i not in (top, same, *nouns[:1], len(src) - 1)][: 3 - len(wrong)]
     return _item("cross", "cross_top",
                  f"Decoder layer {layer}'s encoder-decoder attention (heads averaged): writing {_q(outs[row])} in "
-                 f"the translation of {Q.quote(a.prepared.tokens)}, which English word does the decoder read most?",
+                 f"the translation of {quote(a.prepared.tokens)}, which English word does the decoder read most?",
                  f"{_q(src[top])} ({_n(float(w[top]))} of the row)", wrong,
                  "Weights: " + ", ".join(f"{x} {_n(float(v))}" for x, v in zip(src, w, strict=True)) + ".",
                  f"cross_top|{sentence}")
@@ -273,8 +275,8 @@ def pos_permutation(m: Models, sentence: str, other: str, word: str) -> Item:
     if diff > 1e-3 * size:
         raise ValueError("the encoder told the orders apart")
     return _item("positional", "pos_permutation",
-                 f"Positional encoding is switched off. The encoder reads {Q.quote(a.prepared.tokens)}, then "
-                 f"{Q.quote(b.prepared.tokens)}: the same words in another order. How do its two output vectors for "
+                 f"Positional encoding is switched off. The encoder reads {quote(a.prepared.tokens)}, then "
+                 f"{quote(b.prepared.tokens)}: the same words in another order. How do its two output vectors for "
                  f"{_q(word)} compare?",
                  f"The same for {_q(word)} ({'exactly' if diff == 0 else f'up to {diff:.0e}'}): without positions the "
                  "encoder reads a bag of words",
@@ -287,13 +289,13 @@ def pos_permutation(m: Models, sentence: str, other: str, word: str) -> Item:
 
 # -- 6. switching one head off --------------------------------------------------------------------------------
 def head_zero(m: Models, sentence: str, head: int) -> Item:
-    q = Q.head_zero(m.base, prepare(m.base, sentence), Interventions(), 0, head)
+    q = questions.head_zero(m.base, prepare(m.base, sentence), Interventions(), 0, head)
     right = q.options[q.answer]
     if q.answer != 0:
         raise ValueError("the traces show another case")
     change = q.detail.rsplit("moves by ", 1)[1].split(" ")[0]
     return _item("head_off", "head_zero",
-                 f"Switch off head {head} of encoder layer 0's self-attention for {Q.quote(sentence.split())}. What "
+                 f"Switch off head {head} of encoder layer 0's self-attention for {quote(sentence.split())}. What "
                  "changes inside the layer?",
                  f"{right.split(';')[0]}, its weights stay as they were; the layer's output moves by {change}",
                  [("Its weights become equal on every word", "off_uniform"),
@@ -303,10 +305,10 @@ def head_zero(m: Models, sentence: str, head: int) -> Item:
 
 
 def head_translation(m: Models, sentence: str, module: str, head: int) -> Item:
-    q = Q.head_off(m.base, prepare(m.base, sentence), Interventions(), (module, head))
+    q = questions.head_off(m.base, prepare(m.base, sentence), Interventions(), (module, head))
     before = _analysis(m.base, sentence).translation
     after = analyse(m.base, prepare(m.base, sentence), Interventions().with_head(module, head, on=False)).translation
-    where = Q.head_label(module, head)
+    where = questions.head_label(module, head)
     wrong: Wrong
     if after == before:
         right, wrong = (f"It stays {_q(before)}: the other heads carry what this sentence needs",
@@ -318,7 +320,7 @@ def head_translation(m: Models, sentence: str, module: str, head: int) -> Item:
                                                    ("It becomes empty: the layer stops", None)])
     wrong.append(("The other heads take over its weights, so nothing can change", "heads_compensate"))
     return _item("head_off", "head_translation",
-                 f"{Q.quote(sentence.split())} translates as {_q(before)}. Switch off {where}: what happens to the "
+                 f"{quote(sentence.split())} translates as {_q(before)}. Switch off {where}: what happens to the "
                  "translation?", right, wrong, q.detail, f"head_translation|{sentence}")
 
 
@@ -328,13 +330,13 @@ def greedy_pick(m: Models, sentence: str, position: int) -> Item:
     itos = m.base.tgt_vocab.itos
     p = a.trace["probs"][0, position]  # [V]
     top = p.topk(3)
-    w = [Q.plain(itos[int(i)]) for i in top.indices]
-    so_far = Q.quote(a.out_tokens[:position]) if position else "nothing yet"
+    w = [plain(itos[int(i)]) for i in top.indices]
+    so_far = quote(a.out_tokens[:position]) if position else "nothing yet"
     ps = [float(v) for v in top.values]
     if ps[1] < 0.005:
         raise ValueError("the runner-up is too unlikely to ask")
     return _item("decoding", "greedy_pick",
-                 f"Translating {Q.quote(a.prepared.tokens)}, the decoder has written {so_far}. Its next-word "
+                 f"Translating {quote(a.prepared.tokens)}, the decoder has written {so_far}. Its next-word "
                  f"probabilities: {w[0]} {_n(ps[0])}, {w[1]} {_n(ps[1], 3)}, {w[2]} {_n(ps[2], 3)}, ... What does "
                  "greedy decoding write next?",
                  f"{_q(w[0])}, every time: it takes the most probable word",
@@ -362,7 +364,7 @@ def greedy_beam(m: Models, sentence: str, k: int = 4) -> Item:
                  ("A different one on every run: beam search samples its hypotheses", "greedy_sampling")]
     wrong.append(("Nothing until all the hypotheses are the same length", None))
     return _item("decoding", "greedy_beam",
-                 f"Greedy decoding translates {Q.quote(a.prepared.tokens)} as {_q(greedy)}. What does beam search "
+                 f"Greedy decoding translates {quote(a.prepared.tokens)} as {_q(greedy)}. What does beam search "
                  f"with {k} hypotheses give?", right, wrong,
                  f"Beam search ({k} hypotheses): {_q(best)}, probability {_n(b.best.prob, 3)}.",
                  f"greedy_beam|{sentence}")
@@ -378,7 +380,7 @@ def layer_norm(m: Models, sentence: str, word: int) -> Item:
     words = _words(a)
     return _item("add_norm", "layer_norm",
                  f"In encoder layer 0, the residual x + Attention(x) of {_q(words[word])} in "
-                 f"{Q.quote(a.prepared.tokens)} has {r.numel()} numbers with mean {_n(mean)} and standard deviation "
+                 f"{quote(a.prepared.tokens)} has {r.numel()} numbers with mean {_n(mean)} and standard deviation "
                  f"{_n(sd)}. What does LayerNorm's first step (before its learned scale and shift) turn them into?",
                  f"Mean {_n(zm)}, standard deviation {_n(zs)} (from {_n(mean)} and {_n(sd)}): the {r.numel()} numbers "
                  "of this one word are centred and scaled",
@@ -404,7 +406,7 @@ def smoothed_target(m: Models, sentence: str, reference: str, position: int, wor
     other = eps / v if word == right_word else (1 - eps) + eps / v
     is_right = word == right_word
     return _item("label_smoothing", "smoothed_target",
-                 f"Training on {Q.quote(sentence.split())} → {Q.quote(tf.target_tokens)} with label smoothing "
+                 f"Training on {quote(sentence.split())} → {quote(tf.target_tokens)} with label smoothing "
                  f"ε = {eps} over the {v} French tokens: the position that must predict {_q(right_word)} is "
                  f"trained towards a target distribution. What probability does that target give {_q(word)}?",
                  f"{target:.4f}" + (" = 1 − ε + ε/V" if is_right else " = ε/V"),
@@ -431,16 +433,16 @@ def decoder_input(m: Models, sentence: str, reference: str, position: int) -> It
         wrong.append(("Whatever the model itself predicted at the position before", "free_running"))
     wrong.append((f"{_q(src[min(position, len(src) - 1)])}, the English word at that position", None))
     return _item("teacher_forcing", "decoder_input",
-                 f"Training on {Q.quote(src)} → {Q.quote(tf.target_tokens)}: what does the decoder read as its input "
+                 f"Training on {quote(src)} → {quote(tf.target_tokens)}: what does the decoder read as its input "
                  f"at the position that must predict {_q(gold[position])}?",
                  f"{_q(fed[position])}, the reference's word before it", wrong,
-                 f"Decoder input (BOS + the reference, shifted right): {Q.quote(fed)}.", f"decoder_input|{sentence}")
+                 f"Decoder input (BOS + the reference, shifted right): {quote(fed)}.", f"decoder_input|{sentence}")
 
 
 # -- transfer: predict a head's row with the click grid --------------------------------------------------------
 def transfer_row(m: Models, sentence: str, layer: int, head: int, word: int) -> Item:
     a = _analysis(m.base, sentence)
-    g = Q.attention_grid(a, layer, head, word)
+    g = questions.attention_grid(a, layer, head, word)
     w = a.trace[f"enc.{layer}.self_attn.weights"][0, head, word]  # [Ts]
     words, top = _words(a), int(w.argmax())
     if float(w[top]) < 0.3:
@@ -448,15 +450,15 @@ def transfer_row(m: Models, sentence: str, layer: int, head: int, word: int) -> 
     if top == word:
         raise ValueError("the word attends to itself: too easy a transfer")
     labels = tuple(f"{g['rows'][word]} → {c}" for c in g["cols"])  # the asked row's cells (choice = its column)
-    tags = tuple("importance" if 0 < i < len(words) - 1 and words[i - 1] in Q.DETERMINERS and i != top else None
+    tags = tuple("importance" if 0 < i < len(words) - 1 and words[i - 1] in questions.DETERMINERS and i != top else None
                  for i in range(len(words)))
-    grid: Q.ClickGrid = {**g, "row": word}
+    grid: questions.ClickGrid = {**g, "row": word}
     return Item("", "transfer", "transfer_row",
-                Q.plain(f"A sentence you have not seen: {Q.quote(a.prepared.tokens)}. In encoder layer {layer}, head "
+                plain(f"A sentence you have not seen: {quote(a.prepared.tokens)}. In encoder layer {layer}, head "
                         f"{head}, which word does {_q(words[word])} (the shaded row) give its largest weight to? "
                         "Click that cell.", 500),
                 labels, top,
-                Q.plain("Weights of the row: " + ", ".join(f"{x} {_n(float(v))}" for x, v in zip(words, w, strict=True))
+                plain("Weights of the row: " + ", ".join(f"{x} {_n(float(v))}" for x, v in zip(words, w, strict=True))
                         + ".", 500), tuple(tags), grid)
 
 

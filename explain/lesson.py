@@ -289,7 +289,7 @@ def concat(a: Analysis, f: Focus) -> Concat:
 
 
 @dataclass(frozen=True)
-class AddNorm:
+class AddNormStep:
     word: str
     resid_mean: float
     resid_std: float
@@ -298,16 +298,16 @@ class AddNorm:
     out_norm: float
 
 
-def add_norm(a: Analysis, f: Focus, name: str | None = None) -> AddNorm:
+def add_norm(a: Analysis, f: Focus, name: str | None = None) -> AddNormStep:
     n = name or f"enc.{f.layer}.add_norm1"
     r = a.trace[f"{n}.resid"][0, f.word]
     z = a.trace[f"{n}.normed"][0, f.word]
-    return AddNorm(a.src_labels[f.word], float(r.mean()), float(r.std(unbiased=False)), float(z.mean()),
+    return AddNormStep(a.src_labels[f.word], float(r.mean()), float(r.std(unbiased=False)), float(z.mean()),
                    float(z.std(unbiased=False)), float(a.trace[f"{n}.out"][0, f.word].norm()))
 
 
 @dataclass(frozen=True)
-class FFN:
+class FFNStep:
     word: str
     d_ff: int
     zeros: int  # hidden units exactly 0 after ReLU, for the focus word
@@ -315,9 +315,9 @@ class FFN:
     largest_value: float
 
 
-def ffn(a: Analysis, f: Focus) -> FFN:
+def ffn(a: Analysis, f: Focus) -> FFNStep:
     h = a.trace[f"enc.{f.layer}.ffn.hidden"][0, f.word]  # [d_ff]
-    return FFN(a.src_labels[f.word], h.numel(), int((h == 0).sum()), int(h.argmax()), float(h.max()))
+    return FFNStep(a.src_labels[f.word], h.numel(), int((h == 0).sum()), int(h.argmax()), float(h.max()))
 
 
 def n_layers(a: Analysis, stack: str) -> int:

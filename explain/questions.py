@@ -39,7 +39,7 @@ KINDS = {"attention": "Which word does a word attend to most?",
          "head_off": "What does switching a head off do to the translation?",
          "no_mask": "Does the model trained without the look-ahead mask translate this sentence?"}
 MAX_OPTIONS = 4  # a class reads 4 options quickly (the store allows 6)
-MAX_OPTION = 80  # the class store's limit for one option
+MAX_OPTION = 80  # the class store's limit for one option: classroom.rules.MAX_OPTION, copied (tests/test_structure.py)
 _SPECIAL_LABELS = {EOS: "EOS (end of sentence)", BOS: "BOS (start)", PAD: "PAD", UNK: "UNK (unknown word)"}
 
 

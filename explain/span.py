@@ -18,7 +18,7 @@ model's encoder layer (post-LN, as in the paper; pre-LN models in brackets):
 `span_check` measures each step on a traced sentence: for every word, the share of the row's length outside the
 span (‖row − its projection‖ / ‖row‖). Steps 1-3 come out at float error (about 1e-7); step 4 does not. The test
 only means something while the spanning vectors do not fill the whole space: with T ≥ d_model / H words step 2's
-H·T vectors span everything (`Step.confining` is then False).
+H·T vectors span everything (`SpanStep.confining` is then False).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ STEPS = ("Concat(z¹…zᴴ)", "attention output − b^O", "after the residual a
 
 
 @dataclass(frozen=True)
-class Step:
+class SpanStep:
     """One stage of the layer: its rows against the span of vectors fixed before the attention weights."""
 
     name: str
@@ -55,7 +55,7 @@ class SpanCheck:
     layer: int
     n_heads: int
     n_words: int
-    steps: tuple[Step, ...]  # in the order of STEPS
+    steps: tuple[SpanStep, ...]  # in the order of STEPS
 
 
 def _rank_basis(vectors: Tensor) -> Tensor:
@@ -74,9 +74,9 @@ def outside_share(rows: Tensor, basis: Tensor) -> Tensor:
     return torch.where(n > 0, rest.norm(dim=-1) / n.clamp_min(1e-300), torch.zeros_like(n))
 
 
-def _step(name: str, rows: Tensor, vectors: Tensor) -> Step:
+def _step(name: str, rows: Tensor, vectors: Tensor) -> SpanStep:
     basis = _rank_basis(vectors)
-    return Step(name, outside_share(rows, basis), vectors.shape[0], basis.shape[0], rows.shape[-1])
+    return SpanStep(name, outside_share(rows, basis), vectors.shape[0], basis.shape[0], rows.shape[-1])
 
 
 def _layer_input(trace: Trace, layer: int, pre_ln: bool) -> Tensor:

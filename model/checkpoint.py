@@ -58,8 +58,11 @@ from model.transformer import Config, Transformer
 from model.vocab import Vocab
 
 ASSETS = Path(__file__).resolve().parents[1] / "assets"
-SHIPPED = ASSETS / "checkpoints" / "base"  # the trained model the app opens with
-SHIPPED_NO_MASK = ASSETS / "checkpoints" / "no_mask"  # same recipe, trained without the look-ahead mask
+# The trained models the app ships, by name (the one list of their names): "base", the model the app opens with, and
+# "no_mask", the same recipe trained without the look-ahead mask.
+SHIPPED_MODELS = {name: ASSETS / "checkpoints" / name for name in ("base", "no_mask")}
+SHIPPED = SHIPPED_MODELS["base"]
+SHIPPED_NO_MASK = SHIPPED_MODELS["no_mask"]
 ARCHS = ("transformer", "rnn")  # the JSON's "arch" and `TrainConfig.arch`: the Transformer, or model/rnn.py's RNN
 
 

@@ -6,7 +6,8 @@ import urllib.parse
 
 import streamlit as st
 
-from explain import lesson as L
+import explain.lesson
+import viz.lesson
 from pages.content.lesson import BRIDGES, INTRO, TEXT
 from ui import lesson as state
 from ui import shell
@@ -17,14 +18,13 @@ from ui.study import check
 from ui.style import presenter
 from ui.tracing import story
 from ui.widgets import chart, md, notice, once, page_link
-from viz import lesson as V
 
 shell.enter(__file__)  # first: re-enter through app.py if Streamlit ran this page bare
 
 MORE = {"why": ("before", "why_attention"), "loss": ("training",)}  # linked besides the step's "In depth" page
 
 state.init_lesson()
-k, n = state.step(), L.N_STEPS
+k, n = state.step(), explain.lesson.N_STEPS
 # Presenter mode puts the projector first: the step and its figure on the first screen, the prose after them, no
 # title, no sentence picker (the sidebar has the sentence). In a class's plan the plan's Next moves the class.
 present, plan_leads = presenter(), plans.leads_the_lesson()
@@ -35,7 +35,8 @@ if not present:
     with st.expander(f"Sentence: **{md(state.sentence()) or '(none)'}**: choose another, or type your own",
                      expanded=k == 1):
         c1, c2 = st.columns([3, 2])
-        c1.radio("Sentence", [*L.SENTENCES, state.OWN], key=state.CHOICE, on_change=state.chose, horizontal=True)
+        c1.radio("Sentence", [*explain.lesson.SENTENCES, state.OWN], key=state.CHOICE, on_change=state.chose,
+                 horizontal=True)
         c2.text_input("Your own sentence", key=state.OWN_TEXT, on_change=state.typed,
                       placeholder="e.g. the cat is big",
                       help="English words from the toy set. Press Enter to follow it through the lesson.")
@@ -49,7 +50,7 @@ if a.prepared.empty:
     st.stop()
 
 bundle = current_model().bundle
-step = L.STEPS[k - 1]
+step = explain.lesson.STEPS[k - 1]
 
 
 def navigation(where: str) -> None:
@@ -68,13 +69,14 @@ def navigation(where: str) -> None:
               key="lesson_next" + suffix, width="stretch")
     if where == "top":
         b3.selectbox("Jump to step", list(range(1, n + 1)), key=state.JUMP, on_change=state.jumped,
-                     format_func=lambda i: f"Step {i}: {L.STEPS[i - 1].title}", label_visibility="collapsed")
+                     format_func=lambda i: f"Step {i}: {explain.lesson.STEPS[i - 1].title}",
+                     label_visibility="collapsed")
     else:
         b3.progress(k / n, text=f"Step {k} of {n}")
 
 
-sizes = L.sizes(bundle.config)
-ctx = V.context(a, bundle.tgt_vocab.itos, len(bundle.src_vocab), model=bundle.model, meta=bundle.meta,
+sizes = explain.lesson.sizes(bundle.config)
+ctx = viz.lesson.context(a, bundle.tgt_vocab.itos, len(bundle.src_vocab), model=bundle.model, meta=bundle.meta,
                 decide=story, hidden=plans.hidden_head())
 
 
@@ -89,10 +91,10 @@ def step_view() -> None:
     """The step's figure, what to notice in it, and its numbers: drawn once per content (a class of thirty follows
     the same step on the same sentence), a function of the step, the model (its key names its weights and its
     record) and the analysis."""
-    view = V.view(step.key, ctx)
+    view = viz.lesson.view(step.key, ctx)
     if view.warning:
         st.warning(md(view.warning), icon=":material/warning:")
-    chart(view.figure, key=f"lesson_fig_{step.key}", config=V.CONFIG)
+    chart(view.figure, key=f"lesson_fig_{step.key}", config=viz.lesson.CONFIG)
     notice(view.notice)
     if view.textbook:
         st.caption(":material/menu_book: " + md(view.textbook))
@@ -124,7 +126,7 @@ check.panel(step.key, k, a.prepared.text, words)  # "Check yourself" at the end 
 navigation("bottom")
 depth = by_name(step.page)
 f = ctx.f
-state.seed_depth(state.depth_state(depth.name, f.layer, f.head, f.word, f.row, L.n_layers(a, "dec") - 1,
+state.seed_depth(state.depth_state(depth.name, f.layer, f.head, f.word, f.row, explain.lesson.n_layers(a, "dec") - 1,
                                    a.prepared.text))  # the page opens on what this step shows
 for linked in (name for name in MORE.get(step.key, ()) if name != depth.name):  # In depth links it already
     page_link(by_name(linked).file, f"{by_name(linked).title}: {by_name(linked).summary[0].lower()}"

@@ -7,11 +7,12 @@ from model.checkpoint import count_parameters
 from pages.content import overview as text
 from ui import shell
 from ui.models import analysis, current_model, state_key, toy_data
+from ui.page_list import by_file
 from ui.state import MODELS, controls_are_mine
 from ui.widgets import next_link, once, page_link, section, sentence_header, small_table
 from viz.heatmap import shape_text
 from viz.overview import (
-    STOPS,
+    BLOCKS,
     architecture_dot,
     heads_latex,
     model_record,
@@ -20,6 +21,11 @@ from viz.overview import (
 )
 
 shell.enter(__file__)  # first: re-enter through app.py if Streamlit ran this page bare
+
+
+def link(page: str, lead: str, **kw: str) -> None:
+    """A link to `page`: what it opens, then the page's title (one list of titles: ui/page_list.py)."""
+    page_link(page, f"{lead} → **{by_file(page).title}**", **kw)
 
 
 def top() -> None:
@@ -34,8 +40,7 @@ def top() -> None:
 
     st.title("The Transformer at a glance")
     st.markdown(text.INTRO)
-    page_link("pages/lesson.py", "Start here: follow one sentence step by step → **Guided lesson**",
-              icon=":material/school:")
+    link("pages/lesson.py", "Start here: follow one sentence step by step", icon=":material/school:")
 
     st.header("Your sentence, translated")
     if empty:
@@ -51,13 +56,13 @@ def top() -> None:
         st.caption(text.STACK_CAPTION)
     with right:
         st.markdown("**Open each block:**")
-        for stop in STOPS:
-            page_link(stop.page, f"({stop.number}) {stop.block} → **{stop.title}**")
+        for block in BLOCKS:
+            link(block.page, f"({block.number}) {block.label}")
         st.markdown("**And then:**")
-        page_link("pages/before.py", "What came before: recurrence plus attention → **Before the Transformer**")
-        page_link("pages/why_attention.py", "Attention instead of recurrence → **Why attention**")
-        page_link("pages/tracing.py", "Which parts carry a difference between two sentences → **Causal tracing**")
-        page_link("pages/training.py", "Training a model like this one → **Train your own**")
+        link("pages/before.py", "What came before: recurrence plus attention")
+        link("pages/why_attention.py", "Attention instead of recurrence")
+        link("pages/tracing.py", "Which parts carry a difference between two sentences")
+        link("pages/training.py", "Training a model like this one")
         st.markdown(text.blocks(cfg.n_enc_layers, cfg.n_dec_layers))
 
     section("Why the name “Transformer”?", text.NAME)

@@ -1,6 +1,6 @@
 """Train your own: the paper's recipe, live, in the background of this session only.
 
-A layout: the data, the settings, what they would cost (`ui.training.session.plan`), Start / Stop,
+A layout: the data, the settings, what they would cost (`ui.training.session.run_preview`), Start / Stop,
 the live panels (`ui.training.panels`) and "My model". The session state and the callbacks are in
 `ui.training.session`, the job in `training.job`, the prose in `pages/content/training.py`.
 """
@@ -104,14 +104,14 @@ with c3:
     st.toggle("Train without the look-ahead mask", key="training_no_mask", disabled=busy, help=text.NO_MASK_HELP)
 
 try:
-    plan = session.plan()
+    preview = session.run_preview()
 except SettingsError as e:
     st.error(str(e))
 else:
-    st.markdown(text.summary(plan))
+    st.markdown(text.summary(preview))
     with st.expander("The learning-rate schedule of these settings", expanded=job is None):
         st.latex(text.LR_FORMULA)
-        t = plan.tcfg
+        t = preview.tcfg
         chart(vt.lr_figure(t.steps, t.d_model, t.warmup, t.lr_scale), key="training_lr_preview",
                         config={"displayModeBar": False})
 

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from serving.identity import client_key
-from study import schema as S
+from study import schema
 from study.database import Database
 from study.errors import (
     AlreadyRecorded,
@@ -66,7 +66,7 @@ class Study:
 
     @property
     def conditions(self) -> tuple[str, ...]:
-        return S.conditions(self.settings)
+        return schema.conditions(self.settings)
 
 
 @dataclass(frozen=True)
@@ -112,9 +112,9 @@ class StudyStore:
     # -- owner ----------------------------------------------------------------------------------------------
     def create(self, settings: dict, instrument: dict, client_id: str = "local") -> tuple[str, str]:
         """A new study: (code, secret). Keep the secret: every owner operation needs it."""
-        settings = S.check_settings(settings)
+        settings = schema.check_settings(settings)
         body = json.dumps(instrument, ensure_ascii=False)
-        if len(body) > S.MAX_INSTRUMENT_BYTES or not isinstance(instrument, dict) or "forms" not in instrument:
+        if len(body) > schema.MAX_INSTRUMENT_BYTES or not isinstance(instrument, dict) or "forms" not in instrument:
             raise InvalidInput("the instrument is not one the app built")
         ckey, now = client_key(client_id), self.now()
         self.purge()
@@ -251,10 +251,11 @@ class StudyStore:
             raise NotFound("No study with this code.")
         return "p-" + hmac.new(bytes.fromhex(rows[0][0]), source.encode(), "sha256").hexdigest()[:32]
 
-    def consent(self, code, actor: str, consent_version: str = S.CONSENT_VERSION) -> tuple[Participant, str | None]:
+    def consent(self, code, actor: str,
+                consent_version: str = schema.CONSENT_VERSION) -> tuple[Participant, str | None]:
         """`actor` agreed to the consent text `consent_version`: (the participant, their deletion code; None when
         they had agreed before). Refused when the study is closed or full."""
-        if consent_version not in S.CONSENT:
+        if consent_version not in schema.CONSENT:
             raise InvalidInput("no such consent text")
         now = self.now()
         delete_code = secrets.token_hex(6).upper()
@@ -324,7 +325,7 @@ class StudyStore:
         now = self.now()
         with self.db.transaction() as tx:
             study, p = self._member(tx, code, actor)
-            if to not in S.PHASES or S.PHASES.index(to) != S.PHASES.index(p.phase) + 1:
+            if to not in schema.PHASES or schema.PHASES.index(to) != schema.PHASES.index(p.phase) + 1:
                 raise WrongPhase(f"You are at “{p.phase}”: “{str(to)[:20]}” is not next.")
             if to == "delayed":
                 days = study.settings["delay_days"]
@@ -344,7 +345,7 @@ class StudyStore:
                latency_ms: int = 0) -> bool:
         """Record the answer to an item of the participant's current test; returns whether it is right (by the
         study's frozen key)."""
-        reason = S.check_text(reason, S.MAX_REASON, "Your reason")
+        reason = schema.check_text(reason, schema.MAX_REASON, "Your reason")
         for value, lo, hi, what in ((confidence, 1, 4, "The confidence"), (latency_ms, 0, DAY_MS, "The time"),
                                     (choice, 0, 999, "The choice")):
             if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
@@ -352,7 +353,7 @@ class StudyStore:
         now = self.now()
         with self.db.transaction() as tx:
             study, p = self._member(tx, code, actor)
-            if p.phase not in S.TEST_PHASES:
+            if p.phase not in schema.TEST_PHASES:
                 raise WrongPhase("There is no test to answer now.")
             form = p.form(p.phase)
             item = next((it for it in study.instrument["forms"][form] if it["id"] == item_id), None)
@@ -378,7 +379,7 @@ class StudyStore:
             study, p = self._member(tx, code, actor)
             if p.phase != "survey":
                 raise WrongPhase("The questionnaires come after the post-test.")
-            if not self._event(tx, study, p, "rated", S.check_object(f"survey/{key}"), {"value": value}, {},
+            if not self._event(tx, study, p, "rated", schema.check_object(f"survey/{key}"), {"value": value}, {},
                                self.now(), f"survey:{key}"):
                 raise AlreadyRecorded("This answer was already recorded.")
 
@@ -386,9 +387,10 @@ class StudyStore:
             context: dict | None = None) -> None:
         """An event of the path (viewed, changed, voted ...): refused before consent, after close, and past
         EVENTS_PER_MINUTE; a typed sentence is kept as a keyed hash and its length unless the study keeps text."""
-        if verb not in S.PATH_VERBS:
+        if verb not in schema.PATH_VERBS:
             raise InvalidInput("not an event of the path")
-        obj, result, context = S.check_object(obj), S.check_result(verb, result), S.check_context(context)
+        obj, result = schema.check_object(obj), schema.check_result(verb, result)
+        context = schema.check_context(context)
         now = self.now()
         with self.db.transaction() as tx:
             study, p = self._member(tx, code, actor)

@@ -1,4 +1,4 @@
-"""A class no visitor can disrupt: one client's flood waits its turn (serving/inbound.py), and a lost Redis is a
+"""A class no visitor can disrupt: one client's flood waits its turn (serving/fair_share.py), and a lost Redis is a
 clear state the class comes back from (a real redis-server stopped and started again, tests/services.py).
 The store's own limits (presence, students per address, classes per client) are in tests/test_class_store.py;
 the long versions of these scenarios, with their figures, are `python -m bench.class_abuse`."""
@@ -14,8 +14,7 @@ import pytest
 
 import classroom
 from classroom import RedisClassStore
-from serving.identity import browser_id
-from serving.inbound import (
+from serving.fair_share import (
     ACTIVE_SECONDS,
     HEALTH,
     HTTP_COST,
@@ -25,6 +24,7 @@ from serving.inbound import (
     Ledger,
     RunSlots,
 )
+from serving.identity import browser_id
 from serving.processes import running_app, stop
 from serving.shared_redis import REDIS_URL_ENV
 from tests.apptest_util import no_exception, run_app

@@ -12,8 +12,16 @@ import zlib
 
 import pytest
 
-from classroom import ClassEnded, Forbidden, InvalidInput, MemoryClassStore, NotFound, RateLimited, RedisClassStore
-from classroom import plans as P
+from classroom import (
+    ClassEnded,
+    Forbidden,
+    InvalidInput,
+    MemoryClassStore,
+    NotFound,
+    RateLimited,
+    RedisClassStore,
+    plans,
+)
 from classroom.rules import LIMITS
 
 PAGES = {"overview", "multi_head", "self_attention", "decoder", "lesson"}
@@ -27,7 +35,7 @@ STATE = {"page": "multi_head", "sentence": "the animal didn't cross the street b
 def plan_dict(n: int = 3, **stop_extra) -> dict:
     stops = [{"caption": f"stop {i}", "state": {**STATE, "page": ["overview", "multi_head", "decoder"][i % 3]},
               **stop_extra} for i in range(n)]
-    return {"format": P.FORMAT, "title": "A test plan", "stops": stops}
+    return {"format": plans.FORMAT, "title": "A test plan", "stops": stops}
 
 
 @pytest.fixture(params=["memory", "redis"])
@@ -43,15 +51,15 @@ def store(request):
 
 # -- the plan format ------------------------------------------------------------------------------------------------
 def test_plan_file_and_link_round_trip():
-    plan = P.check_plan(plan_dict(question={"text": "Which word?", "options": ["animal", "street"], "answer": 0},
+    plan = plans.check_plan(plan_dict(question={"text": "Which word?", "options": ["animal", "street"], "answer": 0},
                                   hidden={"head": "enc.1.self_attn:2"}), PAGES, HEADS)
     assert [s.state["page"] for s in plan.stops] == ["overview", "multi_head", "decoder"]
     assert plan.stops[1].hidden_head == "enc.1.self_attn:2"
     assert plan.stops[0].question["options"] == ["animal", "street"]
-    assert P.read_plan(plan.to_json().encode(), PAGES, HEADS) == plan
-    token = P.plan_to_link(plan)
+    assert plans.read_plan(plan.to_json().encode(), PAGES, HEADS) == plan
+    token = plans.plan_to_link(plan)
     assert set(token) <= set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
-    assert P.plan_from_link(token, PAGES, HEADS) == plan
+    assert plans.plan_from_link(token, PAGES, HEADS) == plan
     assert plan.with_stop(plan.stops[0]).stops[-1] == plan.stops[0] and len(plan.without(0).stops) == 2
 
 
@@ -73,37 +81,37 @@ def test_hostile_plan_gets_one_clear_message(mutate, message):
     data = plan_dict()
     mutate(data)
     with pytest.raises(InvalidInput, match=message.replace("(", r"\(").replace("'", "'")):
-        P.read_plan(json.dumps(data), PAGES, HEADS)
+        plans.read_plan(json.dumps(data), PAGES, HEADS)
 
 
 @pytest.mark.parametrize("raw", [b"", b"{", b"\xff\xfe", b"[" * 20000 + b"]" * 20000, b"NaN",
                                  b'{"format": "glass-plan/1", "title": "t", "stops": [{"caption": NaN}]}',
-                                 b"x" * (P.MAX_PLAN_BYTES + 1), b"[1, 2]"])
+                                 b"x" * (plans.MAX_PLAN_BYTES + 1), b"[1, 2]"])
 def test_hostile_plan_file_is_refused_with_a_message(raw):
     with pytest.raises(InvalidInput) as e:
-        P.read_plan(raw, PAGES, HEADS)
+        plans.read_plan(raw, PAGES, HEADS)
     assert len(str(e.value)) < 200 and "Traceback" not in str(e.value)
 
 
 def test_hostile_plan_link_is_refused():
     bomb = base64.urlsafe_b64encode(zlib.compress(b" " * 5_000_000, 9)).decode().rstrip("=")
-    assert len(bomb) < P.MAX_LINK_CHARS  # five megabytes deflate to a short link: inflating must stop early
-    for token in (bomb, "!!!", "A" * (P.MAX_LINK_CHARS + 1), "", None, 42,
+    assert len(bomb) < plans.MAX_LINK_CHARS  # five megabytes deflate to a short link: inflating must stop early
+    for token in (bomb, "!!!", "A" * (plans.MAX_LINK_CHARS + 1), "", None, 42,
                   base64.urlsafe_b64encode(zlib.compress(b"<html>")).decode()):
         with pytest.raises(InvalidInput):
-            P.plan_from_link(token, PAGES, HEADS)
+            plans.plan_from_link(token, PAGES, HEADS)
 
 
 def test_pace_is_checked():
-    assert P.check_pace({}) == {"mode": "lead", "paused": False, "stop": -1, "reveal": False, "plan": 0, "recall": 0,
-                                "shot": None}
+    assert plans.check_pace({}) == {"mode": "lead", "paused": False, "stop": -1, "reveal": False, "plan": 0,
+                                    "recall": 0, "shot": None}
     shot = {"n": 2, "student": 3, "note": "wide!", "state": STATE}
-    assert P.check_pace({"recall": 4, "shot": shot})["shot"] == shot
+    assert plans.check_pace({"recall": 4, "shot": shot})["shot"] == shot
     for bad in ({"mode": "chaos"}, {"paused": "yes"}, {"stop": 99}, {"stop": True}, {"other": 1}, [],
                 {"recall": -1}, {"recall": "1"}, {"shot": {"n": 1}}, {"shot": {**shot, "note": "<b>"}},
                 {"shot": {**shot, "state": {"evil": 1}}}, {"shot": {**shot, "student": True}}):
         with pytest.raises(InvalidInput):
-            P.check_pace(bad)
+            plans.check_pace(bad)
 
 
 # -- the store, both back-ends ----------------------------------------------------------------------------------------
@@ -189,17 +197,17 @@ def test_readme_states_the_plan_and_snapshot_limits_of_the_code():
     from pathlib import Path
 
     readme = " ".join((Path(__file__).resolve().parents[1] / "docs" / "teachers.md").read_text().split())
-    for sentence in (f"a file over {P.MAX_PLAN_BYTES:,} bytes", f"a caption over {P.MAX_CAPTION} characters",
-                     f"a title over {P.MAX_TITLE}", f"more than {P.MAX_STOPS} stops",
-                     f"a link over {P.MAX_LINK_CHARS:,} characters", f"(at most {P.MAX_NOTE} characters)",
+    for sentence in (f"a file over {plans.MAX_PLAN_BYTES:,} bytes", f"a caption over {plans.MAX_CAPTION} characters",
+                     f"a title over {plans.MAX_TITLE}", f"more than {plans.MAX_STOPS} stops",
+                     f"a link over {plans.MAX_LINK_CHARS:,} characters", f"(at most {plans.MAX_NOTE} characters)",
                      f"At most {LIMITS['shots'].most} snapshots a minute per student and "
-                     f"{LIMITS['shots_client'].most} per address", f"a class keeps its newest {P.SHOTS_KEPT}",
+                     f"{LIMITS['shots_client'].most} per address", f"a class keeps its newest {plans.SHOTS_KEPT}",
                      f"at most {LIMITS['runs'].most} posts a minute"):
         assert sentence in readme, sentence
     from ui.classroom.board import SHARE_SECONDS
 
     assert f"at most once every {SHARE_SECONDS:g} seconds while it runs" in readme
-    assert f"(at most {P.MAX_CLASS_MODEL_BYTES // 2**20} MB, base64" in readme
+    assert f"(at most {plans.MAX_CLASS_MODEL_BYTES // 2**20} MB, base64" in readme
 
 
 def board_run(loss: float = 0.5, **settings) -> dict:
@@ -264,7 +272,7 @@ def test_shared_run_model_for_the_class(store):
     with pytest.raises(Forbidden):
         store.set_class_model(code, "student-aaaa", b"evil", b"{}")
     with pytest.raises(InvalidInput):
-        store.set_class_model(code, secret, b"x" * (P.MAX_CLASS_MODEL_BYTES + 1), b"{}")
+        store.set_class_model(code, secret, b"x" * (plans.MAX_CLASS_MODEL_BYTES + 1), b"{}")
     assert store.class_model(code)[0] == 2
     store.end(code, secret)
     with pytest.raises(ClassEnded):
@@ -322,10 +330,10 @@ def test_shared_run_curve_of_a_long_or_diverged_run_is_what_the_board_takes():
     losses = [5.0 - i / 100 for i in range(500)] + [float("nan")] * 3 + [1e9]
     view = SimpleNamespace(steps=list(range(1, 505)), losses=losses, evals=[], tcfg=TrainConfig(d_model=32))
     run = _run_of(view)
-    assert len(run["steps"]) == P.MAX_CURVE and run["steps"][0] == 1 and run["steps"][-1] == 504
+    assert len(run["steps"]) == plans.MAX_CURVE and run["steps"][0] == 1 and run["steps"][-1] == 504
     assert run["losses"][0] == 5.0 and run["losses"][-1] == 1e6  # NaN left out, a huge loss capped
     assert run["settings"]["d_model"] == 32 and run["exact_match"] is None
-    assert P.check_run(run) == run
+    assert plans.check_run(run) == run
 
 
 def test_shared_run_attention_is_checked():
@@ -333,10 +341,10 @@ def test_shared_run_attention_is_checked():
     without < or >, at most MAX_ATTENTION_TOKENS each way; a run without one still reads."""
     att = {"step": 40, "title": "Encoder-decoder attention", "queries": ["‹bos›", "je"], "keys": ["i", "am", "‹eos›"],
            "weights": [[0.5, 0.25, 0.25], [0.9, 0.05, 0.05]]}
-    assert P.check_attention(att) == att and P.check_attention(None) is None
+    assert plans.check_attention(att) == att and plans.check_attention(None) is None
     bad = [{**att, "weights": [[0.5, 0.5]] * 2}, {**att, "weights": [[1.5, 0, 0], [1, 0, 0]]},
-           {**att, "queries": ["<bos>", "je"]}, {**att, "keys": ["w"] * (P.MAX_ATTENTION_TOKENS + 1)},
+           {**att, "queries": ["<bos>", "je"]}, {**att, "keys": ["w"] * (plans.MAX_ATTENTION_TOKENS + 1)},
            {**att, "weights": [[float("nan"), 0, 0], [1, 0, 0]]}, {**att, "extra": 1}, [att]]
     for b in bad:
         with pytest.raises(InvalidInput):
-            P.check_attention(b)
+            plans.check_attention(b)

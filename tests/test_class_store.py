@@ -73,7 +73,7 @@ def test_question_answer_reveal(make_store):
         store.join(code, f"10.0.0.{n}", sid(n))
     qid = store.ask(code, secret, *Q)
     snap = store.snapshot(code)
-    assert snap.question == cs.Question(qid, Q[0], tuple(Q[1]))
+    assert snap.question == cs.ClassQuestion(qid, Q[0], tuple(Q[1]))
     assert snap.answer is None and not snap.revealed and snap.counts == (0, 0, 0)
     assert store.snapshot(code, secret=secret).answer == 0  # the teacher sees the model's answer
 

@@ -20,7 +20,7 @@ import torch
 
 import classroom
 from classroom import Forbidden, QuestionClosed, RedisClassStore, check_question
-from explain import questions as Q
+from explain import questions
 from model import checkpoint, pipeline
 from model.trace import Interventions
 from tests.apptest_util import all_text, decode, no_exception, run_app, state, title
@@ -384,24 +384,24 @@ def test_question_answers_are_recomputed_from_the_tensors(bundles, text):
     qs = []
     for layer in range(base.config.n_enc_layers):
         for head in range(base.config.n_heads):
-            q = Q.attention(a, layer, head)
-            w = a.trace[f"enc.{layer}.self_attn.weights"][0, head, Q.default_query(a)]
-            label = Q._labels([*a.prepared.tokens, "<eos>"])[int(w.argmax())]
+            q = questions.attention(a, layer, head)
+            w = a.trace[f"enc.{layer}.self_attn.weights"][0, head, questions.default_query(a)]
+            label = questions._labels([*a.prepared.tokens, "<eos>"])[int(w.argmax())]
             assert q.answer_text == label
             qs.append(q)
     for t in range(len(a.out_tokens) + 1):
-        q = Q.next_word(a, base.tgt_vocab.itos, t)
+        q = questions.next_word(a, base.tgt_vocab.itos, t)
         best = base.tgt_vocab.itos[int(a.trace["probs"][0, t].argmax())]
-        assert q.answer_text == Q._labels([best])[0]
+        assert q.answer_text == questions._labels([best])[0]
         if t < len(a.out_tokens):  # what greedy decoding picked
             assert best == a.out_tokens[t]
         qs.append(q)
     off = ("dec.0.cross_attn", 1)
-    q = Q.head_off(base, prepared, Interventions(), off)
+    q = questions.head_off(base, prepared, Interventions(), off)
     changed = pipeline.analyse(base, prepared, Interventions().with_head(*off, on=False)).translation != a.translation
     assert q.answer == int(changed)
     qs.append(q)
-    q = Q.no_mask(base, cheat, prepared)
+    q = questions.no_mask(base, cheat, prepared)
     same = pipeline.analyse(cheat, pipeline.prepare(cheat, text)).translation == a.translation
     assert q.answer == (0 if same else 1)
     qs.append(q)
@@ -412,7 +412,7 @@ def test_question_answers_are_recomputed_from_the_tensors(bundles, text):
 
 def test_the_no_mask_model_gets_the_lecture_sentence_wrong(bundles):
     base, cheat = bundles
-    q = Q.no_mask(base, cheat, pipeline.prepare(base, "i am a student"))
+    q = questions.no_mask(base, cheat, pipeline.prepare(base, "i am a student"))
     assert q.answer_text.startswith("No") and "je je je" in q.detail
 
 

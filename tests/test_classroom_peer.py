@@ -180,15 +180,16 @@ def test_votes_and_revotes_reach_the_teacher_by_push_exactly():
 def test_every_new_kind_is_asked_with_the_model_s_answer(store):  # noqa: F811 - the fixture
     """Each kind from the lecture, asked from the teacher's page, lands in the store with the answer the model
     gives on the teacher's sentence (recomputed here from explain/questions.py on the same state)."""
-    from explain import questions as Q
+    from explain import questions
     from model.trace import Interventions
 
     teacher, code = start_teacher()
     secret = state(teacher, "_class_secret")
     bundle = checkpoint.load(checkpoint.SHIPPED)
     a = pipeline.analyse(bundle, pipeline.prepare(bundle, SENTENCE))
-    expected = {"scaling": Q.scaling(a, 0, None), "look_ahead": Q.look_ahead(a), "pos_column": Q.pos_column(a),
-                "head_zero": Q.head_zero(bundle, a.prepared, Interventions(), 0, 0)}
+    expected = {"scaling": questions.scaling(a, 0, None), "look_ahead": questions.look_ahead(a),
+                "pos_column": questions.pos_column(a),
+                "head_zero": questions.head_zero(bundle, a.prepared, Interventions(), 0, 0)}
     for kind, q in expected.items():
         poll = ask(teacher, store, code, kind)
         assert (poll.kind, poll.text, poll.options, poll.answer) == (kind, q.text, q.options, q.answer)

@@ -18,9 +18,9 @@ import pytest
 import torch
 
 import classroom
+import classroom.plans
 import training
 from classroom import MemoryClassStore
-from classroom import plans as P
 from explain import coref
 from model import checkpoint, pipeline
 from model.data import pad
@@ -64,9 +64,9 @@ def students(code: str, n: int):
     return out
 
 
-def shipped(name: str) -> P.Plan:
-    return next(P.read_plan(f.read_bytes(), STOP_PAGES) for f in PLANS if P.read_plan(f.read_bytes(),
-                                                                                          STOP_PAGES).title == name)
+def shipped(name: str) -> classroom.plans.Plan:
+    read = (classroom.plans.read_plan(f.read_bytes(), STOP_PAGES) for f in PLANS)
+    return next(plan for plan in read if plan.title == name)
 
 
 # -- a whole plan --------------------------------------------------------------------------------------------------
@@ -241,7 +241,7 @@ def test_plan_built_in_the_app_saved_as_link_and_file():
     assert (stop.state["page"], stop.state["sentence"], stop.state["iv_scale"], stop.hidden_head) == (
         "multi_head", "i am a student", False, "enc.0.self_attn:1")
     link = next(c.value for c in at.code if "?plan=" in c.value)
-    assert P.plan_from_link(link.split("?plan=")[1], STOP_PAGES) == plan
+    assert classroom.plans.plan_from_link(link.split("?plan=")[1], STOP_PAGES) == plan
     opened = run_app("classroom", query={"plan": link.split("?plan=")[1]})
     no_exception(opened)
     assert ss(opened, "plan_draft") == plan and "plan" not in opened.query_params
@@ -254,9 +254,9 @@ def test_plan_built_in_the_app_saved_as_link_and_file():
 
 @pytest.mark.parametrize("raw", [
     b"{not json", b"[]" * 40_000,
-    json.dumps({"format": P.FORMAT, "title": "x", "stops": [{"caption": "<img src=x onerror=alert(1)>",
+    json.dumps({"format": classroom.plans.FORMAT, "title": "x", "stops": [{"caption": "<img src=x onerror=alert(1)>",
                                                              "state": {"page": "overview"}}]}).encode(),
-    json.dumps({"format": P.FORMAT, "title": "x",
+    json.dumps({"format": classroom.plans.FORMAT, "title": "x",
                 "stops": [{"caption": "x", "state": {"page": "../../etc"}}]}).encode(),
 ])
 def test_hostile_plan_file_in_the_app(raw):
@@ -298,7 +298,7 @@ def test_a_plan_with_a_lone_surrogate_is_refused_in_words_on_every_page(page):
 
 def test_a_plan_file_saved_with_a_byte_order_mark_opens():
     """Some editors save UTF-8 with a byte-order mark: it is no reason to refuse the file as "not JSON"."""
-    plan = next(iter(P.read_plan(path.read_bytes(), STOP_PAGES) for path in PLANS))
+    plan = next(iter(classroom.plans.read_plan(path.read_bytes(), STOP_PAGES) for path in PLANS))
     at = run_app("classroom")
     at.file_uploader(key="plan_file").set_value(("plan.json", b"\xef\xbb\xbf" + plan.to_json().encode(),
                                                   "application/json"))
@@ -322,7 +322,7 @@ def bundles():
 def test_shipped_plans_quote_the_models_own_translations(bundles):
     titles, quoted = set(), 0
     for path in PLANS:
-        plan = P.read_plan(path.read_bytes(), STOP_PAGES)
+        plan = classroom.plans.read_plan(path.read_bytes(), STOP_PAGES)
         titles.add(plan.title)
         for stop in plan.stops:
             b = bundles[stop.state["model"]]
@@ -374,7 +374,7 @@ def test_shipped_plans_claim_only_what_their_runs_show(bundles):
     from explain.lesson import STEPS
     from model.data import load_dataset
     from model.decoding import greedy_batch
-    from viz import lesson as V
+    from viz import lesson
 
     base = bundles["base"]
     elle = shipped("What decides il or elle")
@@ -424,7 +424,7 @@ def test_shipped_plans_claim_only_what_their_runs_show(bundles):
     last = tm.stops[-1].state["step"]
     assert STEPS[last - 1].key == "cross" and "“pensantes”" in tm.stops[0].caption
     a = pipeline.analyse(base, pipeline.prepare(base, "thinking machines"))
-    notice = V.view("cross", V.context(a, base.tgt_vocab.itos, len(base.src_vocab))).notice
+    notice = lesson.view("cross", lesson.context(a, base.tgt_vocab.itos, len(base.src_vocab))).notice
     assert "the row writing “pensantes” reads “thinking”" in notice and "“pensantes”" in tm.stops[-1].caption
     concat = next(i for i, st in enumerate(STEPS, start=1) if st.key == "concat")
     assert f"one head's share of what self-attention hands on (step {concat} joins the heads)" in tm.stops[8].caption
@@ -432,8 +432,8 @@ def test_shipped_plans_claim_only_what_their_runs_show(bundles):
 
 def test_shipped_plan_files_are_small_and_linkable():
     for path in PLANS:
-        plan = P.read_plan(Path(path).read_bytes(), STOP_PAGES)
-        assert len(P.plan_to_link(plan)) < 2000
+        plan = classroom.plans.read_plan(Path(path).read_bytes(), STOP_PAGES)
+        assert len(classroom.plans.plan_to_link(plan)) < 2000
 
 
 @pytest.fixture

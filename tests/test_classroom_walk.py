@@ -11,7 +11,7 @@ import plotly.io
 import pytest
 
 from classroom.plans import check_plan
-from explain import questions as Q
+from explain import questions
 from model import checkpoint, pipeline
 from tests.apptest_util import all_text, no_exception, run_app, state, title
 from tests.test_classroom import start_teacher
@@ -82,9 +82,9 @@ def test_d12_d20_a_question_names_its_word_as_the_grid_does_and_its_detail_gives
     bundle = checkpoint.load(checkpoint.SHIPPED)
     a = pipeline.analyse(bundle, pipeline.prepare(bundle, COREF))
     it = a.prepared.tokens.index("it")
-    q = Q.attention(a, 0, None, it)
+    q = questions.attention(a, 0, None, it)
     assert f"({it}:it in" in q.text and "word 8" not in q.text  # the grids' "7:it"
-    grid = Q.attention_grid(a, 0, int(q.text.split("head ")[1].split(":")[0]), it)
+    grid = questions.attention_grid(a, 0, int(q.text.split("head ")[1].split(":")[0]), it)
     assert grid["rows"][it] == f"{it}:it"
     words = [*a.prepared.tokens, "EOS"]
     assert all(f"{w} " in q.detail for w in words)  # every word of the row, not the four options

@@ -131,7 +131,7 @@ def test_hostile_records_and_stream_entries_are_refused_by_the_app(redis, marker
         # a good record, then a hostile message in its stream: the run's view ends with the same message
         honest = make_job(TINY, owner="browser-c", client="10.1.1.1", probes=[])
         conn.set(key("owner", "browser-c"), honest.id)
-        conn.set(key("job", honest.id, "meta"), m.to_bytes(honest.record("c-client")))
+        conn.set(key("job", honest.id, "meta"), m.to_value(honest.record("c-client")))
         conn.xadd(f"{PREFIX}job:{honest.id}:events", {"m": evil(marker), "a": "x"})
         job = q.job_for("browser-c")
         assert job.join(30) and job.view().error == UNREADABLE

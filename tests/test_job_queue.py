@@ -330,12 +330,12 @@ def test_the_training_page_trains_through_the_queue(url, workers, monkeypatch):
 def test_the_page_says_when_no_worker_serves_the_queue():
     from model.train_settings import DEFAULTS, estimate_memory, toy_profile, worst_case
     from pages.content.training import summary
-    from ui.training.session import Plan
+    from ui.training.session import RunPreview
 
     mem = estimate_memory(DEFAULTS, toy_profile(DEFAULTS.direction), n_probes=1)
-    plan = Plan(DEFAULTS, mem, worst_case(DEFAULTS.direction), 0, 600.0, 10**9, 10**6, 10**8)
-    assert "No training worker is connected" in summary(plan) and "trains at most" not in summary(plan)
-    assert "trains at most 3 model(s) at once" in summary(dataclasses.replace(plan, max_running=3))
+    preview = RunPreview(DEFAULTS, mem, worst_case(DEFAULTS.direction), 0, 600.0, 10**9, 10**6, 10**8)
+    assert "No training worker is connected" in summary(preview) and "trains at most" not in summary(preview)
+    assert "trains at most 3 model(s) at once" in summary(dataclasses.replace(preview, max_running=3))
 
 
 def test_an_unreachable_redis_is_a_message_not_a_traceback(monkeypatch):

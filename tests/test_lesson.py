@@ -15,15 +15,15 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from explain import lesson as L
+import explain.lesson
+import viz.lesson
+import viz.lesson_decoder
 from explain.pronoun import story as pronoun_story
 from explain.textbook import thinking_machines
 from model import checkpoint, pipeline
 from model.trace import Interventions
 from tests.apptest_util import ROOT, TIMEOUT, all_text, decode, figures, heatmap_z, no_exception
 from ui.widgets import md
-from viz import lesson as V
-from viz import lesson_decoder as D
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -48,9 +48,9 @@ def decide(text: str, iv: Interventions = NO_IV):
     return pronoun_story(bundle(), text, iv)
 
 
-def ctx(text: str, iv: Interventions = NO_IV) -> V.Context:
+def ctx(text: str, iv: Interventions = NO_IV) -> viz.lesson.Context:
     b = bundle()
-    return V.context(analyse(text, iv), b.tgt_vocab.itos, len(b.src_vocab), model=b.model, meta=b.meta,
+    return viz.lesson.context(analyse(text, iv), b.tgt_vocab.itos, len(b.src_vocab), model=b.model, meta=b.meta,
                      decide=lambda t: decide(t, iv))
 
 
@@ -64,29 +64,31 @@ def test_steps_cover_the_path_and_link_to_real_pages():
     from ui.page_list import PAGES
 
     names = {p.name for p in PAGES}
-    keys = [s.key for s in L.STEPS]
-    assert 15 <= L.N_STEPS <= 25 and len(set(keys)) == len(keys)
+    keys = [s.key for s in explain.lesson.STEPS]
+    assert 15 <= explain.lesson.N_STEPS <= 25 and len(set(keys)) == len(keys)
     assert keys[0] == "why" and keys[-1] == "training"  # motivation first, training last
-    assert all(s.page in names for s in L.STEPS)
-    assert set(V.VIEWS) == set(keys)
-    assert L.step_index("cross") == keys.index("cross") + 1
+    assert all(s.page in names for s in explain.lesson.STEPS)
+    assert set(viz.lesson.VIEWS) == set(keys)
+    assert explain.lesson.step_index("cross") == keys.index("cross") + 1
 
 
 @pytest.mark.parametrize(("raw", "step", "noticed"), [
-    (None, 1, False), ("1", 1, False), ("9", 9, False), (" 9 ", 9, False), (str(L.N_STEPS), L.N_STEPS, False),
-    ("0", 1, True), ("-3", 1, True), ("999", L.N_STEPS, True), ("9" * 60, L.N_STEPS, True), ("abc", 1, True),
+    (None, 1, False), ("1", 1, False), ("9", 9, False), (" 9 ", 9, False),
+    (str(explain.lesson.N_STEPS), explain.lesson.N_STEPS, False),
+    ("0", 1, True), ("-3", 1, True), ("999", explain.lesson.N_STEPS, True), ("9" * 60, explain.lesson.N_STEPS, True),
+    ("abc", 1, True),
     ("٣", 1, True), ("３", 1, True), ("3.5", 1, True), ("", 1, True), ("²", 1, True),
 ])
 def test_parse_step(raw, step, noticed):
-    got, notice = L.parse_step(raw)
+    got, notice = explain.lesson.parse_step(raw)
     assert got == step
     assert (notice is not None) == noticed
 
 
 def test_focus_follows_it_when_there_is_one():
-    assert L.focus_word(("the", "animal", "it", "was")) == 2
-    assert L.focus_word(("thinking", "machines")) == 0
-    f = L.focus(analyse(CORE))
+    assert explain.lesson.focus_word(("the", "animal", "it", "was")) == 2
+    assert explain.lesson.focus_word(("thinking", "machines")) == 0
+    f = explain.lesson.focus(analyse(CORE))
     assert analyse(CORE).prepared.tokens[f.word] == "it"
     assert f.row == 1
 
@@ -99,10 +101,10 @@ def test_thinking_machines_cross_attention_les_looks_at_machines():
     assert a.out_tokens[0] == "les"
     t = a.trace
     w = t["dec.1.cross_attn.weights"][0, :, 1].mean(0)  # row 1: input "les"
-    x = L.cross(a, L.focus(a))
+    x = explain.lesson.cross(a, explain.lesson.focus(a))
     assert x.top_label == "1 machines" and x.row_label == "1 les"
     assert x.weights[x.top] == pytest.approx(float(w.max()))
-    notice = D.notice_cross(x)
+    notice = viz.lesson_decoder.notice_cross(x)
     assert f3(float(w.max())) in notice and "“machines”" in notice and "“les”" in notice
     assert float(w.max()) > 0.9
 
@@ -120,21 +122,23 @@ def test_cross_attention_reordering_is_claimed_from_confident_rows_only():
     """"les machines pensantes" reorders (confident rows read "machines" then "thinking"); the coreference
     sentence keeps the English order, whatever its diffuse rows do, and the notice says which rows are diffuse."""
     a = analyse(THINKING)
-    x = L.cross(a, L.focus(a))
+    x = explain.lesson.cross(a, explain.lesson.focus(a))
     assert x.inversions == confident_inversions(a) and x.reordered
-    notice = D.notice_cross(x, a.src_labels, a.next_labels)
+    notice = viz.lesson_decoder.notice_cross(x, a.src_labels, a.next_labels)
     assert "the row writing “pensantes” reads “thinking”" in notice and "French order differs" in notice
     for text in (CORE, "i am a student"):
         a = analyse(text)
-        x = L.cross(a, L.focus(a))
+        x = explain.lesson.cross(a, explain.lesson.focus(a))
         assert not confident_inversions(a) and not x.reordered
-        notice = D.notice_cross(x, a.src_labels, a.next_labels)
+        notice = viz.lesson_decoder.notice_cross(x, a.src_labels, a.next_labels)
         assert "French order differs" not in notice and "in their English order" in notice
     a = analyse(CORE)
     w = a.trace["dec.1.cross_attn.weights"][0].mean(0)
     diffuse = [r for r in range(w.shape[0] - 1) if float(w[r].max()) < 0.6]
-    assert diffuse and f"Diffuse rows (largest weight under 0.6), writing “{V.word(a.next_labels[diffuse[0]])}”" in \
-        D.notice_cross(L.cross(a, L.focus(a)), a.src_labels, a.next_labels)
+    notice = viz.lesson_decoder.notice_cross(explain.lesson.cross(a, explain.lesson.focus(a)), a.src_labels,
+                                             a.next_labels)
+    assert diffuse
+    assert f"Diffuse rows (largest weight under 0.6), writing “{viz.lesson.word(a.next_labels[diffuse[0]])}”" in notice
 
 
 @pytest.mark.parametrize("text", [THINKING, "i am a student", CORE])
@@ -143,7 +147,7 @@ def test_every_notice_states_the_tensors(text):
     t = a.trace
     c = ctx(text)
     f = c.f
-    n = {s.key: V.view(s.key, c).notice for s in L.STEPS}
+    n = {s.key: viz.lesson.view(s.key, c).notice for s in explain.lesson.STEPS}
     toks = a.prepared.tokens
 
     # tokens: ids of the source tokens
@@ -180,17 +184,18 @@ def test_every_notice_states_the_tensors(text):
     labels = a.src_labels
     top_s, top_w = int(scores.argmax()), int(weights.argmax())
     assert f"{float(scores.max()):.2f}" in n["scores"] and f"{float(scores.min()):.2f}" in n["scores"]
-    assert f"“{V.word(labels[top_s])}”" in n["scores"]
+    assert f"“{viz.lesson.word(labels[top_s])}”" in n["scores"]
     assert f"{float(scaled[top_s]):.2f}" in n["scale"] and f"{math.sqrt(t[f'{m}.q'].shape[-1]):.3f}" in n["scale"]
     assert torch.allclose(scaled, scores / math.sqrt(t[f"{m}.q"].shape[-1]))
-    assert f3(float(weights.max())) in n["softmax"] and f"“{V.word(labels[top_w])}”" in n["softmax"]
+    assert f3(float(weights.max())) in n["softmax"] and f"“{viz.lesson.word(labels[top_w])}”" in n["softmax"]
     assert f3(float(weights.sum())) in n["softmax"]
     z = t[f"{m}.z"][0, f.head, f.word]
-    assert f3(float(z.norm())) in n["z"] and f"{float(weights.max()):.3f} · v({V.word(labels[top_w])})" in n["z"]
+    assert f3(float(z.norm())) in n["z"]
+    assert f"{float(weights.max()):.3f} · v({viz.lesson.word(labels[top_w])})" in n["z"]
     # heads: every head's favourite word and weight for the focus word
     for h in range(t[f"{m}.weights"].shape[1]):
         w = t[f"{m}.weights"][0, h, f.word]
-        assert f"head {h} → “{V.word(labels[int(w.argmax())])}” {f3(float(w.max()))}" in n["heads"]
+        assert f"head {h} → “{viz.lesson.word(labels[int(w.argmax())])}” {f3(float(w.max()))}" in n["heads"]
     # concat and W_O: the lengths of each head's z and of the output
     for h in range(t[f"{m}.z"].shape[1]):
         assert f3(float(t[f"{m}.z"][0, h, f.word].norm())) in n["concat"]
@@ -217,7 +222,7 @@ def test_every_notice_states_the_tensors(text):
     assert f3(float(sw[:, 1].mean(0).max())) in n["masked"]
     # cross: the row of the first word, what it predicts, where it looks
     cw = t[f"dec.{last}.cross_attn.weights"][0, :, 1].mean(0)
-    assert f3(float(cw.max())) in n["cross"] and f"“{V.word(labels[int(cw.argmax())])}”" in n["cross"]
+    assert f3(float(cw.max())) in n["cross"] and f"“{viz.lesson.word(labels[int(cw.argmax())])}”" in n["cross"]
     assert f"predicting “{a.out_tokens[1]}”" in n["cross"]
     # output: the top logit and its probability at the followed position (the decoder steps' row)
     logits, probs = t["logits"][0, f.row], t["probs"][0, f.row]
@@ -243,12 +248,12 @@ def test_traced_and_decoded_probabilities_agree_with_the_mask_on():
 def test_textbook_numbers_are_computed_and_labelled():
     tm = thinking_machines()
     c = ctx(THINKING)
-    scores = V.view("scores", c).textbook
+    scores = viz.lesson.view("scores", c).textbook
     assert scores.startswith("Textbook") and "not this model" in scores
     assert f"{float(tm.scores[0, 0]):g}" in scores and f"{float(tm.scores[0, 1]):g}" in scores
     assert "112" in scores and "96" in scores
-    assert "14" in V.view("scale", c).textbook and "12" in V.view("scale", c).textbook
-    soft = V.view("softmax", c).textbook
+    assert "14" in viz.lesson.view("scale", c).textbook and "12" in viz.lesson.view("scale", c).textbook
+    soft = viz.lesson.view("softmax", c).textbook
     assert f"{float(tm.weights[0, 0]):.2f}" in soft and "0.88" in soft and "0.12" in soft
 
 
@@ -256,7 +261,7 @@ def test_interventions_are_said_not_hidden():
     all_off = frozenset(("enc.0.self_attn", h) for h in range(bundle().config.n_heads))
     iv = Interventions(heads_off=all_off, look_ahead_mask=False, scale=False, positional_encoding=False)
     c = ctx(THINKING, iv)
-    views = {s.key: V.view(s.key, c) for s in L.STEPS}
+    views = {s.key: viz.lesson.view(s.key, c) for s in explain.lesson.STEPS}
     assert "switched off" in views["positional"].notice and views["positional"].warning
     assert "switched off" in views["scale"].notice
     assert "z is all zeros" in views["z"].notice and views["z"].warning
@@ -269,8 +274,8 @@ def test_interventions_are_said_not_hidden():
 @pytest.mark.parametrize("text", ODD)
 def test_odd_sentences_never_raise(text):
     c = ctx(text)
-    for s in L.STEPS:
-        v = V.view(s.key, c)
+    for s in explain.lesson.STEPS:
+        v = viz.lesson.view(s.key, c)
         assert v.notice and v.figure is not None and v.table is not None
 
 
@@ -301,15 +306,15 @@ def check_step(at: AppTest, text: str, k: int, iv: Interventions = NO_IV) -> Non
     """Step k is shown, with its title, progress, the notice computed from an independent analysis, and
     a figure that draws the very tensors the notice describes."""
     no_exception(at)
-    s = L.STEPS[k - 1]
+    s = explain.lesson.STEPS[k - 1]
     assert at.header[0].value == f"{k}. {s.title}"
-    assert at.get("progress")[0].value == pytest.approx(100 * k / L.N_STEPS, abs=1)  # percent
-    assert f"Step {k} of {L.N_STEPS}" in str(at.get("progress")[0].proto.text)
+    assert at.get("progress")[0].value == pytest.approx(100 * k / explain.lesson.N_STEPS, abs=1)  # percent
+    assert f"Step {k} of {explain.lesson.N_STEPS}" in str(at.get("progress")[0].proto.text)
     assert at.button(key="lesson_back").proto.disabled == (k == 1)
-    assert at.button(key="lesson_next").proto.disabled == (k == L.N_STEPS)
+    assert at.button(key="lesson_next").proto.disabled == (k == explain.lesson.N_STEPS)
     assert at.button(key="lesson_next").proto.type == "primary"
     c = ctx(text, iv)
-    v = V.view(s.key, c)
+    v = viz.lesson.view(s.key, c)
     assert shown_notice(at) == "**Notice:** " + md(v.notice)
     assert dict(at.query_params)["step"] == str(k)
     [fig] = figures(at)
@@ -327,13 +332,13 @@ def check_step(at: AppTest, text: str, k: int, iv: Interventions = NO_IV) -> Non
 def walk(at: AppTest, text: str, iv: Interventions = NO_IV) -> None:
     """From step 1 to the last with Next, checking every step."""
     assert shown_step(at) == 1
-    for k in range(1, L.N_STEPS + 1):
+    for k in range(1, explain.lesson.N_STEPS + 1):
         check_step(at, text, k, iv)
-        if k < L.N_STEPS:
+        if k < explain.lesson.N_STEPS:
             at.button(key="lesson_next").click().run()
 
 
-@pytest.mark.parametrize("text", L.SENTENCES)
+@pytest.mark.parametrize("text", explain.lesson.SENTENCES)
 def test_walk_every_step_of_the_offered_sentences(text):
     at = lesson_app(lesson=text)
     assert at.radio(key="lesson_choice").value == text
@@ -361,12 +366,12 @@ def test_walk_a_typed_sentence():
 def test_odd_typed_sentences_walk_without_exception(text):
     at = lesson_app(lesson=text)
     assert at.radio(key="lesson_choice").value == "Type your own…"
-    for _ in range(L.N_STEPS - 1):
+    for _ in range(explain.lesson.N_STEPS - 1):
         at.button(key="lesson_next").click().run()
         no_exception(at)
         if "<b>" in text:
             assert not any("<b>" in str(m.value) for m in at.markdown), "user HTML unescaped"
-    assert shown_step(at) == L.N_STEPS
+    assert shown_step(at) == explain.lesson.N_STEPS
 
 
 def test_an_empty_sentence_asks_for_one():
@@ -382,13 +387,13 @@ def test_back_next_and_the_picker():
     at.button(key="lesson_back").click().run()
     assert shown_step(at) == 4 and dict(at.query_params)["step"] == "4"
     at.selectbox(key="lesson_jump").set_value(17).run()
-    check_step(at, L.DEFAULT_SENTENCE, 17)
+    check_step(at, explain.lesson.DEFAULT_SENTENCE, 17)
     at.radio(key="lesson_choice").set_value("i am a student").run()  # another sentence: same step
     check_step(at, "i am a student", 17)
     assert dict(at.query_params) == {"lesson": "i am a student", "step": "17"}
 
 
-@pytest.mark.parametrize("k", [1, 9, L.N_STEPS])
+@pytest.mark.parametrize("k", [1, 9, explain.lesson.N_STEPS])
 def test_deep_link_opens_the_step(k):
     at = lesson_app(page_only=False, lesson="i am a student", step=str(k))
     check_step(at, "i am a student", k)
@@ -407,8 +412,8 @@ def test_deep_link_through_the_app_keeps_the_step_across_pages():
     assert at.radio(key="lesson_choice").value == CORE
 
 
-@pytest.mark.parametrize(("raw", "k"), [("0", 1), ("999", L.N_STEPS), ("abc", 1), ("٣", 1), ("", 1), ("-2", 1),
-                                        ("2.5", 1), ("1" * 200, L.N_STEPS)])
+@pytest.mark.parametrize(("raw", "k"), [("0", 1), ("999", explain.lesson.N_STEPS), ("abc", 1), ("٣", 1), ("", 1),
+                                        ("-2", 1), ("2.5", 1), ("1" * 200, explain.lesson.N_STEPS)])
 def test_bad_step_values_give_a_notice(raw, k):
     at = lesson_app(page_only=False, lesson=THINKING, step=raw)
     check_step(at, THINKING, k)
@@ -422,12 +427,12 @@ def test_the_sidebar_interventions_reach_the_lesson():
     iv = Interventions(heads_off=frozenset(("enc.0.self_attn", h) for h in range(bundle().config.n_heads)),
                        scale=False, look_ahead_mask=False, positional_encoding=False)
     for key in ("positional", "scale", "z", "masked", "output"):
-        at = lesson_app(page_only=False, lesson=THINKING, step=str(L.step_index(key)))
+        at = lesson_app(page_only=False, lesson=THINKING, step=str(explain.lesson.step_index(key)))
         at.session_state["heads_off"] = heads
         for toggle in ("iv_scale", "iv_look_ahead", "iv_pos"):
             at.session_state[toggle] = False
         at.run()
-        check_step(at, THINKING, L.step_index(key), iv)
+        check_step(at, THINKING, explain.lesson.step_index(key), iv)
         assert at.warning, key
 
 
@@ -443,10 +448,10 @@ def test_other_model_shapes_never_raise(norm_first):
                  n_dec_layers=3, d_ff=32, dropout=0.0, max_len=12, norm_first=norm_first)
     mine = Bundle(Transformer(cfg).eval(), b.src_vocab, b.tgt_vocab)
     a = pipeline.analyse(mine, pipeline.prepare(mine, CORE))
-    c = V.context(a, mine.tgt_vocab.itos, len(mine.src_vocab))
-    for s in L.STEPS:
-        assert V.view(s.key, c).notice
-    assert (V.view("add_norm", c).warning is not None) == norm_first
+    c = viz.lesson.context(a, mine.tgt_vocab.itos, len(mine.src_vocab))
+    for s in explain.lesson.STEPS:
+        assert viz.lesson.view(s.key, c).notice
+    assert (viz.lesson.view("add_norm", c).warning is not None) == norm_first
 
 
 # --- one sentence, one path ------------------------------------------------------------------------------
@@ -455,9 +460,9 @@ def test_other_model_shapes_never_raise(norm_first):
 def test_in_depth_opens_the_page_on_the_lessons_sentence_layer_head_and_word(key):
     """Following "In depth" from a step: the page shows the lesson's sentence (the sidebar's too) and its pickers
     sit on the lesson's layer, head and word (or decoder position)."""
-    at = lesson_app(page_only=False, lesson=CORE, step=str(L.step_index(key)))
-    f = L.focus(analyse(CORE))
-    page = L.STEPS[L.step_index(key) - 1].page
+    at = lesson_app(page_only=False, lesson=CORE, step=str(explain.lesson.step_index(key)))
+    f = explain.lesson.focus(analyse(CORE))
+    page = explain.lesson.STEPS[explain.lesson.step_index(key) - 1].page
     at.switch_page(f"pages/{page}.py")
     at.run()
     no_exception(at)
@@ -475,7 +480,7 @@ def test_in_depth_opens_the_page_on_the_lessons_sentence_layer_head_and_word(key
 
 def test_the_lesson_and_the_sidebar_share_one_sentence():
     at = lesson_app(page_only=False, step="3")  # no sentence in the link: the lesson's own default
-    assert at.session_state["sentence"] == L.DEFAULT_SENTENCE == at.text_input(key="sentence").value
+    assert at.session_state["sentence"] == explain.lesson.DEFAULT_SENTENCE == at.text_input(key="sentence").value
     at.radio(key="lesson_choice").set_value("i am a student").run()  # the lesson's picker moves the sidebar
     assert at.text_input(key="sentence").value == "i am a student"
     at.text_input(key="sentence").set_value(CORE).run()  # the sidebar moves the lesson
@@ -496,7 +501,7 @@ def test_root_link_with_a_lesson_opens_the_lesson():
 def test_the_coreference_step_traces_where_the_adjective_reaches_the_pronoun():
     """Step 19 on the coreference preset: the encoder heads' weights first (no head links "it" to "animal"), then the
     tracing of "…tired" against "…wide" at the pronoun, its numbers read from the grids' cells (audit 4, A2)."""
-    v = V.view("coref", ctx(CORE))
+    v = viz.lesson.view("coref", ctx(CORE))
     n, s = v.notice, decide(CORE)
     t = s.tracing
     assert s.pronoun == "il" and s.partner_pronoun == "elle" and t is not None
@@ -512,9 +517,9 @@ def test_the_coreference_step_traces_where_the_adjective_reaches_the_pronoun():
     bars = v.figure.data[0]
     assert list(bars.y[:4]) == ["encoder vector of “animal”", "encoder vector of “street”", "encoder vector of “it”",
                                 "encoder vector of “tired”"] and bars.x[3] == pytest.approx(max(adj))
-    other = V.view("coref", ctx(THINKING)).notice
+    other = viz.lesson.view("coref", ctx(THINKING)).notice
     assert other.startswith("Your sentence has no “it” to resolve")
-    same = V.view("coref", ctx("the dog didn't cross the bridge because it was too tired")).notice
+    same = viz.lesson.view("coref", ctx("the dog didn't cross the bridge because it was too tired")).notice
     assert same.startswith("Both nouns are masculine here: the model writes il with “tired” and with “wide”, so the "
                            "adjective cannot change the pronoun. This step follows the coreference example instead.")
 
@@ -527,7 +532,7 @@ def test_step_one_counts_the_before_pages_training_stages_in_words_defined_so_fa
 
     data = json.loads((ROOT / "assets" / "rnn_comparison.json").read_text())
     stages = {r["transformer_train"] for r in data["sequential_steps"]["rows"]}
-    v = V.view("why", ctx(THINKING))
+    v = viz.lesson.view("why", ctx(THINKING))
     bars = v.figure.data[0]
     assert stages == {2} and list(bars.y)[2] == 2 and bars.x[2].startswith("Transformer, training: 2 stages")
     assert "2 to train on the pair" in v.notice and "in one pass" not in v.notice

@@ -22,7 +22,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from explain import lesson as L
+import explain.lesson
+import viz.lesson
+import viz.lesson_decoder
 from explain import recompute
 from explain.coref import coref_parts, decision, encoder_links
 from explain.experiments import dot_product_samples, layer_norm_params, one_head_left, plain_self_attention, saturation
@@ -39,8 +41,6 @@ from viz import decoding as vdec
 from viz import embeddings as ve
 from viz import heads as vh
 from viz import layers as vl
-from viz import lesson as V
-from viz import lesson_decoder as D
 from viz import positional as vp
 from viz import pronoun as vpr
 from viz import rnn as vr
@@ -81,7 +81,8 @@ def test_lesson_cross_attention_reorders_only_from_confident_rows():
         eos = m.shape[1] - 1
         conf = [r for r in range(m.shape[0]) if float(peak[r]) >= 0.6 and int(top[r]) != eos]
         inv = [(i, j) for k, i in enumerate(conf) for j in conf[k + 1:] if int(top[j]) < int(top[i])]
-        text = D.notice_cross(L.cross(a, L.focus(a)), a.src_labels, a.next_labels)
+        cross = explain.lesson.cross(a, explain.lesson.focus(a))
+        text = viz.lesson_decoder.notice_cross(cross, a.src_labels, a.next_labels)
         assert ("French order differs" in text) == bool(inv), (p.src, text)
         assert ("in their English order" in text) == (not inv and len(conf) >= 2), (p.src, text)
         diffuse = [r for r in range(m.shape[0] - 1) if float(peak[r]) < 0.6]
@@ -101,22 +102,22 @@ def test_lesson_encoder_notices_follow_their_rules():
     positional: "looks at the next position instead" iff the followed word is at position 0."""
     b = bundle()
     for a in analyses():
-        c = V.context(a, b.tgt_vocab.itos, len(b.src_vocab))
+        c = viz.lesson.context(a, b.tgt_vocab.itos, len(b.src_vocab))
         f = c.f
         wts = a.trace["enc.0.self_attn.weights"][0, :, f.word]  # [H, Ts]
         eos = wts.shape[1] - 1
-        heads = V.view("heads", c).notice
+        heads = viz.lesson.view("heads", c).notice
         for h in range(wts.shape[0]):
             assert f"head {h} → “{w(a.src_labels[int(wts[h].argmax())])}” {float(wts[h].max()):.3f}" in heads
         parked = any(int(wts[h].argmax()) == eos for h in range(wts.shape[0]))
         assert bool(re.search(r"parks? on <eos>", heads)) == parked
         if parked:  # why they park: here, or a pointer to the step that said it first (never twice in a row)
-            assert (V.PARKING_WHY in heads) != ("(Why: step " in heads)
+            assert (viz.lesson.PARKING_WHY in heads) != ("(Why: step " in heads)
         row = wts[f.head]
-        assert (V.PARKING_WHY in V.view("softmax", c).notice) == (int(row.argmax()) == eos)
+        assert (viz.lesson.PARKING_WHY in viz.lesson.view("softmax", c).notice) == (int(row.argmax()) == eos)
         top3 = row.argsort(descending=True)[:3].tolist()
-        assert ("goes to <eos>" in V.view("z", c).notice) == (eos in top3 and float(row[eos]) >= 0.1)
-        assert ("looks at the next position instead" in V.view("positional", c).notice) == (f.word == 0)
+        assert ("goes to <eos>" in viz.lesson.view("z", c).notice) == (eos in top3 and float(row[eos]) >= 0.1)
+        assert ("looks at the next position instead" in viz.lesson.view("positional", c).notice) == (f.word == 0)
         # the followed head looks at another word whenever one head does (not itself, not <eos>)
         others = [h for h in range(wts.shape[0]) if int(wts[h].argmax()) not in (f.word, eos)]
         if others:
@@ -129,21 +130,21 @@ def test_lesson_decoder_notices_follow_their_rules():
     b = bundle()
     itos = b.tgt_vocab.itos
     for a in analyses()[::3]:
-        c = V.context(a, itos, len(b.src_vocab), meta=b.meta)
+        c = viz.lesson.context(a, itos, len(b.src_vocab), meta=b.meta)
         steps = a.greedy.steps
         row = c.f.row if c.f.row < len(steps) else 0
         cand = steps[row].candidates
-        assert f"(a margin of {cand[0].prob - cand[1].prob:.3f})" in V.view("chosen", c).notice
+        assert f"(a margin of {cand[0].prob - cand[1].prob:.3f})" in viz.lesson.view("chosen", c).notice
         probs = [s.candidates[0].prob for s in steps]
         least = int(np.argmin(probs))
         assert f"least sure choice was “{itos[steps[least].chosen]}” ({probs[least]:.3f})" in \
-            V.view("finished", c).notice or len(steps) == 1
+            viz.lesson.view("finished", c).notice or len(steps) == 1
         logp = torch.log_softmax(a.trace["logits"][0].double(), -1)
         gold = [s.chosen for s in steps]
         terms = [-float(logp[t, g]) for t, g in enumerate(gold)]
         t = int(np.argmax(terms))
-        assert f"position {t} must write “{itos[gold[t]]}”" in V.view("loss", c).notice
-        nxt = V.view("next", c).notice
+        assert f"position {t} must write “{itos[gold[t]]}”" in viz.lesson.view("loss", c).notice
+        nxt = viz.lesson.view("next", c).notice
         assert ("One position further" in nxt) == (c.f.row + 1 < len(steps))
 
 
@@ -635,7 +636,7 @@ RULED = {
     "viz.tracing.head_notice": test_one_head_notice_follows_its_rule,
     "viz.pronoun.story_notice": test_tracing_and_pronoun_notices_follow_their_rules,
 }
-MODULES = (V, D, va, vh, vs, vc, vd, vdec, ve, vl, vp, vr, vx, vspan, vt, vpr)
+MODULES = (viz.lesson, viz.lesson_decoder, va, vh, vs, vc, vd, vdec, ve, vl, vp, vr, vx, vspan, vt, vpr)
 
 
 def notice_builders():
@@ -671,9 +672,9 @@ def test_lesson_notices_say_no_unruled_judging_word():
     b = bundle()
     ruled_steps = {"cross", "heads", "softmax", "z", "positional", "why", "coref", "next"}
     for a in analyses()[::7]:
-        c = V.context(a, b.tgt_vocab.itos, len(b.src_vocab), model=b.model, meta=b.meta)
-        for step in L.STEPS:
+        c = viz.lesson.context(a, b.tgt_vocab.itos, len(b.src_vocab), model=b.model, meta=b.meta)
+        for step in explain.lesson.STEPS:
             if step.key in ruled_steps:
                 continue
-            text = V.view(step.key, c).notice
+            text = viz.lesson.view(step.key, c).notice
             assert not JUDGING.search(re.sub(r"“[^”]*”", "", text)), (step.key, text)  # the sentence's own words aside

@@ -13,7 +13,6 @@ import pytest
 import torch
 from apptest_util import all_text, chart_spec, decode, heatmap_z, no_exception, run_app, run_page, table_with
 
-import ui.models
 from model import checkpoint, pipeline
 from model.data import pad
 from model.decoding import beam_search
@@ -30,12 +29,12 @@ HTML = "<img src=x onerror=alert(1)> i am <b>a</b> student <script>alert('x')</s
 
 @pytest.fixture(scope="module")
 def base():
-    return checkpoint.load(ui.models.SHIPPED["base"])
+    return checkpoint.load(checkpoint.SHIPPED_MODELS["base"])
 
 
 @pytest.fixture(scope="module")
 def nomask():
-    return checkpoint.load(ui.models.SHIPPED["no_mask"])
+    return checkpoint.load(checkpoint.SHIPPED_MODELS["no_mask"])
 
 
 @pytest.fixture(scope="module")

@@ -150,6 +150,10 @@ def test_overview_links_to_every_walkthrough_page():
     assert by_label["(6) Masked self-attention"] == "decoder" and by_label["(8) Linear + softmax"] == "output"
     assert by_label["(7) Encoder-decoder attention"] == "cross_attention"
     assert by_label["Start here: follow one sentence step by step"] == "lesson"
+    labels = {el.proto.label for el in links}
+    assert "(1) Embeddings → **Tokens and embeddings**" in labels  # each link ends with its page's title
+    assert all(el.proto.label.endswith(f" → **{page_list.by_name(el.proto.page).title}**") for el in links
+               if " → " in el.proto.label)
 
 
 def test_overview_data_summary():

@@ -10,7 +10,7 @@ from streamlit.testing.v1 import AppTest
 from explain.questionnaires import FEEL, SUS, TLX
 from study import get_store
 from tests.apptest_util import ROOT, TIMEOUT, run_app
-from ui.study import session as S
+from ui.study import session
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -23,7 +23,8 @@ def store(tmp_path, monkeypatch):
 
 
 def new_study(store, **settings):
-    code, secret = store.create({"title": "Week 3", "instrument": "ct-1", **settings}, S.instrument("ct-1").as_dict())
+    code, secret = store.create({"title": "Week 3", "instrument": "ct-1", **settings},
+                                session.instrument("ct-1").as_dict())
     return code, secret, store.link(code, secret)
 
 
@@ -115,8 +116,8 @@ def _participant(store, code, condition):
 def test_study_view_only_condition_keeps_every_switch_on(store):
     code, secret, _ = new_study(store, factor="controls")
     actor = _participant(store, code, "view-only")
-    at = run_app("lesson", **{S.CODE: code, S.ACTOR: actor, S.PHASE: "path", S.CONDITION: "view-only",
-                              "iv_scale": False, "heads_off": ["enc.0.self_attn:1"]})
+    at = run_app("lesson", **{session.CODE: code, session.ACTOR: actor, session.PHASE: "path",
+                              session.CONDITION: "view-only", "iv_scale": False, "heads_off": ["enc.0.self_attn:1"]})
     assert at.session_state["iv_scale"] is True and at.session_state["heads_off"] == []
     assert at.toggle(key="iv_scale").disabled and at.multiselect(key="heads_off").disabled
 
@@ -124,8 +125,8 @@ def test_study_view_only_condition_keeps_every_switch_on(store):
 def test_study_predict_before_reveal_hides_the_figure_until_predicted(store):
     code, secret, _ = new_study(store, factor="predict")
     actor = _participant(store, code, "predict-on")
-    at = run_app("lesson", query={"step": "8"}, **{S.CODE: code, S.ACTOR: actor, S.PHASE: "path",
-                                                   S.CONDITION: "predict-on"})
+    at = run_app("lesson", query={"step": "8"}, **{session.CODE: code, session.ACTOR: actor, session.PHASE: "path",
+                                                   session.CONDITION: "predict-on"})
     assert any("Predict first" in m.value for m in at.markdown)
     assert not any("lesson_fig_" in el.proto.id for el in at.get("plotly_chart"))
     radio = next(r for r in at.radio if (r.key or "").startswith("check_"))
@@ -166,7 +167,7 @@ def test_study_owner_report_drawn_with_its_figures(store):
         for k, _ in TLX:
             store.rate(code, actor, k, 5 * (i + 4), (0, 100, 5))
     at = AppTest.from_file(str(ROOT / "pages" / "studies.py"), default_timeout=TIMEOUT)
-    at.session_state[S.OWNER] = (code, secret)
+    at.session_state[session.OWNER] = (code, secret)
     at.run()
     assert not at.exception
     shown = " ".join(el.proto.id for el in at.get("plotly_chart"))
@@ -188,8 +189,8 @@ def test_study_logs_a_participants_votes_and_reveal_in_a_class(store):
     classes.join(class_code, "10.9.9.10", student)
     qid = classes.ask_peer(class_code, class_secret, "Which?", ["a", "b"], 1)
     classes.vote(class_code, student, qid, 0, "10.9.9.10")
-    state = {S.CODE: code, S.ACTOR: actor, S.PHASE: "path", S.CONDITION: "all", "class_code": class_code,
-             "class_role": "student", "_class_student": student, "class_following": False}
+    state = {session.CODE: code, session.ACTOR: actor, session.PHASE: "path", session.CONDITION: "all",
+             "class_code": class_code, "class_role": "student", "_class_student": student, "class_following": False}
     at = run_app("overview", **state)
     classes.reveal(class_code, class_secret)
     at.run()

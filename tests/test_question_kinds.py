@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from classroom import check_question
 from classroom.votes import check_grid
-from explain import questions as Q
+from explain import questions
 from model import checkpoint, pipeline
 from model.trace import Interventions
 
@@ -25,7 +25,7 @@ sentences = st.lists(st.sampled_from(WORDS), min_size=2, max_size=12).map(" ".jo
 SETTINGS = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
-def accepted(q: Q.Question) -> None:
+def accepted(q: questions.Question) -> None:
     check_question(q.text, list(q.options), q.answer)  # the class store takes it as it is
     assert "<" not in q.text + q.detail and len(set(q.options)) == len(q.options)
 
@@ -34,8 +34,8 @@ def accepted(q: Q.Question) -> None:
 @given(sentences, st.integers(0, 1), st.integers(0, 3))
 def test_scaling_answer_is_the_softmax_of_the_traced_scores(text, layer, head):
     a = pipeline.analyse(BUNDLE, pipeline.prepare(BUNDLE, text))
-    q = Q.scaling(a, layer, head)
-    query = Q.default_query(a)
+    q = questions.scaling(a, layer, head)
+    query = questions.default_query(a)
     qv = a.trace[f"enc.{layer}.self_attn.q"][0, head, query]  # [d_k]
     k = a.trace[f"enc.{layer}.self_attn.k"][0, head]  # [Ts, d_k]
     raw = torch.softmax(k @ qv, -1)
@@ -55,9 +55,9 @@ def test_look_ahead_zeroes_exactly_the_later_words(text):
     a = pipeline.analyse(BUNDLE, pipeline.prepare(BUNDLE, text))
     if len(a.out_tokens) + 1 < 3:
         with pytest.raises(ValueError):
-            Q.look_ahead(a)
+            questions.look_ahead(a)
         return
-    q = Q.look_ahead(a)
+    q = questions.look_ahead(a)
     w = a.trace["dec.0.self_attn.weights"][0, 0]
     t = w.shape[0]
     assert torch.equal(w == 0, torch.ones(t, t, dtype=torch.bool).triu(1))  # exactly the future, nothing else
@@ -69,7 +69,7 @@ def test_look_ahead_zeroes_exactly_the_later_words(text):
 def test_without_the_look_ahead_mask_no_weight_is_zero():
     iv = Interventions(look_ahead_mask=False)
     a = pipeline.analyse(BUNDLE, pipeline.prepare(BUNDLE, "i am a student"), iv)
-    q = Q.look_ahead(a)
+    q = questions.look_ahead(a)
     assert bool((a.trace["dec.0.self_attn.weights"][0, 0] > 0).all())
     assert q.answer_text == "None: every weight is above zero"
 
@@ -78,7 +78,7 @@ def test_without_the_look_ahead_mask_no_weight_is_zero():
 @given(sentences)
 def test_the_fastest_positional_column_is_the_first_sine(text):
     a = pipeline.analyse(BUNDLE, pipeline.prepare(BUNDLE, text))
-    q = Q.pos_column(a)
+    q = questions.pos_column(a)
     pe = a.trace["src.pos"][0]
     d = pe.shape[1]
     pos = torch.arange(pe.shape[0]).float()
@@ -92,7 +92,7 @@ def test_the_fastest_positional_column_is_the_first_sine(text):
 @given(sentences, st.integers(0, 1), st.integers(0, 3))
 def test_a_head_switched_off_has_zero_output_and_unchanged_weights(text, layer, head):
     prepared = pipeline.prepare(BUNDLE, text)
-    q = Q.head_zero(BUNDLE, prepared, Interventions(), layer, head)
+    q = questions.head_zero(BUNDLE, prepared, Interventions(), layer, head)
     off = pipeline.analyse(BUNDLE, prepared, Interventions().with_head(f"enc.{layer}.self_attn", head, on=False))
     on = pipeline.analyse(BUNDLE, prepared)
     assert bool((off.trace[f"enc.{layer}.self_attn.z"][0, head] == 0).all())
@@ -106,9 +106,9 @@ def test_a_head_switched_off_has_zero_output_and_unchanged_weights(text, layer, 
 def test_the_noun_is_always_an_option_for_the_adjective(noun, adjective, layer, head):
     """"the cat is big": asked what "big" attends to, "cat" is among the options, whatever the model says."""
     a = pipeline.analyse(BUNDLE, pipeline.prepare(BUNDLE, f"the {noun} is {adjective}"))
-    q = Q.attention(a, layer, head)
+    q = questions.attention(a, layer, head)
     w = a.trace[f"enc.{layer}.self_attn.weights"][0, head, 3]
-    assert noun in q.options and q.answer_text == Q._labels([*a.prepared.tokens, "<eos>"])[int(w.argmax())]
-    grid = check_grid(Q.attention_grid(a, layer, head, 3))
+    assert noun in q.options and q.answer_text == questions._labels([*a.prepared.tokens, "<eos>"])[int(w.argmax())]
+    grid = check_grid(questions.attention_grid(a, layer, head, 3))
     assert grid.cell(grid.answer) == (3, int(w.argmax())) and grid.cols[1] == f"1:{noun}"
     accepted(q)

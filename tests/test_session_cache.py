@@ -1,4 +1,4 @@
-"""ui.models.session_cache: a session reuses its own copy of a cached result; sessions never share one."""
+"""ui.session_cache.session_cache: a session reuses its own copy of a cached result; sessions never share one."""
 
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ def test_a_sessions_copy_shares_no_tensor_and_nothing_mutable():
     import torch
 
     from model.decoding import Candidate
-    from ui.models import fresh_copy
+    from ui.session_cache import fresh_copy
 
     @dataclass
     class Box:  # mutable: copied
@@ -90,7 +90,7 @@ def test_a_traces_tensors_are_cloned_as_the_session_reads_them():
     import torch
 
     from model.trace import Trace
-    from ui.models import ClonedOnRead, fresh_copy
+    from ui.session_cache import ClonedOnRead, fresh_copy
 
     cached = Trace(record=True)
     cached("a", torch.ones(2))

@@ -199,3 +199,23 @@ def test_every_setting_is_in_the_operators_table():
     assert used, "no setting found: the scan is broken"
     assert not used - table, f"settings without a row in docs/operators.md: {sorted(used - table)}"
     assert not table - used, f"rows for settings nothing reads: {sorted(table - used)}"
+
+
+def test_shipped_model_names_are_the_checkpoints():
+    """The shipped models' names live in model/checkpoint.py (SHIPPED_MODELS); classroom/ may not import model/, so
+    its list of models a class may share is a copy, held to the original here, as are the sidebar's labels."""
+    from classroom.rules import SHAREABLE_MODELS
+    from model.checkpoint import SHIPPED_MODELS
+    from ui.state import MODELS
+
+    assert SHAREABLE_MODELS == tuple(SHIPPED_MODELS)
+    assert list(MODELS) == [*SHIPPED_MODELS, "mine"]
+
+
+def test_the_option_limit_is_the_class_stores():
+    """A class's question options are made in explain/questions.py and checked by the class store
+    (classroom/rules.py); neither room may import the other, so explain's limit is a copy, held to the store's."""
+    from classroom.rules import MAX_OPTION as STORE_LIMIT
+    from explain.questions import MAX_OPTION
+
+    assert MAX_OPTION == STORE_LIMIT

@@ -10,8 +10,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from explain import instrument as N
-from explain import items as I
+from explain import instrument, items
 from explain.lesson import SENTENCES
 from model import checkpoint
 from model.data import load_dataset
@@ -26,17 +25,17 @@ PROPERTY = settings(max_examples=20, deadline=None, suppress_health_check=[Healt
 
 @pytest.fixture(scope="module")
 def models():
-    return I.Models(checkpoint.load(checkpoint.SHIPPED), checkpoint.load(checkpoint.SHIPPED_NO_MASK))
+    return items.Models(checkpoint.load(checkpoint.SHIPPED), checkpoint.load(checkpoint.SHIPPED_NO_MASK))
 
 
 @pytest.fixture(scope="module")
 def ct1(models):
-    return N.build(models, "ct-1")
+    return instrument.build(models, "ct-1")
 
 
 def _make(models, template, **params):
     try:
-        return I.make(models, template, params, "T01")
+        return items.make(models, template, params, "T01")
     except ValueError:
         return None  # this sentence gives no clear item of this kind: the instruments do not use it
 
@@ -117,16 +116,16 @@ def test_item_answers_of_layer_norm_and_teacher_forcing_recomputed(models, sente
 
 
 def test_item_positional_answer_is_a_bag_of_words(models):
-    item = I.make(models, "pos_permutation", {"sentence": "the dog sees the cat", "other": "the cat sees the dog",
+    item = items.make(models, "pos_permutation", {"sentence": "the dog sees the cat", "other": "the cat sees the dog",
                                               "word": "cat"}, "X")
     assert right(item).startswith("The same for “cat”")
     with pytest.raises(ValueError):  # with positions on, the encoder tells the orders apart: no such item
-        I.make(models, "pos_permutation", {"sentence": "the dog sees the cat", "other": "the dog sees the cat",
+        items.make(models, "pos_permutation", {"sentence": "the dog sees the cat", "other": "the dog sees the cat",
                                            "word": "cat"}, "X")
 
 
 def test_item_mask_training_reads_the_no_mask_model(models):
-    item = I.make(models, "mask_training", {"sentence": "he helps the sad goat"}, "X")
+    item = items.make(models, "mask_training", {"sentence": "he helps the sad goat"}, "X")
     other = analyse(models.no_mask, prepare(models.no_mask, "he helps the sad goat")).translation
     assert right(item).startswith(f"“{other}”") and other != "il aide la chèvre triste"
 
@@ -138,11 +137,11 @@ def test_forms_isomorphic(ct1):
         assert (x.objective, x.template) == (y.objective, y.template)  # same objective, same template
         assert x.options[x.answer] != y.options[y.answer]  # no shared correct option text
         assert x.text != y.text
-    slots = N.VERSIONS["ct-1"]
+    slots = instrument.VERSIONS["ct-1"]
     sentences = {f: {s.a["sentence"] if f == "A" else s.b["sentence"] for s in slots} for f in "AB"}
     assert not sentences["A"] & sentences["B"], "a sentence in both forms"
     assert not (sentences["A"] | sentences["B"]) & {*SENTENCES, THINKING, STUDENT, COREFERENCE}
-    per = {o: sum(1 for it in a if it.objective == o) for o in N.OBJECTIVES}
+    per = {o: sum(1 for it in a if it.objective == o) for o in instrument.OBJECTIVES}
     assert all(1 <= n <= 2 for n in per.values()), per  # one or two items per objective
     assert sum(1 for it in a if it.grid is not None) == 2  # the transfer items, with the click grid
 
@@ -151,7 +150,7 @@ def test_item_distractors_come_from_known_misconceptions(ct1):
     for form in ct1.forms.values():
         for it in form:
             assert it.tags[it.answer] is None
-            assert set(it.tags) - {None} <= set(I.MISCONCEPTIONS)
+            assert set(it.tags) - {None} <= set(items.MISCONCEPTIONS)
             if it.grid is None:
                 assert 3 <= len(it.options) <= 4 and len(set(it.options)) == len(it.options)
                 assert any(t is not None for t in it.tags), f"{it.id}: no misconception among its distractors"
@@ -159,15 +158,15 @@ def test_item_distractors_come_from_known_misconceptions(ct1):
 
 
 def test_item_instrument_round_trips_as_data(ct1):
-    again = N.Instrument.from_dict(ct1.as_dict())
+    again = instrument.Instrument.from_dict(ct1.as_dict())
     assert again.forms["A"][0] == ct1.forms["A"][0] and again.item("B16").grid == ct1.item("B16").grid
 
 
 @pytest.mark.parametrize("sentence", [COREFERENCE, "the cat is big", STUDENT])
 def test_check_yourself_items_for_every_part(models, sentence):
     n = len(prepare(models.base, sentence).tokens)
-    for part in N.PARTS:
-        got = N.check_items(models, part, sentence, n)
+    for part in instrument.PARTS:
+        got = instrument.check_items(models, part, sentence, n)
         assert got, f"{part.title}: no item on {sentence!r}"
         assert all(it.options[it.answer] and it.explain for it in got)
-    assert [list(N.part_steps(p)) for p in N.PARTS][-1][-1] == 25
+    assert [list(instrument.part_steps(p)) for p in instrument.PARTS][-1][-1] == 25

@@ -9,8 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from explain import report as R
-from explain import stats
+from explain import report, stats
 from explain.instrument import OBJECTIVES
 from explain.questionnaires import FEEL, SUS, TLX
 
@@ -72,7 +71,7 @@ B = np.linspace(-0.8, 0.8, N_ITEMS)[np.random.default_rng(7).permutation(N_ITEMS
 
 def test_gain_recovered_by_a_simulated_cohort_of_200():
     people, events = cohort(200, 1.0, A, B, seed=3)
-    rep = R.build(instrument(), people, events)
+    rep = report.build(instrument(), people, events)
     truth = true_gain(1.0, A, B)
     assert rep.n_matched == 200 and rep.gain.n == 200
     assert rep.gain.contains(truth), (rep.gain, truth)
@@ -93,7 +92,7 @@ def test_gain_interval_covers_the_truth_about_95_percent_of_the_time():
 
 def test_item_discrimination_ranked_as_generated():
     people, events = cohort(200, 1.0, A, B, seed=5)
-    rep = R.build(instrument(), people, events)
+    rep = report.build(instrument(), people, events)
     pre = [r for r in rep.items if r["phase"] == "pre"]
     measured = [r["discrimination"] for r in sorted(pre, key=lambda r: r["slot"])]
     rho = stats.spearman(A, measured)
@@ -104,7 +103,7 @@ def test_item_discrimination_ranked_as_generated():
 def test_gain_hedges_g_between_conditions_sees_the_better_condition():
     people, events = cohort(200, 0.5, A, B, seed=11, conditions=("predict-off", "predict-on"),
                             extra={"predict-on": 0.8})
-    rep = R.build(instrument(), people, events, first="predict-off")
+    rep = report.build(instrument(), people, events, first="predict-off")
     assert rep.hedges.low > 0 and rep.hedges.n == 200
     assert rep.gain_by_condition["predict-on"].value > rep.gain_by_condition["predict-off"].value
 
@@ -124,7 +123,7 @@ def test_gain_formulas_against_hand_computed_values():
 
 def test_item_report_suppresses_cells_under_five_participants():
     people, events = cohort(4, 1.0, A, B, seed=1)
-    rep = R.build(instrument(), people, events)
+    rep = report.build(instrument(), people, events)
     assert rep.gain is None and rep.pre_mean is None and rep.n_matched == 4
     assert all(r["difficulty"] is None and r["n"] == "<5" for r in rep.items)
     assert all(d["count"] in ("<5", 0) or d["count"] >= 5 for d in rep.distractors)
@@ -143,7 +142,7 @@ def test_study_report_sets_feeling_of_learning_beside_gain():
                            "context": {"phase": "survey"}, "timestamp": 9})
         events.append({"actor": p["actor"], "verb": "rated", "object": f"survey/{FEEL[0][0]}",
                        "result": {"value": 1 + i % 7}, "context": {"phase": "survey"}, "timestamp": 9})
-    rep = R.build(instrument(), people, events)
+    rep = report.build(instrument(), people, events)
     assert rep.sus.value == 50 and rep.tlx_raw.value == 50 and len(rep.feel) == 30
     assert rep.feel_gain_rho is not None and -1 <= rep.feel_gain_rho <= 1
 
@@ -156,7 +155,7 @@ def test_study_report_time_and_engagement_per_lesson_step():
                                          ("viewed", "lesson/step/9"), ("viewed", "page/decoder")]):
             events.append({"actor": p["actor"], "verb": verb, "object": obj, "result": {},
                            "context": {"phase": "path", "step": 8 if k < 2 else 9}, "timestamp": base + k * 30_000})
-    rep = R.build(instrument(), people, events)
+    rep = report.build(instrument(), people, events)
     step8, step9 = rep.steps[7], rep.steps[8]
     assert step8["median_seconds"] == 60 and step8["level"] == "changing"
     assert step9["median_seconds"] == 30 and step9["level"] == "viewing" and step9["n"] == 6
@@ -164,13 +163,14 @@ def test_study_report_time_and_engagement_per_lesson_step():
 
 
 def test_study_report_notices_state_the_reports_numbers():
-    from viz import study as V
+    from viz import study
 
     people, events = cohort(60, 1.0, A, B, seed=8, conditions=("predict-off", "predict-on"))
-    rep = R.build(instrument(), people, events, first="predict-off")
-    line = V.gain_notice(rep)
+    rep = report.build(instrument(), people, events, first="predict-off")
+    line = study.gain_notice(rep)
     assert f"⟨g⟩ = {rep.gain.value:.2f} (95% interval {rep.gain.low:.2f} to {rep.gain.high:.2f})" in line
     assert f"from {rep.pre_mean:.0%} to {rep.post_mean:.0%}" in line and f"Hedges' g = {rep.hedges.value:.2f}" in line
     hard = min((r for r in rep.items if r["phase"] == "post"), key=lambda r: r["difficulty"])
-    assert f"item {hard['slot']} " in V.items_notice(rep) and f"{hard['difficulty']:.0%} right" in V.items_notice(rep)
-    assert "appears from 5" in V.gain_notice(R.build(instrument(), *cohort(3, 1.0, A, B, seed=1)))
+    items = study.items_notice(rep)
+    assert f"item {hard['slot']} " in items and f"{hard['difficulty']:.0%} right" in items
+    assert "appears from 5" in study.gain_notice(report.build(instrument(), *cohort(3, 1.0, A, B, seed=1)))

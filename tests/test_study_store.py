@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+import study.schema
 from study import export
-from study import schema as S
 from study.database import PostgresDatabase, SqliteDatabase
 from study.errors import (
     AlreadyRecorded,
@@ -126,7 +126,7 @@ def test_study_assigns_conditions_and_form_orders_balanced(make):
     cells = {}
     for p in people:
         cells[(p["condition"], p["first_form"])] = cells.get((p["condition"], p["first_form"]), 0) + 1
-    assert cells == {(c, f): 10 for c in S.CONDITIONS["predict"] for f in "AB"}
+    assert cells == {(c, f): 10 for c in study.schema.CONDITIONS["predict"] for f in "AB"}
 
 
 def test_item_answers_checked_against_the_frozen_key_and_recorded_once(make):

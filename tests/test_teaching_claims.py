@@ -14,7 +14,7 @@ import pytest
 import torch
 from apptest_util import ROOT, all_text, no_exception, run_page
 
-from explain import questions as Q
+from explain import questions
 from explain.paper import RECIPE
 from model import checkpoint, pipeline
 from model.trace import Interventions
@@ -53,7 +53,7 @@ def test_d4_the_no_mask_label_and_the_head_off_detail_say_what_they_measure():
     assert "correctly" not in classroom.KINDS["no_mask"]
     b = checkpoint.load(checkpoint.SHIPPED)
     p = pipeline.prepare(b, "the cat is big")
-    q = Q.head_zero(b, p, Interventions(), 0, 1)
+    q = questions.head_zero(b, p, Interventions(), 0, 1)
     tgt = torch.tensor([[1]])
     on = traced(b.model, p.src(), tgt)
     off = traced(b.model, p.src(), tgt, Interventions(heads_off=frozenset({("enc.0.self_attn", 1)})))

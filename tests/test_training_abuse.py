@@ -423,7 +423,7 @@ def test_a_20m_character_sentence_is_cached_by_the_text_used():
     def script():
         import streamlit as st
 
-        from ui import models
+        from ui import models, session_cache
         from ui.state import init_state
 
         init_state()
@@ -431,7 +431,7 @@ def test_a_20m_character_sentence_is_cached_by_the_text_used():
         st.session_state["used"] = len(a.prepared.text)
         st.session_state["cut"] = a.prepared.truncated
         st.session_state["keys"] = [max((len(x) for x in key if isinstance(x, str)), default=0)
-                                    for key in st.session_state[models.MEMO_KEY]]
+                                    for key in st.session_state[session_cache.MEMO_KEY]]
 
     at = AppTest.from_function(script, default_timeout=120)
     at.run()

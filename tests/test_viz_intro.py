@@ -12,6 +12,7 @@ from model.checkpoint import Bundle, count_parameters
 from model.data import Pair
 from model.transformer import Config, Transformer, sinusoidal_encoding
 from model.vocab import Vocab
+from ui.page_list import by_file
 from viz import embeddings as ve
 from viz import positional as vp
 from viz.complexity import (
@@ -37,8 +38,8 @@ from viz.embeddings import (
     vocab_window,
 )
 from viz.overview import (
+    BLOCKS,
     RESIDUAL_EDGES_DEC,
-    STOPS,
     architecture_dot,
     data_summary,
     heads_latex,
@@ -313,9 +314,11 @@ def test_architecture_dot():
     assert dot.startswith("digraph") and dot.count("{") == dot.count("}")
     assert "Encoder layer  x 3" in dot and "Decoder layer  x 1" in dot
     assert "2 heads x d_k 32" in dot and "64 -> 96 -> 64" in dot
-    for s in STOPS:
-        assert f"({s.number})" in dot
-    assert all(s.page.startswith("pages/") for s in STOPS)
+    for b in BLOCKS:
+        assert f"({b.number})" in dot
+    assert [b.number for b in BLOCKS] == list(range(1, 9))
+    assert [by_file(b.page).name for b in BLOCKS] == ["tokens", "positional", "self_attention", "multi_head",
+                                                       "encoder", "decoder", "cross_attention", "output"]
 
 
 def test_sizes_table_and_parameters():

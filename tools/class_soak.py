@@ -42,7 +42,7 @@ STATUS_JS = """() => {
 
 
 @dataclass(frozen=True)
-class Stop:
+class ExpectedStop:
     """Where the class should be after a move: the plan's stop (1-based) of `of`, and the lesson step it shows."""
     number: int
     of: int
@@ -175,7 +175,7 @@ class Classroom:
         raise AssertionError(f"{tab.name}: not {what} within {seconds} s ({tab.page.url})")
 
     # -- moves ---------------------------------------------------------------------------------------------------
-    def move(self, label: str, button: str, stop: Stop, timeout: float = 30) -> None:
+    def move(self, label: str, button: str, stop: ExpectedStop, timeout: float = 30) -> None:
         """The teacher presses the plan's `button` ("Next stop" / "Back a stop" in the sidebar; its name may end
         with its key); every student must reach `stop`."""
         t0 = time.perf_counter()
@@ -183,7 +183,7 @@ class Classroom:
         self.teacher_click(lambda: self.sidebar(self.teacher.page).get_by_role("button", name=name).click())
         self.check_students(label, stop, t0, timeout)
 
-    def check_students(self, label: str, stop: Stop, t0: float, timeout: float) -> None:
+    def check_students(self, label: str, stop: ExpectedStop, t0: float, timeout: float) -> None:
         self.result.moves += 1
         waiting = {tab.name: tab for tab in self.students}
         while waiting and time.perf_counter() - t0 < timeout:
@@ -215,7 +215,7 @@ class Classroom:
         self.wait_for(tab, lambda s: dropped(s) is None and f"Following class {self.code}" in s["side"], 30,
                       "back following")
 
-    def plan(self, stops: list[Stop], back: bool = True) -> None:
+    def plan(self, stops: list[ExpectedStop], back: bool = True) -> None:
         """Next through every stop after the first, then Back to the first (the whole plan forward and back)."""
         for i in range(1, len(stops)):
             self.move(f"next-{i + 1}", "Next stop", stops[i])
@@ -224,7 +224,7 @@ class Classroom:
                 self.move(f"back-{i + 1}", "Back a stop", stops[i])
 
     # -- peer instruction ------------------------------------------------------------------------------------------
-    def peer_cycle(self, stop: Stop, timeout: float = 30) -> None:
+    def peer_cycle(self, stop: ExpectedStop, timeout: float = 30) -> None:
         """From the Classroom page: ask, every student votes, lock, discuss, second vote, lock, reveal. Every student
         must see each step and still follow the teacher, on the stop, at the end."""
         t = self.teacher.page

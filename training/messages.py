@@ -21,7 +21,7 @@ Training process -> app (and the stream):
     Usage     the process's peak resident memory and its cap
     Failing   the end, announced before a last act that may crash the process (the local pipe only)
     End       the last message: state, reason, error
-App -> training process: Spec (what to train; re-validated with the app's bounds on arrival), Stop.
+App -> training process: Spec (what to train; re-validated with the app's bounds on arrival), StopAfterStep.
 Redis keys: StopRequest (the stop key: stop or kill, and why), JobRecord (what another app process
 needs to show a run).
 """
@@ -82,7 +82,7 @@ class Spec:
 
 
 @dataclass(frozen=True)
-class Stop:
+class StopAfterStep:
     """App -> training process: end after the current step and hand over the model so far."""
 
 
@@ -166,8 +166,8 @@ class JobRecord:
     client: str | None
 
 
-Message = (Spec | Stop | Started | Info | Steps | Eval | Snapshots | Result | Usage | Failing | End | StopRequest
-           | JobRecord)
+Message = (Spec | StopAfterStep | Started | Info | Steps | Eval | Snapshots | Result | Usage | Failing | End
+           | StopRequest | JobRecord)
 
 
 # --- checks ----------------------------------------------------------------------------------------
@@ -448,7 +448,7 @@ def _end(cls: type[_Ending]) -> Callable[[dict[str, Any], list[bytes]], _Ending]
     return dec
 
 
-_Plain = TypeVar("_Plain", Stop, Started, Info, Usage, StopRequest)
+_Plain = TypeVar("_Plain", StopAfterStep, Started, Info, Usage, StopRequest)
 
 
 def _plain(cls: type[_Plain], checks: dict[str, Callable[[Any], Any]]
@@ -483,7 +483,7 @@ def _opt_int(what: str) -> Callable[[Any], int | None]:
 
 _DECODERS: dict[str, Callable[[dict[str, Any], list[bytes]], Message]] = {
     "spec": _spec,
-    "stop": _plain(Stop, {}),
+    "stop": _plain(StopAfterStep, {}),
     "started": _plain(Started, {"wall": lambda v: _float(v, "wall"), "worker": lambda v: _str(v, "worker")}),
     "info": _plain(Info, {"parameters": lambda v: _int(v, "parameters"), "pid": _opt_int("pid"),
                           "torch_threads": _opt_int("torch threads"), "nice": _opt_int("nice"),
@@ -498,7 +498,7 @@ _DECODERS: dict[str, Callable[[dict[str, Any], list[bytes]], Message]] = {
     "stop_request": _plain(StopRequest, {"kind": _stop_kind, "reason": lambda v: _str(v, "reason")}),
     "job": _job,
 }
-_KIND_OF = {Stop: "stop", Started: "started", Info: "info", Usage: "usage", Failing: "failing", End: "end",
+_KIND_OF = {StopAfterStep: "stop", Started: "started", Info: "info", Usage: "usage", Failing: "failing", End: "end",
             StopRequest: "stop_request"}
 
 
@@ -546,7 +546,7 @@ def from_fields(fields: dict[bytes, bytes], kinds: Sequence[str] | None = None) 
     return decode(fields[b"m"], blobs, kinds)
 
 
-def to_bytes(msg: Message) -> bytes:
+def to_value(msg: Message) -> bytes:
     """A record without blobs (a stop request, a job record) as one Redis value."""
     header, blobs = encode(msg)
     if blobs:
@@ -554,5 +554,5 @@ def to_bytes(msg: Message) -> bytes:
     return header
 
 
-def from_bytes(raw: bytes, kinds: Sequence[str]) -> Message:
+def from_value(raw: bytes, kinds: Sequence[str]) -> Message:
     return decode(raw, (), kinds)

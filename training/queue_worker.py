@@ -169,7 +169,7 @@ def train(spec_json: str) -> str:
         if raw is None:
             return None
         try:
-            return cast(m.StopRequest, m.from_bytes(raw, ("stop_request",)))  # kinds: a StopRequest (or BadMessage)
+            return cast(m.StopRequest, m.from_value(raw, ("stop_request",)))  # kinds: a StopRequest (or BadMessage)
         except m.BadMessage as e:  # unreadable: a stop all the same (someone wrote the key)
             _log.warning("training job %s: its stop key could not be read (%s)", job_id, e)
             return m.StopRequest("stop", "stopped")

@@ -303,7 +303,7 @@ class RedisQueue:
             raise _refusal(verdict)
         try:  # accepted: what other processes need to show it, its browser alive, then the queue
             with self.redis.pipeline() as p:
-                p.set(key("job", job.id, "meta"), m.to_bytes(job.record(client)), ex=ACTIVE_TTL)
+                p.set(key("job", job.id, "meta"), m.to_value(job.record(client)), ex=ACTIVE_TTL)
                 p.set(key("job", job.id, "alive"), b"1", ex=max(1, int(self.grace)))
                 p.execute()
             header, _ = m.encode(job.spec())
@@ -349,7 +349,7 @@ class RedisQueue:
         """Stop a job wherever it trains: a queued one leaves the queue at once, a running one stops after
         its current step and hands over the model so far (with `kill`: ends at once)."""
         job.request_stop(reason, kill)
-        self.redis.set(key("job", job.id, "stop"), m.to_bytes(m.StopRequest("kill" if kill else "stop", reason)),
+        self.redis.set(key("job", job.id, "stop"), m.to_value(m.StopRequest("kill" if kill else "stop", reason)),
                        ex=ACTIVE_TTL)
         if self.redis.lrem(self.queue.key, 0, job.id):  # still queued: nobody else will end it
             self.redis.expire(self.queue.job_class.key_for(job.id), KEEP_SECONDS)  # RQ's record of it
@@ -415,7 +415,7 @@ class RedisQueue:
         if raw is None:
             return None
         try:
-            rec = cast(m.JobRecord, m.from_bytes(raw, ("job",)))  # kinds: a JobRecord (or BadMessage)
+            rec = cast(m.JobRecord, m.from_value(raw, ("job",)))  # kinds: a JobRecord (or BadMessage)
         except m.BadMessage as e:
             _log.warning("training job %s: its record could not be read (%s)", job_id, e)
             rec = None
@@ -450,7 +450,7 @@ class RedisQueue:
             try:
                 wanted = "kill" if kill() else "stop" if stop.is_set() else None
                 if wanted is not None and wanted != told:
-                    self.redis.set(key("job", job_id, "stop"), m.to_bytes(m.StopRequest(wanted, "stopped")),
+                    self.redis.set(key("job", job_id, "stop"), m.to_value(m.StopRequest(wanted, "stopped")),
                                    nx=told is None, ex=ACTIVE_TTL)
                     told = wanted
                 batches = cast(list[list[Any]],  # RESP2 (our clients): [[stream, [(id, fields), ...]], ...]
@@ -504,7 +504,7 @@ def finish(conn: Redis, job_id: str, end: m.End, attempt: str = "", size: int = 
     client = None
     if raw is not None:
         try:
-            client = cast(m.JobRecord, m.from_bytes(raw, ("job",))).client  # kinds: a JobRecord (or BadMessage)
+            client = cast(m.JobRecord, m.from_value(raw, ("job",))).client  # kinds: a JobRecord (or BadMessage)
         except m.BadMessage as e:
             _log.warning("training job %s: its record could not be read (%s)", job_id, e)
     with conn.pipeline() as p:

@@ -6,7 +6,7 @@ lock and every student's page would wait for it. A separate interpreter (about 1
 nothing with the server but a connection (a socket pair) on file descriptor FD, which carries the
 records of `training.messages` as JSON plus raw bytes (never a pickle):
 
-- server -> training process: the run's `Spec`, then optionally `Stop`;
+- server -> training process: the run's `Spec`, then optionally `StopAfterStep`;
 - training process -> server: `Info`, `Steps`, `Eval`, `Snapshots`, `Result` (the model's two files),
   `Usage` and last `End`; `Failing` announces the end before a last act that may crash the process
   (handing over the model after running out of memory).
@@ -94,7 +94,7 @@ def run(spec: m.Spec, stop: threading.Event, kill: Callable[[], bool],
         failing_since = 0.0
         while True:
             if stop.is_set() and stop_sent is None:
-                m.send(conn, m.Stop())  # it ends after its current step and sends the model so far
+                m.send(conn, m.StopAfterStep())  # it ends after its current step and sends the model so far
                 stop_sent = time.monotonic()
             if kill() or (stop_sent is not None and time.monotonic() - stop_sent > STOP_GRACE):
                 proc.kill()  # nobody waits for this model (session ended), or the process is stuck
@@ -327,7 +327,7 @@ def main() -> None:
 
     def listen() -> None:
         try:
-            m.recv(conn, kinds=("stop",))  # Stop, or EOF when the server is gone
+            m.recv(conn, kinds=("stop",))  # StopAfterStep, or EOF when the server is gone
         except (EOFError, OSError, m.BadMessage):
             pass
         stop.set()

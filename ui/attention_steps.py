@@ -13,7 +13,8 @@ from explain.experiments import dot_product_samples, one_head_left, saturation, 
 from explain.textbook import from_book
 from model import pipeline
 from ui.classroom.plans import mystery_in, mystery_wait
-from ui.models import analysis, coref_decision, current_model, saturation_rows, session_cache, used_text, variance_rows
+from ui.models import analysis, coref_decision, current_model, saturation_rows, used_text, variance_rows
+from ui.session_cache import session_cache
 from ui.state import interventions
 from ui.tracing import show_story
 from ui.widgets import chart, figure, fold, md, metrics_row, notice, once, page_link, section, small_table

@@ -4,52 +4,35 @@ The shipped checkpoints are loaded with `st.cache_resource`: one copy per server
 read-only by every session (the model is in eval mode with gradients off, and a forward pass never
 stores anything on it). A session's own model lives in its `st.session_state` only.
 
-Heavy work is cached by `session_cache` (every cached result of the pages lives in ui/), keyed on (model
-key, sentence, interventions, ...): the model key names the weights (the shipped file's hash, or a
+Heavy work is cached by `session_cache` (ui/session_cache.py; every cached result of the pages lives in ui/), keyed
+on (model key, sentence, interventions, ...): the model key names the weights (the shipped file's hash, or a
 per-session random id), so two sessions only ever share a cache entry when they use the very same
-shipped weights. The server-wide entry (`st.cache_resource`) is never handed out: a session gets
-its own deep copy, made once and kept in a small per-session memo in `st.session_state`, so a rerun
-or a page switch with the same sentence costs nothing and no session can touch another's tensors.
-(`st.cache_data` gives the same isolation, but pickles on every write and unpickles on every read:
-a fifth to a third of a page's rerun, measured; a deep copy of an analysis takes 2 ms, a pickle
-round trip 9 ms.) The copy is `fresh_copy`: `copy.deepcopy` with its memo filled first, every tensor
-cloned (one C call each) and every immutable value (the greedy decoding's frozen steps) kept as it is;
-an analysis of a 12-token sentence (116 tensors) in 0.47 ms instead of 1.70 ms. A class of thirty makes
-thirty copies of each new sentence's analysis at once, so a trace's tensors are cloned as the session
-reads them (`ClonedOnRead`): the overview reads 5 of them, and a follower's copy there took 0.8 ms of
-its 7.5 ms run before.
+shipped weights.
 """
 
 from __future__ import annotations
 
-import collections
-import copy
-import dataclasses
 import functools
-import inspect
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import pandas as pd
 import streamlit as st
-import torch
 
 from explain import experiments, mask_experiments
 from explain.span import SpanCheck, span_check
 from model import checkpoint, data, pipeline
 from model.checkpoint import Bundle
 from model.data import DATASET_PATH, data_hash, load_dataset
-from model.trace import Interventions, Trace
+from model.trace import Interventions
+from ui.session_cache import session_cache
 from ui.state import DEFAULT_SENTENCE, init_state, interventions
 from viz import layers
 from viz.overview import data_summary
 
-SHIPPED = {"base": checkpoint.SHIPPED, "no_mask": checkpoint.SHIPPED_NO_MASK}
-
 
 @st.cache_resource(show_spinner="Loading the model…")
 def _load_shipped(name: str) -> Bundle:
-    return checkpoint.load(SHIPPED[name])
+    return checkpoint.load(checkpoint.SHIPPED_MODELS[name])
 
 
 _loaded: dict[str, Bundle] = {}  # (a cached function's call hashes its argument: every run asks two or three times)
@@ -67,7 +50,7 @@ def load_shipped(name: str) -> Bundle:
 def available_shipped() -> tuple[str, ...]:
     """The shipped checkpoints present on disk ("base" first), looked for once per process (every run of every
     session asks, and each look is a file system call that lets go of the interpreter's lock)."""
-    return tuple(name for name, stem in SHIPPED.items() if stem.with_suffix(".safetensors").is_file())
+    return tuple(name for name, stem in checkpoint.SHIPPED_MODELS.items() if stem.with_suffix(".safetensors").is_file())
 
 
 @dataclass(frozen=True)
@@ -90,115 +73,6 @@ def current_model() -> Current:
 
 def shipped_key(name: str, bundle: Bundle) -> str:
     return f"{name}:{bundle.meta.get('weights_sha256', '')[:16]}"
-
-
-_ATOMS = (int, float, complex, str, bytes, bool, type(None))
-
-
-def _plan_copy(value, memo: dict) -> bool:
-    """Fill `copy.deepcopy`'s memo ahead of it: every tensor's clone (one C call each, where deepcopy takes
-    ten times as long), and every immutable value mapped to itself (a frozen dataclass or tuple of numbers,
-    strings and other immutables: nothing to copy). Looks through dataclasses, dicts, lists, tuples and sets;
-    True when `value` is immutable."""
-    if isinstance(value, _ATOMS):
-        return True
-    if id(value) in memo:
-        return memo[id(value)] is value
-    if isinstance(value, torch.Tensor):
-        memo[id(value)] = value.detach().clone().requires_grad_(value.requires_grad)
-        return False
-    if isinstance(value, Trace):  # a page reads a handful of its ~100 tensors: each cloned when first read
-        memo[id(value)] = Trace(value.interventions, value.record, ClonedOnRead(value.tensors))
-        return False
-    if isinstance(value, dict):
-        for v in value.values():
-            _plan_copy(v, memo)
-        return False
-    if isinstance(value, (tuple, frozenset, list, set)):
-        fixed = all([_plan_copy(v, memo) for v in value])  # (a list: every item planned, no short cut)
-        fixed = fixed and isinstance(value, (tuple, frozenset))
-    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
-        fixed = all([_plan_copy(getattr(value, f.name, None), memo) for f in dataclasses.fields(value)])
-        fixed = fixed and type(value).__dataclass_params__.frozen
-    else:
-        return False  # any other object: deepcopy copies it (and the tensors in it) its own way
-    if fixed:
-        memo[id(value)] = value
-    return fixed
-
-
-class ClonedOnRead(Mapping):
-    """A session's copy of a cached trace's tensors: a tensor is cloned the first time the session reads it,
-    and that clone is what the session reads from then on. Nothing the session holds is shared, and a follower
-    whose page reads five tensors of a sentence's hundred clones five. The cached trace never changes."""
-
-    __slots__ = ("_cached", "_own")
-
-    def __init__(self, cached: dict[str, torch.Tensor]):
-        self._cached, self._own = cached, {}
-
-    def __getitem__(self, name: str) -> torch.Tensor:
-        t = self._own.get(name)
-        if t is None:
-            t = self._own[name] = self._cached[name].detach().clone()
-        return t
-
-    def __contains__(self, name) -> bool:
-        return name in self._cached
-
-    def __iter__(self):
-        return iter(self._cached)
-
-    def __len__(self) -> int:
-        return len(self._cached)
-
-
-def fresh_copy(value):
-    """A deep copy of a cached result that shares nothing mutable with it (see the module's docstring)."""
-    memo: dict = {}
-    _plan_copy(value, memo)
-    return copy.deepcopy(value, memo)
-
-
-MEMO_KEY = "_results_memo"  # st.session_state key: this session's last results
-MEMO_SIZE = 12  # results kept per session (an analysis with its recorded tensors is about 0.5 MB)
-
-
-def _session_memo(key: tuple, compute: Callable):
-    """This session's copy of a result: `compute()` only on a miss."""
-    memo = st.session_state.get(MEMO_KEY)
-    if memo is None:
-        memo = st.session_state[MEMO_KEY] = collections.OrderedDict()
-    if key in memo:
-        memo.move_to_end(key)
-        return memo[key]
-    value = memo[key] = compute()
-    while len(memo) > MEMO_SIZE:
-        memo.popitem(last=False)
-    return value
-
-
-def session_cache(max_entries: int = 256) -> Callable:
-    """Cache `fn` server-wide (`st.cache_resource`) and hand each session its own deep copy, memoised.
-
-    Call the result with positional arguments. As in Streamlit's caches, parameters whose names
-    start with "_" are not part of the key (pass a key naming them, such as the model key).
-    """
-
-    def decorate(fn: Callable) -> Callable:
-        cached = st.cache_resource(max_entries=max_entries, show_spinner=False)(fn)
-        names = list(inspect.signature(fn).parameters)
-
-        @functools.wraps(fn)
-        def call(*args):
-            key = (fn.__module__, fn.__qualname__,
-                   *(a for n, a in zip(names, args, strict=True) if not n.startswith("_")))
-            return _session_memo(key, lambda: fresh_copy(cached(*args)))
-
-        call.server_wide = cached  # (fills the server-wide cache without a session: `warm_up`)
-        return call
-
-    return decorate
 
 
 @session_cache(max_entries=512)
@@ -389,7 +263,7 @@ def coref_defaults(a: pipeline.Analysis, keys: tuple[str, str, str], n_layers: i
     """On the coreference sentence, point the (layer, head, word) pickers stored under `keys` at the head where
     "it" gives the deciding noun the largest weight (chosen by the data), once per sentence: a first visit or
     a new sentence moves them there, the reader's own choices stay until the sentence changes. Returns the
-    `viz.coref.Focus`, or None for any other sentence."""
+    `viz.coref.CorefFocus`, or None for any other sentence."""
     from viz import coref as vc
 
     c = vc.coref_parts(a.prepared.tokens)

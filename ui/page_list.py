@@ -95,6 +95,11 @@ def by_name(name: str) -> PageSpec:
     raise KeyError(name)
 
 
+def by_file(file: str) -> PageSpec:
+    """The page of `file` ("pages/self_attention.py")."""
+    return by_name(Path(file).stem)
+
+
 DEFAULT = by_name("overview")  # what "/" forwards to (by name: the guided lesson is listed first)
 
 

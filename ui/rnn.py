@@ -17,7 +17,8 @@ import streamlit as st
 
 from model import checkpoint, pipeline
 from model.checkpoint import Bundle
-from ui.models import analysis, session_cache, used_text
+from ui.models import analysis, used_text
+from ui.session_cache import session_cache
 from ui.state import init_state
 
 RNN_STEM = checkpoint.ASSETS / "checkpoints" / "rnn"
@@ -48,7 +49,7 @@ def _rnn_analysis(model_key: str, text: str, _bundle: Bundle) -> pipeline.Analys
 
 
 @dataclass(frozen=True)
-class View:
+class RnnView:
     rnn: pipeline.Analysis  # trace: rnn.* (see model/rnn.py)
     transformer: pipeline.Analysis  # trace: enc.*, dec.* of the sidebar's Transformer
     bundle: Bundle  # the recurrent model
@@ -62,13 +63,13 @@ class View:
         return self.bundle.config.attention
 
 
-def view(kind: str = "additive") -> View:
+def view(kind: str = "additive") -> RnnView:
     """The sidebar's sentence through the recurrent model with `kind` attention and through the current
     Transformer."""
     init_state()
     bundle = rnn_bundle(kind if kind in RNN_MODELS else "additive")
     text = st.session_state["sentence"]
-    return View(_rnn_analysis(rnn_key(bundle), used_text(text), bundle), analysis(), bundle)
+    return RnnView(_rnn_analysis(rnn_key(bundle), used_text(text), bundle), analysis(), bundle)
 
 
 @st.cache_resource

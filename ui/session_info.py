@@ -4,7 +4,7 @@
 proxy's header) and hands it to `serving.identity`, which decides who the browser and the client are;
 `streamlit_session_alive` tells a service whether a session is still connected (the training service is
 handed it, so that no service imports Streamlit); `fair_share` runs a script run in its turn and charges its
-CPU time to its client (serving/inbound.py).
+CPU time to its client (serving/fair_share.py).
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from __future__ import annotations
 import contextlib
 import time
 
+from serving.fair_share import LEDGER, RUNS, InboundLimit, charge
 from serving.identity import XSRF_COOKIE, Identity, browser_id, client_address, trusted_proxies
-from serving.inbound import LEDGER, RUNS, InboundLimit, charge
 
 
 def current_identity() -> Identity:
@@ -58,8 +58,8 @@ def current_session_id() -> str | None:
 
 @contextlib.contextmanager
 def fair_share(lead: bool = False):
-    """Run this script run in its turn (`serving.inbound.RUNS`; `lead`: a teacher's, which never waits) and charge
-    its CPU time to its client (`serving.inbound`: a client over its share of the server waits before its next
+    """Run this script run in its turn (`serving.fair_share.RUNS`; `lead`: a teacher's, which never waits) and charge
+    its CPU time to its client (`serving.fair_share`: a client over its share of the server waits before its next
     message is taken in). A teacher's run also marks its browser as leading: its messages are never held."""
     outer = not RUNS.nested()  # (a fragment called by a full run: that run's time counts it already)
     who = None
@@ -74,7 +74,7 @@ def fair_share(lead: bool = False):
             if who is not None:
                 with contextlib.suppress(Exception):
                     charge(who.client, time.thread_time() - started)
-                    if lead and who.browser is not None:  # a teacher's messages never wait (serving/inbound.py)
+                    if lead and who.browser is not None:  # a teacher's messages never wait (serving/fair_share.py)
                         LEDGER.lead(who.browser)
 
 
@@ -87,7 +87,7 @@ def limit_connections() -> None:
 
 
 def middleware() -> list:
-    """The web server's middleware (app.py's `st.App`): `serving.inbound.InboundLimit`, which holds back the
+    """The web server's middleware (app.py's `st.App`): `serving.fair_share.InboundLimit`, which holds back the
     websocket messages of a client over its share of the server."""
     from starlette.middleware import Middleware
 

@@ -1,7 +1,7 @@
 """Causal tracing in the app: the cached computations (explain/tracing.py, explain/pronoun.py) and their drawing.
 
 Each tracing is computed once per (model, pair, followed position, switches) in this process and every session
-gets its own copy (`ui.models.session_cache`); the figures and notices are drawn once per content
+gets its own copy (`ui.session_cache`); the figures and notices are drawn once per content
 (`ui.widgets.once`). A lesson plan's mystery head (`ui.classroom.plans.hidden_head`) is never drawn: its row of
 the heads' grid is blank, its own tracing is a mystery box, and no notice names its number.
 """
@@ -14,7 +14,8 @@ from explain import pronoun, tracing
 from model.checkpoint import Bundle
 from model.trace import Interventions
 from ui.classroom.plans import hidden_head, mystery_box
-from ui.models import current_model, session_cache, used_text
+from ui.models import current_model, used_text
+from ui.session_cache import session_cache
 from ui.state import interventions
 from ui.widgets import chart, fold, notice, once, pick, small_table
 from viz import pronoun as vp

@@ -22,14 +22,14 @@ from viz.heads import find_word, top_words, word_across_layers
 
 
 @dataclass(frozen=True)
-class Focus:
+class CorefFocus:
     layer: int
     head: int
     weight: float  # the weight "it" gives the deciding noun in that head
     other: float  # the weight it gives the other noun there
 
 
-def coref_focus(trace: Trace, n_layers: int, c: Coref, stack: str = "enc") -> Focus:
+def coref_focus(trace: Trace, n_layers: int, c: Coref, stack: str = "enc") -> CorefFocus:
     """The (layer, head) that best links "it" to the deciding noun, chosen by the data: the largest weight on
     that noun among the heads that give it more than the other noun (among all heads when none does)."""
     rows = word_across_layers(trace, stack, "self_attn", n_layers, c.it)  # [L·H, Tk]
@@ -39,10 +39,10 @@ def coref_focus(trace: Trace, n_layers: int, c: Coref, stack: str = "enc") -> Fo
         score[~prefer] = -1.0
     best = int(score.argmax())
     n_heads = rows.shape[0] // n_layers
-    return Focus(best // n_heads, best % n_heads, float(rows[best, c.referent]), float(rows[best, c.other]))
+    return CorefFocus(best // n_heads, best % n_heads, float(rows[best, c.referent]), float(rows[best, c.other]))
 
 
-def coref_notice(rows: np.ndarray, row_labels: list[str], key_labels: list[str], c: Coref, f: Focus) -> str:
+def coref_notice(rows: np.ndarray, row_labels: list[str], key_labels: list[str], c: Coref, f: CorefFocus) -> str:
     """Every head's weights of "it" [L·H, Tk]: does any head link it to the deciding noun, and where its
     strongest weight goes.
 

@@ -16,15 +16,14 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from explain import lesson as L
+from explain import lesson, paper
 from explain import lesson_training as LT
-from explain import paper
 from explain.experiments import head_projection
 from explain.textbook import D_K, WORDS, thinking_machines
 from model.pipeline import Analysis
 from model.vocab import UNK_ID
 from viz import attention as va
-from viz import lesson_decoder as D
+from viz import lesson_decoder
 from viz.heatmap import SCALES, as_array, count, heatmap, table
 from viz.layers import attention_input
 from viz.lesson_base import (  # noqa: F401 - CONFIG, context, View: the page's imports
@@ -101,7 +100,7 @@ def _sentence(c: Context) -> View:
 
 # --- 2. tokens and ids --------------------------------------------------------------------------------
 
-def notice_tokens(t: L.Tokens, vocab_size: int) -> str:
+def notice_tokens(t: lesson.Tokens, vocab_size: int) -> str:
     pairs = ", ".join(f"“{w}” → {i}" for w, i in list(zip(t.tokens, t.ids, strict=True))[:4])
     more = f" (and {len(t.ids) - 4} more)" if len(t.ids) > 4 else ""
     text = f"{pairs}{more}: {len(t.ids)} ids from a vocabulary of {vocab_size} English tokens."
@@ -114,7 +113,7 @@ def notice_tokens(t: L.Tokens, vocab_size: int) -> str:
 
 
 def _tokens(c: Context) -> View:
-    t = L.tokens(c.a)
+    t = lesson.tokens(c.a)
     fig = plain_table({"position": list(range(len(t.ids))), "token": list(t.tokens), "id": list(t.ids),
                        "in vocabulary": ["no → <unk>" if w in t.unknown else "yes" for w in t.tokens]})
     tab = pd.DataFrame({"token": t.tokens, "id": t.ids})
@@ -123,12 +122,12 @@ def _tokens(c: Context) -> View:
 
 # --- 3. embedding -----------------------------------------------------------------------------------
 
-def notice_embedding(e: L.Embedding, position: int = 0) -> str:
+def notice_embedding(e: lesson.Embedding, position: int = 0) -> str:
     """`position`: where the followed word stands; a word other than the first is announced (the coreference
     sentence follows "it", the pronoun of its step)."""
     pe = e.factor / 2 ** 0.5  # every PE row has length √(d_model / 2)
     watch = (f"From here on the lesson watches {q(e.word)} (position {position}): which noun a pronoun stands for "
-             f"is the question of step {L.step_index('coref')}. " if position else "")
+             f"is the question of step {lesson.step_index('coref')}. " if position else "")
     return watch + (f"The row of {q(e.word)} (id {e.token_id}) has length {e.raw_norm:.3f}; "
             f"× √d_model = {e.factor:.3f} makes it {e.scaled_norm:.3f}, comparable to the positional encoding "
             f"added next (every PE row has length √(d_model/2) = {pe:.3f}).")
@@ -136,7 +135,7 @@ def notice_embedding(e: L.Embedding, position: int = 0) -> str:
 
 def _embedding(c: Context) -> View:
     a = c.a
-    e = L.embedding(a, c.f.word)
+    e = lesson.embedding(a, c.f.word)
     x = a.trace["src.embed"][0]
     fig = heatmap(x, dims(x.shape[1]), a.src_labels, "activations", x_title="dimension", y_title="token",
                   title="the rows after × √d_model (src.embed)", height=max(240, min(540, 90 + 30 * x.shape[0])))
@@ -147,7 +146,7 @@ def _embedding(c: Context) -> View:
 
 # --- 4. positional encoding -------------------------------------------------------------------------
 
-def notice_positional(p: L.Positional, label: str, followed: str | None = None) -> str:
+def notice_positional(p: lesson.Positional, label: str, followed: str | None = None) -> str:
     """`followed`: the word the lesson follows. Rule: "the lesson follows … instead" only when this step shows
     another position than the followed word's (position 0 shows nothing)."""
     moved = (f"The lesson follows {q(followed)}, at position 0, where sin 0 = 0 and cos 0 = 1 show nothing; this "
@@ -163,8 +162,8 @@ def notice_positional(p: L.Positional, label: str, followed: str | None = None) 
 
 def _positional(c: Context) -> View:
     a = c.a
-    pos = L.pe_position(c.f, len(a.src_labels))
-    p = L.positional(a, pos)
+    pos = lesson.pe_position(c.f, len(a.src_labels))
+    p = lesson.positional(a, pos)
     labels = a.src_labels
     if not p.on:
         x = a.trace["src.input"][0]
@@ -180,7 +179,7 @@ def _positional(c: Context) -> View:
 
 # --- 5. q, k, v -------------------------------------------------------------------------------------
 
-def notice_qkv(p: L.Projections, head: int, proj: va.Projection | None = None) -> str:
+def notice_qkv(p: lesson.Projections, head: int, proj: va.Projection | None = None) -> str:
     """Shapes, per head (N12: this head's W^Q is [d_model, d_k]), and, with the model's weights, the product
     x·W^Q + b^Q checked against the model's own q. No judging words."""
     shapes = (f"X is [{p.n_tokens}, {p.d_model}]. Each of the {p.n_heads} heads has its own W^Q, W^K, W^V of "
@@ -208,7 +207,7 @@ def _qkv(c: Context) -> View:
     a, f = c.a, c.f
     m = f"enc.{f.layer}.self_attn"
     labels = a.src_labels
-    p = L.projections(a, f)
+    p = lesson.projections(a, f)
     proj = projection(c)
     if proj is None:
         mats = [as_array(a.trace[f"{m}.{n}"][0, f.head]) for n in "qkv"]
@@ -270,14 +269,14 @@ def textbook_line(kind: str) -> str:
     return head + f"z1 = {weights[0]:.2f} · v1 + {weights[1]:.2f} · v2."
 
 
-def notice_scores(r: L.Row) -> str:
+def notice_scores(r: lesson.Row) -> str:
     top = r.top_score
     low = min(range(len(r.scores)), key=r.scores.__getitem__)
     return (f"In head {r.head}, q of {q(r.query_label)} scores highest against the key of {q(r.key_labels[top])} "
             f"({r.scores[top]:.2f}) and lowest against {q(r.key_labels[low])} ({r.scores[low]:.2f}).")
 
 
-def notice_scale(r: L.Row) -> str:
+def notice_scale(r: lesson.Row) -> str:
     top = r.top_score
     if not r.scale_on:
         return (f"Scaling is switched off: the scores stay as they are ({q(r.key_labels[top])}: {r.scaled[top]:.2f}), "
@@ -288,7 +287,7 @@ def notice_scale(r: L.Row) -> str:
             f"{spread:.2f} to {spread_s:.2f}.")
 
 
-def notice_softmax(r: L.Row) -> str:
+def notice_softmax(r: lesson.Row) -> str:
     """The largest weight and the sum; explains parking when the largest weight is on <eos>."""
     top = r.top
     out = (f"{q(r.query_label)} gives {r.weights[top]:.3f} of its attention to {q(r.key_labels[top])}; "
@@ -296,21 +295,21 @@ def notice_softmax(r: L.Row) -> str:
     return out + (" " + PARKING_WHY if parks([r.key_labels[top]]) else "")
 
 
-def _top3(r: L.Row) -> list[int]:
+def _top3(r: lesson.Row) -> list[int]:
     return sorted(range(len(r.weights)), key=r.weights.__getitem__, reverse=True)[:3]
 
 
-def parking_explained(r: L.Row) -> int | None:
+def parking_explained(r: lesson.Row) -> int | None:
     """The step whose notice first says why a head parks on <eos> for the followed word (softmax: its largest
     weight is there; z: <eos> is among its 3 largest weights with at least PARK_NOTE), or None."""
     if parks([r.key_labels[r.top]]):
-        return L.step_index("softmax")
+        return lesson.step_index("softmax")
     if any(parks([r.key_labels[j]]) and r.weights[j] >= PARK_NOTE for j in _top3(r)):
-        return L.step_index("z")
+        return lesson.step_index("z")
     return None
 
 
-def notice_z(r: L.Row, off: bool = False) -> str:
+def notice_z(r: lesson.Row, off: bool = False) -> str:
     """The 3 largest terms of z and the measured difference to the model's z. Rule: the parking sentence only
     when <eos> is among those terms with a weight of at least PARK_NOTE (0.1); the step before has already
     explained it when the largest weight is on <eos>, so then it points there."""
@@ -325,12 +324,12 @@ def notice_z(r: L.Row, off: bool = False) -> str:
     if not parked:
         return out
     before = parking_explained(r)
-    why = PARKING_WHY if before == L.step_index("z") else f"(Why: step {before}.)"
+    why = PARKING_WHY if before == lesson.step_index("z") else f"(Why: step {before}.)"
     return out + f" {r.weights[parked[0]]:.3f} goes to <eos>. {why}"
 
 
-def _row(c: Context) -> L.Row:
-    return L.encoder_row(c.a, c.f)
+def _row(c: Context) -> lesson.Row:
+    return lesson.encoder_row(c.a, c.f)
 
 
 def _scores(c: Context) -> View:
@@ -373,7 +372,7 @@ def _z(c: Context) -> View:
     return View(fig, notice_z(r, off), table(rows, dims(v.shape[1]), labels), textbook_line("z"), _head_off(c))
 
 
-def _row_table(r: L.Row) -> pd.DataFrame:
+def _row_table(r: lesson.Row) -> pd.DataFrame:
     return pd.DataFrame({"key": list(r.key_labels), "q·k": r.scores, "÷√d_k": r.scaled, "weight": r.weights}).round(4)
 
 
@@ -384,7 +383,7 @@ def sub(n: int) -> str:
     return str(n).translate(str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉"))
 
 
-def notice_heads(hs: list[L.HeadChoice], label: str, explained: int | None = None) -> str:
+def notice_heads(hs: list[lesson.HeadChoice], label: str, explained: int | None = None) -> str:
     """Every head's largest weight for the word ("looks hardest" = that argmax). Rule: "park on <eos>" only when a
     head's largest weight is on <eos>; why they park is said here unless step `explained` said it already."""
     parts = "; ".join(f"head {h.head} → {q(h.top_label)} {h.weight:.3f}" + (" (off)" if h.off else "") for h in hs)
@@ -400,7 +399,7 @@ def notice_heads(hs: list[L.HeadChoice], label: str, explained: int | None = Non
 
 def _heads(c: Context) -> View:
     a, f = c.a, c.f
-    hs = L.heads(a, f)
+    hs = lesson.heads(a, f)
     w = a.trace[f"enc.{f.layer}.self_attn.weights"][0, :, f.word]  # [H, Ts]
     ylabels = [f"head {h}" + (" (off)" if x.off else "") for h, x in enumerate(hs)]
     fig = heatmap(w, a.src_labels, ylabels, "weights", x_title="key word", y_title="head")
@@ -411,7 +410,7 @@ def _heads(c: Context) -> View:
                          "from one row of weights above.")
 
 
-def notice_concat(cc: L.Concat, label: str, n_heads: int) -> str:
+def notice_concat(cc: lesson.Concat, label: str, n_heads: int) -> str:
     lengths = ", ".join(f"{n:.3f}" for n in cc.z_norms)
     d_k = cc.concat_shape[1] // max(1, n_heads)
     return (f"The {n_heads} z's of {q(label)} (lengths {lengths}) sit side by side: {n_heads} × {d_k} = "
@@ -423,7 +422,7 @@ def _concat(c: Context) -> View:
     a, f = c.a, c.f
     m = f"enc.{f.layer}.self_attn"
     x = a.trace[f"{m}.concat"][0]
-    cc = L.concat(a, f)
+    cc = lesson.concat(a, f)
     n_heads = a.trace[f"{m}.z"].shape[1]
     fig = heatmap(x, dims(x.shape[1]), a.src_labels, "activations", x_title="dimension (head 0 | head 1 | …)",
                   y_title="token", height=max(220, min(520, 60 + 30 * x.shape[0])))
@@ -440,7 +439,7 @@ def _concat(c: Context) -> View:
 
 # --- 12. add & norm, 13. FFN, 14. stack ---------------------------------------------------------------
 
-def notice_add_norm(n: L.AddNorm) -> str:
+def notice_add_norm(n: lesson.AddNormStep) -> str:
     return (f"x + attention(x) of {q(n.word)} has mean {n.resid_mean:.3f} and standard deviation {n.resid_std:.3f}; "
             f"LayerNorm brings it to mean {n.normed_mean:.3f} and standard deviation {n.normed_std:.3f}, then "
             f"the learned γ and β rescale it.")
@@ -457,12 +456,13 @@ def _add_norm(c: Context) -> View:
     layout(fig, title=f"the {len(r)} numbers of “{word(a.src_labels[f.word])}”", xaxis_title="dimension", legend=True,
             xaxis={"type": "category", "showticklabels": False})
     tab = pd.DataFrame({"dimension": d, "x + attention(x)": r, "normalised": z}).round(4)
-    warn = ("This model is pre-LN (LayerNorm before each sublayer, not after it as in the paper): the grey line is "
-            "the layer's input + attention, the blue one the LayerNorm of the layer's input.") if L.pre_ln(a) else None
-    return View(fig, notice_add_norm(L.add_norm(a, f)), tab, warning=warn)
+    warn = None if not lesson.pre_ln(a) else (
+        "This model is pre-LN (LayerNorm before each sublayer, not after it as in the paper): the grey line is "
+        "the layer's input + attention, the blue one the LayerNorm of the layer's input.")
+    return View(fig, notice_add_norm(lesson.add_norm(a, f)), tab, warning=warn)
 
 
-def notice_ffn(x: L.FFN) -> str:
+def notice_ffn(x: lesson.FFNStep) -> str:
     return (f"Of the {x.d_ff} hidden units of {q(x.word)}, {x.zeros} ({x.zeros / x.d_ff:.0%}) are exactly 0 after "
             f"ReLU; the most active is unit {x.largest} ({x.largest_value:.3f}). W_2 maps them back to "
             f"d_model numbers.")
@@ -471,7 +471,7 @@ def notice_ffn(x: L.FFN) -> str:
 def _ffn(c: Context) -> View:
     a, f = c.a, c.f
     h = as_array(a.trace[f"enc.{f.layer}.ffn.hidden"][0, f.word])
-    x = L.ffn(a, f)
+    x = lesson.ffn(a, f)
     fig = bars(dims(len(h)), h, f"ReLU(x W_1 + b_1) for “{word(a.src_labels[f.word])}”", "activation", GREEN,
                highlight=x.largest)
     fig.update_traces(text=None)
@@ -481,7 +481,7 @@ def _ffn(c: Context) -> View:
                          f"{x.d_ff}.")
 
 
-def notice_stack(s: L.Stack) -> str:
+def notice_stack(s: lesson.Stack) -> str:
     sims = ", ".join(f"{v:.3f}" for v in s.similarity)
     return (f"{q(s.word)} after each of the {s.n_layers} encoder layers, compared with its input (cosine "
             f"similarity): {sims}. The encoder's output, [{s.out_shape[0]}, {s.out_shape[1]}], is what every "
@@ -490,16 +490,16 @@ def notice_stack(s: L.Stack) -> str:
 
 def _stack(c: Context) -> View:
     a, f = c.a, c.f
-    sims = as_array(L.stack_similarity(a))  # [Ts, N + 1]
+    sims = as_array(lesson.stack_similarity(a))  # [Ts, N + 1]
     xs = ["input"] + [f"after layer {i}" for i in range(sims.shape[1] - 1)]
     fig = go.Figure([go.Scatter(x=xs, y=sims[i], name=lab, mode="lines+markers",
                                 line={"width": 4 if i == f.word else 1.5})
                      for i, lab in enumerate(a.src_labels)])
     layout(fig, title="each word compared with its own input (cosine similarity)", yaxis_title="similarity",
             legend=len(a.src_labels) <= 16)
-    return View(fig, notice_stack(L.stack(a, f)), pd.DataFrame(sims, index=a.src_labels, columns=xs).round(4),
+    return View(fig, notice_stack(lesson.stack(a, f)), pd.DataFrame(sims, index=a.src_labels, columns=xs).round(4),
                 textbook=f"The paper stacks N = {paper.BASE.n_layers} layers in the encoder and in the decoder; this "
-                         f"model {L.n_layers(a, 'enc')} and {L.n_layers(a, 'dec')}.")
+                         f"model {lesson.n_layers(a, 'enc')} and {lesson.n_layers(a, 'dec')}.")
 
 
 
@@ -507,7 +507,7 @@ VIEWS: dict[str, Callable[[Context], View]] = {
     "why": _why, "sentence": _sentence, "tokens": _tokens, "embedding": _embedding, "positional": _positional,
     "qkv": _qkv,
     "scores": _scores, "scale": _scale, "softmax": _softmax, "z": _z, "heads": _heads, "concat": _concat,
-    "add_norm": _add_norm, "ffn": _ffn, "stack": _stack, **D.VIEWS,
+    "add_norm": _add_norm, "ffn": _ffn, "stack": _stack, **lesson_decoder.VIEWS,
 }
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 import plotly.graph_objects as go
 
-from explain import lesson as L
+from explain import lesson
 from model.pipeline import Analysis
 
 BLUE, GREEN, GREY, ORANGE = "#1f77b4", "#2ca02c", "#9e9e9e", "#ff7f0e"
@@ -32,7 +32,7 @@ class Context:
     """Everything a step needs: the analysis, what the lesson follows, the French vocabulary."""
 
     a: Analysis
-    f: L.Focus
+    f: lesson.Focus
     itos: list[str]  # target vocabulary, id -> word
     src_vocab: int  # size of the English vocabulary
     model: Any = None  # the Transformer (read-only: its W^Q for the x·W^Q step); None: that product is not shown
@@ -43,7 +43,7 @@ class Context:
 
 def context(a: Analysis, itos: list[str], src_vocab: int, model: Any = None, meta: dict | None = None,
             decide: Callable[[str], Any] | None = None, hidden: tuple[str, int] | None = None) -> Context:
-    return Context(a, L.focus(a), list(itos), src_vocab, model, meta, decide, hidden)
+    return Context(a, lesson.focus(a), list(itos), src_vocab, model, meta, decide, hidden)
 
 
 PARKING_WHY = ("A head with nothing useful to read for a word parks its weight on <eos>: that token is in every "

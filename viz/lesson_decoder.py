@@ -10,9 +10,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from explain import lesson as L
+from explain import lesson, paper
 from explain import lesson_training as LT
-from explain import paper
 from explain.coref import EncoderLinks, coref_parts, encoder_links, partner
 from explain.pronoun import Story
 from model.examples import COREFERENCE
@@ -23,7 +22,7 @@ from viz.pronoun import story_figure, story_notice, story_table
 
 # --- 15. decoder input, 16. masked self-attention, 17. cross-attention ---------------------------------
 
-def notice_decoder_input(d: L.DecoderInput) -> str:
+def notice_decoder_input(d: lesson.DecoderInput) -> str:
     if len(d.inputs) < 2:
         return "The model wrote nothing: its only input, <bos> at position 0, predicted <eos> at once."
     return (f"Position 0 reads <bos> and predicts “{d.targets[0]}”; position 1 reads “{d.inputs[1]}” and predicts "
@@ -31,13 +30,13 @@ def notice_decoder_input(d: L.DecoderInput) -> str:
 
 
 def _decoder_input(c: Context) -> View:
-    d = L.decoder_input(c.a)
+    d = lesson.decoder_input(c.a)
     fig = plain_table({"position t": list(range(len(d.inputs))), "decoder input at t": list(d.inputs),
                        "predicts (word t + 1)": list(d.targets)})
     return View(fig, notice_decoder_input(d), pd.DataFrame({"input": d.inputs, "predicts": d.targets}))
 
 
-def notice_masked(m: L.Masked) -> str:
+def notice_masked(m: lesson.Masked) -> str:
     head = (f"With the look-ahead mask, every weight above the diagonal is {m.above:.3f}: no position sees a later "
             "word." if m.mask_on else
             f"The look-ahead mask is switched off: the largest weight on a later word is {m.above:.3f}.")
@@ -47,15 +46,15 @@ def notice_masked(m: L.Masked) -> str:
 
 def _masked(c: Context) -> View:
     a = c.a
-    n = L.n_layers(a, "dec")
+    n = lesson.n_layers(a, "dec")
     w = a.trace[f"dec.{n - 1}.self_attn.weights"][0].mean(0)
     fig = heatmap(w, a.tgt_labels, a.tgt_labels, "weights", x_title="key (earlier words)", y_title="query position")
     warn = None if a.interventions.look_ahead_mask else ("The look-ahead mask is switched off in the sidebar: the "
                                                          "upper triangle is no longer zero.")
-    return View(fig, notice_masked(L.masked(a, c.f)), table(w, a.tgt_labels, a.tgt_labels), warning=warn)
+    return View(fig, notice_masked(lesson.masked(a, c.f)), table(w, a.tgt_labels, a.tgt_labels), warning=warn)
 
 
-def notice_cross(x: L.Cross, src_labels: list[str] | None = None, next_labels: list[str] | None = None) -> str:
+def notice_cross(x: lesson.Cross, src_labels: list[str] | None = None, next_labels: list[str] | None = None) -> str:
     """The followed row's largest weight, then what the whole matrix shows, by the rule of `explain.lesson.Cross`:
     "reorders" only from confident rows (largest weight >= CONFIDENT on a source word) whose reading goes back to
     an earlier English word; otherwise "follows the English order" when at least two rows are confident; rows
@@ -73,12 +72,12 @@ def notice_cross(x: L.Cross, src_labels: list[str] | None = None, next_labels: l
         if len(x.inversions) > 1:
             out += f" {len(x.inversions)} such pairs among the confident rows."
     elif len(x.confident) >= 2:
-        out += (f" The {len(x.confident)} confident rows (largest weight ≥ {L.CONFIDENT:g}) read the English words "
-                "in their English order: no reordering to show here.")
+        out += (f" The {len(x.confident)} confident rows (largest weight ≥ {lesson.CONFIDENT:g}) read the English "
+                "words in their English order: no reordering to show here.")
     diffuse = [writes[r] for r in x.diffuse]
     if diffuse:
         shown = ", ".join(diffuse[:4]) + (f" and {len(diffuse) - 4} more" if len(diffuse) > 4 else "")
-        out += f" Diffuse rows (largest weight under {L.CONFIDENT:g}), writing {shown}."
+        out += f" Diffuse rows (largest weight under {lesson.CONFIDENT:g}), writing {shown}."
     parked = [writes[r] for r in range(len(x.tops) - 1) if x.tops[r] == x.eos]
     if parked:
         out += (f" The {'row' if len(parked) == 1 else 'rows'} writing {', '.join(parked[:3])} "
@@ -88,11 +87,11 @@ def notice_cross(x: L.Cross, src_labels: list[str] | None = None, next_labels: l
 
 def _cross(c: Context) -> View:
     a = c.a
-    w = L.cross_matrix(a)
+    w = lesson.cross_matrix(a)
     ylabels = [f"{lab} → {word(nxt)}" for lab, nxt in zip(a.tgt_labels, a.next_labels, strict=True)]
     fig = heatmap(w, a.src_labels, ylabels, "weights", x_title="English source (keys, values from the encoder)",
                   y_title="position → predicts")
-    return View(fig, notice_cross(L.cross(a, c.f), a.src_labels, a.next_labels), table(w, a.src_labels, ylabels))
+    return View(fig, notice_cross(lesson.cross(a, c.f), a.src_labels, a.next_labels), table(w, a.src_labels, ylabels))
 
 
 # --- il or elle: where the adjective's evidence goes ---------------------------------------------------------
@@ -125,7 +124,7 @@ def _coref(c: Context) -> View:
     if story is not None and story.same_pronoun:  # the adjective cannot change this pronoun: follow the example
         before = story_notice(story) + " This step follows the coreference example instead. "
         story, own = (c.decide(COREFERENCE) if c.decide else None), False
-    links = encoder_links(a.trace, L.n_layers(a, "enc"), parts) if own else None
+    links = encoder_links(a.trace, lesson.n_layers(a, "enc"), parts) if own else None
     noun = word(a.src_labels[parts.referent]) if own else None
     if story is not None and story.tracing is not None:
         fig, tab = story_figure(story, c.hidden), story_table(story, c.hidden)
@@ -140,7 +139,7 @@ def _coref(c: Context) -> View:
 
 # --- 18. output, 19. chosen word, 20. next step, 21. finished -----------------------------------------------
 
-def notice_output(p: L.Prediction, d_model: int) -> str:
+def notice_output(p: lesson.Prediction, d_model: int) -> str:
     """No judging words: the top logit, its word and its probability at the followed position."""
     return (f"At position {p.position} (input “{p.input}”) the final linear layer turns {d_model} numbers into "
             f"{p.vocab} scores (logits), one per French token; the highest, {p.logit:.2f}, is “{p.words[0]}”, and "
@@ -153,7 +152,7 @@ def _output(c: Context) -> View:
     top = logits.topk(min(10, logits.numel()))
     words = [c.itos[int(i)] for i in top.indices]
     fig = bars(words, top.values, f"the 10 highest logits at position {row}", "logit", GREY, highlight=0, digits=2)
-    p = L.prediction(a, c.itos, row)
+    p = lesson.prediction(a, c.itos, row)
     probs = a.trace["probs"][0, row][top.indices]
     tab = pd.DataFrame({"word": words, "logit": as_array(top.values), "probability": as_array(probs)}).round(4)
     tied = (f"This model has its own output matrix, [{a.trace['dec.out'].shape[-1]}, {logits.numel()}]; the paper "
@@ -169,7 +168,7 @@ def _mask_off(a: Analysis) -> str | None:
             "later words, which decoding never had. The next steps show what decoding itself saw.")
 
 
-def notice_chosen(p: L.Prediction) -> str:
+def notice_chosen(p: lesson.Prediction) -> str:
     gap = p.probs[0] - p.probs[1] if len(p.probs) > 1 else p.probs[0]
     second = f"; next best “{p.words[1]}” with {p.probs[1]:.3f}" if len(p.probs) > 1 else ""
     return (f"Greedy decoding takes the most probable token: “{p.words[0]}” with {p.probs[0]:.3f}{second} "
@@ -178,14 +177,14 @@ def notice_chosen(p: L.Prediction) -> str:
                f"“{p.chosen}” becomes the decoder's input at position {p.position + 1}."))
 
 
-def _prediction_bars(c: Context, position: int, title: str) -> tuple[go.Figure, L.Prediction]:
-    p = L.decoding_step(c.a, c.itos, position)
+def _prediction_bars(c: Context, position: int, title: str) -> tuple[go.Figure, lesson.Prediction]:
+    p = lesson.decoding_step(c.a, c.itos, position)
     fig = bars(list(p.words), p.probs, title, "probability", GREEN, highlight=0)
     fig.update_yaxes(range=[0, 1.1])
     return fig, p
 
 
-def _pred_table(p: L.Prediction) -> pd.DataFrame:
+def _pred_table(p: lesson.Prediction) -> pd.DataFrame:
     return pd.DataFrame({"word": p.words, "probability": p.probs}).round(4)
 
 
@@ -196,7 +195,7 @@ def _chosen(c: Context) -> View:
     return View(fig, notice_chosen(p), _pred_table(p))
 
 
-def notice_next(p: L.Prediction | None, prefix: tuple[str, ...], mask_on: bool = True) -> str:
+def notice_next(p: lesson.Prediction | None, prefix: tuple[str, ...], mask_on: bool = True) -> str:
     """One position further than the steps before (said so), what it predicts; the mask's consequence."""
     if p is None:
         return "There is no next step: the model chose <eos>, so the translation ends here."
@@ -208,7 +207,7 @@ def notice_next(p: L.Prediction | None, prefix: tuple[str, ...], mask_on: bool =
 
 def _next(c: Context) -> View:
     a = c.a
-    d = L.decoder_input(a)
+    d = lesson.decoder_input(a)
     nxt = min(c.f.row, 0 if len(d.inputs) < 2 else len(d.inputs) - 1) + 1
     if nxt >= len(a.greedy.steps):
         fig, p = _prediction_bars(c, len(a.greedy.steps) - 1, "the last choice")
@@ -217,7 +216,7 @@ def _next(c: Context) -> View:
     return View(fig, notice_next(p, d.inputs[:nxt + 1], a.interventions.look_ahead_mask), _pred_table(p))
 
 
-def notice_finished(x: L.Finished) -> str:
+def notice_finished(x: lesson.Finished) -> str:
     if not x.words:
         return "The translation is empty."
     if x.finished and len(x.words) == 1:
@@ -229,7 +228,7 @@ def notice_finished(x: L.Finished) -> str:
 
 
 def _finished(c: Context) -> View:
-    x = L.finished(c.a, c.itos)
+    x = lesson.finished(c.a, c.itos)
     labels = [f"{i}: {w}" for i, w in enumerate(x.words)]
     fig = bars(labels, x.probs, "the probability of each chosen word", "probability", GREEN, highlight=x.least)
     fig.update_yaxes(range=[0, 1.1])

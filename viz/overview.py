@@ -1,7 +1,7 @@
 """The overview page's builders: the architecture diagram, the sizes table, the model's record.
 
 `architecture_dot` draws the encoder-decoder stack of the paper's Figure 1 as Graphviz DOT (rendered
-by Streamlit's frontend), with the depth and widths of the model in use. `STOPS` lists the blocks
+by Streamlit's frontend), with the depth and widths of the model in use. `BLOCKS` lists the blocks
 of the diagram in reading order with the page that opens each one.
 """
 
@@ -17,24 +17,23 @@ from model.transformer import Config
 
 
 @dataclass(frozen=True)
-class Stop:
-    """One block of the diagram and the page that looks inside it."""
+class DiagramBlock:
+    """One numbered block of the diagram and the page that looks inside it (whose title ui/page_list.py keeps)."""
 
     number: int
-    block: str
+    label: str
     page: str  # path relative to app.py
-    title: str  # the page's title in the navigation
 
 
-STOPS = (
-    Stop(1, "Embeddings", "pages/tokens.py", "Tokens and embeddings"),
-    Stop(2, "Positional encoding", "pages/positional.py", "Positional encoding"),
-    Stop(3, "Self-attention, one head", "pages/self_attention.py", "Self-attention, step by step"),
-    Stop(4, "Multi-head attention", "pages/multi_head.py", "Multi-head attention"),
-    Stop(5, "Add & Norm, feed-forward", "pages/encoder.py", "The encoder layer"),
-    Stop(6, "Masked self-attention", "pages/decoder.py", "Decoder and masking"),
-    Stop(7, "Encoder-decoder attention", "pages/cross_attention.py", "Encoder-decoder attention"),
-    Stop(8, "Linear + softmax", "pages/output.py", "Output and decoding"),
+BLOCKS = (
+    DiagramBlock(1, "Embeddings", "pages/tokens.py"),
+    DiagramBlock(2, "Positional encoding", "pages/positional.py"),
+    DiagramBlock(3, "Self-attention, one head", "pages/self_attention.py"),
+    DiagramBlock(4, "Multi-head attention", "pages/multi_head.py"),
+    DiagramBlock(5, "Add & Norm, feed-forward", "pages/encoder.py"),
+    DiagramBlock(6, "Masked self-attention", "pages/decoder.py"),
+    DiagramBlock(7, "Encoder-decoder attention", "pages/cross_attention.py"),
+    DiagramBlock(8, "Linear + softmax", "pages/output.py"),
 )
 
 _COLOURS = {"embed": "#f8cecc", "pos": "#ffffff", "attn": "#ffe6cc", "norm": "#fff2cc", "ffn": "#dae8fc",

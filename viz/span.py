@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from explain.span import SpanCheck, Step
+from explain.span import SpanCheck, SpanStep
 from viz.heatmap import as_array
 
 STAYS = 1e-4
@@ -25,11 +25,11 @@ def _names(check: SpanCheck) -> list[str]:
     return [f"{i}. {step.name}" for i, step in enumerate(check.steps, start=1)]
 
 
-def inside(step: Step) -> bool:
+def inside(step: SpanStep) -> bool:
     return step.confining and float(step.share.max()) <= STAYS
 
 
-def leaves(step: Step) -> bool:
+def leaves(step: SpanStep) -> bool:
     return step.confining and float(step.share.mean()) >= LEAVES
 
 

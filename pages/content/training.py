@@ -1,4 +1,4 @@
-"""The prose of the training page (pages/training.py): its introduction, help texts and the summary of a plan."""
+"""The prose of the training page (pages/training.py): its introduction, help texts and the summary of a run preview."""
 
 from __future__ import annotations
 
@@ -44,9 +44,9 @@ def corpus_help(src_lang: str, tgt_lang: str, min_pairs: int, max_mb: int) -> st
             f"pairs, at most {max_mb} MB; every 10th pair is held out for testing.")
 
 
-def summary(plan) -> str:
-    """The size, memory and server limits of a `ui.training.session.Plan`."""
-    tcfg, mem, worst = plan.tcfg, plan.memory, plan.worst
+def summary(preview) -> str:
+    """The size, memory and server limits of a `ui.training.session.RunPreview`."""
+    tcfg, mem, worst = preview.tcfg, preview.memory, preview.worst
     return (
         f"**This model:** d_k = d_model / heads = {tcfg.d_model} / {tcfg.n_heads} = {tcfg.d_model // tcfg.n_heads}; "
         f"{mem.parameters:,} parameters; peak learning rate {tcfg.peak_lr:.2e} at step {tcfg.warmup}.  \n"
@@ -55,13 +55,13 @@ def summary(plan) -> str:
         f"{mem.activation_bytes / 1e6:,.1f} MB (a held-out evaluation batch: {mem.eval_bytes / 1e6:,.1f} MB, "
         f"never at the same time), attention snapshots ≤ {mem.snapshot_bytes / 1e6:,.1f} MB, the data "
         f"{mem.data_bytes / 1e6:,.1f} MB. The largest settings the boxes allow would need about "
-        f"{worst.total / 1e6:,.0f} MB; a run above {plan.max_job_bytes / 1e6:,.0f} MB is refused, and a run "
+        f"{worst.total / 1e6:,.0f} MB; a run above {preview.max_job_bytes / 1e6:,.0f} MB is refused, and a run "
         f"that uses more than its estimate is stopped with a message.  \n"
-        f"**Checkpoint:** about {plan.checkpoint_bytes / 2**20:,.1f} MB (4 bytes per parameter, plus the "
-        f"vocabularies); a model above {plan.max_checkpoint_bytes / 2**20:,.0f} MB could not be saved and loaded "
+        f"**Checkpoint:** about {preview.checkpoint_bytes / 2**20:,.1f} MB (4 bytes per parameter, plus the "
+        f"vocabularies); a model above {preview.max_checkpoint_bytes / 2**20:,.0f} MB could not be saved and loaded "
         f"again, so such settings are refused.  \n"
-        + (f"**This server** trains at most {plan.max_running} model(s) at once (one CPU thread each, at a lower "
-           f"priority than the pages; more wait in a queue)" if plan.max_running else
+        + (f"**This server** trains at most {preview.max_running} model(s) at once (one CPU thread each, at a lower "
+           f"priority than the pages; more wait in a queue)" if preview.max_running else
            "**No training worker is connected** to this server's queue right now: a run waits in the queue until "
            "one is (whoever runs the server starts them with `python -m training.queue_worker`)")
-        + f" and stops a run after {plan.max_seconds / 60:.0f} minutes.")
+        + f" and stops a run after {preview.max_seconds / 60:.0f} minutes.")

@@ -14,7 +14,7 @@ from functools import cache
 import pytest
 from playwright.sync_api import expect
 
-from explain import lesson as L
+from explain import lesson
 from model import checkpoint, pipeline
 from model.data import load_dataset
 from ui.page_list import by_name
@@ -38,15 +38,15 @@ def heading(app):
 
 def test_every_step_opens_from_its_link(app):
     page = app.page
-    for k, step in enumerate(L.STEPS, start=1):
+    for k, step in enumerate(lesson.STEPS, start=1):
         page.goto(link(app.base_url, k), wait_until="domcontentloaded")
         app.wait_idle()
         expect(heading(app)).to_contain_text(f"{k}. {step.title}")
-        expect(page.get_by_text(f"Step {k} of {L.N_STEPS}").first).to_be_visible()  # above and below the step
+        expect(page.get_by_text(f"Step {k} of {lesson.N_STEPS}").first).to_be_visible()  # above and below the step
         expect(app.sidebar.get_by_label("Your sentence").first).to_be_visible()  # through app.py: the sidebar
         app.no_exception()
         assert re.search(rf"[?&]step={k}(&|$)", page.url), page.url
-        if k in (1, 9, L.N_STEPS):
+        if k in (1, 9, lesson.N_STEPS):
             app.shot(f"step-{k}")
 
 
@@ -57,11 +57,11 @@ def test_next_by_keyboard_and_a_bad_step(app):
     next_button = app.main.get_by_role("button", name="Next").first  # the one above the step
     next_button.focus()
     app.act(lambda: page.keyboard.press("Enter"))
-    expect(heading(app)).to_contain_text(f"10. {L.STEPS[9].title}")
+    expect(heading(app)).to_contain_text(f"10. {lesson.STEPS[9].title}")
     expect(page).to_have_url(re.compile(r"[?&]step=10(&|$)"))
     page.goto(link(app.base_url, "%D9%A3"), wait_until="domcontentloaded")  # "٣", an Arabic-Indic digit
     app.wait_idle()
-    expect(heading(app)).to_contain_text(f"1. {L.STEPS[0].title}")
+    expect(heading(app)).to_contain_text(f"1. {lesson.STEPS[0].title}")
     expect(app.main.get_by_text("is not a step number")).to_be_visible()
     app.no_exception()
 
@@ -76,13 +76,13 @@ def toy_sentences(n: int = 2, seed: int = 0) -> list[str]:
 def focus_of(sentence: str):
     b = checkpoint.load(checkpoint.SHIPPED)
     a = pipeline.analyse(b, pipeline.prepare(b, sentence))
-    return a, L.focus(a)
+    return a, lesson.focus(a)
 
 
 DEPTH_STEPS = ("qkv", "heads", "cross", "output")  # In depth → self-attention, multi-head, cross-attention, output
 
 
-@pytest.mark.parametrize("sentence", [*L.SENTENCES, *toy_sentences()])
+@pytest.mark.parametrize("sentence", [*lesson.SENTENCES, *toy_sentences()])
 def test_walk_the_lesson_and_in_depth_keeps_the_sentence(app, sentence):
     """Next through every step (for Thinking Machines: the steps' contents for every preset are AppTest's, in
     tests/test_notice_rules.py and tests/test_lesson*.py), then each In-depth link of DEPTH_STEPS opens its page on
@@ -92,18 +92,18 @@ def test_walk_the_lesson_and_in_depth_keeps_the_sentence(app, sentence):
     page.goto(link(app.base_url, 1, sentence), wait_until="domcontentloaded")
     app.wait_idle()
     expect(sentence_box(app)).to_have_value(sentence, timeout=20_000)  # one sentence: the lesson's is the sidebar's
-    if sentence == L.THINKING:
-        for k in range(1, L.N_STEPS):
-            expect(heading(app)).to_contain_text(f"{k}. {L.STEPS[k - 1].title}")
+    if sentence == lesson.THINKING:
+        for k in range(1, lesson.N_STEPS):
+            expect(heading(app)).to_contain_text(f"{k}. {lesson.STEPS[k - 1].title}")
             app.act(lambda: app.main.get_by_role("button", name="Next").first.click())
             app.no_exception()
-        expect(heading(app)).to_contain_text(f"{L.N_STEPS}. {L.STEPS[-1].title}")
+        expect(heading(app)).to_contain_text(f"{lesson.N_STEPS}. {lesson.STEPS[-1].title}")
     a, f = focus_of(sentence)
     for key in DEPTH_STEPS:
-        k = L.step_index(key)
+        k = lesson.step_index(key)
         page.goto(link(app.base_url, k, sentence), wait_until="domcontentloaded")
         app.wait_idle()
-        target = by_name(L.STEPS[k - 1].page)
+        target = by_name(lesson.STEPS[k - 1].page)
         depth = app.main.get_by_role("link", name=re.compile(f"In depth: {re.escape(target.title)}"))
         app.act(depth.click)
         expect(page).to_have_url(re.compile(rf"/{target.url_path}(\?|$)"))
@@ -114,12 +114,12 @@ def test_walk_the_lesson_and_in_depth_keeps_the_sentence(app, sentence):
                    ).to_be_visible()
         app.shot(f"in-depth-{key}")
         app.act(lambda: app.sidebar.get_by_role("link", name="Guided lesson").click())  # back, same session
-        expect(heading(app)).to_contain_text(f"{k}. {L.STEPS[k - 1].title}")
+        expect(heading(app)).to_contain_text(f"{k}. {lesson.STEPS[k - 1].title}")
 
 
 def test_root_link_opens_the_lesson(app):
     app.page.goto(f"{app.base_url}/?lesson=i+am+a+student&step=6", wait_until="domcontentloaded")
     app.wait_idle()
-    expect(heading(app)).to_contain_text(f"6. {L.STEPS[5].title}")
+    expect(heading(app)).to_contain_text(f"6. {lesson.STEPS[5].title}")
     expect(sentence_box(app)).to_have_value("i am a student", timeout=20_000)
     app.no_exception()

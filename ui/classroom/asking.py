@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from explain import questions as Q
+from explain import questions
 from ui.classroom.session import store
 from ui.classroom.teacher import teacher_call
 from ui.models import analysis, current_model, load_shipped
@@ -11,33 +11,33 @@ from ui.state import interventions
 
 
 def make_question(kind: str, layer: int = 0, head: int | None = None, position: int | None = None,
-                  off: tuple[str, int] | None = None) -> tuple[Q.Question, dict | None]:
+                  off: tuple[str, int] | None = None) -> tuple[questions.Question, dict | None]:
     """A question of `kind` about the teacher's current sentence, model and interventions, answered by that model,
     and a click question's grid (None for the others): the one place a kind becomes a question (the console's Ask,
     a plan's stop)."""
     a, bundle = analysis(), current_model().bundle
     if kind == "click":
-        query = Q.default_query(a)
-        head = Q.most_decided_head(a, layer, query) if head is None else head
-        q = Q.attention(a, layer, head)
-        q = Q.Question("click", "Click the cell you predict. " + q.text, q.options, q.answer, q.detail)
-        return q, Q.attention_grid(a, layer, head, query)
+        query = questions.default_query(a)
+        head = questions.most_decided_head(a, layer, query) if head is None else head
+        q = questions.attention(a, layer, head)
+        q = questions.Question("click", "Click the cell you predict. " + q.text, q.options, q.answer, q.detail)
+        return q, questions.attention_grid(a, layer, head, query)
     if kind == "attention":
-        return Q.attention(a, layer, head), None
+        return questions.attention(a, layer, head), None
     if kind == "next_word":
-        return Q.next_word(a, bundle.tgt_vocab.itos, position), None
+        return questions.next_word(a, bundle.tgt_vocab.itos, position), None
     if kind == "head_off":
-        return Q.head_off(bundle, a.prepared, interventions(), off or Q.all_heads(bundle)[0]), None
+        return questions.head_off(bundle, a.prepared, interventions(), off or questions.all_heads(bundle)[0]), None
     if kind == "no_mask":
-        return Q.no_mask(load_shipped("base"), load_shipped("no_mask"), a.prepared), None
+        return questions.no_mask(load_shipped("base"), load_shipped("no_mask"), a.prepared), None
     if kind == "scaling":
-        return Q.scaling(a, layer, head), None
+        return questions.scaling(a, layer, head), None
     if kind == "look_ahead":
-        return Q.look_ahead(a), None
+        return questions.look_ahead(a), None
     if kind == "pos_column":
-        return Q.pos_column(a), None
+        return questions.pos_column(a), None
     if kind == "head_zero":
-        return Q.head_zero(bundle, a.prepared, interventions(), layer, head or 0), None
+        return questions.head_zero(bundle, a.prepared, interventions(), layer, head or 0), None
     raise ValueError(f"no question of kind {kind!r}")
 
 

@@ -30,8 +30,8 @@ import weakref
 import numpy as np
 import streamlit as st
 
+import classroom.plans
 from classroom import ClassStoreError
-from classroom import plans as P
 from model.checkpoint import Bundle
 from ui.classroom import session as cls
 from ui.classroom import teacher
@@ -68,16 +68,17 @@ def _run_of(view) -> dict:
     its last held-out exact match and one held-out translation."""
     curve = [(int(x), min(float(y), 1e6)) for x, y in zip(view.steps, view.losses, strict=False) if math.isfinite(y)]
     n = len(curve)
-    picks = sorted({round(i * (n - 1) / max(1, min(P.MAX_CURVE, n) - 1)) for i in range(min(P.MAX_CURVE, n))})
+    kept = min(classroom.plans.MAX_CURVE, n)
+    picks = sorted({round(i * (n - 1) / max(1, kept - 1)) for i in range(kept)})
     last = view.evals[-1] if view.evals else None
     source, translation = (last.samples[0][0], last.samples[0][1]) if last is not None and last.samples else ("", "")
     plain = {"<": "‹", ">": "›"}  # special tokens (<unk>) as the lesson draws them: the board takes no < or >
     t = view.tcfg
-    return {"settings": {k: getattr(t, k) for k in P.RUN_SETTINGS if hasattr(t, k)},
+    return {"settings": {k: getattr(t, k) for k in classroom.plans.RUN_SETTINGS if hasattr(t, k)},
             "steps": [curve[i][0] for i in picks], "losses": [curve[i][1] for i in picks],
             "exact_match": float(last.exact_match) if last is not None else None,
-            "source": source.translate(str.maketrans(plain))[:P.MAX_RUN_TEXT],
-            "translation": translation.translate(str.maketrans(plain))[:P.MAX_RUN_TEXT]}
+            "source": source.translate(str.maketrans(plain))[:classroom.plans.MAX_RUN_TEXT],
+            "translation": translation.translate(str.maketrans(plain))[:classroom.plans.MAX_RUN_TEXT]}
 
 
 def post_run(run: dict) -> None:
@@ -123,7 +124,7 @@ def board() -> None:
 def share_run(view, job=None) -> None:
     """In the teacher's training panel (every poll): the run reaches the class, at most every SHARE_SECONDS while
     it runs, and at once when it ends, with its model (`job.result`) for the class to explore."""
-    if not cls.is_teacher() or view is None or not view.losses or view.state not in P.RUN_STATES:
+    if not cls.is_teacher() or view is None or not view.losses or view.state not in classroom.plans.RUN_STATES:
         return
     last, now = ss().get(SHARED), time.monotonic()
     if last is not None and last[1] == view.state and (last[2] == view.step or now - last[0] < SHARE_SECONDS):
@@ -148,11 +149,11 @@ def _attention_of(view) -> dict | None:
         return None
     snap = snaps[-1]
     queries, keys = snap.labels("cross")
-    if max(len(queries), len(keys)) > P.MAX_ATTENTION_TOKENS:
+    if max(len(queries), len(keys)) > classroom.plans.MAX_ATTENTION_TOKENS:
         return None
     plain = str.maketrans({"<": "‹", ">": "›"})  # special tokens as the lesson draws them: the store takes no < >
     weights = snap.cross[-1].mean(axis=0)  # [L, H, Tt, Ts] -> the last layer's mean over heads: [Tt, Ts]
-    title = f"Encoder-decoder attention on “{view.probes[0]}”"[:P.MAX_RUN_TEXT].translate(plain)
+    title = f"Encoder-decoder attention on “{view.probes[0]}”"[:classroom.plans.MAX_RUN_TEXT].translate(plain)
     return {"step": int(snap.step), "title": title,
             "queries": [t.translate(plain) for t in queries], "keys": [t.translate(plain) for t in keys],
             "weights": [[round(min(1.0, max(0.0, float(w))), 3) for w in row] for row in weights]}

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import streamlit as st
 
+import classroom.plans
 from classroom import InvalidInput
-from classroom import plans as P
 from classroom.rules import check_text
 from ui.classroom import session as cls
 from ui.classroom.plans import DRAFT, PLAN_PARAM, STOP_PAGES, describe, heads, ss, view_state
@@ -22,11 +22,11 @@ from ui.widgets import md
 PLANS_DIR = ROOT / "assets" / "plans"
 
 
-def read_file(raw: bytes) -> P.Plan:
-    return P.read_plan(raw, STOP_PAGES, heads())
+def read_file(raw: bytes) -> classroom.plans.Plan:
+    return classroom.plans.read_plan(raw, STOP_PAGES, heads())
 
 
-def shipped() -> dict[str, P.Plan]:
+def shipped() -> dict[str, classroom.plans.Plan]:
     """The plans in assets/plans/, by title (each checked as an uploaded file is)."""
     out = {}
     for path in sorted(Path(PLANS_DIR).glob("*.json")):
@@ -64,13 +64,16 @@ def add_stop() -> None:
     s = ss()
     try:
         question = stop_question(s.get("plan_question"))
-        caption = check_text(str(s.get("plan_caption", "")), P.MAX_CAPTION, "the caption", allow_empty=True)
+        caption = check_text(str(s.get("plan_caption", "")), classroom.plans.MAX_CAPTION, "the caption",
+                             allow_empty=True)
         head = s.get("plan_hidden") or None
-        stop = P.check_stop({"caption": caption, "state": view_state(), **({"question": question} if question else {}),
-                             **({"hidden": {"head": head}} if head else {})}, "The new stop", STOP_PAGES, heads())
-        title = check_text(str(s.get("plan_title") or "My lesson plan"), P.MAX_TITLE, "the title")
-        draft = s.get(DRAFT) or P.Plan(title, ())
-        s[DRAFT] = P.Plan(title, draft.stops).with_stop(stop)
+        stop = classroom.plans.check_stop({"caption": caption, "state": view_state(),
+                                           **({"question": question} if question else {}),
+                                           **({"hidden": {"head": head}} if head else {})},
+                                          "The new stop", STOP_PAGES, heads())
+        title = check_text(str(s.get("plan_title") or "My lesson plan"), classroom.plans.MAX_TITLE, "the title")
+        draft = s.get(DRAFT) or classroom.plans.Plan(title, ())
+        s[DRAFT] = classroom.plans.Plan(title, draft.stops).with_stop(stop)
         s["plan_caption"] = ""
     except InvalidInput as e:
         cls.notify(str(e))
@@ -101,10 +104,10 @@ def pick_shipped() -> None:
         ss()[DRAFT] = plans[name]
 
 
-def plan_link(plan: P.Plan) -> str:
+def plan_link(plan: classroom.plans.Plan) -> str:
     """This server's classroom page with the plan in its address (as the join link is built)."""
     base = cls.join_link("-").split("?", 1)[0]
-    return f"{base}?{PLAN_PARAM}={P.plan_to_link(plan)}"
+    return f"{base}?{PLAN_PARAM}={classroom.plans.plan_to_link(plan)}"
 
 
 
@@ -122,7 +125,7 @@ def editor() -> None:
     with c2:
         st.file_uploader("Or open a plan file (.json)", type=["json"], key="plan_file", on_change=uploaded,
                          max_upload_size=1)
-    draft: P.Plan | None = s.get(DRAFT)
+    draft: classroom.plans.Plan | None = s.get(DRAFT)
     if draft is None:
         st.info("No plan yet: add the first stop below, or choose a shipped plan.", icon=":material/flag:")
     else:
@@ -140,8 +143,10 @@ def editor() -> None:
         st.caption("This view: " + describe(view_state()) + ". Change it on any page (the sidebar, the lesson, "
                    "the page's own switches), then come back here.")
         if draft is None:
-            st.text_input("The plan's title", max_chars=P.MAX_TITLE, key="plan_title", placeholder="My lesson plan")
-        st.text_input("Caption: what the class should notice here", max_chars=P.MAX_CAPTION, key="plan_caption")
+            st.text_input("The plan's title", max_chars=classroom.plans.MAX_TITLE, key="plan_title",
+                          placeholder="My lesson plan")
+        st.text_input("Caption: what the class should notice here", max_chars=classroom.plans.MAX_CAPTION,
+                      key="plan_caption")
         st.selectbox("Question at this stop (made from this view, answered by the model)", [None, *STOP_QUESTIONS],
                      key="plan_question", format_func=lambda k: "none" if k is None else STOP_QUESTIONS[k])
         st.selectbox("Mystery head (its weights hidden on the multi-head page until you reveal them)",

@@ -31,8 +31,8 @@ import time
 
 import streamlit as st
 
+import classroom.plans
 from classroom import ClassStoreError, InvalidInput
-from classroom import plans as P
 from ui.classroom import session as cls
 from ui.classroom import teacher
 from ui.page_list import PAGES
@@ -70,7 +70,7 @@ def on_run(here: str) -> None:
         with contextlib.suppress(KeyError):
             del st.query_params[PLAN_PARAM]
         try:
-            s[DRAFT] = P.plan_from_link(token, STOP_PAGES, heads())
+            s[DRAFT] = classroom.plans.plan_from_link(token, STOP_PAGES, heads())
             cls.notify(f"Lesson plan “{s[DRAFT].title}” loaded from the link: {len(s[DRAFT].stops)} stops.")
         except InvalidInput as e:
             cls.notify(f"The link's lesson plan cannot be used: {e}")
@@ -93,7 +93,7 @@ def read_pace() -> dict | None:
         pace = cls.store().pace(cls.code())
         if pace["plan"] and (s.get(PLAN) or (None,))[0] != pace["plan"]:
             raw = cls.store().plan(cls.code())
-            s[PLAN] = (pace["plan"], P.plan_of(raw)) if raw else None
+            s[PLAN] = (pace["plan"], classroom.plans.plan_of(raw)) if raw else None
     except ClassStoreError:
         return s.get(PACE)  # the store is away: the last one read (the page's stream says so)
     s[PACE] = pace
@@ -109,7 +109,7 @@ def read_pace() -> dict | None:
 
 
 def pace() -> dict:
-    return ss().get(PACE) or P.DEFAULT_PACE
+    return ss().get(PACE) or classroom.plans.DEFAULT_PACE
 
 
 def leads() -> bool:
@@ -121,17 +121,17 @@ def paused() -> bool:
     return cls.is_student() and pace()["paused"]
 
 
-def class_plan() -> P.Plan | None:
+def class_plan() -> classroom.plans.Plan | None:
     got = ss().get(PLAN)
     return got[1] if got else None
 
 
-def current_stop() -> tuple[int, P.Stop] | None:
+def current_stop() -> tuple[int, classroom.plans.Stop] | None:
     plan, i = class_plan(), pace()["stop"]
     return (i, plan.stops[i]) if plan is not None and 0 <= i < len(plan.stops) else None
 
 
-def shows(stop: P.Stop, state: dict) -> bool:
+def shows(stop: classroom.plans.Stop, state: dict) -> bool:
     """`state` (a session's shared state) is the stop's view: every key the stop names (page, sentence, model,
     switches, lesson step) has the stop's value."""
     return all(state.get(k) == v for k, v in stop.state.items() if k != "own_model")
@@ -378,7 +378,7 @@ def describe(state: dict) -> str:
     return " · ".join(parts)
 
 
-def stop_label(plan: P.Plan, i: int) -> str:
+def stop_label(plan: classroom.plans.Plan, i: int) -> str:
     text = plan.stops[i].caption or TITLES.get(plan.stops[i].state["page"], "")
     if len(text) > 80:
         text = text[:80].rsplit(" ", 1)[0] + " …"
@@ -423,7 +423,7 @@ def student_bar() -> None:
                      format_func=lambda i: stop_label(plan, i))
     with st.popover("Send a snapshot to the teacher", icon=":material/photo_camera:", width="stretch"):
         # a text area: a text box's "Press Enter to apply" and its count covered the note in a narrow popover
-        st.text_area("One line for your teacher", max_chars=P.MAX_NOTE, key="shot_note", height=80,
+        st.text_area("One line for your teacher", max_chars=classroom.plans.MAX_NOTE, key="shot_note", height=80,
                      placeholder="e.g. head 2 breaks il/elle!")
         st.button("Send this view", key="shot_send", type="primary", icon=":material/send:", on_click=send_shot)
 

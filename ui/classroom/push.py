@@ -49,7 +49,7 @@ from starlette.routing import Route
 
 from classroom import get_store, normalize_code
 from classroom.hub import EventHub
-from serving.inbound import scope_client
+from serving.fair_share import scope_client
 from serving.streams import StreamCaps
 
 _log = logging.getLogger("glass.classroom")

@@ -10,14 +10,13 @@ from urllib.parse import urlsplit
 import pandas as pd
 import streamlit as st
 
-from explain import report as R
+import explain.report
+import viz.study
 from explain.instrument import OBJECTIVES, VERSIONS
-from study import StudyError, export
-from study import schema as S
+from study import StudyError, export, schema
 from ui.page_list import PAGES
 from ui.study.session import OWNER, PARAM, TOKEN, client, instrument, notify, ss, store
 from ui.widgets import chart, md, metrics_row, notice, small_table
-from viz import study as V
 
 RETENTION = "study_new_retention"
 
@@ -27,7 +26,7 @@ def create() -> None:
     g = ss()
     settings = {"title": str(g.get("study_new_title") or ""), "path": g.get("study_new_path", "lesson"),
                 "factor": None if g.get("study_new_factor", "none") == "none" else g["study_new_factor"],
-                "retention_days": int(g.get(RETENTION) or S.DEFAULT_RETENTION_DAYS),
+                "retention_days": int(g.get(RETENTION) or schema.DEFAULT_RETENTION_DAYS),
                 "delay_days": int(g.get("study_new_delay") or 0), "keep_text": bool(g.get("study_new_text")),
                 "instrument": g.get("study_new_version") or next(iter(VERSIONS))}
     try:
@@ -55,15 +54,15 @@ def resume() -> None:
 
 def create_form() -> None:
     st.subheader("Create a study")
-    st.text_input("Title (shown to participants)", key="study_new_title", max_chars=S.MAX_TITLE,
+    st.text_input("Title (shown to participants)", key="study_new_title", max_chars=schema.MAX_TITLE,
                   placeholder="e.g. Attention, week 3")
     c1, c2 = st.columns(2)
-    c1.radio("Between the two tests", list(S.PATHS), format_func=S.PATHS.get, key="study_new_path")
-    c2.radio("Conditions (participants are assigned at random, balanced)", ["none", *S.FACTORS],
-             format_func=lambda f: "One condition" if f == "none" else S.FACTORS[f], key="study_new_factor")
+    c1.radio("Between the two tests", list(schema.PATHS), format_func=schema.PATHS.get, key="study_new_path")
+    c2.radio("Conditions (participants are assigned at random, balanced)", ["none", *schema.FACTORS],
+             format_func=lambda f: "One condition" if f == "none" else schema.FACTORS[f], key="study_new_factor")
     c1, c2, c3 = st.columns(3)
-    c1.number_input("Keep the data for (days)", 1, 3650, S.DEFAULT_RETENTION_DAYS, key=RETENTION)
-    c2.number_input("Delayed test after (days; 0: none)", 0, 365, S.DEFAULT_DELAY_DAYS, key="study_new_delay")
+    c1.number_input("Keep the data for (days)", 1, 3650, schema.DEFAULT_RETENTION_DAYS, key=RETENTION)
+    c2.number_input("Delayed test after (days; 0: none)", 0, 365, schema.DEFAULT_DELAY_DAYS, key="study_new_delay")
     c3.selectbox("Concept test version", list(VERSIONS), key="study_new_version",
                  help=f"{len(VERSIONS[next(iter(VERSIONS))])} items in two forms (A, B) on different sentences, "
                       "written and answered by the shipped model.")
@@ -126,12 +125,12 @@ def dashboard() -> None:
                    "again; it is shown only once and cannot be recovered.", icon=":material/key:")
     st.markdown(f"Participants open this link: `{link(code, token)}`")
     s = study.settings
-    st.caption(f"{S.PATHS[s['path']]} · conditions: {', '.join(study.conditions)} · instrument "
+    st.caption(f"{schema.PATHS[s['path']]} · conditions: {', '.join(study.conditions)} · instrument "
                f"{study.instrument.get('version')} · delayed test: "
                f"{str(s['delay_days']) + ' days' if s['delay_days'] else 'none'} · everything is deleted on "
                f"{pd.Timestamp(study.expires, unit='ms'):%d %B %Y} · "
                f"{'closed' if study.closed else 'open'}")
-    phases = {ph: sum(1 for p in people if p["phase"] == ph) for ph in S.PHASES}
+    phases = {ph: sum(1 for p in people if p["phase"] == ph) for ph in schema.PHASES}
     with metrics_row():
         st.metric("Agreed to take part", len(people), border=True)
         st.metric("Finished", phases["done"] + phases["delayed"] + phases["finished"], border=True)
@@ -145,36 +144,36 @@ def dashboard() -> None:
 
 
 def report(study, people: list[dict], events: list[dict]) -> None:
-    rep = R.build(study.instrument, people, events, first=study.conditions[0])
+    rep = explain.report.build(study.instrument, people, events, first=study.conditions[0])
     st.subheader("Report")
     for line in rep.notes:
         st.info(md(line), icon=":material/group:")
-    chart(V.gain_figure(rep), key="study_gain")
-    notice(V.gain_notice(rep))
-    chart(V.items_figure(rep), key="study_items")
-    notice(V.items_notice(rep))
+    chart(viz.study.gain_figure(rep), key="study_gain")
+    notice(viz.study.gain_notice(rep))
+    chart(viz.study.items_figure(rep), key="study_items")
+    notice(viz.study.items_notice(rep))
     st.markdown("**Misconceptions chosen** (wrong answers whose option stands for a known misconception)")
     if any(isinstance(m["chosen"], int) for m in rep.misconceptions):
-        chart(V.misconceptions_figure(rep), key="study_misconceptions")
+        chart(viz.study.misconceptions_figure(rep), key="study_misconceptions")
     else:
         st.caption("None chosen by 5 participants or more yet.")
     st.markdown("**Where the lesson failed**: time and engagement per step, and the share right after it")
-    chart(V.steps_figure(rep), key="study_steps")
-    notice(V.steps_notice(rep))
+    chart(viz.study.steps_figure(rep), key="study_steps")
+    notice(viz.study.steps_notice(rep))
     c1, c2 = st.columns(2)
     with c1:
         st.markdown("**Workload (raw NASA-TLX)** and usability (SUS): "
                     + (f"SUS {rep.sus.value:.0f} of 100 ({rep.sus.low:.0f} to {rep.sus.high:.0f}, n {rep.sus.n})"
                        if rep.sus else "SUS from 5 participants on"))
         if any(v is not None for v in rep.tlx.values()):
-            chart(V.survey_figure(rep), key="study_tlx")
+            chart(viz.study.survey_figure(rep), key="study_tlx")
         else:
             st.caption("The workload appears once 5 participants have answered the questionnaires.")
     with c2:
         st.markdown("**Feeling of learning beside the measured gain**")
         if rep.feel:
-            chart(V.feel_figure(rep), key="study_feel")
-        st.caption(md(V.feel_notice(rep)))
+            chart(viz.study.feel_figure(rep), key="study_feel")
+        st.caption(md(viz.study.feel_notice(rep)))
     tables = tables_of(rep)
     with st.expander("The report's tables"):
         for name, rows in tables.items():

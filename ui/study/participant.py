@@ -12,8 +12,7 @@ import time
 import streamlit as st
 
 from explain.questionnaires import CONFIDENCE, FEEL, FEEL_SCALE, SUS, SUS_SCALE, TLX, scale_of
-from study import StudyError
-from study import schema as S
+from study import StudyError, schema
 from ui.page_list import by_name
 from ui.study.session import (
     ACTOR,
@@ -43,7 +42,7 @@ def consent_text(study) -> str:
     s = study.settings
     delayed = (f", and {s['delay_days']} days later a last short test (optional)" if s["delay_days"] else "")
     text = "; this study keeps the sentences you type as text" if s["keep_text"] else ""
-    return S.CONSENT[S.CONSENT_VERSION].format(delayed=delayed, text=text, expires=date(study.expires),
+    return schema.CONSENT[schema.CONSENT_VERSION].format(delayed=delayed, text=text, expires=date(study.expires),
                                                days=s["retention_days"])
 
 
@@ -62,7 +61,7 @@ def agree(code: str) -> None:
 
 def consent(study) -> None:
     st.subheader(md(study.settings["title"]) or "A study of learning with this app")
-    st.caption(f"Consent text {S.CONSENT_VERSION} · instrument {study.instrument.get('version')}")
+    st.caption(f"Consent text {schema.CONSENT_VERSION} · instrument {study.instrument.get('version')}")
     st.markdown(consent_text(study))
     st.text_input("Participant code (only if your teacher or researcher gave you one)", key="study_participant_code",
                   max_chars=64, help="It lets you continue on another device. Leave it empty otherwise.")
@@ -143,7 +142,7 @@ def test(study, participant, done: set[str]) -> None:
         n_choices = len(item["options"])
     st.radio("How sure are you?", list(CONFIDENCE), format_func=CONFIDENCE.get, index=None, horizontal=True,
              key=f"study_conf_{item['id']}")
-    st.text_input("Why? (optional, one line)", key=f"study_reason_{item['id']}", max_chars=S.MAX_REASON,
+    st.text_input("Why? (optional, one line)", key=f"study_reason_{item['id']}", max_chars=schema.MAX_REASON,
                   placeholder="e.g. because the weights of a row add up to 1")
     st.button("Submit this answer", type="primary", on_click=submit, args=(study.code, item["id"], n_choices),
               key=f"study_submit_{item['id']}", icon=":material/send:")
@@ -264,7 +263,7 @@ def flow(study) -> None:
     if ss().get(DELETE) and p.phase == "pre":
         st.info(f"Your deletion code: **`{ss()[DELETE]}`** (keep it: with it you can delete your data at any time).",
                 icon=":material/key:")
-    if p.phase in S.TEST_PHASES:
+    if p.phase in schema.TEST_PHASES:
         test(study, p, store().done(study.code, p.actor))
     elif p.phase == "path":
         path(study)

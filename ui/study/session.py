@@ -40,8 +40,7 @@ from classroom import ClassStoreError
 from classroom import get_store as get_class_store
 from explain.instrument import CURRENT, Instrument, build
 from explain.items import Models
-from study import StudyError, get_store
-from study import schema as S
+from study import StudyError, get_store, schema
 from ui.models import load_shipped
 from ui.session_info import current_identity
 
@@ -78,7 +77,7 @@ def source(participant_code: str = "") -> str:
     """What the pseudonym is made from: a researcher's participant code, else this browser, else this session."""
     code = participant_code.strip()
     if code:
-        return "code:" + S.check_text(code, 64, "The participant code", allow_empty=False)
+        return "code:" + schema.check_text(code, 64, "The participant code", allow_empty=False)
     with contextlib.suppress(Exception):
         bid = current_identity().browser
         if bid:

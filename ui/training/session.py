@@ -295,7 +295,7 @@ def on_model_upload() -> None:
 
 
 @dataclass(frozen=True)
-class Plan:
+class RunPreview:
     """What the page shows about the chosen settings before a run starts."""
 
     tcfg: TrainConfig
@@ -308,7 +308,7 @@ class Plan:
     max_checkpoint_bytes: int  # settings whose checkpoint would be larger are refused
 
 
-def plan() -> Plan:
+def run_preview() -> RunPreview:
     """The chosen settings' config, memory and checkpoint size, and the server's limits; `SettingsError` if
     they cannot train (impossible settings, a model too large to save, a run over the memory limit)."""
     ss = st.session_state
@@ -319,5 +319,5 @@ def plan() -> Plan:
     train_settings.check_checkpoint_size(tcfg, prof)  # refused here, before Start, with the reason
     memory = estimate_memory(tcfg, prof, n_probes=max(1, len(probes())))
     train_settings.check_memory(memory)
-    return Plan(tcfg, memory, worst_case(ss["training_direction"]), svc.max_running, svc.max_seconds,
+    return RunPreview(tcfg, memory, worst_case(ss["training_direction"]), svc.max_running, svc.max_seconds,
                 train_settings.MAX_JOB_BYTES, train_settings.checkpoint_bytes(tcfg, prof), checkpoint.MAX_BYTES)
