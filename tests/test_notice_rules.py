@@ -41,6 +41,7 @@ from viz import heads as vh
 from viz import layers as vl
 from viz import lesson as V
 from viz import lesson_decoder as D
+from viz import lesson_encoder as E
 from viz import positional as vp
 from viz import pronoun as vpr
 from viz import rnn as vr
@@ -68,7 +69,7 @@ def w(label: str) -> str:
     return label.split(" ", 1)[1] if " " in label and label.split(" ", 1)[0].isdigit() else label
 
 
-# --- the guided lesson (viz/lesson.py, viz/lesson_decoder.py) ------------------------------------------------
+# --- the guided lesson (viz/lesson.py, viz/lesson_encoder.py, viz/lesson_decoder.py) ----------------------------
 
 def test_lesson_cross_attention_reorders_only_from_confident_rows():
     """N1: "The French order differs" iff two confident rows (largest weight >= 0.6, not on <eos>) read the English
@@ -597,9 +598,9 @@ JUDGING = re.compile(r"\b(mostly|almost|reorder\w*|links?|ignores?|clearly|stron
 # builder -> the test above that recomputes its judging words (every other notice builder states numbers only)
 RULED = {
     "viz.lesson_decoder.notice_cross": test_lesson_cross_attention_reorders_only_from_confident_rows,
-    "viz.lesson.notice_heads": test_lesson_encoder_notices_follow_their_rules,
-    "viz.lesson.notice_softmax": test_lesson_encoder_notices_follow_their_rules,
-    "viz.lesson.notice_z": test_lesson_encoder_notices_follow_their_rules,
+    "viz.lesson_encoder.notice_heads": test_lesson_encoder_notices_follow_their_rules,
+    "viz.lesson_encoder.notice_softmax": test_lesson_encoder_notices_follow_their_rules,
+    "viz.lesson_encoder.notice_z": test_lesson_encoder_notices_follow_their_rules,
     "viz.lesson.notice_positional": test_lesson_encoder_notices_follow_their_rules,
     "viz.lesson.notice_why": test_lesson_encoder_notices_follow_their_rules,  # "reads every other word": a fact
     "viz.lesson_decoder.notice_coref": test_lesson_coreference_step_and_coref_notices,
@@ -635,7 +636,7 @@ RULED = {
     "viz.tracing.head_notice": test_one_head_notice_follows_its_rule,
     "viz.pronoun.story_notice": test_tracing_and_pronoun_notices_follow_their_rules,
 }
-MODULES = (V, D, va, vh, vs, vc, vd, vdec, ve, vl, vp, vr, vx, vspan, vt, vpr)
+MODULES = (V, E, D, va, vh, vs, vc, vd, vdec, ve, vl, vp, vr, vx, vspan, vt, vpr)
 
 
 def notice_builders():
