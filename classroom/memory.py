@@ -12,10 +12,10 @@ from typing import Any
 
 from classroom import plans as _plans
 from classroom.errors import ClassEnded, ClassFull, ClassStoreError, InvalidInput, NotFound, QuestionClosed, RateLimited
+from classroom.memory_votes import MemoryVotes
 from classroom.roster import MemoryRoster
 from classroom.rules import MAX_OPTIONS, Limit
 from classroom.store import ClassSnapshot, ClassStore, Counters, _snapshot_of, too_many_classes, too_many_students
-from classroom.votes import MemoryVotes
 
 
 # -- in-process memory --------------------------------------------------------------------------------
