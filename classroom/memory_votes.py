@@ -18,7 +18,7 @@ from classroom.votes import MAX_RESULTS, _summary
 if TYPE_CHECKING:
     from classroom.memory import Windows, _Class
     from classroom.rules import Limit
-    from classroom.store import Counters
+    from classroom.snapshot import Counters
 
 @dataclass
 class _Poll:

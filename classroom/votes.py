@@ -36,7 +36,7 @@ from classroom.errors import Forbidden, InvalidInput
 from classroom.rules import MAX_OPTION, check_id, check_question, check_text, client_key, normalize_code
 
 if TYPE_CHECKING:
-    from classroom.store import ClassSnapshot
+    from classroom.snapshot import ClassSnapshot
 
 REVISIT_BELOW, REVEAL_ABOVE = 0.35, 0.70  # the first vote's correct share: the rule `suggest` applies
 MAX_GRID = 40  # rows and columns of a click question's grid (a sentence of 39 words and EOS)
