@@ -13,7 +13,8 @@ from classroom.errors import *  # noqa: F403
 from classroom.memory import MemoryClassStore
 from classroom.redis_store import RedisClassStore
 from classroom.rules import *  # noqa: F403
-from classroom.store import ClassQuestion, ClassSnapshot, ClassStore, Counters  # noqa: F401
+from classroom.snapshot import ClassQuestion, ClassSnapshot, Counters  # noqa: F401
+from classroom.store import ClassStore  # noqa: F401
 from serving.shared_redis import redis_url
 
 _stores: dict[str, ClassStore] = {}

@@ -26,7 +26,8 @@ import socket
 from collections import Counter as Tally
 from collections.abc import Callable
 
-from classroom.store import ClassStore, Counters
+from classroom.snapshot import Counters
+from classroom.store import ClassStore
 
 _log = logging.getLogger("glass.classroom")
 MARK_SECONDS, MARK_TTL = 10.0, 30.0

@@ -12,10 +12,11 @@ from typing import Any
 
 from classroom import plans as _plans
 from classroom.errors import ClassEnded, ClassFull, ClassStoreError, InvalidInput, NotFound, QuestionClosed, RateLimited
+from classroom.memory_votes import MemoryVotes
 from classroom.roster import MemoryRoster
 from classroom.rules import MAX_OPTIONS, Limit
-from classroom.store import ClassSnapshot, ClassStore, Counters, _snapshot_of, too_many_classes, too_many_students
-from classroom.votes import MemoryVotes
+from classroom.snapshot import ClassSnapshot, Counters, _snapshot_of
+from classroom.store import ClassStore, too_many_classes, too_many_students
 
 
 # -- in-process memory --------------------------------------------------------------------------------
@@ -34,7 +35,7 @@ class _Class:
     client: str = ""  # the hashed client that started it
     joined_by: dict[str, int] = field(default_factory=dict)  # hashed client -> students it added
     here: dict[str, float] = field(default_factory=dict)  # student -> present until (store.presence_seconds)
-    seq: int = 1  # the counters (classroom.store.Counters)
+    seq: int = 1  # the counters (classroom.snapshot.Counters)
     q: int = 0
     tally: int = 0
     extra: dict[str, Any] = field(default_factory=dict)  # "plan", "pace" (classroom/plans.py)

@@ -253,9 +253,10 @@ redis.call('HSET', KEYS[1], 'x:plan', ARGV[3], 'x:pace', cjson.encode(pace))
 announce(1, 1, 0)
 return pace['plan']""",
     # ARGV: secret hash, idle TTL ms, field name, JSON.
-    # KEYS: class, answers, counts, students, joined, the classes with a model (set). ARGV: secret hash, idle TTL ms,
-    # weights and meta (base64: no quote, no backslash), budget in bytes, key prefix. Every class's model together
-    # (their stored length, HSTRLEN: an ended or expired class has none, and leaves the set) within the budget, or -15.
+    # KEYS: class, answers, counts, students, joined, the classes with a model (set). ARGV: secret hash, idle TTL
+    # ms, weights and meta (base64: no quote, no backslash), budget in bytes, key prefix. Every class's model
+    # together (their stored length, HSTRLEN: an ended or expired class has none, and leaves the set) within the
+    # budget, or -15.
     "set_model": TEACHER + """
 local held = 0
 for _, other in ipairs(redis.call('SMEMBERS', KEYS[6])) do

@@ -29,7 +29,8 @@ from classroom.redis_lua import TEACHER as _TEACHER
 from classroom.redis_roster import RedisRoster
 from classroom.redis_votes import RedisVotes
 from classroom.rules import MAX_OPTIONS, check_question, check_state
-from classroom.store import ClassSnapshot, ClassStore, Counters, _snapshot_of, too_many_classes, too_many_students
+from classroom.snapshot import ClassSnapshot, Counters, _snapshot_of
+from classroom.store import ClassStore, too_many_classes, too_many_students
 
 if TYPE_CHECKING:
     from redis import Redis
@@ -41,7 +42,7 @@ FULL = "The class service is full right now; try again in a few minutes."
 
 # -- Redis (its scripts: classroom/redis_lua.py) ---------------------------------------------------------
 # Keys of class CODE (prefix p): p:CODE (hash: secret, version, state, qid, question, revealed, ended, client, and
-# the counters seq, q, tally: classroom.store.Counters),
+# the counters seq, q, tally: classroom.snapshot.Counters),
 # p:CODE:answers (hash student -> option), p:CODE:counts (hash option -> count), p:CODE:students (set),
 # p:CODE:joined (hash client -> students it added), p:CODE:here (sorted set: student -> present until),
 # p:CODE:pages (sorted set: "process|student" -> until); p:client:CLIENT (set of the classes a client started),

@@ -36,7 +36,7 @@ from classroom.rules import check_id, check_text, normalize_code
 
 if TYPE_CHECKING:
     from classroom.memory import _Class
-    from classroom.store import Counters
+    from classroom.snapshot import Counters
 
 MODES = ("following", "free", "chose", "left")  # follows; explores as the teacher lets everyone; explores by its own
 # button; left follow mode by changing something (a sentence, a step, a page) without the button

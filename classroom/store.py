@@ -1,4 +1,4 @@
-"""Class state shared between people: the interface (`ClassStore`) and the data it hands out.
+"""Class state shared between people: the interface (`ClassStore`); the data it hands out is classroom/snapshot.py's.
 
 A teacher creates a class and gets a short code (shown to the class) and a secret (kept in the
 teacher's session only). Students join with the code and follow the teacher's state (page, sentence,
@@ -51,7 +51,6 @@ import secrets
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
 from classroom import plans as _plans
@@ -78,57 +77,10 @@ from classroom.rules import (
     secret_hash,
     setting,
 )
+from classroom.snapshot import ClassSnapshot, Counters
 from classroom.votes import PeerVotes
 
 _log = logging.getLogger("glass.classroom")
-
-
-# -- data ---------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Counters:
-    """A class's counters: each moves with one kind of change, so that a page compares the one it shows.
-
-    `seq`: anything a student sees (the teacher's state, a question, its reveal, the end); `q`: a question,
-    its reveal or the end (what a student exploring on their own sees); `tally`: joins and answers (what the
-    teacher's counts show). Events carry only these numbers; each page reads what it needs in its own run."""
-    seq: int
-    q: int
-    tally: int
-    ended: bool = False
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"seq": self.seq, "q": self.q, "tally": self.tally, "ended": self.ended}
-
-
-@dataclass(frozen=True)
-class ClassQuestion:
-    id: int
-    text: str
-    options: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class ClassSnapshot:
-    """What a poll sees. `answer` (the model's) is None until revealed, except for the teacher.
-    `version` counts the teacher's `set_state` calls (start 1); `question.id` counts questions."""
-    code: str
-    state: dict[str, Any] = field(default_factory=dict)
-    version: int = 0
-    question: ClassQuestion | None = None
-    counts: tuple[int, ...] = ()
-    revealed: bool = False
-    answer: int | None = None
-    my_answer: int | None = None  # the asking student's current answer
-    students: int = 0  # the students present: seen within the store's `presence_seconds` (`mark_connected`)
-    ended: bool = False
-    seq: int = 0  # the class's counters when this snapshot was read (`Counters`)
-    q: int = 0
-    tally: int = 0
-
-    @property
-    def answered(self) -> int:
-        return sum(self.counts)
-
 
 
 # -- the interface ------------------------------------------------------------------------------------
@@ -537,17 +489,3 @@ def too_many_classes(limit: int) -> str:
 def too_many_students(limit: int) -> str:
     return (f"This class already has {limit} students from your network address, the limit per address. If your "
             "whole school shares one address, whoever runs the server can raise GLASS_STUDENTS_PER_ADDRESS.")
-
-
-def _snapshot_of(code: str, state: dict[str, Any], version: int, qid: int, q: dict[str, Any] | None, counts: list[int],
-                  revealed: bool, students: int, teacher: bool, my_answer: int | None,
-                  counters: Counters | None = None) -> ClassSnapshot:
-    question = ClassQuestion(qid, q["text"], tuple(q["options"])) if q else None
-    moved: dict[str, Any] = {"seq": counters.seq, "q": counters.q, "tally": counters.tally} if counters else {}
-    n = len(question.options) if question else 0
-    return ClassSnapshot(code=code, state=state, version=version, question=question,
-                         counts=tuple((counts + [0] * n)[:n]), revealed=revealed and question is not None,
-                         answer=q["answer"] if q and (revealed or teacher) else None,
-                         my_answer=my_answer if question else None, students=students, **moved)
-
-

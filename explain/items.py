@@ -15,118 +15,29 @@ sampling; a head switched off hands its weight to the others; LayerNorm makes a 
 
 A template raises `ValueError` when the sentence does not give a clear item (an answer the options cannot tell
 apart); the instruments (explain/instrument.py) use sentences for which none does, and a test holds that.
+
+The templates of objectives 1-6 and the transfer item are here, those of 7-10 in explain/items_decoding.py; the
+record, the misconceptions and the helpers they share in explain/items_base.py.
 """
 
 from __future__ import annotations
 
 import math
-import random
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
 from explain import questions
+from explain.items_base import MISCONCEPTIONS, Item, Models, Wrong, _analysis, _item, _n, _q, _words
+from explain.items_decoding import decoder_input, greedy_beam, greedy_pick, layer_norm, smoothed_target
 from explain.lesson import n_layers
 from explain.questions import plain, quote
-from model.checkpoint import Bundle
-from model.pipeline import Analysis, analyse, beam, decode_text, prepare, teacher_forced
+from model.pipeline import analyse, prepare
 from model.trace import Interventions
 from model.vocab import BOS, EOS
 
-MAX_ITEM_OPTION = 160  # characters of an option (a translation in full)
-MISCONCEPTIONS = {
-    "softmax_range": "Softmax weights are numbers from −1 to 1 that need not add up to 1",
-    "uniform": "Attention spreads evenly over the words",
-    "importance": "The largest attention weight goes to the most important word (a noun)",
-    "scaling_sharpens": "Dividing the scores by √d_k makes a row sharper",
-    "scale_after": "√d_k divides the weights after the softmax",
-    "mask_decoding": "The look-ahead mask matters while generating word by word",
-    "mask_harmless": "Training without the mask costs nothing: the mask only hides words",
-    "mask_backwards": "The mask hides the words before a position",
-    "cross_from_decoder": "Encoder-decoder attention weighs the decoder's own words",
-    "cross_aligned": "The decoder reads the English word at its own position",
-    "order_known": "The encoder knows word order without positional encoding",
-    "heads_compensate": "The other heads make up for a head switched off",
-    "off_uniform": "A head switched off spreads its weights evenly",
-    "head_irrelevant": "One head never changes the translation",
-    "greedy_sampling": "Greedy decoding draws each word at random by its probability",
-    "beam_always_better": "Beam search always finds another, better translation",
-    "layernorm_unit": "LayerNorm divides a vector by its length",
-    "layernorm_keeps": "The residual and LayerNorm leave the vector's statistics as they were",
-    "onehot_target": "The training target is the one-hot right word",
-    "no_shift": "The decoder's input at a position is the word it must predict",
-    "free_running": "In training the decoder reads its own predictions",
-}
-
-
-@dataclass(frozen=True)
-class Item:
-    id: str  # "A03": form and number
-    objective: str  # a key of explain.instrument.OBJECTIVES
-    template: str
-    text: str
-    options: tuple[str, ...]  # for a transfer item: its cells' labels ("row → column"), row by row
-    answer: int  # index of the right option (a transfer item: its cell)
-    explain: str  # the numbers behind the answer, one line
-    tags: tuple[str | None, ...] = ()  # per option: a MISCONCEPTIONS key or None
-    # transfer items: rows, cols, row, answer, values
-    grid: questions.ClickGrid | None = field(default=None, compare=False)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "objective": self.objective, "template": self.template, "text": self.text,
-                "options": list(self.options), "answer": self.answer, "explain": self.explain,
-                "tags": list(self.tags), **({"grid": self.grid} if self.grid is not None else {})}
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> Item:
-        return cls(str(d["id"]), str(d["objective"]), str(d["template"]), str(d["text"]),
-                   tuple(str(o) for o in d["options"]), int(d["answer"]), str(d["explain"]),
-                   tuple(None if t is None else str(t) for t in d.get("tags", ())), d.get("grid"))
-
-
-@dataclass(frozen=True)
-class Models:
-    """The shipped models the items are answered by: the base model and the copy trained without the mask."""
-    base: Bundle
-    no_mask: Bundle
-
-
-def _q(text: str) -> str:
-    return quote([text]) if text else "nothing"
-
-
-def _n(x: float, places: int = 2) -> str:
-    """A number as an option writes it (a true minus sign; never −0.00)."""
-    text = f"{x:.{places}f}"
-    return text.lstrip("-").replace("-", "−") if float(text) == 0 else text.replace("-", "−")
-
-
-Wrong = list[tuple[str, str | None]]  # the wrong options: (text, the misconception it shows, or None)
-
-
-def _item(objective: str, template: str, text: str, right: str, wrong: Wrong,
-          explain: str, seed: str) -> Item:
-    """Options in an order fixed by `seed` (not always first); distinct texts or ValueError."""
-    options = [(plain(right, MAX_ITEM_OPTION), None), *[(plain(t, MAX_ITEM_OPTION), tag) for t, tag in wrong]]
-    if len({o for o, _ in options}) != len(options):
-        raise ValueError("two options read the same on this sentence")
-    random.Random(seed).shuffle(options)
-    texts = tuple(o for o, _ in options)
-    return Item("", objective, template, plain(text, 500), texts, texts.index(plain(right, MAX_ITEM_OPTION)),
-                plain(explain, 500), tuple(tag for _, tag in options))
-
-
-def _analysis(b: Bundle, sentence: str, iv: Interventions | None = None) -> Analysis:
-    a = analyse(b, prepare(b, sentence), iv)
-    if a.prepared.empty or a.prepared.unknown:
-        raise ValueError(f"{sentence!r}: not a sentence of the toy set")
-    return a
-
-
-def _words(a: Analysis) -> list[str]:
-    return [*a.prepared.tokens, EOS]
+__all__ = ["MISCONCEPTIONS", "TEMPLATES", "Item", "Models", "make"]  # the study's imports
 
 
 # -- 1. a row of weights sums to 1 ---------------------------------------------------------------------------
@@ -322,121 +233,6 @@ def head_translation(m: Models, sentence: str, module: str, head: int) -> Item:
     return _item("head_off", "head_translation",
                  f"{quote(sentence.split())} translates as {_q(before)}. Switch off {where}: what happens to the "
                  "translation?", right, wrong, q.detail, f"head_translation|{sentence}")
-
-
-# -- 7. greedy decoding and beam search ------------------------------------------------------------------------
-def greedy_pick(m: Models, sentence: str, position: int) -> Item:
-    a = _analysis(m.base, sentence)
-    itos = m.base.tgt_vocab.itos
-    p = a.trace["probs"][0, position]  # [V]
-    top = p.topk(3)
-    w = [plain(itos[int(i)]) for i in top.indices]
-    so_far = quote(a.out_tokens[:position]) if position else "nothing yet"
-    ps = [float(v) for v in top.values]
-    if ps[1] < 0.005:
-        raise ValueError("the runner-up is too unlikely to ask")
-    return _item("decoding", "greedy_pick",
-                 f"Translating {quote(a.prepared.tokens)}, the decoder has written {so_far}. Its next-word "
-                 f"probabilities: {w[0]} {_n(ps[0])}, {w[1]} {_n(ps[1], 3)}, {w[2]} {_n(ps[2], 3)}, ... What does "
-                 "greedy decoding write next?",
-                 f"{_q(w[0])}, every time: it takes the most probable word",
-                 [(f"{_q(w[0])} about {ps[0]:.0%} of the time, {_q(w[1])} otherwise: it draws by probability",
-                   "greedy_sampling"),
-                  (f"{_q(w[1])}: greedy keeps the runner-up in reserve and writes it", None),
-                  ("It cannot be told before the sentence is finished", "beam_always_better")],
-                 f"probs[0, {position}]: " + ", ".join(f"{x} {_n(v, 3)}" for x, v in zip(w, ps, strict=True)) + ".",
-                 f"greedy_pick|{sentence}")
-
-
-def greedy_beam(m: Models, sentence: str, k: int = 4) -> Item:
-    a = _analysis(m.base, sentence)
-    b = beam(m.base, a.prepared, k)
-    best = decode_text(m.base, b.best.output)
-    greedy = a.translation
-    wrong: Wrong
-    if best == greedy:
-        right = f"{_q(greedy)}, the same as greedy decoding: its most probable words already make the best sentence"
-        wrong = [("Another translation: beam search always improves on greedy decoding", "beam_always_better"),
-                 ("A different one on every run: beam search samples its hypotheses", "greedy_sampling")]
-    else:
-        right = f"{_q(best)}, not greedy's {_q(greedy)}: a less likely word first led to a more likely sentence"
-        wrong = [(f"{_q(greedy)}, the same: beam search only checks greedy's choice", None),
-                 ("A different one on every run: beam search samples its hypotheses", "greedy_sampling")]
-    wrong.append(("Nothing until all the hypotheses are the same length", None))
-    return _item("decoding", "greedy_beam",
-                 f"Greedy decoding translates {quote(a.prepared.tokens)} as {_q(greedy)}. What does beam search "
-                 f"with {k} hypotheses give?", right, wrong,
-                 f"Beam search ({k} hypotheses): {_q(best)}, probability {_n(b.best.prob, 3)}.",
-                 f"greedy_beam|{sentence}")
-
-
-# -- 8. residual connection and LayerNorm ---------------------------------------------------------------------
-def layer_norm(m: Models, sentence: str, word: int) -> Item:
-    a = _analysis(m.base, sentence)
-    r = a.trace["enc.0.add_norm1.resid"][0, word]  # [D]: x + Sublayer(x)
-    z = a.trace["enc.0.add_norm1.normed"][0, word]  # [D]: before LayerNorm's scale and shift
-    mean, sd = float(r.mean()), float(r.std(unbiased=False))
-    zm, zs = float(z.mean()), float(z.std(unbiased=False))
-    words = _words(a)
-    return _item("add_norm", "layer_norm",
-                 f"In encoder layer 0, the residual x + Attention(x) of {_q(words[word])} in "
-                 f"{quote(a.prepared.tokens)} has {r.numel()} numbers with mean {_n(mean)} and standard deviation "
-                 f"{_n(sd)}. What does LayerNorm's first step (before its learned scale and shift) turn them into?",
-                 f"Mean {_n(zm)}, standard deviation {_n(zs)} (from {_n(mean)} and {_n(sd)}): the {r.numel()} numbers "
-                 "of this one word are centred and scaled",
-                 [(f"A vector of length 1 (from {_n(float(r.norm()))}): each vector is divided by its length",
-                   "layernorm_unit"),
-                  (f"Mean {_n(mean)}, standard deviation {_n(sd)}: the residual only adds, nothing is rescaled",
-                   "layernorm_keeps"),
-                  (f"Each of the {r.numel()} columns centred over the sentence's {len(words)} words", None)],
-                 f"After the first step: mean {_n(zm, 4)}, standard deviation {_n(zs, 4)}.",
-                 f"layer_norm|{sentence}")
-
-
-# -- 9. label smoothing ---------------------------------------------------------------------------------------
-def smoothed_target(m: Models, sentence: str, reference: str, position: int, word: str) -> Item:
-    eps = float(m.base.meta.get("training", {}).get("label_smoothing", 0.1))
-    v = m.base.config.tgt_vocab
-    tf = teacher_forced(m.base, prepare(m.base, sentence), reference)
-    gold = [*tf.target_tokens, EOS]
-    if not 0 <= position < len(gold) or word not in m.base.tgt_vocab.stoi:
-        raise ValueError("no such position or word")
-    right_word = gold[position]
-    target = (1 - eps) + eps / v if word == right_word else eps / v
-    other = eps / v if word == right_word else (1 - eps) + eps / v
-    is_right = word == right_word
-    return _item("label_smoothing", "smoothed_target",
-                 f"Training on {quote(sentence.split())} → {quote(tf.target_tokens)} with label smoothing "
-                 f"ε = {eps} over the {v} French tokens: the position that must predict {_q(right_word)} is "
-                 f"trained towards a target distribution. What probability does that target give {_q(word)}?",
-                 f"{target:.4f}" + (" = 1 − ε + ε/V" if is_right else " = ε/V"),
-                 [("1" if is_right else "0", "onehot_target"), (f"{other:.4f}", None),
-                  (f"{1 / v:.4f} = 1/V", None) if is_right else (f"{eps:.4f} = ε", None)],
-                 f"Smoothed target: 1 − ε + ε/V = {(1 - eps) + eps / v:.4f} on the right word, ε/V = {eps / v:.6f} on "
-                 f"each of the others (ε = {eps}, V = {v}).", f"smoothed_target|{sentence}|{word}")
-
-
-# -- 10. teacher forcing --------------------------------------------------------------------------------------
-def decoder_input(m: Models, sentence: str, reference: str, position: int) -> Item:
-    tf = teacher_forced(m.base, prepare(m.base, sentence), reference)
-    itos = m.base.tgt_vocab.itos
-    fed = [itos[int(i)] for i in tf.trace["tgt.tokens"][0]]  # what the decoder read: BOS + reference
-    gold = [*tf.target_tokens, EOS]
-    if not 1 <= position < len(tf.target_tokens):
-        raise ValueError("no such position")
-    src = sentence.split()
-    wrong: Wrong = [(f"{_q(gold[position])}, the word it must predict", "no_shift")]
-    own = itos[tf.predicted[position - 1]]
-    if own != fed[position]:
-        wrong.append((f"{_q(own)}, what the model itself predicted at the position before", "free_running"))
-    else:
-        wrong.append(("Whatever the model itself predicted at the position before", "free_running"))
-    wrong.append((f"{_q(src[min(position, len(src) - 1)])}, the English word at that position", None))
-    return _item("teacher_forcing", "decoder_input",
-                 f"Training on {quote(src)} → {quote(tf.target_tokens)}: what does the decoder read as its input "
-                 f"at the position that must predict {_q(gold[position])}?",
-                 f"{_q(fed[position])}, the reference's word before it", wrong,
-                 f"Decoder input (BOS + the reference, shifted right): {quote(fed)}.", f"decoder_input|{sentence}")
 
 
 # -- transfer: predict a head's row with the click grid --------------------------------------------------------

@@ -155,7 +155,8 @@ def transformer_config(c: object) -> Config:
             continue
         if key == "key_size":
             if value is not None and (type(value) is not int or not 1 <= value <= MODEL_BOUNDS["d_model"][1]):
-                raise CheckpointError(f"key_size must be null or a whole number from 1 to {MODEL_BOUNDS['d_model'][1]:g}, not {_kind(value)}")  # noqa: E501
+                raise CheckpointError("key_size must be null or a whole number from 1 to "
+                                      f"{MODEL_BOUNDS['d_model'][1]:g}, not {_kind(value)}")
             continue
         what = f"{key} ({MODEL_LABELS[key]})" if key in MODEL_LABELS else key
         number = isinstance(value, int | float) and not isinstance(value, bool)

@@ -7,20 +7,14 @@ from explain import recompute
 from model.checkpoint import count_parameters
 from pages.content import before as text
 from ui import shell
+from ui.before_steps import P, chart, measured_section
 from ui.models import content_key
-from ui.rnn import RNN_LABELS, STATE_KEY, available, comparison, comparison_key, view
-from ui.widgets import chart as labelled_chart
+from ui.rnn import RNN_LABELS, STATE_KEY, available, view
 from ui.widgets import fold, md, notice, once, page_link, pick, section, sentence_header, small_table
 from viz import rnn as vr
 from viz.heatmap import table
 
 shell.enter(__file__)  # first: re-enter through app.py if Streamlit ran this page bare
-
-P = "before_"  # widget key prefix
-
-
-def chart(fig, key: str) -> None:
-    labelled_chart(fig, key=f"{P}{key}", config=vr.CONFIG)
 
 
 def rnn_chart(build, key: str, *content, note=None) -> None:
@@ -121,39 +115,7 @@ else:
             notice(vr.c_matrix_notice(x, off))
     st.markdown(text.NO_RECURRENCE)
 
-st.header("5 · Measured: sequential steps, speed, accuracy, long-range gradients")
-data = comparison()
-if data is None:
-    st.info(text.NO_COMPARISON)
-else:
-    st.markdown(text.MEASURED)
-    with fold("Show the sequential steps and the encoding time, by sentence length", f"{P}fold_speed") as shown:
-        if shown:
-            c1, c2 = st.columns(2)
-            with c1:
-                chart(vr.steps_figure(data), "m_steps")
-                notice(vr.steps_notice(data))
-            with c2:
-                chart(vr.encode_time_figure(data), "m_time")
-                notice(vr.encode_time_notice(data))
-    st.markdown(text.PARALLEL_NOTE)
-    st.subheader("Training to the same accuracy")
-    once("before.training", comparison_key(), lambda: (  # the shipped measurements: the same for everyone
-        small_table(vr.training_table(data), hide_index=True), notice(vr.training_notice(data))))
-    with fold("Show every recipe of the sweep, both models", f"{P}fold_sweep") as shown:
-        if shown:
-            small_table(vr.sweep_table(data), hide_index=True)
-    st.subheader("Accuracy by sentence length, and il/elle")
-    with fold("Show the accuracy by sentence length and its numbers", f"{P}fold_length") as shown:
-        if shown:
-            chart(vr.length_figure(data), "m_len")
-            notice(vr.length_notice(data))
-            small_table(vr.length_table(data), hide_index=True)
-    section("The long-term dependency problem", text.GRADIENT, level=3)
-    with fold("Show the gradient norm by distance t − i, both models", f"{P}fold_gradient") as shown:
-        if shown:
-            chart(vr.gradient_figure(data), "m_grad")
-            notice(vr.gradient_notice(data))
+measured_section(text)
 
 st.divider()
 page_link("pages/why_attention.py", text.NEXT_WHY)

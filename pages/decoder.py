@@ -1,7 +1,6 @@
 """The decoder and the look-ahead mask: masked self-attention with the real numbers, the lecture's 4 x 4 example,
 and what goes wrong without the mask. (Encoder-decoder attention and the padding mask: pages/cross_attention.py.)"""
 
-from dataclasses import replace
 
 import streamlit as st
 
@@ -9,14 +8,13 @@ from explain import recompute
 from explain.paper import BASE, SECTIONS
 from pages.content import decoder as text
 from ui import shell
-from ui.mask_steps import no_mask_section
+from ui.mask_steps import mask_off_section, no_mask_section
 from ui.models import analysis, content_key, current_model
 from ui.state import interventions
 from ui.widgets import (
     fold,
     four_steps,
     layer_and_head,
-    md,
     metrics_row,
     next_link,
     notice,
@@ -26,10 +24,9 @@ from ui.widgets import (
     section,
     sentence_header,
     small_table,
-    weights_panel,
 )
 from viz import decoder as vd
-from viz.heatmap import shape_text, table
+from viz.heatmap import table
 
 shell.enter(__file__)  # first: re-enter through app.py if Streamlit ran this page bare
 
@@ -122,26 +119,7 @@ with fold("Show the lecture's four 4 × 4 matrices", "decoder_fold_lecture") as 
         exact_numbers(ex, ex_lab, "decoder_ex_exact")
 
 st.header("4. What goes wrong without the look-ahead mask")
-st.subheader("(a) This model with the mask switched off while translating")
-with fold("Show the weights with the mask on and off, and the translations", "decoder_fold_off") as shown:
-    if shown:
-        a_on, a_off = analysis(iv=replace(iv, look_ahead_mask=True)), analysis(iv=replace(iv, look_ahead_mask=False))
-        st.markdown(text.mask_off_intro(layer, head))
-        ws = [vd.head_weights(an.trace, module, head) for an in (a_on, a_off)]
-        for col, an, w, name in zip(st.columns(2), (a_on, a_off), ws, ("mask on", "mask off"), strict=True):
-            with col:
-                n, s = vd.above_diagonal(w)
-                st.markdown(f"**Look-ahead {name}** · translation: {md(an.translation) or '*(empty)*'}")
-                weights_panel(w, an.tgt_labels, title=f"{module}.weights, head {head}", key=f"decoder_la_{name[5:]}",
-                              shape=shape_text(an.trace[f"{module}.weights"], "B, H, t, t"), **kw)
-                st.metric("weights above the diagonal > 0", n, help="strictly above the diagonal")
-                st.metric("their sum", f"{s:.4f}")
-        notice(vd.future_notice(*ws, a_off.tgt_labels))
-        if a_on.translation != a_off.translation:
-            st.warning(f"The translation changes: **{md(a_on.translation)}** → **{md(a_off.translation)}**.")
-        else:
-            st.caption(text.SAME_WORDS)
-        st.caption(text.MASK_OFF_CAPTION)
+mask_off_section(iv, layer, head, text, kw)
 
 no_mask_section(sentence, bundle, text, kw)
 

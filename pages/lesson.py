@@ -53,28 +53,6 @@ bundle = current_model().bundle
 step = explain.lesson.STEPS[k - 1]
 
 
-def navigation(where: str) -> None:
-    """Back, Next (the primary button: Enter or Space on it goes on) and a jump to any step. A teacher at a stop of
-    the class's plan has one Next, the plan's: the lesson's would move the class off the plan's stops."""
-    if plan_leads:
-        if where == "bottom":
-            st.caption(":material/flag: The plan's **Next stop** and **Back a stop** in the sidebar (or PageDown / "
-                       "PageUp) move you and the class.")
-        return
-    b1, b2, b3 = st.columns([1, 1, 4], vertical_alignment="center")
-    suffix = "" if where == "top" else "_bottom"
-    b1.button("Back", icon=":material/arrow_back:", on_click=state.back, disabled=k == 1, key="lesson_back" + suffix,
-              width="stretch")
-    b2.button("Next", icon=":material/arrow_forward:", on_click=state.forward, disabled=k == n, type="primary",
-              key="lesson_next" + suffix, width="stretch")
-    if where == "top":
-        b3.selectbox("Jump to step", list(range(1, n + 1)), key=state.JUMP, on_change=state.jumped,
-                     format_func=lambda i: f"Step {i}: {explain.lesson.STEPS[i - 1].title}",
-                     label_visibility="collapsed")
-    else:
-        b3.progress(k / n, text=f"Step {k} of {n}")
-
-
 sizes = explain.lesson.sizes(bundle.config)
 ctx = viz.lesson.context(a, bundle.tgt_vocab.itos, len(bundle.src_vocab), model=bundle.model, meta=bundle.meta,
                 decide=story, hidden=plans.hidden_head())
@@ -117,13 +95,13 @@ if present:  # the step and its figure first
     prose()
 else:
     st.progress(k / n, text=f"Step {k} of {n}")
-    navigation("top")
+    state.navigation("top", k, plan_leads)
     st.header(f"{k}. {step.title}")
     prose()
     figure_once()
 check.panel(step.key, k, a.prepared.text, words)  # "Check yourself" at the end of each part of the lesson
 
-navigation("bottom")
+state.navigation("bottom", k, plan_leads)
 depth = by_name(step.page)
 f = ctx.f
 state.seed_depth(state.depth_state(depth.name, f.layer, f.head, f.word, f.row, explain.lesson.n_layers(a, "dec") - 1,

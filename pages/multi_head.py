@@ -8,17 +8,13 @@ from pages.content import multi_head as text
 from ui import shell
 from ui.attention_steps import show_one_head_left
 from ui.classroom.plans import hidden_head, mystery_box
-from ui.heads_steps import NO_BAR, P, concat_section, switch_off_section
+from ui.heads_steps import P, concat_section, heads_grid, switch_off_section, word_heads_section
 from ui.models import analysis, content_key, coref_decision, coref_defaults, current_model
-from ui.state import set_head
-from ui.style import presenter
 from ui.widgets import (
-    chart,
     figure,
     fold,
     md,
     next_link,
-    notice,
     once,
     pick,
     require_sentence,
@@ -30,24 +26,14 @@ from viz import attention as va
 from viz import coref as vc
 from viz import heads as vh
 from viz.attention import MODULES, axis_labels, module_name
-from viz.heads import head_figure
-from viz.heatmap import table
 
 shell.enter(__file__)  # first: re-enter through app.py if Streamlit ran this page bare
 
 KEYS = (f"{P}layer", f"{P}head", f"{P}word")
 
 
-def _toggle(module: str, head: int, key: str) -> None:
-    set_head(module, head, bool(st.session_state[key]))
-
-
 def _set_sentence(sentence: str) -> None:
     st.session_state["sentence"] = sentence
-
-
-def check_key(module: str, head: int) -> str:
-    return f"{P}on_{module}_{head}"
 
 
 st.title("Multi-head attention")
@@ -93,30 +79,7 @@ mark = pronoun.row if pronoun is not None else None
 if mark is not None:
     st.caption(f"Outlined on every head: the row of {md(y_labels[mark])}, where the decoder writes "
                f"“{md(pronoun.pronoun)}”.")
-per_row = min(H, 2 if presenter() else 4)  # on a projector two heads a row: each large enough to read
-for start in range(0, H, per_row):
-    row = list(range(start, min(start + per_row, H)))
-    first = next((h for h in row if mystery != (module, h)), None)  # writes the row's query words
-    cols = st.columns([1.5] + [1] * (per_row - 1) if per_row > 1 else 1)  # the first's words take room
-    for h, col in zip(row, cols, strict=False):
-        with col:
-            if mystery == (module, h):
-                mystery_box(h, height=300)
-            else:
-                once("multi_head.grid", (*content, module, h, h == first, mark), lambda h=h, first=first: chart(
-                    head_figure(weights[h], x_labels, y_labels, h, h in off, height=300, row_labels=h == first,
-                                mark_row=mark), key=f"{P}grid_{h}", config=NO_BAR))
-            key = check_key(module, h)
-            st.session_state[key] = h not in off  # follow the shared state (the sidebar may have changed it)
-            st.checkbox(f"head {h} on", key=key, on_change=_toggle, args=(module, h, key),
-                        help="Switch this head off: its z becomes 0 before the concatenation.")
-if hidden is None:  # (the notice would tell the mystery head's pattern)
-    once("multi_head.notice", (*content, module), lambda: notice(vh.heads_notice(weights, x_labels, off)))
-with fold("Exact weights of every head", f"{P}grid_numbers") as shown:
-    if shown:
-        for h in (h for h in range(H) if mystery != (module, h)):
-            st.markdown(f"**head {h}**" + (" (off)" if h in off else ""))
-            st.dataframe(table(weights[h], x_labels, y_labels))
+heads_grid(a, module, weights, (x_labels, y_labels), mark, content)
 
 st.header("One head in detail")
 if focus is not None and hidden is None:  # (it names the head that links the words, maybe the mystery one)
@@ -134,17 +97,7 @@ else:
 section("One word, one head or several", text.ONE_WORD)
 it = vh.find_word(a.prepared.tokens, "it") if stack == "enc" else None
 word = pick("Word (query)", range(len(y_labels)), KEYS[2], default=it or 0, format_func=lambda i: y_labels[i])
-with fold("Show this word's weights in every head", f"{P}fold_word") as shown:
-    if shown and hidden is not None:
-        st.caption("Hidden while this layer has a mystery head: your teacher reveals it.")
-    elif shown:
-        rows = vh.word_heads(weights, word)  # [H, Tk]
-        chart(vh.heads_bars_figure(rows, x_labels, (1, 2, 0) if H > 2 else (1, 0), off=off), key=f"{P}bars",
-              config=NO_BAR)
-        figure(rows, x_labels, [f"head {h}" for h in range(H)], "weights",
-               title=f"where {md(y_labels[word])} looks, per head", shape=f"[{H}, {len(x_labels)}]",
-               key=f"{P}word_heads", x_title="key", y_title="head",
-               note=vh.word_heads_notice(rows, x_labels, y_labels[word]))
+word_heads_section(weights, word, (x_labels, y_labels), off, hidden is not None)
 
 concat_section(a, cfg, module, y_labels, off, text)
 switch_off_section(a, module, stack, text)

@@ -10,7 +10,7 @@ from explain.paper import SECTIONS
 from model.data import dataset_reference
 from pages.content import output as text
 from ui import shell
-from ui.decoding_steps import CHART, beam_section, greedy_section
+from ui.decoding_steps import CHART, beam_section, greedy_section, linear_section
 from ui.models import analysis, content_key, current_model, teacher_forced, used_text
 from ui.widgets import (
     chart,
@@ -29,7 +29,6 @@ from ui.widgets import (
 )
 from viz import decoding as vo
 from viz.embeddings import textbook_one_hot
-from viz.heatmap import shape_text
 
 shell.enter(__file__)  # first: re-enter through app.py if Streamlit ran this page bare
 
@@ -37,61 +36,14 @@ a = analysis()
 bundle = current_model().bundle
 itos = bundle.tgt_vocab.itos
 V = len(itos)
-tr = a.trace
 
 st.title("Output and decoding")
 st.markdown(text.intro(V))
 require_sentence(a)
 sentence_header(a)
 
-section("1. The final linear layer and softmax", text.LINEAR)
-st.latex(text.LINEAR_LATEX)
-pos = pick("Decoder position", range(len(a.tgt_labels)), "output_pos", 0,
-           format_func=lambda t: f"{a.tgt_labels[t]}  →  predicts {a.next_labels[t].split(' ', 1)[1]}")
-# drawn once per content (`here`: the analysis) and replayed to a class on the same position (ui.widgets.once)
-here = content_key(a)
-out = vo.position_output(tr, pos)
-best = out.best
-
-
-@functools.cache
-def top():
-    return vo.top_candidates(out.probs, out.logits, itos, 10)
-
-
-def position_numbers() -> None:
-    with metrics_row():
-        st.metric("numbers in h_t", f"{out.h.numel()}", help=f"dec.out is {shape_text(tr['dec.out'], 'B, t, D')}")
-        st.metric("numbers in the logits", f"{out.logits.numel()}",
-                  help=f"= target vocabulary size; logits is {shape_text(tr['logits'], 'B, t, V')}")
-        st.metric("argmax index", best)
-        st.metric("which word is that index?", itos[best])
-    st.caption(text.lookup(shape_text(vo.output_weight(bundle.model), "D, V"), best, itos[best]))
-
-
-def choice() -> None:
-    notice(vo.choice_notice(out, itos, a.tgt_labels[pos]))
-    st.metric("probability of these 10 together", f"{float(top()['probability'].sum()):.4f}")
-
-
-def logits() -> None:
-    st.markdown(f"**All {V} logits at this position** (hover for the word):")
-    chart(vo.logits_figure(out.logits, itos), key="output_logits", config=CHART)
-    notice(vo.logits_notice(out.logits, itos))
-
-
-once("output.position", (*here, pos), position_numbers)
-c1, c2 = st.columns([3, 2])
-with c1:
-    once("output.top", (*here, pos), lambda: chart(
-        vo.top_bar(top(), f"Top 10 of p_{pos} (softmax over all {V} words)", highlight=itos[best]), key="output_top",
-        config=CHART))
-with c2:
-    once("output.choice", (*here, pos), choice)
-with c2, fold("The 10 as a table", "output_fold_top") as shown:
-    if shown:
-        small_table(top(), hide_index=True)
-once("output.logits", (*here, pos), logits)
+here = content_key(a)  # the analysis: what the figures below are of (drawn once, replayed to a class)
+linear_section(a, bundle, here, text)
 
 
 def one_hot() -> None:  # the textbook's example: the same for everyone

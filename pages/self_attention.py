@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-import math
-
 import streamlit as st
 
-from explain import recompute
-from explain.experiments import plain_self_attention
 from explain.textbook import thinking_machines
 from model.examples import COREFERENCE_WIDE
 from pages.content import self_attention as text
@@ -15,12 +11,12 @@ from ui import shell
 from ui.attention_steps import coref_section, show_steps, show_why_scale
 from ui.classroom.plans import hidden_head, mystery_box
 from ui.models import analysis, content_key, coref_defaults, current_model, projection
+from ui.self_attention_steps import matrix_section, plain_section
 from ui.state import DEFAULT_SENTENCE
-from ui.widgets import figure, fold, md, next_link, notice, once, pick, require_sentence, section, sentence_header
+from ui.widgets import fold, md, next_link, once, pick, require_sentence, sentence_header
 from viz import attention as va
 from viz import coref as vc
 from viz import heads as vh
-from viz.layers import layer_output
 
 shell.enter(__file__)  # first: re-enter through app.py if Streamlit ran this page bare
 
@@ -29,12 +25,6 @@ TIRED = DEFAULT_SENTENCE
 WIDE = COREFERENCE_WIDE
 MODES = ("Your sentence, the trained model", "Thinking Machines (textbook example)")
 KEYS = (f"{P}layer", f"{P}head", f"{P}word")
-
-
-def square(values, kind: str, title: str, key: str, note: str) -> None:
-    """A [T, T] matrix over the sentence's `labels` (set below): one row per query, one column per key."""
-    figure(values, labels, labels, kind, title=title, shape=f"[{len(labels)}, {len(labels)}]", key=f"{P}{key}",
-           note=note, x_title="key", y_title="query")
 
 
 a = analysis()
@@ -97,72 +87,14 @@ def one_head(a, cfg, focus) -> None:
         show_steps(va.word_steps(a.trace, f"enc.{layer}.self_attn", head, word), labels, labels[word], f"{P}w_",
                    off=(f"enc.{layer}.self_attn", head) in iv.heads_off, proj=projection(a, layer, head, word),
                    content=(*content_key(a), layer, head, word))
-    module = f"enc.{layer}.self_attn"
-
-    T, d_k = len(labels), cfg.d_k
-
-    def matrix_form() -> None:  # (prose and formulas: drawn once per content, as the figures)
-        st.header("All words at once: the matrix form")
-        if mode == MODES[1]:
-            st.info(text.below_trained(layer, head), icon=":material/swap_horiz:")
-        st.markdown(text.MATRIX_FORM)
-        st.latex(text.MATRIX_LATEX_QKV)
-        st.latex(text.MATRIX_LATEX)
-        st.latex(text.shapes_latex(T, d_k))
-        if not iv.scale:
-            st.warning(text.UNSCALED)
-
-    once("self_attention.matrix_form", (mode, layer, head, T, d_k, iv.scale), matrix_form)
-    t = a.trace
-    sc, w = t[f"{module}.scores"][0, head], t[f"{module}.weights"][0, head]
-    with fold("Show the four matrices of this head (QKᵀ, ÷√d_k, softmax, Z) and the column form C = Attn(X, X)",
-              f"{P}fold_matrix") as shown:
-        if shown:
-            c1, c2 = st.columns(2)
-            with c1:
-                square(sc, "scores", f"QKᵀ (scores), layer {layer}, head {head}", "m_scores",
-                       va.scores_notice(sc, labels))
-            with c2:
-                scaled = t[f"{module}.scaled"][0, head]
-                square(scaled, "scores", "QKᵀ / √d_k (scaled)", "m_scaled",
-                       va.scores_notice(sc, labels, scaled, math.sqrt(d_k) if iv.scale else 1.0))
-            c1, c2 = st.columns(2)
-            with c1:
-                square(w, "weights", "softmax: attention weights", "m_weights", va.matrix_notice(w, labels, labels))
-            with c2:
-                figure(t[f"{module}.z"][0, head], va.dims(d_k), labels, "activations", title="Z = weights · V",
-                       shape=f"[{T}, {d_k}]", key=f"{P}m_z", x_title="dimension", y_title="word",
-                       note=va.z_matrix_notice(t[f"{module}.z"][0, head], w, t[f"{module}.v"][0, head], labels))
-            st.markdown(text.COLUMN_FORM)
-            st.latex(text.COLUMN_LATEX)
-            cf = recompute.column_form(t, module, head, iv.scale)
-            c1, c2 = st.columns(2)
-            with c1:
-                figure(cf.alpha, labels, labels, "weights", title="α_:j, one column per query word j",
-                       shape=f"[{T}, {T}]", key=f"{P}col_alpha", x_title="query word j", y_title="key word i",
-                       numbers=False)
-            with c2:
-                figure(cf.C, labels, va.dims(d_k), "activations", title="C = [c_:1 … c_:T], c_:j = V·α_:j",
-                       shape=f"[{d_k}, {T}]", key=f"{P}col_C", x_title="word j", y_title="dimension", numbers=False)
-            notice(va.column_notice(cf, labels, word, (module, head) in iv.heads_off))
+    matrix_section(a, cfg.d_k, layer, head, word, mode == MODES[1], mode, text)
 
     once("self_attention.why_scale", (), lambda: st.header("Why divide by √d_k?"))
     with fold("Show the experiment: Var(q·k) grows with d_k, and the softmax saturates", f"{P}fold_scale") as shown:
         if shown:
             show_why_scale(cfg.d_k, P, text)
 
-    once("self_attention.plain", (), lambda: (section("Attention without learned weights", text.PLAIN),
-                                              st.latex(text.PLAIN_LATEX), st.markdown(text.PLAIN_AFTER)))
-    with fold("Show softmax(XXᵀ) beside the learned weights of this head", f"{P}fold_plain") as shown:
-        if shown:
-            plain = plain_self_attention(layer_output(t, layer - 1))  # X entering this layer (layer 0: embedding + PE)
-            c1, c2 = st.columns(2)
-            with c1:
-                square(plain.weights, "weights", f"softmax(XXᵀ), X = input of layer {layer}", "plain",
-                       va.matrix_notice(plain.weights, labels, labels))
-            with c2:
-                square(w, "weights", f"learned: layer {layer}, head {head}", "learned",
-                       va.plain_notice(plain.weights, w, labels))
+    plain_section(a, layer, head, text)
 
 
 one_head(a, cfg, focus)

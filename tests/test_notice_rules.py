@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 import explain.lesson
 import viz.lesson
 import viz.lesson_decoder
+import viz.lesson_encoder
 from explain import recompute
 from explain.coref import coref_parts, decision, encoder_links
 from explain.experiments import dot_product_samples, layer_norm_params, one_head_left, plain_self_attention, saturation
@@ -68,7 +69,7 @@ def w(label: str) -> str:
     return label.split(" ", 1)[1] if " " in label and label.split(" ", 1)[0].isdigit() else label
 
 
-# --- the guided lesson (viz/lesson.py, viz/lesson_decoder.py) ------------------------------------------------
+# --- the guided lesson (viz/lesson.py, viz/lesson_encoder.py, viz/lesson_decoder.py) ----------------------------
 
 def test_lesson_cross_attention_reorders_only_from_confident_rows():
     """N1: "The French order differs" iff two confident rows (largest weight >= 0.6, not on <eos>) read the English
@@ -81,8 +82,8 @@ def test_lesson_cross_attention_reorders_only_from_confident_rows():
         eos = m.shape[1] - 1
         conf = [r for r in range(m.shape[0]) if float(peak[r]) >= 0.6 and int(top[r]) != eos]
         inv = [(i, j) for k, i in enumerate(conf) for j in conf[k + 1:] if int(top[j]) < int(top[i])]
-        cross = explain.lesson.cross(a, explain.lesson.focus(a))
-        text = viz.lesson_decoder.notice_cross(cross, a.src_labels, a.next_labels)
+        text = viz.lesson_decoder.notice_cross(explain.lesson.cross(a, explain.lesson.focus(a)), a.src_labels,
+                                               a.next_labels)
         assert ("French order differs" in text) == bool(inv), (p.src, text)
         assert ("in their English order" in text) == (not inv and len(conf) >= 2), (p.src, text)
         diffuse = [r for r in range(m.shape[0] - 1) if float(peak[r]) < 0.6]
@@ -598,9 +599,9 @@ JUDGING = re.compile(r"\b(mostly|almost|reorder\w*|links?|ignores?|clearly|stron
 # builder -> the test above that recomputes its judging words (every other notice builder states numbers only)
 RULED = {
     "viz.lesson_decoder.notice_cross": test_lesson_cross_attention_reorders_only_from_confident_rows,
-    "viz.lesson.notice_heads": test_lesson_encoder_notices_follow_their_rules,
-    "viz.lesson.notice_softmax": test_lesson_encoder_notices_follow_their_rules,
-    "viz.lesson.notice_z": test_lesson_encoder_notices_follow_their_rules,
+    "viz.lesson_encoder.notice_heads": test_lesson_encoder_notices_follow_their_rules,
+    "viz.lesson_encoder.notice_softmax": test_lesson_encoder_notices_follow_their_rules,
+    "viz.lesson_encoder.notice_z": test_lesson_encoder_notices_follow_their_rules,
     "viz.lesson.notice_positional": test_lesson_encoder_notices_follow_their_rules,
     "viz.lesson.notice_why": test_lesson_encoder_notices_follow_their_rules,  # "reads every other word": a fact
     "viz.lesson_decoder.notice_coref": test_lesson_coreference_step_and_coref_notices,
@@ -636,7 +637,8 @@ RULED = {
     "viz.tracing.head_notice": test_one_head_notice_follows_its_rule,
     "viz.pronoun.story_notice": test_tracing_and_pronoun_notices_follow_their_rules,
 }
-MODULES = (viz.lesson, viz.lesson_decoder, va, vh, vs, vc, vd, vdec, ve, vl, vp, vr, vx, vspan, vt, vpr)
+MODULES = (viz.lesson, viz.lesson_encoder, viz.lesson_decoder, va, vh, vs, vc, vd, vdec, ve, vl, vp, vr, vx, vspan, vt,
+           vpr)
 
 
 def notice_builders():

@@ -1,21 +1,73 @@
-"""The Output page's decoding sections: greedy decoding one step at a time, and beam search beside it.
+"""The Output page's sections on what the decoder outputs: the final linear layer and softmax at one position,
+greedy decoding one step at a time, and beam search beside it.
 
-Both are of the analysed sentence (`here`, its `content_key`), drawn once per content and replayed
+All are of the analysed sentence (`here`, its `content_key`), drawn once per content and replayed
 (`ui.widgets.once`): a class follows the same step of the same sentence.
 """
 
 from __future__ import annotations
 
+import functools
 from types import ModuleType
 
 import streamlit as st
 
+from model.checkpoint import Bundle
 from model.pipeline import Analysis
 from ui.models import beam
-from ui.widgets import chart, fold, md, notice, once, pick, section, small_table
+from ui.widgets import chart, fold, md, metrics_row, notice, once, pick, section, small_table
 from viz import decoding as vo
+from viz.heatmap import shape_text
 
 CHART = {"displayModeBar": False}
+
+
+def linear_section(a: Analysis, bundle: Bundle, here: tuple, text: ModuleType) -> None:
+    """h_t -> logits -> softmax at one decoder position: its sizes, the top 10 words and every logit; drawn once
+    per content (`here`) and position, and replayed to a class on the same position (ui.widgets.once)."""
+    itos, tr = bundle.tgt_vocab.itos, a.trace
+    V = len(itos)
+    section("1. The final linear layer and softmax", text.LINEAR)
+    st.latex(text.LINEAR_LATEX)
+    pos = pick("Decoder position", range(len(a.tgt_labels)), "output_pos", 0,
+               format_func=lambda t: f"{a.tgt_labels[t]}  →  predicts {a.next_labels[t].split(' ', 1)[1]}")
+    out = vo.position_output(tr, pos)
+    best = out.best
+
+    @functools.cache
+    def top():
+        return vo.top_candidates(out.probs, out.logits, itos, 10)
+
+    def position_numbers() -> None:
+        with metrics_row():
+            st.metric("numbers in h_t", f"{out.h.numel()}", help=f"dec.out is {shape_text(tr['dec.out'], 'B, t, D')}")
+            st.metric("numbers in the logits", f"{out.logits.numel()}",
+                      help=f"= target vocabulary size; logits is {shape_text(tr['logits'], 'B, t, V')}")
+            st.metric("argmax index", best)
+            st.metric("which word is that index?", itos[best])
+        st.caption(text.lookup(shape_text(vo.output_weight(bundle.model), "D, V"), best, itos[best]))
+
+    def choice() -> None:
+        notice(vo.choice_notice(out, itos, a.tgt_labels[pos]))
+        st.metric("probability of these 10 together", f"{float(top()['probability'].sum()):.4f}")
+
+    def logits() -> None:
+        st.markdown(f"**All {V} logits at this position** (hover for the word):")
+        chart(vo.logits_figure(out.logits, itos), key="output_logits", config=CHART)
+        notice(vo.logits_notice(out.logits, itos))
+
+    once("output.position", (*here, pos), position_numbers)
+    c1, c2 = st.columns([3, 2])
+    with c1:
+        once("output.top", (*here, pos), lambda: chart(
+            vo.top_bar(top(), f"Top 10 of p_{pos} (softmax over all {V} words)", highlight=itos[best]),
+            key="output_top", config=CHART))
+    with c2:
+        once("output.choice", (*here, pos), choice)
+    with c2, fold("The 10 as a table", "output_fold_top") as shown:
+        if shown:
+            small_table(top(), hide_index=True)
+    once("output.logits", (*here, pos), logits)
 
 
 def greedy_section(a: Analysis, itos: list[str], here: tuple) -> None:

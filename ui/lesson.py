@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from explain.lesson import DEFAULT_SENTENCE, N_STEPS, SENTENCES, parse_step
+from explain.lesson import DEFAULT_SENTENCE, N_STEPS, SENTENCES, STEPS, parse_step
 from ui.state import DEFAULT_SENTENCE as APP_DEFAULT
 from ui.state import MAX_URL_SENTENCE, init_state, request_sentence
 
@@ -111,6 +111,29 @@ def typed() -> None:
         return
     ss[SENTENCE] = str(ss[OWN_TEXT])[:MAX_CHARS]
     ss[CHOICE] = OWN
+
+
+def navigation(where: str, k: int, plan_leads: bool) -> None:
+    """Back, Next (the primary button: Enter or Space on it goes on) and a jump to any step. A teacher at a stop of
+    the class's plan has one Next, the plan's: the lesson's would move the class off the plan's stops. `k`: the step
+    shown."""
+    if plan_leads:
+        if where == "bottom":
+            st.caption(":material/flag: The plan's **Next stop** and **Back a stop** in the sidebar (or PageDown / "
+                       "PageUp) move you and the class.")
+        return
+    n = N_STEPS
+    b1, b2, b3 = st.columns([1, 1, 4], vertical_alignment="center")
+    suffix = "" if where == "top" else "_bottom"
+    b1.button("Back", icon=":material/arrow_back:", on_click=back, disabled=k == 1, key="lesson_back" + suffix,
+              width="stretch")
+    b2.button("Next", icon=":material/arrow_forward:", on_click=forward, disabled=k == n, type="primary",
+              key="lesson_next" + suffix, width="stretch")
+    if where == "top":
+        b3.selectbox("Jump to step", list(range(1, n + 1)), key=JUMP, on_change=jumped,
+                     format_func=lambda i: f"Step {i}: {STEPS[i - 1].title}", label_visibility="collapsed")
+    else:
+        b3.progress(k / n, text=f"Step {k} of {n}")
 
 
 def link_params() -> dict[str, str]:

@@ -1,19 +1,49 @@
-"""The Decoder page's last section: a model trained without the look-ahead mask, teacher-forced (it reads the word it
-must predict) and generating (there is nothing to read), with the heads that peek. `text` is the page's prose
+"""The Decoder page's last section, what goes wrong without the look-ahead mask: (a) this model with the mask
+switched off while translating, (b) a model trained without it, teacher-forced (it reads the word it must predict)
+and generating (there is nothing to read), with the heads that peek. `text` is the page's prose
 (pages/content/decoder.py).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from types import ModuleType
 
 import streamlit as st
 
 from model.checkpoint import Bundle, CheckpointError
-from ui.models import cheating, load_shipped, no_mask_reference
+from model.trace import Interventions
+from ui.models import analysis, cheating, load_shipped, no_mask_reference
 from ui.widgets import fold, md, notice, pick, reference_box, small_table, weights_panel
 from viz import decoder as vd
 from viz.heatmap import shape_text
+
+
+def mask_off_section(iv: Interventions, layer: int, head: int, text: ModuleType, kw: dict) -> None:
+    """Section 4(a), folded: `head` of decoder `layer`'s self-attention with the mask on and off (the other
+    interventions `iv` kept), the weights above the diagonal and the two translations (`kw`: the axes' titles)."""
+    module = f"dec.{layer}.self_attn"
+    st.subheader("(a) This model with the mask switched off while translating")
+    with fold("Show the weights with the mask on and off, and the translations", "decoder_fold_off") as shown:
+        if not shown:
+            return
+        a_on, a_off = analysis(iv=replace(iv, look_ahead_mask=True)), analysis(iv=replace(iv, look_ahead_mask=False))
+        st.markdown(text.mask_off_intro(layer, head))
+        ws = [vd.head_weights(an.trace, module, head) for an in (a_on, a_off)]
+        for col, an, w, name in zip(st.columns(2), (a_on, a_off), ws, ("mask on", "mask off"), strict=True):
+            with col:
+                n, s = vd.above_diagonal(w)
+                st.markdown(f"**Look-ahead {name}** · translation: {md(an.translation) or '*(empty)*'}")
+                weights_panel(w, an.tgt_labels, title=f"{module}.weights, head {head}", key=f"decoder_la_{name[5:]}",
+                              shape=shape_text(an.trace[f"{module}.weights"], "B, H, t, t"), **kw)
+                st.metric("weights above the diagonal > 0", n, help="strictly above the diagonal")
+                st.metric("their sum", f"{s:.4f}")
+        notice(vd.future_notice(*ws, a_off.tgt_labels))
+        if a_on.translation != a_off.translation:
+            st.warning(f"The translation changes: **{md(a_on.translation)}** → **{md(a_off.translation)}**.")
+        else:
+            st.caption(text.SAME_WORDS)
+        st.caption(text.MASK_OFF_CAPTION)
 
 
 def no_mask_section(sentence: str, bundle: Bundle, text: ModuleType, kw: dict) -> None:

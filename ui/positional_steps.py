@@ -1,5 +1,6 @@
-"""The Positional encoding page's sections 4 and 5, each a fragment (its own widgets rerun only it): PE(pos + k) as a
-rotation of PE(pos), and word order with the encoding switched off. `text` is the page's prose
+"""The Positional encoding page's longer sections: 1, the formula with real numbers; the two layouts of the table
+side by side; 4 and 5, each a fragment (its own widgets rerun only it): PE(pos + k) as a rotation of PE(pos), and
+word order with the encoding switched off. `text` is the page's prose
 (pages/content/positional.py).
 """
 
@@ -10,13 +11,70 @@ from types import ModuleType
 
 import streamlit as st
 
-from model.pipeline import token_labels
+from model.pipeline import Analysis, token_labels
 from model.vocab import EOS
 from ui.models import content_key, current_model, permutation_checks
 from ui.widgets import figure, fold, md, notice, once, section, small_table
 from viz import positional as vp
-from viz.heatmap import shape_text
-from viz.positional import ORDERS, block, clamp, make_order, rotation, shift_check
+from viz.heatmap import shape_text, table
+from viz.positional import ORDERS, block, clamp, make_order, rotation, shift_check, worked
+
+
+def formula_section(ref: Analysis, pe_table, text: ModuleType) -> int:
+    """Section 1: the formula, then one position and pair index i with real numbers, from the formula, the model's
+    PE buffer (`pe_table`, [max_len, D]) and the trace of `ref` (the unmodified model on the sentence). Returns the
+    pair index chosen (section 4 uses it)."""
+    L, D = pe_table.shape
+    T = ref.trace["src.pos"].shape[1]
+    st.header("1. The formula")
+    st.latex(text.FORMULA)
+    st.markdown(text.pairs(D))
+    st.subheader("With numbers")
+    c1, c2 = st.columns(2)
+    pos = int(c1.number_input("Position pos", 0, L - 1, clamp(3, 0, L - 1), key="positional_pos"))
+    i = int(c2.number_input(f"Pair index i (dimensions 2i, 2i+1; 0-{D // 2 - 1})", 0, D // 2 - 1,
+                            clamp(1, 0, D // 2 - 1), key="positional_i"))
+    traced = ref.trace["src.pos"][0]
+
+    def with_numbers() -> None:
+        w = worked(pos, i, pe_table)
+        st.latex(rf"\text{{angle}} = \frac{{{pos}}}{{10000^{{2 \cdot {i} / {D}}}}} "
+                 rf"= \frac{{{pos}}}{{10000^{{{w.exponent:.5f}}}}} = \frac{{{pos}}}{{{w.denominator:.5f}}} "
+                 rf"= {w.angle:.6f}")
+        st.latex(rf"PE_{{({pos},\,{2 * i})}} = \sin({w.angle:.6f}) = {w.sin:.6f}, \qquad "
+                 rf"PE_{{({pos},\,{2 * i + 1})}} = \cos({w.angle:.6f}) = {w.cos:.6f}")
+        rows = {"formula (float64)": [w.sin, w.cos], "the model's PE buffer (float32)": [w.buffer_sin, w.buffer_cos]}
+        if pos < T:
+            rows["traced src.pos of your sentence"] = [float(traced[pos, 2 * i]), float(traced[pos, 2 * i + 1])]
+        small_table(table([v for v in rows.values()], [f"PE({pos}, {2 * i})", f"PE({pos}, {2 * i + 1})"], list(rows),
+                          digits=7), digits=7)
+        st.caption(f"Largest difference between the formula and the model's buffer here: {w.error:.1e} "
+                   "(float32 rounding)." + ("" if pos < T else f" Your sentence has only {T} positions, so the trace "
+                                                                f"has no row {pos}."))
+
+    # (drawn once per content and replayed, ui.widgets.once: a class follows the same position of the same sentence;
+    # `ref` is the unmodified model on the sentence)
+    once("positional.numbers", (*content_key(ref), pos, i), with_numbers)
+    return i
+
+
+def layouts_section(pe_table, dims: list[str], text: ModuleType) -> None:
+    """The PE table interleaved (the paper, this model) and in two halves (the Illustrated Transformer), folded."""
+    L, D = pe_table.shape
+    section("Interleaved or in two halves?", text.LAYOUTS, level=3)
+    with fold("Show both layouts side by side", "positional_fold_layouts") as shown:
+        if shown:
+            rows_shown = [str(q) for q in range(min(L, 32))]
+            c1, c2 = st.columns(2)
+            with c1:
+                figure(pe_table[: len(rows_shown)], dims, rows_shown, "encoding",
+                       title="interleaved: sin, cos, sin, cos, … (paper, this model)",
+                       shape=f"[{len(rows_shown)}, {D}]", key="positional_interleaved", numbers=False)
+            with c2:
+                figure(vp.concatenated(pe_table[: len(rows_shown)]), dims, rows_shown, "encoding",
+                       title="halves: all sin, then all cos (Illustrated Transformer)",
+                       shape=f"[{len(rows_shown)}, {D}]", key="positional_halves", numbers=False)
+            notice(vp.layouts_notice(pe_table))
 
 
 @st.fragment

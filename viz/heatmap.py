@@ -119,7 +119,8 @@ def heatmap(values, x_labels: list[str], y_labels: list[str], kind: str, title: 
         z=z, x=list(x_labels), y=list(y_labels), text=text,
         texttemplate="%{text}" if z.size <= MAX_TEXT_CELLS and z.shape[1] <= MAX_TEXT_COLUMNS else None,
         textfont={"size": CELL_FONT},
-        hovertemplate=f"{y_title or 'row'}: %{{y}}<br>{x_title or 'column'}: %{{x}}<br>value: %{{text}}<extra></extra>",
+        hovertemplate=f"{y_title or 'row'}: %{{y}}<br>{x_title or 'column'}: %{{x}}<br>"
+                      "value: %{text}<extra></extra>",
         showscale=kind != "mask", xgap=1, ygap=1, **settings,
         # the colour bar starts at the plot's edge (Plotly's 1.02 is 2 % of the plot's width past it, which a margin
         # reserved in advance cannot know: viz/margins.py), 16 px from it

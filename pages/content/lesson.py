@@ -1,7 +1,7 @@
 """The guided lesson's prose: two to four sentences per step, and the bridges to the pictures students bring
 from the Illustrated Transformer. Placeholders in braces are the model's sizes (`explain.lesson.sizes`) and the
 steps' numbers (`step_<key>`); the numbers of the sentence itself are never written here, they come from the
-notices (viz/lesson.py, viz/lesson_decoder.py).
+notices (viz/lesson.py, viz/lesson_encoder.py, viz/lesson_decoder.py).
 """
 
 from __future__ import annotations
