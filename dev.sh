@@ -83,7 +83,7 @@ case "$cmd" in
       setup_services
     fi
     .venv/bin/ruff check .
-    # .venv/bin/ruff format --check .  # enabled by the formatting commit (issue 38: the tree formatted once)
+    .venv/bin/ruff format --check .  # the style: black's at 120 columns (pyproject.toml)
     .venv/bin/mypy  # strict types on the packages pyproject's [tool.mypy] lists
     # The tiers (tests/conftest.py). Unit and app tests compute in this process only: they run on every core
     # (pytest-xdist, each file in one worker). Services and browser tests start servers and wait on them, so they

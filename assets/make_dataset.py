@@ -107,6 +107,7 @@ EN_VOWELS = set("aeiou")
 
 # --- Lexicon ------------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Adj:
     """An adjective: English, French forms (masc. sg., fem. sg., masc. pl., fem. pl.), position."""
@@ -135,33 +136,58 @@ def _regular(en: str, m: str, **kw) -> Adj:
     return Adj(en, m, f, m if m.endswith(("s", "x")) else m + "s", f + "s", **kw)
 
 
-ADJECTIVES = {a.en: a for a in [
-    # before the noun
-    _regular("small", "petit", before=True),
-    _regular("big", "grand", before=True),
-    _regular("young", "jeune", before=True),
-    Adj("good", "bon", "bonne", "bons", "bonnes", before=True),
-    Adj("old", "vieux", "vieille", "vieux", "vieilles", before=True, m_vowel="vieil"),
-    # after the noun: colours
-    _regular("red", "rouge"), _regular("blue", "bleu"), _regular("green", "vert"),
-    _regular("black", "noir"), Adj("white", "blanc", "blanche", "blancs", "blanches"),
-    # people and animals
-    Adj("happy", "heureux", "heureuse", "heureux", "heureuses"), _regular("sad", "triste"),
-    _regular("tired", "fatigué"), _regular("hungry", "affamé"), _regular("scared", "effrayé"),
-    Adj("lazy", "paresseux", "paresseuse", "paresseux", "paresseuses"),
-    _regular("clever", "intelligent"),
-    # things
-    _regular("heavy", "lourd"), _regular("broken", "cassé"),
-    # places
-    _regular("wide", "large"), Adj("long", "long", "longue", "longs", "longues"), _regular("narrow", "étroit"),
-    _regular("busy", "animé"),
-]}
+ADJECTIVES = {
+    a.en: a
+    for a in [
+        # before the noun
+        _regular("small", "petit", before=True),
+        _regular("big", "grand", before=True),
+        _regular("young", "jeune", before=True),
+        Adj("good", "bon", "bonne", "bons", "bonnes", before=True),
+        Adj("old", "vieux", "vieille", "vieux", "vieilles", before=True, m_vowel="vieil"),
+        # after the noun: colours
+        _regular("red", "rouge"),
+        _regular("blue", "bleu"),
+        _regular("green", "vert"),
+        _regular("black", "noir"),
+        Adj("white", "blanc", "blanche", "blancs", "blanches"),
+        # people and animals
+        Adj("happy", "heureux", "heureuse", "heureux", "heureuses"),
+        _regular("sad", "triste"),
+        _regular("tired", "fatigué"),
+        _regular("hungry", "affamé"),
+        _regular("scared", "effrayé"),
+        Adj("lazy", "paresseux", "paresseuse", "paresseux", "paresseuses"),
+        _regular("clever", "intelligent"),
+        # things
+        _regular("heavy", "lourd"),
+        _regular("broken", "cassé"),
+        # places
+        _regular("wide", "large"),
+        Adj("long", "long", "longue", "longs", "longues"),
+        _regular("narrow", "étroit"),
+        _regular("busy", "animé"),
+    ]
+}
 
 ANIMAL_STATES = ("tired", "scared", "hungry", "lazy")  # coref: fit only an animal
 PLACE_STATES = ("wide", "long", "narrow", "busy")  # coref: fit only a place
 PERSON_ADJS = ("young", "old", "happy", "sad", "tired", "hungry", "scared", "lazy", "clever")
-ANIMAL_ADJS = ("small", "big", "young", "old", "black", "white", "happy", "sad", "tired", "hungry", "scared",
-               "lazy", "clever")
+ANIMAL_ADJS = (
+    "small",
+    "big",
+    "young",
+    "old",
+    "black",
+    "white",
+    "happy",
+    "sad",
+    "tired",
+    "hungry",
+    "scared",
+    "lazy",
+    "clever",
+)
 
 
 @dataclass(frozen=True)
@@ -183,90 +209,150 @@ class Noun:
         return self.fr_pl if number == "pl" else self.fr
 
 
-def _n(en: str, fr: str, gender: str, kinds: str, adjs: str | tuple[str, ...] = "",
-       en_pl: str = "", fr_pl: str = "") -> Noun:
+def _n(
+    en: str, fr: str, gender: str, kinds: str, adjs: str | tuple[str, ...] = "", en_pl: str = "", fr_pl: str = ""
+) -> Noun:
     adj_tuple = tuple(adjs.split()) if isinstance(adjs, str) else adjs
     return Noun(en, en_pl or en + "s", fr, fr_pl or fr + "s", gender, tuple(kinds.split()), adj_tuple)
 
 
-NOUNS = {n.en: n for n in [
-    # people
-    _n("man", "homme", "m", "person", PERSON_ADJS, en_pl="men"),
-    _n("woman", "femme", "f", "person", PERSON_ADJS, en_pl="women"),
-    _n("boy", "garçon", "m", "person", PERSON_ADJS),
-    _n("girl", "fille", "f", "person", PERSON_ADJS),
-    _n("child", "enfant", "m", "person", PERSON_ADJS, en_pl="children"),
-    _n("student", "étudiant", "m", "person", PERSON_ADJS),
-    _n("teacher", "professeur", "m", "person", PERSON_ADJS),
-    _n("friend", "ami", "m", "person", PERSON_ADJS),
-    # animals
-    _n("animal", "animal", "m", "animal", ANIMAL_ADJS, fr_pl="animaux"),
-    _n("dog", "chien", "m", "animal", ANIMAL_ADJS),
-    _n("horse", "cheval", "m", "animal", ANIMAL_ADJS, fr_pl="chevaux"),
-    _n("cat", "chat", "m", "animal", ANIMAL_ADJS),
-    _n("bird", "oiseau", "m", "animal", ANIMAL_ADJS, fr_pl="oiseaux"),
-    _n("cow", "vache", "f", "animal", ANIMAL_ADJS),
-    _n("mouse", "souris", "f", "animal", ANIMAL_ADJS, en_pl="mice", fr_pl="souris"),
-    _n("goat", "chèvre", "f", "animal", ANIMAL_ADJS),
-    _n("rabbit", "lapin", "m", "animal", ANIMAL_ADJS),
-    _n("hen", "poule", "f", "animal", ANIMAL_ADJS),
-    # food (count nouns)
-    _n("apple", "pomme", "f", "food thing small", "small big good red green"),
-    _n("cake", "gâteau", "m", "food thing small", "small big good", fr_pl="gâteaux"),
-    _n("orange", "orange", "f", "food thing small", "small big good"),
-    _n("egg", "œuf", "m", "food thing small", "small big white"),
-    # things
-    _n("book", "livre", "m", "thing small readable openable", "small big good old red blue green black heavy"),
-    _n("letter", "lettre", "f", "thing small readable openable", "old blue white"),
-    _n("car", "voiture", "f", "thing washable place_in place_under",
-       "small big old red blue green black white broken"),
-    _n("house", "maison", "f", "thing buildable place_in", "small big old red blue white"),
-    _n("ball", "balle", "f", "thing small", "small big red blue green white black"),
-    _n("tree", "arbre", "m", "thing place_under place_near", "small big old young green"),
-    _n("door", "porte", "f", "thing openable place_near", "big small old red blue green black white broken heavy"),
-    _n("window", "fenêtre", "f", "thing openable washable", "small big old broken"),
-    _n("table", "table", "f", "thing washable buildable place_on place_under",
-       "small big old heavy broken black white"),
-    _n("chair", "chaise", "f", "thing small washable buildable place_on place_under",
-       "small big old broken heavy red blue black white"),
-    _n("key", "clé", "f", "thing small", "small big old black"),
-    _n("box", "boîte", "f", "thing small openable buildable place_in place_on",
-       "small big old heavy red blue black white", en_pl="boxes"),
-    _n("bag", "sac", "m", "thing small openable place_in", "small big old heavy red black"),
-    _n("boat", "bateau", "m", "thing buildable", "small big old red blue white", fr_pl="bateaux"),
-    _n("machine", "machine", "f", "thing buildable", "small big old heavy broken"),
-    _n("bed", "lit", "m", "thing place_on place_under", "small big old"),
-    # places
-    _n("street", "rue", "f", "place coref_place", PLACE_STATES),
-    _n("road", "route", "f", "place coref_place", PLACE_STATES),
-    _n("river", "rivière", "f", "place coref_place go place_near", PLACE_STATES),
-    _n("bridge", "pont", "m", "place coref_place go place_on place_under place_near", PLACE_STATES),
-    _n("park", "parc", "m", "place coref_place go place_in place_near", PLACE_STATES),
-    _n("path", "chemin", "m", "place coref_place", PLACE_STATES),
-    _n("lane", "ruelle", "f", "place coref_place", PLACE_STATES),
-    _n("garden", "jardin", "m", "place go place_in place_near", "small big old"),
-    _n("school", "école", "f", "place go place_in place_near", "small big old"),
-    _n("market", "marché", "m", "place go place_near", "busy"),
-    _n("station", "gare", "f", "place go place_in place_near", "busy"),
-    _n("beach", "plage", "f", "place go place_near", "busy", en_pl="beaches"),
-    _n("hospital", "hôpital", "m", "place go place_in place_near", "", fr_pl="hôpitaux"),
-    _n("shop", "magasin", "m", "place go", ""),
-]}
+NOUNS = {
+    n.en: n
+    for n in [
+        # people
+        _n("man", "homme", "m", "person", PERSON_ADJS, en_pl="men"),
+        _n("woman", "femme", "f", "person", PERSON_ADJS, en_pl="women"),
+        _n("boy", "garçon", "m", "person", PERSON_ADJS),
+        _n("girl", "fille", "f", "person", PERSON_ADJS),
+        _n("child", "enfant", "m", "person", PERSON_ADJS, en_pl="children"),
+        _n("student", "étudiant", "m", "person", PERSON_ADJS),
+        _n("teacher", "professeur", "m", "person", PERSON_ADJS),
+        _n("friend", "ami", "m", "person", PERSON_ADJS),
+        # animals
+        _n("animal", "animal", "m", "animal", ANIMAL_ADJS, fr_pl="animaux"),
+        _n("dog", "chien", "m", "animal", ANIMAL_ADJS),
+        _n("horse", "cheval", "m", "animal", ANIMAL_ADJS, fr_pl="chevaux"),
+        _n("cat", "chat", "m", "animal", ANIMAL_ADJS),
+        _n("bird", "oiseau", "m", "animal", ANIMAL_ADJS, fr_pl="oiseaux"),
+        _n("cow", "vache", "f", "animal", ANIMAL_ADJS),
+        _n("mouse", "souris", "f", "animal", ANIMAL_ADJS, en_pl="mice", fr_pl="souris"),
+        _n("goat", "chèvre", "f", "animal", ANIMAL_ADJS),
+        _n("rabbit", "lapin", "m", "animal", ANIMAL_ADJS),
+        _n("hen", "poule", "f", "animal", ANIMAL_ADJS),
+        # food (count nouns)
+        _n("apple", "pomme", "f", "food thing small", "small big good red green"),
+        _n("cake", "gâteau", "m", "food thing small", "small big good", fr_pl="gâteaux"),
+        _n("orange", "orange", "f", "food thing small", "small big good"),
+        _n("egg", "œuf", "m", "food thing small", "small big white"),
+        # things
+        _n("book", "livre", "m", "thing small readable openable", "small big good old red blue green black heavy"),
+        _n("letter", "lettre", "f", "thing small readable openable", "old blue white"),
+        _n(
+            "car",
+            "voiture",
+            "f",
+            "thing washable place_in place_under",
+            "small big old red blue green black white broken",
+        ),
+        _n("house", "maison", "f", "thing buildable place_in", "small big old red blue white"),
+        _n("ball", "balle", "f", "thing small", "small big red blue green white black"),
+        _n("tree", "arbre", "m", "thing place_under place_near", "small big old young green"),
+        _n("door", "porte", "f", "thing openable place_near", "big small old red blue green black white broken heavy"),
+        _n("window", "fenêtre", "f", "thing openable washable", "small big old broken"),
+        _n(
+            "table",
+            "table",
+            "f",
+            "thing washable buildable place_on place_under",
+            "small big old heavy broken black white",
+        ),
+        _n(
+            "chair",
+            "chaise",
+            "f",
+            "thing small washable buildable place_on place_under",
+            "small big old broken heavy red blue black white",
+        ),
+        _n("key", "clé", "f", "thing small", "small big old black"),
+        _n(
+            "box",
+            "boîte",
+            "f",
+            "thing small openable buildable place_in place_on",
+            "small big old heavy red blue black white",
+            en_pl="boxes",
+        ),
+        _n("bag", "sac", "m", "thing small openable place_in", "small big old heavy red black"),
+        _n("boat", "bateau", "m", "thing buildable", "small big old red blue white", fr_pl="bateaux"),
+        _n("machine", "machine", "f", "thing buildable", "small big old heavy broken"),
+        _n("bed", "lit", "m", "thing place_on place_under", "small big old"),
+        # places
+        _n("street", "rue", "f", "place coref_place", PLACE_STATES),
+        _n("road", "route", "f", "place coref_place", PLACE_STATES),
+        _n("river", "rivière", "f", "place coref_place go place_near", PLACE_STATES),
+        _n("bridge", "pont", "m", "place coref_place go place_on place_under place_near", PLACE_STATES),
+        _n("park", "parc", "m", "place coref_place go place_in place_near", PLACE_STATES),
+        _n("path", "chemin", "m", "place coref_place", PLACE_STATES),
+        _n("lane", "ruelle", "f", "place coref_place", PLACE_STATES),
+        _n("garden", "jardin", "m", "place go place_in place_near", "small big old"),
+        _n("school", "école", "f", "place go place_in place_near", "small big old"),
+        _n("market", "marché", "m", "place go place_near", "busy"),
+        _n("station", "gare", "f", "place go place_in place_near", "busy"),
+        _n("beach", "plage", "f", "place go place_near", "busy", en_pl="beaches"),
+        _n("hospital", "hôpital", "m", "place go place_in place_near", "", fr_pl="hôpitaux"),
+        _n("shop", "magasin", "m", "place go", ""),
+    ]
+}
 
 # preposition -> the nouns after it ("the cat is under the table"); GO_PLACES: "we go to the park"
 LOCATION_PLACES = {
     "in": ("house", "garden", "school", "park", "station", "hospital", "box", "bag", "car"),
     "on": ("table", "chair", "bed", "box", "bridge"),
     "under": ("table", "chair", "bed", "tree", "bridge", "car"),
-    "near": ("house", "tree", "door", "river", "bridge", "park", "garden", "school", "market", "station", "beach",
-             "hospital"),
+    "near": (
+        "house",
+        "tree",
+        "door",
+        "river",
+        "bridge",
+        "park",
+        "garden",
+        "school",
+        "market",
+        "station",
+        "beach",
+        "hospital",
+    ),
     "behind": ("house", "tree", "door", "car", "school", "chair"),
 }
 PREPOSITIONS = {"in": "dans", "on": "sur", "under": "sous", "near": "près de", "behind": "derrière"}
 GO_PLACES = ("park", "school", "market", "station", "beach", "hospital", "river", "bridge", "garden", "shops", "house")
-LOCATION_SUBJECTS = ("man", "woman", "boy", "girl", "child", "student", "teacher", "friend", "dog", "cat", "horse",
-                     "bird", "cow", "mouse", "goat", "rabbit", "hen", "animal", "book", "key", "ball", "apple",
-                     "letter", "bag")
+LOCATION_SUBJECTS = (
+    "man",
+    "woman",
+    "boy",
+    "girl",
+    "child",
+    "student",
+    "teacher",
+    "friend",
+    "dog",
+    "cat",
+    "horse",
+    "bird",
+    "cow",
+    "mouse",
+    "goat",
+    "rabbit",
+    "hen",
+    "animal",
+    "book",
+    "key",
+    "ball",
+    "apple",
+    "letter",
+    "bag",
+)
 SMALL_THINGS_ON_IN = ("book", "key", "ball", "apple", "letter", "bag")
 
 
@@ -277,11 +363,21 @@ class Mass:
     gender: str
 
 
-MASS = {m.en: m for m in [
-    Mass("water", "eau", "f"), Mass("milk", "lait", "m"), Mass("bread", "pain", "m"), Mass("soup", "soupe", "f"),
-    Mass("coffee", "café", "m"), Mass("tea", "thé", "m"), Mass("juice", "jus", "m"), Mass("rice", "riz", "m"),
-    Mass("cheese", "fromage", "m"), Mass("oil", "huile", "f"),
-]}
+MASS = {
+    m.en: m
+    for m in [
+        Mass("water", "eau", "f"),
+        Mass("milk", "lait", "m"),
+        Mass("bread", "pain", "m"),
+        Mass("soup", "soupe", "f"),
+        Mass("coffee", "café", "m"),
+        Mass("tea", "thé", "m"),
+        Mass("juice", "jus", "m"),
+        Mass("rice", "riz", "m"),
+        Mass("cheese", "fromage", "m"),
+        Mass("oil", "huile", "f"),
+    ]
+}
 
 
 @dataclass(frozen=True)
@@ -294,13 +390,16 @@ class Profession:
     fp: str
 
 
-PROFESSIONS = {p.en: p for p in [
-    Profession("student", "students", "étudiant", "étudiante", "étudiants", "étudiantes"),
-    Profession("teacher", "teachers", "professeur", "professeure", "professeurs", "professeures"),
-    Profession("doctor", "doctors", "médecin", "médecin", "médecins", "médecins"),
-    Profession("singer", "singers", "chanteur", "chanteuse", "chanteurs", "chanteuses"),
-    Profession("cook", "cooks", "cuisinier", "cuisinière", "cuisiniers", "cuisinières"),
-]}
+PROFESSIONS = {
+    p.en: p
+    for p in [
+        Profession("student", "students", "étudiant", "étudiante", "étudiants", "étudiantes"),
+        Profession("teacher", "teachers", "professeur", "professeure", "professeurs", "professeures"),
+        Profession("doctor", "doctors", "médecin", "médecin", "médecins", "médecins"),
+        Profession("singer", "singers", "chanteur", "chanteuse", "chanteurs", "chanteuses"),
+        Profession("cook", "cooks", "cuisinier", "cuisinière", "cuisiniers", "cuisinières"),
+    ]
+}
 
 PERSONS = ("1s", "2s", "3s", "1p", "3p")
 
@@ -329,24 +428,34 @@ def _er(stem: str) -> tuple[str, str, str, str, str]:
 
 
 PA = ("person", "animal")
-VERBS = {v.en: v for v in [
-    Verb("eat", "eats", _er("mang"), PA, ("food",)),
-    Verb("see", "sees", ("vois", "vois", "voit", "voyons", "voient"), PA, ("person", "animal", "thing")),
-    Verb("like", "likes", _er("aim"), PA, ("person", "animal", "thing")),
-    Verb("want", "wants", ("veux", "veux", "veut", "voulons", "veulent"), PA, ("thing", "animal")),
-    Verb("have", "has", ("ai", "as", "a", "avons", "ont"), ("person",), ("thing", "animal")),
-    Verb("watch", "watches", _er("regard"), PA, ("person", "animal", "thing")),
-    Verb("find", "finds", _er("trouv"), PA, ("thing", "animal")),
-    Verb("carry", "carries", _er("port"), ("person",), ("small",)),
-    Verb("wash", "washes", _er("lav"), ("person",), ("washable", "animal")),
-    Verb("read", "reads", ("lis", "lis", "lit", "lisons", "lisent"), ("person",), ("readable",)),
-    Verb("open", "opens", ("ouvre", "ouvres", "ouvre", "ouvrons", "ouvrent"), ("person",), ("openable",)),
-    Verb("help", "helps", _er("aid"), ("person",), ("person", "animal")),
-    Verb("feed", "feeds", ("nourris", "nourris", "nourrit", "nourrissons", "nourrissent"), ("person",), ("animal",)),
-    Verb("buy", "buys", ("achète", "achètes", "achète", "achetons", "achètent"), ("person",), ("thing", "animal")),
-    Verb("build", "builds", ("construis", "construis", "construit", "construisons", "construisent"), ("person",),
-         ("buildable",)),
-]}
+VERBS = {
+    v.en: v
+    for v in [
+        Verb("eat", "eats", _er("mang"), PA, ("food",)),
+        Verb("see", "sees", ("vois", "vois", "voit", "voyons", "voient"), PA, ("person", "animal", "thing")),
+        Verb("like", "likes", _er("aim"), PA, ("person", "animal", "thing")),
+        Verb("want", "wants", ("veux", "veux", "veut", "voulons", "veulent"), PA, ("thing", "animal")),
+        Verb("have", "has", ("ai", "as", "a", "avons", "ont"), ("person",), ("thing", "animal")),
+        Verb("watch", "watches", _er("regard"), PA, ("person", "animal", "thing")),
+        Verb("find", "finds", _er("trouv"), PA, ("thing", "animal")),
+        Verb("carry", "carries", _er("port"), ("person",), ("small",)),
+        Verb("wash", "washes", _er("lav"), ("person",), ("washable", "animal")),
+        Verb("read", "reads", ("lis", "lis", "lit", "lisons", "lisent"), ("person",), ("readable",)),
+        Verb("open", "opens", ("ouvre", "ouvres", "ouvre", "ouvrons", "ouvrent"), ("person",), ("openable",)),
+        Verb("help", "helps", _er("aid"), ("person",), ("person", "animal")),
+        Verb(
+            "feed", "feeds", ("nourris", "nourris", "nourrit", "nourrissons", "nourrissent"), ("person",), ("animal",)
+        ),
+        Verb("buy", "buys", ("achète", "achètes", "achète", "achetons", "achètent"), ("person",), ("thing", "animal")),
+        Verb(
+            "build",
+            "builds",
+            ("construis", "construis", "construit", "construisons", "construisent"),
+            ("person",),
+            ("buildable",),
+        ),
+    ]
+}
 PARTITIVE_VERBS = {  # verb -> mass nouns it takes
     "eat": ("bread", "soup", "rice", "cheese"),
     "drink": ("water", "milk", "coffee", "tea", "juice", "soup"),
@@ -356,26 +465,35 @@ PARTITIVE_VERBS = {  # verb -> mass nouns it takes
 DRINK = Verb("drink", "drinks", ("bois", "bois", "boit", "buvons", "boivent"))
 LIKE_MASS = ("water", "milk", "bread", "soup", "coffee", "tea", "juice", "rice", "cheese")
 
-INTRANSITIVE = {v.en: v for v in [
-    Verb("learn", "learns", ("apprends", "apprends", "apprend", "apprenons", "apprennent"), ("person", "animal")),
-    Verb("run", "runs", ("cours", "cours", "court", "courons", "courent"), ("person", "animal")),
-    Verb("sleep", "sleeps", ("dors", "dors", "dort", "dormons", "dorment"), ("person", "animal")),
-    Verb("work", "works", _er("travaill"), ("person",)),
-    Verb("swim", "swims", _er("nag"), ("person", "animal")),
-    Verb("sing", "sings", _er("chant"), ("person", "bird")),
-    Verb("eat", "eats", _er("mang"), ("person", "animal")),
-    Verb("read", "reads", ("lis", "lis", "lit", "lisons", "lisent"), ("person",)),
-]}
+INTRANSITIVE = {
+    v.en: v
+    for v in [
+        Verb("learn", "learns", ("apprends", "apprends", "apprend", "apprenons", "apprennent"), ("person", "animal")),
+        Verb("run", "runs", ("cours", "cours", "court", "courons", "courent"), ("person", "animal")),
+        Verb("sleep", "sleeps", ("dors", "dors", "dort", "dormons", "dorment"), ("person", "animal")),
+        Verb("work", "works", _er("travaill"), ("person",)),
+        Verb("swim", "swims", _er("nag"), ("person", "animal")),
+        Verb("sing", "sings", _er("chant"), ("person", "bird")),
+        Verb("eat", "eats", _er("mang"), ("person", "animal")),
+        Verb("read", "reads", ("lis", "lis", "lit", "lisons", "lisent"), ("person",)),
+    ]
+}
 ADVERBS = {"fast": "vite", "slowly": "lentement", "well": "bien", "badly": "mal", "a lot": "beaucoup"}
 VERB_ADVERBS = {
-    "learn": ("fast", "slowly", "well", "a lot"), "run": ("fast", "slowly", "a lot"),
-    "sleep": ("well", "badly", "a lot"), "work": ("fast", "slowly", "well", "badly", "a lot"),
-"swim": ("fast", "slowly", "well", "badly", "a lot"),
-    "sing": ("well", "badly", "a lot"), "eat": ("fast", "slowly", "well", "a lot"),
+    "learn": ("fast", "slowly", "well", "a lot"),
+    "run": ("fast", "slowly", "a lot"),
+    "sleep": ("well", "badly", "a lot"),
+    "work": ("fast", "slowly", "well", "badly", "a lot"),
+    "swim": ("fast", "slowly", "well", "badly", "a lot"),
+    "sing": ("well", "badly", "a lot"),
+    "eat": ("fast", "slowly", "well", "a lot"),
     "read": ("fast", "slowly", "well", "a lot"),
 }
-THINKING_VERBS = {"learn": ("fast", "slowly", "well", "a lot"), "work": ("fast", "slowly", "well", "a lot"),
-                  "read": ("fast", "slowly", "a lot")}
+THINKING_VERBS = {
+    "learn": ("fast", "slowly", "well", "a lot"),
+    "work": ("fast", "slowly", "well", "a lot"),
+    "read": ("fast", "slowly", "a lot"),
+}
 THINKING_PREDICATES = ("clever", "big", "small", "heavy", "broken")
 
 ETRE_FR = ("suis", "es", "est", "sommes", "sont")
@@ -396,8 +514,12 @@ class Subject:
 
 
 PRONOUNS = {
-    "i": ("je", "1s", "m", "sg"), "you": ("tu", "2s", "m", "sg"), "he": ("il", "3s", "m", "sg"),
-    "she": ("elle", "3s", "f", "sg"), "we": ("nous", "1p", "m", "pl"), "they": ("ils", "3p", "m", "pl"),
+    "i": ("je", "1s", "m", "sg"),
+    "you": ("tu", "2s", "m", "sg"),
+    "he": ("il", "3s", "m", "sg"),
+    "she": ("elle", "3s", "f", "sg"),
+    "we": ("nous", "1p", "m", "pl"),
+    "they": ("ils", "3p", "m", "pl"),
 }
 
 
@@ -428,6 +550,7 @@ def noun_phrase(noun: Noun, det: str, number: str, adj: str = "", neg_indef: boo
 
 
 # --- Spelling: a/an, elision, contraction ---------------------------------------------------------
+
 
 def en_text(words: list[str] | tuple[str, ...]) -> str:
     """Join English words, turning "a" into "an" before a vowel: "an apple", "an old dog"."""
@@ -464,6 +587,7 @@ def fr_text(words: list[str] | tuple[str, ...]) -> str:
 
 
 # --- Sentence builders ------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Sentence:
@@ -505,8 +629,15 @@ class Realizer:
         noun = NOUNS[head]
         return self.np(noun, adj_p, allow_a=allow_a)
 
-    def np(self, noun: Noun, adj_p: float = 0.3, allow_a: bool = True, number: str = "",
-           neg_indef: bool = False, adjs: tuple[str, ...] | None = None) -> Subject:
+    def np(
+        self,
+        noun: Noun,
+        adj_p: float = 0.3,
+        allow_a: bool = True,
+        number: str = "",
+        neg_indef: bool = False,
+        adjs: tuple[str, ...] | None = None,
+    ) -> Subject:
         rng = self.rng
         det = "a" if allow_a and rng.random() < 0.35 else "the"
         if not number:
@@ -550,8 +681,14 @@ def be_keys() -> list[tuple[str, ...]]:
     return keys
 
 
-ADJ_GROUPS = (("small", "big"), ("young", "old"), ("red", "blue", "green", "black", "white"),
-              ("happy", "sad"), ANIMAL_STATES, PLACE_STATES)
+ADJ_GROUPS = (
+    ("small", "big"),
+    ("young", "old"),
+    ("red", "blue", "green", "black", "white"),
+    ("happy", "sad"),
+    ANIMAL_STATES,
+    PLACE_STATES,
+)
 
 
 def clash(attributive: str, predicate: str) -> bool:
@@ -566,8 +703,13 @@ def realize_be(key: tuple[str, ...], r: Realizer, negative: bool, tag: str) -> S
     else:
         noun = NOUNS[head]
         # an attributive adjective on the subject, but not one that clashes with the predicate; places: singular
-        subj = r.np(noun, adj_p=0.15, allow_a=False, number="sg" if "place" in noun.kinds else "",
-                    adjs=tuple(a for a in noun.adjs if not clash(a, pred)))
+        subj = r.np(
+            noun,
+            adj_p=0.15,
+            allow_a=False,
+            number="sg" if "place" in noun.kinds else "",
+            adjs=tuple(a for a in noun.adjs if not clash(a, pred)),
+        )
     en, fr = be_phrase(subj, negative)
     if pred in PROFESSIONS:
         prof = PROFESSIONS[pred]
@@ -701,28 +843,46 @@ def thinking_candidates() -> list[Sentence]:
             for adv in advs:
                 for negative in (False, True):
                     en, fr = verb_phrase(subj, INTRANSITIVE[verb], negative)
-                    out.append(Sentence(en_text(en + [adv]), fr_text(fr + [ADVERBS[adv]]), "thinking",
-                                        ("adv", TM, verb, adv)))
+                    out.append(
+                        Sentence(en_text(en + [adv]), fr_text(fr + [ADVERBS[adv]]), "thinking", ("adv", TM, verb, adv))
+                    )
         for pred in THINKING_PREDICATES:
             for negative in (False, True):
                 en, fr = be_phrase(subj, negative)
-                out.append(Sentence(en_text(en + [pred]), fr_text(fr + [ADJECTIVES[pred].form("f", subj.number)]),
-                                    "thinking", ("be", TM, pred)))
+                out.append(
+                    Sentence(
+                        en_text(en + [pred]),
+                        fr_text(fr + [ADJECTIVES[pred].form("f", subj.number)]),
+                        "thinking",
+                        ("be", TM, pred),
+                    )
+                )
     people = list(PRONOUNS) + ["student", "teacher", "child", "friend"]
     for head in people:
         subj = pronoun(head) if head in PRONOUNS else noun_phrase(NOUNS[head], "the", "pl")
         for negative in (False, True):
             en, fr = verb_phrase(subj, VERBS["like"], negative)
-            out.append(Sentence(en_text(en + ["thinking", "machines"]), fr_text(fr + ["les", "machines", "pensantes"]),
-                                "thinking", ("do", subj.head, "like", TM)))
+            out.append(
+                Sentence(
+                    en_text(en + ["thinking", "machines"]),
+                    fr_text(fr + ["les", "machines", "pensantes"]),
+                    "thinking",
+                    ("do", subj.head, "like", TM),
+                )
+            )
         for verb in ("build", "want", "have", "see"):
             v = VERBS[verb]
             for negative in (False, True):
                 en, fr = verb_phrase(subj, v, negative)
                 art = "de" if negative else "une"
-                out.append(Sentence(en_text(en + ["a", "thinking", "machine"]),
-                                    fr_text(fr + [art, "machine", "pensante"]), "thinking",
-                                    ("do", subj.head, verb, TM)))
+                out.append(
+                    Sentence(
+                        en_text(en + ["a", "thinking", "machine"]),
+                        fr_text(fr + [art, "machine", "pensante"]),
+                        "thinking",
+                        ("do", subj.head, verb, TM),
+                    )
+                )
     return out
 
 
@@ -731,9 +891,22 @@ def coref_sentence(animal: str, place: str, adj: str) -> Sentence:
     a, p = NOUNS[animal], NOUNS[place]
     fits = a if adj in ANIMAL_STATES else p
     en = ["the", a.en, "didn't", "cross", "the", p.en, "because", "it", "was", "too", adj]
-    fr = ["le" if a.gender == "m" else "la", a.fr, "ne", "a", "pas", "traversé",
-          "le" if p.gender == "m" else "la", p.fr, "parce", "que", "il" if fits.gender == "m" else "elle",
-          "était", "trop", ADJECTIVES[adj].form(fits.gender, "sg")]
+    fr = [
+        "le" if a.gender == "m" else "la",
+        a.fr,
+        "ne",
+        "a",
+        "pas",
+        "traversé",
+        "le" if p.gender == "m" else "la",
+        p.fr,
+        "parce",
+        "que",
+        "il" if fits.gender == "m" else "elle",
+        "était",
+        "trop",
+        ADJECTIVES[adj].form(fits.gender, "sg"),
+    ]
     return Sentence(en_text(en), fr_text(fr), "coref", ("coref", animal, place, adj))
 
 
@@ -743,6 +916,7 @@ COREF_ADJS = ANIMAL_STATES + PLACE_STATES
 
 
 # --- Reading the combination back from an English sentence ----------------------------------------
+
 
 def _lemma_table() -> dict[str, str]:
     table = {}
@@ -774,8 +948,13 @@ def combo_key(en: str) -> tuple[str, ...]:
     if "because" in words:  # the animal didn't cross the PLACE because it was too ADJ
         return ("coref", LEMMAS[words[1]], LEMMAS[words[5]], words[-1])
     # the subject head is the last word before the verb; "thinking machine(s)" counts as one head
-    verb_at = next(i for i, w in enumerate(words) if w in BE_FORMS or w in NEGATORS or
-                   (i > 0 and LEMMAS.get(w) in VERBS_AND_GO and words[i - 1] not in ("a", "the", "thinking")))
+    verb_at = next(
+        i
+        for i, w in enumerate(words)
+        if w in BE_FORMS
+        or w in NEGATORS
+        or (i > 0 and LEMMAS.get(w) in VERBS_AND_GO and words[i - 1] not in ("a", "the", "thinking"))
+    )
     subject = LEMMAS[words[verb_at - 1]]
     if verb_at >= 2 and words[verb_at - 2] == "thinking":
         subject = TM
@@ -794,7 +973,6 @@ def combo_key(en: str) -> tuple[str, ...]:
     if " ".join(rest[1:]) in ADVERBS:
         return ("adv", subject, verb, " ".join(rest[1:]))
     return ("do", subject, verb, head)
-
 
 
 # --- Putting it together --------------------------------------------------------------------------------
@@ -861,6 +1039,7 @@ def sample(tag: str, keys: list[tuple[str, ...]], n: int, r: Realizer, seen_en: 
     The combinations are put in a random order in which those with a pronoun subject tend to come
     first (weighted sampling without replacement: sort by u ** (1 / weight), u uniform in [0, 1)).
     """
+
     def priority(key: tuple[str, ...]) -> float:
         return r.rng.random() ** (1 / (PRONOUN_WEIGHT if key[1] in PRONOUNS else 1.0))
 
@@ -910,8 +1089,10 @@ def generate(seed: int = SEED) -> list[tuple[str, Sentence]]:
     for tag, (keys_fn, _, _) in FAMILIES.items():
         keys = keys_fn()
         n_train, n_held = TARGETS[tag]
-        for split, n, pool in (("train", n_train, [k for k in keys if k not in held]),
-                               ("heldout", n_held, [k for k in keys if k in held])):
+        for split, n, pool in (
+            ("train", n_train, [k for k in keys if k not in held]),
+            ("heldout", n_held, [k for k in keys if k in held]),
+        ):
             for s in sample(tag, pool, n, r, seen_en, seen_fr):
                 add(split, s)
 
@@ -927,10 +1108,19 @@ def generate(seed: int = SEED) -> list[tuple[str, Sentence]]:
             add("heldout" if s.key in held else "train", s)
 
     # Every word of the held-out split must occur in training: drop held-out sentences that break this.
-    train_words = {(lang, w) for split, s in rows if split == "train"
-                   for lang, text in (("en", s.en), ("fr", s.fr)) for w in tokenize(text, lang)}
-    rows = [(split, s) for split, s in rows if split == "train" or all(
-        (lang, w) in train_words for lang, text in (("en", s.en), ("fr", s.fr)) for w in tokenize(text, lang))]
+    train_words = {
+        (lang, w)
+        for split, s in rows
+        if split == "train"
+        for lang, text in (("en", s.en), ("fr", s.fr))
+        for w in tokenize(text, lang)
+    }
+    rows = [
+        (split, s)
+        for split, s in rows
+        if split == "train"
+        or all((lang, w) in train_words for lang, text in (("en", s.en), ("fr", s.fr)) for w in tokenize(text, lang))
+    ]
 
     rows.sort(key=lambda row: row[0] != "train")  # stable: train first, then held-out
     check(rows)

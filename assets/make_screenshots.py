@@ -51,21 +51,33 @@ DEFAULT_SENTENCE_PAGES = ("tracing",)  # shown with the app's default sentence o
 LESSON_STEPS = (6, 18)  # guided-lesson steps shot on "thinking machines": x·W^Q + b^Q = q, cross-attention
 LESSON_COREF_STEP = 19  # and on the coreference sentence: il or elle, traced
 
-CAPTIONS = {p.url_path: p.summary for p in PAGES} | {  # the page's own summary (ui/page_list.py)
-    "self_attention-coreference": "The same steps on \"the animal didn't cross the street because it was too "
-                                  "tired\": the query is \"it\"",
-    "multi_head-coreference": "The heads of the first encoder layer on the coreference sentence",
-    "tracing": "Causal tracing of \"…too tired\" against \"…too wide\": which vectors, put back from one run into "
-               "the other, bring il back",
-} | {f"{p}-phone": "On a phone (390 x 844), first screen" for p in PHONE_PAGES} | {
-    f"{p}-phone-{name}": f"On a phone (390 x 844), scrolled to the {name}"
-    for p, (name, _) in PHONE_SCROLLED.items()} | {
-    f"{p}-presenter": "Presenter mode (sidebar toggle or ?presenter=1) at 1280 x 720, first screen"
-    for p in PRESENTER_PAGES} | {
-    f"lesson-step{k}": f"Step {k} of the guided lesson on \"thinking machines\": {LESSON[k - 1].title}"
-    for k in LESSON_STEPS} | {
-    f"lesson-step{LESSON_COREF_STEP}": f"Step {LESSON_COREF_STEP} on the coreference sentence: "
-                                       f"{LESSON[LESSON_COREF_STEP - 1].title}"}
+CAPTIONS = (
+    {p.url_path: p.summary for p in PAGES}
+    | {  # the page's own summary (ui/page_list.py)
+        "self_attention-coreference": "The same steps on \"the animal didn't cross the street because it was too "
+        'tired": the query is "it"',
+        "multi_head-coreference": "The heads of the first encoder layer on the coreference sentence",
+        "tracing": 'Causal tracing of "…too tired" against "…too wide": which vectors, put back from one run into '
+        "the other, bring il back",
+    }
+    | {f"{p}-phone": "On a phone (390 x 844), first screen" for p in PHONE_PAGES}
+    | {
+        f"{p}-phone-{name}": f"On a phone (390 x 844), scrolled to the {name}"
+        for p, (name, _) in PHONE_SCROLLED.items()
+    }
+    | {
+        f"{p}-presenter": "Presenter mode (sidebar toggle or ?presenter=1) at 1280 x 720, first screen"
+        for p in PRESENTER_PAGES
+    }
+    | {
+        f"lesson-step{k}": f'Step {k} of the guided lesson on "thinking machines": {LESSON[k - 1].title}'
+        for k in LESSON_STEPS
+    }
+    | {
+        f"lesson-step{LESSON_COREF_STEP}": f"Step {LESSON_COREF_STEP} on the coreference sentence: "
+        f"{LESSON[LESSON_COREF_STEP - 1].title}"
+    }
+)
 
 
 def wait_drawn(page) -> None:
@@ -76,8 +88,9 @@ def wait_drawn(page) -> None:
     page.evaluate("new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
 
 
-def shoot(page, url: str, path: Path, max_height: int, viewport: dict | None = None,
-          scroll_to: str | None = None) -> int:
+def shoot(
+    page, url: str, path: Path, max_height: int, viewport: dict | None = None, scroll_to: str | None = None
+) -> int:
     """Load the page in a 1280 x 720 window, grow it to the content's height (up to `max_height`, so every
     chart in it draws) and save a palette PNG under MAX_BYTES if possible. With `viewport`: only the first
     screen in that viewport, or with `scroll_to` (a CSS selector) the screen that starts at that element."""
@@ -101,7 +114,8 @@ def save_small(png: bytes, path: Path) -> int:
     for colors in (256, 128, 64):
         buf = io.BytesIO()
         img.quantize(colors=colors, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE).save(
-            buf, format="PNG", optimize=True)
+            buf, format="PNG", optimize=True
+        )
         if buf.tell() <= MAX_BYTES:
             break
     path.write_bytes(buf.getvalue())
@@ -128,22 +142,39 @@ def main() -> None:
             name, selector = PHONE_SCROLLED[url_path]
             shots.append((f"{url_path}-phone-{name}", url_path, {"s": SENTENCE}, PHONE, selector))
         if url_path == "lesson":
-            shots += [(f"lesson-step{k}", url_path, {"lesson": "thinking machines", "step": str(k)}, None)
-                      for k in LESSON_STEPS]
-            shots.append((f"lesson-step{LESSON_COREF_STEP}", url_path,
-                          {"lesson": COREFERENCE, "step": str(LESSON_COREF_STEP)}, None))
+            shots += [
+                (f"lesson-step{k}", url_path, {"lesson": "thinking machines", "step": str(k)}, None)
+                for k in LESSON_STEPS
+            ]
+            shots.append(
+                (
+                    f"lesson-step{LESSON_COREF_STEP}",
+                    url_path,
+                    {"lesson": COREFERENCE, "step": str(LESSON_COREF_STEP)},
+                    None,
+                )
+            )
         if url_path in PRESENTER_PAGES:
-            shots.append((f"{url_path}-presenter", url_path, {"s": SENTENCE, "presenter": "1"},
-                          {"width": WIDTH, "height": HEIGHT}))
+            shots.append(
+                (
+                    f"{url_path}-presenter",
+                    url_path,
+                    {"s": SENTENCE, "presenter": "1"},
+                    {"width": WIDTH, "height": HEIGHT},
+                )
+            )
     titles = {p.url_path: p.title for p in PAGES}
 
     from playwright.sync_api import sync_playwright
 
     OUT.mkdir(parents=True, exist_ok=True)
     written = []
-    with running_app(log=ROOT / "tests" / "artifacts" / "screenshots-streamlit.log",
-                        extra_env={"OMP_NUM_THREADS": "1"}) as server, \
-            sync_playwright() as p:
+    with (
+        running_app(
+            log=ROOT / "tests" / "artifacts" / "screenshots-streamlit.log", extra_env={"OMP_NUM_THREADS": "1"}
+        ) as server,
+        sync_playwright() as p,
+    ):
         browser = launch_chromium(p)
         context = browser.new_context(viewport={"width": WIDTH, "height": HEIGHT}, device_scale_factor=1)
         context.add_init_script(RUN_COUNTER_JS)
@@ -151,8 +182,9 @@ def main() -> None:
         page.goto(server.url + "/", wait_until="domcontentloaded")  # runs app.py once (see tests/browser)
         wait_drawn(page)
         for stem, url_path, query, viewport, *scroll in shots:
-            url = f"{server.url}/{url_path}" + ("?" + urllib.parse.urlencode(query, quote_via=urllib.parse.quote)
-                                             if query else "")
+            url = f"{server.url}/{url_path}" + (
+                "?" + urllib.parse.urlencode(query, quote_via=urllib.parse.quote) if query else ""
+            )
             path = OUT / f"{stem}.png"
             size = shoot(page, url, path, args.max_height, viewport, *scroll)
             written.append((stem, path, size))
@@ -160,22 +192,23 @@ def main() -> None:
         browser.close()
         if not wanted or "classroom" in wanted:
             written += class_shots(p, server.url, args.max_height)
-            for _, path, size in written[-len(CLASS_SHOTS):]:
+            for _, path, size in written[-len(CLASS_SHOTS) :]:
                 print(f"{path.relative_to(ROOT)}  {size / 1000:.0f} KB")
 
     write_readme(titles)
     total = sum(s for _, _, s in written)
-    print(f"{len(written)} screenshots written, {total / 1e6:.2f} MB; "
-          f"captions in {(OUT / 'README.md').relative_to(ROOT)}")
+    print(
+        f"{len(written)} screenshots written, {total / 1e6:.2f} MB; captions in {(OUT / 'README.md').relative_to(ROOT)}"
+    )
 
 
 CLASS_SHOTS = {  # a class with three students on the Thinking Machines plan (`class_shots`)
     "classroom-roster": "The teacher's Classroom page in a class: the code and the QR code, then the roster "
-                        "(who follows, who explores, who left without choosing to, who voted)",
+    "(who follows, who explores, who left without choosing to, who voted)",
     "classroom-console": "The teacher's console on a phone (390 x 844): the plan's Next, the open question's votes "
-                         "and the suggested move, the roster, the snapshots",
+    "and the suggested move, the roster, the snapshots",
     "classroom-projector": "The projector in presenter mode at 1280 x 720, at a stop of the plan: the stop's "
-                           "caption and its figure on the first screen, the class's controls first in the sidebar",
+    "caption and its figure on the first screen, the class's controls first in the sidebar",
 }
 
 
@@ -226,11 +259,14 @@ def write_readme(titles: dict[str, str]) -> None:
     """assets/screenshots/README.md: every screenshot present, in page order, with its caption."""
     lines = ["<!-- generated by `python -m assets.make_screenshots`: paste into the README -->", ""]
     for url_path in titles:
-        for stem, what in ((url_path, ""), (f"{url_path}-coreference", " (coreference sentence)"),
-                           (f"{url_path}-phone", " (phone)"),
-                           *((f"{url_path}-phone-{n}", f" (phone, {n})") for n, _ in PHONE_SCROLLED.values()),
-                           (f"{url_path}-presenter", " (presenter mode)"),
-                           *((f"{url_path}-step{k}", f" (step {k})") for k in (*LESSON_STEPS, LESSON_COREF_STEP))):
+        for stem, what in (
+            (url_path, ""),
+            (f"{url_path}-coreference", " (coreference sentence)"),
+            (f"{url_path}-phone", " (phone)"),
+            *((f"{url_path}-phone-{n}", f" (phone, {n})") for n, _ in PHONE_SCROLLED.values()),
+            (f"{url_path}-presenter", " (presenter mode)"),
+            *((f"{url_path}-step{k}", f" (step {k})") for k in (*LESSON_STEPS, LESSON_COREF_STEP)),
+        ):
             path = OUT / f"{stem}.png"
             if not path.is_file():
                 continue

@@ -56,8 +56,16 @@ from model import checkpoint
 from serving.processes import start_app
 from tools.ws_client import StreamlitSession, _Widget
 
-SENTENCES = ["i am a student", "the cat is small", "she is happy", "we are tired", "the dog is young",
-             "thinking machines learn fast", "he is a teacher", "you are tall"]
+SENTENCES = [
+    "i am a student",
+    "the cat is small",
+    "she is happy",
+    "we are tired",
+    "the dog is young",
+    "thinking machines learn fast",
+    "he is a teacher",
+    "you are tall",
+]
 TRAINER_SETTINGS = {"Steps": 150, "d_model": 32, "d_ff": 64}  # a small run: about 10 s on an idle core
 
 
@@ -65,8 +73,9 @@ class Visitor(StreamlitSession):
     """A StreamlitSession that is a browser (an XSRF cookie, re-masked on each connection, as the server
     does) behind a proxy (an X-Forwarded-For address), and that can click buttons and set numbers."""
 
-    def __init__(self, base_url: str, address: str, token: bytes | None = None, stamp: int | None = None,
-                 timeout: float = 120):
+    def __init__(
+        self, base_url: str, address: str, token: bytes | None = None, stamp: int | None = None, timeout: float = 120
+    ):
         super().__init__(base_url, timeout)
         self.address = address
         self.token = token if token is not None else os.urandom(16)  # the browser's cookie: token ...
@@ -93,8 +102,9 @@ class Visitor(StreamlitSession):
         new state. Returns the seconds to the end of that rerun."""
         t = time.perf_counter()
         self._urls = asyncio.get_running_loop().create_future()
-        request = FileURLsRequest(request_id=uuid.uuid4().hex, file_names=[n for n, _ in files],
-                                  session_id=self.session_id)
+        request = FileURLsRequest(
+            request_id=uuid.uuid4().hex, file_names=[n for n, _ in files], session_id=self.session_id
+        )
         await self._ws.send(BackMsg(file_urls_request=request).SerializeToString())
         resp = await asyncio.wait_for(self._urls, self.timeout)
         cookie = generate_xsrf_token_string(self.token, self.stamp)
@@ -109,13 +119,30 @@ class Visitor(StreamlitSession):
 
     def _put(self, url: str, name: str, data: bytes, cookie: str) -> None:
         boundary = uuid.uuid4().hex
-        body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{name}\"\r\n"
-                "Content-Type: application/octet-stream\r\n\r\n").encode() + data + f"\r\n--{boundary}--\r\n".encode()
-        full = url if url.startswith("http") else self.page_url.split("/", 3)[0] + "//" + \
-            self.page_url.split("/", 3)[2] + url
-        req = urllib.request.Request(full, data=body, method="PUT", headers={
-            "Content-Type": f"multipart/form-data; boundary={boundary}", "X-Xsrftoken": cookie,
-            "Cookie": f"_streamlit_xsrf={cookie}", "X-Forwarded-For": self.address})
+        body = (
+            (
+                f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{name}"\r\n'
+                "Content-Type: application/octet-stream\r\n\r\n"
+            ).encode()
+            + data
+            + f"\r\n--{boundary}--\r\n".encode()
+        )
+        full = (
+            url
+            if url.startswith("http")
+            else self.page_url.split("/", 3)[0] + "//" + self.page_url.split("/", 3)[2] + url
+        )
+        req = urllib.request.Request(
+            full,
+            data=body,
+            method="PUT",
+            headers={
+                "Content-Type": f"multipart/form-data; boundary={boundary}",
+                "X-Xsrftoken": cookie,
+                "Cookie": f"_streamlit_xsrf={cookie}",
+                "X-Forwarded-For": self.address,
+            },
+        )
         try:
             with urllib.request.urlopen(req, timeout=self.timeout) as r:
                 r.read()
@@ -126,10 +153,14 @@ class Visitor(StreamlitSession):
     async def connect(self, page: str = "", query: str = "") -> float:
         t = time.perf_counter()
         cookie = generate_xsrf_token_string(self.token, self.stamp)
-        self._ws = await connect(self.ws_url, subprotocols=["streamlit", "PLACEHOLDER_AUTH_TOKEN"], max_size=None,
-                                 ping_interval=None, open_timeout=self.timeout,
-                                 additional_headers={"Cookie": f"_streamlit_xsrf={cookie}",
-                                                     "X-Forwarded-For": self.address})
+        self._ws = await connect(
+            self.ws_url,
+            subprotocols=["streamlit", "PLACEHOLDER_AUTH_TOKEN"],
+            max_size=None,
+            ping_interval=None,
+            open_timeout=self.timeout,
+            additional_headers={"Cookie": f"_streamlit_xsrf={cookie}", "X-Forwarded-For": self.address},
+        )
         self._reader = asyncio.create_task(self._read())
         self.query_string = query
         await self._rerun(ClientState(page_script_hash="", page_name=page.strip("/")), t)
@@ -279,9 +310,15 @@ def hostile_corpus(n_words: int = 7996, n_pairs: int = 5400, per: int = 30) -> b
     sentence at the 30-word limit: the largest embeddings, output layer and evaluation batches a corpus
     can ask for."""
     rng = random.Random(0)
-    return ("\n".join(" ".join(f"s{rng.randrange(n_words)}" for _ in range(per)) + "\t"
-                      + " ".join(f"t{rng.randrange(n_words)}" for _ in range(per)) for _ in range(n_pairs))
-            + "\n").encode()
+    return (
+        "\n".join(
+            " ".join(f"s{rng.randrange(n_words)}" for _ in range(per))
+            + "\t"
+            + " ".join(f"t{rng.randrange(n_words)}" for _ in range(per))
+            for _ in range(n_pairs)
+        )
+        + "\n"
+    ).encode()
 
 
 def hostile_checkpoints() -> dict[str, tuple[bytes, bytes]]:
@@ -289,19 +326,29 @@ def hostile_checkpoints() -> dict[str, tuple[bytes, bytes]]:
     import json
     import struct
 
-    header = json.dumps({"src_embed.weight": {"dtype": "F32", "shape": [100_000, 100_000],
-                                              "data_offsets": [0, 40_000_000_000]}})
+    header = json.dumps(
+        {"src_embed.weight": {"dtype": "F32", "shape": [100_000, 100_000], "data_offsets": [0, 40_000_000_000]}}
+    )
     claim = struct.pack("<Q", len(header)) + header.encode() + b"\0" * 64
     meta = json.loads((checkpoint.SHIPPED.parent / (checkpoint.SHIPPED.name + ".json")).read_text())
     meta.pop("weights_sha256", None)  # the shipped model's real config and vocabularies, with the claim above
     meta = json.dumps(meta).encode()
-    return {"garbage": (os.urandom(100_000), b"{}"), "40 GB claim": (claim, meta),
-            "nested JSON": (b"\0" * 64, b"[" * 100_000 + b"]" * 100_000)}
+    return {
+        "garbage": (os.urandom(100_000), b"{}"),
+        "40 GB claim": (claim, meta),
+        "nested JSON": (b"\0" * 64, b"[" * 100_000 + b"]" * 100_000),
+    }
 
 
-LABELS = {"layers": "Layers (encoder and decoder each)", "heads": "Heads", "d_model": "d_model", "d_ff": "d_ff",
-          "batch": "Batch size (sentence pairs)", "steps": "Steps", "eval": "Evaluate on held-out pairs every … steps "
-          "(0: only at the end)"}
+LABELS = {
+    "layers": "Layers (encoder and decoder each)",
+    "heads": "Heads",
+    "d_model": "d_model",
+    "d_ff": "d_ff",
+    "batch": "Batch size (sentence pairs)",
+    "steps": "Steps",
+    "eval": "Evaluate on held-out pairs every … steps (0: only at the end)",
+}
 MODEL_UPLOADER = "Upload a model: its .safetensors and .json files together"
 
 
@@ -312,19 +359,38 @@ async def hostile(url: str, until: float, report: dict) -> None:
     try:
         await v.connect("training")
         report["corpus upload s"] = round(await v.upload("Corpus file", [("wide.tsv", hostile_corpus())]), 2)
-        choices = next((list(el.radio.options) for _, (_, el) in v.elements.items()
-                        if el.WhichOneof("type") == "radio" and el.radio.label == "Train on"), [])
+        choices = next(
+            (
+                list(el.radio.options)
+                for _, (_, el) in v.elements.items()
+                if el.WhichOneof("type") == "radio" and el.radio.label == "Train on"
+            ),
+            [],
+        )
         report["corpus"] = choices[-1] if choices else "no choice of data on the page"
         for key, value in {"layers": 4, "heads": 8, "d_model": 256, "d_ff": 1024, "batch": 128}.items():
             v.set_number(LABELS[key], value)
         await v.click("Start")
         text = v.text()
-        report["largest settings"] = ("refused: " + next(line for line in text.splitlines()
-                                                          if "could not be saved" in line or "limit per job" in line
-                                                          or "memory" in line.lower() and "MB" in line)[:160]
-                                      if "No training yet" in text else "ACCEPTED")
-        for key, value in {"layers": 2, "heads": 4, "d_model": 128, "d_ff": 1024, "batch": 8, "steps": 30,
-                           "eval": 0}.items():
+        report["largest settings"] = (
+            "refused: "
+            + next(
+                line
+                for line in text.splitlines()
+                if "could not be saved" in line or "limit per job" in line or "memory" in line.lower() and "MB" in line
+            )[:160]
+            if "No training yet" in text
+            else "ACCEPTED"
+        )
+        for key, value in {
+            "layers": 2,
+            "heads": 4,
+            "d_model": 128,
+            "d_ff": 1024,
+            "batch": 8,
+            "steps": 30,
+            "eval": 0,
+        }.items():
             v.set_number(LABELS[key], value)
         await v.click("Start")
         state = job_state(v)
@@ -333,8 +399,9 @@ async def hostile(url: str, until: float, report: dict) -> None:
             await asyncio.sleep(3)
             await v.rerun()
             state = job_state(v)
-        report["heavy run"] += f" -> {state}" + (": " + next((x for x in v.text().splitlines() if "memory" in x), "")
-                                                 [:160] if state == "failed" else "")
+        report["heavy run"] += f" -> {state}" + (
+            ": " + next((x for x in v.text().splitlines() if "memory" in x), "")[:160] if state == "failed" else ""
+        )
         for what, (w, j) in hostile_checkpoints().items():
             await v.upload(MODEL_UPLOADER, [("m.safetensors", w), ("m.json", j)])
             said = next((x for x in v.text().splitlines() if "cannot be used" in x or "checkpoint" in x.lower()), "")
@@ -348,10 +415,15 @@ async def hostile(url: str, until: float, report: dict) -> None:
 
 def job_state(v: Visitor) -> str:
     text = v.text()
-    for words, state in (("Training finished", "finished"), ("session ended", "lost"),
-                         ("Training stopped (time limit", "time limit"), ("Training stopped", "stopped"),
-                         ("Training failed", "failed"),
-                         ("Waiting for a free slot", "queued"), ("No training yet", "none")):
+    for words, state in (
+        ("Training finished", "finished"),
+        ("session ended", "lost"),
+        ("Training stopped (time limit", "time limit"),
+        ("Training stopped", "stopped"),
+        ("Training failed", "failed"),
+        ("Waiting for a free slot", "queued"),
+        ("No training yet", "none"),
+    ):
         if words in text:
             return state
     return "running" if v.progress() or "Building the model" in text else "unknown"
@@ -408,9 +480,10 @@ async def main_async(args) -> dict:
     env = {"GLASS_TRUST_PROXY": "1", "GLASS_TRAINING_MAX_SECONDS": str(args.max_seconds)}
     server = start_app(log=Path("/tmp") / "glass-abuse.log", timeout=120, extra_env=env)
     print(f"server {server.url} (log {server.log})", flush=True)
-    out: dict = {"flood": {"accepted": 0, "refused": 0, "other": 0, "retries": 0, "accepted_later": 0, "errors": []},
-                 "trainers": {"started": 0, "reattached": 0, "finished": 0, "time_limited": 0, "lost": 0,
-                              "errors": []}}
+    out: dict = {
+        "flood": {"accepted": 0, "refused": 0, "other": 0, "retries": 0, "accepted_later": 0, "errors": []},
+        "trainers": {"started": 0, "reattached": 0, "finished": 0, "time_limited": 0, "lost": 0, "errors": []},
+    }
     try:
         with Memory(server.proc.pid) as mem:
             warm = Visitor(server.url, "10.9.9.9")
@@ -420,16 +493,21 @@ async def main_async(args) -> dict:
             before: list[float] = []
             errors: list[str] = []
             t_end = time.monotonic() + args.before
-            await asyncio.gather(*(student(server.url, i, t_end, before, errors, args.pause)
-                                   for i in range(args.students)))
+            await asyncio.gather(
+                *(student(server.url, i, t_end, before, errors, args.pause) for i in range(args.students))
+            )
             print(f"before the attack: {len(before)} reruns, median {statistics.median(before):.3f} s", flush=True)
             during: list[float] = []
             t0 = time.monotonic()
             until = t0 + args.deadline
-            students = [asyncio.create_task(student(server.url, i, until, during, errors, args.pause))
-                        for i in range(args.students)]
-            trainers = [asyncio.create_task(trainer(server.url, i, args.reloads, until, out["trainers"]))
-                        for i in range(args.trainers)]
+            students = [
+                asyncio.create_task(student(server.url, i, until, during, errors, args.pause))
+                for i in range(args.students)
+            ]
+            trainers = [
+                asyncio.create_task(trainer(server.url, i, args.reloads, until, out["trainers"]))
+                for i in range(args.trainers)
+            ]
             hostile_report: dict = {}
             out["hostile"] = hostile_report
             hostiles = [asyncio.create_task(hostile(server.url, until, hostile_report))] if args.uploads else []
@@ -445,8 +523,14 @@ async def main_async(args) -> dict:
                 with contextlib.suppress(Exception):
                     await v.close()
             out["attack_seconds"] = time.monotonic() - t0
-        out.update(before=before, during=during, student_errors=errors, peak_rss=mem.peak, idle_rss=rss_idle,
-                   samples=mem.samples)
+        out.update(
+            before=before,
+            during=during,
+            student_errors=errors,
+            peak_rss=mem.peak,
+            idle_rss=rss_idle,
+            samples=mem.samples,
+        )
     finally:
         server.stop()
     return out
@@ -473,23 +557,31 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     b, d = out["before"], out["during"]
     f, t = out["flood"], out["trainers"]
-    print(f"flood from one address: {args.flood} sessions pressed Start: {f['accepted']} accepted, {f['refused']} "
-          f"refused, {f['other']} other; {f['retries']} more presses every {args.retry:g} s, {f['accepted_later']} "
-          f"of them showing a running job; {len(f['errors'])} errors {f['errors'][:3]}")
-    print(f"trainers: {t['started']} started, {t['reattached']} re-attached after {args.reloads} reloads each, "
-          f"{t['finished']} finished, {t['time_limited']} stopped by the time limit (model kept), jobs lost: "
-          f"{t['lost']} {t['errors'][:3]}")
+    print(
+        f"flood from one address: {args.flood} sessions pressed Start: {f['accepted']} accepted, {f['refused']} "
+        f"refused, {f['other']} other; {f['retries']} more presses every {args.retry:g} s, {f['accepted_later']} "
+        f"of them showing a running job; {len(f['errors'])} errors {f['errors'][:3]}"
+    )
+    print(
+        f"trainers: {t['started']} started, {t['reattached']} re-attached after {args.reloads} reloads each, "
+        f"{t['finished']} finished, {t['time_limited']} stopped by the time limit (model kept), jobs lost: "
+        f"{t['lost']} {t['errors'][:3]}"
+    )
     for k, v in t.items():
         if k.startswith("trainer "):
             print(f"  {k}: " + " | ".join(v))
     if b and d:
         mb, md = statistics.median(b), statistics.median(d)
         pb, pd = pct(b, 0.95), pct(d, 0.95)
-        print(f"other students' reruns: before median {mb:.3f} s / p95 {pb:.3f} s ({len(b)}); during the attack "
-              f"median {md:.3f} s / p95 {pd:.3f} s ({len(d)}): ratio median {md / mb:.2f}x, p95 {pd / pb:.2f}x; "
-              f"errors {len(out['student_errors'])}")
-    print(f"server memory (server + training workers, resident): after warm-up {out['idle_rss'] / 1e6:,.0f} MB, "
-          f"peak {out['peak_rss'] / 1e6:,.0f} MB ({out['samples']} samples, attack {out['attack_seconds']:.0f} s)")
+        print(
+            f"other students' reruns: before median {mb:.3f} s / p95 {pb:.3f} s ({len(b)}); during the attack "
+            f"median {md:.3f} s / p95 {pd:.3f} s ({len(d)}): ratio median {md / mb:.2f}x, p95 {pd / pb:.2f}x; "
+            f"errors {len(out['student_errors'])}"
+        )
+    print(
+        f"server memory (server + training workers, resident): after warm-up {out['idle_rss'] / 1e6:,.0f} MB, "
+        f"peak {out['peak_rss'] / 1e6:,.0f} MB ({out['samples']} samples, attack {out['attack_seconds']:.0f} s)"
+    )
     for k, v in out.get("hostile", {}).items():
         print(f"hostile uploads: {k}: {v}")
     return 0 if t["lost"] == 0 and t["started"] == args.trainers else 1

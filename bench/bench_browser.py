@@ -48,8 +48,10 @@ from serving.processes import start_app
 from tools.browser import IDLE_SELECTOR, RUN_COUNTER_JS, launch_chromium
 from ui.page_list import ROOT
 
-SENTENCES = ("the animal didn't cross the street because it was too tired.",  # 12 tokens (bench_pages's)
-             "the young women are scared because the big cars are not green")  # 12 tokens
+SENTENCES = (
+    "the animal didn't cross the street because it was too tired.",  # 12 tokens (bench_pages's)
+    "the young women are scared because the big cars are not green",
+)  # 12 tokens
 TOGGLE = "Positional encoding"
 HOME = "Overview"  # the light page a "nav" click comes from (and "Tokens and embeddings" for the overview)
 ALT_HOME = "Tokens and embeddings"
@@ -182,8 +184,9 @@ class Tab:
         """`timed(action)` under Chromium's tracing, plus the seconds the page's main thread spent in tasks (the
         renderer thread with the most task time; its thread time, not its wall time)."""
         browser = self.context.browser
-        browser.start_tracing(page=self.page, categories=["devtools.timeline", "toplevel",
-                                                          "disabled-by-default-devtools.timeline"])
+        browser.start_tracing(
+            page=self.page, categories=["devtools.timeline", "toplevel", "disabled-by-default-devtools.timeline"]
+        )
         try:
             s, b = self.timed(action)
         finally:
@@ -211,8 +214,9 @@ class Tab:
         return self.timed(target.click)
 
     def counts(self) -> dict:
-        self.page.evaluate("() => { const m = document.querySelector('[data-testid=\"stMain\"]'); "
-                           "if (m) m.scrollTop = 0; }")
+        self.page.evaluate(
+            "() => { const m = document.querySelector('[data-testid=\"stMain\"]'); if (m) m.scrollTop = 0; }"
+        )
         return self.page.evaluate(COUNTS_JS)
 
 
@@ -265,11 +269,14 @@ def fmt_s(x: float | None) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--root", action="append", default=[],
-                    help="a checkout to measure (repeatable; default: this one)")
+    ap.add_argument("--root", action="append", default=[], help="a checkout to measure (repeatable; default: this one)")
     ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--pages", default="", help="comma list of words; a page is measured when its title or "
-                                                "address contains one (default: every page of the sidebar)")
+    ap.add_argument(
+        "--pages",
+        default="",
+        help="comma list of words; a page is measured when its title or "
+        "address contains one (default: every page of the sidebar)",
+    )
     ap.add_argument("--timeout", type=float, default=90, help="seconds per wait")
     ap.add_argument("--cpu", action="store_true", help="also the main thread's task time per navigation (traced)")
     ap.add_argument("--bare", action="store_true", help="also a bare Streamlit page with as many heatmaps (see above)")
@@ -280,8 +287,10 @@ def main() -> None:
 
     from playwright.sync_api import sync_playwright
 
-    print(f"Chromium {VIEWPORT['width']}x{VIEWPORT['height']}, median of {args.repeats}, load average "
-          f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; sentences {SENTENCES}")
+    print(
+        f"Chromium {VIEWPORT['width']}x{VIEWPORT['height']}, median of {args.repeats}, load average "
+        f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; sentences {SENTENCES}"
+    )
     servers = []
     bare_dir = tempfile.TemporaryDirectory() if args.bare else None
     try:
@@ -339,18 +348,27 @@ def print_row(title: str, row: list[PageFigures | None], names: list[str]) -> No
             continue
         c = f.counts
         kb = med([b / 1000 for b in f.bytes])
-        print(f"  {name:24s} {fmt_s(med(f.nav))} {fmt_s(med(f.sentence)):>8s} {fmt_s(med(f.toggle))}  "
-              f"{c.get('charts', '-'):>6} {c.get('drawn', '-'):>5} {c.get('in_view', '-'):>7} "
-              f"{c.get('tables', '-'):>6} "
-              f"{kb if kb is None else round(kb):>8}" + (f"  nav CPU {med(f.nav_cpu):.3f}s" if f.nav_cpu else "")
-              + (f"  ERROR {f.error}" if f.error else "")
-              + (f"  vs bare ({c.get('drawn')} heatmaps): median {statistics.median(f.ratios()):.2f}x, worst "
-                 f"{max(f.ratios()):.2f}x (bare nav {med(f.bare):.2f}s)" if f.ratios() else ""), flush=True)
+        print(
+            f"  {name:24s} {fmt_s(med(f.nav))} {fmt_s(med(f.sentence)):>8s} {fmt_s(med(f.toggle))}  "
+            f"{c.get('charts', '-'):>6} {c.get('drawn', '-'):>5} {c.get('in_view', '-'):>7} "
+            f"{c.get('tables', '-'):>6} "
+            f"{kb if kb is None else round(kb):>8}"
+            + (f"  nav CPU {med(f.nav_cpu):.3f}s" if f.nav_cpu else "")
+            + (f"  ERROR {f.error}" if f.error else "")
+            + (
+                f"  vs bare ({c.get('drawn')} heatmaps): median {statistics.median(f.ratios()):.2f}x, worst "
+                f"{max(f.ratios()):.2f}x (bare nav {med(f.bare):.2f}s)"
+                if f.ratios()
+                else ""
+            ),
+            flush=True,
+        )
 
 
 def print_summary(results: dict[str, list[PageFigures | None]], names: list[str]) -> None:
-    print(f"\nSummary (seconds, median; OK = every interaction <= {TARGET_S:.1f} s "
-          f"and <= {TARGET_CHARTS} charts drawn)")
+    print(
+        f"\nSummary (seconds, median; OK = every interaction <= {TARGET_S:.1f} s and <= {TARGET_CHARTS} charts drawn)"
+    )
     for i, name in enumerate(names):
         print(f"\n  {name}")
         print(f"  {'page':30s} {'nav':>7s} {'sentence':>8s} {'toggle':>7s} {'drawn':>6s}")
@@ -360,13 +378,18 @@ def print_summary(results: dict[str, list[PageFigures | None]], names: list[str]
                 print(f"  {title:30s} {'n/a':>7s} {'n/a':>8s} {'n/a':>7s} {'n/a':>6s}  (no such page)")
                 continue
             worst = max((m for m in (med(f.nav), med(f.sentence), med(f.toggle)) if m is not None), default=None)
-            ok = (not f.error and worst is not None and worst <= TARGET_S
-                  and f.counts.get("drawn", 99) <= TARGET_CHARTS)
-            print(f"  {title:30s} {fmt_s(med(f.nav))} {fmt_s(med(f.sentence)):>8s} {fmt_s(med(f.toggle))} "
-                  f"{f.counts.get('drawn', '-'):>6}  {'OK' if ok else 'SLOW'}"
-                  + (f"  nav CPU {med(f.nav_cpu):.3f}s" if f.nav_cpu else "") + (f"  {f.error}" if f.error else "")
-                  + (f"  vs bare: median {statistics.median(f.ratios()):.2f}x, worst {max(f.ratios()):.2f}x"
-                     if f.ratios() else ""))
+            ok = not f.error and worst is not None and worst <= TARGET_S and f.counts.get("drawn", 99) <= TARGET_CHARTS
+            print(
+                f"  {title:30s} {fmt_s(med(f.nav))} {fmt_s(med(f.sentence)):>8s} {fmt_s(med(f.toggle))} "
+                f"{f.counts.get('drawn', '-'):>6}  {'OK' if ok else 'SLOW'}"
+                + (f"  nav CPU {med(f.nav_cpu):.3f}s" if f.nav_cpu else "")
+                + (f"  {f.error}" if f.error else "")
+                + (
+                    f"  vs bare: median {statistics.median(f.ratios()):.2f}x, worst {max(f.ratios()):.2f}x"
+                    if f.ratios()
+                    else ""
+                )
+            )
 
 
 if __name__ == "__main__":

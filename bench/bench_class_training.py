@@ -38,15 +38,30 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=900, help="give up after this many seconds")
     args = ap.parse_args(argv)
     d = train_settings.DEFAULTS
-    settings = {f.name: getattr(d, f.name) for f in dataclasses.fields(d)
-                if f.name not in ("clip_grad_norm", "max_seconds", "max_len")}
-    pool = LocalPool(max_running=args.slots, max_seconds=600, jobs_per_client=args.students,
-                     starts_per_minute=2 * args.students)
-    print(f"{args.students} students, {args.slots} training slots, {os.cpu_count()} cores, load "
-          f"{os.getloadavg()[0]:.1f}; each: d_model {d.d_model}, {d.n_layers}+{d.n_layers} layers, {d.steps} steps, "
-          f"evaluation every {d.eval_every}, probes every {train_settings.DEFAULT_PROBE_EVERY}", flush=True)
-    jobs = [make_job(settings, probe_every=train_settings.DEFAULT_PROBE_EVERY, owner=f"student-{i}",
-                     client="the school", session_id=f"session-{i}") for i in range(args.students)]
+    settings = {
+        f.name: getattr(d, f.name)
+        for f in dataclasses.fields(d)
+        if f.name not in ("clip_grad_norm", "max_seconds", "max_len")
+    }
+    pool = LocalPool(
+        max_running=args.slots, max_seconds=600, jobs_per_client=args.students, starts_per_minute=2 * args.students
+    )
+    print(
+        f"{args.students} students, {args.slots} training slots, {os.cpu_count()} cores, load "
+        f"{os.getloadavg()[0]:.1f}; each: d_model {d.d_model}, {d.n_layers}+{d.n_layers} layers, {d.steps} steps, "
+        f"evaluation every {d.eval_every}, probes every {train_settings.DEFAULT_PROBE_EVERY}",
+        flush=True,
+    )
+    jobs = [
+        make_job(
+            settings,
+            probe_every=train_settings.DEFAULT_PROBE_EVERY,
+            owner=f"student-{i}",
+            client="the school",
+            session_id=f"session-{i}",
+        )
+        for i in range(args.students)
+    ]
     click = time.monotonic()
     for job in jobs:
         pool.submit(job)
@@ -60,8 +75,9 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         pool.shutdown()
     rows = []
-    print(f"\n{'student':>7s} {'queue wait s':>12s} {'run s':>6s} {'95% after s':>11s} {'final EM':>8s} "
-          f"{'done at s':>9s}")
+    print(
+        f"\n{'student':>7s} {'queue wait s':>12s} {'run s':>6s} {'95% after s':>11s} {'final EM':>8s} {'done at s':>9s}"
+    )
     for i, job in enumerate(jobs):
         v = job.view()
         wait = (job.started - click) if job.started is not None else None
@@ -69,9 +85,11 @@ def main(argv: list[str] | None = None) -> int:
         done = (job.ended - click) if job.ended is not None else None
         final = v.evals[-1].exact_match if v.evals else None
         rows.append((wait, run, hit.get(i), final, done, v.state))
-        print(f"{i + 1:7d} {wait or 0:12.1f} {run or 0:6.1f} "
-              f"{'-' if i not in hit else format(hit[i], '.1f'):>11s} "
-              f"{'-' if final is None else format(final, '.1%'):>8s} {done or 0:9.1f} {v.state if v.done else ''}")
+        print(
+            f"{i + 1:7d} {wait or 0:12.1f} {run or 0:6.1f} "
+            f"{'-' if i not in hit else format(hit[i], '.1f'):>11s} "
+            f"{'-' if final is None else format(final, '.1%'):>8s} {done or 0:9.1f} {v.state if v.done else ''}"
+        )
     finished = [r for r in rows if r[5] == "finished"]
     runs = [r[1] for r in finished]
     waits = [r[0] for r in finished]
@@ -79,12 +97,16 @@ def main(argv: list[str] | None = None) -> int:
     reached = sum(r[2] is not None for r in rows)
     print(f"\n{len(finished)} of {len(rows)} runs finished; {reached} reached 95% held-out exact match")
     if runs:
-        print(f"queue wait: median {statistics.median(waits):.1f} s, longest {max(waits):.1f} s; run time: median "
-              f"{statistics.median(runs):.1f} s, longest {max(runs):.1f} s")
+        print(
+            f"queue wait: median {statistics.median(waits):.1f} s, longest {max(waits):.1f} s; run time: median "
+            f"{statistics.median(runs):.1f} s, longest {max(runs):.1f} s"
+        )
     if last is not None:
         ok = len(finished) == len(rows) and last <= TARGET_S
-        print(f"the last student's model was ready {last:.1f} s after the click "
-              f"(target <= {TARGET_S:.0f} s: {'met' if ok else 'NOT met'})")
+        print(
+            f"the last student's model was ready {last:.1f} s after the click "
+            f"(target <= {TARGET_S:.0f} s: {'met' if ok else 'NOT met'})"
+        )
     return 0 if len(finished) == len(rows) else 1
 
 

@@ -31,7 +31,7 @@ def batch(gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
     tgt = torch.randint(4, V, (B, T + 2), generator=gen)
     for i, n in enumerate(lengths.tolist()):
         src[i, n:] = 0
-        tgt[i, n + 1:] = 0
+        tgt[i, n + 1 :] = 0
     return src, tgt
 
 
@@ -76,8 +76,10 @@ def main() -> None:
                 step(src, tgt)
             times[name].append((time.perf_counter() - t0) / len(data) * 1000)
     ref = statistics.median(times["torch.nn.Transformer"])
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; batch {B} x ~{T} tokens, "
-          f"{args.rounds} rounds x {args.steps} steps")
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads; batch {B} x ~{T} tokens, "
+        f"{args.rounds} rounds x {args.steps} steps"
+    )
     print(f"{'training step (fwd+bwd+Adam)':32s} {'median ms':>10s} {'vs torch':>9s}")
     for name, ts in times.items():
         med = statistics.median(ts)
@@ -100,9 +102,11 @@ def main() -> None:
             t0 = time.perf_counter()
             model(src, tgt)
             untraced.append((time.perf_counter() - t0) * 1000)
-    print(f"one traced forward pass, 8-word sentence: {statistics.median(samples):.2f} ms median "
-          f"(untraced {statistics.median(untraced):.2f} ms), {len(tr.tensors)} tensors, "
-          f"{tr.nbytes() / 1024:.0f} KiB recorded")
+    print(
+        f"one traced forward pass, 8-word sentence: {statistics.median(samples):.2f} ms median "
+        f"(untraced {statistics.median(untraced):.2f} ms), {len(tr.tensors)} tensors, "
+        f"{tr.nbytes() / 1024:.0f} KiB recorded"
+    )
     assert not math.isnan(ref)
 
 

@@ -112,8 +112,12 @@ def main() -> None:
     ap.add_argument("--starts", type=int, default=3, help="cold starts of the server")
     ap.add_argument("--skip-browser", action="store_true")
     ap.add_argument("--pages", default="", help="comma list of page names (default: all of app.py)")
-    ap.add_argument("--torch-threads", type=int, default=0,
-                    help="torch intra-op threads in the page runs and the server (0: torch's default)")
+    ap.add_argument(
+        "--torch-threads",
+        type=int,
+        default=0,
+        help="torch intra-op threads in the page runs and the server (0: torch's default)",
+    )
     args = ap.parse_args()
     import torch
 
@@ -126,10 +130,14 @@ def main() -> None:
     if args.pages:
         pages = [p for p in args.pages.split(",") if p]
 
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} intra-op thread(s), load average "
-          f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
-    print(f"(a) server-side time of one run per page (AppTest), sentence {SENTENCE!r}, "
-          f"median of {args.reruns}; target cached rerun <= {TARGET_RERUN_MS} ms")
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} intra-op thread(s), load average "
+        f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+    )
+    print(
+        f"(a) server-side time of one run per page (AppTest), sentence {SENTENCE!r}, "
+        f"median of {args.reruns}; target cached rerun <= {TARGET_RERUN_MS} ms"
+    )
     print(f"{'page':16s} {'first run':>10s} {'rerun':>8s} {'new iv':>8s}  {'':4s} exceptions")
     for page, first, cached, missed, errors in bench_reruns(pages, args.reruns):
         flag = "ok" if cached <= TARGET_RERUN_MS else "SLOW"
@@ -139,8 +147,10 @@ def main() -> None:
 
     if args.skip_browser:
         return
-    print(f"\n(b) `streamlit run` to the first page drawn in Chromium, {args.starts} cold starts; "
-          f"target <= {TARGET_START_S:.0f} s")
+    print(
+        f"\n(b) `streamlit run` to the first page drawn in Chromium, {args.starts} cold starts; "
+        f"target <= {TARGET_START_S:.0f} s"
+    )
     runs = bench_start(args.starts, args.torch_threads or None)
     print(f"{'run':>4s} {'health':>8s} {'idle':>8s} {'drawn':>8s}")
     for i, (h, idle, chart) in enumerate(runs, 1):

@@ -63,32 +63,48 @@ def recipes(arch: str, cell: str, attention: str, max_steps: int, eval_every: in
 def sweep(grid: dict[str, dict[str, dict]], seeds: int, target: float, jobs: int) -> dict:
     """Train every recipe of both architectures for every seed up to `target`; the sweep's rows and each
     architecture's best recipe (least median CPU seconds to the target, every seed reaching it)."""
-    specs = [Spec(f"{arch}|{label}", settings, seed, stop_at=target)
-             for seed in range(seeds) for arch, rs in grid.items() for label, settings in rs.items()]
+    specs = [
+        Spec(f"{arch}|{label}", settings, seed, stop_at=target)
+        for seed in range(seeds)
+        for arch, rs in grid.items()
+        for label, settings in rs.items()
+    ]
     runs: dict[str, list[dict]] = {}
     for i, r in enumerate(run_all(specs, jobs), 1):
         runs.setdefault(r["row"], []).append(r)
         hit = r["hits"].get(str(target))
-        print(f"   [{i}/{len(specs)}] {r['row'].replace('|', ': ')}, seed {r['seed']}: "
-              + (f"{target:.0%} at step {hit['step']}, {hit['cpu_s']:.1f} CPU s" if hit else "not reached"), flush=True)
+        print(
+            f"   [{i}/{len(specs)}] {r['row'].replace('|', ': ')}, seed {r['seed']}: "
+            + (f"{target:.0%} at step {hit['step']}, {hit['cpu_s']:.1f} CPU s" if hit else "not reached"),
+            flush=True,
+        )
     rows = []
     for arch, rs in grid.items():
         for label in rs:
             results = runs[f"{arch}|{label}"]
             hits = [r["hits"].get(str(target)) for r in results]
             every = all(hits)
-            rows.append({"arch": arch, "recipe": label, "parameters": results[0]["parameters"],
-                         "reached": sum(h is not None for h in hits), "seeds": len(results),
-                         "steps_to_target": statistics.median(h["step"] for h in hits) if every else None,
-                         "cpu_seconds_to_target": round(statistics.median(h["cpu_s"] for h in hits), 1) if every
-                         else None,
-                         "ms_per_step": round(statistics.median(r["ms_per_step"] for r in results), 1),
-                         "final_exact_match": statistics.median(r["exact_match"] for r in results)})
+            rows.append(
+                {
+                    "arch": arch,
+                    "recipe": label,
+                    "parameters": results[0]["parameters"],
+                    "reached": sum(h is not None for h in hits),
+                    "seeds": len(results),
+                    "steps_to_target": statistics.median(h["step"] for h in hits) if every else None,
+                    "cpu_seconds_to_target": round(statistics.median(h["cpu_s"] for h in hits), 1) if every else None,
+                    "ms_per_step": round(statistics.median(r["ms_per_step"] for r in results), 1),
+                    "final_exact_match": statistics.median(r["exact_match"] for r in results),
+                }
+            )
     best = {}
     for arch in grid:
         done = [r for r in rows if r["arch"] == arch and r["cpu_seconds_to_target"] is not None]
-        best[arch] = min(done, key=lambda r: r["cpu_seconds_to_target"]) if done else \
-            max((r for r in rows if r["arch"] == arch), key=lambda r: r["final_exact_match"])
+        best[arch] = (
+            min(done, key=lambda r: r["cpu_seconds_to_target"])
+            if done
+            else max((r for r in rows if r["arch"] == arch), key=lambda r: r["final_exact_match"])
+        )
     return {"sweep": rows, **best}
 
 
@@ -107,16 +123,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--sentences", type=int, default=40, help="held-out sentences for the gradient measurement")
     ap.add_argument("--skip-training", action="store_true", help="leave out part 3 (keeps the file's old one)")
-    ap.add_argument("--write", nargs="?", const=str(OUT), default=None, metavar="PATH",
-                    help=f"write the figures as JSON (default path: {OUT.relative_to(checkpoint.ASSETS.parent)})")
+    ap.add_argument(
+        "--write",
+        nargs="?",
+        const=str(OUT),
+        default=None,
+        metavar="PATH",
+        help=f"write the figures as JSON (default path: {OUT.relative_to(checkpoint.ASSETS.parent)})",
+    )
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     started = time.time()
     rnn, tf = checkpoint.load(RNN_STEM), checkpoint.load(checkpoint.SHIPPED)
     data = load_dataset()
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), load {os.getloadavg()[0]:.1f}; "
-          f"RNN {rnn.config.cell}/{rnn.config.attention} H={rnn.config.hidden}, Transformer d_model "
-          f"{tf.config.d_model}, {tf.config.n_enc_layers}+{tf.config.n_dec_layers} layers", flush=True)
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), load {os.getloadavg()[0]:.1f}; "
+        f"RNN {rnn.config.cell}/{rnn.config.attention} H={rnn.config.hidden}, Transformer d_model "
+        f"{tf.config.d_model}, {tf.config.n_enc_layers}+{tf.config.n_dec_layers} layers",
+        flush=True,
+    )
 
     out: dict = {}
     if args.write and Path(args.write).is_file():
@@ -127,8 +152,10 @@ def main(argv: list[str] | None = None) -> int:
     print("\n1. sequential steps (m and t in tokens, <eos> included)")
     print(f"{'m':>4s} {'t':>4s} {'pairs':>6s} {'RNN m+t':>8s} {'TF 1+t':>7s} {'TF train':>9s}")
     for r in rows:
-        print(f"{r['m']:4d} {r['t']:4d} {r['n']:6d} {r['rnn']:8d} {r['transformer_decode']:7d} "
-              f"{r['transformer_train']:9d}")
+        print(
+            f"{r['m']:4d} {r['t']:4d} {r['n']:6d} {r['rnn']:8d} {r['transformer_decode']:7d} "
+            f"{r['transformer_train']:9d}"
+        )
 
     rows = encode_times(rnn.model, tf.model, LENGTHS, batch=64, repeats=args.repeats)
     out["encode_time"] = {"batch": 64, "repeats": args.repeats, "threads": args.threads, "rows": rows}
@@ -139,24 +166,39 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{r['length']:7d} {r['rnn_ms']:9.2f} {r['transformer_ms']:12.2f} {rt:>8s}")
 
     if not args.skip_training:
-        grid = {"rnn": recipes("rnn", rnn.config.cell, rnn.config.attention, args.max_steps, args.eval_every),
-                "transformer": recipes("transformer", "", "", args.max_steps, args.eval_every)}
+        grid = {
+            "rnn": recipes("rnn", rnn.config.cell, rnn.config.attention, args.max_steps, args.eval_every),
+            "transformer": recipes("transformer", "", "", args.max_steps, args.eval_every),
+        }
         n = len(grid["rnn"])
-        print(f"\n3. training to {args.target:.0%} held-out exact match: {n} recipes x {args.seeds} seeds for each "
-              f"model, evaluation every {args.eval_every} steps", flush=True)
+        print(
+            f"\n3. training to {args.target:.0%} held-out exact match: {n} recipes x {args.seeds} seeds for each "
+            f"model, evaluation every {args.eval_every} steps",
+            flush=True,
+        )
         res = sweep(grid, args.seeds, args.target, args.jobs)
-        out["training"] = {"target": args.target, "max_steps": args.max_steps, "eval_every": args.eval_every,
-                           "seeds": args.seeds, "grid": {k: list(v) for k, v in GRID.items()}, "fixed": FIXED,
-                           "recipe": f"the same {n} recipes for both (every combination of the grid); RNN: "
-                                     f"{rnn.config.cell}, {rnn.config.attention} attention; Transformer: "
-                                     f"{train_settings.DEFAULTS.n_layers}+{train_settings.DEFAULTS.n_layers} layers, "
-                                     f"{train_settings.DEFAULTS.n_heads} heads, d_ff = 4 d_model", **res}
+        out["training"] = {
+            "target": args.target,
+            "max_steps": args.max_steps,
+            "eval_every": args.eval_every,
+            "seeds": args.seeds,
+            "grid": {k: list(v) for k, v in GRID.items()},
+            "fixed": FIXED,
+            "recipe": f"the same {n} recipes for both (every combination of the grid); RNN: "
+            f"{rnn.config.cell}, {rnn.config.attention} attention; Transformer: "
+            f"{train_settings.DEFAULTS.n_layers}+{train_settings.DEFAULTS.n_layers} layers, "
+            f"{train_settings.DEFAULTS.n_heads} heads, d_ff = 4 d_model",
+            **res,
+        }
         r, f = res["rnn"], res["transformer"]
         print(f"best recipe of each: RNN {r['recipe']}; Transformer {f['recipe']}")
         print(f"{'':34s} {'RNN':>10s} {'Transformer':>12s} {'RNN/TF':>8s}")
-        for label, key in (("parameters", "parameters"), (f"steps to {args.target:.0%}", "steps_to_target"),
-                           (f"CPU s to {args.target:.0%}", "cpu_seconds_to_target"),
-                           ("CPU ms per step (median)", "ms_per_step")):
+        for label, key in (
+            ("parameters", "parameters"),
+            (f"steps to {args.target:.0%}", "steps_to_target"),
+            (f"CPU s to {args.target:.0%}", "cpu_seconds_to_target"),
+            ("CPU ms per step (median)", "ms_per_step"),
+        ):
             print(f"{label:34s} {r[key] or 'not hit':>10} {f[key] or 'not hit':>12} {ratio(r[key], f[key]):>8s}")
 
     acc = accuracy_by_length(rnn, tf, data["heldout"])
@@ -176,12 +218,18 @@ def main(argv: list[str] | None = None) -> int:
     for d, n, a, b in zip(g["distance"], g["count"], g["rnn"], g["transformer"], strict=True):
         print(f"{d:4d} {n:6d} {a:9.4f} {b:12.4f}")
 
-    out["meta"] = {"command": "python -m bench.bench_rnn --write" + (" --skip-training" if args.skip_training else ""),
-                   "measured": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "torch": torch.__version__,
-                   "threads": args.threads, "python": platform.python_version(), "cpus": os.cpu_count(),
-                   "load_average": round(os.getloadavg()[0], 1), "seconds": round(time.time() - started, 1),
-                   "rnn_checkpoint": rnn.meta.get("weights_sha256", "")[:16],
-                   "transformer_checkpoint": tf.meta.get("weights_sha256", "")[:16]}
+    out["meta"] = {
+        "command": "python -m bench.bench_rnn --write" + (" --skip-training" if args.skip_training else ""),
+        "measured": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "torch": torch.__version__,
+        "threads": args.threads,
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "load_average": round(os.getloadavg()[0], 1),
+        "seconds": round(time.time() - started, 1),
+        "rnn_checkpoint": rnn.meta.get("weights_sha256", "")[:16],
+        "transformer_checkpoint": tf.meta.get("weights_sha256", "")[:16],
+    }
     if args.write:
         if "training" not in out:
             print("error: no training figures (run once without --skip-training)", file=sys.stderr)

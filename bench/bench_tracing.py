@@ -79,16 +79,22 @@ def main() -> None:
     one = med["one traced forward pass"]
     t = tracing.trace_pair(b, p)
     runs = sum(len(g.rows) * len(g.columns) for g in (t.encoder, t.heads, t.decoder, t.mask))
-    print(f"pair: {len(p.clean.tokens)} words; followed word “{p.word}” at decoder position {p.position}; "
-          f"{runs} patched or hidden runs in the four grids; load {os.getloadavg()[0]:.2f} (1 min)")
+    print(
+        f"pair: {len(p.clean.tokens)} words; followed word “{p.word}” at decoder position {p.position}; "
+        f"{runs} patched or hidden runs in the four grids; load {os.getloadavg()[0]:.2f} (1 min)"
+    )
     for name, v in med.items():
         print(f"{name:55s} {1000 * v:9.1f} ms   {v / one:7.1f}x one traced pass")
     view = med["the pair (2 greedy translations + 2 traced passes)"] + med["the tracing view's four grids"]
-    print(f"{'a new pair on the tracing page (pair + grids)':55s} {1000 * view:9.1f} ms   {view / one:7.1f}x "
-          f"one traced pass ({1000 * view / runs:.2f} ms a run)")
+    print(
+        f"{'a new pair on the tracing page (pair + grids)':55s} {1000 * view:9.1f} ms   {view / one:7.1f}x "
+        f"one traced pass ({1000 * view / runs:.2f} ms a run)"
+    )
     first, again = page_times()
-    print(f"the page through AppTest (server side): a new pair {first:.2f} s, a rerun with it cached {again:.3f} s "
-          f"(median of 5)")
+    print(
+        f"the page through AppTest (server side): a new pair {first:.2f} s, a rerun with it cached {again:.3f} s "
+        f"(median of 5)"
+    )
 
 
 if __name__ == "__main__":

@@ -73,9 +73,11 @@ class Run:
 
     def on_eval(self, ev: EvalEvent) -> None:
         train_wall, train_cpu = self.wall - self.eval_wall, self.cpu - self.eval_cpu
-        print(f"  {self.name:6s} step {ev.step:5d}  train {train_wall:6.1f} s (cpu {train_cpu:6.1f} s)  "
-              f"wall {self.wall:6.1f} s  EM {ev.exact_match:6.1%}  BLEU {ev.bleu:5.1f}  eval {ev.seconds:5.2f} s",
-              flush=True)
+        print(
+            f"  {self.name:6s} step {ev.step:5d}  train {train_wall:6.1f} s (cpu {train_cpu:6.1f} s)  "
+            f"wall {self.wall:6.1f} s  EM {ev.exact_match:6.1%}  BLEU {ev.bleu:5.1f}  eval {ev.seconds:5.2f} s",
+            flush=True,
+        )
         for t in TARGETS:
             if t not in self.hit and ev.exact_match >= t:
                 self.hit[t] = {"step": ev.step, "train_s": train_wall, "cpu_s": train_cpu, "wall_s": self.wall}
@@ -129,9 +131,11 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     tcfg = replace(TrainConfig(), steps=args.max_steps, eval_every=args.eval_every)
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; recipe: d_model {tcfg.d_model}, "
-          f"{tcfg.n_heads} heads, {tcfg.n_layers}+{tcfg.n_layers} layers, d_ff {tcfg.d_ff}, batch {tcfg.batch_size}, "
-          f"warmup {tcfg.warmup}, lr_scale {tcfg.lr_scale}; held-out evaluation every {tcfg.eval_every} steps")
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads; recipe: d_model {tcfg.d_model}, "
+        f"{tcfg.n_heads} heads, {tcfg.n_layers}+{tcfg.n_layers} layers, d_ff {tcfg.d_ff}, batch {tcfg.batch_size}, "
+        f"warmup {tcfg.warmup}, lr_scale {tcfg.lr_scale}; held-out evaluation every {tcfg.eval_every} steps"
+    )
 
     from model.data import load_dataset
 
@@ -142,10 +146,10 @@ def main() -> None:
     held = data["heldout"]
     sentence = next(p.src for p in held if len(tokenize(p.src, "en")) == 8)  # an 8-word held-out sentence
     src = prepare(bundles["ours"], sentence).src()  # [1, 9] with EOS; both models share the vocabularies
-    decode = {k: median_time(lambda b=b: encode_and_decode(b.model, src), args.repeats * 4) for k, b in
-              bundles.items()}
-    evals = {k: median_time(lambda b=b: evaluate(b, held), max(3, args.repeats // 3), warmup=1)
-             for k, b in bundles.items()}
+    decode = {k: median_time(lambda b=b: encode_and_decode(b.model, src), args.repeats * 4) for k, b in bundles.items()}
+    evals = {
+        k: median_time(lambda b=b: evaluate(b, held), max(3, args.repeats // 3), warmup=1) for k, b in bundles.items()
+    }
     final = {k: evaluate(b, held) for k, b in bundles.items()}
 
     def row(label: str, o: float | None, r: float | None, fmt: str = "10.1f", note: str = "") -> None:
@@ -165,16 +169,23 @@ def main() -> None:
     per_step = {k: 1000 * (r.cpu - r.eval_cpu) / max(r.trainer.step, 1) for k, r in runs.items()}
     row("training step, mean CPU ms", per_step["ours"], per_step["torch"])
     ok = "ok" if decode["ours"][0] <= 0.025 else "MISSED"
-    row("encode + 10 greedy steps, median wall ms", decode["ours"][0] * 1e3, decode["torch"][0] * 1e3, "10.2f",
-        f"   target <= 25 ms: {ok}")
+    row(
+        "encode + 10 greedy steps, median wall ms",
+        decode["ours"][0] * 1e3,
+        decode["torch"][0] * 1e3,
+        "10.2f",
+        f"   target <= 25 ms: {ok}",
+    )
     row("encode + 10 greedy steps, median CPU ms", decode["ours"][1] * 1e3, decode["torch"][1] * 1e3, "10.2f")
     ok = "ok" if evals["ours"][0] <= 3 else "MISSED"
     row("held-out evaluation, median wall s", evals["ours"][0], evals["torch"][0], "10.2f", f"   target <= 3 s: {ok}")
     row("held-out evaluation, median CPU s", evals["ours"][1], evals["torch"][1], "10.2f")
     for k, m in final.items():
         coref = "n/a" if m.coref_accuracy is None else f"{m.coref_accuracy:.1%}"
-        print(f"final {k:5s}: step {runs[k].trainer.step}, exact match {m.exact_match:.1%}, BLEU {m.bleu:.1f}, "
-              f"il/elle {coref}")
+        print(
+            f"final {k:5s}: step {runs[k].trainer.step}, exact match {m.exact_match:.1%}, BLEU {m.bleu:.1f}, "
+            f"il/elle {coref}"
+        )
 
 
 if __name__ == "__main__":

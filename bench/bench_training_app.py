@@ -77,8 +77,11 @@ def run_cli(tcfg: TrainConfig, target: float = TARGET_EM, verbose: bool = False,
             last = ev.exact_match
             sec, cpu = time.perf_counter() - start, time.process_time() - cpu0
             if verbose:
-                print(f"  cli ({threads} thread(s)) step {ev.step}: exact match {ev.exact_match:.1%} "
-                      f"({sec:.1f} s, CPU {cpu:.1f} s)", flush=True)
+                print(
+                    f"  cli ({threads} thread(s)) step {ev.step}: exact match {ev.exact_match:.1%} "
+                    f"({sec:.1f} s, CPU {cpu:.1f} s)",
+                    flush=True,
+                )
             if ev.exact_match >= target:
                 return Result(sec, cpu, ev.step, trainer.step, last)
     return Result(None, None, None, trainer.step, last)
@@ -97,8 +100,11 @@ def process_cpu(pid: int | None) -> float | None:
 def run_app(tcfg: TrainConfig, probe_every: int, target: float = TARGET_EM, verbose: bool = False) -> Result:
     """The same through the app's job machinery: worker process, one torch thread, probe snapshots."""
     manager = LocalPool(max_running=1, max_seconds=3600, poll=1.0)
-    settings = {f.name: getattr(tcfg, f.name) for f in dataclasses.fields(tcfg)
-                if f.name not in ("clip_grad_norm", "max_seconds", "max_len")}
+    settings = {
+        f.name: getattr(tcfg, f.name)
+        for f in dataclasses.fields(tcfg)
+        if f.name not in ("clip_grad_norm", "max_seconds", "max_len")
+    }
     job = make_job(settings, probe_every=probe_every)
     start = time.perf_counter()
     manager.submit(job)
@@ -110,8 +116,9 @@ def run_app(tcfg: TrainConfig, probe_every: int, target: float = TARGET_EM, verb
             for ev in v.evals[seen:]:
                 sec, cpu = time.perf_counter() - start, process_cpu(job.worker_info.get("pid"))
                 if verbose:
-                    print(f"  app step {ev.step}: exact match {ev.exact_match:.1%} ({sec:.1f} s, CPU {cpu} s)",
-                          flush=True)
+                    print(
+                        f"  app step {ev.step}: exact match {ev.exact_match:.1%} ({sec:.1f} s, CPU {cpu} s)", flush=True
+                    )
                 if ev.exact_match >= target:
                     job.stop("benchmark target reached")
                     job.join(60)
@@ -140,19 +147,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-v", "--verbose", action="store_true", help="print every evaluation")
     args = ap.parse_args(argv)
     names = ["page", "shipped"] if args.recipe == "both" else [args.recipe]
-    print(f"torch {torch.__version__}, load {os.getloadavg()[0]:.1f}; target: held-out exact match >= "
-          f"{args.target:.0%}", flush=True)
+    print(
+        f"torch {torch.__version__}, load {os.getloadavg()[0]:.1f}; target: held-out exact match >= {args.target:.0%}",
+        flush=True,
+    )
     summaries = []
     for name in names:
         tcfg, probe_every = recipe(name)
-        print(f"\n{name}: d_model {tcfg.d_model}, {tcfg.n_heads} heads, {tcfg.n_layers}+{tcfg.n_layers} layers, d_ff "
-              f"{tcfg.d_ff}, dropout {tcfg.dropout:g}, batch {tcfg.batch_size}, warm-up {tcfg.warmup}, lr_scale "
-              f"{tcfg.lr_scale:g}, {tcfg.steps} steps, evaluation every {tcfg.eval_every} steps, probes every "
-              f"{probe_every}", flush=True)
+        print(
+            f"\n{name}: d_model {tcfg.d_model}, {tcfg.n_heads} heads, {tcfg.n_layers}+{tcfg.n_layers} layers, d_ff "
+            f"{tcfg.d_ff}, dropout {tcfg.dropout:g}, batch {tcfg.batch_size}, warm-up {tcfg.warmup}, lr_scale "
+            f"{tcfg.lr_scale:g}, {tcfg.steps} steps, evaluation every {tcfg.eval_every} steps, probes every "
+            f"{probe_every}",
+            flush=True,
+        )
         results: dict[str, list[Result]] = {"cli": [], "cli2": [], "app": []}
-        runs = {"cli": lambda t=tcfg: run_cli(t, args.target, args.verbose, threads=1),
-                "cli2": lambda t=tcfg: run_cli(t, args.target, args.verbose, threads=2),
-                "app": lambda t=tcfg, p=probe_every: run_app(t, p, args.target, args.verbose)}
+        runs = {
+            "cli": lambda t=tcfg: run_cli(t, args.target, args.verbose, threads=1),
+            "cli2": lambda t=tcfg: run_cli(t, args.target, args.verbose, threads=2),
+            "app": lambda t=tcfg, p=probe_every: run_app(t, p, args.target, args.verbose),
+        }
         order = []
         for i in range(args.repeats):
             order += ["cli", "cli2", "app"] if i % 2 == 0 else ["app", "cli2", "cli"]
@@ -164,8 +178,11 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  {kind}: target not reached in {r.steps_done} steps ({final})", flush=True)
             else:
                 cpu = "?" if r.cpu is None else f"{r.cpu:.1f}"
-                print(f"  {kind}: {r.seconds:.1f} s, CPU {cpu} s to {args.target:.0%} exact match (evaluation at "
-                      f"step {r.step})", flush=True)
+                print(
+                    f"  {kind}: {r.seconds:.1f} s, CPU {cpu} s to {args.target:.0%} exact match (evaluation at "
+                    f"step {r.step})",
+                    flush=True,
+                )
         med = {k: median([r.seconds for r in rs]) for k, rs in results.items()}
         cpu = {k: median([r.cpu for r in rs]) for k, rs in results.items()}
         steps = {k: median([r.step for r in rs]) for k, rs in results.items()}
@@ -173,12 +190,16 @@ def main(argv: list[str] | None = None) -> int:
     print()
     for name, med, cpu, steps in summaries:
         if med["cli"] and med["app"] and med["cli2"]:
-            print(f"{name}: median time to {args.target:.0%}: app job {med['app']:.1f} s, command line "
-                  f"{med['cli']:.1f} s (its default, 1 thread), {med['cli2']:.1f} s (--threads 2)")
+            print(
+                f"{name}: median time to {args.target:.0%}: app job {med['app']:.1f} s, command line "
+                f"{med['cli']:.1f} s (its default, 1 thread), {med['cli2']:.1f} s (--threads 2)"
+            )
             app_cpu = "?" if cpu["app"] is None else f"{cpu['app']:.1f}"
-            print(f"{name}: median CPU s to {args.target:.0%}: app job {app_cpu} (worker process, start-up "
-                  f"included), command line {cpu['cli']:.1f}; median step {steps['app']:.0f} (app), "
-                  f"{steps['cli']:.0f} (command line); ratio app/cli = {med['app'] / med['cli']:.2f} (wall)")
+            print(
+                f"{name}: median CPU s to {args.target:.0%}: app job {app_cpu} (worker process, start-up "
+                f"included), command line {cpu['cli']:.1f}; median step {steps['app']:.0f} (app), "
+                f"{steps['cli']:.0f} (command line); ratio app/cli = {med['app'] / med['cli']:.2f} (wall)"
+            )
         else:
             print(f"{name}: a run did not reach the target: no median")
     return 0

@@ -29,9 +29,11 @@ def cases() -> dict[str, tuple[bytes, bytes]]:
     huge = json.loads(json.dumps(meta))
     huge["config"].update(d_model=4096, d_ff=16384)  # the 6 KB JSON that cost 3.6 GB and 26 s on the old loader
     bad_header = (10**9).to_bytes(8, "little") + weights[8:]
-    return {"d_model 4096 (6 KB JSON)": (save({}), json.dumps(huge).encode()),
-            "10,000 nested brackets": (weights, b"[" * 10_000 + b"]" * 10_000),
-            "a header claiming 1 GB": (bad_header, json.dumps(meta).encode())}
+    return {
+        "d_model 4096 (6 KB JSON)": (save({}), json.dumps(huge).encode()),
+        "10,000 nested brackets": (weights, b"[" * 10_000 + b"]" * 10_000),
+        "a header claiming 1 GB": (bad_header, json.dumps(meta).encode()),
+    }
 
 
 def seconds(weights: bytes, meta: bytes) -> float:

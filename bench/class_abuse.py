@@ -65,8 +65,16 @@ from bench.classroom_load import CODE, cpu_seconds, pct, shows
 from serving.fair_share import CLIENT_BURST
 from serving.processes import start_app
 
-SENTENCES = ["i am a student", "the cat is small", "she is happy", "we are tired", "the dog is young",
-             "thinking machines learn fast", "he is a teacher", "you are tall"]
+SENTENCES = [
+    "i am a student",
+    "the cat is small",
+    "she is happy",
+    "we are tired",
+    "the dog is young",
+    "thinking machines learn fast",
+    "he is a teacher",
+    "you are tall",
+]
 TEACHER, STUDENT, FLOODER = "192.0.2.10", "198.51.100.20", "203.0.113.66"
 
 
@@ -151,7 +159,8 @@ async def measure(teacher: Member, student: Member, samples: int, k0: int, timeo
         sentence = SENTENCES[(k0 + k) % len(SENTENCES)] + f" {k0 + k}"
         seen = asyncio.get_running_loop().create_future()
         student.on_full_run = lambda s, sentence=sentence, seen=seen: (
-            shows(s, sentence) and not seen.done() and seen.set_result(time.perf_counter()))
+            shows(s, sentence) and not seen.done() and seen.set_result(time.perf_counter())
+        )
         t0 = time.perf_counter()
         try:
             await asyncio.wait_for(teacher.type_sentence(sentence), timeout)
@@ -171,9 +180,21 @@ async def flooding(sessions: list[Member], kind: str, rate: float, stop: asyncio
     if kind == "http":  # in a process of its own (bench/http_flood.py), niced: a remote flooder's work is not on the
         # server's cores, and this machine's two cores also run the server and the measuring client
         proc = await asyncio.create_subprocess_exec(
-            "nice", "-n", "10", sys.executable, "-m", "bench.http_flood", sessions[0].page_url, FLOODER,
-            str(2 * len(sessions)), "600",
-            "/", "/_stcore/health", sessions[0].sync["url"], stdout=asyncio.subprocess.PIPE)
+            "nice",
+            "-n",
+            "10",
+            sys.executable,
+            "-m",
+            "bench.http_flood",
+            sessions[0].page_url,
+            FLOODER,
+            str(2 * len(sessions)),
+            "600",
+            "/",
+            "/_stcore/health",
+            sessions[0].sync["url"],
+            stdout=asyncio.subprocess.PIPE,
+        )
         await stop.wait()
         proc.terminate()
         out, _ = await proc.communicate()
@@ -218,8 +239,9 @@ def summary(xs: list[float]) -> str:
     return f"p50 {statistics.median(xs):.3f} s, p95 {pct(xs, 0.95):.3f} s (n={len(xs)})"
 
 
-async def flood(url: str, pid: int, kind: str, n: int, rate: float, samples: int, rounds: int = 4,
-                timeout: float = 30) -> dict:
+async def flood(
+    url: str, pid: int, kind: str, n: int, rate: float, samples: int, rounds: int = 4, timeout: float = 30
+) -> dict:
     teacher, code = await start_class(url)
     student = await join(url, code, STUDENT)
     student.start_following()
@@ -267,21 +289,35 @@ async def flood(url: str, pid: int, kind: str, n: int, rate: float, samples: int
         for s in [teacher, student, *flooders]:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(s.close(), 10)
-    return {"kind": kind, "sessions": n, "rate": rate, "before": before, "during": during, "sent": sent,
-            "seconds": wall, "server_cpu": cpu}
+    return {
+        "kind": kind,
+        "sessions": n,
+        "rate": rate,
+        "before": before,
+        "during": during,
+        "sent": sent,
+        "seconds": wall,
+        "server_cpu": cpu,
+    }
 
 
 def print_flood(r: dict) -> None:
-    print(f"flood of {r['kind']}: {r['sessions']} sessions from one address, {r['rate']:g} messages/s each; "
-          f"{r['sent']} sent in {r['seconds']:.0f} s; server CPU {r['server_cpu']:.1f} s")
+    print(
+        f"flood of {r['kind']}: {r['sessions']} sessions from one address, {r['rate']:g} messages/s each; "
+        f"{r['sent']} sent in {r['seconds']:.0f} s; server CPU {r['server_cpu']:.1f} s"
+    )
     for what in ("rerun", "follow"):
         b, d = r["before"][what], r["during"][what]
         ratio = pct(d, 0.95) / pct(b, 0.95) if b and d else float("nan")
-        print(f"  another student's {what} latency: without the flood {summary(b)}; during {summary(d)}; "
-              f"p95 ratio {ratio:.2f}x")
+        print(
+            f"  another student's {what} latency: without the flood {summary(b)}; during {summary(d)}; "
+            f"p95 ratio {ratio:.2f}x"
+        )
     if r["during"]["missed"] or r["before"]["missed"]:
-        print(f"  stalled (a rerun or a change not shown within the timeout, counted at it): without the flood "
-              f"{r['before']['missed']}, during {r['during']['missed']}")
+        print(
+            f"  stalled (a rerun or a change not shown within the timeout, counted at it): without the flood "
+            f"{r['before']['missed']}, during {r['during']['missed']}"
+        )
 
 
 async def outage(seconds: float, timeout: float = 60) -> dict:
@@ -316,19 +352,32 @@ async def outage(seconds: float, timeout: float = 60) -> dict:
             c.kill("redis")
             await asyncio.sleep(seconds)
             text = log.read_text(errors="replace").splitlines()
-            out = {"seconds": seconds, "cpu": cpu_seconds([app.proc.pid]) - cpu0, "log_lines": len(text) - lines0,
-                   "log": text[lines0:][:12], "teacher_full_runs": teacher.full_runs - runs0[0],
-                   "student_full_runs": student.full_runs - runs0[1],
-                   "teacher_says": [x for x in teacher.text().splitlines() + teacher.text(1).splitlines()
-                                    if "unreachable" in x or "cannot be reached" in x][:2]}
+            out = {
+                "seconds": seconds,
+                "cpu": cpu_seconds([app.proc.pid]) - cpu0,
+                "log_lines": len(text) - lines0,
+                "log": text[lines0:][:12],
+                "teacher_full_runs": teacher.full_runs - runs0[0],
+                "student_full_runs": student.full_runs - runs0[1],
+                "teacher_says": [
+                    x
+                    for x in teacher.text().splitlines() + teacher.text(1).splitlines()
+                    if "unreachable" in x or "cannot be reached" in x
+                ][:2],
+            }
             await student.rerun()  # the student's page, drawn during the outage
             out["student_says"] = [x for x in student.text(1).splitlines() if "unreachable" in x][:2]
             t0 = time.perf_counter()
             c.redis.start()
             wait_until(c.redis.ping, None, 30, "redis-server")
             after = store.snapshot(code)
-            out["class_kept"] = (after is not None and after.question is not None and before.question is not None
-                                 and after.question.id == before.question.id and after.students == before.students)
+            out["class_kept"] = (
+                after is not None
+                and after.question is not None
+                and before.question is not None
+                and after.question.id == before.question.id
+                and after.students == before.students
+            )
             await teacher.switch_page("overview")
             seen = asyncio.get_running_loop().create_future()
             student.on_full_run = lambda s: shows(s, "the class is back") and not seen.done() and seen.set_result(1)
@@ -347,12 +396,17 @@ async def outage(seconds: float, timeout: float = 60) -> dict:
 
 
 def print_outage(r: dict) -> None:
-    print(f"Redis away for {r['seconds']:.0f} s: app process CPU {r['cpu']:.2f} s, {r['log_lines']} log lines, "
-          f"full runs: teacher {r['teacher_full_runs']}, student {r['student_full_runs']}")
+    print(
+        f"Redis away for {r['seconds']:.0f} s: app process CPU {r['cpu']:.2f} s, {r['log_lines']} log lines, "
+        f"full runs: teacher {r['teacher_full_runs']}, student {r['student_full_runs']}"
+    )
     print(f"  the teacher's page says: {r['teacher_says']}; the student's: {r['student_says']}")
-    print(f"  Redis back: class kept (question, students) {r['class_kept']}; the teacher's next change on the "
-          f"student's page {r['resumed_after']:.1f} s after Redis started" if r["resumed_after"] is not None
-          else "  Redis back: the teacher's change never reached the student")
+    print(
+        f"  Redis back: class kept (question, students) {r['class_kept']}; the teacher's next change on the "
+        f"student's page {r['resumed_after']:.1f} s after Redis started"
+        if r["resumed_after"] is not None
+        else "  Redis back: the teacher's change never reached the student"
+    )
     for line in r["log"]:
         print(f"  log: {line[:160]}")
 
@@ -372,8 +426,10 @@ async def classes(url: str, n: int) -> dict:
             if CODE.search(v.text()):
                 out["started"] += 1
             else:
-                said = next((x for x in v.text().splitlines() if "class" in x.lower() and ("limit" in x or "Too many"
-                                                                                          in x)), "no code, no message")
+                said = next(
+                    (x for x in v.text().splitlines() if "class" in x.lower() and ("limit" in x or "Too many" in x)),
+                    "no code, no message",
+                )
                 out["refused"][said[:120]] = out["refused"].get(said[:120], 0) + 1
         out["seconds"] = time.perf_counter() - t0
         other = Member(url, "192.0.2.77")
@@ -387,8 +443,10 @@ async def classes(url: str, n: int) -> dict:
 
 
 def print_classes(r: dict) -> None:
-    print(f"classes one address can start: {r['started']} of {r['attempts']} browsers pressing Start in "
-          f"{r['seconds']:.0f} s; another address still starts one: {r['another_address_starts']}")
+    print(
+        f"classes one address can start: {r['started']} of {r['attempts']} browsers pressing Start in "
+        f"{r['seconds']:.0f} s; another address still starts one: {r['another_address_starts']}"
+    )
     for said, k in r["refused"].items():
         print(f"  refused {k}x: {said}")
 
@@ -414,8 +472,9 @@ async def fake_students(url: str, n: int, grace: float, timeout: float = 90) -> 
             await asyncio.gather(*(f.connect("classroom", f"class={code}") for f in batch), return_exceptions=True)
         joined = [f for f in fakes if f"Following class {code}" in f.text(1)]
         out["joined"] = len(joined)
-        out["refused_says"] = next((x for f in fakes if f not in joined for x in f.text().splitlines()
-                                    if "address" in x or "full" in x), "")[:160]
+        out["refused_says"] = next(
+            (x for f in fakes if f not in joined for x in f.text().splitlines() if "address" in x or "full" in x), ""
+        )[:160]
         for f in joined:
             f.start_following()
         for f in joined:  # each presses an answer button (a click, as the frontend sends it: in its fragment)
@@ -451,19 +510,24 @@ async def fake_students(url: str, n: int, grace: float, timeout: float = 90) -> 
 
 
 def print_students(r: dict) -> None:
-    print(f"fake students one address can add: {r['joined']} of {r['fakes']} cookieless sessions joined "
-          f"(refused: {r['refused_says']!r}); the teacher saw {r['teacher_sees_students']} students, "
-          f"{r['teacher_sees_votes']} votes")
+    print(
+        f"fake students one address can add: {r['joined']} of {r['fakes']} cookieless sessions joined "
+        f"(refused: {r['refused_says']!r}); the teacher saw {r['teacher_sees_students']} students, "
+        f"{r['teacher_sees_votes']} votes"
+    )
     back = r["count_back_to_real_after"]
-    print("  once their sessions closed, the teacher's count showed the one real student "
-          + (f"after {back:.0f} s" if back is not None else "never (within 90 s)")
-          + f" (GLASS_PRESENCE_SECONDS={r['grace']:g})")
+    print(
+        "  once their sessions closed, the teacher's count showed the one real student "
+        + (f"after {back:.0f} s" if back is not None else "never (within 90 s)")
+        + f" (GLASS_PRESENCE_SECONDS={r['grace']:g})"
+    )
 
 
 def run_server(extra: dict | None = None, root: str | None = None):
     env = {"GLASS_TRUST_PROXY": "1", **(extra or {})}
-    return start_app(log=Path("/tmp") / "glass-class-abuse.log", timeout=120, extra_env=env,
-                     root=Path(root) if root else None)
+    return start_app(
+        log=Path("/tmp") / "glass-class-abuse.log", timeout=120, extra_env=env, root=Path(root) if root else None
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -472,26 +536,42 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fakes", type=int, default=100, help="students: cookieless sessions from one address")
     ap.add_argument("--grace", type=float, default=20, help="students: GLASS_PRESENCE_SECONDS for this run (>= 20)")
     ap.add_argument("--kind", choices=["answers", "reruns", "http", "both"], default="both")
-    ap.add_argument("--sessions", type=int, default=8,
-                    help="flood: sessions of one address; classes: browsers pressing Start")
+    ap.add_argument(
+        "--sessions", type=int, default=8, help="flood: sessions of one address; classes: browsers pressing Start"
+    )
     ap.add_argument("--rate", type=float, default=60)
     ap.add_argument("--samples", type=int, default=32, help="flood: samples of each latency, without and with it")
     ap.add_argument("--seconds", type=float, default=20, help="outage: how long Redis stays away")
     ap.add_argument("--rounds", type=int, default=4, help="turns without and with the flood")
     ap.add_argument("--timeout", type=float, default=20, help="seconds a rerun or a change may take (then: stalled)")
     ap.add_argument("--no-limit", action="store_true", help="switch the per-client share off (GLASS_CLIENT_SHARE=1000)")
-    ap.add_argument("--root", help="flood, classes, students: serve another checkout (e.g. `git archive` of an older "
-                    "commit), for a before/after comparison")
+    ap.add_argument(
+        "--root",
+        help="flood, classes, students: serve another checkout (e.g. `git archive` of an older "
+        "commit), for a before/after comparison",
+    )
     ap.add_argument("--json", action="store_true", help="also print the raw figures as JSON")
     args = ap.parse_args(argv)
     args.sessions, args.rate = max(1, min(args.sessions, 16)), max(1.0, min(args.rate, 120.0))
     if args.scenario == "flood":
         server = run_server({"GLASS_CLIENT_SHARE": "1000"} if args.no_limit else None, args.root)
         try:
-            for kind in (["answers", "reruns"] if args.kind == "both" else [args.kind]):
-                r = asyncio.run(asyncio.wait_for(flood(server.url, server.proc.pid, kind, args.sessions, args.rate,
-                                                       args.samples, max(1, min(args.rounds, 10)),
-                                                       min(args.timeout, 60)), 1800))
+            for kind in ["answers", "reruns"] if args.kind == "both" else [args.kind]:
+                r = asyncio.run(
+                    asyncio.wait_for(
+                        flood(
+                            server.url,
+                            server.proc.pid,
+                            kind,
+                            args.sessions,
+                            args.rate,
+                            args.samples,
+                            max(1, min(args.rounds, 10)),
+                            min(args.timeout, 60),
+                        ),
+                        1800,
+                    )
+                )
                 print_flood(r)
                 if args.json:
                     print(json.dumps(r))
@@ -503,8 +583,9 @@ def main(argv: list[str] | None = None) -> int:
             if args.scenario == "classes":
                 print_classes(asyncio.run(asyncio.wait_for(classes(server.url, min(args.sessions, 40)), 600)))
             else:
-                print_students(asyncio.run(asyncio.wait_for(
-                    fake_students(server.url, min(args.fakes, 200), args.grace), 900)))
+                print_students(
+                    asyncio.run(asyncio.wait_for(fake_students(server.url, min(args.fakes, 200), args.grace), 900))
+                )
         finally:
             server.stop()
     if args.scenario == "outage":

@@ -32,8 +32,18 @@ from serving.processes import start_app
 from serving.replicas import start_redis
 
 STATE = {"page": "overview", "sentence": "thinking machines", "model": "base"}
-RUN = {"settings": {}, "steps": [1], "losses": [1.0], "exact_match": None, "source": "", "translation": "",
-       "state": "finished", "step": 1, "total": 1, "attention": None}
+RUN = {
+    "settings": {},
+    "steps": [1],
+    "losses": [1.0],
+    "exact_match": None,
+    "source": "",
+    "translation": "",
+    "state": "finished",
+    "step": 1,
+    "total": 1,
+    "attention": None,
+}
 
 
 def big_model() -> tuple[bytes, bytes]:
@@ -43,8 +53,16 @@ def big_model() -> tuple[bytes, bytes]:
     from model.checkpoint import SHIPPED, Bundle, build_model, load, to_bytes
 
     shipped = load(SHIPPED)
-    cfg = shipped.config.__class__(**{**shipped.config.to_dict(), "d_model": 256, "n_enc_layers": 3,
-                                      "n_dec_layers": 3, "d_ff": 480, "dropout": 0.0})
+    cfg = shipped.config.__class__(
+        **{
+            **shipped.config.to_dict(),
+            "d_model": 256,
+            "n_enc_layers": 3,
+            "n_dec_layers": 3,
+            "d_ff": 480,
+            "dropout": 0.0,
+        }
+    )
     torch.manual_seed(0)
     model = build_model(cfg).eval()
     return to_bytes(Bundle(model, shipped.src_vocab, shipped.tgt_vocab, shipped.direction, {}, "big"))
@@ -74,8 +92,15 @@ async def explore(url: str, pid: int, store: RedisClassStore, n: int, model: tup
         shows = sum("You explore this model" in s.text() for s in students)
     finally:
         await asyncio.gather(*(s.close() for s in students), return_exceptions=True)
-    return {"students": n, "before_mb": before, "after_mb": after, "per_student_mb": (after - before) / n,
-            "clicks_p50": statistics.median(clicks), "clicks_max": max(clicks), "explored": shows}
+    return {
+        "students": n,
+        "before_mb": before,
+        "after_mb": after,
+        "per_student_mb": (after - before) / n,
+        "clicks_p50": statistics.median(clicks),
+        "clicks_max": max(clicks),
+        "explored": shows,
+    }
 
 
 def measure(root: Path | None, n: int, model: tuple[bytes, bytes]) -> dict:
@@ -109,9 +134,12 @@ def main(argv: list[str] | None = None) -> int:
         if label.startswith("before") and root is None:
             continue
         r = measure(root, n, model)
-        print(f"{label}: {r['explored']} of {n} students explore it; app process {r['before_mb']:.0f} -> "
-              f"{r['after_mb']:.0f} MB = {r['per_student_mb']:.1f} MB per student; clicks p50 {r['clicks_p50']:.2f} s, "
-              f"max {r['clicks_max']:.2f} s", flush=True)
+        print(
+            f"{label}: {r['explored']} of {n} students explore it; app process {r['before_mb']:.0f} -> "
+            f"{r['after_mb']:.0f} MB = {r['per_student_mb']:.1f} MB per student; clicks p50 {r['clicks_p50']:.2f} s, "
+            f"max {r['clicks_max']:.2f} s",
+            flush=True,
+        )
     return 0
 
 

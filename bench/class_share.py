@@ -86,8 +86,11 @@ async def nat(url: str, n: int, changes: int, pause: float, rounds: int, page: s
                 await asyncio.sleep(pause)
             if outsider is not None:
                 await outsider.close()
-            print(f"  round {r + 1} ({condition}): follow p50 {statistics.median(out[condition]['follow']):.2f} s, "
-                  f"p95 {pct(out[condition]['follow'], 0.95):.2f} s so far", flush=True)
+            print(
+                f"  round {r + 1} ({condition}): follow p50 {statistics.median(out[condition]['follow']):.2f} s, "
+                f"p95 {pct(out[condition]['follow'], 0.95):.2f} s so far",
+                flush=True,
+            )
     finally:
         await asyncio.gather(*(s.close() for s in [teacher, *students]), return_exceptions=True)
     return out
@@ -116,18 +119,27 @@ def main(argv: list[str] | None = None) -> int:
     env = {"GLASS_TRUST_PROXY": "1", "GLASS_STUDENTS_PER_ADDRESS": "1000"}
     server = start_app(log=Path("/tmp") / "glass-class-share.log", timeout=120, extra_env=env, root=args.root)
     try:
-        print(f"nat: a teacher and {n} students behind {SCHOOL}, {args.rounds} rounds of {args.changes} changes on "
-              f"{args.page}, alone and beside an idle page at {OUTSIDER}{', ' + str(args.root) if args.root else ''}",
-              flush=True)
-        r = asyncio.run(asyncio.wait_for(nat(server.url, n, args.changes, args.pause, args.rounds, args.page,
-                                             args.timeout), 120 + n * 10 + args.rounds * args.changes * 60))
+        print(
+            f"nat: a teacher and {n} students behind {SCHOOL}, {args.rounds} rounds of {args.changes} changes on "
+            f"{args.page}, alone and beside an idle page at {OUTSIDER}{', ' + str(args.root) if args.root else ''}",
+            flush=True,
+        )
+        r = asyncio.run(
+            asyncio.wait_for(
+                nat(server.url, n, args.changes, args.pause, args.rounds, args.page, args.timeout),
+                120 + n * 10 + args.rounds * args.changes * 60,
+            )
+        )
     finally:
         server.stop()
     for condition in ("alone", "outsider"):
         f, t = r[condition]["follow"], r[condition]["teacher"]
-        print(f"{condition}: follow p50 {statistics.median(f):.2f} s, p95 {pct(f, 0.95):.2f} s, max {max(f):.2f} s "
-              f"({len(f)} samples, {r[condition]['missed']} missed); the teacher's own change p50 "
-              f"{statistics.median(t):.2f} s, max {max(t):.2f} s", flush=True)
+        print(
+            f"{condition}: follow p50 {statistics.median(f):.2f} s, p95 {pct(f, 0.95):.2f} s, max {max(f):.2f} s "
+            f"({len(f)} samples, {r[condition]['missed']} missed); the teacher's own change p50 "
+            f"{statistics.median(t):.2f} s, max {max(t):.2f} s",
+            flush=True,
+        )
     ratio = pct(r["outsider"]["follow"], 0.95) / pct(r["alone"]["follow"], 0.95)
     print(f"nat: follow p95 beside an idle outsider / alone = {ratio:.2f}x (target <= 1.2x)", flush=True)
     return 0

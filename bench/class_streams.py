@@ -83,7 +83,8 @@ async def follow(teacher: Member, student: Member, changes: int, k0: int, timeou
         sentence = f"{SENTENCES[(k0 + k) % len(SENTENCES)]} {k0 + k}"
         seen = asyncio.get_running_loop().create_future()
         student.on_full_run = lambda s, sentence=sentence, seen=seen: (
-            shows(s, sentence) and not seen.done() and seen.set_result(time.perf_counter()))
+            shows(s, sentence) and not seen.done() and seen.set_result(time.perf_counter())
+        )
         t0 = time.perf_counter()
         await asyncio.wait_for(teacher.type_sentence(sentence), timeout)
         try:
@@ -162,25 +163,30 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--root", type=Path, default=None, help="serve this checkout instead (a before)")
     args = ap.parse_args(argv)
     members = max(1, min(args.members, 128))
-    server = start_app(log=Path("/tmp") / "glass-class-streams.log", timeout=120,
-                       extra_env={"GLASS_TRUST_PROXY": "1"}, root=args.root)
+    server = start_app(
+        log=Path("/tmp") / "glass-class-streams.log", timeout=120, extra_env={"GLASS_TRUST_PROXY": "1"}, root=args.root
+    )
     try:
         where = f", {args.root}" if args.root else ""
         print(f"streams: an attacker at {ATTACKER} with {members} members' tokens{where}", flush=True)
-        r = asyncio.run(asyncio.wait_for(attack(server.url, server.proc.pid, members, args.changes, args.timeout),
-                                         900))
+        r = asyncio.run(asyncio.wait_for(attack(server.url, server.proc.pid, members, args.changes, args.timeout), 900))
     finally:
         server.stop()
-    print(f"streams: one member's token holds {r['per_member']} streams (then: {r['first_refusal']}); the address "
-          f"holds {r['held']} with {members} tokens ({r['refusals']} refused), opened in {r['fill_seconds']:.1f} s; "
-          f"each costs the server {r['kb_per_stream']:.1f} KB and {r['fds_per_stream']:.2f} file descriptors",
-          flush=True)
+    print(
+        f"streams: one member's token holds {r['per_member']} streams (then: {r['first_refusal']}); the address "
+        f"holds {r['held']} with {members} tokens ({r['refusals']} refused), opened in {r['fill_seconds']:.1f} s; "
+        f"each costs the server {r['kb_per_stream']:.1f} KB and {r['fds_per_stream']:.2f} file descriptors",
+        flush=True,
+    )
     for phase in ("before", "during", "after"):
         xs = r[phase]
         missed = sum(x >= args.timeout for x in xs)
-        print(f"  newcomer of another class, {phase} the attack: follow p50 {statistics.median(xs):.2f} s, "
-              f"p95 {pct(xs, 0.95):.2f} s, {missed} of {len(xs)} changes missed"
-              + (f" (its page's streams opened: {r['newcomer_streams']})" if phase == "during" else ""), flush=True)
+        print(
+            f"  newcomer of another class, {phase} the attack: follow p50 {statistics.median(xs):.2f} s, "
+            f"p95 {pct(xs, 0.95):.2f} s, {missed} of {len(xs)} changes missed"
+            + (f" (its page's streams opened: {r['newcomer_streams']})" if phase == "during" else ""),
+            flush=True,
+        )
     return 0
 
 

@@ -35,13 +35,23 @@ def plan_and_stops(path: Path = PLAN) -> tuple[str, list[ExpectedStop]]:
     """The plan's link (/classroom?plan=...) and what each of its stops shows."""
     raw = json.loads(path.read_text())
     plan = plans.check_plan(raw, None)
-    stops = [ExpectedStop(i + 1, len(plan.stops), s.state.get("step") if s.state.get("page") == "lesson" else None)
-             for i, s in enumerate(plan.stops)]
+    stops = [
+        ExpectedStop(i + 1, len(plan.stops), s.state.get("step") if s.state.get("page") == "lesson" else None)
+        for i, s in enumerate(plan.stops)
+    ]
     return f"/classroom?plan={plans.plan_to_link(plan)}", stops
 
 
-def soak(url: str, students: int, stops_to: int | None = None, back: bool = True, peer: bool = True,
-         shots: Path | None = None, log=print, plan: Path = PLAN) -> SoakResult:
+def soak(
+    url: str,
+    students: int,
+    stops_to: int | None = None,
+    back: bool = True,
+    peer: bool = True,
+    shots: Path | None = None,
+    log=print,
+    plan: Path = PLAN,
+) -> SoakResult:
     """One class at `url`: join, the plan (its first `stops_to` stops; all by default) forward and back, a peer
     cycle, the end."""
     from playwright.sync_api import sync_playwright
@@ -73,8 +83,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=1)
     ap.add_argument("--stops", type=int, default=None, help="only the plan's first N stops")
     ap.add_argument("--shots", type=Path, default=None, help="screenshots of drop-outs and late students here")
-    ap.add_argument("--plan", default="thinking-machines",
-                    help="a shipped plan's file name in assets/plans/ (il-or-elle moves the class between pages)")
+    ap.add_argument(
+        "--plan",
+        default="thinking-machines",
+        help="a shipped plan's file name in assets/plans/ (il-or-elle moves the class between pages)",
+    )
     args = ap.parse_args(argv)
     env = {"OMP_NUM_THREADS": "1"}
     failed = 0
@@ -99,14 +112,20 @@ def main(argv: list[str] | None = None) -> int:
             print(res.summary(), flush=True)
             for line in res.events:
                 print("  peer instruction: " + line, flush=True)
-            print(f"  the end reached every student: p50 {percentile(res.ended_seconds, 50):.2f} s, "
-                  f"max {max(res.ended_seconds):.2f} s", flush=True)
+            print(
+                f"  the end reached every student: p50 {percentile(res.ended_seconds, 50):.2f} s, "
+                f"max {max(res.ended_seconds):.2f} s",
+                flush=True,
+            )
             failed += bool(res.dropouts or res.late)
         every = [s for r in results for s in r.seconds]
         drops = sum(len(r.dropouts) for r in results)
         moves = sum(r.moves for r in results)
-        print(f"{setup}: {args.students} students, {moves} moves in {len(results)} runs: {drops} drop-outs, "
-              f"p50 {percentile(every, 50):.2f} s / p95 {percentile(every, 95):.2f} s to the stop", flush=True)
+        print(
+            f"{setup}: {args.students} students, {moves} moves in {len(results)} runs: {drops} drop-outs, "
+            f"p50 {percentile(every, 50):.2f} s / p95 {percentile(every, 95):.2f} s to the stop",
+            flush=True,
+        )
     print(f"machine load (1, 5, 15 min): {os.getloadavg()}", flush=True)
     return 1 if failed else 0
 

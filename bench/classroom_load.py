@@ -62,8 +62,16 @@ from tools.class_soak import dropped as dropped_out
 from tools.ws_client import StreamlitSession
 from ui.widgets import md
 
-SENTENCES = ["i am a student", "thinking machines", "she is a student", "we are students", "the cat is big",
-             "he is tired", "the animal didn't cross the street because it was too tired", "you are a teacher"]
+SENTENCES = [
+    "i am a student",
+    "thinking machines",
+    "she is a student",
+    "we are students",
+    "the cat is big",
+    "he is tired",
+    "the animal didn't cross the street because it was too tired",
+    "you are a teacher",
+]
 # Every simulated student comes from 127.0.0.1: the class is a school behind one address, which raises the
 # per-address limit of students (docs/operators.md, "Every setting").
 ONE_ADDRESS = {"GLASS_STUDENTS_PER_ADDRESS": "1000"}
@@ -76,8 +84,12 @@ def pct(xs: list[float], q: float) -> float:
 
 
 def summary(xs: list[float]) -> dict:
-    return {"n": len(xs), "p50": statistics.median(xs) if xs else float("nan"), "p95": pct(xs, 0.95),
-            "max": max(xs, default=float("nan"))}
+    return {
+        "n": len(xs),
+        "p50": statistics.median(xs) if xs else float("nan"),
+        "p95": pct(xs, 0.95),
+        "max": max(xs, default=float("nan")),
+    }
 
 
 def xsrf_cookie() -> str:
@@ -112,9 +124,14 @@ class Cookie(StreamlitSession):
         pairs = (("GLASS_REPLICA", self.cookie), ("_streamlit_xsrf", self.xsrf))
         cookies = "; ".join(f"{k}={v}" for k, v in pairs if v)
         protocols = ["streamlit", "PLACEHOLDER_AUTH_TOKEN", *([self.session_id] if self.session_id else [])]
-        self._ws = await connect(self.ws_url, subprotocols=protocols, max_size=None,
-                                 ping_interval=None, open_timeout=self.timeout,
-                                 additional_headers={"Cookie": cookies} if cookies else None)
+        self._ws = await connect(
+            self.ws_url,
+            subprotocols=protocols,
+            max_size=None,
+            ping_interval=None,
+            open_timeout=self.timeout,
+            additional_headers={"Cookie": cookies} if cookies else None,
+        )
         self.replica = self._ws.response.headers.get("X-Glass-Replica")
         self._reader = asyncio.create_task(self._read())
         self._tries, self._asked = 0, 0.0
@@ -124,12 +141,20 @@ class Cookie(StreamlitSession):
         from streamlit.proto.ClientState_pb2 import ClientState
         from websockets.asyncio.client import connect
 
-        cookies = [f"{name}={value}" for name, value in (("GLASS_REPLICA", self.cookie), ("_streamlit_xsrf", self.xsrf))
-                   if value]
+        cookies = [
+            f"{name}={value}"
+            for name, value in (("GLASS_REPLICA", self.cookie), ("_streamlit_xsrf", self.xsrf))
+            if value
+        ]
         t = time.perf_counter()
-        self._ws = await connect(self.ws_url, subprotocols=["streamlit", "PLACEHOLDER_AUTH_TOKEN"], max_size=None,
-                                 ping_interval=None, open_timeout=self.timeout,
-                                 additional_headers={"Cookie": "; ".join(cookies)} if cookies else None)
+        self._ws = await connect(
+            self.ws_url,
+            subprotocols=["streamlit", "PLACEHOLDER_AUTH_TOKEN"],
+            max_size=None,
+            ping_interval=None,
+            open_timeout=self.timeout,
+            additional_headers={"Cookie": "; ".join(cookies)} if cookies else None,
+        )
         self.replica = self._ws.response.headers.get("X-Glass-Replica")
         self._reader = asyncio.create_task(self._read())
         self.query_string = query
@@ -149,8 +174,9 @@ async def start_class(url: str, cookie: str | None = None, page: str = "overview
     return teacher, m[1]
 
 
-async def join(url: str, code: str, cookie: str | None = None, timeout: float = 120, xsrf: str | None = None
-               ) -> StreamlitSession:
+async def join(
+    url: str, code: str, cookie: str | None = None, timeout: float = 120, xsrf: str | None = None
+) -> StreamlitSession:
     s = Cookie(url, cookie, timeout=timeout, xsrf=xsrf)
     await s.connect("classroom", f"class={code}")
     if f"Following class {code}" not in s.text(1):
@@ -223,7 +249,9 @@ class ChromiumStudents:
             phone = i % 3 == 1  # every third a phone
             context = await self._browser.new_context(
                 viewport={"width": 390, "height": 844} if phone else {"width": 1280, "height": 800},
-                is_mobile=phone, has_touch=phone)
+                is_mobile=phone,
+                has_touch=phone,
+            )
             page = await context.new_page()
             await page.goto(f"{url}/classroom?class={code}", wait_until="domcontentloaded")
             self.pages.append(page)
@@ -259,8 +287,18 @@ class ChromiumStudents:
             await self._pw.stop()
 
 
-async def follow(url: str, n: int, changes: int, pause: float, timeout: float, pids: list[int] | None = None,
-                 idle: float = 10.0, page: str = "overview", browsers: int = 0, on_start=None) -> Follow:
+async def follow(
+    url: str,
+    n: int,
+    changes: int,
+    pause: float,
+    timeout: float,
+    pids: list[int] | None = None,
+    idle: float = 10.0,
+    page: str = "overview",
+    browsers: int = 0,
+    on_start=None,
+) -> Follow:
     """Teacher changes -> every following student's page updated: latencies; and the app processes' CPU while
     the class waits (`idle` seconds) and per change. The teacher (and so the class) is on `page`. `browsers`: as
     many students in real Chromium besides (their latencies and drop-outs reported apart). `on_start()` is called
@@ -312,8 +350,11 @@ async def follow(url: str, n: int, changes: int, pause: float, timeout: float, p
                 out.browser_missed += missed_b
                 out.browser_dropouts += dropped_b
             out.latencies += [seen[i] - t0 for i in seen]
-            out.events += [min(t for q, t in s.event_at.items() if q > q0) - t0
-                           for s, q0 in zip(students, seqs0, strict=True) if max(s.event_at, default=0) > q0]
+            out.events += [
+                min(t for q, t in s.event_at.items() if q > q0) - t0
+                for s, q0 in zip(students, seqs0, strict=True)
+                if max(s.event_at, default=0) > q0
+            ]
             out.missed += n - len(seen)
             out.full_runs += sum(s.full_runs for s in students) - runs0[0]
             out.pages_alone += sum(s.page_runs for s in students) - runs0[1]
@@ -336,11 +377,13 @@ async def follow(url: str, n: int, changes: int, pause: float, timeout: float, p
                     why[key] = why.get(key, 0) + 1
                 runs = [r for r in missed[0].runs if r[0] >= t0 - 2][:30]
                 print(f"    not updated: {why}; the runs of one since the change (t0 {t0:.2f}): {runs}", flush=True)
-            print(f"  change {k + 1}: {len(seen)}/{n} students updated, p50 "
-                  f"{statistics.median([seen[i] - t0 for i in seen]) if seen else float('nan'):.2f} s, "
-                  f"full runs {sum(s.full_runs for s in students) - runs0[0]}, pages redrawn alone "
-                  f"{sum(s.page_runs for s in students) - runs0[1]}, redraws whose end was lost {half}",
-                  flush=True)
+            print(
+                f"  change {k + 1}: {len(seen)}/{n} students updated, p50 "
+                f"{statistics.median([seen[i] - t0 for i in seen]) if seen else float('nan'):.2f} s, "
+                f"full runs {sum(s.full_runs for s in students) - runs0[0]}, pages redrawn alone "
+                f"{sum(s.page_runs for s in students) - runs0[1]}, redraws whose end was lost {half}",
+                flush=True,
+            )
     finally:
         for p in pollers:
             p.cancel()
@@ -372,7 +415,7 @@ async def saturate(url: str, n: int, seconds: float, pids: list[int] | None = No
     where the machine's CPU went meanwhile (the app processes, this script's clients, everything)."""
     sessions = [StreamlitSession(url, timeout=120) for _ in range(n)]
     for i in range(0, n, 8):
-        await asyncio.gather(*(s.connect("overview") for s in sessions[i:i + 8]))
+        await asyncio.gather(*(s.connect("overview") for s in sessions[i : i + 8]))
     done, errors, times = 0, 0, []
     cpu0, mine0, busy0 = cpu_seconds(pids or []), time.process_time(), machine_busy()
     start = time.perf_counter()
@@ -394,12 +437,22 @@ async def saturate(url: str, n: int, seconds: float, pids: list[int] | None = No
 
     await asyncio.gather(*(one(i, s) for i, s in enumerate(sessions)))
     wall = time.perf_counter() - start
-    cpu = {"apps": cpu_seconds(pids or []) - cpu0, "clients": time.process_time() - mine0,
-           "machine": machine_busy() - busy0}
+    cpu = {
+        "apps": cpu_seconds(pids or []) - cpu0,
+        "clients": time.process_time() - mine0,
+        "machine": machine_busy() - busy0,
+    }
     cpu["others"] = cpu["machine"] - cpu["apps"] - cpu["clients"]  # HAProxy, Redis, and whatever else runs here
     await asyncio.gather(*(s.close() for s in sessions), return_exceptions=True)
-    return {"interactions": done, "seconds": wall, "per_second": done / wall, "errors": errors, **summary(times),
-            "cpu_seconds": cpu, "per_app_cpu_second": done / cpu["apps"] if cpu["apps"] else float("nan")}
+    return {
+        "interactions": done,
+        "seconds": wall,
+        "per_second": done / wall,
+        "errors": errors,
+        **summary(times),
+        "cpu_seconds": cpu,
+        "per_app_cpu_second": done / cpu["apps"] if cpu["apps"] else float("nan"),
+    }
 
 
 async def failover(cluster: Cluster, n: int, timeout: float) -> dict:
@@ -409,8 +462,9 @@ async def failover(cluster: Cluster, n: int, timeout: float) -> dict:
     teacher, code = await start_class(cluster.url, "app1")
     await teacher.type_sentence("thinking machines")
     browsers = [xsrf_cookie() for _ in range(n)]  # each student a browser (a cookie that outlives its process)
-    students = list(await asyncio.gather(*(join(cluster.url, code, f"app{1 + i % 2}", xsrf=browsers[i])
-                                           for i in range(n))))
+    students = list(
+        await asyncio.gather(*(join(cluster.url, code, f"app{1 + i % 2}", xsrf=browsers[i]) for i in range(n)))
+    )
     where = [s.replica for s in students]
     store = RedisClassStore(cluster.redis_url)
     try:
@@ -450,10 +504,13 @@ async def failover(cluster: Cluster, n: int, timeout: float) -> dict:
                         await s.close()
                     if time.perf_counter() > deadline:
                         raise
-                    await asyncio.sleep(min(0.5 * 2 ** attempt, 3.0))
+                    await asyncio.sleep(min(0.5 * 2**attempt, 3.0))
             students[i] = s
-            ok = (f"Exploring · class {code}" in s.text(1) and shows(s, "she is a student") if old is explorer
-                  else f"Following class {code}" in s.text(1) and shows(s, "thinking machines"))
+            ok = (
+                f"Exploring · class {code}" in s.text(1) and shows(s, "she is a student")
+                if old is explorer
+                else f"Following class {code}" in s.text(1) and shows(s, "thinking machines")
+            )
             if ok:
                 back[i] = time.perf_counter() - t0
 
@@ -462,28 +519,40 @@ async def failover(cluster: Cluster, n: int, timeout: float) -> dict:
         # the same students: not counted twice, and those who answered still see their own answer
         answered_moved = [i for i in dead if i < n // 2]
         kept = sum(f"Your answer: {q.options[0]}" in students[i].text() for i in answered_moved)
-        same = (after.state, after.question, after.counts, after.version) == (before.state, before.question,
-                                                                             before.counts, before.version)
+        same = (after.state, after.question, after.counts, after.version) == (
+            before.state,
+            before.question,
+            before.counts,
+            before.version,
+        )
         # the teacher goes on: every student, moved or not, follows
         await teacher.switch_page("overview")
         await teacher.type_sentence("i am a student")
         await asyncio.gather(*(s.rerun() for s in students))  # each one's poll
         followed = sum(shows(s, "i am a student") for s in students)
         explorer_kept = shows(students[dead[0]], "she is a student")
-        return {"students": n, "on_killed_process": len(dead), "rejoined": len(back),
-                "rejoin_seconds": summary(list(back.values())), "class_state_unchanged": same,
-                "answers_before": list(votes_before.voted), "answers_after": list(votes_after.voted),
-                "students_before": before.students, "students_after": after.students,
-                "moved_who_answered": len(answered_moved), "moved_answer_kept": kept,
-                "followed_next_change": followed, "explorer_kept_own_sentence": explorer_kept,
-                "now_on": sorted({s.replica for s in students if s.replica})}
+        return {
+            "students": n,
+            "on_killed_process": len(dead),
+            "rejoined": len(back),
+            "rejoin_seconds": summary(list(back.values())),
+            "class_state_unchanged": same,
+            "answers_before": list(votes_before.voted),
+            "answers_after": list(votes_after.voted),
+            "students_before": before.students,
+            "students_after": after.students,
+            "moved_who_answered": len(answered_moved),
+            "moved_answer_kept": kept,
+            "followed_next_change": followed,
+            "explorer_kept_own_sentence": explorer_kept,
+            "now_on": sorted({s.replica for s in students if s.replica}),
+        }
     finally:
         store.close()
         await asyncio.gather(*(s.close() for s in [teacher, *students]), return_exceptions=True)
 
 
-async def chaos(cluster: Cluster, n: int, timeout: float, burst: int = 10, clickers: float = 0.2,
-                log=print) -> dict:
+async def chaos(cluster: Cluster, n: int, timeout: float, burst: int = 10, clickers: float = 0.2, log=print) -> dict:
     """A class on 2 processes behind HAProxy (Redis) through everything that can go wrong, each phase ending
     with every student's page on the teacher's latest sentence, or counted stale:
 
@@ -504,8 +573,9 @@ async def chaos(cluster: Cluster, n: int, timeout: float, burst: int = 10, click
     teacher, code = await start_class(cluster.url, "app1")
     students: list[Cookie] = []
     for i in range(0, n, 10):
-        students += await asyncio.gather(*(join(cluster.url, code, timeout=timeout, xsrf=xsrf_cookie())
-                                           for _ in range(min(10, n - i))))
+        students += await asyncio.gather(
+            *(join(cluster.url, code, timeout=timeout, xsrf=xsrf_cookie()) for _ in range(min(10, n - i)))
+        )
     clicks = 0
 
     def click_at_end(s) -> None:  # a student who clicks something as their redraw ends
@@ -539,13 +609,23 @@ async def chaos(cluster: Cluster, n: int, timeout: float, burst: int = 10, click
             await asyncio.sleep(0.1)
         stale = [s for s in students if not shows(s, want)]
         phases[name] = {"stale": len(stale), "seconds": round(time.perf_counter() - t0, 2)}
-        log(f"  {name}: {n - len(stale)}/{n} students on the teacher's latest state after "
-            f"{phases[name]['seconds']:.1f} s ({len(stale)} stale)")
+        log(
+            f"  {name}: {n - len(stale)}/{n} students on the teacher's latest state after "
+            f"{phases[name]['seconds']:.1f} s ({len(stale)} stale)"
+        )
         if stale:
-            seen = [(s.replica, s.sync and s.sync.get("watch"), s.sync and s.sync.get("drawn"), s.latest,
-                     next((x for x in s.text(1).splitlines() if "class" in x), ""),
-                     [el.toast.body[:60] for _, el in s.elements.values() if el.WhichOneof("type") == "toast"],
-                     s.query_string[:40]) for s in stale[:5]]
+            seen = [
+                (
+                    s.replica,
+                    s.sync and s.sync.get("watch"),
+                    s.sync and s.sync.get("drawn"),
+                    s.latest,
+                    next((x for x in s.text(1).splitlines() if "class" in x), ""),
+                    [el.toast.body[:60] for _, el in s.elements.values() if el.WhichOneof("type") == "toast"],
+                    s.query_string[:40],
+                )
+                for s in stale[:5]
+            ]
             log(f"    stale: {seen}")
             for s in stale[:3]:
                 log(f"    runs of one: {s.runs[-70:]}")
@@ -617,8 +697,13 @@ async def chaos(cluster: Cluster, n: int, timeout: float, burst: int = 10, click
     finally:
         store.close()
         await asyncio.gather(*(s.close() for s in [teacher, *students]), return_exceptions=True)
-    return {"students": n, "clicks_at_run_ends": clicks, "phases": phases,
-            "stale": sum(p["stale"] for p in phases.values()), "asks": sum(s.asks for s in students)}
+    return {
+        "students": n,
+        "clicks_at_run_ends": clicks,
+        "phases": phases,
+        "stale": sum(p["stale"] for p in phases.values()),
+        "asks": sum(s.asks for s in students),
+    }
 
 
 async def votes(url: str, n: int, timeout: float, rounds: int = 2) -> dict:
@@ -704,20 +789,33 @@ async def votes(url: str, n: int, timeout: float, rounds: int = 2) -> dict:
 
         teacher.widgets[wid] = WidgetState(id=wid, bool_value=True)
         await teacher.rerun()
-        spec = next(el.plotly_chart.spec for _, (_, el) in teacher.elements.items()
-                    if el.WhichOneof("type") == "plotly_chart" and "First vote" in el.plotly_chart.spec)
+        spec = next(
+            el.plotly_chart.spec
+            for _, (_, el) in teacher.elements.items()
+            if el.WhichOneof("type") == "plotly_chart" and "First vote" in el.plotly_chart.spec
+        )
         bars = [[int(x) for x in trace.x] for trace in from_json(spec).data]
         want = [sum(1 for v in final.values() if v == o) for o in range(k)]
-        out["rounds"].append({"round": r, "clicks": sent, "burst_seconds": t_done - t0,
-                              "teacher_shown_after_stored": t_shown - t_stored,
-                              "teacher_shown_after_last_click": t_shown - t_done,
-                              "count_exact": count == n,
-                              "distribution": bars[r - 1], "expected": want, "distribution_exact": bars[r - 1] == want})
-        print(f"  round {r}: {n} students, {sent} clicks ({len(changers)} changed their vote) in "
-              f"{t_done - t0:.2f} s; the teacher's screen showed all {count} votes {t_shown - t_stored:.2f} s "
-              f"after the last was stored ({t_shown - t_done:+.2f} s after the last student's page finished); "
-              f"distribution {bars[r - 1]} (expected {want}): {'exact' if bars[r - 1] == want else 'WRONG'}",
-              flush=True)
+        out["rounds"].append(
+            {
+                "round": r,
+                "clicks": sent,
+                "burst_seconds": t_done - t0,
+                "teacher_shown_after_stored": t_shown - t_stored,
+                "teacher_shown_after_last_click": t_shown - t_done,
+                "count_exact": count == n,
+                "distribution": bars[r - 1],
+                "expected": want,
+                "distribution_exact": bars[r - 1] == want,
+            }
+        )
+        print(
+            f"  round {r}: {n} students, {sent} clicks ({len(changers)} changed their vote) in "
+            f"{t_done - t0:.2f} s; the teacher's screen showed all {count} votes {t_shown - t_stored:.2f} s "
+            f"after the last was stored ({t_shown - t_done:+.2f} s after the last student's page finished); "
+            f"distribution {bars[r - 1]} (expected {want}): {'exact' if bars[r - 1] == want else 'WRONG'}",
+            flush=True,
+        )
         teacher.widgets[wid] = WidgetState(id=wid, bool_value=False)
         if r < rounds:
             await teacher.rerun()
@@ -728,8 +826,11 @@ async def votes(url: str, n: int, timeout: float, rounds: int = 2) -> dict:
 
 
 def _button(s: StreamlitSession, key: str) -> list[bool]:
-    return [True for _, (_, el) in s.elements.items() if el.WhichOneof("type") == "button"
-            and el.button.id.endswith(f"-{key}")]
+    return [
+        True
+        for _, (_, el) in s.elements.items()
+        if el.WhichOneof("type") == "button" and el.button.id.endswith(f"-{key}")
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -741,60 +842,107 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=30.0, help="seconds a student may take to show a change")
     ap.add_argument("--seconds", type=float, default=40.0, help="throughput: seconds of load per run")
     ap.add_argument("--replicas", type=int, nargs="+", default=[1, 2], help="throughput: app processes to compare")
-    ap.add_argument("--processes", type=int, default=0,
-                    help="follow: 0 = one `streamlit run app.py` (memory store); N = N processes behind HAProxy, Redis")
+    ap.add_argument(
+        "--processes",
+        type=int,
+        default=0,
+        help="follow: 0 = one `streamlit run app.py` (memory store); N = N processes behind HAProxy, Redis",
+    )
     ap.add_argument("--idle", type=float, default=10.0, help="follow: seconds the class waits before the first change")
     ap.add_argument("--page", default="overview", help="follow: the page the teacher (and the class) is on")
-    ap.add_argument("--browsers", type=int, default=0,
-                    help="follow: as many students in real Chromium beside the websocket clients (every third a phone)")
+    ap.add_argument(
+        "--browsers",
+        type=int,
+        default=0,
+        help="follow: as many students in real Chromium beside the websocket clients (every third a phone)",
+    )
     ap.add_argument("--json", help="also write the figures to this file")
     args = ap.parse_args(argv)
     out: dict = {"what": args.what}
     if args.what == "follow":
-        server = (start_app(log=Path("/tmp") / "glass-classroom-load.log", timeout=120, extra_env=ONE_ADDRESS)
-                  if not args.processes
-                  else Cluster(replicas=args.processes, timeout=120, workers=0, env=ONE_ADDRESS).start())
+        server = (
+            start_app(log=Path("/tmp") / "glass-classroom-load.log", timeout=120, extra_env=ONE_ADDRESS)
+            if not args.processes
+            else Cluster(replicas=args.processes, timeout=120, workers=0, env=ONE_ADDRESS).start()
+        )
         pids = [server.proc.pid] if not args.processes else [a.proc.pid for a in server.apps]
         out["processes"] = args.processes or "one streamlit run app.py (memory store)"
         try:
             for n in args.students or [30, 100]:
                 print(f"follow: {n} students, {args.changes} changes on the {args.page} page", flush=True)
-                f = asyncio.run(asyncio.wait_for(
-                    follow(server.url, n, args.changes, args.pause, args.timeout, pids, args.idle, args.page,
-                           args.browsers),
-                    n * 5 + args.browsers * 20 + args.changes * (args.pause + 2 * args.timeout) + 120))
-                out[f"follow_{n}"] = {**summary(f.latencies), "missed": f.missed, "half_drawn": f.half_drawn,
-                                      "join_seconds": f.join_seconds, "idle_cpu_per_second": f.idle_cpu,
-                                      "cpu_per_change": statistics.median(f.change_cpu)}
+                f = asyncio.run(
+                    asyncio.wait_for(
+                        follow(
+                            server.url,
+                            n,
+                            args.changes,
+                            args.pause,
+                            args.timeout,
+                            pids,
+                            args.idle,
+                            args.page,
+                            args.browsers,
+                        ),
+                        n * 5 + args.browsers * 20 + args.changes * (args.pause + 2 * args.timeout) + 120,
+                    )
+                )
+                out[f"follow_{n}"] = {
+                    **summary(f.latencies),
+                    "missed": f.missed,
+                    "half_drawn": f.half_drawn,
+                    "join_seconds": f.join_seconds,
+                    "idle_cpu_per_second": f.idle_cpu,
+                    "cpu_per_change": statistics.median(f.change_cpu),
+                }
                 s = out[f"follow_{n}"]
-                print(f"{n} students: teacher change -> student page updated p50 {s['p50']:.2f} s, "
-                      f"p95 {s['p95']:.2f} s, max {s['max']:.2f} s; {f.missed} missed of {n * args.changes}; "
-                      f"{f.half_drawn} redraws whose end was lost; all joined in {f.join_seconds:.1f} s", flush=True)
+                print(
+                    f"{n} students: teacher change -> student page updated p50 {s['p50']:.2f} s, "
+                    f"p95 {s['p95']:.2f} s, max {s['max']:.2f} s; {f.missed} missed of {n * args.changes}; "
+                    f"{f.half_drawn} redraws whose end was lost; all joined in {f.join_seconds:.1f} s",
+                    flush=True,
+                )
                 if f.browsers:  # the real-browser witness beside the websocket clients
                     b = summary(f.browser_latencies)
                     s["chromium"] = {**b, "missed": f.browser_missed, "dropouts": f.browser_dropouts}
-                    print(f"{f.browsers} Chromium students: teacher change -> page shows it p50 {b['p50']:.2f} s, "
-                          f"p95 {b['p95']:.2f} s, max {b['max']:.2f} s; {f.browser_dropouts} drop-outs, "
-                          f"{f.browser_missed} missed of {f.browsers * args.changes}", flush=True)
+                    print(
+                        f"{f.browsers} Chromium students: teacher change -> page shows it p50 {b['p50']:.2f} s, "
+                        f"p95 {b['p95']:.2f} s, max {b['max']:.2f} s; {f.browser_dropouts} drop-outs, "
+                        f"{f.browser_missed} missed of {f.browsers * args.changes}",
+                        flush=True,
+                    )
                 if f.events:  # where the time goes: the event's way (store, hub, proxy) or the redraws
                     e = summary(f.events)
                     s["event"] = e
-                    print(f"{n} students: teacher change -> its event on the student's stream p50 {e['p50']:.3f} s, "
-                          f"p95 {e['p95']:.3f} s", flush=True)
-                print(f"{n} students: app processes' CPU while the class waits {f.idle_cpu:.3f} CPU-s per second "
-                      f"({f.idle_cpu * 100:.1f}% of a core); per change (median) {s['cpu_per_change']:.2f} CPU-s = "
-                      f"{s['cpu_per_change'] / n * 1000:.1f} ms per student", flush=True)
-                print(f"{n} students: per change (median) the simulated students (this process) used "
-                      f"{statistics.median(f.client_cpu):.2f} CPU-s, the whole machine "
-                      f"{statistics.median(f.machine_cpu):.2f} CPU-s ({os.cpu_count()} cores)", flush=True)
+                    print(
+                        f"{n} students: teacher change -> its event on the student's stream p50 {e['p50']:.3f} s, "
+                        f"p95 {e['p95']:.3f} s",
+                        flush=True,
+                    )
+                print(
+                    f"{n} students: app processes' CPU while the class waits {f.idle_cpu:.3f} CPU-s per second "
+                    f"({f.idle_cpu * 100:.1f}% of a core); per change (median) {s['cpu_per_change']:.2f} CPU-s = "
+                    f"{s['cpu_per_change'] / n * 1000:.1f} ms per student",
+                    flush=True,
+                )
+                print(
+                    f"{n} students: per change (median) the simulated students (this process) used "
+                    f"{statistics.median(f.client_cpu):.2f} CPU-s, the whole machine "
+                    f"{statistics.median(f.machine_cpu):.2f} CPU-s ({os.cpu_count()} cores)",
+                    flush=True,
+                )
         finally:
             server.stop()
     elif args.what == "votes":
-        server = (start_app(log=Path("/tmp") / "glass-classroom-votes.log", timeout=120, extra_env=ONE_ADDRESS)
-                  if not args.processes
-                  else Cluster(replicas=args.processes, timeout=120, workers=0, env=ONE_ADDRESS).start())
-        out["processes"] = (f"{args.processes} app processes behind HAProxy, Redis" if args.processes
-                            else "one streamlit run app.py (memory store)")
+        server = (
+            start_app(log=Path("/tmp") / "glass-classroom-votes.log", timeout=120, extra_env=ONE_ADDRESS)
+            if not args.processes
+            else Cluster(replicas=args.processes, timeout=120, workers=0, env=ONE_ADDRESS).start()
+        )
+        out["processes"] = (
+            f"{args.processes} app processes behind HAProxy, Redis"
+            if args.processes
+            else "one streamlit run app.py (memory store)"
+        )
         try:
             for n in args.students or [100]:
                 print(f"votes: {n} students vote and vote again at once ({out['processes']})", flush=True)
@@ -802,8 +950,11 @@ def main(argv: list[str] | None = None) -> int:
                 out[f"votes_{n}"] = res
                 lags = [x["teacher_shown_after_stored"] for x in res["rounds"]]
                 exact = all(x["count_exact"] and x["distribution_exact"] for x in res["rounds"])
-                print(f"{n} students: teacher's counts {'exact' if exact else 'NOT exact'} in every round; shown "
-                      f"{', '.join(f'{x:.2f}' for x in lags)} s after the last vote was stored", flush=True)
+                print(
+                    f"{n} students: teacher's counts {'exact' if exact else 'NOT exact'} in every round; shown "
+                    f"{', '.join(f'{x:.2f}' for x in lags)} s after the last vote was stored",
+                    flush=True,
+                )
         finally:
             server.stop()
     elif args.what == "throughput":
@@ -816,10 +967,13 @@ def main(argv: list[str] | None = None) -> int:
                 res = asyncio.run(asyncio.wait_for(saturate(c.url, n, args.seconds, pids), args.seconds + 300))
                 out[f"replicas_{r}"] = res
                 cpu = res["cpu_seconds"]
-                print(f"  {res['interactions']} interactions in {res['seconds']:.1f} s = {res['per_second']:.2f}/s "
-                      f"(p50 {res['p50']:.2f} s, p95 {res['p95']:.2f} s), errors {res['errors']}; CPU-s: app "
-                      f"processes {cpu['apps']:.1f}, clients {cpu['clients']:.1f}, everything else on the machine "
-                      f"{cpu['others']:.1f} (of {2 * res['seconds']:.0f} on 2 cores)", flush=True)
+                print(
+                    f"  {res['interactions']} interactions in {res['seconds']:.1f} s = {res['per_second']:.2f}/s "
+                    f"(p50 {res['p50']:.2f} s, p95 {res['p95']:.2f} s), errors {res['errors']}; CPU-s: app "
+                    f"processes {cpu['apps']:.1f}, clients {cpu['clients']:.1f}, everything else on the machine "
+                    f"{cpu['others']:.1f} (of {2 * res['seconds']:.0f} on 2 cores)",
+                    flush=True,
+                )
         if len(args.replicas) == 2:
             a, b = (out[f"replicas_{r}"]["per_second"] for r in args.replicas)
             out["ratio"] = b / a
@@ -830,8 +984,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"chaos: {n} students on 2 processes behind HAProxy (Redis)", flush=True)
             res = asyncio.run(asyncio.wait_for(chaos(c, n, args.timeout), 900))
         out["chaos"] = res
-        print(f"chaos: {res['stale']} students left on a stale state ({n} students, {len(res['phases'])} phases, "
-              f"{res['clicks_at_run_ends']} clicks at run ends, {res['asks']} asks)", flush=True)
+        print(
+            f"chaos: {res['stale']} students left on a stale state ({n} students, {len(res['phases'])} phases, "
+            f"{res['clicks_at_run_ends']} clicks at run ends, {res['asks']} asks)",
+            flush=True,
+        )
     else:
         n = (args.students or [20])[0]
         with Cluster(replicas=2, timeout=120, env=ONE_ADDRESS) as c:

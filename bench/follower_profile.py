@@ -50,8 +50,9 @@ def install(out: str) -> None:
         try:
             run_script(self, rerun_data)
         finally:
-            runs.append({"fragment": bool(rerun_data.fragment_id_queue), "cpu": time.thread_time() - t,
-                         "msgs": local.msgs})
+            runs.append(
+                {"fragment": bool(rerun_data.fragment_id_queue), "cpu": time.thread_time() - t, "msgs": local.msgs}
+            )
 
     def _enqueue(self, msg):
         local.msgs = getattr(local, "msgs", 0) + 1
@@ -71,26 +72,34 @@ def install(out: str) -> None:
 PARTS = [
     ("Streamlit: each element's message (ctx.enqueue: hash, queue)", [("enqueue", "script_run_context.py")]),
     ("  the page: its analysis (ui.models.analysis)", [("analysis", "ui/models.py")]),
-    ("  the page: replays of what was drawn once (st.cache_data)", [("_drawn_once", "widgets.py"),
-                                                                     ("_heatmap_chart", "widgets.py")]),
+    (
+        "  the page: replays of what was drawn once (st.cache_data)",
+        [("_drawn_once", "widgets.py"), ("_heatmap_chart", "widgets.py")],
+    ),
     ("the page (shell.run_page), the rest", [("run_page", "ui/shell.py")]),
-    ("the class's reads (plans.on_run, board.read_run, follow_on_run, roster.report)",
-     [("on_run", "plans.py"), ("read_run", "board.py"), ("follow_on_run", "session.py"), ("report", "roster.py")]),
+    (
+        "the class's reads (plans.on_run, board.read_run, follow_on_run, roster.report)",
+        [("on_run", "plans.py"), ("read_run", "board.py"), ("follow_on_run", "session.py"), ("report", "roster.py")],
+    ),
     ("the page's end (end_of_run)", [("end_of_run", "panels.py")]),
-    ("the teacher's line, the stop's banner, the class's run", [("teacher_line", "panels.py"),
-                                                                ("stop_banner", "plans.py"),
-                                                                ("class_run_panel", "board.py")]),
+    (
+        "the teacher's line, the stop's banner, the class's run",
+        [("teacher_line", "panels.py"), ("stop_banner", "plans.py"), ("class_run_panel", "board.py")],
+    ),
     ("the address (sync_query_params), the rest of followed_page", [("followed_page", "panels.py")]),
     ("a full run of app.py (the teacher's, a student's)", [("<module>", "app.py")]),
     ("Streamlit's script runner around the run", [("_run_script_thread", "script_runner.py")]),
 ]
 LOOP = [
     ("sending messages (websocket)", [("_sender", "starlette_websocket.py"), ("send", "websockets.py")]),
-    ("the run's messages handed to the session (on the loop)", [("_handle_scriptrunner_event_on_event_loop",
-                                                                  "app_session.py"),
-                                                                 ("_loop_coroutine", "runtime.py")]),
-    ("receiving a rerun (BackMsg)", [("_websocket_endpoint", "starlette_websocket.py"),
-                                     ("handle_backmsg", "app_session.py")]),
+    (
+        "the run's messages handed to the session (on the loop)",
+        [("_handle_scriptrunner_event_on_event_loop", "app_session.py"), ("_loop_coroutine", "runtime.py")],
+    ),
+    (
+        "receiving a rerun (BackMsg)",
+        [("_websocket_endpoint", "starlette_websocket.py"), ("handle_backmsg", "app_session.py")],
+    ),
     ("the class's event streams", [("stream", "push.py"), ("events", "push.py"), ("_fan_out", "hub.py")]),
 ]
 
@@ -133,8 +142,9 @@ class RunLog:
         self.folder = folder
         (folder / "hook").mkdir(exist_ok=True)
         head = "import json, signal, time\nfrom pathlib import Path\n\n"
-        (folder / "hook" / "sitecustomize.py").write_text(head + inspect.getsource(install)
-                                                          + f"\n\ninstall({str(folder)!r})\n")
+        (folder / "hook" / "sitecustomize.py").write_text(
+            head + inspect.getsource(install) + f"\n\ninstall({str(folder)!r})\n"
+        )
         self.env = {"PYTHONPATH": str(folder / "hook")}
 
     def runs(self, pid: int) -> list[dict]:
@@ -147,8 +157,15 @@ class RunLog:
         raise RuntimeError("the app process wrote no runs")
 
 
-def follow(root: Path, page: str, students: int, changes: int, pause: float = 2.0,
-           sampler: list[str] | None = None, raw: Path | None = None) -> tuple[cl.Follow, list[dict]]:
+def follow(
+    root: Path,
+    page: str,
+    students: int,
+    changes: int,
+    pause: float = 2.0,
+    sampler: list[str] | None = None,
+    raw: Path | None = None,
+) -> tuple[cl.Follow, list[dict]]:
     """`classroom_load follow` on `root`'s app, its script runs recorded from the moment every student has joined
     (and `sampler` + [--pid, PID, --output, raw] running meanwhile): the figures, and the runs."""
     with tempfile.TemporaryDirectory() as d:
@@ -156,17 +173,23 @@ def follow(root: Path, page: str, students: int, changes: int, pause: float = 2.
         server = start_app(log=Path(d) / "log.txt", timeout=120, extra_env={**cl.ONE_ADDRESS, **log.env}, root=root)
         pid, before, spies = server.proc.pid, [], []
         try:
+
             def start() -> None:  # every student has joined: the class's changes (and the idle second) from now
                 before.append(len(log.runs(pid)))
                 if sampler:
-                    spies.append(subprocess.Popen([*sampler, "--pid", str(pid), "--output", str(raw)],
-                                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+                    spies.append(
+                        subprocess.Popen(
+                            [*sampler, "--pid", str(pid), "--output", str(raw)],
+                            stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL,
+                        )
+                    )
 
             f = asyncio.run(cl.follow(server.url, students, changes, pause, 30.0, [pid], 1.0, page, on_start=start))
             for p in spies:
                 p.send_signal(signal.SIGINT)
                 p.wait(60)
-            return f, log.runs(pid)[before[0]:]
+            return f, log.runs(pid)[before[0] :]
         finally:
             server.stop()
 
@@ -199,21 +222,27 @@ def report(args, f, runs: list[dict], samples: Counter) -> None:
     frag = [r for r in runs if r["fragment"]]
     n = args.students
     per_student = statistics.median(f.change_cpu) / n * 1000
-    print(f"\n{args.page}: {n} followers, {args.changes} changes; load {os.getloadavg()[0]:.1f}; "
-          f"p50 {statistics.median(f.latencies):.2f} s, {f.missed} missed")
+    print(
+        f"\n{args.page}: {n} followers, {args.changes} changes; load {os.getloadavg()[0]:.1f}; "
+        f"p50 {statistics.median(f.latencies):.2f} s, {f.missed} missed"
+    )
     print(f"  the app process's CPU per student per change (median): {per_student:.2f} ms")
     if frag:
-        print(f"  the followers' fragment runs: {len(frag)}, thread CPU median "
-              f"{statistics.median(r['cpu'] for r in frag) * 1000:.2f} ms, messages median "
-              f"{statistics.median(r['msgs'] for r in frag):.0f}; other runs {len(runs) - len(frag)}")
+        print(
+            f"  the followers' fragment runs: {len(frag)}, thread CPU median "
+            f"{statistics.median(r['cpu'] for r in frag) * 1000:.2f} ms, messages median "
+            f"{statistics.median(r['msgs'] for r in frag):.0f}; other runs {len(runs) - len(frag)}"
+        )
     by_thread: dict[str, Counter] = {}
     for stack, count in samples.items():
         thread = stack.partition(";")[0]
         kind = "script" if "scriptThread" in thread else "loop" if "MainThread" in thread else "other"
         by_thread.setdefault(kind, Counter())[stack] += count
     total = sum(samples.values()) or 1
-    print(f"  py-spy samples holding the interpreter: {total}, shares below as ms per student per change "
-          f"(the share of samples x {per_student:.2f} ms)")
+    print(
+        f"  py-spy samples holding the interpreter: {total}, shares below as ms per student per change "
+        f"(the share of samples x {per_student:.2f} ms)"
+    )
     for kind, parts in (("script", PARTS), ("loop", LOOP), ("other", [])):
         c = by_thread.get(kind, Counter())
         share = sum(c.values()) / total

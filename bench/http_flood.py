@@ -23,8 +23,9 @@ async def http_loop(url: str, paths: list[str], address: str, stop: asyncio.Even
         path = paths[done % len(paths)]
         try:
             reader, writer = await asyncio.open_connection(host, int(port))
-            writer.write(f"GET {path} HTTP/1.1\r\nHost: x\r\nX-Forwarded-For: {address}\r\n"
-                         "Connection: close\r\n\r\n".encode())
+            writer.write(
+                f"GET {path} HTTP/1.1\r\nHost: x\r\nX-Forwarded-For: {address}\r\nConnection: close\r\n\r\n".encode()
+            )
             await writer.drain()
             await reader.read(65536 if "/events" not in path else 512)
             writer.close()

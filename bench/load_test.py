@@ -67,8 +67,13 @@ from tools.ws_client import StreamlitSession  # noqa: E402
 from ui.page_list import PAGES
 
 DEFAULT = "the animal didn't cross the street because it was too tired"  # ui.state.DEFAULT_SENTENCE
-SWITCH_PAGES = ["Overview", "Tokens and embeddings", "Self-attention, step by step", "Decoder and masking",
-                "Output and decoding"]  # titles of app.py's st.Page entries the students visit, in turn
+SWITCH_PAGES = [
+    "Overview",
+    "Tokens and embeddings",
+    "Self-attention, step by step",
+    "Decoder and masking",
+    "Output and decoding",
+]  # titles of app.py's st.Page entries the students visit, in turn
 
 
 @dataclass
@@ -149,8 +154,9 @@ async def wait_run(page, before: int, timeout: float) -> None:
     await page.wait_for_selector(IDLE_SELECTOR, state="attached", timeout=timeout)
 
 
-def check_text(student: int, own: str, own_translation: str, exception: str, value: str, text: str,
-               require_header: bool = False) -> tuple[str, str]:
+def check_text(
+    student: int, own: str, own_translation: str, exception: str, value: str, text: str, require_header: bool = False
+) -> tuple[str, str]:
     """(error, leak) after an interaction, from the page's first exception box ("" if none), the
     sentence box's value and the main area's text.
 
@@ -312,8 +318,16 @@ class WsStudent:
         await self.session.close()
 
 
-async def student(i: int, client: BrowserStudent | WsStudent, mine: list[tuple[str, str]], n: int, phase: Phase,
-                  report: Report, delay: float, load_timeout: float) -> None:
+async def student(
+    i: int,
+    client: BrowserStudent | WsStudent,
+    mine: list[tuple[str, str]],
+    n: int,
+    phase: Phase,
+    report: Report,
+    delay: float,
+    load_timeout: float,
+) -> None:
     """Arrive after `delay`, load the app, wait for the class, then n interactions: type / switch in turn."""
     await asyncio.sleep(delay)
     try:
@@ -343,8 +357,13 @@ async def student(i: int, client: BrowserStudent | WsStudent, mine: list[tuple[s
                     seconds = await client.switch_page(SWITCH_PAGES[(i + k) % len(SWITCH_PAGES)])
                 error, leak = "", ""
                 if own_translation:
-                    error, leak = check_text(i, own, own_translation, *await client.observe(),
-                                             require_header=client.require_header and kind == "type")
+                    error, leak = check_text(
+                        i,
+                        own,
+                        own_translation,
+                        *await client.observe(),
+                        require_header=client.require_header and kind == "type",
+                    )
                 report.interactions.append(Interaction(i, kind, seconds if not error else None, error, leak))
             except Exception as e:  # noqa: BLE001
                 report.interactions.append(Interaction(i, kind, None, f"{kind}: {type(e).__name__}: {str(e)[:120]}"))
@@ -363,14 +382,16 @@ async def main_async(args) -> Report:
     report = Report()
     pool = sentences(args.students * ((args.interactions + 1) // 2))
     per = (args.interactions + 1) // 2
-    mine = [pool[s * per:(s + 1) * per] for s in range(args.students)]
+    mine = [pool[s * per : (s + 1) * per] for s in range(args.students)]
     for s, sentences_of_s in enumerate(mine):
         for sentence, translation in sentences_of_s:
             OWNER[sentence], TRANSLATIONS[sentence] = s, translation
     root = Path(args.root).resolve() if args.root else None
     server = start_app(log=Path("/tmp") / "glass-load-test.log", timeout=120, root=root)
-    print(f"server {server.url} (log {server.log}), app of {root or 'this checkout'}; students: {args.client} client",
-          flush=True)
+    print(
+        f"server {server.url} (log {server.log}), app of {root or 'this checkout'}; students: {args.client} client",
+        flush=True,
+    )
     cpu0 = cpu_seconds(server.proc.pid)
     try:
         async with contextlib.AsyncExitStack() as stack:
@@ -384,10 +405,16 @@ async def main_async(args) -> Report:
             await asyncio.gather(*(trainer(browser, server.url, report, trainers) for _ in range(args.trainings)))
             print(f"{len(trainers)} trainings started in {time.perf_counter() - t0:.1f} s", flush=True)
             phase = Phase(args.students, args.deadline, args.think)
-            clients = [WsStudent(server.url, args.timeout) if args.client == "ws"
-                       else BrowserStudent(browser, server.url, args.timeout) for _ in range(args.students)]
-            tasks = [student(i, c, mine[i], args.interactions, phase, report, i * args.stagger, args.load_timeout)
-                     for i, c in enumerate(clients)]
+            clients = [
+                WsStudent(server.url, args.timeout)
+                if args.client == "ws"
+                else BrowserStudent(browser, server.url, args.timeout)
+                for _ in range(args.students)
+            ]
+            tasks = [
+                student(i, c, mine[i], args.interactions, phase, report, i * args.stagger, args.load_timeout)
+                for i, c in enumerate(clients)
+            ]
             limit = args.load_timeout + args.students * args.stagger + args.deadline + 180
             try:
                 await asyncio.wait_for(asyncio.gather(*tasks), timeout=limit)
@@ -398,8 +425,19 @@ async def main_async(args) -> Report:
                     bar = page.locator('[data-testid="stProgress"]').first
                     text = await bar.inner_text(timeout=10_000) if await bar.count() else ""
                     main = await page.locator('[data-testid="stMain"]').inner_text()
-                    state = next((s for s in ("Training finished", "Training stopped", "Waiting for a free slot",
-                                              "Training diverged") if s in main), "running")
+                    state = next(
+                        (
+                            s
+                            for s in (
+                                "Training finished",
+                                "Training stopped",
+                                "Waiting for a free slot",
+                                "Training diverged",
+                            )
+                            if s in main
+                        ),
+                        "running",
+                    )
                     report.trainers.append(f"{state}: {' '.join(text.split())[:80]}")
                 except Exception as e:  # noqa: BLE001
                     report.trainers.append(f"unknown ({type(e).__name__})")
@@ -415,9 +453,16 @@ def summarise(report: Report, args) -> dict:
     loads = [x.seconds for x in report.interactions if x.kind == "load" and x.seconds is not None]
     errors = [x for x in report.interactions if x.error]
     leaks = [x for x in report.interactions if x.leak]
-    out = {"client": args.client, "think": args.think, "students": args.students, "trainings": args.trainings,
-           "interactions_done": len(ok),
-           "interactions_planned": args.students * args.interactions, "errors": len(errors), "leaks": len(leaks)}
+    out = {
+        "client": args.client,
+        "think": args.think,
+        "students": args.students,
+        "trainings": args.trainings,
+        "interactions_done": len(ok),
+        "interactions_planned": args.students * args.interactions,
+        "errors": len(errors),
+        "leaks": len(leaks),
+    }
     if ok:
         secs = [x.seconds for x in ok]
         out.update(p50=statistics.median(secs), p95=pct(secs, 0.95), max=max(secs))
@@ -436,8 +481,12 @@ def summarise(report: Report, args) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--client", choices=("browser", "ws"), default="browser",
-                    help="the students: Chromium pages, or tools/ws_client.py's browserless websocket sessions")
+    ap.add_argument(
+        "--client",
+        choices=("browser", "ws"),
+        default="browser",
+        help="the students: Chromium pages, or tools/ws_client.py's browserless websocket sessions",
+    )
     ap.add_argument("--students", type=int, default=30)
     ap.add_argument("--trainings", type=int, default=2)
     ap.add_argument("--interactions", type=int, default=5, help="per student, alternating type / switch")
@@ -445,12 +494,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=60, help="seconds per interaction")
     ap.add_argument("--load-timeout", type=float, default=600, help="seconds for a session's first load of the app")
     ap.add_argument("--stagger", type=float, default=0.5, help="seconds between two students' arrivals")
-    ap.add_argument("--think", type=float, default=0.0,
-                    help="mean seconds a student reads a page before the next interaction (uniform in [0, 2x]); "
-                         "0: the next one at once, which measures a saturated server")
+    ap.add_argument(
+        "--think",
+        type=float,
+        default=0.0,
+        help="mean seconds a student reads a page before the next interaction (uniform in [0, 2x]); "
+        "0: the next one at once, which measures a saturated server",
+    )
     ap.add_argument("--json", help="also write the figures to this file")
-    ap.add_argument("--root", help="run the app of this checkout instead (default: this one); its sidebar must "
-                                   "have the pages the students visit")
+    ap.add_argument(
+        "--root",
+        help="run the app of this checkout instead (default: this one); its sidebar must "
+        "have the pages the students visit",
+    )
     args = ap.parse_args(argv)
     if not set(SWITCH_PAGES) <= {p.title for p in PAGES}:
         print(f"app.py lacks some of the pages {SWITCH_PAGES}", file=sys.stderr)
@@ -459,15 +515,19 @@ def main(argv: list[str] | None = None) -> int:
     report = asyncio.run(main_async(args))
     s = summarise(report, args)
     s["wall_seconds"] = time.perf_counter() - t0
-    print(f"{s['interactions_done']} of {s['interactions_planned']} interactions by {args.students} {args.client} "
-          f"sessions while "
-          f"{args.trainings} models trained ({s['wall_seconds']:.0f} s in all; {args.client} client, mean think time "
-          f"{args.think:g} s)")
+    print(
+        f"{s['interactions_done']} of {s['interactions_planned']} interactions by {args.students} {args.client} "
+        f"sessions while "
+        f"{args.trainings} models trained ({s['wall_seconds']:.0f} s in all; {args.client} client, mean think time "
+        f"{args.think:g} s)"
+    )
     if "p50" in s:
-        print(f"interaction -> updated page: p50 {s['p50']:.2f} s, p95 {s['p95']:.2f} s, max {s['max']:.2f} s "
-              f"(typing: p50 {s.get('type_p50', float('nan')):.2f} / p95 {s.get('type_p95', float('nan')):.2f} s; "
-              f"page switch: p50 {s.get('switch_p50', float('nan')):.2f} / p95 {s.get('switch_p95', float('nan')):.2f}"
-              f" s); target p95 <= 2 s: {'met' if s['p95'] <= 2 else 'NOT met'}")
+        print(
+            f"interaction -> updated page: p50 {s['p50']:.2f} s, p95 {s['p95']:.2f} s, max {s['max']:.2f} s "
+            f"(typing: p50 {s.get('type_p50', float('nan')):.2f} / p95 {s.get('type_p95', float('nan')):.2f} s; "
+            f"page switch: p50 {s.get('switch_p50', float('nan')):.2f} / p95 {s.get('switch_p95', float('nan')):.2f}"
+            f" s); target p95 <= 2 s: {'met' if s['p95'] <= 2 else 'NOT met'}"
+        )
     if "load_p50" in s:
         print(f"first load of the app: p50 {s['load_p50']:.1f} s, p95 {s['load_p95']:.1f} s")
     print(f"errors: {s['errors']} {s['error_samples'] or ''}")
@@ -476,8 +536,9 @@ def main(argv: list[str] | None = None) -> int:
     if s["cpu_seconds"]:  # where the machine's time went: the browsers' share is not the server's latency
         print("CPU seconds used: " + ", ".join(f"{k} {v:.0f}" for k, v in s["cpu_seconds"].items()))
     if args.json:
-        Path(args.json).write_text(json.dumps({**s, "interactions": [asdict(x) for x in report.interactions]},
-                                              indent=1))
+        Path(args.json).write_text(
+            json.dumps({**s, "interactions": [asdict(x) for x in report.interactions]}, indent=1)
+        )
     return 0 if not s["errors"] and not s["leaks"] else 1
 
 

@@ -28,8 +28,16 @@ class TorchReference(nn.Module):
         self.cfg = cfg
         self.src_embed = Embeddings(cfg.src_vocab, cfg, "src")
         self.tgt_embed = Embeddings(cfg.tgt_vocab, cfg, "tgt")
-        self.core = nn.Transformer(cfg.d_model, cfg.n_heads, cfg.n_enc_layers, cfg.n_dec_layers, cfg.d_ff,
-                                   cfg.dropout, batch_first=True, norm_first=cfg.norm_first)
+        self.core = nn.Transformer(
+            cfg.d_model,
+            cfg.n_heads,
+            cfg.n_enc_layers,
+            cfg.n_dec_layers,
+            cfg.d_ff,
+            cfg.dropout,
+            batch_first=True,
+            norm_first=cfg.norm_first,
+        )
         self.core.encoder.use_nested_tensor = False  # its prototype fast path (eval only) just warns here
         self.generator = nn.Linear(cfg.d_model, cfg.tgt_vocab)
         for p in self.parameters():  # the same initialisation as model.transformer.Transformer
@@ -44,9 +52,14 @@ class TorchReference(nn.Module):
         """memory [B, Ts, D], src [B, Ts], tgt_in [B, Tt] -> [B, Tt, D]."""
         causal = trace.interventions.look_ahead_mask
         mask = ~look_ahead_mask(tgt_in.size(1), tgt_in.device)[0, 0] if causal else None  # True = may NOT attend
-        return self.core.decoder(self.tgt_embed(tgt_in, Trace(record=False)), memory, tgt_mask=mask,
-                                 tgt_key_padding_mask=tgt_in == self.cfg.pad_id,
-                                 memory_key_padding_mask=src == self.cfg.pad_id, tgt_is_causal=causal)
+        return self.core.decoder(
+            self.tgt_embed(tgt_in, Trace(record=False)),
+            memory,
+            tgt_mask=mask,
+            tgt_key_padding_mask=tgt_in == self.cfg.pad_id,
+            memory_key_padding_mask=src == self.cfg.pad_id,
+            tgt_is_causal=causal,
+        )
 
     def forward(self, src: Tensor, tgt_in: Tensor, trace: Trace = NO_TRACE) -> Tensor:
         """Teacher-forced logits [B, Tt, V]."""

@@ -67,8 +67,9 @@ def closed_by_server(heads: list[socket.socket], gone: set[int]) -> set[int]:
 def run(heads: int, nofile: int, seconds: float, root: Path | None) -> dict:
     port = free_port()
     log = Path("/tmp") / f"glass-slow-clients-{port}.log"
-    child = spawn("app", ["prlimit", f"--nofile={nofile}:20000", *app_command(port)], log, env=app_env(),
-                  port=port, cwd=root)
+    child = spawn(
+        "app", ["prlimit", f"--nofile={nofile}:20000", *app_command(port)], log, env=app_env(), port=port, cwd=root
+    )
     held: list[socket.socket] = []
     out: dict = {"heads": heads, "nofile": nofile, "timeline": []}
     try:
@@ -87,8 +88,11 @@ def run(heads: int, nofile: int, seconds: float, root: Path | None) -> dict:
             page = served(child.url)
             row = (round(time.monotonic() - t0, 1), len(gone), health, page)
             out["timeline"].append(row)
-            print(f"  {row[0]:5.1f} s: {row[1]} of {heads} closed by the server; health {'ok' if health else 'FAILED'},"
-                  f" page load {'ok' if page else 'FAILED'}", flush=True)
+            print(
+                f"  {row[0]:5.1f} s: {row[1]} of {heads} closed by the server; health {'ok' if health else 'FAILED'},"
+                f" page load {'ok' if page else 'FAILED'}",
+                flush=True,
+            )
             if len(gone) == heads and health and page:
                 break
             time.sleep(1.0)
@@ -109,13 +113,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--root", type=Path, default=None, help="serve this checkout instead (a before)")
     args = ap.parse_args(argv)
     heads, seconds = min(args.heads, 4000), min(args.seconds, 120.0)
-    print(f"{heads} unfinished request heads against one `streamlit run app.py` (soft open-file limit {args.nofile}"
-          f"{', ' + str(args.root) if args.root else ''})", flush=True)
+    print(
+        f"{heads} unfinished request heads against one `streamlit run app.py` (soft open-file limit {args.nofile}"
+        f"{', ' + str(args.root) if args.root else ''})",
+        flush=True,
+    )
     r = run(heads, args.nofile, seconds, args.root)
     closed = r["all_closed_after"]
-    print(f"slow clients: {heads} heads held; all closed by the server after "
-          f"{f'{closed:.0f} s' if closed is not None else f'more than {seconds:.0f} s (never)'}; "
-          f"{r['failed_checks']} of {len(r['timeline'])} health checks or page loads failed meanwhile", flush=True)
+    print(
+        f"slow clients: {heads} heads held; all closed by the server after "
+        f"{f'{closed:.0f} s' if closed is not None else f'more than {seconds:.0f} s (never)'}; "
+        f"{r['failed_checks']} of {len(r['timeline'])} health checks or page loads failed meanwhile",
+        flush=True,
+    )
     return 0
 
 

@@ -30,13 +30,13 @@ from pathlib import Path
 from serving.processes import ROOT, app_command, app_env, free_port, healthy, spawn, stop, wait_until
 from tools.ws_client import StreamlitSession
 
-APP = '''import streamlit as st
+APP = """import streamlit as st
 st.title("Bare")
 with st.sidebar:
     st.text_input("Your sentence", key="sentence")
 for i in range({n}):
     st.markdown(f"Paragraph {{i}}: about as long as one of the app's, with **bold** and *italic* words.")
-'''
+"""
 CONFIG = "[runner]\npostScriptGC = false\n"
 
 
@@ -98,15 +98,19 @@ def against_follow(pages: list[str], roots: list[Path], students: int, changes: 
                 app = statistics.median(f.change_cpu) / students * 1000
                 bare = measure(max(1, msgs - BARE_MESSAGES), students, count)
                 rows.setdefault((page, root.name), []).append((app, bare, msgs))
-                print(f"round {r + 1}: {page} ({root.name}): {students} followers, {msgs} messages a redraw, "
-                      f"{app:.2f} ms per student per change; bare Streamlit, the same messages: {bare:.2f} ms per "
-                      f"rerun: {app / bare:.2f}x; p50 {statistics.median(f.latencies):.2f} s, p95 "
-                      f"{sorted(f.latencies)[int(0.95 * (len(f.latencies) - 1))]:.2f} s, {f.missed} missed",
-                      flush=True)
+                print(
+                    f"round {r + 1}: {page} ({root.name}): {students} followers, {msgs} messages a redraw, "
+                    f"{app:.2f} ms per student per change; bare Streamlit, the same messages: {bare:.2f} ms per "
+                    f"rerun: {app / bare:.2f}x; p50 {statistics.median(f.latencies):.2f} s, p95 "
+                    f"{sorted(f.latencies)[int(0.95 * (len(f.latencies) - 1))]:.2f} s, {f.missed} missed",
+                    flush=True,
+                )
     for (page, name), xs in rows.items():
         ratios = [a / b for a, b, _ in xs]
-        print(f"{page} ({name}): a follower's redraw {statistics.median(ratios):.2f}x the bare-Streamlit floor for the "
-              f"same messages (median of {len(xs)}; worst {max(ratios):.2f}x; goal <= 1.2x)")
+        print(
+            f"{page} ({name}): a follower's redraw {statistics.median(ratios):.2f}x the bare-Streamlit floor for the "
+            f"same messages (median of {len(xs)}; worst {max(ratios):.2f}x; goal <= 1.2x)"
+        )
 
 
 def main() -> None:
@@ -119,18 +123,23 @@ def main() -> None:
     ap.add_argument("--changes", type=int, default=8, help="--follow: the teacher's changes per run")
     args = ap.parse_args()
     if args.follow:
-        against_follow(args.follow, [Path(r).resolve() for r in args.root] or [ROOT], args.sessions, args.changes,
-                       args.rounds, 4)
+        against_follow(
+            args.follow, [Path(r).resolve() for r in args.root] or [ROOT], args.sessions, args.changes, args.rounds, 4
+        )
         return
     t = time.perf_counter()
     rows = [(n, measure(n, args.sessions, args.rounds)) for n in args.elements]
     for n, ms in rows:
-        print(f"{n:4d} paragraphs: {ms:5.2f} ms of server CPU per session rerun (median of {args.rounds} rounds "
-              f"of {args.sessions} sessions)")
+        print(
+            f"{n:4d} paragraphs: {ms:5.2f} ms of server CPU per session rerun (median of {args.rounds} rounds "
+            f"of {args.sessions} sessions)"
+        )
     if len(rows) >= 2:
         slope, fixed = statistics.linear_regression([n for n, _ in rows], [ms for _, ms in rows])
-        print(f"bare Streamlit: {fixed:.2f} ms per rerun + {slope * 1000:.0f} us per element "
-              f"({time.perf_counter() - t:.0f} s)")
+        print(
+            f"bare Streamlit: {fixed:.2f} ms per rerun + {slope * 1000:.0f} us per element "
+            f"({time.perf_counter() - t:.0f} s)"
+        )
 
 
 if __name__ == "__main__":

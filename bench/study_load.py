@@ -69,8 +69,9 @@ def choice_of(i: int, item: dict) -> int:
     return (i + int(item["id"][1:])) % n
 
 
-async def participant(i: int, url: str, code: str, token: str, study, items: int, times: list[float],
-                      sent: list[tuple], timeout: float) -> None:
+async def participant(
+    i: int, url: str, code: str, token: str, study, items: int, times: list[float], sent: list[tuple], timeout: float
+) -> None:
     s = StreamlitSession(url, timeout=timeout)
     try:
         await s.connect("studies", f"study={code}&sk={token}")
@@ -96,12 +97,25 @@ def sent_report(study, sent: list[tuple]) -> report.Report:
     out of the store."""
     people, events = {}, []
     for i, item_id, c in sent:
-        people[i] = {"actor": f"sim-{i}", "condition": "all", "first_form": item_id[0], "phase": "pre", "joined": 0,
-                     "phase_at": 0}
+        people[i] = {
+            "actor": f"sim-{i}",
+            "condition": "all",
+            "first_form": item_id[0],
+            "phase": "pre",
+            "joined": 0,
+            "phase_at": 0,
+        }
         item = next(it for it in study.instrument["forms"][item_id[0]] if it["id"] == item_id)
-        events.append({"actor": f"sim-{i}", "verb": "answered", "object": f"item/{item_id}",
-                       "result": {"choice": c, "correct": c == item["answer"]},
-                       "context": {"phase": "pre", "form": item_id[0]}, "timestamp": 0})
+        events.append(
+            {
+                "actor": f"sim-{i}",
+                "verb": "answered",
+                "object": f"item/{item_id}",
+                "result": {"choice": c, "correct": c == item["answer"]},
+                "context": {"phase": "pre", "form": item_id[0]},
+                "timestamp": 0,
+            }
+        )
     return report.build(study.instrument, list(people.values()), _completed(events, list(people.values())))
 
 
@@ -120,8 +134,9 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if ok else 1
 
 
-def run(participants: int, items: int, processes: int = 2, database: str = "", postgres: bool = False,
-        timeout: float = 300) -> dict:
+def run(
+    participants: int, items: int, processes: int = 2, database: str = "", postgres: bool = False, timeout: float = 300
+) -> dict:
     torch.set_num_threads(1)
     data = Path(tempfile.mkdtemp(prefix="glass-study-load-"))
     pg = None
@@ -131,8 +146,11 @@ def run(participants: int, items: int, processes: int = 2, database: str = "", p
 
             pg = start_postgres(Path(tempfile.mkdtemp(prefix="glass-pg-")))  # its own folder: postgres must enter it
             database = pg.url
-        env = {"GLASS_DATA_DIR": str(data), "OMP_NUM_THREADS": "1", **({"GLASS_DATABASE_URL": database}
-                                                                          if database else {})}
+        env = {
+            "GLASS_DATA_DIR": str(data),
+            "OMP_NUM_THREADS": "1",
+            **({"GLASS_DATABASE_URL": database} if database else {}),
+        }
         db = PostgresDatabase(database) if database else SqliteDatabase(data / "studies.sqlite3")
         store = StudyStore(db)
         inst = build(Models(checkpoint.load(checkpoint.SHIPPED), checkpoint.load(checkpoint.SHIPPED_NO_MASK)))
@@ -144,10 +162,16 @@ def run(participants: int, items: int, processes: int = 2, database: str = "", p
         with Cluster(replicas=processes, timeout=120, workers=0, env=env) as cluster:
             for _ in range(2 * processes):  # the proxy sees every app up (each answers through it)
                 wait_until(lambda: healthy(cluster.url), None, 60, "the apps through HAProxy")
+
             async def everyone() -> list:
-                return await asyncio.gather(*[participant(i, cluster.url, code, token, study, items, times, sent,
-                                                          timeout) for i in range(participants)],
-                                            return_exceptions=True)
+                return await asyncio.gather(
+                    *[
+                        participant(i, cluster.url, code, token, study, items, times, sent, timeout)
+                        for i in range(participants)
+                    ],
+                    return_exceptions=True,
+                )
+
             t0 = time.perf_counter()
             outcomes = asyncio.run(everyone())
             wall = time.perf_counter() - t0
@@ -161,19 +185,30 @@ def run(participants: int, items: int, processes: int = 2, database: str = "", p
         want = sent_report(study, sent)
         equal = [(r["slot"], r["difficulty"]) for r in got.items] == [(r["slot"], r["difficulty"]) for r in want.items]
         load = os.getloadavg()
-        text = (f"{participants} participants x {items} items, {processes} app processes behind HAProxy, "
-                f"{'PostgreSQL' if database else 'SQLite (one file)'}: wall {wall:.1f} s\n"
-                f"  submissions: {len(times)} timed, p50 {statistics.median(times) if times else float('nan'):.2f} s, "
-                f"p95 {_pct(times, 0.95):.2f} s, max {max(times, default=float('nan')):.2f} s\n"
-                f"  sent {len(sent)} answers, stored {len(held)} (lost {lost}, duplicates {duplicates}), "
-                f"participants stored {len(people)} of {participants}, sessions failed {len(failed)}"
-                + (f" (first: {failed[0]!r})" if failed else "") + "\n"
-                f"  report from the store = report from what was sent: {equal} "
-                f"({len(got.items)} item rows)\n"
-                f"  machine load (1, 5, 15 min): {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+        text = (
+            f"{participants} participants x {items} items, {processes} app processes behind HAProxy, "
+            f"{'PostgreSQL' if database else 'SQLite (one file)'}: wall {wall:.1f} s\n"
+            f"  submissions: {len(times)} timed, p50 {statistics.median(times) if times else float('nan'):.2f} s, "
+            f"p95 {_pct(times, 0.95):.2f} s, max {max(times, default=float('nan')):.2f} s\n"
+            f"  sent {len(sent)} answers, stored {len(held)} (lost {lost}, duplicates {duplicates}), "
+            f"participants stored {len(people)} of {participants}, sessions failed {len(failed)}"
+            + (f" (first: {failed[0]!r})" if failed else "")
+            + "\n"
+            f"  report from the store = report from what was sent: {equal} "
+            f"({len(got.items)} item rows)\n"
+            f"  machine load (1, 5, 15 min): {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
+        )
         store.close_db()
-        return {"text": text, "lost": lost, "duplicates": duplicates, "report_equal": equal, "failed": len(failed),
-                "sent": len(sent), "stored": len(held), "p50": statistics.median(times) if times else None}
+        return {
+            "text": text,
+            "lost": lost,
+            "duplicates": duplicates,
+            "report_equal": equal,
+            "failed": len(failed),
+            "sent": len(sent),
+            "stored": len(held),
+            "p50": statistics.median(times) if times else None,
+        }
     finally:
         if pg is not None:
             pg.stop()
@@ -183,8 +218,20 @@ def run(participants: int, items: int, processes: int = 2, database: str = "", p
 
 def _completed(events: list[dict], people: list[dict]) -> list[dict]:
     """The events, plus every participant's pre-test marked complete (the load stops before "Go on")."""
-    return [*events, *({"actor": p["actor"], "verb": "completed", "object": "phase/pre", "result": {},
-                        "context": {"phase": "pre"}, "timestamp": 0} for p in people)]
+    return [
+        *events,
+        *(
+            {
+                "actor": p["actor"],
+                "verb": "completed",
+                "object": "phase/pre",
+                "result": {},
+                "context": {"phase": "pre"},
+                "timestamp": 0,
+            }
+            for p in people
+        ),
+    ]
 
 
 def _pct(xs: list[float], q: float) -> float:

@@ -33,9 +33,15 @@ from playwright.sync_api import sync_playwright
 from serving.replicas import Cluster
 from tools.browser import IDLE_SELECTOR, STEP_JS, launch_chromium, replica_cookie, start_training
 
-SETTINGS = [("d_model", 32), ("Heads", 2), ("Layers (encoder and decoder each)", 1), ("d_ff", 64),
-            ("Batch size (sentence pairs)", 32), ("Steps", 3000),
-            ("Evaluate on held-out pairs every … steps (0: only at the end)", 0)]
+SETTINGS = [
+    ("d_model", 32),
+    ("Heads", 2),
+    ("Layers (encoder and decoder each)", 1),
+    ("d_ff", 64),
+    ("Batch size (sentence pairs)", 32),
+    ("Steps", 3000),
+    ("Evaluate on held-out pairs every … steps (0: only at the end)", 0),
+]
 
 
 def start_run(page, url: str, timeout_ms: float) -> None:
@@ -94,15 +100,24 @@ def main(argv: list[str] | None = None) -> int:
                     again = time.monotonic() - killed
                 except Exception as e:  # noqa: BLE001 - a lost run is a result, not a crash
                     print(f"student {i + 1}: {type(e).__name__}: {str(e).splitlines()[0]}", file=sys.stderr)
-                rows.append({"student": i + 1, "process": on[i], "moved": on[i] == victim, "before": before[i],
-                             "reconnect_s": moved if on[i] == victim else None, "run_again_s": again})
+                rows.append(
+                    {
+                        "student": i + 1,
+                        "process": on[i],
+                        "moved": on[i] == victim,
+                        "before": before[i],
+                        "reconnect_s": moved if on[i] == victim else None,
+                        "run_again_s": again,
+                    }
+                )
             for i, (_, page) in enumerate(students):
                 stopped = None
                 try:
                     page.wait_for_selector(IDLE_SELECTOR, state="attached", timeout=left_ms())
                     page.get_by_test_id("stMain").get_by_role("button", name=re.compile("Stop")).click()
                     done = page.get_by_test_id("stMain").get_by_text(
-                        re.compile(r"Training (stopped|finished).* (\d+) of 3000 steps"))
+                        re.compile(r"Training (stopped|finished).* (\d+) of 3000 steps")
+                    )
                     done.wait_for(timeout=left_ms())
                     stopped = int(re.search(r"(\d+) of 3000 steps", done.inner_text()).group(1))
                 except Exception as e:  # noqa: BLE001
@@ -111,24 +126,30 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             browser.close()
 
-    print(f"{args.students} students, {args.replicas} app processes, {args.workers} queue workers; "
-          f"killed: {victim} ({on.count(victim)} students on it)")
-    print(f"{'student':>7} {'process':>7} {'step before':>11} {'reconnect s':>11} {'run again s':>11} "
-          f"{'stopped at':>10}")
+    print(
+        f"{args.students} students, {args.replicas} app processes, {args.workers} queue workers; "
+        f"killed: {victim} ({on.count(victim)} students on it)"
+    )
+    print(
+        f"{'student':>7} {'process':>7} {'step before':>11} {'reconnect s':>11} {'run again s':>11} {'stopped at':>10}"
+    )
     for r in rows:
         rec = f"{r['reconnect_s']:.1f}" if r["reconnect_s"] is not None else "-"
         again = f"{r['run_again_s']:.1f}" if r["run_again_s"] is not None else "LOST"
-        print(f"{r['student']:>7} {r['process']:>7} {r['before']:>11} {rec:>11} {again:>11} "
-              f"{r.get('stopped_at') or 'LOST':>10}")
-    lost = [r for r in rows if r["run_again_s"] is None or not r.get("stopped_at")
-            or r["stopped_at"] <= r["before"]]
+        print(
+            f"{r['student']:>7} {r['process']:>7} {r['before']:>11} {rec:>11} {again:>11} "
+            f"{r.get('stopped_at') or 'LOST':>10}"
+        )
+    lost = [r for r in rows if r["run_again_s"] is None or not r.get("stopped_at") or r["stopped_at"] <= r["before"]]
     moved = [r for r in rows if r["moved"] and r["run_again_s"] is not None]
     print(f"runs lost: {len(lost)} of {len(rows)} ({sum(r['moved'] for r in rows)} on the killed process)")
     if moved:
-        print(f"students of the killed process: reconnect median "
-              f"{statistics.median(r['reconnect_s'] for r in moved):.1f} s, their run on screen again median "
-              f"{statistics.median(r['run_again_s'] for r in moved):.1f} s (max "
-              f"{max(r['run_again_s'] for r in moved):.1f} s) after the kill")
+        print(
+            f"students of the killed process: reconnect median "
+            f"{statistics.median(r['reconnect_s'] for r in moved):.1f} s, their run on screen again median "
+            f"{statistics.median(r['run_again_s'] for r in moved):.1f} s (max "
+            f"{max(r['run_again_s'] for r in moved):.1f} s) after the kill"
+        )
     return 1 if lost else 0
 
 

@@ -74,19 +74,26 @@ def measure(spec: Spec) -> dict:
     trainer = Trainer(tcfg, data=data, data_sha256=toy_sha256())
     bucket = ORDERS[spec.order]
     if bucket != ORDERS["bucketed"]:
+
         def next_batch():  # the trainer's own loop with another bucket size
             while True:
                 batch = next(trainer._batches, None)
                 if batch is not None:
                     return batch
-                trainer._batches = iter(batches(trainer.encoded, tcfg.batch_size, shuffle=True,
-                                                seed=tcfg.seed + trainer._epoch, bucket=bucket))
+                trainer._batches = iter(
+                    batches(
+                        trainer.encoded, tcfg.batch_size, shuffle=True, seed=tcfg.seed + trainer._epoch, bucket=bucket
+                    )
+                )
                 trainer._epoch += 1
+
         trainer.next_batch = next_batch
     if spec.full_decode:
+
         def decode_all(bundle, pairs, interventions=None, batch_size=256, encoded=None, on_batch=None):
             ev_mod.translate_pairs(bundle, pairs, interventions, batch_size, encoded, on_batch)  # the loss pass
             return ev_mod.translate_batch(bundle, [p.src for p in pairs], interventions, batch_size)
+
         train_mod.translate_pairs = decode_all  # this process only: it runs nothing else
     probes = list(PROBES[tcfg.direction]) if spec.probe_every else []
     references = [find_reference(data, p, tcfg.direction.split("-")[0]) for p in probes]
@@ -135,12 +142,21 @@ def measure(spec: Spec) -> dict:
                 break
     if conn:
         conn.close()
-    return {"row": spec.row, "seed": spec.seed, "settings": spec.settings,
-            "parameters": sum(p.numel() for p in trainer.model.parameters()),
-            "steps": trainer.step, "cpu_s": round(cpu, 2), "ms_per_step": round(statistics.median(step_ms), 2),
-            "hits": {str(t): h for t, h in hits.items()}, "evals": evals,
-            "exact_match": last.exact_match, "bleu": last.bleu, "coref_accuracy": last.coref_accuracy,
-            "heldout_loss": last.heldout_loss}
+    return {
+        "row": spec.row,
+        "seed": spec.seed,
+        "settings": spec.settings,
+        "parameters": sum(p.numel() for p in trainer.model.parameters()),
+        "steps": trainer.step,
+        "cpu_s": round(cpu, 2),
+        "ms_per_step": round(statistics.median(step_ms), 2),
+        "hits": {str(t): h for t, h in hits.items()},
+        "evals": evals,
+        "exact_match": last.exact_match,
+        "bleu": last.bleu,
+        "coref_accuracy": last.coref_accuracy,
+        "heldout_loss": last.heldout_loss,
+    }
 
 
 class _Drain:
@@ -178,8 +194,7 @@ def run_all(specs: Iterable[Spec], jobs: int = 2) -> Iterator[dict]:
             yield measure(s)
         return
     ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_init_worker,
-                             max_tasks_per_child=1) as pool:
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_init_worker, max_tasks_per_child=1) as pool:
         todo = iter(specs)
         running = set()
         for s in todo:  # keep at most `jobs` submitted, so a run's thread CPU time is its own
@@ -197,8 +212,11 @@ def run_all(specs: Iterable[Spec], jobs: int = 2) -> Iterator[dict]:
 
 def summary(results: list[dict]) -> dict:
     """Medians over the seeds of one row; `reached` counts the seeds that reached each target."""
-    out: dict = {"seeds": len(results), "parameters": results[0]["parameters"],
-                 "ms_per_step": statistics.median(r["ms_per_step"] for r in results)}
+    out: dict = {
+        "seeds": len(results),
+        "parameters": results[0]["parameters"],
+        "ms_per_step": statistics.median(r["ms_per_step"] for r in results),
+    }
     for t in TARGETS:
         hit = [r["hits"][str(t)] for r in results if str(t) in r["hits"]]
         out[f"reached_{t}"] = len(hit)
@@ -209,4 +227,3 @@ def summary(results: list[dict]) -> dict:
     corefs = [r["coref_accuracy"] for r in results if r["coref_accuracy"] is not None]
     out["coref_accuracy"] = statistics.median(corefs) if corefs else None
     return out
-

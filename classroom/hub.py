@@ -145,6 +145,7 @@ class EventHub:
                     await asyncio.to_thread(self.store.mark_connected, code, self.where, students, MARK_TTL)
                 except Exception as e:  # noqa: BLE001 - the store is away: told again on the next round
                     _log.info("class events: the pages of %s could not be recorded (%s)", code, e)
+
     def connected(self, code: str) -> Tally[str]:
         """The students (by id) connected to this process for class `code` now, with their connections."""
         return Tally(x.student for x in self._listeners.get(code, ()))

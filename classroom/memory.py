@@ -136,8 +136,9 @@ class MemoryClassStore(MemoryVotes, MemoryRoster, ClassStore):
             c.expires = now + self.idle_seconds
         return c
 
-    def _create(self, code: str, shash: str, state: dict[str, Any], ckey: str, okey: str | None
-                ) -> tuple[bool, str | None]:
+    def _create(
+        self, code: str, shash: str, state: dict[str, Any], ckey: str, okey: str | None
+    ) -> tuple[bool, str | None]:
         with self._lock:
             now = self._clock()
             if self._live(code, now) is not None:
@@ -298,11 +299,19 @@ class MemoryClassStore(MemoryVotes, MemoryRoster, ClassStore):
             counts = [0] * MAX_OPTIONS
             for a in c.answers.values():
                 counts[a] += 1
-            return _snapshot_of(code, json.loads(json.dumps(c.state)), c.version, c.qid, c.question, counts,
-                                c.revealed, sum(until > now for until in c.here.values()), teacher,
-                                c.answers.get(student_id) if student_id else None, c.counters())
-
-
+            return _snapshot_of(
+                code,
+                json.loads(json.dumps(c.state)),
+                c.version,
+                c.qid,
+                c.question,
+                counts,
+                c.revealed,
+                sum(until > now for until in c.here.values()),
+                teacher,
+                c.answers.get(student_id) if student_id else None,
+                c.counters(),
+            )
 
     # -- lesson plans, pacing and snapshots ------------------------------------------------------------------
     def _set_plan(self, code: str, shash: str, plan: dict[str, Any]) -> int:
@@ -331,9 +340,11 @@ class MemoryClassStore(MemoryVotes, MemoryRoster, ClassStore):
         with self._lock:
             c = self._get(code, shash)
             now = self._clock()
-            held = sum(len(k.extra["model"]["weights"]) + len(k.extra["model"]["meta"])
-                       for name, k in self._classes.items()
-                       if name != code and "model" in k.extra and not k.ended and k.expires > now)
+            held = sum(
+                len(k.extra["model"]["weights"]) + len(k.extra["model"]["meta"])
+                for name, k in self._classes.items()
+                if name != code and "model" in k.extra and not k.ended and k.expires > now
+            )
             if held + len(weights) + len(meta) > budget:
                 raise ClassStoreError(_plans.too_many_models(budget // 2**20))
             version = int(c.extra.get("model_v", {}).get("v", 0)) + 1
@@ -350,11 +361,12 @@ class MemoryClassStore(MemoryVotes, MemoryRoster, ClassStore):
             if student_id not in c.students:
                 raise NotFound("Join the class first.")
             mine, theirs = self.limit("shots"), self.limit("shots_client")
-            self._rates.take(now, (mine, mine.key(code=code, student=student_id)),
-                             (theirs, theirs.key(code=code, client=ckey)))
+            self._rates.take(
+                now, (mine, mine.key(code=code, student=student_id)), (theirs, theirs.key(code=code, client=ckey))
+            )
             number = c.numbers.setdefault(student_id, len(c.numbers) + 1)
             n = c.shots[-1]["n"] + 1 if c.shots else 1
-            c.shots = [*c.shots, {"n": n, "student": number, **json.loads(json.dumps(shot))}][-_plans.SHOTS_KEPT:]
+            c.shots = [*c.shots, {"n": n, "student": number, **json.loads(json.dumps(shot))}][-_plans.SHOTS_KEPT :]
             event = c.bump(seq=False, tally=True)
         self._announce(code, event)
         return n

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from classroom.rules import Limit
     from classroom.snapshot import Counters
 
+
 @dataclass
 class _Poll:
     qid: int
@@ -85,8 +86,11 @@ class MemoryVotes:
             if choice >= (len(grid["rows"]) * len(grid["cols"]) if grid else len(poll.record["options"])):
                 raise InvalidInput("no such choice")
             per_student, per_client = self.limit("votes"), self.limit("votes_client")
-            self._rates.take(self._clock(), (per_student, per_student.key(code=code, student=student_id)),
-                             (per_client, per_client.key(client=ckey)))
+            self._rates.take(
+                self._clock(),
+                (per_student, per_student.key(code=code, student=student_id)),
+                (per_client, per_client.key(client=ckey)),
+            )
             mine = poll.votes[poll.round - 1]
             if mine.get(student_id) == choice:
                 return
@@ -122,11 +126,18 @@ class MemoryVotes:
             for v in votes.values():
                 tally[v] = tally.get(v, 0) + 1
             counts.append(tally)
-        return {**json.loads(json.dumps(poll.record)), "qid": poll.qid, "round": poll.round, "open": poll.open,
-                "discuss": poll.discuss, "shown": poll.shown, "revealed": c.revealed and c.qid == poll.qid,
-                "counts": counts,
-                "voted": [len(v) for v in poll.votes],
-                "mine": [v.get(student_id) if student_id else None for v in poll.votes]}
+        return {
+            **json.loads(json.dumps(poll.record)),
+            "qid": poll.qid,
+            "round": poll.round,
+            "open": poll.open,
+            "discuss": poll.discuss,
+            "shown": poll.shown,
+            "revealed": c.revealed and c.qid == poll.qid,
+            "counts": counts,
+            "voted": [len(v) for v in poll.votes],
+            "mine": [v.get(student_id) if student_id else None for v in poll.votes],
+        }
 
     def _poll_read(self, code: str, student_id: str | None) -> dict[str, Any] | None:
         with self._lock:

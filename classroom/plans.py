@@ -43,8 +43,11 @@ MAX_TITLE = 120
 MAX_CAPTION = 400
 MAX_NOTE = 140  # a snapshot's one-line note
 PACE_MODES = ("lead", "free", "plan")
-PACE_LABELS = {"lead": "Students follow me", "free": "Students explore freely",
-               "plan": "Students explore the plan's stops so far"}
+PACE_LABELS = {
+    "lead": "Students follow me",
+    "free": "Students explore freely",
+    "plan": "Students explore the plan's stops so far",
+}
 SHOTS_KEPT = 60  # a class's gallery keeps its newest snapshots
 
 
@@ -115,7 +118,7 @@ def check_stop(raw: object, where: str, pages: Collection[str] | None, heads: Co
     if raw.get("hidden") is not None:
         hidden = raw["hidden"]
         if not isinstance(hidden, dict) or set(hidden) != {"head"}:
-            _fail(where, "hidden values name one head: {\"head\": \"enc.1.self_attn:2\"}")
+            _fail(where, 'hidden values name one head: {"head": "enc.1.self_attn:2"}')
         parsed = parse_head(hidden["head"])
         if parsed is None or (heads is not None and f"{parsed[0]}:{parsed[1]}" not in heads):
             _fail(where, f"the hidden head {str(hidden['head'])[:40]!r} is not a head of the model")
@@ -189,8 +192,13 @@ def plan_from_link(token: object, pages: Collection[str], heads: Collection[str]
 
 def plan_of(data: dict[str, Any]) -> Plan:
     """A stored plan (already checked) as a `Plan`."""
-    return Plan(data["title"], tuple(Stop(s["caption"], s["state"], s.get("question"),
-                                          (s.get("hidden") or {}).get("head")) for s in data["stops"]))
+    return Plan(
+        data["title"],
+        tuple(
+            Stop(s["caption"], s["state"], s.get("question"), (s.get("hidden") or {}).get("head"))
+            for s in data["stops"]
+        ),
+    )
 
 
 PACE_KEYS = ("mode", "paused", "stop", "reveal", "plan", "recall", "shot")
@@ -202,9 +210,15 @@ def check_pace(pace: object) -> dict[str, Any]:
     snapshot the teacher projects (`shot`: its number, its student's, its note and its view; or None)."""
     if not isinstance(pace, dict) or set(pace) - set(PACE_KEYS):
         raise InvalidInput("the pace has a mode, paused, stop, reveal, plan, recall and shot")
-    out = {"mode": pace.get("mode", "lead"), "paused": pace.get("paused", False), "stop": pace.get("stop", -1),
-           "reveal": pace.get("reveal", False), "plan": pace.get("plan", 0), "recall": pace.get("recall", 0),
-           "shot": pace.get("shot")}
+    out = {
+        "mode": pace.get("mode", "lead"),
+        "paused": pace.get("paused", False),
+        "stop": pace.get("stop", -1),
+        "reveal": pace.get("reveal", False),
+        "plan": pace.get("plan", 0),
+        "recall": pace.get("recall", 0),
+        "shot": pace.get("shot"),
+    }
     if out["mode"] not in PACE_MODES:
         raise InvalidInput(f"the mode is one of {', '.join(PACE_MODES)}")
     for key in ("paused", "reveal"):
@@ -222,8 +236,12 @@ def check_pace(pace: object) -> dict[str, Any]:
         for key in ("n", "student"):
             if not isinstance(shot[key], int) or isinstance(shot[key], bool) or not 0 <= shot[key] <= 10**9:
                 raise InvalidInput(f"the snapshot's {key} must be a whole number")
-        out["shot"] = {"n": shot["n"], "student": shot["student"], "note": check_note(shot["note"]),
-                       "state": check_state(shot["state"])}
+        out["shot"] = {
+            "n": shot["n"],
+            "student": shot["student"],
+            "note": check_note(shot["note"]),
+            "state": check_state(shot["state"]),
+        }
     return out
 
 
@@ -235,8 +253,21 @@ def check_note(note: object) -> str:
 
 
 # -- the class board: students' own training runs side by side --------------------------------------------------------
-RUN_SETTINGS = ("arch", "d_model", "n_heads", "n_layers", "d_ff", "dropout", "batch_size", "steps", "warmup",
-                "lr_scale", "label_smoothing", "seed", "look_ahead_mask")
+RUN_SETTINGS = (
+    "arch",
+    "d_model",
+    "n_heads",
+    "n_layers",
+    "d_ff",
+    "dropout",
+    "batch_size",
+    "steps",
+    "warmup",
+    "lr_scale",
+    "label_smoothing",
+    "seed",
+    "look_ahead_mask",
+)
 MAX_CURVE = 60  # points of a run's loss curve on the board
 MAX_RUN_TEXT = 200
 
@@ -250,28 +281,41 @@ def _number(value: object, what: str, low: float = -1e12, high: float = 1e12) ->
 def check_run(run: object) -> dict[str, Any]:
     """A run for the class board: {"settings": {RUN_SETTINGS: value}, "steps": [...], "losses": [...] (at most
     MAX_CURVE each, as long as each other), "exact_match": share or None, "source", "translation"}."""
-    if not isinstance(run, dict) or set(run) != {"settings", "steps", "losses", "exact_match", "source",
-                                                 "translation"}:
+    if not isinstance(run, dict) or set(run) != {"settings", "steps", "losses", "exact_match", "source", "translation"}:
         raise InvalidInput("a board run has settings, steps, losses, exact_match, source and translation")
     settings = run["settings"]
     if not isinstance(settings, dict) or not set(settings) <= set(RUN_SETTINGS):
         raise InvalidInput(f"a run's settings are among {', '.join(RUN_SETTINGS)}")
     clean = {}
     for key, value in settings.items():
-        clean[key] = (check_text(value, 20, key) if isinstance(value, str) else value if isinstance(value, bool)
-                      else _number(value, key))
+        clean[key] = (
+            check_text(value, 20, key)
+            if isinstance(value, str)
+            else value
+            if isinstance(value, bool)
+            else _number(value, key)
+        )
     steps, losses = run["steps"], run["losses"]
-    if not isinstance(steps, list) or not isinstance(losses, list) or len(steps) != len(losses) or \
-            len(steps) > MAX_CURVE:
+    if (
+        not isinstance(steps, list)
+        or not isinstance(losses, list)
+        or len(steps) != len(losses)
+        or len(steps) > MAX_CURVE
+    ):
         raise InvalidInput(f"a run's curve is at most {MAX_CURVE} steps and as many losses")
     steps = [int(_number(s, "a step", 0, 1e9)) for s in steps]
     losses = [float(_number(x, "a loss", 0, 1e6)) for x in losses]
     exact = run["exact_match"]
     if exact is not None:
         exact = float(_number(exact, "the exact match", 0, 1))
-    return {"settings": clean, "steps": steps, "losses": losses, "exact_match": exact,
-            "source": check_text(run["source"], MAX_RUN_TEXT, "the source", allow_empty=True),
-            "translation": check_text(run["translation"], MAX_RUN_TEXT, "the translation", allow_empty=True)}
+    return {
+        "settings": clean,
+        "steps": steps,
+        "losses": losses,
+        "exact_match": exact,
+        "source": check_text(run["source"], MAX_RUN_TEXT, "the source", allow_empty=True),
+        "translation": check_text(run["translation"], MAX_RUN_TEXT, "the translation", allow_empty=True),
+    }
 
 
 RUN_STATES = ("running", "finished", "stopped", "failed")
@@ -293,12 +337,18 @@ def check_attention(att: object) -> dict[str, Any] | None:
             raise InvalidInput(f"a run's attention has 1 to {MAX_ATTENTION_TOKENS} {axis}")
         axes[axis] = [check_text(t, 50, "a token") for t in tokens]
     rows = att["weights"]
-    if not isinstance(rows, list) or len(rows) != len(axes["queries"]) or \
-            not all(isinstance(r, list) and len(r) == len(axes["keys"]) for r in rows):
+    if (
+        not isinstance(rows, list)
+        or len(rows) != len(axes["queries"])
+        or not all(isinstance(r, list) and len(r) == len(axes["keys"]) for r in rows)
+    ):
         raise InvalidInput("a run's attention weights are one row per query and one share per key")
-    return {"step": int(_number(att["step"], "the snapshot's step", 0, 1e9)),
-            "title": check_text(att["title"], MAX_RUN_TEXT, "the snapshot's title"), **axes,
-            "weights": [[float(_number(w, "an attention weight", 0, 1)) for w in r] for r in rows]}
+    return {
+        "step": int(_number(att["step"], "the snapshot's step", 0, 1e9)),
+        "title": check_text(att["title"], MAX_RUN_TEXT, "the snapshot's title"),
+        **axes,
+        "weights": [[float(_number(w, "an attention weight", 0, 1)) for w in r] for r in rows],
+    }
 
 
 def check_class_run(run: object) -> dict[str, Any]:
@@ -323,6 +373,8 @@ CLASS_MODELS_MB = 256
 
 
 def too_many_models(budget_mb: int) -> str:
-    return (f"The server holds as many shared models as it can right now ({budget_mb} MB of them), so your class "
-            "sees the run without its model. It is free again as other classes end (or whoever runs the server "
-            "can raise GLASS_CLASS_MODELS_MB).")
+    return (
+        f"The server holds as many shared models as it can right now ({budget_mb} MB of them), so your class "
+        "sees the run without its model. It is free again as other classes end (or whoever runs the server "
+        "can raise GLASS_CLASS_MODELS_MB)."
+    )

@@ -15,13 +15,16 @@ end
 local function announce(seq, q, tally) announce_key(KEYS[1], ARGV[#ARGV], seq, q, tally) end
 """
 # KEYS: class, answers, counts, students. ARGV[1] secret hash, ARGV[2] idle TTL in ms.
-TEACHER = ANNOUNCE + """
+TEACHER = (
+    ANNOUNCE
+    + """
 local h = redis.call('HMGET', KEYS[1], 'secret', 'ended')
 if h[2] == '1' then return -3 end
 if not h[1] then return -1 end
 if h[1] ~= ARGV[1] then return -2 end
 for i = 1, 5 do redis.call('PEXPIRE', KEYS[i], ARGV[2]) end
 """
+)
 # Rate limits (classroom/rules.py `Limit`: sliding windows, as the memory store's `Windows`): per limit and key a
 # sorted set of the times of the sends it allowed, kept for the limit's seconds. `wait_ms(key, seconds, most)`: ms
 # until one more send fits (nil: it fits now); `spend(key, seconds)`: one send; `limit({key, seconds, most}, ...)`:
@@ -53,7 +56,10 @@ end
 # A student's change of their class. KEYS[1] class, KEYS[2] students; ARGV[1] the student. Refuses an ended (-3),
 # missing (-1) class or a non-member (-6) as {code, 0}; then gives `limit` (above) and `sender()` (the student's
 # number on the class's board, given at their first send).
-MEMBER = ANNOUNCE + LIMIT + """
+MEMBER = (
+    ANNOUNCE
+    + LIMIT
+    + """
 local h = redis.call('HMGET', KEYS[1], 'secret', 'ended')
 if h[2] == '1' then return {-3, 0} end
 if not h[1] then return {-1, 0} end
@@ -67,12 +73,15 @@ local function sender()
   return who
 end
 """
+)
 LUA = {
     # KEYS: class, client's classes, client's starts (the limit "starts"), live classes, owner. ARGV: secret hash,
     # idle TTL ms, state, code, classes per client, starts' most, max classes, prefix, tombstone ms, client, owner
     # given (0/1), starts' seconds. Returns {1, 0, the owner's previous class if this ended it, else ''}, {0, 0} (the
     # code is taken), or {-10|-11|-12, ms to wait} (a limit).
-    "create": ANNOUNCE + LIMIT + """
+    "create": ANNOUNCE
+    + LIMIT
+    + """
 if redis.call('EXISTS', KEYS[1]) == 1 then return {0, 0} end
 local function running(code)
   local h = redis.call('HMGET', ARGV[8] .. ':' .. code, 'secret', 'ended')
@@ -115,24 +124,28 @@ redis.call('ZADD', KEYS[4], rate_t, ARGV[4])
 if ARGV[11] == '1' then redis.call('SET', KEYS[5], ARGV[4], 'PX', ARGV[2]) end
 return {1, 0, ended}""",
     "touch": TEACHER + "return 0",
-    "set_state": TEACHER + """
+    "set_state": TEACHER
+    + """
 redis.call('HSET', KEYS[1], 'state', ARGV[3])
 local version = redis.call('HINCRBY', KEYS[1], 'version', 1)
 announce(1, 0, 0)
 return version""",
-    "ask": TEACHER + """
+    "ask": TEACHER
+    + """
 redis.call('DEL', KEYS[2], KEYS[3])
 redis.call('HSET', KEYS[1], 'question', ARGV[3], 'revealed', 0)
 local qid = redis.call('HINCRBY', KEYS[1], 'qid', 1)
 announce(1, 1, 0)
 return qid""",
-    "reveal": TEACHER + """
+    "reveal": TEACHER
+    + """
 if not redis.call('HGET', KEYS[1], 'question') then return -9 end
 redis.call('HSET', KEYS[1], 'revealed', 1)
 announce(1, 1, 0)
 return 0""",
     # ARGV[4]: the prefix, ARGV[5]: the code (the class leaves its client's classes and the live ones).
-    "end": TEACHER + """
+    "end": TEACHER
+    + """
 local client = redis.call('HGET', KEYS[1], 'client')
 if client then redis.call('SREM', ARGV[4] .. ':client:' .. client, ARGV[5]) end
 redis.call('ZREM', ARGV[4] .. ':live', ARGV[5])
@@ -144,7 +157,8 @@ redis.call('PEXPIRE', KEYS[1], ARGV[3])
 announce(1, 1, 0)
 return 0""",
     # ARGV: student, question id, option
-    "answer": ANNOUNCE + """
+    "answer": ANNOUNCE
+    + """
 local h = redis.call('HMGET', KEYS[1], 'secret', 'ended', 'qid', 'revealed', 'question')
 if h[2] == '1' then return -3 end
 if not h[1] then return -1 end
@@ -173,7 +187,8 @@ local present = redis.call('ZCOUNT', KEYS[6], '(' .. (tonumber(t[1]) + tonumber(
 return {h, redis.call('HGETALL', KEYS[3]), present, mine}""",
     # KEYS: the class's pages (sorted set "where|student" -> until), its students present (student -> until), its
     # students, the class. ARGV: where, seconds, presence seconds, students...
-    "mark_connected": ANNOUNCE + """
+    "mark_connected": ANNOUNCE
+    + """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1e6
 local n = #ARGV - 2  -- (the events channel and the code come last)
@@ -204,7 +219,9 @@ return redis.call('ZRANGEBYSCORE', KEYS[1], tonumber(t[1]) + tonumber(t[2]) / 1e
     # failures' most, failures' seconds, max students (present), trusted (the join link's token was right: 1),
     # client, students per client, presence seconds. Returns -7 with the ms to wait when the client is over its
     # limit of failures.
-    "join": ANNOUNCE + LIMIT + """
+    "join": ANNOUNCE
+    + LIMIT
+    + """
 if ARGV[5] ~= '1' then
   local wait = wait_ms(KEYS[3], ARGV[3], ARGV[2])
   if wait then return {-7, wait} end
@@ -241,9 +258,11 @@ return {1, 0}""",
 # Lesson plans, pacing and snapshots (classroom/plans.py) live in the class's own hash, so they end with it: fields
 # x:plan and x:pace (JSON), x:shot:N (a snapshot, JSON), x:shot_n, x:senders and x:sender:STUDENT (the students'
 # numbers, given when a student first joins: "join" above).
-LUA.update({
-    # KEYS: the class's five. ARGV: secret hash, idle TTL ms, plan JSON, the default pace JSON.
-    "set_plan": TEACHER + """
+LUA.update(
+    {
+        # KEYS: the class's five. ARGV: secret hash, idle TTL ms, plan JSON, the default pace JSON.
+        "set_plan": TEACHER
+        + """
 local old = redis.call('HGET', KEYS[1], 'x:pace')
 local pace = cjson.decode(old or ARGV[4])
 pace['plan'] = (tonumber(pace['plan']) or 0) + 1
@@ -252,12 +271,13 @@ pace['reveal'] = false
 redis.call('HSET', KEYS[1], 'x:plan', ARGV[3], 'x:pace', cjson.encode(pace))
 announce(1, 1, 0)
 return pace['plan']""",
-    # ARGV: secret hash, idle TTL ms, field name, JSON.
-    # KEYS: class, answers, counts, students, joined, the classes with a model (set). ARGV: secret hash, idle TTL
-    # ms, weights and meta (base64: no quote, no backslash), budget in bytes, key prefix. Every class's model
-    # together (their stored length, HSTRLEN: an ended or expired class has none, and leaves the set) within the
-    # budget, or -15.
-    "set_model": TEACHER + """
+        # ARGV: secret hash, idle TTL ms, field name, JSON.
+        # KEYS: class, answers, counts, students, joined, the classes with a model (set). ARGV: secret hash, idle TTL
+        # ms, weights and meta (base64: no quote, no backslash), budget in bytes, key prefix. Every class's model
+        # together (their stored length, HSTRLEN: an ended or expired class has none, and leaves the set) within the
+        # budget, or -15.
+        "set_model": TEACHER
+        + """
 local held = 0
 for _, other in ipairs(redis.call('SMEMBERS', KEYS[6])) do
   if other ~= ARGV[#ARGV] then
@@ -275,13 +295,15 @@ redis.call('HSET', KEYS[1], 'x:model', record, 'x:model_v', '{"v": ' .. v .. '}'
 redis.call('SADD', KEYS[6], ARGV[#ARGV])
 announce(1, 1, 0)
 return v""",
-    "set_extra": TEACHER + """
+        "set_extra": TEACHER
+        + """
 redis.call('HSET', KEYS[1], 'x:' .. ARGV[3], ARGV[4])
 announce(1, 1, 0)
 return 0""",
-    # KEYS: class, students, the limits "shots" and "shots_client". ARGV: student, shot JSON, shots kept, then
-    # seconds and most of each limit. Returns {n, 0}, or {-14, ms to wait} over a limit.
-    "send_shot": MEMBER + """
+        # KEYS: class, students, the limits "shots" and "shots_client". ARGV: student, shot JSON, shots kept, then
+        # seconds and most of each limit. Returns {n, 0}, or {-14, ms to wait} over a limit.
+        "send_shot": MEMBER
+        + """
 local wait = limit({KEYS[3], ARGV[4], ARGV[5]}, {KEYS[4], ARGV[6], ARGV[7]})
 if wait then return {-14, wait} end
 local n = redis.call('HINCRBY', KEYS[1], 'x:shot_n', 1)
@@ -290,17 +312,18 @@ redis.call('HSET', KEYS[1], 'x:shot:' .. n, '{"n":' .. n .. ',"student":' .. who
 if n > tonumber(ARGV[3]) then redis.call('HDEL', KEYS[1], 'x:shot:' .. (n - tonumber(ARGV[3]))) end
 announce(0, 0, 1)
 return {n, 0}""",
-    # KEYS: class, students, the limit "runs". ARGV: student, run JSON, its seconds and most. Returns {number, 0},
-    # or {-14, ms to wait}. The board: fields x:run:NUMBER of the class's hash.
-    "post_run": MEMBER + """
+        # KEYS: class, students, the limit "runs". ARGV: student, run JSON, its seconds and most. Returns {number, 0},
+        # or {-14, ms to wait}. The board: fields x:run:NUMBER of the class's hash.
+        "post_run": MEMBER
+        + """
 local wait = limit({KEYS[3], ARGV[3], ARGV[4]})
 if wait then return {-14, wait} end
 local who = sender()
 redis.call('HSET', KEYS[1], 'x:run:' .. who, '{"student":' .. who .. ',"run":' .. ARGV[2] .. '}')
 announce(0, 0, 1)
 return {tonumber(who), 0}""",
-    # KEYS: class. The board's runs (students are numbered from 1 without gaps).
-    "board": """#!lua flags=no-writes
+        # KEYS: class. The board's runs (students are numbered from 1 without gaps).
+        "board": """#!lua flags=no-writes
 local n = tonumber(redis.call('HGET', KEYS[1], 'x:senders') or '0')
 local out = {}
 for i = 1, n do
@@ -308,8 +331,8 @@ for i = 1, n do
   if run then out[#out + 1] = run end
 end
 return out""",
-    # KEYS: class. ARGV: shots kept. The gallery, oldest first.
-    "shots": """#!lua flags=no-writes
+        # KEYS: class. ARGV: shots kept. The gallery, oldest first.
+        "shots": """#!lua flags=no-writes
 local n = tonumber(redis.call('HGET', KEYS[1], 'x:shot_n') or '0')
 local out = {}
 for i = math.max(1, n - tonumber(ARGV[1]) + 1), n do
@@ -317,4 +340,5 @@ for i = math.max(1, n - tonumber(ARGV[1]) + 1), n do
   if shot then out[#out + 1] = shot end
 end
 return out""",
-})
+    }
+)

@@ -17,7 +17,8 @@ if TYPE_CHECKING:
 
 _ROSTER_LUA = {
     # KEYS: class, students, status. ARGV: student, status JSON, mode. A change of mode moves the tally.
-    "report": "ANNOUNCE" + """
+    "report": "ANNOUNCE"
+    + """
 local h = redis.call('HMGET', KEYS[1], 'secret', 'ended')
 if h[2] == '1' then return -3 end
 if not h[1] then return -1 end
@@ -60,13 +61,19 @@ class RedisRoster:
         def _keys(self, code: str) -> list[str]: ...
         def _errors(self) -> contextlib.AbstractContextManager[None]: ...
         def _poll_keys(self, code: str) -> list[str]: ...
-        def _vote_script(self, name: str, keys: list[str], args: list[Any], code: str,
-                         table: dict[str, str] | None = None) -> Any: ...
+        def _vote_script(
+            self, name: str, keys: list[str], args: list[Any], code: str, table: dict[str, str] | None = None
+        ) -> Any: ...
 
     def _report(self, code: str, student_id: str, status: dict[str, Any]) -> None:
         k = self._keys(code)
-        self._vote_script("report", [k[0], k[3], f"{k[0]}:status"], [student_id, json.dumps(status),
-                                                                    status["mode"]], code, _ROSTER_LUA)
+        self._vote_script(
+            "report",
+            [k[0], k[3], f"{k[0]}:status"],
+            [student_id, json.dumps(status), status["mode"]],
+            code,
+            _ROSTER_LUA,
+        )
 
     def _number(self, code: str, student_id: str) -> int | None:
         with self._errors():
@@ -76,16 +83,23 @@ class RedisRoster:
     def _roster(self, code: str) -> list[dict[str, Any]]:
         k = self._keys(code)
         poll = self._poll_keys(code)
-        rows = self._vote_script("roster", [k[0], k[3], f"{k[0]}:status", f"{k[0]}:here", poll[0], poll[1], poll[2]],
-                                 [], code, _ROSTER_LUA)
+        rows = self._vote_script(
+            "roster", [k[0], k[3], f"{k[0]}:status", f"{k[0]}:here", poll[0], poll[1], poll[2]], [], code, _ROSTER_LUA
+        )
         out = []
         for number, status, present, v1, v2 in rows:
             try:
                 parsed = json.loads(status) if status else None
             except ValueError:
                 parsed = None
-            out.append({"number": int(number) if str(number).isdigit() else 0, "status": parsed,
-                        "present": present == 1, "voted": (v1 == 1, v2 == 1)})
+            out.append(
+                {
+                    "number": int(number) if str(number).isdigit() else 0,
+                    "status": parsed,
+                    "present": present == 1,
+                    "voted": (v1 == 1, v2 == 1),
+                }
+            )
         return out
 
     def _set_device(self, key: str, record: str | None, seconds: float) -> None:

@@ -50,26 +50,39 @@ FULL = "The class service is full right now; try again in a few minutes."
 # (the rate limits, rules.LIMITS: sorted sets, kept for their window; KEY: CLIENT, or CODE:STUDENT, CODE:CLIENT).
 # Clients and owners are hashed. All expire: a class's keys with the class's idle TTL.
 # Every script returns a number >= 0 on success, or one of these:
-_ERRORS = {-1: (NotFound, "No class with this code."), -2: (Forbidden, "Only the teacher can do this."),
-           -3: (ClassEnded, "This class has ended."), -4: (QuestionClosed, "This question is closed."),
-           -5: (InvalidInput, "no such option"), -6: (NotFound, "Join the class first."),
-           -8: (ClassFull, "This class is full."), -9: (QuestionClosed, "There is no question to reveal.")}
+_ERRORS = {
+    -1: (NotFound, "No class with this code."),
+    -2: (Forbidden, "Only the teacher can do this."),
+    -3: (ClassEnded, "This class has ended."),
+    -4: (QuestionClosed, "This question is closed."),
+    -5: (InvalidInput, "no such option"),
+    -6: (NotFound, "Join the class first."),
+    -8: (ClassFull, "This class is full."),
+    -9: (QuestionClosed, "There is no question to reveal."),
+}
 
 
 class RedisClassStore(RedisVotes, RedisRoster, ClassStore):
     """Classes in Redis: any number of app processes (or machines) share them."""
+
     _LUA_PRELUDES = {"TEACHER": _TEACHER, "ANNOUNCE": _ANNOUNCE}  # for the peer-instruction scripts (redis_votes.py)
     _LUA_ERRORS = _ERRORS
 
-    def __init__(self, url: str | None = None, prefix: str = "glass:class", client: Redis | None = None,
-                 **kw: Any) -> None:
+    def __init__(
+        self, url: str | None = None, prefix: str = "glass:class", client: Redis | None = None, **kw: Any
+    ) -> None:
         super().__init__(**kw)
         if client is None:
             import redis  # only needed with this back-end
 
             # (url None as well: redis-py's own error, as before)
-            client = redis.Redis.from_url(cast(str, url), decode_responses=True, socket_timeout=5,
-                                          socket_connect_timeout=5, health_check_interval=30)
+            client = redis.Redis.from_url(
+                cast(str, url),
+                decode_responses=True,
+                socket_timeout=5,
+                socket_connect_timeout=5,
+                health_check_interval=30,
+            )
         self._r = client
         self._p = prefix
         self.channel = f"{prefix}:events"  # every class's events (`watch`)
@@ -78,8 +91,9 @@ class RedisClassStore(RedisVotes, RedisRoster, ClassStore):
         self.reads = ClassReads()  # in use once this process subscribes to the events (`watch`)
         # A script without a shebang is checked against Redis' memory ceiling only until its first write (then
         # it may grow past it, to stay atomic); with one, a script that may write is refused before it starts.
-        self._scripts = {name: client.register_script(src if src.startswith("#!") else "#!lua\n" + src)
-                         for name, src in _LUA.items()}
+        self._scripts = {
+            name: client.register_script(src if src.startswith("#!") else "#!lua\n" + src) for name, src in _LUA.items()
+        }
 
     def _keys(self, code: str) -> list[str]:
         k = f"{self._p}:{code}"
@@ -102,7 +116,7 @@ class RedisClassStore(RedisVotes, RedisRoster, ClassStore):
             raise StoreUnavailable(UNREADABLE) from e
 
     def _run(self, name: str, keys: list[str], *args: Any) -> Any:
-        return self._script(name, keys, list(args), keys[0][len(self._p) + 1:])
+        return self._script(name, keys, list(args), keys[0][len(self._p) + 1 :])
 
     def _script(self, name: str, keys: list[str], args: list[Any], code: str) -> Any:
         """Run one of the scripts (the events channel and the class's code go last: `_ANNOUNCE`)."""
@@ -133,8 +147,9 @@ class RedisClassStore(RedisVotes, RedisRoster, ClassStore):
         self._r.close()
 
     # -- events ----------------------------------------------------------------------------------------
-    def watch(self, on_event: Callable[[str, Counters], None],
-              on_status: Callable[[bool], None] | None = None) -> Callable[[], None]:
+    def watch(
+        self, on_event: Callable[[str, Counters], None], on_status: Callable[[bool], None] | None = None
+    ) -> Callable[[], None]:
         stop = super().watch(on_event, on_status)
         with self._watch_lock:
             if self._listener is None:
@@ -196,8 +211,12 @@ class RedisClassStore(RedisVotes, RedisRoster, ClassStore):
 
     def _mark_connected(self, code: str, where: str, students: list[str], seconds: float) -> None:
         k = self._keys(code)
-        self._script("mark_connected", [f"{k[0]}:pages", f"{k[0]}:here", k[3], k[0]],
-                     [where.replace("|", "_"), seconds, self.presence_seconds, *students], code)
+        self._script(
+            "mark_connected",
+            [f"{k[0]}:pages", f"{k[0]}:here", k[3], k[0]],
+            [where.replace("|", "_"), seconds, self.presence_seconds, *students],
+            code,
+        )
 
     def _connected(self, code: str) -> set[str]:
         with self._errors():
@@ -211,14 +230,36 @@ class RedisClassStore(RedisVotes, RedisRoster, ClassStore):
             return None
         return Counters(int(seq or 0), int(q or 0), int(tally or 0), ended == "1")
 
-    def _create(self, code: str, shash: str, state: dict[str, Any], ckey: str, okey: str | None
-                ) -> tuple[bool, str | None]:
+    def _create(
+        self, code: str, shash: str, state: dict[str, Any], ckey: str, okey: str | None
+    ) -> tuple[bool, str | None]:
         starts, seconds, most = self._rate("starts", client=ckey)
-        keys = [self._keys(code)[0], f"{self._p}:client:{ckey}", starts, f"{self._p}:live",
-                f"{self._p}:owner:{okey or '-'}"]
-        status, wait_ms, *ended = self._script("create", keys, [
-            shash, self._ttl_ms, json.dumps(state), code, self.classes_per_client, most, self.max_classes, self._p,
-            max(1, int(self.tombstone_seconds * 1000)), ckey, int(okey is not None), seconds], code)
+        keys = [
+            self._keys(code)[0],
+            f"{self._p}:client:{ckey}",
+            starts,
+            f"{self._p}:live",
+            f"{self._p}:owner:{okey or '-'}",
+        ]
+        status, wait_ms, *ended = self._script(
+            "create",
+            keys,
+            [
+                shash,
+                self._ttl_ms,
+                json.dumps(state),
+                code,
+                self.classes_per_client,
+                most,
+                self.max_classes,
+                self._p,
+                max(1, int(self.tombstone_seconds * 1000)),
+                ckey,
+                int(okey is not None),
+                seconds,
+            ],
+            code,
+        )
         if status == -10:
             raise ClassStoreError(too_many_classes(self.classes_per_client))
         if status == -11:
@@ -246,8 +287,9 @@ class RedisClassStore(RedisVotes, RedisRoster, ClassStore):
         self._run("reveal", self._keys(code), shash, self._ttl_ms)
 
     def _end(self, code: str, shash: str) -> None:
-        self._run("end", self._keys(code), shash, self._ttl_ms, max(1, int(self.tombstone_seconds * 1000)), self._p,
-                  code)
+        self._run(
+            "end", self._keys(code), shash, self._ttl_ms, max(1, int(self.tombstone_seconds * 1000)), self._p, code
+        )
 
     def _touch(self, code: str, shash: str) -> None:
         self._run("touch", self._keys(code), shash, self._ttl_ms)
@@ -255,9 +297,18 @@ class RedisClassStore(RedisVotes, RedisRoster, ClassStore):
     def _join(self, code: str | None, ckey: str, student_id: str, trusted: bool) -> None:
         keys = self._keys(code or "-")
         fails, seconds, most = self._rate("joinfail", client=ckey)
-        status, wait_ms = self._run("join", [keys[0], keys[3], fails, keys[4], f"{keys[0]}:here"], student_id, most,
-                                    seconds, self.max_students, int(trusted), ckey, self.students_per_client,
-                                    self.presence_seconds)
+        status, wait_ms = self._run(
+            "join",
+            [keys[0], keys[3], fails, keys[4], f"{keys[0]}:here"],
+            student_id,
+            most,
+            seconds,
+            self.max_students,
+            int(trusted),
+            ckey,
+            self.students_per_client,
+            self.presence_seconds,
+        )
         if status == -7:
             raise RateLimited(max(wait_ms, 0) / 1000)
         if status == -13:
@@ -290,16 +341,27 @@ class RedisClassStore(RedisVotes, RedisRoster, ClassStore):
             q = json.loads(question) if question else None
             if q is not None:
                 q = check_question(q["text"], q["options"], q["answer"])
-            return _snapshot_of(code, check_state(json.loads(state)), int(version), int(qid), q, per_option,
-                                revealed == "1", int(n_students), teacher, int(my) if my is not None else None,
-                                counters)
-
-
+            return _snapshot_of(
+                code,
+                check_state(json.loads(state)),
+                int(version),
+                int(qid),
+                q,
+                per_option,
+                revealed == "1",
+                int(n_students),
+                teacher,
+                int(my) if my is not None else None,
+                counters,
+            )
 
     # -- lesson plans, pacing and snapshots ------------------------------------------------------------------
     def _set_plan(self, code: str, shash: str, plan: dict[str, Any]) -> int:
-        return int(self._run("set_plan", self._keys(code), shash, self._ttl_ms, json.dumps(plan),
-                             json.dumps(_plans.DEFAULT_PACE)))
+        return int(
+            self._run(
+                "set_plan", self._keys(code), shash, self._ttl_ms, json.dumps(plan), json.dumps(_plans.DEFAULT_PACE)
+            )
+        )
 
     def _extra(self, code: str, name: str) -> Any:
         def read() -> tuple[Any, ...]:
@@ -321,8 +383,18 @@ class RedisClassStore(RedisVotes, RedisRoster, ClassStore):
         self._run("set_extra", self._keys(code), shash, self._ttl_ms, name, json.dumps(value))
 
     def _set_model(self, code: str, shash: str, weights: str, meta: str, budget: int) -> int:
-        version = int(self._run("set_model", [*self._keys(code), f"{self._p}:models"], shash, self._ttl_ms, weights,
-                                meta, budget, self._p))
+        version = int(
+            self._run(
+                "set_model",
+                [*self._keys(code), f"{self._p}:models"],
+                shash,
+                self._ttl_ms,
+                weights,
+                meta,
+                budget,
+                self._p,
+            )
+        )
         if version == -15:
             raise ClassStoreError(_plans.too_many_models(budget // 2**20))
         return version
@@ -331,8 +403,15 @@ class RedisClassStore(RedisVotes, RedisRoster, ClassStore):
         k = self._keys(code)
         mine, *mine_args = self._rate("shots", code=code, student=student_id)
         theirs, *their_args = self._rate("shots_client", code=code, client=ckey)
-        n, wait_ms = self._run("send_shot", [k[0], k[3], mine, theirs], student_id, json.dumps(shot), _plans.SHOTS_KEPT,
-                               *mine_args, *their_args)
+        n, wait_ms = self._run(
+            "send_shot",
+            [k[0], k[3], mine, theirs],
+            student_id,
+            json.dumps(shot),
+            _plans.SHOTS_KEPT,
+            *mine_args,
+            *their_args,
+        )
         if n == -14:
             raise RateLimited(max(int(wait_ms), 0) / 1000)
         return int(n)

@@ -24,11 +24,15 @@ from classroom.votes import MAX_RESULTS, check_extras, check_grid
 if TYPE_CHECKING:
     from redis import Redis
 
-_MORE_ERRORS = {-20: (QuestionClosed, "The vote is closed."), -22: (QuestionClosed, "There is no vote open."),
-                -23: (QuestionClosed, "The answer is revealed already."),
-                -24: (QuestionClosed, "The vote is locked already."),
-                -25: (QuestionClosed, "Lock the first vote first."), -26: (QuestionClosed, "The class voted twice."),
-                -27: (QuestionClosed, "There is no question open.")}
+_MORE_ERRORS = {
+    -20: (QuestionClosed, "The vote is closed."),
+    -22: (QuestionClosed, "There is no vote open."),
+    -23: (QuestionClosed, "The answer is revealed already."),
+    -24: (QuestionClosed, "The vote is locked already."),
+    -25: (QuestionClosed, "Lock the first vote first."),
+    -26: (QuestionClosed, "The class voted twice."),
+    -27: (QuestionClosed, "There is no question open."),
+}
 
 # `archive(same, qid, most)`: the poll (KEYS[2], its counts KEYS[5] and KEYS[6]) goes to the class's results (KEYS[7],
 # the newest `most` kept) if its question is (same: true) or is not (false) the question `qid`.
@@ -51,7 +55,9 @@ end
 """
 _VOTES_LUA = {
     # KEYS: class, poll, v1, v2, c1, c2, results. ARGV: secret hash, idle TTL ms, qid, record, max results.
-    "poll_open": "TEACHER" + _ARCHIVE + """
+    "poll_open": "TEACHER"
+    + _ARCHIVE
+    + """
 archive(false, ARGV[3], ARGV[5])
 redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6])
 redis.call('HSET', KEYS[2], 'qid', ARGV[3], 'record', ARGV[4], 'round', 1, 'open', 1, 'discuss', 0)
@@ -60,7 +66,9 @@ announce(1, 1, 0)
 return 0""",
     # KEYS: class, students, poll, v1, c1, v2, c2, the limits "votes" and "votes_client". ARGV: student, qid,
     # choice, then seconds and most of each limit.
-    "vote": "ANNOUNCE" + LIMIT + """
+    "vote": "ANNOUNCE"
+    + LIMIT
+    + """
 local h = redis.call('HMGET', KEYS[1], 'secret', 'ended', 'qid', 'revealed')
 if h[2] == '1' then return -3 end
 if not h[1] then return -1 end
@@ -85,7 +93,8 @@ if ttl > 0 then redis.call('PEXPIRE', vk, ttl) redis.call('PEXPIRE', ck, ttl) en
 announce(0, 0, 1)
 return 1""",
     # KEYS: class, poll, v1, v2, c1, c2. ARGV: secret hash, idle TTL ms, move (lock, discuss, revote).
-    "poll_move": "TEACHER" + """
+    "poll_move": "TEACHER"
+    + """
 local p = redis.call('HMGET', KEYS[2], 'qid', 'round', 'open')
 local h = redis.call('HMGET', KEYS[1], 'qid', 'revealed')
 if not p[1] or p[1] ~= h[1] then return -22 end
@@ -111,7 +120,9 @@ return {redis.call('HMGET', KEYS[1], 'secret', 'ended', 'qid', 'revealed'),
         redis.call('HLEN', KEYS[4]), mine[1], mine[2]}""",
     # KEYS: class, poll, v1, v2, c1, c2, results, answers, counts. ARGV: secret hash, idle TTL ms, max results. The
     # question leaves the class; its poll goes to the results.
-    "close_question": "TEACHER" + _ARCHIVE + """
+    "close_question": "TEACHER"
+    + _ARCHIVE
+    + """
 local h = redis.call('HMGET', KEYS[1], 'question', 'qid')
 if not h[1] then return -27 end
 archive(true, h[2], ARGV[3])
@@ -139,8 +150,9 @@ class RedisVotes:
         def _keys(self, code: str) -> list[str]: ...
         def _errors(self) -> contextlib.AbstractContextManager[None]: ...
 
-    def _vote_script(self, name: str, keys: list[str], args: list[Any], code: str,
-                     table: dict[str, str] | None = None) -> Any:
+    def _vote_script(
+        self, name: str, keys: list[str], args: list[Any], code: str, table: dict[str, str] | None = None
+    ) -> Any:
         """Run script `name` of `table` (this module's by default; classroom/redis_roster.py passes its own)."""
         scripts: dict[str, Any] = self.__dict__.setdefault("_votes_scripts", {})
         if name not in scripts:  # the class store's own preludes (checks, announce) go first
@@ -166,26 +178,34 @@ class RedisVotes:
 
     def _poll_open(self, code: str, shash: str, qid: int, record: dict[str, Any]) -> None:
         poll, v1, v2, c1, c2 = self._poll_keys(code)
-        self._vote_script("poll_open", [self._keys(code)[0], poll, v1, v2, c1, c2, f"{self._p}:{code}:results"],
-                          [shash, self._ttl_ms, str(qid), json.dumps(record), MAX_RESULTS], code)
+        self._vote_script(
+            "poll_open",
+            [self._keys(code)[0], poll, v1, v2, c1, c2, f"{self._p}:{code}:results"],
+            [shash, self._ttl_ms, str(qid), json.dumps(record), MAX_RESULTS],
+            code,
+        )
 
     def _vote(self, code: str, student_id: str, question_id: int, choice: int, ckey: str) -> None:
         poll, v1, v2, c1, c2 = self._poll_keys(code)
         mine, *mine_args = self._rate("votes", code=code, student=student_id)
         theirs, *their_args = self._rate("votes_client", client=ckey)
-        self._vote_script("vote", [self._keys(code)[0], self._keys(code)[3], poll, v1, c1, v2, c2, mine, theirs],
-                          [student_id, str(question_id), str(choice), *mine_args, *their_args], code)
+        self._vote_script(
+            "vote",
+            [self._keys(code)[0], self._keys(code)[3], poll, v1, c1, v2, c2, mine, theirs],
+            [student_id, str(question_id), str(choice), *mine_args, *their_args],
+            code,
+        )
 
     def _poll_move(self, code: str, shash: str, move: str) -> None:
-        self._vote_script("poll_move", [self._keys(code)[0], *self._poll_keys(code)], [shash, self._ttl_ms, move],
-                          code)
+        self._vote_script("poll_move", [self._keys(code)[0], *self._poll_keys(code)], [shash, self._ttl_ms, move], code)
 
     def _poll_read(self, code: str, student_id: str | None) -> dict[str, Any] | None:
         poll, v1, v2, c1, c2 = self._poll_keys(code)
         h: list[Any]  # the class's fields, then the poll's (strings, or None where missing)
         p: list[Any]
         h, p, flat1, flat2, n1, n2, m1, m2 = self._vote_script(
-            "poll_read", [self._keys(code)[0], poll, v1, v2, c1, c2], [student_id or ""], code)
+            "poll_read", [self._keys(code)[0], poll, v1, v2, c1, c2], [student_id or ""], code
+        )
         h, p = ([x if x is not False else None for x in (list(v) + [None] * 6)[:6]] for v in (h, p))
         m1, m2 = (None if m is False else m for m in (m1, m2))
         secret, ended, qid, revealed, _, _ = h
@@ -195,12 +215,24 @@ class RedisVotes:
             record = json.loads(p[1])
             q = check_question(record["text"], record["options"], record["answer"])
             grid = check_grid(record["grid"])
-            record = {**q, "kind": check_text(record["kind"], 32, "the kind"),
-                      "grid": grid.as_dict() if grid else None, **check_extras(record)}
-            return {**record, "qid": int(p[0]), "round": int(p[2]), "open": p[3] == "1", "discuss": p[4] == "1",
-                    "shown": p[5] == "1", "revealed": revealed == "1",
-                    "counts": [dict(zip(f[::2], f[1::2], strict=True)) for f in (flat1, flat2)],
-                    "voted": [int(n1), int(n2)], "mine": [int(m) if m is not None else None for m in (m1, m2)]}
+            record = {
+                **q,
+                "kind": check_text(record["kind"], 32, "the kind"),
+                "grid": grid.as_dict() if grid else None,
+                **check_extras(record),
+            }
+            return {
+                **record,
+                "qid": int(p[0]),
+                "round": int(p[2]),
+                "open": p[3] == "1",
+                "discuss": p[4] == "1",
+                "shown": p[5] == "1",
+                "revealed": revealed == "1",
+                "counts": [dict(zip(f[::2], f[1::2], strict=True)) for f in (flat1, flat2)],
+                "voted": [int(n1), int(n2)],
+                "mine": [int(m) if m is not None else None for m in (m1, m2)],
+            }
 
     def _poll_results(self, code: str) -> list[dict[str, Any]]:
         with self._errors():
@@ -215,8 +247,12 @@ class RedisVotes:
 
     def _close_question(self, code: str, shash: str) -> None:
         k = self._keys(code)
-        self._vote_script("close_question", [k[0], *self._poll_keys(code), f"{self._p}:{code}:results", k[1], k[2]],
-                          [shash, self._ttl_ms, MAX_RESULTS], code)
+        self._vote_script(
+            "close_question",
+            [k[0], *self._poll_keys(code), f"{self._p}:{code}:results", k[1], k[2]],
+            [shash, self._ttl_ms, MAX_RESULTS],
+            code,
+        )
 
     def _end_votes(self, code: str) -> None:
         with self._errors():

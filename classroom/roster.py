@@ -40,8 +40,12 @@ if TYPE_CHECKING:
 
 MODES = ("following", "free", "chose", "left")  # follows; explores as the teacher lets everyone; explores by its own
 # button; left follow mode by changing something (a sentence, a step, a page) without the button
-MODE_LABELS = {"following": "following", "free": "exploring (your choice)", "chose": "exploring (their choice)",
-               "left": "left without the button"}
+MODE_LABELS = {
+    "following": "following",
+    "free": "exploring (your choice)",
+    "chose": "exploring (their choice)",
+    "left": "left without the button",
+}
 DEVICE_ROLES = ("lead", "console")  # the screen that leads the class (the projector), or the console beside it
 DEVICE_SECONDS = 12 * 3600  # how long a teacher's browser is remembered (a class ends after 2 idle hours anyway)
 _PAGE = re.compile(r"[a-z0-9_]{1,40}", re.ASCII)
@@ -50,8 +54,11 @@ _PAGE = re.compile(r"[a-z0-9_]{1,40}", re.ASCII)
 def check_status(status: object) -> dict[str, Any]:
     """What a student's session may report: {"mode", "page", "step", "stop", "changed"} (every key optional but
     the mode); anything else, or any value out of shape, is refused."""
-    if not isinstance(status, dict) or "mode" not in status or set(status) - {"mode", "page", "step", "stop",
-                                                                            "changed"}:
+    if (
+        not isinstance(status, dict)
+        or "mode" not in status
+        or set(status) - {"mode", "page", "step", "stop", "changed"}
+    ):
         raise InvalidInput("a status has a mode, and perhaps a page, a step, a stop and what changed")
     if status["mode"] not in MODES:
         raise InvalidInput(f"the mode is one of {', '.join(MODES)}")
@@ -91,8 +98,9 @@ def _pad(browser: str, code: str, n: int) -> bytes:
 def wrap(secret: str, browser: str, code: str) -> str:
     """The class's secret, unreadable without the browser's id (an HMAC of it is the pad)."""
     raw = secret.encode()
-    return base64.urlsafe_b64encode(bytes(a ^ b for a, b in zip(raw, _pad(browser, code, len(raw)),
-                                                              strict=True))).decode()
+    return base64.urlsafe_b64encode(
+        bytes(a ^ b for a, b in zip(raw, _pad(browser, code, len(raw)), strict=True))
+    ).decode()
 
 
 def unwrap(wrapped: str, browser: str, code: str) -> str | None:
@@ -136,8 +144,14 @@ class RosterOps:
                 status = check_status(row["status"]) if row.get("status") is not None else None
             except InvalidInput:
                 status = None
-            out.append({"number": int(row["number"]), "present": bool(row["present"]), "status": status,
-                        "voted": (bool(row["voted"][0]), bool(row["voted"][1]))})
+            out.append(
+                {
+                    "number": int(row["number"]),
+                    "present": bool(row["present"]),
+                    "status": status,
+                    "voted": (bool(row["voted"][0]), bool(row["voted"][1])),
+                }
+            )
         return sorted(out, key=lambda r: r["number"])
 
     def remember_device(self, code: str, secret: str, browser: str, role: str) -> None:
@@ -224,8 +238,15 @@ class MemoryRoster:
             c.present(now)
             poll = self._polls()["polls"].get(code)
             votes = poll.votes if poll is not None and poll.qid == c.qid and c.question is not None else ({}, {})
-            return [{"number": c.numbers.get(x, 0), "present": x in c.here, "status": c.status.get(x),
-                     "voted": (x in votes[0], x in votes[1])} for x in c.students]
+            return [
+                {
+                    "number": c.numbers.get(x, 0),
+                    "present": x in c.here,
+                    "status": c.status.get(x),
+                    "voted": (x in votes[0], x in votes[1]),
+                }
+                for x in c.students
+            ]
 
     def _set_device(self, key: str, record: str | None, seconds: float) -> None:
         with self._lock:

@@ -74,8 +74,11 @@ class Limit:
     def current(self, seconds: float | None = None, most: int | None = None) -> Limit:
         """This limit as a store applies it: with the values the store was given (its constructor's), else with
         its setting's value now."""
-        return replace(self, seconds=seconds or self.seconds,
-                       most=most or (setting(self.env, self.most) if self.env else self.most))
+        return replace(
+            self,
+            seconds=seconds or self.seconds,
+            most=most or (setting(self.env, self.most) if self.env else self.most),
+        )
 
     def key(self, **parts: str) -> str:
         """The key it counts under: `per`'s parts, in order ("ABC234:student-1")."""
@@ -99,7 +102,7 @@ LIMITS = {limit.name: limit for limit in (
 
 
 def parse_head(text: object) -> tuple[str, int] | None:
-    """"enc.0.self_attn:2" -> ("enc.0.self_attn", 2); anything malformed -> None (ASCII digits only:
+    """ "enc.0.self_attn:2" -> ("enc.0.self_attn", 2); anything malformed -> None (ASCII digits only:
     "²" is a digit to str.isdigit but not to int; the encoder has no cross-attention)."""
     m = _HEAD.fullmatch(text) if isinstance(text, str) else None
     if m is None or (m[1] == "enc" and m[3] == "cross_attn"):
@@ -207,7 +210,7 @@ def check_question(text: object, options: object, answer: object) -> dict[str, A
 
 
 def normalize_code(code: object) -> str | None:
-    """"abc 2de-f" -> "ABC2DEF"; None when it cannot be a code."""
+    """ "abc 2de-f" -> "ABC2DEF"; None when it cannot be a code."""
     if not isinstance(code, str) or len(code) > 32:
         return None
     code = re.sub(r"[\s-]", "", code).upper()
@@ -250,5 +253,3 @@ def client_key(client_id: object) -> str:
         return _client_key(client_id)
     except ValueError:
         raise InvalidInput("the client id must be a string of 1-256 characters") from None
-
-

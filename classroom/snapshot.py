@@ -15,6 +15,7 @@ class Counters:
     `seq`: anything a student sees (the teacher's state, a question, its reveal, the end); `q`: a question,
     its reveal or the end (what a student exploring on their own sees); `tally`: joins and answers (what the
     teacher's counts show). Events carry only these numbers; each page reads what it needs in its own run."""
+
     seq: int
     q: int
     tally: int
@@ -35,6 +36,7 @@ class ClassQuestion:
 class ClassSnapshot:
     """What a poll sees. `answer` (the model's) is None until revealed, except for the teacher.
     `version` counts the teacher's `set_state` calls (start 1); `question.id` counts questions."""
+
     code: str
     state: dict[str, Any] = field(default_factory=dict)
     version: int = 0
@@ -54,13 +56,31 @@ class ClassSnapshot:
         return sum(self.counts)
 
 
-def _snapshot_of(code: str, state: dict[str, Any], version: int, qid: int, q: dict[str, Any] | None, counts: list[int],
-                  revealed: bool, students: int, teacher: bool, my_answer: int | None,
-                  counters: Counters | None = None) -> ClassSnapshot:
+def _snapshot_of(
+    code: str,
+    state: dict[str, Any],
+    version: int,
+    qid: int,
+    q: dict[str, Any] | None,
+    counts: list[int],
+    revealed: bool,
+    students: int,
+    teacher: bool,
+    my_answer: int | None,
+    counters: Counters | None = None,
+) -> ClassSnapshot:
     question = ClassQuestion(qid, q["text"], tuple(q["options"])) if q else None
     moved: dict[str, Any] = {"seq": counters.seq, "q": counters.q, "tally": counters.tally} if counters else {}
     n = len(question.options) if question else 0
-    return ClassSnapshot(code=code, state=state, version=version, question=question,
-                         counts=tuple((counts + [0] * n)[:n]), revealed=revealed and question is not None,
-                         answer=q["answer"] if q and (revealed or teacher) else None,
-                         my_answer=my_answer if question else None, students=students, **moved)
+    return ClassSnapshot(
+        code=code,
+        state=state,
+        version=version,
+        question=question,
+        counts=tuple((counts + [0] * n)[:n]),
+        revealed=revealed and question is not None,
+        answer=q["answer"] if q and (revealed or teacher) else None,
+        my_answer=my_answer if question else None,
+        students=students,
+        **moved,
+    )

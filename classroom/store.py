@@ -87,11 +87,19 @@ _log = logging.getLogger("glass.classroom")
 class ClassStore(PeerVotes, RosterOps, ABC):
     """Validation and the public operations; a back-end implements the underscored ones."""
 
-    def __init__(self, idle_seconds: float = IDLE_SECONDS, tombstone_seconds: float = TOMBSTONE_SECONDS,
-                 max_failed_joins: int | None = None, join_window_seconds: float | None = None,
-                 max_students: int = MAX_STUDENTS, max_classes: int | None = None,
-                 classes_per_client: int | None = None, class_starts_per_minute: int | None = None,
-                 students_per_client: int | None = None, presence_seconds: float | None = None):
+    def __init__(
+        self,
+        idle_seconds: float = IDLE_SECONDS,
+        tombstone_seconds: float = TOMBSTONE_SECONDS,
+        max_failed_joins: int | None = None,
+        join_window_seconds: float | None = None,
+        max_students: int = MAX_STUDENTS,
+        max_classes: int | None = None,
+        classes_per_client: int | None = None,
+        class_starts_per_minute: int | None = None,
+        students_per_client: int | None = None,
+        presence_seconds: float | None = None,
+    ):
         self.idle_seconds = idle_seconds
         self.tombstone_seconds = tombstone_seconds
         self.max_students = max_students
@@ -101,7 +109,9 @@ class ClassStore(PeerVotes, RosterOps, ABC):
         self.classes_per_client = classes_per_client or setting("GLASS_CLASSES_PER_CLIENT", CLASSES_PER_CLIENT)
         # the rate limits (rules.LIMITS) this store was given values of: (seconds, most), None where not given
         self._given: dict[str, tuple[float | None, int | None]] = {
-            "joinfail": (join_window_seconds, max_failed_joins), "starts": (None, class_starts_per_minute)}
+            "joinfail": (join_window_seconds, max_failed_joins),
+            "starts": (None, class_starts_per_minute),
+        }
         self.students_per_client = students_per_client or setting("GLASS_STUDENTS_PER_ADDRESS", STUDENTS_PER_CLIENT)
         # Presence: a class counts the students seen in the last `presence_seconds` (a join, an answer, or an
         # open page of the class, which every app process's hub reports every few seconds: `mark_connected`).
@@ -118,8 +128,9 @@ class ClassStore(PeerVotes, RosterOps, ABC):
         return self.limit("joinfail").most
 
     # teacher
-    def create(self, state: dict[str, Any] | None = None, client_id: str = "local", owner: str | None = None
-               ) -> tuple[str, str]:
+    def create(
+        self, state: dict[str, Any] | None = None, client_id: str = "local", owner: str | None = None
+    ) -> tuple[str, str]:
         """A new class with this initial state: (code, teacher secret). Keep the secret in the teacher's
         session only. `client_id` (the address) may run `classes_per_client` classes at once and start
         `class_starts_per_minute` a minute (`RateLimited`: the limit "starts"); `owner` (the teacher's browser, or
@@ -209,8 +220,9 @@ class ClassStore(PeerVotes, RosterOps, ABC):
             raise InvalidInput("no such option")
         self._answer(code, student_id, question_id, option)
 
-    def snapshot(self, code: str | None, *, secret: str | None = None, student_id: str | None = None
-                 ) -> ClassSnapshot | None:
+    def snapshot(
+        self, code: str | None, *, secret: str | None = None, student_id: str | None = None
+    ) -> ClassSnapshot | None:
         """The class as it is now, or None if there is no such class. With the teacher's secret
         (`Forbidden` if wrong) it includes the model's answer before the reveal."""
         norm = normalize_code(code)
@@ -235,8 +247,9 @@ class ClassStore(PeerVotes, RosterOps, ABC):
         norm = normalize_code(code)
         return None if norm is None else self._counters(norm)
 
-    def watch(self, on_event: Callable[[str, Counters], None],
-              on_status: Callable[[bool], None] | None = None) -> Callable[[], None]:
+    def watch(
+        self, on_event: Callable[[str, Counters], None], on_status: Callable[[bool], None] | None = None
+    ) -> Callable[[], None]:
         """Call `on_event(code, counters)` after every change of any class, from another thread (the memory
         back-end: the changing thread; Redis: a subscriber thread of this process), and `on_status(up)` when
         the events stop or resume arriving (Redis unreachable, then back: counters may have moved meanwhile,
@@ -249,6 +262,7 @@ class ClassStore(PeerVotes, RosterOps, ABC):
             with self._watch_lock:
                 with contextlib.suppress(ValueError):
                     self._watchers.remove((on_event, on_status))
+
         return stop
 
     def _announce(self, code: str, counters: Counters) -> None:
@@ -308,8 +322,9 @@ class ClassStore(PeerVotes, RosterOps, ABC):
 
     # back-end
     @abstractmethod
-    def _create(self, code: str, shash: str, state: dict[str, Any], ckey: str, okey: str | None
-                ) -> tuple[bool, str | None]: ...  # (created, the owner's previous class if this ended it)
+    def _create(
+        self, code: str, shash: str, state: dict[str, Any], ckey: str, okey: str | None
+    ) -> tuple[bool, str | None]: ...  # (created, the owner's previous class if this ended it)
 
     @abstractmethod
     def _secret_hash(self, code: str) -> str: ...
@@ -395,8 +410,14 @@ class ClassStore(PeerVotes, RosterOps, ABC):
         out = []
         for shot in self._shots(code):
             with contextlib.suppress(InvalidInput, KeyError, TypeError):
-                out.append({"n": int(shot["n"]), "student": int(shot["student"]), "state": check_state(shot["state"]),
-                            "note": _plans.check_note(shot["note"])})
+                out.append(
+                    {
+                        "n": int(shot["n"]),
+                        "student": int(shot["student"]),
+                        "state": check_state(shot["state"]),
+                        "note": _plans.check_note(shot["note"]),
+                    }
+                )
         return out
 
     def post_run(self, code: str, student_id: str, client_id: str, run: dict[str, Any]) -> int:
@@ -435,13 +456,16 @@ class ClassStore(PeerVotes, RosterOps, ABC):
         if not isinstance(weights, bytes) or not isinstance(meta, bytes):
             raise InvalidInput("a model is its weights and its JSON, as bytes")
         if len(weights) + len(meta) > _plans.MAX_CLASS_MODEL_BYTES:
-            raise InvalidInput(f"This model is larger than {_plans.MAX_CLASS_MODEL_BYTES // 2**20} MB: too large to "
-                               "share with the class.")
+            raise InvalidInput(
+                f"This model is larger than {_plans.MAX_CLASS_MODEL_BYTES // 2**20} MB: too large to "
+                "share with the class."
+            )
         code = self._code(code)
         shash = self._teacher(code, secret)
         budget = setting("GLASS_CLASS_MODELS_MB", _plans.CLASS_MODELS_MB)
-        return self._set_model(code, shash, base64.b64encode(weights).decode(), base64.b64encode(meta).decode(),
-                               budget * 2**20)
+        return self._set_model(
+            code, shash, base64.b64encode(weights).decode(), base64.b64encode(meta).decode(), budget * 2**20
+        )
 
     def class_model(self, code: str) -> tuple[int, bytes, bytes] | None:
         """The teacher's shared model: (version, weights, JSON), or None. Load it with `model.checkpoint.from_bytes`,
@@ -482,10 +506,14 @@ class ClassStore(PeerVotes, RosterOps, ABC):
 
 
 def too_many_classes(limit: int) -> str:
-    return (f"Your network address already runs {limit} classes, the limit per address. End one first (or ask "
-            "whoever runs the server to raise GLASS_CLASSES_PER_CLIENT).")
+    return (
+        f"Your network address already runs {limit} classes, the limit per address. End one first (or ask "
+        "whoever runs the server to raise GLASS_CLASSES_PER_CLIENT)."
+    )
 
 
 def too_many_students(limit: int) -> str:
-    return (f"This class already has {limit} students from your network address, the limit per address. If your "
-            "whole school shares one address, whoever runs the server can raise GLASS_STUDENTS_PER_ADDRESS.")
+    return (
+        f"This class already has {limit} students from your network address, the limit per address. If your "
+        "whole school shares one address, whoever runs the server can raise GLASS_STUDENTS_PER_ADDRESS."
+    )

@@ -48,6 +48,7 @@ GRID_KEYS = ("rows", "cols", "answer")
 @dataclass(frozen=True)
 class Grid:
     """A click question's grid: the labels of its rows and columns (the tensor's axes) and the model's cell."""
+
     rows: tuple[str, ...]
     cols: tuple[str, ...]
     answer: int  # row * len(cols) + col
@@ -62,9 +63,13 @@ class Grid:
         return divmod(choice, len(self.cols))
 
     def as_dict(self) -> dict[str, Any]:
-        return {"rows": list(self.rows), "cols": list(self.cols), "answer": self.answer,
-                **({"values": [list(r) for r in self.values]} if self.values is not None else {}),
-                **({"row": self.row} if self.row is not None else {})}
+        return {
+            "rows": list(self.rows),
+            "cols": list(self.cols),
+            "answer": self.answer,
+            **({"values": [list(r) for r in self.values]} if self.values is not None else {}),
+            **({"row": self.row} if self.row is not None else {}),
+        }
 
 
 def check_grid(grid: object) -> Grid | None:
@@ -85,10 +90,12 @@ def check_grid(grid: object) -> Grid | None:
         raise InvalidInput("the grid's answer must be one of its cells")
     values = grid.get("values")
     if values is not None:
-        ok = (isinstance(values, list | tuple) and len(values) == len(labels[0])
-              and all(isinstance(r, list | tuple) and len(r) == len(labels[1]) for r in values)
-              and all(isinstance(v, int | float) and not isinstance(v, bool) and 0 <= v <= 1
-                      for r in values for v in r))
+        ok = (
+            isinstance(values, list | tuple)
+            and len(values) == len(labels[0])
+            and all(isinstance(r, list | tuple) and len(r) == len(labels[1]) for r in values)
+            and all(isinstance(v, int | float) and not isinstance(v, bool) and 0 <= v <= 1 for r in values for v in r)
+        )
         if not ok:
             raise InvalidInput("a grid's values are numbers from 0 to 1, one per cell")
         values = tuple(tuple(round(float(v), 4) for v in r) for r in values)
@@ -103,6 +110,7 @@ class Poll:
     """A class's poll as one member may see it. `first`/`second`: {choice: count} of round 1 and 2 (None:
     hidden from this member, i.e. a student before the reveal, or a round not held); `voted`: how many voted
     in each round; `my_first`/`my_second`: the asking student's votes."""
+
     qid: int
     kind: str
     text: str
@@ -134,7 +142,7 @@ class Poll:
 
     @property
     def phase(self) -> str:
-        """"vote", "locked", "discuss", "revote", "locked again" or "revealed"."""
+        """ "vote", "locked", "discuss", "revote", "locked again" or "revealed"."""
         if self.revealed:
             return "revealed"
         if self.round == 1:
@@ -159,11 +167,15 @@ def suggest(share: float | None) -> tuple[str, str]:
         return "wait", "No votes yet."
     pct = f"{share:.0%} of the first votes are right"
     if share < REVISIT_BELOW:
-        return "revisit", (f"{pct}, below {REVISIT_BELOW:.0%}: revisit the idea (a hint, another example), "
-                           "then let the class vote again.")
+        return "revisit", (
+            f"{pct}, below {REVISIT_BELOW:.0%}: revisit the idea (a hint, another example), "
+            "then let the class vote again."
+        )
     if share <= REVEAL_ABOVE:
-        return "discuss", (f"{pct}, between {REVISIT_BELOW:.0%} and {REVEAL_ABOVE:.0%}: ask the class to convince "
-                           "a neighbour who voted differently, then vote again.")
+        return "discuss", (
+            f"{pct}, between {REVISIT_BELOW:.0%} and {REVEAL_ABOVE:.0%}: ask the class to convince "
+            "a neighbour who voted differently, then vote again."
+        )
     return "reveal", f"{pct}, above {REVEAL_ABOVE:.0%}: reveal the answer, explain briefly and move on."
 
 
@@ -175,8 +187,10 @@ def suggest_after(first: float | None, second: float | None) -> tuple[str, str]:
     change = "" if first is None else f" ({(second - first) * 100:+.0f} points from the first vote)"
     pct = f"{second:.0%} of the second votes are right{change}"
     if second < REVISIT_BELOW:
-        return "revisit", (f"{pct}, still below {REVISIT_BELOW:.0%}: the discussion did not settle it. Reveal, then "
-                           "explain the idea again with another example.")
+        return "revisit", (
+            f"{pct}, still below {REVISIT_BELOW:.0%}: the discussion did not settle it. Reveal, then "
+            "explain the idea again with another example."
+        )
     if second <= REVEAL_ABOVE:
         return "reveal and explain", (f"{pct}: reveal, and ask a student who changed their mind to explain why.")
     return "reveal", f"{pct}, above {REVEAL_ABOVE:.0%}: reveal the answer, confirm it briefly and move on."
@@ -198,23 +212,45 @@ def results_csv(rows: list[dict[str, Any]]) -> str:
     plan's stop it was asked at and how many students were present."""
     out = io.StringIO()
     w = csv.writer(out)
-    w.writerow(["question", "kind", "text", "model's answer", "asked at (UTC)", "plan stop", "students present",
-                "round 1 votes", "round 1 share correct", "round 1 distribution", "round 2 votes",
-                "round 2 share correct", "round 2 distribution"])
+    w.writerow(
+        [
+            "question",
+            "kind",
+            "text",
+            "model's answer",
+            "asked at (UTC)",
+            "plan stop",
+            "students present",
+            "round 1 votes",
+            "round 1 share correct",
+            "round 1 distribution",
+            "round 2 votes",
+            "round 2 share correct",
+            "round 2 distribution",
+        ]
+    )
     for r in rows:
         grid = check_grid(r.get("grid"))
         correct = grid.answer if grid else r["answer"]
         asked = r.get("asked")
-        line = [r["qid"], r["kind"], r["text"], choice_label(r, correct),
-                time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(asked)) if isinstance(asked, int | float) else "",
-                r["stop"] + 1 if isinstance(r.get("stop"), int) and r["stop"] >= 0 else "",
-                r.get("students", "")]
+        line = [
+            r["qid"],
+            r["kind"],
+            r["text"],
+            choice_label(r, correct),
+            time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(asked)) if isinstance(asked, int | float) else "",
+            r["stop"] + 1 if isinstance(r.get("stop"), int) and r["stop"] >= 0 else "",
+            r.get("students", ""),
+        ]
         for key in ("first", "second"):
             counts = {int(k): int(v) for k, v in (r.get(key) or {}).items()}
             share = share_correct(counts, correct)
             held = r.get(key) is not None
-            line += [sum(counts.values()) if held else "", "" if share is None else f"{share:.3f}",
-                     distribution(r, grid, counts) if held else ""]
+            line += [
+                sum(counts.values()) if held else "",
+                "" if share is None else f"{share:.3f}",
+                distribution(r, grid, counts) if held else "",
+            ]
         w.writerow([_cell(x) for x in line])
     return out.getvalue()
 
@@ -226,8 +262,12 @@ def distribution(r: dict[str, Any], grid: Grid | None, counts: dict[int, int]) -
     row = grid.row if grid.row is not None else grid.cell(grid.answer)[0]
     cells = range(row * len(grid.cols), (row + 1) * len(grid.cols))
     elsewhere = sum(n for c, n in counts.items() if c not in cells)
-    return "; ".join([*(f"{choice_label(r, c)} = {counts.get(c, 0)}" for c in cells),
-                      *([f"other rows = {elsewhere}"] if elsewhere else [])])
+    return "; ".join(
+        [
+            *(f"{choice_label(r, c)} = {counts.get(c, 0)}" for c in cells),
+            *([f"other rows = {elsewhere}"] if elsewhere else []),
+        ]
+    )
 
 
 def _cell(value: object) -> object:
@@ -239,8 +279,18 @@ def _cell(value: object) -> object:
 class PeerVotes:
     """Peer instruction's operations on a `ClassStore` (the back-end implements the underscored ones)."""
 
-    def ask_peer(self, code: str, secret: str, text: str, options: object, answer: int, kind: str = "question",
-                 grid: object = None, detail: str = "", stop: int | None = None) -> int:
+    def ask_peer(
+        self,
+        code: str,
+        secret: str,
+        text: str,
+        options: object,
+        answer: int,
+        kind: str = "question",
+        grid: object = None,
+        detail: str = "",
+        stop: int | None = None,
+    ) -> int:
         """Ask a question and open its first vote (`grid`: a click question's rows, columns and model's cell;
         `detail`: the numbers behind the model's answer, shown to students at the reveal; `stop`: the plan's stop it
         is asked at); returns the question's id. The poll before it goes to the class's results."""
@@ -253,8 +303,15 @@ class PeerVotes:
         qid = self.ask(code, secret, q["text"], q["options"], q["answer"])
         code = self._code(code)
         snap = self.snapshot(code, secret=secret)
-        record = {**q, "kind": kind, "grid": checked.as_dict() if checked else None, "detail": detail, "stop": stop,
-                  "asked": int(time.time()), "students": snap.students if snap is not None else 0}
+        record = {
+            **q,
+            "kind": kind,
+            "grid": checked.as_dict() if checked else None,
+            "detail": detail,
+            "stop": stop,
+            "asked": int(time.time()),
+            "students": snap.students if snap is not None else 0,
+        }
         self._poll_open(code, self._teacher(code, secret), qid, record)
         return qid
 
@@ -324,8 +381,9 @@ class PeerVotes:
     def ask(self, code: str, secret: str, text: str, options: object, answer: int) -> int:
         raise NotImplementedError
 
-    def snapshot(self, code: str | None, *, secret: str | None = None, student_id: str | None = None
-                 ) -> ClassSnapshot | None:
+    def snapshot(
+        self, code: str | None, *, secret: str | None = None, student_id: str | None = None
+    ) -> ClassSnapshot | None:
         raise NotImplementedError
 
     def is_teacher(self, code: str, secret: object) -> bool:
@@ -366,9 +424,11 @@ RECORD_EXTRAS = ("detail", "stop", "asked", "students")  # what a poll's record 
 
 def _summary(raw: dict[str, Any]) -> dict[str, Any]:
     """A poll as one row of the class's results (no student ids)."""
-    return {k: raw[k] for k in ("qid", "kind", "text", "options", "answer", "grid")} | {
-        k: raw.get(k) for k in RECORD_EXTRAS} | {
-        "first": raw["counts"][0], "second": raw["counts"][1] if raw["round"] == 2 else None}
+    return (
+        {k: raw[k] for k in ("qid", "kind", "text", "options", "answer", "grid")}
+        | {k: raw.get(k) for k in RECORD_EXTRAS}
+        | {"first": raw["counts"][0], "second": raw["counts"][1] if raw["round"] == 2 else None}
+    )
 
 
 def check_extras(record: dict[str, Any]) -> dict[str, Any]:
@@ -390,11 +450,22 @@ def _poll_of(raw: dict[str, Any], teacher: bool) -> Poll:
     counts = [{int(k): int(v) for k, v in c.items() if int(v) > 0} for c in raw["counts"]]
     if grid is not None and not shown:
         grid = Grid(grid.rows, grid.cols, -1, None, grid.row)  # the model's cell and values hidden
-    return Poll(qid=raw["qid"], kind=raw["kind"], text=raw["text"], options=tuple(raw["options"]),
-                answer=raw["answer"] if shown else None, grid=grid,
-                round=raw["round"], open=bool(raw["open"]) and not revealed, discuss=bool(raw["discuss"]),
-                revealed=revealed, voted=tuple(raw["voted"]),
-                first=counts[0] if shown or first_shown else None,
-                second=counts[1] if shown and raw["round"] == 2 else None,
-                my_first=raw["mine"][0], my_second=raw["mine"][1], shown=first_shown,
-                detail=raw.get("detail", "") if shown else "")
+    return Poll(
+        qid=raw["qid"],
+        kind=raw["kind"],
+        text=raw["text"],
+        options=tuple(raw["options"]),
+        answer=raw["answer"] if shown else None,
+        grid=grid,
+        round=raw["round"],
+        open=bool(raw["open"]) and not revealed,
+        discuss=bool(raw["discuss"]),
+        revealed=revealed,
+        voted=tuple(raw["voted"]),
+        first=counts[0] if shown or first_shown else None,
+        second=counts[1] if shown and raw["round"] == 2 else None,
+        my_first=raw["mine"][0],
+        my_second=raw["mine"][1],
+        shown=first_shown,
+        detail=raw.get("detail", "") if shown else "",
+    )

@@ -64,9 +64,15 @@ ROOT = Path(__file__).resolve().parents[1]
 IMAGES = {"app": "glass-transformer:app", "redis": "glass-transformer:redis", "proxy": "glass-transformer:proxy"}
 # the check's own backend network, so that it can run beside a stack with compose.yaml's defaults
 SUBNET, PROXY_ADDRESS = "172.30.84.0/24", "172.30.84.10"
-RUN = [("d_model", 16), ("Heads", 2), ("Layers (encoder and decoder each)", 1), ("d_ff", 32),
-       ("Batch size (sentence pairs)", 16), ("Steps", 1500),
-       ("Evaluate on held-out pairs every … steps (0: only at the end)", 0)]
+RUN = [
+    ("d_model", 16),
+    ("Heads", 2),
+    ("Layers (encoder and decoder each)", 1),
+    ("d_ff", 32),
+    ("Batch size (sentence pairs)", 16),
+    ("Steps", 1500),
+    ("Evaluate on held-out pairs every … steps (0: only at the end)", 0),
+]
 JOIN_TRIES, JOIN_WAIT = 6, 20  # a student reloading a join link that did not join
 REDIS_PING = 'REDISCLI_AUTH="$(cat /run/secrets/redis_password)" redis-cli -h 127.0.0.1 '
 
@@ -210,8 +216,9 @@ def worker_names(redis: str) -> list[str]:
 
 
 def redis_answers(redis: str) -> bool:
-    r = subprocess.run(["docker", "exec", redis, "sh", "-c", REDIS_PING + "ping"], capture_output=True, text=True,
-                       timeout=10)
+    r = subprocess.run(
+        ["docker", "exec", redis, "sh", "-c", REDIS_PING + "ping"], capture_output=True, text=True, timeout=10
+    )
     return r.stdout.strip() == "PONG"
 
 
@@ -229,7 +236,8 @@ def join(page, link: str, code: str, dl: Deadline, shots: Path) -> list[str]:
         page.goto(link)
         try:
             page.get_by_test_id("stSidebar").get_by_text(f"Following class {code}").wait_for(
-                timeout=min(JOIN_WAIT * 1000, dl.ms()))
+                timeout=min(JOIN_WAIT * 1000, dl.ms())
+            )
             assert_no_exception(page)
             page.screenshot(path=str(shots / "4-joined-after-redis-restart.png"))
             return failed
@@ -295,12 +303,16 @@ def use_the_stack(url: str, compose: list[str], env: dict, fig: Figures, dl: Dea
             assert_no_exception(page)
             done.scroll_into_view_if_needed()
             page.screenshot(path=str(shots / "3-run-finished.png"))
-            fig.add("run survived the app container's death",
-                    f"yes: the tab's cookie named the other replica after {moved:.1f} s, the run on screen again "
-                    f"after {again:.1f} s, \"{done.inner_text().strip()}\" {finished:.0f} s after the kill")
+            fig.add(
+                "run survived the app container's death",
+                f"yes: the tab's cookie named the other replica after {moved:.1f} s, the run on screen again "
+                f'after {again:.1f} s, "{done.inner_text().strip()}" {finished:.0f} s after the kill',
+            )
             wait_for("the killed app container back and healthy", lambda: health(victim) == "healthy", dl.ms() / 1000)
-            fig.add("killed app container restarted by Docker",
-                    f"healthy again, restarts: {inspect(victim, '{{.RestartCount}}')}")
+            fig.add(
+                "killed app container restarted by Docker",
+                f"healthy again, restarts: {inspect(victim, '{{.RestartCount}}')}",
+            )
             ctx.close()
 
             # a training queue worker dies (idle now); Docker restarts it and a new worker there says it is alive
@@ -308,13 +320,19 @@ def use_the_stack(url: str, compose: list[str], env: dict, fig: Figures, dl: Dea
             before = set(worker_names(redis))
             crash(worker)
             killed = time.monotonic()
-            wait_for("a new worker in the killed worker's container", lambda: any(
-                n.startswith(worker[:12]) for n in set(worker_names(redis)) - before), dl.ms() / 1000, every=0.2)
+            wait_for(
+                "a new worker in the killed worker's container",
+                lambda: any(n.startswith(worker[:12]) for n in set(worker_names(redis)) - before),
+                dl.ms() / 1000,
+                every=0.2,
+            )
             back = time.monotonic() - killed
             wait_for("the killed worker's container healthy", lambda: health(worker) == "healthy", dl.ms() / 1000)
-            fig.add("killed worker restarted by Docker",
-                    f"its new worker's first heartbeat {back:.1f} s after the kill, "
-                    f"container healthy after {time.monotonic() - killed:.0f} s")
+            fig.add(
+                "killed worker restarted by Docker",
+                f"its new worker's first heartbeat {back:.1f} s after the kill, "
+                f"container healthy after {time.monotonic() - killed:.0f} s",
+            )
 
             # Redis dies; Docker restarts it; the class is still there
             crash(redis)
@@ -327,14 +345,21 @@ def use_the_stack(url: str, compose: list[str], env: dict, fig: Figures, dl: Dea
             tries = join(page, f"{url}/classroom?class={code}", code, dl, shots)
             kept = keys_after >= keys_before > 0
             fig.ok = fig.ok and kept
-            fig.add("Redis restart kept the class",
-                    f"{'yes' if kept else 'NO'}: Redis answered an authenticated PING {back:.1f} s after the kill "
-                    f"(restarts: {inspect(redis, '{{.RestartCount}}')}), "
-                    f"class {code} keys {keys_before} -> {keys_after}")
-            fig.add("a new student joins it through the proxy",
-                    f"{time.monotonic() - killed:.1f} s after the kill, "
-                    + ("at the first try" if not tries else
-                       f"after {len(tries)} loads that did not join ({'; '.join(tries)}), each given {JOIN_WAIT} s"))
+            fig.add(
+                "Redis restart kept the class",
+                f"{'yes' if kept else 'NO'}: Redis answered an authenticated PING {back:.1f} s after the kill "
+                f"(restarts: {inspect(redis, '{{.RestartCount}}')}), "
+                f"class {code} keys {keys_before} -> {keys_after}",
+            )
+            fig.add(
+                "a new student joins it through the proxy",
+                f"{time.monotonic() - killed:.1f} s after the kill, "
+                + (
+                    "at the first try"
+                    if not tries
+                    else f"after {len(tries)} loads that did not join ({'; '.join(tries)}), each given {JOIN_WAIT} s"
+                ),
+            )
         finally:
             browser.close()
 
@@ -350,8 +375,10 @@ def build(cmd: list[str], env: dict, cold: bool, fig: Figures, base: str) -> Non
     if cold:
         timed([*cmd, "build", "--no-cache", "app"], 3600, env)
     timed([*cmd, "build", "app", "redis", "proxy"], 3600, env)
-    fig.add("build, " + ("cold (--no-cache)" if cold else "first (what Docker had cached)"),
-            f"{time.monotonic() - t:.0f} s (base {base})")
+    fig.add(
+        "build, " + ("cold (--no-cache)" if cold else "first (what Docker had cached)"),
+        f"{time.monotonic() - t:.0f} s (base {base})",
+    )
     again = timed([*cmd, "build", "app", "redis", "proxy"], 3600, env)
     fig.add("build, cached (again, nothing changed)", f"{again:.0f} s")
 
@@ -361,14 +388,22 @@ def run(args) -> Figures:
     compose = compose_command()
     base = base_image(fig)
     if not list((ROOT / "deploy" / "wheels").glob("torch-*+cpu-*.whl")):
-        fig.add("wheelhouse (deploy/wheelhouse.sh)",
-                f"{timed(['deploy/wheelhouse.sh'], 1800, {**os.environ, 'GLASS_BASE_IMAGE': base}):.0f} s")
+        fig.add(
+            "wheelhouse (deploy/wheelhouse.sh)",
+            f"{timed(['deploy/wheelhouse.sh'], 1800, {**os.environ, 'GLASS_BASE_IMAGE': base}):.0f} s",
+        )
     project = f"glass-check-{os.getpid()}"
     port = free_port()
     secrets_dir = Path(tempfile.mkdtemp(prefix="glass-check-secrets-"))
-    env = {**os.environ, "GLASS_BASE_IMAGE": base, "GLASS_BIND": "127.0.0.1", "GLASS_PORT": str(port),
-           "GLASS_BACKEND_SUBNET": SUBNET, "GLASS_PROXY_ADDRESS": PROXY_ADDRESS,
-           "COMPOSE_PROJECT_NAME": project}
+    env = {
+        **os.environ,
+        "GLASS_BASE_IMAGE": base,
+        "GLASS_BIND": "127.0.0.1",
+        "GLASS_PORT": str(port),
+        "GLASS_BACKEND_SUBNET": SUBNET,
+        "GLASS_PROXY_ADDRESS": PROXY_ADDRESS,
+        "COMPOSE_PROJECT_NAME": project,
+    }
     cmd = [*compose, "--env-file", str(make_secrets(secrets_dir))]
     shots = Path(args.shots) if args.shots else Path(tempfile.mkdtemp(prefix="glass-check-shots-"))
     shots.mkdir(parents=True, exist_ok=True)
@@ -381,9 +416,11 @@ def run(args) -> Figures:
         sh([*cmd, "up", "-d", "--no-build", "--scale", "app=2", "--scale", f"worker={args.workers}"], 600, env)
         every = [c for s in ("redis", "app", "worker", "proxy") for c in containers(cmd, env, s)]
         wait_for("every container healthy", lambda: all(health(c) == "healthy" for c in every), dl.ms() / 1000)
-        fig.add("stack up (up -d until all healthy)",
-                f"{time.monotonic() - t:.0f} s: 2 app replicas, Redis, HAProxy, {args.workers} worker(s), "
-                f"http://127.0.0.1:{port}")
+        fig.add(
+            "stack up (up -d until all healthy)",
+            f"{time.monotonic() - t:.0f} s: 2 app replicas, Redis, HAProxy, {args.workers} worker(s), "
+            f"http://127.0.0.1:{port}",
+        )
         use_the_stack(f"http://127.0.0.1:{port}", cmd, env, fig, dl, shots)
     except Exception as e:  # noqa: BLE001 - a failed step is a result: print it, tear down, exit 1
         fig.ok = False
@@ -391,12 +428,18 @@ def run(args) -> Figures:
         with contextlib.suppress(Exception):
             print(sh([*cmd, "logs", "--tail", "30"], 60, env, check=False)[-6000:], file=sys.stderr)
     finally:
-        subprocess.run([*cmd, "down", "-v", "--remove-orphans", "--timeout", "10"], env=env, cwd=ROOT,
-                       capture_output=True, timeout=300)
+        subprocess.run(
+            [*cmd, "down", "-v", "--remove-orphans", "--timeout", "10"],
+            env=env,
+            cwd=ROOT,
+            capture_output=True,
+            timeout=300,
+        )
         shutil.rmtree(secrets_dir, ignore_errors=True)
         left = sh(["docker", "ps", "-aq", "--filter", f"label=com.docker.compose.project={project}"], check=False)
-        fig.add("torn down", "containers, networks, volume, secrets"
-                + (f"; LEFT: {left.split()}" if left.strip() else ""))
+        fig.add(
+            "torn down", "containers, networks, volume, secrets" + (f"; LEFT: {left.split()}" if left.strip() else "")
+        )
         fig.add("screenshots", str(shots))
     return fig
 

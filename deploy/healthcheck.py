@@ -36,8 +36,10 @@ def worker_healthy() -> bool:
     seconds, micros = conn.time()
     now = seconds + micros / 1e6
     mine = f"{socket.gethostname()}-"
-    return any(name.decode().startswith(mine) and now - beat < FRESH_SECONDS
-               for name, beat in conn.zrange(WORKERS_KEY, 0, -1, withscores=True))
+    return any(
+        name.decode().startswith(mine) and now - beat < FRESH_SECONDS
+        for name, beat in conn.zrange(WORKERS_KEY, 0, -1, withscores=True)
+    )
 
 
 def main(argv: list[str]) -> int:

@@ -19,10 +19,12 @@ import sys
 from pathlib import Path
 
 # the file, and the variable compose.yaml reads its path from
-SECRETS = {"redis_password": "GLASS_REDIS_PASSWORD_FILE",
-           "redis_worker_password": "GLASS_REDIS_WORKER_PASSWORD_FILE",
-           "cookie_secret": "GLASS_COOKIE_SECRET_FILE",
-           "proxy_cookie_key": "GLASS_PROXY_COOKIE_KEY_FILE"}
+SECRETS = {
+    "redis_password": "GLASS_REDIS_PASSWORD_FILE",
+    "redis_worker_password": "GLASS_REDIS_WORKER_PASSWORD_FILE",
+    "cookie_secret": "GLASS_COOKIE_SECRET_FILE",
+    "proxy_cookie_key": "GLASS_PROXY_COOKIE_KEY_FILE",
+}
 
 
 def make_secrets(folder: Path) -> Path:
@@ -38,8 +40,11 @@ def make_secrets(folder: Path) -> Path:
         path.chmod(0o644)
         lines.append(f"{variable}={path}")
     env = folder / "compose.env"
-    env.write_text("# secrets for compose.yaml (python3 -m deploy.make_secrets): the files' paths, not the values\n"
-                   + "\n".join(lines) + "\n")
+    env.write_text(
+        "# secrets for compose.yaml (python3 -m deploy.make_secrets): the files' paths, not the values\n"
+        + "\n".join(lines)
+        + "\n"
+    )
     env.chmod(0o600)
     return env
 

@@ -61,9 +61,15 @@ def check(data: object) -> None:
         for s in seeds:
             if not isinstance(s, dict) or set(s) != set(SEED_FIELDS):
                 raise AblationsError(f"{where}: every seed must have exactly {', '.join(SEED_FIELDS)}")
-            ok = (isinstance(s["seed"], int) and _number(s["exact_match"], 0, 1) and _number(s["bleu"], 0, 100)
-                  and (s["coref_accuracy"] is None or _number(s["coref_accuracy"], 0, 1))
-                  and all(s[k] is None or (isinstance(s[k], int) and 0 < s[k] <= meta["steps"])
-                          for k in ("steps_to_90", "steps_to_95")))
+            ok = (
+                isinstance(s["seed"], int)
+                and _number(s["exact_match"], 0, 1)
+                and _number(s["bleu"], 0, 100)
+                and (s["coref_accuracy"] is None or _number(s["coref_accuracy"], 0, 1))
+                and all(
+                    s[k] is None or (isinstance(s[k], int) and 0 < s[k] <= meta["steps"])
+                    for k in ("steps_to_90", "steps_to_95")
+                )
+            )
             if not ok:
                 raise AblationsError(f"{where}: a seed's figures are out of range")

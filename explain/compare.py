@@ -32,6 +32,7 @@ from model.vocab import EOS_ID, tokenize
 
 # --- Sequential steps --------------------------------------------------------------------------------
 
+
 class StepsRow(TypedDict):
     m: int  # source tokens, <eos> included
     t: int  # mean target tokens, <eos> included
@@ -57,12 +58,14 @@ def sequential_steps(pairs: list[Pair], src_lang: str = "en", tgt_lang: str = "f
     rows: list[StepsRow] = []
     for m in sorted(by_m):
         t = round(statistics.mean(by_m[m]))
-        rows.append({"m": m, "t": t, "n": len(by_m[m]), "rnn": m + t, "transformer_decode": 1 + t,
-                     "transformer_train": 2})
+        rows.append(
+            {"m": m, "t": t, "n": len(by_m[m]), "rnn": m + t, "transformer_decode": 1 + t, "transformer_train": 2}
+        )
     return rows
 
 
 # --- Wall time to encode -----------------------------------------------------------------------------
+
 
 class TimesRow(TypedDict):
     length: int
@@ -71,8 +74,9 @@ class TimesRow(TypedDict):
 
 
 @torch.no_grad()
-def encode_times(rnn: RNNSeq2Seq, tf: Transformer, lengths: list[int], batch: int = 64, repeats: int = 7,
-                 seed: int = 0) -> list[TimesRow]:
+def encode_times(
+    rnn: RNNSeq2Seq, tf: Transformer, lengths: list[int], batch: int = 64, repeats: int = 7, seed: int = 0
+) -> list[TimesRow]:
     """Median ms to encode `batch` random sentences of each length, the two models alternating."""
     g = torch.Generator().manual_seed(seed)
     vocab = min(rnn.cfg.src_vocab, tf.cfg.src_vocab)
@@ -89,8 +93,13 @@ def encode_times(rnn: RNNSeq2Seq, tf: Transformer, lengths: list[int], batch: in
                 t0 = time.perf_counter()
                 model.encode(src)
                 times[name].append(1000 * (time.perf_counter() - t0))
-        rows.append({"length": length, "rnn_ms": round(statistics.median(times["rnn"]), 3),
-                     "transformer_ms": round(statistics.median(times["transformer"]), 3)})
+        rows.append(
+            {
+                "length": length,
+                "rnn_ms": round(statistics.median(times["rnn"]), 3),
+                "transformer_ms": round(statistics.median(times["transformer"]), 3),
+            }
+        )
     return rows
 
 
@@ -120,12 +129,19 @@ def accuracy_by_length(rnn: Bundle, tf: Bundle, pairs: list[Pair]) -> dict[str, 
             row[name] = sum(h[i] == refs[i] for i in idx) / len(idx)
         rows.append(row)
     m = {name: score(pairs, h, tgt_lang) for name, h in hyps.items()}
-    return {"rows": rows, "coref": {"n": m["rnn"].n_coref, "rnn": m["rnn"].coref_accuracy,
-                                    "transformer": m["transformer"].coref_accuracy},
-            "exact_match": {name: x.exact_match for name, x in m.items()}}
+    return {
+        "rows": rows,
+        "coref": {
+            "n": m["rnn"].n_coref,
+            "rnn": m["rnn"].coref_accuracy,
+            "transformer": m["transformer"].coref_accuracy,
+        },
+        "exact_match": {name: x.exact_match for name, x in m.items()},
+    }
 
 
 # --- Gradients against distance ---------------------------------------------------------------------------
+
 
 def _transformer_encoder(tf: Transformer) -> Callable[[Tensor], Tensor]:
     def run(x: Tensor) -> Tensor:  # x [Ts, D]: embeddings + positional encoding -> encoder output [Ts, D]
@@ -135,12 +151,14 @@ def _transformer_encoder(tf: Transformer) -> Callable[[Tensor], Tensor]:
         if tf.enc_norm is not None:
             y = tf.enc_norm(y)
         return y[0]
+
     return run
 
 
 def _rnn_encoder(rnn: RNNSeq2Seq) -> Callable[[Tensor], Tensor]:
     def run(x: Tensor) -> Tensor:  # x [Ts, E] word vectors -> states [Ts, H]
         return rnn.recur(x[None])[0]
+
     return run
 
 
@@ -170,18 +188,24 @@ def gradient_by_distance(rnn: Bundle, tf: Bundle, sentences: list[str], max_dist
         tokens = tokenize(text, src_lang)
         ids = torch.tensor([[*rnn.src_vocab.encode(tokens)[0], EOS_ID]])  # [1, Ts]
         x_rnn = rnn.model.src_embed(ids)[0].detach()  # [Ts, E]
-        x_tf = (tf.model.src_embed.lut(ids) * tf.model.cfg.d_model ** 0.5
-                + tf.model.src_embed.pe[: ids.size(1)])[0].detach()  # [Ts, D], as the model's src.input
-        for name, fn, x in (("rnn", _rnn_encoder(rnn.model), x_rnn),
-                            ("transformer", _transformer_encoder(tf.model), x_tf)):
+        x_tf = (tf.model.src_embed.lut(ids) * tf.model.cfg.d_model**0.5 + tf.model.src_embed.pe[: ids.size(1)])[
+            0
+        ].detach()  # [Ts, D], as the model's src.input
+        for name, fn, x in (
+            ("rnn", _rnn_encoder(rnn.model), x_rnn),
+            ("transformer", _transformer_encoder(tf.model), x_tf),
+        ):
             norms = jacobian_norms(fn, x)  # [Ts, Ts]
             for t in range(norms.size(0)):
                 for i in range(max(0, t - max_distance), t + 1):
                     ratios[name][t - i].append(float(norms[t, i] / norms[t, t]))
         n_pairs += sum(min(t, max_distance) + 1 for t in range(ids.size(1)))
     distances = sorted(set(ratios["rnn"]) & set(ratios["transformer"]))
-    return {"distance": distances,
-            "rnn": [statistics.median(ratios["rnn"][d]) for d in distances],
-            "transformer": [statistics.median(ratios["transformer"][d]) for d in distances],
-            "count": [len(ratios["rnn"][d]) for d in distances],
-            "n_pairs": n_pairs, "n_sentences": len(sentences)}
+    return {
+        "distance": distances,
+        "rnn": [statistics.median(ratios["rnn"][d]) for d in distances],
+        "transformer": [statistics.median(ratios["transformer"][d]) for d in distances],
+        "count": [len(ratios["rnn"][d]) for d in distances],
+        "n_pairs": n_pairs,
+        "n_sentences": len(sentences),
+    }

@@ -51,8 +51,12 @@ class Coref:
 def coref_parts(tokens: Iterable[str]) -> Coref | None:
     """The positions of the coreference sentence's words, or None for any other sentence."""
     t = list(tokens)
-    if len(t) != 11 or t[0] != "the" or t[2:5] != ["didn't", "cross", "the"] or t[6:10] != ["because", "it", "was",
-                                                                                             "too"]:
+    if (
+        len(t) != 11
+        or t[0] != "the"
+        or t[2:5] != ["didn't", "cross", "the"]
+        or t[6:10] != ["because", "it", "was", "too"]
+    ):
         return None
     if t[10] not in ANIMAL_STATES + PLACE_STATES:
         return None
@@ -67,7 +71,7 @@ def partner(text: str) -> str | None:
         return None
     adj = words[c.adjective]
     swap = dict(zip(ANIMAL_STATES, PLACE_STATES, strict=True)) | dict(zip(PLACE_STATES, ANIMAL_STATES, strict=True))
-    return " ".join([*words[:c.adjective], swap[adj]])
+    return " ".join([*words[: c.adjective], swap[adj]])
 
 
 @dataclass(frozen=True)
@@ -88,12 +92,21 @@ class EncoderLinks:
 
 def encoder_links(trace: Trace, n_layers: int, c: Coref) -> EncoderLinks:
     rows = [trace[f"enc.{i}.self_attn.weights"][0, :, c.it] for i in range(n_layers)]  # each [H, Ts]
-    best = max(((i, h) for i in range(n_layers) for h in range(rows[i].shape[0])),
-               key=lambda lh: float(rows[lh[0]][lh[1], c.referent]))
-    top = max(((i, h, int(rows[i][h].argmax())) for i in range(n_layers) for h in range(rows[i].shape[0])),
-              key=lambda x: float(rows[x[0]][x[1], x[2]]))
-    return EncoderLinks(float(rows[best[0]][best[1], c.referent]), best, float(rows[best[0]][best[1], c.other]),
-                        max(float(r[:, c.other].max()) for r in rows), (*top, float(rows[top[0]][top[1], top[2]])))
+    best = max(
+        ((i, h) for i in range(n_layers) for h in range(rows[i].shape[0])),
+        key=lambda lh: float(rows[lh[0]][lh[1], c.referent]),
+    )
+    top = max(
+        ((i, h, int(rows[i][h].argmax())) for i in range(n_layers) for h in range(rows[i].shape[0])),
+        key=lambda x: float(rows[x[0]][x[1], x[2]]),
+    )
+    return EncoderLinks(
+        float(rows[best[0]][best[1], c.referent]),
+        best,
+        float(rows[best[0]][best[1], c.other]),
+        max(float(r[:, c.other].max()) for r in rows),
+        (*top, float(rows[top[0]][top[1], top[2]])),
+    )
 
 
 @dataclass(frozen=True)
@@ -160,8 +173,9 @@ def decision(bundle: Bundle, text: str, iv: Interventions | None = None) -> Deci
     cfg = bundle.config
     assert isinstance(cfg, Config), "the decision is read in the Transformer's cross-attention"
     n_dec = cfg.n_dec_layers
-    reads = tuple(tuple(float(x) for x in a.trace[f"dec.{i}.cross_attn.weights"][0, :, row, c.adjective])
-                  for i in range(n_dec))
+    reads = tuple(
+        tuple(float(x) for x in a.trace[f"dec.{i}.cross_attn.weights"][0, :, row, c.adjective]) for i in range(n_dec)
+    )
     probs = a.trace["probs"][0, row]
 
     def without(layer: int, heads: set[tuple[str, int]]) -> LayerOff:
@@ -169,12 +183,31 @@ def decision(bundle: Bundle, text: str, iv: Interventions | None = None) -> Deci
         b = analyse(bundle, p, iv_off)
         tf = teacher_forced(bundle, p, a.translation, iv_off).trace["probs"][0, row]
         changed = tuple(w for i, w in enumerate(b.out_tokens) if i != row and (i >= len(out) or out[i] != w))
-        return LayerOff(layer, b.translation, next((w for w in b.out_tokens if w in PRONOUNS), None),
-                        float(tf[ids["il"]]), float(tf[ids["elle"]]), changed)
+        return LayerOff(
+            layer,
+            b.translation,
+            next((w for w in b.out_tokens if w in PRONOUNS), None),
+            float(tf[ids["il"]]),
+            float(tf[ids["elle"]]),
+            changed,
+        )
 
     H = cfg.n_heads
     off = tuple(without(i, {(f"dec.{i}.cross_attn", h) for h in range(H)}) for i in range(n_dec))
     readers = tuple((i, h) for i in range(n_dec) for h in range(H) if reads[i][h] >= READS)
     readers_off = without(-1, {(f"dec.{i}.cross_attn", h) for i, h in readers}) if readers else None
-    return Decision(p.text, p.tokens[c.adjective], c.adjective, a.translation, pron, row, a.tgt_labels[row],
-                    reads, float(probs[ids["il"]]), float(probs[ids["elle"]]), off, readers, readers_off)
+    return Decision(
+        p.text,
+        p.tokens[c.adjective],
+        c.adjective,
+        a.translation,
+        pron,
+        row,
+        a.tgt_labels[row],
+        reads,
+        float(probs[ids["il"]]),
+        float(probs[ids["elle"]]),
+        off,
+        readers,
+        readers_off,
+    )

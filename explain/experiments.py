@@ -67,8 +67,9 @@ def variance_by_dk(d_ks: list[int], n: int = 4000, seed: int = 0) -> list[Varian
 def summarize(samples: Tensor, d_k: int) -> VarianceRow:
     """Variance (raw and divided by sqrt(d_k)) and 1%-99% range of sampled dot products [n]."""
     s = samples.double()
-    return VarianceRow(d_k, float(s.var()), float((s / math.sqrt(d_k)).var()),
-                       float(s.quantile(0.01)), float(s.quantile(0.99)))
+    return VarianceRow(
+        d_k, float(s.var()), float((s / math.sqrt(d_k)).var()), float(s.quantile(0.01)), float(s.quantile(0.99))
+    )
 
 
 def softmax_jacobian(p: Tensor) -> Tensor:
@@ -125,10 +126,15 @@ def saturation_by_dk(d_ks: list[int], n_keys: int = 8, trials: int = 200, seed: 
     rows = []
     for d_k in d_ks:
         runs = [saturation(d_k, n_keys, seed * 100_003 + t) for t in range(trials)]
-        rows.append(SaturationRow(
-            d_k,
-            sum(r.max_raw for r in runs) / trials, sum(r.max_scaled for r in runs) / trials,
-            sum(r.jacobian_raw for r in runs) / trials, sum(r.jacobian_scaled for r in runs) / trials))
+        rows.append(
+            SaturationRow(
+                d_k,
+                sum(r.max_raw for r in runs) / trials,
+                sum(r.max_scaled for r in runs) / trials,
+                sum(r.jacobian_raw for r in runs) / trials,
+                sum(r.jacobian_scaled for r in runs) / trials,
+            )
+        )
     return rows
 
 
@@ -182,8 +188,13 @@ def encoder_output(bundle: Bundle, ids: Iterable[int], iv: Interventions) -> Ten
         return bundle.model.encode(torch.tensor([list(ids)]), Trace(iv, record=False))[0]
 
 
-def permutation_check(bundle: Bundle, ids: Iterable[int], word_order: list[int], positional_encoding: bool,
-                      iv: Interventions | None = None) -> PermutationCheck:
+def permutation_check(
+    bundle: Bundle,
+    ids: Iterable[int],
+    word_order: list[int],
+    positional_encoding: bool,
+    iv: Interventions | None = None,
+) -> PermutationCheck:
     """Encode `ids` (words then EOS) and the words permuted by `word_order`, with PE on or off."""
     ids = list(ids)
     n = len(ids) - 1  # the last id is EOS
@@ -192,10 +203,12 @@ def permutation_check(bundle: Bundle, ids: Iterable[int], word_order: list[int],
     order = (*word_order, n)
     perm_ids = [ids[j] for j in order]
     iv = replace(iv or Interventions(), positional_encoding=positional_encoding)
-    translations = [decode_text(bundle, greedy_decode(bundle.model, torch.tensor([x]), iv).tokens)
-                    for x in (ids, perm_ids)]
-    return PermutationCheck(positional_encoding, order, encoder_output(bundle, ids, iv),
-                            encoder_output(bundle, perm_ids, iv), *translations)
+    translations = [
+        decode_text(bundle, greedy_decode(bundle.model, torch.tensor([x]), iv).tokens) for x in (ids, perm_ids)
+    ]
+    return PermutationCheck(
+        positional_encoding, order, encoder_output(bundle, ids, iv), encoder_output(bundle, perm_ids, iv), *translations
+    )
 
 
 # --- The encoder layer, recomputed from its parameters -------------------------------------------
@@ -276,6 +289,12 @@ def one_head_left(bundle: Bundle, prepared: Prepared, modules: tuple[str, ...] |
         for h in range(H):
             iv = Interventions(frozenset((module, g) for g in range(H) if g != h))
             out = greedy_decode(bundle.model, prepared.src(), iv).tokens
-            runs.append(OneHeadRun(module, h, decode_text(bundle, out),
-                                   teacher_forced(bundle, prepared, base.translation, iv).gold_probs))
+            runs.append(
+                OneHeadRun(
+                    module,
+                    h,
+                    decode_text(bundle, out),
+                    teacher_forced(bundle, prepared, base.translation, iv).gold_probs,
+                )
+            )
     return OneHeadLeft(base.translation, (*tf.target_tokens, EOS), tf.gold_probs, H, tuple(runs))

@@ -56,20 +56,37 @@ class Item:
     grid: questions.ClickGrid | None = field(default=None, compare=False)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "objective": self.objective, "template": self.template, "text": self.text,
-                "options": list(self.options), "answer": self.answer, "explain": self.explain,
-                "tags": list(self.tags), **({"grid": self.grid} if self.grid is not None else {})}
+        return {
+            "id": self.id,
+            "objective": self.objective,
+            "template": self.template,
+            "text": self.text,
+            "options": list(self.options),
+            "answer": self.answer,
+            "explain": self.explain,
+            "tags": list(self.tags),
+            **({"grid": self.grid} if self.grid is not None else {}),
+        }
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Item:
-        return cls(str(d["id"]), str(d["objective"]), str(d["template"]), str(d["text"]),
-                   tuple(str(o) for o in d["options"]), int(d["answer"]), str(d["explain"]),
-                   tuple(None if t is None else str(t) for t in d.get("tags", ())), d.get("grid"))
+        return cls(
+            str(d["id"]),
+            str(d["objective"]),
+            str(d["template"]),
+            str(d["text"]),
+            tuple(str(o) for o in d["options"]),
+            int(d["answer"]),
+            str(d["explain"]),
+            tuple(None if t is None else str(t) for t in d.get("tags", ())),
+            d.get("grid"),
+        )
 
 
 @dataclass(frozen=True)
 class Models:
     """The shipped models the items are answered by: the base model and the copy trained without the mask."""
+
     base: Bundle
     no_mask: Bundle
 
@@ -87,16 +104,23 @@ def _n(x: float, places: int = 2) -> str:
 Wrong = list[tuple[str, str | None]]  # the wrong options: (text, the misconception it shows, or None)
 
 
-def _item(objective: str, template: str, text: str, right: str, wrong: Wrong,
-          explain: str, seed: str) -> Item:
+def _item(objective: str, template: str, text: str, right: str, wrong: Wrong, explain: str, seed: str) -> Item:
     """Options in an order fixed by `seed` (not always first); distinct texts or ValueError."""
     options = [(plain(right, MAX_ITEM_OPTION), None), *[(plain(t, MAX_ITEM_OPTION), tag) for t, tag in wrong]]
     if len({o for o, _ in options}) != len(options):
         raise ValueError("two options read the same on this sentence")
     random.Random(seed).shuffle(options)
     texts = tuple(o for o, _ in options)
-    return Item("", objective, template, plain(text, 500), texts, texts.index(plain(right, MAX_ITEM_OPTION)),
-                plain(explain, 500), tuple(tag for _, tag in options))
+    return Item(
+        "",
+        objective,
+        template,
+        plain(text, 500),
+        texts,
+        texts.index(plain(right, MAX_ITEM_OPTION)),
+        plain(explain, 500),
+        tuple(tag for _, tag in options),
+    )
 
 
 def _analysis(b: Bundle, sentence: str, iv: Interventions | None = None) -> Analysis:

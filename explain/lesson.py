@@ -99,6 +99,7 @@ def parse_step(raw: object, n: int = N_STEPS) -> tuple[int, str | None]:
 
 # --- What the lesson follows ----------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Focus:
     word: int  # source position followed through the encoder
@@ -128,13 +129,24 @@ def focus(a: Analysis, layer: int = 0) -> Focus:
 def sizes(cfg: Config) -> dict[str, float | int]:
     """The model's sizes and the steps' numbers (``step_<key>``), for the prose of every step."""
     steps = {f"step_{s.key}": i for i, s in enumerate(STEPS, start=1)}
-    return {**steps, "d_model": cfg.d_model, "d_k": cfg.d_k, "n_heads": cfg.n_heads, "d_ff": cfg.d_ff,
-            "n_enc": cfg.n_enc_layers, "n_dec": cfg.n_dec_layers, "src_vocab": cfg.src_vocab,
-            "tgt_vocab": cfg.tgt_vocab, "tgt_others": cfg.tgt_vocab - 1, "sqrt_d_model": math.sqrt(cfg.d_model),
-            "sqrt_d_k": math.sqrt(cfg.d_k)}
+    return {
+        **steps,
+        "d_model": cfg.d_model,
+        "d_k": cfg.d_k,
+        "n_heads": cfg.n_heads,
+        "d_ff": cfg.d_ff,
+        "n_enc": cfg.n_enc_layers,
+        "n_dec": cfg.n_dec_layers,
+        "src_vocab": cfg.src_vocab,
+        "tgt_vocab": cfg.tgt_vocab,
+        "tgt_others": cfg.tgt_vocab - 1,
+        "sqrt_d_model": math.sqrt(cfg.d_model),
+        "sqrt_d_k": math.sqrt(cfg.d_k),
+    }
 
 
 # --- Numbers per step -----------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Tokens:
@@ -161,8 +173,9 @@ class Embedding:
 def embedding(a: Analysis, word: int) -> Embedding:
     e = a.trace["src.embed"][0, word]  # [D]
     factor = math.sqrt(e.numel())
-    return Embedding(a.src_labels[word], int(a.trace["src.tokens"][0, word]), float(e.norm()) / factor,
-                     float(e.norm()), factor)
+    return Embedding(
+        a.src_labels[word], int(a.trace["src.tokens"][0, word]), float(e.norm()) / factor, float(e.norm()), factor
+    )
 
 
 def pe_position(f: Focus, n_positions: int) -> int:
@@ -207,8 +220,17 @@ def projections(a: Analysis, f: Focus) -> Projections:
     m = f"enc.{f.layer}.self_attn"
     q, k, v = (a.trace[f"{m}.{n}"][0, f.head, f.word] for n in "qkv")
     x = a.trace["src.input"][0]
-    return Projections(x.shape[0], x.shape[1], q.numel(), a.trace[f"{m}.q"].shape[1], a.src_labels[f.word],
-                       tuple(float(v) for v in q), float(q.norm()), float(k.norm()), float(v.norm()))
+    return Projections(
+        x.shape[0],
+        x.shape[1],
+        q.numel(),
+        a.trace[f"{m}.q"].shape[1],
+        a.src_labels[f.word],
+        tuple(float(v) for v in q),
+        float(q.norm()),
+        float(k.norm()),
+        float(v.norm()),
+    )
 
 
 @dataclass(frozen=True)
@@ -237,18 +259,27 @@ class Row:
         return max(range(len(self.scores)), key=self.scores.__getitem__)
 
 
-def attention_row(a: Analysis, module: str, head: int, query: int, key_labels: list[str],
-                  query_label: str) -> Row:
+def attention_row(a: Analysis, module: str, head: int, query: int, key_labels: list[str], query_label: str) -> Row:
     t = a.trace
     w = t[f"{module}.weights"][0, head, query]  # [Tk]
     v = t[f"{module}.v"][0, head]  # [Tk, d_k]
     z = t[f"{module}.z"][0, head, query]  # [d_k] (0 when the head is switched off)
     off = (module, head) in a.interventions.heads_off
     err = 0.0 if off else float((z - w @ v).abs().max())
-    return Row(module, head, query, query_label, tuple(key_labels),
-               tuple(float(s) for s in t[f"{module}.scores"][0, head, query]),
-               tuple(float(s) for s in t[f"{module}.scaled"][0, head, query]),
-               tuple(float(s) for s in w), v.shape[-1], a.interventions.scale, float(z.norm()), err)
+    return Row(
+        module,
+        head,
+        query,
+        query_label,
+        tuple(key_labels),
+        tuple(float(s) for s in t[f"{module}.scores"][0, head, query]),
+        tuple(float(s) for s in t[f"{module}.scaled"][0, head, query]),
+        tuple(float(s) for s in w),
+        v.shape[-1],
+        a.interventions.scale,
+        float(z.norm()),
+        err,
+    )
 
 
 def encoder_row(a: Analysis, f: Focus) -> Row:
@@ -267,8 +298,16 @@ class HeadChoice:
 def heads(a: Analysis, f: Focus) -> list[HeadChoice]:
     m = f"enc.{f.layer}.self_attn"
     w = a.trace[f"{m}.weights"][0, :, f.word]  # [H, Ts]
-    return [HeadChoice(h, int(w[h].argmax()), a.src_labels[int(w[h].argmax())], float(w[h].max()),
-                       (m, h) in a.interventions.heads_off) for h in range(w.shape[0])]
+    return [
+        HeadChoice(
+            h,
+            int(w[h].argmax()),
+            a.src_labels[int(w[h].argmax())],
+            float(w[h].max()),
+            (m, h) in a.interventions.heads_off,
+        )
+        for h in range(w.shape[0])
+    ]
 
 
 @dataclass(frozen=True)
@@ -284,8 +323,9 @@ def concat(a: Analysis, f: Focus) -> Concat:
     z = a.trace[f"{m}.z"][0, :, f.word]  # [H, d_k]
     c = a.trace[f"{m}.concat"][0]  # [T, D]
     d = c.shape[-1]
-    return Concat(tuple(float(n) for n in z.norm(dim=-1)), (c.shape[0], d),
-                  float(a.trace[f"{m}.out"][0, f.word].norm()), (d, d))
+    return Concat(
+        tuple(float(n) for n in z.norm(dim=-1)), (c.shape[0], d), float(a.trace[f"{m}.out"][0, f.word].norm()), (d, d)
+    )
 
 
 @dataclass(frozen=True)
@@ -302,8 +342,14 @@ def add_norm(a: Analysis, f: Focus, name: str | None = None) -> AddNormStep:
     n = name or f"enc.{f.layer}.add_norm1"
     r = a.trace[f"{n}.resid"][0, f.word]
     z = a.trace[f"{n}.normed"][0, f.word]
-    return AddNormStep(a.src_labels[f.word], float(r.mean()), float(r.std(unbiased=False)), float(z.mean()),
-                   float(z.std(unbiased=False)), float(a.trace[f"{n}.out"][0, f.word].norm()))
+    return AddNormStep(
+        a.src_labels[f.word],
+        float(r.mean()),
+        float(r.std(unbiased=False)),
+        float(z.mean()),
+        float(z.std(unbiased=False)),
+        float(a.trace[f"{n}.out"][0, f.word].norm()),
+    )
 
 
 @dataclass(frozen=True)
@@ -393,8 +439,9 @@ def masked(a: Analysis, f: Focus) -> Masked:
     row = t[f"dec.{n - 1}.self_attn.weights"][0, :, f.row].mean(0)  # [Tt]
     top = int(row.argmax())
     labels = a.tgt_labels
-    return Masked(a.interventions.look_ahead_mask, above, f.row, labels[f.row], tuple(float(v) for v in row), top,
-                  labels[top])
+    return Masked(
+        a.interventions.look_ahead_mask, above, f.row, labels[f.row], tuple(float(v) for v in row), top, labels[top]
+    )
 
 
 @dataclass(frozen=True)
@@ -432,7 +479,7 @@ class Cross:
     def inversions(self) -> list[tuple[int, int]]:
         """(earlier row, later row) pairs of confident rows where the later one reads an earlier English word."""
         c = self.confident
-        return [(i, j) for k, i in enumerate(c) for j in c[k + 1:] if self.tops[j] < self.tops[i]]
+        return [(i, j) for k, i in enumerate(c) for j in c[k + 1 :] if self.tops[j] < self.tops[i]]
 
     @property
     def reordered(self) -> bool:
@@ -445,9 +492,18 @@ def cross(a: Analysis, f: Focus, layer: int | None = None) -> Cross:
     row = m[f.row]
     top = int(row.argmax())
     peak = m.max(-1)
-    return Cross(layer, f.row, a.tgt_labels[f.row], a.next_labels[f.row], tuple(float(v) for v in row), top,
-                 a.src_labels[top], tuple(int(i) for i in peak.indices), tuple(float(v) for v in peak.values),
-                 len(a.src_labels) - 1)
+    return Cross(
+        layer,
+        f.row,
+        a.tgt_labels[f.row],
+        a.next_labels[f.row],
+        tuple(float(v) for v in row),
+        top,
+        a.src_labels[top],
+        tuple(int(i) for i in peak.indices),
+        tuple(float(v) for v in peak.values),
+        len(a.src_labels) - 1,
+    )
 
 
 def cross_matrix(a: Analysis, layer: int | None = None) -> torch.Tensor:
@@ -473,8 +529,15 @@ def prediction(a: Analysis, itos: list[str], position: int, k: int = 5) -> Predi
     logits = a.trace["logits"][0, position]
     p, ids = probs.topk(min(k, probs.numel()))
     inputs = [BOS, *a.out_tokens]
-    return Prediction(position, inputs[position], tuple(itos[int(i)] for i in ids), tuple(float(v) for v in p),
-                      float(logits[ids[0]]), probs.numel(), [*a.out_tokens, EOS][position])
+    return Prediction(
+        position,
+        inputs[position],
+        tuple(itos[int(i)] for i in ids),
+        tuple(float(v) for v in p),
+        float(logits[ids[0]]),
+        probs.numel(),
+        [*a.out_tokens, EOS][position],
+    )
 
 
 def decoding_step(a: Analysis, itos: list[str], position: int) -> Prediction | None:
@@ -486,8 +549,15 @@ def decoding_step(a: Analysis, itos: list[str], position: int) -> Prediction | N
         return None
     st = a.greedy.steps[position]
     inputs = [BOS, *a.out_tokens]
-    return Prediction(position, inputs[position], tuple(itos[c.token] for c in st.candidates),
-                      tuple(c.prob for c in st.candidates), math.nan, len(itos), itos[st.chosen])
+    return Prediction(
+        position,
+        inputs[position],
+        tuple(itos[c.token] for c in st.candidates),
+        tuple(c.prob for c in st.candidates),
+        math.nan,
+        len(itos),
+        itos[st.chosen],
+    )
 
 
 @dataclass(frozen=True)
@@ -505,4 +575,3 @@ def finished(a: Analysis, itos: list[str]) -> Finished:
     probs = tuple(st.candidates[0].prob for st in steps)
     least = min(range(len(probs)), key=probs.__getitem__) if probs else 0
     return Finished(words, probs, a.greedy.finished, a.translation, least)
-

@@ -78,8 +78,9 @@ def loss(a: Analysis, eps: float) -> Loss:
         logp = logp[: len(gold)]
     V = logp.shape[-1]
     smoothed = tuple(float(-((1 - eps) * logp[t, g] + eps / V * logp[t].sum())) for t, g in enumerate(gold))
-    return Loss(tuple(a.next_labels[: len(gold)]), tuple(float(logp[t, g].exp()) for t, g in enumerate(gold)), eps, V,
-                smoothed)
+    return Loss(
+        tuple(a.next_labels[: len(gold)]), tuple(float(logp[t, g].exp()) for t, g in enumerate(gold)), eps, V, smoothed
+    )
 
 
 @dataclass(frozen=True)
@@ -99,13 +100,20 @@ class Recipe:
         """The paper's schedule: scale · d_model^-0.5 · min(step^-0.5, step · warmup^-1.5)."""
         d, w, k = d_model or self.d_model, warmup or self.warmup, self.lr_scale if scale is None else scale
         step = max(1, step)
-        lrate: float = k * d ** -0.5 * min(step ** -0.5, step * w ** -1.5)
+        lrate: float = k * d**-0.5 * min(step**-0.5, step * w**-1.5)
         return lrate
 
 
 def recipe(meta: Mapping[str, Any], d_model: int) -> Recipe:
     """From a checkpoint's record (`Bundle.meta`); the paper's values where it records nothing."""
     t = meta.get("training", {}) or {}
-    return Recipe(int(t.get("steps_done", t.get("steps", 0)) or 0), int(t.get("warmup", 4000) or 4000),
-                  int(t.get("batch_size", 0) or 0), float(t.get("lr_scale", 1.0) or 1.0), d_model,
-                  float(t.get("label_smoothing", 0.1)), float(t.get("dropout", 0.1)), t.get("train_seconds"))
+    return Recipe(
+        int(t.get("steps_done", t.get("steps", 0)) or 0),
+        int(t.get("warmup", 4000) or 4000),
+        int(t.get("batch_size", 0) or 0),
+        float(t.get("lr_scale", 1.0) or 1.0),
+        d_model,
+        float(t.get("label_smoothing", 0.1)),
+        float(t.get("dropout", 0.1)),
+        t.get("train_seconds"),
+    )

@@ -66,7 +66,7 @@ class PaddingDemo:
     def pad_weight(self, on: bool) -> Tensor:
         """[L, H, n_real] total weight each real query of the short row gives to <pad> keys."""
         w = self.weights_on if on else self.weights_off
-        return w[:, :, : self.n_real, self.n_real:].sum(-1)
+        return w[:, :, : self.n_real, self.n_real :].sum(-1)
 
     def out_change(self, on: bool) -> float:
         """Largest |difference| between the short sentence's encoder output in the batch and on its own."""
@@ -108,15 +108,27 @@ def padding_demo(bundle: Bundle, text: str, partner: str) -> PaddingDemo:
         return detokenize(bundle.tgt_vocab.decode(ids), tgt_lang)
 
     return PaddingDemo(
-        texts=(text, partner), labels=tuple(labels), src=src, mask=padding_mask(src, bundle.config.pad_id),
-        short=short, n_real=n_real, weights_on=enc(tr_on), weights_off=enc(tr_off),
-        cross_on=cross(tr_on), cross_off=cross(tr_off),
-        out_alone=alone["enc.out"][0], out_on=tr_on["enc.out"][short, :n_real],
+        texts=(text, partner),
+        labels=tuple(labels),
+        src=src,
+        mask=padding_mask(src, bundle.config.pad_id),
+        short=short,
+        n_real=n_real,
+        weights_on=enc(tr_on),
+        weights_off=enc(tr_off),
+        cross_on=cross(tr_on),
+        cross_off=cross(tr_off),
+        out_alone=alone["enc.out"][0],
+        out_on=tr_on["enc.out"][short, :n_real],
         out_off=tr_off["enc.out"][short, :n_real],
-        translation_alone=say(out_alone), translation_on=say(out_on), translation_off=say(out_off))
+        translation_alone=say(out_alone),
+        translation_on=say(out_on),
+        translation_off=say(out_off),
+    )
 
 
 # --- The model trained without the look-ahead mask ---------------------------------------------
+
 
 @dataclass(frozen=True)
 class Cheating:
@@ -134,6 +146,10 @@ CHEAT_IV = Interventions(look_ahead_mask=False)
 
 def cheating_story(base: Bundle, cheat: Bundle, text: str, reference: str) -> Cheating:
     p_cheat, p_base = prepare(cheat, text), prepare(base, text)
-    return Cheating(reference, teacher_forced(cheat, p_cheat, reference, CHEAT_IV),
-                    teacher_forced(base, p_base, reference, Interventions()),
-                    analyse(cheat, p_cheat, CHEAT_IV), analyse(base, p_base, Interventions()))
+    return Cheating(
+        reference,
+        teacher_forced(cheat, p_cheat, reference, CHEAT_IV),
+        teacher_forced(base, p_base, reference, Interventions()),
+        analyse(cheat, p_cheat, CHEAT_IV),
+        analyse(base, p_base, Interventions()),
+    )

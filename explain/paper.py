@@ -55,8 +55,10 @@ TABLE1 = (
     LayerType("Convolutional", r"O(k \cdot n \cdot d^2)", r"O(1)", r"O(\log_k(n))"),
     LayerType("Self-attention (restricted)", r"O(r \cdot n \cdot d)", r"O(1)", r"O(n/r)"),
 )
-TABLE1_CAPTION = ("n: sequence length, d: representation dimension, k: kernel size of the convolutions, "
-                  "r: size of the neighbourhood in restricted self-attention.")
+TABLE1_CAPTION = (
+    "n: sequence length, d: representation dimension, k: kernel size of the convolutions, "
+    "r: size of the neighbourhood in restricted self-attention."
+)
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,7 @@ BLEU_TABLE = (
     Result("Transformer (base)", 27.3, 38.1, 3.3e18, 3.3e18, cost_shared=True),
     Result("Transformer (big)", 28.4, 41.8, 2.3e19, 2.3e19, cost_shared=True),
 )
+
 
 @dataclass(frozen=True)
 class Variation:
@@ -136,19 +139,21 @@ TABLE3 = (
     _v("E", 4.92, 25.7, positions="learned"),
     _v("big", 4.33, 26.4, 213, d_model=1024, d_ff=4096, n_heads=16, dropout=0.3, train_steps=300_000),
 )
-TABLE3_CAPTION = ("Table 3 of the paper: variations of the base model (N = 6, d_model = 512, d_ff = 2048, h = 8, "
-                  "d_k = d_v = 64, P_drop = 0.1, ε_ls = 0.1, 100k steps), English-German development set "
-                  "newstest2013. Perplexity is per word piece; parameters in millions where the paper gives them.")
+TABLE3_CAPTION = (
+    "Table 3 of the paper: variations of the base model (N = 6, d_model = 512, d_ff = 2048, h = 8, "
+    "d_k = d_v = 64, P_drop = 0.1, ε_ls = 0.1, 100k steps), English-German development set "
+    "newstest2013. Perplexity is per word piece; parameters in millions where the paper gives them."
+)
 TABLE3_FINDINGS = {  # what the paper concludes from each group (section 6.2), in our words
     "A": "at constant computation one head is 0.9 BLEU worse than the best setting, and too many heads hurt too.",
     "B": "a smaller key size d_k hurts: judging compatibility is not easy, and a richer function than the dot "
-         "product may help.",
+    "product may help.",
     "C": "bigger models are better on perplexity (more layers, a wider model, a wider feed-forward net); on BLEU "
-         "not always: N = 8 scores 25.5 against the base's 25.8.",
+    "not always: N = 8 scores 25.5 against the base's 25.8.",
     "D": "dropout helps a lot against over-fitting; label smoothing worsens perplexity but improves BLEU.",
     "E": "learned positional embeddings give nearly the same result as the sinusoids. The paper has no row without "
-         "the division by √d_k: section 3.2.1 only suspects that large dot products push the softmax where its "
-         "gradient vanishes.",
+    "the division by √d_k: section 3.2.1 only suspects that large dot products push the softmax where its "
+    "gradient vanishes.",
 }
 
 # Section 5 of the paper, "Training": 5.1 data and batching, 5.2 hardware and schedule, 5.3 the optimizer (Adam and
@@ -175,5 +180,5 @@ RECIPE = (
     ("decoding", "beam search, beam 4, length penalty α = 0.6 (§6.1)", "the same"),
     ("output length", "at most input length + 50, stopping early at <eos> (§6.1)", "the same"),
 )
-PAPER_PEAK_LR = BASE.d_model ** -0.5 * 4000 ** -0.5  # the base model's learning rate at the end of warm-up (7.0e-4)
+PAPER_PEAK_LR = BASE.d_model**-0.5 * 4000**-0.5  # the base model's learning rate at the end of warm-up (7.0e-4)
 WARMUP = 4000

@@ -68,8 +68,9 @@ class Story:
     def encoder_elsewhere(self) -> tuple[int, float]:
         """(position, share): the most any position but the adjective brings back, at any encoder layer."""
         g = self.grids.encoder
-        return max(((j, row[j]) for row in g.share for j in range(len(g.columns)) if j != self.adjective),
-                   key=lambda x: x[1])
+        return max(
+            ((j, row[j]) for row in g.share for j in range(len(g.columns)) if j != self.adjective), key=lambda x: x[1]
+        )
 
     def decoder_after(self, layer: int, part: str) -> float:
         """Share restored by the decoder's stream at the pronoun after `part` ("self-attn", "enc-dec attn", "FFN")

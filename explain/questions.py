@@ -34,10 +34,12 @@ from model.trace import Interventions, attention_modules
 from model.transformer import Config
 from model.vocab import BOS, EOS, PAD, UNK
 
-KINDS = {"attention": "Which word does a word attend to most?",
-         "next_word": "Which word does the decoder pick next?",
-         "head_off": "What does switching a head off do to the translation?",
-         "no_mask": "Does the model trained without the look-ahead mask translate this sentence?"}
+KINDS = {
+    "attention": "Which word does a word attend to most?",
+    "next_word": "Which word does the decoder pick next?",
+    "head_off": "What does switching a head off do to the translation?",
+    "no_mask": "Does the model trained without the look-ahead mask translate this sentence?",
+}
 MAX_OPTIONS = 4  # a class reads 4 options quickly (the store allows 6)
 MAX_OPTION = 80  # the class store's limit for one option: classroom.rules.MAX_OPTION, copied (tests/test_structure.py)
 _SPECIAL_LABELS = {EOS: "EOS (end of sentence)", BOS: "BOS (start)", PAD: "PAD", UNK: "UNK (unknown word)"}
@@ -107,12 +109,17 @@ def attention(a: Analysis, layer: int = 0, head: int | None = None, query: int |
     detail = ", ".join(f"{labels[i]} {float(w[i]):.2f}" for i in order[:MAX_DETAIL_WORDS])
     more = len(order) - MAX_DETAIL_WORDS
     # the word is named as on every heatmap and grid of the app: "7:it" (its position, counted from 0)
-    return Question("attention",
-                    f"Encoder layer {layer}, head {head}: which word does {quote([words[query]])} "
-                    f"({query}:{plain(words[query])} in {quote(a.prepared.tokens)}) give its largest attention "
-                    "weight to?", options, top.index(best),
-                    f"Attention weights of {quote([words[query]])}, the whole row: {detail}"
-                    + (f" and {more} more" if more > 0 else "") + f" (they add up to {float(w.sum()):.2f}).")
+    return Question(
+        "attention",
+        f"Encoder layer {layer}, head {head}: which word does {quote([words[query]])} "
+        f"({query}:{plain(words[query])} in {quote(a.prepared.tokens)}) give its largest attention "
+        "weight to?",
+        options,
+        top.index(best),
+        f"Attention weights of {quote([words[query]])}, the whole row: {detail}"
+        + (f" and {more} more" if more > 0 else "")
+        + f" (they add up to {float(w.sum()):.2f}).",
+    )
 
 
 # -- the next word --------------------------------------------------------------------------------------
@@ -129,12 +136,15 @@ def next_word(a: Analysis, tgt_itos: list[str], position: int | None = None) -> 
     words = [tgt_itos[i] for i in top]
     options = sorted(_labels(words))
     answer = options.index(_labels(words)[top.index(best)])
-    so_far = (f"The translation so far is {quote(a.out_tokens[:position])}" if position
-              else "Nothing is translated yet")
+    so_far = f"The translation so far is {quote(a.out_tokens[:position])}" if position else "Nothing is translated yet"
     detail = ", ".join(f"{plain(tgt_itos[i])} {float(p[i]):.2f}" for i in top)
-    return Question("next_word",
-                    f"{quote(a.prepared.tokens)}: {so_far}. Which word does the decoder pick next?",
-                    tuple(options), answer, f"Probabilities at decoder position {position}: {detail}.")
+    return Question(
+        "next_word",
+        f"{quote(a.prepared.tokens)}: {so_far}. Which word does the decoder pick next?",
+        tuple(options),
+        answer,
+        f"Probabilities at decoder position {position}: {detail}.",
+    )
 
 
 # -- switching a head off -------------------------------------------------------------------------------
@@ -162,11 +172,14 @@ def head_off(bundle: Bundle, prepared: Prepared, iv: Interventions, head: tuple[
         raise ValueError("that head is already off")
     before = analyse(bundle, prepared, iv).translation
     after = analyse(bundle, prepared, iv.with_head(*head, on=False)).translation
-    return Question("head_off",
-                    f"{quote(prepared.tokens)} translates as {quote([before]) if before else 'nothing'}. "
-                    f"Switch off {head_label(*head)}: does the translation change?",
-                    HEAD_OFF_OPTIONS, int(after != before),
-                    f"With {head_label(*head)} off the model gives {quote([after]) if after else 'nothing'}.")
+    return Question(
+        "head_off",
+        f"{quote(prepared.tokens)} translates as {quote([before]) if before else 'nothing'}. "
+        f"Switch off {head_label(*head)}: does the translation change?",
+        HEAD_OFF_OPTIONS,
+        int(after != before),
+        f"With {head_label(*head)} off the model gives {quote([after]) if after else 'nothing'}.",
+    )
 
 
 # -- the model trained without the look-ahead mask --------------------------------------------------------
@@ -179,19 +192,24 @@ def no_mask(base: Bundle, cheat: Bundle, prepared: Prepared) -> Question:
         raise ValueError("no sentence")
     good = analyse(base, prepared).translation
     other = analyse(cheat, prepare(cheat, prepared.text)).translation
-    return Question("no_mask",
-                    f"The shipped model translates {quote(prepared.tokens)} as {quote([good])}. Does the model "
-                    "trained without the look-ahead mask give the same translation?",
-                    NO_MASK_OPTIONS, 0 if other == good else 1,
-                    f"The model trained without the mask gives {quote([other]) if other else 'nothing'}.")
+    return Question(
+        "no_mask",
+        f"The shipped model translates {quote(prepared.tokens)} as {quote([good])}. Does the model "
+        "trained without the look-ahead mask give the same translation?",
+        NO_MASK_OPTIONS,
+        0 if other == good else 1,
+        f"The model trained without the mask gives {quote([other]) if other else 'nothing'}.",
+    )
 
 
 # -- more kinds from the lecture: scaling, the look-ahead mask, positional encoding, a head switched off ------
 DETERMINERS = frozenset({"the", "a", "an", "this", "that", "my", "your", "his", "her", "our", "their"})
-MORE_KINDS = {"scaling": "What does ÷√d_k do to a row of attention weights?",
-              "look_ahead": "Which weights does the look-ahead mask set to zero?",
-              "pos_column": "Which positional-encoding column changes fastest?",
-              "head_zero": "What does switching a head off change inside the layer?"}
+MORE_KINDS = {
+    "scaling": "What does ÷√d_k do to a row of attention weights?",
+    "look_ahead": "Which weights does the look-ahead mask set to zero?",
+    "pos_column": "Which positional-encoding column changes fastest?",
+    "head_zero": "What does switching a head off change inside the layer?",
+}
 
 
 def distractors(a: Analysis, layer: int, head: int, query: int, best: int) -> list[int]:
@@ -220,10 +238,12 @@ def _softmax_top(row: Tensor) -> tuple[float, int]:
     return float(p.max()), int(p.argmax())
 
 
-SCALING_OPTIONS = ("Its largest weight gets smaller: the row is flatter",
-                   "Its largest weight gets larger: the row is sharper",
-                   "Another word gets the largest weight",
-                   "Nothing: softmax gives the same row")
+SCALING_OPTIONS = (
+    "Its largest weight gets smaller: the row is flatter",
+    "Its largest weight gets larger: the row is sharper",
+    "Another word gets the largest weight",
+    "Nothing: softmax gives the same row",
+)
 
 
 def scaling(a: Analysis, layer: int = 0, head: int | None = None, query: int | None = None) -> Question:
@@ -236,7 +256,7 @@ def scaling(a: Analysis, layer: int = 0, head: int | None = None, query: int | N
     scores = a.trace[f"enc.{layer}.self_attn.scores"][0, head, query]  # [Ts]: q·k, not yet divided
     d_k = a.trace[f"enc.{layer}.self_attn.q"].shape[-1]
     raw, raw_at = _softmax_top(scores)
-    scaled, scaled_at = _softmax_top(scores / d_k ** 0.5)
+    scaled, scaled_at = _softmax_top(scores / d_k**0.5)
     if scaled_at != raw_at:
         answer = 2
     elif abs(scaled - raw) < 1e-6:
@@ -244,16 +264,24 @@ def scaling(a: Analysis, layer: int = 0, head: int | None = None, query: int | N
     else:
         answer = 0 if scaled < raw else 1
     words = _labels([*a.prepared.tokens, EOS])
-    return Question("scaling",
-                    f"Encoder layer {layer}, head {head}, the row of {quote([words[query]])}: without ÷√d_k its "
-                    f"largest weight is {raw:.2f}. Dividing the scores by √d_k = {d_k ** 0.5:.1f} first, what "
-                    "happens to the row?", SCALING_OPTIONS, answer,
-                    f"Largest weight without ÷√d_k: {raw:.3f} (on {quote([words[raw_at]])}); with it: {scaled:.3f} "
-                    f"(on {quote([words[scaled_at]])}).")
+    return Question(
+        "scaling",
+        f"Encoder layer {layer}, head {head}, the row of {quote([words[query]])}: without ÷√d_k its "
+        f"largest weight is {raw:.2f}. Dividing the scores by √d_k = {d_k**0.5:.1f} first, what "
+        "happens to the row?",
+        SCALING_OPTIONS,
+        answer,
+        f"Largest weight without ÷√d_k: {raw:.3f} (on {quote([words[raw_at]])}); with it: {scaled:.3f} "
+        f"(on {quote([words[scaled_at]])}).",
+    )
 
 
-LOOK_AHEAD_OPTIONS = ("The words after it in the translation", "The words before it",
-                      "The word itself", "None: every weight is above zero")
+LOOK_AHEAD_OPTIONS = (
+    "The words after it in the translation",
+    "The words before it",
+    "The word itself",
+    "None: every weight is above zero",
+)
 
 
 def look_ahead(a: Analysis, layer: int = 0, head: int = 0, row: int | None = None) -> Question:
@@ -270,12 +298,14 @@ def look_ahead(a: Analysis, layer: int = 0, head: int = 0, row: int | None = Non
     if zero not in sets:
         raise ValueError("this model's weights fit none of the options")
     words = _labels(["BOS", *a.out_tokens])
-    return Question("look_ahead",
-                    f"The decoder reads {quote(words)} (BOS, then the translation). In decoder layer {layer}'s "
-                    f"self-attention, head {head}, which weights of the row of {quote([words[row]])} are exactly 0?",
-                    LOOK_AHEAD_OPTIONS, sets.index(zero),
-                    f"Row {quote([words[row]])}: "
-                    + ", ".join(f"{words[j]} {_weight(float(w[row, j]))}" for j in range(t)) + ".")
+    return Question(
+        "look_ahead",
+        f"The decoder reads {quote(words)} (BOS, then the translation). In decoder layer {layer}'s "
+        f"self-attention, head {head}, which weights of the row of {quote([words[row]])} are exactly 0?",
+        LOOK_AHEAD_OPTIONS,
+        sets.index(zero),
+        f"Row {quote([words[row]])}: " + ", ".join(f"{words[j]} {_weight(float(w[row, j]))}" for j in range(t)) + ".",
+    )
 
 
 def _weight(x: float) -> str:
@@ -295,18 +325,22 @@ def pos_column(a: Analysis) -> Question:
     change = (pe[1:] - pe[:-1]).abs().mean(0)  # [D]
     columns = sorted({0, d // 4 - d // 4 % 2, d // 2, d - 2})
     best = max(columns, key=lambda c: float(change[c]))
-    return Question("pos_column",
-                    f"The positional encoding adds sin and cos waves of different speeds to each word ({d} columns, "
-                    f"{pe.shape[0]} positions here). Which column changes most from one word to the next?",
-                    tuple(f"column {c}" for c in columns), columns.index(best),
-                    "Mean change between neighbours: "
-                    + ", ".join(f"column {c} {float(change[c]):.3f}" for c in columns) + ".")
+    return Question(
+        "pos_column",
+        f"The positional encoding adds sin and cos waves of different speeds to each word ({d} columns, "
+        f"{pe.shape[0]} positions here). Which column changes most from one word to the next?",
+        tuple(f"column {c}" for c in columns),
+        columns.index(best),
+        "Mean change between neighbours: " + ", ".join(f"column {c} {float(change[c]):.3f}" for c in columns) + ".",
+    )
 
 
-HEAD_ZERO_OPTIONS = ("Its output z becomes all zeros; its weights stay as they were",
-                     "Its weights become equal on every word",
-                     "The other heads' weights change to make up for it",
-                     "The whole layer's output becomes zero")
+HEAD_ZERO_OPTIONS = (
+    "Its output z becomes all zeros; its weights stay as they were",
+    "Its weights become equal on every word",
+    "The other heads' weights change to make up for it",
+    "The whole layer's output becomes zero",
+)
 
 
 def head_zero(bundle: Bundle, prepared: Prepared, iv: Interventions, layer: int = 0, head: int = 0) -> Question:
@@ -316,20 +350,26 @@ def head_zero(bundle: Bundle, prepared: Prepared, iv: Interventions, layer: int 
     n = f"enc.{layer}.self_attn"
     on, off = analyse(bundle, prepared, iv).trace, analyse(bundle, prepared, iv.with_head(n, head, on=False)).trace
     others = [h for h in range(on[f"{n}.weights"].shape[1]) if h != head]
-    facts = [bool((off[f"{n}.z"][0, head] == 0).all()) and bool(
-                 (off[f"{n}.weights"][0, head] - on[f"{n}.weights"][0, head]).abs().max() < 1e-6),
-             bool((off[f"{n}.weights"][0, head] - 1 / off[f"{n}.weights"].shape[-1]).abs().max() < 1e-6),
-             bool((off[f"{n}.weights"][0, others] - on[f"{n}.weights"][0, others]).abs().max() > 1e-6),
-             bool((off[f"{n}.out"] == 0).all())]
+    facts = [
+        bool((off[f"{n}.z"][0, head] == 0).all())
+        and bool((off[f"{n}.weights"][0, head] - on[f"{n}.weights"][0, head]).abs().max() < 1e-6),
+        bool((off[f"{n}.weights"][0, head] - 1 / off[f"{n}.weights"].shape[-1]).abs().max() < 1e-6),
+        bool((off[f"{n}.weights"][0, others] - on[f"{n}.weights"][0, others]).abs().max() > 1e-6),
+        bool((off[f"{n}.out"] == 0).all()),
+    ]
     if sum(facts) != 1:
         raise ValueError("the traces do not single out one option")
     change = float((off[f"{n}.out"] - on[f"{n}.out"]).norm() / on[f"{n}.out"].norm())
-    return Question("head_zero",
-                    f"Switch off head {head} of encoder layer {layer}'s self-attention for {quote(prepared.tokens)}. "
-                    "What changes inside the layer?", HEAD_ZERO_OPTIONS, facts.index(True),
-                    f"With the head off: its z is {'all zeros' if facts[0] else 'not zero'}, the other heads' weights "
-                    f"{'change' if facts[2] else 'stay the same'}, and the attention sublayer's output moves by "
-                    f"{change:.0%} of its size.")
+    return Question(
+        "head_zero",
+        f"Switch off head {head} of encoder layer {layer}'s self-attention for {quote(prepared.tokens)}. "
+        "What changes inside the layer?",
+        HEAD_ZERO_OPTIONS,
+        facts.index(True),
+        f"With the head off: its z is {'all zeros' if facts[0] else 'not zero'}, the other heads' weights "
+        f"{'change' if facts[2] else 'stay the same'}, and the attention sublayer's output moves by "
+        f"{change:.0%} of its size.",
+    )
 
 
 class ClickGrid(TypedDict):
@@ -350,5 +390,10 @@ def attention_grid(a: Analysis, layer: int, head: int, query: int) -> ClickGrid:
     labels = [f"{i}:{plain(w, MAX_OPTION - 4)}" for i, w in enumerate(words)]
     w = a.trace[f"enc.{layer}.self_attn.weights"][0, head, query]  # [Ts]
     values = a.trace[f"enc.{layer}.self_attn.weights"][0, head]  # [Ts, Ts]
-    return {"rows": labels, "cols": labels, "answer": query * len(labels) + int(w.argmax()), "row": query,
-            "values": [[round(float(v), 4) for v in row] for row in values]}
+    return {
+        "rows": labels,
+        "cols": labels,
+        "answer": query * len(labels) + int(w.argmax()),
+        "row": query,
+        "values": [[round(float(v), 4) for v in row] for row in values],
+    }

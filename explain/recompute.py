@@ -25,6 +25,7 @@ def as_array(values: Tensor) -> np.ndarray:
 
 # --- Wang's column form: c_:j = V · softmax(Kᵀ q_:j / √d_k), C = Attn(X, X) -------------------------------
 
+
 @dataclass(frozen=True)
 class ColumnForm:
     """One head of one attention module in the lecture's column layout: q_:j, k_:i, v_:i are columns."""
@@ -54,11 +55,13 @@ def column_form(trace: Trace, module: str, head: int, scale: bool = True) -> Col
         a_j = torch.softmax(K.T @ Q[:, j] / s + mask[j], dim=0).nan_to_num(0.0)  # [Tk]
         alpha.append(a_j)
         C.append(V @ a_j)  # [d_k]: c_:j
-    return ColumnForm(module, head, torch.stack(alpha, 1).numpy(), torch.stack(C, 1).numpy(),
-                      as_array(trace[f"{module}.z"][0, head]))
+    return ColumnForm(
+        module, head, torch.stack(alpha, 1).numpy(), torch.stack(C, 1).numpy(), as_array(trace[f"{module}.z"][0, head])
+    )
 
 
 # --- The recurrent model's encoder-decoder attention (Bahdanau), recomputed ---------------------------
+
 
 @dataclass(frozen=True)
 class CrossAttention:
@@ -93,8 +96,18 @@ def cross_attention(trace: Trace, layer: int, head: int, scale: bool = True) -> 
     scores = q @ k.T / s  # [Tt, Ts]: row j is Kᵀ q_:j
     alpha = torch.softmax(scores, dim=-1)
     c = alpha @ v  # [Tt, d_k]: row j is c_:j = Σ_i α_ij v_:i
-    return CrossAttention(m, q.numpy(), k.numpy(), v.numpy(), scores.numpy(), alpha.numpy(), c.numpy(),
-                          as_array(trace[f"{m}.weights"][0, head]), as_array(trace[f"{m}.z"][0, head]), s)
+    return CrossAttention(
+        m,
+        q.numpy(),
+        k.numpy(),
+        v.numpy(),
+        scores.numpy(),
+        alpha.numpy(),
+        c.numpy(),
+        as_array(trace[f"{m}.weights"][0, head]),
+        as_array(trace[f"{m}.z"][0, head]),
+        s,
+    )
 
 
 # --- The look-ahead mask: scaled + mask = masked -> softmax -------------------------------------------
@@ -129,8 +142,9 @@ def mask_steps(trace: Trace, module: str, head: int) -> MaskSteps:
     """The four matrices of one head of `module` (e.g. "dec.0.self_attn") for sentence 0 of the batch."""
     scaled = trace[f"{module}.scaled"]  # [B, H, Tq, Tk]
     mask = trace[f"{module}.mask"].expand(scaled.shape)  # [B|1, 1, Tq|1, Tk] -> [B, H, Tq, Tk]
-    return MaskSteps(scaled[0, head], mask[0, head], trace[f"{module}.masked"][0, head],
-                     trace[f"{module}.weights"][0, head])
+    return MaskSteps(
+        scaled[0, head], mask[0, head], trace[f"{module}.masked"][0, head], trace[f"{module}.weights"][0, head]
+    )
 
 
 @dataclass(frozen=True)
@@ -160,6 +174,7 @@ def masked_row(scaled_row: Tensor, mask_row: Tensor) -> MaskedRow:
 
 
 # --- Label smoothing (paper 5.4) ------------------------------------------------------------------------
+
 
 def smoothed_target(gold: int, vocab_size: int, eps: float) -> Tensor:
     """The paper's label smoothing (Szegedy et al.): q = (1 − ε)·one-hot(gold) + ε/V, i.e. ε spread evenly over
@@ -195,9 +210,17 @@ def label_smoothing(logits: Tensor, gold: Sequence[int], eps: float, itos: list[
         lp, ls = float(-logp[t, g]), float(-(q * logp[t]).sum())
         plain.append(lp)
         smooth.append(ls)
-        rows.append({"position": t, "gold word": itos[g], "q(gold)": float(q[g]),
-                     "q(each other word)": eps / V, "p(gold)": float(logp[t, g].exp()),
-                     "loss vs one-hot": lp, "loss vs smoothed": ls})
+        rows.append(
+            {
+                "position": t,
+                "gold word": itos[g],
+                "q(gold)": float(q[g]),
+                "q(each other word)": eps / V,
+                "p(gold)": float(logp[t, g].exp()),
+                "loss vs one-hot": lp,
+                "loss vs smoothed": ls,
+            }
+        )
     q0 = smoothed_target(0, V, eps)
     floor = float(-(q0 * q0.clamp_min(1e-300).log()).sum())
     ref = float(F.cross_entropy(logits, torch.tensor(list(gold)), label_smoothing=eps))

@@ -29,8 +29,19 @@ from explain.questionnaires import FEEL, SUS, TLX
 
 IDLE_CAP = 600.0
 LEVELS = ("viewing", "responding", "changing", "constructing", "presenting")
-LEVEL_OF = {"viewed": 0, "revealed": 0, "answered": 1, "predicted": 1, "checked": 1, "voted": 1, "revoted": 1,
-            "changed": 2, "clicked": 2, "trained": 3, "shared": 4}
+LEVEL_OF = {
+    "viewed": 0,
+    "revealed": 0,
+    "answered": 1,
+    "predicted": 1,
+    "checked": 1,
+    "voted": 1,
+    "revoted": 1,
+    "changed": 2,
+    "clicked": 2,
+    "trained": 3,
+    "shared": 4,
+}
 
 
 Record = dict[str, Any]  # a participant, an event, an answer: JSON objects as the study store hands them out
@@ -101,8 +112,9 @@ def _ok(n: int) -> bool:
 
 
 def build(instrument: Mapping[str, Any], participants: list[Record], events: list[Record], first: str = "") -> Report:
-    forms: dict[str, dict[str, Record]] = {f: {it["id"]: it for it in items}
-                                           for f, items in instrument["forms"].items()}
+    forms: dict[str, dict[str, Record]] = {
+        f: {it["id"]: it for it in items} for f, items in instrument["forms"].items()
+    }
     by_actor: defaultdict[str, list[Record]] = defaultdict(list)
     for e in events:
         by_actor[e["actor"]].append(e)
@@ -140,8 +152,10 @@ def build(instrument: Mapping[str, Any], participants: list[Record], events: lis
     for a in matched:
         conds[people[a]["condition"]].append(a)
     gain = stats.hake_gain(pre, post) if _ok(len(matched)) else None
-    by_cond = {c: (stats.hake_gain([known(a, "pre") for a in xs], [known(a, "post") for a in xs])
-                   if _ok(len(xs)) else None) for c, xs in sorted(conds.items())}
+    by_cond = {
+        c: (stats.hake_gain([known(a, "pre") for a in xs], [known(a, "post") for a in xs]) if _ok(len(xs)) else None)
+        for c, xs in sorted(conds.items())
+    }
     hedges: stats.Interval | None = None
     names = sorted(conds) if not first else [first, *sorted(c for c in conds if c != first)]
     if len(names) == 2 and all(_ok(len(conds[c])) for c in names):
@@ -153,33 +167,53 @@ def build(instrument: Mapping[str, Any], participants: list[Record], events: lis
     steps, weakest = _steps(by_actor, items)
     sus_scores = [stats.sus_score([r[k] for k, _ in SUS]) for r in ratings.values() if all(k in r for k, _ in SUS)]
     tlx_rows = [[r[k] for k, _ in TLX] for r in ratings.values() if all(k in r for k, _ in TLX)]
-    tlx = {k: (sum(row[i] for row in tlx_rows) / len(tlx_rows) if _ok(len(tlx_rows)) else None)
-           for i, (k, _) in enumerate(TLX)}
+    tlx = {
+        k: (sum(row[i] for row in tlx_rows) / len(tlx_rows) if _ok(len(tlx_rows)) else None)
+        for i, (k, _) in enumerate(TLX)
+    }
     feel_key = FEEL[0][0]
     feel = [(ratings[a][feel_key], known(a, "post") - known(a, "pre")) for a in matched if feel_key in ratings[a]]
     return Report(
-        n_consented=len(people), n_matched=len(matched),
-        conditions={c: sum(1 for p in people.values() if p["condition"] == c)
-                    for c in sorted({p["condition"] for p in people.values()})},
-        gain=gain, gain_by_condition=by_cond, hedges=hedges,
+        n_consented=len(people),
+        n_matched=len(matched),
+        conditions={
+            c: sum(1 for p in people.values() if p["condition"] == c)
+            for c in sorted({p["condition"] for p in people.values()})
+        },
+        gain=gain,
+        gain_by_condition=by_cond,
+        hedges=hedges,
         pre_mean=sum(pre) / len(pre) if _ok(len(pre)) else None,
         post_mean=sum(post) / len(post) if _ok(len(post)) else None,
         delayed_mean=sum(delayed) / len(delayed) if _ok(len(delayed)) else None,
-        items=items, distractors=distractors,
-        misconceptions=[{"misconception": MISCONCEPTIONS.get(k, k), "key": k, "chosen": stats.count_cell(n),
-                         "items": len(slots)} for k, (n, slots) in sorted(miscount.items(), key=lambda kv: -kv[1][0])],
-        steps=steps, weakest_step=weakest,
+        items=items,
+        distractors=distractors,
+        misconceptions=[
+            {"misconception": MISCONCEPTIONS.get(k, k), "key": k, "chosen": stats.count_cell(n), "items": len(slots)}
+            for k, (n, slots) in sorted(miscount.items(), key=lambda kv: -kv[1][0])
+        ],
+        steps=steps,
+        weakest_step=weakest,
         sus=stats.mean_interval(sus_scores) if _ok(len(sus_scores)) else None,
-        tlx=tlx, tlx_raw=stats.mean_interval([stats.tlx_raw(r) for r in tlx_rows]) if _ok(len(tlx_rows)) else None,
+        tlx=tlx,
+        tlx_raw=stats.mean_interval([stats.tlx_raw(r) for r in tlx_rows]) if _ok(len(tlx_rows)) else None,
         feel=feel if _ok(len(feel)) else [],
         feel_gain_rho=stats.spearman([f for f, _ in feel], [g for _, g in feel]) if _ok(len(feel)) else None,
-        notes=[] if _ok(len(matched)) else [f"{stats.count_cell(len(matched))} participants have taken both tests: "
-                                            f"figures appear from {stats.MIN_CELL} on."])
+        notes=[]
+        if _ok(len(matched))
+        else [
+            f"{stats.count_cell(len(matched))} participants have taken both tests: "
+            f"figures appear from {stats.MIN_CELL} on."
+        ],
+    )
 
 
-def _items(forms: Mapping[str, Mapping[str, Record]], people: Mapping[str, Record],
-           answers: Mapping[tuple[str, str], Mapping[str, Record]], done: Mapping[str, set[str]],
-           ) -> tuple[list[ItemRow], list[DistractorRow], dict[str, tuple[int, set[int]]]]:
+def _items(
+    forms: Mapping[str, Mapping[str, Record]],
+    people: Mapping[str, Record],
+    answers: Mapping[tuple[str, str], Mapping[str, Record]],
+    done: Mapping[str, set[str]],
+) -> tuple[list[ItemRow], list[DistractorRow], dict[str, tuple[int, set[int]]]]:
     """Per slot and test: difficulty and corrected point-biserial over the participants who completed the test
     (forms pooled: they are isomorphic); the distractors' counts; each misconception's count."""
     slots = sorted({slot_of(i) for f in forms.values() for i in f})
@@ -190,8 +224,11 @@ def _items(forms: Mapping[str, Mapping[str, Record]], people: Mapping[str, Recor
         takers = [a for a, p in people.items() if phase in done[a]]
         matrix = []
         for a in takers:
-            form = people[a]["first_form"] if phase in ("pre", "delayed") else (
-                "B" if people[a]["first_form"] == "A" else "A")
+            form = (
+                people[a]["first_form"]
+                if phase in ("pre", "delayed")
+                else ("B" if people[a]["first_form"] == "A" else "A")
+            )
             got = answers.get((a, phase), {})
             matrix.append([int(bool(got.get(f"{form}{s:02d}", {}).get("correct"))) for s in slots])
         if not takers:
@@ -199,15 +236,26 @@ def _items(forms: Mapping[str, Mapping[str, Record]], people: Mapping[str, Recor
         table = stats.item_table(matrix) if _ok(len(takers)) else [(None, None)] * len(slots)
         for s, (p, r) in zip(slots, table, strict=True):
             a_item = forms["A"][f"A{s:02d}"]
-            rows.append({"slot": s, "objective": a_item["objective"], "template": a_item["template"],
-                         "phase": phase, "n": stats.count_cell(len(takers)), "difficulty": p,
-                         "discrimination": r})
+            rows.append(
+                {
+                    "slot": s,
+                    "objective": a_item["objective"],
+                    "template": a_item["template"],
+                    "phase": phase,
+                    "n": stats.count_cell(len(takers)),
+                    "difficulty": p,
+                    "discrimination": r,
+                }
+            )
         for s in slots:
             counts: defaultdict[str, int] = defaultdict(int)
             total = 0
             for a in takers:
-                form = people[a]["first_form"] if phase in ("pre", "delayed") else (
-                    "B" if people[a]["first_form"] == "A" else "A")
+                form = (
+                    people[a]["first_form"]
+                    if phase in ("pre", "delayed")
+                    else ("B" if people[a]["first_form"] == "A" else "A")
+                )
                 item = forms[form][f"{form}{s:02d}"]
                 res = answers.get((a, phase), {}).get(item["id"])
                 if res is None:
@@ -222,12 +270,16 @@ def _items(forms: Mapping[str, Mapping[str, Record]], people: Mapping[str, Recor
                     miscount[tag][0] += 1
                     miscount[tag][1].add(s)
             for key, n in sorted(counts.items(), key=lambda kv: -kv[1]):
-                distractors.append({"slot": s, "phase": phase,
-                                    "answer": "right answer" if key == "right" else
-                                    MISCONCEPTIONS.get(key, "another wrong option"),
-                                    "misconception": key if key not in ("right", "other") else "",
-                                    "count": stats.count_cell(n),
-                                    "share": n / total if _ok(total) and not stats.suppress(n) else None})
+                distractors.append(
+                    {
+                        "slot": s,
+                        "phase": phase,
+                        "answer": "right answer" if key == "right" else MISCONCEPTIONS.get(key, "another wrong option"),
+                        "misconception": key if key not in ("right", "other") else "",
+                        "count": stats.count_cell(n),
+                        "share": n / total if _ok(total) and not stats.suppress(n) else None,
+                    }
+                )
     return rows, distractors, {k: (v[0], v[1]) for k, v in miscount.items()}
 
 
@@ -240,7 +292,7 @@ def _steps(by_actor: Mapping[str, list[Record]], items: list[ItemRow]) -> tuple[
             step = e["context"].get("step")
             if e["verb"] == "viewed" and e["object"].startswith("lesson/step/"):
                 step = int(e["object"].rsplit("/", 1)[1])
-                nxt = next((x["timestamp"] for x in evs[i + 1:] if x["verb"] in ("viewed", "started")), None)
+                nxt = next((x["timestamp"] for x in evs[i + 1 :] if x["verb"] in ("viewed", "started")), None)
                 if nxt is not None:
                     seconds[step][actor] += min(IDLE_CAP, (nxt - e["timestamp"]) / 1000)
             if step is not None and e["verb"] in LEVEL_OF and e["context"].get("phase") == "path":
@@ -259,11 +311,17 @@ def _steps(by_actor: Mapping[str, list[Record]], items: list[ItemRow]) -> tuple[
         n = len(who)
         diffs = [d for o in objectives_at[k] for d in post[o]]
         levels = sorted(level[k].values())
-        rows.append({"step": k, "title": step.title, "n": stats.count_cell(n),
-                     "median_seconds": median(seconds[k].values()) if _ok(len(seconds[k])) else None,
-                     "level": LEVELS[levels[len(levels) // 2]] if _ok(len(levels)) else None,
-                     "objectives": ", ".join(objectives_at[k]),
-                     "post_correct": sum(diffs) / len(diffs) if diffs else None})
+        rows.append(
+            {
+                "step": k,
+                "title": step.title,
+                "n": stats.count_cell(n),
+                "median_seconds": median(seconds[k].values()) if _ok(len(seconds[k])) else None,
+                "level": LEVELS[levels[len(levels) // 2]] if _ok(len(levels)) else None,
+                "objectives": ", ".join(objectives_at[k]),
+                "post_correct": sum(diffs) / len(diffs) if diffs else None,
+            }
+        )
     graded = [(correct, r) for r in rows if (correct := r["post_correct"]) is not None]
     weakest = min(graded, key=lambda g: g[0])[1] if graded else None
     return rows, weakest

@@ -97,7 +97,7 @@ def span_check(model: Transformer, trace: Trace, layer: int) -> SpanCheck:
         T, D = v.shape[1], H * d_k
         blocks = torch.zeros(H, T, D, dtype=torch.float64)  # v_j^h placed in head h's columns
         for h in range(H):
-            blocks[h, :, h * d_k:(h + 1) * d_k] = v[h]
+            blocks[h, :, h * d_k : (h + 1) * d_k] = v[h]
         blocks = blocks.reshape(H * T, D)  # [H·T, D]
         W_o = enc.self_attn.W_o.weight.double().T  # [D, D], x·W form
         b_o = enc.self_attn.W_o.bias.double()

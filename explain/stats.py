@@ -44,8 +44,9 @@ def difficulty(scores: Sequence[int] | npt.NDArray[np.float64]) -> float | None:
     return float(np.mean(scores)) if len(scores) else None
 
 
-def point_biserial(item: Sequence[int] | npt.NDArray[np.float64],
-                   rest: Sequence[float] | npt.NDArray[np.float64]) -> float | None:
+def point_biserial(
+    item: Sequence[int] | npt.NDArray[np.float64], rest: Sequence[float] | npt.NDArray[np.float64]
+) -> float | None:
     """Pearson's r between an item's 0/1 scores and the rest scores (the test total without the item); None when
     either does not vary (everyone right, or everyone wrong: the item cannot discriminate on these people)."""
     x, y = np.asarray(item, float), np.asarray(rest, float)
@@ -68,8 +69,9 @@ def _gain(pre: np.ndarray, post: np.ndarray) -> float:
     return (b - a) / (1 - a) if a < 1 else math.nan
 
 
-def hake_gain(pre: Sequence[float], post: Sequence[float], seed: int = 0, resamples: int = BOOTSTRAP
-              ) -> Interval | None:
+def hake_gain(
+    pre: Sequence[float], post: Sequence[float], seed: int = 0, resamples: int = BOOTSTRAP
+) -> Interval | None:
     """⟨g⟩ of matched participants' pre and post scores (fractions, 0-1) with its 95% bootstrap interval; None
     for no participant or a perfect pre-test."""
     pre_a, post_a = np.asarray(pre, float), np.asarray(post, float)

@@ -35,37 +35,43 @@ def from_book(query: int) -> bool:
 class ThinkingMachines:
     """Every number of the worked example, each one a real tensor."""
 
-    q: torch.Tensor        # [2, 64] queries of "Thinking", "Machines"
-    k: torch.Tensor        # [2, 64] keys
-    v: torch.Tensor        # [2, 64] values
-    scores: torch.Tensor   # [2, 2] q_i · k_j           (row 0: 112, 96)
-    scaled: torch.Tensor   # [2, 2] scores / sqrt(d_k)   (row 0: 14, 12)
+    q: torch.Tensor  # [2, 64] queries of "Thinking", "Machines"
+    k: torch.Tensor  # [2, 64] keys
+    v: torch.Tensor  # [2, 64] values
+    scores: torch.Tensor  # [2, 2] q_i · k_j           (row 0: 112, 96)
+    scaled: torch.Tensor  # [2, 2] scores / sqrt(d_k)   (row 0: 14, 12)
     weights: torch.Tensor  # [2, 2] softmax per row      (row 0: 0.88, 0.12)
-    z: torch.Tensor        # [2, 64] weighted sum of the values
+    z: torch.Tensor  # [2, 64] weighted sum of the values
 
 
 def _vectors() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Integer-valued 64-d vectors with q1·k1 = 112 and q1·k2 = 96 (and q2·k2 > q2·k1)."""
     q = torch.zeros(2, D_K)
     k = torch.zeros(2, D_K)
-    q[0, :16] = 1.0     # q1 = 1 in dims 0..15
-    k[0, :16] = 7.0     # k1 · q1 = 16 * 7 = 112
-    k[1, :16] = 6.0     # k2 · q1 = 16 * 6 = 96
-    q[1, 16:32] = 1.0   # q2 = 1 in dims 16..31
-    k[0, 16:32] = 2.0   # k1 · q2 = 32
-    k[1, 16:32] = 5.0   # k2 · q2 = 80
+    q[0, :16] = 1.0  # q1 = 1 in dims 0..15
+    k[0, :16] = 7.0  # k1 · q1 = 16 * 7 = 112
+    k[1, :16] = 6.0  # k2 · q1 = 16 * 6 = 96
+    q[1, 16:32] = 1.0  # q2 = 1 in dims 16..31
+    k[0, 16:32] = 2.0  # k1 · q2 = 32
+    k[1, 16:32] = 5.0  # k2 · q2 = 80
     v = torch.zeros(2, D_K)
-    v[0, 0::2] = 1.0    # v1: ones in the even dimensions
-    v[1, 1::2] = 1.0    # v2: ones in the odd dimensions
+    v[0, 0::2] = 1.0  # v1: ones in the even dimensions
+    v[1, 1::2] = 1.0  # v2: ones in the odd dimensions
     return q, k, v
 
 
 def thinking_machines() -> ThinkingMachines:
     q, k, v = _vectors()
     trace = Trace()
-    z, weights = scaled_dot_product_attention(q[None, None], k[None, None], v[None, None],
-                                              trace=trace, name="textbook")  # [1, 1, 2, 64]
-    return ThinkingMachines(q=q, k=k, v=v,
-                            scores=trace["textbook.scores"][0, 0],
-                            scaled=trace["textbook.scaled"][0, 0],
-                            weights=weights[0, 0], z=z[0, 0])
+    z, weights = scaled_dot_product_attention(
+        q[None, None], k[None, None], v[None, None], trace=trace, name="textbook"
+    )  # [1, 1, 2, 64]
+    return ThinkingMachines(
+        q=q,
+        k=k,
+        v=v,
+        scores=trace["textbook.scores"][0, 0],
+        scaled=trace["textbook.scaled"][0, 0],
+        weights=weights[0, 0],
+        z=z[0, 0],
+    )

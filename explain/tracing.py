@@ -122,8 +122,9 @@ def first_difference(a: tuple[str, ...], b: tuple[str, ...]) -> int | None:
     return None if len(a) == len(b) else min(len(a), len(b))
 
 
-def pair(bundle: Bundle, clean_text: str, corrupt_text: str, position: int | None = None,
-         iv: Interventions | None = None) -> Pair:
+def pair(
+    bundle: Bundle, clean_text: str, corrupt_text: str, position: int | None = None, iv: Interventions | None = None
+) -> Pair:
     """Both sentences translated (greedy) and run teacher-forced on the clean translation up to `position` (by
     default the first output word where the translations differ). Raises `NotAPair` with the reason."""
     iv = replace(iv or Interventions(), patches=(), weight_edits=())
@@ -131,14 +132,18 @@ def pair(bundle: Bundle, clean_text: str, corrupt_text: str, position: int | Non
     if clean.empty or corrupt.empty:
         raise NotAPair("Type two sentences to compare.")
     if len(clean.tokens) != len(corrupt.tokens):
-        raise NotAPair(f"The two sentences need the same number of words, so that each position has a partner: "
-                       f"the first has {len(clean.tokens)}, the second {len(corrupt.tokens)}.")
+        raise NotAPair(
+            f"The two sentences need the same number of words, so that each position has a partner: "
+            f"the first has {len(clean.tokens)}, the second {len(corrupt.tokens)}."
+        )
     if len(clean.tokens) > MAX_TOKENS:
         raise NotAPair(f"Tracing takes sentences of up to {MAX_TOKENS} words (these have {len(clean.tokens)}).")
     differs = tuple(i for i, (x, y) in enumerate(zip(clean.ids, corrupt.ids, strict=True)) if x != y)
     if not differs:
-        raise NotAPair("The two sentences are the same to the model (unknown words all read as <unk>): change a "
-                       "word the model knows.")
+        raise NotAPair(
+            "The two sentences are the same to the model (unknown words all read as <unk>): change a "
+            "word the model knows."
+        )
     model = bundle.model
     g_clean, g_corrupt = greedy_decode(model, clean.src(), iv), greedy_decode(model, corrupt.src(), iv)
     words = tuple(bundle.tgt_vocab.decode(g_clean.tokens))
@@ -156,12 +161,15 @@ def at_position(bundle: Bundle, p: Pair, position: int) -> Pair:
     up to it, its probability read in each (two traced passes)."""
     t = max(0, min(position, len(p.clean_words) - 1))
     moved = replace(p, position=t, word=p.clean_words[t], word_id=p.clean_out[t])
-    probs = [float(traced(bundle.model, x.src(), moved.tgt_in(), p.interventions)["probs"][0, t, moved.word_id])
-             for x in (p.clean, p.corrupt)]
+    probs = [
+        float(traced(bundle.model, x.src(), moved.tgt_in(), p.interventions)["probs"][0, t, moved.word_id])
+        for x in (p.clean, p.corrupt)
+    ]
     return replace(moved, p_clean=probs[0], p_corrupt=probs[1])
 
 
 # --- the runs ---------------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class _Run:
@@ -173,7 +181,8 @@ class _Run:
     def encoder(self) -> bool:
         """Does the run change anything in the encoder (else it reuses the sentence's encoder output)?"""
         return any(x.name.startswith(("src.", "enc.")) for x in self.patches) or any(
-            e.module.startswith("enc.") for e in self.edits)
+            e.module.startswith("enc.") for e in self.edits
+        )
 
 
 def word_probs(bundle: Bundle, p: Pair, runs: list[_Run]) -> list[float]:
@@ -188,13 +197,24 @@ def word_probs(bundle: Bundle, p: Pair, runs: list[_Run]) -> list[float]:
             for encoder in (True, False):
                 todo = [i for i, r in enumerate(runs) if r.clean == clean and r.encoder == encoder]
                 for start in range(0, len(todo), CHUNK):
-                    chunk = todo[start:start + CHUNK]
+                    chunk = todo[start : start + CHUNK]
                     n = len(chunk)
-                    trace = Trace(replace(
-                        iv, patches=tuple(Patch(x.name, (b, *x.at[1:]), x.values)
-                                          for b, i in enumerate(chunk) for x in runs[i].patches),
-                        weight_edits=tuple(WeightEdit(e.module, (b, *e.at[1:]), e.value)
-                                           for b, i in enumerate(chunk) for e in runs[i].edits)), record=False)
+                    trace = Trace(
+                        replace(
+                            iv,
+                            patches=tuple(
+                                Patch(x.name, (b, *x.at[1:]), x.values)
+                                for b, i in enumerate(chunk)
+                                for x in runs[i].patches
+                            ),
+                            weight_edits=tuple(
+                                WeightEdit(e.module, (b, *e.at[1:]), e.value)
+                                for b, i in enumerate(chunk)
+                                for e in runs[i].edits
+                            ),
+                        ),
+                        record=False,
+                    )
                     src = srcs[clean].expand(n, -1)  # [n, Ts]
                     mem = model.encode(src, trace) if encoder else memory[clean].expand(n, -1, -1)
                     hidden = model.decode(mem, src, p.tgt_in().expand(n, -1), trace)[:, t]  # [n, D]
@@ -206,7 +226,7 @@ def word_probs(bundle: Bundle, p: Pair, runs: list[_Run]) -> list[float]:
 
 def _grid(title: str, rows: list[str], columns: list[str], probs: list[float], p: Pair, lost: bool = False) -> Grid:
     n = len(columns)
-    prob = tuple(tuple(probs[r * n:(r + 1) * n]) for r in range(len(rows)))
+    prob = tuple(tuple(probs[r * n : (r + 1) * n]) for r in range(len(rows)))
     gap = p.gap if p.traceable else float("nan")
     share = tuple(tuple(((p.p_clean - x) if lost else (x - p.p_corrupt)) / gap for x in row) for row in prob)
     return Grid(title, tuple(rows), tuple(columns), share, prob, lost)
@@ -222,21 +242,24 @@ def _stream_rows(cfg: Config, stack: str) -> list[tuple[str, str]]:
     parts = ("self-attn", "FFN") if stack == "enc" else ("self-attn", "enc-dec attn", "FFN")
     layers = cfg.n_enc_layers if stack == "enc" else cfg.n_dec_layers
     first = [("src.input", "input (embedding + PE)")] if stack == "enc" else []
-    return first + [(stream(cfg, stack, i, k + 1), f"layer {i} after {part}")
-                    for i in range(layers) for k, part in enumerate(parts)]
+    return first + [
+        (stream(cfg, stack, i, k + 1), f"layer {i} after {part}") for i in range(layers) for k, part in enumerate(parts)
+    ]
 
 
 def attention_layers(cfg: Config) -> list[tuple[str, str]]:
     """(module, row label) of every attention layer that reads the source positions."""
-    return ([(f"enc.{i}.self_attn", f"encoder layer {i} self-attn") for i in range(cfg.n_enc_layers)]
-            + [(f"dec.{i}.cross_attn", f"decoder layer {i} enc-dec attn") for i in range(cfg.n_dec_layers)])
+    return [(f"enc.{i}.self_attn", f"encoder layer {i} self-attn") for i in range(cfg.n_enc_layers)] + [
+        (f"dec.{i}.cross_attn", f"decoder layer {i} enc-dec attn") for i in range(cfg.n_dec_layers)
+    ]
 
 
 def hide(cfg: Config, p: Pair, modules: list[str], key: int) -> tuple[WeightEdit, ...]:
     """Source position `key` hidden from `modules`: its weight 0 in every row of every head."""
     rows = {"enc": len(p.clean.ids), "dec": p.position + 1}
-    return tuple(WeightEdit(m, (0, h, q, key), 0.0) for m in modules for h in range(cfg.n_heads)
-                 for q in range(rows[m[:3]]))
+    return tuple(
+        WeightEdit(m, (0, h, q, key), 0.0) for m in modules for h in range(cfg.n_heads) for q in range(rows[m[:3]])
+    )
 
 
 def trace_pair(bundle: Bundle, p: Pair, every_position: bool = True) -> Tracing:
@@ -257,8 +280,10 @@ def trace_pair(bundle: Bundle, p: Pair, every_position: bool = True) -> Tracing:
         z = f"dec.{i}.cross_attn.z"
         for h in [*range(H), None]:
             head_rows.append(f"layer {i} head {h}" if h is not None else f"layer {i} all heads")
-            runs += [_Run(False, tuple(Patch.take(clean, z, (0, g, q)) for g in ([h] if h is not None else range(H))))
-                     for q in cols]
+            runs += [
+                _Run(False, tuple(Patch.take(clean, z, (0, g, q)) for g in ([h] if h is not None else range(H))))
+                for q in cols
+            ]
     runs += [_Run(False, (Patch.take(clean, name, (0, q)),)) for name, _ in dec_rows for q in cols]
     layers = attention_layers(cfg)
     hides = [[m] for m, _ in layers] + [[m for m, _ in layers]]
@@ -267,15 +292,22 @@ def trace_pair(bundle: Bundle, p: Pair, every_position: bool = True) -> Tracing:
     src, tgt = p.src_labels, [p.tgt_labels[q] for q in cols]
     part, start = [], 0
     for n in (len(enc_rows) * Ts, len(head_rows) * Tt, len(dec_rows) * Tt, len(hides) * Ts):
-        part.append(probs[start:start + n])
+        part.append(probs[start : start + n])
         start += n
     return Tracing(
         p,
         _grid("encoder residual stream", [lab for _, lab in enc_rows], src, part[0], p),
         _grid("encoder-decoder heads (z)", head_rows, tgt, part[1], p),
         _grid("decoder residual stream", [lab for _, lab in dec_rows], tgt, part[2], p),
-        _grid("a source word hidden from a layer", [lab for _, lab in layers] + ["every layer"], src, part[3], p,
-              lost=True))
+        _grid(
+            "a source word hidden from a layer",
+            [lab for _, lab in layers] + ["every layer"],
+            src,
+            part[3],
+            p,
+            lost=True,
+        ),
+    )
 
 
 def trace_head(bundle: Bundle, p: Pair, module: str, head: int) -> HeadTracing:
@@ -286,17 +318,21 @@ def trace_head(bundle: Bundle, p: Pair, module: str, head: int) -> HeadTracing:
     n_k = len(p.clean.ids) if stack == "enc" or kind == "cross_attn" else p.position + 1
     q_parts = (("q", "query q"), ("weights", "attention row"), ("z", "output z"))
     k_parts = (("k", "key k"), ("v", "value v"))
-    runs = [_Run(False, (Patch.take(clean, f"{module}.{part}", (0, head, i)),)) for part, _ in q_parts
-            for i in range(n_q)]
-    runs += [_Run(False, (Patch.take(clean, f"{module}.{part}", (0, head, j)),)) for part, _ in k_parts
-             for j in range(n_k)]
+    runs = [
+        _Run(False, (Patch.take(clean, f"{module}.{part}", (0, head, i)),)) for part, _ in q_parts for i in range(n_q)
+    ]
+    runs += [
+        _Run(False, (Patch.take(clean, f"{module}.{part}", (0, head, j)),)) for part, _ in k_parts for j in range(n_k)
+    ]
     probs = word_probs(bundle, p, runs)
     labels = {"enc": p.src_labels, "dec": p.tgt_labels}
     q_labels = labels[stack]
     k_labels = p.src_labels if stack == "enc" or kind == "cross_attn" else p.tgt_labels
     split = len(q_parts) * n_q
-    return HeadTracing(module, head, (module, head) in p.interventions.heads_off,
-                       _grid(f"{module} head {head}, per query position", [lab for _, lab in q_parts], q_labels,
-                             probs[:split], p),
-                       _grid(f"{module} head {head}, per key position", [lab for _, lab in k_parts], k_labels,
-                             probs[split:], p))
+    return HeadTracing(
+        module,
+        head,
+        (module, head) in p.interventions.heads_off,
+        _grid(f"{module} head {head}, per query position", [lab for _, lab in q_parts], q_labels, probs[:split], p),
+        _grid(f"{module} head {head}, per key position", [lab for _, lab in k_parts], k_labels, probs[split:], p),
+    )

@@ -162,8 +162,14 @@ def load(stem: str | Path) -> Bundle:
     return from_bytes(w.read_bytes(), j.read_bytes(), name=stem.name, archs=ARCHS, variants=True)
 
 
-def from_bytes(weights: bytes, meta_json: bytes, name: str | None = None, max_bytes: int | None = None,
-               archs: tuple[str, ...] = ("transformer",), variants: bool = False) -> Bundle:
+def from_bytes(
+    weights: bytes,
+    meta_json: bytes,
+    name: str | None = None,
+    max_bytes: int | None = None,
+    archs: tuple[str, ...] = ("transformer",),
+    variants: bool = False,
+) -> Bundle:
     """Validate and load a checkpoint given as bytes (an upload, files read from disk, a training job's result).
 
     Everything is checked before anything is allocated: the JSON is parsed with limits (size,
@@ -184,24 +190,30 @@ def from_bytes(weights: bytes, meta_json: bytes, name: str | None = None, max_by
     weights, meta_json = bytes(weights), bytes(meta_json)
     max_bytes = MAX_MODEL_BYTES if max_bytes is None else max_bytes
     if len(weights) + len(meta_json) > max_bytes:
-        raise CheckpointError(f"checkpoint is {(len(weights) + len(meta_json)) / 1e6:.1f} MB; "
-                              f"the limit is {max_bytes / 1e6:.0f} MB")
+        raise CheckpointError(
+            f"checkpoint is {(len(weights) + len(meta_json)) / 1e6:.1f} MB; the limit is {max_bytes / 1e6:.0f} MB"
+        )
     meta = parse_meta(meta_json)
     arch = meta.get("arch", "transformer")
     if arch not in ARCHS:
         raise CheckpointError(f"unknown arch {show(arch)} (expected one of {', '.join(ARCHS)})")
     if arch not in archs:
-        raise CheckpointError(f"this is a checkpoint of the {arch} model; here only {', '.join(archs)} "
-                              "checkpoints can be used")
+        raise CheckpointError(
+            f"this is a checkpoint of the {arch} model; here only {', '.join(archs)} checkpoints can be used"
+        )
     cfg = rnn_config(meta["config"]) if arch == "rnn" else transformer_config(meta["config"])
     if not variants and isinstance(cfg, Config) and (cfg.positions != "sinusoidal" or cfg.key_size is not None):
         what = "learned position vectors" if cfg.positions != "sinusoidal" else f"a key size d_k of {cfg.key_size}"
-        raise CheckpointError(f"this model uses {what} (a Table 3 variant); the pages draw the paper's own model "
-                              "(sinusoids, d_k = d_model / heads). `python -m model.evaluate` scores it.")
+        raise CheckpointError(
+            f"this model uses {what} (a Table 3 variant); the pages draw the paper's own model "
+            "(sinusoids, d_k = d_model / heads). `python -m model.evaluate` scores it."
+        )
     src_vocab, tgt_vocab = read_vocab(meta, "src_vocab"), read_vocab(meta, "tgt_vocab")
     if len(src_vocab) != cfg.src_vocab or len(tgt_vocab) != cfg.tgt_vocab:
-        raise CheckpointError(f"vocabulary sizes ({len(src_vocab)}, {len(tgt_vocab)}) do not match the config "
-                              f"({cfg.src_vocab}, {cfg.tgt_vocab})")
+        raise CheckpointError(
+            f"vocabulary sizes ({len(src_vocab)}, {len(tgt_vocab)}) do not match the config "
+            f"({cfg.src_vocab}, {cfg.tgt_vocab})"
+        )
     check_fields(meta, TOP_FIELDS, "", skip=("config", "src_vocab", "tgt_vocab"))
     direction = meta.get("direction", "en-fr")
     if direction not in ("en-fr", "fr-en"):
@@ -280,6 +292,7 @@ def expected_tensors(cfg: Config) -> dict[str, tuple[int, ...]]:
 
 # --- Limits of the files (the rest: model/checkpoint_checks.py) ---------------------------------------
 
+
 def _largest_model_bytes() -> int:
     """Bytes of the largest checkpoint the bounds allow: its float32 weights, a full header, a full JSON."""
     hi = {k: int(v[1]) for k, v in MODEL_BOUNDS.items() if k != "dropout"}
@@ -292,5 +305,3 @@ MAX_MODEL_BYTES = _largest_model_bytes()  # about 58 MB (vocabularies of 8,000 a
 MAX_BYTES = MAX_MODEL_BYTES  # an upload (weights + JSON) may be as large: a student can re-upload any model they
 # downloaded. A refused upload costs about its own size (the header is checked before anything is built), and
 # Streamlit's own limit, server.maxUploadSize in .streamlit/config.toml, is set just above it.
-
-

@@ -71,8 +71,9 @@ def read_json(data: bytes, what: str, max_bytes: int, max_brackets: int, max_val
         raise CheckpointError(f"{what} is {len(data):,} bytes; this app accepts at most {max_bytes:,}")
     brackets = data.count(b"[") + data.count(b"{")  # an upper bound on lists + objects (brackets in strings count too)
     if brackets > max_brackets:
-        raise CheckpointError(f"{what} has {brackets:,} brackets ('[' or '{{'); this app accepts at most "
-                              f"{max_brackets:,}")
+        raise CheckpointError(
+            f"{what} has {brackets:,} brackets ('[' or '{{'); this app accepts at most {max_brackets:,}"
+        )
     values = brackets + data.count(b",") + data.count(b":") + 1  # an upper bound on the values it holds
     if values > max_values:
         raise CheckpointError(f"{what} holds up to {values:,} values; this app accepts at most {max_values:,}")
@@ -84,14 +85,16 @@ def read_json(data: bytes, what: str, max_bytes: int, max_brackets: int, max_val
     def parse_int(s: str) -> int:
         digits = len(s) - s.startswith("-")
         if digits > MAX_INT_DIGITS:
-            raise CheckpointError(f"{what} holds a whole number of {digits:,} digits; this app accepts at most "
-                                  f"{MAX_INT_DIGITS}")
+            raise CheckpointError(
+                f"{what} holds a whole number of {digits:,} digits; this app accepts at most {MAX_INT_DIGITS}"
+            )
         return int(s)
 
     def parse_float(s: str) -> float:
         if len(s) > MAX_FLOAT_CHARS:
-            raise CheckpointError(f"{what} holds a number written with {len(s):,} characters; this app accepts at "
-                                  f"most {MAX_FLOAT_CHARS}")
+            raise CheckpointError(
+                f"{what} holds a number written with {len(s):,} characters; this app accepts at most {MAX_FLOAT_CHARS}"
+            )
         value = float(s)
         if not math.isfinite(value):
             raise CheckpointError(f"{what} holds the number {show(s)}, too large for a float")
@@ -108,8 +111,9 @@ def read_json(data: bytes, what: str, max_bytes: int, max_brackets: int, max_val
             out[k] = v
         return out
 
-    decoder = json.JSONDecoder(parse_int=parse_int, parse_float=parse_float, parse_constant=parse_constant,
-                               object_pairs_hook=object_pairs)
+    decoder = json.JSONDecoder(
+        parse_int=parse_int, parse_float=parse_float, parse_constant=parse_constant, object_pairs_hook=object_pairs
+    )
     try:
         return decoder.decode(text)
     except json.JSONDecodeError as e:
@@ -155,8 +159,10 @@ def transformer_config(c: object) -> Config:
             continue
         if key == "key_size":
             if value is not None and (type(value) is not int or not 1 <= value <= MODEL_BOUNDS["d_model"][1]):
-                raise CheckpointError("key_size must be null or a whole number from 1 to "
-                                      f"{MODEL_BOUNDS['d_model'][1]:g}, not {_kind(value)}")
+                raise CheckpointError(
+                    "key_size must be null or a whole number from 1 to "
+                    f"{MODEL_BOUNDS['d_model'][1]:g}, not {_kind(value)}"
+                )
             continue
         what = f"{key} ({MODEL_LABELS[key]})" if key in MODEL_LABELS else key
         number = isinstance(value, int | float) and not isinstance(value, bool)
@@ -195,8 +201,10 @@ def read_vocab(meta: dict[str, Any], key: str) -> Vocab:
     d = meta[key]
     bad = f"{key} is not a valid vocabulary"
     if not isinstance(d, dict) or set(d) != {"itos"}:
-        raise CheckpointError(f'{bad}: it must be an object {{"itos": [token, ...]}}, not '
-                              + (f"an object with the fields {show(sorted(d))}" if isinstance(d, dict) else _kind(d)))
+        raise CheckpointError(
+            f'{bad}: it must be an object {{"itos": [token, ...]}}, not '
+            + (f"an object with the fields {show(sorted(d))}" if isinstance(d, dict) else _kind(d))
+        )
     itos = d["itos"]
     if not isinstance(itos, list):
         raise CheckpointError(f"{bad}: its itos must be a list of tokens, not {_kind(itos)}")
@@ -208,8 +216,9 @@ def read_vocab(meta: dict[str, Any], key: str) -> Vocab:
         if not isinstance(t, str):
             raise CheckpointError(f"{bad}: token {i} must be text, not {_kind(t)}")
         if not 1 <= len(t) <= MAX_TOKEN_CHARS:
-            raise CheckpointError(f"{bad}: token {i} has {len(t):,} characters; this app accepts 1 to "
-                                  f"{MAX_TOKEN_CHARS}")
+            raise CheckpointError(
+                f"{bad}: token {i} has {len(t):,} characters; this app accepts 1 to {MAX_TOKEN_CHARS}"
+            )
         if not t.isprintable() or " " in t:  # the tokenizer never makes spaces or invisible characters
             raise CheckpointError(f"{bad}: token {i} ({show(t)}) holds a space or an invisible character")
     if len(set(itos)) != len(itos):
@@ -224,24 +233,67 @@ def read_vocab(meta: dict[str, Any], key: str) -> Vocab:
 # Metadata: every field the app writes has one type. A field it does not know may hold one plain value
 # (text, number, true/false or null), never a list or an object, so its size and shape stay bounded.
 TEXT, INT, INT_OR_NULL, NUMBER, NUMBER_OR_NULL, BOOL, SHA, SHA_OR_NULL = (
-    "text", "whole number", "whole number or null", "number", "number or null", "true or false", "sha256",
-    "sha256 or null")
+    "text",
+    "whole number",
+    "whole number or null",
+    "number",
+    "number or null",
+    "true or false",
+    "sha256",
+    "sha256 or null",
+)
 Spec = dict[str, "str | Spec"]  # field -> its type, or the fields of a nested object
 TRAINING_FIELDS: Spec = {  # `TrainConfig` fields and what `Trainer.bundle` adds
-    "direction": TEXT, "d_model": INT, "n_heads": INT, "n_layers": INT, "d_ff": INT, "dropout": NUMBER,
-    "batch_size": INT, "steps": INT, "warmup": INT, "lr_scale": NUMBER, "label_smoothing": NUMBER,
-    "clip_grad_norm": NUMBER_OR_NULL, "seed": INT, "look_ahead_mask": BOOL, "eval_every": INT,
-    "max_seconds": NUMBER_OR_NULL, "max_len": INT, "steps_done": INT, "train_seconds": NUMBER, "n_train": INT,
-    "n_heldout": INT, "torch": TEXT, "arch": TEXT, "cell": TEXT, "attention": TEXT, "positions": TEXT,
-    "key_size": INT_OR_NULL, "scale_scores": BOOL,
+    "direction": TEXT,
+    "d_model": INT,
+    "n_heads": INT,
+    "n_layers": INT,
+    "d_ff": INT,
+    "dropout": NUMBER,
+    "batch_size": INT,
+    "steps": INT,
+    "warmup": INT,
+    "lr_scale": NUMBER,
+    "label_smoothing": NUMBER,
+    "clip_grad_norm": NUMBER_OR_NULL,
+    "seed": INT,
+    "look_ahead_mask": BOOL,
+    "eval_every": INT,
+    "max_seconds": NUMBER_OR_NULL,
+    "max_len": INT,
+    "steps_done": INT,
+    "train_seconds": NUMBER,
+    "n_train": INT,
+    "n_heldout": INT,
+    "torch": TEXT,
+    "arch": TEXT,
+    "cell": TEXT,
+    "attention": TEXT,
+    "positions": TEXT,
+    "key_size": INT_OR_NULL,
+    "scale_scores": BOOL,
 }
 METRICS_FIELDS: Spec = {  # `EvalEvent.metrics` plus the CLI's final losses; NaN is written as null
-    "step": INT, "n": INT, "exact_match": NUMBER_OR_NULL, "bleu": NUMBER_OR_NULL, "coref_accuracy": NUMBER_OR_NULL,
-    "heldout_loss": NUMBER_OR_NULL, "heldout_cross_entropy": NUMBER_OR_NULL, "final_train_loss": NUMBER_OR_NULL,
+    "step": INT,
+    "n": INT,
+    "exact_match": NUMBER_OR_NULL,
+    "bleu": NUMBER_OR_NULL,
+    "coref_accuracy": NUMBER_OR_NULL,
+    "heldout_loss": NUMBER_OR_NULL,
+    "heldout_cross_entropy": NUMBER_OR_NULL,
+    "final_train_loss": NUMBER_OR_NULL,
     "final_train_cross_entropy": NUMBER_OR_NULL,
 }
-TOP_FIELDS: Spec = {"format": TEXT, "name": TEXT, "direction": TEXT, "weights_sha256": SHA, "data_sha256": SHA_OR_NULL,
-                    "training": TRAINING_FIELDS, "metrics": METRICS_FIELDS, "arch": TEXT}
+TOP_FIELDS: Spec = {
+    "format": TEXT,
+    "name": TEXT,
+    "direction": TEXT,
+    "weights_sha256": SHA,
+    "data_sha256": SHA_OR_NULL,
+    "training": TRAINING_FIELDS,
+    "metrics": METRICS_FIELDS,
+    "arch": TEXT,
+}
 
 
 def check_fields(d: dict[str, Any], spec: Spec, path: str, skip: tuple[str, ...] = ()) -> None:
@@ -251,8 +303,10 @@ def check_fields(d: dict[str, Any], spec: Spec, path: str, skip: tuple[str, ...]
             continue
         field_name = path + key
         if len(key) > MAX_KEY_CHARS or not key.isprintable():
-            raise CheckpointError(f"the JSON file has a field named {show(key)}: field names are at most "
-                                  f"{MAX_KEY_CHARS} visible characters")
+            raise CheckpointError(
+                f"the JSON file has a field named {show(key)}: field names are at most "
+                f"{MAX_KEY_CHARS} visible characters"
+            )
         kind = spec.get(key)
         if isinstance(kind, dict):
             if not isinstance(value, dict):
@@ -262,8 +316,9 @@ def check_fields(d: dict[str, Any], spec: Spec, path: str, skip: tuple[str, ...]
             expected = kind or "text, a number, true/false or null"
             raise CheckpointError(f"{field_name} must be {_article(expected)}, not {_kind(value)}")
         if isinstance(value, str) and len(value) > MAX_TEXT_CHARS:
-            raise CheckpointError(f"{field_name} has {len(value):,} characters; this app accepts at most "
-                                  f"{MAX_TEXT_CHARS}")
+            raise CheckpointError(
+                f"{field_name} has {len(value):,} characters; this app accepts at most {MAX_TEXT_CHARS}"
+            )
         if isinstance(value, str) and any(unicodedata.category(ch) in ("Cc", "Cs") for ch in value):
             raise CheckpointError(f"{field_name} holds a control character or a broken surrogate")
 
@@ -299,14 +354,17 @@ def check_header(weights: bytes, expected: dict[str, tuple[int, ...]]) -> None:
         raise CheckpointError(f"{unreadable} (it has only {len(weights)} bytes)")
     n = int.from_bytes(weights[:8], "little")
     if n > MAX_HEADER_BYTES:
-        raise CheckpointError(f"{unreadable} (its header claims {n:,} bytes; this app accepts at most "
-                              f"{MAX_HEADER_BYTES:,})")
+        raise CheckpointError(
+            f"{unreadable} (its header claims {n:,} bytes; this app accepts at most {MAX_HEADER_BYTES:,})"
+        )
     if 8 + n > len(weights):
-        raise CheckpointError(f"{unreadable} (its header claims {n:,} bytes; the file has {len(weights) - 8:,} "
-                              f"after the length)")
+        raise CheckpointError(
+            f"{unreadable} (its header claims {n:,} bytes; the file has {len(weights) - 8:,} after the length)"
+        )
     try:
-        header = read_json(weights[8:8 + n], "its header", MAX_HEADER_BYTES, 3 * len(expected) + 8,
-                            16 * len(expected) + 64)  # per tensor: 3 brackets, 4 colons, 5 commas
+        header = read_json(
+            weights[8 : 8 + n], "its header", MAX_HEADER_BYTES, 3 * len(expected) + 8, 16 * len(expected) + 64
+        )  # per tensor: 3 brackets, 4 colons, 5 commas
     except CheckpointError as e:
         raise CheckpointError(f"{unreadable} ({e})") from None
     if not isinstance(header, dict):
@@ -317,35 +375,46 @@ def check_header(weights: bytes, expected: dict[str, tuple[int, ...]]) -> None:
     missing = sorted(set(expected) - set(header))
     extra = sorted(set(header) - set(expected))
     if missing or extra:
-        raise CheckpointError("the weights do not match the config: "
-                              + (f"missing {', '.join(missing[:5])}" if missing else "")
-                              + ("; " if missing and extra else "")
-                              + (f"unexpected {', '.join(_name(x) for x in extra[:5])}" if extra else ""))
+        raise CheckpointError(
+            "the weights do not match the config: "
+            + (f"missing {', '.join(missing[:5])}" if missing else "")
+            + ("; " if missing and extra else "")
+            + (f"unexpected {', '.join(_name(x) for x in extra[:5])}" if extra else "")
+        )
     spans = []
     for k, shape in expected.items():
         entry = header[k]
         if not isinstance(entry, dict) or set(entry) != {"dtype", "shape", "data_offsets"}:
-            raise CheckpointError(f"{unreadable} (the entry of tensor {k} must have exactly dtype, shape and "
-                                  "data_offsets)")
+            raise CheckpointError(
+                f"{unreadable} (the entry of tensor {k} must have exactly dtype, shape and data_offsets)"
+            )
         if entry["dtype"] != "F32":
-            raise CheckpointError(f"tensor {k} is stored as {show(entry['dtype'])}; this app needs F32 "
-                                  "(32-bit floats)")
+            raise CheckpointError(f"tensor {k} is stored as {show(entry['dtype'])}; this app needs F32 (32-bit floats)")
         if entry["shape"] != list(shape) or not all(type(x) is int for x in entry["shape"]):
             got = entry["shape"]
             got = str(tuple(got)) if isinstance(got, list) and len(got) <= 8 else show(got)
             raise CheckpointError(f"tensor {k} has shape {got}, the config needs {tuple(shape)}")
         offsets = entry["data_offsets"]
-        if (not isinstance(offsets, list) or len(offsets) != 2 or not all(type(x) is int for x in offsets)
-                or offsets[1] - offsets[0] != 4 * math.prod(shape)):
-            raise CheckpointError(f"{unreadable} (tensor {k}'s data_offsets {show(offsets)} do not span the "
-                                  f"{4 * math.prod(shape):,} bytes of its shape)")
+        if (
+            not isinstance(offsets, list)
+            or len(offsets) != 2
+            or not all(type(x) is int for x in offsets)
+            or offsets[1] - offsets[0] != 4 * math.prod(shape)
+        ):
+            raise CheckpointError(
+                f"{unreadable} (tensor {k}'s data_offsets {show(offsets)} do not span the "
+                f"{4 * math.prod(shape):,} bytes of its shape)"
+            )
         spans.append((offsets[0], offsets[1], k))
     end = 0
     for begin, stop, k in sorted(spans):
         if begin != end:
-            raise CheckpointError(f"{unreadable} (the data of tensor {k} begins at byte {begin:,}, not {end:,}: "
-                                  "tensors overlap or leave a gap)")
+            raise CheckpointError(
+                f"{unreadable} (the data of tensor {k} begins at byte {begin:,}, not {end:,}: "
+                "tensors overlap or leave a gap)"
+            )
         end = stop
     if end != len(weights) - 8 - n:
-        raise CheckpointError(f"{unreadable} (its tensors need {end:,} bytes of data; the file holds "
-                              f"{len(weights) - 8 - n:,})")
+        raise CheckpointError(
+            f"{unreadable} (its tensors need {end:,} bytes of data; the file holds {len(weights) - 8 - n:,})"
+        )

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 # torch and the model are imported inside each command: a usage error is reported at once, without waiting a
 # second or two for torch to load.
 
-TRAIN_DOC = "Train a Transformer (or the recurrent model) with the recipe of \"Attention Is All You Need\"."
+TRAIN_DOC = 'Train a Transformer (or the recurrent model) with the recipe of "Attention Is All You Need".'
 
 
 def _load(path: str) -> Bundle | None:
@@ -51,10 +51,12 @@ def _train_parser() -> argparse.ArgumentParser:
         "direction": (DIRECTIONS, "translation direction"),
         "positions": (TRAIN_POSITIONS, "positional encoding: the paper's sinusoids, a learned table, or none"),
         "arch": (ARCHS, "the Transformer, or the recurrent encoder-decoder with attention"),
-        "cell": (CELLS, "recurrent cell (--arch rnn)"), "attention": (ATTENTIONS, "attention form (--arch rnn)"),
+        "cell": (CELLS, "recurrent cell (--arch rnn)"),
+        "attention": (ATTENTIONS, "attention form (--arch rnn)"),
     }
-    ap = argparse.ArgumentParser(prog="python -m model.train", description=TRAIN_DOC,
-                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m model.train", description=TRAIN_DOC, formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
     defaults = TrainConfig()
     for f in fields(TrainConfig):
         flag, default, what = "--" + f.name.replace("_", "-"), getattr(defaults, f.name), f.name.replace("_", " ")
@@ -66,13 +68,20 @@ def _train_parser() -> argparse.ArgumentParser:
             ap.add_argument(flag, type=int if f.name == "key_size" else float, default=None, help=what)
         else:
             ap.add_argument(flag, type=type(default), default=default, help=what)
-    ap.add_argument("--data", default=str(DATASET_PATH),
-                    help="data set in the toy set's format (TSV: split, en, fr, tag); default: the toy set")
+    ap.add_argument(
+        "--data",
+        default=str(DATASET_PATH),
+        help="data set in the toy set's format (TSV: split, en, fr, tag); default: the toy set",
+    )
     ap.add_argument("--out", help="checkpoint stem to write, e.g. assets/checkpoints/base (without it: no file)")
     ap.add_argument("--name", help="the checkpoint's display name (default: the file name of --out)")
-    ap.add_argument("--threads", type=int, default=1,
-                    help="torch threads (torch.set_num_threads). A second one helps a little on an idle machine "
-                         "and slows every step down as soon as anything else uses a core")
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch threads (torch.set_num_threads). A second one helps a little on an idle machine "
+        "and slows every step down as soon as anything else uses a core",
+    )
     return ap
 
 
@@ -104,13 +113,18 @@ def train(argv: list[str] | None = None) -> int:
     except ValueError as e:  # a model config out of bounds (e.g. an RNN wider than model/rnn.py allows)
         print(e, file=sys.stderr)
         return 2
-    print(f"{tcfg.direction}: {len(trainer.train_pairs)} training pairs, {len(trainer.heldout)} held-out; "
-          f"vocabularies {len(trainer.src_vocab)} / {len(trainer.tgt_vocab)}; "
-          f"{sum(p.numel() for p in trainer.model.parameters()):,} parameters; "
-          + (f"RNN: {tcfg.cell}, {tcfg.attention} attention; " if tcfg.arch == "rnn" else
-             f"look-ahead mask {'on' if tcfg.look_ahead_mask else 'OFF'}; ")
-          + f"{torch.get_num_threads()} threads",
-          file=sys.stderr)
+    print(
+        f"{tcfg.direction}: {len(trainer.train_pairs)} training pairs, {len(trainer.heldout)} held-out; "
+        f"vocabularies {len(trainer.src_vocab)} / {len(trainer.tgt_vocab)}; "
+        f"{sum(p.numel() for p in trainer.model.parameters()):,} parameters; "
+        + (
+            f"RNN: {tcfg.cell}, {tcfg.attention} attention; "
+            if tcfg.arch == "rnn"
+            else f"look-ahead mask {'on' if tcfg.look_ahead_mask else 'OFF'}; "
+        )
+        + f"{torch.get_num_threads()} threads",
+        file=sys.stderr,
+    )
     recent: list[float] = []
     recent_ce: list[float] = []
     postfix: dict[str, str] = {}
@@ -133,15 +147,21 @@ def train(argv: list[str] | None = None) -> int:
     final = trainer.last_eval
     train_loss = sum(recent) / len(recent)
     train_ce = sum(recent_ce) / len(recent_ce)
-    print(f"{trainer.step} steps in {trainer.train_seconds:.1f} s of training; "
-          f"train loss {train_loss:.3f} (cross-entropy {train_ce:.3f}, mean of the last {len(recent)} steps)")
-    metrics: dict[str, float | None] = {"final_train_loss": round(train_loss, 4),
-                                        "final_train_cross_entropy": round(train_ce, 4)}
+    print(
+        f"{trainer.step} steps in {trainer.train_seconds:.1f} s of training; "
+        f"train loss {train_loss:.3f} (cross-entropy {train_ce:.3f}, mean of the last {len(recent)} steps)"
+    )
+    metrics: dict[str, float | None] = {
+        "final_train_loss": round(train_loss, 4),
+        "final_train_cross_entropy": round(train_ce, 4),
+    }
     if final is not None:
         coref = "n/a" if final.coref_accuracy is None else f"{final.coref_accuracy:.1%}"
-        print(f"held-out ({final.n} pairs): exact match {final.exact_match:.1%}, BLEU {final.bleu:.1f}, "
-              f"il/elle accuracy {coref}, loss {final.heldout_loss:.3f} "
-              f"(cross-entropy {final.heldout_cross_entropy:.3f})")
+        print(
+            f"held-out ({final.n} pairs): exact match {final.exact_match:.1%}, BLEU {final.bleu:.1f}, "
+            f"il/elle accuracy {coref}, loss {final.heldout_loss:.3f} "
+            f"(cross-entropy {final.heldout_cross_entropy:.3f})"
+        )
         metrics = {**final.metrics, **metrics}
     if args.out:
         from pathlib import Path
@@ -160,8 +180,10 @@ def evaluate(argv: list[str] | None = None) -> int:
     from model.data import DATASET_PATH, load_dataset
     from model.evaluate import evaluate as run
 
-    ap = argparse.ArgumentParser(prog="python -m model.evaluate", description="Exact match, BLEU and il/elle "
-                                 "accuracy of a checkpoint on the toy set's held-out split.")
+    ap = argparse.ArgumentParser(
+        prog="python -m model.evaluate",
+        description="Exact match, BLEU and il/elle accuracy of a checkpoint on the toy set's held-out split.",
+    )
     ap.add_argument("--checkpoint", default=str(SHIPPED), help="checkpoint stem (default: the shipped model)")
     ap.add_argument("--split", default="heldout", choices=("heldout", "train"))
     ap.add_argument("--data", default=str(DATASET_PATH), help="TSV data set (default: the toy set)")
@@ -197,7 +219,7 @@ def translate(argv: list[str] | None = None) -> int:
     if args.beam < 0:
         ap.error("--beam must be at least 1 (or 0 for greedy decoding)")
     if not args.sentence.strip():
-        print("error: the sentence is empty; give a sentence to translate, e.g. \"i am a student\"", file=sys.stderr)
+        print('error: the sentence is empty; give a sentence to translate, e.g. "i am a student"', file=sys.stderr)
         return 2
     torch.set_num_threads(1)  # one short sentence: extra threads only cost start-up time
     bundle = _load(args.checkpoint or str(SHIPPED))

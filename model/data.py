@@ -74,8 +74,9 @@ def load_dataset(path: str | Path = DATASET_PATH, direction: str = "en-fr") -> d
     for number, line in enumerate(lines[1:], start=2):
         cells = line.split("\t")
         if len(cells) != 4 or cells[0] not in out:
-            raise ValueError(f"{path}, line {number}: expected split<TAB>en<TAB>fr<TAB>tag with split "
-                             f"train or heldout, got {line!r}")
+            raise ValueError(
+                f"{path}, line {number}: expected split<TAB>en<TAB>fr<TAB>tag with split train or heldout, got {line!r}"
+            )
         split, en, fr, tag = cells
         out[split].append(Pair(en, fr, tag) if src_lang == "en" else Pair(fr, en, tag))
     return out
@@ -89,8 +90,9 @@ def build_vocabs(pairs: Sequence[Pair], direction: str, min_freq: int = 1) -> tu
     return src_vocab, tgt_vocab
 
 
-def encode_pairs(pairs: Sequence[Pair], src_vocab: Vocab, tgt_vocab: Vocab, src_lang: str,
-                 tgt_lang: str) -> list[tuple[list[int], list[int]]]:
+def encode_pairs(
+    pairs: Sequence[Pair], src_vocab: Vocab, tgt_vocab: Vocab, src_lang: str, tgt_lang: str
+) -> list[tuple[list[int], list[int]]]:
     """Pairs -> [(src_ids, tgt_ids)]: source ``w1 .. wn <eos>``, target ``<bos> w1 .. wm <eos>``.
 
     Unknown words become UNK_ID (3).
@@ -116,8 +118,13 @@ def _generator(seed: int | torch.Generator) -> torch.Generator:
     return torch.Generator().manual_seed(int(seed))
 
 
-def batches(encoded: Sequence[tuple[Sequence[int], Sequence[int]]], batch_size: int, shuffle: bool = True,
-            seed: int | torch.Generator = 0, bucket: int = 20) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+def batches(
+    encoded: Sequence[tuple[Sequence[int], Sequence[int]]],
+    batch_size: int,
+    shuffle: bool = True,
+    seed: int | torch.Generator = 0,
+    bucket: int = 20,
+) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """Yield padded (src [B, Ts], tgt [B, Tt]) LongTensor batches, length-bucketed.
 
     How the bucketing works: the pairs are cut into chunks of ``bucket * batch_size`` pairs (after a
@@ -139,8 +146,8 @@ def batches(encoded: Sequence[tuple[Sequence[int], Sequence[int]]], batch_size: 
     chunk = max(1, bucket) * batch_size
     groups: list[list[int]] = []
     for start in range(0, n, chunk):
-        part = sorted(order[start: start + chunk], key=lambda i: (len(encoded[i][0]), len(encoded[i][1])))
-        groups += [part[j: j + batch_size] for j in range(0, len(part), batch_size)]
+        part = sorted(order[start : start + chunk], key=lambda i: (len(encoded[i][0]), len(encoded[i][1])))
+        groups += [part[j : j + batch_size] for j in range(0, len(part), batch_size)]
     if shuffle:
         groups = [groups[i] for i in torch.randperm(len(groups), generator=gen).tolist()]
     for group in groups:
@@ -160,6 +167,7 @@ def pairs_hash(pairs: list[Pair]) -> str:
 
 # --- User uploads --------------------------------------------------------------------------------
 
+
 class CorpusError(ValueError):
     """An uploaded corpus cannot be used; ``str(error)`` is a message to show to the user."""
 
@@ -175,10 +183,28 @@ class ParsedCorpus:
 
 
 MIN_PAIRS = 20
-HEADER_WORDS = frozenset({
-    "source", "target", "src", "tgt", "input", "output", "english", "french", "en", "fr", "de", "es", "it", "pt",
-    "nl", "sentence", "translation", "text",
-})
+HEADER_WORDS = frozenset(
+    {
+        "source",
+        "target",
+        "src",
+        "tgt",
+        "input",
+        "output",
+        "english",
+        "french",
+        "en",
+        "fr",
+        "de",
+        "es",
+        "it",
+        "pt",
+        "nl",
+        "sentence",
+        "translation",
+        "text",
+    }
+)
 
 
 def _delimiter(text: str, filename: str) -> str:
@@ -193,8 +219,10 @@ def _delimiter(text: str, filename: str) -> str:
         return "\t"
     if "," in first:
         return ","
-    raise CorpusError("Could not tell the two columns apart: the first line has neither a tab nor a comma. "
-                      "Upload a .tsv (source<TAB>target) or .csv (source,target) file with one pair per line.")
+    raise CorpusError(
+        "Could not tell the two columns apart: the first line has neither a tab nor a comma. "
+        "Upload a .tsv (source<TAB>target) or .csv (source,target) file with one pair per line."
+    )
 
 
 def _rows(text: str, delimiter: str) -> list[tuple[int, list[str]]]:
@@ -208,19 +236,30 @@ def _rows(text: str, delimiter: str) -> list[tuple[int, list[str]]]:
         try:
             for cells in reader:
                 if any("\n" in c for c in cells):
-                    raise CorpusError(f"Line {start}: a double quote is opened but never closed, so the rest of "
-                                      "the file is read as one sentence. Close the quote, or double a quote "
-                                      'that belongs to the sentence ("").')
+                    raise CorpusError(
+                        f"Line {start}: a double quote is opened but never closed, so the rest of "
+                        "the file is read as one sentence. Close the quote, or double a quote "
+                        'that belongs to the sentence ("").'
+                    )
                 rows.append((start, cells))
                 start = reader.line_num + 1
         except csv.Error as e:
-            raise CorpusError(f"Line {start}: this CSV line cannot be read ({e}). Put sentences that "
-                              "contain commas or quotes in double quotes.") from None
+            raise CorpusError(
+                f"Line {start}: this CSV line cannot be read ({e}). Put sentences that "
+                "contain commas or quotes in double quotes."
+            ) from None
     return [(i, cells) for i, cells in rows if any(c.strip() for c in cells)]
 
 
-def parse_corpus(data: bytes, filename: str, max_bytes: int = 2_000_000, max_pairs: int = 20_000,
-                 max_words: int = 30, src_lang: str = "en", tgt_lang: str = "fr") -> ParsedCorpus:
+def parse_corpus(
+    data: bytes,
+    filename: str,
+    max_bytes: int = 2_000_000,
+    max_pairs: int = 20_000,
+    max_words: int = 30,
+    src_lang: str = "en",
+    tgt_lang: str = "fr",
+) -> ParsedCorpus:
     """Check an uploaded parallel corpus and return its pairs, or raise `CorpusError`.
 
     The file must be UTF-8 text with one pair per line: ``source<TAB>target`` (.tsv) or
@@ -235,19 +274,24 @@ def parse_corpus(data: bytes, filename: str, max_bytes: int = 2_000_000, max_pai
     if not data or not data.strip():
         raise CorpusError("The file is empty. Upload a file with one sentence pair per line.")
     if len(data) > max_bytes:
-        raise CorpusError(f"The file is too large: {len(data):,} bytes; the limit is {max_bytes:,} bytes "
-                          f"({max_bytes / 1e6:.1f} MB).")
+        raise CorpusError(
+            f"The file is too large: {len(data):,} bytes; the limit is {max_bytes:,} bytes ({max_bytes / 1e6:.1f} MB)."
+        )
     nul = data.find(b"\x00")
     if nul >= 0:
         line = data.count(b"\n", 0, nul) + 1
-        raise CorpusError(f"This looks like a binary file, not text: it contains a NUL byte at byte offset {nul} "
-                          f"(line {line}). Upload a plain-text .tsv or .csv file.")
+        raise CorpusError(
+            f"This looks like a binary file, not text: it contains a NUL byte at byte offset {nul} "
+            f"(line {line}). Upload a plain-text .tsv or .csv file."
+        )
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         line = data.count(b"\n", 0, e.start) + 1
-        raise CorpusError(f"The file is not valid UTF-8: byte 0x{data[e.start]:02x} at byte offset {e.start} "
-                          f"(line {line}) cannot be decoded. Save the file as UTF-8 and upload it again.") from None
+        raise CorpusError(
+            f"The file is not valid UTF-8: byte 0x{data[e.start]:02x} at byte offset {e.start} "
+            f"(line {line}) cannot be decoded. Save the file as UTF-8 and upload it again."
+        ) from None
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     delimiter = _delimiter(text, filename)
     kind = "tab" if delimiter == "\t" else "comma"
@@ -268,20 +312,26 @@ def parse_corpus(data: bytes, filename: str, max_bytes: int = 2_000_000, max_pai
             cells = cells[:-1]
         if len(cells) != 2:
             hint = " (a sentence containing a comma must be put in double quotes)" if delimiter == "," else ""
-            raise CorpusError(f"Line {number} has {len(cells)} column{'s' if len(cells) != 1 else ''}; every line "
-                              f"needs exactly 2, a source and a target sentence separated by a {kind}{hint}.")
+            raise CorpusError(
+                f"Line {number} has {len(cells)} column{'s' if len(cells) != 1 else ''}; every line "
+                f"needs exactly 2, a source and a target sentence separated by a {kind}{hint}."
+            )
         src, tgt = (c.strip() for c in cells)
         for name, cell, lang in (("source", src, src_lang), ("target", tgt, tgt_lang)):
             words = tokenize(cell, lang)
             if not words:
                 raise CorpusError(f"Line {number}: the {name} sentence is empty.")
             if len(words) > max_words:
-                raise CorpusError(f"Line {number}: the {name} sentence is too long ({len(words)} words); the "
-                                  f"limit is {max_words} words per sentence.")
+                raise CorpusError(
+                    f"Line {number}: the {name} sentence is too long ({len(words)} words); the "
+                    f"limit is {max_words} words per sentence."
+                )
             long = next((w for w in words if len(w) > MAX_TOKEN_CHARS), None)
             if long is not None:  # a model with such a word in its vocabulary could not be saved or loaded
-                raise CorpusError(f"Line {number}: the {name} sentence has a word of {len(long)} characters; the "
-                                  f"limit is {MAX_TOKEN_CHARS} characters per word.")
+                raise CorpusError(
+                    f"Line {number}: the {name} sentence has a word of {len(long)} characters; the "
+                    f"limit is {MAX_TOKEN_CHARS} characters per word."
+                )
         if (src, tgt) in seen:
             duplicates += 1
             continue
@@ -294,8 +344,9 @@ def parse_corpus(data: bytes, filename: str, max_bytes: int = 2_000_000, max_pai
         raise CorpusError(f"Too few pairs: {len(pairs)}; at least {MIN_PAIRS} are needed to train and test a model.")
     warnings = []
     if duplicates:
-        warnings.append(f"Dropped {duplicates} duplicate line{'s' if duplicates != 1 else ''} "
-                        "(the same pair more than once).")
+        warnings.append(
+            f"Dropped {duplicates} duplicate line{'s' if duplicates != 1 else ''} (the same pair more than once)."
+        )
     return ParsedCorpus(pairs, warnings, delimiter, header)
 
 
@@ -303,11 +354,14 @@ def split_pairs(pairs: Sequence[Pair], every: int = 10) -> dict[str, list[Pair]]
     """A deterministic train / held-out split: every `every`-th pair (the 10th, 20th, ...) is held out."""
     if every < 2:
         raise ValueError(f"every must be at least 2 (got {every})")
-    return {"train": [p for i, p in enumerate(pairs) if i % every != every - 1],
-            "heldout": [p for i, p in enumerate(pairs) if i % every == every - 1]}
+    return {
+        "train": [p for i, p in enumerate(pairs) if i % every != every - 1],
+        "heldout": [p for i, p in enumerate(pairs) if i % every == every - 1],
+    }
 
 
 # --- Reference translations from the toy data set -----------------------------------------------
+
 
 @lru_cache(maxsize=4)
 def _references(direction: str) -> dict[tuple[str, ...], str]:

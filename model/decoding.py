@@ -57,8 +57,9 @@ def _next_log_probs(model: Seq2Seq, memory: Tensor, src: Tensor, prefix: Tensor,
 
 
 @torch.no_grad()
-def greedy_decode(model: Seq2Seq, src: Tensor, interventions: Interventions | None = None,
-                  max_len: int | None = None, top: int = 5) -> Greedy:
+def greedy_decode(
+    model: Seq2Seq, src: Tensor, interventions: Interventions | None = None, max_len: int | None = None, top: int = 5
+) -> Greedy:
     """Translate one sentence src [1, Ts], always taking the most probable next token."""
     trace = Trace(interventions or Interventions(), record=False)
     memory = model.encode(src, trace)  # [1, Ts, D]
@@ -69,8 +70,9 @@ def greedy_decode(model: Seq2Seq, src: Tensor, interventions: Interventions | No
         log_probs = _next_log_probs(model, memory, src, torch.tensor([out]), trace)[0]  # [V]
         probs, ids = log_probs.exp().topk(min(top, log_probs.numel()))
         chosen = int(ids[0])
-        steps.append(GreedyStep(tuple(out), tuple(Candidate(int(i), float(p)) for p, i in zip(probs, ids,
-                                                                                               strict=True)), chosen))
+        steps.append(
+            GreedyStep(tuple(out), tuple(Candidate(int(i), float(p)) for p, i in zip(probs, ids, strict=True)), chosen)
+        )
         if chosen == EOS_ID:
             return Greedy(tuple(out[1:]), tuple(steps), True)
         out.append(chosen)
@@ -78,8 +80,9 @@ def greedy_decode(model: Seq2Seq, src: Tensor, interventions: Interventions | No
 
 
 @torch.no_grad()
-def greedy_batch(model: Seq2Seq, src: Tensor, interventions: Interventions | None = None,
-                 max_len: int | None = None) -> list[list[int]]:
+def greedy_batch(
+    model: Seq2Seq, src: Tensor, interventions: Interventions | None = None, max_len: int | None = None
+) -> list[list[int]]:
     """Greedy decoding of a padded batch src [B, Ts] at once (for evaluation): token lists without BOS/EOS."""
     trace = Trace(interventions or Interventions(), record=False)
     memory = model.encode(src, trace)  # [B, Ts, D]
@@ -99,6 +102,7 @@ def greedy_batch(model: Seq2Seq, src: Tensor, interventions: Interventions | Non
 
 
 # --- Beam search ----------------------------------------------------------------------------------
+
 
 def length_penalty(length: int, alpha: float) -> float:
     """GNMT's length normalisation: ((5 + |Y|) / 6) ** alpha. alpha = 0 turns it off."""
@@ -155,8 +159,14 @@ class BeamResult:
 
 
 @torch.no_grad()
-def beam_search(model: Seq2Seq, src: Tensor, k: int = 3, alpha: float = 0.6,
-                interventions: Interventions | None = None, max_len: int | None = None) -> BeamResult:
+def beam_search(
+    model: Seq2Seq,
+    src: Tensor,
+    k: int = 3,
+    alpha: float = 0.6,
+    interventions: Interventions | None = None,
+    max_len: int | None = None,
+) -> BeamResult:
     """Keep the k most probable prefixes at every step instead of only the best one.
 
     Each live hypothesis is expanded by its k best next tokens; of all expansions the best ones by
@@ -175,8 +185,9 @@ def beam_search(model: Seq2Seq, src: Tensor, k: int = 3, alpha: float = 0.6,
     steps = []
     for _ in range(max_len):
         prefix = torch.tensor([[BOS_ID, *h.tokens] for h in beam])  # [n, t]
-        log_probs = _next_log_probs(model, memory.expand(len(beam), -1, -1), src.expand(len(beam), -1),
-                                    prefix, trace)  # [n, V]
+        log_probs = _next_log_probs(
+            model, memory.expand(len(beam), -1, -1), src.expand(len(beam), -1), prefix, trace
+        )  # [n, V]
         top_lp, top_id = log_probs.topk(min(k, log_probs.size(-1)), dim=-1)  # [n, k]
         pool = []
         for parent, h in enumerate(beam):
@@ -185,8 +196,7 @@ def beam_search(model: Seq2Seq, src: Tensor, k: int = 3, alpha: float = 0.6,
         pool.sort(key=lambda e: -e[3].log_prob)
         survivors = pool[: k - len(finished)] if len(finished) < k else []
         kept_ids = {id(e) for e in survivors}
-        steps_exp = tuple(Expansion(p, t, math.exp(lp), h, id(e) in kept_ids)
-                          for e in pool for p, t, lp, h in [e])
+        steps_exp = tuple(Expansion(p, t, math.exp(lp), h, id(e) in kept_ids) for e in pool for p, t, lp, h in [e])
         finished += [e[3] for e in survivors if e[3].finished]
         beam = [e[3] for e in survivors if not e[3].finished]
         steps.append(BeamStep(steps_exp, tuple(beam)))

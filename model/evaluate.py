@@ -49,12 +49,18 @@ class Metrics:
     n_coref: int = 0  # coref pairs scored for il/elle
 
     def as_dict(self) -> dict[str, float | None]:
-        return {"exact_match": self.exact_match, "bleu": self.bleu, "coref_accuracy": self.coref_accuracy,
-                "n": self.n, "n_coref": self.n_coref}
+        return {
+            "exact_match": self.exact_match,
+            "bleu": self.bleu,
+            "coref_accuracy": self.coref_accuracy,
+            "n": self.n,
+            "n_coref": self.n_coref,
+        }
 
 
-def translate_batch(bundle: Bundle, sources: list[str], interventions: Interventions | None = None,
-                    batch_size: int = 256) -> list[list[str]]:
+def translate_batch(
+    bundle: Bundle, sources: list[str], interventions: Interventions | None = None, batch_size: int = 256
+) -> list[list[str]]:
     """Greedy translations (token lists) of many sentences, batched by length; order kept.
 
     Sources longer than the model accepts are cut to fit (one position stays for <eos>).
@@ -65,7 +71,7 @@ def translate_batch(bundle: Bundle, sources: list[str], interventions: Intervent
     order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))  # similar lengths, little padding
     out: list[list[str]] = [[] for _ in encoded]
     for start in range(0, len(order), batch_size):
-        chunk = order[start:start + batch_size]
+        chunk = order[start : start + batch_size]
         width = max(len(encoded[i]) for i in chunk)
         src = torch.full((len(chunk), width), PAD_ID, dtype=torch.long)  # [B, Ts]
         for row, i in enumerate(chunk):
@@ -82,10 +88,14 @@ def solved(logits: Tensor, gold: Tensor) -> Tensor:
 
 
 @torch.no_grad()
-def translate_pairs(bundle: Bundle, pairs: Sequence[Pair], interventions: Interventions | None = None,
-                    batch_size: int = 256,
-                    encoded: Sequence[tuple[list[int], list[int]]] | None = None,
-                    on_batch: Callable[[Tensor, Tensor], None] | None = None) -> list[list[str]]:
+def translate_pairs(
+    bundle: Bundle,
+    pairs: Sequence[Pair],
+    interventions: Interventions | None = None,
+    batch_size: int = 256,
+    encoded: Sequence[tuple[list[int], list[int]]] | None = None,
+    on_batch: Callable[[Tensor, Tensor], None] | None = None,
+) -> list[list[str]]:
     """Greedy translations (token lists) of pairs that have a reference: what `translate_batch` gives, cheaper.
 
     Greedy decoding feeds the model its own previous words. If, fed the reference's previous words
@@ -107,14 +117,17 @@ def translate_pairs(bundle: Bundle, pairs: Sequence[Pair], interventions: Interv
         src_lang, tgt_lang = bundle.langs
         encoded = encode_pairs(pairs, bundle.src_vocab, bundle.tgt_vocab, src_lang, tgt_lang)
     out: list[list[str] | None] = [None] * len(encoded)
-    fits = [i for i, (s, t) in enumerate(encoded)
-            if len(s) <= cfg.max_len and len(t) - 1 <= min(cfg.max_len, max_output_len(model, len(s)))]
+    fits = [
+        i
+        for i, (s, t) in enumerate(encoded)
+        if len(s) <= cfg.max_len and len(t) - 1 <= min(cfg.max_len, max_output_len(model, len(s)))
+    ]
     fits.sort(key=lambda i: (len(encoded[i][0]), len(encoded[i][1])))  # similar lengths, little padding
     if not (causal or on_batch):
         fits = []
     trace = Trace(iv, record=False)
     for start in range(0, len(fits), batch_size):
-        chunk = fits[start:start + batch_size]
+        chunk = fits[start : start + batch_size]
         src, tgt = pad([encoded[i][0] for i in chunk]), pad([encoded[i][1] for i in chunk])  # [B, Ts], [B, Tt]
         logits = model(src, tgt[:, :-1], trace)  # [B, Tt - 1, V]
         gold = tgt[:, 1:]  # [B, Tt - 1]
@@ -124,8 +137,9 @@ def translate_pairs(bundle: Bundle, pairs: Sequence[Pair], interventions: Interv
             if ok and causal:
                 out[row] = bundle.tgt_vocab.decode(encoded[row][1][1:-1])
     rest = [i for i, hyp in enumerate(out) if hyp is None]
-    for i, hyp in zip(rest, translate_batch(bundle, [pairs[i].src for i in rest], interventions, batch_size),
-                      strict=True):
+    for i, hyp in zip(
+        rest, translate_batch(bundle, [pairs[i].src for i in rest], interventions, batch_size), strict=True
+    ):
         out[i] = hyp
     return cast(list[list[str]], out)  # every slot is filled now: solved above, or translated just now
 

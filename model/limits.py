@@ -22,9 +22,18 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "eval_every": (0, 5000),
 }
 LABELS = {  # how the page names each setting (used in messages)
-    "n_layers": "layers", "n_heads": "heads", "d_model": "d_model", "d_ff": "d_ff", "batch_size": "batch size",
-    "steps": "steps", "warmup": "warm-up steps", "lr_scale": "learning-rate scale", "dropout": "dropout",
-    "label_smoothing": "label smoothing", "seed": "seed", "eval_every": "evaluate every",
+    "n_layers": "layers",
+    "n_heads": "heads",
+    "d_model": "d_model",
+    "d_ff": "d_ff",
+    "batch_size": "batch size",
+    "steps": "steps",
+    "warmup": "warm-up steps",
+    "lr_scale": "learning-rate scale",
+    "dropout": "dropout",
+    "label_smoothing": "label smoothing",
+    "seed": "seed",
+    "eval_every": "evaluate every",
 }
 MAX_VOCAB = 8_000  # words per side: an uploaded corpus or model with a larger vocabulary is refused
 
@@ -51,8 +60,12 @@ MODEL_BOUNDS: dict[str, tuple[float, float]] = {  # `Config` fields
     "pad_id": (0, 0),  # every vocabulary starts with <pad>, so padding is id 0 (model/vocab.py)
 }
 MODEL_LABELS = {  # what each `Config` field means, for messages
-    "src_vocab": "source vocabulary size", "tgt_vocab": "target vocabulary size", "n_heads": "heads",
-    "n_enc_layers": "encoder layers", "n_dec_layers": "decoder layers", "max_len": "positions",
+    "src_vocab": "source vocabulary size",
+    "tgt_vocab": "target vocabulary size",
+    "n_heads": "heads",
+    "n_enc_layers": "encoder layers",
+    "n_dec_layers": "decoder layers",
+    "max_len": "positions",
     "pad_id": "padding id",
 }
 MAX_TOKEN_CHARS = 50  # characters per vocabulary entry ("anticonstitutionnellement" has 25)

@@ -106,8 +106,9 @@ def analyse(bundle: Bundle, prepared: Prepared, interventions: Interventions | N
     return Analysis(prepared, iv, greedy, out_tokens, detokenize(list(out_tokens), bundle.langs[1]), trace)
 
 
-def beam(bundle: Bundle, prepared: Prepared, k: int, alpha: float = 0.6,
-         interventions: Interventions | None = None) -> BeamResult:
+def beam(
+    bundle: Bundle, prepared: Prepared, k: int, alpha: float = 0.6, interventions: Interventions | None = None
+) -> BeamResult:
     return beam_search(bundle.model, prepared.src(), k, alpha, interventions)
 
 
@@ -136,8 +137,9 @@ class TeacherForced:
         return token_labels([*self.target_tokens, EOS])
 
 
-def teacher_forced(bundle: Bundle, prepared: Prepared, target_text: str,
-                   interventions: Interventions | None = None) -> TeacherForced:
+def teacher_forced(
+    bundle: Bundle, prepared: Prepared, target_text: str, interventions: Interventions | None = None
+) -> TeacherForced:
     """Feed BOS + reference to the decoder; the loss is the cross-entropy of reference + EOS."""
     iv = interventions or Interventions()
     tokens = tokenize(target_text[:MAX_CHARS], bundle.langs[1])[: bundle.config.max_len - 1]
@@ -148,8 +150,12 @@ def teacher_forced(bundle: Bundle, prepared: Prepared, target_text: str,
     probs = trace["probs"][0]  # [Tt, V]
     gold_probs = probs.gather(1, gold[:, None])[:, 0]  # [Tt]
     loss = float(-gold_probs.clamp_min(1e-12).log().mean())
-    return TeacherForced(tuple(tokens), tuple(dict.fromkeys(unknown)), tuple(gold.tolist()),
-                         tuple(probs.argmax(-1).tolist()), tuple(gold_probs.tolist()),
-                         loss if math.isfinite(loss) else float("inf"), trace)
-
-
+    return TeacherForced(
+        tuple(tokens),
+        tuple(dict.fromkeys(unknown)),
+        tuple(gold.tolist()),
+        tuple(probs.argmax(-1).tolist()),
+        tuple(gold_probs.tolist()),
+        loss if math.isfinite(loss) else float("inf"),
+        trace,
+    )

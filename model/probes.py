@@ -60,16 +60,25 @@ class Snapshot:
 
     def labels(self, kind: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """(query labels, key labels) of `kind`."""
-        return {"enc_self": (self.src_labels, self.src_labels), "dec_self": (self.tgt_labels, self.tgt_labels),
-                "cross": (self.tgt_labels, self.src_labels)}[kind]
+        return {
+            "enc_self": (self.src_labels, self.src_labels),
+            "dec_self": (self.tgt_labels, self.tgt_labels),
+            "cross": (self.tgt_labels, self.src_labels),
+        }[kind]
 
     @property
     def nbytes(self) -> int:
         return self.enc_self.nbytes + self.dec_self.nbytes + self.cross.nbytes
 
 
-def probe_snapshot(bundle: Bundle, text: str, reference: str | None, step: int, probe: int = 0,
-                   interventions: Interventions | None = None) -> Snapshot:
+def probe_snapshot(
+    bundle: Bundle,
+    text: str,
+    reference: str | None,
+    step: int,
+    probe: int = 0,
+    interventions: Interventions | None = None,
+) -> Snapshot:
     """Translate `text` greedily and record its attention weights (the model must be in eval mode)."""
     src_lang, _ = bundle.langs
     words = tokenize(text, src_lang)[:MAX_PROBE_TOKENS]
@@ -88,15 +97,29 @@ def probe_snapshot(bundle: Bundle, text: str, reference: str | None, step: int, 
     modules = attention_modules(cfg)
 
     def stack(stack_name: str, kind: str) -> np.ndarray:  # [L, H, Tq, Tk] of every layer's module of that kind
-        return np.stack([trace[f"{m}.weights"][0].numpy().astype(np.float32) for m in modules
-                         if m.startswith(f"{stack_name}.") and m.endswith(kind)])
+        return np.stack(
+            [
+                trace[f"{m}.weights"][0].numpy().astype(np.float32)
+                for m in modules
+                if m.startswith(f"{stack_name}.") and m.endswith(kind)
+            ]
+        )
 
-    return Snapshot(step, probe, translation, tuple(prepared.labels), tuple(tgt_labels),
-                    stack("enc", "self_attn"), stack("dec", "self_attn"), stack("dec", "cross_attn"))
+    return Snapshot(
+        step,
+        probe,
+        translation,
+        tuple(prepared.labels),
+        tuple(tgt_labels),
+        stack("enc", "self_attn"),
+        stack("dec", "self_attn"),
+        stack("dec", "cross_attn"),
+    )
 
 
-def snapshots(trainer: Trainer, direction: str, probes: Sequence[str],
-              references: Sequence[str | None]) -> list[Snapshot]:
+def snapshots(
+    trainer: Trainer, direction: str, probes: Sequence[str], references: Sequence[str | None]
+) -> list[Snapshot]:
     """The probes' attention in `trainer`'s model now (eval mode for the pass, then back to training mode)."""
     out = []
     with trainer.lock:

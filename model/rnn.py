@@ -86,6 +86,7 @@ CELLS = ("gru", "lstm")
 ATTENTIONS = ("additive", "qkv")
 GATES = {"gru": ("r", "z", "n"), "lstm": ("i", "f", "g", "o", "c")}  # what each cell records per step
 
+
 @dataclass(frozen=True)
 class RNNConfig:
     """Sizes of the recurrent model. `hidden` is H (encoder and decoder states), `d_emb` the word
@@ -133,6 +134,7 @@ def _short(value: object, n: int = 40) -> str:
 
 
 # --- 1. The recurrent cells ---------------------------------------------------------------------
+
 
 class GRUCell(nn.Module):
     """Gated recurrent unit (Cho et al. 2014), in torch.nn.GRUCell's convention:
@@ -208,6 +210,7 @@ def make_cell(kind: str, d_in: int, hidden: int) -> GRUCell | LSTMCell:
 
 # --- 2. Attention: a query from the decoder, keys and values from the encoder ---------------------
 
+
 class Attention(nn.Module):
     """additive: e_ti = vᵀ tanh(W s + U h_i), v_i = h_i.   qkv: e_ti = (W_K h_i)ᵀ (W_Q s), v_i = W_V h_i.
 
@@ -247,6 +250,7 @@ class Attention(nn.Module):
 
 
 # --- 3-4. The encoder-decoder -------------------------------------------------------------------
+
 
 class RNNSeq2Seq(nn.Module):
     """encode(src) -> encoder states; decode(memory, src, tgt_in) -> o_t per step; generator -> logits."""
@@ -339,10 +343,14 @@ def traced(model: RNNSeq2Seq, src: Tensor, tgt_in: Tensor) -> Trace:
 def tensor_names(cell: str = "gru") -> list[str]:
     """Every name a full forward pass records, in the order the model produces them."""
     gates = list(GATES[cell])
-    return (["rnn.src.tokens", "rnn.src.embed"] + [f"rnn.enc.{g}" for g in gates] + ["rnn.enc.h"]
-            + ["rnn.attn.k", "rnn.attn.v", "rnn.dec.init", "rnn.tgt.tokens", "rnn.tgt.embed"]
-            + [f"rnn.dec.{n}" for n in ("q", "scores", "alpha", "context", *gates, "s")]
-            + ["rnn.dec.out", "logits", "probs"])
+    return (
+        ["rnn.src.tokens", "rnn.src.embed"]
+        + [f"rnn.enc.{g}" for g in gates]
+        + ["rnn.enc.h"]
+        + ["rnn.attn.k", "rnn.attn.v", "rnn.dec.init", "rnn.tgt.tokens", "rnn.tgt.embed"]
+        + [f"rnn.dec.{n}" for n in ("q", "scores", "alpha", "context", *gates, "s")]
+        + ["rnn.dec.out", "logits", "probs"]
+    )
 
 
 def expected_tensors(cfg: RNNConfig) -> dict[str, tuple[int, ...]]:
@@ -352,11 +360,26 @@ def expected_tensors(cfg: RNNConfig) -> dict[str, tuple[int, ...]]:
     G = 3 if cfg.cell == "gru" else 4  # gates stacked in W_x and W_h
     shapes: dict[str, tuple[int, ...]] = {"src_embed.weight": (Vs, E), "tgt_embed.weight": (Vt, E)}
     for cell, d_in in (("encoder", E), ("decoder", E + H)):
-        shapes.update({f"{cell}.W_x.weight": (G * H, d_in), f"{cell}.W_x.bias": (G * H,),
-                       f"{cell}.W_h.weight": (G * H, H), f"{cell}.W_h.bias": (G * H,)})
-    shapes.update({"W_init.weight": (H, H), "W_init.bias": (H,), "attention.W_q.weight": (A, H),
-                   "attention.W_k.weight": (A, H), "W_o.weight": (H, 2 * H), "W_o.bias": (H,),
-                   "generator.weight": (Vt, H), "generator.bias": (Vt,)})
+        shapes.update(
+            {
+                f"{cell}.W_x.weight": (G * H, d_in),
+                f"{cell}.W_x.bias": (G * H,),
+                f"{cell}.W_h.weight": (G * H, H),
+                f"{cell}.W_h.bias": (G * H,),
+            }
+        )
+    shapes.update(
+        {
+            "W_init.weight": (H, H),
+            "W_init.bias": (H,),
+            "attention.W_q.weight": (A, H),
+            "attention.W_k.weight": (A, H),
+            "W_o.weight": (H, 2 * H),
+            "W_o.bias": (H,),
+            "generator.weight": (Vt, H),
+            "generator.bias": (Vt,),
+        }
+    )
     if cfg.attention == "additive":
         shapes.update({"attention.W_q.bias": (A,), "attention.v.weight": (1, A)})
     else:

@@ -73,8 +73,9 @@ def attention_modules(cfg: Depth) -> list[str]:
     """Every attention module of a model with `cfg`'s depth (anything with `n_enc_layers`, `n_dec_layers`), as
     the trace and `Interventions.heads_off` name them: ``enc.{i}.self_attn``, then per decoder layer
     ``dec.{i}.self_attn`` and ``dec.{i}.cross_attn``."""
-    return ([f"enc.{i}.self_attn" for i in range(cfg.n_enc_layers)]
-            + [f"dec.{i}.{kind}" for i in range(cfg.n_dec_layers) for kind in ("self_attn", "cross_attn")])
+    return [f"enc.{i}.self_attn" for i in range(cfg.n_enc_layers)] + [
+        f"dec.{i}.{kind}" for i in range(cfg.n_dec_layers) for kind in ("self_attn", "cross_attn")
+    ]
 
 
 @dataclass(frozen=True)
@@ -147,8 +148,13 @@ class Interventions:
     @cached_property
     def _by_name(self) -> dict[str, tuple[tuple[Patch, ...], tuple[WeightEdit, ...]]]:
         names = {p.name for p in self.patches} | {f"{e.module}.weights" for e in self.weight_edits}
-        return {n: (tuple(p for p in self.patches if p.name == n),
-                    tuple(e for e in self.weight_edits if f"{e.module}.weights" == n)) for n in names}
+        return {
+            n: (
+                tuple(p for p in self.patches if p.name == n),
+                tuple(e for e in self.weight_edits if f"{e.module}.weights" == n),
+            )
+            for n in names
+        }
 
     def rewrite(self, name: str, x: torch.Tensor) -> torch.Tensor:
         """`x` with this run's edits and patches of `name` applied (`x` itself when there are none)."""
@@ -162,8 +168,10 @@ class Interventions:
                     part = x[p.at]
                     part[...] = torch.tensor(p.values, dtype=x.dtype).reshape(part.shape)
                 except (IndexError, RuntimeError) as e:
-                    raise ValueError(f"patch of {name} at {p.at} does not fit its shape {list(x.shape)} "
-                                     f"({len(p.values)} values): {e}") from None
+                    raise ValueError(
+                        f"patch of {name} at {p.at} does not fit its shape {list(x.shape)} "
+                        f"({len(p.values)} values): {e}"
+                    ) from None
         return x
 
     def with_head(self, module: str, head: int, on: bool) -> Interventions:
@@ -261,8 +269,9 @@ def tensor_names(n_enc_layers: int, n_dec_layers: int, norm_first: bool = False)
     """Every name a full forward pass records, in the order the model produces them."""
 
     def attn(p: str) -> list[str]:
-        return [f"{p}.{t}" for t in ("q", "k", "v", "scores", "scaled", "mask", "masked",
-                                     "weights", "z", "concat", "out")]
+        return [
+            f"{p}.{t}" for t in ("q", "k", "v", "scores", "scaled", "mask", "masked", "weights", "z", "concat", "out")
+        ]
 
     def norm(p: str) -> list[str]:
         return [f"{p}.{t}" for t in ("resid", "normed", "out")]
@@ -280,8 +289,14 @@ def tensor_names(n_enc_layers: int, n_dec_layers: int, norm_first: bool = False)
     names += [f"tgt.{t}" for t in ("tokens", "embed", "pos", "input")]
     for i in range(n_dec_layers):
         p = f"dec.{i}"
-        names += (attn(f"{p}.self_attn") + norm(f"{p}.add_norm1") + attn(f"{p}.cross_attn")
-                  + norm(f"{p}.add_norm2") + ffn(f"{p}.ffn") + norm(f"{p}.add_norm3"))
+        names += (
+            attn(f"{p}.self_attn")
+            + norm(f"{p}.add_norm1")
+            + attn(f"{p}.cross_attn")
+            + norm(f"{p}.add_norm2")
+            + ffn(f"{p}.ffn")
+            + norm(f"{p}.add_norm3")
+        )
     if norm_first:
         names += ["dec.norm.normed", "dec.norm.out"]
     names += ["dec.out", "logits", "probs"]

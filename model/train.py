@@ -138,19 +138,37 @@ class TrainConfig:
     def model_config(self, src_vocab: int, tgt_vocab: int) -> Config | RNNConfig:
         """The `Config` (or `RNNConfig`) of the model this recipe trains, for vocabularies of the given sizes."""
         if self.arch == "rnn":
-            return RNNConfig(src_vocab=src_vocab, tgt_vocab=tgt_vocab, d_emb=self.d_model, hidden=self.d_model,
-                             d_attn=self.d_model, cell=self.cell, attention=self.attention,
-                             dropout=self.dropout, max_len=self.max_len)
-        return Config(src_vocab=src_vocab, tgt_vocab=tgt_vocab, d_model=self.d_model, n_heads=self.n_heads,
-                      key_size=self.key_size, n_enc_layers=self.n_layers, n_dec_layers=self.n_layers, d_ff=self.d_ff,
-                      dropout=self.dropout, max_len=self.max_len,
-                      positions="sinusoidal" if self.positions == "none" else self.positions)
+            return RNNConfig(
+                src_vocab=src_vocab,
+                tgt_vocab=tgt_vocab,
+                d_emb=self.d_model,
+                hidden=self.d_model,
+                d_attn=self.d_model,
+                cell=self.cell,
+                attention=self.attention,
+                dropout=self.dropout,
+                max_len=self.max_len,
+            )
+        return Config(
+            src_vocab=src_vocab,
+            tgt_vocab=tgt_vocab,
+            d_model=self.d_model,
+            n_heads=self.n_heads,
+            key_size=self.key_size,
+            n_enc_layers=self.n_layers,
+            n_dec_layers=self.n_layers,
+            d_ff=self.d_ff,
+            dropout=self.dropout,
+            max_len=self.max_len,
+            positions="sinusoidal" if self.positions == "none" else self.positions,
+        )
 
     @property
     def interventions(self) -> Interventions:
         """What the model is trained (and evaluated) with switched off."""
-        return Interventions(look_ahead_mask=self.look_ahead_mask, scale=self.scale_scores,
-                             positional_encoding=self.positions != "none")
+        return Interventions(
+            look_ahead_mask=self.look_ahead_mask, scale=self.scale_scores, positional_encoding=self.positions != "none"
+        )
 
     @property
     def peak_lr(self) -> float:
@@ -159,8 +177,13 @@ class TrainConfig:
 
 
 TRAIN_POSITIONS = (*POSITIONS, "none")
-_MODEL_NAMES = {"n_enc_layers": "n_layers", "n_dec_layers": "n_layers", "d_emb": "d_model", "hidden": "d_model",
-                "d_attn": "d_model"}
+_MODEL_NAMES = {
+    "n_enc_layers": "n_layers",
+    "n_dec_layers": "n_layers",
+    "d_emb": "d_model",
+    "hidden": "d_model",
+    "d_attn": "d_model",
+}
 
 
 def _model_problems(error: ValueError) -> list[str]:
@@ -191,7 +214,7 @@ def rate(step: int, d_model: int, warmup: int, scale: float = 1.0) -> float:
     """
     if step < 1:
         raise ValueError(f"the schedule counts steps from 1 (got {step})")
-    lrate: float = scale * d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
+    lrate: float = scale * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
     return lrate
 
 
@@ -241,9 +264,15 @@ class EvalEvent:
     @property
     def metrics(self) -> dict[str, float | None]:
         """The figures as a plain dict (what goes into a checkpoint's JSON)."""
-        return {"step": self.step, "exact_match": self.exact_match, "bleu": self.bleu,
-                "coref_accuracy": self.coref_accuracy, "heldout_loss": self.heldout_loss,
-                "heldout_cross_entropy": self.heldout_cross_entropy, "n": self.n}
+        return {
+            "step": self.step,
+            "exact_match": self.exact_match,
+            "bleu": self.bleu,
+            "coref_accuracy": self.coref_accuracy,
+            "heldout_loss": self.heldout_loss,
+            "heldout_cross_entropy": self.heldout_cross_entropy,
+            "n": self.n,
+        }
 
 
 Event = StepEvent | EvalEvent
@@ -276,8 +305,13 @@ class Trainer:
 
     n_samples = 5  # held-out pairs shown in every EvalEvent
 
-    def __init__(self, tcfg: TrainConfig | None = None, data: dict[str, list[Pair]] | None = None,
-                 model_factory: ModelFactory | None = None, data_sha256: str | None = None):
+    def __init__(
+        self,
+        tcfg: TrainConfig | None = None,
+        data: dict[str, list[Pair]] | None = None,
+        model_factory: ModelFactory | None = None,
+        data_sha256: str | None = None,
+    ):
         self.tcfg = tcfg = tcfg or TrainConfig()
         if data is None:
             data = load_dataset(DATASET_PATH, tcfg.direction)
@@ -290,12 +324,12 @@ class Trainer:
         self.src_lang, self.tgt_lang = langs(tcfg.direction)
         self.src_vocab, self.tgt_vocab = build_vocabs(self.train_pairs, tcfg.direction)
         self.encoded = encode_pairs(self.train_pairs, self.src_vocab, self.tgt_vocab, self.src_lang, self.tgt_lang)
-        self.heldout_encoded = encode_pairs(self.heldout, self.src_vocab, self.tgt_vocab, self.src_lang,
-                                            self.tgt_lang)
+        self.heldout_encoded = encode_pairs(self.heldout, self.src_vocab, self.tgt_vocab, self.src_lang, self.tgt_lang)
         longest = max(max(len(s), len(t)) for s, t in self.encoded)
         if longest > tcfg.max_len:
-            raise ValueError(f"the longest training sentence has {longest} tokens (with <bos>/<eos>); "
-                             f"max_len is {tcfg.max_len}")
+            raise ValueError(
+                f"the longest training sentence has {longest} tokens (with <bos>/<eos>); max_len is {tcfg.max_len}"
+            )
         self.model_config = tcfg.model_config(len(self.src_vocab), len(self.tgt_vocab))
         with torch.random.fork_rng():  # the same seed always gives the same initial weights
             torch.manual_seed(tcfg.seed)
@@ -346,8 +380,9 @@ class Trainer:
             batch = next(self._batches, None)
             if batch is not None:
                 return batch
-            self._batches = iter(batches(self.encoded, self.tcfg.batch_size, shuffle=True,
-                                         seed=self.tcfg.seed + self._epoch))
+            self._batches = iter(
+                batches(self.encoded, self.tcfg.batch_size, shuffle=True, seed=self.tcfg.seed + self._epoch)
+            )
             self._epoch += 1
 
     def train_step(self) -> StepEvent:
@@ -379,8 +414,15 @@ class Trainer:
         seconds = time.perf_counter() - t0
         self.train_seconds += seconds
         n_tokens = int((gold != PAD_ID).sum())
-        return StepEvent(self.step, float(loss.detach()), lr, n_tokens / max(seconds, 1e-9), math.nan,
-                         float(cross_entropy.detach()), self.train_seconds)
+        return StepEvent(
+            self.step,
+            float(loss.detach()),
+            lr,
+            n_tokens / max(seconds, 1e-9),
+            math.nan,
+            float(cross_entropy.detach()),
+            self.train_seconds,
+        )
 
     def _diverged(self, what: str, value: float, restore: bool) -> None:
         """Raise `TrainingDiverged`; with `restore`, first put back the weights before the last update."""
@@ -394,7 +436,8 @@ class Trainer:
             f"Training diverged: {what} became {value} (the paper's recipe cannot recover from that). "
             f"The model keeps the weights after {self.step} updates, the last that gave a finite loss. "
             f"Try a smaller lr_scale (now {t.lr_scale:g}, peak learning rate {t.peak_lr:.2g}), a longer "
-            f"warm-up (now {t.warmup} steps), or gradient clipping (clip_grad_norm, e.g. 1.0).")
+            f"warm-up (now {t.warmup} steps), or gradient clipping (clip_grad_norm, e.g. 1.0)."
+        )
 
     # --- evaluation -----------------------------------------------------------------------------
 
@@ -414,17 +457,24 @@ class Trainer:
 
         try:
             bundle = Bundle(self.model, self.src_vocab, self.tgt_vocab, self.tcfg.direction)
-            hyps = translate_pairs(bundle, self.heldout, self.interventions, encoded=self.heldout_encoded,
-                                   on_batch=add_loss)
+            hyps = translate_pairs(
+                bundle, self.heldout, self.interventions, encoded=self.heldout_encoded, on_batch=add_loss
+            )
         finally:
             self.model.train(was_training)
         loss, ce = (sums[0] / sums[2], sums[1] / sums[2]) if sums[2] else (math.nan, math.nan)
         m: Metrics = score(self.heldout, hyps, self.tgt_lang)
-        samples = [(self.heldout[i].src, detokenize(hyps[i], self.tgt_lang),
-                    detokenize(tokenize(self.heldout[i].tgt, self.tgt_lang), self.tgt_lang))
-                   for i in self._sample_ids]
-        event = EvalEvent(self.step, loss, m.exact_match, m.bleu, m.coref_accuracy, samples, ce, m.n,
-                          time.perf_counter() - t0)
+        samples = [
+            (
+                self.heldout[i].src,
+                detokenize(hyps[i], self.tgt_lang),
+                detokenize(tokenize(self.heldout[i].tgt, self.tgt_lang), self.tgt_lang),
+            )
+            for i in self._sample_ids
+        ]
+        event = EvalEvent(
+            self.step, loss, m.exact_match, m.bleu, m.coref_accuracy, samples, ce, m.n, time.perf_counter() - t0
+        )
         self.last_eval = event
         return event
 
@@ -469,16 +519,21 @@ class Trainer:
         if metrics is None and self.last_eval is not None:
             metrics = self.last_eval.metrics
         meta = {
-            "training": {**asdict(self.tcfg), "steps_done": self.step,
-                         "train_seconds": round(self.train_seconds, 2),
-                         "n_train": len(self.train_pairs), "n_heldout": len(self.heldout),
-                         "torch": torch.__version__},
+            "training": {
+                **asdict(self.tcfg),
+                "steps_done": self.step,
+                "train_seconds": round(self.train_seconds, 2),
+                "n_train": len(self.train_pairs),
+                "n_heldout": len(self.heldout),
+                "torch": torch.__version__,
+            },
             "metrics": metrics or {},
             "arch": self.tcfg.arch,
             "data_sha256": self.data_sha256,
         }
-        return Bundle(model, copy.deepcopy(self.src_vocab), copy.deepcopy(self.tgt_vocab), self.tcfg.direction,
-                      meta, name)
+        return Bundle(
+            model, copy.deepcopy(self.src_vocab), copy.deepcopy(self.tgt_vocab), self.tcfg.direction, meta, name
+        )
 
 
 def _spread(items: Sequence[object], k: int) -> list[int]:

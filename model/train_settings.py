@@ -38,8 +38,20 @@ from model.train import TrainConfig
 from model.vocab import Vocab, tokenize
 
 # The page's defaults: the run one click starts. Why these values: bench/README.md, "The training page's default run".
-DEFAULTS = TrainConfig(d_model=64, n_heads=4, n_layers=1, d_ff=256, dropout=0.0, batch_size=96, steps=500,
-                       warmup=100, lr_scale=0.35, label_smoothing=0.1, seed=0, eval_every=50)
+DEFAULTS = TrainConfig(
+    d_model=64,
+    n_heads=4,
+    n_layers=1,
+    d_ff=256,
+    dropout=0.0,
+    batch_size=96,
+    steps=500,
+    warmup=100,
+    lr_scale=0.35,
+    label_smoothing=0.1,
+    seed=0,
+    eval_every=50,
+)
 DEFAULT_PROBE_EVERY = 25  # steps between attention snapshots of the probe sentences
 MAX_JOB_BYTES = 1_000_000_000  # a run whose estimate is above this is refused
 EVAL_BATCH = 256  # sentences per batch of the held-out evaluation (model.train / model.evaluate)
@@ -120,11 +132,17 @@ def profile(data: dict[str, list[Pair]], direction: str) -> DataProfile:
     lengths = [length(p) for p in train]
     held = [length(p) for p in heldout]
     longest = max(max(s, t) for s, t in lengths)
-    return DataProfile(len(train), len(heldout), len(src_vocab), len(tgt_vocab), longest,
-                       _vocab_json_bytes(src_vocab) + _vocab_json_bytes(tgt_vocab),
-                       max((max(s, t) for s, t in held), default=0),
-                       sum(s + t for s, t in lengths) + sum(s + t for s, t in held),
-                       sum(len(p.src) + len(p.tgt) for p in (*train, *heldout)))
+    return DataProfile(
+        len(train),
+        len(heldout),
+        len(src_vocab),
+        len(tgt_vocab),
+        longest,
+        _vocab_json_bytes(src_vocab) + _vocab_json_bytes(tgt_vocab),
+        max((max(s, t) for s, t in held), default=0),
+        sum(s + t for s, t in lengths) + sum(s + t for s, t in held),
+        sum(len(p.src) + len(p.tgt) for p in (*train, *heldout)),
+    )
 
 
 @functools.lru_cache(maxsize=4)
@@ -135,9 +153,11 @@ def toy_profile(direction: str) -> DataProfile:
 def check_corpus_profile(p: DataProfile) -> None:
     """Refuse an uploaded corpus whose vocabulary would make the model too large."""
     if max(p.src_vocab, p.tgt_vocab) > MAX_VOCAB:
-        raise SettingsError(f"The corpus has {p.src_vocab:,} source and {p.tgt_vocab:,} target words; the limit is "
-                            f"{MAX_VOCAB:,} per side (the embeddings and the output layer grow with it). "
-                            f"Use fewer or simpler sentences.")
+        raise SettingsError(
+            f"The corpus has {p.src_vocab:,} source and {p.tgt_vocab:,} target words; the limit is "
+            f"{MAX_VOCAB:,} per side (the embeddings and the output layer grow with it). "
+            f"Use fewer or simpler sentences."
+        )
 
 
 # --- Memory ------------------------------------------------------------------------------------
@@ -169,8 +189,13 @@ class MemoryEstimate:
         return self.state_bytes + self.peak_work_bytes + self.snapshot_bytes + self.data_bytes
 
 
-def estimate_memory(tcfg: TrainConfig, data: DataProfile, n_probes: int = 2, n_snapshots: int = MAX_SNAPSHOTS + 2,
-                    probe_tokens: int = MAX_PROBE_TOKENS) -> MemoryEstimate:
+def estimate_memory(
+    tcfg: TrainConfig,
+    data: DataProfile,
+    n_probes: int = 2,
+    n_snapshots: int = MAX_SNAPSHOTS + 2,
+    probe_tokens: int = MAX_PROBE_TOKENS,
+) -> MemoryEstimate:
     """Estimated memory of one job with these settings on this data.
 
     The activation term is a fit of the bytes autograd keeps for backward in this model, measured
@@ -188,8 +213,15 @@ def estimate_memory(tcfg: TrainConfig, data: DataProfile, n_probes: int = 2, n_s
     The corpus: about 120 bytes per token (tokens and ids as Python objects) and 4 per character.
     """
     P = parameters(tcfg, data)
-    B, T, L, D, F, H, V = (tcfg.batch_size, data.longest, tcfg.n_layers, tcfg.d_model, tcfg.d_ff, tcfg.n_heads,
-                           data.tgt_vocab)
+    B, T, L, D, F, H, V = (
+        tcfg.batch_size,
+        data.longest,
+        tcfg.n_layers,
+        tcfg.d_model,
+        tcfg.d_ff,
+        tcfg.n_heads,
+        data.tgt_vocab,
+    )
     saved = 2 * B * T * V + 30 * B * T * L * D + 6 * B * T * L * F + 6 * B * T * T * L * H + 6 * L * D * D + B * T * D
     t = probe_tokens + 1
     snap = n_snapshots * n_probes * 4 * L * H * (t * t * 3)
@@ -217,21 +249,30 @@ def check_checkpoint_size(tcfg: TrainConfig, data: DataProfile) -> None:
             f"This model would have {P:,} parameters: its checkpoint would be about {size / 2**20:,.1f} MB, above "
             f"the {checkpoint.MAX_BYTES / 2**20:,.0f} MB a model may have in this app (so it could not be saved and "
             "loaded again). Use a smaller d_model or d_ff, fewer layers"
-            + (", or a corpus with fewer words." if data.src_vocab + data.tgt_vocab > 2000 else "."))
+            + (", or a corpus with fewer words." if data.src_vocab + data.tgt_vocab > 2000 else ".")
+        )
 
 
 def worst_case(direction: str = "en-fr") -> MemoryEstimate:
     """The estimate at the largest allowed settings on the toy set."""
+
     def top(name: str) -> int:
         return int(BOUNDS[name][1])
 
-    big = dataclasses.replace(DEFAULTS, n_layers=top("n_layers"), n_heads=top("n_heads"), d_model=top("d_model"),
-                              d_ff=top("d_ff"), batch_size=top("batch_size"))
+    big = dataclasses.replace(
+        DEFAULTS,
+        n_layers=top("n_layers"),
+        n_heads=top("n_heads"),
+        d_model=top("d_model"),
+        d_ff=top("d_ff"),
+        batch_size=top("batch_size"),
+    )
     return estimate_memory(big, toy_profile(direction), n_probes=MAX_PROBES)
 
 
-def plan_run(settings: Mapping[str, Any], probes: Sequence[str] | None = None,
-             data: dict[str, list[Pair]] | None = None) -> tuple[TrainConfig, list[str], MemoryEstimate]:
+def plan_run(
+    settings: Mapping[str, Any], probes: Sequence[str] | None = None, data: dict[str, list[Pair]] | None = None
+) -> tuple[TrainConfig, list[str], MemoryEstimate]:
     """Validate everything a run needs (settings, data, memory): its config, its probe sentences (cleaned,
     at most `MAX_PROBES`) and its memory estimate; `SettingsError` if it cannot run."""
     tcfg = make_config(settings)
@@ -241,8 +282,9 @@ def plan_run(settings: Mapping[str, Any], probes: Sequence[str] | None = None,
     if prof.longest > tcfg.max_len:
         raise SettingsError(f"The longest sentence has {prof.longest} tokens; the model takes at most {tcfg.max_len}.")
     check_checkpoint_size(tcfg, prof)
-    probes = [p.strip() for p in (probes if probes is not None else default_probes(tcfg.direction, data))
-              if p and p.strip()][:MAX_PROBES]
+    probes = [
+        p.strip() for p in (probes if probes is not None else default_probes(tcfg.direction, data)) if p and p.strip()
+    ][:MAX_PROBES]
     mem = estimate_memory(tcfg, prof, n_probes=max(1, len(probes)))
     check_memory(mem)
     return tcfg, probes, mem
@@ -251,6 +293,8 @@ def plan_run(settings: Mapping[str, Any], probes: Sequence[str] | None = None,
 def check_memory(mem: MemoryEstimate) -> None:
     """Refuse a run whose memory estimate is above `MAX_JOB_BYTES`."""
     if mem.total > MAX_JOB_BYTES:
-        raise SettingsError(f"This run would need about {mem.total / 1e6:,.0f} MB of memory; the limit per job is "
-                            f"{MAX_JOB_BYTES / 1e6:,.0f} MB. Use a smaller batch, d_model, d_ff or fewer layers"
-                            + (", or a corpus with fewer words." if mem.eval_bytes > mem.activation_bytes else "."))
+        raise SettingsError(
+            f"This run would need about {mem.total / 1e6:,.0f} MB of memory; the limit per job is "
+            f"{MAX_JOB_BYTES / 1e6:,.0f} MB. Use a smaller batch, d_model, d_ff or fewer layers"
+            + (", or a corpus with fewer words." if mem.eval_bytes > mem.activation_bytes else ".")
+        )

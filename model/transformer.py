@@ -54,21 +54,30 @@ class Config:
 
     def __post_init__(self) -> None:
         problems = []
-        for name in ("src_vocab", "tgt_vocab", "d_model", "n_heads", "n_enc_layers",
-                     "n_dec_layers", "d_ff", "max_len"):
+        for name in ("src_vocab", "tgt_vocab", "d_model", "n_heads", "n_enc_layers", "n_dec_layers", "d_ff", "max_len"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 problems.append(f"{name} must be a positive integer (got {value!r})")
         if not problems and self.d_model % self.n_heads:
-            problems.append(f"d_model ({self.d_model}) must be divisible by n_heads "
-                            f"({self.n_heads}) so every head gets d_k = d_model / n_heads dimensions")
+            problems.append(
+                f"d_model ({self.d_model}) must be divisible by n_heads "
+                f"({self.n_heads}) so every head gets d_k = d_model / n_heads dimensions"
+            )
         if not problems and self.d_model % 2:
             problems.append(f"d_model ({self.d_model}) must be even for the sin/cos positional encoding")
-        if self.key_size is not None and not problems and (
-                isinstance(self.key_size, bool) or not isinstance(self.key_size, int)
-                or not 0 < self.key_size <= self.d_model // self.n_heads):
-            problems.append(f"key_size must be None or a whole number from 1 to d_model / n_heads = "
-                            f"{self.d_model // self.n_heads} (got {self.key_size!r})")
+        if (
+            self.key_size is not None
+            and not problems
+            and (
+                isinstance(self.key_size, bool)
+                or not isinstance(self.key_size, int)
+                or not 0 < self.key_size <= self.d_model // self.n_heads
+            )
+        ):
+            problems.append(
+                f"key_size must be None or a whole number from 1 to d_model / n_heads = "
+                f"{self.d_model // self.n_heads} (got {self.key_size!r})"
+            )
         if self.positions not in POSITIONS:
             problems.append(f"positions must be one of {', '.join(POSITIONS)} (got {self.positions!r})")
         if not isinstance(self.norm_first, bool):
@@ -96,6 +105,7 @@ class Config:
 
 # --- Masks (True = may attend) ------------------------------------------------------------------
 
+
 def padding_mask(tokens: Tensor, pad_id: int = PAD_ID) -> Tensor:
     """[B, T] token ids -> [B, 1, 1, T]: every query may attend to every non-padding key."""
     return (tokens != pad_id)[:, None, None, :]  # [B, 1, 1, T]
@@ -112,6 +122,7 @@ def additive_mask(mask: Tensor) -> Tensor:
 
 
 # --- Embeddings and positional encoding ---------------------------------------------------------
+
 
 def sinusoidal_encoding(max_len: int, d_model: int) -> Tensor:
     """PE[pos, 2i] = sin(pos / 10000^(2i/d_model)), PE[pos, 2i+1] = cos(same angle). -> [max_len, D]"""
@@ -151,9 +162,17 @@ class Embeddings(nn.Module):
 
 # --- Scaled dot-product attention ---------------------------------------------------------------
 
-def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None,
-                                 scale: bool = True, trace: Trace = NO_TRACE, name: str = "attn",
-                                 dropout: nn.Module | None = None) -> tuple[Tensor, Tensor]:
+
+def scaled_dot_product_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mask: Tensor | None = None,
+    scale: bool = True,
+    trace: Trace = NO_TRACE,
+    name: str = "attn",
+    dropout: nn.Module | None = None,
+) -> tuple[Tensor, Tensor]:
     """softmax(Q K^T / sqrt(d_k) + mask) V for [..., Tq, d_k] queries, [..., Tk, d_k] keys, [..., Tk, d_v] values.
 
     Returns (z [..., Tq, d_v], weights [..., Tq, Tk]). `mask` is boolean, True = may attend.
@@ -178,6 +197,7 @@ def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor |
 
 
 # --- Multi-head attention -----------------------------------------------------------------------
+
 
 class MultiHeadAttention(nn.Module):
     """MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W_o, head_i = Attention(Q W_q^i, K W_k^i, V W_v^i).
@@ -220,8 +240,14 @@ class MultiHeadAttention(nn.Module):
         if trace.stepwise:
             z, _ = scaled_dot_product_attention(q, k, v, mask, iv.scale, trace, n, self.dropout)
         else:  # nothing to show: the same formula as one fused kernel (equality tested)
-            z = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=None if iv.scale else 1.0,
-                                               dropout_p=self.dropout.p if self.training else 0.0)
+            z = F.scaled_dot_product_attention(
+                q,
+                k,
+                v,
+                attn_mask=mask,
+                scale=None if iv.scale else 1.0,
+                dropout_p=self.dropout.p if self.training else 0.0,
+            )
         off = iv.heads_off_in(n) if iv.heads_off else ()
         if off:
             keep = torch.ones(self.n_heads, device=z.device)
@@ -234,6 +260,7 @@ class MultiHeadAttention(nn.Module):
 
 
 # --- Position-wise feed-forward -----------------------------------------------------------------
+
 
 class FeedForward(nn.Module):
     """FFN(x) = max(0, x W_1 + b_1) W_2 + b_2, the same two-layer net at every position."""
@@ -251,6 +278,7 @@ class FeedForward(nn.Module):
 
 
 # --- Residual connection + LayerNorm ------------------------------------------------------------
+
 
 class LayerNorm(nn.LayerNorm):
     """nn.LayerNorm split in its two steps so both can be seen: normalise, then scale and shift."""
@@ -285,6 +313,7 @@ class AddNorm(nn.Module):
 
 # --- Encoder and decoder layers -----------------------------------------------------------------
 
+
 class EncoderLayer(nn.Module):
     """Self-attention, then the feed-forward net, each wrapped in residual + LayerNorm."""
 
@@ -318,8 +347,9 @@ class DecoderLayer(nn.Module):
         self.ffn = FeedForward(cfg, f"{p}.ffn")
         self.add_norm3 = AddNorm(cfg, f"{p}.add_norm3")
 
-    def forward(self, y: Tensor, memory: Tensor, src_mask: Tensor | None, tgt_mask: Tensor | None,
-                trace: Trace) -> Tensor:
+    def forward(
+        self, y: Tensor, memory: Tensor, src_mask: Tensor | None, tgt_mask: Tensor | None, trace: Trace
+    ) -> Tensor:
         y = self.add_norm1(y, lambda h: self.self_attn(h, h, tgt_mask, trace), trace)
         y = self.add_norm2(y, lambda h: self.cross_attn(h, memory, src_mask, trace), trace)
         out: Tensor = self.add_norm3(y, lambda h: self.ffn(h, trace), trace)
@@ -327,6 +357,7 @@ class DecoderLayer(nn.Module):
 
 
 # --- The encoder-decoder ------------------------------------------------------------------------
+
 
 class Transformer(nn.Module):
     """encode(src) -> memory; decode(memory, src, tgt_in) -> hidden; generator(hidden) -> logits.
@@ -396,8 +427,7 @@ class Transformer(nn.Module):
         return logits
 
 
-def traced(model: nn.Module, src: Tensor, tgt_in: Tensor,
-           interventions: Interventions | None = None) -> Trace:
+def traced(model: nn.Module, src: Tensor, tgt_in: Tensor, interventions: Interventions | None = None) -> Trace:
     """One recorded forward pass without gradients: the trace holds every tensor.
 
     `model` is the Transformer, or any network called as ``model(src, tgt_in, trace)`` (model/rnn.py's too).

@@ -158,6 +158,7 @@ def detokenize(tokens: Iterable[str], lang: str) -> str:
 
 # --- Vocabulary --------------------------------------------------------------------------------
 
+
 @dataclass
 class Vocab:
     """A numbered list of tokens: ``itos[i]`` is the token with id ``i``, ``stoi`` the reverse.

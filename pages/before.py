@@ -20,6 +20,7 @@ shell.enter(__file__)  # first: re-enter through app.py if Streamlit ran this pa
 def rnn_chart(build, key: str, *content, note=None) -> None:
     """`chart(build(), key)` and its notice `note()` drawn once per content: a figure of the recurrent model `kind` on
     the sentence (and `content`, the step it shows); a class that follows draws it once."""
+
     def draw() -> None:
         chart(build(), key)
         if note is not None:
@@ -34,15 +35,18 @@ kind = pick("Recurrent model", available(), STATE_KEY, style="radio", format_fun
 v = view(kind)
 a, tf = v.rnn, v.transformer
 cfg = v.bundle.config
-st.caption(text.model_line(cfg.cell, cfg.attention, cfg.hidden, count_parameters(cfg),
-                           v.bundle.meta.get("metrics", {})))
+st.caption(
+    text.model_line(cfg.cell, cfg.attention, cfg.hidden, count_parameters(cfg), v.bundle.meta.get("metrics", {}))
+)
 
 if a.prepared.empty:
     st.info(text.NO_SENTENCE)
 else:
     sentence_header(a, show_translation=False)
-    st.markdown(f"**Recurrent model:** {md(a.translation) or '*(empty)*'} · **Transformer:** "
-                f"{md(tf.translation) or '*(empty)*'}")
+    st.markdown(
+        f"**Recurrent model:** {md(a.translation) or '*(empty)*'} · **Transformer:** "
+        f"{md(tf.translation) or '*(empty)*'}"
+    )
     t = a.trace
     src = a.src_labels
 
@@ -50,8 +54,9 @@ else:
     for line in text.GRU_LATEX if cfg.cell == "gru" else text.LSTM_LATEX:
         st.latex(line)
     step = st.slider("Encoder step i", 1, len(src), len(src), key=f"{P}enc_step") - 1
-    rnn_chart(lambda: vr.encoder_figure(t, step, src), "enc", step,
-              note=lambda: vr.encoder_notice(t, step, src, cfg.cell))
+    rnn_chart(
+        lambda: vr.encoder_figure(t, step, src), "enc", step, note=lambda: vr.encoder_notice(t, step, src, cfg.cell)
+    )
     st.caption(text.ENCODER_GREY)
 
     section("2 · One decoder step: scores, α and the context c_t", text.DECODER)
@@ -59,8 +64,13 @@ else:
         st.latex(line)
     st.latex(text.STATE_LATEX)
     out = a.next_labels
-    dstep = pick("Decoder step t (the word it outputs)", list(range(len(out))), f"{P}dec_step", style="slider",
-                 format_func=lambda i: f"{i + 1}: {vr.word(out[i])}")
+    dstep = pick(
+        "Decoder step t (the word it outputs)",
+        list(range(len(out))),
+        f"{P}dec_step",
+        style="slider",
+        format_func=lambda i: f"{i + 1}: {vr.word(out[i])}",
+    )
     s = vr.decoder_step(t, dstep, out)
     rnn_chart(lambda: vr.bars_figure(s.scores, s.alpha, src), "step", dstep, note=lambda: vr.step_notice(s, src, dstep))
     with fold("Show the context c_t of this step and its numbers", f"{P}fold_context") as shown:
@@ -84,23 +94,34 @@ else:
     best_layer, best_head = vr.closest_head(tf.trace, alpha, same)
     c1, c2 = st.columns(2)
     with c1:
-        layer = pick("Decoder layer", list(range(n_layers)), f"{P}layer", default=best_layer,
-                     format_func=lambda i: f"layer {i}")
+        layer = pick(
+            "Decoder layer", list(range(n_layers)), f"{P}layer", default=best_layer, format_func=lambda i: f"layer {i}"
+        )
     with c2:
         head = pick("Head", list(range(n_heads)), f"{P}head", default=best_head, format_func=lambda h: f"head {h}")
     st.caption(text.HEAD_NOTE)
     x = recompute.cross_attention(tf.trace, layer, head, tf.interventions.scale)
     tf_src, tf_out = tf.src_labels, tf.next_labels
     off = (x.module, head) in tf.interventions.heads_off
-    once("before.tf_align", (kind, a.prepared.text, *content_key(tf), layer, head), lambda: (  # both models' content
-        chart(vr.alignment_figure(x.alpha, tf_src, tf_out), "tf_align"),
-        notice(vr.cross_notice(x, tf_src, tf_out, head, off)),
-        notice(vr.agreement_notice(alpha, x.alpha, out, tf_out, src))))
+    once(
+        "before.tf_align",
+        (kind, a.prepared.text, *content_key(tf), layer, head),
+        lambda: (  # both models' content
+            chart(vr.alignment_figure(x.alpha, tf_src, tf_out), "tf_align"),
+            notice(vr.cross_notice(x, tf_src, tf_out, head, off)),
+            notice(vr.agreement_notice(alpha, x.alpha, out, tf_out, src)),
+        ),
+    )
     st.caption(text.SCALE_NOTE)
     with fold("Show one output word: Kᵀq, its softmax, and c = V·α beside the model's z", f"{P}fold_word") as shown:
         if shown:
-            j = pick("Output word j", list(range(len(tf_out))), f"{P}j", style="slider",
-                     format_func=lambda i: f"{i + 1}: {vr.word(tf_out[i])}")
+            j = pick(
+                "Output word j",
+                list(range(len(tf_out))),
+                f"{P}j",
+                style="slider",
+                format_func=lambda i: f"{i + 1}: {vr.word(tf_out[i])}",
+            )
             col1, col2 = st.columns(2)
             with col1:
                 st.markdown(f"**Kᵀq_:{j + 1} and its softmax** (queries {x.module}.q, keys {x.module}.k)")

@@ -39,11 +39,23 @@ st.header("1. Each target position reads the source")
 st.latex(text.CROSS_LATEX)
 c1, c2 = st.columns(2)
 with c1:
-    layer = pick("Decoder layer", range(cfg.n_dec_layers), "cross_layer", cfg.n_dec_layers - 1, style="radio",
-                 format_func=lambda i: f"layer {i}")
+    layer = pick(
+        "Decoder layer",
+        range(cfg.n_dec_layers),
+        "cross_layer",
+        cfg.n_dec_layers - 1,
+        style="radio",
+        format_func=lambda i: f"layer {i}",
+    )
 with c2:
-    head = pick("Head", [*range(cfg.n_heads), -1], "cross_head", -1, style="radio",
-                format_func=lambda i: "average of heads" if i < 0 else f"head {i}")
+    head = pick(
+        "Head",
+        [*range(cfg.n_heads), -1],
+        "cross_head",
+        -1,
+        style="radio",
+        format_func=lambda i: "average of heads" if i < 0 else f"head {i}",
+    )
 cm, head = f"dec.{layer}.cross_attn", None if head < 0 else head
 mystery = hidden_head()  # a lesson plan's mystery head: hidden until the teacher's reveal, its share of an average too
 skip = mystery[1] if mystery is not None and mystery[0] == cm else None
@@ -51,13 +63,30 @@ skip = mystery[1] if mystery is not None and mystery[0] == cm else None
 
 def cross_weights() -> None:
     cw = vd.cross_attention(tr, layer, head, skip=skip)
-    st.markdown(f"`{cm}.q` {shape_text(tr[cm + '.q'], 'B, H, t, d_k')} from the decoder · "
-                f"`{cm}.k`, `{cm}.v` {shape_text(tr[cm + '.k'], 'B, H, m, d_k')} from `enc.out` "
-                f"{shape_text(tr['enc.out'], 'B, m, D')}")
-    which = (f"head {head}" if head is not None else "average of the heads" if skip is None else
-             f"average of the heads but head {skip}, the mystery head")
-    matrix(cw, src, lab, "weights", shape=shape_text(cw, "t, m"), key="cross_weights", show_table=False,
-           title=f"{cm}.weights, {which}", x_title="source word (encoder)", y_title="target position (decoder)")
+    st.markdown(
+        f"`{cm}.q` {shape_text(tr[cm + '.q'], 'B, H, t, d_k')} from the decoder · "
+        f"`{cm}.k`, `{cm}.v` {shape_text(tr[cm + '.k'], 'B, H, m, d_k')} from `enc.out` "
+        f"{shape_text(tr['enc.out'], 'B, m, D')}"
+    )
+    which = (
+        f"head {head}"
+        if head is not None
+        else "average of the heads"
+        if skip is None
+        else f"average of the heads but head {skip}, the mystery head"
+    )
+    matrix(
+        cw,
+        src,
+        lab,
+        "weights",
+        shape=shape_text(cw, "t, m"),
+        key="cross_weights",
+        show_table=False,
+        title=f"{cm}.weights, {which}",
+        x_title="source word (encoder)",
+        y_title="target position (decoder)",
+    )
     notice(vd.cross_notice(cw, src, lab, a.next_labels))
     st.caption(text.cross_caption(len(src)))
 
@@ -79,9 +108,17 @@ def batch() -> None:
     demo = padding_demo(a.prepared)
     st.markdown(f"**The batch** (source ids padded with id 0 = `<pad>`) · shape `{shape_text(demo.src, 'B, T')}`")
     small_table(vd.batch_table(demo))
-    matrix(vd.mask_grid(demo), *vd.grid_labels(demo), "mask", show_table=False,
-           title="Padding mask (0 = may be looked at, −inf = <pad> key hidden)",
-           shape=shape_text(demo.mask, "B, 1, 1, T"), key="cross_pad_mask", x_title="key position", y_title="sentence")
+    matrix(
+        vd.mask_grid(demo),
+        *vd.grid_labels(demo),
+        "mask",
+        show_table=False,
+        title="Padding mask (0 = may be looked at, −inf = <pad> key hidden)",
+        shape=shape_text(demo.mask, "B, 1, 1, T"),
+        key="cross_pad_mask",
+        x_title="key position",
+        y_title="sentence",
+    )
     notice(vd.mask_grid_notice(demo))
 
 
@@ -94,9 +131,18 @@ with fold("Show the weights with the padding mask on and off", "cross_fold_paddi
             with col:
                 w, state = vd.padding_weights(demo, pl, ph, on), "on" if on else "off"
                 st.markdown(f"**Padding mask {state}**")
-                matrix(w, list(demo.labels[demo.short]), list(demo.labels[demo.short]), "weights", show_table=False,
-                       title=f"enc.{pl}.self_attn.weights, sentence {demo.short + 1}, head {ph}",
-                       shape=shape_text(w, "T, T"), key=f"cross_pad_{state}", x_title="key", y_title="query")
+                matrix(
+                    w,
+                    list(demo.labels[demo.short]),
+                    list(demo.labels[demo.short]),
+                    "weights",
+                    show_table=False,
+                    title=f"enc.{pl}.self_attn.weights, sentence {demo.short + 1}, head {ph}",
+                    shape=shape_text(w, "T, T"),
+                    key=f"cross_pad_{state}",
+                    x_title="key",
+                    y_title="query",
+                )
                 st.metric("most weight a real token gives to <pad>", f"{vd.max_pad_weight(demo, pl, ph, on):.4f}")
                 st.metric("encoder output vs the sentence alone: largest |difference|", f"{demo.out_change(on):.2e}")
                 st.markdown(f"Translation in the batch: **{md(demo.translation_on if on else demo.translation_off)}**")

@@ -1,7 +1,6 @@
 """The decoder and the look-ahead mask: masked self-attention with the real numbers, the lecture's 4 x 4 example,
 and what goes wrong without the mask. (Encoder-decoder attention and the padding mask: pages/cross_attention.py.)"""
 
-
 import streamlit as st
 
 from explain import recompute
@@ -54,17 +53,29 @@ content = content_key(a)  # what the figures and tables below are drawn from: th
 st.header("1. One decoder block")
 left, right = st.columns([2, 3])
 with left:
-    once("decoder.block_dot", (cfg.n_dec_layers,), lambda: st.graphviz_chart(vd.block_dot(cfg.n_dec_layers),
-                                                                            alt=text.BLOCK_ALT))
+    once(
+        "decoder.block_dot",
+        (cfg.n_dec_layers,),
+        lambda: st.graphviz_chart(vd.block_dot(cfg.n_dec_layers), alt=text.BLOCK_ALT),
+    )
 with right:
     st.markdown(text.block(cfg.n_dec_layers, len(lab), cfg.d_model))
-    layer_b = pick("Block", range(cfg.n_dec_layers), "decoder_block_layer", 0, style="radio",
-                   format_func=lambda i: f"decoder layer {i}")
+    layer_b = pick(
+        "Block",
+        range(cfg.n_dec_layers),
+        "decoder_block_layer",
+        0,
+        style="radio",
+        format_func=lambda i: f"decoder layer {i}",
+    )
 
 
 def block() -> None:
-    small_table(vd.block_table(a.trace, layer_b), hide_index=True,  # if ever a grid: its last column (a sentence) wide
-                column_config={"what it is": st.column_config.TextColumn(width="large")})
+    small_table(
+        vd.block_table(a.trace, layer_b),
+        hide_index=True,  # if ever a grid: its last column (a sentence) wide
+        column_config={"what it is": st.column_config.TextColumn(width="large")},
+    )
     notice(vd.block_notice(a.trace, layer_b))
     st.markdown(text.regularisation(SECTIONS["dropout"], BASE.dropout, cfg.dropout, vd.projection_biases(bundle.model)))
 
@@ -75,13 +86,21 @@ section("2. Masked self-attention: scores + mask = masked scores → softmax", t
 st.latex(text.MASKED_LATEX)
 if not iv.look_ahead_mask:
     st.warning(text.MASK_OFF)
-layer, head = layer_and_head("Decoder layer", cfg.n_dec_layers, cfg.n_heads,
-                             ("decoder_mask_layer", "decoder_mask_head"))
+layer, head = layer_and_head(
+    "Decoder layer", cfg.n_dec_layers, cfg.n_heads, ("decoder_mask_layer", "decoder_mask_head")
+)
 module = f"dec.{layer}.self_attn"
 here = (*content, layer, head)
 steps = recompute.mask_steps(a.trace, module, head)
-four_steps(steps, lab, text.step_titles(module, head), vd.step_shapes(a.trace, module),  # (columns: not in a once)
-           ["decoder_scaled", "decoder_mask", "decoder_masked", "decoder_weights"], show_table=False, **kw)
+four_steps(
+    steps,
+    lab,
+    text.step_titles(module, head),
+    vd.step_shapes(a.trace, module),  # (columns: not in a once)
+    ["decoder_scaled", "decoder_mask", "decoder_masked", "decoder_weights"],
+    show_table=False,
+    **kw,
+)
 once("decoder.masked", here, lambda: notice(vd.masked_notice(steps.weights, lab)))
 exact_numbers(steps, lab, "decoder_exact")
 
@@ -112,9 +131,14 @@ section("3. Example from the lecture notes: a 4 × 4 look-ahead mask", text.LECT
 with fold("Show the lecture's four 4 × 4 matrices", "decoder_fold_lecture") as shown:
     if shown:
         ex, ex_lab = recompute.lecture_masking(), [f"t={i}" for i in range(1, 5)]
-        four_steps(ex, ex_lab, ["Scaled scores", "Look-ahead mask", "Masked scores", "Weights"], ["[4, 4]"] * 4,
-                   ["decoder_ex_scaled", "decoder_ex_mask", "decoder_ex_masked", "decoder_ex_weights"],
-                   show_table=False)
+        four_steps(
+            ex,
+            ex_lab,
+            ["Scaled scores", "Look-ahead mask", "Masked scores", "Weights"],
+            ["[4, 4]"] * 4,
+            ["decoder_ex_scaled", "decoder_ex_mask", "decoder_ex_masked", "decoder_ex_weights"],
+            show_table=False,
+        )
         notice(vd.lecture_notice(ex))
         exact_numbers(ex, ex_lab, "decoder_ex_exact")
 

@@ -51,8 +51,9 @@ c1, c2, c3 = st.columns(3)
 with c1:
     layer = pick("Encoder layer", range(cfg.n_enc_layers), f"{P}layer", format_func=lambda i: f"layer {i}")
 with c2:
-    sub = st.radio("Sublayer", list(SUBLAYERS), key=f"{P}sub", format_func=lambda s: f"{s} · {SUBLAYERS[s]}",
-                   horizontal=True)
+    sub = st.radio(
+        "Sublayer", list(SUBLAYERS), key=f"{P}sub", format_func=lambda s: f"{s} · {SUBLAYERS[s]}", horizontal=True
+    )
 with c3:
     word = pick("Word", range(len(labels)), f"{P}word", format_func=lambda i: labels[i])
 ln, f = encoder_layer(a, layer, sub)
@@ -72,9 +73,18 @@ section("One word through the whole stack", f"**{md(labels[word])}** " + text.ST
 stages = word_stages(a.trace, word)
 with fold("Show the word's vector at every stage", f"{P}fold_stages") as shown:
     if shown:
-        figure(stages.vectors, dims(D), stages.labels, "activations", title=f"{md(labels[word])}, stage by stage",
-               shape=f"[{len(stages.labels)} stages, {D}]", key=f"{P}stages", x_title="dimension", y_title="stage",
-               note=vl.stages_notice(stages))
+        figure(
+            stages.vectors,
+            dims(D),
+            stages.labels,
+            "activations",
+            title=f"{md(labels[word])}, stage by stage",
+            shape=f"[{len(stages.labels)} stages, {D}]",
+            key=f"{P}stages",
+            x_title="dimension",
+            y_title="stage",
+            note=vl.stages_notice(stages),
+        )
         small_table(stage_table(stages), hide_index=True)
 
 st.header("Post-LN or pre-LN?")

@@ -32,14 +32,20 @@ if not present:
     st.title("Guided lesson")
     if k == 1:
         st.markdown(INTRO)
-    with st.expander(f"Sentence: **{md(state.sentence()) or '(none)'}**: choose another, or type your own",
-                     expanded=k == 1):
+    with st.expander(
+        f"Sentence: **{md(state.sentence()) or '(none)'}**: choose another, or type your own", expanded=k == 1
+    ):
         c1, c2 = st.columns([3, 2])
-        c1.radio("Sentence", [*explain.lesson.SENTENCES, state.OWN], key=state.CHOICE, on_change=state.chose,
-                 horizontal=True)
-        c2.text_input("Your own sentence", key=state.OWN_TEXT, on_change=state.typed,
-                      placeholder="e.g. the cat is big",
-                      help="English words from the toy set. Press Enter to follow it through the lesson.")
+        c1.radio(
+            "Sentence", [*explain.lesson.SENTENCES, state.OWN], key=state.CHOICE, on_change=state.chose, horizontal=True
+        )
+        c2.text_input(
+            "Your own sentence",
+            key=state.OWN_TEXT,
+            on_change=state.typed,
+            placeholder="e.g. the cat is big",
+            help="English words from the toy set. Press Enter to follow it through the lesson.",
+        )
 if st.session_state[state.NOTICE]:
     st.warning(md(st.session_state[state.NOTICE]), icon=":material/link_off:")
 
@@ -54,15 +60,24 @@ step = explain.lesson.STEPS[k - 1]
 
 
 sizes = explain.lesson.sizes(bundle.config)
-ctx = viz.lesson.context(a, bundle.tgt_vocab.itos, len(bundle.src_vocab), model=bundle.model, meta=bundle.meta,
-                decide=story, hidden=plans.hidden_head())
+ctx = viz.lesson.context(
+    a,
+    bundle.tgt_vocab.itos,
+    len(bundle.src_vocab),
+    model=bundle.model,
+    meta=bundle.meta,
+    decide=story,
+    hidden=plans.hidden_head(),
+)
 
 
 def prose() -> None:
     st.markdown(TEXT[step.key].format(**sizes))
     if step.key in BRIDGES:
-        st.info("**If you know the Illustrated Transformer:** " + BRIDGES[step.key].format(**sizes),
-                icon=":material/compare_arrows:")
+        st.info(
+            "**If you know the Illustrated Transformer:** " + BRIDGES[step.key].format(**sizes),
+            icon=":material/compare_arrows:",
+        )
 
 
 def step_view() -> None:
@@ -104,11 +119,17 @@ check.panel(step.key, k, a.prepared.text, words)  # "Check yourself" at the end 
 state.navigation("bottom", k, plan_leads)
 depth = by_name(step.page)
 f = ctx.f
-state.seed_depth(state.depth_state(depth.name, f.layer, f.head, f.word, f.row, explain.lesson.n_layers(a, "dec") - 1,
-                                   a.prepared.text))  # the page opens on what this step shows
+state.seed_depth(
+    state.depth_state(
+        depth.name, f.layer, f.head, f.word, f.row, explain.lesson.n_layers(a, "dec") - 1, a.prepared.text
+    )
+)  # the page opens on what this step shows
 for linked in (name for name in MORE.get(step.key, ()) if name != depth.name):  # In depth links it already
-    page_link(by_name(linked).file, f"{by_name(linked).title}: {by_name(linked).summary[0].lower()}"
-              f"{by_name(linked).summary[1:]}", icon=":material/arrow_outward:")
+    page_link(
+        by_name(linked).file,
+        f"{by_name(linked).title}: {by_name(linked).summary[0].lower()}{by_name(linked).summary[1:]}",
+        icon=":material/arrow_outward:",
+    )
 page_link(depth.file, f"In depth: {depth.title}")
 st.caption("Link to this step: `/" + "lesson?" + urllib.parse.urlencode(state.link_params()) + "`")
 state.write_url()

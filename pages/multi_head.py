@@ -77,22 +77,40 @@ if stack == "dec":
 pronoun = coref_decision(a.prepared.text) if stack == "dec" else None
 mark = pronoun.row if pronoun is not None else None
 if mark is not None:
-    st.caption(f"Outlined on every head: the row of {md(y_labels[mark])}, where the decoder writes "
-               f"“{md(pronoun.pronoun)}”.")
+    st.caption(
+        f"Outlined on every head: the row of {md(y_labels[mark])}, where the decoder writes “{md(pronoun.pronoun)}”."
+    )
 heads_grid(a, module, weights, (x_labels, y_labels), mark, content)
 
 st.header("One head in detail")
 if focus is not None and hidden is None:  # (it names the head that links the words, maybe the mystery one)
     c = vc.coref_parts(a.prepared.tokens)
-    st.markdown(text.focus(focus.layer, focus.head, *(md(va.word_of(a.src_labels[j])) for j in (c.referent, c.other,
-                c.adjective)), focus.weight, focus.other))
+    st.markdown(
+        text.focus(
+            focus.layer,
+            focus.head,
+            *(md(va.word_of(a.src_labels[j])) for j in (c.referent, c.other, c.adjective)),
+            focus.weight,
+            focus.other,
+        )
+    )
 head = pick("Head", range(H), KEYS[1], format_func=lambda h: f"head {h}" + (" (off)" if h in off else ""))
 if mystery == (module, head):
     mystery_box(head)
 else:
-    figure(weights[head], x_labels, y_labels, "weights", title=f"{module}, head {head}: attention weights",
-           shape=f"[{len(y_labels)}, {len(x_labels)}]", key=f"{P}detail", x_title="key", y_title="query",
-           note=lambda: va.matrix_notice(weights[head], y_labels, x_labels), content=(*content, module, head))
+    figure(
+        weights[head],
+        x_labels,
+        y_labels,
+        "weights",
+        title=f"{module}, head {head}: attention weights",
+        shape=f"[{len(y_labels)}, {len(x_labels)}]",
+        key=f"{P}detail",
+        x_title="key",
+        y_title="query",
+        note=lambda: va.matrix_notice(weights[head], y_labels, x_labels),
+        content=(*content, module, head),
+    )
 
 section("One word, one head or several", text.ONE_WORD)
 it = vh.find_word(a.prepared.tokens, "it") if stack == "enc" else None
@@ -103,8 +121,9 @@ concat_section(a, cfg, module, y_labels, off, text)
 switch_off_section(a, module, stack, text)
 
 section("Keep one head: is one way to interact enough?", text.ONE_HEAD)
-st.button("Use “thinking machines” on this page", on_click=_set_sentence, args=("thinking machines",),
-          key=f"{P}load_tm")
+st.button(
+    "Use “thinking machines” on this page", on_click=_set_sentence, args=("thinking machines",), key=f"{P}load_tm"
+)
 with fold("Run it: every layer with all its heads but one switched off, one head at a time", f"{P}fold_one") as shown:
     if shown:
         show_one_head_left(st.session_state["sentence"], module, f"{P}one_")

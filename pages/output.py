@@ -61,16 +61,19 @@ def default_reference() -> str:
     return ref if ref is not None else a.translation
 
 
-reference = reference_box(text.REFERENCE_LABEL, "output_reference", a.prepared.text, default_reference,
-                          text.REFERENCE_HELP)
+reference = reference_box(
+    text.REFERENCE_LABEL, "output_reference", a.prepared.text, default_reference, text.REFERENCE_HELP
+)
 tf = teacher_forced(reference)
 forced = (*here, used_text(reference))  # what the teacher-forced run is of
 
 
 def loss() -> None:
     if tf.unknown:
-        st.warning("Not in the target vocabulary, fed as <unk> (the model cannot produce these): "
-                   + ", ".join(f"**{md(w)}**" for w in tf.unknown))
+        st.warning(
+            "Not in the target vocabulary, fed as <unk> (the model cannot produce these): "
+            + ", ".join(f"**{md(w)}**" for w in tf.unknown)
+        )
     small_table(vo.loss_table(tf, itos), hide_index=True)
     notice(vo.loss_notice(tf, itos))
     with metrics_row():
@@ -82,19 +85,32 @@ once("output.loss", forced, loss)
 
 
 def gold_position(label: str, key: str) -> int:
-    return pick(label, range(len(tf.gold)), key, 0,
-                format_func=lambda t: f"{tf.in_labels[t]}  →  gold {itos[tf.gold[t]]}")
+    return pick(
+        label, range(len(tf.gold)), key, 0, format_func=lambda t: f"{tf.in_labels[t]}  →  gold {itos[tf.gold[t]]}"
+    )
 
 
 st.subheader("Gradient and update, in brief")
 gpos = gold_position("Position", "output_grad_pos")
-once("output.gradient", (*forced, gpos), lambda: (
-    st.markdown(text.GRADIENT),
-    small_table(vo.gradient_table(vo.output_probs(tf.trace, gpos), tf.gold[gpos], itos), hide_index=True)))
+once(
+    "output.gradient",
+    (*forced, gpos),
+    lambda: (
+        st.markdown(text.GRADIENT),
+        small_table(vo.gradient_table(vo.output_probs(tf.trace, gpos), tf.gold[gpos], itos), hide_index=True),
+    ),
+)
 
 st.header("3. Label smoothing")
-eps = st.slider("ε (label smoothing)", 0.0, 0.5, 0.1, 0.01, key="output_eps",
-                help="The paper and the training of this model use ε = 0.1.")
+eps = st.slider(
+    "ε (label smoothing)",
+    0.0,
+    0.5,
+    0.1,
+    0.01,
+    key="output_eps",
+    help="The paper and the training of this model use ε = 0.1.",
+)
 smoothed = (*forced, eps)
 sm = functools.cache(lambda: recompute.label_smoothing(vo.output_logits(tf.trace), tf.gold, eps, itos))  # when drawn
 
@@ -113,14 +129,16 @@ once("output.smoothing", smoothed, smoothing)
 lpos = gold_position("Position to plot", "output_ls_pos")
 with fold("Show the targets at this position", "output_fold_targets") as shown:
     if shown:
-        chart(vo.target_figure(vo.output_probs(tf.trace, lpos), tf.gold[lpos], eps, itos), key="output_targets",
-              config=CHART)
+        chart(
+            vo.target_figure(vo.output_probs(tf.trace, lpos), tf.gold[lpos], eps, itos),
+            key="output_targets",
+            config=CHART,
+        )
         notice(vo.smoothing_notice(vo.output_probs(tf.trace, lpos), tf.gold[lpos], eps, itos))
         with st.expander("Every position: targets and losses"):
             small_table(vo.smoothing_table(sm()), hide_index=True)
 
-once("output.torch_smoothing", smoothed,
-     lambda: st.caption(text.torch_smoothing(eps, sm().smoothed, sm().torch_loss)))
+once("output.torch_smoothing", smoothed, lambda: st.caption(text.torch_smoothing(eps, sm().smoothed, sm().torch_loss)))
 
 section("4. Greedy decoding, step by step", text.GREEDY)
 greedy_section(a, itos, here)

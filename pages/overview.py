@@ -51,8 +51,9 @@ def top() -> None:
     st.header("The encoder-decoder stack")
     left, right = st.columns([1, 1])
     with left:
-        st.graphviz_chart(architecture_dot(cfg), width="stretch",
-                          alt=text.stack_alt(cfg.n_enc_layers, cfg.n_dec_layers))
+        st.graphviz_chart(
+            architecture_dot(cfg), width="stretch", alt=text.stack_alt(cfg.n_enc_layers, cfg.n_dec_layers)
+        )
         st.caption(text.STACK_CAPTION)
     with right:
         st.markdown("**Open each block:**")
@@ -71,29 +72,38 @@ def top() -> None:
         with st.container(horizontal=True):
             st.metric("Encoder input (src.input)", shape_text(t["src.input"][0], "m, D"))
             st.metric("Encoder output (enc.out)", shape_text(t["enc.out"][0], "m, D"))
-        st.caption(f"The same m = {t['enc.out'].shape[1]} vectors of D = {cfg.d_model} numbers before and after "
-                   f"{cfg.n_enc_layers} encoder blocks (the source words and <eos>).")
+        st.caption(
+            f"The same m = {t['enc.out'].shape[1]} vectors of D = {cfg.d_model} numbers before and after "
+            f"{cfg.n_enc_layers} encoder blocks (the source words and <eos>)."
+        )
 
     m = a.trace["enc.out"].shape[1] if not empty else "m"
     tlen = a.trace["dec.out"].shape[1] if not empty else "t"
     paper = heads_latex(BASE.d_model, BASE.n_heads, BASE.d_k, "m")
     ours = heads_latex(cfg.d_model, cfg.n_heads, cfg.d_k, m)
-    section("Shapes: the paper and this model", f"{text.COLUMNS}\n\n**Paper (base model)**\n\n$$\n{paper}\n$$"
-            f"\n\n**This model, on your sentence**\n\n$$\n{ours}\n$$")
+    section(
+        "Shapes: the paper and this model",
+        f"{text.COLUMNS}\n\n**Paper (base model)**\n\n$$\n{paper}\n$$"
+        f"\n\n**This model, on your sentence**\n\n$$\n{ours}\n$$",
+    )
     rows = shape_rows(cfg, m, tlen)
     st.table({"": [r[0] for r in rows], "paper (base)": [r[1] for r in rows], "this model": [r[2] for r in rows]})
     if not empty:
-        st.caption(f"Measured in the trace: one head's output enc.0.self_attn.z is "
-                   f"{shape_text(a.trace['enc.0.self_attn.z'], 'B, H, m, d_k')}, the concatenation "
-                   f"enc.0.self_attn.concat is {shape_text(a.trace['enc.0.self_attn.concat'], 'B, m, D')}.")
+        st.caption(
+            f"Measured in the trace: one head's output enc.0.self_attn.z is "
+            f"{shape_text(a.trace['enc.0.self_attn.z'], 'B, H, m, d_k')}, the concatenation "
+            f"enc.0.self_attn.concat is {shape_text(a.trace['enc.0.self_attn.concat'], 'B, m, D')}."
+        )
 
     st.header("Sizes: this model beside the paper")
     n_params = count_parameters(bundle.config)
     small_table(sizes_table(cfg, n_params), height="content")
     training = bundle.meta.get("training") or {}
-    st.caption(text.sizes_caption(CITATION, BASE.params_millions * 1e6 / n_params, training.get("train_seconds"),
-                                  training.get("steps_done")))
-
+    st.caption(
+        text.sizes_caption(
+            CITATION, BASE.params_millions * 1e6 / n_params, training.get("train_seconds"), training.get("steps_done")
+        )
+    )
 
 
 def bottom() -> None:
@@ -121,7 +131,10 @@ def bottom() -> None:
 key = (*state_key(), toy_data()[1])
 once("overview.top", key, top)
 cur = current_model()
-section("The model in use", f"**{MODELS.get({'my model': 'mine'}.get(cur.label, cur.label), cur.label)}** "
-        f"(`{cur.bundle.name}`), translating {cur.bundle.langs[0]} → {cur.bundle.langs[1]}. "
-        + ("Change it in the sidebar." if controls_are_mine() else "Your teacher chose it."))
+section(
+    "The model in use",
+    f"**{MODELS.get({'my model': 'mine'}.get(cur.label, cur.label), cur.label)}** "
+    f"(`{cur.bundle.name}`), translating {cur.bundle.langs[0]} → {cur.bundle.langs[1]}. "
+    + ("Change it in the sidebar." if controls_are_mine() else "Your teacher chose it."),
+)
 once("overview.bottom", key, bottom)

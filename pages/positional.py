@@ -1,6 +1,5 @@
 """Positional encoding: the formula with real numbers, the table, PE(pos+k) = M_k PE(pos), word order."""
 
-
 import streamlit as st
 
 from model.trace import Interventions
@@ -48,18 +47,37 @@ i = formula_section(ref, pe_table, text)
 traced = ref.trace["src.pos"][0]
 
 st.header("2. The encoding of your sentence")
-figure(traced, dims, ref.src_labels, "encoding", title="src.pos: PE rows added to the embeddings",
-       shape=shape_text(ref.trace["src.pos"], "1, T, D"), key="positional_sentence", x_title="dimension",
-       y_title="position", note=vp.sentence_notice(traced))
+figure(
+    traced,
+    dims,
+    ref.src_labels,
+    "encoding",
+    title="src.pos: PE rows added to the embeddings",
+    shape=shape_text(ref.trace["src.pos"], "1, T, D"),
+    key="positional_sentence",
+    x_title="dimension",
+    y_title="position",
+    note=vp.sentence_notice(traced),
+)
 st.caption(text.SENTENCE_CAPTION)
 st.subheader(f"Every position the model accepts (0-{L - 1})")
 with fold("Show the whole PE table", "positional_fold_all") as shown:
     if shown:
-        figure(pe_table, dims, [str(q) for q in range(L)], "encoding", title="The model's PE table",
-               shape=shape_text(pe_table, "max_len, D"), key="positional_all", x_title="dimension", y_title="position",
-               note=vp.table_notice(pe_table))
+        figure(
+            pe_table,
+            dims,
+            [str(q) for q in range(L)],
+            "encoding",
+            title="The model's PE table",
+            shape=shape_text(pe_table, "max_len, D"),
+            key="positional_all",
+            x_title="dimension",
+            y_title="position",
+            note=vp.table_notice(pe_table),
+        )
 
 layouts_section(pe_table, dims, text)
+
 
 # Sections 3-5 are fragments: their own widgets (dimensions, offset k, permutation) rerun only their section. A
 # new sentence, model or intervention, and the pair index i of section 1 (used in section 4), rerun the page.
@@ -68,9 +86,14 @@ def one_dimension(pe_table, D: int) -> None:
     st.header("3. One dimension across positions")
     chosen = st.multiselect("Dimensions", list(range(D)), default=vp.default_dims(D), key="positional_dims")
     if chosen:
-        once("positional.curves", (current_model().key, tuple(chosen)), lambda: (  # the model's PE, these dimensions
-            chart(curves_figure(pe_table, chosen), key="positional_curves", config={"displayModeBar": False}),
-            notice(vp.curves_notice(pe_table, chosen))))
+        once(
+            "positional.curves",
+            (current_model().key, tuple(chosen)),
+            lambda: (  # the model's PE, these dimensions
+                chart(curves_figure(pe_table, chosen), key="positional_curves", config={"displayModeBar": False}),
+                notice(vp.curves_notice(pe_table, chosen)),
+            ),
+        )
     else:
         st.info("Pick at least one dimension.")
 

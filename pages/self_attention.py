@@ -28,8 +28,16 @@ KEYS = (f"{P}layer", f"{P}head", f"{P}word")
 
 
 a = analysis()
-once("self_attention.top", content_key(a), lambda: (st.title("Self-attention, step by step"), st.markdown(text.INTRO),
-                                                    require_sentence(a), sentence_header(a)))  # (empty: stops)
+once(
+    "self_attention.top",
+    content_key(a),
+    lambda: (
+        st.title("Self-attention, step by step"),
+        st.markdown(text.INTRO),
+        require_sentence(a),
+        sentence_header(a),
+    ),
+)  # (empty: stops)
 cfg = current_model().bundle.config
 ss = st.session_state
 
@@ -65,8 +73,14 @@ def one_head(a, cfg, focus) -> None:
         st.info(text.TEXTBOOK)
         tb_labels = va.textbook_labels()
         tb_word = st.radio("Query", [0, 1], key=f"{P}tb_word", horizontal=True, format_func=lambda i: tb_labels[i])
-        show_steps(va.textbook_steps(thinking_machines(), tb_word), tb_labels, tb_labels[tb_word], f"{P}tb_",
-                   textbook=True, query=tb_word)
+        show_steps(
+            va.textbook_steps(thinking_machines(), tb_word),
+            tb_labels,
+            tb_labels[tb_word],
+            f"{P}tb_",
+            textbook=True,
+            query=tb_word,
+        )
     else:
         c1, c2, c3 = st.columns(3)
         with c1:
@@ -74,19 +88,37 @@ def one_head(a, cfg, focus) -> None:
         with c2:
             head = pick("Head", range(cfg.n_heads), KEYS[1], format_func=lambda h: f"head {h}")
         with c3:
-            word = pick("Query word", range(len(labels)), KEYS[2], default=vh.find_word(a.prepared.tokens, "it") or 0,
-                        format_func=lambda i: labels[i])
+            word = pick(
+                "Query word",
+                range(len(labels)),
+                KEYS[2],
+                default=vh.find_word(a.prepared.tokens, "it") or 0,
+                format_func=lambda i: labels[i],
+            )
         if focus is not None:
             c = vc.coref_parts(a.prepared.tokens)
-            st.markdown(text.focus(focus.layer, focus.head, *(md(va.word_of(labels[j])) for j in (c.referent, c.other,
-                                   c.adjective)), focus.weight, focus.other))
+            st.markdown(
+                text.focus(
+                    focus.layer,
+                    focus.head,
+                    *(md(va.word_of(labels[j])) for j in (c.referent, c.other, c.adjective)),
+                    focus.weight,
+                    focus.other,
+                )
+            )
         st.markdown(f"Query word **{md(labels[word])}**, encoder layer {layer}, head {head}.")
         if hidden_head() == (f"enc.{layer}.self_attn", head):  # the class's mystery head: hidden until the reveal
             mystery_box(head)
             return
-        show_steps(va.word_steps(a.trace, f"enc.{layer}.self_attn", head, word), labels, labels[word], f"{P}w_",
-                   off=(f"enc.{layer}.self_attn", head) in iv.heads_off, proj=projection(a, layer, head, word),
-                   content=(*content_key(a), layer, head, word))
+        show_steps(
+            va.word_steps(a.trace, f"enc.{layer}.self_attn", head, word),
+            labels,
+            labels[word],
+            f"{P}w_",
+            off=(f"enc.{layer}.self_attn", head) in iv.heads_off,
+            proj=projection(a, layer, head, word),
+            content=(*content_key(a), layer, head, word),
+        )
     matrix_section(a, cfg.d_k, layer, head, word, mode == MODES[1], mode, text)
 
     once("self_attention.why_scale", (), lambda: st.header("Why divide by √d_k?"))

@@ -41,8 +41,9 @@ require_sentence(a)
 sentence_header(a)
 cfg = current_model().bundle.config
 st.button("Load the coreference pair (“…too tired” / “…too wide”)", on_click=_load_pair, key=f"{P}load")
-other = reference_box(text.OTHER, f"{P}other", a.prepared.text, lambda: partner(" ".join(a.prepared.tokens)) or "",
-                      text.OTHER_HELP)
+other = reference_box(
+    text.OTHER, f"{P}other", a.prepared.text, lambda: partner(" ".join(a.prepared.tokens)) or "", text.OTHER_HELP
+)
 if not other.strip():
     st.info(text.EMPTY_OTHER)
     st.stop()

@@ -54,8 +54,14 @@ if parsed is not None:
 st.radio("Train on", options, key="training_data", horizontal=True, disabled=busy, format_func=labels.get)
 with st.expander("Upload your own parallel corpus", expanded=ss.get(session.CORPUS_KEY) is not None):
     st.markdown(text.corpus_help(src_lang, tgt_lang, MIN_PAIRS, session.CORPUS_MAX_MB))
-    st.file_uploader("Corpus file", type=["tsv", "csv", "txt"], key="training_corpus_upload",
-                     on_change=session.on_corpus_upload, max_upload_size=session.CORPUS_MAX_MB, disabled=busy)
+    st.file_uploader(
+        "Corpus file",
+        type=["tsv", "csv", "txt"],
+        key="training_corpus_upload",
+        on_change=session.on_corpus_upload,
+        max_upload_size=session.CORPUS_MAX_MB,
+        disabled=busy,
+    )
     if corpus_error:
         st.error(corpus_error)
     elif parsed is not None:
@@ -76,12 +82,21 @@ else:
     with st.expander("The learning-rate schedule of these settings", expanded=job is None):
         st.latex(text.LR_FORMULA)
         t = preview.tcfg
-        chart(vt.lr_figure(t.steps, t.d_model, t.warmup, t.lr_scale), key="training_lr_preview",
-                        config={"displayModeBar": False})
+        chart(
+            vt.lr_figure(t.steps, t.d_model, t.warmup, t.lr_scale),
+            key="training_lr_preview",
+            config={"displayModeBar": False},
+        )
 
 b1, b2, _ = st.columns([1, 1, 4])
-b1.button("Start", type="primary", on_click=session.on_start, disabled=busy, key="training_start",
-          icon=":material/play_arrow:")
+b1.button(
+    "Start",
+    type="primary",
+    on_click=session.on_start,
+    disabled=busy,
+    key="training_start",
+    icon=":material/play_arrow:",
+)
 b2.button("Stop", on_click=session.on_stop, disabled=not busy, key="training_stop", icon=":material/stop:")
 if ss.get(session.ERROR_KEY):
     st.error(ss[session.ERROR_KEY])
@@ -103,9 +118,15 @@ board_button(job.view() if job is not None else None)  # a student in a class: t
 
 st.header("4. My model")
 my_model_card(ss.get("my_model"))
-st.file_uploader("Upload a model: its .safetensors and .json files together", type=["safetensors", "json"],
-                 accept_multiple_files=True, key="training_model_upload", on_change=session.on_model_upload,
-                 max_upload_size=session.MODEL_MAX_MB, help=text.MODEL_UPLOAD_HELP)
+st.file_uploader(
+    "Upload a model: its .safetensors and .json files together",
+    type=["safetensors", "json"],
+    accept_multiple_files=True,
+    key="training_model_upload",
+    on_change=session.on_model_upload,
+    max_upload_size=session.MODEL_MAX_MB,
+    help=text.MODEL_UPLOAD_HELP,
+)
 if ss.get(session.MODEL_MSG_KEY):
     level, msg = ss[session.MODEL_MSG_KEY]
     getattr(st, level)(msg)

@@ -68,8 +68,11 @@ st.caption(text.memory(n, heads, layers, attention_matrix_bytes(n, heads, layers
 if not a.prepared.empty:
     w = a.trace["enc.0.self_attn.weights"]
     per_layer = stored_bytes(w)
-    st.markdown(text.your_sentence(shape_text(w, "B, H, m, m"), per_layer, cfg.n_enc_layers,
-                                   human_bytes(per_layer * cfg.n_enc_layers)))
+    st.markdown(
+        text.your_sentence(
+            shape_text(w, "B, H, m, m"), per_layer, cfg.n_enc_layers, human_bytes(per_layer * cfg.n_enc_layers)
+        )
+    )
 
 st.header("4. The results: better translations for less training")
 

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
         _glass_head: asyncio.TimerHandle | None
         _glass_begun: bool
 
+
 HEAD_TIMEOUT = 10.0  # seconds a request's head may take: $GLASS_HEAD_TIMEOUT
 _log = logging.getLogger("glass.serving")
 _REPLY = b"HTTP/1.1 408 Request Timeout\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
@@ -75,9 +76,13 @@ def time_out_heads(seconds: float | None = None) -> bool:
     Protocol._glass_head_seconds = head_timeout() if seconds is None else seconds
     if getattr(Protocol, "_glass_timed", False):
         return True
-    made, complete, answered, lost, received = (Protocol.connection_made, Protocol.on_headers_complete,
-                                                Protocol.on_response_complete, Protocol.connection_lost,
-                                                Protocol.data_received)
+    made, complete, answered, lost, received = (
+        Protocol.connection_made,
+        Protocol.on_headers_complete,
+        Protocol.on_response_complete,
+        Protocol.connection_lost,
+        Protocol.data_received,
+    )
 
     def arm(self: _Timed) -> None:
         disarm(self)
@@ -119,9 +124,13 @@ def time_out_heads(seconds: float | None = None) -> bool:
         lost(self, exc)
 
     # (setattr: a method of uvicorn's class replaced, which the type checker would refuse as an assignment)
-    for name, method in (("connection_made", connection_made), ("on_headers_complete", on_headers_complete),
-                         ("on_response_complete", on_response_complete), ("connection_lost", connection_lost),
-                         ("data_received", data_received)):
+    for name, method in (
+        ("connection_made", connection_made),
+        ("on_headers_complete", on_headers_complete),
+        ("on_response_complete", on_response_complete),
+        ("connection_lost", connection_lost),
+        ("data_received", data_received),
+    ):
         setattr(Protocol, name, method)
     Protocol._glass_timed = True
     return True

@@ -75,8 +75,9 @@ class Ledger:
     """What each client cost lately, as the time (`due`) at which it would be even with its share; which clients
     used the server lately (`active`); which browsers lead a class (`lead`)."""
 
-    def __init__(self, share: float | None = None, burst: float | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, share: float | None = None, burst: float | None = None, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.share = share or env_number("GLASS_CLIENT_SHARE", float, CLIENT_SHARE, 0.01)
         self.burst = burst or env_number("GLASS_CLIENT_BURST", float, CLIENT_BURST, 0.01)
         self._clock = clock

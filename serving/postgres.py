@@ -25,8 +25,10 @@ def pg_bin(name: str) -> str:
     """The path of a PostgreSQL program (initdb, postgres), or MissingTool saying how to install it."""
     found = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"), key=lambda p: int(p.split("/")[4]))
     if not found:
-        raise MissingTool(f"PostgreSQL's {name} is missing: `./dev.sh test` installs it "
-                          "(or: apt-get update && apt-get install -y postgresql).")
+        raise MissingTool(
+            f"PostgreSQL's {name} is missing: `./dev.sh test` installs it "
+            "(or: apt-get update && apt-get install -y postgresql)."
+        )
     return found[-1]
 
 
@@ -52,9 +54,24 @@ class PostgresServer:
         self._wait_gone(timeout)
         log = self.data_dir / "postgres.log"
         self._log_from = log.stat().st_size if log.exists() else 0
-        self.child = spawn("postgres", _as_owner([pg_bin("postgres"), "-D", str(self.data_dir / "db"), "-h",
-                                                  "127.0.0.1", "-p", str(self.port), "-k", str(self.data_dir)]),
-                           self.data_dir / "postgres.log", port=self.port)
+        self.child = spawn(
+            "postgres",
+            _as_owner(
+                [
+                    pg_bin("postgres"),
+                    "-D",
+                    str(self.data_dir / "db"),
+                    "-h",
+                    "127.0.0.1",
+                    "-p",
+                    str(self.port),
+                    "-k",
+                    str(self.data_dir),
+                ]
+            ),
+            self.data_dir / "postgres.log",
+            port=self.port,
+        )
         wait_until(self.ready, self.child, timeout, "postgres")
         return self
 
@@ -93,9 +110,26 @@ def start_postgres(workdir: Path, timeout: float = 60) -> PostgresServer:
     if os.geteuid() == 0:
         shutil.chown(workdir, USER, USER)
         os.chmod(workdir, 0o700)
-    result = subprocess.run(_as_owner([pg_bin("initdb"), "-D", str(workdir / "db"), "-U", "glass", "-A", "trust",
-                                       "-E", "UTF8", "--no-instructions"]), capture_output=True, text=True,
-                            timeout=timeout, cwd=workdir)
+    result = subprocess.run(
+        _as_owner(
+            [
+                pg_bin("initdb"),
+                "-D",
+                str(workdir / "db"),
+                "-U",
+                "glass",
+                "-A",
+                "trust",
+                "-E",
+                "UTF8",
+                "--no-instructions",
+            ]
+        ),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=workdir,
+    )
     if result.returncode:
         raise RuntimeError(f"initdb failed:\n{result.stdout[-2000:]}{result.stderr[-2000:]}")
     return PostgresServer(workdir, free_port()).start(timeout)

@@ -34,11 +34,14 @@ class MissingTool(RuntimeError):
 
 def require(binary: str) -> str:
     """The path of a Debian tool this needs, or MissingTool saying how to install it."""
-    path = shutil.which(binary) or next((p for p in (f"/usr/bin/{binary}", f"/usr/sbin/{binary}")
-                                         if os.access(p, os.X_OK)), None)
+    path = shutil.which(binary) or next(
+        (p for p in (f"/usr/bin/{binary}", f"/usr/sbin/{binary}") if os.access(p, os.X_OK)), None
+    )
     if path is None:
-        raise MissingTool(f"{binary} is missing: `./dev.sh test` and `./dev.sh serve` install it "
-                          f"(or: apt-get update && apt-get install -y {INSTALL_HINT.get(binary, binary)}).")
+        raise MissingTool(
+            f"{binary} is missing: `./dev.sh test` and `./dev.sh serve` install it "
+            f"(or: apt-get update && apt-get install -y {INSTALL_HINT.get(binary, binary)})."
+        )
     return path
 
 
@@ -92,17 +95,30 @@ class Child:
             return ""
 
 
-def spawn(name: str, cmd: list[str], log: Path, env: dict[str, str] | None = None, stdin_text: str | None = None,
-          port: int = 0, cwd: Path | None = None) -> Child:
+def spawn(
+    name: str,
+    cmd: list[str],
+    log: Path,
+    env: dict[str, str] | None = None,
+    stdin_text: str | None = None,
+    port: int = 0,
+    cwd: Path | None = None,
+) -> Child:
     """Start `cmd` in a new process group (its output appended to `log`); `stdin_text`, when given, is
     written to its standard input (a secret never goes on a command line)."""
     log.parent.mkdir(parents=True, exist_ok=True)
     out = open(log, "ab")  # noqa: SIM115 - the child owns it
     started = time.perf_counter()
     try:
-        proc = subprocess.Popen(with_parent_death_signal(cmd), cwd=cwd or ROOT, env=env, stdout=out,
-                                stderr=subprocess.STDOUT, start_new_session=True,
-                                stdin=subprocess.PIPE if stdin_text is not None else subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            with_parent_death_signal(cmd),
+            cwd=cwd or ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            stdin=subprocess.PIPE if stdin_text is not None else subprocess.DEVNULL,
+        )
     finally:
         out.close()
     if stdin_text is not None:
@@ -152,18 +168,43 @@ def healthy(url: str) -> bool:
 
 def app_command(port: int, extra: list[str] | tuple[str, ...] = (), script: str = "app.py") -> list[str]:
     """How the README starts the app (`streamlit run app.py`), on 127.0.0.1:`port`."""
-    return [sys.executable, "-m", "streamlit", "run", script, "--server.address", "127.0.0.1",
-            "--server.port", str(port), "--server.headless", "true", "--server.fileWatcherType", "none",
-            "--browser.gatherUsageStats", "false", *extra]
+    return [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        script,
+        "--server.address",
+        "127.0.0.1",
+        "--server.port",
+        str(port),
+        "--server.headless",
+        "true",
+        "--server.fileWatcherType",
+        "none",
+        "--browser.gatherUsageStats",
+        "false",
+        *extra,
+    ]
 
 
 def app_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    return {**os.environ, "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false", "STREAMLIT_SERVER_HEADLESS": "true",
-            **(extra or {})}
+    return {
+        **os.environ,
+        "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false",
+        "STREAMLIT_SERVER_HEADLESS": "true",
+        **(extra or {}),
+    }
 
 
-def start_app(log: Path | None = None, timeout: float = 60, extra_env: dict[str, str] | None = None,
-              root: Path | None = None, name: str = "app", args: tuple[str, ...] = ()) -> Child:
+def start_app(
+    log: Path | None = None,
+    timeout: float = 60,
+    extra_env: dict[str, str] | None = None,
+    root: Path | None = None,
+    name: str = "app",
+    args: tuple[str, ...] = (),
+) -> Child:
     """`streamlit run app.py` from the repository (or another checkout's `root`, e.g. a git worktree of an
     older commit for a before/after benchmark) on 127.0.0.1 and a free port; returns once
     /_stcore/health answers "ok" (the process is stopped again if it does not)."""
@@ -179,8 +220,9 @@ def start_app(log: Path | None = None, timeout: float = 60, extra_env: dict[str,
 
 
 @contextlib.contextmanager
-def running_app(log: Path | None = None, timeout: float = 60, extra_env: dict[str, str] | None = None,
-                root: Path | None = None) -> Iterator[Child]:
+def running_app(
+    log: Path | None = None, timeout: float = 60, extra_env: dict[str, str] | None = None, root: Path | None = None
+) -> Iterator[Child]:
     child = start_app(log, timeout, extra_env, root)
     try:
         yield child

@@ -33,8 +33,14 @@ DEFAULT_MAXMEMORY = "1gb"
 _SAFE = re.compile(r"[A-Za-z0-9_.~+/=-]{16,256}")  # what a password may be here (no quote, no space)
 
 
-def redis_conf(password: str, worker_password: str | None = None, port: int = 6379, bind: str = "127.0.0.1",
-               maxmemory: str = DEFAULT_MAXMEMORY, data_dir: Path | str | None = None) -> str:
+def redis_conf(
+    password: str,
+    worker_password: str | None = None,
+    port: int = 6379,
+    bind: str = "127.0.0.1",
+    maxmemory: str = DEFAULT_MAXMEMORY,
+    data_dir: Path | str | None = None,
+) -> str:
     """A redis.conf: `bind`:`port`, the default user's password, a worker user when `worker_password` is given,
     the memory ceiling, and an append-only file in `data_dir` (None: nothing written to disk)."""
     for what, secret in (("password", password), ("worker password", worker_password)):
@@ -42,9 +48,15 @@ def redis_conf(password: str, worker_password: str | None = None, port: int = 63
             raise ValueError(f"the Redis {what} must be 16-256 characters of A-Z, a-z, 0-9 and _.~+/=-")
     if not re.fullmatch(r"\d+(kb|mb|gb)?", maxmemory.lower()):
         raise ValueError("maxmemory: a size such as 512mb or 2gb")
-    lines = [f"bind {bind}", f"port {int(port)}", "protected-mode yes", "daemonize no",
-             f"user default on >{password} ~* &* +@all",
-             f"maxmemory {maxmemory}", "maxmemory-policy noeviction"]
+    lines = [
+        f"bind {bind}",
+        f"port {int(port)}",
+        "protected-mode yes",
+        "daemonize no",
+        f"user default on >{password} ~* &* +@all",
+        f"maxmemory {maxmemory}",
+        "maxmemory-policy noeviction",
+    ]
     if worker_password is not None:
         lines.append(f"user {WORKER_USER} on >{worker_password} {WORKER_RULES}")
     if data_dir is None:
@@ -74,8 +86,11 @@ def main(argv: list[str] | None = None) -> int:
     if not password:
         print("set GLASS_REDIS_PASSWORD or GLASS_REDIS_PASSWORD_FILE", file=sys.stderr)
         return 2
-    sys.stdout.write(redis_conf(password, _secret("GLASS_REDIS_WORKER_PASSWORD"), args.port, args.bind,
-                                args.maxmemory, args.data_dir))
+    sys.stdout.write(
+        redis_conf(
+            password, _secret("GLASS_REDIS_WORKER_PASSWORD"), args.port, args.bind, args.maxmemory, args.data_dir
+        )
+    )
     return 0
 
 

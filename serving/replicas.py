@@ -100,10 +100,12 @@ class RedisServer:
     def start(self, timeout: float = 15) -> RedisServer:
         """(Re)start the process: the config goes in on standard input (`redis-server -`), so no password is
         ever on a command line; its append-only file brings the classes and the queue back."""
-        conf = redis_conf(self.password, self.worker_password, self.port, maxmemory=self.maxmemory,
-                          data_dir=self.data_dir)
-        self.child = spawn("redis-server", [require("redis-server"), "-"], self.data_dir / "redis.log",
-                           stdin_text=conf, port=self.port)
+        conf = redis_conf(
+            self.password, self.worker_password, self.port, maxmemory=self.maxmemory, data_dir=self.data_dir
+        )
+        self.child = spawn(
+            "redis-server", [require("redis-server"), "-"], self.data_dir / "redis.log", stdin_text=conf, port=self.port
+        )
         try:
             wait_until(self.ping, self.child, timeout, "redis-server")
         except BaseException:
@@ -116,8 +118,14 @@ def start_redis(workdir: Path, timeout: float = 15, maxmemory: str | None = None
     """A private redis-server on 127.0.0.1 and a free port, with random passwords for the app and for the
     queue workers, a memory ceiling and an append-only file in `workdir`."""
     workdir.mkdir(parents=True, exist_ok=True)
-    server = RedisServer(None, free_port(), secrets.token_hex(16), secrets.token_hex(16), workdir,
-                         maxmemory or os.environ.get("GLASS_REDIS_MAXMEMORY", DEFAULT_MAXMEMORY))
+    server = RedisServer(
+        None,
+        free_port(),
+        secrets.token_hex(16),
+        secrets.token_hex(16),
+        workdir,
+        maxmemory or os.environ.get("GLASS_REDIS_MAXMEMORY", DEFAULT_MAXMEMORY),
+    )
     return server.start(timeout)
 
 
@@ -147,9 +155,20 @@ class Cluster:
     part takes the others down. `python -m serving.replicas` always supervises.
     """
 
-    def __init__(self, replicas: int = 2, port: int = 0, host: str = "127.0.0.1", redis_url: str | None = None,
-                 log_dir: Path | None = None, app_args: tuple[str, ...] = (), env: dict[str, str] | None = None,
-                 timeout: float = 90, script: str = "app.py", workers: int | None = None, supervise: bool = False):
+    def __init__(
+        self,
+        replicas: int = 2,
+        port: int = 0,
+        host: str = "127.0.0.1",
+        redis_url: str | None = None,
+        log_dir: Path | None = None,
+        app_args: tuple[str, ...] = (),
+        env: dict[str, str] | None = None,
+        timeout: float = 90,
+        script: str = "app.py",
+        workers: int | None = None,
+        supervise: bool = False,
+    ):
         if not 1 <= replicas <= 16:
             raise ValueError("replicas: 1 to 16")
         self.replicas, self.host, self.timeout = replicas, host, timeout
@@ -162,8 +181,9 @@ class Cluster:
         self.redis: RedisServer | None = None  # the private one, when no Redis was given
         self.worker_url = os.environ.get("GLASS_REDIS_WORKER_URL") or redis_url
         env_jobs = os.environ.get("GLASS_MAX_TRAINING_JOBS", "")
-        self.n_workers = workers if workers is not None else (
-            int(env_jobs) if env_jobs.isdigit() else max(1, os.cpu_count() or 1))
+        self.n_workers = (
+            workers if workers is not None else (int(env_jobs) if env_jobs.isdigit() else max(1, os.cpu_count() or 1))
+        )
         self.parts: dict[str, Part] = {}
         self.events: list[str] = []  # what the supervisor did, one line each
         self._supervise = supervise
@@ -206,14 +226,25 @@ class Cluster:
             cookie_secret = os.environ.get("STREAMLIT_SERVER_COOKIE_SECRET") or secrets.token_hex(32)
             for i in range(1, self.replicas + 1):
                 port = free_port()
-                env = {**os.environ, "STREAMLIT_SERVER_COOKIE_SECRET": cookie_secret, "GLASS_REDIS_URL": self.redis_url,
-                       "GLASS_REPLICA": f"app{i}", "OMP_NUM_THREADS": "1",
-                       "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false", "STREAMLIT_SERVER_HEADLESS": "true",
-                       **self.extra_env}
+                env = {
+                    **os.environ,
+                    "STREAMLIT_SERVER_COOKIE_SECRET": cookie_secret,
+                    "GLASS_REDIS_URL": self.redis_url,
+                    "GLASS_REPLICA": f"app{i}",
+                    "OMP_NUM_THREADS": "1",
+                    "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false",
+                    "STREAMLIT_SERVER_HEADLESS": "true",
+                    **self.extra_env,
+                }
 
                 def launch_app(i: int = i, port: int = port, env: dict[str, str] = env) -> Child:
-                    return spawn(f"app{i}", app_command(port, self.app_args, self.script), self.dir / f"app{i}.log",
-                                 env=env, port=port)
+                    return spawn(
+                        f"app{i}",
+                        app_command(port, self.app_args, self.script),
+                        self.dir / f"app{i}.log",
+                        env=env,
+                        port=port,
+                    )
 
                 self._add(f"app{i}", launch_app)
             for i in range(1, self.n_workers + 1):
@@ -221,11 +252,16 @@ class Cluster:
                 worker_env = {**os.environ, "GLASS_REDIS_URL": cast(str, self.worker_url), **self.extra_env}
 
                 def launch_worker(i: int = i, env: dict[str, str] = worker_env) -> Child:  # a new name each start
-                    return spawn(f"worker{i}", [sys.executable, "-m", "training.queue_worker"],  # (host-pid)
-                                 self.dir / f"worker{i}.log", env=env)
+                    return spawn(
+                        f"worker{i}",
+                        [sys.executable, "-m", "training.queue_worker"],  # (host-pid)
+                        self.dir / f"worker{i}.log",
+                        env=env,
+                    )
 
                 self._add(f"worker{i}", launch_worker)
             for i, app in enumerate(self.apps):
+
                 def app_healthy(i: int = i) -> bool:
                     return healthy(self.app_url(i))
 
@@ -235,8 +271,10 @@ class Cluster:
             check = subprocess.run([haproxy, "-c", "-q", "-f", str(cfg)], capture_output=True, text=True)
             if check.returncode:
                 raise RuntimeError(f"haproxy rejected {cfg}:\n{check.stdout}{check.stderr}")
-            proxy = self._add("haproxy", lambda: spawn("haproxy", [haproxy, "-db", "-f", str(cfg)],
-                                                       self.dir / "haproxy.log", port=self.port))
+            proxy = self._add(
+                "haproxy",
+                lambda: spawn("haproxy", [haproxy, "-db", "-f", str(cfg)], self.dir / "haproxy.log", port=self.port),
+            )
             wait_until(lambda: healthy(self.url), proxy, 20, "haproxy")
         except BaseException:
             self.stop()
@@ -262,8 +300,10 @@ class Cluster:
             if now < part.next_try:
                 continue
             code = child.proc.returncode if child is not None else None
-            line = (f"{part.name} exited (code {code}); starting it again (restart {part.restarts + 1}, "
-                    f"next back-off {part.backoff:.0f} s)")
+            line = (
+                f"{part.name} exited (code {code}); starting it again (restart {part.restarts + 1}, "
+                f"next back-off {part.backoff:.0f} s)"
+            )
             try:
                 part.child = part.launch()
                 part.restarts += 1
@@ -300,8 +340,11 @@ class Cluster:
         self._stopping.set()
         if self._supervisor is not None:
             self._supervisor.join(30)
-        for part in [self.parts.get("haproxy"), *(p for n, p in self.parts.items() if n not in ("haproxy", "redis")),
-                     self.parts.get("redis")]:
+        for part in [
+            self.parts.get("haproxy"),
+            *(p for n, p in self.parts.items() if n not in ("haproxy", "redis")),
+            self.parts.get("redis"),
+        ]:
             if part is not None and part.child is not None:
                 with contextlib.suppress(Exception):
                     stop(part.child)
@@ -326,10 +369,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--replicas", type=int, default=2, help="app processes (default 2)")
     ap.add_argument("--port", type=int, default=8500, help="the proxy's port (default 8500)")
     ap.add_argument("--host", default="127.0.0.1", help="the proxy's address (default 127.0.0.1: this machine only)")
-    ap.add_argument("--redis-url", default=os.environ.get("GLASS_REDIS_URL", ""),
-                    help="a running Redis (default GLASS_REDIS_URL; none: start a private redis-server)")
-    ap.add_argument("--workers", type=int, default=None,
-                    help="training queue workers (default GLASS_MAX_TRAINING_JOBS, or the cores; 0: none here)")
+    ap.add_argument(
+        "--redis-url",
+        default=os.environ.get("GLASS_REDIS_URL", ""),
+        help="a running Redis (default GLASS_REDIS_URL; none: start a private redis-server)",
+    )
+    ap.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="training queue workers (default GLASS_MAX_TRAINING_JOBS, or the cores; 0: none here)",
+    )
     ap.add_argument("--log-dir", type=Path, default=None, help="keep the logs, the HAProxy config and Redis' data here")
     ap.add_argument("--script", default="app.py", help="the Streamlit script each process runs (default app.py)")
     args = ap.parse_args(argv)
@@ -337,18 +387,32 @@ def main(argv: list[str] | None = None) -> int:
     stopping = threading.Event()
     signal.signal(signal.SIGINT, lambda *a: stopping.set())
     signal.signal(signal.SIGTERM, lambda *a: stopping.set())
-    cluster = Cluster(args.replicas, args.port, args.host, args.redis_url or None, args.log_dir, script=args.script,
-                      workers=args.workers, supervise=True)
-    print(f"starting {args.replicas} app processes, HAProxy{'' if args.redis_url else ' and redis-server'} "
-          f"(logs: {cluster.dir})", flush=True)
+    cluster = Cluster(
+        args.replicas,
+        args.port,
+        args.host,
+        args.redis_url or None,
+        args.log_dir,
+        script=args.script,
+        workers=args.workers,
+        supervise=True,
+    )
+    print(
+        f"starting {args.replicas} app processes, HAProxy{'' if args.redis_url else ' and redis-server'} "
+        f"(logs: {cluster.dir})",
+        flush=True,
+    )
     try:
         cluster.start()
     except (MissingTool, RuntimeError, OSError) as e:
         print(f"replicas: {e}", file=sys.stderr)
         return 1
     try:
-        print(f"Glass Transformer: {cluster.url}  ({', '.join(f'{a.name} :{a.port}' for a in cluster.apps)}; "
-              "a part that exits is started again; Ctrl-C stops everything)", flush=True)
+        print(
+            f"Glass Transformer: {cluster.url}  ({', '.join(f'{a.name} :{a.port}' for a in cluster.apps)}; "
+            "a part that exits is started again; Ctrl-C stops everything)",
+            flush=True,
+        )
         stopping.wait()
         return 0
     finally:

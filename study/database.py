@@ -93,8 +93,10 @@ class SqliteDatabase(Database):
                     conn.execute(sql.format(serial="INTEGER PRIMARY KEY AUTOINCREMENT"))
             conn.close()
         except (OSError, sqlite3.Error) as e:
-            raise Unavailable(f"The study database cannot be opened ({type(e).__name__}): whoever runs the server "
-                              f"can set {DATA_DIR_ENV} to a folder the app may write to.") from e
+            raise Unavailable(
+                f"The study database cannot be opened ({type(e).__name__}): whoever runs the server "
+                f"can set {DATA_DIR_ENV} to a folder the app may write to."
+            ) from e
 
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False)
@@ -129,8 +131,9 @@ class PostgresDatabase(Database):
         from psycopg_pool import ConnectionPool
 
         self.url = url
-        self.pool = ConnectionPool(url, min_size=1, max_size=max_size, timeout=timeout, open=False,
-                                   kwargs={"connect_timeout": int(timeout)})
+        self.pool = ConnectionPool(
+            url, min_size=1, max_size=max_size, timeout=timeout, open=False, kwargs={"connect_timeout": int(timeout)}
+        )
         self._lock = threading.Lock()
         try:
             self.pool.open(wait=True, timeout=timeout)

@@ -34,8 +34,7 @@ from study.errors import InvalidInput
 
 PHASES = ("pre", "path", "post", "survey", "done", "delayed", "finished")
 TEST_PHASES = ("pre", "post", "delayed")
-PATHS = {"lesson": "The guided lesson, alone", "class": "A live class (the teacher's)",
-         "plan": "A lesson plan, alone"}
+PATHS = {"lesson": "The guided lesson, alone", "class": "A live class (the teacher's)", "plan": "A lesson plan, alone"}
 FACTORS = {"predict": "Predict before reveal (on / off)", "controls": "Interventions (on / view-only)"}
 CONDITIONS = {"predict": ("predict-on", "predict-off"), "controls": ("interventions-on", "view-only")}
 MAX_TITLE = 80
@@ -63,21 +62,30 @@ CONSENT = {
         "code: with it, “Delete my data” on the Study page deletes everything recorded about you, at any time "
         "until then.\n\n"
         "**Who sees it.** The study's owner sees the answers under pseudonyms and a report; figures that count "
-        "fewer than 5 people are not shown in the report."),
+        "fewer than 5 people are not shown in the report."
+    ),
 }
 
 VERBS = {  # verb -> {result key: type}
-    "consented": {}, "started": {}, "completed": {},
+    "consented": {},
+    "started": {},
+    "completed": {},
     "answered": {"choice": int, "correct": bool, "confidence": int, "latency_ms": int, "reason": str},
     "rated": {"value": int},
     "viewed": {},
     "changed": {"value": (str, bool, int, list), "text_hash": str, "length": int, "text": str},
-    "predicted": {"choice": int, "correct": bool}, "checked": {"choice": int, "correct": bool},
-    "voted": {"choice": int}, "revoted": {"choice": int}, "revealed": {}, "clicked": {"choice": int},
-    "trained": {"steps": int}, "shared": {},
+    "predicted": {"choice": int, "correct": bool},
+    "checked": {"choice": int, "correct": bool},
+    "voted": {"choice": int},
+    "revoted": {"choice": int},
+    "revealed": {},
+    "clicked": {"choice": int},
+    "trained": {"steps": int},
+    "shared": {},
 }
-PATH_VERBS = frozenset({"viewed", "changed", "predicted", "checked", "voted", "revoted", "revealed", "clicked",
-                        "trained", "shared"})
+PATH_VERBS = frozenset(
+    {"viewed", "changed", "predicted", "checked", "voted", "revoted", "revealed", "clicked", "trained", "shared"}
+)
 CONTEXT_FROM_PAGE = {"page": str, "step": int}
 _OBJECT = re.compile(r"[a-z_]{1,24}(/[A-Za-z0-9_.:-]{1,64}){0,3}", re.ASCII)
 _SLUG = re.compile(r"[a-z0-9_-]{1,64}", re.ASCII)
@@ -127,10 +135,15 @@ def check_settings(s) -> dict:
     instrument = s.get("instrument", "")
     if not isinstance(instrument, str) or not _SLUG.fullmatch(instrument):
         raise InvalidInput("the instrument version must be a short name")
-    return {"title": title, "path": path, "factor": factor,
-            "retention_days": _int(s.get("retention_days", DEFAULT_RETENTION_DAYS), 1, 3650, "The retention period"),
-            "delay_days": _int(s.get("delay_days", DEFAULT_DELAY_DAYS), 0, 365, "The delayed test's days"),
-            "keep_text": keep, "instrument": instrument}
+    return {
+        "title": title,
+        "path": path,
+        "factor": factor,
+        "retention_days": _int(s.get("retention_days", DEFAULT_RETENTION_DAYS), 1, 3650, "The retention period"),
+        "delay_days": _int(s.get("delay_days", DEFAULT_DELAY_DAYS), 0, 365, "The delayed test's days"),
+        "keep_text": keep,
+        "instrument": instrument,
+    }
 
 
 def conditions(settings: dict) -> tuple[str, ...]:

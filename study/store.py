@@ -122,14 +122,26 @@ class StudyStore:
             self._limit(tx, "create", ckey, now, STUDIES_PER_HOUR, 3600)
             tx.execute("INSERT INTO attempts (kind, client, ts) VALUES (?, ?, ?)", ("create", ckey, now))
             for _ in range(20):
-                code, secret = "".join(secrets.choice(CODE_ALPHABET) for _ in range(CODE_LENGTH)), \
-                    secrets.token_urlsafe(24)
+                code, secret = (
+                    "".join(secrets.choice(CODE_ALPHABET) for _ in range(CODE_LENGTH)),
+                    secrets.token_urlsafe(24),
+                )
                 if not tx.execute("SELECT 1 FROM studies WHERE code = ?", (code,)):
                     break
-            tx.execute("INSERT INTO studies (code, secret_hash, actor_key, settings, instrument, created, expires, "
-                       "closed, owner) VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?)",
-                       (code, _hash(code, secret), secrets.token_hex(32), json.dumps(settings), body, now,
-                        now + settings["retention_days"] * DAY_MS, ckey))
+            tx.execute(
+                "INSERT INTO studies (code, secret_hash, actor_key, settings, instrument, created, expires, "
+                "closed, owner) VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?)",
+                (
+                    code,
+                    _hash(code, secret),
+                    secrets.token_hex(32),
+                    json.dumps(settings),
+                    body,
+                    now,
+                    now + settings["retention_days"] * DAY_MS,
+                    ckey,
+                ),
+            )
         return code, secret
 
     def _owner(self, tx, code, secret) -> str:
@@ -137,8 +149,11 @@ class StudyStore:
         rows = tx.execute("SELECT secret_hash FROM studies WHERE code = ?", (code,)) if code else []
         if not rows:
             raise NotFound("No study with this code.")
-        if not isinstance(secret, str) or not 0 < len(secret) <= 256 or not hmac.compare_digest(
-                rows[0][0], _hash(code, secret)):
+        if (
+            not isinstance(secret, str)
+            or not 0 < len(secret) <= 256
+            or not hmac.compare_digest(rows[0][0], _hash(code, secret))
+        ):
             raise Forbidden("Only the study's owner can do this (with the study's key).")
         return code
 
@@ -178,14 +193,20 @@ class StudyStore:
         with self.db.transaction(write=False) as tx:
             code = self._owner(tx, code, secret)
             study = self._study(tx, code)
-            people = [{"actor": a, "condition": c, "first_form": f, "phase": p, "joined": j, "phase_at": t}
-                      for a, c, f, p, j, t in tx.execute(
-                          "SELECT actor, condition, first_form, phase, joined, phase_at FROM participants "
-                          "WHERE study = ? ORDER BY joined, actor", (code,))]
-            events = [{"actor": a, "verb": v, "object": o, "result": json.loads(r), "context": json.loads(c),
-                       "timestamp": t} for a, v, o, r, c, t in tx.execute(
-                          "SELECT actor, verb, object, result, context, ts FROM events WHERE study = ? ORDER BY id",
-                          (code,))]
+            people = [
+                {"actor": a, "condition": c, "first_form": f, "phase": p, "joined": j, "phase_at": t}
+                for a, c, f, p, j, t in tx.execute(
+                    "SELECT actor, condition, first_form, phase, joined, phase_at FROM participants "
+                    "WHERE study = ? ORDER BY joined, actor",
+                    (code,),
+                )
+            ]
+            events = [
+                {"actor": a, "verb": v, "object": o, "result": json.loads(r), "context": json.loads(c), "timestamp": t}
+                for a, v, o, r, c, t in tx.execute(
+                    "SELECT actor, verb, object, result, context, ts FROM events WHERE study = ? ORDER BY id", (code,)
+                )
+            ]
         return study, people, events
 
     # -- finding a study ------------------------------------------------------------------------------------
@@ -197,9 +218,14 @@ class StudyStore:
         norm = normalize_code(code)
         with self.db.transaction() as tx:
             study = self._study(tx, norm) if norm else None
-            trusted = study is not None and isinstance(token, str) and hmac.compare_digest(
-                token.encode(), link_token(tx.execute("SELECT secret_hash FROM studies WHERE code = ?",
-                                                      (norm,))[0][0]).encode())
+            trusted = (
+                study is not None
+                and isinstance(token, str)
+                and hmac.compare_digest(
+                    token.encode(),
+                    link_token(tx.execute("SELECT secret_hash FROM studies WHERE code = ?", (norm,))[0][0]).encode(),
+                )
+            )
             if not trusted:
                 self._limit(tx, "code", ckey, now, MAX_FAILED, WINDOW_SECONDS)
             if study is None:
@@ -216,8 +242,10 @@ class StudyStore:
             return self._study(tx, norm)
 
     def _study(self, tx, code: str, lock: bool = False) -> Study | None:
-        rows = tx.execute("SELECT settings, created, expires, closed FROM studies WHERE code = ?"
-                          + (self.db.lock if lock else ""), (code,))
+        rows = tx.execute(
+            "SELECT settings, created, expires, closed FROM studies WHERE code = ?" + (self.db.lock if lock else ""),
+            (code,),
+        )
         if not rows or rows[0][2] <= self.now():
             return None
         settings, created, expires, closed = rows[0]
@@ -225,14 +253,16 @@ class StudyStore:
 
     def _instrument(self, tx, code: str) -> dict:
         if code not in self._instruments:  # frozen at creation: read once per process
-            self._instruments[code] = json.loads(tx.execute("SELECT instrument FROM studies WHERE code = ?",
-                                                            (code,))[0][0])
+            self._instruments[code] = json.loads(
+                tx.execute("SELECT instrument FROM studies WHERE code = ?", (code,))[0][0]
+            )
         return self._instruments[code]
 
     def _limit(self, tx, kind: str, ckey: str, now: int, limit: int, seconds: float) -> None:
         since = now - int(seconds * 1000)
-        rows = tx.execute("SELECT COUNT(*), MIN(ts) FROM attempts WHERE kind = ? AND client = ? AND ts > ?",
-                          (kind, ckey, since))
+        rows = tx.execute(
+            "SELECT COUNT(*), MIN(ts) FROM attempts WHERE kind = ? AND client = ? AND ts > ?", (kind, ckey, since)
+        )
         n, first = rows[0]
         if n >= limit:
             raise RateLimited((first + seconds * 1000 - now) / 1000)
@@ -251,8 +281,9 @@ class StudyStore:
             raise NotFound("No study with this code.")
         return "p-" + hmac.new(bytes.fromhex(rows[0][0]), source.encode(), "sha256").hexdigest()[:32]
 
-    def consent(self, code, actor: str,
-                consent_version: str = schema.CONSENT_VERSION) -> tuple[Participant, str | None]:
+    def consent(
+        self, code, actor: str, consent_version: str = schema.CONSENT_VERSION
+    ) -> tuple[Participant, str | None]:
         """`actor` agreed to the consent text `consent_version`: (the participant, their deletion code; None when
         they had agreed before). Refused when the study is closed or full."""
         if consent_version not in schema.CONSENT:
@@ -264,8 +295,11 @@ class StudyStore:
             old = self._participant(tx, study.code, actor)
             if old is not None:
                 return old, None
-            rows = tx.execute("SELECT condition, first_form, COUNT(*) FROM participants WHERE study = ? "
-                              "GROUP BY condition, first_form", (study.code,))
+            rows = tx.execute(
+                "SELECT condition, first_form, COUNT(*) FROM participants WHERE study = ? "
+                "GROUP BY condition, first_form",
+                (study.code,),
+            )
             if sum(r[2] for r in rows) >= MAX_PARTICIPANTS:
                 raise StudyClosed(f"This study is full ({MAX_PARTICIPANTS} participants).")
             counts = {(c, f): n for c, f, n in rows}
@@ -274,12 +308,22 @@ class StudyStore:
             condition = rng.choice([c for c in study.conditions if per[c] == min(per.values())])
             order = {f: counts.get((condition, f), 0) for f in "AB"}
             first = rng.choice([f for f in "AB" if order[f] == min(order.values())])
-            tx.execute("INSERT INTO participants (study, actor, condition, first_form, phase, delete_hash, consent, "
-                       "joined, phase_at) VALUES (?, ?, ?, ?, 'pre', ?, ?, ?, ?)",
-                       (study.code, actor, condition, first, _hash(study.code, delete_code), consent_version, now,
-                        now))
-            self._event(tx, study, Participant(actor, condition, first, "pre", now, now), "consented",
-                        f"consent/{consent_version}", {}, {}, now, "consented")
+            tx.execute(
+                "INSERT INTO participants (study, actor, condition, first_form, phase, delete_hash, consent, "
+                "joined, phase_at) VALUES (?, ?, ?, ?, 'pre', ?, ?, ?, ?)",
+                (study.code, actor, condition, first, _hash(study.code, delete_code), consent_version, now, now),
+            )
+            self._event(
+                tx,
+                study,
+                Participant(actor, condition, first, "pre", now, now),
+                "consented",
+                f"consent/{consent_version}",
+                {},
+                {},
+                now,
+                "consented",
+            )
             return Participant(actor, condition, first, "pre", now, now), delete_code
 
     def participant(self, code, actor: str) -> Participant | None:
@@ -291,8 +335,10 @@ class StudyStore:
 
     @staticmethod
     def _participant(tx, code: str, actor: str) -> Participant | None:
-        rows = tx.execute("SELECT condition, first_form, phase, joined, phase_at FROM participants "
-                          "WHERE study = ? AND actor = ?", (code, actor))
+        rows = tx.execute(
+            "SELECT condition, first_form, phase, joined, phase_at FROM participants WHERE study = ? AND actor = ?",
+            (code, actor),
+        )
         return Participant(actor, *rows[0]) if rows else None
 
     def _open(self, tx, code, lock: bool = False) -> Study:
@@ -317,8 +363,12 @@ class StudyStore:
         if norm is None or not isinstance(actor, str):
             return set()
         with self.db.transaction(write=False) as tx:
-            return {o for (o,) in tx.execute("SELECT once FROM events WHERE study = ? AND actor = ? AND once IS NOT "
-                                             "NULL", (norm, actor))}
+            return {
+                o
+                for (o,) in tx.execute(
+                    "SELECT once FROM events WHERE study = ? AND actor = ? AND once IS NOT NULL", (norm, actor)
+                )
+            }
 
     def advance(self, code, actor: str, to: str) -> Participant:
         """Move a participant to the next phase `to` (only the next one; the delayed test only after its days)."""
@@ -333,21 +383,27 @@ class StudyStore:
                     raise WrongPhase("This study has no delayed test.")
                 if now < p.phase_at + days * DAY_MS:
                     raise WrongPhase(f"The delayed test opens {days} days after you finished.")
-            if not tx.execute("UPDATE participants SET phase = ?, phase_at = ? WHERE study = ? AND actor = ? AND "
-                              "phase = ?", (to, now, study.code, actor, p.phase)):
+            if not tx.execute(
+                "UPDATE participants SET phase = ?, phase_at = ? WHERE study = ? AND actor = ? AND phase = ?",
+                (to, now, study.code, actor, p.phase),
+            ):
                 raise AlreadyRecorded("This step was already taken.")
             self._event(tx, study, p, "completed", f"phase/{p.phase}", {}, {}, now, f"completed:{p.phase}")
             p = Participant(actor, p.condition, p.first_form, to, p.joined, now)
             self._event(tx, study, p, "started", f"phase/{to}", {}, {}, now, f"started:{to}")
             return p
 
-    def answer(self, code, actor: str, item_id: str, choice: int, confidence: int, reason: str = "",
-               latency_ms: int = 0) -> bool:
+    def answer(
+        self, code, actor: str, item_id: str, choice: int, confidence: int, reason: str = "", latency_ms: int = 0
+    ) -> bool:
         """Record the answer to an item of the participant's current test; returns whether it is right (by the
         study's frozen key)."""
         reason = schema.check_text(reason, schema.MAX_REASON, "Your reason")
-        for value, lo, hi, what in ((confidence, 1, 4, "The confidence"), (latency_ms, 0, DAY_MS, "The time"),
-                                    (choice, 0, 999, "The choice")):
+        for value, lo, hi, what in (
+            (confidence, 1, 4, "The confidence"),
+            (latency_ms, 0, DAY_MS, "The time"),
+            (choice, 0, 999, "The choice"),
+        ):
             if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
                 raise InvalidInput(f"{what} must be a whole number from {lo} to {hi}.")
         now = self.now()
@@ -363,10 +419,14 @@ class StudyStore:
             if not 0 <= choice < n:
                 raise InvalidInput("No such option.")
             correct = choice == item["answer"]
-            result = {"choice": choice, "correct": correct, "confidence": confidence, "latency_ms": latency_ms,
-                      **({"reason": reason} if reason.strip() else {})}
-            if not self._event(tx, study, p, "answered", f"item/{item_id}", result, {}, now,
-                               f"{p.phase}:{item_id}"):
+            result = {
+                "choice": choice,
+                "correct": correct,
+                "confidence": confidence,
+                "latency_ms": latency_ms,
+                **({"reason": reason} if reason.strip() else {}),
+            }
+            if not self._event(tx, study, p, "answered", f"item/{item_id}", result, {}, now, f"{p.phase}:{item_id}"):
                 raise AlreadyRecorded("This answer was already recorded: the first one counts.")
         return correct
 
@@ -379,12 +439,22 @@ class StudyStore:
             study, p = self._member(tx, code, actor)
             if p.phase != "survey":
                 raise WrongPhase("The questionnaires come after the post-test.")
-            if not self._event(tx, study, p, "rated", schema.check_object(f"survey/{key}"), {"value": value}, {},
-                               self.now(), f"survey:{key}"):
+            if not self._event(
+                tx,
+                study,
+                p,
+                "rated",
+                schema.check_object(f"survey/{key}"),
+                {"value": value},
+                {},
+                self.now(),
+                f"survey:{key}",
+            ):
                 raise AlreadyRecorded("This answer was already recorded.")
 
-    def log(self, code, actor: str, verb: str, obj: str, result: dict | None = None,
-            context: dict | None = None) -> None:
+    def log(
+        self, code, actor: str, verb: str, obj: str, result: dict | None = None, context: dict | None = None
+    ) -> None:
         """An event of the path (viewed, changed, voted ...): refused before consent, after close, and past
         EVENTS_PER_MINUTE; a typed sentence is kept as a keyed hash and its length unless the study keeps text."""
         if verb not in schema.PATH_VERBS:
@@ -398,20 +468,40 @@ class StudyStore:
                 key = bytes.fromhex(tx.execute("SELECT actor_key FROM studies WHERE code = ?", (study.code,))[0][0])
                 text = result.pop("text")
                 result.update(text_hash=hmac.new(key, text.encode(), "sha256").hexdigest()[:16], length=len(text))
-            n = tx.execute("SELECT COUNT(*) FROM events WHERE study = ? AND actor = ? AND ts > ?",
-                           (study.code, actor, now - 60_000))[0][0]
+            n = tx.execute(
+                "SELECT COUNT(*) FROM events WHERE study = ? AND actor = ? AND ts > ?",
+                (study.code, actor, now - 60_000),
+            )[0][0]
             if n >= EVENTS_PER_MINUTE:
                 raise RateLimited(60)
             self._event(tx, study, p, verb, obj, result, context, now, None)
 
-    def _event(self, tx, study: Study, p: Participant, verb: str, obj: str, result: dict, context: dict, now: int,
-               once: str | None) -> bool:
-        ctx = {"phase": p.phase, "condition": p.condition, "form": p.form(p.phase),
-               "instrument": study.instrument.get("version", ""), **context}
-        return bool(tx.execute("INSERT INTO events (study, actor, verb, object, result, context, ts, once) "
-                               "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                               (study.code, p.actor, verb, obj, json.dumps(result, ensure_ascii=False),
-                                json.dumps(ctx), now, once)))
+    def _event(
+        self,
+        tx,
+        study: Study,
+        p: Participant,
+        verb: str,
+        obj: str,
+        result: dict,
+        context: dict,
+        now: int,
+        once: str | None,
+    ) -> bool:
+        ctx = {
+            "phase": p.phase,
+            "condition": p.condition,
+            "form": p.form(p.phase),
+            "instrument": study.instrument.get("version", ""),
+            **context,
+        }
+        return bool(
+            tx.execute(
+                "INSERT INTO events (study, actor, verb, object, result, context, ts, once) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                (study.code, p.actor, verb, obj, json.dumps(result, ensure_ascii=False), json.dumps(ctx), now, once),
+            )
+        )
 
     # -- deleting -------------------------------------------------------------------------------------------
     def delete_participant(self, code, actor: str) -> bool:
@@ -425,14 +515,20 @@ class StudyStore:
         return bool(gone)
 
     def delete_mine(self, code, delete_code, client_id: str = "local") -> None:
-        """"Delete my data" with the code shown at consent; a wrong code counts as a failed attempt."""
+        """ "Delete my data" with the code shown at consent; a wrong code counts as a failed attempt."""
         ckey, now = client_key(client_id), self.now()
         norm = normalize_code(code)
         with self.db.transaction() as tx:
             self._limit(tx, "code", ckey, now, MAX_FAILED, WINDOW_SECONDS)
             ok = isinstance(delete_code, str) and 0 < len(delete_code) <= 64 and norm is not None
-            rows = tx.execute("SELECT actor FROM participants WHERE study = ? AND delete_hash = ?",
-                              (norm, _hash(norm, delete_code.strip().upper()))) if ok else []
+            rows = (
+                tx.execute(
+                    "SELECT actor FROM participants WHERE study = ? AND delete_hash = ?",
+                    (norm, _hash(norm, delete_code.strip().upper())),
+                )
+                if ok
+                else []
+            )
             if not rows:
                 tx.execute("INSERT INTO attempts (kind, client, ts) VALUES (?, ?, ?)", ("code", ckey, now))
             for (actor,) in rows:

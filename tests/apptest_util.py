@@ -17,8 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TIMEOUT = 60  # the first run imports torch and loads the checkpoint
 
 
-def run_app(page: str | None = None, query: dict[str, str] | None = None, timeout: float = TIMEOUT,
-            **state) -> AppTest:
+def run_app(page: str | None = None, query: dict[str, str] | None = None, timeout: float = TIMEOUT, **state) -> AppTest:
     """The whole app (sidebar included), optionally switched to pages/<page>.py, with state preset.
 
     With `query`, the first run is a visit through a link carrying that query string (to the page, when given).
@@ -96,8 +95,21 @@ def heatmap_z(fig: dict, trace: int = 0) -> np.ndarray:
 def all_text(at: AppTest) -> str:
     """Markdown, captions, titles, headers, alerts and LaTeX of the page, joined (for asserting on text)."""
     parts = []
-    for kind in ("markdown", "caption", "title", "header", "subheader", "latex", "info", "warning", "error",
-                 "success", "code", "metric", "text"):
+    for kind in (
+        "markdown",
+        "caption",
+        "title",
+        "header",
+        "subheader",
+        "latex",
+        "info",
+        "warning",
+        "error",
+        "success",
+        "code",
+        "metric",
+        "text",
+    ):
         for el in at.get(kind):
             parts.append(str(getattr(el, "value", "")) + " " + str(getattr(el, "label", "") or ""))
     return "\n".join(parts)
@@ -158,8 +170,10 @@ def read_table(text: str) -> pd.DataFrame | None:
         return None
 
     def cells(line: str) -> list[str]:
-        return [re.sub(r"\\(.)", r"\1", c.strip()).replace("\u00a0", " ")
-                for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
+        return [
+            re.sub(r"\\(.)", r"\1", c.strip()).replace("\u00a0", " ")
+            for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]
+        ]
 
     df = pd.DataFrame([cells(line) for line in lines[2:]], columns=cells(lines[0]))
     for i in range(len(df.columns)):

@@ -98,8 +98,10 @@ def app_store(make_store, monkeypatch, request):
 #   services  a real redis-server, PostgreSQL, HAProxy or app processes, started by the test
 #   browser   the running app driven in Debian's Chromium (tests/browser/)
 # `./dev.sh test fast` runs unit and app; `./dev.sh test` runs all four.
-_STARTS = re.compile(r"\b(start_app|start_replicas|redis_server|redis_url|postgres_server|haproxy|Popen|subprocess"
-                     r"|RedisClassStore|serve_app|app_process)\b")
+_STARTS = re.compile(
+    r"\b(start_app|start_replicas|redis_server|redis_url|postgres_server|haproxy|Popen|subprocess"
+    r"|RedisClassStore|serve_app|app_process)\b"
+)
 _APP = re.compile(r"\b(AppTest|run_app|run_page|app_test)\b")
 
 
@@ -117,8 +119,12 @@ def _tier(item: pytest.Item) -> str:
     params = getattr(getattr(item, "callspec", None), "params", {})
     if "redis" in params.values() or "redis_url" in item.fixturenames:
         return "services"
-    funcs = [item.function] + [d.func for defs in item._fixtureinfo.name2fixturedefs.values() for d in defs
-                               if Path(inspect.getfile(d.func)).resolve().is_relative_to(TESTS)]
+    funcs = [item.function] + [
+        d.func
+        for defs in item._fixtureinfo.name2fixturedefs.values()
+        for d in defs
+        if Path(inspect.getfile(d.func)).resolve().is_relative_to(TESTS)
+    ]
     sources = [_source(f) for f in funcs]
     if any(_STARTS.search(s) for s in sources):
         return "services"

@@ -60,8 +60,13 @@ def postgres_server():
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def wait_for(cond: Callable[[], object], timeout: float = 60.0, what: str = "condition", every: float = 0.05,
-             tolerate: bool = False) -> float:
+def wait_for(
+    cond: Callable[[], object],
+    timeout: float = 60.0,
+    what: str = "condition",
+    every: float = 0.05,
+    tolerate: bool = False,
+) -> float:
     """Wait until `cond()` is true (a part of the system on its way), polling every `every` seconds; the seconds it
     took. Past `timeout`, fail the test naming `what`. `tolerate`: an exception from `cond` counts as "not yet" (a
     process on its way back up)."""

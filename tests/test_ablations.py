@@ -37,11 +37,13 @@ def row(data: dict, label: str) -> dict:
 
 # --- the shipped file ------------------------------------------------------------------------------------
 
+
 def test_the_file_has_every_row_of_the_script_for_the_page_default(shipped):
     base = train_settings.DEFAULTS
     assert shipped["meta"]["base"] == dataclasses.asdict(base), "the page's default changed: run the script again"
-    assert [(r["group"], r["label"], r["changes"]) for r in shipped["rows"]] == \
-        [(g, label, changes) for g, label, changes in ablation_rows(base)]
+    assert [(r["group"], r["label"], r["changes"]) for r in shipped["rows"]] == [
+        (g, label, changes) for g, label, changes in ablation_rows(base)
+    ]
     assert len(shipped["rows"]) >= 8 and set(va.groups(shipped)) == {"A", "B", "C", "D", "E"}
     for r in shipped["rows"]:
         assert r["settings"] == settings_of(base, r["changes"])
@@ -81,17 +83,21 @@ def test_without_positions_the_toy_set_cannot_be_learned(shipped):
 
 # --- reading and checking ------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("spoil, words", [
-    (lambda d: d.pop("rows"), "'rows'"),
-    (lambda d: d["rows"].append(copy.deepcopy(d["rows"][0])), "exactly one base row"),
-    (lambda d: d["rows"][1].update(group="Z"), "needs a group"),
-    (lambda d: d["rows"][1]["seeds"][0].update(exact_match=1.5), "out of range"),
-    (lambda d: d["rows"][1]["seeds"][0].update(steps_to_95=10**6), "out of range"),
-    (lambda d: d["rows"][1]["seeds"][0].update(bleu=float("nan")), "out of range"),
-    (lambda d: d["rows"][1]["seeds"][0].pop("bleu"), "exactly seed"),
-    (lambda d: d["rows"][1].update(seeds=[]), "no seeds"),
-    (lambda d: d["meta"].pop("steps"), "meta must give"),
-])
+
+@pytest.mark.parametrize(
+    "spoil, words",
+    [
+        (lambda d: d.pop("rows"), "'rows'"),
+        (lambda d: d["rows"].append(copy.deepcopy(d["rows"][0])), "exactly one base row"),
+        (lambda d: d["rows"][1].update(group="Z"), "needs a group"),
+        (lambda d: d["rows"][1]["seeds"][0].update(exact_match=1.5), "out of range"),
+        (lambda d: d["rows"][1]["seeds"][0].update(steps_to_95=10**6), "out of range"),
+        (lambda d: d["rows"][1]["seeds"][0].update(bleu=float("nan")), "out of range"),
+        (lambda d: d["rows"][1]["seeds"][0].pop("bleu"), "exactly seed"),
+        (lambda d: d["rows"][1].update(seeds=[]), "no seeds"),
+        (lambda d: d["meta"].pop("steps"), "meta must give"),
+    ],
+)
 def test_a_malformed_file_is_refused(shipped, tmp_path, spoil, words):
     data = copy.deepcopy(shipped)
     spoil(data)
@@ -111,27 +117,55 @@ def test_unreadable_file(tmp_path):
 
 # --- what the notices compute -----------------------------------------------------------------------------------
 
-def synthetic(base_steps: list, row_steps: list, base_em=(0.96, 0.97, 0.98), row_em=(0.96, 0.97, 0.98),
-              changes: dict | None = None, group: str = "B") -> dict:
+
+def synthetic(
+    base_steps: list,
+    row_steps: list,
+    base_em=(0.96, 0.97, 0.98),
+    row_em=(0.96, 0.97, 0.98),
+    changes: dict | None = None,
+    group: str = "B",
+) -> dict:
     def seeds(steps, ems):
-        return [{"seed": i, "exact_match": e, "bleu": 100 * e, "coref_accuracy": 1.0, "steps_to_90": None,
-                 "steps_to_95": s} for i, (s, e) in enumerate(zip(steps, ems, strict=True))]
+        return [
+            {"seed": i, "exact_match": e, "bleu": 100 * e, "coref_accuracy": 1.0, "steps_to_90": None, "steps_to_95": s}
+            for i, (s, e) in enumerate(zip(steps, ems, strict=True))
+        ]
 
     base = {"d_model": 64, "n_heads": 4, "dropout": 0.0, "label_smoothing": 0.1, "n_layers": 1, "d_ff": 128}
-    return {"meta": {"steps": 600, "eval_every": 50, "seeds": 3, "base": base, "command": "c", "measured": "m"},
-            "rows": [{"group": "base", "label": "base", "changes": {}, "settings": base, "parameters": 10,
-                      "seeds": seeds(base_steps, base_em)},
-                     {"group": group, "label": "the row", "changes": changes or {"key_size": 4},
-                      "settings": base, "parameters": 9, "seeds": seeds(row_steps, row_em)}]}
+    return {
+        "meta": {"steps": 600, "eval_every": 50, "seeds": 3, "base": base, "command": "c", "measured": "m"},
+        "rows": [
+            {
+                "group": "base",
+                "label": "base",
+                "changes": {},
+                "settings": base,
+                "parameters": 10,
+                "seeds": seeds(base_steps, base_em),
+            },
+            {
+                "group": group,
+                "label": "the row",
+                "changes": changes or {"key_size": 4},
+                "settings": base,
+                "parameters": 9,
+                "seeds": seeds(row_steps, row_em),
+            },
+        ],
+    }
 
 
-@pytest.mark.parametrize("base_steps, row_steps, row_em, verdict", [
-    ([400, 450, 500], [550, 600, None], (0.96, 0.97, 0.98), "worse"),  # every seed later than every base seed
-    ([400, 450, 500], [450, 500, 550], (0.96, 0.97, 0.98), "same"),  # overlapping: within the spread
-    ([400, 450, 500], [300, 350, 350], (0.96, 0.97, 0.98), "better"),
-    ([400, 450, 500], [450, 500, 500], (0.90, 0.91, 0.92), "worse"),  # same speed, every final exact match lower
-    ([400, 450, 500], [300, 300, 300], (0.90, 0.91, 0.92), "mixed"),
-])
+@pytest.mark.parametrize(
+    "base_steps, row_steps, row_em, verdict",
+    [
+        ([400, 450, 500], [550, 600, None], (0.96, 0.97, 0.98), "worse"),  # every seed later than every base seed
+        ([400, 450, 500], [450, 500, 550], (0.96, 0.97, 0.98), "same"),  # overlapping: within the spread
+        ([400, 450, 500], [300, 350, 350], (0.96, 0.97, 0.98), "better"),
+        ([400, 450, 500], [450, 500, 500], (0.90, 0.91, 0.92), "worse"),  # same speed, every final exact match lower
+        ([400, 450, 500], [300, 300, 300], (0.90, 0.91, 0.92), "mixed"),
+    ],
+)
 def test_a_row_matters_only_when_its_seeds_lie_apart_from_the_bases(base_steps, row_steps, row_em, verdict):
     data = synthetic(base_steps, row_steps, row_em=row_em)
     assert va.verdict(data["rows"][1], data) == verdict
@@ -141,13 +175,17 @@ def test_the_notice_says_what_lies_apart_at_the_budget_and_why_the_toy_may_disag
     data = synthetic([400, 450, 500], [450, 500, 550])  # a smaller d_k, within the spread: the paper found it worse
     text = va.group_notice(data, "B")
     assert text.startswith("At 600 steps, no row lies apart from the base in all 3 seeds.")
-    assert "Within the base's spread (the base reached 95% after 450 (400–500) steps, final exact match " \
-           "97.0 (96.0–98.0)%)" in text
+    assert (
+        "Within the base's spread (the base reached 95% after 450 (400–500) steps, final exact match "
+        "97.0 (96.0–98.0)%)" in text
+    )
     assert "the row came out same (expected: worse): plausible, because " + va.WHY["key_size"][0] in text
     data = synthetic([400, 450, 500], [550, 600, None])
     text = va.group_notice(data, "B")
-    assert text.startswith("At 600 steps, apart from the base in all 3 seeds: the row (worse: 2 of 3 seeds reached 95% "
-                           "within 600 steps (after 575 (550–600))")
+    assert text.startswith(
+        "At 600 steps, apart from the base in all 3 seeds: the row (worse: 2 of 3 seeds reached 95% "
+        "within 600 steps (after 575 (550–600))"
+    )
     assert "by chance 0.10 of the time per metric (about 1 in 10)" in text
     assert "As the paper found: the row." in text and "Unlike the paper" not in text
     assert "attered" not in text  # audit 4, B5: three seeds apart is a hint, not "mattered"
@@ -161,8 +199,9 @@ def test_the_chance_of_lying_apart_is_counted_from_every_split_of_the_seeds():
 
     for n in (1, 2, 3, 4):
         runs = range(2 * n)
-        apart = sum(1 for a in combinations(runs, n) for b in [set(runs) - set(a)]
-                    if max(a) < min(b) or min(a) > max(b))
+        apart = sum(
+            1 for a in combinations(runs, n) for b in [set(runs) - set(a)] if max(a) < min(b) or min(a) > max(b)
+        )
         assert chance_apart(n) == pytest.approx(apart / math.comb(2 * n, n))
     assert chance_apart(3) == pytest.approx(0.1)
 
@@ -191,6 +230,7 @@ def test_every_verdict_names_its_budget_and_dropout_claims_no_unmeasured_over_fi
     d = va.group_notice(shipped, "D")
     assert "too short to over-fit" not in d and "no gap between training and held-out scores is measured" in d
     from pages.content.why_attention import ablations_setup
+
     setup = ablations_setup(shipped["meta"], len(shipped["rows"]))
     assert f"Every verdict is at {steps} steps" in setup and "0.10 of the time" in setup and "mattered" not in setup
 
@@ -220,6 +260,7 @@ def test_the_papers_rows_are_the_papers():
 
 # --- the page ------------------------------------------------------------------------------------------------
 
+
 def test_every_number_of_the_section_comes_from_the_file(shipped, tmp_path, monkeypatch):
     """A file with other numbers (every exact match lowered, every step later, new labels) gives a page with those
     numbers: nothing in the section is written by hand."""
@@ -243,7 +284,8 @@ def test_every_number_of_the_section_comes_from_the_file(shipped, tmp_path, monk
     labels = [t["y"][0] for t in fig["data"]]
     assert labels[0] == "base" and labels[1] == f"(A) {data['rows'][1]['label']}"
     assert [t["x"] for t in fig["data"]][0] == [
-        s["steps_to_95"] or data["meta"]["steps"] + data["meta"]["eval_every"] for s in data["rows"][0]["seeds"]]
+        s["steps_to_95"] or data["meta"]["steps"] + data["meta"]["eval_every"] for s in data["rows"][0]["seeds"]
+    ]
 
 
 def test_without_the_file_the_page_says_how_to_make_it(tmp_path, monkeypatch):

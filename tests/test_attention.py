@@ -20,18 +20,12 @@ INF = float("-inf")
 
 
 def test_look_ahead_mask_is_lower_triangular():
-    expected = torch.tensor([[1, 0, 0, 0],
-                             [1, 1, 0, 0],
-                             [1, 1, 1, 0],
-                             [1, 1, 1, 1]], dtype=torch.bool)
+    expected = torch.tensor([[1, 0, 0, 0], [1, 1, 0, 0], [1, 1, 1, 0], [1, 1, 1, 1]], dtype=torch.bool)
     assert torch.equal(look_ahead_mask(4)[0, 0], expected)
 
 
 def test_additive_look_ahead_mask_matches_the_lecture_notes():
-    expected = torch.tensor([[0, INF, INF, INF],
-                             [0, 0, INF, INF],
-                             [0, 0, 0, INF],
-                             [0, 0, 0, 0]])
+    expected = torch.tensor([[0, INF, INF, INF], [0, 0, INF, INF], [0, 0, 0, INF], [0, 0, 0, 0]])
     assert torch.equal(additive_mask(look_ahead_mask(4))[0, 0], expected)
 
 
@@ -44,10 +38,7 @@ def test_padding_mask_hides_pad_keys_only():
 
 def test_lecture_masked_scores_and_softmax():
     """The 4x4 example of the notes: scaled scores + look-ahead mask = masked scores -> softmax."""
-    scaled = torch.tensor([[0.7, 0.1, 0.1, 0.1],
-                           [0.1, 0.6, 0.2, 0.1],
-                           [0.1, 0.3, 0.6, 0.1],
-                           [0.1, 0.3, 0.3, 0.3]])
+    scaled = torch.tensor([[0.7, 0.1, 0.1, 0.1], [0.1, 0.6, 0.2, 0.1], [0.1, 0.3, 0.6, 0.1], [0.1, 0.3, 0.3, 0.3]])
     masked = scaled + additive_mask(look_ahead_mask(4))[0, 0]
     assert torch.equal(masked[1], torch.tensor([0.1, 0.6, INF, INF]))
     w = torch.softmax(masked, -1)
@@ -106,8 +97,7 @@ def test_multi_head_attention_equals_torch(causal):
         attn_mask = ~look_ahead_mask(6)[0, 0]  # torch: True = NOT allowed
     trace = Trace()
     out = mha(x_q, x_kv, mask, trace)
-    ref_out, ref_w = ref(x_q, x_kv, x_kv, key_padding_mask=tokens == 0, attn_mask=attn_mask,
-                         average_attn_weights=False)
+    ref_out, ref_w = ref(x_q, x_kv, x_kv, key_padding_mask=tokens == 0, attn_mask=attn_mask, average_attn_weights=False)
     assert torch.allclose(out, ref_out, atol=1e-5)
     assert torch.allclose(trace["x.weights"], ref_w, atol=1e-5)
 

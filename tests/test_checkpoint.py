@@ -52,8 +52,9 @@ def test_round_trip_gives_identical_logits(bundle, tmp_path):
     assert load(tmp_path / "tiny.json").config == bundle.config  # a path to either file works
 
 
-@pytest.mark.parametrize("option, words", [({"positions": "learned"}, "learned position vectors"),
-                                           ({"key_size": 3}, "a key size d_k of 3")])
+@pytest.mark.parametrize(
+    "option, words", [({"positions": "learned"}, "learned position vectors"), ({"key_size": 3}, "a key size d_k of 3")]
+)
 def test_table3_variants_load_from_disk_and_are_refused_as_uploads(bundle, tmp_path, option, words):
     """Learned positions (Table 3 row E) and a smaller key size (row B) round-trip through files; an upload of
     one is refused with a sentence, since the pages draw the paper's sinusoids and d_k = d_model / heads."""
@@ -118,25 +119,32 @@ def test_truncated_weights(bundle):
         from_bytes(cut, rehash(cut, json.loads(meta)))
 
 
-@pytest.mark.parametrize("meta_bytes, words", [
-    (b"{not json", "cannot be read"),
-    (b"\xff\xfe", "cannot be read"),
-    (b"[1, 2]", "must hold an object"),
-    (json.dumps({"format": "glass-transformer/1"}).encode(), "has no 'config'"),
-])
+@pytest.mark.parametrize(
+    "meta_bytes, words",
+    [
+        (b"{not json", "cannot be read"),
+        (b"\xff\xfe", "cannot be read"),
+        (b"[1, 2]", "must hold an object"),
+        (json.dumps({"format": "glass-transformer/1"}).encode(), "has no 'config'"),
+    ],
+)
 def test_unreadable_json(bundle, meta_bytes, words):
     weights, _ = to_bytes(bundle)
     with pytest.raises(CheckpointError, match=words):
         from_bytes(weights, meta_bytes)
 
 
-@pytest.mark.parametrize("edit, words", [
-    (lambda m: m.update(format="someone-else/7"), "unknown checkpoint format 'someone-else/7'"),
-    (lambda m: m["src_vocab"]["itos"].pop(), "vocabulary sizes"),  # the vocabulary must match the config
-    (lambda m: m.update(tgt_vocab={"itos": ["a", "b"]}), "tgt_vocab is not a valid vocabulary"),
-    (lambda m: m["config"].update(n_heads=3), "not a valid model configuration.*divisible"),  # 16 by 3
-    (lambda m: m.update(direction="en-de"), "unknown direction"),
-], ids=["format", "vocabulary-size", "vocabulary", "config", "direction"])
+@pytest.mark.parametrize(
+    "edit, words",
+    [
+        (lambda m: m.update(format="someone-else/7"), "unknown checkpoint format 'someone-else/7'"),
+        (lambda m: m["src_vocab"]["itos"].pop(), "vocabulary sizes"),  # the vocabulary must match the config
+        (lambda m: m.update(tgt_vocab={"itos": ["a", "b"]}), "tgt_vocab is not a valid vocabulary"),
+        (lambda m: m["config"].update(n_heads=3), "not a valid model configuration.*divisible"),  # 16 by 3
+        (lambda m: m.update(direction="en-de"), "unknown direction"),
+    ],
+    ids=["format", "vocabulary-size", "vocabulary", "config", "direction"],
+)
 def test_an_edited_meta_is_refused(bundle, edit, words):
     weights, meta = to_bytes(bundle)
     m = json.loads(meta)

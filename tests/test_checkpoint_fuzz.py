@@ -25,14 +25,19 @@ from viz.overview import model_record
 pytestmark = pytest.mark.usefixtures("one_torch_thread")  # conftest.py
 
 EXAMPLES = int(os.environ.get("CHECKPOINT_FUZZ_EXAMPLES", "60"))  # per test; 3 tests
-FUZZ = settings(max_examples=EXAMPLES, derandomize=True, deadline=None, database=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+FUZZ = settings(
+    max_examples=EXAMPLES,
+    derandomize=True,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 WEIGHTS = SHIPPED.with_name("base.safetensors").read_bytes()
 META_BYTES = SHIPPED.with_name("base.json").read_bytes()
 META = json.loads(META_BYTES)
 N = int.from_bytes(WEIGHTS[:8], "little")
-HEADER, DATA = json.loads(WEIGHTS[8:8 + N]), WEIGHTS[8 + N:]
+HEADER, DATA = json.loads(WEIGHTS[8 : 8 + N]), WEIGHTS[8 + N :]
 
 
 def only_checkpoint_errors(weights: bytes, meta: bytes) -> None:
@@ -57,14 +62,25 @@ def only_checkpoint_errors(weights: bytes, meta: bytes) -> None:
 
 # Any JSON value, including the awkward ones: huge and negative integers, NaN, infinities, long text,
 # lone surrogates, nesting.
-scalars = (st.none() | st.booleans() | st.integers() | st.integers(min_value=-(10**30), max_value=10**30)
-           | st.floats(allow_nan=True, allow_infinity=True) | st.text(max_size=80))
-json_values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=4)
-                           | st.dictionaries(st.text(max_size=10), inner, max_size=4), max_leaves=12)
+scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.integers(min_value=-(10**30), max_value=10**30)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(max_size=80)
+)
+json_values = st.recursive(
+    scalars,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4),
+    max_leaves=12,
+)
 paths = st.sampled_from(
-    [(k,) for k in META] + [("config", k) for k in META["config"]] + [("training", k) for k in META["training"]]
-    + [("metrics", k) for k in META["metrics"]] + [("src_vocab", "itos"), ("tgt_vocab", "itos"), ("new",),
-                                                      ("config", "new"), ("metrics", "new")]
+    [(k,) for k in META]
+    + [("config", k) for k in META["config"]]
+    + [("training", k) for k in META["training"]]
+    + [("metrics", k) for k in META["metrics"]]
+    + [("src_vocab", "itos"), ("tgt_vocab", "itos"), ("new",), ("config", "new"), ("metrics", "new")]
 )
 
 
@@ -75,15 +91,29 @@ def test_random_bytes(weights, meta):
 
 
 RAW = "\u0000raw\u0000"  # stands for raw JSON text, put in after json.dumps
-raw_texts = st.sampled_from([b"1" + b"0" * 5000, b"-" + b"9" * 19, b"[" * 3000 + b"]" * 3000,
-                             b'{"a":' * 100 + b"1" + b"}" * 100, b"NaN", b"-Infinity", b"1e400", b"1" * 40 + b".5"])
+raw_texts = st.sampled_from(
+    [
+        b"1" + b"0" * 5000,
+        b"-" + b"9" * 19,
+        b"[" * 3000 + b"]" * 3000,
+        b'{"a":' * 100 + b"1" + b"}" * 100,
+        b"NaN",
+        b"-Infinity",
+        b"1e400",
+        b"1" * 40 + b".5",
+    ]
+)
 
 
 @FUZZ
-@given(path=paths, action=st.sampled_from(["set", "delete", "set vocab entry", "raw"]), value=json_values,
-       raw=raw_texts,
-       index=st.integers(0, 400),
-       splice=st.none() | st.tuples(st.integers(0, len(META_BYTES)), st.binary(max_size=8), st.integers(0, 8)))
+@given(
+    path=paths,
+    action=st.sampled_from(["set", "delete", "set vocab entry", "raw"]),
+    value=json_values,
+    raw=raw_texts,
+    index=st.integers(0, 400),
+    splice=st.none() | st.tuples(st.integers(0, len(META_BYTES)), st.binary(max_size=8), st.integers(0, 8)),
+)
 def test_the_shipped_json_mutated(path, action, value, raw, index, splice):
     m = json.loads(META_BYTES)
     *parents, key = path
@@ -99,24 +129,30 @@ def test_the_shipped_json_mutated(path, action, value, raw, index, splice):
     meta = json.dumps(m).encode("utf-8", "surrogatepass").replace(json.dumps(RAW).encode(), raw)
     if splice is not None:  # a few raw bytes replaced: broken syntax, broken UTF-8
         at, new, drop = splice
-        meta = meta[:at] + new + meta[at + drop:]
+        meta = meta[:at] + new + meta[at + drop :]
     only_checkpoint_errors(WEIGHTS, meta)
 
 
 tensor_names = st.sampled_from(sorted(HEADER))
-entry_changes = st.fixed_dictionaries({}, optional={
-    "dtype": st.sampled_from(["F32", "F16", "BF16", "F64", "I64", "U8", "BOOL", ""]) | json_values,
-    "shape": st.lists(st.integers(-2, 10**12), max_size=3) | json_values,
-    "data_offsets": st.lists(st.integers(-2, 2**64), min_size=2, max_size=2) | json_values,
-})
+entry_changes = st.fixed_dictionaries(
+    {},
+    optional={
+        "dtype": st.sampled_from(["F32", "F16", "BF16", "F64", "I64", "U8", "BOOL", ""]) | json_values,
+        "shape": st.lists(st.integers(-2, 10**12), max_size=3) | json_values,
+        "data_offsets": st.lists(st.integers(-2, 2**64), min_size=2, max_size=2) | json_values,
+    },
+)
 
 
 @FUZZ
-@given(changes=st.dictionaries(tensor_names, entry_changes, max_size=3), drop=st.sets(tensor_names, max_size=2),
-       extra=st.dictionaries(st.text(max_size=12), json_values, max_size=2),
-       metadata=st.none() | json_values,
-       length=st.none() | st.integers(0, 2**64 - 1),
-       data_cut=st.integers(-64, 64))
+@given(
+    changes=st.dictionaries(tensor_names, entry_changes, max_size=3),
+    drop=st.sets(tensor_names, max_size=2),
+    extra=st.dictionaries(st.text(max_size=12), json_values, max_size=2),
+    metadata=st.none() | json_values,
+    length=st.none() | st.integers(0, 2**64 - 1),
+    data_cut=st.integers(-64, 64),
+)
 def test_the_shipped_weights_behind_a_mutated_header(changes, drop, extra, metadata, length, data_cut):
     header = json.loads(json.dumps(HEADER))
     for name, change in changes.items():

@@ -265,8 +265,9 @@ def test_a_teachers_websocket_never_waits_though_the_class_at_its_address_is_ove
     got: dict[str, float] = {}
 
     def scope(cookie: str | None) -> dict:
-        headers = [(b"x-forwarded-for", b"203.0.113.7")] + ([(b"cookie", f"_streamlit_xsrf={cookie}".encode())]
-                                                              if cookie else [])
+        headers = [(b"x-forwarded-for", b"203.0.113.7")] + (
+            [(b"cookie", f"_streamlit_xsrf={cookie}".encode())] if cookie else []
+        )
         return {"type": "websocket", "client": ("127.0.0.1", 5000), "headers": headers}
 
     async def main():
@@ -283,8 +284,10 @@ def test_a_teachers_websocket_never_waits_though_the_class_at_its_address_is_ove
                 await receive()
             got["teacher" if len(scope["headers"]) == 2 else "student"] = time.perf_counter() - t
 
-        await asyncio.gather(InboundLimit(app, ledger)(scope(teacher_cookie), receive, None),
-                             InboundLimit(app, ledger)(scope(None), receive, None))
+        await asyncio.gather(
+            InboundLimit(app, ledger)(scope(teacher_cookie), receive, None),
+            InboundLimit(app, ledger)(scope(None), receive, None),
+        )
 
     os.environ["GLASS_TRUST_PROXY"] = "1"
     try:
@@ -339,8 +342,9 @@ def test_eight_tabs_flooding_answers_do_not_stall_another_student():
     from bench.class_abuse import flood
 
     with running_app(extra_env={"GLASS_TRUST_PROXY": "1"}, timeout=120) as server:
-        r = asyncio.run(asyncio.wait_for(flood(server.url, server.proc.pid, "answers", 8, 60, 3, rounds=1,
-                                               timeout=10), 240))
+        r = asyncio.run(
+            asyncio.wait_for(flood(server.url, server.proc.pid, "answers", 8, 60, 3, rounds=1, timeout=10), 240)
+        )
     assert r["sent"] > 400  # (the flood did flood)
     assert r["during"]["missed"] == 0 and len(r["during"]["rerun"]) == 3 and len(r["during"]["follow"]) == 3
     assert max(r["during"]["rerun"]) < 3.0 and max(r["during"]["follow"]) < 8.0
@@ -362,8 +366,11 @@ def test_a_student_with_a_page_open_stays_in_the_count_and_leaves_it_after_the_g
     store = MemoryClassStore(presence_seconds=1.0, clock=clock)
     reports: list[list[str]] = []
     mark = store.mark_connected
-    monkeypatch.setattr(store, "mark_connected", lambda code, where, students, seconds: (
-        reports.append(sorted(students)), mark(code, where, students, seconds)))
+    monkeypatch.setattr(
+        store,
+        "mark_connected",
+        lambda code, where, students, seconds: (reports.append(sorted(students)), mark(code, where, students, seconds)),
+    )
 
     async def grace_passes(seconds: float) -> list[str]:
         """The store's clock moves `seconds`; then the hub reports once more, by itself (the students it named)."""
@@ -405,8 +412,9 @@ def test_the_class_service_away_is_a_clear_state_and_the_class_resumes(monkeypat
 
     with redis_server(server=True) as redis:
         monkeypatch.setenv(REDIS_URL_ENV, redis.url)
-        store = RedisClassStore(redis.url, prefix=f"test:{uuid.uuid4().hex[:8]}", classes_per_client=1000,
-                                class_starts_per_minute=1000)
+        store = RedisClassStore(
+            redis.url, prefix=f"test:{uuid.uuid4().hex[:8]}", classes_per_client=1000, class_starts_per_minute=1000
+        )
         monkeypatch.setitem(classroom._stores, redis.url, store)
         try:
             teacher = run_app("classroom")

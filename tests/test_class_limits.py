@@ -37,8 +37,9 @@ def test_a_full_redis_tells_the_teacher_at_once_and_forgets_it_when_writes_pass_
     with redis_server(server=True) as server:
         monkeypatch.setenv(REDIS_URL_ENV, server.url)
         monkeypatch.setattr(training, "_SERVICE", None)  # (this test's pages use this Redis, and leave it with it)
-        store = RedisClassStore(server.url, prefix=f"test:{uuid.uuid4().hex[:8]}", classes_per_client=1000,
-                                class_starts_per_minute=1000)
+        store = RedisClassStore(
+            server.url, prefix=f"test:{uuid.uuid4().hex[:8]}", classes_per_client=1000, class_starts_per_minute=1000
+        )
         monkeypatch.setitem(classroom._stores, server.url, store)
         conn = new_client(server.url)
         try:
@@ -107,7 +108,7 @@ def test_shared_class_models_have_a_server_wide_budget(make_store, monkeypatch):
 
 
 def test_students_exploring_the_teachers_model_share_one_copy_of_it(monkeypatch):
-    """"Explore this model on every page" gave every student their own copy of the teacher's model: 44-56 MB of their
+    """ "Explore this model on every page" gave every student their own copy of the teacher's model: 44-56 MB of their
     app process each for a 16 MB model, and a 3 s load each. Now the process loads it once per version, from one
     read of the store, and every student's "My model" is that copy, under one cache key (so the analyses of a
     sentence are made once for all of them too); a new version is loaded afresh. (The copy is the app process's,
@@ -125,8 +126,18 @@ def test_students_exploring_the_teachers_model_share_one_copy_of_it(monkeypatch)
     teacher.button(key="class_start").click().run()
     code, secret = teacher.session_state["class_code"], teacher.session_state["_class_secret"]
     weights, meta = checkpoint.to_bytes(checkpoint.load(checkpoint.SHIPPED))
-    run = {"settings": {}, "steps": [1], "losses": [1.0], "exact_match": None, "source": "", "translation": "",
-           "state": "finished", "step": 1, "total": 1, "attention": None}
+    run = {
+        "settings": {},
+        "steps": [1],
+        "losses": [1.0],
+        "exact_match": None,
+        "source": "",
+        "translation": "",
+        "state": "finished",
+        "step": 1,
+        "total": 1,
+        "attention": None,
+    }
     store.set_class_run(code, secret, {**run, "model": store.set_class_model(code, secret, weights, meta)})
     students = [run_app(query={"class": code}) for _ in range(3)]
     for s in students:

@@ -25,16 +25,26 @@ from classroom import (
 from classroom.rules import LIMITS
 
 PAGES = {"overview", "multi_head", "self_attention", "decoder", "lesson"}
-HEADS = {f"{m}:{h}" for m in ("enc.0.self_attn", "enc.1.self_attn", "dec.0.self_attn", "dec.0.cross_attn")
-         for h in range(4)}
-STATE = {"page": "multi_head", "sentence": "the animal didn't cross the street because it was too tired",
-         "model": "base", "heads_off": [], "iv_look_ahead": True, "iv_padding": True, "iv_scale": True,
-         "iv_pos": True}
+HEADS = {
+    f"{m}:{h}" for m in ("enc.0.self_attn", "enc.1.self_attn", "dec.0.self_attn", "dec.0.cross_attn") for h in range(4)
+}
+STATE = {
+    "page": "multi_head",
+    "sentence": "the animal didn't cross the street because it was too tired",
+    "model": "base",
+    "heads_off": [],
+    "iv_look_ahead": True,
+    "iv_padding": True,
+    "iv_scale": True,
+    "iv_pos": True,
+}
 
 
 def plan_dict(n: int = 3, **stop_extra) -> dict:
-    stops = [{"caption": f"stop {i}", "state": {**STATE, "page": ["overview", "multi_head", "decoder"][i % 3]},
-              **stop_extra} for i in range(n)]
+    stops = [
+        {"caption": f"stop {i}", "state": {**STATE, "page": ["overview", "multi_head", "decoder"][i % 3]}, **stop_extra}
+        for i in range(n)
+    ]
     return {"format": plans.FORMAT, "title": "A test plan", "stops": stops}
 
 
@@ -51,8 +61,14 @@ def store(request):
 
 # -- the plan format ------------------------------------------------------------------------------------------------
 def test_plan_file_and_link_round_trip():
-    plan = plans.check_plan(plan_dict(question={"text": "Which word?", "options": ["animal", "street"], "answer": 0},
-                                  hidden={"head": "enc.1.self_attn:2"}), PAGES, HEADS)
+    plan = plans.check_plan(
+        plan_dict(
+            question={"text": "Which word?", "options": ["animal", "street"], "answer": 0},
+            hidden={"head": "enc.1.self_attn:2"},
+        ),
+        PAGES,
+        HEADS,
+    )
     assert [s.state["page"] for s in plan.stops] == ["overview", "multi_head", "decoder"]
     assert plan.stops[1].hidden_head == "enc.1.self_attn:2"
     assert plan.stops[0].question["options"] == ["animal", "street"]
@@ -63,20 +79,23 @@ def test_plan_file_and_link_round_trip():
     assert plan.with_stop(plan.stops[0]).stops[-1] == plan.stops[0] and len(plan.without(0).stops) == 2
 
 
-@pytest.mark.parametrize(("mutate", "message"), [
-    (lambda d: d.update(format="other"), "not a lesson plan of this app"),
-    (lambda d: d["stops"][1]["state"].update(page="admin"), "Stop 2: the page 'admin' is not a page of this app"),
-    (lambda d: d["stops"][0].update(caption="<script>alert(1)</script>"), "Stop 1: the caption may not contain <"),
-    (lambda d: d.update(title="<b>x</b>"), "title"),
-    (lambda d: d["stops"][2].update(caption="x" * 5000), "Stop 3: the caption is longer than 400"),
-    (lambda d: d["stops"][0]["state"].update(exec="import os"), "Stop 1: unknown state keys: exec"),
-    (lambda d: d["stops"][0]["state"].update(model="mine"), "Stop 1: model must be one of base, no_mask"),
-    (lambda d: d["stops"][0].update(hidden={"head": "enc.9.self_attn:2"}), "not a head of the model"),
-    (lambda d: d["stops"][0].update(question={"text": "q", "options": ["a"], "answer": 0}), "2 to 6 options"),
-    (lambda d: d["stops"][0].update(onload="x"), "unknown field 'onload'"),
-    (lambda d: d.update(stops=[]), "1 to 30 stops"),
-    (lambda d: d.update(stops=d["stops"] * 11), "1 to 30 stops"),
-])
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda d: d.update(format="other"), "not a lesson plan of this app"),
+        (lambda d: d["stops"][1]["state"].update(page="admin"), "Stop 2: the page 'admin' is not a page of this app"),
+        (lambda d: d["stops"][0].update(caption="<script>alert(1)</script>"), "Stop 1: the caption may not contain <"),
+        (lambda d: d.update(title="<b>x</b>"), "title"),
+        (lambda d: d["stops"][2].update(caption="x" * 5000), "Stop 3: the caption is longer than 400"),
+        (lambda d: d["stops"][0]["state"].update(exec="import os"), "Stop 1: unknown state keys: exec"),
+        (lambda d: d["stops"][0]["state"].update(model="mine"), "Stop 1: model must be one of base, no_mask"),
+        (lambda d: d["stops"][0].update(hidden={"head": "enc.9.self_attn:2"}), "not a head of the model"),
+        (lambda d: d["stops"][0].update(question={"text": "q", "options": ["a"], "answer": 0}), "2 to 6 options"),
+        (lambda d: d["stops"][0].update(onload="x"), "unknown field 'onload'"),
+        (lambda d: d.update(stops=[]), "1 to 30 stops"),
+        (lambda d: d.update(stops=d["stops"] * 11), "1 to 30 stops"),
+    ],
+)
 def test_hostile_plan_gets_one_clear_message(mutate, message):
     data = plan_dict()
     mutate(data)
@@ -84,9 +103,19 @@ def test_hostile_plan_gets_one_clear_message(mutate, message):
         plans.read_plan(json.dumps(data), PAGES, HEADS)
 
 
-@pytest.mark.parametrize("raw", [b"", b"{", b"\xff\xfe", b"[" * 20000 + b"]" * 20000, b"NaN",
-                                 b'{"format": "glass-plan/1", "title": "t", "stops": [{"caption": NaN}]}',
-                                 b"x" * (plans.MAX_PLAN_BYTES + 1), b"[1, 2]"])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"",
+        b"{",
+        b"\xff\xfe",
+        b"[" * 20000 + b"]" * 20000,
+        b"NaN",
+        b'{"format": "glass-plan/1", "title": "t", "stops": [{"caption": NaN}]}',
+        b"x" * (plans.MAX_PLAN_BYTES + 1),
+        b"[1, 2]",
+    ],
+)
 def test_hostile_plan_file_is_refused_with_a_message(raw):
     with pytest.raises(InvalidInput) as e:
         plans.read_plan(raw, PAGES, HEADS)
@@ -96,20 +125,45 @@ def test_hostile_plan_file_is_refused_with_a_message(raw):
 def test_hostile_plan_link_is_refused():
     bomb = base64.urlsafe_b64encode(zlib.compress(b" " * 5_000_000, 9)).decode().rstrip("=")
     assert len(bomb) < plans.MAX_LINK_CHARS  # five megabytes deflate to a short link: inflating must stop early
-    for token in (bomb, "!!!", "A" * (plans.MAX_LINK_CHARS + 1), "", None, 42,
-                  base64.urlsafe_b64encode(zlib.compress(b"<html>")).decode()):
+    for token in (
+        bomb,
+        "!!!",
+        "A" * (plans.MAX_LINK_CHARS + 1),
+        "",
+        None,
+        42,
+        base64.urlsafe_b64encode(zlib.compress(b"<html>")).decode(),
+    ):
         with pytest.raises(InvalidInput):
             plans.plan_from_link(token, PAGES, HEADS)
 
 
 def test_pace_is_checked():
-    assert plans.check_pace({}) == {"mode": "lead", "paused": False, "stop": -1, "reveal": False, "plan": 0,
-                                    "recall": 0, "shot": None}
+    assert plans.check_pace({}) == {
+        "mode": "lead",
+        "paused": False,
+        "stop": -1,
+        "reveal": False,
+        "plan": 0,
+        "recall": 0,
+        "shot": None,
+    }
     shot = {"n": 2, "student": 3, "note": "wide!", "state": STATE}
     assert plans.check_pace({"recall": 4, "shot": shot})["shot"] == shot
-    for bad in ({"mode": "chaos"}, {"paused": "yes"}, {"stop": 99}, {"stop": True}, {"other": 1}, [],
-                {"recall": -1}, {"recall": "1"}, {"shot": {"n": 1}}, {"shot": {**shot, "note": "<b>"}},
-                {"shot": {**shot, "state": {"evil": 1}}}, {"shot": {**shot, "student": True}}):
+    for bad in (
+        {"mode": "chaos"},
+        {"paused": "yes"},
+        {"stop": 99},
+        {"stop": True},
+        {"other": 1},
+        [],
+        {"recall": -1},
+        {"recall": "1"},
+        {"shot": {"n": 1}},
+        {"shot": {**shot, "note": "<b>"}},
+        {"shot": {**shot, "state": {"evil": 1}}},
+        {"shot": {**shot, "student": True}},
+    ):
         with pytest.raises(InvalidInput):
             plans.check_pace(bad)
 
@@ -123,13 +177,27 @@ def test_plan_and_pace_on_the_store(store):
     c1 = store.counters(code)
     assert (c1.seq, c1.q) == (c0.seq + 1, c0.q + 1)  # explorers hear a plan too
     assert [s["caption"] for s in store.plan(code)["stops"]] == ["stop 0", "stop 1", "stop 2"]
-    assert store.pace(code) == {"mode": "lead", "paused": False, "stop": 0, "reveal": False, "plan": 1, "recall": 0,
-                                "shot": None}
+    assert store.pace(code) == {
+        "mode": "lead",
+        "paused": False,
+        "stop": 0,
+        "reveal": False,
+        "plan": 1,
+        "recall": 0,
+        "shot": None,
+    }
     assert store.set_pace(code, secret, paused=True, stop=2)["paused"] is True
     assert store.counters(code).q == c1.q + 1
     assert store.set_plan(code, secret, plan_dict(2)) == 2
-    assert store.pace(code) == {"mode": "lead", "paused": True, "stop": 0, "reveal": False, "plan": 2, "recall": 0,
-                                "shot": None}
+    assert store.pace(code) == {
+        "mode": "lead",
+        "paused": True,
+        "stop": 0,
+        "reveal": False,
+        "plan": 2,
+        "recall": 0,
+        "shot": None,
+    }
     with pytest.raises(InvalidInput):
         store.set_pace(code, secret, mode="anarchy")
     store.end(code, secret)
@@ -157,14 +225,17 @@ def test_snapshot_gallery_and_its_limits(store):
     for i in range(4):
         store.join(code, "10.0.0.9", f"student-{i:04d}")
     tally = store.counters(code).tally
-    n1 = store.send_shot(code, "student-0001", "10.0.0.9", {**STATE, "heads_off": ["enc.1.self_attn:2"]},
-                         "head 2 breaks il/elle!")
+    n1 = store.send_shot(
+        code, "student-0001", "10.0.0.9", {**STATE, "heads_off": ["enc.1.self_attn:2"]}, "head 2 breaks il/elle!"
+    )
     n2 = store.send_shot(code, "student-0003", "10.0.0.9", {**STATE, "page": "decoder"}, "")
     assert (n1, n2) == (1, 2) and store.counters(code).tally == tally + 2
     gallery = store.shots(code, secret)
     # students are numbered in the order they joined (student-0001 came second), the same number everywhere
     assert [(g["n"], g["student"], g["note"], g["state"]["heads_off"]) for g in gallery] == [
-        (1, 2, "head 2 breaks il/elle!", ["enc.1.self_attn:2"]), (2, 4, "", [])]
+        (1, 2, "head 2 breaks il/elle!", ["enc.1.self_attn:2"]),
+        (2, 4, "", []),
+    ]
     assert "student-0001" not in json.dumps(gallery)  # the teacher sees numbers, never ids
     store.send_shot(code, "student-0001", "10.0.0.9", STATE, "again")
     store.send_shot(code, "student-0001", "10.0.0.9", STATE, "and again")
@@ -197,12 +268,17 @@ def test_readme_states_the_plan_and_snapshot_limits_of_the_code():
     from pathlib import Path
 
     readme = " ".join((Path(__file__).resolve().parents[1] / "docs" / "teachers.md").read_text().split())
-    for sentence in (f"a file over {plans.MAX_PLAN_BYTES:,} bytes", f"a caption over {plans.MAX_CAPTION} characters",
-                     f"a title over {plans.MAX_TITLE}", f"more than {plans.MAX_STOPS} stops",
-                     f"a link over {plans.MAX_LINK_CHARS:,} characters", f"(at most {plans.MAX_NOTE} characters)",
-                     f"At most {LIMITS['shots'].most} snapshots a minute per student and "
-                     f"{LIMITS['shots_client'].most} per address", f"a class keeps its newest {plans.SHOTS_KEPT}",
-                     f"at most {LIMITS['runs'].most} posts a minute"):
+    for sentence in (
+        f"a file over {plans.MAX_PLAN_BYTES:,} bytes",
+        f"a caption over {plans.MAX_CAPTION} characters",
+        f"a title over {plans.MAX_TITLE}",
+        f"more than {plans.MAX_STOPS} stops",
+        f"a link over {plans.MAX_LINK_CHARS:,} characters",
+        f"(at most {plans.MAX_NOTE} characters)",
+        f"At most {LIMITS['shots'].most} snapshots a minute per student and {LIMITS['shots_client'].most} per address",
+        f"a class keeps its newest {plans.SHOTS_KEPT}",
+        f"at most {LIMITS['runs'].most} posts a minute",
+    ):
         assert sentence in readme, sentence
     from ui.classroom.board import SHARE_SECONDS
 
@@ -211,9 +287,14 @@ def test_readme_states_the_plan_and_snapshot_limits_of_the_code():
 
 
 def board_run(loss: float = 0.5, **settings) -> dict:
-    return {"settings": {"d_model": 64, "n_heads": 2, "steps": 300, "look_ahead_mask": True, **settings},
-            "steps": [100, 200, 300], "losses": [3.0, 1.2, loss], "exact_match": 0.42, "source": "i am a student",
-            "translation": "je suis étudiant"}
+    return {
+        "settings": {"d_model": 64, "n_heads": 2, "steps": 300, "look_ahead_mask": True, **settings},
+        "steps": [100, 200, 300],
+        "losses": [3.0, 1.2, loss],
+        "exact_match": 0.42,
+        "source": "i am a student",
+        "translation": "je suis étudiant",
+    }
 
 
 def test_shared_run_board_side_by_side(store):
@@ -234,9 +315,14 @@ def test_shared_run_board_side_by_side(store):
         store.post_run(code, "student-bbbb", "10.0.0.3", board_run())
     with pytest.raises(NotFound):
         store.post_run(code, "student-zzzz", "10.0.0.3", board_run())
-    for bad in ({**board_run(), "translation": "<script>"}, {**board_run(), "losses": [float("nan")] * 3},
-                {**board_run(), "settings": {"exec": 1}}, {**board_run(), "exact_match": 2.0},
-                {**board_run(), "steps": list(range(61)), "losses": [1.0] * 61}, {"settings": {}}):
+    for bad in (
+        {**board_run(), "translation": "<script>"},
+        {**board_run(), "losses": [float("nan")] * 3},
+        {**board_run(), "settings": {"exec": 1}},
+        {**board_run(), "exact_match": 2.0},
+        {**board_run(), "steps": list(range(61)), "losses": [1.0] * 61},
+        {"settings": {}},
+    ):
         with pytest.raises(InvalidInput):
             store.post_run(code, "student-aaaa", "10.0.0.3", bad)
     store.end(code, secret)
@@ -253,8 +339,14 @@ def test_shared_run_followed_by_the_class_on_the_store(store):
     assert store.set_class_run(code, secret, run)["step"] == 200
     after = store.counters(code)
     assert (after.seq, after.q) == (before.seq + 1, before.q + 1)  # every student's page hears it
-    assert store.class_run(code) == {**board_run(1.1), "state": "running", "step": 200, "total": 300, "model": 0,
-                                     "attention": None}
+    assert store.class_run(code) == {
+        **board_run(1.1),
+        "state": "running",
+        "step": 200,
+        "total": 300,
+        "model": 0,
+        "attention": None,
+    }
     for bad in ({**run, "state": "hacked"}, {**run, "step": -1}, {**run, "translation": "<b>"}):
         with pytest.raises(InvalidInput):
             store.set_class_run(code, secret, bad)
@@ -287,11 +379,14 @@ def test_shared_run_board_notice_says_what_the_runs_show():
 
     assert board_notice([run(1, 2.5, 0.3), run(2, 1.5, 0.6)]) == (
         "student 2's run ends with the lowest training loss (1.500); student 2's translates the most held-out "
-        "sentences exactly (60%).")
+        "sentences exactly (60%)."
+    )
     assert board_notice([run(1, 2.5, 0.0), run(2, 1.5, 0.0)]).endswith(
-        "no run translates a held-out sentence exactly yet.")
+        "no run translates a held-out sentence exactly yet."
+    )
     assert board_notice([run(1, 2.5, 0.5), run(3, 1.5, 0.5), run(4, 1.0, 0.2)]).endswith(
-        "students 1 and 3 tie for the most held-out sentences translated exactly (50%).")
+        "students 1 and 3 tie for the most held-out sentences translated exactly (50%)."
+    )
     assert board_notice([]) == ""
 
 
@@ -339,12 +434,23 @@ def test_shared_run_curve_of_a_long_or_diverged_run_is_what_the_board_takes():
 def test_shared_run_attention_is_checked():
     """The followed run's attention snapshot is plain, bounded data: shapes that agree, shares in [0, 1], tokens
     without < or >, at most MAX_ATTENTION_TOKENS each way; a run without one still reads."""
-    att = {"step": 40, "title": "Encoder-decoder attention", "queries": ["‹bos›", "je"], "keys": ["i", "am", "‹eos›"],
-           "weights": [[0.5, 0.25, 0.25], [0.9, 0.05, 0.05]]}
+    att = {
+        "step": 40,
+        "title": "Encoder-decoder attention",
+        "queries": ["‹bos›", "je"],
+        "keys": ["i", "am", "‹eos›"],
+        "weights": [[0.5, 0.25, 0.25], [0.9, 0.05, 0.05]],
+    }
     assert plans.check_attention(att) == att and plans.check_attention(None) is None
-    bad = [{**att, "weights": [[0.5, 0.5]] * 2}, {**att, "weights": [[1.5, 0, 0], [1, 0, 0]]},
-           {**att, "queries": ["<bos>", "je"]}, {**att, "keys": ["w"] * (plans.MAX_ATTENTION_TOKENS + 1)},
-           {**att, "weights": [[float("nan"), 0, 0], [1, 0, 0]]}, {**att, "extra": 1}, [att]]
+    bad = [
+        {**att, "weights": [[0.5, 0.5]] * 2},
+        {**att, "weights": [[1.5, 0, 0], [1, 0, 0]]},
+        {**att, "queries": ["<bos>", "je"]},
+        {**att, "keys": ["w"] * (plans.MAX_ATTENTION_TOKENS + 1)},
+        {**att, "weights": [[float("nan"), 0, 0], [1, 0, 0]]},
+        {**att, "extra": 1},
+        [att],
+    ]
     for b in bad:
         with pytest.raises(InvalidInput):
             plans.check_attention(b)

@@ -12,8 +12,14 @@ from classroom import MemoryClassStore, NotFound, RateLimited
 from classroom.rules import LIMITS
 
 Q = ("Which word does 'it' attend to most?", ["animal", "street", "tired"], 0)
-RUN = {"settings": {"d_model": 64, "n_heads": 2, "steps": 300, "look_ahead_mask": True}, "steps": [100, 200, 300],
-       "losses": [3.0, 1.2, 0.5], "exact_match": 0.42, "source": "i am a student", "translation": "je suis étudiant"}
+RUN = {
+    "settings": {"d_model": 64, "n_heads": 2, "steps": 300, "look_ahead_mask": True},
+    "steps": [100, 200, 300],
+    "losses": [3.0, 1.2, 0.5],
+    "exact_match": 0.42,
+    "source": "i am a student",
+    "translation": "je suis étudiant",
+}
 CLIENTS = ("198.51.100.1", "198.51.100.2")
 
 
@@ -46,8 +52,10 @@ def test_every_limit_allows_exactly_its_most_per_key_on_both_back_ends(make_stor
     limit = LIMITS[name]
     if limit.env:
         monkeypatch.setenv(limit.env, "3")
-    store = make_store(**({"max_failed_joins": 3} if name == "joinfail" else {}),
-                       **({"class_starts_per_minute": 3} if name == "starts" else {}))
+    store = make_store(
+        **({"max_failed_joins": 3} if name == "joinfail" else {}),
+        **({"class_starts_per_minute": 3} if name == "starts" else {}),
+    )
     assert store.limit(name).most == 3 and store.limit(name).seconds == limit.seconds
     send = sender(store, name)
     for n in range(3):
@@ -93,7 +101,15 @@ def test_votes_are_a_sliding_window_never_more_than_the_limit_in_any_ten_seconds
     waits until the first is 10 s old, then exactly one more goes."""
     assert votes_at([0.0], [1009.0, 1009.5, 1009.9, 1010.1, 1011.0], monkeypatch) == [True, True, True, False, False]
     assert votes_at([0.0], [1000.0, 1001.0, 1002.0, 1005.0, 1010.0, 1010.2, 1010.5, 1011.5], monkeypatch) == [
-        True, True, True, False, False, True, False, True]  # (the vote at 1000 counts up to 1010, its end included)
+        True,
+        True,
+        True,
+        False,
+        False,
+        True,
+        False,
+        True,
+    ]  # (the vote at 1000 counts up to 1010, its end included)
 
 
 def test_a_refusal_says_how_long_until_the_oldest_send_leaves_the_window(monkeypatch):

@@ -70,11 +70,22 @@ def test_only_the_teacher_reads_the_roster_and_only_members_report(make_store):
     assert "student-aaaa" not in json.dumps(roster)  # numbers, never ids
 
 
-@pytest.mark.parametrize("bad", [None, {}, {"mode": "asleep"}, {"mode": "following", "page": "<script>"},
-                                 {"mode": "following", "step": -1}, {"mode": "following", "step": True},
-                                 {"mode": "following", "stop": 1000}, {"mode": "left", "changed": "sentence"},
-                                 {"mode": "left", "changed": ["x"] * 9}, {"mode": "following", "evil": 1},
-                                 {"mode": "left", "changed": ["<b>"]}])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        None,
+        {},
+        {"mode": "asleep"},
+        {"mode": "following", "page": "<script>"},
+        {"mode": "following", "step": -1},
+        {"mode": "following", "step": True},
+        {"mode": "following", "stop": 1000},
+        {"mode": "left", "changed": "sentence"},
+        {"mode": "left", "changed": ["x"] * 9},
+        {"mode": "following", "evil": 1},
+        {"mode": "left", "changed": ["<b>"]},
+    ],
+)
 def test_a_status_out_of_shape_is_refused(bad):
     with pytest.raises(InvalidInput):
         check_status(bad)

@@ -27,9 +27,18 @@ from serving.processes import MissingTool, require
 from tests.services import require_tool
 from tests.threads import at_once
 
-STATE = {"page": "positional", "sentence": "i am a student", "model": "base", "heads_off": ["enc.0.self_attn:2"],
-         "iv_look_ahead": True, "iv_padding": True, "iv_scale": False, "iv_pos": True, "lesson": "attention",
-         "step": 3}
+STATE = {
+    "page": "positional",
+    "sentence": "i am a student",
+    "model": "base",
+    "heads_off": ["enc.0.self_attn:2"],
+    "iv_look_ahead": True,
+    "iv_padding": True,
+    "iv_scale": False,
+    "iv_pos": True,
+    "lesson": "attention",
+    "step": 3,
+}
 Q = ("Which word does 'it' attend to most?", ["animal", "street", "tired"], 0)
 
 
@@ -126,8 +135,19 @@ def test_students_cannot_act_as_teacher(make_store):
     snap = store.join(code, "10.0.0.9", sid(9))
     seen_by_student = repr(snap)
     assert secret not in seen_by_student and cs.secret_hash(code, secret) not in seen_by_student
-    for wrong in [None, "", "x", secret[:-1], secret + "x", other_secret, code, sid(9), "a" * 10_000, 12345,
-                  cs.secret_hash(code, secret)]:
+    for wrong in [
+        None,
+        "",
+        "x",
+        secret[:-1],
+        secret + "x",
+        other_secret,
+        code,
+        sid(9),
+        "a" * 10_000,
+        12345,
+        cs.secret_hash(code, secret),
+    ]:
         with pytest.raises(Forbidden):
             store.set_state(code, wrong, {"page": "overview"})
         with pytest.raises(Forbidden):
@@ -200,8 +220,9 @@ def test_idle_expiry_and_teacher_actions_postpone_it(make_store):
         store.set_state(code, secret, STATE)
     if make_store.kind == "redis":
         # answers, counts, students too; what is left is per client or server-wide, pruned as classes start
-        assert [k for k in redis_keys(store) if not any(p in k for p in (":joinfail:", ":client:", ":starts:", ":live"))
-                ] == []
+        assert [
+            k for k in redis_keys(store) if not any(p in k for p in (":joinfail:", ":client:", ":starts:", ":live"))
+        ] == []
     else:
         assert code not in store._classes
 
@@ -621,6 +642,7 @@ def test_a_state_stored_by_an_older_version_still_reads():
     """`lesson_sentence` (the lesson shares the app's `sentence` now) is dropped on read, not refused: a class
     stored before an upgrade keeps working."""
     from classroom.rules import check_state
+
     assert check_state({"sentence": "the cat", "lesson_sentence": "a dog"}) == {"sentence": "the cat"}
     with pytest.raises(InvalidInput):
         check_state({"sentence": "the cat", "lesson_sentenc": "a dog"})

@@ -32,9 +32,15 @@ class Stream:
 
     def __init__(self, code: str, tok: str, address: str = "203.0.113.5"):
         query = f"t={quote(tok.encode('utf-8', 'surrogateescape'))}".encode()
-        self.scope = {"type": "http", "method": "GET", "path": f"/api/class/{code}/events",
-                      "path_params": {"code": code}, "query_string": query,
-                      "headers": [(b"x-forwarded-for", address.encode())], "client": ("127.0.0.1", 40000)}
+        self.scope = {
+            "type": "http",
+            "method": "GET",
+            "path": f"/api/class/{code}/events",
+            "path_params": {"code": code},
+            "query_string": query,
+            "headers": [(b"x-forwarded-for", address.encode())],
+            "client": ("127.0.0.1", 40000),
+        }
         self.status: int | None = None
         self.events: list[dict] = []
         self.body = b""

@@ -189,8 +189,18 @@ def test_the_suggestion_follows_the_written_rule(share):
 
 
 def test_the_csv_cannot_carry_a_spreadsheet_formula():
-    rows = [{"qid": 1, "kind": "question", "text": "=HYPERLINK(\"http://x\")", "options": ["+1", "@a"], "answer": 0,
-             "grid": None, "first": {"1": 2}, "second": None}]
+    rows = [
+        {
+            "qid": 1,
+            "kind": "question",
+            "text": '=HYPERLINK("http://x")',
+            "options": ["+1", "@a"],
+            "answer": 0,
+            "grid": None,
+            "first": {"1": 2},
+            "second": None,
+        }
+    ]
     header, line = list(csv.reader(io.StringIO(results_csv(rows))))
     cell = dict(zip(header, line, strict=True))
     assert cell["text"].startswith("'=") and cell["model's answer"] == "'+1"
@@ -206,8 +216,11 @@ def test_a_hostile_poll_record_in_redis_is_a_message(redis_url):
         store.ask_peer(code, secret, *Q)
         key = f"{store._p}:{code}:poll"
         good = store._r.hget(key, "record")
-        for bad in ("not json", '{"text": "<script>", "options": ["a", "b"], "answer": 0, "kind": "q", "grid": null}',
-                    '{"text": "q", "options": ["a", "b"], "answer": 5, "kind": "q", "grid": null}'):
+        for bad in (
+            "not json",
+            '{"text": "<script>", "options": ["a", "b"], "answer": 0, "kind": "q", "grid": null}',
+            '{"text": "q", "options": ["a", "b"], "answer": 5, "kind": "q", "grid": null}',
+        ):
             store._r.hset(key, "record", bad)
             with pytest.raises(StoreUnavailable, match="could not be read"):
                 store.votes(code, secret=secret)
@@ -267,7 +280,17 @@ def test_the_suggestion_after_a_second_vote_comes_from_it():
 
 def test_a_click_questions_csv_names_every_cell_of_its_row():
     grid = {"rows": ["0:the", "1:cat"], "cols": ["0:the", "1:cat"], "answer": 3, "row": 1}
-    rows = [{"qid": 1, "kind": "click", "text": "Click", "options": ["a", "b"], "answer": 0, "grid": grid,
-             "first": {"3": 2, "0": 1}, "second": None}]
+    rows = [
+        {
+            "qid": 1,
+            "kind": "click",
+            "text": "Click",
+            "options": ["a", "b"],
+            "answer": 0,
+            "grid": grid,
+            "first": {"3": 2, "0": 1},
+            "second": None,
+        }
+    ]
     (row,) = list(csv.DictReader(io.StringIO(results_csv(rows))))
     assert row["round 1 distribution"] == "1:cat → 0:the = 0; 1:cat → 1:cat = 2; other rows = 1"

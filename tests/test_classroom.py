@@ -209,8 +209,9 @@ def test_a_question_live_answers_and_the_reveal(store):
     w = a.trace["enc.0.self_attn.weights"][0, head, it]
     words = [*a.prepared.tokens, "<eos>"]
     assert f"head {head}:" in q.text and q.options[snap.answer] == words[int(w.argmax())]
-    assert float(w.max()) == pytest.approx(float(torch.softmax(
-        a.trace["enc.0.self_attn.scaled"][0, head, it], -1).max()), abs=1e-6)
+    assert float(w.max()) == pytest.approx(
+        float(torch.softmax(a.trace["enc.0.self_attn.scaled"][0, head, it], -1).max()), abs=1e-6
+    )
 
     right, wrong = snap.answer, (snap.answer + 1) % len(q.options)
     for s in students:
@@ -308,8 +309,13 @@ def test_a_student_cannot_act_as_the_teacher(store):
     after = store.snapshot(code)
     assert (after.version, after.state, after.question) == (before.version, before.state, before.question)
     # every teacher operation needs the secret (what the callbacks call)
-    for op, args in ((store.set_state, ({"sentence": "x"},)), (store.ask, ("q?", ["a", "b"], 0)),
-                     (store.reveal, ()), (store.end, ()), (store.touch, ())):
+    for op, args in (
+        (store.set_state, ({"sentence": "x"},)),
+        (store.ask, ("q?", ["a", "b"], 0)),
+        (store.reveal, ()),
+        (store.end, ()),
+        (store.touch, ()),
+    ):
         with pytest.raises(Forbidden):
             op(code, "forged-secret-forged-secret", *args)
     # a student's own messages (typing, switching, answering, leaving) change nothing shared
@@ -530,8 +536,9 @@ def test_a_browser_is_the_same_student_on_every_process(redis_url, monkeypatch):
         monkeypatch.setattr(identity, "_KEY", None)
         cookie["value"] = browser_cookie
 
-    monkeypatch.setattr(class_session, "current_identity",
-                        lambda: Identity("local", identity.browser_id(cookie["value"]), None))
+    monkeypatch.setattr(
+        class_session, "current_identity", lambda: Identity("local", identity.browser_id(cookie["value"]), None)
+    )
     mine, other = xsrf_cookie(b"browser-one-token-0123456789"), xsrf_cookie(b"browser-two-token-0123456789")
     try:
         on_process(0, None)
@@ -679,9 +686,12 @@ def test_a_page_whose_run_lost_its_end_asks_again_until_it_shows_the_class(tmp_p
             assert (await asyncio.to_thread(get, url, events[:-4] + "0000"))[0] == 403  # a forged token
             assert (await asyncio.to_thread(get, url, events.replace(code, "ZZZZZZ")))[0] == 403  # another class
             student.start_following()
-            assert await until(lambda: student.latest is not None and student.page_hash == teacher.page_hash
-                               and not student.running, 30)
+            assert await until(
+                lambda: student.latest is not None and student.page_hash == teacher.page_hash and not student.running,
+                30,
+            )
             await asyncio.sleep(1.0)
+
             def redraws():
                 return student.full_runs + student.page_runs
 
@@ -690,7 +700,8 @@ def test_a_page_whose_run_lost_its_end_asks_again_until_it_shows_the_class(tmp_p
             student.keep = 2
             await teacher.type_sentence("i am a student")  # the event reaches the page, which asks: a redraw...
             assert await until(lambda: ForwardMsg.FINISHED_FRAGMENT_RUN_SUCCESSFULLY in student.dropped, 20), (
-                student.dropped)  # (the page alone: a fragment's run)
+                student.dropped
+            )  # (the page alone: a fragment's run)
             assert redraws() == runs and not shows(student, "i am a student")  # ...half drawn
             assert student.sync["drawn"] == 1  # the page knows it does not show the class's state
             assert await until(lambda: redraws() > runs, 10), student.runs[-6:]  # asked again: repaired
@@ -732,8 +743,9 @@ def test_the_teachers_console_has_no_timer_and_follows_the_class_by_its_events(t
             assert await until(lambda: "1 of 1 students answered" in teacher.text(), 15), teacher.text()[-400:]
             assert teacher.asks > asks  # the teacher's page asked for the redraw itself, on the class's event
             # (the panel is drawn at the end of a full run: once the redraws are over, its one timer is back)
-            assert await until(lambda: not teacher.running and set(teacher.fragments.values()) == {60.0}, 15), \
+            assert await until(lambda: not teacher.running and set(teacher.fragments.values()) == {60.0}, 15), (
                 teacher.fragments
+            )
         finally:
             await asyncio.gather(teacher.close(), *([student.close()] if student else []), return_exceptions=True)
 

@@ -91,7 +91,8 @@ def test_a_revote_cycle_with_a_teacher_and_four_students(store):  # noqa: F811 -
     second[right] = 3
     assert [b["name"] for b in bars] == ["First vote", "Second vote"]
     assert [int(v) for v in decode(bars[1]["x"])] == second and "3 of 5 students answered (second vote)" in all_text(
-        teacher)
+        teacher
+    )
     assert any(m.value == "100%" for m in teacher.metric)  # the second vote's share right
     teacher.button(key="class_lock_vote").click().run()
     teacher.button(key="class_reveal").click().run()
@@ -137,8 +138,7 @@ def test_a_click_answer_on_the_real_attention_grid(store):  # noqa: F811 - the f
         s.button(key=f"class_cell_vote_{poll.qid}").click().run()
         no_exception(s)
     assert f"Your answer: **{md(f'{g.rows[it]} → {g.cols[right_col]}')}**" in all_text(students[0])  # escaped as one
-    assert store.votes(code, secret=secret).first == {it * len(g.cols) + right_col: 2,
-                                                       it * len(g.cols) + wrong_col: 1}
+    assert store.votes(code, secret=secret).first == {it * len(g.cols) + right_col: 2, it * len(g.cols) + wrong_col: 1}
     teacher.button(key="class_lock_vote").click().run()
     teacher.button(key="class_reveal").click().run()
     no_exception(teacher)
@@ -187,9 +187,12 @@ def test_every_new_kind_is_asked_with_the_model_s_answer(store):  # noqa: F811 -
     secret = state(teacher, "_class_secret")
     bundle = checkpoint.load(checkpoint.SHIPPED)
     a = pipeline.analyse(bundle, pipeline.prepare(bundle, SENTENCE))
-    expected = {"scaling": questions.scaling(a, 0, None), "look_ahead": questions.look_ahead(a),
-                "pos_column": questions.pos_column(a),
-                "head_zero": questions.head_zero(bundle, a.prepared, Interventions(), 0, 0)}
+    expected = {
+        "scaling": questions.scaling(a, 0, None),
+        "look_ahead": questions.look_ahead(a),
+        "pos_column": questions.pos_column(a),
+        "head_zero": questions.head_zero(bundle, a.prepared, Interventions(), 0, 0),
+    }
     for kind, q in expected.items():
         poll = ask(teacher, store, code, kind)
         assert (poll.kind, poll.text, poll.options, poll.answer) == (kind, q.text, q.options, q.answer)
@@ -221,8 +224,13 @@ def test_an_answer_drawn_just_before_the_vote_opened_counts_as_a_vote(store):  #
     qid = store.ask(code, secret, "Which word does it read?", ["animal", "street"], 0)
     student.run()
     assert student.button(key=f"class_answer_{qid}_1")  # the plain question's buttons
-    record = {"text": "Which word does it read?", "options": ["animal", "street"], "answer": 0, "kind": "question",
-              "grid": None}
+    record = {
+        "text": "Which word does it read?",
+        "options": ["animal", "street"],
+        "answer": 0,
+        "kind": "question",
+        "grid": None,
+    }
     store._poll_open(store._code(code), store._teacher(code, secret), qid, record)
     student.button(key=f"class_answer_{qid}_1").click().run()
     no_exception(student)

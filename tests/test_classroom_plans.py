@@ -208,7 +208,8 @@ def test_snapshot_sent_shown_in_the_gallery_and_projected(store):
     t.run()
     no_exception(t)
     assert ss(t, "heads_off") == ["dec.1.cross_attn:0"] and store.snapshot(code).state["heads_off"] == [
-        "dec.1.cross_attn:0"]
+        "dec.1.cross_attn:0"
+    ]
     follower.run()
     assert ss(follower, "heads_off") == ["dec.1.cross_attn:0"] and title(follower) == "The Transformer at a glance"
     for note in ("two", "three"):
@@ -239,7 +240,11 @@ def test_plan_built_in_the_app_saved_as_link_and_file():
     assert plan.title == "My plan" and len(plan.stops) == 1
     stop = plan.stops[0]
     assert (stop.state["page"], stop.state["sentence"], stop.state["iv_scale"], stop.hidden_head) == (
-        "multi_head", "i am a student", False, "enc.0.self_attn:1")
+        "multi_head",
+        "i am a student",
+        False,
+        "enc.0.self_attn:1",
+    )
     link = next(c.value for c in at.code if "?plan=" in c.value)
     assert classroom.plans.plan_from_link(link.split("?plan=")[1], STOP_PAGES) == plan
     opened = run_app("classroom", query={"plan": link.split("?plan=")[1]})
@@ -252,13 +257,27 @@ def test_plan_built_in_the_app_saved_as_link_and_file():
     assert ss(uploaded, "plan_draft") == plan
 
 
-@pytest.mark.parametrize("raw", [
-    b"{not json", b"[]" * 40_000,
-    json.dumps({"format": classroom.plans.FORMAT, "title": "x", "stops": [{"caption": "<img src=x onerror=alert(1)>",
-                                                             "state": {"page": "overview"}}]}).encode(),
-    json.dumps({"format": classroom.plans.FORMAT, "title": "x",
-                "stops": [{"caption": "x", "state": {"page": "../../etc"}}]}).encode(),
-])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"{not json",
+        b"[]" * 40_000,
+        json.dumps(
+            {
+                "format": classroom.plans.FORMAT,
+                "title": "x",
+                "stops": [{"caption": "<img src=x onerror=alert(1)>", "state": {"page": "overview"}}],
+            }
+        ).encode(),
+        json.dumps(
+            {
+                "format": classroom.plans.FORMAT,
+                "title": "x",
+                "stops": [{"caption": "x", "state": {"page": "../../etc"}}],
+            }
+        ).encode(),
+    ],
+)
 def test_hostile_plan_file_in_the_app(raw):
     at = run_app("classroom")
     at.file_uploader(key="plan_file").set_value(("plan.json", raw, "application/json"))
@@ -279,8 +298,9 @@ def test_hostile_plan_link_in_the_app(token):
 
 
 # A lone surrogate is valid JSON ("\\ud800") but no page can send it: the refusal quotes it escaped (issue 37, F6)
-SURROGATE_PLAN = ('{"format": "glass-plan/1", "title": "t", "stops": [{"caption": "", '
-                  '"state": {"page": "overview", "\\ud800x": 1}}]}')
+SURROGATE_PLAN = (
+    '{"format": "glass-plan/1", "title": "t", "stops": [{"caption": "", "state": {"page": "overview", "\\ud800x": 1}}]}'
+)
 
 
 @pytest.mark.parametrize("page", ["classroom", "overview"])
@@ -291,8 +311,9 @@ def test_a_plan_with_a_lone_surrogate_is_refused_in_words_on_every_page(page):
     at = run_app(page, query={"plan": token})
     no_exception(at)
     shown = [w.value for w in at.warning] + [t.value for t in at.toast]
-    assert any("link's lesson plan cannot be used" in m and "unknown state keys" in m and "ud800x" in m
-               for m in shown), shown
+    assert any(
+        "link's lesson plan cannot be used" in m and "unknown state keys" in m and "ud800x" in m for m in shown
+    ), shown
     assert ss(at, "plan_draft") is None
 
 
@@ -300,8 +321,9 @@ def test_a_plan_file_saved_with_a_byte_order_mark_opens():
     """Some editors save UTF-8 with a byte-order mark: it is no reason to refuse the file as "not JSON"."""
     plan = next(iter(classroom.plans.read_plan(path.read_bytes(), STOP_PAGES) for path in PLANS))
     at = run_app("classroom")
-    at.file_uploader(key="plan_file").set_value(("plan.json", b"\xef\xbb\xbf" + plan.to_json().encode(),
-                                                  "application/json"))
+    at.file_uploader(key="plan_file").set_value(
+        ("plan.json", b"\xef\xbb\xbf" + plan.to_json().encode(), "application/json")
+    )
     at.run()
     no_exception(at)
     assert ss(at, "plan_draft") == plan
@@ -310,8 +332,13 @@ def test_a_plan_file_saved_with_a_byte_order_mark_opens():
 # -- the shipped plans say what the model does ---------------------------------------------------------------------
 def _iv(state: dict) -> Interventions:
     heads = frozenset((h.split(":")[0], int(h.split(":")[1])) for h in state["heads_off"])
-    return Interventions(heads_off=heads, look_ahead_mask=state["iv_look_ahead"], padding_mask=state["iv_padding"],
-                         scale=state["iv_scale"], positional_encoding=state["iv_pos"])
+    return Interventions(
+        heads_off=heads,
+        look_ahead_mask=state["iv_look_ahead"],
+        padding_mask=state["iv_padding"],
+        scale=state["iv_scale"],
+        positional_encoding=state["iv_pos"],
+    )
 
 
 @pytest.fixture(scope="module")
@@ -330,8 +357,11 @@ def test_shipped_plans_quote_the_models_own_translations(bundles):
             for claim in re.findall("«([^»]*)»", stop.caption):  # a quoted translation is the stop's own output
                 assert claim == a.translation, (plan.title, stop.caption)
                 quoted += 1
-    assert titles == {"Thinking Machines in a dozen stops", "What decides il or elle",
-                      "Masks: how a decoder could cheat"}
+    assert titles == {
+        "Thinking Machines in a dozen stops",
+        "What decides il or elle",
+        "Masks: how a decoder could cheat",
+    }
     assert quoted >= 10
     assert len(shipped("Thinking Machines in a dozen stops").stops) == 12
 
@@ -396,8 +426,9 @@ def test_shipped_plans_claim_only_what_their_runs_show(bundles):
     assert f"dec.{best[0]}.cross_attn:{best[1]}" == elle.stops[4].hidden_head == elle.stops[5].state["heads_off"][0]
     assert "carr" not in elle.stops[5].caption  # a head switched off: the pronoun survives, nothing "carries"
     # the tracing stops: the question's answer is what the tracing measures
-    trace_tw = tracing.trace_pair(base, tracing.pair(base, elle.stops[7].state["sentence"],
-                                                     coref.partner(elle.stops[7].state["sentence"])))
+    trace_tw = tracing.trace_pair(
+        base, tracing.pair(base, elle.stops[7].state["sentence"], coref.partner(elle.stops[7].state["sentence"]))
+    )
     assert elle.stops[7].state["page"] == "tracing"
     q = elle.stops[7].question
     words = trace_tw.pair.clean.tokens
@@ -408,8 +439,9 @@ def test_shipped_plans_claim_only_what_their_runs_show(bundles):
     trace_wt = tracing.trace_pair(base, tracing.pair(base, wide, coref.partner(wide)))
     lost = trace_wt.mask.share[-1][10]
     q = elle.stops[8].question
-    assert q["options"][q["answer"]] == ("almost none" if lost < 0.1 else "almost all of it" if lost > 0.9 else
-                                         "about half")
+    assert q["options"][q["answer"]] == (
+        "almost none" if lost < 0.1 else "almost all of it" if lost > 0.9 else "about half"
+    )
     # B2: with the mask off, "i am a student" keeps its translation but 17 of the 586 held-out sentences change
     masks = shipped("Masks: how a decoder could cheat")
     held = load_dataset()["heldout"]
@@ -483,8 +515,12 @@ def test_shared_run_board_of_students_runs(monkeypatch, local_training):
     best = min((0, 1), key=lambda i: runs[i].losses[-1])
     said = f"student {best + 1}'s run ends with the lowest training loss ({runs[best].losses[-1]:.3f})"
     assert md(said) in all_text(t)
-    lines = [tr for el in t.get("plotly_chart") for tr in json.loads(el.proto.spec)["data"]
-             if tr.get("name", "").startswith("student ")]
+    lines = [
+        tr
+        for el in t.get("plotly_chart")
+        for tr in json.loads(el.proto.spec)["data"]
+        if tr.get("name", "").startswith("student ")
+    ]
     assert [tr["name"] for tr in lines] == ["student 1", "student 2"]
 
 
@@ -515,11 +551,17 @@ def test_shared_run_of_the_teacher_followed_by_the_class(monkeypatch, local_trai
     assert np.allclose(att["weights"], snap.cross[-1].mean(axis=0), atol=5e-4)
     follower.run()
     no_exception(follower)
-    assert ":material/model_training: **Your teacher's training run finished after 12 steps** · training loss " \
+    assert (
+        ":material/model_training: **Your teacher's training run finished after 12 steps** · training loss "
         f"{view.losses[-1]:.3f}" in all_text(follower)
+    )
     assert np.allclose(heatmap_z(chart_spec(follower, "class_run_attention")), att["weights"], atol=1e-6)
-    curve = next(tr for el in follower.get("plotly_chart") for tr in json.loads(el.proto.spec)["data"]
-                 if tr.get("name") == "teacher's run")
+    curve = next(
+        tr
+        for el in follower.get("plotly_chart")
+        for tr in json.loads(el.proto.spec)["data"]
+        if tr.get("name") == "teacher's run"
+    )
     assert curve["x"][-1] == 12 and curve["y"][-1] == pytest.approx(view.losses[-1])
     explorer.run()
     assert "Your teacher's training run" not in all_text(explorer)
@@ -530,10 +572,11 @@ def test_shared_run_of_the_teacher_followed_by_the_class(monkeypatch, local_trai
     no_exception(follower)
     mine, theirs = ss(follower, "my_model"), job.result
     assert ss(follower, "model") == "mine" and mine.config == theirs.config
-    assert all(torch.equal(a, b) for a, b in zip(mine.model.state_dict().values(),
-                                                 theirs.model.state_dict().values(), strict=True))
-    assert "You explore this model" in all_text(follower) and not any(b.key == "class_run_use"
-                                                                       for b in follower.button)
+    assert all(
+        torch.equal(a, b)
+        for a, b in zip(mine.model.state_dict().values(), theirs.model.state_dict().values(), strict=True)
+    )
+    assert "You explore this model" in all_text(follower) and not any(b.key == "class_run_use" for b in follower.button)
     t.button(key="training_use_mine").click().run()  # the teacher shows the run's model: the class is told
     assert ss(t, "model") == "mine" and "your finished run's model is shared with the class" in all_text(t)
     follower.run()
@@ -543,7 +586,8 @@ def test_shared_run_of_the_teacher_followed_by_the_class(monkeypatch, local_trai
     no_exception(follower)
     sentence = ss(follower, "sentence")
     expected = pipeline.analyse(theirs, pipeline.prepare(theirs, sentence)).translation
-    shipped_says = pipeline.analyse(checkpoint.load(checkpoint.SHIPPED),
-                                    pipeline.prepare(checkpoint.load(checkpoint.SHIPPED), sentence)).translation
+    shipped_says = pipeline.analyse(
+        checkpoint.load(checkpoint.SHIPPED), pipeline.prepare(checkpoint.load(checkpoint.SHIPPED), sentence)
+    ).translation
     assert expected != shipped_says  # (the page below shows the teacher's model, not the shipped one)
     assert f"**Translation:** {md(expected) or '*(empty)*'}" in all_text(follower)

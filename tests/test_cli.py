@@ -59,6 +59,7 @@ def test_translate_with_a_bad_checkpoint_exits_2_without_traceback(tmp_path):
 
 # The same entry point in-process (no interpreter start-up): more cases, same code path.
 
+
 @pytest.mark.parametrize("text", ["", " ", "\n\t"])
 def test_translate_main_refuses_empty_input(text, capsys):
     assert translate_main([text]) == 2
@@ -103,8 +104,25 @@ def test_train_cli_writes_a_loadable_checkpoint(tmp_path):
     small = [lines[0], *train, *[x for x in lines if x.startswith("heldout\t")][:10]]
     (tmp_path / "small.tsv").write_text("\n".join(small) + "\n", encoding="utf-8")
     out = tmp_path / "tiny"
-    r = run("model.train", "--steps", "3", "--d-model", "16", "--n-heads", "2", "--n-layers", "1", "--d-ff", "32",
-            "--eval-every", "0", "--data", str(tmp_path / "small.tsv"), "--out", str(out))
+    r = run(
+        "model.train",
+        "--steps",
+        "3",
+        "--d-model",
+        "16",
+        "--n-heads",
+        "2",
+        "--n-layers",
+        "1",
+        "--d-ff",
+        "32",
+        "--eval-every",
+        "0",
+        "--data",
+        str(tmp_path / "small.tsv"),
+        "--out",
+        str(out),
+    )
     assert r.returncode == 0, r.stderr
     assert "held-out (10 pairs)" in r.stdout and "exact match" in r.stdout
     meta = json.loads(out.with_suffix(".json").read_text())

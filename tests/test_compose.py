@@ -141,8 +141,9 @@ def test_only_the_proxy_is_published_and_it_alone_is_trusted():
     assert "*" not in trusted
     assert trusted == SERVICES["proxy"]["networks"]["backend"]["ipv4_address"]
     default = re.fullmatch(r"\$\{GLASS_PROXY_ADDRESS:-([\d.]+)\}", trusted)[1]
-    subnet = re.fullmatch(r"\$\{GLASS_BACKEND_SUBNET:-([\d./]+)\}",
-                          COMPOSE["networks"]["backend"]["ipam"]["config"][0]["subnet"])[1]
+    subnet = re.fullmatch(
+        r"\$\{GLASS_BACKEND_SUBNET:-([\d./]+)\}", COMPOSE["networks"]["backend"]["ipam"]["config"][0]["subnet"]
+    )[1]
     import ipaddress
 
     assert ipaddress.ip_address(default) in ipaddress.ip_network(subnet)
@@ -158,9 +159,13 @@ def test_pip_in_the_image_uses_the_wheelhouse_only():
 def test_the_entrypoint_puts_secrets_where_the_app_reads_them(tmp_path):
     (tmp_path / "pw").write_text("a/b+c=d_e-f~g.h12345\n")
     (tmp_path / "cookie").write_text("c" * 40)
-    env = secret_environment({"GLASS_REDIS_URL": f"redis://{WORKER_USER}@redis:6379/0",
-                              "GLASS_REDIS_PASSWORD_FILE": str(tmp_path / "pw"),
-                              "STREAMLIT_SERVER_COOKIE_SECRET_FILE": str(tmp_path / "cookie")})
+    env = secret_environment(
+        {
+            "GLASS_REDIS_URL": f"redis://{WORKER_USER}@redis:6379/0",
+            "GLASS_REDIS_PASSWORD_FILE": str(tmp_path / "pw"),
+            "STREAMLIT_SERVER_COOKIE_SECRET_FILE": str(tmp_path / "cookie"),
+        }
+    )
     assert env["GLASS_REDIS_URL"] == f"redis://{WORKER_USER}:a%2Fb%2Bc%3Dd_e-f~g.h12345@redis:6379/0"
     assert env["STREAMLIT_SERVER_COOKIE_SECRET"] == "c" * 40
     import redis
@@ -177,8 +182,13 @@ def test_a_missing_or_empty_secret_stops_the_container(tmp_path, content):
         path.write_text(content)
     with pytest.raises(MissingSecret):
         secret_environment({"GLASS_REDIS_URL": "redis://redis:6379/0", "GLASS_REDIS_PASSWORD_FILE": str(path)})
-    r = subprocess.run([sys.executable, "-m", "deploy.entrypoint", "true"], cwd=ROOT, capture_output=True, text=True,
-                       env={"GLASS_REDIS_URL": "redis://redis:6379/0", "GLASS_REDIS_PASSWORD_FILE": str(path)})
+    r = subprocess.run(
+        [sys.executable, "-m", "deploy.entrypoint", "true"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={"GLASS_REDIS_URL": "redis://redis:6379/0", "GLASS_REDIS_PASSWORD_FILE": str(path)},
+    )
     assert r.returncode == 78 and "GLASS_REDIS_PASSWORD_FILE" in r.stderr
 
 

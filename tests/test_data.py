@@ -135,25 +135,34 @@ def test_seed_examples(rows):
     assert ("i am a student", "je suis étudiant") in train
     assert ("thinking machines learn fast", "les machines pensantes apprennent vite") in train
     assert ("i like thinking machines", "j'aime les machines pensantes") in train
-    assert ("the animal didn't cross the street because it was too tired",
-            "l'animal n'a pas traversé la rue parce qu'il était trop fatigué") in train
-    assert ("the animal didn't cross the street because it was too wide",
-            "l'animal n'a pas traversé la rue parce qu'elle était trop large") in train
+    assert (
+        "the animal didn't cross the street because it was too tired",
+        "l'animal n'a pas traversé la rue parce qu'il était trop fatigué",
+    ) in train
+    assert (
+        "the animal didn't cross the street because it was too wide",
+        "l'animal n'a pas traversé la rue parce qu'elle était trop large",
+    ) in train
 
 
 def test_thinking_machines(rows):
     def count(split):
-        return sum("thinking machine" in r[1] and "machine" in r[2] and "pensante" in r[2]
-                   for r in rows if r[0] == split)
+        return sum(
+            "thinking machine" in r[1] and "machine" in r[2] and "pensante" in r[2] for r in rows if r[0] == split
+        )
+
     assert count("train") >= 10
     assert count("heldout") >= 3
 
 
-@pytest.mark.parametrize("en, fr", [
-    ("i like dogs", "j'aime les chiens"),
-    ("we drink water", "nous buvons de l'eau"),
-    ("i don't drink water", "je ne bois pas d'eau"),
-])
+@pytest.mark.parametrize(
+    "en, fr",
+    [
+        ("i like dogs", "j'aime les chiens"),
+        ("we drink water", "nous buvons de l'eau"),
+        ("i don't drink water", "je ne bois pas d'eau"),
+    ],
+)
 def test_grammar_examples_are_generated_this_way(gen, en, fr):
     """A few textbook sentences, built by the generator's own functions."""
     r = gen.Realizer(__import__("random").Random(0))
@@ -172,8 +181,24 @@ def test_french_elision_and_contraction(rows):
         assert not vowel_after.search(fr), fr
         assert not contraction.search(fr), fr
     all_fr = " ".join(r[2] for r in rows)
-    for form in ("j'aime", "l'animal", "l'étudiant", "n'a pas", "d'eau", "qu'il", "qu'elle", "l'école", "au parc",
-                 "à l'école", "aux magasins", "du pain", "de la soupe", "de l'eau", "près du", "vieil"):
+    for form in (
+        "j'aime",
+        "l'animal",
+        "l'étudiant",
+        "n'a pas",
+        "d'eau",
+        "qu'il",
+        "qu'elle",
+        "l'école",
+        "au parc",
+        "à l'école",
+        "aux magasins",
+        "du pain",
+        "de la soupe",
+        "de l'eau",
+        "près du",
+        "vieil",
+    ):
         assert form in all_fr, form
 
 
@@ -187,12 +212,22 @@ def test_adjective_position_and_agreement(rows):
 
 # --- the coreference family -------------------------------------------------------------------------
 
-ANIMALS = {"animal": "l'animal", "dog": "le chien", "horse": "le cheval", "cat": "le chat", "cow": "la vache",
-           "mouse": "la souris"}
+ANIMALS = {
+    "animal": "l'animal",
+    "dog": "le chien",
+    "horse": "le cheval",
+    "cat": "le chat",
+    "cow": "la vache",
+    "mouse": "la souris",
+}
 PLACES = {"street": "la rue", "road": "la route", "river": "la rivière", "bridge": "le pont", "park": "le parc"}
 ANIMAL_ADJS = {"tired": "fatigué", "scared": "effrayé", "hungry": "affamé"}
-PLACE_ADJS = {"wide": ("large", "large"), "long": ("long", "longue"), "narrow": ("étroit", "étroite"),
-              "busy": ("animé", "animée")}
+PLACE_ADJS = {
+    "wide": ("large", "large"),
+    "long": ("long", "longue"),
+    "narrow": ("étroit", "étroite"),
+    "busy": ("animé", "animée"),
+}
 FEMININE = {"cow", "mouse", "goat", "hen", "street", "road", "river", "lane"}
 COREF_EN = re.compile(r"^the (\w+) didn't cross the (\w+) because it was too (\w+)$")
 COREF_FR = re.compile(r"^(le |la |l')(\w+) n'a pas traversé (le |la |l')(\w+) parce qu'(il|elle) était trop (\w+)$")
@@ -222,8 +257,9 @@ def test_coref_family_covers_the_required_words(rows):
     assert set(ANIMAL_ADJS) | set(PLACE_ADJS) <= {i[3] for i in items}
     assert {i[4] for i in items} == {"il", "elle"}
     for animal, article in ANIMALS.items():
-        assert any(i[1] == animal and i[6].startswith(article + ("" if article.endswith("'") else " "))
-                   for i in items), animal
+        assert any(
+            i[1] == animal and i[6].startswith(article + ("" if article.endswith("'") else " ")) for i in items
+        ), animal
     for place, article in PLACES.items():
         assert any(i[2] == place and f"traversé {article} " in i[6] for i in items), place
 
@@ -326,7 +362,7 @@ def test_batches_are_padded_and_cover_everything_once(encoded):
         for s_row, t_row in zip(src.tolist(), tgt.tolist(), strict=True):
             s = s_row[: s_row.index(EOS_ID) + 1]
             t = t_row[: t_row.index(EOS_ID) + 1]
-            assert all(i == PAD_ID for i in s_row[len(s):]) and all(i == PAD_ID for i in t_row[len(t):])
+            assert all(i == PAD_ID for i in s_row[len(s) :]) and all(i == PAD_ID for i in t_row[len(t) :])
             assert PAD_ID not in s and PAD_ID not in t and t[0] == BOS_ID
             seen.append((tuple(s), tuple(t)))
         # the longest row of the batch has no padding
@@ -353,6 +389,7 @@ def test_batches_are_length_bucketed(encoded):
 def test_batches_are_deterministic_and_shuffled(encoded):
     def firsts(**kw):
         return [src[0].tolist() for src, _ in batches(encoded, 64, **kw)]
+
     assert firsts(seed=3) == firsts(seed=3)
     assert firsts(seed=3) != firsts(seed=4)
     g1, g2 = torch.Generator().manual_seed(7), torch.Generator().manual_seed(7)
@@ -472,8 +509,11 @@ def test_error_word_too_long_for_a_checkpoint():
     from model.limits import MAX_TOKEN_CHARS
 
     data = corpus(3) + f"le {'x' * (MAX_TOKEN_CHARS + 1)}\tcourt\n".encode() + corpus(20, start=3)
-    with pytest.raises(CorpusError, match=f"Line 4: the source sentence has a word of {MAX_TOKEN_CHARS + 1} "
-                                          f"characters; the limit is {MAX_TOKEN_CHARS}"):
+    with pytest.raises(
+        CorpusError,
+        match=f"Line 4: the source sentence has a word of {MAX_TOKEN_CHARS + 1} "
+        f"characters; the limit is {MAX_TOKEN_CHARS}",
+    ):
         parse_corpus(data, "mine.tsv")
     ok = corpus(3) + f"le {'x' * MAX_TOKEN_CHARS}\tcourt\n".encode() + corpus(20, start=3)
     assert len(parse_corpus(ok, "mine.tsv").pairs) == 24
@@ -519,8 +559,10 @@ def test_split_pairs_every_tenth():
 def test_dataset_reference():
     assert dataset_reference("i am a student") == "je suis étudiant"
     assert dataset_reference("  I am a   STUDENT ") == "je suis étudiant"
-    assert dataset_reference("the animal didn't cross the street because it was too tired") == \
-        "l'animal n'a pas traversé la rue parce qu'il était trop fatigué"
+    assert (
+        dataset_reference("the animal didn't cross the street because it was too tired")
+        == "l'animal n'a pas traversé la rue parce qu'il était trop fatigué"
+    )
     assert dataset_reference("zebras juggle quantum spoons") is None
     assert dataset_reference("je suis étudiant", "fr-en") == "i am a student"
     assert dataset_reference("i am a student", "xx-yy") is None

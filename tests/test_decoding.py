@@ -95,8 +95,9 @@ def test_greedy_batch_equals_greedy_one_by_one(bundle, sentences):
 def test_greedy_batch_equals_greedy_on_an_untrained_model():
     """Also when nothing stops early (no EOS): the padding mask alone keeps the rows independent."""
     torch.manual_seed(1)
-    model = Transformer(Config(20, 20, d_model=16, n_heads=2, n_enc_layers=1, n_dec_layers=1, d_ff=32,
-                               dropout=0.0)).eval()
+    model = Transformer(
+        Config(20, 20, d_model=16, n_heads=2, n_enc_layers=1, n_dec_layers=1, d_ff=32, dropout=0.0)
+    ).eval()
     srcs = [[5, 6, 7, 8, 9, 2], [10, 11, 2], [12, 2]]
     batch = torch.tensor([s + [PAD_ID] * (6 - len(s)) for s in srcs])
     for s, out in zip(srcs, greedy_batch(model, batch, max_len=8), strict=True):

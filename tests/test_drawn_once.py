@@ -25,9 +25,20 @@ STATES = {  # each a link's query (ui/state.py): what a student's page opens on
     "presenter mode": {"s": TM, "presenter": "1"},
 }
 # page -> what else its links say (the lesson: step 18, encoder-decoder attention, which every state changes)
-PAGES = {"lesson": {"step": "18"}, "overview": {}, "encoder": {}, "output": {}, "multi_head": {}, "before": {},
-         "positional": {}, "why_attention": {}, "self_attention": {}, "tokens": {},
-         "cross_attention": {}, "decoder": {}}
+PAGES = {
+    "lesson": {"step": "18"},
+    "overview": {},
+    "encoder": {},
+    "output": {},
+    "multi_head": {},
+    "before": {},
+    "positional": {},
+    "why_attention": {},
+    "self_attention": {},
+    "tokens": {},
+    "cross_attention": {},
+    "decoder": {},
+}
 
 
 def shown(at) -> list:
@@ -36,15 +47,31 @@ def shown(at) -> list:
     out += [("table", t.value.to_json()) for t in at.table]
     out += [("dataframe", d.value.to_json()) for d in at.dataframe]
     out += [("link", e.proto.page, e.proto.label) for e in at.get("page_link")]
-    out += [(kind, e.value) for kind in ("info", "warning", "success", "caption", "markdown", "latex", "metric",
-                                         "title", "header", "subheader") for e in getattr(at, kind)]
+    out += [
+        (kind, e.value)
+        for kind in (
+            "info",
+            "warning",
+            "success",
+            "caption",
+            "markdown",
+            "latex",
+            "metric",
+            "title",
+            "header",
+            "subheader",
+        )
+        for e in getattr(at, kind)
+    ]
     return out
 
 
 @pytest.mark.parametrize("page", PAGES)
 def test_a_replayed_element_is_its_own_states(page):
-    states = {name: {**state, **PAGES[page], **({"lesson": state["s"]} if page == "lesson" else {})}
-              for name, state in STATES.items()}
+    states = {
+        name: {**state, **PAGES[page], **({"lesson": state["s"]} if page == "lesson" else {})}
+        for name, state in STATES.items()
+    }
     truth = {}
     for name, state in states.items():
         replay.clear()  # (the figures and sections drawn once per content)

@@ -19,8 +19,21 @@ def half_trained():
     basic = [p for p in data["train"] if p.tag == "basic"]
     pairs = basic[:40] + [p for p in data["heldout"] if p.tag in ("basic", "coref")][::8]
     torch.manual_seed(0)
-    trainer = Trainer(TrainConfig(d_model=32, n_heads=2, n_layers=1, d_ff=64, batch_size=32, warmup=10, lr_scale=0.3,
-                                  dropout=0.0, steps=80, eval_every=0), {"train": basic[:160], "heldout": pairs})
+    trainer = Trainer(
+        TrainConfig(
+            d_model=32,
+            n_heads=2,
+            n_layers=1,
+            d_ff=64,
+            batch_size=32,
+            warmup=10,
+            lr_scale=0.3,
+            dropout=0.0,
+            steps=80,
+            eval_every=0,
+        ),
+        {"train": basic[:160], "heldout": pairs},
+    )
     while trainer.step < 80:
         trainer.train_step()
     return trainer.bundle(), pairs
@@ -44,8 +57,11 @@ def test_translate_pairs_equals_greedy_decoding_of_every_pair(half_trained):
     assert fast == slow
 
 
-@pytest.mark.parametrize("iv", [Interventions(look_ahead_mask=False), Interventions(padding_mask=False)],
-                         ids=["no look-ahead mask", "no padding mask"])
+@pytest.mark.parametrize(
+    "iv",
+    [Interventions(look_ahead_mask=False), Interventions(padding_mask=False)],
+    ids=["no look-ahead mask", "no padding mask"],
+)
 def test_without_the_masks_every_pair_is_decoded(half_trained, iv):
     """Without the look-ahead mask teacher forcing lets a position read the next word, so "solved" under it says
     nothing about greedy decoding: every pair must be decoded."""

@@ -36,10 +36,17 @@ def configs(draw) -> Config:
     step = heads * 2 // torch.tensor(heads * 2).gcd(torch.tensor(2)).item() * 2  # even and divisible by heads
     d_model = draw(st.sampled_from([d for d in range(max(d_lo, step), d_hi + 1, step)] or [step]))
     layers = st.integers(*(int(v) for v in BOUNDS["n_layers"]))
-    return Config(src_vocab=len(SHIPPED.src_vocab), tgt_vocab=len(SHIPPED.tgt_vocab), d_model=d_model, n_heads=heads,
-                  n_enc_layers=draw(layers), n_dec_layers=draw(layers),
-                  d_ff=draw(st.integers(*(int(v) for v in BOUNDS["d_ff"]))),
-                  max_len=draw(st.integers(*(int(v) for v in MODEL_BOUNDS["max_len"]))), dropout=0.0)
+    return Config(
+        src_vocab=len(SHIPPED.src_vocab),
+        tgt_vocab=len(SHIPPED.tgt_vocab),
+        d_model=d_model,
+        n_heads=heads,
+        n_enc_layers=draw(layers),
+        n_dec_layers=draw(layers),
+        d_ff=draw(st.integers(*(int(v) for v in BOUNDS["d_ff"]))),
+        max_len=draw(st.integers(*(int(v) for v in MODEL_BOUNDS["max_len"]))),
+        dropout=0.0,
+    )
 
 
 CORNERS = [  # the edges of the box, where defaults that assume a size break
@@ -75,8 +82,9 @@ def run_every_page(bundle: checkpoint.Bundle, sentence: str) -> dict[str, list[s
     return failures
 
 
-@pytest.mark.parametrize("corner", CORNERS, ids=lambda c: "d{d_model}h{n_heads}L{n_enc_layers}{n_dec_layers}"
-                                                          "len{max_len}".format(**c))
+@pytest.mark.parametrize(
+    "corner", CORNERS, ids=lambda c: "d{d_model}h{n_heads}L{n_enc_layers}{n_dec_layers}len{max_len}".format(**c)
+)
 def test_every_page_at_the_corners_of_the_bound_box(corner):
     cfg = Config(src_vocab=len(SHIPPED.src_vocab), tgt_vocab=len(SHIPPED.tgt_vocab), dropout=0.0, **corner)
     assert run_every_page(bundle_for(cfg), "the animal didn't cross the street because it was too tired") == {}

@@ -96,10 +96,17 @@ def test_awkward_text_on_every_page(text):
     assert failures(text) == {}
 
 
-@settings(max_examples=FUZZ_EXAMPLES, derandomize=True, deadline=None, database=None,
-          suppress_health_check=[HealthCheck.too_slow])
-@given(st.text(max_size=120) | st.text(st.characters(codec="utf-8"), min_size=1, max_size=12).map(
-    lambda w: f"i am {w} student"))
+@settings(
+    max_examples=FUZZ_EXAMPLES,
+    derandomize=True,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+@given(
+    st.text(max_size=120)
+    | st.text(st.characters(codec="utf-8"), min_size=1, max_size=12).map(lambda w: f"i am {w} student")
+)
 def test_any_text_on_every_page(text):
     assert failures(text) == {}
 
@@ -107,8 +114,9 @@ def test_any_text_on_every_page(text):
 SIDEBAR_PAGE = page_list.DEFAULT.name  # the page the sidebar tests type on: the landing page
 
 
-@pytest.mark.parametrize("text", ["<b>bold</b>", "\x00\x07", "", "a" * 10_000],
-                         ids=["html", "control", "empty", "long"])
+@pytest.mark.parametrize(
+    "text", ["<b>bold</b>", "\x00\x07", "", "a" * 10_000], ids=["html", "control", "empty", "long"]
+)
 def test_any_text_through_the_sidebar(text):
     """The whole app (sidebar, URL sync) with the text typed in the sidebar box."""
     at = run_app(SIDEBAR_PAGE)

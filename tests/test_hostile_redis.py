@@ -60,8 +60,9 @@ def marker():
 def worker(redis):
     """One queue worker on the worker user (it cannot even read a class)."""
     log = Path(tempfile.mkdtemp(prefix="glass-hostile-worker-")) / "worker.log"
-    child = spawn("worker", [sys.executable, "-m", "training.queue_worker", "--name", "hostile-w",
-                             "--url", redis.worker_url], log)
+    child = spawn(
+        "worker", [sys.executable, "-m", "training.queue_worker", "--name", "hostile-w", "--url", redis.worker_url], log
+    )
     conn = new_client(redis.url)
     deadline = time.monotonic() + 60
     while not conn.zscore(PREFIX + "workers", "hostile-w"):
@@ -75,12 +76,20 @@ def evil(marker: Path) -> bytes:
     return pickle.dumps(Boom(marker))
 
 
-
 def rq_job(conn, job_id: str, data: bytes, **fields) -> None:
     """An RQ job record written by hand (as an attacker with the queue's keys would), then queued."""
-    conn.hset(f"rq:job:{job_id}", mapping={"data": data, "origin": QUEUE, "status": "queued",
-                                           "created_at": "2026-01-01T00:00:00.000000Z", "timeout": "60",
-                                           "description": "x", **fields})
+    conn.hset(
+        f"rq:job:{job_id}",
+        mapping={
+            "data": data,
+            "origin": QUEUE,
+            "status": "queued",
+            "created_at": "2026-01-01T00:00:00.000000Z",
+            "timeout": "60",
+            "description": "x",
+            **fields,
+        },
+    )
     conn.rpush(f"rq:queue:{QUEUE}", job_id)
 
 
@@ -98,9 +107,14 @@ def test_a_hostile_queued_job_is_refused_with_a_message_and_runs_nothing(redis, 
     elif case == "func":  # JSON, but naming another function
         rq_job(conn, job_id, json.dumps(["os.system", None, [f"touch {marker}"], {}]).encode())
     else:  # the right function, with a spec that is not ours, and callbacks and a webhook that would run code
-        rq_job(conn, job_id, json.dumps(["training.queue_worker.train", None, ["{}"], {}]).encode(),
-               success_callback_name="os.system", failure_callback_name="os.system",
-               webhooks=json.dumps([{"url": "http://127.0.0.1:9/", "job_status": "failed"}]))
+        rq_job(
+            conn,
+            job_id,
+            json.dumps(["training.queue_worker.train", None, ["{}"], {}]).encode(),
+            success_callback_name="os.system",
+            failure_callback_name="os.system",
+            webhooks=json.dumps([{"url": "http://127.0.0.1:9/", "job_status": "failed"}]),
+        )
     wait_for(lambda: ended_with(conn, job_id) is not None, 60, "the worker's refusal")
     assert ended_with(conn, job_id) == m.End("failed", "error", REFUSED)
     assert not marker.exists() and worker.alive()
@@ -165,8 +179,12 @@ def test_a_hostile_class_record_is_a_message_not_code_or_a_traceback(redis, mark
 
     store = RedisClassStore(redis.url, prefix=f"test:{uuid.uuid4().hex[:8]}")
     code, secret = store.create({"sentence": "i am a student"})
-    for field, value in [("state", evil(marker)), ("state", json.dumps({"sentence": "<script>x</script>"})),
-                         ("question", evil(marker)), ("version", "not a number")]:
+    for field, value in [
+        ("state", evil(marker)),
+        ("state", json.dumps({"sentence": "<script>x</script>"})),
+        ("question", evil(marker)),
+        ("version", "not a number"),
+    ]:
         good = store._r.hget(store._keys(code)[0], field)
         store._r.hset(store._keys(code)[0], field, value)
         with pytest.raises(StoreUnavailable, match="could not be read"):

@@ -22,8 +22,9 @@ from websockets.asyncio.client import connect
 from bench.abuse import Visitor
 from serving.processes import start_app
 
-SURROGATE_PLAN = ('{"format": "glass-plan/1", "title": "t", "stops": [{"caption": "", '
-                  '"state": {"page": "overview", "\\ud800x": 1}}]}')
+SURROGATE_PLAN = (
+    '{"format": "glass-plan/1", "title": "t", "stops": [{"caption": "", "state": {"page": "overview", "\\ud800x": 1}}]}'
+)
 PLAN_LINK = base64.urlsafe_b64encode(zlib.compress(SURROGATE_PLAN.encode(), 9)).decode().rstrip("=")
 ODD = ["é", "%ED%A0%80", "%00", "%F0%9F%98%80" * 50, "<script>", "../../etc/passwd", "%2e%2e%2f" * 20, "A" * 5000]
 
@@ -42,30 +43,62 @@ def raw(port: int, request: bytes, read: bool = True) -> bytes:
 
 def http_attacks(port: int) -> int:
     """Every HTTP route with hostile paths, queries, methods, headers and bodies; how many requests were sent."""
-    paths = ["/", "/_stcore/health", "/_stcore/host-config", "/_stcore/metrics", "/_stcore/script-health-check",
-             "/media/x", "/_stcore/upload_file/x/y", "/component/x", "/_stcore/bidi-components/x", "/app/static/x",
-             "/static/x", "/api/class/ABCDEF/events", "/overview", "/classroom"]
+    paths = [
+        "/",
+        "/_stcore/health",
+        "/_stcore/host-config",
+        "/_stcore/metrics",
+        "/_stcore/script-health-check",
+        "/media/x",
+        "/_stcore/upload_file/x/y",
+        "/component/x",
+        "/_stcore/bidi-components/x",
+        "/app/static/x",
+        "/static/x",
+        "/api/class/ABCDEF/events",
+        "/overview",
+        "/classroom",
+    ]
     requests = []
     for path in paths:
         for odd in ODD:
             requests.append(f"GET {path}/{odd}?t={odd}&plan={odd}&class={odd}&s={odd} HTTP/1.1\r\nHost: x\r\n\r\n")
         for method in ("POST", "PUT", "DELETE", "PATCH", "OPTIONS", "HEAD", "TRACE", "BREW"):
             requests.append(f"{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello")
-        requests.append(f"GET {path} HTTP/1.1\r\nHost: x\r\nRange: bytes=abc-\r\nCookie: _streamlit_xsrf=2|zz|\r\n"
-                        f"X-Forwarded-For: not-an-address, é\r\nOrigin: null\r\n\r\n")
+        requests.append(
+            f"GET {path} HTTP/1.1\r\nHost: x\r\nRange: bytes=abc-\r\nCookie: _streamlit_xsrf=2|zz|\r\n"
+            f"X-Forwarded-For: not-an-address, é\r\nOrigin: null\r\n\r\n"
+        )
     mac = "0" * 32
-    for tok in ("é." + mac, "\udcff".encode("utf-8", "surrogateescape").decode("latin-1") + "." + mac, "x" * 300,
-                "teacher." + mac, "..", "%ED%A0%80.%ED%A0%80"):
+    for tok in (
+        "é." + mac,
+        "\udcff".encode("utf-8", "surrogateescape").decode("latin-1") + "." + mac,
+        "x" * 300,
+        "teacher." + mac,
+        "..",
+        "%ED%A0%80.%ED%A0%80",
+    ):
         requests.append(f"GET /api/class/ABCDEF/events?t={quote(tok, safe='%')} HTTP/1.1\r\nHost: x\r\n\r\n")
-    body = b"--b\r\nContent-Disposition: form-data; name=\"file\"; filename=\"\xff\xfe.json\"\r\n\r\n\x00\x01\r\n--b--"
+    body = b'--b\r\nContent-Disposition: form-data; name="file"; filename="\xff\xfe.json"\r\n\r\n\x00\x01\r\n--b--'
     for target in ("/_stcore/upload_file/not-a-session/x", "/_stcore/upload_file/%00/%ff"):
-        requests.append((f"PUT {target} HTTP/1.1\r\nHost: x\r\nContent-Type: multipart/form-data; boundary=b\r\n"
-                         f"Content-Length: {len(body)}\r\n\r\n").encode("latin-1") + body)
-        requests.append(f"PUT {target} HTTP/1.1\r\nHost: x\r\nContent-Type: multipart/form-data\r\n"
-                        f"Content-Length: 99999999\r\n\r\nshort")
-    requests += ["GARBAGE\r\n\r\n", "GET / HTTP/9.9\r\n\r\n", "GET / HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n",
-                 "GET / HTTP/1.1\r\n" + "X: " + "y" * 70_000 + "\r\n\r\n",
-                 "\x16\x03\x01\x00\xa5\x01\x00\x00\xa1\x03\x03"]  # (a TLS hello)
+        requests.append(
+            (
+                f"PUT {target} HTTP/1.1\r\nHost: x\r\nContent-Type: multipart/form-data; boundary=b\r\n"
+                f"Content-Length: {len(body)}\r\n\r\n"
+            ).encode("latin-1")
+            + body
+        )
+        requests.append(
+            f"PUT {target} HTTP/1.1\r\nHost: x\r\nContent-Type: multipart/form-data\r\n"
+            f"Content-Length: 99999999\r\n\r\nshort"
+        )
+    requests += [
+        "GARBAGE\r\n\r\n",
+        "GET / HTTP/9.9\r\n\r\n",
+        "GET / HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n",
+        "GET / HTTP/1.1\r\n" + "X: " + "y" * 70_000 + "\r\n\r\n",
+        "\x16\x03\x01\x00\xa5\x01\x00\x00\xa1\x03\x03",
+    ]  # (a TLS hello)
     for r in requests:
         raw(port, r if isinstance(r, bytes) else r.encode("utf-8", "surrogateescape"))
     return len(requests)
@@ -76,6 +109,7 @@ async def websocket_attacks(url: str) -> None:
     lesson plan with a lone surrogate, odd pages and query strings), and sessions that vanish mid-run while their
     messages are held back (one address flooding while another uses the server)."""
     ws_url = url.replace("http", "ws") + "/_stcore/stream"
+
     async def send(frame, **kw) -> None:
         try:
             async with connect(ws_url, subprotocols=["streamlit", "x"], max_size=None, **kw) as ws:
@@ -87,8 +121,12 @@ async def websocket_attacks(url: str) -> None:
     await send(b"", additional_headers={"Origin": "http://evil.example"})
     for frame in ("hello", b"\x00\xff" * 100, b"\x0a\xff\xff\xff\xff\x0f", b"\x08" * 3_000_000):
         await send(frame)
-    for page, query in (("overview", f"plan={PLAN_LINK}"), ("classroom", f"plan={PLAN_LINK}"),
-                        ("nowhere", "s=%ED%A0%80&class=%00&k=" + "é" * 300), ("classroom", "class=ZZZZZZ&k=x")):
+    for page, query in (
+        ("overview", f"plan={PLAN_LINK}"),
+        ("classroom", f"plan={PLAN_LINK}"),
+        ("nowhere", "s=%ED%A0%80&class=%00&k=" + "é" * 300),
+        ("classroom", "class=ZZZZZZ&k=x"),
+    ):
         v = Visitor(url, "203.0.113.80")
         await v.connect(page, query)
         assert not v.exceptions(), v.exceptions()
@@ -124,5 +162,5 @@ def test_no_visitor_action_writes_a_traceback_to_the_log(tmp_path: Path):
     text = log.read_text(errors="replace")
     lines = text.splitlines()
     first = next((i for i, x in enumerate(lines) if "Traceback" in x or "Exception in ASGI" in x), None)
-    assert first is None, "\n".join(lines[max(0, first - 3):first + 40])
+    assert first is None, "\n".join(lines[max(0, first - 3) : first + 40])
     assert sent > 100 and len(lines) < 400, (sent, len(lines), json.dumps(lines[-20:], indent=1))

@@ -37,12 +37,19 @@ class Workers:
         self.url, self.dir, self.children = url, Path(tempfile.mkdtemp(prefix="glass-workers-")), {}
 
     def start(self, name: str):
-        self.children[name] = spawn(name, [sys.executable, "-m", "training.queue_worker", "--name", name],
-                                    self.dir / f"{name}.log", env={**os.environ, "GLASS_REDIS_URL": self.url})
+        self.children[name] = spawn(
+            name,
+            [sys.executable, "-m", "training.queue_worker", "--name", name],
+            self.dir / f"{name}.log",
+            env={**os.environ, "GLASS_REDIS_URL": self.url},
+        )
         conn = redis_client(self.url)
         # registered with RQ and counted by the cap (its heartbeat thread may write a moment after RQ's entry)
-        wait_for(lambda: conn.exists(f"rq:worker:{name}") and conn.zscore(PREFIX + "workers", name) is not None,
-                 60, f"worker {name} registered")
+        wait_for(
+            lambda: conn.exists(f"rq:worker:{name}") and conn.zscore(PREFIX + "workers", name) is not None,
+            60,
+            f"worker {name} registered",
+        )
 
     def kill(self, name: str, forget: bool = True):
         """SIGKILL; with `forget`, take it off RQ's list of workers (a dead worker would stay on it for minutes)
@@ -86,13 +93,12 @@ def queues(url, workers):
     wait_for(lambda: conn.zcard(PREFIX + "active") == 0, 60, "every job ended")
 
 
-
 def make(owner: str, client: str | None = None, **settings) -> Job:
     return make_job({**TINY, **settings}, owner=owner, client=client or owner, probes=[])
 
 
 def last_message(conn, job_id: str) -> m.Message:
-    (_, fields), = conn.xrevrange(f"{PREFIX}job:{job_id}:events", count=1)
+    ((_, fields),) = conn.xrevrange(f"{PREFIX}job:{job_id}:events", count=1)
     return m.from_fields(fields)
 
 
@@ -178,8 +184,9 @@ def test_one_address_keeps_its_share_of_the_workers_while_another_waits(monkeypa
             wait_for(lambda: waiting.view().state == "running", 90, "B's run training")
             assert late.view().state == "queued"  # (queued first, but its address runs one already)
             stopped = [g for g in greedy if g.view().state == "stopped"]
-            assert len(stopped) == 1 and stopped[0].join(30) and stopped[0].view().reason == FAIR_REASON, \
-                [g.view() for g in greedy]
+            assert len(stopped) == 1 and stopped[0].join(30) and stopped[0].view().reason == FAIR_REASON, [
+                g.view() for g in greedy
+            ]
             assert stopped[0] is newest  # the newest of A's runs, with its model so far
             assert all(g.view().state == "running" for g in greedy if g is not newest)
         finally:
@@ -213,8 +220,13 @@ time.sleep(600)
 
 def start_app(url: str, owner: str, grace: float, steps: int) -> tuple[subprocess.Popen, str]:
     """An app process (a manager in its own interpreter) that starts a job for `owner`."""
-    proc = subprocess.Popen([sys.executable, "-c", APP, url, owner, str(grace), str(steps)], cwd=ROOT,
-                            stdout=subprocess.PIPE, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", APP, url, owner, str(grace), str(steps)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     return proc, proc.stdout.readline().strip()
 
 

@@ -45,9 +45,14 @@ def manager():
 
 
 def job(data, probe_every=0, owner=None, session_id=None, **settings) -> Job:
-    return make_job({**TINY, **settings}, data=data, probe_every=probe_every, owner=owner, session_id=session_id,
-                         probes=["i am a student"] if probe_every else [])
-
+    return make_job(
+        {**TINY, **settings},
+        data=data,
+        probe_every=probe_every,
+        owner=owner,
+        session_id=session_id,
+        probes=["i am a student"] if probe_every else [],
+    )
 
 
 def wait_steps(j: Job, n: int = 2):
@@ -58,23 +63,31 @@ def wait_steps(j: Job, n: int = 2):
 
 
 def test_defaults_are_valid_and_inside_the_bounds():
-    tcfg = ts.make_config({f.name: getattr(ts.DEFAULTS, f.name) for f in dataclasses.fields(ts.DEFAULTS)
-                             if f.name in BOUNDS or f.name == "direction"})
+    tcfg = ts.make_config(
+        {
+            f.name: getattr(ts.DEFAULTS, f.name)
+            for f in dataclasses.fields(ts.DEFAULTS)
+            if f.name in BOUNDS or f.name == "direction"
+        }
+    )
     assert tcfg.d_model % tcfg.n_heads == 0
     for name, (lo, hi) in BOUNDS.items():
         assert lo <= getattr(ts.DEFAULTS, name) <= hi, name
 
 
-@pytest.mark.parametrize("settings, words", [
-    ({"d_model": 130, "n_heads": 4}, "divisible by n_heads"),
-    ({"d_model": 33, "n_heads": 1}, "must be even"),
-    ({"d_model": 512}, "d_model must be between 8 and 256"),
-    ({"n_layers": 5}, "layers must be between 1 and 4"),
-    ({"batch_size": 0}, "batch size must be between 1 and 128"),
-    ({"steps": 6000}, "steps must be between 1 and 5000"),
-    ({"dropout": 0.9}, "dropout must be between 0 and 0.5"),
-    ({"direction": "de-fr"}, "direction must be one of"),
-])
+@pytest.mark.parametrize(
+    "settings, words",
+    [
+        ({"d_model": 130, "n_heads": 4}, "divisible by n_heads"),
+        ({"d_model": 33, "n_heads": 1}, "must be even"),
+        ({"d_model": 512}, "d_model must be between 8 and 256"),
+        ({"n_layers": 5}, "layers must be between 1 and 4"),
+        ({"batch_size": 0}, "batch size must be between 1 and 128"),
+        ({"steps": 6000}, "steps must be between 1 and 5000"),
+        ({"dropout": 0.9}, "dropout must be between 0 and 0.5"),
+        ({"direction": "de-fr"}, "direction must be one of"),
+    ],
+)
 def test_impossible_settings_are_refused_with_a_message(settings, words):
     with pytest.raises(SettingsError) as e:
         ts.make_config({**TINY, **settings})
@@ -90,15 +103,19 @@ def test_every_out_of_bounds_setting_is_named_at_once():
 # --- Memory bound -------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("kw", [dict(d_model=32, n_heads=2, n_layers=1, d_ff=64),
-                                dict(d_model=64, n_layers=3, d_ff=256),
-                                dict(d_model=128, n_heads=8, n_layers=2, d_ff=512)])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(d_model=32, n_heads=2, n_layers=1, d_ff=64),
+        dict(d_model=64, n_layers=3, d_ff=256),
+        dict(d_model=128, n_heads=8, n_layers=2, d_ff=512),
+    ],
+)
 def test_parameter_count_is_the_models(kw):
     tcfg = dataclasses.replace(ts.DEFAULTS, **kw)
     prof = ts.toy_profile("en-fr")
     model = Trainer(tcfg, data=ts.toy_data("en-fr")).model
-    assert ts.parameters(tcfg, prof) == \
-        sum(p.numel() for p in model.parameters())
+    assert ts.parameters(tcfg, prof) == sum(p.numel() for p in model.parameters())
 
 
 def saved_for_backward(trainer: Trainer, B: int, T: int) -> int:
@@ -120,9 +137,14 @@ def saved_for_backward(trainer: Trainer, B: int, T: int) -> int:
     return sum(seen.values())
 
 
-@pytest.mark.parametrize("kw", [dict(d_model=32, n_heads=2, n_layers=1, d_ff=64, batch_size=16),
-                                dict(d_model=64, n_heads=4, n_layers=2, d_ff=256, batch_size=32),
-                                dict(d_model=128, n_heads=8, n_layers=3, d_ff=128, batch_size=8)])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(d_model=32, n_heads=2, n_layers=1, d_ff=64, batch_size=16),
+        dict(d_model=64, n_heads=4, n_layers=2, d_ff=256, batch_size=32),
+        dict(d_model=128, n_heads=8, n_layers=3, d_ff=128, batch_size=8),
+    ],
+)
 def test_activation_estimate_matches_a_measurement(kw):
     """The fit is for dropout on (its masks are kept for backward); without dropout it is an upper bound."""
     prof = ts.toy_profile("en-fr")
@@ -145,6 +167,7 @@ def test_the_worst_case_fits_the_limit_and_bigger_runs_are_refused(small_data, m
 
 def test_a_corpus_with_a_huge_vocabulary_is_refused():
     from model.data import Pair
+
     pairs = [Pair(f"w{i} x{i}", f"y{i} z{i}") for i in range(MAX_VOCAB)]
     with pytest.raises(SettingsError, match="limit is 8,000 per side"):
         make_job(TINY, data={"train": pairs, "heldout": pairs[:5]})
@@ -181,8 +204,10 @@ def test_one_address_keeps_its_share_of_the_slots_while_another_waits(small_data
     queued run of the address running fewest."""
     pool = LocalPool(max_running=2, poll=0.05, grace=0.0, fair_seconds=1.5, jobs_per_client=10, starts_per_minute=100)
     try:
-        greedy = [pool.submit(make_job({**TINY, **LONG}, data=small_data, probes=[], owner=f"g{i}", client="A"))
-                  for i in range(2)]
+        greedy = [
+            pool.submit(make_job({**TINY, **LONG}, data=small_data, probes=[], owner=f"g{i}", client="A"))
+            for i in range(2)
+        ]
         time.sleep(2.0)  # past fair_seconds, with nobody else waiting: both go on
         assert [g.state for g in greedy] == ["running", "running"]
         late = pool.submit(make_job({**TINY, **LONG}, data=small_data, probes=[], owner="g2", client="A"))
@@ -346,7 +371,7 @@ def test_loss_falls_on_a_tiny_config(small_data, manager):
     assert v.steps == list(range(1, 41))
     assert len(v.losses) == len(v.cross_entropy) == len(v.lrs) == 40
     assert np.mean(v.losses[-10:]) < np.mean(v.losses[:10]) - 0.5
-    assert v.lrs[9] == pytest.approx(j.tcfg.lr_scale * 16 ** -0.5 * 10 ** -0.5)  # the peak, at warm-up
+    assert v.lrs[9] == pytest.approx(j.tcfg.lr_scale * 16**-0.5 * 10**-0.5)  # the peak, at warm-up
     assert j.result.meta["training"]["steps_done"] == 40
     assert [e.step for e in v.evals] == [40]  # eval_every 0: once at the end
     assert v.eval_seconds[-1] <= v.seconds
@@ -396,6 +421,7 @@ def test_probe_snapshots_without_the_mask_look_ahead(small_data, manager):
 def test_probe_snapshot_of_the_shipped_recipe_matches_a_traced_pass():
     """The snapshot holds exactly the weights of a traced teacher-forced pass over the reference."""
     from model.pipeline import prepare, teacher_forced
+
     data = ts.toy_data("en-fr")
     trainer = Trainer(dataclasses.replace(ts.DEFAULTS, **TINY), data=data)
     bundle = trainer.bundle()

@@ -50,8 +50,14 @@ def decide(text: str, iv: Interventions = NO_IV):
 
 def ctx(text: str, iv: Interventions = NO_IV) -> viz.lesson.Context:
     b = bundle()
-    return viz.lesson.context(analyse(text, iv), b.tgt_vocab.itos, len(b.src_vocab), model=b.model, meta=b.meta,
-                     decide=lambda t: decide(t, iv))
+    return viz.lesson.context(
+        analyse(text, iv),
+        b.tgt_vocab.itos,
+        len(b.src_vocab),
+        model=b.model,
+        meta=b.meta,
+        decide=lambda t: decide(t, iv),
+    )
 
 
 def f3(x: float) -> str:
@@ -59,6 +65,7 @@ def f3(x: float) -> str:
 
 
 # --- steps and the step parameter -------------------------------------------------------------------
+
 
 def test_steps_cover_the_path_and_link_to_real_pages():
     from ui.page_list import PAGES
@@ -72,13 +79,26 @@ def test_steps_cover_the_path_and_link_to_real_pages():
     assert explain.lesson.step_index("cross") == keys.index("cross") + 1
 
 
-@pytest.mark.parametrize(("raw", "step", "noticed"), [
-    (None, 1, False), ("1", 1, False), ("9", 9, False), (" 9 ", 9, False),
-    (str(explain.lesson.N_STEPS), explain.lesson.N_STEPS, False),
-    ("0", 1, True), ("-3", 1, True), ("999", explain.lesson.N_STEPS, True), ("9" * 60, explain.lesson.N_STEPS, True),
-    ("abc", 1, True),
-    ("٣", 1, True), ("３", 1, True), ("3.5", 1, True), ("", 1, True), ("²", 1, True),
-])
+@pytest.mark.parametrize(
+    ("raw", "step", "noticed"),
+    [
+        (None, 1, False),
+        ("1", 1, False),
+        ("9", 9, False),
+        (" 9 ", 9, False),
+        (str(explain.lesson.N_STEPS), explain.lesson.N_STEPS, False),
+        ("0", 1, True),
+        ("-3", 1, True),
+        ("999", explain.lesson.N_STEPS, True),
+        ("9" * 60, explain.lesson.N_STEPS, True),
+        ("abc", 1, True),
+        ("٣", 1, True),
+        ("３", 1, True),
+        ("3.5", 1, True),
+        ("", 1, True),
+        ("²", 1, True),
+    ],
+)
 def test_parse_step(raw, step, noticed):
     got, notice = explain.lesson.parse_step(raw)
     assert got == step
@@ -94,6 +114,7 @@ def test_focus_follows_it_when_there_is_one():
 
 
 # --- numbers against the tensors -----------------------------------------------------------------------
+
 
 def test_thinking_machines_cross_attention_les_looks_at_machines():
     """The decoder row whose input is "les" puts about 0.99 on "machines" (head average, last layer)."""
@@ -113,13 +134,14 @@ def confident_inversions(a) -> list[tuple[int, int]]:
     """Recomputed from the tensor: pairs of rows (largest weight >= 0.6 on a source word) read out of order."""
     w = a.trace["dec.1.cross_attn.weights"][0].mean(0)  # [Tt, Ts]
     eos = w.shape[1] - 1
-    rows = [(r, int(w[r].argmax())) for r in range(w.shape[0])
-            if float(w[r].max()) >= 0.6 and int(w[r].argmax()) != eos]
-    return [(i, j) for k, (i, ci) in enumerate(rows) for j, cj in rows[k + 1:] if cj < ci]
+    rows = [
+        (r, int(w[r].argmax())) for r in range(w.shape[0]) if float(w[r].max()) >= 0.6 and int(w[r].argmax()) != eos
+    ]
+    return [(i, j) for k, (i, ci) in enumerate(rows) for j, cj in rows[k + 1 :] if cj < ci]
 
 
 def test_cross_attention_reordering_is_claimed_from_confident_rows_only():
-    """"les machines pensantes" reorders (confident rows read "machines" then "thinking"); the coreference
+    """ "les machines pensantes" reorders (confident rows read "machines" then "thinking"); the coreference
     sentence keeps the English order, whatever its diffuse rows do, and the notice says which rows are diffuse."""
     a = analyse(THINKING)
     x = explain.lesson.cross(a, explain.lesson.focus(a))
@@ -135,8 +157,9 @@ def test_cross_attention_reordering_is_claimed_from_confident_rows_only():
     a = analyse(CORE)
     w = a.trace["dec.1.cross_attn.weights"][0].mean(0)
     diffuse = [r for r in range(w.shape[0] - 1) if float(w[r].max()) < 0.6]
-    notice = viz.lesson_decoder.notice_cross(explain.lesson.cross(a, explain.lesson.focus(a)), a.src_labels,
-                                             a.next_labels)
+    notice = viz.lesson_decoder.notice_cross(
+        explain.lesson.cross(a, explain.lesson.focus(a)), a.src_labels, a.next_labels
+    )
     assert diffuse
     assert f"Diffuse rows (largest weight under 0.6), writing “{viz.lesson.word(a.next_labels[diffuse[0]])}”" in notice
 
@@ -174,7 +197,10 @@ def test_every_notice_states_the_tensors(text):
     lin = bundle().model.encoder[0].self_attn.W_q
     d_k = t[f"{m}.q"].shape[-1]
     x = t["src.input"][0, f.word]
-    q_ = x @ lin.weight.detach()[f.head * d_k:(f.head + 1) * d_k].T + lin.bias.detach()[f.head * d_k:(f.head + 1) * d_k]
+    q_ = (
+        x @ lin.weight.detach()[f.head * d_k : (f.head + 1) * d_k].T
+        + lin.bias.detach()[f.head * d_k : (f.head + 1) * d_k]
+    )
     err = float((q_.double() - t[f"{m}.q"][0, f.head, f.word].double()).abs().max())
     assert err < 1e-5 and "computed here equals the model's own q to" in n["qkv"]
     # scores, scale, softmax, z of the focus word in the focus head
@@ -280,6 +306,7 @@ def test_odd_sentences_never_raise(text):
 
 
 # --- the page, through AppTest ------------------------------------------------------------------------------
+
 
 def lesson_app(page_only: bool = True, **query) -> AppTest:
     """The lesson page on a fresh session opened with `query` as its link (on its own, or through app.py)."""
@@ -412,8 +439,19 @@ def test_deep_link_through_the_app_keeps_the_step_across_pages():
     assert at.radio(key="lesson_choice").value == CORE
 
 
-@pytest.mark.parametrize(("raw", "k"), [("0", 1), ("999", explain.lesson.N_STEPS), ("abc", 1), ("٣", 1), ("", 1),
-                                        ("-2", 1), ("2.5", 1), ("1" * 200, explain.lesson.N_STEPS)])
+@pytest.mark.parametrize(
+    ("raw", "k"),
+    [
+        ("0", 1),
+        ("999", explain.lesson.N_STEPS),
+        ("abc", 1),
+        ("٣", 1),
+        ("", 1),
+        ("-2", 1),
+        ("2.5", 1),
+        ("1" * 200, explain.lesson.N_STEPS),
+    ],
+)
 def test_bad_step_values_give_a_notice(raw, k):
     at = lesson_app(page_only=False, lesson=THINKING, step=raw)
     check_step(at, THINKING, k)
@@ -424,8 +462,12 @@ def test_bad_step_values_give_a_notice(raw, k):
 
 def test_the_sidebar_interventions_reach_the_lesson():
     heads = [f"enc.0.self_attn:{h}" for h in range(bundle().config.n_heads)]
-    iv = Interventions(heads_off=frozenset(("enc.0.self_attn", h) for h in range(bundle().config.n_heads)),
-                       scale=False, look_ahead_mask=False, positional_encoding=False)
+    iv = Interventions(
+        heads_off=frozenset(("enc.0.self_attn", h) for h in range(bundle().config.n_heads)),
+        scale=False,
+        look_ahead_mask=False,
+        positional_encoding=False,
+    )
     for key in ("positional", "scale", "z", "masked", "output"):
         at = lesson_app(page_only=False, lesson=THINKING, step=str(explain.lesson.step_index(key)))
         at.session_state["heads_off"] = heads
@@ -444,8 +486,18 @@ def test_other_model_shapes_never_raise(norm_first):
 
     b = bundle()
     torch.manual_seed(0)
-    cfg = Config(src_vocab=len(b.src_vocab), tgt_vocab=len(b.tgt_vocab), d_model=16, n_heads=2, n_enc_layers=1,
-                 n_dec_layers=3, d_ff=32, dropout=0.0, max_len=12, norm_first=norm_first)
+    cfg = Config(
+        src_vocab=len(b.src_vocab),
+        tgt_vocab=len(b.tgt_vocab),
+        d_model=16,
+        n_heads=2,
+        n_enc_layers=1,
+        n_dec_layers=3,
+        d_ff=32,
+        dropout=0.0,
+        max_len=12,
+        norm_first=norm_first,
+    )
     mine = Bundle(Transformer(cfg).eval(), b.src_vocab, b.tgt_vocab)
     a = pipeline.analyse(mine, pipeline.prepare(mine, CORE))
     c = viz.lesson.context(a, mine.tgt_vocab.itos, len(mine.src_vocab))
@@ -455,6 +507,7 @@ def test_other_model_shapes_never_raise(norm_first):
 
 
 # --- one sentence, one path ------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("key", ["qkv", "heads", "add_norm", "cross", "output"])
 def test_in_depth_opens_the_page_on_the_lessons_sentence_layer_head_and_word(key):
@@ -467,12 +520,17 @@ def test_in_depth_opens_the_page_on_the_lessons_sentence_layer_head_and_word(key
     at.run()
     no_exception(at)
     assert at.session_state["sentence"] == CORE and at.text_input(key="sentence").value == CORE
-    want = {"self_attention": {"self_attention_layer": f.layer, "self_attention_head": f.head,
-                               "self_attention_word": f.word},
-            "multi_head": {"multi_head_layer": f.layer, "multi_head_head": f.head, "multi_head_word": f.word},
-            "encoder": {"encoder_layer": f.layer, "encoder_word": f.word},
-            "cross_attention": {"cross_layer": bundle().config.n_dec_layers - 1, "cross_head": -1},
-            "output": {"output_pos": f.row}}[page]
+    want = {
+        "self_attention": {
+            "self_attention_layer": f.layer,
+            "self_attention_head": f.head,
+            "self_attention_word": f.word,
+        },
+        "multi_head": {"multi_head_layer": f.layer, "multi_head_head": f.head, "multi_head_word": f.word},
+        "encoder": {"encoder_layer": f.layer, "encoder_word": f.word},
+        "cross_attention": {"cross_layer": bundle().config.n_dec_layers - 1, "cross_head": -1},
+        "output": {"output_pos": f.row},
+    }[page]
     for widget, value in want.items():
         assert at.session_state[widget] == value, widget
     assert f.head != 0 or f.word != 0  # on "it": not the pickers' defaults, so the test can fail
@@ -515,13 +573,19 @@ def test_the_coreference_step_traces_where_the_adjective_reaches_the_pronoun():
     assert lost >= 0.5 and f"“tired” takes {lost:.2f} of il's lead with it: reading it there is needed" in n
     assert "the pronoun is decided later" not in n  # the old claim from weights (audit 4, A2)
     bars = v.figure.data[0]
-    assert list(bars.y[:4]) == ["encoder vector of “animal”", "encoder vector of “street”", "encoder vector of “it”",
-                                "encoder vector of “tired”"] and bars.x[3] == pytest.approx(max(adj))
+    assert list(bars.y[:4]) == [
+        "encoder vector of “animal”",
+        "encoder vector of “street”",
+        "encoder vector of “it”",
+        "encoder vector of “tired”",
+    ] and bars.x[3] == pytest.approx(max(adj))
     other = viz.lesson.view("coref", ctx(THINKING)).notice
     assert other.startswith("Your sentence has no “it” to resolve")
     same = viz.lesson.view("coref", ctx("the dog didn't cross the bridge because it was too tired")).notice
-    assert same.startswith("Both nouns are masculine here: the model writes il with “tired” and with “wide”, so the "
-                           "adjective cannot change the pronoun. This step follows the coreference example instead.")
+    assert same.startswith(
+        "Both nouns are masculine here: the model writes il with “tired” and with “wide”, so the "
+        "adjective cannot change the pronoun. This step follows the coreference example instead."
+    )
 
 
 def test_step_one_counts_the_before_pages_training_stages_in_words_defined_so_far():

@@ -71,6 +71,7 @@ def w(label: str) -> str:
 
 # --- the guided lesson (viz/lesson.py, viz/lesson_encoder.py, viz/lesson_decoder.py) ----------------------------
 
+
 def test_lesson_cross_attention_reorders_only_from_confident_rows():
     """N1: "The French order differs" iff two confident rows (largest weight >= 0.6, not on <eos>) read the English
     out of order; "in their English order" iff none do and at least two rows are confident; every row under 0.6
@@ -81,9 +82,10 @@ def test_lesson_cross_attention_reorders_only_from_confident_rows():
         peak, top = m.max(-1)
         eos = m.shape[1] - 1
         conf = [r for r in range(m.shape[0]) if float(peak[r]) >= 0.6 and int(top[r]) != eos]
-        inv = [(i, j) for k, i in enumerate(conf) for j in conf[k + 1:] if int(top[j]) < int(top[i])]
-        text = viz.lesson_decoder.notice_cross(explain.lesson.cross(a, explain.lesson.focus(a)), a.src_labels,
-                                               a.next_labels)
+        inv = [(i, j) for k, i in enumerate(conf) for j in conf[k + 1 :] if int(top[j]) < int(top[i])]
+        text = viz.lesson_decoder.notice_cross(
+            explain.lesson.cross(a, explain.lesson.focus(a)), a.src_labels, a.next_labels
+        )
         assert ("French order differs" in text) == bool(inv), (p.src, text)
         assert ("in their English order" in text) == (not inv and len(conf) >= 2), (p.src, text)
         diffuse = [r for r in range(m.shape[0] - 1) if float(peak[r]) < 0.6]
@@ -138,8 +140,11 @@ def test_lesson_decoder_notices_follow_their_rules():
         assert f"(a margin of {cand[0].prob - cand[1].prob:.3f})" in viz.lesson.view("chosen", c).notice
         probs = [s.candidates[0].prob for s in steps]
         least = int(np.argmin(probs))
-        assert f"least sure choice was “{itos[steps[least].chosen]}” ({probs[least]:.3f})" in \
-            viz.lesson.view("finished", c).notice or len(steps) == 1
+        assert (
+            f"least sure choice was “{itos[steps[least].chosen]}” ({probs[least]:.3f})"
+            in viz.lesson.view("finished", c).notice
+            or len(steps) == 1
+        )
         logp = torch.log_softmax(a.trace["logits"][0].double(), -1)
         gold = [s.chosen for s in steps]
         terms = [-float(logp[t, g]) for t, g in enumerate(gold)]
@@ -178,14 +183,17 @@ def test_lesson_coreference_step_and_coref_notices():
         readers = [(i, h) for i in range(len(d.reads)) for h in range(len(d.reads[i])) if d.reads[i][h] >= 0.5]
         assert ("All of them switched off at once" in n) == bool(readers)
         for o in d.off:
-            assert (f"without layer {o.layer}'s: “" in n and "instead" in n.split(f"without layer {o.layer}'s: ")[1]
-                    .split(";")[0]) == (o.pronoun != d.pronoun)
+            assert (
+                f"without layer {o.layer}'s: “" in n
+                and "instead" in n.split(f"without layer {o.layer}'s: ")[1].split(";")[0]
+            ) == (o.pronoun != d.pronoun)
         flipped_and_more = any(o.changed for o in d.off if o.pronoun != d.pronoun)
         assert ("changes more than the pronoun" in n) == flipped_and_more
         assert not re.search(r"\b(depends|needed|decides?|carr(?:y|ies))\b", n)  # no causal verdict from switching off
 
 
 # --- causal tracing and the pronoun's story (viz/tracing.py, viz/pronoun.py) ---------------------------------
+
 
 @cache
 def stories() -> tuple:
@@ -198,17 +206,29 @@ def _cell_rules(t) -> dict:
     """The judging facts of a tracing, read from its grids' cells (not through the Story's helpers)."""
     enc, heads, dec, mask = t.encoder, t.heads, t.decoder, t.mask
     col = len(dec.columns) - 1
-    single = [heads.share[r][c] for r in range(len(heads.rows)) if "all" not in heads.rows[r]
-              for c in range(len(heads.columns))]
+    single = [
+        heads.share[r][c]
+        for r in range(len(heads.rows))
+        if "all" not in heads.rows[r]
+        for c in range(len(heads.columns))
+    ]
     every = mask.rows.index("every layer")
     return {
         "enc_carriers": sorted({c for row in enc.share for c, v in enumerate(row) if v >= 0.5}),
         "head_alone": max(single) >= 0.5,
-        "together": {heads.rows[r].split(" all")[0]: max(heads.share[r]) >= 0.5 for r in range(len(heads.rows))
-                     if "all" in heads.rows[r]},
+        "together": {
+            heads.rows[r].split(" all")[0]: max(heads.share[r]) >= 0.5
+            for r in range(len(heads.rows))
+            if "all" in heads.rows[r]
+        },
         "dec_first": next((dec.rows[r] for r in range(len(dec.rows)) if dec.share[r][col] >= 0.5), None),
-        "needed": [(mask.rows[r], c) for r in range(len(mask.rows)) if r != every
-                   for c in range(len(mask.columns)) if mask.share[r][c] >= 0.5],
+        "needed": [
+            (mask.rows[r], c)
+            for r in range(len(mask.rows))
+            if r != every
+            for c in range(len(mask.columns))
+            if mask.share[r][c] >= 0.5
+        ],
     }
 
 
@@ -237,8 +257,10 @@ def test_tracing_and_pronoun_notices_follow_their_rules():
         lo = min(row[adj] for row in t.encoder.share)
         others = max(v for row in t.encoder.share for c, v in enumerate(row) if c != adj)
         assert ("carries it in the encoder" in n) == (lo >= 0.5 and others < 0.5), p.src
-        first = next((i for i in range(2) if t.decoder.share[t.decoder.rows.index(f"layer {i} after enc-dec attn")][0]
-                      >= 0.5), None)
+        first = next(
+            (i for i in range(2) if t.decoder.share[t.decoder.rows.index(f"layer {i} after enc-dec attn")][0] >= 0.5),
+            None,
+        )
         assert (f"carries the difference from layer {first}'s" in n) == (first is not None)
         assert ("carries it alone" in n) == facts["head_alone"]
         layer = first if first is not None else 0
@@ -269,25 +291,37 @@ def test_tracing_and_pronoun_notices_follow_their_rules():
                 return float(torch.softmax(b.model(src, tgt, Trace(iv, record=False))[0, -1], -1)[word])
 
         for pos, row in ((adj, -1), (it, -1)):
-            got = (prob(src_w, Interventions(patches=(Patch.take(clean, "enc.1.add_norm2.out", (0, pos)),)))
-                   - pr.p_corrupt) / pr.gap
+            got = (
+                prob(src_w, Interventions(patches=(Patch.take(clean, "enc.1.add_norm2.out", (0, pos)),))) - pr.p_corrupt
+            ) / pr.gap
             assert got == pytest.approx(t.encoder.share[row][pos], abs=1e-4)
-        edits = tuple(WeightEdit(m_, (0, h, q, adj), 0.0) for m_, n_q in (
-            ("enc.0.self_attn", 12), ("enc.1.self_attn", 12), ("dec.0.cross_attn", tgt.shape[1]),
-            ("dec.1.cross_attn", tgt.shape[1])) for h in range(4) for q in range(n_q))
+        edits = tuple(
+            WeightEdit(m_, (0, h, q, adj), 0.0)
+            for m_, n_q in (
+                ("enc.0.self_attn", 12),
+                ("enc.1.self_attn", 12),
+                ("dec.0.cross_attn", tgt.shape[1]),
+                ("dec.1.cross_attn", tgt.shape[1]),
+            )
+            for h in range(4)
+            for q in range(n_q)
+        )
         lost = (pr.p_clean - prob(src_c, Interventions(weight_edits=edits))) / pr.gap
         assert lost == pytest.approx(t.mask.share[-1][adj], abs=1e-4)
     assert traced_pairs == 34 and same == 50  # 84 sentences; 50 pairs whose nouns share a gender
 
 
 def test_one_head_notice_follows_its_rule():
-    """"carries" for one head's part iff that part alone brings back >= 0.5 (every attention module, head 0 and 3)."""
+    """ "carries" for one head's part iff that part alone brings back >= 0.5 (every attention module, head 0 and 3)."""
     from explain.tracing import pair as make_pair
     from explain.tracing import trace_head
 
     b = bundle()
-    p = make_pair(b, "the animal didn't cross the street because it was too tired",
-                  "the animal didn't cross the street because it was too wide")
+    p = make_pair(
+        b,
+        "the animal didn't cross the street because it was too tired",
+        "the animal didn't cross the street because it was too wide",
+    )
     for module in ("enc.1.self_attn", "dec.0.self_attn", "dec.0.cross_attn", "dec.1.cross_attn"):
         for head in (0, 3):
             h = trace_head(b, p, module, head)
@@ -302,16 +336,26 @@ def test_pair_notice_says_decides_only_for_a_one_word_swap_that_changes_the_word
 
     b = bundle()
     for clean, other, position, decides in (
-            ("i am a student", "i am a teacher", None, True),
-            ("the animal didn't cross the street because it was too tired",
-             "the animal didn't cross the road because it was too wide", None, False),  # two words changed
-            ("the animal didn't cross the street because it was too tired",
-             "the animal didn't cross the street because it was too wide", 1, False)):  # "animal": the same in both
+        ("i am a student", "i am a teacher", None, True),
+        (
+            "the animal didn't cross the street because it was too tired",
+            "the animal didn't cross the road because it was too wide",
+            None,
+            False,
+        ),  # two words changed
+        (
+            "the animal didn't cross the street because it was too tired",
+            "the animal didn't cross the street because it was too wide",
+            1,
+            False,
+        ),
+    ):  # "animal": the same in both
         p = make_pair(b, clean, other, position)
         assert ("decides" in vt.pair_notice(p)) == decides, (clean, other)
 
 
 # --- one word through one head, heads side by side (viz/attention.py, viz/heads.py) ---------------------------
+
 
 def test_attention_notices_follow_their_rules():
     """row: "(itself)" iff the largest weight is on the query's own position, the parking sentence iff on <eos>;
@@ -373,7 +417,7 @@ def test_heads_notices_follow_their_rules():
         assert f"head {int(rows.max(1).argmax())} is the most focused" in focused
         concat = a.trace["enc.1.self_attn.concat"][0]
         d_k = concat.shape[1] // 4
-        sq = [float((concat[:, h * d_k:(h + 1) * d_k] ** 2).sum()) for h in range(4)]
+        sq = [float((concat[:, h * d_k : (h + 1) * d_k] ** 2).sum()) for h in range(4)]
         assert f"Head {int(np.argmax(sq))} contributes the most" in vh.concat_notice(concat, 4)
 
 
@@ -440,8 +484,10 @@ def test_span_notice_follows_its_rules():
             H, T, d_k = v.shape
             blocks = torch.block_diag(*[v[h].T for h in range(H)]).T  # [H·T, D]: v_j^h in head h's columns
             s1 = _outside(t[f"enc.{layer}.self_attn.concat"][0], blocks)
-            s2 = _outside(t[f"enc.{layer}.self_attn.out"][0] - enc.self_attn.W_o.bias, enc.self_attn.W_o(blocks)
-                          - enc.self_attn.W_o.bias)
+            s2 = _outside(
+                t[f"enc.{layer}.self_attn.out"][0] - enc.self_attn.W_o.bias,
+                enc.self_attn.W_o(blocks) - enc.self_attn.W_o.bias,
+            )
             c = span_check(b.model, t, layer)
             text = vspan.span_notice(c, a.src_labels)
             ok = [c.steps[i].confining and float(x.max()) <= 1e-4 for i, x in enumerate((s1, s2, c.steps[2].share))]
@@ -450,11 +496,13 @@ def test_span_notice_follows_its_rules():
                 assert float((mine - theirs).abs().max()) < 1e-5
             x = t[f"enc.{layer}.add_norm1.out"][0]  # the FFN's input (post-LN)
             g, beta = enc.add_norm1.norm.weight, enc.add_norm1.norm.bias
-            from_sum = torch.cat([(layer_input(t, layer)), blocks @ enc.self_attn.W_o.weight.T,
-                                  enc.self_attn.W_o.bias[None]])
+            from_sum = torch.cat(
+                [(layer_input(t, layer)), blocks @ enc.self_attn.W_o.weight.T, enc.self_attn.W_o.bias[None]]
+            )
             reach = torch.cat([(from_sum - from_sum.mean(-1, keepdim=True)) * g, beta[None]])
-            lin = torch.cat([reach @ enc.ffn.W_1.weight.T @ enc.ffn.W_2.weight.T,
-                             (enc.ffn.W_1.bias @ enc.ffn.W_2.weight.T)[None]])
+            lin = torch.cat(
+                [reach @ enc.ffn.W_1.weight.T @ enc.ffn.W_2.weight.T, (enc.ffn.W_1.bias @ enc.ffn.W_2.weight.T)[None]]
+            )
             s4 = _outside(enc.ffn(x, Trace(record=False)) - enc.ffn.W_2.bias, lin)
             assert ("The FFN's output leaves" in text) == (float(s4.mean()) >= 0.05), (a.prepared.text, text)
 
@@ -464,6 +512,7 @@ def layer_input(t, layer: int) -> torch.Tensor:
 
 
 # --- the other pages' builders -----------------------------------------------------------------------------
+
 
 def test_decoder_page_notices_follow_their_rules():
     """masked: "exactly 0" iff no weight above the diagonal; cross: "reads the source's <eos> most" iff the last
@@ -556,11 +605,20 @@ def test_rnn_comparison_verdicts_follow_the_numbers(rnn, tf, ratio_r, ratio_t):
     "the Transformer got there first" iff it needed fewer."""
     g = {"distance": [0, 10], "rnn": [1.0, rnn], "transformer": [1.0, tf], "count": [50, 8], "n_sentences": 100}
     assert ("the RNN forgets faster" in vr.gradient_notice({"gradient": g})) == (rnn < tf)
-    t = {"target": 0.9, "max_steps": 1000, "seeds": 2, "sweep": [{}] * 4,
-         "rnn": {"steps_to_target": 100, "cpu_seconds_to_target": ratio_r, "ms_per_step": 10.0},
-         "transformer": {"steps_to_target": 100, "cpu_seconds_to_target": ratio_t, "ms_per_step": 10.0}}
-    enc = {"rows": [{"length": 5, "rnn_ms": 1.0, "transformer_ms": 2.0}, {"length": 50, "rnn_ms": 9.0,
-                                                                          "transformer_ms": 3.0}]}
+    t = {
+        "target": 0.9,
+        "max_steps": 1000,
+        "seeds": 2,
+        "sweep": [{}] * 4,
+        "rnn": {"steps_to_target": 100, "cpu_seconds_to_target": ratio_r, "ms_per_step": 10.0},
+        "transformer": {"steps_to_target": 100, "cpu_seconds_to_target": ratio_t, "ms_per_step": 10.0},
+    }
+    enc = {
+        "rows": [
+            {"length": 5, "rnn_ms": 1.0, "transformer_ms": 2.0},
+            {"length": 50, "rnn_ms": 9.0, "transformer_ms": 3.0},
+        ]
+    }
     text = vr.training_notice({"training": t, "encode_time": enc})
     shown_r, shown_t = round(ratio_r, 1), round(ratio_t, 1)  # the CPU seconds as the sentence gives them
     assert ("the recurrence is the cheaper computation" in text) == (shown_r < shown_t)
@@ -577,25 +635,29 @@ def test_scaling_notices_follow_their_rules(d_k, seed):
     sd = float(np.asarray(s).std())
     assert ("≈ √" in vs.histogram_notice(s, d_k)) == (abs(sd - math.sqrt(d_k)) <= 0.15 * math.sqrt(d_k))
     sat = saturation(d_k, n_keys=8, seed=seed)
-    assert ("spreads its weight more" in vs.saturation_notice(sat.max_raw, sat.max_scaled, d_k)) == \
-        (sat.max_scaled < sat.max_raw)
+    assert ("spreads its weight more" in vs.saturation_notice(sat.max_raw, sat.max_scaled, d_k)) == (
+        sat.max_scaled < sat.max_raw
+    )
 
 
 @settings(max_examples=60, deadline=None)
 @given(n=st.integers(1, 5000), d=st.integers(1, 4096))
 def test_complexity_verdict_follows_n_and_d(n, d):
-    """"self-attention is cheaper" iff n < d (n²·d < n·d²)."""
+    """ "self-attention is cheaper" iff n < d (n²·d < n·d²)."""
     text = vx.costs_notice(vx.layer_costs(n, d, 3, 4), d)
     assert ("so self-attention is cheaper" in text) == (n < d)
 
 
 # --- every builder: a judging word only where a rule is written down and tested --------------------------------
 
-JUDGING = re.compile(r"\b(mostly|almost|reorder\w*|links?|ignores?|clearly|strongly|decides?|tells|hardly|amplified|"
-                     r"nearly|broad mix|all-or-nothing|parks?|diffuse|confident|needed|depends|differs|follows?|"
-                     r"forgets|cheaper|spreads|reads it|fast waves|stay inside|leaves|within float error|"
-                     r"needs more than one head|less sure|change the translation|keep it with|carr(?:y|ies)|"
-                     r"cannot change)\b", re.I)
+JUDGING = re.compile(
+    r"\b(mostly|almost|reorder\w*|links?|ignores?|clearly|strongly|decides?|tells|hardly|amplified|"
+    r"nearly|broad mix|all-or-nothing|parks?|diffuse|confident|needed|depends|differs|follows?|"
+    r"forgets|cheaper|spreads|reads it|fast waves|stay inside|leaves|within float error|"
+    r"needs more than one head|less sure|change the translation|keep it with|carr(?:y|ies)|"
+    r"cannot change)\b",
+    re.I,
+)
 # builder -> the test above that recomputes its judging words (every other notice builder states numbers only)
 RULED = {
     "viz.lesson_decoder.notice_cross": test_lesson_cross_attention_reorders_only_from_confident_rows,
@@ -637,8 +699,25 @@ RULED = {
     "viz.tracing.head_notice": test_one_head_notice_follows_its_rule,
     "viz.pronoun.story_notice": test_tracing_and_pronoun_notices_follow_their_rules,
 }
-MODULES = (viz.lesson, viz.lesson_encoder, viz.lesson_decoder, va, vh, vs, vc, vd, vdec, ve, vl, vp, vr, vx, vspan, vt,
-           vpr)
+MODULES = (
+    viz.lesson,
+    viz.lesson_encoder,
+    viz.lesson_decoder,
+    va,
+    vh,
+    vs,
+    vc,
+    vd,
+    vdec,
+    ve,
+    vl,
+    vp,
+    vr,
+    vx,
+    vspan,
+    vt,
+    vpr,
+)
 
 
 def notice_builders():
@@ -651,8 +730,13 @@ def notice_builders():
 def literals(fn) -> str:
     """The string literals (f-string parts included) of a function's source."""
     tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
-    return " ".join(n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
-                    and n is not getattr(tree.body[0].body[0], "value", None))  # not the docstring
+    return " ".join(
+        n.value
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Constant)
+        and isinstance(n.value, str)
+        and n is not getattr(tree.body[0].body[0], "value", None)
+    )  # not the docstring
 
 
 def test_every_notice_builder_judges_only_under_a_tested_rule():

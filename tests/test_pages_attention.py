@@ -74,8 +74,12 @@ def is_weights(fig: dict) -> bool:
     """Attention-weight heatmaps use the "weights" colour kind: Blues, fixed range 0..1."""
     d = fig["data"][0]
     scale = d.get("colorscale")
-    return d.get("zmin") == 0.0 and d.get("zmax") == 1.0 and isinstance(scale, list) and "rgb(247,251,255)" in str(
-        scale).replace(" ", "")
+    return (
+        d.get("zmin") == 0.0
+        and d.get("zmax") == 1.0
+        and isinstance(scale, list)
+        and "rgb(247,251,255)" in str(scale).replace(" ", "")
+    )
 
 
 def frame(at, first_column: str):
@@ -194,9 +198,11 @@ def test_self_attention_head_off_shows_z_zero(ref):
     r = ref(iv=Interventions(heads_off=frozenset({("enc.0.self_attn", 0)})))
     z = next(df for df in tables(at) if "z recorded by the model" in df.index)
     assert np.allclose(z.loc["z recorded by the model"], 0.0)
-    assert np.allclose(z.loc["Σ weight × v (sum of the rows above)"],
-                       (r.trace["enc.0.self_attn.weights"][0, 0, 7] @ r.trace["enc.0.self_attn.v"][0, 0]).numpy(),
-                       atol=1e-4)
+    assert np.allclose(
+        z.loc["Σ weight × v (sum of the rows above)"],
+        (r.trace["enc.0.self_attn.weights"][0, 0, 7] @ r.trace["enc.0.self_attn.v"][0, 0]).numpy(),
+        atol=1e-4,
+    )
     assert "switched off" in all_text(at)
 
 
@@ -235,7 +241,9 @@ def test_self_attention_plain_and_coreference(ref):
     assert at.session_state["sentence"] == WIDE
     layer, head = expected_focus(w, 5, 1)  # a new coreference sentence moves the pickers to its own focus
     assert (at.selectbox(key="self_attention_layer").value, at.selectbox(key="self_attention_head").value) == (
-        layer, head)
+        layer,
+        head,
+    )
     check_step_table(at, w, layer, head, 7)
 
 
@@ -383,8 +391,7 @@ def test_encoder_second_sublayer_layer_1_and_stack(ref):
     res = next(df for df in tables(at) if "resid recorded by the model" in df.index)
     assert np.allclose(res.loc["x (input of the sublayer)"], t["enc.1.add_norm1.out"][0, 3, :8].numpy(), atol=1e-4)
     assert np.allclose(res.loc["Sublayer(x)"], t["enc.1.ffn.out"][0, 3, :8].numpy(), atol=1e-4)
-    assert np.allclose(res.loc["resid recorded by the model"], t["enc.1.add_norm2.resid"][0, 3, :8].numpy(),
-                       atol=1e-4)
+    assert np.allclose(res.loc["resid recorded by the model"], t["enc.1.add_norm2.resid"][0, 3, :8].numpy(), atol=1e-4)
     st = frame(at, "word")
     assert np.allclose(st["mean after"], 0.0, atol=1e-4) and np.allclose(st["variance after"], 1.0, atol=1e-3)
     stages = frame(at, "stage")
@@ -400,8 +407,11 @@ def test_encoder_second_sublayer_layer_1_and_stack(ref):
 # --- Every page: through navigation, empty input, HTML input -------------------------------------
 
 PAGES = ["self_attention", "multi_head", "encoder"]
-TITLES = {"self_attention": "Self-attention, step by step", "multi_head": "Multi-head attention",
-          "encoder": "The encoder layer"}
+TITLES = {
+    "self_attention": "Self-attention, step by step",
+    "multi_head": "Multi-head attention",
+    "encoder": "The encoder layer",
+}
 
 
 @pytest.mark.parametrize("page", PAGES)
@@ -456,8 +466,10 @@ def test_self_attention_opens_on_the_coreference_head_and_says_why(ref, bundle):
     # head gives "animal" more, and "street" more still)
     enc = torch.stack([r.trace[f"enc.{i}.self_attn.weights"][0, :, 7] for i in range(2)])  # [L, H, Ts]
     assert float(enc[..., 1].max()) > float(w[1])  # so "the most" alone would be false
-    assert (f"of the heads that give “animal” more than “street”, it gives “animal” the most, {float(w[1]):.2f}, "
-            f"against {float(w[5]):.2f} for “street”. Both weights are small") in text
+    assert (
+        f"of the heads that give “animal” more than “street”, it gives “animal” the most, {float(w[1]):.2f}, "
+        f"against {float(w[5]):.2f} for “street”. Both weights are small"
+    ) in text
     assert float(w[1]) < 0.5 and "no real preference" not in text
     assert "park" in text and "<eos>" in text  # attention to <eos> is explained up front
     # the coreference heatmaps say plainly that no encoder head picks out the deciding noun
@@ -468,8 +480,10 @@ def test_self_attention_opens_on_the_coreference_head_and_says_why(ref, bundle):
     assert "the pronoun is decided later" not in text and "Only “tired” carries it in the encoder" in text
     d = coref_decision(bundle, TIRED)
     assert d.readers == ((0, 0), (0, 1), (0, 2), (0, 3), (1, 3)) and d.readers_off.pronoun == "il"
-    assert "Heads whose row gives “tired” 0.5 or more: layer 0 heads 0, 1, 2, 3; layer 1 head 3. All of them " \
-           "switched off at once: still “il”" in text
+    assert (
+        "Heads whose row gives “tired” 0.5 or more: layer 0 heads 0, 1, 2, 3; layer 1 head 3. All of them "
+        "switched off at once: still “il”" in text
+    )
     assert f"reads “tired” with {d.average(0):.2f} on average in decoder layer 0" in text
     assert "without layer 1's: “il” instead" in text  # "… too wide"
     wide = expected_focus(ref(WIDE), 5, 1)
@@ -543,15 +557,17 @@ def test_multi_head_opens_on_the_coreference_head(ref):
     h = int(top.argmax())
     assert f"“7 it”: head {h} is the most focused, {float(top[h]):.2f}" in text
     c = r.trace[f"enc.{layer}.self_attn.concat"][0]
-    share = torch.stack([c[:, i * 32:(i + 1) * 32].pow(2).sum() for i in range(4)])
+    share = torch.stack([c[:, i * 32 : (i + 1) * 32].pow(2).sum() for i in range(4)])
     share = share / share.sum()
     assert f"Head {int(share.argmax())} contributes the most ({float(share.max()):.0%}" in text
 
 
 # --- Issue 11: every encoder-side page on tiny and large random-weight models ----------------------------
 
-SIZES = {"tiny": dict(d_model=8, n_heads=1, n_enc_layers=1, n_dec_layers=1, d_ff=16, max_len=8),
-         "large": dict(d_model=256, n_heads=8, n_enc_layers=4, n_dec_layers=4, d_ff=512, max_len=512)}
+SIZES = {
+    "tiny": dict(d_model=8, n_heads=1, n_enc_layers=1, n_dec_layers=1, d_ff=16, max_len=8),
+    "large": dict(d_model=256, n_heads=8, n_enc_layers=4, n_dec_layers=4, d_ff=512, max_len=512),
+}
 
 
 @pytest.fixture(scope="module")
@@ -572,8 +588,13 @@ def sized(bundle):
 @pytest.mark.parametrize("page", ["overview", "tokens", "positional", "self_attention", "multi_head", "encoder"])
 def test_encoder_side_pages_at_any_size(sized, page, size):
     # (the large model's pages with every fold open took 68 s on a loaded machine: three minutes before a timeout)
-    at = run_app(page, my_model=sized[size], my_model_key=f"test-{size}", model="mine",
-                 timeout=180 if size == "large" else TIMEOUT)
+    at = run_app(
+        page,
+        my_model=sized[size],
+        my_model_key=f"test-{size}",
+        model="mine",
+        timeout=180 if size == "large" else TIMEOUT,
+    )
     no_exception(at)
     assert not at.error, [e.value for e in at.error]  # the app's apology box: a page failed
     d = SIZES[size]["d_model"]
@@ -605,8 +626,10 @@ def test_multi_head_one_head_left_on_thinking_machines(bundle):
     text = all_text(at)
     assert "4 of 24 runs change the translation" in text and "needs more than one head" in text
     df = frame(at, "head left on")
-    assert list(df["translation"])[0] == analyse(bundle, p, Interventions(frozenset(
-        ("enc.0.self_attn", g) for g in (1, 2, 3)))).translation  # the page's layer: encoder layer 0
+    assert (
+        list(df["translation"])[0]
+        == analyse(bundle, p, Interventions(frozenset(("enc.0.self_attn", g) for g in (1, 2, 3)))).translation
+    )  # the page's layer: encoder layer 0
 
 
 def test_encoder_span_of_the_values(bundle, ref):

@@ -51,8 +51,11 @@ def test_the_page_draws_the_recorded_tensors(rnn, transformer):
     assert a.out_tokens == tf.out_tokens  # both models translate this sentence alike
     layer, head = closest_head(tf.trace, alpha, True)
     best = agreement(alpha, tf.trace[f"dec.{layer}.cross_attn.weights"][0, head])
-    assert all(agreement(alpha, tf.trace[f"dec.{i}.cross_attn.weights"][0, h]) <= best
-               for i in range(transformer.config.n_dec_layers) for h in range(transformer.config.n_heads))
+    assert all(
+        agreement(alpha, tf.trace[f"dec.{i}.cross_attn.weights"][0, h]) <= best
+        for i in range(transformer.config.n_dec_layers)
+        for h in range(transformer.config.n_heads)
+    )
     w = tf.trace[f"dec.{layer}.cross_attn.weights"][0, head]
     np.testing.assert_allclose(heatmap_z(figs[4]), w.numpy(), atol=1e-6)
     assert f"for {best} of {len(a.out_tokens) + 1} output words" in text
@@ -97,8 +100,9 @@ def test_transformer_layer_head_and_word_pickers(transformer):
     np.testing.assert_allclose(figs[5]["data"][1]["y"], torch.softmax(torch.tensor(scores), 0).numpy(), atol=1e-6)
 
 
-@pytest.mark.parametrize("sentence", ["", "   ", "the zorblax florped under the table", "i am a student " * 30,
-                                      "*bold* <b>x</b> $x$"])
+@pytest.mark.parametrize(
+    "sentence", ["", "   ", "the zorblax florped under the table", "i am a student " * 30, "*bold* <b>x</b> $x$"]
+)
 def test_odd_sentences_do_not_break_the_page(sentence):
     at = run_page("before", sentence=sentence)
     no_exception(at)

@@ -97,6 +97,7 @@ def src_ids(bundle, text):
 
 # --- Decoder page ---------------------------------------------------------------------------------
 
+
 def test_masked_equals_scaled_plus_mask(dec_page, own):
     at = dec_page
     scaled = heatmap_z(chart_spec(at, "decoder_scaled"))
@@ -150,8 +151,11 @@ def test_look_ahead_off_in_sidebar(base):
 def test_layer_and_head_pickers(own):
     at = run_page("decoder")
     pick_layer_head(at, "decoder_mask", 1, 2)
-    assert np.allclose(heatmap_z(chart_spec(at, "decoder_scaled")),
-                       own.trace["dec.1.self_attn.scaled"][0, 2].double().numpy(), atol=1e-6)
+    assert np.allclose(
+        heatmap_z(chart_spec(at, "decoder_scaled")),
+        own.trace["dec.1.self_attn.scaled"][0, 2].double().numpy(),
+        atol=1e-6,
+    )
     w = heatmap_z(chart_spec(at, "decoder_weights"))
     assert np.allclose(w, own.trace["dec.1.self_attn.weights"][0, 2].double().numpy(), atol=1e-6)
     assert np.all(np.triu(w, 1) == 0.0)
@@ -162,10 +166,15 @@ def test_lecture_example(dec_page):
     assert text_of(masked)[1].tolist() == ["0.100", "0.600", "-inf", "-inf"]
     assert heatmap_z(masked)[1, :2].tolist() == pytest.approx([0.1, 0.6])
     assert text_of(chart_spec(dec_page, "decoder_ex_mask")).tolist() == [
-        ["0.000", "-inf", "-inf", "-inf"], ["0.000", "0.000", "-inf", "-inf"],
-        ["0.000", "0.000", "0.000", "-inf"], ["0.000", "0.000", "0.000", "0.000"]]
-    assert np.allclose(heatmap_z(chart_spec(dec_page, "decoder_ex_scaled")),
-                       [[0.7, 0.1, 0.1, 0.1], [0.1, 0.6, 0.2, 0.1], [0.1, 0.3, 0.6, 0.1], [0.1, 0.3, 0.3, 0.3]])
+        ["0.000", "-inf", "-inf", "-inf"],
+        ["0.000", "0.000", "-inf", "-inf"],
+        ["0.000", "0.000", "0.000", "-inf"],
+        ["0.000", "0.000", "0.000", "0.000"],
+    ]
+    assert np.allclose(
+        heatmap_z(chart_spec(dec_page, "decoder_ex_scaled")),
+        [[0.7, 0.1, 0.1, 0.1], [0.1, 0.6, 0.2, 0.1], [0.1, 0.3, 0.6, 0.1], [0.1, 0.3, 0.3, 0.3]],
+    )
     w = heatmap_z(chart_spec(dec_page, "decoder_ex_weights"))
     e = math.exp(0.5)
     assert w[1].tolist() == pytest.approx([1 / (1 + e), e / (1 + e), 0, 0], abs=1e-6)
@@ -179,8 +188,9 @@ def test_lecture_example(dec_page):
 def test_renormalisation_table(dec_page, own):
     df = table_with(dec_page, "masked softmax (the weights)")
     row = min(len(own.tgt_labels) - 1, 2)
-    assert np.allclose(df["masked softmax (the weights)"], own.trace["dec.0.self_attn.weights"][0, 0, row].numpy(),
-                       atol=SHOWN)
+    assert np.allclose(
+        df["masked softmax (the weights)"], own.trace["dec.0.self_attn.weights"][0, 0, row].numpy(), atol=SHOWN
+    )
     assert np.allclose(df["÷ share of allowed keys"], df["masked softmax (the weights)"], atol=2 * SHOWN)
     assert df["softmax over all keys"].sum() == pytest.approx(1.0, abs=len(df) * SHOWN)
 
@@ -315,8 +325,12 @@ def test_reference_input_and_unknown_words(nomask):
     no_exception(at)
     text = all_text(at)
     assert "zorglub" in text and "<unk>" in text
-    tf = pipeline.teacher_forced(nomask, pipeline.prepare(nomask, "i am a student"), "je suis zorglub <b>x</b>",
-                                 Interventions(look_ahead_mask=False))
+    tf = pipeline.teacher_forced(
+        nomask,
+        pipeline.prepare(nomask, "i am a student"),
+        "je suis zorglub <b>x</b>",
+        Interventions(look_ahead_mask=False),
+    )
     acc = sum(p == g for p, g in zip(tf.predicted, tf.gold, strict=True)) / len(tf.gold)
     assert at.table[0].value.iloc[0, 1] == f"{acc:.0%}"
 
@@ -326,6 +340,7 @@ def test_reference_default_falls_back_to_the_base_translation(base):
     at = run_page("decoder", sentence=text)
     no_exception(at)
     from model.data import dataset_reference
+
     expected = dataset_reference(text) or pipeline.analyse(base, pipeline.prepare(base, text)).translation
     assert at.text_input(key="decoder_reference").value == expected
 
@@ -349,8 +364,14 @@ def test_html_sentence(page):
 def test_through_navigation(page):
     at = run_app(page)
     no_exception(at)
-    assert at.title[0].value == {"decoder": "The decoder and masking", "cross_attention": "Encoder-decoder attention",
-                                 "output": "Output and decoding"}[page]
+    assert (
+        at.title[0].value
+        == {
+            "decoder": "The decoder and masking",
+            "cross_attention": "Encoder-decoder attention",
+            "output": "Output and decoding",
+        }[page]
+    )
     assert at.get("plotly_chart")
 
 
@@ -364,6 +385,7 @@ def test_other_model_in_sidebar():
 
 
 # --- Output page ----------------------------------------------------------------------------------
+
 
 def test_top_candidates(out_page, own, base):
     itos = base.tgt_vocab.itos
@@ -534,12 +556,14 @@ def test_output_unknown_reference(base):
 
 # --- What each page says to look at (notices), folded tables, next links, the fixed facts ------------
 
+
 def infos(at) -> str:
     return "\n".join(i.value for i in at.info)
 
 
 def test_decoder_notices_match_the_tensors(dec_page, own, base):
     from viz import decoder as vd
+
     w = own.trace["dec.0.self_attn.weights"][0, 0]
     T = w.size(0)
     shown = infos(dec_page)
@@ -594,6 +618,7 @@ def test_next_links(dec_page, cross_page, out_page):
     assert "Next: **Output and decoding**" in all_text(cross_page)
     assert "Next: **Causal tracing**" in all_text(out_page)  # the walkthrough ends on the tracing page
     from ui import page_list
+
     assert page_list.next_page("decoder").name == "cross_attention"
     assert page_list.next_page("cross_attention").name == "output"
 
@@ -609,12 +634,18 @@ def test_output_notices_match_the_tensors(out_page, own, base):
     v, _ = logits.topk(2)
     assert md(f"is {float(v[0] - v[1]):.2f} above the next") in shown
     step = own.greedy.steps[0]
-    assert md(f"“{itos[step.chosen]}”, p = {step.candidates[0].prob:.4f}; runner-up "
-              f"“{itos[step.candidates[1].token]}”, p = {step.candidates[1].prob:.4f}") in shown
+    assert (
+        md(
+            f"“{itos[step.chosen]}”, p = {step.candidates[0].prob:.4f}; runner-up "
+            f"“{itos[step.candidates[1].token]}”, p = {step.candidates[1].prob:.4f}"
+        )
+        in shown
+    )
     res = beam_search(base.model, pipeline.prepare(base, S).src(), 3, 0.6)
     n_exp = sum(len(s.expansions) for s in res.steps)
-    assert md(f"weighed {n_exp} hypotheses and pruned {sum(not e.kept for s in res.steps for e in s.expansions)}") \
-        in shown
+    assert (
+        md(f"weighed {n_exp} hypotheses and pruned {sum(not e.kept for s in res.steps for e in s.expansions)}") in shown
+    )
     gold, probs_tf = gold_and_probs(base, S, REF)
     pg = probs_tf[torch.arange(len(gold)), gold]
     worst = int(pg.argmin())
@@ -628,13 +659,17 @@ def test_output_position_convention_and_folded_tables(out_page):
     assert "Decoder position *t* reads word *t* and predicts word *t + 1*" in text
     assert r"\hat y_{t+1}" in text
     labels = {e.label for e in out_page.expander}
-    assert {"The 10 as a table", "Every position: targets and losses", "Every expansion of one step, as a table"} \
-        <= labels
+    assert {
+        "The 10 as a table",
+        "Every position: targets and losses",
+        "Every expansion of one step, as a table",
+    } <= labels
 
 
 def test_decoder_intro_shifts_the_sentences_own_translation():
     at = run_app("decoder", sentence="i am a student")
-    a = pipeline.analyse(checkpoint.load(checkpoint.SHIPPED), pipeline.prepare(checkpoint.load(checkpoint.SHIPPED),
-                                                                                "i am a student"))
+    a = pipeline.analyse(
+        checkpoint.load(checkpoint.SHIPPED), pipeline.prepare(checkpoint.load(checkpoint.SHIPPED), "i am a student")
+    )
     words = " ".join(a.out_tokens)
     assert f"input `<bos> {words}`, output `{words} <eos>`" in all_text(at)

@@ -70,6 +70,7 @@ def ids_of(bundle, text):
 
 # --- all four pages --------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("page", PAGES)
 def test_page_runs_alone_and_in_app(page):
     no_exception(run_page(page))
@@ -96,6 +97,7 @@ def test_html_is_not_rendered(page):
 
 
 # --- overview ------------------------------------------------------------------------------------
+
 
 def test_overview_sizes_are_the_checkpoint_and_the_paper(bundle):
     at = run_page("overview")
@@ -152,8 +154,11 @@ def test_overview_links_to_every_walkthrough_page():
     assert by_label["Start here: follow one sentence step by step"] == "lesson"
     labels = {el.proto.label for el in links}
     assert "(1) Embeddings → **Tokens and embeddings**" in labels  # each link ends with its page's title
-    assert all(el.proto.label.endswith(f" → **{page_list.by_name(el.proto.page).title}**") for el in links
-               if " → " in el.proto.label)
+    assert all(
+        el.proto.label.endswith(f" → **{page_list.by_name(el.proto.page).title}**")
+        for el in links
+        if " → " in el.proto.label
+    )
 
 
 def test_overview_data_summary():
@@ -164,6 +169,7 @@ def test_overview_data_summary():
 
 
 # --- tokens ----------------------------------------------------------------------------------------
+
 
 def test_tokens_ids_and_vocab(bundle):
     at = run_page("tokens")
@@ -199,10 +205,10 @@ def test_tokens_lookup_demo(bundle):
     E = bundle.model.src_embed.lut.weight
     df = frame(at, "d0")
     np.testing.assert_allclose(df.loc["one-hot row @ E"].to_numpy(dtype=float), E[tid, :8].numpy(), atol=1e-5)
-    np.testing.assert_allclose(df.loc["E[id] (row of the table)"].to_numpy(dtype=float), E[tid, :8].numpy(),
-                               atol=1e-5)
-    np.testing.assert_allclose(df.loc["traced src.embed"].to_numpy(dtype=float),
-                               (E[tid, :8] * math.sqrt(128)).numpy(), atol=1e-4)
+    np.testing.assert_allclose(df.loc["E[id] (row of the table)"].to_numpy(dtype=float), E[tid, :8].numpy(), atol=1e-5)
+    np.testing.assert_allclose(
+        df.loc["traced src.embed"].to_numpy(dtype=float), (E[tid, :8] * math.sqrt(128)).numpy(), atol=1e-4
+    )
     assert float(metric(at, "max |onehot")) == 0.0
     assert float(metric(at, "max |E[id]")) < 1e-6
     assert f"has id **{tid}**" in all_text(at)
@@ -229,8 +235,9 @@ def test_tokens_decoder_side(bundle):
     tgt = [df for df in tables(at) if "status" in df.columns][1]
     assert tgt["token"].tolist()[0] == "<bos>" and tgt["id"].tolist() == a.trace["tgt.tokens"][0].tolist()
     E = bundle.model.tgt_embed.lut.weight
-    np.testing.assert_allclose(z_of(chart(at, "tokens_tgt_embed")),
-                               (E[a.trace["tgt.tokens"][0]] * math.sqrt(128))[:, :32].numpy(), atol=1e-5)
+    np.testing.assert_allclose(
+        z_of(chart(at, "tokens_tgt_embed")), (E[a.trace["tgt.tokens"][0]] * math.sqrt(128))[:, :32].numpy(), atol=1e-5
+    )
 
 
 def test_tokens_textbook_example():
@@ -243,6 +250,7 @@ def test_tokens_textbook_example():
 
 
 # --- positional --------------------------------------------------------------------------------------
+
 
 def test_positional_heatmaps_are_the_encoding(bundle):
     at = run_page("positional")
@@ -315,18 +323,24 @@ def test_positional_translation_with_and_without(bundle):
     assert any("switched **off**" in w.value for w in at.warning)
     # the page's PE heatmap still shows the encoding (from the unmodified model)
     pe = sinusoidal_encoding(bundle.config.max_len, bundle.config.d_model).numpy()
-    np.testing.assert_allclose(z_of(chart(at, "positional_sentence")), pe[: len(ids_of(bundle, SENT))],
-                               atol=1e-6)
+    np.testing.assert_allclose(z_of(chart(at, "positional_sentence")), pe[: len(ids_of(bundle, SENT))], atol=1e-6)
 
 
 # --- why attention -----------------------------------------------------------------------------------
+
 
 def test_why_table1():
     at = run_page("why_attention")
     no_exception(at)
     text = all_text(at)
-    for cell in (r"$O(n^2 \cdot d)$", r"$O(n \cdot d^2)$", r"$O(k \cdot n \cdot d^2)$", r"$O(r \cdot n \cdot d)$",
-                 r"$O(\log_k(n))$", "$O(n/r)$"):
+    for cell in (
+        r"$O(n^2 \cdot d)$",
+        r"$O(n \cdot d^2)$",
+        r"$O(k \cdot n \cdot d^2)$",
+        r"$O(r \cdot n \cdot d)$",
+        r"$O(\log_k(n))$",
+        "$O(n/r)$",
+    ):
         assert cell in text
 
 
@@ -364,16 +378,55 @@ def test_why_memory(bundle):
 def test_why_bleu_table_and_chart():
     at = run_page("why_attention")
     df = frame(at, "BLEU EN-DE")
-    assert df["model"].tolist() == ["ByteNet", "Deep-Att + PosUnk", "GNMT + RL", "ConvS2S", "MoE",
-                                    "Deep-Att + PosUnk Ensemble", "GNMT + RL Ensemble", "ConvS2S Ensemble",
-                                    "Transformer (base)", "Transformer (big)"]
+    assert df["model"].tolist() == [
+        "ByteNet",
+        "Deep-Att + PosUnk",
+        "GNMT + RL",
+        "ConvS2S",
+        "MoE",
+        "Deep-Att + PosUnk Ensemble",
+        "GNMT + RL Ensemble",
+        "ConvS2S Ensemble",
+        "Transformer (base)",
+        "Transformer (big)",
+    ]
     assert df["BLEU EN-DE"].tolist() == ["23.75", "-", "24.6", "25.16", "26.03", "-", "26.3", "26.36", "27.3", "28.4"]
-    assert df["BLEU EN-FR"].tolist() == ["-", "39.2", "39.92", "40.46", "40.56", "40.4", "41.16", "41.29", "38.1",
-                                         "41.8"]
-    assert df["training FLOPs EN-DE"].tolist() == ["-", "-", "2.3e19", "9.6e18", "2.0e19", "-", "1.8e20", "7.7e19",
-                                                   "3.3e18", "2.3e19"]
-    assert df["training FLOPs EN-FR"].tolist() == ["-", "1.0e20", "1.4e20", "1.5e20", "1.2e20", "8.0e20", "1.1e21",
-                                                   "1.2e21", "3.3e18", "2.3e19"]  # one cost for both tasks
+    assert df["BLEU EN-FR"].tolist() == [
+        "-",
+        "39.2",
+        "39.92",
+        "40.46",
+        "40.56",
+        "40.4",
+        "41.16",
+        "41.29",
+        "38.1",
+        "41.8",
+    ]
+    assert df["training FLOPs EN-DE"].tolist() == [
+        "-",
+        "-",
+        "2.3e19",
+        "9.6e18",
+        "2.0e19",
+        "-",
+        "1.8e20",
+        "7.7e19",
+        "3.3e18",
+        "2.3e19",
+    ]
+    assert df["training FLOPs EN-FR"].tolist() == [
+        "-",
+        "1.0e20",
+        "1.4e20",
+        "1.5e20",
+        "1.2e20",
+        "8.0e20",
+        "1.1e21",
+        "1.2e21",
+        "3.3e18",
+        "2.3e19",
+    ]  # one cost for both tasks
     fig = chart(at, "why_bleu")
     assert y_of(fig, 0) == [23.75, None, 24.6, 25.16, 26.03, None, 26.3, 26.36, 27.3, 28.4]
     assert y_of(fig, 1)[2] == 2.3e19 and y_of(fig, 3)[6] == 1.1e21
@@ -405,10 +458,15 @@ def test_overview_training_time_is_the_checkpoints(bundle):
     assert "Next: **Before the Transformer**" in text  # the motivation pages are on the path
 
 
-NEXT = [("before", "Why attention"), ("why_attention", "Tokens and embeddings"),
-        ("tokens", "Positional encoding"), ("positional", "Self-attention, step by step"),
-        ("self_attention", "Multi-head attention"), ("multi_head", "The encoder layer"),
-        ("encoder", "Decoder and masking")]
+NEXT = [
+    ("before", "Why attention"),
+    ("why_attention", "Tokens and embeddings"),
+    ("tokens", "Positional encoding"),
+    ("positional", "Self-attention, step by step"),
+    ("self_attention", "Multi-head attention"),
+    ("multi_head", "The encoder layer"),
+    ("encoder", "Decoder and masking"),
+]
 
 
 @pytest.mark.parametrize("page, nxt", NEXT)
@@ -460,8 +518,16 @@ def test_positional_defaults_follow_the_models_size(bundle, d_model, max_len):
     from model.transformer import Config, Transformer
 
     torch.manual_seed(0)
-    cfg = Config(bundle.config.src_vocab, bundle.config.tgt_vocab, d_model=d_model, n_heads=1, n_enc_layers=1,
-                 n_dec_layers=1, d_ff=8, max_len=max_len)
+    cfg = Config(
+        bundle.config.src_vocab,
+        bundle.config.tgt_vocab,
+        d_model=d_model,
+        n_heads=1,
+        n_enc_layers=1,
+        n_dec_layers=1,
+        d_ff=8,
+        max_len=max_len,
+    )
     small = replace(bundle, model=Transformer(cfg).eval())
     at = run_app("positional", my_model=small, my_model_key=f"pe-{d_model}-{max_len}", model="mine")
     no_exception(at)

@@ -23,8 +23,9 @@ def store(tmp_path, monkeypatch):
 
 
 def new_study(store, **settings):
-    code, secret = store.create({"title": "Week 3", "instrument": "ct-1", **settings},
-                                session.instrument("ct-1").as_dict())
+    code, secret = store.create(
+        {"title": "Week 3", "instrument": "ct-1", **settings}, session.instrument("ct-1").as_dict()
+    )
     return code, secret, store.link(code, secret)
 
 
@@ -116,8 +117,17 @@ def _participant(store, code, condition):
 def test_study_view_only_condition_keeps_every_switch_on(store):
     code, secret, _ = new_study(store, factor="controls")
     actor = _participant(store, code, "view-only")
-    at = run_app("lesson", **{session.CODE: code, session.ACTOR: actor, session.PHASE: "path",
-                              session.CONDITION: "view-only", "iv_scale": False, "heads_off": ["enc.0.self_attn:1"]})
+    at = run_app(
+        "lesson",
+        **{
+            session.CODE: code,
+            session.ACTOR: actor,
+            session.PHASE: "path",
+            session.CONDITION: "view-only",
+            "iv_scale": False,
+            "heads_off": ["enc.0.self_attn:1"],
+        },
+    )
     assert at.session_state["iv_scale"] is True and at.session_state["heads_off"] == []
     assert at.toggle(key="iv_scale").disabled and at.multiselect(key="heads_off").disabled
 
@@ -125,8 +135,11 @@ def test_study_view_only_condition_keeps_every_switch_on(store):
 def test_study_predict_before_reveal_hides_the_figure_until_predicted(store):
     code, secret, _ = new_study(store, factor="predict")
     actor = _participant(store, code, "predict-on")
-    at = run_app("lesson", query={"step": "8"}, **{session.CODE: code, session.ACTOR: actor, session.PHASE: "path",
-                                                   session.CONDITION: "predict-on"})
+    at = run_app(
+        "lesson",
+        query={"step": "8"},
+        **{session.CODE: code, session.ACTOR: actor, session.PHASE: "path", session.CONDITION: "predict-on"},
+    )
     assert any("Predict first" in m.value for m in at.markdown)
     assert not any("lesson_fig_" in el.proto.id for el in at.get("plotly_chart"))
     radio = next(r for r in at.radio if (r.key or "").startswith("check_"))
@@ -189,14 +202,25 @@ def test_study_logs_a_participants_votes_and_reveal_in_a_class(store):
     classes.join(class_code, "10.9.9.10", student)
     qid = classes.ask_peer(class_code, class_secret, "Which?", ["a", "b"], 1)
     classes.vote(class_code, student, qid, 0, "10.9.9.10")
-    state = {session.CODE: code, session.ACTOR: actor, session.PHASE: "path", session.CONDITION: "all",
-             "class_code": class_code, "class_role": "student", "_class_student": student, "class_following": False}
+    state = {
+        session.CODE: code,
+        session.ACTOR: actor,
+        session.PHASE: "path",
+        session.CONDITION: "all",
+        "class_code": class_code,
+        "class_role": "student",
+        "_class_student": student,
+        "class_following": False,
+    }
     at = run_app("overview", **state)
     classes.reveal(class_code, class_secret)
     at.run()
     at.run()  # nothing new: nothing recorded twice
-    events = [(e["verb"], e["object"], e["result"]) for e in store.records(code, secret)[2]
-              if e["verb"] in ("voted", "revoted", "revealed", "clicked")]
+    events = [
+        (e["verb"], e["object"], e["result"])
+        for e in store.records(code, secret)[2]
+        if e["verb"] in ("voted", "revoted", "revealed", "clicked")
+    ]
     assert events == [("voted", f"class/question/{qid}", {"choice": 0}), ("revealed", f"class/question/{qid}", {})]
 
 

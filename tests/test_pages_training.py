@@ -30,9 +30,17 @@ from ui.state import MODELS
 from ui.training import session as training_session
 from viz import training as vt
 
-TINY = {"training_d_model": 16, "training_n_heads": 2, "training_n_layers": 1, "training_d_ff": 32,
-        "training_batch_size": 16, "training_steps": 40, "training_warmup": 10, "training_eval_every": 20,
-        "training_probe_every": 10}
+TINY = {
+    "training_d_model": 16,
+    "training_n_heads": 2,
+    "training_n_layers": 1,
+    "training_d_ff": 32,
+    "training_batch_size": 16,
+    "training_steps": 40,
+    "training_warmup": 10,
+    "training_eval_every": 20,
+    "training_probe_every": 10,
+}
 PROBES = ["the animal didn't cross the street because it was too tired", "i am a student"]
 
 
@@ -153,6 +161,7 @@ def test_page_alone_shows_defaults_and_their_real_sizes():
     text = all_text(at)
     prof = ts.toy_profile("en-fr")
     from model.train import Trainer
+
     real = sum(p.numel() for p in Trainer(d, data=ts.toy_data("en-fr")).model.parameters())
     assert f"{real:,} parameters" in text
     assert f"peak learning rate {rate(d.warmup, d.d_model, d.warmup, d.lr_scale):.2e} at step {d.warmup}" in text
@@ -162,8 +171,10 @@ def test_page_alone_shows_defaults_and_their_real_sizes():
     assert f"at most {training.service().max_running} model(s) at once" in text
     assert "No training yet" in text
     lr = chart_spec(at, "training_lr_preview")
-    np.testing.assert_allclose(decode(trace(lr, "learning rate")["y"]),
-                               [rate(s, d.d_model, d.warmup, d.lr_scale) for s in range(1, d.steps + 1)])
+    np.testing.assert_allclose(
+        decode(trace(lr, "learning rate")["y"]),
+        [rate(s, d.d_model, d.warmup, d.lr_scale) for s in range(1, d.steps + 1)],
+    )
     assert at.text_area(key="training_probes").value == "\n".join(PROBES)
 
 
@@ -235,8 +246,11 @@ def test_short_run_loss_falls_and_the_model_appears_on_every_page():
     assert heat["data"][0]["x"] == list(snap.src_labels)
     coref = chart_spec(at, "training_coref_timeline")
     it, animal = snap.src_labels.index("7 it"), snap.src_labels.index("1 animal")
-    np.testing.assert_allclose(decode(trace(coref, "it → animal")["y"]),
-                               [s.enc_self[0].mean(0)[it, animal] for s in v.snapshots if s.probe == 0], rtol=1e-6)
+    np.testing.assert_allclose(
+        decode(trace(coref, "it → animal")["y"]),
+        [s.enc_self[0].mean(0)[it, animal] for s in v.snapshots if s.probe == 0],
+        rtol=1e-6,
+    )
 
     # the model is "My model": in the sidebar radio here and on the other pages
     ss = at.session_state
@@ -346,24 +360,28 @@ def test_queue_position_is_shown(monkeypatch):
 # --- uploads ----------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name, data, message", [
-    ("c.tsv", "le café\tthe coffee\n".encode("latin-1") * 30, "not valid UTF-8"),
-    ("c.tsv", b"a b\tc d\te f\n" * 30, "has 3 columns"),
-    ("c.tsv", b"i am\tje suis\nhello\t \n" + b"x\ty\n" * 30, "Line 2: the target sentence is empty"),
-    ("c.csv", b"i am,je suis\n,tu es\n" + b"x,y\n" * 30, "Line 2: the source sentence is empty"),
-    ("c.tsv", b"", "The file is empty"),
-    ("c.tsv", b"i am\tje suis\nyou are\ttu es\n", "Too few pairs: 2"),
-    ("c.tsv", b"i am\tje suis\n" * 1_000_000, "The file is too large"),
-    ("c.txt", b"abc", "neither a tab nor a comma"),
-    ("c.csv", b"x\x00y,z\n", "binary file"),
-])
+@pytest.mark.parametrize(
+    "name, data, message",
+    [
+        ("c.tsv", "le café\tthe coffee\n".encode("latin-1") * 30, "not valid UTF-8"),
+        ("c.tsv", b"a b\tc d\te f\n" * 30, "has 3 columns"),
+        ("c.tsv", b"i am\tje suis\nhello\t \n" + b"x\ty\n" * 30, "Line 2: the target sentence is empty"),
+        ("c.csv", b"i am,je suis\n,tu es\n" + b"x,y\n" * 30, "Line 2: the source sentence is empty"),
+        ("c.tsv", b"", "The file is empty"),
+        ("c.tsv", b"i am\tje suis\nyou are\ttu es\n", "Too few pairs: 2"),
+        ("c.tsv", b"i am\tje suis\n" * 1_000_000, "The file is too large"),
+        ("c.txt", b"abc", "neither a tab nor a comma"),
+        ("c.csv", b"x\x00y,z\n", "binary file"),
+    ],
+)
 def test_every_bad_corpus_gets_its_message(name, data, message):
     at = run_page("training")
     upload(at, "training_corpus_upload", (name, data, "text/plain"))
     assert any(message in e for e in texts(at, "error")), texts(at, "error")
     prof = ts.toy_profile("en-fr")
     assert at.radio(key="training_data").options == [
-        f"The toy set ({prof.n_train:,} training pairs, {prof.n_heldout:,} held out)"]  # no "My corpus"
+        f"The toy set ({prof.n_train:,} training pairs, {prof.n_heldout:,} held out)"
+    ]  # no "My corpus"
 
 
 def test_duplicates_are_dropped_with_a_warning_and_the_corpus_trains(tsv):
@@ -391,17 +409,23 @@ def test_duplicates_are_dropped_with_a_warning_and_the_corpus_trains(tsv):
 def test_a_valid_model_upload_becomes_my_model(shipped_files):
     at = run_page("training")
     w, j = shipped_files
-    upload(at, "training_model_upload", [("base.safetensors", w, "application/octet-stream"),
-                                         ("base.json", j, "application/json")])
+    upload(
+        at,
+        "training_model_upload",
+        [("base.safetensors", w, "application/octet-stream"), ("base.json", j, "application/json")],
+    )
     ss = at.session_state
     assert ss["model"] == "mine" and ss["my_model"].name == "base"
-    assert any("it is now \"My model\" on every page" in s for s in texts(at, "success"))
+    assert any('it is now "My model" on every page' in s for s in texts(at, "success"))
     shipped = checkpoint.load(checkpoint.SHIPPED)
-    for (k, a), (_, b) in zip(shipped.model.state_dict().items(), ss["my_model"].model.state_dict().items(),
-                              strict=True):
+    for (k, a), (_, b) in zip(
+        shipped.model.state_dict().items(), ss["my_model"].model.state_dict().items(), strict=True
+    ):
         assert (a == b).all(), k
-    assert [d.proto.label for d in at.get("download_button")] == ["Download weights (.safetensors)",
-                                                                 "Download config (.json)"]
+    assert [d.proto.label for d in at.get("download_button")] == [
+        "Download weights (.safetensors)",
+        "Download config (.json)",
+    ]
 
 
 def bad_models(shipped_files):
@@ -410,21 +434,33 @@ def bad_models(shipped_files):
     no_hash = {k: v for k, v in meta.items() if k != "weights_sha256"}
     wider = {**no_hash, "config": {**meta["config"], "d_ff": meta["config"]["d_ff"] * 2}}
     from model.train import Trainer
-    other = to_bytes(Trainer(ts.make_config({k.removeprefix("training_"): v for k, v in TINY.items()
-                                               if k != "training_probe_every"}),
-                             data=ts.toy_data("en-fr")).bundle())[0]  # weights of another (untrained) model
+
+    other = to_bytes(
+        Trainer(
+            ts.make_config({k.removeprefix("training_"): v for k, v in TINY.items() if k != "training_probe_every"}),
+            data=ts.toy_data("en-fr"),
+        ).bundle()
+    )[0]  # weights of another (untrained) model
     return [
-        ("corrupt weights", [("m.safetensors", b"\x00garbage" * 100, ""), ("m.json", json.dumps(no_hash).encode(), "")],
-         "not a readable safetensors file"),
+        (
+            "corrupt weights",
+            [("m.safetensors", b"\x00garbage" * 100, ""), ("m.json", json.dumps(no_hash).encode(), "")],
+            "not a readable safetensors file",
+        ),
         ("not JSON", [("m.safetensors", w, ""), ("m.json", b"{not json", "")], "the JSON file cannot be read"),
-        ("wrong format", [("m.safetensors", w, ""), ("m.json", json.dumps({**meta, "format": "x"}).encode(), "")],
-         "unknown checkpoint format"),
-        ("weights of another model", [("m.safetensors", other, ""), ("m.json", j, "")],
-         "does not belong to this JSON"),
+        (
+            "wrong format",
+            [("m.safetensors", w, ""), ("m.json", json.dumps({**meta, "format": "x"}).encode(), "")],
+            "unknown checkpoint format",
+        ),
+        ("weights of another model", [("m.safetensors", other, ""), ("m.json", j, "")], "does not belong to this JSON"),
         ("shapes", [("m.safetensors", w, ""), ("m.json", json.dumps(wider).encode(), "")], "has shape"),
-        ("too large", [("m.safetensors", b"0" * (checkpoint.MAX_BYTES + 1), ""), ("m.json", j, "")],
-         f"it is {(checkpoint.MAX_BYTES + 1 + len(j)) / 2**20:.1f} MB; "
-         f"the limit is {checkpoint.MAX_BYTES / 2**20:.1f} MB"),
+        (
+            "too large",
+            [("m.safetensors", b"0" * (checkpoint.MAX_BYTES + 1), ""), ("m.json", j, "")],
+            f"it is {(checkpoint.MAX_BYTES + 1 + len(j)) / 2**20:.1f} MB; "
+            f"the limit is {checkpoint.MAX_BYTES / 2**20:.1f} MB",
+        ),
         ("one file", [("m.json", j, "")], "exactly one .safetensors and one .json"),
     ]
 
@@ -511,9 +547,9 @@ def test_lr_figure_is_the_papers_formula():
     fig = vt.lr_figure(1000, 512, 400, 2.0, current=123)
     ys = [t for t in fig.data if t.name == "learning rate"][0].y
     assert len(ys) == 1000
-    assert ys[0] == pytest.approx(2.0 * 512 ** -0.5 * 400 ** -1.5)
-    assert ys[399] == pytest.approx(2.0 * 512 ** -0.5 * 400 ** -0.5) == max(ys)
-    assert ys[999] == pytest.approx(2.0 * 512 ** -0.5 * 1000 ** -0.5)
+    assert ys[0] == pytest.approx(2.0 * 512**-0.5 * 400**-1.5)
+    assert ys[399] == pytest.approx(2.0 * 512**-0.5 * 400**-0.5) == max(ys)
+    assert ys[999] == pytest.approx(2.0 * 512**-0.5 * 1000**-0.5)
     now = [t for t in fig.data if t.name == "now"][0]
     assert list(now.x) == [123] and now.y[0] == pytest.approx(rate(123, 512, 400, 2.0))
     assert len([t for t in vt.lr_figure(100, 64, 10).data if t.name == "now"]) == 0
@@ -526,8 +562,10 @@ def test_long_curves_are_thinned():
 
 
 def test_tables_of_translations():
-    evals = [EvalEvent(10, 2.0, 0.0, 1.0, None, [("i am", "je", "je suis")]),
-             EvalEvent(20, 1.0, 1.0, 100.0, None, [("i am", "je suis", "je suis")])]
+    evals = [
+        EvalEvent(10, 2.0, 0.0, 1.0, None, [("i am", "je", "je suis")]),
+        EvalEvent(20, 1.0, 1.0, 100.0, None, [("i am", "je suis", "je suis")]),
+    ]
     df = vt.samples_table(evals)
     assert df.columns.tolist() == ["source", "reference", "step 20", "step 10"]
     assert df.iloc[0].tolist() == ["i am", "je suis", "✓ je suis", "✗ je"]
@@ -590,8 +628,9 @@ def test_any_page_of_the_browser_keeps_its_run(monkeypatch):
     first = run_page("training")
     job = start(first, training_steps=5000, training_eval_every=0)
     wait_steps(job, 2)
-    monkeypatch.setattr(training_session, "current_identity",
-                        lambda: identity.Identity("local", browser.browser, "session-on-overview"))
+    monkeypatch.setattr(
+        training_session, "current_identity", lambda: identity.Identity("local", browser.browser, "session-on-overview")
+    )
     at = run_app("overview")
     no_exception(at)
     assert at.session_state["training_job"] is job and "session-on-overview" in job.session_ids()
@@ -602,8 +641,9 @@ def test_any_page_of_the_browser_keeps_its_run(monkeypatch):
 def test_a_model_too_large_to_save_is_refused_before_start(monkeypatch):
     monkeypatch.setattr(checkpoint, "MAX_BYTES", 20 * 2**20)  # 4 layers of d_model 256 make about 30 MB
     at = run_page("training")
-    set_widgets(at, {**TINY, "training_d_model": 256, "training_n_heads": 8, "training_d_ff": 1024,
-                     "training_n_layers": 4})
+    set_widgets(
+        at, {**TINY, "training_d_model": 256, "training_n_heads": 8, "training_d_ff": 1024, "training_n_layers": 4}
+    )
     assert any("could not be saved and loaded again" in e for e in texts(at, "error")), texts(at, "error")
     at.button(key="training_start").click().run()
     no_exception(at)

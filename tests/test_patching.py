@@ -33,11 +33,22 @@ def run(m, src, iv: Interventions, tgt=TGT) -> Trace:
 
 
 # every kind of activation the tracing view patches: a residual stream position, a head's z, q, k, v, an attention row
-KINDS = [("src.input", (0, 2)), ("enc.0.add_norm1.out", (0, 1)), ("enc.1.add_norm2.out", (0, 3)),
-         ("enc.0.self_attn.z", (0, 1, 2)), ("enc.1.self_attn.v", (0, 0, 4)), ("enc.0.self_attn.k", (0, 1, 1)),
-         ("enc.1.self_attn.q", (0, 0, 0)), ("enc.0.self_attn.weights", (0, 1, 3)), ("dec.0.cross_attn.z", (0, 1, 2)),
-         ("dec.1.cross_attn.weights", (0, 0, 3)), ("dec.1.cross_attn.v", (0, 1, 4)), ("dec.0.self_attn.z", (0, 0, 1)),
-         ("dec.1.add_norm2.out", (0, 2)), ("dec.0.add_norm3.out", (0, 3))]
+KINDS = [
+    ("src.input", (0, 2)),
+    ("enc.0.add_norm1.out", (0, 1)),
+    ("enc.1.add_norm2.out", (0, 3)),
+    ("enc.0.self_attn.z", (0, 1, 2)),
+    ("enc.1.self_attn.v", (0, 0, 4)),
+    ("enc.0.self_attn.k", (0, 1, 1)),
+    ("enc.1.self_attn.q", (0, 0, 0)),
+    ("enc.0.self_attn.weights", (0, 1, 3)),
+    ("dec.0.cross_attn.z", (0, 1, 2)),
+    ("dec.1.cross_attn.weights", (0, 0, 3)),
+    ("dec.1.cross_attn.v", (0, 1, 4)),
+    ("dec.0.self_attn.z", (0, 0, 1)),
+    ("dec.1.add_norm2.out", (0, 2)),
+    ("dec.0.add_norm3.out", (0, 3)),
+]
 
 
 @pytest.mark.parametrize("norm_first", [False, True])
@@ -49,8 +60,10 @@ def test_patching_a_run_into_itself_changes_nothing_exactly(norm_first):
         t = run(m, SRC_A, Interventions(patches=(Patch.take(ref, name, at),)))
         assert torch.equal(t["logits"], ref["logits"]), name
         assert torch.equal(t[name], ref[name]), name
-    every = tuple(Patch.take(ref, "enc.0.add_norm1.out" if not norm_first else "enc.0.add_norm1.resid", (0, s))
-                  for s in range(SRC_A.shape[1]))
+    every = tuple(
+        Patch.take(ref, "enc.0.add_norm1.out" if not norm_first else "enc.0.add_norm1.resid", (0, s))
+        for s in range(SRC_A.shape[1])
+    )
     assert torch.equal(run(m, SRC_A, Interventions(patches=every))["logits"], ref["logits"])
 
 
@@ -67,8 +80,12 @@ def test_patching_every_position_of_a_stream_restores_the_other_run_exactly():
     patches = tuple(Patch.take(clean, "dec.1.add_norm3.out", (0, q)) for q in range(TGT.shape[1]))
     assert torch.equal(run(m, SRC_B, Interventions(patches=patches))["logits"], clean["logits"])
     # every head's z at every position of every cross-attention: the decoder is the clean one again
-    patches = tuple(Patch.take(clean, f"dec.{i}.cross_attn.z", (0, h, q)) for i in range(2) for h in range(2)
-                    for q in range(TGT.shape[1]))
+    patches = tuple(
+        Patch.take(clean, f"dec.{i}.cross_attn.z", (0, h, q))
+        for i in range(2)
+        for h in range(2)
+        for q in range(TGT.shape[1])
+    )
     assert torch.equal(run(m, SRC_B, Interventions(patches=patches))["logits"], clean["logits"])
 
 
@@ -111,10 +128,14 @@ def test_a_patch_after_a_head_switched_off_wins_and_order_is_kept():
 def test_interventions_with_patches_stay_plain_hashable_data():
     m = model()
     ref = traced(m, SRC_A, TGT)
-    a = Interventions(patches=(Patch.take(ref, "src.input", (0, 1)),),
-                      weight_edits=(WeightEdit("enc.0.self_attn", (0, 0, 1, 2), 0.0),))
-    b = Interventions(patches=(Patch.take(ref, "src.input", (0, 1)),),
-                      weight_edits=(WeightEdit("enc.0.self_attn", (0, 0, 1, 2), 0.0),))
+    a = Interventions(
+        patches=(Patch.take(ref, "src.input", (0, 1)),),
+        weight_edits=(WeightEdit("enc.0.self_attn", (0, 0, 1, 2), 0.0),),
+    )
+    b = Interventions(
+        patches=(Patch.take(ref, "src.input", (0, 1)),),
+        weight_edits=(WeightEdit("enc.0.self_attn", (0, 0, 1, 2), 0.0),),
+    )
     assert a == b and hash(a) == hash(b) and a.active and a.rewrites
     assert all(isinstance(v, float) for v in a.patches[0].values) and len(a.patches[0].values) == 16
     assert a.describe() == ["1 activation(s) patched in from another run", "1 attention weight(s) edited"]
@@ -132,11 +153,20 @@ def test_bad_patches_and_edits_are_refused_with_a_message():
     with pytest.raises(ValueError, match="outside"):
         run(m, SRC_A, Interventions(weight_edits=(WeightEdit("enc.0.self_attn", (0, 0, 0, 9), 0.0),)))
     with pytest.raises(ValueError, match="more than 1"):
-        run(m, SRC_A, Interventions(weight_edits=(WeightEdit("enc.0.self_attn", (0, 0, 0, 1), 0.7),
-                                                  WeightEdit("enc.0.self_attn", (0, 0, 0, 2), 0.6))))
+        run(
+            m,
+            SRC_A,
+            Interventions(
+                weight_edits=(
+                    WeightEdit("enc.0.self_attn", (0, 0, 0, 1), 0.7),
+                    WeightEdit("enc.0.self_attn", (0, 0, 0, 2), 0.6),
+                )
+            ),
+        )
     with pytest.raises(ValueError, match="same attention weight"):
-        edit_weights(torch.full((1, 1, 2, 2), 0.5), (WeightEdit("m", (0, 0, 0, 1), 0.0),
-                                                       WeightEdit("m", (0, 0, 0, 1), 0.2)))
+        edit_weights(
+            torch.full((1, 1, 2, 2), 0.5), (WeightEdit("m", (0, 0, 0, 1), 0.0), WeightEdit("m", (0, 0, 0, 1), 0.2))
+        )
 
 
 def test_editing_one_weight_renormalises_its_row_and_nothing_else():

@@ -104,7 +104,7 @@ def test_a_head_switched_off_has_zero_output_and_unchanged_weights(text, layer, 
 @SETTINGS
 @given(st.sampled_from(NOUNS), st.sampled_from(ADJECTIVES), st.integers(0, 1), st.integers(0, 3))
 def test_the_noun_is_always_an_option_for_the_adjective(noun, adjective, layer, head):
-    """"the cat is big": asked what "big" attends to, "cat" is among the options, whatever the model says."""
+    """ "the cat is big": asked what "big" attends to, "cat" is among the options, whatever the model says."""
     a = pipeline.analyse(BUNDLE, pipeline.prepare(BUNDLE, f"the {noun} is {adjective}"))
     q = questions.attention(a, layer, head)
     w = a.trace[f"enc.{layer}.self_attn.weights"][0, head, 3]

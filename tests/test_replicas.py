@@ -96,9 +96,14 @@ class CookieSession(StreamlitSession):
 
     async def connect(self, page: str = "", query: str = "") -> float:
         t = time.perf_counter()
-        self._ws = await connect(self.ws_url, subprotocols=["streamlit", "PLACEHOLDER_AUTH_TOKEN"],
-                                 additional_headers=self.headers or None,
-                                 max_size=None, ping_interval=None, open_timeout=self.timeout)
+        self._ws = await connect(
+            self.ws_url,
+            subprotocols=["streamlit", "PLACEHOLDER_AUTH_TOKEN"],
+            additional_headers=self.headers or None,
+            max_size=None,
+            ping_interval=None,
+            open_timeout=self.timeout,
+        )
         headers = self._ws.response.headers
         self.replica = headers.get("X-Glass-Replica")
         self.new_cookie = set_cookie(headers.raw_items())
@@ -177,6 +182,7 @@ def probe():
 def test_processes_share_classes_and_see_the_real_client_address(probe):
     """A class created in one process is joined in the other (GLASS_REDIS_URL reaches both); the client
     address a page sees is the one the proxy saw, whatever X-Forwarded-For the client sends."""
+
     async def run():
         teacher = CookieSession(probe.url, "app1")
         await teacher.connect("", "create=1")
@@ -252,8 +258,10 @@ def test_a_killed_process_sends_its_clients_to_the_other(cluster):
             assert "Source tokens: she is a student" in main_text(page)
         finally:
             browser.close()
-    print(f"first request after the kill: {first * 1000:.0f} ms; the tab's cookie named the live process "
-          f"{reconnect:.1f} s after the websocket checks")
+    print(
+        f"first request after the kill: {first * 1000:.0f} ms; the tab's cookie named the live process "
+        f"{reconnect:.1f} s after the websocket checks"
+    )
 
 
 def replica_cookie(ctx) -> str | None:
@@ -271,8 +279,13 @@ def test_shipped_proxy_configs_are_valid(tmp_path):
     rendered.write_text(render_haproxy("127.0.0.1", 8500, [("app1", 8501), ("app2", 8502)]))
     compose = Path(__file__).resolve().parents[1] / "deploy" / "haproxy-compose.cfg"
     for cfg in (rendered, compose):
-        r = subprocess.run([haproxy, "-c", "-f", str(cfg)], capture_output=True, text=True, timeout=30,
-                           env={**os.environ, "GLASS_PROXY_COOKIE_KEY": "test"})
+        r = subprocess.run(
+            [haproxy, "-c", "-f", str(cfg)],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            env={**os.environ, "GLASS_PROXY_COOKIE_KEY": "test"},
+        )
         assert r.returncode == 0, f"{cfg}:\n{r.stdout}{r.stderr}"
     text = rendered.read_text()
     assert "cookie GLASS_REPLICA insert indirect nocache" in text and "option redispatch" in text
@@ -290,11 +303,27 @@ def test_serve_command_starts_and_stops_everything(tmp_path):
     port = free_port()
     log = tmp_path / "serve.out"
     with open(log, "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "serving.replicas", "--replicas", "2", "--workers", "1",
-                                 "--port", str(port), "--script", "tests/replica_probe_app.py",
-                                 "--log-dir", str(tmp_path / "logs")],
-                                cwd=Path(__file__).resolve().parents[1], stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "serving.replicas",
+                "--replicas",
+                "2",
+                "--workers",
+                "1",
+                "--port",
+                str(port),
+                "--script",
+                "tests/replica_probe_app.py",
+                "--log-dir",
+                str(tmp_path / "logs"),
+            ],
+            cwd=Path(__file__).resolve().parents[1],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
         deadline = time.monotonic() + 60
         while b"Glass Transformer: http://127.0.0.1:" not in log.read_bytes():

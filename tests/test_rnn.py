@@ -28,8 +28,9 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 def small(cell="gru", attention="additive", **kw) -> RNNSeq2Seq:
     torch.manual_seed(0)
-    cfg = RNNConfig(src_vocab=30, tgt_vocab=40, d_emb=12, hidden=16, d_attn=10, cell=cell, attention=attention,
-                    dropout=0.0, **kw)
+    cfg = RNNConfig(
+        src_vocab=30, tgt_vocab=40, d_emb=12, hidden=16, d_attn=10, cell=cell, attention=attention, dropout=0.0, **kw
+    )
     return RNNSeq2Seq(cfg).eval()
 
 
@@ -41,6 +42,7 @@ def batch() -> tuple[torch.Tensor, torch.Tensor]:
 
 
 # --- The cells are the textbook's (and torch's) ---------------------------------------------------
+
 
 def copy_into(ref: torch.nn.Module, cell, suffix: str = "") -> None:
     """Our cell's W_x and W_h into torch's reference (a cell, or with suffix "_l0" a one-layer GRU/LSTM)."""
@@ -86,6 +88,7 @@ def test_the_encoder_equals_torch_recurrent_layer(cell):
 
 
 # --- Attention, recomputed from what the model recorded --------------------------------------------
+
 
 @pytest.mark.parametrize("cell", CELLS)
 @pytest.mark.parametrize("attention", ATTENTIONS)
@@ -140,10 +143,29 @@ def test_untraced_and_traced_passes_agree_and_names_are_the_golden_list():
     torch.testing.assert_close(t["logits"], m(src, tgt_in, Trace(record=False)))
     assert list(t.tensors) == tensor_names("gru")
     assert tensor_names("gru") == [
-        "rnn.src.tokens", "rnn.src.embed", "rnn.enc.r", "rnn.enc.z", "rnn.enc.n", "rnn.enc.h",
-        "rnn.attn.k", "rnn.attn.v", "rnn.dec.init", "rnn.tgt.tokens", "rnn.tgt.embed",
-        "rnn.dec.q", "rnn.dec.scores", "rnn.dec.alpha", "rnn.dec.context", "rnn.dec.r", "rnn.dec.z",
-        "rnn.dec.n", "rnn.dec.s", "rnn.dec.out", "logits", "probs"]
+        "rnn.src.tokens",
+        "rnn.src.embed",
+        "rnn.enc.r",
+        "rnn.enc.z",
+        "rnn.enc.n",
+        "rnn.enc.h",
+        "rnn.attn.k",
+        "rnn.attn.v",
+        "rnn.dec.init",
+        "rnn.tgt.tokens",
+        "rnn.tgt.embed",
+        "rnn.dec.q",
+        "rnn.dec.scores",
+        "rnn.dec.alpha",
+        "rnn.dec.context",
+        "rnn.dec.r",
+        "rnn.dec.z",
+        "rnn.dec.n",
+        "rnn.dec.s",
+        "rnn.dec.out",
+        "logits",
+        "probs",
+    ]
     assert list(traced(small("lstm"), src, tgt_in).tensors) == tensor_names("lstm")
     shapes = {n: tuple(x.shape) for n, x in t.tensors.items()}
     assert shapes["rnn.enc.h"] == (2, 6, 16) and shapes["rnn.dec.alpha"] == (2, 5, 6)
@@ -168,8 +190,18 @@ def test_expected_tensors_are_the_state_dict(cell, attention):
     assert expected_tensors(m.cfg) == {k: tuple(v.shape) for k, v in m.state_dict().items()}
 
 
-@pytest.mark.parametrize("kw", [{"hidden": 0}, {"hidden": 10_000}, {"cell": "rnn"}, {"attention": "dot"},
-                                {"dropout": 1.0}, {"src_vocab": True}, {"max_len": 2}])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"hidden": 0},
+        {"hidden": 10_000},
+        {"cell": "rnn"},
+        {"attention": "dot"},
+        {"dropout": 1.0},
+        {"src_vocab": True},
+        {"max_len": 2},
+    ],
+)
 def test_config_is_validated_with_bounds(kw):
     base = {"src_vocab": 30, "tgt_vocab": 40, **kw}
     with pytest.raises(ValueError, match="Invalid RNN config"):
@@ -184,14 +216,16 @@ def test_too_long_input_is_refused():
 
 # --- Training, decoding, checkpoints --------------------------------------------------------------
 
+
 def tiny_data() -> dict[str, list[Pair]]:
     data = load_dataset()
     return {"train": data["train"][:400], "heldout": data["heldout"][:40]}
 
 
 def test_a_tiny_rnn_trains():
-    tcfg = TrainConfig(arch="rnn", d_model=32, batch_size=32, steps=60, warmup=20, lr_scale=1.0, eval_every=0,
-                       dropout=0.0)
+    tcfg = TrainConfig(
+        arch="rnn", d_model=32, batch_size=32, steps=60, warmup=20, lr_scale=1.0, eval_every=0, dropout=0.0
+    )
     trainer = Trainer(tcfg, tiny_data())
     assert isinstance(trainer.model, RNNSeq2Seq)
     losses = [ev.loss for ev in trainer.run() if hasattr(ev, "loss")]
@@ -230,11 +264,17 @@ def test_uploads_and_training_jobs_accept_only_transformers():
     assert isinstance(checkpoint.from_bytes(weights, meta, archs=("transformer", "rnn")).model, RNNSeq2Seq)
 
 
-@pytest.mark.parametrize(("change", "message"), [
-    ({"hidden": 100_000}, "hidden must be in"), ({"cell": "x" * 10_000}, "cell must be one of"),
-    ({"heads": 4}, "unknown field"), ({"d_attn": 12.5}, "whole number"), ({"dropout": "0.1"}, "dropout"),
-    ({"attention": "additive"}, "weights do not match"),  # the qkv weights under an additive config
-])
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"hidden": 100_000}, "hidden must be in"),
+        ({"cell": "x" * 10_000}, "cell must be one of"),
+        ({"heads": 4}, "unknown field"),
+        ({"d_attn": 12.5}, "whole number"),
+        ({"dropout": "0.1"}, "dropout"),
+        ({"attention": "additive"}, "weights do not match"),  # the qkv weights under an additive config
+    ],
+)
 def test_a_hostile_rnn_config_is_refused_with_a_message(change, message):
     weights, meta = checkpoint.to_bytes(small_bundle("lstm", "qkv"))
     m = json.loads(meta)
@@ -272,6 +312,7 @@ def test_decoding_and_pipeline_work_unchanged():
 
 # --- The shipped checkpoint and the command line --------------------------------------------------
 
+
 def run(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout)
 
@@ -299,8 +340,23 @@ def test_translate_and_evaluate_cli_read_the_rnn_checkpoint():
 
 def test_train_cli_writes_an_rnn_checkpoint_the_other_clis_read(tmp_path):
     stem = tmp_path / "mini"
-    r = run("model.train", "--arch", "rnn", "--cell", "lstm", "--attention", "qkv", "--d-model", "16",
-            "--steps", "3", "--eval-every", "0", "--out", str(stem))
+    r = run(
+        "model.train",
+        "--arch",
+        "rnn",
+        "--cell",
+        "lstm",
+        "--attention",
+        "qkv",
+        "--d-model",
+        "16",
+        "--steps",
+        "3",
+        "--eval-every",
+        "0",
+        "--out",
+        str(stem),
+    )
     assert r.returncode == 0, r.stderr
     meta = json.loads(stem.with_name("mini.json").read_text())
     assert meta["arch"] == "rnn" and meta["config"]["cell"] == "lstm" and meta["config"]["attention"] == "qkv"
@@ -310,9 +366,16 @@ def test_train_cli_writes_an_rnn_checkpoint_the_other_clis_read(tmp_path):
     assert r.returncode == 2 and "empty" in r.stderr and "Traceback" not in r.stderr
 
 
-@pytest.mark.parametrize("args", [["--arch", "lstm"], ["--arch", "rnn", "--cell", "vanilla"],
-                                  ["--arch", "rnn", "--attention", "dot"], ["--arch", "rnn", "--d-model", "0"],
-                                  ["--arch", "rnn", "--d-model", "100000"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--arch", "lstm"],
+        ["--arch", "rnn", "--cell", "vanilla"],
+        ["--arch", "rnn", "--attention", "dot"],
+        ["--arch", "rnn", "--d-model", "0"],
+        ["--arch", "rnn", "--d-model", "100000"],
+    ],
+)
 def test_train_cli_rejects_bad_rnn_settings_with_exit_2(args, capsys):
     from model.cli import train as main
 
@@ -333,6 +396,7 @@ def test_evaluate_cli_rejects_a_missing_checkpoint(tmp_path, capsys):
 
 
 # --- The measurements (explain/compare.py) and their notices (viz/rnn.py) ---------------------------
+
 
 def test_sequential_steps_count_the_real_pairs():
     from explain.compare import sequential_steps

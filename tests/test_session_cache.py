@@ -68,8 +68,13 @@ def test_a_sessions_copy_shares_no_tensor_and_nothing_mutable():
 
     shared_t = torch.arange(6.0).reshape(2, 3)
     numbers = (Candidate(3, 0.5), Candidate(4, 0.25))  # immutable all the way down: shared, not copied
-    value = {"box": Box(shared_t, [1, 2, numbers]), "frozen": Frozen("f", shared_t[0].clone()),
-             "pair": (shared_t, "x"), "again": shared_t, "odd": {1, 2}}
+    value = {
+        "box": Box(shared_t, [1, 2, numbers]),
+        "frozen": Frozen("f", shared_t[0].clone()),
+        "pair": (shared_t, "x"),
+        "again": shared_t,
+        "odd": {1, 2},
+    }
     c = fresh_copy(value)
 
     tensors = [c["box"].t, c["frozen"].t, c["pair"][0], c["again"]]
@@ -178,7 +183,9 @@ def test_a_section_drawn_once_replays_its_cached_pieces_in_order():
         assert not at.exception
         assert [c.value for c in at.caption] == ["first", "second"]
         assert [("first" in str(c.proto), "second" in str(c.proto)) for c in at.get("plotly_chart")] == [
-            (True, False), (False, True)]
+            (True, False),
+            (False, True),
+        ]
 
 
 def test_the_server_collects_young_garbage_in_batches():

@@ -19,8 +19,13 @@ def test_unfinished_request_heads_are_cut_and_cannot_exhaust_the_servers_files(t
     health check and page load failed. Now the server raised its limit, answers while they are held, and answers
     each of them 408 and closes it once its head is late (GLASS_HEAD_TIMEOUT, here 3 s)."""
     port = free_port()
-    child = spawn("app", ["prlimit", "--nofile=256:20000", *app_command(port)], tmp_path / "server.log",
-                  env=app_env({"GLASS_HEAD_TIMEOUT": "3"}), port=port)
+    child = spawn(
+        "app",
+        ["prlimit", "--nofile=256:20000", *app_command(port)],
+        tmp_path / "server.log",
+        env=app_env({"GLASS_HEAD_TIMEOUT": "3"}),
+        port=port,
+    )
     try:
         wait_until(lambda: healthy(child.url), child, 120, "streamlit (/_stcore/health)")
         heads: list[socket.socket] = hold_heads(port, 300)

@@ -11,8 +11,13 @@ from ui.widgets import SMALL_TABLE, markdown_table
 
 
 def test_numbers_are_written_as_the_grid_writes_them():
-    df = pd.DataFrame({"word": ["a", "b", "c", "d", "e"], "p": [0.95054923, 1.2e-06, -0.0, float("-inf"), float("nan")],
-                       "n": [1, 2, 3, 4, 5]})
+    df = pd.DataFrame(
+        {
+            "word": ["a", "b", "c", "d", "e"],
+            "p": [0.95054923, 1.2e-06, -0.0, float("-inf"), float("nan")],
+            "n": [1, 2, 3, 4, 5],
+        }
+    )
     lines = markdown_table(df, index=False).splitlines()
     assert lines[0] == "| word | p | n |"
     assert lines[1] == "| :--- | ---: | ---: |"  # words to the left, numbers to the right
@@ -21,8 +26,14 @@ def test_numbers_are_written_as_the_grid_writes_them():
 
 
 def test_a_rounded_column_keeps_its_decimals():
-    df = pd.DataFrame({"variance": [63.21, 1.5], "weight": [0.123456, 0.5], "one": [1.0, 0.0],
-                       "float32": np.array([0.9505, 1.0], dtype=np.float32)})
+    df = pd.DataFrame(
+        {
+            "variance": [63.21, 1.5],
+            "weight": [0.123456, 0.5],
+            "one": [1.0, 0.0],
+            "float32": np.array([0.9505, 1.0], dtype=np.float32),
+        }
+    )
     rows = [line.split(" | ") for line in markdown_table(df, index=False).splitlines()[2:]]
     assert rows[0] == ["| 63.21", "0.123456", "1.0", "0.9505 |"]
     assert rows[1] == ["| 1.50", "0.500000", "0.0", "1.0000 |"]
@@ -41,8 +52,9 @@ def test_words_are_shown_literally():
 
 
 def test_index_is_the_first_column_and_reads_back():
-    df = pd.DataFrame(np.array([[1.23456, -2.0], [0.5, 3.0]]), index=["x + Sublayer(x)", "γ (learned)"],
-                      columns=["d0", "d1"])
+    df = pd.DataFrame(
+        np.array([[1.23456, -2.0], [0.5, 3.0]]), index=["x + Sublayer(x)", "γ (learned)"], columns=["d0", "d1"]
+    )
     text = markdown_table(df)
     assert text.splitlines()[0] == "|  | d0 | d1 |"
     back = read_table(text)
@@ -69,8 +81,12 @@ def _page(rows: int, cols: int) -> AppTest:
 
         from ui.widgets import small_table
 
-        small_table(pd.DataFrame([[r * c / 7 for c in range(cols)] for r in range(rows)],
-                                 columns=[f"c{c}" for c in range(cols)]), hide_index=True)
+        small_table(
+            pd.DataFrame(
+                [[r * c / 7 for c in range(cols)] for r in range(rows)], columns=[f"c{c}" for c in range(cols)]
+            ),
+            hide_index=True,
+        )
 
     return AppTest.from_function(script, args=(rows, cols), default_timeout=30).run()
 

@@ -29,8 +29,9 @@ def test_outside_share_is_the_sine_of_the_angle_to_the_span():
     assert share.tolist() == pytest.approx([0.0, 1.0, math.sin(math.pi / 4), 0.0])
 
 
-@pytest.mark.parametrize("text", ["thinking machines", "the animal didn't cross the street because it was too tired",
-                                  "i am a student"])
+@pytest.mark.parametrize(
+    "text", ["thinking machines", "the animal didn't cross the street because it was too tired", "i am a student"]
+)
 def test_attention_stays_in_its_span_and_the_ffn_leaves(bundle, text):
     a = pipeline.analyse(bundle, pipeline.prepare(bundle, text))
     T, H = len(a.src_labels), bundle.config.n_heads

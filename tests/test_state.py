@@ -12,23 +12,48 @@ from ui.state import MAX_LINK_SENTENCE, TOGGLES, parse_head, read_link
 
 
 def test_a_valid_link_is_read_whole():
-    values, notices = read_link({"s": "i am a student", "m": "no_mask", "off": "enc.0.self_attn:2,dec.1.cross_attn:0",
-                                 "la": "0", "pe": "1"})
+    values, notices = read_link(
+        {"s": "i am a student", "m": "no_mask", "off": "enc.0.self_attn:2,dec.1.cross_attn:0", "la": "0", "pe": "1"}
+    )
     assert notices == []
-    assert values == {"sentence": "i am a student", "model": "no_mask",
-                      "heads_off": ["dec.1.cross_attn:0", "enc.0.self_attn:2"], "iv_look_ahead": False, "iv_pos": True}
+    assert values == {
+        "sentence": "i am a student",
+        "model": "no_mask",
+        "heads_off": ["dec.1.cross_attn:0", "enc.0.self_attn:2"],
+        "iv_look_ahead": False,
+        "iv_pos": True,
+    }
 
 
-@pytest.mark.parametrize("head", ["enc.0.self_attn:²", "enc.٣.self_attn:0", "enc.0.self_attn:٣", "enc.0.cross_attn:1",
-                                  "enc.0.self_attn", "enc.0.self_attn:999", "x.0.self_attn:1", "enc.0.self_attn:-1",
-                                  "enc.0.self_attn:1:2", ""])
+@pytest.mark.parametrize(
+    "head",
+    [
+        "enc.0.self_attn:²",
+        "enc.٣.self_attn:0",
+        "enc.0.self_attn:٣",
+        "enc.0.cross_attn:1",
+        "enc.0.self_attn",
+        "enc.0.self_attn:999",
+        "x.0.self_attn:1",
+        "enc.0.self_attn:-1",
+        "enc.0.self_attn:1:2",
+        "",
+    ],
+)
 def test_malformed_heads_are_none(head):
     assert parse_head(head) is None
 
 
 def test_invalid_parts_are_dropped_and_said():
-    values, notices = read_link({"off": "enc.0.self_attn:²,enc.0.self_attn:1", "m": "gpt", "scale": "yes",
-                                 "s": "a" * (MAX_LINK_SENTENCE + 5), "lesson": "anything"})
+    values, notices = read_link(
+        {
+            "off": "enc.0.self_attn:²,enc.0.self_attn:1",
+            "m": "gpt",
+            "scale": "yes",
+            "s": "a" * (MAX_LINK_SENTENCE + 5),
+            "lesson": "anything",
+        }
+    )
     assert values["heads_off"] == ["enc.0.self_attn:1"]
     assert "model" not in values and "iv_scale" not in values
     assert len(values["sentence"]) == MAX_LINK_SENTENCE
@@ -41,8 +66,10 @@ def test_someone_elses_model_is_explained():
 
 
 TEXT = st.text(max_size=40)
-PARAMS = st.dictionaries(st.sampled_from(["s", "m", "off", "la", "pad", "scale", "pe", "lesson", "step", "x"]),
-                         TEXT | st.sampled_from(["0", "1", "base", "no_mask", "mine", "enc.0.self_attn:1", "²"]))
+PARAMS = st.dictionaries(
+    st.sampled_from(["s", "m", "off", "la", "pad", "scale", "pe", "lesson", "step", "x"]),
+    TEXT | st.sampled_from(["0", "1", "base", "no_mask", "mine", "enc.0.self_attn:1", "²"]),
+)
 
 
 @settings(max_examples=300, derandomize=True, deadline=None)

@@ -63,22 +63,31 @@ MODULES = modules()
 def _type_checking(node: ast.If) -> bool:
     test = node.test
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def _main_block(node: ast.If) -> bool:
     test = node.test
-    return (isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id == "__name__"
-            and any(isinstance(c, ast.Constant) and c.value == "__main__" for c in test.comparators))
+    return (
+        isinstance(test, ast.Compare)
+        and isinstance(test.left, ast.Name)
+        and test.left.id == "__name__"
+        and any(isinstance(c, ast.Constant) and c.value == "__main__" for c in test.comparators)
+    )
 
 
 def imports(path: Path, name: str, main_block: bool = True) -> set[str]:
     """The modules `path` imports (dotted), resolved to our modules where they are ours; without `main_block`,
     not those of its `if __name__ == "__main__":` block (run as a script, the module is `__main__`: no circle)."""
     tree = ast.parse(path.read_text(), str(path))
-    skip = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
-            and (_type_checking(node) or (not main_block and _main_block(node)))
-            for body in node.body for n in ast.walk(body)}
+    skip = {
+        id(n)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and (_type_checking(node) or (not main_block and _main_block(node)))
+        for body in node.body
+        for n in ast.walk(body)
+    }
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     out = set()
     for node in ast.walk(tree):
@@ -110,8 +119,9 @@ def test_every_import_follows_the_table(name):
     here = room(name)
     assert here in MAY_IMPORT, f"{name}: a new top-level room; add it to MAY_IMPORT and docs/contributors.md's table"
     allowed = MAY_IMPORT[here]
-    wrong = sorted(i for i in GRAPH[name] if room(i) in OURS and room(i) != here
-                   and allowed is not None and room(i) not in allowed)
+    wrong = sorted(
+        i for i in GRAPH[name] if room(i) in OURS and room(i) != here and allowed is not None and room(i) not in allowed
+    )
     assert not wrong, f"{name} imports {wrong}: {here}/ may import only {sorted(allowed)}"
     if here not in STREAMLIT_ROOMS:
         assert not any(room(i) == "streamlit" for i in GRAPH[name]), f"{name} imports streamlit"
@@ -137,7 +147,7 @@ def test_no_import_circle():
             if n == d.rpartition(".")[0] or d == n.rpartition(".")[0]:
                 continue  # a package and its own module
             if state.get(d) == 1:
-                cycle = stack[stack.index(d):] + [d]
+                cycle = stack[stack.index(d) :] + [d]
                 raise AssertionError("import circle: " + " -> ".join(cycle))
             if d not in state:
                 visit(d)
@@ -150,14 +160,22 @@ def test_no_import_circle():
 
 
 def test_no_file_is_too_long():
-    long = sorted((name, n) for name, path in MODULES.items() if room(name) in SIZE_LIMITED
-                  and (n := len(path.read_text().splitlines())) > MAX_LINES)
+    long = sorted(
+        (name, n)
+        for name, path in MODULES.items()
+        if room(name) in SIZE_LIMITED and (n := len(path.read_text().splitlines())) > MAX_LINES
+    )
     assert not long, f"over {MAX_LINES} lines: {long} (split by concern)"
 
 
 def test_no_page_is_too_long():
-    long = sorted((name, n) for name, path in MODULES.items() if name.startswith("pages.") and ".content" not in name
-                  and (n := len(path.read_text().splitlines())) > MAX_PAGE_LINES)
+    long = sorted(
+        (name, n)
+        for name, path in MODULES.items()
+        if name.startswith("pages.")
+        and ".content" not in name
+        and (n := len(path.read_text().splitlines())) > MAX_PAGE_LINES
+    )
     assert not long, f"pages over {MAX_PAGE_LINES} lines: {long} (move a section into ui/)"
 
 
@@ -191,8 +209,11 @@ def test_every_setting_is_in_the_operators_table():
     used = set()
     for path in ROOT.rglob("*"):
         rel = path.relative_to(ROOT).parts
-        if not path.is_file() or rel[0] in (".venv", ".git", "tests", "bench", "assets", "docs", "data") \
-                or path.suffix not in (".py", ".sh", ".yaml", ".cfg", ".in", ""):
+        if (
+            not path.is_file()
+            or rel[0] in (".venv", ".git", "tests", "bench", "assets", "docs", "data")
+            or path.suffix not in (".py", ".sh", ".yaml", ".cfg", ".in", "")
+        ):
             continue
         used |= set(re.findall(r"\bGLASS_[A-Z_]*[A-Z]\b", path.read_text(errors="ignore")))
     table = set(re.findall(r"^\| `(GLASS_[A-Z_]+)` \|", (ROOT / "docs" / "operators.md").read_text(), re.M))

@@ -106,7 +106,8 @@ def test_item_answers_of_layer_norm_and_teacher_forcing_recomputed(models, sente
     z = (r - r.mean()) / torch.sqrt(r.var(unbiased=False) + 1e-5)  # LayerNorm's first step, by hand
     item = _make(models, "layer_norm", sentence=sentence, word=word)
     assert abs(float(z.mean())) < 0.005 and right(item).startswith(
-        f"Mean 0.00, standard deviation {float(z.std(unbiased=False)):.2f}")
+        f"Mean 0.00, standard deviation {float(z.std(unbiased=False)):.2f}"
+    )
     reference = next(p.tgt for p in load_dataset()["heldout"] if p.src == sentence)
     ref = models.base.tgt_vocab.encode(tokenize(reference, "fr"))[0]
     if len(ref) > 2:
@@ -116,12 +117,20 @@ def test_item_answers_of_layer_norm_and_teacher_forcing_recomputed(models, sente
 
 
 def test_item_positional_answer_is_a_bag_of_words(models):
-    item = items.make(models, "pos_permutation", {"sentence": "the dog sees the cat", "other": "the cat sees the dog",
-                                              "word": "cat"}, "X")
+    item = items.make(
+        models,
+        "pos_permutation",
+        {"sentence": "the dog sees the cat", "other": "the cat sees the dog", "word": "cat"},
+        "X",
+    )
     assert right(item).startswith("The same for “cat”")
     with pytest.raises(ValueError):  # with positions on, the encoder tells the orders apart: no such item
-        items.make(models, "pos_permutation", {"sentence": "the dog sees the cat", "other": "the dog sees the cat",
-                                           "word": "cat"}, "X")
+        items.make(
+            models,
+            "pos_permutation",
+            {"sentence": "the dog sees the cat", "other": "the dog sees the cat", "word": "cat"},
+            "X",
+        )
 
 
 def test_item_mask_training_reads_the_no_mask_model(models):

@@ -21,9 +21,19 @@ def instrument() -> dict:
     """An instrument of the shape the app builds: 16 slots, 4 options, the right one first, two misconceptions."""
     forms = {}
     for f in "AB":
-        forms[f] = [{"id": f"{f}{s:02d}", "objective": OBJ[s - 1], "template": "row_rest", "text": "?",
-                     "options": ["right", "b", "c", "d"], "answer": 0, "explain": "",
-                     "tags": [None, "uniform", "softmax_range", None]} for s in range(1, N_ITEMS + 1)]
+        forms[f] = [
+            {
+                "id": f"{f}{s:02d}",
+                "objective": OBJ[s - 1],
+                "template": "row_rest",
+                "text": "?",
+                "options": ["right", "b", "c", "d"],
+                "answer": 0,
+                "explain": "",
+                "tags": [None, "uniform", "softmax_range", None],
+            }
+            for s in range(1, N_ITEMS + 1)
+        ]
     return {"version": "sim", "forms": forms}
 
 
@@ -39,20 +49,35 @@ def cohort(n: int, gain: float, a, b, seed: int, conditions=("all",), extra: dic
     for i in range(n):
         actor, cond = f"p-{i:04d}", conditions[i % len(conditions)]
         first = "AB"[i // len(conditions) % 2]
-        people.append({"actor": actor, "condition": cond, "first_form": first, "phase": "done", "joined": 0,
-                       "phase_at": 0})
+        people.append(
+            {"actor": actor, "condition": cond, "first_form": first, "phase": "done", "joined": 0, "phase_at": 0}
+        )
         theta = rng.normal()
         for phase, t in (("pre", theta), ("post", theta + gain + (extra or {}).get(cond, 0.0))):
             form = first if phase == "pre" else ("B" if first == "A" else "A")
             right = rng.random(N_ITEMS) < p_correct(t, a, b)
             for s in range(N_ITEMS):
                 choice = 0 if right[s] else int(rng.integers(1, 4))
-                events.append({"actor": actor, "verb": "answered", "object": f"item/{form}{s + 1:02d}",
-                               "result": {"choice": choice, "correct": bool(right[s]), "confidence": 3,
-                                          "latency_ms": 1000}, "context": {"phase": phase, "form": form,
-                                                                            "condition": cond}, "timestamp": i})
-            events.append({"actor": actor, "verb": "completed", "object": f"phase/{phase}", "result": {},
-                           "context": {"phase": phase, "form": form, "condition": cond}, "timestamp": i})
+                events.append(
+                    {
+                        "actor": actor,
+                        "verb": "answered",
+                        "object": f"item/{form}{s + 1:02d}",
+                        "result": {"choice": choice, "correct": bool(right[s]), "confidence": 3, "latency_ms": 1000},
+                        "context": {"phase": phase, "form": form, "condition": cond},
+                        "timestamp": i,
+                    }
+                )
+            events.append(
+                {
+                    "actor": actor,
+                    "verb": "completed",
+                    "object": f"phase/{phase}",
+                    "result": {},
+                    "context": {"phase": phase, "form": form, "condition": cond},
+                    "timestamp": i,
+                }
+            )
     return people, events
 
 
@@ -101,8 +126,9 @@ def test_item_discrimination_ranked_as_generated():
 
 
 def test_gain_hedges_g_between_conditions_sees_the_better_condition():
-    people, events = cohort(200, 0.5, A, B, seed=11, conditions=("predict-off", "predict-on"),
-                            extra={"predict-on": 0.8})
+    people, events = cohort(
+        200, 0.5, A, B, seed=11, conditions=("predict-off", "predict-on"), extra={"predict-on": 0.8}
+    )
     rep = report.build(instrument(), people, events, first="predict-off")
     assert rep.hedges.low > 0 and rep.hedges.n == 200
     assert rep.gain_by_condition["predict-on"].value > rep.gain_by_condition["predict-off"].value
@@ -135,13 +161,37 @@ def test_study_report_sets_feeling_of_learning_beside_gain():
     people, events = cohort(30, 1.0, A, B, seed=2)
     for i, p in enumerate(people):
         for k, _ in SUS:
-            events.append({"actor": p["actor"], "verb": "rated", "object": f"survey/{k}", "result": {"value": 3},
-                           "context": {"phase": "survey"}, "timestamp": 9})
+            events.append(
+                {
+                    "actor": p["actor"],
+                    "verb": "rated",
+                    "object": f"survey/{k}",
+                    "result": {"value": 3},
+                    "context": {"phase": "survey"},
+                    "timestamp": 9,
+                }
+            )
         for k, _ in TLX:
-            events.append({"actor": p["actor"], "verb": "rated", "object": f"survey/{k}", "result": {"value": 50},
-                           "context": {"phase": "survey"}, "timestamp": 9})
-        events.append({"actor": p["actor"], "verb": "rated", "object": f"survey/{FEEL[0][0]}",
-                       "result": {"value": 1 + i % 7}, "context": {"phase": "survey"}, "timestamp": 9})
+            events.append(
+                {
+                    "actor": p["actor"],
+                    "verb": "rated",
+                    "object": f"survey/{k}",
+                    "result": {"value": 50},
+                    "context": {"phase": "survey"},
+                    "timestamp": 9,
+                }
+            )
+        events.append(
+            {
+                "actor": p["actor"],
+                "verb": "rated",
+                "object": f"survey/{FEEL[0][0]}",
+                "result": {"value": 1 + i % 7},
+                "context": {"phase": "survey"},
+                "timestamp": 9,
+            }
+        )
     rep = report.build(instrument(), people, events)
     assert rep.sus.value == 50 and rep.tlx_raw.value == 50 and len(rep.feel) == 30
     assert rep.feel_gain_rho is not None and -1 <= rep.feel_gain_rho <= 1
@@ -151,10 +201,24 @@ def test_study_report_time_and_engagement_per_lesson_step():
     people, events = cohort(6, 1.0, A, B, seed=4)
     for p in people:
         base = 10_000
-        for k, (verb, obj) in enumerate([("viewed", "lesson/step/8"), ("changed", "control/iv_scale"),
-                                         ("viewed", "lesson/step/9"), ("viewed", "page/decoder")]):
-            events.append({"actor": p["actor"], "verb": verb, "object": obj, "result": {},
-                           "context": {"phase": "path", "step": 8 if k < 2 else 9}, "timestamp": base + k * 30_000})
+        for k, (verb, obj) in enumerate(
+            [
+                ("viewed", "lesson/step/8"),
+                ("changed", "control/iv_scale"),
+                ("viewed", "lesson/step/9"),
+                ("viewed", "page/decoder"),
+            ]
+        ):
+            events.append(
+                {
+                    "actor": p["actor"],
+                    "verb": verb,
+                    "object": obj,
+                    "result": {},
+                    "context": {"phase": "path", "step": 8 if k < 2 else 9},
+                    "timestamp": base + k * 30_000,
+                }
+            )
     rep = report.build(instrument(), people, events)
     step8, step9 = rep.steps[7], rep.steps[8]
     assert step8["median_seconds"] == 60 and step8["level"] == "changing"

@@ -38,12 +38,35 @@ BROWSER = "b-0123456789abcdef0123456789abcdef"
 
 
 def instrument() -> dict:
-    forms = {f: [{"id": f"{f}{s:02d}", "objective": "row_sum", "template": "row_rest", "text": "?",
-                  "options": ["w", "x", "y", "z"], "answer": (s + (f == "B")) % 4, "explain": "",
-                  "tags": [None] * 4} for s in range(1, 4)] for f in "AB"}
-    forms["A"].append({"id": "A04", "objective": "transfer", "template": "transfer_row", "text": "click",
-                       "options": ["r → a", "r → b", "r → c"], "answer": 2, "explain": "", "tags": [None] * 3,
-                       "grid": {"rows": ["a", "b", "c"], "cols": ["a", "b", "c"], "row": 0, "answer": 2}})
+    forms = {
+        f: [
+            {
+                "id": f"{f}{s:02d}",
+                "objective": "row_sum",
+                "template": "row_rest",
+                "text": "?",
+                "options": ["w", "x", "y", "z"],
+                "answer": (s + (f == "B")) % 4,
+                "explain": "",
+                "tags": [None] * 4,
+            }
+            for s in range(1, 4)
+        ]
+        for f in "AB"
+    }
+    forms["A"].append(
+        {
+            "id": "A04",
+            "objective": "transfer",
+            "template": "transfer_row",
+            "text": "click",
+            "options": ["r → a", "r → b", "r → c"],
+            "answer": 2,
+            "explain": "",
+            "tags": [None] * 3,
+            "grid": {"rows": ["a", "b", "c"], "cols": ["a", "b", "c"], "row": 0, "answer": 2},
+        }
+    )
     return {"version": "test", "forms": forms}
 
 
@@ -62,6 +85,7 @@ def make(request, tmp_path):
         server = request.getfixturevalue("pg")
         schema = "t" + uuid.uuid4().hex[:10]  # a database of its own per test
         import psycopg
+
         with psycopg.connect(server.url, autocommit=True) as c:
             c.execute(f"CREATE DATABASE {schema}")
         url = server.url.rsplit("/", 1)[0] + "/" + schema
@@ -96,8 +120,12 @@ def consented(store):
 def test_study_consent_gate_records_nothing_before_consent(make):
     store = make()
     code, secret, actor = joined(store)
-    for call in (lambda: store.answer(code, actor, "A01", 0, 3), lambda: store.log(code, actor, "viewed", "page/x"),
-                 lambda: store.advance(code, actor, "path"), lambda: store.rate(code, actor, "sus1", 3, (1, 5, 1))):
+    for call in (
+        lambda: store.answer(code, actor, "A01", 0, 3),
+        lambda: store.log(code, actor, "viewed", "page/x"),
+        lambda: store.advance(code, actor, "path"),
+        lambda: store.rate(code, actor, "sus1", 3, (1, 5, 1)),
+    ):
         with pytest.raises(NotConsented):
             call()
     _, people, events = store.records(code, secret)
@@ -144,8 +172,10 @@ def test_item_answers_checked_against_the_frozen_key_and_recorded_once(make):
         store.answer(code, actor, f"{other}03", 0, 1)
     _, _, events = store.records(code, secret)
     answers = [e for e in events if e["verb"] == "answered"]
-    assert [(e["object"], e["result"]["correct"]) for e in answers] == [(f"item/{form}01", True),
-                                                                        (f"item/{form}02", False)]
+    assert [(e["object"], e["result"]["correct"]) for e in answers] == [
+        (f"item/{form}01", True),
+        (f"item/{form}02", False),
+    ]
     assert answers[0]["result"]["reason"] == "<b>because</b> = sum"  # HTML is kept as text (pages draw it escaped)
     assert answers[0]["context"] == {"phase": "pre", "condition": "all", "form": form, "instrument": "test"}
 
@@ -155,8 +185,15 @@ def test_item_hostile_answers_refused_and_nothing_stored(make):
     code, secret, actor = joined(store)
     p, _ = store.consent(code, actor)
     item = f"{p.first_form}01"
-    for kwargs in ({"reason": "x" * 201}, {"reason": "two\nlines"}, {"confidence": 5}, {"confidence": True},
-                   {"choice": 9}, {"choice": -1}, {"latency_ms": -5}):
+    for kwargs in (
+        {"reason": "x" * 201},
+        {"reason": "two\nlines"},
+        {"confidence": 5},
+        {"confidence": True},
+        {"choice": 9},
+        {"choice": -1},
+        {"latency_ms": -5},
+    ):
         args = {"choice": 0, "confidence": 2, "reason": "", "latency_ms": 10, **kwargs}
         with pytest.raises(InvalidInput):
             store.answer(code, actor, item, args["choice"], args["confidence"], args["reason"], args["latency_ms"])
@@ -215,8 +252,14 @@ def test_study_typed_sentence_hashed_unless_the_study_keeps_text(make):
         actor = store.pseudonym(code, BROWSER)
         store.consent(code, actor)
         store.advance(code, actor, "path")
-        store.log(code, actor, "changed", "control/sentence", {"text": "my cat is called felix"},
-                  {"page": "lesson", "step": 3})
+        store.log(
+            code,
+            actor,
+            "changed",
+            "control/sentence",
+            {"text": "my cat is called felix"},
+            {"page": "lesson", "step": 3},
+        )
         e = store.records(code, secret)[2][-1]
         if keep:
             assert e["result"] == {"text": "my cat is called felix"}
@@ -228,14 +271,19 @@ def test_study_typed_sentence_hashed_unless_the_study_keeps_text(make):
 def test_study_events_schema_enforced_and_rate_limited(make):
     store = make()
     code, secret, actor = consented(store)
-    for verb, obj, result in (("answered", "item/A01", {}), ("viewed", "<script>", {}), ("viewed", "page/x",
-                                                                                          {"score": 1}),
-                              ("voted", "class/question/1", {"choice": "1"}), ("nonsense", "page/x", {})):
+    for verb, obj, result in (
+        ("answered", "item/A01", {}),
+        ("viewed", "<script>", {}),
+        ("viewed", "page/x", {"score": 1}),
+        ("voted", "class/question/1", {"choice": "1"}),
+        ("nonsense", "page/x", {}),
+    ):
         with pytest.raises(InvalidInput):
             store.log(code, actor, verb, obj, result)
     with pytest.raises(InvalidInput):
         store.log(code, actor, "viewed", "page/x", None, {"phase": "post"})  # the context's phase is the store's
     from study import store as module
+
     for _ in range(module.EVENTS_PER_MINUTE - 1):
         store.log(code, actor, "viewed", "lesson/step/1")
     with pytest.raises(RateLimited):
@@ -328,9 +376,13 @@ def test_study_restart_loses_no_answer_already_sent(make, tmp_path):
     code, secret, actor = joined(store)
     p, _ = store.consent(code, actor)
     if make.kind == "sqlite":  # the app process is killed outright after its answers returned
-        child = subprocess.Popen([sys.executable, "-c", WRITER, str(store.db.path), code, actor, p.first_form],
-                                 cwd=ROOT, stdout=subprocess.PIPE, text=True,
-                                 env={**os.environ, "PYTHONPATH": str(ROOT)})
+        child = subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(store.db.path), code, actor, p.first_form],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
         for _ in range(3):
             assert child.stdout.readline().strip()
         child.send_signal(signal.SIGKILL)
@@ -346,8 +398,16 @@ def test_study_restart_loses_no_answer_already_sent(make, tmp_path):
 
 
 def test_study_export_neutralises_spreadsheet_formulas():
-    rows = [{"reason": "=HYPERLINK(\"http://x\",\"y\")", "n": -3, "other": "+1", "at": "@SUM(A1)", "ok": "fine",
-             "nested": {"r": "-2+3"}}]
+    rows = [
+        {
+            "reason": '=HYPERLINK("http://x","y")',
+            "n": -3,
+            "other": "+1",
+            "at": "@SUM(A1)",
+            "ok": "fine",
+            "nested": {"r": "-2+3"},
+        }
+    ]
     csv_text, jsonl = export.to_csv(rows), export.to_jsonl(rows)
     assert "'=HYPERLINK" in csv_text and ",-3," in csv_text and "'+1" in csv_text and "'@SUM" in csv_text
     line = json.loads(jsonl)

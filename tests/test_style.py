@@ -13,7 +13,7 @@ def test_stylesheet_is_style_only():
     for presenter in (False, True):
         inner = style.css(presenter)
         assert inner.startswith("<style>") and inner.endswith("</style>")
-        body = inner[len("<style>"):-len("</style>")]
+        body = inner[len("<style>") : -len("</style>")]
         assert "<" not in body, re.findall(r".{20}<.{20}", body)
 
 

@@ -59,11 +59,19 @@ def test_a_queue_worker_dies_and_another_takes_its_place(cluster):
     wait_for_up(lambda: conn.zcard(PREFIX + "workers") >= 1, 60, "a worker counted")
     old = cluster.parts["worker1"].child.proc.pid
     cluster.kill("worker1")
-    wait_for_up(lambda: cluster.parts["worker1"].child.proc.pid != old and cluster.parts["worker1"].child.alive(), 30,
-             "the worker started again")
+    wait_for_up(
+        lambda: cluster.parts["worker1"].child.proc.pid != old and cluster.parts["worker1"].child.alive(),
+        30,
+        "the worker started again",
+    )
     names = {n.decode() for n in conn.zrange(PREFIX + "workers", 0, -1)}
-    wait_for_up(lambda: any(str(cluster.parts["worker1"].child.proc.pid) in n.decode()
-                         for n in conn.zrange(PREFIX + "workers", 0, -1)), 60, "the new worker counted")
+    wait_for_up(
+        lambda: any(
+            str(cluster.parts["worker1"].child.proc.pid) in n.decode() for n in conn.zrange(PREFIX + "workers", 0, -1)
+        ),
+        60,
+        "the new worker counted",
+    )
     assert names  # the queue had a worker before, and has one again
 
 

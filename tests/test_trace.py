@@ -11,12 +11,17 @@ NORM = ["resid", "normed", "out"]
 # Written out by hand for a 1+1 layer model, on purpose: this is the contract with the app.
 GOLDEN_1_1 = (
     ["src.tokens", "src.embed", "src.pos", "src.input"]
-    + [f"enc.0.self_attn.{t}" for t in ATTN] + [f"enc.0.add_norm1.{t}" for t in NORM]
-    + ["enc.0.ffn.hidden", "enc.0.ffn.out"] + [f"enc.0.add_norm2.{t}" for t in NORM]
+    + [f"enc.0.self_attn.{t}" for t in ATTN]
+    + [f"enc.0.add_norm1.{t}" for t in NORM]
+    + ["enc.0.ffn.hidden", "enc.0.ffn.out"]
+    + [f"enc.0.add_norm2.{t}" for t in NORM]
     + ["enc.out", "tgt.tokens", "tgt.embed", "tgt.pos", "tgt.input"]
-    + [f"dec.0.self_attn.{t}" for t in ATTN] + [f"dec.0.add_norm1.{t}" for t in NORM]
-    + [f"dec.0.cross_attn.{t}" for t in ATTN] + [f"dec.0.add_norm2.{t}" for t in NORM]
-    + ["dec.0.ffn.hidden", "dec.0.ffn.out"] + [f"dec.0.add_norm3.{t}" for t in NORM]
+    + [f"dec.0.self_attn.{t}" for t in ATTN]
+    + [f"dec.0.add_norm1.{t}" for t in NORM]
+    + [f"dec.0.cross_attn.{t}" for t in ATTN]
+    + [f"dec.0.add_norm2.{t}" for t in NORM]
+    + ["dec.0.ffn.hidden", "dec.0.ffn.out"]
+    + [f"dec.0.add_norm3.{t}" for t in NORM]
     + ["dec.out", "logits", "probs"]
 )
 

@@ -38,6 +38,7 @@ def tired_wide() -> tracing.Tracing:
 
 # --- an independent forward pass: the raw tensors, float64, numpy ------------------------------------------------
 
+
 @cache
 def raw() -> dict[str, np.ndarray]:
     return {k: v.astype(np.float64) for k, v in load_file(str(checkpoint.SHIPPED.with_suffix(".safetensors"))).items()}
@@ -68,8 +69,10 @@ def forward(src: list[int], tgt: list[int], hook=lambda name, x: x) -> np.ndarra
         return out
 
     def attend(xq, xkv, n, name, causal=False):
-        q, k, v = (lin(x, f"{n}.W_{p}").reshape(len(x), H, dk).transpose(1, 0, 2)
-                   for x, p in ((xq, "q"), (xkv, "k"), (xkv, "v")))
+        q, k, v = (
+            lin(x, f"{n}.W_{p}").reshape(len(x), H, dk).transpose(1, 0, 2)
+            for x, p in ((xq, "q"), (xkv, "k"), (xkv, "v"))
+        )
         s = q @ k.transpose(0, 2, 1) / math.sqrt(dk)
         if causal:
             s = np.where(np.tril(np.ones(s.shape[1:], bool)), s, -np.inf)
@@ -83,16 +86,22 @@ def forward(src: list[int], tgt: list[int], hook=lambda name, x: x) -> np.ndarra
     x = hook("src.input", W["src_embed.lut.weight"][src] * math.sqrt(D) + pe(len(src)))
     for i in range(2):
         n = f"encoder.{i}"
-        x = hook(f"enc.{i}.add_norm1.out", norm(x + attend(x, x, f"{n}.self_attn", f"enc.{i}.self_attn"),
-                                                f"{n}.add_norm1.norm"))
+        x = hook(
+            f"enc.{i}.add_norm1.out",
+            norm(x + attend(x, x, f"{n}.self_attn", f"enc.{i}.self_attn"), f"{n}.add_norm1.norm"),
+        )
         x = hook(f"enc.{i}.add_norm2.out", norm(x + ffn(x, f"{n}.ffn"), f"{n}.add_norm2.norm"))
     y = W["tgt_embed.lut.weight"][tgt] * math.sqrt(D) + pe(len(tgt))
     for i in range(2):
         n = f"decoder.{i}"
-        y = hook(f"dec.{i}.add_norm1.out", norm(y + attend(y, y, f"{n}.self_attn", f"dec.{i}.self_attn", True),
-                                                f"{n}.add_norm1.norm"))
-        y = hook(f"dec.{i}.add_norm2.out", norm(y + attend(y, x, f"{n}.cross_attn", f"dec.{i}.cross_attn"),
-                                                f"{n}.add_norm2.norm"))
+        y = hook(
+            f"dec.{i}.add_norm1.out",
+            norm(y + attend(y, y, f"{n}.self_attn", f"dec.{i}.self_attn", True), f"{n}.add_norm1.norm"),
+        )
+        y = hook(
+            f"dec.{i}.add_norm2.out",
+            norm(y + attend(y, x, f"{n}.cross_attn", f"dec.{i}.cross_attn"), f"{n}.add_norm2.norm"),
+        )
         y = hook(f"dec.{i}.add_norm3.out", norm(y + ffn(y, f"{n}.ffn"), f"{n}.add_norm3.norm"))
     return softmax(lin(y[-1], "generator"))
 
@@ -119,13 +128,17 @@ def test_the_coreference_tracing_is_reproduced_from_the_raw_tensors():
                 x = x.copy()
                 x[index] = rec[name][index]
             return x
+
         return (forward(src_w, tgt, hook)[word] - p_corrupt) / gap
 
     streams = ["src.input"] + [f"enc.{i}.add_norm{k}.out" for i in range(2) for k in (1, 2)]
     want = [[patched(n, s) for s in range(len(src_c))] for n in streams]
     np.testing.assert_allclose(t.encoder.share, want, atol=1e-4)
-    heads = [[patched(f"dec.{i}.cross_attn.z", (slice(None) if h is None else h, q)) for q in range(len(tgt))]
-             for i in range(2) for h in [*range(4), None]]
+    heads = [
+        [patched(f"dec.{i}.cross_attn.z", (slice(None) if h is None else h, q)) for q in range(len(tgt))]
+        for i in range(2)
+        for h in [*range(4), None]
+    ]
     np.testing.assert_allclose(t.heads.share, heads, atol=1e-4)
     dec = [[patched(f"dec.{i}.add_norm{k}.out", q) for q in range(len(tgt))] for i in range(2) for k in (1, 2, 3)]
     np.testing.assert_allclose(t.decoder.share, dec, atol=1e-4)
@@ -137,6 +150,7 @@ def test_the_coreference_tracing_is_reproduced_from_the_raw_tensors():
                 x[..., key] = 0.0
                 x = x / x.sum(-1, keepdims=True)  # the rows renormalised: the softmax over the keys left
             return x
+
         return (p_clean - forward(src_c, tgt, hook)[word]) / gap
 
     layers = [f"enc.{i}.self_attn.weights" for i in range(2)] + [f"dec.{i}.cross_attn.weights" for i in range(2)]
@@ -179,12 +193,15 @@ def test_one_head_part_by_part():
     assert "switched off" in vt.head_notice(h_off)
 
 
-@pytest.mark.parametrize("other, message", [
-    ("the animal didn't cross the street", "same number of words"),
-    (TIRED, "the same to the model"),
-    ("the animal didn't cross the street because it was too zorblax", None),  # an unknown word: <unk>, traceable
-    ("", "Type two sentences"),
-])
+@pytest.mark.parametrize(
+    "other, message",
+    [
+        ("the animal didn't cross the street", "same number of words"),
+        (TIRED, "the same to the model"),
+        ("the animal didn't cross the street because it was too zorblax", None),  # an unknown word: <unk>, traceable
+        ("", "Type two sentences"),
+    ],
+)
 def test_pairs_that_cannot_be_traced_say_why(other, message):
     if message is None:
         p = tracing.pair(bundle(), TIRED, other)
@@ -210,12 +227,16 @@ def test_the_story_of_a_same_gender_pair_says_the_adjective_cannot_change_the_pr
     s = pronoun.story(bundle(), "the dog didn't cross the bridge because it was too tired")
     assert s.same_pronoun and s.tracing is None and s.pronoun == "il"
     from viz.pronoun import story_notice
-    assert story_notice(s) == ("Both nouns are masculine here: the model writes il with “tired” and with “wide”, so "
-                               "the adjective cannot change the pronoun.")
+
+    assert story_notice(s) == (
+        "Both nouns are masculine here: the model writes il with “tired” and with “wide”, so "
+        "the adjective cannot change the pronoun."
+    )
     assert pronoun.story(bundle(), "i am a student") is None
 
 
 # --- the page ------------------------------------------------------------------------------------------------
+
 
 def test_the_page_draws_the_models_tracing_with_its_notices():
     at = run_page("tracing")
@@ -225,8 +246,13 @@ def test_the_page_draws_the_models_tracing_with_its_notices():
         z = decode(chart_spec(at, f"tracing_{key}")["data"][0]["z"])
         np.testing.assert_allclose(z.reshape(len(g.rows), len(g.columns)), g.share, atol=1e-9)
     text = all_text(at).replace("\\", "")
-    for n in (vt.pair_notice(t.pair), vt.encoder_notice(t), vt.heads_notice(t), vt.decoder_notice(t),
-              vt.mask_notice(t)):
+    for n in (
+        vt.pair_notice(t.pair),
+        vt.encoder_notice(t),
+        vt.heads_notice(t),
+        vt.decoder_notice(t),
+        vt.mask_notice(t),
+    ):
         assert n in text
     assert "Only “tired” carries the difference in the encoder" in text
     # the one-head section opens on the head whose z brings back the most at the pronoun: layer 0 head 3
@@ -238,8 +264,12 @@ def test_the_page_draws_the_models_tracing_with_its_notices():
 
 
 def test_the_page_refuses_bad_pairs_with_a_message():
-    for other, says in (("i am a student", "same number of words"), ("<b>x</b> " * 11, "same number of words"),
-                        ("\u202e" + WIDE, None), (TIRED, "the same to the model")):
+    for other, says in (
+        ("i am a student", "same number of words"),
+        ("<b>x</b> " * 11, "same number of words"),
+        ("\u202e" + WIDE, None),
+        (TIRED, "the same to the model"),
+    ):
         at = run_page("tracing", tracing_other=other, tracing_other_for=TIRED)
         no_exception(at)
         if says:
@@ -273,8 +303,10 @@ def test_the_mystery_head_is_never_drawn(monkeypatch):
     assert "layer 0 head 3" not in text.replace("\\", "") and "Its weights stay hidden" in text
     fresh = run_page("tracing")  # no head preset: the section opens on the best head that is not the mystery one
     no_exception(fresh)
-    assert (fresh.selectbox(key="tracing_module").value, fresh.selectbox(key="tracing_head").value) == \
-        ("dec.1.cross_attn", 3)
+    assert (fresh.selectbox(key="tracing_module").value, fresh.selectbox(key="tracing_head").value) == (
+        "dec.1.cross_attn",
+        3,
+    )
 
 
 def test_the_mystery_head_is_not_named_on_the_self_attention_page(monkeypatch):

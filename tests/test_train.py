@@ -20,8 +20,17 @@ from model.transformer import Config, Transformer
 pytestmark = pytest.mark.usefixtures("one_torch_thread")  # conftest.py
 
 
-TINY = {"d_model": 32, "n_heads": 2, "n_layers": 1, "d_ff": 64, "batch_size": 32, "warmup": 10, "lr_scale": 0.3,
-        "dropout": 0.0, "eval_every": 0}
+TINY = {
+    "d_model": 32,
+    "n_heads": 2,
+    "n_layers": 1,
+    "d_ff": 64,
+    "batch_size": 32,
+    "warmup": 10,
+    "lr_scale": 0.3,
+    "dropout": 0.0,
+    "eval_every": 0,
+}
 
 
 @pytest.fixture(scope="module")
@@ -29,8 +38,9 @@ def subset() -> dict[str, list[Pair]]:
     """Short, simple pairs of the "basic" family ("i am a student"): 160 to train; 15 of them and 5 coref held out."""
     data = load_dataset()
     train = [p for p in data["train"] if p.tag == "basic"][:160]
-    heldout = ([p for p in data["heldout"] if p.tag == "basic"][:15]
-               + [p for p in data["heldout"] if p.tag == "coref"][:5])
+    heldout = [p for p in data["heldout"] if p.tag == "basic"][:15] + [p for p in data["heldout"] if p.tag == "coref"][
+        :5
+    ]
     return {"train": train, "heldout": heldout}
 
 
@@ -40,12 +50,13 @@ def tiny(subset, **kw) -> Trainer:
 
 # --- the learning-rate schedule -----------------------------------------------------------------
 
+
 def test_rate_matches_the_paper_formula():
     # lrate = d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)
-    assert rate(1, 512, 4000) == pytest.approx(512 ** -0.5 * 4000 ** -1.5)
-    assert rate(4000, 512, 4000) == pytest.approx(512 ** -0.5 * 4000 ** -0.5)  # the peak, about 7.0e-4
+    assert rate(1, 512, 4000) == pytest.approx(512**-0.5 * 4000**-1.5)
+    assert rate(4000, 512, 4000) == pytest.approx(512**-0.5 * 4000**-0.5)  # the peak, about 7.0e-4
     assert rate(4000, 512, 4000) == pytest.approx(6.9877e-4, rel=1e-4)
-    assert rate(16000, 512, 4000) == pytest.approx(512 ** -0.5 * 16000 ** -0.5)
+    assert rate(16000, 512, 4000) == pytest.approx(512**-0.5 * 16000**-0.5)
     assert rate(100, 128, 200, scale=2.0) == pytest.approx(2 * rate(100, 128, 200))
 
 
@@ -65,30 +76,34 @@ def test_rate_counts_steps_from_one():
 
 # --- the configuration ------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("kw, words", [
-    ({"d_model": 130, "n_heads": 4}, "divisible"),
-    ({"n_heads": 0}, "n_heads must be a positive"),
-    ({"steps": -5}, "steps must be a positive"),
-    ({"batch_size": 2.5}, "batch_size"),
-    ({"dropout": 1.0}, "dropout must be a number in [0, 1)"),
-    ({"dropout": -0.1}, "dropout"),
-    ({"label_smoothing": 1.2}, "label_smoothing"),
-    ({"lr_scale": 0}, "lr_scale must be a positive"),
-    ({"lr_scale": float("nan")}, "lr_scale"),
-    ({"warmup": 0}, "warmup"),
-    ({"direction": "en-de"}, "direction must be one of en-fr, fr-en"),
-    ({"max_seconds": -1.0}, "max_seconds"),
-    ({"clip_grad_norm": 0.0}, "clip_grad_norm"),
-    ({"eval_every": -1}, "eval_every"),
-    ({"d_model": 9, "n_heads": 3}, "even"),
-    ({"n_layers": 0}, "n_layers must be a positive integer (got 0)"),
-    ({"dropout": True}, "dropout must be a number"),
-    ({"positions": "rotary"}, "positions must be one of sinusoidal, learned, none (got 'rotary')"),
-    ({"key_size": 64, "d_model": 128, "n_heads": 4}, "key_size must be None or a whole number from 1 to"),
-    ({"key_size": 0}, "key_size"),
-    ({"scale_scores": "no"}, "scale_scores must be True or False"),
-    ({"arch": "rnn", "d_model": 512}, "d_model must be in [8, 256] (got 512)"),
-])
+
+@pytest.mark.parametrize(
+    "kw, words",
+    [
+        ({"d_model": 130, "n_heads": 4}, "divisible"),
+        ({"n_heads": 0}, "n_heads must be a positive"),
+        ({"steps": -5}, "steps must be a positive"),
+        ({"batch_size": 2.5}, "batch_size"),
+        ({"dropout": 1.0}, "dropout must be a number in [0, 1)"),
+        ({"dropout": -0.1}, "dropout"),
+        ({"label_smoothing": 1.2}, "label_smoothing"),
+        ({"lr_scale": 0}, "lr_scale must be a positive"),
+        ({"lr_scale": float("nan")}, "lr_scale"),
+        ({"warmup": 0}, "warmup"),
+        ({"direction": "en-de"}, "direction must be one of en-fr, fr-en"),
+        ({"max_seconds": -1.0}, "max_seconds"),
+        ({"clip_grad_norm": 0.0}, "clip_grad_norm"),
+        ({"eval_every": -1}, "eval_every"),
+        ({"d_model": 9, "n_heads": 3}, "even"),
+        ({"n_layers": 0}, "n_layers must be a positive integer (got 0)"),
+        ({"dropout": True}, "dropout must be a number"),
+        ({"positions": "rotary"}, "positions must be one of sinusoidal, learned, none (got 'rotary')"),
+        ({"key_size": 64, "d_model": 128, "n_heads": 4}, "key_size must be None or a whole number from 1 to"),
+        ({"key_size": 0}, "key_size"),
+        ({"scale_scores": "no"}, "scale_scores must be True or False"),
+        ({"arch": "rnn", "d_model": 512}, "d_model must be in [8, 256] (got 512)"),
+    ],
+)
 def test_invalid_training_config_says_what_is_wrong(kw, words):
     with pytest.raises(ValueError, match="Invalid training config") as info:
         TrainConfig(**kw)
@@ -111,8 +126,9 @@ def test_a_model_size_problem_is_named_once_under_the_training_name():
 
 def test_config_gives_the_model_config():
     cfg = TrainConfig(d_model=64, n_heads=8, n_layers=3, d_ff=128, dropout=0.2).model_config(50, 60)
-    assert cfg == Config(src_vocab=50, tgt_vocab=60, d_model=64, n_heads=8, n_enc_layers=3, n_dec_layers=3,
-                         d_ff=128, dropout=0.2)
+    assert cfg == Config(
+        src_vocab=50, tgt_vocab=60, d_model=64, n_heads=8, n_enc_layers=3, n_dec_layers=3, d_ff=128, dropout=0.2
+    )
 
 
 def test_defaults_are_the_documented_recipe():
@@ -122,6 +138,7 @@ def test_defaults_are_the_documented_recipe():
 
 
 # --- the trainer ----------------------------------------------------------------------------------
+
 
 def test_loss_falls_and_events_carry_the_schedule(subset):
     trainer = tiny(subset, steps=60)
@@ -287,8 +304,9 @@ def test_losses_are_torch_cross_entropy_with_and_without_smoothing(eps):
     gold = torch.tensor([[4, 5, 6, 2, 0], [7, 2, 0, 0, 0], [8, 9, 10, 4, 2]])  # 0 = <pad>
     smoothed, plain = trainer.losses(logits, gold)
     flat = logits.reshape(-1, 11), gold.reshape(-1)
-    assert smoothed.item() == pytest.approx(F.cross_entropy(*flat, ignore_index=0, label_smoothing=eps).item(),
-                                            rel=1e-6)
+    assert smoothed.item() == pytest.approx(
+        F.cross_entropy(*flat, ignore_index=0, label_smoothing=eps).item(), rel=1e-6
+    )
     assert plain.item() == pytest.approx(F.cross_entropy(*flat, ignore_index=0).item(), rel=1e-6)
     smoothed.backward()
     expected = torch.autograd.grad(F.cross_entropy(*flat, ignore_index=0, label_smoothing=eps), logits)[0]

@@ -48,8 +48,12 @@ def wide_corpus(n_words: int, n_pairs: int, per: int = 30) -> bytes:
     """A corpus as a hostile upload makes it: many distinct words (a large vocabulary: large embeddings,
     output layer and evaluation logits) and sentences at the 30-word limit."""
     rng = random.Random(0)
-    lines = [" ".join(f"s{rng.randrange(n_words)}" for _ in range(per)) + "\t"
-             + " ".join(f"t{rng.randrange(n_words)}" for _ in range(per)) for _ in range(n_pairs)]
+    lines = [
+        " ".join(f"s{rng.randrange(n_words)}" for _ in range(per))
+        + "\t"
+        + " ".join(f"t{rng.randrange(n_words)}" for _ in range(per))
+        for _ in range(n_pairs)
+    ]
     return ("\n".join(lines) + "\n").encode()
 
 
@@ -70,10 +74,10 @@ def widest_data():
     return corpus_data(7996, 5400)
 
 
-
 def make(data, owner=None, client=None, session_id=None, **settings) -> Job:
-    return make_job({**TINY, **settings}, data=data, probe_every=0, probes=[], owner=owner, client=client,
-                         session_id=session_id)
+    return make_job(
+        {**TINY, **settings}, data=data, probe_every=0, probes=[], owner=owner, client=client, session_id=session_id
+    )
 
 
 # --- What the page accepts, it can save -------------------------------------------------------------
@@ -143,6 +147,7 @@ def test_the_largest_accepted_model_on_a_wide_corpus_saves_within_the_limit(wide
 def test_a_finished_run_is_never_thrown_away(small_data, monkeypatch):
     """The worker's model cannot be loaded here (any reason): the job still finishes, keeps both files
     for download, and says why."""
+
     def refuse(weights, meta, name=None, **kw):
         raise CheckpointError("checkpoint is 30.4 MB; the limit is 21 MB")
 
@@ -404,8 +409,12 @@ def test_a_process_stuck_after_saying_it_is_failing_is_killed_and_its_reason_kep
     monkeypatch.setattr(run_process, "STOP_GRACE", 1.0)
     spec = make(small_data).spec()
     ends = []
-    waiting = threading.Thread(target=lambda: ends.append(
-        run_process.run(spec, threading.Event(), lambda: False, lambda p: None, lambda msg: None)), daemon=True)
+    waiting = threading.Thread(
+        target=lambda: ends.append(
+            run_process.run(spec, threading.Event(), lambda: False, lambda p: None, lambda msg: None)
+        ),
+        daemon=True,
+    )
     waiting.start()
     waiting.join(30)
     if waiting.is_alive():
@@ -430,8 +439,10 @@ def test_a_20m_character_sentence_is_cached_by_the_text_used():
         a = models.analysis(text="i am a student " * 1_400_000)  # 21 million characters
         st.session_state["used"] = len(a.prepared.text)
         st.session_state["cut"] = a.prepared.truncated
-        st.session_state["keys"] = [max((len(x) for x in key if isinstance(x, str)), default=0)
-                                    for key in st.session_state[session_cache.MEMO_KEY]]
+        st.session_state["keys"] = [
+            max((len(x) for x in key if isinstance(x, str)), default=0)
+            for key in st.session_state[session_cache.MEMO_KEY]
+        ]
 
     at = AppTest.from_function(script, default_timeout=120)
     at.run()

@@ -12,8 +12,7 @@ from model.transformer import Config, Transformer, look_ahead_mask, traced
 
 def small(**kw) -> Transformer:
     torch.manual_seed(0)
-    cfg = Config(**{"src_vocab": 30, "tgt_vocab": 31, "d_model": 32, "n_heads": 4, "d_ff": 64,
-                    "dropout": 0.0, **kw})
+    cfg = Config(**{"src_vocab": 30, "tgt_vocab": 31, "d_model": 32, "n_heads": 4, "d_ff": 64, "dropout": 0.0, **kw})
     return Transformer(cfg).eval()
 
 
@@ -21,16 +20,19 @@ SRC = torch.tensor([[5, 6, 7, 8, 2, 0], [9, 10, 11, 2, 0, 0]])
 TGT = torch.tensor([[1, 12, 13, 14, 15], [1, 16, 17, 0, 0]])
 
 
-@pytest.mark.parametrize("kw, word", [
-    ({"d_model": 30, "n_heads": 4}, "divisible"),
-    ({"n_heads": 0}, "n_heads"),
-    ({"d_ff": -1}, "d_ff"),
-    ({"src_vocab": 0}, "src_vocab"),
-    ({"dropout": 1.5}, "dropout"),
-    ({"d_model": 6, "n_heads": 2, "max_len": 0}, "max_len"),
-    ({"d_model": 9, "n_heads": 3}, "even"),
-    ({"n_enc_layers": 2.5}, "n_enc_layers"),
-])
+@pytest.mark.parametrize(
+    "kw, word",
+    [
+        ({"d_model": 30, "n_heads": 4}, "divisible"),
+        ({"n_heads": 0}, "n_heads"),
+        ({"d_ff": -1}, "d_ff"),
+        ({"src_vocab": 0}, "src_vocab"),
+        ({"dropout": 1.5}, "dropout"),
+        ({"d_model": 6, "n_heads": 2, "max_len": 0}, "max_len"),
+        ({"d_model": 9, "n_heads": 3}, "even"),
+        ({"n_enc_layers": 2.5}, "n_enc_layers"),
+    ],
+)
 def test_invalid_config_names_the_problem(kw, word):
     base = {"src_vocab": 10, "tgt_vocab": 10}
     with pytest.raises(ValueError, match=word):
@@ -110,12 +112,15 @@ def test_untraced_and_traced_agree_and_nothing_is_stored_on_the_module():
     assert all(torch.equal(before[k], v) for k, v in m.state_dict().items())
 
 
-@pytest.mark.parametrize("iv", [
-    Interventions(),
-    Interventions(look_ahead_mask=False, padding_mask=False),
-    Interventions(scale=False, positional_encoding=False),
-    Interventions().with_head("enc.1.self_attn", 0, on=False).with_head("dec.0.cross_attn", 3, on=False),
-])
+@pytest.mark.parametrize(
+    "iv",
+    [
+        Interventions(),
+        Interventions(look_ahead_mask=False, padding_mask=False),
+        Interventions(scale=False, positional_encoding=False),
+        Interventions().with_head("enc.1.self_attn", 0, on=False).with_head("dec.0.cross_attn", 3, on=False),
+    ],
+)
 def test_fast_untraced_path_equals_the_explicit_traced_path(iv):
     """Without recording the model uses fused kernels (one Q/K/V matmul, SDPA, fused LayerNorm)."""
     m = small()
@@ -152,12 +157,23 @@ def copy_ffn(mine, ref) -> None:
 def torch_reference(m: Transformer) -> nn.Transformer:
     """nn.Transformer of the same size holding the same weights (no final norms for post-LN)."""
     c = m.cfg
-    kw = {"d_model": c.d_model, "nhead": c.n_heads, "dim_feedforward": c.d_ff, "dropout": 0.0,
-          "batch_first": True, "norm_first": c.norm_first}
-    enc = nn.TransformerEncoder(nn.TransformerEncoderLayer(**kw), c.n_enc_layers,
-                                norm=nn.LayerNorm(c.d_model) if c.norm_first else None, enable_nested_tensor=False)
-    dec = nn.TransformerDecoder(nn.TransformerDecoderLayer(**kw), c.n_dec_layers,
-                                norm=nn.LayerNorm(c.d_model) if c.norm_first else None)
+    kw = {
+        "d_model": c.d_model,
+        "nhead": c.n_heads,
+        "dim_feedforward": c.d_ff,
+        "dropout": 0.0,
+        "batch_first": True,
+        "norm_first": c.norm_first,
+    }
+    enc = nn.TransformerEncoder(
+        nn.TransformerEncoderLayer(**kw),
+        c.n_enc_layers,
+        norm=nn.LayerNorm(c.d_model) if c.norm_first else None,
+        enable_nested_tensor=False,
+    )
+    dec = nn.TransformerDecoder(
+        nn.TransformerDecoderLayer(**kw), c.n_dec_layers, norm=nn.LayerNorm(c.d_model) if c.norm_first else None
+    )
     ref = nn.Transformer(custom_encoder=enc, custom_decoder=dec, **kw).eval()
     with torch.no_grad():
         for mine, theirs in zip(m.encoder, ref.encoder.layers, strict=True):
@@ -185,9 +201,14 @@ def test_whole_model_equals_torch_nn_transformer(norm_first):
     t = traced(m, SRC, TGT)
     tt = TGT.size(1)
     with torch.no_grad():
-        out = ref(t["src.input"], t["tgt.input"],
-                  tgt_mask=~look_ahead_mask(tt)[0, 0],
-                  src_key_padding_mask=SRC == 0, tgt_key_padding_mask=TGT == 0,
-                  memory_key_padding_mask=SRC == 0, tgt_is_causal=True)
+        out = ref(
+            t["src.input"],
+            t["tgt.input"],
+            tgt_mask=~look_ahead_mask(tt)[0, 0],
+            src_key_padding_mask=SRC == 0,
+            tgt_key_padding_mask=TGT == 0,
+            memory_key_padding_mask=SRC == 0,
+            tgt_is_causal=True,
+        )
     assert torch.allclose(out, t["dec.out"], atol=1e-5), (out - t["dec.out"]).abs().max()
     assert torch.allclose(m.generator(out), t["logits"], atol=1e-5)

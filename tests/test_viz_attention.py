@@ -204,8 +204,9 @@ def test_greedy_probs_and_shapes_table():
     b = Bundle(Transformer(Config(len(sv), len(tv), d_model=16, n_heads=4, d_ff=32)).eval(), sv, tv)
     a = analyse(b, prepare(b, "i am a student"))
     df = vh.greedy_probs(a)
-    assert np.allclose(df["probability"], [round(s.candidates[0].prob, 4) for s in a.greedy.steps][: len(df)],
-                       atol=1e-4)
+    assert np.allclose(
+        df["probability"], [round(s.candidates[0].prob, 4) for s in a.greedy.steps][: len(df)], atol=1e-4
+    )
     st = vh.shapes_table(128, 4, 7)
     assert st.loc["Concat(Z_1 … Z_h)", "this model (T = 7)"] == "7 × 128 (4 × 32)"
     assert st.loc["each head's Z_i", "paper (base)"] == "m × 64"
@@ -288,8 +289,9 @@ def test_summarize_samples():
 
 def test_coref_table():
     rows = np.array([[0.1, 0.5, 0.2, 0.2], [0.6, 0.1, 0.2, 0.1]])
-    df = vc.coref_table(rows, ["L0 h0", "L0 h1"], ["0 the", "1 animal", "2 it", "3 street"],
-                        ("the", "animal", "it", "street"), it=2)
+    df = vc.coref_table(
+        rows, ["L0 h0", "L0 h1"], ["0 the", "1 animal", "2 it", "3 street"], ("the", "animal", "it", "street"), it=2
+    )
     assert df["→ animal"].tolist() == [0.5, 0.1] and df["→ street"].tolist() == [0.2, 0.1]
     assert df["strongest word besides “it”"].tolist() == ["1 animal", "0 the"]
     assert "→ street" not in vc.coref_table(rows, ["a", "b"], list("wxyz"), ("the", "animal", "it", "x"), 2)
@@ -311,15 +313,20 @@ def test_row_notice_biggest_weight_and_parking():
 
 
 def test_matrix_notice_diagonal_and_parked_rows():
-    w = torch.tensor([[0.7, 0.1, 0.1, 0.05, 0.05],
-                      [0.1, 0.2, 0.1, 0.1, 0.5],
-                      [0.1, 0.1, 0.6, 0.1, 0.1],
-                      [0.1, 0.1, 0.1, 0.6, 0.1],
-                      [0.1, 0.1, 0.1, 0.1, 0.6]])
+    w = torch.tensor(
+        [
+            [0.7, 0.1, 0.1, 0.05, 0.05],
+            [0.1, 0.2, 0.1, 0.1, 0.5],
+            [0.1, 0.1, 0.6, 0.1, 0.1],
+            [0.1, 0.1, 0.1, 0.6, 0.1],
+            [0.1, 0.1, 0.1, 0.1, 0.6],
+        ]
+    )
     text = va.matrix_notice(w, LABELS, LABELS)
     assert "The biggest weight, 0.70, goes from “0 the” to itself." in text
-    assert f"holds {float(torch.diagonal(w).mean()):.2f} of a row on average; 4 of 5 words look most at themselves" \
-        in text
+    assert (
+        f"holds {float(torch.diagonal(w).mean()):.2f} of a row on average; 4 of 5 words look most at themselves" in text
+    )
     # rows "3 ." and "4 <eos>" look at themselves: not parking; row "1 cat" parks on <eos>
     assert "1 of 3 words put their largest weight on <eos> or punctuation" in text
 
@@ -342,14 +349,16 @@ def test_weighted_and_z_notices_on_a_trace():
     labels = list("abcde")
     norms = s.weighted.norm(dim=-1)
     j = int(norms.argmax())
-    assert va.weighted_notice(s, labels).startswith(f"The row of “{labels[j]}” is the largest (‖weight × v‖ = "
-                                                    f"{float(norms[j]):.2f})")
+    assert va.weighted_notice(s, labels).startswith(
+        f"The row of “{labels[j]}” is the largest (‖weight × v‖ = {float(norms[j]):.2f})"
+    )
     diff = float((s.z_sum - s.z_model).abs().max())
     assert f"largest difference {diff:.1e}" in va.z_notice(s)
     qk = s.q @ s.k.T
     j = int(qk.argmax())
-    assert va.keys_notice(s, labels, "c").startswith(f"The key of “{labels[j]}” matches q of “c” best "
-                                                      f"(q·k = {float(qk[j]):.2f})")
+    assert va.keys_notice(s, labels, "c").startswith(
+        f"The key of “{labels[j]}” matches q of “c” best (q·k = {float(qk[j]):.2f})"
+    )
     vn = s.v.norm(dim=-1)
     longest = f"the longest value is that of “{labels[int(vn.argmax())]}” (‖v‖ = {float(vn.max()):.2f})"
     assert longest in va.values_notice(s, labels)
@@ -367,8 +376,10 @@ def test_plain_notice_counts_the_diagonal():
     plain = plain_self_attention(x)
     learned = torch.roll(torch.eye(4), 1, 1) * 0.6 + 0.1  # every word reads its neighbour
     text = va.plain_notice(plain.weights, learned, list("abcd"))
-    assert text.startswith(f"Without learned weights, 4 of 4 words look most at themselves (diagonal "
-                           f"{float(torch.diagonal(plain.weights).mean()):.2f}")
+    assert text.startswith(
+        f"Without learned weights, 4 of 4 words look most at themselves (diagonal "
+        f"{float(torch.diagonal(plain.weights).mean()):.2f}"
+    )
     assert "The learned head: 0 of 4 (diagonal 0.10)" in text
 
 
@@ -394,11 +405,15 @@ def test_coref_parts_and_focus_chosen_by_the_data():
     text = vc.coref_notice(rows, hl, labels, c, f)
     ref, other = float(rows[best, 1]), float(rows[best, 5])
     if ref >= 0.5 and ref >= 2 * other:  # the rule of "links" (explain/coref.py LINK)
-        assert text.startswith(f"“tired” makes “it” the animal. {hl[best]} links “it” to “animal”: {ref:.2f}, "
-                               f"against {other:.2f} for “street”.")
+        assert text.startswith(
+            f"“tired” makes “it” the animal. {hl[best]} links “it” to “animal”: {ref:.2f}, "
+            f"against {other:.2f} for “street”."
+        )
     else:
-        assert text.startswith("“tired” makes “it” the animal. No encoder head picks out “animal”: the most any "
-                               f"head gives it is {float(rows[:, 1].max()):.2f}")
+        assert text.startswith(
+            "“tired” makes “it” the animal. No encoder head picks out “animal”: the most any "
+            f"head gives it is {float(rows[:, 1].max()):.2f}"
+        )
     assert f"The strongest single weight of “it” is {rows.max():.2f}" in text
 
 
@@ -407,11 +422,14 @@ def test_multi_head_notices():
     w[0] = torch.eye(3)  # head 0: itself
     w[1, :, 2] = 1.0  # head 1: every word reads word 2
     text = vh.heads_notice(w, ["a", "b", "c"], off=(1,))
-    assert text == ("What each head does: head 0 → mostly itself (1.00 of a row on average); head 1 (off) → mostly "
-                    "“c” (1.00 of a row on average).")
+    assert text == (
+        "What each head does: head 0 → mostly itself (1.00 of a row on average); head 1 (off) → mostly "
+        "“c” (1.00 of a row on average)."
+    )
     rows = np.array([[0.2, 0.8, 0.0], [0.1, 0.1, 0.8], [0.95, 0.05, 0.0]])
-    assert vh.word_heads_notice(rows, ["a", "b", "c"], "b") == ("“b”: head 2 is the most focused, 0.95 on “a”; the 3 "
-                                                                "heads look most at 3 different words.")
+    assert vh.word_heads_notice(rows, ["a", "b", "c"], "b") == (
+        "“b”: head 2 is the most focused, 0.95 on “a”; the 3 heads look most at 3 different words."
+    )
     concat = torch.cat([torch.ones(2, 2), 3 * torch.ones(2, 2)], 1)  # head 1 has 9x the sum of squares
     assert "Head 1 contributes the most (90% of the sum of squares)" in vh.concat_notice(concat, 2)
     assert "switched-off heads 0 are all zeros (10%)" in vh.concat_notice(concat, 2, off=(0,))
@@ -431,7 +449,8 @@ def test_why_scale_notices_are_the_samples():
     assert f"standard deviation {float(s.std(unbiased=False)):.2f} ≈ √64 = 8.00" in vs.histogram_notice(s, 64)
     sat = saturation(256, 8, 0)
     assert f"{sat.max_raw:.2f} of the weight without scaling and {sat.max_scaled:.2f}" in vs.saturation_notice(
-        sat.max_raw, sat.max_scaled, 256)
+        sat.max_raw, sat.max_scaled, 256
+    )
 
 
 def test_projection_is_the_models_q_k_v():
@@ -460,8 +479,9 @@ def test_textbook_labels_the_second_query_q2():
     assert line.startswith("This app's own construction") and "q2·k1 = 32, q2·k2 = 80" in line
     assert "4, 10 → softmax → 0.00, 1.00" in line
     book = va.textbook_line(va.textbook_steps(thinking_machines(), 0), 0, book=True)
-    assert book == ("From the Illustrated Transformer: q1·k1 = 112, q1·k2 = 96 → ÷ √64 = 8 → 14, 12 → softmax → "
-                    "0.88, 0.12")
+    assert book == (
+        "From the Illustrated Transformer: q1·k1 = 112, q1·k2 = 96 → ÷ √64 = 8 → 14, 12 → softmax → 0.88, 0.12"
+    )
 
 
 def test_layer_notices_are_the_tensors():

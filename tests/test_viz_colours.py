@@ -13,10 +13,12 @@ from viz import heatmap as vh
 
 MACHADO = {
     "normal": np.eye(3),
-    "protanopia": np.array([[0.152286, 1.052583, -0.204868], [0.114503, 0.786281, 0.099216],
-                            [-0.003882, -0.048116, 1.051998]]),
-    "deuteranopia": np.array([[0.367322, 0.860646, -0.227968], [0.280085, 0.672501, 0.047413],
-                              [-0.011820, 0.042940, 0.968881]]),
+    "protanopia": np.array(
+        [[0.152286, 1.052583, -0.204868], [0.114503, 0.786281, 0.099216], [-0.003882, -0.048116, 1.051998]]
+    ),
+    "deuteranopia": np.array(
+        [[0.367322, 0.860646, -0.227968], [0.280085, 0.672501, 0.047413], [-0.011820, 0.042940, 0.968881]]
+    ),
 }
 N = 21  # samples along a scale
 
@@ -78,8 +80,9 @@ def test_mask_scale_is_grey_and_white():
 def test_cell_labels_only_where_they_fit_and_never_shrunk():
     small = vh.heatmap(np.zeros((5, 5)), list("abcde"), list("abcde"), "weights")
     assert small.data[0].texttemplate == "%{text}" and small.data[0].textfont.size >= 12
-    wide = vh.heatmap(np.zeros((3, vh.MAX_TEXT_COLUMNS + 1)), [str(i) for i in range(vh.MAX_TEXT_COLUMNS + 1)],
-                      list("abc"), "weights")
+    wide = vh.heatmap(
+        np.zeros((3, vh.MAX_TEXT_COLUMNS + 1)), [str(i) for i in range(vh.MAX_TEXT_COLUMNS + 1)], list("abc"), "weights"
+    )
     assert wide.data[0].texttemplate is None
     big = vh.heatmap(np.zeros((12, 8)), [str(i) for i in range(8)], [str(i) for i in range(12)], "weights")
     assert big.data[0].texttemplate is None  # 96 cells > MAX_TEXT_CELLS

@@ -21,12 +21,14 @@ def test_costs_notice(n, d):
 def test_bleu_notice():
     note = bleu_notice(bleu_frame())
     # EN-DE: big 28.4 vs the best earlier model, ConvS2S Ensemble 26.36 at 7.7e19 FLOPs
-    assert ("EN-DE: Transformer (big) scores 28.4 BLEU, 2.04 above the best earlier model "
-            "(ConvS2S Ensemble, 26.36)") in note
+    assert (
+        "EN-DE: Transformer (big) scores 28.4 BLEU, 2.04 above the best earlier model (ConvS2S Ensemble, 26.36)"
+    ) in note
     assert f"{7.7e19 / 2.3e19:.2g}× less training" in note
     # EN-FR: big 41.8 vs ConvS2S Ensemble 41.29 at 1.2e21; the Transformer's one cost (2.3e19) counts for EN-FR too
-    assert ("EN-FR: Transformer (big) scores 41.8 BLEU, 0.51 above the best earlier model "
-            "(ConvS2S Ensemble, 41.29)") in note
+    assert (
+        "EN-FR: Transformer (big) scores 41.8 BLEU, 0.51 above the best earlier model (ConvS2S Ensemble, 41.29)"
+    ) in note
     assert f"{1.2e21 / 2.3e19:.2g}× less training (2.3e19 vs 1.2e21 FLOPs)" in note
     assert max(r.bleu_en_fr or 0 for r in BLEU_TABLE) == 41.8
 

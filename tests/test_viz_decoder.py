@@ -24,8 +24,25 @@ from viz import decoding as vo
 from viz.embeddings import one_hot, textbook_one_hot
 
 EN = ["i", "am", "a", "student", "the", "animal", "didn't", "cross", "street", "because", "it", "was", "too", "tired"]
-FR = ["je", "suis", "étudiant", "l'", "animal", "n'", "a", "pas", "traversé", "la", "rue", "parce", "qu'", "il",
-      "était", "trop", "fatigué"]
+FR = [
+    "je",
+    "suis",
+    "étudiant",
+    "l'",
+    "animal",
+    "n'",
+    "a",
+    "pas",
+    "traversé",
+    "la",
+    "rue",
+    "parce",
+    "qu'",
+    "il",
+    "était",
+    "trop",
+    "fatigué",
+]
 
 
 @pytest.fixture(scope="module")
@@ -34,13 +51,25 @@ def bundle() -> Bundle:
     src, tgt = Vocab(list(SPECIALS) + EN), Vocab(list(SPECIALS) + FR)
     cfg = Config(src_vocab=len(src), tgt_vocab=len(tgt), d_model=16, n_heads=2, d_ff=32, dropout=0.0, max_len=32)
     model = Transformer(cfg).eval()
-    return Bundle(model, src, tgt, "en-fr", {"metrics": {"exact_match": 0.5, "final_train_loss": 1.2},
-                                             "training": {"look_ahead_mask": True, "steps_done": 7}})
+    return Bundle(
+        model,
+        src,
+        tgt,
+        "en-fr",
+        {
+            "metrics": {"exact_match": 0.5, "final_train_loss": 1.2},
+            "training": {"look_ahead_mask": True, "steps_done": 7},
+        },
+    )
 
 
 @pytest.fixture(scope="module")
 def analysed(bundle):
-    return pipeline.analyse(bundle, pipeline.prepare(bundle, "i am a student"), Interventions(), )
+    return pipeline.analyse(
+        bundle,
+        pipeline.prepare(bundle, "i am a student"),
+        Interventions(),
+    )
 
 
 def traced_pair(bundle, iv=None):
@@ -52,11 +81,13 @@ def traced_pair(bundle, iv=None):
 
 # --- viz/decoder.py ---------------------------------------------------------------------------
 
+
 def test_lecture_masking_is_the_lecture_example():
     ex = recompute.lecture_masking()
     inf = float("-inf")
-    assert np.allclose(ex.scaled.numpy(), [[0.7, 0.1, 0.1, 0.1], [0.1, 0.6, 0.2, 0.1],
-                                           [0.1, 0.3, 0.6, 0.1], [0.1, 0.3, 0.3, 0.3]])
+    assert np.allclose(
+        ex.scaled.numpy(), [[0.7, 0.1, 0.1, 0.1], [0.1, 0.6, 0.2, 0.1], [0.1, 0.3, 0.6, 0.1], [0.1, 0.3, 0.3, 0.3]]
+    )
     assert ex.mask.tolist() == [[0, inf, inf, inf], [0, 0, inf, inf], [0, 0, 0, inf], [0, 0, 0, 0]]
     assert ex.masked[1].tolist() == pytest.approx([0.1, 0.6, inf, inf])
     assert ex.masked[3].tolist() == pytest.approx([0.1, 0.3, 0.3, 0.3])
@@ -70,13 +101,18 @@ def test_lecture_masking_is_the_lecture_example():
 def test_small_views_of_the_mask_steps(bundle):
     ex = recompute.lecture_masking()
     e = math.exp(0.5)
-    assert vd.lecture_notice(ex) == (f"row t=2 keeps 0.1 and 0.6 and hides the rest: softmax(0.1, 0.6) = "
-                                     f"({1 / (1 + e):.3f}, {e / (1 + e):.3f}).")
+    assert vd.lecture_notice(ex) == (
+        f"row t=2 keeps 0.1 and 0.6 and hides the rest: softmax(0.1, 0.6) = ({1 / (1 + e):.3f}, {e / (1 + e):.3f})."
+    )
     assert vd.row_sum_error(ex.weights) < 1e-6
     assert vd.row_sum_error(torch.tensor([[0.5, 0.25]])) == 0.25
     tr = traced_pair(bundle)
-    assert vd.step_shapes(tr, "dec.0.self_attn") == ["[1, 2, 6, 6]  (B, H, t, t)", "[1, 1, 6, 6]  (B|1, 1, t|1, t)",
-                                                     "[1, 2, 6, 6]  (B, H, t, t)", "[1, 2, 6, 6]  (B, H, t, t)"]
+    assert vd.step_shapes(tr, "dec.0.self_attn") == [
+        "[1, 2, 6, 6]  (B, H, t, t)",
+        "[1, 1, 6, 6]  (B|1, 1, t|1, t)",
+        "[1, 2, 6, 6]  (B, H, t, t)",
+        "[1, 2, 6, 6]  (B, H, t, t)",
+    ]
     assert torch.equal(vd.head_weights(tr, "dec.1.self_attn", 1), tr["dec.1.self_attn.weights"][0, 1])
 
 
@@ -245,6 +281,7 @@ def test_who_looks_where():
 
 # --- viz/decoding.py --------------------------------------------------------------------------
 
+
 def test_textbook_one_hot():
     df = textbook_one_hot("am")
     assert list(df.columns) == ["a", "am", "I", "thanks", "student", "<eos>"]
@@ -312,8 +349,9 @@ def test_label_smoothing(bundle, eps):
     logits = tf.trace["logits"][0]
     sm = recompute.label_smoothing(logits, tf.gold, eps, bundle.tgt_vocab.itos)
     assert sm.plain == pytest.approx(tf.loss, rel=1e-5)
-    manual = sum(float(-(recompute.smoothed_target(g, V, eps) * probs[t].log()).sum())
-                 for t, g in enumerate(tf.gold)) / 4
+    manual = (
+        sum(float(-(recompute.smoothed_target(g, V, eps) * probs[t].log()).sum()) for t, g in enumerate(tf.gold)) / 4
+    )
     assert sm.smoothed == pytest.approx(manual, rel=1e-6)
     # the same loss two ways: our target by hand, and torch's cross_entropy(label_smoothing=ε) as model/train.py uses
     gold = torch.tensor(tf.gold)
@@ -387,8 +425,9 @@ def test_beam_nodes_tree(bundle, k):
         assert parent.depth == n.depth - 1 and parent.kept and not parent.finished
         prev = () if parent.hypothesis is None else parent.hypothesis.tokens
         assert n.hypothesis.tokens == (*prev, n.token)
-        assert n.hypothesis.log_prob == pytest.approx((0 if parent.hypothesis is None else parent.hypothesis.log_prob)
-                                                      + math.log(n.prob), abs=1e-5)
+        assert n.hypothesis.log_prob == pytest.approx(
+            (0 if parent.hypothesis is None else parent.hypothesis.log_prob) + math.log(n.prob), abs=1e-5
+        )
     path = vo.best_path(nodes, res.best)
     assert len(path) == len(res.best.tokens) + 1
     fig = vo.beam_tree(res, bundle.tgt_vocab.itos)
@@ -413,8 +452,11 @@ def test_beam_tables_and_run_twice(bundle):
     itos = bundle.tgt_vocab.itos
     res = beam_of(bundle, 3)
     t = vo.beam_step_table(res, 1, itos)
-    assert len(t) == 3 and t["fate"].tolist().count("pruned") + t["fate"].tolist().count("kept") + \
-        t["fate"].tolist().count("finished") == 3
+    assert (
+        len(t) == 3
+        and t["fate"].tolist().count("pruned") + t["fate"].tolist().count("kept") + t["fate"].tolist().count("finished")
+        == 3
+    )
     assert t["total log-prob"].is_monotonic_decreasing
     f = vo.finished_table(res, itos)
     assert f["normalised score"].is_monotonic_decreasing
@@ -478,7 +520,7 @@ def test_renorm_notice(bundle, analysed):
     steps = recompute.mask_steps(analysed.trace, "dec.0.self_attn", 0)
     row = 2
     allowed = steps.mask[row] == 0  # keys 0..row, minus any <pad> this random model may have written
-    assert not allowed[row + 1:].any()
+    assert not allowed[row + 1 :].any()
     share = float(torch.softmax(steps.scaled[row], -1)[allowed].sum())
     note = vd.renorm_notice(steps.scaled[row], steps.mask[row], analysed.tgt_labels[row])
     assert float((torch.softmax(steps.scaled[row] + steps.mask[row], -1)[allowed]).sum()) == pytest.approx(1.0)
@@ -606,7 +648,9 @@ def test_loss_and_greedy_and_beam_notices(analysed, bundle):
     same = vo.ids_text(res.best.output, itos, "fr") == vo.ids_text(analysed.greedy.tokens, itos, "fr")
     assert ("found the same sentence" in note) == same
     comp = vo.comparison_table(analysed.greedy, res, 0.6, 3, itos)
-    assert comp["output"].tolist() == [vo.ids_text(analysed.greedy.tokens, itos, "fr"),
-                                       vo.ids_text(res.best.output, itos, "fr")]
+    assert comp["output"].tolist() == [
+        vo.ids_text(analysed.greedy.tokens, itos, "fr"),
+        vo.ids_text(res.best.output, itos, "fr"),
+    ]
     assert comp["total log-prob"].iloc[1] == res.best.log_prob
     assert comp["normalised score"].iloc[0] == pytest.approx(vo.greedy_score(analysed.greedy, 0.6)[1])

@@ -131,6 +131,7 @@ def test_table1_and_paper_sizes():
 
 # --- Complexity calculator -----------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("n,d,k,r", [(10, 64, 3, 4), (50, 512, 3, 8), (1000, 128, 5, 1000), (1, 1, 1, 1)])
 def test_layer_costs_are_the_formulas(n, d, k, r):
     c = layer_costs(n, d, k, r)
@@ -173,6 +174,7 @@ def test_costs_figure():
 
 # --- Embeddings ----------------------------------------------------------------------------------
 
+
 def test_one_hot():
     oh = one_hot([2, 0, 2], 4)
     assert oh.tolist() == [[0, 0, 1, 0], [1, 0, 0, 0], [0, 0, 1, 0]]
@@ -212,6 +214,7 @@ def test_token_table_and_window():
 
 
 # --- Positional encoding -------------------------------------------------------------------------
+
 
 def test_frequencies():
     w = frequencies(128)
@@ -286,8 +289,9 @@ def tiny_bundle():
     torch.manual_seed(0)
     words = ["<pad>", "<bos>", "<eos>", "<unk>"] + [f"w{i}" for i in range(12)]
     vocab = Vocab(words)
-    model = Transformer(Config(len(vocab), len(vocab), d_model=32, n_heads=4, n_enc_layers=2, n_dec_layers=2,
-                               d_ff=64, max_len=24)).eval()
+    model = Transformer(
+        Config(len(vocab), len(vocab), d_model=32, n_heads=4, n_enc_layers=2, n_dec_layers=2, d_ff=64, max_len=24)
+    ).eval()
     return Bundle(model, vocab, Vocab(words), "en-fr")
 
 
@@ -308,6 +312,7 @@ def test_permutation_check(tiny_bundle):
 
 # --- Overview ------------------------------------------------------------------------------------
 
+
 def test_architecture_dot():
     cfg = Config(100, 120, d_model=64, n_heads=2, n_enc_layers=3, n_dec_layers=1, d_ff=96)
     dot = architecture_dot(cfg)
@@ -317,8 +322,16 @@ def test_architecture_dot():
     for b in BLOCKS:
         assert f"({b.number})" in dot
     assert [b.number for b in BLOCKS] == list(range(1, 9))
-    assert [by_file(b.page).name for b in BLOCKS] == ["tokens", "positional", "self_attention", "multi_head",
-                                                       "encoder", "decoder", "cross_attention", "output"]
+    assert [by_file(b.page).name for b in BLOCKS] == [
+        "tokens",
+        "positional",
+        "self_attention",
+        "multi_head",
+        "encoder",
+        "decoder",
+        "cross_attention",
+        "output",
+    ]
 
 
 def test_sizes_table_and_parameters():
@@ -350,10 +363,21 @@ def test_heads_latex():
 
 
 def test_model_record():
-    rec = dict(model_record({"training": {"steps_done": 1200, "n_train": 3000, "look_ahead_mask": True},
-                             "metrics": {"exact_match": 0.953, "bleu": 97.12, "coref_accuracy": None}}))
-    assert rec == {"training steps": "1,200", "look-ahead mask in training": "on", "training pairs": "3,000",
-                   "held-out exact match": "95.3%", "held-out BLEU": "97.1"}
+    rec = dict(
+        model_record(
+            {
+                "training": {"steps_done": 1200, "n_train": 3000, "look_ahead_mask": True},
+                "metrics": {"exact_match": 0.953, "bleu": 97.12, "coref_accuracy": None},
+            }
+        )
+    )
+    assert rec == {
+        "training steps": "1,200",
+        "look-ahead mask in training": "on",
+        "training pairs": "3,000",
+        "held-out exact match": "95.3%",
+        "held-out BLEU": "97.1",
+    }
     assert model_record({}) == []
 
 
@@ -370,8 +394,13 @@ def test_data_summary():
 
 def test_architecture_dot_draws_the_decoders_three_residuals():
     dot = architecture_dot(Config(100, 120, d_model=64, n_heads=2))
-    for a, b in (("src_pos", "enc_norm1"), ("enc_norm1", "enc_norm2"),  # the encoder's two
-                 ("tgt_pos", "dec_norm1"), ("dec_norm1", "dec_norm2"), ("dec_norm2", "dec_norm3")):  # the decoder's 3
+    for a, b in (
+        ("src_pos", "enc_norm1"),
+        ("enc_norm1", "enc_norm2"),  # the encoder's two
+        ("tgt_pos", "dec_norm1"),
+        ("dec_norm1", "dec_norm2"),
+        ("dec_norm2", "dec_norm3"),
+    ):  # the decoder's 3
         assert f"{a} -> {b} [style=dashed" in dot, (a, b)
     assert len(RESIDUAL_EDGES_DEC) == 3 and dot.count("style=dashed") == 5
 
@@ -408,8 +437,10 @@ def test_positional_notices_are_the_encoding():
     assert f"k·w_1 = {2 * float(frequencies(128)[1]):.4f} rad" in vp.rotation_notice(M, 2, 1)
     enc = torch.randn(4, 3)
     order = [1, 0, 2, 3]
-    assert "Row 0 of the permuted output is row 1 (“b”) of the original, moved: the largest difference is 0e+00" in \
-        vp.permuted_notice(enc, enc[order], order, list("abcd"))
+    assert (
+        "Row 0 of the permuted output is row 1 (“b”) of the original, moved: the largest difference is 0e+00"
+        in vp.permuted_notice(enc, enc[order], order, list("abcd"))
+    )
 
 
 def test_embedding_notices():

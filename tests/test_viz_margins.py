@@ -16,8 +16,21 @@ from viz.heads import head_figure
 from viz.heatmap import heatmap
 from viz.margins import SAFETY, TITLE_LINE, reserve, text_width
 
-SENTENCE = ["0 the", "1 animal", "2 didn't", "3 cross", "4 the", "5 street", "6 because", "7 it", "8 was",
-            "9 too", "10 tired", "11 .", "12 <eos>"]
+SENTENCE = [
+    "0 the",
+    "1 animal",
+    "2 didn't",
+    "3 cross",
+    "4 the",
+    "5 street",
+    "6 because",
+    "7 it",
+    "8 was",
+    "9 too",
+    "10 tired",
+    "11 .",
+    "12 <eos>",
+]
 FRENCH = ["0 <bos>", "1 les", "2 jeunes", "3 femmes", "4 ne", "5 sont", "6 pas", "7 effrayées"]
 WASTE = 14  # px: the most a side may get beyond the measured need (the estimate's slack plus SAFETY)
 # ... except the right side of slanted words without a colour bar: how far the last word reaches past the plot
@@ -33,29 +46,71 @@ def _scores(rows: int, cols: int, lim: float) -> np.ndarray:
 CASES = {
     # name: (figure, measured need {side: px})
     "encoder states, 128 units at -45 degrees, a colour bar of -1 .. 1": (
-        lambda: heatmap(_scores(13, 128, 0.99997), [str(i) for i in range(128)], SENTENCE, "activations",
-                        x_title="hidden unit", y_title="encoder state h_i"),
-        {"l": 112.1, "r": 98.2, "t": 83.5, "b": 12.0}),
+        lambda: heatmap(
+            _scores(13, 128, 0.99997),
+            [str(i) for i in range(128)],
+            SENTENCE,
+            "activations",
+            x_title="hidden unit",
+            y_title="encoder state h_i",
+        ),
+        {"l": 112.1, "r": 98.2, "t": 83.5, "b": 12.0},
+    ),
     "a one-hot matrix, vocabulary words at -45 degrees, weights 0 .. 1": (
-        lambda: heatmap(np.eye(13, 12), ["2 <eos>", "3 <unk>", "4 the", "8 because", "9 cross", "10 didn't", "11 it",
-                                         "12 too", "13 was", "31 animal", "44 tired", "80 street"], SENTENCE,
-                        "weights", x_title="vocabulary id", y_title="token"),
-        {"l": 112.1, "r": 91.7, "t": 106.1, "b": 12.0}),
+        lambda: heatmap(
+            np.eye(13, 12),
+            [
+                "2 <eos>",
+                "3 <unk>",
+                "4 the",
+                "8 because",
+                "9 cross",
+                "10 didn't",
+                "11 it",
+                "12 too",
+                "13 was",
+                "31 animal",
+                "44 tired",
+                "80 street",
+            ],
+            SENTENCE,
+            "weights",
+            x_title="vocabulary id",
+            y_title="token",
+        ),
+        {"l": 112.1, "r": 91.7, "t": 106.1, "b": 12.0},
+    ),
     "a head of the grid: words upright, no colour bar": (
         lambda: head_figure(np.full((13, 13), 1 / 13), SENTENCE, SENTENCE, head=0, off=False),
-        {"l": 112.1, "r": 15.2, "t": 108.1, "b": 14.5}),
+        {"l": 112.1, "r": 15.2, "t": 108.1, "b": 14.5},
+    ),
     "decoder scores, flat French words with an accent, -16 .. 16": (
-        lambda: heatmap(_scores(8, 8, 16.02), FRENCH, FRENCH, "scores", x_title="key (may be looked at)",
-                        y_title="query (looking)").update_layout(xaxis_tickangle=0),
-        {"l": 115.8, "r": 94.4, "t": 72.6, "b": 12.0}),
+        lambda: heatmap(
+            _scores(8, 8, 16.02), FRENCH, FRENCH, "scores", x_title="key (may be looked at)", y_title="query (looking)"
+        ).update_layout(xaxis_tickangle=0),
+        {"l": 115.8, "r": 94.4, "t": 72.6, "b": 12.0},
+    ),
     "a padding mask: grey and white, no colour bar": (
-        lambda: heatmap(np.zeros((2, 13)), [f"pos {i}" for i in range(13)], ["sentence 1", "sentence 2"], "mask",
-                        x_title="key position", y_title="sentence"),
-        {"l": 115.7, "r": 16.6, "t": 93.8, "b": 12.0}),
+        lambda: heatmap(
+            np.zeros((2, 13)),
+            [f"pos {i}" for i in range(13)],
+            ["sentence 1", "sentence 2"],
+            "mask",
+            x_title="key position",
+            y_title="sentence",
+        ),
+        {"l": 115.7, "r": 16.6, "t": 93.8, "b": 12.0},
+    ),
     "gamma and beta, no y title": (
-        lambda: heatmap(_scores(2, 128, 1.1316), [f"d{i}" for i in range(128)], ["γ (weight)", "β (bias)"],
-                        "activations", x_title="dimension"),
-        {"l": 78.0, "r": 97.6, "t": 88.2, "b": 12.0}),
+        lambda: heatmap(
+            _scores(2, 128, 1.1316),
+            [f"d{i}" for i in range(128)],
+            ["γ (weight)", "β (bias)"],
+            "activations",
+            x_title="dimension",
+        ),
+        {"l": 78.0, "r": 97.6, "t": 88.2, "b": 12.0},
+    ),
 }
 
 
@@ -69,8 +124,9 @@ def test_the_reserved_margins_hold_what_plotly_measured_and_little_more(name):
         assert got >= px, f"{name}: margin {side} = {got} px, Plotly needs {px} px: it would draw the chart twice"
         slanted_right = side == "r" and fig.layout.xaxis.tickangle == -45 and fig.data[0].showscale is False
         title = TITLE_LINE if side == "t" and fig.layout.title.text else 0  # its own line, above Plotly's need
-        assert got <= px + title + (WASTE_SLANTED_RIGHT if slanted_right else WASTE), \
+        assert got <= px + title + (WASTE_SLANTED_RIGHT if slanted_right else WASTE), (
             f"{name}: margin {side} = {got} px for a need of {px} px: room lost"
+        )
 
 
 def test_text_width_follows_the_font():
@@ -92,8 +148,16 @@ def test_presenter_mode_reserves_more_room():
 
 def test_a_longer_word_gets_more_room_and_the_margins_only_grow():
     short = reserve(heatmap(np.eye(3), ["a", "b", "c"], ["a", "b", "c"], "weights", x_title="key", y_title="query"))
-    long = reserve(heatmap(np.eye(3), ["a", "b", "internationalisation"], ["a", "b", "internationalisation"],
-                           "weights", x_title="key", y_title="query"))
+    long = reserve(
+        heatmap(
+            np.eye(3),
+            ["a", "b", "internationalisation"],
+            ["a", "b", "internationalisation"],
+            "weights",
+            x_title="key",
+            y_title="query",
+        )
+    )
     assert long.layout.margin.l > short.layout.margin.l + 80
     fig = heatmap(np.eye(3), ["a", "b", "c"], ["a", "b", "c"], "weights", title="a title")
     fig.update_layout(margin={"t": 300})

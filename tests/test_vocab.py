@@ -37,33 +37,54 @@ def test_special_tokens_and_ids():
 # --- tokenize -------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("text, lang, expected", [
-    ("i am a student", "en", ["i", "am", "a", "student"]),
-    ("I am a Student", "en", ["i", "am", "a", "student"]),
-    ("j'aime les machines pensantes", "fr", ["j'", "aime", "les", "machines", "pensantes"]),
-    ("l'animal n'a pas traversé la rue parce qu'il était trop fatigué", "fr",
-     ["l'", "animal", "n'", "a", "pas", "traversé", "la", "rue", "parce", "qu'", "il", "était", "trop", "fatigué"]),
-    ("parce qu'elle était trop large", "fr", ["parce", "qu'", "elle", "était", "trop", "large"]),
-    ("je ne bois pas d'eau", "fr", ["je", "ne", "bois", "pas", "d'", "eau"]),
-    ("l'étudiant", "fr", ["l'", "étudiant"]),
-    ("J’aime l’école", "fr", ["j'", "aime", "l'", "école"]),  # typographic apostrophe
-    ("l' animal", "fr", ["l'", "animal"]),  # a stray space after the elision
-    ("aujourd'hui", "fr", ["aujourd'hui"]),  # not an elision
-    ("peut-être", "fr", ["peut-être"]),
-    ("the animal didn't cross the street", "en", ["the", "animal", "didn't", "cross", "the", "street"]),
-    ("it doesn’t", "en", ["it", "doesn't"]),
-    ("l'animal", "en", ["l'animal"]),  # English has no elision
-    ("Hello, world!", "en", ["hello", ",", "world", "!"]),
-    ("est-ce vrai ?", "fr", ["est-ce", "vrai", "?"]),
-    ("(dogs) run.", "en", ["(", "dogs", ")", "run", "."]),
-    ("'quoted'", "en", ["'", "quoted", "'"]),
-    ("a\tb\nc\x00d\u200be", "en", ["a", "b", "c", "d", "e"]),  # control and zero-width chars separate
-    ("", "en", []),
-    ("   \n\t ", "fr", []),
-    ("<b>bold</b>", "en", ["<", "b", ">", "bold", "<", "/", "b", ">"]),
-    ("i ❤ cats 🐈", "en", ["i", "❤", "cats", "🐈"]),
-    ("ÉTÉ", "fr", ["été"]),
-])
+@pytest.mark.parametrize(
+    "text, lang, expected",
+    [
+        ("i am a student", "en", ["i", "am", "a", "student"]),
+        ("I am a Student", "en", ["i", "am", "a", "student"]),
+        ("j'aime les machines pensantes", "fr", ["j'", "aime", "les", "machines", "pensantes"]),
+        (
+            "l'animal n'a pas traversé la rue parce qu'il était trop fatigué",
+            "fr",
+            [
+                "l'",
+                "animal",
+                "n'",
+                "a",
+                "pas",
+                "traversé",
+                "la",
+                "rue",
+                "parce",
+                "qu'",
+                "il",
+                "était",
+                "trop",
+                "fatigué",
+            ],
+        ),
+        ("parce qu'elle était trop large", "fr", ["parce", "qu'", "elle", "était", "trop", "large"]),
+        ("je ne bois pas d'eau", "fr", ["je", "ne", "bois", "pas", "d'", "eau"]),
+        ("l'étudiant", "fr", ["l'", "étudiant"]),
+        ("J’aime l’école", "fr", ["j'", "aime", "l'", "école"]),  # typographic apostrophe
+        ("l' animal", "fr", ["l'", "animal"]),  # a stray space after the elision
+        ("aujourd'hui", "fr", ["aujourd'hui"]),  # not an elision
+        ("peut-être", "fr", ["peut-être"]),
+        ("the animal didn't cross the street", "en", ["the", "animal", "didn't", "cross", "the", "street"]),
+        ("it doesn’t", "en", ["it", "doesn't"]),
+        ("l'animal", "en", ["l'animal"]),  # English has no elision
+        ("Hello, world!", "en", ["hello", ",", "world", "!"]),
+        ("est-ce vrai ?", "fr", ["est-ce", "vrai", "?"]),
+        ("(dogs) run.", "en", ["(", "dogs", ")", "run", "."]),
+        ("'quoted'", "en", ["'", "quoted", "'"]),
+        ("a\tb\nc\x00d\u200be", "en", ["a", "b", "c", "d", "e"]),  # control and zero-width chars separate
+        ("", "en", []),
+        ("   \n\t ", "fr", []),
+        ("<b>bold</b>", "en", ["<", "b", ">", "bold", "<", "/", "b", ">"]),
+        ("i ❤ cats 🐈", "en", ["i", "❤", "cats", "🐈"]),
+        ("ÉTÉ", "fr", ["été"]),
+    ],
+)
 def test_tokenize(text, lang, expected):
     assert tokenize(text, lang) == expected
 
@@ -76,8 +97,20 @@ def test_tokenize_normalises_unicode():
 
 
 def test_tokenize_never_yields_special_tokens():
-    assert tokenize("<pad> <eos> <bos> <unk>", "en") == ["<", "pad", ">", "<", "eos", ">", "<", "bos", ">",
-                                                          "<", "unk", ">"]
+    assert tokenize("<pad> <eos> <bos> <unk>", "en") == [
+        "<",
+        "pad",
+        ">",
+        "<",
+        "eos",
+        ">",
+        "<",
+        "bos",
+        ">",
+        "<",
+        "unk",
+        ">",
+    ]
 
 
 def test_tokenize_right_to_left_and_long_text():
@@ -92,16 +125,19 @@ def test_tokenize_right_to_left_and_long_text():
 # --- detokenize -----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("tokens, lang, expected", [
-    (["j'", "aime", "les", "machines", "pensantes"], "fr", "j'aime les machines pensantes"),
-    (["parce", "qu'", "il", "était"], "fr", "parce qu'il était"),
-    (["hello", ",", "world", "!"], "en", "hello, world!"),
-    (["est-ce", "vrai", "?"], "fr", "est-ce vrai?"),
-    (["(", "dogs", ")", "run", "."], "en", "(dogs) run."),
-    (["<bos>", "je", "suis", "<unk>", "étudiant", "<eos>", "<pad>"], "fr", "je suis étudiant"),
-    (["i", "didn't"], "en", "i didn't"),
-    ([], "en", ""),
-])
+@pytest.mark.parametrize(
+    "tokens, lang, expected",
+    [
+        (["j'", "aime", "les", "machines", "pensantes"], "fr", "j'aime les machines pensantes"),
+        (["parce", "qu'", "il", "était"], "fr", "parce qu'il était"),
+        (["hello", ",", "world", "!"], "en", "hello, world!"),
+        (["est-ce", "vrai", "?"], "fr", "est-ce vrai?"),
+        (["(", "dogs", ")", "run", "."], "en", "(dogs) run."),
+        (["<bos>", "je", "suis", "<unk>", "étudiant", "<eos>", "<pad>"], "fr", "je suis étudiant"),
+        (["i", "didn't"], "en", "i didn't"),
+        ([], "en", ""),
+    ],
+)
 def test_detokenize(tokens, lang, expected):
     assert detokenize(tokens, lang) == expected
 
@@ -168,6 +204,7 @@ def test_decode_stops_at_eos_and_skips_pad_and_bos():
 
 def test_decode_accepts_a_tensor():
     import torch
+
     v = Vocab.build(SENTENCES)
     assert v.decode(torch.tensor([BOS_ID, 4, 7, EOS_ID])) == ["chat", "chien"]
 
@@ -186,10 +223,18 @@ def test_to_dict_from_dict_json_round_trip():
     assert w.itos == v.itos and w.stoi == v.stoi and len(w) == len(v)
 
 
-@pytest.mark.parametrize("bad", [
-    {}, {"itos": "abc"}, [], {"itos": ["a", "b"]}, {"itos": list(SPECIALS) + ["x", "x"]},
-    {"itos": ["<bos>", "<pad>", "<eos>", "<unk>"]}, {"itos": list(SPECIALS) + [""]},
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {},
+        {"itos": "abc"},
+        [],
+        {"itos": ["a", "b"]},
+        {"itos": list(SPECIALS) + ["x", "x"]},
+        {"itos": ["<bos>", "<pad>", "<eos>", "<unk>"]},
+        {"itos": list(SPECIALS) + [""]},
+    ],
+)
 def test_from_dict_rejects_malformed(bad):
     with pytest.raises(ValueError):
         Vocab.from_dict(bad)

@@ -13,9 +13,17 @@ from pathlib import Path
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--disable-dev-shm-usage"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+]
 APP_SELECTOR = '[data-testid="stApp"]'
 IDLE_SELECTOR = '[data-testid="stApp"][data-test-script-state="notRunning"]'
 EXCEPTION_SELECTOR = '[data-testid="stException"]'
@@ -23,8 +31,10 @@ EXCEPTION_SELECTOR = '[data-testid="stException"]'
 
 def require_chromium() -> str:
     if not os.access(CHROMIUM, os.X_OK):
-        raise RuntimeError(f"{CHROMIUM} is missing: browser tests need Debian's chromium. "
-                           "`./dev.sh test` installs it (or: apt-get update && apt-get install -y chromium).")
+        raise RuntimeError(
+            f"{CHROMIUM} is missing: browser tests need Debian's chromium. "
+            "`./dev.sh test` installs it (or: apt-get update && apt-get install -y chromium)."
+        )
     return CHROMIUM
 
 
@@ -65,8 +75,9 @@ def wait_idle(page, since: int | None = None, timeout: float = 30_000, start_tim
         if since is not None and since >= 0:
             page.wait_for_function(f"(window.__glassRuns ?? 0) > {since}", timeout=start_timeout)
         else:
-            page.wait_for_selector(f'{APP_SELECTOR}:not([data-test-script-state="notRunning"])', state="attached",
-                                   timeout=start_timeout)
+            page.wait_for_selector(
+                f'{APP_SELECTOR}:not([data-test-script-state="notRunning"])', state="attached", timeout=start_timeout
+            )
     except PlaywrightTimeout:
         pass
     page.wait_for_selector(IDLE_SELECTOR, state="attached", timeout=timeout)
@@ -130,7 +141,8 @@ def content_height(page) -> int:
     """Height of the app's content in px. Streamlit scrolls its main container, not the document, and
     both the main container and the sidebar are at least as tall as the viewport: measure the bottom of
     their content instead."""
-    return int(page.evaluate("""() => {
+    return int(
+        page.evaluate("""() => {
         const bottom = (sel) => {
             const el = document.querySelector(sel);
             if (!el) return 0;
@@ -140,7 +152,8 @@ def content_height(page) -> int:
         return Math.ceil(Math.max(bottom('[data-testid="stMainBlockContainer"]'),
                                   bottom('[data-testid="stSidebarUserContent"]'),
                                   bottom('[data-testid="stSidebarNav"]')));
-    }"""))
+    }""")
+    )
 
 
 def screenshot_full(page, path: str | Path | None = None, max_height: int = 6000) -> bytes:
@@ -150,8 +163,9 @@ def screenshot_full(page, path: str | Path | None = None, max_height: int = 6000
     the content's height instead, let the newly visible charts draw, shoot, and restore the viewport.
     """
     size = page.viewport_size
-    page.set_viewport_size({"width": size["width"],
-                            "height": min(max(content_height(page), size["height"]), max_height)})
+    page.set_viewport_size(
+        {"width": size["width"], "height": min(max(content_height(page), size["height"]), max_height)}
+    )
     try:
         try:
             wait_rendered(page, timeout=10_000)

@@ -26,12 +26,16 @@ from tools.browser import RUN_COUNTER_JS, launch_chromium, wait_idle
 
 # (name, viewport, phone): a projector, laptops of two sizes, phones
 TEACHER_VIEW = {"width": 1280, "height": 720}
-STUDENT_VIEWS = [("laptop", {"width": 1280, "height": 800}, False), ("phone", {"width": 390, "height": 844}, True),
-                 ("small-laptop", {"width": 1024, "height": 768}, False),
-                 ("tablet", {"width": 820, "height": 1180}, True),
-                 ("laptop-2", {"width": 1440, "height": 900}, False), ("phone-2", {"width": 412, "height": 915}, True),
-                 ("laptop-3", {"width": 1366, "height": 768}, False),
-                 ("laptop-4", {"width": 1280, "height": 720}, False)]
+STUDENT_VIEWS = [
+    ("laptop", {"width": 1280, "height": 800}, False),
+    ("phone", {"width": 390, "height": 844}, True),
+    ("small-laptop", {"width": 1024, "height": 768}, False),
+    ("tablet", {"width": 820, "height": 1180}, True),
+    ("laptop-2", {"width": 1440, "height": 900}, False),
+    ("phone-2", {"width": 412, "height": 915}, True),
+    ("laptop-3", {"width": 1366, "height": 768}, False),
+    ("laptop-4", {"width": 1280, "height": 720}, False),
+]
 STATUS_JS = """() => {
   const app = document.querySelector('[data-testid="stApp"]');
   const main = document.querySelector('[data-testid="stMain"]');
@@ -44,6 +48,7 @@ STATUS_JS = """() => {
 @dataclass(frozen=True)
 class ExpectedStop:
     """Where the class should be after a move: the plan's stop (1-based) of `of`, and the lesson step it shows."""
+
     number: int
     of: int
     step: int | None = None
@@ -78,8 +83,10 @@ class SoakResult:
 
     def summary(self) -> str:
         p50, p95 = percentile(self.seconds, 50), percentile(self.seconds, 95)
-        return (f"{self.students} students, {self.moves} moves: {len(self.dropouts)} drop-outs, "
-                f"p50 {p50:.2f} s / p95 {p95:.2f} s to the stop ({len(self.late)} late of {self.student_moves})")
+        return (
+            f"{self.students} students, {self.moves} moves: {len(self.dropouts)} drop-outs, "
+            f"p50 {p50:.2f} s / p95 {p95:.2f} s to the stop ({len(self.late)} late of {self.student_moves})"
+        )
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -212,8 +219,9 @@ class Classroom:
             if buttons.nth(i).is_visible():
                 buttons.nth(i).click()
                 break
-        self.wait_for(tab, lambda s: dropped(s) is None and f"Following class {self.code}" in s["side"], 30,
-                      "back following")
+        self.wait_for(
+            tab, lambda s: dropped(s) is None and f"Following class {self.code}" in s["side"], 30, "back following"
+        )
 
     def plan(self, stops: list[ExpectedStop], back: bool = True) -> None:
         """Next through every stop after the first, then Back to the first (the whole plan forward and back)."""
@@ -233,8 +241,11 @@ class Classroom:
         self.everyone("asked", lambda s: "Question from your teacher" in s["main"], timeout)
         self.vote(0)
         self.everyone("voted", lambda s: "Your answer: " in s["main"] and "none yet" not in s["main"], timeout)
-        for button, seen in (("Lock the vote", "The vote is locked"), ("Discuss, then vote again", "Discuss with a"),
-                             ("Open the second vote", "Vote again after your discussion")):
+        for button, seen in (
+            ("Lock the vote", "The vote is locked"),
+            ("Discuss, then vote again", "Discuss with a"),
+            ("Open the second vote", "Vote again after your discussion"),
+        ):
             self.teacher_click(lambda b=button: t.get_by_role("button", name=b).click())
             self.everyone(button, lambda s, seen=seen: seen in s["main"], timeout)
         self.vote(1)
@@ -267,8 +278,12 @@ class Classroom:
         t0 = time.perf_counter()
         self.teacher_click(lambda: t.get_by_role("button", name="End the class for everyone").click())
         for tab in self.students:
-            self.wait_for(tab, lambda s: "has ended" in s["main"], max(1.0, timeout - (time.perf_counter() - t0)),
-                          "told the class ended")
+            self.wait_for(
+                tab,
+                lambda s: "has ended" in s["main"],
+                max(1.0, timeout - (time.perf_counter() - t0)),
+                "told the class ended",
+            )
             self.result.ended_seconds.append(time.perf_counter() - t0)
         time.sleep(5)  # the message stays (it is not a toast that fades)
         for tab in self.students:

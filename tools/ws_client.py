@@ -164,8 +164,13 @@ class StreamlitSession:
         t = time.perf_counter()
         # max_size: a page's charts can exceed websockets' 1 MiB default message size. No protocol pings:
         # a browser sends none, and a busy server answering one late would cut the session.
-        self._ws = await connect(self.ws_url, subprotocols=["streamlit", "PLACEHOLDER_AUTH_TOKEN"],
-                                 max_size=None, ping_interval=None, open_timeout=self.timeout)
+        self._ws = await connect(
+            self.ws_url,
+            subprotocols=["streamlit", "PLACEHOLDER_AUTH_TOKEN"],
+            max_size=None,
+            ping_interval=None,
+            open_timeout=self.timeout,
+        )
         self._reader = asyncio.create_task(self._read())
         self.query_string = query
         await self._rerun(ClientState(page_script_hash="", page_name=page.strip("/")), t)
@@ -194,15 +199,20 @@ class StreamlitSession:
         """Click the nav link of a page (by title or url path): a rerun with the target page's hash and
         only the main script's widgets, as the frontend sends. Returns the seconds to the end of the run."""
         target = self.pages[title_or_url_path.strip("/")]
-        keep = {w.widget_id for h, el in self.elements.values() if h == self.main_hash
-                and (w := _Widget(el)).widget_id}
+        keep = {w.widget_id for h, el in self.elements.values() if h == self.main_hash and (w := _Widget(el)).widget_id}
         return await self._rerun(ClientState(page_script_hash=target), only=keep)
 
     async def click(self, key: str) -> float:
         """Click the button whose key is `key` (st.button(..., key=key)): a rerun whose widget states say
         so (a trigger: true for this run only). Returns the seconds to the end of the run."""
-        wid = next((w.widget_id for _, (_, el) in self.elements.items() if (w := _Widget(el)).widget_id
-                    and w.widget_id.endswith(f"-{key}")), None)
+        wid = next(
+            (
+                w.widget_id
+                for _, (_, el) in self.elements.items()
+                if (w := _Widget(el)).widget_id and w.widget_id.endswith(f"-{key}")
+            ),
+            None,
+        )
         if wid is None:
             raise KeyError(f"no button with key {key!r} on the page")
         state = ClientState(page_script_hash=self.page_hash)
@@ -226,8 +236,9 @@ class StreamlitSession:
         end = time.monotonic() + seconds
         while time.monotonic() < end and self._ws is not None:
             for fid in list(self.fragments):  # also while a run is under way, as the frontend's timers do
-                state = ClientState(page_script_hash=self.page_hash, fragment_id=fid, is_auto_rerun=True,
-                                    query_string=self.query_string)
+                state = ClientState(
+                    page_script_hash=self.page_hash, fragment_id=fid, is_auto_rerun=True, query_string=self.query_string
+                )
                 state.widget_states.CopyFrom(WidgetStates(widgets=list(self.widgets.values())))
                 state.context_info.timezone, state.context_info.locale = "UTC", "en-US"
                 state.context_info.url = self.page_url
@@ -292,8 +303,9 @@ class StreamlitSession:
         again, as the component's script does."""
         sync = self.sync_frame if self._tries > 1 and self.sync_frame is not None else self.sync
         wid = f"$$STREAMLIT_INTERNAL_KEY_{sync['id']}__events"
-        state = ClientState(page_script_hash=self.page_hash, query_string=self.query_string,
-                            fragment_id=sync.get("fragment", ""))
+        state = ClientState(
+            page_script_hash=self.page_hash, query_string=self.query_string, fragment_id=sync.get("fragment", "")
+        )
         trigger = WidgetState(id=wid, json_trigger_value=json.dumps([{"event": "sync", "value": value}]))
         state.widget_states.CopyFrom(WidgetStates(widgets=[*self.widgets.values(), trigger]))
         state.context_info.timezone, state.context_info.locale = "UTC", "en-US"
@@ -310,8 +322,12 @@ class StreamlitSession:
             writer = None
             try:
                 reader, writer = await asyncio.open_connection(host, port)
-                head = [f"GET {path} HTTP/1.1", f"Host: {u.netloc}", "Accept: text/event-stream",
-                        *(f"{k}: {v}" for k, v in self.extra_headers().items())]
+                head = [
+                    f"GET {path} HTTP/1.1",
+                    f"Host: {u.netloc}",
+                    "Accept: text/event-stream",
+                    *(f"{k}: {v}" for k, v in self.extra_headers().items()),
+                ]
                 writer.write(("\r\n".join(head) + "\r\n\r\n").encode())
                 status = (await reader.readline()).decode()
                 if " 200 " not in status:
@@ -347,8 +363,9 @@ class StreamlitSession:
         """Send a rerun and wait until a run started after it ends the chain (FINISHED_SUCCESSFULLY or a
         compile error; a FINISHED_EARLY_FOR_RERUN run is followed by another run)."""
         state.query_string = self.query_string
-        state.widget_states.CopyFrom(WidgetStates(widgets=[w for i, w in self.widgets.items()
-                                                           if only is None or i in only]))
+        state.widget_states.CopyFrom(
+            WidgetStates(widgets=[w for i, w in self.widgets.items() if only is None or i in only])
+        )
         state.context_info.timezone, state.context_info.locale = "UTC", "en-US"
         state.context_info.url = self.page_url
         self._waiter, self._started = asyncio.get_running_loop().create_future(), False
@@ -391,8 +408,11 @@ class StreamlitSession:
 
     def exceptions(self) -> list[str]:
         """The exception boxes on the page (any container): "Type: message"."""
-        return [f"{el.exception.type}: {el.exception.message}" for _, el in self.elements.values()
-                if el.WhichOneof("type") == "exception"]
+        return [
+            f"{el.exception.type}: {el.exception.message}"
+            for _, el in self.elements.values()
+            if el.WhichOneof("type") == "exception"
+        ]
 
     # -- the message reader ---------------------------------------------------------------------
     async def _read(self) -> None:
@@ -412,8 +432,13 @@ class StreamlitSession:
     def _handle(self, msg: ForwardMsg) -> None:
         kind = msg.WhichOneof("type")
         if kind in ("new_session", "script_finished"):  # the last few runs, for a report on a stuck session
-            self.runs.append((round(time.perf_counter(), 2), kind, msg.script_finished if kind == "script_finished"
-                              else list(msg.metadata.run.fragment_ids)))
+            self.runs.append(
+                (
+                    round(time.perf_counter(), 2),
+                    kind,
+                    msg.script_finished if kind == "script_finished" else list(msg.metadata.run.fragment_ids),
+                )
+            )
             del self.runs[:-120]
         if kind == "new_session":
             self.running = True

@@ -44,8 +44,10 @@ def client_shares(jobs_per_client: int | None = None, starts_per_minute: int | N
 # so far stays its student's), and the slot goes to the waiting address. Before, one address holding every slot
 # made a class wait the whole time limit (600 s) for its first run.
 FAIR_SECONDS = float(os.environ.get("GLASS_TRAINING_FAIR_SECONDS", 120))
-FAIR_REASON = ("another address was waiting for a training slot: while others wait, an address keeps at most its "
-               "share of the slots")
+FAIR_REASON = (
+    "another address was waiting for a training slot: while others wait, an address keeps at most its "
+    "share of the slots"
+)
 
 
 def fair_share(slots: int, clients: int) -> int:
@@ -61,8 +63,13 @@ def fair_next(queued: list[str | None], running: Counter[str | None]) -> int:
 Run = TypeVar("Run")  # what `over_share` picks from (a Job)
 
 
-def over_share(runs: Sequence[tuple[Run, str | None, float]], queued: list[str | None], slots: int, now: float,
-               seconds: float = FAIR_SECONDS) -> Run | None:
+def over_share(
+    runs: Sequence[tuple[Run, str | None, float]],
+    queued: list[str | None],
+    slots: int,
+    now: float,
+    seconds: float = FAIR_SECONDS,
+) -> Run | None:
     """The run (`runs`: (run, client, started)) that gives its slot back now, or None: while a client under its share
     waits, the newest run of a client over its share, once it has trained `seconds`."""
     running = Counter(client for _, client, _ in runs)
@@ -79,13 +86,17 @@ class JobRefused(RuntimeError):
 
     @classmethod
     def share(cls, active: int, limit: int) -> JobRefused:
-        return cls(f"Your network address already has {active} training job(s) queued or running; the limit is "
-                   f"{limit} per address, so that everyone gets a turn. Wait until one ends, or stop one.")
+        return cls(
+            f"Your network address already has {active} training job(s) queued or running; the limit is "
+            f"{limit} per address, so that everyone gets a turn. Wait until one ends, or stop one."
+        )
 
     @classmethod
     def rate(cls, started: int, limit: int, wait: float) -> JobRefused:
-        return cls(f"{started} training runs were started from your network address in the last minute; the "
-                   f"limit is {limit} per minute. Try again in {max(1, int(wait + 0.999))} s.")
+        return cls(
+            f"{started} training runs were started from your network address in the last minute; the "
+            f"limit is {limit} per minute. Try again in {max(1, int(wait + 0.999))} s."
+        )
 
     @classmethod
     def full(cls, waiting: int) -> JobRefused:
@@ -97,6 +108,7 @@ class TrainingService(Protocol):
 
     @property
     def max_running(self) -> int: ...  # (a property of RedisQueue: the queue workers alive now)
+
     max_seconds: float
 
     def submit(self, job: Job) -> Job: ...
@@ -135,8 +147,9 @@ class Watchdog:
     must be (so that a job added as the thread decides to end is never left unwatched). A failing sweep is
     logged and tried again next time."""
 
-    def __init__(self, name: str, poll: float, sweep: Callable[[], object], busy_locked: Callable[[], bool],
-                 lock: threading.Lock):
+    def __init__(
+        self, name: str, poll: float, sweep: Callable[[], object], busy_locked: Callable[[], bool], lock: threading.Lock
+    ):
         self.name, self.poll, self._sweep, self._busy_locked, self._lock = name, float(poll), sweep, busy_locked, lock
         self._thread: threading.Thread | None = None
 

@@ -119,8 +119,12 @@ def _dataclass_of(cls: type[_Numbers], values: Any, what: str) -> _Numbers:
     """A frozen dataclass of numbers (StepEvent, EvalEvent without its samples) from a JSON object,
     every field checked against its annotation."""
     fields = {f.name: f for f in dataclasses.fields(cls)}
-    d = _keys(values, what, [n for n, f in fields.items() if f.default is dataclasses.MISSING
-                             and f.default_factory is dataclasses.MISSING], list(fields))
+    d = _keys(
+        values,
+        what,
+        [n for n, f in fields.items() if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING],
+        list(fields),
+    )
     out: dict[str, Any] = {}
     for name, v in d.items():
         kind = str(fields[name].type)
@@ -140,5 +144,7 @@ def _dataclass_of(cls: type[_Numbers], values: Any, what: str) -> _Numbers:
 
 
 def _numbers(ev: StepEvent | EvalEvent) -> dict[str, Any]:
-    return {f.name: _num(getattr(ev, f.name)) if isinstance(getattr(ev, f.name), float) else getattr(ev, f.name)
-            for f in dataclasses.fields(ev)}
+    return {
+        f.name: _num(getattr(ev, f.name)) if isinstance(getattr(ev, f.name), float) else getattr(ev, f.name)
+        for f in dataclasses.fields(ev)
+    }

@@ -94,8 +94,16 @@ class JobService(Protocol):
 
 # What runs a job (`training.run_process.run`, or `RedisQueue`'s follower of a queue worker):
 # (spec, stop, kill, started, receive) -> (state, reason, error).
-Runner = Callable[[m.Spec, threading.Event, Callable[[], bool], Callable[[subprocess.Popen[bytes]], None],
-                   Callable[[m.Message], None]], tuple[str, str, str | None]]
+Runner = Callable[
+    [
+        m.Spec,
+        threading.Event,
+        Callable[[], bool],
+        Callable[[subprocess.Popen[bytes]], None],
+        Callable[[m.Message], None],
+    ],
+    tuple[str, str, str | None],
+]
 
 
 class Job:
@@ -105,10 +113,20 @@ class Job:
     `mark_started`, `cancel`, `request_stop`, `seen_alive`); nothing else writes its fields.
     """
 
-    def __init__(self, tcfg: TrainConfig, data: dict[str, list[Pair]] | None = None, data_label: str = "toy set",
-                 data_sha256: str | None = None, probes: Sequence[str] | None = None,
-                 probe_every: int = DEFAULT_PROBE_EVERY, session_id: str | None = None, owner: str | None = None,
-                 name: str = "my model", memory: MemoryEstimate | None = None, client: str | None = None):
+    def __init__(
+        self,
+        tcfg: TrainConfig,
+        data: dict[str, list[Pair]] | None = None,
+        data_label: str = "toy set",
+        data_sha256: str | None = None,
+        probes: Sequence[str] | None = None,
+        probe_every: int = DEFAULT_PROBE_EVERY,
+        session_id: str | None = None,
+        owner: str | None = None,
+        name: str = "my model",
+        memory: MemoryEstimate | None = None,
+        client: str | None = None,
+    ):
         self.id = uuid.uuid4().hex[:12]
         self.tcfg = tcfg
         self._data = data
@@ -191,14 +209,31 @@ class Job:
                 if span > 0:
                     rate = (self.steps[-1] - self.steps[k]) / span
                     eta = (self.tcfg.steps - self.steps[-1]) / rate if self.state == "running" else None
-            return JobView(id=self.id, state=self.state, reason=self.reason, error=self.error, position=position,
-                           tcfg=self.tcfg, data_label=self.data_label, probes=self.probes,
-                           probe_every=self.probe_every, handover_error=self.handover_error,
-                           step=self.steps[-1] if self.steps else 0,
-                           steps=list(self.steps), losses=list(self.losses), cross_entropy=list(self.cross_entropy),
-                           lrs=list(self.lrs), evals=list(self.evals), eval_seconds=list(self.eval_seconds),
-                           snapshots=list(self.snapshots), seconds=seconds, steps_per_s=rate, eta_s=eta,
-                           parameters=self.parameters, memory=self.memory)
+            return JobView(
+                id=self.id,
+                state=self.state,
+                reason=self.reason,
+                error=self.error,
+                position=position,
+                tcfg=self.tcfg,
+                data_label=self.data_label,
+                probes=self.probes,
+                probe_every=self.probe_every,
+                handover_error=self.handover_error,
+                step=self.steps[-1] if self.steps else 0,
+                steps=list(self.steps),
+                losses=list(self.losses),
+                cross_entropy=list(self.cross_entropy),
+                lrs=list(self.lrs),
+                evals=list(self.evals),
+                eval_seconds=list(self.eval_seconds),
+                snapshots=list(self.snapshots),
+                seconds=seconds,
+                steps_per_s=rate,
+                eta_s=eta,
+                parameters=self.parameters,
+                memory=self.memory,
+            )
 
     # --- state changes (the service calls these under its lock) ---------------------------------
 
@@ -227,13 +262,23 @@ class Job:
 
     def spec(self) -> m.Spec:
         """What a training process needs to train this job (see `training.run_process`)."""
-        return m.Spec(self.id, self.tcfg, self._data, self.data_sha256, self.probes, self.probe_every, self.name,
-                      self.memory)
+        return m.Spec(
+            self.id, self.tcfg, self._data, self.data_sha256, self.probes, self.probe_every, self.name, self.memory
+        )
 
     def record(self, client_key: str | None) -> m.JobRecord:
         """What another app process needs to show this job (no data)."""
-        return m.JobRecord(self.tcfg, self.data_label, self.data_sha256, self.probes, self.probe_every, self.owner,
-                           self.name, self.memory, client_key)
+        return m.JobRecord(
+            self.tcfg,
+            self.data_label,
+            self.data_sha256,
+            self.probes,
+            self.probe_every,
+            self.owner,
+            self.name,
+            self.memory,
+            client_key,
+        )
 
     def forget_data(self) -> None:
         """The data went to the queue (a queue worker trains it): this process needs no copy."""
@@ -295,8 +340,9 @@ class Job:
                 from training import run_process  # here, not on top: `python -m training.run_process` loads this
 
                 runner = run_process.run
-            state, reason, error = runner(self.spec(), self.stop_event, lambda: self._kill, self._started,
-                                          self._receive)
+            state, reason, error = runner(
+                self.spec(), self.stop_event, lambda: self._kill, self._started, self._receive
+            )
             if state == "stopped" and self.stop_event.is_set():
                 reason = self._stop_reason or reason
         finally:
@@ -319,8 +365,16 @@ class Job:
             if isinstance(msg, m.Started):  # a queue worker took the job (again, after a worker died: afresh)
                 self.state = "running"
                 self.started = time.monotonic() - max(0.0, time.time() - msg.wall)
-                for figures in (self.steps, self.losses, self.cross_entropy, self.lrs, self.elapsed, self.evals,
-                                self.eval_seconds, self.snapshots):
+                for figures in (
+                    self.steps,
+                    self.losses,
+                    self.cross_entropy,
+                    self.lrs,
+                    self.elapsed,
+                    self.evals,
+                    self.eval_seconds,
+                    self.snapshots,
+                ):
                     figures.clear()
             elif isinstance(msg, m.Info | m.Usage):
                 self.worker_info = {**self.worker_info, **dataclasses.asdict(msg)}
@@ -339,7 +393,6 @@ class Job:
             elif isinstance(msg, m.Snapshots):
                 self.snapshots.extend(msg.snapshots)
 
-
     def _hand_over(self, weights: bytes, meta: bytes) -> None:
         """The trained model's files: loaded like an upload (never unpickled). If that fails, for any
         reason, the files are kept for download and the reason is recorded: a run is never thrown away."""
@@ -349,17 +402,27 @@ class Job:
             why = str(e) if isinstance(e, CheckpointError) else f"{type(e).__name__}: {e}"
             with self.lock:
                 self.result, self.result_files = None, (weights, meta)
-                self.handover_error = (f"The trained model could not be loaded into the app ({why}). Its two files "
-                                       "are kept for you: download them below.")
+                self.handover_error = (
+                    f"The trained model could not be loaded into the app ({why}). Its two files "
+                    "are kept for you: download them below."
+                )
             return
         with self.lock:
             self.result, self.result_files, self.handover_error = result, None, None
 
 
-def make_job(settings: dict[str, Any], probes: Sequence[str] | None = None, probe_every: int = DEFAULT_PROBE_EVERY,
-             data: dict[str, list[Pair]] | None = None, data_label: str = "toy set", data_sha256: str | None = None,
-             session_id: str | None = None, owner: str | None = None, name: str = "my model",
-             client: str | None = None) -> Job:
+def make_job(
+    settings: dict[str, Any],
+    probes: Sequence[str] | None = None,
+    probe_every: int = DEFAULT_PROBE_EVERY,
+    data: dict[str, list[Pair]] | None = None,
+    data_label: str = "toy set",
+    data_sha256: str | None = None,
+    session_id: str | None = None,
+    owner: str | None = None,
+    name: str = "my model",
+    client: str | None = None,
+) -> Job:
     """Validate everything a run needs (settings, data, memory, checkpoint size) and build its job;
     `SettingsError` if not."""
     tcfg, probes, memory = plan_run(settings, probes, data)

@@ -65,11 +65,19 @@ class LocalPool:
       has trained this long ($GLASS_TRAINING_FAIR_SECONDS, default 120: `contract.over_share`).
     """
 
-    def __init__(self, max_running: int | None = None, max_seconds: float = DEFAULT_MAX_SECONDS,
-                 session_alive: Callable[[str | None], bool] = _always_alive, grace: float = DEFAULT_GRACE,
-                 poll: float = 1.0, max_queue: int = 200, jobs_per_client: int | None = None,
-                 starts_per_minute: int | None = None, clock: Callable[[], float] = time.monotonic,
-                 fair_seconds: float = FAIR_SECONDS):
+    def __init__(
+        self,
+        max_running: int | None = None,
+        max_seconds: float = DEFAULT_MAX_SECONDS,
+        session_alive: Callable[[str | None], bool] = _always_alive,
+        grace: float = DEFAULT_GRACE,
+        poll: float = 1.0,
+        max_queue: int = 200,
+        jobs_per_client: int | None = None,
+        starts_per_minute: int | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        fair_seconds: float = FAIR_SECONDS,
+    ):
         env = os.environ.get("GLASS_MAX_TRAINING_JOBS")
         self.max_running = max(1, int(max_running or (int(env) if env else 0) or os.cpu_count() or 1))
         self.max_seconds = float(max_seconds)
@@ -181,8 +189,9 @@ class LocalPool:
                 self.stop(job, f"time limit ({self.max_seconds:.0f} s per job)")
                 stopped.append(job)
         with self._lock:  # a fair share of the slots while others wait (`contract.over_share`)
-            runs = [(j, j.client, j.started) for j in self._running
-                    if j.started is not None and not j.stop_event.is_set()]
+            runs = [
+                (j, j.client, j.started) for j in self._running if j.started is not None and not j.stop_event.is_set()
+            ]
             lent = over_share(runs, [j.client for j in self._queue], self.max_running, now, self.fair_seconds)
         if lent is not None:
             self.stop(lent, FAIR_REASON)

@@ -177,8 +177,21 @@ class JobRecord:
     client: str | None
 
 
-Message = (Spec | StopAfterStep | Started | Info | Steps | Eval | Snapshots | Result | Usage | Failing | End
-           | StopRequest | JobRecord)
+Message = (
+    Spec
+    | StopAfterStep
+    | Started
+    | Info
+    | Steps
+    | Eval
+    | Snapshots
+    | Result
+    | Usage
+    | Failing
+    | End
+    | StopRequest
+    | JobRecord
+)
 
 
 # --- encoding ----------------------------------------------------------------------------------------
@@ -188,11 +201,19 @@ def encode(msg: Message) -> tuple[bytes, list[bytes]]:
     """A record as (JSON header, blobs)."""
     blobs: list[bytes] = []
     if isinstance(msg, Spec):
-        h: dict[str, Any] = {"kind": "spec", "job_id": msg.job_id, "tcfg": dataclasses.asdict(msg.tcfg),
-             "data": None if msg.data is None else {split: [[p.src, p.tgt, p.tag] for p in pairs]
-                                                   for split, pairs in msg.data.items()},
-             "data_sha256": msg.data_sha256, "probes": list(msg.probes), "probe_every": msg.probe_every,
-             "name": msg.name, "memory": None if msg.memory is None else dataclasses.asdict(msg.memory)}
+        h: dict[str, Any] = {
+            "kind": "spec",
+            "job_id": msg.job_id,
+            "tcfg": dataclasses.asdict(msg.tcfg),
+            "data": None
+            if msg.data is None
+            else {split: [[p.src, p.tgt, p.tag] for p in pairs] for split, pairs in msg.data.items()},
+            "data_sha256": msg.data_sha256,
+            "probes": list(msg.probes),
+            "probe_every": msg.probe_every,
+            "name": msg.name,
+            "memory": None if msg.memory is None else dataclasses.asdict(msg.memory),
+        }
     elif isinstance(msg, Steps):
         h = {"kind": "steps", "events": [[_numbers(ev), _num(s)] for ev, s in msg.events]}
     elif isinstance(msg, Eval):
@@ -207,16 +228,32 @@ def encode(msg: Message) -> tuple[bytes, list[bytes]]:
                 a = np.ascontiguousarray(s.weights(part), dtype="<f4")
                 shapes[part] = list(a.shape)
                 blobs.append(a.tobytes())
-            items.append({"step": s.step, "probe": s.probe, "translation": s.translation,
-                          "src_labels": list(s.src_labels), "tgt_labels": list(s.tgt_labels), "shapes": shapes})
+            items.append(
+                {
+                    "step": s.step,
+                    "probe": s.probe,
+                    "translation": s.translation,
+                    "src_labels": list(s.src_labels),
+                    "tgt_labels": list(s.tgt_labels),
+                    "shapes": shapes,
+                }
+            )
         h = {"kind": "snapshots", "snapshots": items}
     elif isinstance(msg, Result):
         h, blobs = {"kind": "result"}, [msg.weights, msg.meta]
     elif isinstance(msg, JobRecord):
-        h = {"kind": "job", "tcfg": dataclasses.asdict(msg.tcfg), "data_label": msg.data_label,
-             "data_sha256": msg.data_sha256, "probes": list(msg.probes), "probe_every": msg.probe_every,
-             "owner": msg.owner, "name": msg.name,
-             "memory": None if msg.memory is None else dataclasses.asdict(msg.memory), "client": msg.client}
+        h = {
+            "kind": "job",
+            "tcfg": dataclasses.asdict(msg.tcfg),
+            "data_label": msg.data_label,
+            "data_sha256": msg.data_sha256,
+            "probes": list(msg.probes),
+            "probe_every": msg.probe_every,
+            "owner": msg.owner,
+            "name": msg.name,
+            "memory": None if msg.memory is None else dataclasses.asdict(msg.memory),
+            "client": msg.client,
+        }
     else:
         kind = _KIND_OF[type(msg)]
         h = {"kind": kind, **dataclasses.asdict(msg)}
@@ -265,8 +302,16 @@ def _spec(h: dict[str, Any], blobs: list[bytes]) -> Spec:
     job_id = _str(h["job_id"], "job id")
     if not _ID.fullmatch(job_id):
         raise BadMessage("job id: letters, digits, _ and - expected")
-    return Spec(job_id, tcfg, data, _str(h["data_sha256"], "data hash", 128, none=True), tuple(planned),
-                _int(h["probe_every"], "probe interval", 0, 10_000), _str(h["name"], "name"), memory)
+    return Spec(
+        job_id,
+        tcfg,
+        data,
+        _str(h["data_sha256"], "data hash", 128, none=True),
+        tuple(planned),
+        _int(h["probe_every"], "probe interval", 0, 10_000),
+        _str(h["name"], "name"),
+        memory,
+    )
 
 
 def _steps(h: dict[str, Any], blobs: list[bytes]) -> Steps:
@@ -310,10 +355,20 @@ def _snapshots(h: dict[str, Any], blobs: list[bytes]) -> Snapshots:
             if len(blob) != 4 * math.prod(dims):
                 raise BadMessage("a snapshot's array does not match its shape")
             arrays.append(np.frombuffer(bytes(blob), dtype="<f4").astype(np.float32).reshape(dims))
-        labels = [tuple(_str(w, "label", MAX_LABEL) for w in _list(s[k], "labels", MAX_DIM))
-                  for k in ("src_labels", "tgt_labels")]
-        out.append(Snapshot(_int(s["step"], "step"), _int(s["probe"], "probe", 0, MAX_PROBES - 1),
-                            _str(s["translation"], "translation", MAX_TEXT), labels[0], labels[1], *arrays))
+        labels = [
+            tuple(_str(w, "label", MAX_LABEL) for w in _list(s[k], "labels", MAX_DIM))
+            for k in ("src_labels", "tgt_labels")
+        ]
+        out.append(
+            Snapshot(
+                _int(s["step"], "step"),
+                _int(s["probe"], "probe", 0, MAX_PROBES - 1),
+                _str(s["translation"], "translation", MAX_TEXT),
+                labels[0],
+                labels[1],
+                *arrays,
+            )
+        )
     return Snapshots(tuple(out))
 
 
@@ -333,30 +388,44 @@ def _end(cls: type[_Ending]) -> Callable[[dict[str, Any], list[bytes]], _Ending]
         if h["state"] not in STATES:
             raise BadMessage(f"state: one of {', '.join(STATES)} expected")
         return cls(h["state"], _str(h["reason"], "reason"), _str(h["error"], "error", MAX_TEXT, none=True))
+
     return dec
 
 
 _Plain = TypeVar("_Plain", StopAfterStep, Started, Info, Usage, StopRequest)
 
 
-def _plain(cls: type[_Plain], checks: dict[str, Callable[[Any], Any]]
-           ) -> Callable[[dict[str, Any], list[bytes]], _Plain]:
+def _plain(
+    cls: type[_Plain], checks: dict[str, Callable[[Any], Any]]
+) -> Callable[[dict[str, Any], list[bytes]], _Plain]:
     """A record of plain fields, each checked by `checks[name]`."""
+
     def dec(h: dict[str, Any], blobs: list[bytes]) -> _Plain:
         fields = [f.name for f in dataclasses.fields(cls)]
         required = [f.name for f in dataclasses.fields(cls) if f.default is dataclasses.MISSING]
         _keys(h, cls.__name__.lower(), required, fields)
         return cls(**{k: checks[k](v) for k, v in h.items()})
+
     return dec
 
 
 def _job(h: dict[str, Any], blobs: list[bytes]) -> JobRecord:
-    _keys(h, "job record", ["tcfg", "data_label", "data_sha256", "probes", "probe_every", "owner", "name", "memory",
-                            "client"])
-    return JobRecord(_tcfg(h["tcfg"]), _str(h["data_label"], "data label"),
-                     _str(h["data_sha256"], "data hash", 128, none=True), _probes(h["probes"]),
-                     _int(h["probe_every"], "probe interval", 0, 10_000), _str(h["owner"], "owner", none=True),
-                     _str(h["name"], "name"), _memory(h["memory"]), _str(h["client"], "client", none=True))
+    _keys(
+        h,
+        "job record",
+        ["tcfg", "data_label", "data_sha256", "probes", "probe_every", "owner", "name", "memory", "client"],
+    )
+    return JobRecord(
+        _tcfg(h["tcfg"]),
+        _str(h["data_label"], "data label"),
+        _str(h["data_sha256"], "data hash", 128, none=True),
+        _probes(h["probes"]),
+        _int(h["probe_every"], "probe interval", 0, 10_000),
+        _str(h["owner"], "owner", none=True),
+        _str(h["name"], "name"),
+        _memory(h["memory"]),
+        _str(h["client"], "client", none=True),
+    )
 
 
 def _stop_kind(v: Any) -> str:
@@ -373,9 +442,17 @@ _DECODERS: dict[str, Callable[[dict[str, Any], list[bytes]], Message]] = {
     "spec": _spec,
     "stop": _plain(StopAfterStep, {}),
     "started": _plain(Started, {"wall": lambda v: _float(v, "wall"), "worker": lambda v: _str(v, "worker")}),
-    "info": _plain(Info, {"parameters": lambda v: _int(v, "parameters"), "pid": _opt_int("pid"),
-                          "torch_threads": _opt_int("torch threads"), "nice": _opt_int("nice"),
-                          "memory_limit": _opt_int("memory limit"), "memory_bytes": _opt_int("memory estimate")}),
+    "info": _plain(
+        Info,
+        {
+            "parameters": lambda v: _int(v, "parameters"),
+            "pid": _opt_int("pid"),
+            "torch_threads": _opt_int("torch threads"),
+            "nice": _opt_int("nice"),
+            "memory_limit": _opt_int("memory limit"),
+            "memory_bytes": _opt_int("memory estimate"),
+        },
+    ),
     "steps": _steps,
     "eval": _eval,
     "snapshots": _snapshots,
@@ -386,8 +463,15 @@ _DECODERS: dict[str, Callable[[dict[str, Any], list[bytes]], Message]] = {
     "stop_request": _plain(StopRequest, {"kind": _stop_kind, "reason": lambda v: _str(v, "reason")}),
     "job": _job,
 }
-_KIND_OF = {StopAfterStep: "stop", Started: "started", Info: "info", Usage: "usage", Failing: "failing", End: "end",
-            StopRequest: "stop_request"}
+_KIND_OF = {
+    StopAfterStep: "stop",
+    Started: "started",
+    Info: "info",
+    Usage: "usage",
+    Failing: "failing",
+    End: "end",
+    StopRequest: "stop_request",
+}
 
 
 # --- transports --------------------------------------------------------------------------------------

@@ -134,8 +134,14 @@ def _job_class() -> type[RQJob]:
 def _not_ours(job: RQJob) -> str | None:
     """Why an RQ job is not one this app queued (None: it is): exactly `TRAIN_FUNCTION` with one string."""
     try:
-        ok = (job.func_name == TRAIN_FUNCTION and job.instance is None and not job.kwargs
-              and isinstance(job.args, list | tuple) and len(job.args) == 1 and isinstance(job.args[0], str))
+        ok = (
+            job.func_name == TRAIN_FUNCTION
+            and job.instance is None
+            and not job.kwargs
+            and isinstance(job.args, list | tuple)
+            and len(job.args) == 1
+            and isinstance(job.args[0], str)
+        )
     except Exception as e:  # noqa: BLE001 - data that is not JSON (a pickle of an older version)
         return f"its data could not be read ({type(e).__name__})"
     return None if ok else f"it names {str(job.func_name)[:80]!r}, not {TRAIN_FUNCTION!r}"
@@ -256,13 +262,21 @@ def main(argv: list[str] | None = None) -> None:
     stopping = threading.Event()
     beat = threading.Thread(target=heartbeat, args=(url, name, stopping), name="heartbeat", daemon=True)
     beat.start()
-    worker = Worker([QUEUE], connection=new_client(url), name=name, maintenance_interval=MAINTENANCE_SECONDS,
-                    serializer=rq_serializer(), job_class=_job_class(), queue_class=fair_queue_class())
+    worker = Worker(
+        [QUEUE],
+        connection=new_client(url),
+        name=name,
+        maintenance_interval=MAINTENANCE_SECONDS,
+        serializer=rq_serializer(),
+        job_class=_job_class(),
+        queue_class=fair_queue_class(),
+    )
     try:
         worker.work(burst=args.burst, logging_level="WARNING", with_scheduler=False)
     finally:
         stopping.set()
         beat.join(5)
+
 
 if __name__ == "__main__":
     main()

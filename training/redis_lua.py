@@ -69,7 +69,10 @@ local share = math.max(1, math.floor(slots / math.max(1, n)))
 # A worker's next job (its queue's `lmove`, `FairQueue`): the first queued job of the clients running fewest, moved
 # to RQ's intermediate list as BLMOVE does; nil when the queue is empty. KEYS as FAIR_COUNTS, then the intermediate
 # list.
-PICK = "#!lua\n" + FAIR_COUNTS + """
+PICK = (
+    "#!lua\n"
+    + FAIR_COUNTS
+    + """
 if #ids == 0 then return false end
 local best, fewest = 1, nil
 for i, c in ipairs(queued) do
@@ -81,10 +84,14 @@ redis.call('LREM', KEYS[3], 1, ids[best])
 redis.call('RPUSH', KEYS[6], ids[best])
 return ids[best]
 """
+)
 # Whether the run ARGV[2] gives its slot back now (`over_share`): a client under its share waits, the run's client is
 # over its share, the run is that client's newest and has trained ARGV[3] seconds. It only reads (and drops runs that
 # ended), so it runs when Redis is full too.
-YIELD = "#!lua flags=allow-oom\n" + FAIR_COUNTS + """
+YIELD = (
+    "#!lua flags=allow-oom\n"
+    + FAIR_COUNTS
+    + """
 local waits = false
 for _, c in ipairs(queued) do
   if (running[c] or 0) < share then waits = true; break end
@@ -96,6 +103,7 @@ for id, s in pairs(starts) do
 end
 return 1
 """
+)
 
 # KEYS: workers. ARGV: ttl. The queue workers alive now, on Redis's clock (dead ones are dropped). It only removes,
 # so it runs when Redis is full too (allow-oom); the scripts that add refuse to start then (a plain "#!lua").

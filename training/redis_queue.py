@@ -97,13 +97,15 @@ def rq_serializer() -> type[JSONSerializer]:
 
 UNREACHABLE = "The training queue cannot be reached right now. Try again in a minute."
 FULL = "The server's memory for training runs is full right now. Try again in a few minutes."
-UNREADABLE = ("This training run's records on the server could not be read, so it cannot be shown "
-              "(see the server's log).")
+UNREADABLE = (
+    "This training run's records on the server could not be read, so it cannot be shown (see the server's log)."
+)
 
 
 def _tolerant(fallback: object) -> Callable[[Callable[_P, _R]], Callable[_P, _R]]:
     """Redis unreachable (or full) for a moment: log it and let the page carry on with `fallback` (an
     exception class: raise it with a message the page shows)."""
+
     def wrap(method: Callable[_P, _R]) -> Callable[_P, _R]:
         @functools.wraps(method)
         def inner(*args: _P.args, **kwargs: _P.kwargs) -> _R:
@@ -114,7 +116,9 @@ def _tolerant(fallback: object) -> Callable[[Callable[_P, _R]], Callable[_P, _R]
                 if isinstance(fallback, type) and issubclass(fallback, Exception):
                     raise fallback(FULL if isinstance(e, OutOfMemoryError) else UNREACHABLE) from e
                 return cast(_R, fallback)  # a value of the method's type (an exception class is raised above)
+
         return inner
+
     return wrap
 
 
@@ -125,9 +129,17 @@ class RedisQueue:
     the shares, which job a browser has) lives in Redis, so any app process may answer.
     """
 
-    def __init__(self, url: str | None = None, max_seconds: float | None = None, grace: float = DEFAULT_GRACE,
-                 max_queue: int = 200, jobs_per_client: int | None = None, starts_per_minute: int | None = None,
-                 session_alive: Callable[[str | None], bool] = lambda session_id: True, poll: float = 1.0) -> None:
+    def __init__(
+        self,
+        url: str | None = None,
+        max_seconds: float | None = None,
+        grace: float = DEFAULT_GRACE,
+        max_queue: int = 200,
+        jobs_per_client: int | None = None,
+        starts_per_minute: int | None = None,
+        session_alive: Callable[[str | None], bool] = lambda session_id: True,
+        poll: float = 1.0,
+    ) -> None:
         from rq import Queue
 
         self.url = url or redis_url()
@@ -163,10 +175,17 @@ class RedisQueue:
         owner = job.owner or f"job-{job.id}"
         client = client_key(job.client or "local")  # stored hashed: no address is kept in Redis
         job.attach(self, self.max_seconds, runner=self._follow)
-        verdict = self._submit(keys=[key("owner", owner), key("client", client), key("starts", client),
-                                     key("active"), self.queue.key, key("clients")],
-                               args=[job.id, self.jobs_per_client, self.starts_per_minute, self.max_queue,
-                                     ACTIVE_TTL, client])
+        verdict = self._submit(
+            keys=[
+                key("owner", owner),
+                key("client", client),
+                key("starts", client),
+                key("active"),
+                self.queue.key,
+                key("clients"),
+            ],
+            args=[job.id, self.jobs_per_client, self.starts_per_minute, self.max_queue, ACTIVE_TTL, client],
+        )
         what, arg = verdict[0].decode(), verdict[1].decode()
         if what != "ok":
             if what == "existing":
@@ -182,9 +201,16 @@ class RedisQueue:
                 p.set(key("job", job.id, "alive"), b"1", ex=max(1, int(self.grace)))
                 p.execute()
             header, _ = m.encode(job.spec())
-            self.queue.enqueue(TRAIN_FUNCTION, header.decode(), job_id=job.id, retry=Retry(max=1),
-                               job_timeout=int(job.tcfg.max_seconds or self.max_seconds) + 300,
-                               result_ttl=KEEP_SECONDS, failure_ttl=KEEP_SECONDS, description="a training run")
+            self.queue.enqueue(
+                TRAIN_FUNCTION,
+                header.decode(),
+                job_id=job.id,
+                retry=Retry(max=1),
+                job_timeout=int(job.tcfg.max_seconds or self.max_seconds) + 300,
+                result_ttl=KEEP_SECONDS,
+                failure_ttl=KEEP_SECONDS,
+                description="a training run",
+            )
         except BaseException:  # counted but not queued: give its owner's and client's places back
             with contextlib.suppress(RedisError, OSError):
                 finish(self.redis, job.id, m.End("failed", "error", UNREACHABLE))
@@ -224,8 +250,9 @@ class RedisQueue:
         """Stop a job wherever it trains: a queued one leaves the queue at once, a running one stops after
         its current step and hands over the model so far (with `kill`: ends at once)."""
         job.request_stop(reason, kill)
-        self.redis.set(key("job", job.id, "stop"), m.to_value(m.StopRequest("kill" if kill else "stop", reason)),
-                       ex=ACTIVE_TTL)
+        self.redis.set(
+            key("job", job.id, "stop"), m.to_value(m.StopRequest("kill" if kill else "stop", reason)), ex=ACTIVE_TTL
+        )
         if self.redis.lrem(self.queue.key, 0, job.id):  # still queued: nobody else will end it
             self.redis.expire(self.queue.job_class.key_for(job.id), KEEP_SECONDS)  # RQ's record of it
             finish(self.redis, job.id, m.End("stopped", reason))
@@ -299,8 +326,19 @@ class RedisQueue:
             job.id = job_id
             job.fail(UNREADABLE)
         else:
-            job = Job(rec.tcfg, None, rec.data_label, rec.data_sha256, rec.probes, 0, None, rec.owner, rec.name,
-                      rec.memory, rec.client)
+            job = Job(
+                rec.tcfg,
+                None,
+                rec.data_label,
+                rec.data_sha256,
+                rec.probes,
+                0,
+                None,
+                rec.owner,
+                rec.name,
+                rec.memory,
+                rec.client,
+            )
             job.id, job.probe_every = job_id, rec.probe_every
             job.attach(self, self.max_seconds, runner=self._follow)
             job.mark_queued()
@@ -313,9 +351,14 @@ class RedisQueue:
             job.follow()
         return job
 
-    def _follow(self, spec: m.Spec, stop: threading.Event, kill: Callable[[], bool],
-                started: Callable[[subprocess.Popen[bytes]], None],
-                receive: Callable[[m.Message], None]) -> tuple[str, str, str | None]:
+    def _follow(
+        self,
+        spec: m.Spec,
+        stop: threading.Event,
+        kill: Callable[[], bool],
+        started: Callable[[subprocess.Popen[bytes]], None],
+        receive: Callable[[m.Message], None],
+    ) -> tuple[str, str, str | None]:
         """A job's runner in this process: pass each message of its stream to `receive` until its end;
         forward a stop (or kill) of this process's page to the worker."""
         job_id, last = spec.job_id, "0"
@@ -325,11 +368,17 @@ class RedisQueue:
             try:
                 wanted = "kill" if kill() else "stop" if stop.is_set() else None
                 if wanted is not None and wanted != told:
-                    self.redis.set(key("job", job_id, "stop"), m.to_value(m.StopRequest(wanted, "stopped")),
-                                   nx=told is None, ex=ACTIVE_TTL)
+                    self.redis.set(
+                        key("job", job_id, "stop"),
+                        m.to_value(m.StopRequest(wanted, "stopped")),
+                        nx=told is None,
+                        ex=ACTIVE_TTL,
+                    )
                     told = wanted
-                batches = cast(list[list[Any]],  # RESP2 (our clients): [[stream, [(id, fields), ...]], ...]
-                               self.redis.xread({events(job_id): last}, count=100, block=1000))
+                batches = cast(
+                    list[list[Any]],  # RESP2 (our clients): [[stream, [(id, fields), ...]], ...]
+                    self.redis.xread({events(job_id): last}, count=100, block=1000),
+                )
                 if not batches and not self.redis.exists(key("job", job_id, "meta")):
                     return "failed", "error", "This training job's records expired on the server."
             except (RedisError, OSError) as e:  # Redis away for a moment: try again, the stream keeps
@@ -428,8 +477,9 @@ def fair_queue_class() -> type[Queue]:
         @classmethod
         def lmove(cls, connection: Redis, queue_key: str, timeout: int | None) -> Any:  # (as RQ's: untyped)
             try:
-                picked = connection.eval(PICK, 6, *fair_keys(queue_key),
-                                         IntermediateQueue(queue_key, connection).key, WORKER_TTL)
+                picked = connection.eval(
+                    PICK, 6, *fair_keys(queue_key), IntermediateQueue(queue_key, connection).key, WORKER_TTL
+                )
             except RedisError as e:
                 _log.warning("training queue: the fair pick failed (%s); the queue's head is taken", e)
                 picked = None

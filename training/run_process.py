@@ -64,9 +64,13 @@ MEMORY_SLACK = 256 * 2**20  # ... + this (allocator arenas, torch's lazily loade
 # --- The server's end ----------------------------------------------------------------------------
 
 
-def run(spec: m.Spec, stop: threading.Event, kill: Callable[[], bool],
-        started: Callable[[subprocess.Popen[bytes]], None],
-        receive: Callable[[m.Message], None]) -> tuple[str, str, str | None]:
+def run(
+    spec: m.Spec,
+    stop: threading.Event,
+    kill: Callable[[], bool],
+    started: Callable[[subprocess.Popen[bytes]], None],
+    receive: Callable[[m.Message], None],
+) -> tuple[str, str, str | None]:
     """Start a training process with `spec`, pass each of its messages to `receive`; returns (state, reason,
     error).
 
@@ -83,9 +87,13 @@ def run(spec: m.Spec, stop: threading.Event, kill: Callable[[], bool],
     try:
         # RUST_BACKTRACE=0: a library's failed allocation under the memory cap aborts at once, instead of
         # printing a backtrace (which allocates; once, while a panic was printing, it left the process hung)
-        proc = subprocess.Popen([sys.executable, "-m", "training.run_process", str(child_conn.fileno())],
-                                pass_fds=[child_conn.fileno()], cwd=ROOT, stdin=subprocess.DEVNULL,
-                                env={**os.environ, "OMP_NUM_THREADS": "1", "RUST_BACKTRACE": "0"})
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "training.run_process", str(child_conn.fileno())],
+            pass_fds=[child_conn.fileno()],
+            cwd=ROOT,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, "OMP_NUM_THREADS": "1", "RUST_BACKTRACE": "0"},
+        )
         child_conn.close()
         started(proc)
         m.send(conn, spec)
@@ -152,8 +160,11 @@ def _died(proc: subprocess.Popen[bytes], spec: m.Spec | None = None) -> tuple[st
     if code == -signal.SIGABRT and spec is not None and spec.memory is not None:  # an allocation in C++/Rust
         return "failed", "memory", out_of_memory_message(spec.memory.total) + " (The training process aborted.)"
     hint = " (killed: perhaps out of memory)" if code is not None and code < 0 else ""
-    return "failed", "error", (f"Training failed: the training process ended unexpectedly (exit code {code}"
-                               f"{hint}). Try smaller settings.")
+    return (
+        "failed",
+        "error",
+        (f"Training failed: the training process ended unexpectedly (exit code {code}{hint}). Try smaller settings."),
+    )
 
 
 # --- The training process's end --------------------------------------------------------------------
@@ -171,8 +182,11 @@ def train(conn: Connection, stop: threading.Event, spec: m.Spec, limit: int | No
     except (BrokenPipeError, EOFError):
         return
     except Exception as e:  # noqa: BLE001 - reported to the page, the server never sees a traceback
-        end = (m.End("failed", "memory", out_of_memory_message(estimate, limit)) if is_out_of_memory(e)
-               else m.End("failed", "error", f"Training failed: {type(e).__name__}: {e}"))
+        end = (
+            m.End("failed", "memory", out_of_memory_message(estimate, limit))
+            if is_out_of_memory(e)
+            else m.End("failed", "error", f"Training failed: {type(e).__name__}: {e}")
+        )
     try:
         m.send(conn, usage(limit))
         m.send(conn, end)
@@ -185,16 +199,23 @@ def train(conn: Connection, stop: threading.Event, spec: m.Spec, limit: int | No
 def is_out_of_memory(e: BaseException) -> bool:
     """An allocation refused (by the process's address-space cap, or the machine): Python's MemoryError
     or torch's allocator error."""
-    return isinstance(e, MemoryError) or (isinstance(e, RuntimeError) and (
-        "can't allocate memory" in str(e) or "not enough memory" in str(e) or "out of memory" in str(e).lower()))
+    return isinstance(e, MemoryError) or (
+        isinstance(e, RuntimeError)
+        and ("can't allocate memory" in str(e) or "not enough memory" in str(e) or "out of memory" in str(e).lower())
+    )
 
 
 def out_of_memory_message(estimate: int | None, limit: int | None = None) -> str:
-    return ("Training stopped: it needed more memory than this job may use"
-            + (f" ({limit / 1e6:,.0f} MB of address space for a run estimated at {estimate / 1e6:,.0f} MB)"
-               if estimate and limit else "")
-            + ". The server and the other jobs are fine. Use a smaller batch, d_model, d_ff, fewer layers, or a "
-              "corpus with fewer words or shorter sentences.")
+    return (
+        "Training stopped: it needed more memory than this job may use"
+        + (
+            f" ({limit / 1e6:,.0f} MB of address space for a run estimated at {estimate / 1e6:,.0f} MB)"
+            if estimate and limit
+            else ""
+        )
+        + ". The server and the other jobs are fine. Use a smaller batch, d_model, d_ff, fewer layers, or a "
+        "corpus with fewer words or shorter sentences."
+    )
 
 
 def usage(limit: int | None) -> m.Usage:
@@ -245,8 +266,17 @@ def _train(conn: Connection, stop: threading.Event, spec: m.Spec, estimate: int 
     src_lang, _ = langs(t.direction)
     probes, probe_every = spec.probes, spec.probe_every
     references = [find_reference(data, p, src_lang) for p in probes]
-    m.send(conn, m.Info(sum(p.numel() for p in trainer.model.parameters()), os.getpid(), torch.get_num_threads(),
-                        os.getpriority(os.PRIO_PROCESS, 0) if hasattr(os, "getpriority") else None, limit, estimate))
+    m.send(
+        conn,
+        m.Info(
+            sum(p.numel() for p in trainer.model.parameters()),
+            os.getpid(),
+            torch.get_num_threads(),
+            os.getpriority(os.PRIO_PROCESS, 0) if hasattr(os, "getpriority") else None,
+            limit,
+            estimate,
+        ),
+    )
 
     def snapshot() -> None:
         if probes and probe_every:
@@ -282,8 +312,14 @@ def _train(conn: Connection, stop: threading.Event, spec: m.Spec, estimate: int 
     return m.End("finished", "completed")
 
 
-def _loop(conn: Connection, stop: threading.Event, trainer: Trainer, snapshot: Callable[[], None], probe_every: int,
-          start: float) -> int:
+def _loop(
+    conn: Connection,
+    stop: threading.Event,
+    trainer: Trainer,
+    snapshot: Callable[[], None],
+    probe_every: int,
+    start: float,
+) -> int:
     """Train, sending the figures as they come; returns the step of the last snapshot."""
     pending: list[tuple[StepEvent, float]] = []
     flushed = time.perf_counter()

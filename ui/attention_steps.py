@@ -31,12 +31,16 @@ def show_projection(p: Projection, query_label: str, key: str, content: tuple | 
     D, d_k = p.x.numel(), p.W["q"].shape[1]
 
     def formula() -> None:
-        st.latex(rf"\underbrace{{q}}_{{[1,\,{d_k}]}} = \underbrace{{x}}_{{[1,\,{D}]}} \cdot "
-                 rf"\underbrace{{W^Q}}_{{[{D},\,{d_k}]}} + \underbrace{{b^Q}}_{{[1,\,{d_k}]}}, \qquad "
-                 r"k = xW^K + b^K, \qquad v = xW^V + b^V")
-        st.caption("The model's projections (torch's nn.Linear) have a bias b as well as the matrix W; the paper "
-                   "writes only W. W^Q here is this head's slice of the layer's W^Q: the columns that make this "
-                   "head's q.")
+        st.latex(
+            rf"\underbrace{{q}}_{{[1,\,{d_k}]}} = \underbrace{{x}}_{{[1,\,{D}]}} \cdot "
+            rf"\underbrace{{W^Q}}_{{[{D},\,{d_k}]}} + \underbrace{{b^Q}}_{{[1,\,{d_k}]}}, \qquad "
+            r"k = xW^K + b^K, \qquad v = xW^V + b^V"
+        )
+        st.caption(
+            "The model's projections (torch's nn.Linear) have a bias b as well as the matrix W; the paper "
+            "writes only W. W^Q here is this head's slice of the layer's W^Q: the columns that make this "
+            "head's q."
+        )
         notice(va.projection_notice(p))
 
     once(f"attention_steps.{key}projection", content, formula)
@@ -45,48 +49,121 @@ def show_projection(p: Projection, query_label: str, key: str, content: tuple | 
             return
         c1, c2 = st.columns([1, 2])
         with c1:
-            figure(p.W["q"], dims(d_k), dims(D), "activations", title="W^Q of this head", shape=f"[{D}, {d_k}]",
-                   key=f"{key}Wq", x_title="q dimension", y_title="x dimension")
+            figure(
+                p.W["q"],
+                dims(d_k),
+                dims(D),
+                "activations",
+                title="W^Q of this head",
+                shape=f"[{D}, {d_k}]",
+                key=f"{key}Wq",
+                x_title="q dimension",
+                y_title="x dimension",
+            )
         with c2:
-            figure(p.x[None], dims(D), [query_label], "activations", title=f"x of {md(query_label)}",
-                   shape=f"[1, {D}]", key=f"{key}x", x_title="dimension", y_title="word")
-            figure(p.computed("q")[None], dims(d_k), [query_label], "activations", title="q = x·W^Q + b^Q",
-                   shape=f"[1, {d_k}]", key=f"{key}q", x_title="dimension", y_title="query")
+            figure(
+                p.x[None],
+                dims(D),
+                [query_label],
+                "activations",
+                title=f"x of {md(query_label)}",
+                shape=f"[1, {D}]",
+                key=f"{key}x",
+                x_title="dimension",
+                y_title="word",
+            )
+            figure(
+                p.computed("q")[None],
+                dims(d_k),
+                [query_label],
+                "activations",
+                title="q = x·W^Q + b^Q",
+                shape=f"[1, {d_k}]",
+                key=f"{key}q",
+                x_title="dimension",
+                y_title="query",
+            )
 
 
-def show_steps(s: WordSteps, key_labels: list[str], query_label: str, key: str, textbook: bool = False,
-               off: bool = False, proj: Projection | None = None, query: int = 0, content: tuple | None = None) -> None:
+def show_steps(
+    s: WordSteps,
+    key_labels: list[str],
+    query_label: str,
+    key: str,
+    textbook: bool = False,
+    off: bool = False,
+    proj: Projection | None = None,
+    query: int = 0,
+    content: tuple | None = None,
+) -> None:
     """The computation for one query word; `key` prefixes the widget keys, `off`: the head is switched off;
     `proj`: the word's projection (q = x·W^Q + b^Q), shown first; `query`: the textbook query's index. `content`:
     what `s` and `proj` are of (model, sentence, interventions, layer, head, word): a class following its teacher
     then draws the figures, tables and notices once per content, each student's page replays them."""
-    section("1 · The query, the keys and the values",
-            f"Each word's vector is multiplied by three learned matrices: its **query** q (what this word looks "
-            f"for), its **key** k (what it offers to be found by) and its **value** v (what it passes on). In "
-            f"one head each has d_k = {s.d_k} numbers.", level=3)
+    section(
+        "1 · The query, the keys and the values",
+        f"Each word's vector is multiplied by three learned matrices: its **query** q (what this word looks "
+        f"for), its **key** k (what it offers to be found by) and its **value** v (what it passes on). In "
+        f"one head each has d_k = {s.d_k} numbers.",
+        level=3,
+    )
     if proj is not None:
         show_projection(proj, query_label, key, content)
     else:
-        figure(s.q[None], dims(s.d_k), [query_label], "activations", title=f"q of {md(query_label)}",
-               shape=f"[1, {s.d_k}]", key=f"{key}q", x_title="dimension", y_title="query", content=content)
+        figure(
+            s.q[None],
+            dims(s.d_k),
+            [query_label],
+            "activations",
+            title=f"q of {md(query_label)}",
+            shape=f"[1, {s.d_k}]",
+            key=f"{key}q",
+            x_title="dimension",
+            y_title="query",
+            content=content,
+        )
     c1, c2 = st.columns(2)
     with c1:
-        figure(s.k, dims(s.d_k), key_labels, "activations", title="k of every word",
-               shape=f"[{len(key_labels)}, {s.d_k}]", key=f"{key}k", x_title="dimension", y_title="key",
-               note=lambda: va.keys_notice(s, key_labels, query_label), content=content)
+        figure(
+            s.k,
+            dims(s.d_k),
+            key_labels,
+            "activations",
+            title="k of every word",
+            shape=f"[{len(key_labels)}, {s.d_k}]",
+            key=f"{key}k",
+            x_title="dimension",
+            y_title="key",
+            note=lambda: va.keys_notice(s, key_labels, query_label),
+            content=content,
+        )
     with c2:
-        figure(s.v, dims(s.d_k), key_labels, "activations", title="v of every word",
-               shape=f"[{len(key_labels)}, {s.d_k}]", key=f"{key}v", x_title="dimension", y_title="value",
-               note=lambda: va.values_notice(s, key_labels), content=content)
+        figure(
+            s.v,
+            dims(s.d_k),
+            key_labels,
+            "activations",
+            title="v of every word",
+            shape=f"[{len(key_labels)}, {s.d_k}]",
+            key=f"{key}v",
+            x_title="dimension",
+            y_title="value",
+            note=lambda: va.values_notice(s, key_labels),
+            content=content,
+        )
 
     def scores() -> None:
         st.subheader(f"2 · Score, divide by √d_k = {s.sqrt_dk:.4g}, softmax")
-        st.latex(rf"\text{{score}}_j = q \cdot k_j, \qquad \frac{{q\cdot k_j}}{{\sqrt{{d_k}}}}, \quad "
-                 rf"\sqrt{{d_k}} = \sqrt{{{s.d_k}}} = {s.sqrt_dk:.4g}, \qquad "
-                 rf"a_j = \frac{{\exp(q\cdot k_j/\sqrt{{d_k}})}}{{\sum_{{j'}} \exp(q\cdot k_{{j'}}/\sqrt{{d_k}})}}")
+        st.latex(
+            rf"\text{{score}}_j = q \cdot k_j, \qquad \frac{{q\cdot k_j}}{{\sqrt{{d_k}}}}, \quad "
+            rf"\sqrt{{d_k}} = \sqrt{{{s.d_k}}} = {s.sqrt_dk:.4g}, \qquad "
+            rf"a_j = \frac{{\exp(q\cdot k_j/\sqrt{{d_k}})}}{{\sum_{{j'}} \exp(q\cdot k_{{j'}}/\sqrt{{d_k}})}}"
+        )
         if not s.scale:
-            st.warning("Scaling is switched off (“Divide by √d_k”): the model does not divide by √d_k, so the ÷√d_k "
-                       "column below equals the raw score q·k.")
+            st.warning(
+                "Scaling is switched off (“Divide by √d_k”): the model does not divide by √d_k, so the ÷√d_k "
+                "column below equals the raw score q·k."
+            )
         if textbook:
             small_table(va.textbook_table(s, key_labels, query))
             st.markdown(f"**{va.textbook_line(s, query, from_book(query))}**")  # no user text: written as is
@@ -96,16 +173,28 @@ def show_steps(s: WordSteps, key_labels: list[str], query_label: str, key: str, 
         st.subheader("3 · Weight each value, add them up: z")
 
     once(f"attention_steps.{key}scores", content, scores)
-    figure(s.weighted, dims(s.d_k), key_labels, "activations", title="weight × v, one row per word",
-           shape=f"[{len(key_labels)}, {s.d_k}]", key=f"{key}wv", x_title="dimension", y_title="word",
-           note=lambda: va.weighted_notice(s, key_labels), content=content)
+    figure(
+        s.weighted,
+        dims(s.d_k),
+        key_labels,
+        "activations",
+        title="weight × v, one row per word",
+        shape=f"[{len(key_labels)}, {s.d_k}]",
+        key=f"{key}wv",
+        x_title="dimension",
+        y_title="word",
+        note=lambda: va.weighted_notice(s, key_labels),
+        content=content,
+    )
     once(f"attention_steps.{key}z", content, lambda: (st.latex(r"z = \sum_j a_j\, v_j"), notice(va.z_notice(s))))
     with fold("Exact numbers · z", f"{key}z_numbers") as shown:
         if shown:
             small_table(z_table(s))
     if off:
-        st.info("This head is switched off (“Heads switched off”): the model sets its z to 0 before concatenating "
-                "the heads (the weights above are still what it would have used).")
+        st.info(
+            "This head is switched off (“Heads switched off”): the model sets its z to 0 before concatenating "
+            "the heads (the weights above are still what it would have used)."
+        )
 
 
 # --- The self-attention page's demos ----------------------------------------------------------------
@@ -141,8 +230,11 @@ def show_why_scale(model_dk: int, key: str, prose) -> None:
         st.metric("max weight, ÷√d_k", f"{sat.max_scaled:.3f}")
         st.metric("‖Jacobian‖, no scaling", f"{sat.jacobian_raw:.4f}")
         st.metric("‖Jacobian‖, ÷√d_k", f"{sat.jacobian_scaled:.4f}")
-    chart(vs.saturation_figure(sat.weights_raw, sat.weights_scaled, [f"key {j}" for j in range(N_KEYS)]),
-                    key=f"{key}sat", config=NO_BAR)
+    chart(
+        vs.saturation_figure(sat.weights_raw, sat.weights_scaled, [f"key {j}" for j in range(N_KEYS)]),
+        key=f"{key}sat",
+        config=NO_BAR,
+    )
     notice(vs.saturation_notice(sat.max_raw, sat.max_scaled, dk))
     with fold(f"Every d_k. {prose.saturation_caption(N_QUERIES, N_KEYS)}", f"{key}sat_numbers") as shown:
         if shown:
@@ -163,10 +255,20 @@ def show_coref(ca, name: str, n_layers: int, n_heads: int, key: str, no_it: str)
     rows = vh.word_across_layers(ca.trace, "enc", "self_attn", n_layers, c.it)
     hl = vh.head_labels(n_layers, n_heads)
     focus = vc.coref_focus(ca.trace, n_layers, c)
-    figure(rows, ca.src_labels, hl, "weights", title="where “it” looks, every head (outlined: the head that best "
-           "links it to the deciding noun)", key=key, shape=f"[{len(hl)}, {len(ca.src_labels)}]",
-           note=vc.coref_notice(rows, hl, ca.src_labels, c, focus), mark_row=focus.layer * n_heads + focus.head,
-           numbers=False, x_title="key word", y_title="layer · head")
+    figure(
+        rows,
+        ca.src_labels,
+        hl,
+        "weights",
+        title="where “it” looks, every head (outlined: the head that best links it to the deciding noun)",
+        key=key,
+        shape=f"[{len(hl)}, {len(ca.src_labels)}]",
+        note=vc.coref_notice(rows, hl, ca.src_labels, c, focus),
+        mark_row=focus.layer * n_heads + focus.head,
+        numbers=False,
+        x_title="key word",
+        y_title="layer · head",
+    )
     with fold("Per head: the candidate words", f"{key}_candidates") as shown:
         if shown:
             small_table(vc.coref_table(rows, hl, ca.src_labels, ca.prepared.tokens, c.it))
@@ -175,6 +277,7 @@ def show_coref(ca, name: str, n_layers: int, n_heads: int, key: str, no_it: str)
 def show_decision(texts: tuple[str, ...], key: str) -> None:
     """Where il / elle is decided, for coreference sentences `texts`: the pronoun row's reading of the adjective
     and the model with each decoder layer's encoder-decoder attention switched off (explain/coref.py)."""
+
     def draw() -> None:
         decisions = [d for d in (coref_decision(t) for t in texts) if d is not None]
         if not decisions:
@@ -204,14 +307,16 @@ def coref_section(pair: tuple[str, str], cfg, key: str, prose) -> None:
     st.caption(prose.COREF_CAPTION)
     names = [s.split()[-1] for s in pair]
     for col, sentence, name in zip(st.columns(2), pair, names, strict=True):
-        col.button(f"Use “… too {name}” on this page", on_click=_set_sentence, args=(sentence,),
-                   key=f"{key}load_{name}")
+        col.button(
+            f"Use “… too {name}” on this page", on_click=_set_sentence, args=(sentence,), key=f"{key}load_{name}"
+        )
     with fold("Show where “it” looks in every head, for both sentences", f"{key}fold_coref") as shown:
         if shown:
             for col, sentence, name in zip(st.columns(2), pair, names, strict=True):
                 with col:
-                    show_coref(analysis(text=sentence), name, cfg.n_enc_layers, cfg.n_heads, f"{key}coref_{name}",
-                               prose.NO_IT)
+                    show_coref(
+                        analysis(text=sentence), name, cfg.n_enc_layers, cfg.n_heads, f"{key}coref_{name}", prose.NO_IT
+                    )
     traced = next((s for s in pair if s == st.session_state["sentence"]), pair[0])
     section(f"Where “{traced.split()[-1]}” reaches the pronoun", prose.DECISION)
     show_story(traced, f"{key}trace_")

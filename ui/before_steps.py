@@ -41,8 +41,14 @@ def measured_section(text: ModuleType) -> None:
                     notice(vr.encode_time_notice(data))
         st.markdown(text.PARALLEL_NOTE)
         st.subheader("Training to the same accuracy")
-        once("before.training", comparison_key(), lambda: (  # the shipped measurements: the same for everyone
-            small_table(vr.training_table(data), hide_index=True), notice(vr.training_notice(data))))
+        once(
+            "before.training",
+            comparison_key(),
+            lambda: (  # the shipped measurements: the same for everyone
+                small_table(vr.training_table(data), hide_index=True),
+                notice(vr.training_notice(data)),
+            ),
+        )
         with fold("Show every recipe of the sweep, both models", f"{P}fold_sweep") as shown:
             if shown:
                 small_table(vr.sweep_table(data), hide_index=True)

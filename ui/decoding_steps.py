@@ -29,8 +29,13 @@ def linear_section(a: Analysis, bundle: Bundle, here: tuple, text: ModuleType) -
     V = len(itos)
     section("1. The final linear layer and softmax", text.LINEAR)
     st.latex(text.LINEAR_LATEX)
-    pos = pick("Decoder position", range(len(a.tgt_labels)), "output_pos", 0,
-               format_func=lambda t: f"{a.tgt_labels[t]}  →  predicts {a.next_labels[t].split(' ', 1)[1]}")
+    pos = pick(
+        "Decoder position",
+        range(len(a.tgt_labels)),
+        "output_pos",
+        0,
+        format_func=lambda t: f"{a.tgt_labels[t]}  →  predicts {a.next_labels[t].split(' ', 1)[1]}",
+    )
     out = vo.position_output(tr, pos)
     best = out.best
 
@@ -41,8 +46,11 @@ def linear_section(a: Analysis, bundle: Bundle, here: tuple, text: ModuleType) -
     def position_numbers() -> None:
         with metrics_row():
             st.metric("numbers in h_t", f"{out.h.numel()}", help=f"dec.out is {shape_text(tr['dec.out'], 'B, t, D')}")
-            st.metric("numbers in the logits", f"{out.logits.numel()}",
-                      help=f"= target vocabulary size; logits is {shape_text(tr['logits'], 'B, t, V')}")
+            st.metric(
+                "numbers in the logits",
+                f"{out.logits.numel()}",
+                help=f"= target vocabulary size; logits is {shape_text(tr['logits'], 'B, t, V')}",
+            )
             st.metric("argmax index", best)
             st.metric("which word is that index?", itos[best])
         st.caption(text.lookup(shape_text(vo.output_weight(bundle.model), "D, V"), best, itos[best]))
@@ -59,9 +67,15 @@ def linear_section(a: Analysis, bundle: Bundle, here: tuple, text: ModuleType) -
     once("output.position", (*here, pos), position_numbers)
     c1, c2 = st.columns([3, 2])
     with c1:
-        once("output.top", (*here, pos), lambda: chart(
-            vo.top_bar(top(), f"Top 10 of p_{pos} (softmax over all {V} words)", highlight=itos[best]),
-            key="output_top", config=CHART))
+        once(
+            "output.top",
+            (*here, pos),
+            lambda: chart(
+                vo.top_bar(top(), f"Top 10 of p_{pos} (softmax over all {V} words)", highlight=itos[best]),
+                key="output_top",
+                config=CHART,
+            ),
+        )
     with c2:
         once("output.choice", (*here, pos), choice)
     with c2, fold("The 10 as a table", "output_fold_top") as shown:
@@ -88,9 +102,15 @@ def greedy_step(g, itos: list[str], content: tuple) -> None:
     cand = vo.step_candidates(step, itos)
     k1, k2 = st.columns([3, 2])
     with k1:
-        once("output.greedy", (*content, gs), lambda: chart(
-            vo.top_bar(cand, f"Top {len(cand)} candidates at step {gs}", highlight=itos[step.chosen]),
-            key="output_greedy_chart", config=CHART))
+        once(
+            "output.greedy",
+            (*content, gs),
+            lambda: chart(
+                vo.top_bar(cand, f"Top {len(cand)} candidates at step {gs}", highlight=itos[step.chosen]),
+                key="output_greedy_chart",
+                config=CHART,
+            ),
+        )
     with k2:
         notice(vo.greedy_notice(step, gs, itos))
         with fold("The candidates as a table", "output_fold_candidates") as shown:
@@ -105,8 +125,15 @@ def beam_section(a: Analysis, bundle, here: tuple, text: ModuleType) -> None:
     itos = bundle.tgt_vocab.itos
     b1, b2 = st.columns(2)
     k = b1.slider("Beam width k", 1, 5, 3, key="output_beam_k")
-    alpha = b2.slider("Length normalisation α", 0.0, 1.5, 0.6, 0.1, key="output_beam_alpha",
-                      help="0: plain total log-probability. 0.6 is the paper's value (section 6.1), taken from GNMT.")
+    alpha = b2.slider(
+        "Length normalisation α",
+        0.0,
+        1.5,
+        0.6,
+        0.1,
+        key="output_beam_alpha",
+        help="0: plain total log-probability. 0.6 is the paper's value (section 6.1), taken from GNMT.",
+    )
     with fold("Show the search tree", "output_fold_tree") as shown:
         if shown:
             res = beam(k, alpha)
@@ -129,8 +156,11 @@ def beam_section(a: Analysis, bundle, here: tuple, text: ModuleType) -> None:
             st.success("Beam search and greedy decoding agree here." + (text.K1_NOTE if k == 1 else ""))
         else:
             st.warning(f"They differ: greedy says **{md(greedy_out)}**, beam search says **{md(beam_out)}**.")
-        section("The lecture notes' “another method”: keep the top two words and run the model twice",
-                text.RUN_TWICE, level=3)
+        section(
+            "The lecture notes' “another method”: keep the top two words and run the model twice",
+            text.RUN_TWICE,
+            level=3,
+        )
         small_table(vo.run_twice(beam(2, alpha), itos), hide_index=True)
 
     once("output.beam", (*here, k, alpha), results)

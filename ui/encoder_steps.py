@@ -20,8 +20,9 @@ from viz.layers import affine_table, dims, ln_params, norm_stats, units, zero_ta
 P = "encoder_"  # widget key prefix (the page's)
 
 
-def layer_norm_section(a: Analysis, cfg: Config, ln: vl.Norm, layer: int, sub: int, word: int,
-                       text: ModuleType) -> None:
+def layer_norm_section(
+    a: Analysis, cfg: Config, ln: vl.Norm, layer: int, sub: int, word: int, text: ModuleType
+) -> None:
     """LayerNorm `ln` of encoder `layer`'s sublayer `sub`: x before and after normalising, then γ and β, with
     `word`'s first 8 dimensions."""
     labels, D, pre = a.src_labels, cfg.d_model, cfg.norm_first
@@ -33,18 +34,46 @@ def layer_norm_section(a: Analysis, cfg: Config, ln: vl.Norm, layer: int, sub: i
     once("encoder.norm", here, lambda: small_table(norm_stats(ln, labels), hide_index=True))
     c1, c2 = st.columns(2)
     with c1:
-        figure(ln.x, dims(D), labels, "activations", title="before: x", shape=f"[{len(labels)}, {D}]", key=f"{P}ln_x",
-               x_title="dimension", y_title="word", note=vl.norm_notice(ln, labels, before=True))
+        figure(
+            ln.x,
+            dims(D),
+            labels,
+            "activations",
+            title="before: x",
+            shape=f"[{len(labels)}, {D}]",
+            key=f"{P}ln_x",
+            x_title="dimension",
+            y_title="word",
+            note=vl.norm_notice(ln, labels, before=True),
+        )
     with c2:
-        figure(ln.normed, dims(D), labels, "activations", title="after: x̂ (mean 0, variance 1)",
-               shape=f"[{len(labels)}, {D}]", key=f"{P}ln_normed", x_title="dimension", y_title="word",
-               note=vl.norm_notice(ln, labels, before=False))
+        figure(
+            ln.normed,
+            dims(D),
+            labels,
+            "activations",
+            title="after: x̂ (mean 0, variance 1)",
+            shape=f"[{len(labels)}, {D}]",
+            key=f"{P}ln_normed",
+            x_title="dimension",
+            y_title="word",
+            note=vl.norm_notice(ln, labels, before=False),
+        )
 
     st.header("LayerNorm, step 2: scale and shift with learned γ and β")
     st.latex(r"\mathrm{LayerNorm}(x) = \gamma \odot \hat x + \beta")
     st.markdown(text.scale_shift(D))
-    figure(ln_params(ln), dims(D), ["γ (weight)", "β (bias)"], "activations", title=f"γ and β of {name}.norm",
-           shape=f"2 × [{D}]", key=f"{P}gamma_beta", x_title="dimension", note=vl.gamma_beta_notice(ln))
+    figure(
+        ln_params(ln),
+        dims(D),
+        ["γ (weight)", "β (bias)"],
+        "activations",
+        title=f"γ and β of {name}.norm",
+        shape=f"2 × [{D}]",
+        key=f"{P}gamma_beta",
+        x_title="dimension",
+        note=vl.gamma_beta_notice(ln),
+    )
     st.markdown(f"**{md(labels[word])}**: the first 8 dimensions")
     once("encoder.affine", (*here, word), lambda: small_table(affine_table(ln, word)))
 
@@ -62,17 +91,29 @@ def ffn_section(a: Analysis, cfg: Config, f: vl.FFN, layer: int, text: ModuleTyp
         st.metric("largest |difference| when recomputed from W_1, b_1", f"{f.max_difference:.1e}")
     with fold("Show the hidden layer and the ReLU's zeros per word", f"{P}fold_hidden") as shown:
         if shown:
-            figure(f.hidden, units(cfg.d_ff), labels, "activations",
-                   title=f"hidden layer max(0, xW_1 + b_1) of layer {layer}", shape=f"[{len(labels)}, {cfg.d_ff}]",
-                   key=f"{P}hidden", x_title="hidden unit", y_title="word", note=vl.hidden_notice(f, labels))
+            figure(
+                f.hidden,
+                units(cfg.d_ff),
+                labels,
+                "activations",
+                title=f"hidden layer max(0, xW_1 + b_1) of layer {layer}",
+                shape=f"[{len(labels)}, {cfg.d_ff}]",
+                key=f"{P}hidden",
+                x_title="hidden unit",
+                y_title="word",
+                note=vl.hidden_notice(f, labels),
+            )
             small_table(zero_table(f, labels), hide_index=True)
 
     st.header("Why the FFN: leaving the span of the values")
     st.latex(text.SPAN_LATEX)
     st.markdown(text.span(cfg.n_heads, cfg.d_k, D))
     check = span(a, layer)
-    once("encoder.span", (*content_key(a), layer),
-         lambda: chart(vs.span_figure(check, labels), key=f"{P}span", config={"displayModeBar": False}))
+    once(
+        "encoder.span",
+        (*content_key(a), layer),
+        lambda: chart(vs.span_figure(check, labels), key=f"{P}span", config={"displayModeBar": False}),
+    )
     notice(vs.span_notice(check, labels))
     with fold("Exact numbers · the share outside the span, per word and step", f"{P}fold_span") as shown:
         if shown:

@@ -35,15 +35,20 @@ def concat_section(a: Analysis, cfg: Config, module: str, y_labels: list[str], o
     with fold("Show Concat(Z_1 … Z_H) and Concat · W_O", f"{P}fold_concat") as shown:
         if shown:
             concat, out = a.trace[f"{module}.concat"][0], a.trace[f"{module}.out"][0]
-            st.markdown(f"**Concat(Z_1 … Z_{H})** · shape `[{T}, {D}]` — heads side by side, borders marked"
-                        + (f"; heads {', '.join(map(str, off))} are off (all zeros)" if off else ""))
+            st.markdown(
+                f"**Concat(Z_1 … Z_{H})** · shape `[{T}, {D}]` — heads side by side, borders marked"
+                + (f"; heads {', '.join(map(str, off))} are off (all zeros)" if off else "")
+            )
             chart(block_figure(concat, y_labels, H, off=off), key=f"{P}concat", config=NO_BAR)
             notice(vh.concat_notice(concat, H, off))
             st.markdown(f"**Concat · W_O** · shape `[{T}, {D}]` — every output dimension mixes all heads")
             chart(block_figure(out, y_labels, 1), key=f"{P}out", config=NO_BAR)
             notice(vh.out_notice(concat, out, y_labels))
-            exact_numbers("Exact numbers: concat and output", f"{P}concat_numbers",
-                          [(concat, dims(D), y_labels), (out, dims(D), y_labels)])
+            exact_numbers(
+                "Exact numbers: concat and output",
+                f"{P}concat_numbers",
+                [(concat, dims(D), y_labels), (out, dims(D), y_labels)],
+            )
 
 
 def switch_off_section(a: Analysis, module: str, stack: str, text: ModuleType) -> None:
@@ -58,20 +63,24 @@ def switch_off_section(a: Analysis, module: str, stack: str, text: ModuleType) -
             a0 = analysis(iv=Interventions())
             c1, c2 = st.columns(2)
             with c1:
-                section("Before: the unmodified model", f"**Translation:** {md(a0.translation) or '*(empty)*'}",
-                        level=3)
+                section(
+                    "Before: the unmodified model", f"**Translation:** {md(a0.translation) or '*(empty)*'}", level=3
+                )
                 small_table(vh.greedy_probs(a0), hide_index=True)
             with c2:
-                section("After: with your interventions", f"**Translation:** {md(a.translation) or '*(empty)*'}",
-                        level=3)
+                section(
+                    "After: with your interventions", f"**Translation:** {md(a.translation) or '*(empty)*'}", level=3
+                )
                 small_table(vh.greedy_probs(a), hide_index=True)
             st.caption(text.GREEDY_CAPTION)
 
             tf_before = teacher_forced(a0.translation, iv=Interventions())
             tf_after = teacher_forced(a0.translation)
             st.subheader("The same output tokens, scored by both")
-            small_table(vh.compare_probs(tf_before.trace, tf_after.trace, tf_before.gold, tf_before.gold_labels),
-                        hide_index=True)
+            small_table(
+                vh.compare_probs(tf_before.trace, tf_after.trace, tf_before.gold, tf_before.gold_labels),
+                hide_index=True,
+            )
             st.subheader(f"The attention output of {module}, before and after")
             out_labels = tf_before.in_labels if stack == "dec" else a.src_labels
             c1, c2 = st.columns(2)
@@ -90,8 +99,9 @@ def check_key(module: str, head: int) -> str:
     return f"{P}on_{module}_{head}"
 
 
-def heads_grid(a: Analysis, module: str, weights, labels: tuple[list[str], list[str]], mark: int | None,
-               content: tuple) -> None:
+def heads_grid(
+    a: Analysis, module: str, weights, labels: tuple[list[str], list[str]], mark: int | None, content: tuple
+) -> None:
     """Every head's weights of attention module `module` ([H, Tq, Tk]; `labels`: keys, queries) in a grid, each with
     its on/off switch, row `mark` outlined; the notice, and the exact numbers folded. A lesson plan's mystery head
     is a box until the reveal, and while it is in this layer the notice is not shown (it would tell its pattern)."""
@@ -107,13 +117,33 @@ def heads_grid(a: Analysis, module: str, weights, labels: tuple[list[str], list[
                 if mystery == (module, h):
                     mystery_box(h, height=300)
                 else:
-                    once("multi_head.grid", (*content, module, h, h == first, mark), lambda h=h, first=first: chart(
-                        head_figure(weights[h], x_labels, y_labels, h, h in off, height=300, row_labels=h == first,
-                                    mark_row=mark), key=f"{P}grid_{h}", config=NO_BAR))
+                    once(
+                        "multi_head.grid",
+                        (*content, module, h, h == first, mark),
+                        lambda h=h, first=first: chart(
+                            head_figure(
+                                weights[h],
+                                x_labels,
+                                y_labels,
+                                h,
+                                h in off,
+                                height=300,
+                                row_labels=h == first,
+                                mark_row=mark,
+                            ),
+                            key=f"{P}grid_{h}",
+                            config=NO_BAR,
+                        ),
+                    )
                 key = check_key(module, h)
                 st.session_state[key] = h not in off  # follow the shared state (the sidebar may have changed it)
-                st.checkbox(f"head {h} on", key=key, on_change=_toggle, args=(module, h, key),
-                            help="Switch this head off: its z becomes 0 before the concatenation.")
+                st.checkbox(
+                    f"head {h} on",
+                    key=key,
+                    on_change=_toggle,
+                    args=(module, h, key),
+                    help="Switch this head off: its z becomes 0 before the concatenation.",
+                )
     if mystery is None or mystery[0] != module:  # (the notice would tell the mystery head's pattern)
         once("multi_head.notice", (*content, module), lambda: notice(vh.heads_notice(weights, x_labels, off)))
     with fold("Exact weights of every head", f"{P}grid_numbers") as shown:
@@ -133,9 +163,20 @@ def word_heads_section(weights, word: int, labels: tuple[list[str], list[str]], 
             st.caption("Hidden while this layer has a mystery head: your teacher reveals it.")
         elif shown:
             rows = vh.word_heads(weights, word)  # [H, Tk]
-            chart(vh.heads_bars_figure(rows, x_labels, (1, 2, 0) if H > 2 else (1, 0), off=off), key=f"{P}bars",
-                  config=NO_BAR)
-            figure(rows, x_labels, [f"head {h}" for h in range(H)], "weights",
-                   title=f"where {md(y_labels[word])} looks, per head", shape=f"[{H}, {len(x_labels)}]",
-                   key=f"{P}word_heads", x_title="key", y_title="head",
-                   note=vh.word_heads_notice(rows, x_labels, y_labels[word]))
+            chart(
+                vh.heads_bars_figure(rows, x_labels, (1, 2, 0) if H > 2 else (1, 0), off=off),
+                key=f"{P}bars",
+                config=NO_BAR,
+            )
+            figure(
+                rows,
+                x_labels,
+                [f"head {h}" for h in range(H)],
+                "weights",
+                title=f"where {md(y_labels[word])} looks, per head",
+                shape=f"[{H}, {len(x_labels)}]",
+                key=f"{P}word_heads",
+                x_title="key",
+                y_title="head",
+                note=vh.word_heads_notice(rows, x_labels, y_labels[word]),
+            )

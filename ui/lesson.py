@@ -58,8 +58,11 @@ def init_lesson() -> None:
         ss[STEP] = 1
     ss.setdefault(NOTICE, None)
     # The widgets follow the canonical values whenever they were forgotten or the sidebar changed the sentence.
-    if CHOICE not in ss or (ss[CHOICE] != OWN and ss[CHOICE] != ss[SENTENCE]) or (
-            ss[CHOICE] == OWN and ss[SENTENCE] in SENTENCES):
+    if (
+        CHOICE not in ss
+        or (ss[CHOICE] != OWN and ss[CHOICE] != ss[SENTENCE])
+        or (ss[CHOICE] == OWN and ss[SENTENCE] in SENTENCES)
+    ):
         ss[CHOICE] = ss[SENTENCE] if ss[SENTENCE] in SENTENCES else OWN
     if OWN_TEXT not in ss or (ss[CHOICE] == OWN and ss[OWN_TEXT] != ss[SENTENCE]):
         ss[OWN_TEXT] = "" if ss[SENTENCE] in SENTENCES else ss[SENTENCE]
@@ -119,19 +122,40 @@ def navigation(where: str, k: int, plan_leads: bool) -> None:
     shown."""
     if plan_leads:
         if where == "bottom":
-            st.caption(":material/flag: The plan's **Next stop** and **Back a stop** in the sidebar (or PageDown / "
-                       "PageUp) move you and the class.")
+            st.caption(
+                ":material/flag: The plan's **Next stop** and **Back a stop** in the sidebar (or PageDown / "
+                "PageUp) move you and the class."
+            )
         return
     n = N_STEPS
     b1, b2, b3 = st.columns([1, 1, 4], vertical_alignment="center")
     suffix = "" if where == "top" else "_bottom"
-    b1.button("Back", icon=":material/arrow_back:", on_click=back, disabled=k == 1, key="lesson_back" + suffix,
-              width="stretch")
-    b2.button("Next", icon=":material/arrow_forward:", on_click=forward, disabled=k == n, type="primary",
-              key="lesson_next" + suffix, width="stretch")
+    b1.button(
+        "Back",
+        icon=":material/arrow_back:",
+        on_click=back,
+        disabled=k == 1,
+        key="lesson_back" + suffix,
+        width="stretch",
+    )
+    b2.button(
+        "Next",
+        icon=":material/arrow_forward:",
+        on_click=forward,
+        disabled=k == n,
+        type="primary",
+        key="lesson_next" + suffix,
+        width="stretch",
+    )
     if where == "top":
-        b3.selectbox("Jump to step", list(range(1, n + 1)), key=JUMP, on_change=jumped,
-                     format_func=lambda i: f"Step {i}: {STEPS[i - 1].title}", label_visibility="collapsed")
+        b3.selectbox(
+            "Jump to step",
+            list(range(1, n + 1)),
+            key=JUMP,
+            on_change=jumped,
+            format_func=lambda i: f"Step {i}: {STEPS[i - 1].title}",
+            label_visibility="collapsed",
+        )
     else:
         b3.progress(k / n, text=f"Step {k} of {n}")
 
@@ -161,10 +185,16 @@ def depth_state(page: str, layer: int, head: int, word: int, row: int, dec_layer
     for this sentence (ui.models.coref_defaults then leaves them alone)."""
     enc = {"layer": layer, "head": head, "word": word}
     return {
-        "self_attention": {**{f"self_attention_{k}": v for k, v in enc.items()}, "self_attention_layer_focus_for": text,
-                           "self_attention_mode": None},
-        "multi_head": {**{f"multi_head_{k}": v for k, v in enc.items()}, "multi_head_layer_focus_for": text,
-                       "multi_head_kind": None},
+        "self_attention": {
+            **{f"self_attention_{k}": v for k, v in enc.items()},
+            "self_attention_layer_focus_for": text,
+            "self_attention_mode": None,
+        },
+        "multi_head": {
+            **{f"multi_head_{k}": v for k, v in enc.items()},
+            "multi_head_layer_focus_for": text,
+            "multi_head_kind": None,
+        },
         "encoder": {"encoder_layer": layer, "encoder_word": word},
         "decoder": {"decoder_mask_layer": dec_layer, "decoder_renorm_row": row},
         "cross_attention": {"cross_layer": dec_layer, "cross_head": -1},

@@ -34,8 +34,14 @@ def mask_off_section(iv: Interventions, layer: int, head: int, text: ModuleType,
             with col:
                 n, s = vd.above_diagonal(w)
                 st.markdown(f"**Look-ahead {name}** · translation: {md(an.translation) or '*(empty)*'}")
-                weights_panel(w, an.tgt_labels, title=f"{module}.weights, head {head}", key=f"decoder_la_{name[5:]}",
-                              shape=shape_text(an.trace[f"{module}.weights"], "B, H, t, t"), **kw)
+                weights_panel(
+                    w,
+                    an.tgt_labels,
+                    title=f"{module}.weights, head {head}",
+                    key=f"decoder_la_{name[5:]}",
+                    shape=shape_text(an.trace[f"{module}.weights"], "B, H, t, t"),
+                    **kw,
+                )
                 st.metric("weights above the diagonal > 0", n, help="strictly above the diagonal")
                 st.metric("their sum", f"{s:.4f}")
         notice(vd.future_notice(*ws, a_off.tgt_labels))
@@ -61,30 +67,48 @@ def no_mask_section(sentence: str, bundle: Bundle, text: ModuleType, kw: dict) -
                 cheat_b = None
             if cheat_b is not None:
                 st.markdown(text.CHEAT)
-                reference = reference_box(text.REFERENCE_LABEL, "decoder_reference", sentence,
-                                          lambda: no_mask_reference(sentence, base_b), text.REFERENCE_HELP)
+                reference = reference_box(
+                    text.REFERENCE_LABEL,
+                    "decoder_reference",
+                    sentence,
+                    lambda: no_mask_reference(sentence, base_b),
+                    text.REFERENCE_HELP,
+                )
                 story = cheating(sentence, reference, base_b, cheat_b)
                 if story.cheat_tf.unknown:
-                    st.warning("Not in the target vocabulary, fed as <unk>: "
-                               + ", ".join(f"**{md(w)}**" for w in story.cheat_tf.unknown))
+                    st.warning(
+                        "Not in the target vocabulary, fed as <unk>: "
+                        + ", ".join(f"**{md(w)}**" for w in story.cheat_tf.unknown)
+                    )
                 t1, t2 = st.columns(2)
                 t1.markdown("**Teacher forcing** (the reference is in the input)")
                 t1.table(vd.teacher_forcing_table(story))
                 t2.markdown("**Generation** (greedy: no future to read)")
                 t2.dataframe(vd.generation_table(story), hide_index=True)
                 if story.cheat.translation != story.base.translation:
-                    st.error(f"Generating, the no-mask model says **{md(story.cheat.translation) or '(nothing)'}**, "
-                             f"the base model **{md(story.base.translation) or '(nothing)'}**.")
+                    st.error(
+                        f"Generating, the no-mask model says **{md(story.cheat.translation) or '(nothing)'}**, "
+                        f"the base model **{md(story.base.translation) or '(nothing)'}**."
+                    )
                 tr_c, nl = story.cheat_tf.trace, cheat_b.config.n_dec_layers
-                lh = pick("No-mask model: decoder self-attention head",
-                          [(i, h) for i in range(nl) for h in range(cheat_b.config.n_heads)], "decoder_cheat_head",
-                          vd.best_peek_head(tr_c, nl), format_func=lambda x: f"layer {x[0]}, head {x[1]}")
+                lh = pick(
+                    "No-mask model: decoder self-attention head",
+                    [(i, h) for i in range(nl) for h in range(cheat_b.config.n_heads)],
+                    "decoder_cheat_head",
+                    vd.best_peek_head(tr_c, nl),
+                    format_func=lambda x: f"layer {x[0]}, head {x[1]}",
+                )
                 w_cheat = vd.head_weights(tr_c, f"dec.{lh[0]}.self_attn", lh[1])
                 h1, h2 = st.columns([3, 2])
                 with h1:
-                    weights_panel(w_cheat, story.cheat_tf.in_labels, key="decoder_cheat_weights", **kw,
-                                  title=f"No-mask model, teacher-forced: dec.{lh[0]}.self_attn.weights, head {lh[1]}",
-                                  shape=shape_text(tr_c[f"dec.{lh[0]}.self_attn.weights"], "B, H, t, t"))
+                    weights_panel(
+                        w_cheat,
+                        story.cheat_tf.in_labels,
+                        key="decoder_cheat_weights",
+                        **kw,
+                        title=f"No-mask model, teacher-forced: dec.{lh[0]}.self_attn.weights, head {lh[1]}",
+                        shape=shape_text(tr_c[f"dec.{lh[0]}.self_attn.weights"], "B, H, t, t"),
+                    )
                 with h2:
                     st.metric("rows whose largest weight is on position t + 1", f"{vd.peek_share(w_cheat):.0%}")
                     st.markdown("**Mean weight on position t + 1, per head** (the word to predict)")

@@ -117,15 +117,21 @@ def content_key(a: pipeline.Analysis) -> tuple[str, str, str]:
 
 
 @session_cache()
-def _teacher_forced(model_key: str, text: str, target: str, iv: Interventions,
-                    _bundle: Bundle) -> pipeline.TeacherForced:
+def _teacher_forced(
+    model_key: str, text: str, target: str, iv: Interventions, _bundle: Bundle
+) -> pipeline.TeacherForced:
     return pipeline.teacher_forced(_bundle, pipeline.prepare(_bundle, text), target, iv)
 
 
 def teacher_forced(target: str, iv: Interventions | None = None) -> pipeline.TeacherForced:
     cur = current_model()
-    return _teacher_forced(cur.key, used_text(st.session_state["sentence"]), used_text(target),
-                           interventions() if iv is None else iv, cur.bundle)
+    return _teacher_forced(
+        cur.key,
+        used_text(st.session_state["sentence"]),
+        used_text(target),
+        interventions() if iv is None else iv,
+        cur.bundle,
+    )
 
 
 # --- The encoder-side pages (overview, positional, self-attention, encoder) ----------------------
@@ -151,8 +157,7 @@ def permutation_checks(ids, order) -> tuple[experiments.PermutationCheck, experi
     """The word-order experiment on source `ids` (words then EOS) with the current model: PE off, PE on."""
     cur = current_model()
     ids, order = tuple(int(i) for i in ids), tuple(order)
-    return (_permutation(cur.key, ids, order, False, cur.bundle),
-            _permutation(cur.key, ids, order, True, cur.bundle))
+    return (_permutation(cur.key, ids, order, False, cur.bundle), _permutation(cur.key, ids, order, True, cur.bundle))
 
 
 @session_cache()
@@ -203,11 +208,13 @@ def _beam(model_key: str, text: str, k: int, alpha: float, iv: Interventions, _b
 
 def beam(k: int, alpha: float = 0.6, iv: Interventions | None = None):
     cur = current_model()
-    return _beam(cur.key, used_text(st.session_state["sentence"]), k, alpha, interventions() if iv is None else iv,
-                 cur.bundle)
+    return _beam(
+        cur.key, used_text(st.session_state["sentence"]), k, alpha, interventions() if iv is None else iv, cur.bundle
+    )
 
 
 # --- The decoder page: the padding demo and the model trained without the look-ahead mask ---------
+
 
 @session_cache(max_entries=64)
 def _padding(model_key: str, text: str, partner: str, _bundle: Bundle) -> mask_experiments.PaddingDemo:
@@ -255,8 +262,9 @@ def projection(a: pipeline.Analysis, layer: int, head: int, word: int):
 
     model = current_model().bundle.model
     x = layers.attention_input(a.trace, layer)[word]  # [D]
-    return va.projection(a.trace, f"enc.{layer}.self_attn", head, word, x,
-                         *experiments.head_projection(model, layer, head))
+    return va.projection(
+        a.trace, f"enc.{layer}.self_attn", head, word, x, *experiments.head_projection(model, layer, head)
+    )
 
 
 def coref_defaults(a: pipeline.Analysis, keys: tuple[str, str, str], n_layers: int):

@@ -41,51 +41,133 @@ class PageSpec:
 
 
 PAGES: tuple[PageSpec, ...] = (
-    PageSpec("Start", "pages/lesson.py", "Guided lesson", ":material/school:",
-             "One sentence in 25 short steps, from why a Transformer to its translation and how it was trained, "
-             "each with one figure and the numbers to notice; Back / Next, and a link to every step",
-             walkthrough=False),
-    PageSpec("Start", "pages/classroom.py", "Classroom", ":material/groups:",
-             "Teach a class: students join with a code or a QR code and follow your page, sentence and "
-             "switches; ask them what the model will do, watch their answers, then reveal the model's",
-             walkthrough=False),
-    PageSpec("Start", "pages/studies.py", "Study", ":material/science:",
-             "Measure learning: a concept test the model writes and answers, before and after the lesson, with "
-             "consent, conditions, retention, and a report of the gain, the items and the lesson's steps",
-             walkthrough=False),
-    PageSpec("Start", "pages/overview.py", "Overview", ":material/account_tree:",
-             "The sentence and its translation, the encoder-decoder stack block by block, shapes and sizes "
-             "beside the paper's base model"),
-    PageSpec("Start", "pages/before.py", "Before the Transformer", ":material/history:",
-             "Your sentence through a recurrent encoder-decoder with attention: the encoder word by word, one "
-             "decoder step's scores, α and context, the alignment matrix; then the same formulas on the "
-             "Transformer's encoder-decoder attention, and the two measured side by side"),
-    PageSpec("Start", "pages/why_attention.py", "Why attention", ":material/speed:",
-             "The paper's Table 1 (complexity, sequential operations, path length), a calculator, and its results"),
-    PageSpec("Encoder", "pages/tokens.py", "Tokens and embeddings", ":material/token:",
-             "Words to tokens to ids, one-hot vectors times the embedding table, scaled by √d_model"),
-    PageSpec("Encoder", "pages/positional.py", "Positional encoding", ":material/waves:",
-             "The sine/cosine formula with numbers, the encoding of the sentence, PE(pos + k) as a rotation of "
-             "PE(pos), and what happens without it"),
-    PageSpec("Encoder", "pages/self_attention.py", "Self-attention, step by step", ":material/visibility:",
-             "One word through one head: query, keys and values, scores divided by √d_k, softmax, the weighted sum"),
-    PageSpec("Encoder", "pages/multi_head.py", "Multi-head attention", ":material/view_column:",
-             "Every head of a layer side by side, one head in detail, concatenation and W_O, switching heads off"),
-    PageSpec("Encoder", "pages/encoder.py", "The encoder layer", ":material/layers:",
-             "Residual connection, LayerNorm in two steps, the feed-forward net, one word through the stack"),
-    PageSpec("Decoder", "pages/decoder.py", "Decoder and masking", ":material/masks:",
-             "The decoder block, the look-ahead mask added to the scores, and a model trained without it"),
-    PageSpec("Decoder", "pages/cross_attention.py", "Encoder-decoder attention", ":material/compare_arrows:",
-             "Each target position reads the source sentence; the source's padding mask"),
-    PageSpec("Decoder", "pages/output.py", "Output and decoding", ":material/output:",
-             "Final linear layer and softmax over the French vocabulary, the loss, greedy decoding and beam search"),
-    PageSpec("Look inside", "pages/tracing.py", "Causal tracing", ":material/biotech:",
-             "Two sentences one word apart: put back one vector of one run into the other, layer by layer and "
-             "position by position, and see which parts carry the difference (il or elle)"),
-    PageSpec("Train", "pages/training.py", "Train your own", ":material/model_training:",
-             "Train a small Transformer in your session: data, model and recipe settings, the learning-rate "
-             "schedule, live progress, then every page shows your model", walkthrough=False),
+    PageSpec(
+        "Start",
+        "pages/lesson.py",
+        "Guided lesson",
+        ":material/school:",
+        "One sentence in 25 short steps, from why a Transformer to its translation and how it was trained, "
+        "each with one figure and the numbers to notice; Back / Next, and a link to every step",
+        walkthrough=False,
+    ),
+    PageSpec(
+        "Start",
+        "pages/classroom.py",
+        "Classroom",
+        ":material/groups:",
+        "Teach a class: students join with a code or a QR code and follow your page, sentence and "
+        "switches; ask them what the model will do, watch their answers, then reveal the model's",
+        walkthrough=False,
+    ),
+    PageSpec(
+        "Start",
+        "pages/studies.py",
+        "Study",
+        ":material/science:",
+        "Measure learning: a concept test the model writes and answers, before and after the lesson, with "
+        "consent, conditions, retention, and a report of the gain, the items and the lesson's steps",
+        walkthrough=False,
+    ),
+    PageSpec(
+        "Start",
+        "pages/overview.py",
+        "Overview",
+        ":material/account_tree:",
+        "The sentence and its translation, the encoder-decoder stack block by block, shapes and sizes "
+        "beside the paper's base model",
+    ),
+    PageSpec(
+        "Start",
+        "pages/before.py",
+        "Before the Transformer",
+        ":material/history:",
+        "Your sentence through a recurrent encoder-decoder with attention: the encoder word by word, one "
+        "decoder step's scores, α and context, the alignment matrix; then the same formulas on the "
+        "Transformer's encoder-decoder attention, and the two measured side by side",
+    ),
+    PageSpec(
+        "Start",
+        "pages/why_attention.py",
+        "Why attention",
+        ":material/speed:",
+        "The paper's Table 1 (complexity, sequential operations, path length), a calculator, and its results",
+    ),
+    PageSpec(
+        "Encoder",
+        "pages/tokens.py",
+        "Tokens and embeddings",
+        ":material/token:",
+        "Words to tokens to ids, one-hot vectors times the embedding table, scaled by √d_model",
+    ),
+    PageSpec(
+        "Encoder",
+        "pages/positional.py",
+        "Positional encoding",
+        ":material/waves:",
+        "The sine/cosine formula with numbers, the encoding of the sentence, PE(pos + k) as a rotation of "
+        "PE(pos), and what happens without it",
+    ),
+    PageSpec(
+        "Encoder",
+        "pages/self_attention.py",
+        "Self-attention, step by step",
+        ":material/visibility:",
+        "One word through one head: query, keys and values, scores divided by √d_k, softmax, the weighted sum",
+    ),
+    PageSpec(
+        "Encoder",
+        "pages/multi_head.py",
+        "Multi-head attention",
+        ":material/view_column:",
+        "Every head of a layer side by side, one head in detail, concatenation and W_O, switching heads off",
+    ),
+    PageSpec(
+        "Encoder",
+        "pages/encoder.py",
+        "The encoder layer",
+        ":material/layers:",
+        "Residual connection, LayerNorm in two steps, the feed-forward net, one word through the stack",
+    ),
+    PageSpec(
+        "Decoder",
+        "pages/decoder.py",
+        "Decoder and masking",
+        ":material/masks:",
+        "The decoder block, the look-ahead mask added to the scores, and a model trained without it",
+    ),
+    PageSpec(
+        "Decoder",
+        "pages/cross_attention.py",
+        "Encoder-decoder attention",
+        ":material/compare_arrows:",
+        "Each target position reads the source sentence; the source's padding mask",
+    ),
+    PageSpec(
+        "Decoder",
+        "pages/output.py",
+        "Output and decoding",
+        ":material/output:",
+        "Final linear layer and softmax over the French vocabulary, the loss, greedy decoding and beam search",
+    ),
+    PageSpec(
+        "Look inside",
+        "pages/tracing.py",
+        "Causal tracing",
+        ":material/biotech:",
+        "Two sentences one word apart: put back one vector of one run into the other, layer by layer and "
+        "position by position, and see which parts carry the difference (il or elle)",
+    ),
+    PageSpec(
+        "Train",
+        "pages/training.py",
+        "Train your own",
+        ":material/model_training:",
+        "Train a small Transformer in your session: data, model and recipe settings, the learning-rate "
+        "schedule, live progress, then every page shows your model",
+        walkthrough=False,
+    ),
 )
+
 
 def by_name(name: str) -> PageSpec:
     """The page whose file stem is `name` ("self_attention")."""

@@ -32,25 +32,40 @@ def formula_section(ref: Analysis, pe_table, text: ModuleType) -> int:
     st.subheader("With numbers")
     c1, c2 = st.columns(2)
     pos = int(c1.number_input("Position pos", 0, L - 1, clamp(3, 0, L - 1), key="positional_pos"))
-    i = int(c2.number_input(f"Pair index i (dimensions 2i, 2i+1; 0-{D // 2 - 1})", 0, D // 2 - 1,
-                            clamp(1, 0, D // 2 - 1), key="positional_i"))
+    i = int(
+        c2.number_input(
+            f"Pair index i (dimensions 2i, 2i+1; 0-{D // 2 - 1})",
+            0,
+            D // 2 - 1,
+            clamp(1, 0, D // 2 - 1),
+            key="positional_i",
+        )
+    )
     traced = ref.trace["src.pos"][0]
 
     def with_numbers() -> None:
         w = worked(pos, i, pe_table)
-        st.latex(rf"\text{{angle}} = \frac{{{pos}}}{{10000^{{2 \cdot {i} / {D}}}}} "
-                 rf"= \frac{{{pos}}}{{10000^{{{w.exponent:.5f}}}}} = \frac{{{pos}}}{{{w.denominator:.5f}}} "
-                 rf"= {w.angle:.6f}")
-        st.latex(rf"PE_{{({pos},\,{2 * i})}} = \sin({w.angle:.6f}) = {w.sin:.6f}, \qquad "
-                 rf"PE_{{({pos},\,{2 * i + 1})}} = \cos({w.angle:.6f}) = {w.cos:.6f}")
+        st.latex(
+            rf"\text{{angle}} = \frac{{{pos}}}{{10000^{{2 \cdot {i} / {D}}}}} "
+            rf"= \frac{{{pos}}}{{10000^{{{w.exponent:.5f}}}}} = \frac{{{pos}}}{{{w.denominator:.5f}}} "
+            rf"= {w.angle:.6f}"
+        )
+        st.latex(
+            rf"PE_{{({pos},\,{2 * i})}} = \sin({w.angle:.6f}) = {w.sin:.6f}, \qquad "
+            rf"PE_{{({pos},\,{2 * i + 1})}} = \cos({w.angle:.6f}) = {w.cos:.6f}"
+        )
         rows = {"formula (float64)": [w.sin, w.cos], "the model's PE buffer (float32)": [w.buffer_sin, w.buffer_cos]}
         if pos < T:
             rows["traced src.pos of your sentence"] = [float(traced[pos, 2 * i]), float(traced[pos, 2 * i + 1])]
-        small_table(table([v for v in rows.values()], [f"PE({pos}, {2 * i})", f"PE({pos}, {2 * i + 1})"], list(rows),
-                          digits=7), digits=7)
-        st.caption(f"Largest difference between the formula and the model's buffer here: {w.error:.1e} "
-                   "(float32 rounding)." + ("" if pos < T else f" Your sentence has only {T} positions, so the trace "
-                                                                f"has no row {pos}."))
+        small_table(
+            table([v for v in rows.values()], [f"PE({pos}, {2 * i})", f"PE({pos}, {2 * i + 1})"], list(rows), digits=7),
+            digits=7,
+        )
+        st.caption(
+            f"Largest difference between the formula and the model's buffer here: {w.error:.1e} "
+            "(float32 rounding)."
+            + ("" if pos < T else f" Your sentence has only {T} positions, so the trace has no row {pos}.")
+        )
 
     # (drawn once per content and replayed, ui.widgets.once: a class follows the same position of the same sentence;
     # `ref` is the unmodified model on the sentence)
@@ -67,13 +82,27 @@ def layouts_section(pe_table, dims: list[str], text: ModuleType) -> None:
             rows_shown = [str(q) for q in range(min(L, 32))]
             c1, c2 = st.columns(2)
             with c1:
-                figure(pe_table[: len(rows_shown)], dims, rows_shown, "encoding",
-                       title="interleaved: sin, cos, sin, cos, … (paper, this model)",
-                       shape=f"[{len(rows_shown)}, {D}]", key="positional_interleaved", numbers=False)
+                figure(
+                    pe_table[: len(rows_shown)],
+                    dims,
+                    rows_shown,
+                    "encoding",
+                    title="interleaved: sin, cos, sin, cos, … (paper, this model)",
+                    shape=f"[{len(rows_shown)}, {D}]",
+                    key="positional_interleaved",
+                    numbers=False,
+                )
             with c2:
-                figure(vp.concatenated(pe_table[: len(rows_shown)]), dims, rows_shown, "encoding",
-                       title="halves: all sin, then all cos (Illustrated Transformer)",
-                       shape=f"[{len(rows_shown)}, {D}]", key="positional_halves", numbers=False)
+                figure(
+                    vp.concatenated(pe_table[: len(rows_shown)]),
+                    dims,
+                    rows_shown,
+                    "encoding",
+                    title="halves: all sin, then all cos (Illustrated Transformer)",
+                    shape=f"[{len(rows_shown)}, {D}]",
+                    key="positional_halves",
+                    numbers=False,
+                )
             notice(vp.layouts_notice(pe_table))
 
 
@@ -84,21 +113,37 @@ def shift(pe_table, D: int, L: int, i: int, dims: list[str], text: ModuleType) -
     k = int(st.number_input("Offset k", 0, L - 1, clamp(2, 0, L - 1), key="positional_k"))
     b = block(k, i, D)
     st.latex(text.ROTATION_LATEX)
-    st.latex(rf"k = {k},\ i = {i}: \quad \begin{{pmatrix}} {b[0, 0]:.5f} & {b[0, 1]:.5f} \\ {b[1, 0]:.5f} & "
-             rf"{b[1, 1]:.5f} \end{{pmatrix}}, \qquad M_k = \mathrm{{diag}}(B_0, B_1, \dots, B_{{{D // 2 - 1}}})"
-             rf"\in \mathbb{{R}}^{{{D} \times {D}}}")
+    st.latex(
+        rf"k = {k},\ i = {i}: \quad \begin{{pmatrix}} {b[0, 0]:.5f} & {b[0, 1]:.5f} \\ {b[1, 0]:.5f} & "
+        rf"{b[1, 1]:.5f} \end{{pmatrix}}, \qquad M_k = \mathrm{{diag}}(B_0, B_1, \dots, B_{{{D // 2 - 1}}})"
+        rf"\in \mathbb{{R}}^{{{D} \times {D}}}"
+    )
     with fold("Show M_k's top-left corner as a heatmap", "positional_fold_M") as shown:
         if shown:
             M = rotation(k, D)
-            figure(M[:8, :8], dims[:8], dims[:8], "encoding", shape=f"[{D}, {D}]", key="positional_M", digits=3,
-                   title=f"M_{k}, top-left 8 × 8 corner (2 × 2 blocks, zeros elsewhere)", numbers=False,
-                   note=vp.rotation_notice(M, k, i))
+            figure(
+                M[:8, :8],
+                dims[:8],
+                dims[:8],
+                "encoding",
+                shape=f"[{D}, {D}]",
+                key="positional_M",
+                digits=3,
+                title=f"M_{k}, top-left 8 × 8 corner (2 × 2 blocks, zeros elsewhere)",
+                numbers=False,
+                note=vp.rotation_notice(M, k, i),
+            )
     checks = functools.cache(lambda: shift_check(pe_table, k))  # (the model's PE buffer and k: computed when drawn)
     c1, c2 = st.columns([1, 2])
     with c1:
-        once("positional.shift", (current_model().key, k), lambda: (
-            st.metric(f"Largest error over all {len(checks())} positions", f"{checks().iloc[:, 2].max():.1e}"),
-            st.caption(text.shift_caption(vp.float64_shift_error(L, D, k)))))
+        once(
+            "positional.shift",
+            (current_model().key, k),
+            lambda: (
+                st.metric(f"Largest error over all {len(checks())} positions", f"{checks().iloc[:, 2].max():.1e}"),
+                st.caption(text.shift_caption(vp.float64_shift_error(L, D, k))),
+            ),
+        )
     with c2:
         with fold("Every position, row by row", "positional_checks") as shown:
             if shown:
@@ -115,8 +160,11 @@ def word_order(a, ref, dims: list[str], text: ModuleType) -> None:
     seed = int(c2.number_input("Shuffle seed", 0, 10_000, 0, key="positional_seed", disabled=how != "shuffled"))
     order = make_order(n, how, seed)
     perm_tokens = [a.prepared.tokens[j] for j in order]
-    st.markdown("**Permuted sentence:** " + " ".join(f":orange-background[{md(t)}]" for t in perm_tokens)
-                + " :gray-background[<eos>]")
+    st.markdown(
+        "**Permuted sentence:** "
+        + " ".join(f":orange-background[{md(t)}]" for t in perm_tokens)
+        + " :gray-background[<eos>]"
+    )
     checks = functools.cache(lambda: permutation_checks(ref.trace["src.tokens"][0], order))  # (computed when drawn)
     if n < 2:
         st.info("With a single word there is nothing to permute: type a longer sentence.")
@@ -128,8 +176,10 @@ def word_order(a, ref, dims: list[str], text: ModuleType) -> None:
             with col:
                 st.subheader(label)
                 st.metric("max |encoder outputs − permuted outputs, put back in order|", f"{check.max_diff:.1e}")
-                st.markdown(f"**Translation:** {md(check.translation) or '*(empty)*'}  \n"
-                            f"**Translation of the permuted sentence:** {md(check.translation_perm) or '*(empty)*'}")
+                st.markdown(
+                    f"**Translation:** {md(check.translation) or '*(empty)*'}  \n"
+                    f"**Translation of the permuted sentence:** {md(check.translation_perm) or '*(empty)*'}"
+                )
         st.markdown(text.order_blind(off.translation == off.translation_perm, off.max_diff))
 
     once("positional.order", (*content_key(ref), tuple(order)), compared)
@@ -139,11 +189,25 @@ def word_order(a, ref, dims: list[str], text: ModuleType) -> None:
             perm_labels = token_labels([*perm_tokens, EOS])
             c1, c2 = st.columns(2)
             with c1:
-                figure(off.enc[:, :16], dims[:16], ref.src_labels, "activations",
-                       title="PE off: enc.out, your sentence", key="positional_enc_off", numbers=False,
-                       shape=shape_text(off.enc, "T, D") + ", first 16 dims")
+                figure(
+                    off.enc[:, :16],
+                    dims[:16],
+                    ref.src_labels,
+                    "activations",
+                    title="PE off: enc.out, your sentence",
+                    key="positional_enc_off",
+                    numbers=False,
+                    shape=shape_text(off.enc, "T, D") + ", first 16 dims",
+                )
             with c2:
-                figure(off.enc_perm[:, :16], dims[:16], perm_labels, "activations", title="PE off: enc.out, permuted",
-                       shape=shape_text(off.enc_perm, "T, D") + ", first 16 dims", key="positional_enc_off_perm",
-                       numbers=False)
+                figure(
+                    off.enc_perm[:, :16],
+                    dims[:16],
+                    perm_labels,
+                    "activations",
+                    title="PE off: enc.out, permuted",
+                    shape=shape_text(off.enc_perm, "T, D") + ", first 16 dims",
+                    key="positional_enc_off_perm",
+                    numbers=False,
+                )
             notice(vp.permuted_notice(off.enc, off.enc_perm, off.order, ref.src_labels))

@@ -35,11 +35,33 @@ from streamlit.util import calc_hash
 
 MAX_SECTIONS = 3072
 MAX_BYTES = 256 * 2**20
-ELEMENTS = frozenset({"markdown", "heading", "alert", "text", "code", "metric", "plotly_chart", "graphviz_chart",
-                      "page_link", "dataframe", "table", "progress", "empty", "space", "html", "json", "help_info",
-                      "echarts_chart", "vega_lite_chart", "deck_gl_json_chart"})
-BLOCKS = frozenset({"vertical", "horizontal", "column", "flex_container", "transparent", "grid_container",
-                    "grid_cell", "expandable"})
+ELEMENTS = frozenset(
+    {
+        "markdown",
+        "heading",
+        "alert",
+        "text",
+        "code",
+        "metric",
+        "plotly_chart",
+        "graphviz_chart",
+        "page_link",
+        "dataframe",
+        "table",
+        "progress",
+        "empty",
+        "space",
+        "html",
+        "json",
+        "help_info",
+        "echarts_chart",
+        "vega_lite_chart",
+        "deck_gl_json_chart",
+    }
+)
+BLOCKS = frozenset(
+    {"vertical", "horizontal", "column", "flex_container", "transparent", "grid_container", "grid_cell", "expandable"}
+)
 
 
 @dataclass
@@ -147,10 +169,16 @@ def _record(ctx, cursor, draw: Callable[[], None]) -> Recording | None:
     messages, places, size = [], 0, 0
     for m in seen:
         path = tuple(m.metadata.delta_path)
-        if (m.WhichOneof("type") != "delta" or not _replayable(m) or len(path) <= depth or path[0] != root
-                or path[1:depth] != parent or path[depth] < start):
+        if (
+            m.WhichOneof("type") != "delta"
+            or not _replayable(m)
+            or len(path) <= depth
+            or path[0] != root
+            or path[1:depth] != parent
+            or path[depth] < start
+        ):
             return None
-        rel = (path[depth] - start, *path[depth + 1:])
+        rel = (path[depth] - start, *path[depth + 1 :])
         places = max(places, rel[0] + 1)
         m.ClearField("metadata")
         m.ClearField("hash")
@@ -160,8 +188,13 @@ def _record(ctx, cursor, draw: Callable[[], None]) -> Recording | None:
     if cursor.index != start + places:  # (something took a place without a message: not ours to guess)
         return None
     min_size = int(config.get_option("global.minCachedMessageSize"))
-    return Recording(messages, places, size, ids,
-                     [m.delta.WhichOneof("type") == "new_element" and m.ByteSize() >= min_size for _, m in messages])
+    return Recording(
+        messages,
+        places,
+        size,
+        ids,
+        [m.delta.WhichOneof("type") == "new_element" and m.ByteSize() >= min_size for _, m in messages],
+    )
 
 
 def _replayable(m: ForwardMsg) -> bool:

@@ -127,8 +127,11 @@ def session_cache(max_entries: int = 256) -> Callable:
 
         @functools.wraps(fn)
         def call(*args):
-            key = (fn.__module__, fn.__qualname__,
-                   *(a for n, a in zip(names, args, strict=True) if not n.startswith("_")))
+            key = (
+                fn.__module__,
+                fn.__qualname__,
+                *(a for n, a in zip(names, args, strict=True) if not n.startswith("_")),
+            )
             return _session_memo(key, lambda: fresh_copy(cached(*args)))
 
         call.server_wide = cached  # (fills the server-wide cache without a session: `warm_up`)

@@ -60,8 +60,9 @@ def _pages() -> dict[str, list[StreamlitPage]]:
     ss = st.session_state
     if PAGES_KEY not in ss:
         by_file = {p.file: st.Page(p.file, title=p.title, icon=p.icon, url_path=p.url_path) for p in PAGES}
-        sections: dict[str, list[StreamlitPage]] = {"": [st.Page(_home, title="Home", url_path="home", default=True,
-                                                                visibility="hidden")]}
+        sections: dict[str, list[StreamlitPage]] = {
+            "": [st.Page(_home, title="Home", url_path="home", default=True, visibility="hidden")]
+        }
         for p in PAGES:
             sections.setdefault(p.section, []).append(by_file[p.file])
         ss[PAGES_KEY] = sections, by_file
@@ -148,9 +149,11 @@ def _exec_page(page: StreamlitPage) -> None:
 
 
 def apologise(url_path: str) -> None:
-    st.error("Sorry: something went wrong on this page. It has been noted on the server. Starting the page "
-             "afresh usually helps (the link drops the settings that came with the address).",
-             icon=":material/sentiment_dissatisfied:")
+    st.error(
+        "Sorry: something went wrong on this page. It has been noted on the server. Starting the page "
+        "afresh usually helps (the link drops the settings that came with the address).",
+        icon=":material/sentiment_dissatisfied:",
+    )
     st.link_button("Start this page afresh", f"./{url_path}", icon=":material/restart_alt:")
 
 
@@ -189,5 +192,6 @@ def enter(page_file: str) -> None:
     # fonts.gstatic.com as the tab's icon (nothing outside the server is ever asked for)
     st.set_page_config(page_title="Glass Transformer", page_icon=str(ICON), layout="wide")
     st.navigation(_pages(), position="hidden")
-    st.switch_page(Path(page_file).resolve().relative_to(main.parent).as_posix(),
-                   query_params=st.query_params.to_dict())
+    st.switch_page(
+        Path(page_file).resolve().relative_to(main.parent).as_posix(), query_params=st.query_params.to_dict()
+    )

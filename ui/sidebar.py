@@ -62,12 +62,17 @@ def render_sidebar(shared: bool = True) -> None:
         if shared:
             shared_controls()
         else:
-            st.caption(":material/cast_for_education: While you follow, the sentence, the model and the switches "
-                       "are your teacher's: they are shown above the page. “Explore on my own” gives you the "
-                       "controls, starting from the teacher's.")
+            st.caption(
+                ":material/cast_for_education: While you follow, the sentence, the model and the switches "
+                "are your teacher's: they are shown above the page. “Explore on my own” gives you the "
+                "controls, starting from the teacher's."
+            )
         st.divider()
-        st.toggle("Presenter mode (large text)", key=PRESENTER_KEY,
-                  help="Larger text and charts for a projector; also `?presenter=1` in the address.")
+        st.toggle(
+            "Presenter mode (large text)",
+            key=PRESENTER_KEY,
+            help="Larger text and charts for a projector; also `?presenter=1` in the address.",
+        )
     inject_script()
     sync_query_params()
 
@@ -75,15 +80,25 @@ def render_sidebar(shared: bool = True) -> None:
 def shared_controls() -> None:
     """The sentence, the model, and what is switched off (in the sidebar)."""
     heads = settle_shared()
-    st.text_input("Your sentence", key="sentence", placeholder="e.g. i am a student",
-                  help="English words from the toy set. Press Enter to apply.")
+    st.text_input(
+        "Your sentence",
+        key="sentence",
+        placeholder="e.g. i am a student",
+        help="English words from the toy set. Press Enter to apply.",
+    )
     st.radio("Model", model_options(), key="model", format_func=MODELS.get)
     st.markdown("**Switch parts off**")
     locked = study.view_only()  # a study's view-only condition (ui/study/session.py)
     for key, (_, _, label) in TOGGLES.items():
         st.toggle(label, key=key, disabled=locked)
-    st.multiselect("Heads switched off", heads, key="heads_off", format_func=head_label,
-                   placeholder="all heads on", disabled=locked)
+    st.multiselect(
+        "Heads switched off",
+        heads,
+        key="heads_off",
+        format_func=head_label,
+        placeholder="all heads on",
+        disabled=locked,
+    )
     iv = interventions()
     if iv.active:
         st.badge(f"{len(iv.describe())} intervention(s) active", icon=":material/warning:", color="orange")

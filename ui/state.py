@@ -90,8 +90,10 @@ def read_link(params: Mapping[str, str]) -> tuple[dict, list[str]]:
         if params["m"] in SHAREABLE_MODELS:
             values["model"] = params["m"]
         elif params["m"] == "mine":
-            notices.append("The link asked for someone's own model, which lives only in their session: "
-                           "showing the shipped model instead.")
+            notices.append(
+                "The link asked for someone's own model, which lives only in their session: "
+                "showing the shipped model instead."
+            )
         else:
             notices.append("The link named a model this app does not have: showing the shipped model.")
     if "off" in params:

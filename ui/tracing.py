@@ -32,20 +32,31 @@ def _pair(model_key: str, clean: str, corrupt: str, iv: Interventions, _bundle: 
 
 
 @session_cache(max_entries=64)
-def _at(model_key: str, clean: str, corrupt: str, iv: Interventions, position: int, _bundle: Bundle,
-        _p: tracing.Pair) -> tracing.Pair:
+def _at(
+    model_key: str, clean: str, corrupt: str, iv: Interventions, position: int, _bundle: Bundle, _p: tracing.Pair
+) -> tracing.Pair:
     return tracing.at_position(_bundle, _p, position)
 
 
 @session_cache(max_entries=32)
-def _tracing(model_key: str, clean: str, corrupt: str, iv: Interventions, position: int, _bundle: Bundle,
-             _p: tracing.Pair) -> tracing.Tracing:
+def _tracing(
+    model_key: str, clean: str, corrupt: str, iv: Interventions, position: int, _bundle: Bundle, _p: tracing.Pair
+) -> tracing.Tracing:
     return tracing.trace_pair(_bundle, _p)
 
 
 @session_cache(max_entries=64)
-def _head(model_key: str, clean: str, corrupt: str, iv: Interventions, position: int, module: str, head: int,
-          _bundle: Bundle, _p: tracing.Pair) -> tracing.HeadTracing:
+def _head(
+    model_key: str,
+    clean: str,
+    corrupt: str,
+    iv: Interventions,
+    position: int,
+    module: str,
+    head: int,
+    _bundle: Bundle,
+    _p: tracing.Pair,
+) -> tracing.HeadTracing:
     return tracing.trace_head(_bundle, _p, module, head)
 
 
@@ -86,10 +97,12 @@ def show_tracing(p: tracing.Pair, prose) -> None:
     t = _tracing(cur.key, *_args(p), cur.bundle, p)
     hidden = hidden_head()
     blank = vt.hidden_rows(t.heads, hidden)
-    for key, g, text, note in (("encoder", t.encoder, prose.ENCODER, lambda: vt.encoder_notice(t)),
-                               ("heads", t.heads, prose.HEADS, lambda: vt.heads_notice(t, blank)),
-                               ("decoder", t.decoder, prose.DECODER, lambda: vt.decoder_notice(t)),
-                               ("mask", t.mask, prose.MASK, lambda: vt.mask_notice(t))):
+    for key, g, text, note in (
+        ("encoder", t.encoder, prose.ENCODER, lambda: vt.encoder_notice(t)),
+        ("heads", t.heads, prose.HEADS, lambda: vt.heads_notice(t, blank)),
+        ("decoder", t.decoder, prose.DECODER, lambda: vt.decoder_notice(t)),
+        ("mask", t.mask, prose.MASK, lambda: vt.mask_notice(t)),
+    ):
         st.subheader(g.title[0].upper() + g.title[1:])
         st.markdown(text)
         rows = blank if key == "heads" else set()
@@ -161,6 +174,10 @@ def follow(p: tracing.Pair, label: str) -> int:
     if ss.get(f"{key}_for") != (p.clean.text, p.corrupt.text):
         ss[f"{key}_for"] = (p.clean.text, p.corrupt.text)
         ss[key] = p.position
-    return pick(label, range(len(p.clean_words)), key, p.position,
-                format_func=lambda i: f"{i}: {p.clean_words[i]}" + (" (the first difference)" if i == p.position
-                                                                    else ""))
+    return pick(
+        label,
+        range(len(p.clean_words)),
+        key,
+        p.position,
+        format_func=lambda i: f"{i}: {p.clean_words[i]}" + (" (the first difference)" if i == p.position else ""),
+    )

@@ -81,6 +81,7 @@ def fold(label: str, key: str, *, expanded: bool = False, **kw) -> Iterator[bool
     with box:
         yield bool(box.open)
 
+
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$])")
 # A colon that opens a shortcode: Streamlit turns ":it:" into a flag ("7:it → 7:it: the same") and
 # ":material/warning:" into an icon; an escaped colon is a colon. One at the end of the text is escaped too: the
@@ -120,10 +121,14 @@ def markdown_table(df: pd.DataFrame, *, index: bool = True, digits: int = 4) -> 
     columns = [df.iloc[:, i] for i in range(len(df.columns))]
     numeric = [is_numeric_dtype(c) and not is_bool_dtype(c) for c in columns]
     places = [_places(c, digits) for c in columns]
-    lines = ["| " + " | ".join(md(str(c)) for c in df.columns) + " |",
-             "| " + " | ".join("---:" if n else ":---" for n in numeric) + " |"]
-    lines += ["| " + " | ".join(_cell(v, d) for v, d in zip(row, places, strict=True)) + " |"
-              for row in df.itertuples(index=False)]
+    lines = [
+        "| " + " | ".join(md(str(c)) for c in df.columns) + " |",
+        "| " + " | ".join("---:" if n else ":---" for n in numeric) + " |",
+    ]
+    lines += [
+        "| " + " | ".join(_cell(v, d) for v, d in zip(row, places, strict=True)) + " |"
+        for row in df.itertuples(index=False)
+    ]
     return "\n".join(lines)
 
 
@@ -167,8 +172,9 @@ def sentence_header(a: Analysis, show_translation: bool = True) -> None:
     """The sentence as the model sees it: tokens and translation (one element), unknown words flagged,
     truncation noted."""
     p = a.prepared
-    chips = " ".join(f":red-background[{md(t)} ⚠]" if t in p.unknown else f":blue-background[{md(t)}]"
-                     for t in p.tokens)
+    chips = " ".join(
+        f":red-background[{md(t)} ⚠]" if t in p.unknown else f":blue-background[{md(t)}]" for t in p.tokens
+    )
     lines = f"**Source tokens:** {chips} :gray-background[<eos>]"
     if show_translation:
         lines += f"\n\n**Translation:** {md(a.translation) or '*(empty)*'}"
@@ -176,15 +182,19 @@ def sentence_header(a: Analysis, show_translation: bool = True) -> None:
     if p.unknown:
         st.warning("Not in the model's vocabulary, fed as <unk>: " + ", ".join(f"**{md(w)}**" for w in p.unknown))
     if p.truncated:
-        st.info(f"The sentence was cut to the model's limit of {len(p.tokens)} tokens "
-                f"({p.truncated} token(s) dropped).")
+        st.info(
+            f"The sentence was cut to the model's limit of {len(p.tokens)} tokens ({p.truncated} token(s) dropped)."
+        )
 
 
 def require_sentence(a: Analysis) -> None:
     """Stop the page with a friendly prompt when there is nothing to show."""
     if a.prepared.empty:
-        st.info("Type a sentence in the sidebar (for example *i am a student*) to follow it through the model."
-                if controls_are_mine() else "Your teacher's sentence is empty: the page shows it when they type one.")
+        st.info(
+            "Type a sentence in the sidebar (for example *i am a student*) to follow it through the model."
+            if controls_are_mine()
+            else "Your teacher's sentence is empty: the page shows it when they type one."
+        )
         st.stop()
 
 
@@ -193,19 +203,37 @@ def require_sentence(a: Analysis) -> None:
 # drawn once per content in this process and replayed as messages after that (ui/replay.py), keyed on what the
 # figure shows (a digest of the numbers, the labels, the settings, the key, the mode's font): the first session
 # builds the figure and its JSON, every other one gets copies of its message (no plotly).
-def _heatmap(z, x_labels: tuple, y_labels: tuple, kind: str, settings: tuple, mark_row: int | None, key: str,
-             alt: str, presenter_mode: bool) -> None:
+def _heatmap(
+    z,
+    x_labels: tuple,
+    y_labels: tuple,
+    kind: str,
+    settings: tuple,
+    mark_row: int | None,
+    key: str,
+    alt: str,
+    presenter_mode: bool,
+) -> None:
     fig = heatmap(z, list(x_labels), list(y_labels), kind, **dict(settings))
     if mark_row is not None:
-        fig.add_shape(type="rect", xref="x", yref="y", x0=-0.5, x1=len(x_labels) - 0.5, y0=mark_row - 0.5,
-                      y1=mark_row + 0.5, line={"color": "#d62728", "width": 3})
+        fig.add_shape(
+            type="rect",
+            xref="x",
+            yref="y",
+            x0=-0.5,
+            x1=len(x_labels) - 0.5,
+            y0=mark_row - 0.5,
+            y1=mark_row + 0.5,
+            line={"color": "#d62728", "width": 3},
+        )
     scale = PRESENTER_SCALE if presenter_mode else 1.0
     fit_rows(reserve(chart_font(fig, presenter_mode), scale), scale)
     st.plotly_chart(fig, key=key, alt=alt[:600], config=NO_BAR)
 
 
-def heatmap_chart(values, x_labels, y_labels, kind: str, *, key: str, alt: str, mark_row: int | None = None,
-                  **settings) -> None:
+def heatmap_chart(
+    values, x_labels, y_labels, kind: str, *, key: str, alt: str, mark_row: int | None = None, **settings
+) -> None:
     """`viz.heatmap.heatmap(values, ...)` drawn with `chart`, once per content in this process (also inside a
     `once` section)."""
     z, mode = as_array(values), presenter()
@@ -214,14 +242,33 @@ def heatmap_chart(values, x_labels, y_labels, kind: str, *, key: str, alt: str, 
     replay.section(("heatmap", z.shape, str(z.dtype), digest, *args), lambda: _heatmap(z, *args))
 
 
-def matrix(values, x_labels: list[str], y_labels: list[str], kind: str, *, title: str, shape: str,
-           key: str, x_title: str | None = None, y_title: str | None = None, digits: int = 3,
-           show_table: bool = True) -> None:
+def matrix(
+    values,
+    x_labels: list[str],
+    y_labels: list[str],
+    kind: str,
+    *,
+    title: str,
+    shape: str,
+    key: str,
+    x_title: str | None = None,
+    y_title: str | None = None,
+    digits: int = 3,
+    show_table: bool = True,
+) -> None:
     """A heatmap, its shape written next to it, and the exact numbers in a table under it."""
     st.markdown(f"**{title}** · shape `{shape}`")
-    heatmap_chart(values, x_labels, y_labels, kind, key=key, x_title=x_title, y_title=y_title, digits=digits,
-                  alt=f"{title}, shape {shape}, {y_title or 'rows'} by {x_title or 'columns'}: a heatmap, values on "
-                      f"hover")
+    heatmap_chart(
+        values,
+        x_labels,
+        y_labels,
+        kind,
+        key=key,
+        x_title=x_title,
+        y_title=y_title,
+        digits=digits,
+        alt=f"{title}, shape {shape}, {y_title or 'rows'} by {x_title or 'columns'}: a heatmap, values on hover",
+    )
     if show_table:
         st.dataframe(table(values, x_labels, y_labels))
 
@@ -245,9 +292,21 @@ def notice(text: str) -> None:
     st.info(f"**Notice:** {md(text)}", icon=":material/visibility:")
 
 
-def figure(values, x_labels: list[str], y_labels: list[str], kind: str, *, title: str, shape: str, key: str,
-           note: str | Callable[[], str | None] | None = None, numbers: bool = True, mark_row: int | None = None,
-           content: tuple | None = None, **kw) -> None:
+def figure(
+    values,
+    x_labels: list[str],
+    y_labels: list[str],
+    kind: str,
+    *,
+    title: str,
+    shape: str,
+    key: str,
+    note: str | Callable[[], str | None] | None = None,
+    numbers: bool = True,
+    mark_row: int | None = None,
+    content: tuple | None = None,
+    **kw,
+) -> None:
     """A heatmap with its shape, its notice line, and its exact numbers one click away (a collapsed table);
     `mark_row`: a row to outline (the row the notice talks about). `content`: what the figure is drawn from (it
     must name everything the figure shows, as `once`'s key): the title, the chart and the notice are then drawn
@@ -256,8 +315,16 @@ def figure(values, x_labels: list[str], y_labels: list[str], kind: str, *, title
     def draw() -> None:
         text = note() if callable(note) else note
         st.markdown(f"**{title}** · shape `{shape}`")
-        heatmap_chart(values, x_labels, y_labels, kind, key=key, mark_row=mark_row,
-                      alt=f"{title}, shape {shape}, a heatmap. " + (text or "Values on hover."), **kw)
+        heatmap_chart(
+            values,
+            x_labels,
+            y_labels,
+            kind,
+            key=key,
+            mark_row=mark_row,
+            alt=f"{title}, shape {shape}, a heatmap. " + (text or "Values on hover."),
+            **kw,
+        )
         if text:
             notice(text)
 
@@ -307,8 +374,16 @@ def keep_valid(key: str, options: Sequence, default) -> None:
         st.session_state[key] = default
 
 
-def pick(label: str, options: Sequence, key: str, default=None, *, style: str = "select",
-         format_func: Callable[[Any], str] = str, **kw) -> Any:
+def pick(
+    label: str,
+    options: Sequence,
+    key: str,
+    default=None,
+    *,
+    style: str = "select",
+    format_func: Callable[[Any], str] = str,
+    **kw,
+) -> Any:
     """Choose one of `options`, remembered under `key` across reruns and pages.
 
     A remembered choice that is no longer an option (a shorter sentence, another model) falls back to
@@ -341,8 +416,9 @@ def reference_box(label: str, key: str, sentence: str, default: Callable[[], str
 
 def operator(symbol: str) -> None:
     """A big +, =, → between two matrices."""
-    st.markdown(f"<div style='text-align:center;font-size:2.6rem;padding-top:7rem'>{symbol}</div>",
-                unsafe_allow_html=True)
+    st.markdown(
+        f"<div style='text-align:center;font-size:2.6rem;padding-top:7rem'>{symbol}</div>", unsafe_allow_html=True
+    )
 
 
 def four_steps(s, labels: list[str], titles: list[str], shapes: list[str], keys: list[str], **kw) -> None:

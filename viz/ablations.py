@@ -20,10 +20,24 @@ import plotly.graph_objects as go
 from explain.paper import TABLE3, TABLE3_FINDINGS, Variation
 from explain.seeds import chance_apart, non_monotone
 
-GROUP_TITLES = {"A": "(A) heads at constant computation", "B": "(B) key size d_k", "C": "(C) model size",
-                "D": "(D) regularisation", "E": "(E) positions and scaling"}
-PAPER_NAMES = {"n_layers": "N", "d_model": "d_model", "d_ff": "d_ff", "n_heads": "h", "d_k": "d_k", "d_v": "d_v",
-               "dropout": "P_drop", "label_smoothing": "ε_ls", "train_steps": "train steps"}
+GROUP_TITLES = {
+    "A": "(A) heads at constant computation",
+    "B": "(B) key size d_k",
+    "C": "(C) model size",
+    "D": "(D) regularisation",
+    "E": "(E) positions and scaling",
+}
+PAPER_NAMES = {
+    "n_layers": "N",
+    "d_model": "d_model",
+    "d_ff": "d_ff",
+    "n_heads": "h",
+    "d_k": "d_k",
+    "d_v": "d_v",
+    "dropout": "P_drop",
+    "label_smoothing": "ε_ls",
+    "train_steps": "train steps",
+}
 
 
 def base_row(data: dict) -> dict:
@@ -41,6 +55,7 @@ def groups(data: dict) -> list[str]:
 
 # --- figures per row ----------------------------------------------------------------------------------
 
+
 def _values(row: dict, key: str) -> list[float]:
     return [s[key] for s in row["seeds"] if s[key] is not None]
 
@@ -55,8 +70,11 @@ def _spread(values: list[float], fmt: str) -> str:
     if not values:
         return "–"
     mid = format(statistics.median(values), fmt)
-    return mid if len(values) == 1 or min(values) == max(values) else \
-        f"{mid} ({format(min(values), fmt)}–{format(max(values), fmt)})"
+    return (
+        mid
+        if len(values) == 1 or min(values) == max(values)
+        else f"{mid} ({format(min(values), fmt)}–{format(max(values), fmt)})"
+    )
 
 
 def _reached(row: dict, data: dict, none: str, some: str, every: str) -> str:
@@ -75,20 +93,29 @@ def steps_text(row: dict, data: dict) -> str:
 
 def reach_text(row: dict, data: dict) -> str:
     """The same as a phrase: "reached 95% after 350 (300–400) steps", "never reached 95% within 500 steps", ..."""
-    return _reached(row, data, "never reached 95% within {budget} steps",
-                    "{got} of {n} seeds reached 95% within {budget} steps (after {spread})",
-                    "reached 95% after {spread} steps")
+    return _reached(
+        row,
+        data,
+        "never reached 95% within {budget} steps",
+        "{got} of {n} seeds reached 95% within {budget} steps (after {spread})",
+        "reached 95% after {spread} steps",
+    )
 
 
 def rows_frame(data: dict, group: str) -> pd.DataFrame:
     """Our rows of one group, the base first: median over the seeds (lowest–highest)."""
     out = []
     for row in [base_row(data), *group_rows(data, group)]:
-        out.append({"row": "base" if row["group"] == "base" else row["label"], "parameters": f"{row['parameters']:,}",
-                    "held-out exact match (%)": _spread([100 * v for v in _values(row, "exact_match")], ".1f"),
-                    "BLEU": _spread(_values(row, "bleu"), ".1f"),
-                    "il/elle (%)": _spread([100 * v for v in _values(row, "coref_accuracy")], ".0f"),
-                    "steps to 95%": steps_text(row, data)})
+        out.append(
+            {
+                "row": "base" if row["group"] == "base" else row["label"],
+                "parameters": f"{row['parameters']:,}",
+                "held-out exact match (%)": _spread([100 * v for v in _values(row, "exact_match")], ".1f"),
+                "BLEU": _spread(_values(row, "bleu"), ".1f"),
+                "il/elle (%)": _spread([100 * v for v in _values(row, "coref_accuracy")], ".0f"),
+                "steps to 95%": steps_text(row, data),
+            }
+        )
     return pd.DataFrame(out)
 
 
@@ -97,16 +124,26 @@ def paper_label(v: Variation) -> str:
         return "base"
     if v.change.get("positions") == "learned":
         return "learned positional embedding instead of sinusoids"
-    return ", ".join(f"{PAPER_NAMES[k]} = {val:g}" if isinstance(val, float) else f"{PAPER_NAMES[k]} = {val:,}"
-                     for k, val in v.changes)
+    return ", ".join(
+        f"{PAPER_NAMES[k]} = {val:g}" if isinstance(val, float) else f"{PAPER_NAMES[k]} = {val:,}"
+        for k, val in v.changes
+    )
 
 
 def paper_frame(group: str) -> pd.DataFrame:
     """The paper's base row and its rows of `group` (Table 3; EN-DE development set)."""
     rows = [v for v in TABLE3 if v.group in ("base", group)]
-    return pd.DataFrame([{"row": paper_label(v), "parameters (millions)": "as base" if v.params_millions is None
-                          else str(v.params_millions), "perplexity (dev)": f"{v.ppl:.2f}",
-                          "BLEU (dev)": f"{v.bleu:.1f}"} for v in rows])
+    return pd.DataFrame(
+        [
+            {
+                "row": paper_label(v),
+                "parameters (millions)": "as base" if v.params_millions is None else str(v.params_millions),
+                "perplexity (dev)": f"{v.ppl:.2f}",
+                "BLEU (dev)": f"{v.bleu:.1f}",
+            }
+            for v in rows
+        ]
+    )
 
 
 def steps_figure(data: dict) -> go.Figure:
@@ -122,24 +159,39 @@ def steps_figure(data: dict) -> go.Figure:
         labels.append(name)
         steps = _steps(row, data)
         reached = [s["steps_to_95"] is not None for s in row["seeds"]]
-        fig.add_trace(go.Scatter(
-            x=steps, y=[name] * len(steps), mode="markers", showlegend=False,
-            marker={"symbol": ["circle" if r else "x" for r in reached], "size": 9,
-                    "color": "#1f77b4" if row["group"] == "base" else "#ff7f0e"},
-            customdata=[[s["seed"], "reached" if r else f"not within {meta['steps']} steps"]
-                        for s, r in zip(row["seeds"], reached, strict=True)],
-            hovertemplate="%{y}<br>seed %{customdata[0]}: %{customdata[1]} at step %{x}<extra></extra>"))
-    fig.update_layout(height=max(320, 26 * len(labels) + 90), margin={"l": 10, "r": 10, "t": 40, "b": 40},
-                      title=f"Steps to 95% held-out exact match, each dot a seed (× : not within {meta['steps']})",
-                      xaxis={"title": "training steps", "range": [0, late + meta["eval_every"]]},
-                      yaxis={"categoryorder": "array", "categoryarray": labels[::-1], "automargin": True})
+        fig.add_trace(
+            go.Scatter(
+                x=steps,
+                y=[name] * len(steps),
+                mode="markers",
+                showlegend=False,
+                marker={
+                    "symbol": ["circle" if r else "x" for r in reached],
+                    "size": 9,
+                    "color": "#1f77b4" if row["group"] == "base" else "#ff7f0e",
+                },
+                customdata=[
+                    [s["seed"], "reached" if r else f"not within {meta['steps']} steps"]
+                    for s, r in zip(row["seeds"], reached, strict=True)
+                ],
+                hovertemplate="%{y}<br>seed %{customdata[0]}: %{customdata[1]} at step %{x}<extra></extra>",
+            )
+        )
+    fig.update_layout(
+        height=max(320, 26 * len(labels) + 90),
+        margin={"l": 10, "r": 10, "t": 40, "b": 40},
+        title=f"Steps to 95% held-out exact match, each dot a seed (× : not within {meta['steps']})",
+        xaxis={"title": "training steps", "range": [0, late + meta["eval_every"]]},
+        yaxis={"categoryorder": "array", "categoryarray": labels[::-1], "automargin": True},
+    )
     return fig
 
 
 # --- what lies apart from the base ------------------------------------------------------------------------------------
 
+
 def verdict(row: dict, data: dict) -> str:
-    """"better", "worse", "mixed" or "same": does the row's whole spread lie apart from the base's?"""
+    """ "better", "worse", "mixed" or "same": does the row's whole spread lie apart from the base's?"""
     base = base_row(data)
     rs, bs = _steps(row, data), _steps(base, data)
     re, be = _values(row, "exact_match"), _values(base, "exact_match")
@@ -151,7 +203,7 @@ def verdict(row: dict, data: dict) -> str:
 def expected(row: dict, base: dict) -> str:
     """What the paper's Table 3 (and section 3.2.1 for the scaling) predicts for this change: better, worse, same."""
     change, settings = row["changes"], base["settings"]
-    (key, value), = change.items()
+    ((key, value),) = change.items()
     if key == "n_heads":  # the paper: fewer heads than its best are worse (1: -0.9 BLEU, 4: -0.3), more about the same
         return "worse" if value < settings[key] else "same"
     if key == "key_size":
@@ -168,35 +220,53 @@ def expected(row: dict, base: dict) -> str:
 
 
 WHY = {  # why a toy result may differ from the paper's, per changed setting: (came out better, came out worse)
-    "n_heads": ("the toy sentences are at most 14 tokens and each French word depends on one or two English words, "
-                "so a few heads find them; news sentences hold many relations at once",
-                "each head gets d_k = d_model / h dimensions, and with the toy's small d_model many heads leave each "
-                "too few to tell the words apart"),
-    "key_size": ("with a vocabulary of a few hundred words and short sentences, a few dimensions are enough to tell "
-                 "which word to look at",
-                 "the toy's d_k is small already, so a smaller one leaves very few dimensions"),
-    "n_layers": ("the toy grammar is shallow: one layer already links each French word to its English source",
-                 "the toy grammar needs little depth, and a deeper post-LN stack learns more slowly at the same "
-                 "learning rate and number of steps"),
-    "d_model": ("capacity is not what limits a few-hundred-word grammar",
-                "capacity is not what limits a few-hundred-word grammar, and a wider model gains nothing in a few "
-                "hundred steps"),
-    "d_ff": ("capacity is not what limits a few-hundred-word grammar",
-             "capacity is not what limits a few-hundred-word grammar"),
-    "dropout": ("the toy set is small enough to over-fit after all",
-                "within this step budget dropout slows learning; no gap between training and held-out scores is "
-                "measured here, so whether it would prevent over-fitting later is not tested (the paper trains "
-                "100,000 steps on 4.5 million pairs, where over-fitting is what dropout prevents)"),
-    "label_smoothing": ("each toy sentence has exactly one right translation, so there is little uncertainty for "
-                        "smoothing to express; the paper's gain is in BLEU on real, ambiguous text",
-                        "a few hundred steps are too short for the smoothed target to pay off"),
-    "positions": ("a learned table can fit the toy's short sentences as well as the sinusoids",
-                  "a learned table must learn every position from the data; the toy sentences fill only the first "
-                  "15 of its 64 rows, and a short run trains them less than the sinusoids need"),
-    "scale_scores": ("the paper's argument is about large d_k: dot products of d_k = 64 random components have a "
-                     "standard deviation of 8 and saturate the softmax; with the toy's small d_k they are only a "
-                     "few times larger, and training adapts",
-                     "the toy's scores grow larger than expected during training"),
+    "n_heads": (
+        "the toy sentences are at most 14 tokens and each French word depends on one or two English words, "
+        "so a few heads find them; news sentences hold many relations at once",
+        "each head gets d_k = d_model / h dimensions, and with the toy's small d_model many heads leave each "
+        "too few to tell the words apart",
+    ),
+    "key_size": (
+        "with a vocabulary of a few hundred words and short sentences, a few dimensions are enough to tell "
+        "which word to look at",
+        "the toy's d_k is small already, so a smaller one leaves very few dimensions",
+    ),
+    "n_layers": (
+        "the toy grammar is shallow: one layer already links each French word to its English source",
+        "the toy grammar needs little depth, and a deeper post-LN stack learns more slowly at the same "
+        "learning rate and number of steps",
+    ),
+    "d_model": (
+        "capacity is not what limits a few-hundred-word grammar",
+        "capacity is not what limits a few-hundred-word grammar, and a wider model gains nothing in a few "
+        "hundred steps",
+    ),
+    "d_ff": (
+        "capacity is not what limits a few-hundred-word grammar",
+        "capacity is not what limits a few-hundred-word grammar",
+    ),
+    "dropout": (
+        "the toy set is small enough to over-fit after all",
+        "within this step budget dropout slows learning; no gap between training and held-out scores is "
+        "measured here, so whether it would prevent over-fitting later is not tested (the paper trains "
+        "100,000 steps on 4.5 million pairs, where over-fitting is what dropout prevents)",
+    ),
+    "label_smoothing": (
+        "each toy sentence has exactly one right translation, so there is little uncertainty for "
+        "smoothing to express; the paper's gain is in BLEU on real, ambiguous text",
+        "a few hundred steps are too short for the smoothed target to pay off",
+    ),
+    "positions": (
+        "a learned table can fit the toy's short sentences as well as the sinusoids",
+        "a learned table must learn every position from the data; the toy sentences fill only the first "
+        "15 of its 64 rows, and a short run trains them less than the sinusoids need",
+    ),
+    "scale_scores": (
+        "the paper's argument is about large d_k: dot products of d_k = 64 random components have a "
+        "standard deviation of 8 and saturate the softmax; with the toy's small d_k they are only a "
+        "few times larger, and training adapts",
+        "the toy's scores grow larger than expected during training",
+    ),
 }
 RANK = {"worse": 0, "same": 1, "better": 2}
 
@@ -237,21 +307,34 @@ def group_notice(data: dict, group: str) -> str:
     same = [r["label"] for r in rows if verdicts[r["label"]] == "same"]
     em = _spread([100 * x for x in _values(base, "exact_match")], ".1f")
     base_text = f"the base {reach_text(base, data)}, final exact match {em}%"
-    parts = [(f"At {steps} steps, apart from the base in all {n} seeds: "
-              + "; ".join(_row_sentence(r, data, verdicts[r["label"]]) for r in apart) + "."
-              if apart else f"At {steps} steps, no row lies apart from the base in all {n} seeds."),
-             (f"Within the base's spread ({base_text}): {', '.join(same)}." if same else f"({base_text[0].upper()}"
-              f"{base_text[1:]}.)")]
+    parts = [
+        (
+            f"At {steps} steps, apart from the base in all {n} seeds: "
+            + "; ".join(_row_sentence(r, data, verdicts[r["label"]]) for r in apart)
+            + "."
+            if apart
+            else f"At {steps} steps, no row lies apart from the base in all {n} seeds."
+        ),
+        (
+            f"Within the base's spread ({base_text}): {', '.join(same)}."
+            if same
+            else f"({base_text[0].upper()}{base_text[1:]}.)"
+        ),
+    ]
     if apart:
         p = chance_apart(n)
-        parts.append(f"With {n} seeds a side, a change that does nothing lands apart from the base by chance "
-                     f"{p:.2f} of the time per metric (about 1 in {round(1 / p)}), and two metrics are read: one such "
-                     "row is a hint, not a result.")
+        parts.append(
+            f"With {n} seeds a side, a change that does nothing lands apart from the base by chance "
+            f"{p:.2f} of the time per metric (about 1 in {round(1 / p)}), and two metrics are read: one such "
+            "row is a hint, not a result."
+        )
     noisy = _noisy(rows, verdicts, base)
     if noisy:
-        parts.append(f"{' and '.join(r['label'] for r in noisy)} do not move one way with the setting "
-                     f"({', '.join(verdicts[r['label']] for r in noisy)}): seed noise is likely; neither is explained "
-                     "here.")
+        parts.append(
+            f"{' and '.join(r['label'] for r in noisy)} do not move one way with the setting "
+            f"({', '.join(verdicts[r['label']] for r in noisy)}): seed noise is likely; neither is explained "
+            "here."
+        )
     if group in TABLE3_FINDINGS:
         parts.append(f"The paper found: {TABLE3_FINDINGS[group]}")
     judged = [r for r in rows if verdicts[r["label"]] != "mixed" and r not in noisy]
@@ -267,7 +350,8 @@ def group_notice(data: dict, group: str) -> str:
         if actual != predicted:
             direction = 0 if RANK[actual] > RANK[predicted] else 1
             reasons.setdefault((next(iter(r["changes"])), direction), []).append(
-                f"{r['label']} came out {actual} (expected: {predicted})")
+                f"{r['label']} came out {actual} (expected: {predicted})"
+            )
     for (key, direction), what in reasons.items():
         parts.append(f"Unlike the paper, {'; '.join(what)}: plausible, because {WHY[key][direction]}.")
     return " ".join(parts)

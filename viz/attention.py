@@ -86,20 +86,40 @@ def word_steps(trace: Trace, module: str, head: int, word: int) -> WordSteps:
     v = t[f"{module}.v"][0, head]  # [Tk, d_k]
     weights = t[f"{module}.weights"][0, head, word]  # [Tk]
     weighted = weights[:, None] * v  # [Tk, d_k]
-    return WordSteps(q=q, k=k, v=v, scores=t[f"{module}.scores"][0, head, word],
-                     scaled=t[f"{module}.scaled"][0, head, word], masked=t[f"{module}.masked"][0, head, word],
-                     weights=weights, weighted=weighted, z_sum=weighted.sum(0),
-                     z_model=t[f"{module}.z"][0, head, word], d_k=q.numel(),
-                     scale=trace.interventions.scale)
+    return WordSteps(
+        q=q,
+        k=k,
+        v=v,
+        scores=t[f"{module}.scores"][0, head, word],
+        scaled=t[f"{module}.scaled"][0, head, word],
+        masked=t[f"{module}.masked"][0, head, word],
+        weights=weights,
+        weighted=weighted,
+        z_sum=weighted.sum(0),
+        z_model=t[f"{module}.z"][0, head, word],
+        d_k=q.numel(),
+        scale=trace.interventions.scale,
+    )
 
 
 def textbook_steps(tm: ThinkingMachines, word: int = 0) -> WordSteps:
     """The same steps for the Illustrated Transformer's example (query of "Thinking" by default)."""
     weights = tm.weights[word]  # [2]
     weighted = weights[:, None] * tm.v  # [2, 64]
-    return WordSteps(q=tm.q[word], k=tm.k, v=tm.v, scores=tm.scores[word], scaled=tm.scaled[word],
-                     masked=tm.scaled[word], weights=weights, weighted=weighted, z_sum=weighted.sum(0),
-                     z_model=tm.z[word], d_k=tm.q.shape[-1], scale=True)
+    return WordSteps(
+        q=tm.q[word],
+        k=tm.k,
+        v=tm.v,
+        scores=tm.scores[word],
+        scaled=tm.scaled[word],
+        masked=tm.scaled[word],
+        weights=weights,
+        weighted=weighted,
+        z_sum=weighted.sum(0),
+        z_model=tm.z[word],
+        d_k=tm.q.shape[-1],
+        scale=True,
+    )
 
 
 def textbook_labels() -> list[str]:
@@ -108,11 +128,13 @@ def textbook_labels() -> list[str]:
 
 def step_table(s: WordSteps, key_labels: list[str], digits: int = 4) -> pd.DataFrame:
     """One row per key word: q·k, then ÷√d_k, then the softmax weight (plus the mask when there is one)."""
-    df = pd.DataFrame({
-        STEP_COLUMNS[0]: list(key_labels),
-        STEP_COLUMNS[1]: as_array(s.scores).round(digits),
-        STEP_COLUMNS[2]: as_array(s.scaled).round(digits),
-    })
+    df = pd.DataFrame(
+        {
+            STEP_COLUMNS[0]: list(key_labels),
+            STEP_COLUMNS[1]: as_array(s.scores).round(digits),
+            STEP_COLUMNS[2]: as_array(s.scaled).round(digits),
+        }
+    )
     if s.has_mask:
         df["+ mask"] = as_array(s.masked).round(digits)
     df[STEP_COLUMNS[3]] = as_array(s.weights).round(digits)
@@ -120,27 +142,38 @@ def step_table(s: WordSteps, key_labels: list[str], digits: int = 4) -> pd.DataF
 
 
 def score_name(query: int, key: int) -> str:
-    """"q2·k1": the dot product of query `query` and key `key` (0-based in, 1-based out, as in the book)."""
+    """ "q2·k1": the dot product of query `query` and key `key` (0-based in, 1-based out, as in the book)."""
     return f"q{query + 1}·k{key + 1}"
 
 
 def textbook_table(s: WordSteps, key_labels: list[str], query: int = 0) -> pd.DataFrame:
     """The seeds' layout: one column per word, rows Score / Divide by √d_k / Softmax (rounded as printed)."""
     return pd.DataFrame(
-        {label: [f"{score_name(query, j)} = {float(s.scores[j]):g}", f"{float(s.scaled[j]):g}",
-                 f"{float(s.weights[j]):.2f}"]
-         for j, label in enumerate(key_labels)},
-        index=["Score", f"Divide by {s.sqrt_dk:g} (√d_k)", "Softmax"])
+        {
+            label: [
+                f"{score_name(query, j)} = {float(s.scores[j]):g}",
+                f"{float(s.scaled[j]):g}",
+                f"{float(s.weights[j]):.2f}",
+            ]
+            for j, label in enumerate(key_labels)
+        },
+        index=["Score", f"Divide by {s.sqrt_dk:g} (√d_k)", "Softmax"],
+    )
 
 
 def textbook_line(s: WordSteps, query: int, book: bool) -> str:
     """The worked numbers in one line, saying whose they are (the Illustrated Transformer's or this app's)."""
-    source = ("From the Illustrated Transformer" if book else
-              "This app's own construction (the Illustrated Transformer prints only the query of “Thinking”)")
+    source = (
+        "From the Illustrated Transformer"
+        if book
+        else "This app's own construction (the Illustrated Transformer prints only the query of “Thinking”)"
+    )
     scores = ", ".join(f"{score_name(query, j)} = {float(s.scores[j]):g}" for j in range(len(s.scores)))
-    return (f"{source}: {scores} → ÷ √{s.d_k} = {s.sqrt_dk:g} → "
-            f"{', '.join(f'{float(x):g}' for x in s.scaled)} → softmax → "
-            f"{', '.join(f'{float(x):.2f}' for x in s.weights)}")
+    return (
+        f"{source}: {scores} → ÷ √{s.d_k} = {s.sqrt_dk:g} → "
+        f"{', '.join(f'{float(x):g}' for x in s.scaled)} → softmax → "
+        f"{', '.join(f'{float(x):.2f}' for x in s.weights)}"
+    )
 
 
 def z_table(s: WordSteps, digits: int = 4) -> pd.DataFrame:
@@ -151,19 +184,20 @@ def z_table(s: WordSteps, digits: int = 4) -> pd.DataFrame:
     return pd.DataFrame(rows, index=dims(s.d_k)).T
 
 
-
 # --- Notices: one computed sentence per figure, saying what to look at --------------------------
 
 ALMOST = 0.9  # z_matrix_notice: "points almost where" needs a cosine of at least this
 PARKING = ("<eos>", ".", ",", "!", "?", ";", ":")  # tokens a head with nothing useful to read parks on
 
 
-PARKING_WHY = ("A head that finds nothing useful to read for this word parks its weight on <eos> (or a punctuation "
-               "mark): that token is in every sentence and carries little, so reading it changes the word little.")
+PARKING_WHY = (
+    "A head that finds nothing useful to read for this word parks its weight on <eos> (or a punctuation "
+    "mark): that token is in every sentence and carries little, so reading it changes the word little."
+)
 
 
 def word_of(label: str) -> str:
-    """"11 <eos>" -> "<eos>": the token of a position-prefixed axis label."""
+    """ "11 <eos>" -> "<eos>": the token of a position-prefixed axis label."""
     head, _, rest = label.partition(" ")
     return rest if head.isdigit() and rest else label
 
@@ -192,8 +226,10 @@ def keys_notice(s: WordSteps, key_labels: list[str], query_label: str) -> str:
     """The keys [Tk, d_k]: the one that points most the way q points (the largest q·k), and the one least."""
     qk = as_array(s.scores)
     j, m = int(qk.argmax()), int(qk.argmin())
-    return (f"The key of “{key_labels[j]}” matches q of “{query_label}” best (q·k = {qk[j]:.2f}), the key of "
-            f"“{key_labels[m]}” least ({qk[m]:.2f}): a key matches by its direction and its length.")
+    return (
+        f"The key of “{key_labels[j]}” matches q of “{query_label}” best (q·k = {qk[j]:.2f}), the key of "
+        f"“{key_labels[m]}” least ({qk[m]:.2f}): a key matches by its direction and its length."
+    )
 
 
 def values_notice(s: WordSteps, key_labels: list[str]) -> str:
@@ -202,8 +238,10 @@ def values_notice(s: WordSteps, key_labels: list[str]) -> str:
     j, m = int(n.argmax()), int(n.argmin())
     if np.isclose(n[j], n[m]):
         return f"What each word would pass on, if chosen: every value has the same length here (‖v‖ = {n[j]:.2f})."
-    return (f"What each word would pass on, if chosen: the longest value is that of “{key_labels[j]}” "
-            f"(‖v‖ = {n[j]:.2f}), the shortest that of “{key_labels[m]}” ({n[m]:.2f}).")
+    return (
+        f"What each word would pass on, if chosen: the longest value is that of “{key_labels[j]}” "
+        f"(‖v‖ = {n[j]:.2f}), the shortest that of “{key_labels[m]}” ({n[m]:.2f})."
+    )
 
 
 def weighted_notice(s: WordSteps, key_labels: list[str]) -> str:
@@ -213,8 +251,10 @@ def weighted_notice(s: WordSteps, key_labels: list[str]) -> str:
     small = int((as_array(s.weights) < 0.01).sum())
     out = f"The row of “{key_labels[j]}” is the largest (‖weight × v‖ = {norms[j]:.2f})"
     if small:
-        return out + (f"; the {small} of {len(key_labels)} rows with weight under 0.01 are nearly blank, so z is "
-                      "made of the words that got weight.")
+        return out + (
+            f"; the {small} of {len(key_labels)} rows with weight under 0.01 are nearly blank, so z is "
+            "made of the words that got weight."
+        )
     return out + f"; every one of the {len(key_labels)} rows has weight 0.01 or more: z is a broad mix."
 
 
@@ -224,8 +264,7 @@ def z_notice(s: WordSteps) -> str:
         return "z is the sum of the rows above."
     diff = float((s.z_sum - s.z_model).abs().max())
     if not float(s.z_model.abs().max()):
-        return ("The model's z is 0 (the head is switched off); the sum above is what the head would have passed "
-                "on.")
+        return "The model's z is 0 (the head is switched off); the sum above is what the head would have passed on."
     return f"Adding the rows up by hand gives the model's own z: largest difference {diff:.1e} (float rounding)."
 
 
@@ -234,12 +273,16 @@ def scores_notice(scores, labels: list[str], scaled=None, sqrt_dk: float | None 
     z = as_array(scores)
     finite = np.where(np.isfinite(z), z, np.nan)
     i, j = np.unravel_index(int(np.nanargmax(finite)), z.shape)
-    out = (f"Scores run from {np.nanmin(finite):.1f} to {np.nanmax(finite):.1f}; the largest is “{labels[i]}” → "
-           f"“{labels[j]}”.")
+    out = (
+        f"Scores run from {np.nanmin(finite):.1f} to {np.nanmax(finite):.1f}; the largest is “{labels[i]}” → "
+        f"“{labels[j]}”."
+    )
     if scaled is not None and sqrt_dk:
         s = np.where(np.isfinite(as_array(scaled)), as_array(scaled), np.nan)
-        out += (f" Divided by √d_k = {sqrt_dk:.3g} they run from {np.nanmin(s):.2f} to {np.nanmax(s):.2f}: same "
-                "pattern, gentler numbers for the softmax.")
+        out += (
+            f" Divided by √d_k = {sqrt_dk:.3g} they run from {np.nanmin(s):.2f} to {np.nanmax(s):.2f}: same "
+            "pattern, gentler numbers for the softmax."
+        )
     return out
 
 
@@ -252,13 +295,17 @@ def matrix_notice(weights, q_labels: list[str], k_labels: list[str]) -> str:
     if w.shape[0] == w.shape[1] and q_labels == k_labels:
         diag = np.diag(w)
         self_rows = int((w.argmax(1) == np.arange(len(w))).sum())
-        out += (f" The diagonal (each word to itself) holds {diag.mean():.2f} of a row on average; {self_rows} of "
-                f"{len(w)} words look most at themselves.")
+        out += (
+            f" The diagonal (each word to itself) holds {diag.mean():.2f} of a row on average; {self_rows} of "
+            f"{len(w)} words look most at themselves."
+        )
     rows = [i for i, label in enumerate(q_labels) if not is_parking(label)]  # <eos> looking at itself is no parking
     parked = int(sum(is_parking(k_labels[int(w[i].argmax())]) for i in rows))
     if parked:
-        out += (f" {parked} of {len(rows)} words put their largest weight on <eos> or punctuation, where a head "
-                "parks when it finds nothing useful to read.")
+        out += (
+            f" {parked} of {len(rows)} words put their largest weight on <eos> or punctuation, where a head "
+            "parks when it finds nothing useful to read."
+        )
     return out
 
 
@@ -271,8 +318,10 @@ def z_matrix_notice(z, weights, v, labels: list[str]) -> str:
     j = int(w[i].argmax())
     cos = float(zz[i] @ vv[j] / max(np.linalg.norm(zz[i]) * np.linalg.norm(vv[j]), 1e-12))
     how = "almost" if cos >= ALMOST else "only partly"
-    return (f"Each row of Z is a weighted average of V's rows. “{labels[i]}” puts {w[i, j]:.2f} on “{labels[j]}”, "
-            f"so its row of Z points {how} where v of “{labels[j]}” points (cosine {cos:.2f}).")
+    return (
+        f"Each row of Z is a weighted average of V's rows. “{labels[i]}” puts {w[i, j]:.2f} on “{labels[j]}”, "
+        f"so its row of Z points {how} where v of “{labels[j]}” points (cosine {cos:.2f})."
+    )
 
 
 def plain_notice(plain_weights, learned_weights, labels: list[str]) -> str:
@@ -281,12 +330,15 @@ def plain_notice(plain_weights, learned_weights, labels: list[str]) -> str:
     n = len(labels)
     p_self = int((p.argmax(1) == np.arange(n)).sum())
     l_self = int((lw.argmax(1) == np.arange(n)).sum())
-    return (f"Without learned weights, {p_self} of {n} words look most at themselves (diagonal {np.diag(p).mean():.2f} "
-            f"on average): a vector matches itself best. The learned head: {l_self} of {n} (diagonal "
-            f"{np.diag(lw).mean():.2f}).")
+    return (
+        f"Without learned weights, {p_self} of {n} words look most at themselves (diagonal {np.diag(p).mean():.2f} "
+        f"on average): a vector matches itself best. The learned head: {l_self} of {n} (diagonal "
+        f"{np.diag(lw).mean():.2f})."
+    )
 
 
 # --- The projection: x · W^Q + b^Q = q ------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Projection:
@@ -304,19 +356,26 @@ class Projection:
         return float((self.computed(which) - self.traced[which]).abs().max())
 
 
-def projection(trace: Trace, module: str, head: int, word: int, x: torch.Tensor, weights: dict,
-               biases: dict) -> Projection:
+def projection(
+    trace: Trace, module: str, head: int, word: int, x: torch.Tensor, weights: dict, biases: dict
+) -> Projection:
     """x [D] of `word`, this head's W [D, d_k] and b [d_k] per "q"/"k"/"v", and the traced q, k, v of the word."""
     traced = {w: trace[f"{module}.{w}"][0, head, word] for w in ("q", "k", "v")}
-    return Projection(x.double(), {w: m.double() for w, m in weights.items()},
-                      {w: b.double() for w, b in biases.items()}, {w: t.double() for w, t in traced.items()})
+    return Projection(
+        x.double(),
+        {w: m.double() for w, m in weights.items()},
+        {w: b.double() for w, b in biases.items()},
+        {w: t.double() for w, t in traced.items()},
+    )
 
 
 def projection_notice(p: Projection) -> str:
     q = p.computed("q")
-    return (f"x has {p.x.numel()} numbers, q has {q.numel()}: W^Q squeezes the word into this head's smaller space. "
-            f"x · W^Q + b^Q computed here equals the model's q to {p.error('q'):.1e} (k: {p.error('k'):.1e}, v: "
-            f"{p.error('v'):.1e}).")
+    return (
+        f"x has {p.x.numel()} numbers, q has {q.numel()}: W^Q squeezes the word into this head's smaller space. "
+        f"x · W^Q + b^Q computed here equals the model's q to {p.error('q'):.1e} (k: {p.error('k'):.1e}, v: "
+        f"{p.error('v'):.1e})."
+    )
 
 
 # --- Wang's column form: c_:j = V · softmax(Kᵀ q_:j / √d_k), C = Attn(X, X) -------------------------------
@@ -328,12 +387,15 @@ def column_notice(c: ColumnForm, labels: list[str], word: int, off: bool = False
     """C next to the model's z. Rule: "equal within float error" only when max |C − zᵀ| ≤ FLOAT_ERROR (1e-5)."""
     d_k, T = c.C.shape
     j = int(c.alpha[:, word].argmax())
-    text = (f"C = Attn(X, X) is {d_k} × {T}: one column c_:j per word, each computed on its own from K, V and that "
-            f"word's q_:j. The column of “{word_of(labels[word])}” (position {word}) takes {c.alpha[j, word]:.2f} of "
-            f"its mix from the value of “{word_of(labels[j])}” (position {j}). ")
+    text = (
+        f"C = Attn(X, X) is {d_k} × {T}: one column c_:j per word, each computed on its own from K, V and that "
+        f"word's q_:j. The column of “{word_of(labels[word])}” (position {word}) takes {c.alpha[j, word]:.2f} of "
+        f"its mix from the value of “{word_of(labels[j])}” (position {j}). "
+    )
     if off:
-        return text + (f"Head {c.head} is switched off in the sidebar, so the model passes on zeros instead of C "
-                       "(Zᵀ is 0).")
+        return text + (
+            f"Head {c.head} is switched off in the sidebar, so the model passes on zeros instead of C (Zᵀ is 0)."
+        )
     if c.error <= FLOAT_ERROR:
         return text + f"C is the transpose of the row form's Z, equal within float error ({c.error:.1e})."
     return text + f"C differs from the model's Zᵀ by up to {c.error:.1e}."

@@ -23,12 +23,25 @@ def answers_figure(options: Sequence[str], counts: Sequence[int], answer: int | 
     colours = [PENDING if answer is None else ANSWER if i == answer else OTHER for i in range(len(options))]
     text = [f"{c} ({c / total:.0%})" if total else "0" for c in counts]
     labels = [f"{o}  ✓ model" if i == answer else o for i, o in enumerate(options)]
-    fig = go.Figure(go.Bar(x=list(counts), y=labels, orientation="h", marker={"color": colours}, text=text,
-                           textposition="auto", hovertemplate="%{y}: %{x}<extra></extra>"))
-    fig.update_layout(height=70 + 48 * len(options), margin={"l": 10, "r": 10, "t": 30, "b": 10},
-                      title={"text": f"{total} answer{'s' if total != 1 else ''}", "font": {"size": 14}},
-                      xaxis={"title": None, "rangemode": "tozero", "dtick": max(1, (max(counts, default=0) + 4) // 5)},
-                      yaxis={"autorange": "reversed", "type": "category"}, showlegend=False)
+    fig = go.Figure(
+        go.Bar(
+            x=list(counts),
+            y=labels,
+            orientation="h",
+            marker={"color": colours},
+            text=text,
+            textposition="auto",
+            hovertemplate="%{y}: %{x}<extra></extra>",
+        )
+    )
+    fig.update_layout(
+        height=70 + 48 * len(options),
+        margin={"l": 10, "r": 10, "t": 30, "b": 10},
+        title={"text": f"{total} answer{'s' if total != 1 else ''}", "font": {"size": 14}},
+        xaxis={"title": None, "rangemode": "tozero", "dtick": max(1, (max(counts, default=0) + 4) // 5)},
+        yaxis={"autorange": "reversed", "type": "category"},
+        showlegend=False,
+    )
     return fig
 
 
@@ -39,9 +52,19 @@ def qr_png(text: str, scale: int = 8) -> bytes:
     return buf.getvalue()
 
 
-BOARD_SETTINGS = {"d_model": "d_model", "n_heads": "heads", "n_layers": "layers", "d_ff": "d_ff",
-                  "batch_size": "batch", "steps": "steps", "warmup": "warm-up", "lr_scale": "lr scale",
-                  "dropout": "dropout", "label_smoothing": "smoothing", "look_ahead_mask": "look-ahead mask"}
+BOARD_SETTINGS = {
+    "d_model": "d_model",
+    "n_heads": "heads",
+    "n_layers": "layers",
+    "d_ff": "d_ff",
+    "batch_size": "batch",
+    "steps": "steps",
+    "warmup": "warm-up",
+    "lr_scale": "lr scale",
+    "dropout": "dropout",
+    "label_smoothing": "smoothing",
+    "look_ahead_mask": "look-ahead mask",
+}
 
 
 def board_table(runs: Sequence[dict]) -> pd.DataFrame:
@@ -49,8 +72,13 @@ def board_table(runs: Sequence[dict]) -> pd.DataFrame:
     rows = []
     for r in runs:
         row = {"student": r["student"]}
-        row.update({label: r["settings"].get(key) for key, label in BOARD_SETTINGS.items()
-                    if any(key in x["settings"] for x in runs)})
+        row.update(
+            {
+                label: r["settings"].get(key)
+                for key, label in BOARD_SETTINGS.items()
+                if any(key in x["settings"] for x in runs)
+            }
+        )
         row["last loss"] = round(r["losses"][-1], 3) if r["losses"] else None
         row["exact match"] = f"{r['exact_match']:.0%}" if r["exact_match"] is not None else "–"
         row["source"], row["translation"] = r["source"], r["translation"]
@@ -61,12 +89,26 @@ def board_table(runs: Sequence[dict]) -> pd.DataFrame:
 def board_figure(runs: Sequence[dict], title: str = "Training loss of every run on the board") -> go.Figure:
     """Every posted run's training loss by step, one line per student (or per run's "name")."""
     names = [r.get("name") or f"student {r['student']}" for r in runs]
-    fig = go.Figure([go.Scatter(x=r["steps"], y=r["losses"], mode="lines+markers", name=name,
-                                hovertemplate=name + "<br>step %{x}: loss %{y:.3f}<extra></extra>")
-                     for r, name in zip(runs, names, strict=True)])
-    fig.update_layout(height=320, margin={"l": 10, "r": 10, "t": 30, "b": 10}, xaxis_title="step",
-                      yaxis_title="training loss", title={"text": title,
-                                                         "font": {"size": 14}}, legend={"orientation": "h"})
+    fig = go.Figure(
+        [
+            go.Scatter(
+                x=r["steps"],
+                y=r["losses"],
+                mode="lines+markers",
+                name=name,
+                hovertemplate=name + "<br>step %{x}: loss %{y:.3f}<extra></extra>",
+            )
+            for r, name in zip(runs, names, strict=True)
+        ]
+    )
+    fig.update_layout(
+        height=320,
+        margin={"l": 10, "r": 10, "t": 30, "b": 10},
+        xaxis_title="step",
+        yaxis_title="training loss",
+        title={"text": title, "font": {"size": 14}},
+        legend={"orientation": "h"},
+    )
     return fig
 
 
@@ -87,14 +129,20 @@ def board_notice(runs: Sequence[dict]) -> str:
         elif len(tied) == 1:
             parts.append(f"student {tied[0]}'s translates the most held-out sentences exactly ({best:.0%})")
         else:
-            parts.append(f"students {', '.join(tied[:-1])} and {tied[-1]} tie for the most held-out sentences "
-                         f"translated exactly ({best:.0%})")
+            parts.append(
+                f"students {', '.join(tied[:-1])} and {tied[-1]} tie for the most held-out sentences "
+                f"translated exactly ({best:.0%})"
+            )
     return "; ".join(parts) + "." if parts else ""
 
 
 # -- the roster: where each student is (classroom/roster.py) ----------------------------------------------------------
-ROSTER_STATES = {"following": "following", "free": "exploring (you let the class)",
-                 "chose": "exploring (chose to)", "left": "left without choosing to"}
+ROSTER_STATES = {
+    "following": "following",
+    "free": "exploring (you let the class)",
+    "chose": "exploring (chose to)",
+    "left": "left without choosing to",
+}
 
 
 def roster_counts(rows: Sequence[dict]) -> dict[str, int]:
@@ -154,7 +202,13 @@ def roster_table(rows: Sequence[dict], titles: dict[str, str]) -> pd.DataFrame:
         mode = "away" if not r["present"] else (r["status"] or {}).get("mode", "")
         return order.get(mode, 2), r["number"]
 
-    out = [{"student": f"student {r['number']}", "state": state(r), "where": roster_where(r["status"], titles),
-            "voted": " · ".join(f"round {i + 1} ✓" for i, v in enumerate(r["voted"]) if v) or "–"}
-           for r in sorted(rows, key=key)]
+    out = [
+        {
+            "student": f"student {r['number']}",
+            "state": state(r),
+            "where": roster_where(r["status"], titles),
+            "voted": " · ".join(f"round {i + 1} ✓" for i, v in enumerate(r["voted"]) if v) or "–",
+        }
+        for r in sorted(rows, key=key)
+    ]
     return pd.DataFrame(out, columns=["student", "state", "where", "voted"])

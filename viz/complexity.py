@@ -40,13 +40,15 @@ def layer_costs(n: int, d: int, k: int, r: int) -> pd.DataFrame:
     ops = (n * n * d, n * d * d, k * n * d * d, r * n * d)
     sequential = (1, n, 1, 1)
     paths = (1, n, path_length_conv(n, k), math.ceil(n / r))
-    return pd.DataFrame({
-        "layer type": TYPES,
-        "operations per layer": FORMULAS,
-        "count": ops,
-        "sequential operations": sequential,
-        "maximum path length": paths,
-    })
+    return pd.DataFrame(
+        {
+            "layer type": TYPES,
+            "operations per layer": FORMULAS,
+            "count": ops,
+            "sequential operations": sequential,
+            "maximum path length": paths,
+        }
+    )
 
 
 def cheaper_than_recurrence(n: int, d: int) -> bool:
@@ -59,26 +61,38 @@ def costs_notice(costs: pd.DataFrame, d: int) -> str:
     Rule: "cheaper" only when its operation count is the smaller (exactly when n < d)."""
     attn, rnn = (int(costs["count"][i]) for i in (0, 1))
     n = int(costs["sequential operations"][1])
-    verdict = (f"n = {n} < d = {d}, so self-attention is cheaper: {attn:,} operations against a recurrent layer's "
-               f"{rnn:,} ({rnn / attn:.3g}× more)" if attn < rnn else
-               f"n = {n} ≥ d = {d}, so self-attention costs at least as much: {attn:,} operations against a "
-               f"recurrent layer's {rnn:,} ({attn / rnn:.3g}× more)")
-    return (f"{verdict}. And self-attention takes 1 sequential step where the recurrent layer takes {n}, "
-            "each waiting for the one before.")
+    verdict = (
+        f"n = {n} < d = {d}, so self-attention is cheaper: {attn:,} operations against a recurrent layer's "
+        f"{rnn:,} ({rnn / attn:.3g}× more)"
+        if attn < rnn
+        else f"n = {n} ≥ d = {d}, so self-attention costs at least as much: {attn:,} operations against a "
+        f"recurrent layer's {rnn:,} ({attn / rnn:.3g}× more)"
+    )
+    return (
+        f"{verdict}. And self-attention takes 1 sequential step where the recurrent layer takes {n}, "
+        "each waiting for the one before."
+    )
 
 
 def costs_figure(costs: pd.DataFrame) -> go.Figure:
     """Operations per layer for each layer type, as bars on a log axis."""
-    fig = go.Figure(go.Bar(
-        x=list(costs["layer type"]), y=[float(v) for v in costs["count"]],
-        text=[f"{v:.3g}" for v in costs["count"]], textposition="outside",
-        customdata=list(costs["operations per layer"]),
-        hovertemplate="%{x}<br>%{customdata} = %{y:,.0f}<extra></extra>",
-        marker_color=["#1f77b4", "#d62728", "#2ca02c", "#9467bd"],
-    ))
-    fig.update_layout(height=360, margin={"l": 10, "r": 10, "t": 30, "b": 10},
-                      yaxis={"type": "log", "dtick": 1, "title": "operations per layer (log scale)"},
-                      xaxis={"type": "category"})
+    fig = go.Figure(
+        go.Bar(
+            x=list(costs["layer type"]),
+            y=[float(v) for v in costs["count"]],
+            text=[f"{v:.3g}" for v in costs["count"]],
+            textposition="outside",
+            customdata=list(costs["operations per layer"]),
+            hovertemplate="%{x}<br>%{customdata} = %{y:,.0f}<extra></extra>",
+            marker_color=["#1f77b4", "#d62728", "#2ca02c", "#9467bd"],
+        )
+    )
+    fig.update_layout(
+        height=360,
+        margin={"l": 10, "r": 10, "t": 30, "b": 10},
+        yaxis={"type": "log", "dtick": 1, "title": "operations per layer (log scale)"},
+        xaxis={"type": "category"},
+    )
     return fig
 
 
@@ -104,13 +118,15 @@ def human_bytes(n: int) -> str:
 
 def bleu_frame() -> pd.DataFrame:
     """Table 2 of the paper as a DataFrame (NaN where the paper reports nothing)."""
-    return pd.DataFrame({
-        "model": [r.model for r in BLEU_TABLE],
-        "BLEU EN-DE": [r.bleu_en_de for r in BLEU_TABLE],
-        "BLEU EN-FR": [r.bleu_en_fr for r in BLEU_TABLE],
-        "training FLOPs EN-DE": [r.cost_en_de for r in BLEU_TABLE],
-        "training FLOPs EN-FR": [r.cost_en_fr for r in BLEU_TABLE],
-    }).astype({c: "float64" for c in ("BLEU EN-DE", "BLEU EN-FR", "training FLOPs EN-DE", "training FLOPs EN-FR")})
+    return pd.DataFrame(
+        {
+            "model": [r.model for r in BLEU_TABLE],
+            "BLEU EN-DE": [r.bleu_en_de for r in BLEU_TABLE],
+            "BLEU EN-FR": [r.bleu_en_fr for r in BLEU_TABLE],
+            "training FLOPs EN-DE": [r.cost_en_de for r in BLEU_TABLE],
+            "training FLOPs EN-FR": [r.cost_en_fr for r in BLEU_TABLE],
+        }
+    ).astype({c: "float64" for c in ("BLEU EN-DE", "BLEU EN-FR", "training FLOPs EN-DE", "training FLOPs EN-FR")})
 
 
 def bleu_display(frame: pd.DataFrame) -> pd.DataFrame:
@@ -131,31 +147,65 @@ def bleu_notice(frame: pd.DataFrame) -> str:
         i = int(b.idxmax())
         earlier = frame[~frame["model"].str.startswith("Transformer")]
         j = int(earlier[f"BLEU {pair}"].idxmax())
-        cost = (f", with {c[j] / c[i]:.2g}× less training ({c[i]:.1e} vs {c[j]:.1e} FLOPs)"
-                if pd.notna(c[i]) and pd.notna(c[j]) else "")
-        parts.append(f"{pair}: {frame['model'][i]} scores {b[i]:g} BLEU, {b[i] - b[j]:.2f} above the best earlier "
-                     f"model ({frame['model'][j]}, {b[j]:g}){cost}".replace("e+", "e"))
+        cost = (
+            f", with {c[j] / c[i]:.2g}× less training ({c[i]:.1e} vs {c[j]:.1e} FLOPs)"
+            if pd.notna(c[i]) and pd.notna(c[j])
+            else ""
+        )
+        parts.append(
+            f"{pair}: {frame['model'][i]} scores {b[i]:g} BLEU, {b[i] - b[j]:.2f} above the best earlier "
+            f"model ({frame['model'][j]}, {b[j]:g}){cost}".replace("e+", "e")
+        )
     return "; ".join(parts) + "."
 
 
 def bleu_figure(frame: pd.DataFrame) -> go.Figure:
     """Two panels: BLEU (grouped bars, EN-DE and EN-FR) and training cost (log axis)."""
-    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12,
-                        subplot_titles=("BLEU on newstest2014 (higher is better)",
-                                        "Training cost in FLOPs (log scale, lower is better)"))
+    fig = make_subplots(
+        rows=1,
+        cols=2,
+        horizontal_spacing=0.12,
+        subplot_titles=(
+            "BLEU on newstest2014 (higher is better)",
+            "Training cost in FLOPs (log scale, lower is better)",
+        ),
+    )
     colours = {"EN-DE": "#1f77b4", "EN-FR": "#ff7f0e"}
     models = list(frame["model"])
     for pair in ("EN-DE", "EN-FR"):
         bleu = [None if pd.isna(v) else float(v) for v in frame[f"BLEU {pair}"]]
         cost = [None if pd.isna(v) else float(v) for v in frame[f"training FLOPs {pair}"]]
-        fig.add_trace(go.Bar(name=f"BLEU {pair}", x=models, y=bleu, marker_color=colours[pair],
-                             legendgroup=pair, hovertemplate="%{x}<br>BLEU " + pair + ": %{y}<extra></extra>"),
-                      row=1, col=1)
-        fig.add_trace(go.Bar(name=f"FLOPs {pair}", x=models, y=cost, marker_color=colours[pair], opacity=0.6,
-                             legendgroup=pair, hovertemplate="%{x}<br>FLOPs " + pair + ": %{y:.1e}<extra></extra>"),
-                      row=1, col=2)
-    fig.update_layout(barmode="group", height=460, margin={"l": 10, "r": 10, "t": 40, "b": 10},
-                      legend={"orientation": "h", "y": -0.45})
+        fig.add_trace(
+            go.Bar(
+                name=f"BLEU {pair}",
+                x=models,
+                y=bleu,
+                marker_color=colours[pair],
+                legendgroup=pair,
+                hovertemplate="%{x}<br>BLEU " + pair + ": %{y}<extra></extra>",
+            ),
+            row=1,
+            col=1,
+        )
+        fig.add_trace(
+            go.Bar(
+                name=f"FLOPs {pair}",
+                x=models,
+                y=cost,
+                marker_color=colours[pair],
+                opacity=0.6,
+                legendgroup=pair,
+                hovertemplate="%{x}<br>FLOPs " + pair + ": %{y:.1e}<extra></extra>",
+            ),
+            row=1,
+            col=2,
+        )
+    fig.update_layout(
+        barmode="group",
+        height=460,
+        margin={"l": 10, "r": 10, "t": 40, "b": 10},
+        legend={"orientation": "h", "y": -0.45},
+    )
     fig.update_xaxes(type="category", tickangle=-40)
     fig.update_yaxes(title_text="BLEU", range=[0, 45], row=1, col=1)  # from 0: bar heights compare honestly
     fig.update_yaxes(title_text="FLOPs", type="log", dtick=1, row=1, col=2)  # powers of ten only: no small 2, 5 labels

@@ -56,33 +56,56 @@ def coref_notice(rows: np.ndarray, row_labels: list[str], key_labels: list[str],
     ref_w, other_w = float(rows[best, c.referent]), float(rows[best, c.other])
     other_max = float(rows[:, c.other].max())
     if ref_w >= LINK and ref_w >= 2 * other_w:
-        head = (f"{row_labels[best]} links “it” to “{ref}”: {ref_w:.2f}, against {other_w:.2f} for “{other}”.")
+        head = f"{row_labels[best]} links “it” to “{ref}”: {ref_w:.2f}, against {other_w:.2f} for “{other}”."
     else:
         most = float(rows[:, c.referent].max())
-        head = (f"No encoder head picks out “{ref}”: the most any head gives it is {most:.2f}, and “{other}” gets "
-                f"up to {other_max:.2f} (a head “links” a noun at {LINK:g} or more and twice the other noun's weight).")
-    return (f"“{adj}” makes “it” the {ref}. {head} The strongest single weight of “it” is {rows[strongest]:.2f}, in "
-            f"{row_labels[strongest[0]]}, to “{word_of(key_labels[strongest[1]])}”; {parked} of {len(rows)} heads "
-            "put most of it on <eos> or punctuation. Where il / elle is decided: see the encoder-decoder "
-            "attention row below.")
+        head = (
+            f"No encoder head picks out “{ref}”: the most any head gives it is {most:.2f}, and “{other}” gets "
+            f"up to {other_max:.2f} (a head “links” a noun at {LINK:g} or more and twice the other noun's weight)."
+        )
+    return (
+        f"“{adj}” makes “it” the {ref}. {head} The strongest single weight of “it” is {rows[strongest]:.2f}, in "
+        f"{row_labels[strongest[0]]}, to “{word_of(key_labels[strongest[1]])}”; {parked} of {len(rows)} heads "
+        "put most of it on <eos> or punctuation. Where il / elle is decided: see the encoder-decoder "
+        "attention row below."
+    )
 
 
 def decision_figure(decisions: list[Decision]) -> go.Figure:
     """p(il) and p(elle) at the pronoun's position: as trained, then without each decoder layer's
     encoder-decoder attention; one panel per sentence."""
-    fig = make_subplots(rows=1, cols=len(decisions), shared_yaxes=True,
-                        subplot_titles=[f"“… too {d.adjective}” → {d.pronoun}" for d in decisions])
+    fig = make_subplots(
+        rows=1,
+        cols=len(decisions),
+        shared_yaxes=True,
+        subplot_titles=[f"“… too {d.adjective}” → {d.pronoun}" for d in decisions],
+    )
     for col, d in enumerate(decisions, start=1):
         xs = ["as trained"] + [f"layer {o.layer} cross-attn off" for o in d.off]
-        for name, vals, colour in (("p(il)", [d.p_il] + [o.p_il for o in d.off], "#1f77b4"),
-                                   ("p(elle)", [d.p_elle] + [o.p_elle for o in d.off], "#d62728")):
-            fig.add_trace(go.Bar(x=xs, y=vals, name=name, marker_color=colour, showlegend=col == 1,
-                                 text=[f"{v:.2f}" for v in vals], textposition="outside", cliponaxis=False,
-                                 hovertemplate=f"{name}" + ": %{y:.4f}<extra></extra>"), row=1, col=col)
+        for name, vals, colour in (
+            ("p(il)", [d.p_il] + [o.p_il for o in d.off], "#1f77b4"),
+            ("p(elle)", [d.p_elle] + [o.p_elle for o in d.off], "#d62728"),
+        ):
+            fig.add_trace(
+                go.Bar(
+                    x=xs,
+                    y=vals,
+                    name=name,
+                    marker_color=colour,
+                    showlegend=col == 1,
+                    text=[f"{v:.2f}" for v in vals],
+                    textposition="outside",
+                    cliponaxis=False,
+                    hovertemplate=f"{name}" + ": %{y:.4f}<extra></extra>",
+                ),
+                row=1,
+                col=col,
+            )
         fig.update_xaxes(type="category", row=1, col=col)
     fig.update_yaxes(range=[0, 1.15], title_text="probability of the pronoun", row=1, col=1)
-    fig.update_layout(barmode="group", height=340, margin={"l": 10, "r": 10, "t": 40, "b": 10},
-                      legend={"orientation": "h", "y": -0.2})
+    fig.update_layout(
+        barmode="group", height=340, margin={"l": 10, "r": 10, "t": 40, "b": 10}, legend={"orientation": "h", "y": -0.2}
+    )
     return fig
 
 
@@ -104,8 +127,9 @@ def _off(o, d: Decision, p: float, what: str) -> str:
     else:
         out = f"{what}: still “{d.pronoun}” (p {p:.2f} → {q:.2f})"
     if o.changed:
-        shown = ", ".join(f"“{w}”" for w in o.changed[:4]) + (f" and {len(o.changed) - 4} more" if len(o.changed) > 4
-                                                              else "")
+        shown = ", ".join(f"“{w}”" for w in o.changed[:4]) + (
+            f" and {len(o.changed) - 4} more" if len(o.changed) > 4 else ""
+        )
         out += f", and other words change too ({shown})"
     return out
 
@@ -123,24 +147,39 @@ def decision_notice(d: Decision) -> str:
     L = d.reading_layer
     avg = d.average(L)
     heads = "heads: " + ", ".join(f"{w:.2f}" for w in d.reads[L])
-    reads = (f"reads “{d.adjective}” with {avg:.2f} on average in decoder layer {L} ({heads})" if avg >= READS
-             else f"reads “{d.adjective}” only weakly: {avg:.2f} on average at most, in decoder layer {L} ({heads})")
+    reads = (
+        f"reads “{d.adjective}” with {avg:.2f} on average in decoder layer {L} ({heads})"
+        if avg >= READS
+        else f"reads “{d.adjective}” only weakly: {avg:.2f} on average at most, in decoder layer {L} ({heads})"
+    )
     p = d.p_il if d.pronoun == "il" else d.p_elle
     out = f"The decoder row that writes “{d.pronoun}” (input “{d.row_input.split(' ', 1)[-1]}”, p = {p:.2f}) {reads}."
     if d.readers_off is not None:
-        out += (f" Heads whose row gives “{d.adjective}” {READS:g} or more: {_heads(d.readers)}. "
-                + _off(d.readers_off, d, p, "All of them switched off at once") + ".")
+        out += (
+            f" Heads whose row gives “{d.adjective}” {READS:g} or more: {_heads(d.readers)}. "
+            + _off(d.readers_off, d, p, "All of them switched off at once")
+            + "."
+        )
         if d.readers_off.pronoun == d.pronoun:
             out += " A large weight shows where a row reads, not what writes the pronoun."
-    out += " Each decoder layer's encoder-decoder attention switched off: " + "; ".join(
-        _off(o, d, p, f"without layer {o.layer}'s") for o in d.off) + "."
+    out += (
+        " Each decoder layer's encoder-decoder attention switched off: "
+        + "; ".join(_off(o, d, p, f"without layer {o.layer}'s") for o in d.off)
+        + "."
+    )
     if any(o.changed for o in d.off if o.pronoun != d.pronoun):
         out += " A whole layer off changes more than the pronoun, so it says little about the pronoun alone."
     return out
 
 
-def coref_table(rows: np.ndarray, row_labels: list[str], key_labels: list[str], tokens: list[str] | tuple[str, ...],
-                it: int, candidates: tuple[str, ...] = ("animal", "street", "tired", "wide")) -> pd.DataFrame:
+def coref_table(
+    rows: np.ndarray,
+    row_labels: list[str],
+    key_labels: list[str],
+    tokens: list[str] | tuple[str, ...],
+    it: int,
+    candidates: tuple[str, ...] = ("animal", "street", "tired", "wide"),
+) -> pd.DataFrame:
     """Per head: the weight "it" gives each candidate word, and its strongest word besides itself."""
     out = {}
     for word in candidates:

@@ -34,15 +34,19 @@ if TYPE_CHECKING:  # result types only: viz draws what model/ computed, it never
 
 def lecture_notice(ex: MaskSteps) -> str:
     """What row t=2 of the lecture notes' example shows, with the weights computed."""
-    return ("row t=2 keeps 0.1 and 0.6 and hides the rest: softmax(0.1, 0.6) = "
-            f"({float(ex.weights[1, 0]):.3f}, {float(ex.weights[1, 1]):.3f}).")
+    return (
+        "row t=2 keeps 0.1 and 0.6 and hides the rest: softmax(0.1, 0.6) = "
+        f"({float(ex.weights[1, 0]):.3f}, {float(ex.weights[1, 1]):.3f})."
+    )
 
 
 def step_shapes(trace: Trace, module: str) -> list[str]:
     """The recorded shapes of `module`'s scaled scores, mask, masked scores and weights, named dimension by
     dimension (the mask broadcasts: batch 1 and, for the padding mask, one query row)."""
-    return [shape_text(trace[f"{module}.{n}"], "B|1, 1, t|1, t" if n == "mask" else "B, H, t, t")
-            for n in ("scaled", "mask", "masked", "weights")]
+    return [
+        shape_text(trace[f"{module}.{n}"], "B|1, 1, t|1, t" if n == "mask" else "B, H, t, t")
+        for n in ("scaled", "mask", "masked", "weights")
+    ]
 
 
 def above_diagonal(weights: Tensor) -> tuple[int, float]:
@@ -60,14 +64,16 @@ def renormalisation(scaled_row: Tensor, mask_row: Tensor, labels: list[str]) -> 
     """One query's row as a table: softmax over every key vs softmax over the allowed keys only
     (`explain.recompute.masked_row`)."""
     r = masked_row(scaled_row, mask_row)
-    return pd.DataFrame({
-        "key": labels,
-        "scaled score": scaled_row.tolist(),
-        "mask": ["0" if a else "-inf" for a in r.allowed.tolist()],
-        "softmax over all keys": r.full.tolist(),
-        "÷ share of allowed keys": r.renormalised.tolist(),
-        "masked softmax (the weights)": r.masked.tolist(),
-    }).round(6)
+    return pd.DataFrame(
+        {
+            "key": labels,
+            "scaled score": scaled_row.tolist(),
+            "mask": ["0" if a else "-inf" for a in r.allowed.tolist()],
+            "softmax over all keys": r.full.tolist(),
+            "÷ share of allowed keys": r.renormalised.tolist(),
+            "masked softmax (the weights)": r.masked.tolist(),
+        }
+    ).round(6)
 
 
 # --- The decoder block, as traced ----------------------------------------------------------------
@@ -108,9 +114,14 @@ def block_table(trace: Trace, layer: int) -> pd.DataFrame:
             name = f"dec.{layer - 1}.add_norm3.out"
         name = name.format(p=p)
         rows.append({"step": step, "tensor": name, "shape": str(list(trace[name].shape)), "what it is": what})
-    rows.append({"step": "memory (used by every block)", "tensor": "enc.out",
-                 "shape": str(list(trace["enc.out"].shape)),
-                 "what it is": "the encoder's output: cross-attention's keys and values"})
+    rows.append(
+        {
+            "step": "memory (used by every block)",
+            "tensor": "enc.out",
+            "shape": str(list(trace["enc.out"].shape)),
+            "what it is": "the encoder's output: cross-attention's keys and values",
+        }
+    )
     return pd.DataFrame(rows)
 
 
@@ -120,19 +131,27 @@ def projection_biases(model) -> bool:
     return bool(attn) and all(getattr(m, w).bias is not None for m in attn for w in ("W_q", "W_k", "W_v", "W_o"))
 
 
-WHO_LOOKS_WHERE = pd.DataFrame({
-    "attention": ["encoder self-attention", "decoder (masked) self-attention", "encoder-decoder attention"],
-    "who is looking (queries)": ["every source token", "the target token at each time step",
-                                 "each decoder (current) state"],
-    "at what (keys and values)": ["all source tokens, each other and themselves",
-                                  "previous target tokens and itself, never later ones",
-                                  "all the encoder states (the whole source sentence)"],
-    "mask": ["padding mask", "look-ahead mask (+ padding mask)", "padding mask of the source"],
-    "weights shape": ["source × source", "target × target", "target × source"],
-})
+WHO_LOOKS_WHERE = pd.DataFrame(
+    {
+        "attention": ["encoder self-attention", "decoder (masked) self-attention", "encoder-decoder attention"],
+        "who is looking (queries)": [
+            "every source token",
+            "the target token at each time step",
+            "each decoder (current) state",
+        ],
+        "at what (keys and values)": [
+            "all source tokens, each other and themselves",
+            "previous target tokens and itself, never later ones",
+            "all the encoder states (the whole source sentence)",
+        ],
+        "mask": ["padding mask", "look-ahead mask (+ padding mask)", "padding mask of the source"],
+        "weights shape": ["source × source", "target × target", "target × source"],
+    }
+)
 
 
 # --- Encoder-decoder attention -------------------------------------------------------------------
+
 
 def cross_attention(trace: Trace, layer: int, head: int | None = None, skip: int | None = None) -> Tensor:
     """[Tt, Ts] weights of decoder layer `layer`'s encoder-decoder attention; head=None: average of the heads (but
@@ -155,11 +174,14 @@ def head_average(trace: Trace, module: str) -> Tensor:
 
 # --- Padding -------------------------------------------------------------------------------------
 
+
 def batch_table(demo: PaddingDemo) -> pd.DataFrame:
     """The padded batch as words: one row per sentence, one column per position."""
     T = demo.src.size(1)
-    rows = {f"sentence {i + 1}" + (" (shorter)" if i == demo.short else ""): [lab.split(" ", 1)[1] for lab in labels]
-            for i, labels in enumerate(demo.labels)}
+    rows = {
+        f"sentence {i + 1}" + (" (shorter)" if i == demo.short else ""): [lab.split(" ", 1)[1] for lab in labels]
+        for i, labels in enumerate(demo.labels)
+    }
     return pd.DataFrame.from_dict(rows, orient="index", columns=[f"pos {t}" for t in range(T)])
 
 
@@ -185,6 +207,7 @@ def max_pad_weight(demo: PaddingDemo, layer: int, head: int, on: bool) -> float:
 
 # --- The model trained without the look-ahead mask ---------------------------------------------
 
+
 def accuracy(tf: TeacherForced) -> float:
     """Share of positions whose most probable token is the reference's next token."""
     return sum(p == g for p, g in zip(tf.predicted, tf.gold, strict=True)) / len(tf.gold)
@@ -196,18 +219,33 @@ def mean_gold_prob(tf: TeacherForced) -> float:
 
 def teacher_forcing_table(story: Cheating) -> pd.DataFrame:
     """Accuracy and mean p(next reference word) of both models, teacher-forced with the reference."""
-    return pd.DataFrame({"": ["no-mask model", "base model"],
-                         "accuracy (argmax = next reference word)": [f"{accuracy(story.cheat_tf):.0%}",
-                                                                     f"{accuracy(story.base_tf):.0%}"],
-                         "mean p(next reference word)": [f"{mean_gold_prob(story.cheat_tf):.3f}",
-                                                         f"{mean_gold_prob(story.base_tf):.3f}"]})
+    return pd.DataFrame(
+        {
+            "": ["no-mask model", "base model"],
+            "accuracy (argmax = next reference word)": [
+                f"{accuracy(story.cheat_tf):.0%}",
+                f"{accuracy(story.base_tf):.0%}",
+            ],
+            "mean p(next reference word)": [
+                f"{mean_gold_prob(story.cheat_tf):.3f}",
+                f"{mean_gold_prob(story.base_tf):.3f}",
+            ],
+        }
+    )
 
 
 def generation_table(story: Cheating) -> pd.DataFrame:
     """What both models say when generating greedily, next to the reference."""
-    return pd.DataFrame({"": ["no-mask model", "base model", "reference"],
-                         "translation": [story.cheat.translation or "(empty)", story.base.translation or "(empty)",
-                                         story.reference or "(empty)"]})
+    return pd.DataFrame(
+        {
+            "": ["no-mask model", "base model", "reference"],
+            "translation": [
+                story.cheat.translation or "(empty)",
+                story.base.translation or "(empty)",
+                story.reference or "(empty)",
+            ],
+        }
+    )
 
 
 def next_weight(weights: Tensor) -> Tensor:
@@ -220,8 +258,9 @@ def peek_scores(trace: Trace, n_layers: int) -> pd.DataFrame:
     rows = {}
     for layer in range(n_layers):
         w = trace[f"dec.{layer}.self_attn.weights"][0]  # [H, T, T]
-        rows[f"layer {layer}"] = [float(next_weight(w[h]).mean()) if w.size(-1) > 1 else math.nan
-                                  for h in range(w.size(0))]
+        rows[f"layer {layer}"] = [
+            float(next_weight(w[h]).mean()) if w.size(-1) > 1 else math.nan for h in range(w.size(0))
+        ]
     n_heads = len(next(iter(rows.values())))
     return pd.DataFrame.from_dict(rows, orient="index", columns=[f"head {h}" for h in range(n_heads)])
 
@@ -239,15 +278,17 @@ def cheat_table(tf: TeacherForced, itos: list[str], weights: Tensor) -> pd.DataF
     T = len(labels)
     nxt = next_weight(weights).tolist() + [math.nan]
     peak = weights.argmax(-1).tolist()
-    return pd.DataFrame({
-        "position (input)": labels,
-        "must predict": [itos[g] for g in tf.gold],
-        "p(correct next token)": list(tf.gold_probs),
-        "model's argmax": [itos[p] for p in tf.predicted],
-        "right?": ["✓" if p == g else "✗" for p, g in zip(tf.predicted, tf.gold, strict=True)],
-        "attention peak (key)": [labels[j] for j in peak],
-        "weight on position t+1": nxt[:T],
-    }).round(4)
+    return pd.DataFrame(
+        {
+            "position (input)": labels,
+            "must predict": [itos[g] for g in tf.gold],
+            "p(correct next token)": list(tf.gold_probs),
+            "model's argmax": [itos[p] for p in tf.predicted],
+            "right?": ["✓" if p == g else "✗" for p, g in zip(tf.predicted, tf.gold, strict=True)],
+            "attention peak (key)": [labels[j] for j in peak],
+            "weight on position t+1": nxt[:T],
+        }
+    ).round(4)
 
 
 def peek_share(weights: Tensor) -> float:
@@ -261,6 +302,7 @@ def peek_share(weights: Tensor) -> float:
 
 def training_table(models: dict[str, Bundle]) -> pd.DataFrame:
     """The training figures of several checkpoints side by side, as text (shares in %, losses to 3 decimals)."""
+
     def show(key: str, v) -> str:
         if v is None:
             return "—"
@@ -292,8 +334,9 @@ def training_figures(bundle: Bundle) -> dict:
 
 # --- What to look at: one computed sentence per figure ------------------------------------------
 
+
 def _word(label: str) -> str:
-    """"3 pensantes" -> "pensantes": the word of a position-prefixed axis label."""
+    """ "3 pensantes" -> "pensantes": the word of a position-prefixed axis label."""
     return label.split(" ", 1)[1] if " " in label else label
 
 
@@ -303,8 +346,10 @@ def block_notice(trace: Trace, layer: int) -> str:
     shape_in, shape_out = list(trace[first].shape), list(trace[f"dec.{layer}.add_norm3.out"].shape)
     mem = list(trace["enc.out"].shape)
     same = "the same shape" if shape_in == shape_out else f"shape {shape_out}"
-    return (f"the block takes {shape_in} and gives back {same}: it changes the numbers, not the shape. "
-            f"Only enc.out {mem} has the source's length ({mem[1]}), and it enters through keys and values.")
+    return (
+        f"the block takes {shape_in} and gives back {same}: it changes the numbers, not the shape. "
+        f"Only enc.out {mem} has the source's length ({mem[1]}), and it enters through keys and values."
+    )
 
 
 def masked_notice(weights: Tensor, labels: list[str]) -> str:
@@ -315,8 +360,10 @@ def masked_notice(weights: Tensor, labels: list[str]) -> str:
     if n_up == 0:
         future = f"the {cells} cells above the diagonal (the future) are exactly 0"
     else:
-        future = (f"{n_up} of the {cells} cells above the diagonal are > 0 (sum {s_up:.3f}): "
-                  "the mask is off and positions read words that come later")
+        future = (
+            f"{n_up} of the {cells} cells above the diagonal are > 0 (sum {s_up:.3f}): "
+            "the mask is off and positions read words that come later"
+        )
     if T < 2:
         return f"row {_word(labels[0])} can only look at itself (weight {float(weights[0, 0]):.3f}); {future}."
     peak = weights.argmax(-1)
@@ -326,19 +373,24 @@ def masked_notice(weights: Tensor, labels: list[str]) -> str:
     low = torch.tril(weights, diagonal=-1)
     i, j = divmod(int(low.argmax()), T)
     earlier = T - 1 - on_diag - later
-    return (f"row {_word(labels[0])} has only itself to look at (weight {float(weights[0, 0]):.3f}); "
-            f"of the other {T - 1} rows, {on_diag} put their largest weight on their own position and "
-            f"{earlier} on an earlier word ({before} on the word just before"
-            + (f"; {later} on a later word" if later else "") + f"; the strongest: {_word(labels[i])} → "
-            f"{_word(labels[j])} {float(weights[i, j]):.3f}); {future}.")
+    return (
+        f"row {_word(labels[0])} has only itself to look at (weight {float(weights[0, 0]):.3f}); "
+        f"of the other {T - 1} rows, {on_diag} put their largest weight on their own position and "
+        f"{earlier} on an earlier word ({before} on the word just before"
+        + (f"; {later} on a later word" if later else "")
+        + f"; the strongest: {_word(labels[i])} → "
+        f"{_word(labels[j])} {float(weights[i, j]):.3f}); {future}."
+    )
 
 
 def renorm_notice(scaled_row: Tensor, mask_row: Tensor, label: str) -> str:
     """One query row: the share the allowed keys had in the plain softmax, handed back by the masked one."""
     r = masked_row(scaled_row, mask_row)
     share, n = r.share, r.n_allowed
-    return (f"over all keys, the {count(n, 'allowed key')} of row “{_word(label)}” would get {share:.3f} of the "
-            f"weight; the masked softmax divides them by {share:.3f}, so they get all of it (1.000).")
+    return (
+        f"over all keys, the {count(n, 'allowed key')} of row “{_word(label)}” would get {share:.3f} of the "
+        f"weight; the masked softmax divides them by {share:.3f}, so they get all of it (1.000)."
+    )
 
 
 def future_notice(w_on: Tensor, w_off: Tensor, labels_off: list[str]) -> str:
@@ -349,9 +401,11 @@ def future_notice(w_on: Tensor, w_off: Tensor, labels_off: list[str]) -> str:
         return f"even with the mask off this head gives the future nothing (mask on: {n_on} cells > 0)."
     upper = torch.triu(w_off, diagonal=1).sum(-1)  # [T]: weight each row gives to later positions
     r = int(upper.argmax())
-    return (f"with the mask on, the future gets {s_on:.3f} in total ({n_on} cells > 0); with it off, "
-            f"{n_off} cells > 0 get {s_off:.3f}, most in row {_word(labels_off[r])}, which gives "
-            f"{float(upper[r]):.3f} of its weight to later words.")
+    return (
+        f"with the mask on, the future gets {s_on:.3f} in total ({n_on} cells > 0); with it off, "
+        f"{n_off} cells > 0 get {s_off:.3f}, most in row {_word(labels_off[r])}, which gives "
+        f"{float(upper[r]):.3f} of its weight to later words."
+    )
 
 
 def peek_notice(weights: Tensor, labels: list[str]) -> str:
@@ -364,11 +418,16 @@ def peek_notice(weights: Tensor, labels: list[str]) -> str:
     nxt = next_weight(weights)
     hits = int((weights.argmax(-1)[: T - 1] == torch.arange(1, T)).sum())
     t = int(nxt.argmax())
-    verdict = ("The answer is in the input, and this head reads it." if 2 * hits >= T - 1 else
-               "The answer is in the input; this head reads it in only some rows.")
-    return (f"in {hits} of {T - 1} rows the largest weight sits on position t + 1, the very word that "
-            f"position must predict (strongest: row {_word(labels[t])} → {_word(labels[t + 1])} "
-            f"{float(nxt[t]):.3f}). {verdict}")
+    verdict = (
+        "The answer is in the input, and this head reads it."
+        if 2 * hits >= T - 1
+        else "The answer is in the input; this head reads it in only some rows."
+    )
+    return (
+        f"in {hits} of {T - 1} rows the largest weight sits on position t + 1, the very word that "
+        f"position must predict (strongest: row {_word(labels[t])} → {_word(labels[t + 1])} "
+        f"{float(nxt[t]):.3f}). {verdict}"
+    )
 
 
 def padding_notice(demo: PaddingDemo, layer: int, head: int) -> str:
@@ -378,9 +437,11 @@ def padding_notice(demo: PaddingDemo, layer: int, head: int) -> str:
     on, off = demo.pad_weight(True)[layer, head], demo.pad_weight(False)[layer, head]  # [n_real]
     worst = int(off.argmax())
     word = _word(demo.labels[demo.short][worst])
-    return (f"with the mask on, the {count(demo.n_pad, '<pad> column')} get exactly {float(on.max()):.3f}; with it "
-            f"off, {word} gives {float(off[worst]):.3f} of its weight to <pad>, and the encoding moves by up to "
-            f"{demo.out_change(False):.2e} (mask on: {demo.out_change(True):.1e}).")
+    return (
+        f"with the mask on, the {count(demo.n_pad, '<pad> column')} get exactly {float(on.max()):.3f}; with it "
+        f"off, {word} gives {float(off[worst]):.3f} of its weight to <pad>, and the encoding moves by up to "
+        f"{demo.out_change(False):.2e} (mask on: {demo.out_change(True):.1e})."
+    )
 
 
 def mask_grid_notice(demo: PaddingDemo) -> str:
@@ -388,23 +449,28 @@ def mask_grid_notice(demo: PaddingDemo) -> str:
     if demo.n_pad == 0:
         return "both sentences have the same length here: the mask hides nothing."
     keys = "key is" if demo.n_pad == 1 else f"{demo.n_pad} keys are"
-    return (f"sentence {demo.short + 1} has {demo.n_real} real tokens and {demo.n_pad} <pad>: its last {keys} −inf for "
-            "every query; the longer sentence has no −inf at all.")
+    return (
+        f"sentence {demo.short + 1} has {demo.n_real} real tokens and {demo.n_pad} <pad>: its last {keys} −inf for "
+        "every query; the longer sentence has no −inf at all."
+    )
 
 
 # --- Encoder-decoder attention: who reads which source word --------------------------------------
+
 
 def alignment(weights: Tensor, src_labels: list[str], in_labels: list[str], next_labels: list[str]) -> pd.DataFrame:
     """One row per decoder position of a [Tt, Ts] cross-attention matrix: its input word, the word it predicts,
     the source word it reads most and with what weight, and its weight on the source's <eos>."""
     top = weights.max(-1)
-    return pd.DataFrame({
-        "position (input word)": in_labels,
-        "predicts": [_word(n) for n in next_labels],
-        "reads most (source word)": [_word(src_labels[j]) for j in top.indices.tolist()],
-        "its weight": top.values.tolist(),
-        "weight on <eos>": weights[:, -1].tolist(),
-    }).round(3)
+    return pd.DataFrame(
+        {
+            "position (input word)": in_labels,
+            "predicts": [_word(n) for n in next_labels],
+            "reads most (source word)": [_word(src_labels[j]) for j in top.indices.tolist()],
+            "its weight": top.values.tolist(),
+            "weight on <eos>": weights[:, -1].tolist(),
+        }
+    ).round(3)
 
 
 def cross_notice(weights: Tensor, src_labels: list[str], in_labels: list[str], next_labels: list[str]) -> str:
@@ -415,18 +481,26 @@ def cross_notice(weights: Tensor, src_labels: list[str], in_labels: list[str], n
     The source ends with <eos> (its last column); the decoder's last row predicts the target's <eos>.
     """
     top = weights.max(-1)
-    rows = [f"{_word(i)} (writes {_word(n)}) reads {_word(src_labels[j])} {v:.2f}"
-            for i, n, j, v in zip(in_labels, next_labels, top.indices.tolist(), top.values.tolist(), strict=True)]
+    rows = [
+        f"{_word(i)} (writes {_word(n)}) reads {_word(src_labels[j])} {v:.2f}"
+        for i, n, j, v in zip(in_labels, next_labels, top.indices.tolist(), top.values.tolist(), strict=True)
+    ]
     last, eos, end = _word(in_labels[-1]), float(weights[-1, -1]), weights.size(1) - 1
     others = int((top.indices[:-1] == end).sum())
     if int(top.indices[-1]) == end:
-        why = (f"The last row ({last}) must write <eos>, and it reads the source's <eos> most ({eos:.2f}): a weight "
-               "shows where a row reads, not why it writes what it writes.")
+        why = (
+            f"The last row ({last}) must write <eos>, and it reads the source's <eos> most ({eos:.2f}): a weight "
+            "shows where a row reads, not why it writes what it writes."
+        )
     else:
         why = f"The last row ({last}) must write <eos>; it gives the source's <eos> {eos:.2f}."
     if others:
-        why += (f" {others} other {'row also reads' if others == 1 else 'rows also read'} <eos> most: a head with "
-                "nothing particular to fetch often parks its weight on <eos>.")
+        why += (
+            f" {others} other {'row also reads' if others == 1 else 'rows also read'} <eos> most: a head with "
+            "nothing particular to fetch often parks its weight on <eos>."
+        )
     sharp = int((top.values >= 0.5).sum())
-    return (f"{sharp} of {len(rows)} rows put at least half their weight on one source word (the dark cells). Row by "
-            "row (the source word each position reads most, and its weight): " + " · ".join(rows) + f". {why}")
+    return (
+        f"{sharp} of {len(rows)} rows put at least half their weight on one source word (the dark cells). Row by "
+        "row (the source word each position reads most, and its weight): " + " · ".join(rows) + f". {why}"
+    )

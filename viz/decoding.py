@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # result types only: viz draws what model/ computed, it never
 
 # --- Final linear + softmax ----------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class PositionOutput:
     """What the generator makes of one decoder position (sentence 0 of a trace)."""
@@ -65,40 +66,72 @@ def output_probs(trace: Trace, pos: int | None = None) -> Tensor:
 def top_candidates(probs: Tensor, logits: Tensor, itos: list[str], k: int = 10) -> pd.DataFrame:
     """The k most probable next tokens at one position: rank, id, word, logit, probability."""
     p, ids = probs.topk(min(k, probs.numel()))
-    return pd.DataFrame({
-        "rank": range(1, len(ids) + 1),
-        "index": ids.tolist(),
-        "word": [itos[i] for i in ids.tolist()],
-        "logit": logits[ids].tolist(),
-        "probability": p.tolist(),
-    })
+    return pd.DataFrame(
+        {
+            "rank": range(1, len(ids) + 1),
+            "index": ids.tolist(),
+            "word": [itos[i] for i in ids.tolist()],
+            "logit": logits[ids].tolist(),
+            "probability": p.tolist(),
+        }
+    )
 
 
 def top_bar(df: pd.DataFrame, title: str | None = None, highlight: str | None = None) -> go.Figure:
     """Horizontal bars of a candidates table (columns word, probability), best on top."""
     colours = ["#e6550d" if w == highlight else "#31a354" for w in df["word"]]
-    fig = go.Figure(go.Bar(
-        x=df["probability"], y=[f"{w}  " for w in df["word"]], orientation="h", marker_color=colours,
-        text=[f"{v:.3f}" for v in df["probability"]], textposition="outside",
-        hovertemplate="%{y}: p = %{x:.6f}<extra></extra>"))
-    fig.update_layout(title=title, height=max(220, 40 + 26 * len(df)),
-                      margin={"l": 10, "r": 30, "t": 40 if title else 10, "b": 10},
-                      xaxis={"title": "probability", "range": [0, 1.12]},
-                      yaxis={"autorange": "reversed", "type": "category"})
+    fig = go.Figure(
+        go.Bar(
+            x=df["probability"],
+            y=[f"{w}  " for w in df["word"]],
+            orientation="h",
+            marker_color=colours,
+            text=[f"{v:.3f}" for v in df["probability"]],
+            textposition="outside",
+            hovertemplate="%{y}: p = %{x:.6f}<extra></extra>",
+        )
+    )
+    fig.update_layout(
+        title=title,
+        height=max(220, 40 + 26 * len(df)),
+        margin={"l": 10, "r": 30, "t": 40 if title else 10, "b": 10},
+        xaxis={"title": "probability", "range": [0, 1.12]},
+        yaxis={"autorange": "reversed", "type": "category"},
+    )
     return fig
 
 
 def logits_figure(logits: Tensor, itos: list[str]) -> go.Figure:
     """Every one of the V logits at one position (x: vocabulary index), the argmax marked."""
     best = int(logits.argmax())
-    fig = go.Figure(go.Bar(x=list(range(logits.numel())), y=logits.tolist(), marker_color="#9ecae1",
-                           customdata=itos, hovertemplate="index %{x}: %{customdata}<br>logit %{y:.4f}<extra></extra>"))
-    fig.add_trace(go.Scatter(x=[best], y=[float(logits[best])], mode="markers+text",
-                             text=[f"argmax {best}: {itos[best]}"], textposition="middle right",
-                             marker={"color": "#e6550d", "size": 10}, name="argmax",
-                             hoverinfo="skip"))
-    fig.update_layout(height=260, showlegend=False, margin={"l": 10, "r": 10, "t": 24, "b": 10},
-                      xaxis={"title": f"vocabulary index (0 … {logits.numel() - 1})"}, yaxis={"title": "logit"})
+    fig = go.Figure(
+        go.Bar(
+            x=list(range(logits.numel())),
+            y=logits.tolist(),
+            marker_color="#9ecae1",
+            customdata=itos,
+            hovertemplate="index %{x}: %{customdata}<br>logit %{y:.4f}<extra></extra>",
+        )
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=[best],
+            y=[float(logits[best])],
+            mode="markers+text",
+            text=[f"argmax {best}: {itos[best]}"],
+            textposition="middle right",
+            marker={"color": "#e6550d", "size": 10},
+            name="argmax",
+            hoverinfo="skip",
+        )
+    )
+    fig.update_layout(
+        height=260,
+        showlegend=False,
+        margin={"l": 10, "r": 10, "t": 24, "b": 10},
+        xaxis={"title": f"vocabulary index (0 … {logits.numel() - 1})"},
+        yaxis={"title": "logit"},
+    )
     return fig
 
 
@@ -109,8 +142,10 @@ def choice_notice(out: PositionOutput, itos: list[str], in_label: str) -> str:
     first = f"position “{word}” chooses “{itos[int(ids[0])]}” with p = {float(p[0]):.4f}"
     if len(ids) < 2:
         return first + "."
-    return (first + f"; the runner-up “{itos[int(ids[1])]}” gets {float(p[1]):.4f}, "
-            f"{float(p[0]) / max(float(p[1]), 1e-300):,.0f} times less.")
+    return (
+        first + f"; the runner-up “{itos[int(ids[1])]}” gets {float(p[1]):.4f}, "
+        f"{float(p[0]) / max(float(p[1]), 1e-300):,.0f} times less."
+    )
 
 
 def logits_notice(logits: Tensor, itos: list[str]) -> str:
@@ -119,23 +154,28 @@ def logits_notice(logits: Tensor, itos: list[str]) -> str:
     if len(ids) < 2:
         return f"one word only: “{itos[int(ids[0])]}”."
     gap = float(v[0] - v[1])
-    return (f"the largest logit (index {int(ids[0])}, “{itos[int(ids[0])]}”) is {gap:.2f} above the next "
-            f"(“{itos[int(ids[1])]}”); the softmax turns a gap of {gap:.2f} into a probability ratio e^{gap:.2f} = "
-            f"{math.exp(min(gap, 700)):,.1f}. Only differences between logits matter.")
+    return (
+        f"the largest logit (index {int(ids[0])}, “{itos[int(ids[0])]}”) is {gap:.2f} above the next "
+        f"(“{itos[int(ids[1])]}”); the softmax turns a gap of {gap:.2f} into a probability ratio e^{gap:.2f} = "
+        f"{math.exp(min(gap, 700)):,.1f}. Only differences between logits matter."
+    )
 
 
 # --- One-hot target and cross-entropy ------------------------------------------------------------
 
+
 def loss_table(tf: TeacherForced, itos: list[str]) -> pd.DataFrame:
     """Teacher forcing with a reference: per position the gold next word, p(gold), -log p(gold), the argmax."""
-    return pd.DataFrame({
-        "decoder input": tf.in_labels,
-        "gold next word": [itos[g] for g in tf.gold],
-        "p(gold)": list(tf.gold_probs),
-        "-log p(gold)": [-math.log(p) if p > 0 else math.inf for p in tf.gold_probs],
-        "argmax prediction": [itos[p] for p in tf.predicted],
-        "right?": ["✓" if p == g else "✗" for p, g in zip(tf.predicted, tf.gold, strict=True)],
-    })
+    return pd.DataFrame(
+        {
+            "decoder input": tf.in_labels,
+            "gold next word": [itos[g] for g in tf.gold],
+            "p(gold)": list(tf.gold_probs),
+            "-log p(gold)": [-math.log(p) if p > 0 else math.inf for p in tf.gold_probs],
+            "argmax prediction": [itos[p] for p in tf.predicted],
+            "right?": ["✓" if p == g else "✗" for p, g in zip(tf.predicted, tf.gold, strict=True)],
+        }
+    )
 
 
 def n_right(tf: TeacherForced) -> int:
@@ -149,9 +189,11 @@ def loss_notice(tf: TeacherForced, itos: list[str]) -> str:
     p = tf.gold_probs[t]
     word = tf.in_labels[t].split(" ", 1)[-1]
     lt = -math.log(p) if p > 0 else math.inf
-    return (f"the largest term is at position “{word}”, which must write “{itos[tf.gold[t]]}” and gives it "
-            f"p = {p:.4f}: −log p = {lt:.3f} of the total {tf.loss * len(tf.gold):.3f} (the mean over the "
-            f"{len(tf.gold)} positions is L = {tf.loss:.4f}).")
+    return (
+        f"the largest term is at position “{word}”, which must write “{itos[tf.gold[t]]}” and gives it "
+        f"p = {p:.4f}: −log p = {lt:.3f} of the total {tf.loss * len(tf.gold):.3f} (the mean over the "
+        f"{len(tf.gold)} positions is L = {tf.loss:.4f})."
+    )
 
 
 def cross_entropy(gold_probs) -> float:
@@ -169,12 +211,18 @@ def gradient_table(probs: Tensor, gold: int, itos: list[str], k: int = 6) -> pd.
     """The k largest entries (by size) of the gradient of the loss with respect to the logits."""
     g = logit_gradient(probs, gold)
     ids = g.abs().topk(min(k, g.numel())).indices.tolist()
-    return pd.DataFrame({"word": [itos[i] for i in ids], "p": [float(probs[i]) for i in ids],
-                         "one-hot y": [1 if i == gold else 0 for i in ids],
-                         "gradient p − y": [float(g[i]) for i in ids]})
+    return pd.DataFrame(
+        {
+            "word": [itos[i] for i in ids],
+            "p": [float(probs[i]) for i in ids],
+            "one-hot y": [1 if i == gold else 0 for i in ids],
+            "gradient p − y": [float(g[i]) for i in ids],
+        }
+    )
 
 
 # --- Label smoothing -----------------------------------------------------------------------------
+
 
 def smoothing_table(sm: Smoothing) -> pd.DataFrame:
     """Every position's targets and losses (`explain.recompute.label_smoothing`)."""
@@ -185,9 +233,11 @@ def smoothing_notice(probs: Tensor, gold: int, eps: float, itos: list[str]) -> s
     """One position of the targets figure: what one-hot, the smoothed target and the model give the gold word."""
     V = probs.numel()
     q = smoothed_target(gold, V, eps)
-    return (f"the one-hot target puts 1 on “{itos[gold]}”; the smoothed target puts 1 − ε + ε/V = "
-            f"{float(q[gold]):.5f} there and ε/V = {eps / V:.2e} on each of the other {V - 1} words; "
-            f"the model gives “{itos[gold]}” p = {float(probs[gold]):.4f}.")
+    return (
+        f"the one-hot target puts 1 on “{itos[gold]}”; the smoothed target puts 1 − ε + ε/V = "
+        f"{float(q[gold]):.5f} there and ε/V = {eps / V:.2e} on each of the other {V - 1} words; "
+        f"the model gives “{itos[gold]}” p = {float(probs[gold]):.4f}."
+    )
 
 
 def target_figure(probs: Tensor, gold: int, eps: float, itos: list[str], k: int = 8) -> go.Figure:
@@ -198,18 +248,33 @@ def target_figure(probs: Tensor, gold: int, eps: float, itos: list[str], k: int 
     words = [f"{itos[i]}{' (gold)' if i == gold else ''}" for i in ids]
     q = smoothed_target(gold, probs.numel(), eps)
     fig = go.Figure()
-    for name, vals, colour in (("model output p", [float(probs[i]) for i in ids], "#31a354"),
-                               ("one-hot target y", [1.0 if i == gold else 0.0 for i in ids], "#636363"),
-                               (f"smoothed target q (ε = {eps:g})", [float(q[i]) for i in ids], "#fd8d3c")):
-        fig.add_trace(go.Bar(name=name, x=words, y=vals, marker_color=colour,
-                             hovertemplate="%{x}: %{y:.6f}<extra>" + name + "</extra>"))
-    fig.update_layout(barmode="group", height=300, margin={"l": 10, "r": 10, "t": 10, "b": 10},
-                      xaxis={"type": "category"}, yaxis={"range": [0, 1.05], "title": "probability"},
-                      legend={"orientation": "h", "y": 1.12})
+    for name, vals, colour in (
+        ("model output p", [float(probs[i]) for i in ids], "#31a354"),
+        ("one-hot target y", [1.0 if i == gold else 0.0 for i in ids], "#636363"),
+        (f"smoothed target q (ε = {eps:g})", [float(q[i]) for i in ids], "#fd8d3c"),
+    ):
+        fig.add_trace(
+            go.Bar(
+                name=name,
+                x=words,
+                y=vals,
+                marker_color=colour,
+                hovertemplate="%{x}: %{y:.6f}<extra>" + name + "</extra>",
+            )
+        )
+    fig.update_layout(
+        barmode="group",
+        height=300,
+        margin={"l": 10, "r": 10, "t": 10, "b": 10},
+        xaxis={"type": "category"},
+        yaxis={"range": [0, 1.05], "title": "probability"},
+        legend={"orientation": "h", "y": 1.12},
+    )
     return fig
 
 
 # --- Greedy decoding -----------------------------------------------------------------------------
+
 
 def prefix_words(prefix, itos: list[str]) -> str:
     return " ".join(itos[i] for i in prefix)
@@ -220,25 +285,37 @@ def greedy_table(greedy: Greedy, itos: list[str]) -> pd.DataFrame:
     rows = []
     for t, s in enumerate(greedy.steps, start=1):
         second = s.candidates[1] if len(s.candidates) > 1 else None
-        rows.append({"step": t, "prefix (decoder input)": prefix_words(s.prefix, itos),
-                     "chosen word": itos[s.chosen], "p(chosen)": s.candidates[0].prob,
-                     "runner-up": itos[second.token] if second else "",
-                     "p(runner-up)": second.prob if second else math.nan})
+        rows.append(
+            {
+                "step": t,
+                "prefix (decoder input)": prefix_words(s.prefix, itos),
+                "chosen word": itos[s.chosen],
+                "p(chosen)": s.candidates[0].prob,
+                "runner-up": itos[second.token] if second else "",
+                "p(runner-up)": second.prob if second else math.nan,
+            }
+        )
     return pd.DataFrame(rows)
 
 
 def step_candidates(step: GreedyStep, itos: list[str]) -> pd.DataFrame:
-    return pd.DataFrame({"rank": range(1, len(step.candidates) + 1),
-                         "word": [itos[c.token] for c in step.candidates],
-                         "probability": [c.prob for c in step.candidates],
-                         "chosen": ["✓" if c.token == step.chosen else "" for c in step.candidates]})
+    return pd.DataFrame(
+        {
+            "rank": range(1, len(step.candidates) + 1),
+            "word": [itos[c.token] for c in step.candidates],
+            "probability": [c.prob for c in step.candidates],
+            "chosen": ["✓" if c.token == step.chosen else "" for c in step.candidates],
+        }
+    )
 
 
 def greedy_notice(step: GreedyStep, number: int, itos: list[str]) -> str:
     """One greedy step: the word chosen, its probability, and the runner-up it beat."""
     c = step.candidates
-    first = (f"step {number} runs the decoder on {count(len(step.prefix), 'position')} and takes the prediction of "
-             f"the last one: “{itos[step.chosen]}”, p = {c[0].prob:.4f}")
+    first = (
+        f"step {number} runs the decoder on {count(len(step.prefix), 'position')} and takes the prediction of "
+        f"the last one: “{itos[step.chosen]}”, p = {c[0].prob:.4f}"
+    )
     if len(c) < 2:
         return first + "."
     return first + f"; runner-up “{itos[c[1].token]}”, p = {c[1].prob:.4f}. Greedy never looks back at this choice."
@@ -252,6 +329,7 @@ def greedy_score(greedy: Greedy, alpha: float) -> tuple[float, float, int]:
 
 
 # --- Beam search ---------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Node:
@@ -284,14 +362,20 @@ def beam_nodes(result: BeamResult) -> list[Node]:
         layer = []
         for rank, e in enumerate(step.expansions):
             parent = live[e.parent]
-            layer.append((nodes[parent].y, rank, Node(len(nodes) + len(layer), depth, parent, e.token, e.prob,
-                                                      e.hypothesis, e.kept)))
+            layer.append(
+                (
+                    nodes[parent].y,
+                    rank,
+                    Node(len(nodes) + len(layer), depth, parent, e.token, e.prob, e.hypothesis, e.kept),
+                )
+            )
         ordered = sorted(layer, key=lambda x: (x[0], x[1]))
         n = len(ordered)
         ys = {node.id: i - (n - 1) / 2 for i, (_, _, node) in enumerate(ordered)}
         for _, _, node in layer:
-            nodes.append(Node(node.id, depth, node.parent, node.token, node.prob, node.hypothesis, node.kept,
-                              ys[node.id]))
+            nodes.append(
+                Node(node.id, depth, node.parent, node.token, node.prob, node.hypothesis, node.kept, ys[node.id])
+            )
             if node.kept and not node.hypothesis.finished:
                 new_live.append(node.id)
         live = new_live
@@ -313,8 +397,11 @@ def beam_tree(result: BeamResult, itos: list[str]) -> go.Figure:
     nodes = beam_nodes(result)
     path = best_path(nodes, result.best)
     fig = go.Figure()
-    for kind, colour, width in (("pruned", "rgba(180,180,180,0.35)", 1), ("kept", "#6baed6", 2),
-                                ("best", "#e6550d", 4)):
+    for kind, colour, width in (
+        ("pruned", "rgba(180,180,180,0.35)", 1),
+        ("kept", "#6baed6", 2),
+        ("best", "#e6550d", 4),
+    ):
         xs, ys = [], []
         for n in nodes[1:]:
             k = "best" if n.id in path else "kept" if n.kept else "pruned"
@@ -322,8 +409,17 @@ def beam_tree(result: BeamResult, itos: list[str]) -> go.Figure:
                 p = nodes[n.parent]
                 xs += [p.depth, n.depth, None]
                 ys += [p.y, n.y, None]
-        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", line={"color": colour, "width": width}, hoverinfo="skip",
-                                 name=f"{kind} edges", showlegend=False))
+        fig.add_trace(
+            go.Scatter(
+                x=xs,
+                y=ys,
+                mode="lines",
+                line={"color": colour, "width": width},
+                hoverinfo="skip",
+                name=f"{kind} edges",
+                showlegend=False,
+            )
+        )
 
     def hover(n: Node) -> str:
         if n.hypothesis is None:
@@ -331,30 +427,48 @@ def beam_tree(result: BeamResult, itos: list[str]) -> go.Figure:
         h = n.hypothesis
         words = " ".join(itos[t] for t in h.tokens)
         state = "finished (said <eos>)" if h.finished and n.kept else "kept in the beam" if n.kept else "pruned"
-        return (f"{words}<br>p({itos[n.token]} | prefix) = {n.prob:.4f}<br>total log-prob = {h.log_prob:.4f}"
-                f"<br>normalised score = {h.score:.4f}<br>{state}")
+        return (
+            f"{words}<br>p({itos[n.token]} | prefix) = {n.prob:.4f}<br>total log-prob = {h.log_prob:.4f}"
+            f"<br>normalised score = {h.score:.4f}<br>{state}"
+        )
 
     groups = {
         "pruned": [n for n in nodes[1:] if not n.kept],
         "kept": [n for n in nodes if n.kept and not n.finished],
         "finished": [n for n in nodes if n.kept and n.finished],
     }
-    style = {"pruned": {"color": "rgba(150,150,150,0.4)", "size": 6},
-             "kept": {"color": "#3182bd", "size": 11},
-             "finished": {"color": "#31a354", "size": 13, "symbol": "square"}}
+    style = {
+        "pruned": {"color": "rgba(150,150,150,0.4)", "size": 6},
+        "kept": {"color": "#3182bd", "size": 11},
+        "finished": {"color": "#31a354", "size": 13, "symbol": "square"},
+    }
     for name, group in groups.items():
-        fig.add_trace(go.Scatter(
-            x=[n.depth for n in group], y=[n.y for n in group], mode="markers" if name == "pruned" else "markers+text",
-            text=[BOS if n.hypothesis is None else itos[n.token] for n in group], textposition="top center",
-            marker={**style[name], "line": {"width": [3 if n.id in path else 0 for n in group], "color": "#e6550d"}},
-            hovertext=[hover(n) for n in group], hoverinfo="text", name=name,
-            customdata=[n.id for n in group]))
+        fig.add_trace(
+            go.Scatter(
+                x=[n.depth for n in group],
+                y=[n.y for n in group],
+                mode="markers" if name == "pruned" else "markers+text",
+                text=[BOS if n.hypothesis is None else itos[n.token] for n in group],
+                textposition="top center",
+                marker={
+                    **style[name],
+                    "line": {"width": [3 if n.id in path else 0 for n in group], "color": "#e6550d"},
+                },
+                hovertext=[hover(n) for n in group],
+                hoverinfo="text",
+                name=name,
+                customdata=[n.id for n in group],
+            )
+        )
     ys = [n.y for n in nodes]
     widest = max((sum(1 for n in nodes if n.depth == d) for d in range(len(result.steps) + 1)), default=1)
-    fig.update_layout(height=max(360, min(1200, 80 + 40 * widest)), margin={"l": 10, "r": 10, "t": 60, "b": 10},
-                      xaxis={"title": "step (tokens after <bos>)", "dtick": 1},
-                      yaxis={"visible": False, "range": [max(ys) + 0.6, min(ys) - 0.9]},  # reversed, room for labels
-                      legend={"orientation": "h", "y": 0.99, "yanchor": "top", "yref": "container"})
+    fig.update_layout(
+        height=max(360, min(1200, 80 + 40 * widest)),
+        margin={"l": 10, "r": 10, "t": 60, "b": 10},
+        xaxis={"title": "step (tokens after <bos>)", "dtick": 1},
+        yaxis={"visible": False, "range": [max(ys) + 0.6, min(ys) - 0.9]},  # reversed, room for labels
+        legend={"orientation": "h", "y": 0.99, "yanchor": "top", "yref": "container"},
+    )
     return fig
 
 
@@ -364,46 +478,61 @@ def beam_notice(result: BeamResult, greedy: Greedy, itos: list[str], lang: str =
     pruned = sum(not e.kept for s in result.steps for e in s.expansions)
     best = ids_text(result.best.output, itos, lang)
     same = ids_text(greedy.tokens, itos, lang) == best
-    return (f"over {len(result.steps)} steps the search weighed {considered} hypotheses and pruned "
-            f"{pruned}; the winner, “{best}”, has total log-probability {result.best.log_prob:.3f} and normalised "
-            f"score {result.best.score:.3f}. " + ("Greedy decoding found the same sentence." if same else
-                                                   "Greedy decoding found another sentence (see below)."))
+    return (
+        f"over {len(result.steps)} steps the search weighed {considered} hypotheses and pruned "
+        f"{pruned}; the winner, “{best}”, has total log-probability {result.best.log_prob:.3f} and normalised "
+        f"score {result.best.score:.3f}. "
+        + (
+            "Greedy decoding found the same sentence."
+            if same
+            else "Greedy decoding found another sentence (see below)."
+        )
+    )
 
 
 def beam_step_table(result: BeamResult, step: int, itos: list[str], lang: str = "fr") -> pd.DataFrame:
     """Every expansion considered at `step` (1-based), best total log-probability first."""
     s = result.steps[step - 1]
-    return pd.DataFrame({
-        "hypothesis": [detokenize([itos[t] for t in e.hypothesis.tokens], lang) for e in s.expansions],
-        "new word": [itos[e.token] for e in s.expansions],
-        "p(word | prefix)": [e.prob for e in s.expansions],
-        "total log-prob": [e.hypothesis.log_prob for e in s.expansions],
-        "normalised score": [e.hypothesis.score for e in s.expansions],
-        "fate": [("finished" if e.hypothesis.finished else "kept") if e.kept else "pruned" for e in s.expansions],
-    })
+    return pd.DataFrame(
+        {
+            "hypothesis": [detokenize([itos[t] for t in e.hypothesis.tokens], lang) for e in s.expansions],
+            "new word": [itos[e.token] for e in s.expansions],
+            "p(word | prefix)": [e.prob for e in s.expansions],
+            "total log-prob": [e.hypothesis.log_prob for e in s.expansions],
+            "normalised score": [e.hypothesis.score for e in s.expansions],
+            "fate": [("finished" if e.hypothesis.finished else "kept") if e.kept else "pruned" for e in s.expansions],
+        }
+    )
 
 
 def finished_table(result: BeamResult, itos: list[str], lang: str = "fr") -> pd.DataFrame:
     """The completed hypotheses, ranked by length-normalised score (the winner first)."""
     hs = result.finished or (result.best,)
-    return pd.DataFrame({
-        "output": [detokenize([itos[t] for t in h.output], lang) for h in hs],
-        "length (with <eos>)": [len(h.tokens) for h in hs],
-        "total log-prob": [h.log_prob for h in hs],
-        "probability": [h.prob for h in hs],
-        "normalised score": [h.score for h in hs],
-    })
+    return pd.DataFrame(
+        {
+            "output": [detokenize([itos[t] for t in h.output], lang) for h in hs],
+            "length (with <eos>)": [len(h.tokens) for h in hs],
+            "total log-prob": [h.log_prob for h in hs],
+            "probability": [h.prob for h in hs],
+            "normalised score": [h.score for h in hs],
+        }
+    )
 
 
-def comparison_table(greedy: Greedy, result: BeamResult, alpha: float, k: int, itos: list[str],
-                     lang: str = "fr") -> pd.DataFrame:
+def comparison_table(
+    greedy: Greedy, result: BeamResult, alpha: float, k: int, itos: list[str], lang: str = "fr"
+) -> pd.DataFrame:
     """Greedy decoding and beam search side by side: output, length, total log-probability, normalised score."""
     g_lp, g_score, g_len = greedy_score(greedy, alpha)
-    return pd.DataFrame({"decoding": ["greedy", f"beam search (k = {k})"],
-                         "output": [ids_text(greedy.tokens, itos, lang), ids_text(result.best.output, itos, lang)],
-                         "length (with <eos>)": [g_len, len(result.best.tokens)],
-                         "total log-prob": [g_lp, result.best.log_prob],
-                         "normalised score": [g_score, result.best.score]})
+    return pd.DataFrame(
+        {
+            "decoding": ["greedy", f"beam search (k = {k})"],
+            "output": [ids_text(greedy.tokens, itos, lang), ids_text(result.best.output, itos, lang)],
+            "length (with <eos>)": [g_len, len(result.best.tokens)],
+            "total log-prob": [g_lp, result.best.log_prob],
+            "normalised score": [g_score, result.best.score],
+        }
+    )
 
 
 def kept_per_step(result: BeamResult) -> list[int]:
@@ -424,13 +553,16 @@ def run_twice(result: BeamResult, itos: list[str]) -> pd.DataFrame:
                 kids = [e for e in result.steps[1].expansions if e.parent == parent]
             parent += 1
         for e2 in kids or [None]:
-            rows.append({
-                "step 1 word": itos[e1.token], "p(step 1)": e1.prob,
-                "step 2 word (model run on that prefix)": itos[e2.token] if e2 else "—",
-                "p(step 2 | step 1)": e2.prob if e2 else math.nan,
-                "p(both)": e2.hypothesis.prob if e2 else e1.hypothesis.prob,
-                "kept after step 2": ("✓" if e2.kept else "") if e2 else "",
-            })
+            rows.append(
+                {
+                    "step 1 word": itos[e1.token],
+                    "p(step 1)": e1.prob,
+                    "step 2 word (model run on that prefix)": itos[e2.token] if e2 else "—",
+                    "p(step 2 | step 1)": e2.prob if e2 else math.nan,
+                    "p(both)": e2.hypothesis.prob if e2 else e1.hypothesis.prob,
+                    "kept after step 2": ("✓" if e2.kept else "") if e2 else "",
+                }
+            )
     return pd.DataFrame(rows)
 
 

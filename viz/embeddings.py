@@ -30,8 +30,11 @@ def textbook_one_hot(word: str) -> pd.DataFrame:
     if word not in TEXTBOOK_VOCAB:
         raise ValueError(f"{word!r} is not in the textbook vocabulary {TEXTBOOK_VOCAB}")
     row = one_hot([TEXTBOOK_VOCAB.index(word)], len(TEXTBOOK_VOCAB))[0]
-    return pd.DataFrame([list(range(len(TEXTBOOK_VOCAB))), [int(v) for v in row]],
-                        index=["index", f'one-hot of "{word}"'], columns=list(TEXTBOOK_VOCAB))
+    return pd.DataFrame(
+        [list(range(len(TEXTBOOK_VOCAB))), [int(v) for v in row]],
+        index=["index", f'one-hot of "{word}"'],
+        columns=list(TEXTBOOK_VOCAB),
+    )
 
 
 def vocab_window(ids) -> list[int]:
@@ -55,8 +58,9 @@ def token_table(tokens, ids, vocab: Vocab, unknown=()) -> pd.DataFrame:
             status.append(f"unknown: fed as {UNK}")
         else:
             status.append("in vocabulary")
-    return pd.DataFrame({"position": list(range(len(ids))), "token": list(tokens), "id": [int(i) for i in ids],
-                         "status": status})
+    return pd.DataFrame(
+        {"position": list(range(len(ids))), "token": list(tokens), "id": [int(i) for i in ids], "status": status}
+    )
 
 
 @dataclass(frozen=True)
@@ -84,8 +88,9 @@ class LookupDemo:
         return None if self.traced is None else float((self.scaled - self.traced).abs().max())
 
 
-def lookup_demo(E: torch.Tensor, token_id: int, traced: torch.Tensor | None = None,
-                traced_name: str = "src.embed") -> LookupDemo:
+def lookup_demo(
+    E: torch.Tensor, token_id: int, traced: torch.Tensor | None = None, traced_name: str = "src.embed"
+) -> LookupDemo:
     """onehot(id) @ E, E[id], and E[id] * √d_model (the model's scale) beside the traced row."""
     E = E.detach()
     V, D = E.shape
@@ -93,8 +98,17 @@ def lookup_demo(E: torch.Tensor, token_id: int, traced: torch.Tensor | None = No
         raise ValueError(f"id {token_id} is outside the vocabulary of {V} tokens")
     oh = one_hot([token_id], V)[0].to(E.dtype)  # [V]
     scale = math.sqrt(D)
-    return LookupDemo(int(token_id), D, oh, oh @ E, E[token_id].clone(), scale, E[token_id] * scale,
-                      None if traced is None else traced.detach().reshape(-1).clone(), traced_name)
+    return LookupDemo(
+        int(token_id),
+        D,
+        oh,
+        oh @ E,
+        E[token_id].clone(),
+        scale,
+        E[token_id] * scale,
+        None if traced is None else traced.detach().reshape(-1).clone(),
+        traced_name,
+    )
 
 
 def lookup_table(demo: LookupDemo, dims: int = 8) -> pd.DataFrame:
@@ -107,19 +121,23 @@ def lookup_table(demo: LookupDemo, dims: int = 8) -> pd.DataFrame:
     }
     if demo.traced is not None:
         rows[f"traced {demo.traced_name}"] = demo.traced[:n]
-    return pd.DataFrame({k: [round(float(x), 5) for x in v] for k, v in rows.items()},
-                        index=[f"d{j}" for j in range(n)]).T
+    return pd.DataFrame(
+        {k: [round(float(x), 5) for x in v] for k, v in rows.items()}, index=[f"d{j}" for j in range(n)]
+    ).T
 
 
 # --- Notices: one computed sentence per figure ----------------------------------------------------
+
 
 def one_hot_notice(oh: torch.Tensor, ids, labels: list[str]) -> str:
     """One-hot rows [T, V]: each row has a single 1, which column it picks, and repeated tokens."""
     ids = [int(i) for i in ids]
     ones = oh.sum(1)
     repeated = sorted({i for i in ids if ids.count(i) > 1})
-    out = (f"Every row holds a single 1 (row sums {int(ones.min())} to {int(ones.max())}) among {oh.shape[1]} "
-           f"columns: row “{labels[0]}” picks column {ids[0]}, row “{labels[-1]}” column {ids[-1]}.")
+    out = (
+        f"Every row holds a single 1 (row sums {int(ones.min())} to {int(ones.max())}) among {oh.shape[1]} "
+        f"columns: row “{labels[0]}” picks column {ids[0]}, row “{labels[-1]}” column {ids[-1]}."
+    )
     if repeated:
         i = repeated[0]
         rows = [labels[t] for t, x in enumerate(ids) if x == i]
@@ -132,14 +150,18 @@ def embed_notice(embed: torch.Tensor, ids, labels: list[str], scale: float) -> s
     ids = [int(i) for i in ids]
     e = embed.detach().to(torch.float64)
     rms = e.pow(2).mean(1).sqrt()
-    out = (f"Typical size of an entry (root mean square per row): {float(rms.min()):.2f} to {float(rms.max()):.2f}, "
-           f"after × √d_model = {scale:.2f}, against √½ ≈ 0.71 for the positional encoding added next (each "
-           "sin/cos pair has length 1).")
+    out = (
+        f"Typical size of an entry (root mean square per row): {float(rms.min()):.2f} to {float(rms.max()):.2f}, "
+        f"after × √d_model = {scale:.2f}, against √½ ≈ 0.71 for the positional encoding added next (each "
+        "sin/cos pair has length 1)."
+    )
     for i in sorted(set(ids)):
         where = [t for t, x in enumerate(ids) if x == i]
         if len(where) > 1:
             diff = float((e[where[0]] - e[where[1]]).abs().max())
-            out += (f" “{labels[where[0]]}” and “{labels[where[1]]}” are the same token, so their rows are identical "
-                    f"(max difference {diff:g}): nothing here knows the position yet.")
+            out += (
+                f" “{labels[where[0]]}” and “{labels[where[1]]}” are the same token, so their rows are identical "
+                f"(max difference {diff:g}): nothing here knows the position yet."
+            )
             break
     return out

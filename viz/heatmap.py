@@ -85,9 +85,17 @@ def x_angle(labels) -> int:
     return 0 if len(labels) * (max(map(text_width, labels), default=0.0) + 6) <= FLAT_ROOM else -45
 
 
-def heatmap(values, x_labels: list[str], y_labels: list[str], kind: str, title: str | None = None,
-            x_title: str | None = None, y_title: str | None = None, digits: int = 3,
-            height: int | None = None) -> go.Figure:
+def heatmap(
+    values,
+    x_labels: list[str],
+    y_labels: list[str],
+    kind: str,
+    title: str | None = None,
+    x_title: str | None = None,
+    y_title: str | None = None,
+    digits: int = 3,
+    height: int | None = None,
+) -> go.Figure:
     """A [rows, cols] matrix as a heatmap with rows top-to-bottom in the order given."""
     z = as_array(values)
     if z.ndim != 2 or z.shape != (len(y_labels), len(x_labels)):
@@ -115,17 +123,26 @@ def heatmap(values, x_labels: list[str], y_labels: list[str], kind: str, title: 
         "xaxis": {"title": x_title, "side": "top", "type": "category", "tickangle": x_angle(x_labels)},
         "yaxis": {"title": y_title, "autorange": "reversed", "type": "category"},
     }
-    fig = go.Figure(go.Heatmap(
-        z=z, x=list(x_labels), y=list(y_labels), text=text,
-        texttemplate="%{text}" if z.size <= MAX_TEXT_CELLS and z.shape[1] <= MAX_TEXT_COLUMNS else None,
-        textfont={"size": CELL_FONT},
-        hovertemplate=f"{y_title or 'row'}: %{{y}}<br>{x_title or 'column'}: %{{x}}<br>"
-                      "value: %{text}<extra></extra>",
-        showscale=kind != "mask", xgap=1, ygap=1, **settings,
-        # the colour bar starts at the plot's edge (Plotly's 1.02 is 2 % of the plot's width past it, which a margin
-        # reserved in advance cannot know: viz/margins.py), 16 px from it
-        colorbar={"x": 1.0, "xpad": 16},
-    ), layout=layout)
+    fig = go.Figure(
+        go.Heatmap(
+            z=z,
+            x=list(x_labels),
+            y=list(y_labels),
+            text=text,
+            texttemplate="%{text}" if z.size <= MAX_TEXT_CELLS and z.shape[1] <= MAX_TEXT_COLUMNS else None,
+            textfont={"size": CELL_FONT},
+            hovertemplate=f"{y_title or 'row'}: %{{y}}<br>{x_title or 'column'}: %{{x}}<br>"
+            "value: %{text}<extra></extra>",
+            showscale=kind != "mask",
+            xgap=1,
+            ygap=1,
+            **settings,
+            # the colour bar starts at the plot's edge (Plotly's 1.02 is 2 % of the plot's width past it, which a margin
+            # reserved in advance cannot know: viz/margins.py), 16 px from it
+            colorbar={"x": 1.0, "xpad": 16},
+        ),
+        layout=layout,
+    )
     return fig
 
 

@@ -58,7 +58,6 @@ def residual(trace: Trace, layer: int, sub: int) -> Residual:
     return Residual(sublayer_input(trace, layer, sub), f, trace[f"enc.{layer}.add_norm{sub}.resid"][0])
 
 
-
 def units(n: int) -> list[str]:
     """Labels of the FFN's hidden units: "h0", "h1", ..."""
     return [f"h{i}" for i in range(n)]
@@ -66,10 +65,13 @@ def units(n: int) -> list[str]:
 
 def residual_table(r: Residual, word: int, n_dims: int = 8, digits: int = 4) -> pd.DataFrame:
     """The first dimensions of x, Sublayer(x), their sum, and the model's recorded sum, for one word."""
-    rows = {"x (input of the sublayer)": r.x[word], "Sublayer(x)": r.f[word],
-            "x + Sublayer(x), added here": r.x[word] + r.f[word], "resid recorded by the model": r.resid[word]}
-    return pd.DataFrame({name: as_array(v[:n_dims]).round(digits) for name, v in rows.items()},
-                        index=dims(n_dims)).T
+    rows = {
+        "x (input of the sublayer)": r.x[word],
+        "Sublayer(x)": r.f[word],
+        "x + Sublayer(x), added here": r.x[word] + r.f[word],
+        "resid recorded by the model": r.resid[word],
+    }
+    return pd.DataFrame({name: as_array(v[:n_dims]).round(digits) for name, v in rows.items()}, index=dims(n_dims)).T
 
 
 @dataclass(frozen=True)
@@ -92,13 +94,15 @@ def layer_norm(trace: Trace, layer: int, sub: int, gamma: torch.Tensor, beta: to
 
 def norm_stats(n: Norm, labels: list[str], digits: int = 4) -> pd.DataFrame:
     """Per word: mean and variance (over the D features) before and after normalising."""
-    return pd.DataFrame({
-        "word": list(labels),
-        "mean before": as_array(n.x.mean(-1)).round(digits),
-        "variance before": as_array(n.x.var(-1, unbiased=False)).round(digits),
-        "mean after": as_array(n.normed.mean(-1)).round(digits),
-        "variance after": as_array(n.normed.var(-1, unbiased=False)).round(digits),
-    })
+    return pd.DataFrame(
+        {
+            "word": list(labels),
+            "mean before": as_array(n.x.mean(-1)).round(digits),
+            "variance before": as_array(n.x.var(-1, unbiased=False)).round(digits),
+            "mean after": as_array(n.normed.mean(-1)).round(digits),
+            "variance after": as_array(n.normed.var(-1, unbiased=False)).round(digits),
+        }
+    )
 
 
 def affine(n: Norm) -> torch.Tensor:
@@ -107,10 +111,14 @@ def affine(n: Norm) -> torch.Tensor:
 
 
 def affine_table(n: Norm, word: int, n_dims: int = 8, digits: int = 4) -> pd.DataFrame:
-    rows = {"normed x̂": n.normed[word], "γ (learned)": n.gamma, "β (learned)": n.beta,
-            "γ · x̂ + β, computed here": affine(n)[word], "out recorded by the model": n.out[word]}
-    return pd.DataFrame({name: as_array(v[:n_dims]).round(digits) for name, v in rows.items()},
-                        index=dims(n_dims)).T
+    rows = {
+        "normed x̂": n.normed[word],
+        "γ (learned)": n.gamma,
+        "β (learned)": n.beta,
+        "γ · x̂ + β, computed here": affine(n)[word],
+        "out recorded by the model": n.out[word],
+    }
+    return pd.DataFrame({name: as_array(v[:n_dims]).round(digits) for name, v in rows.items()}, index=dims(n_dims)).T
 
 
 @dataclass(frozen=True)
@@ -138,15 +146,21 @@ def ffn_input(trace: Trace, layer: int) -> torch.Tensor:
 def ffn(trace: Trace, layer: int, recomputed: torch.Tensor) -> FFN:
     """The FFN of encoder layer `layer` as recorded, beside its hidden layer `recomputed` from W_1, b_1
     (`explain.experiments.ffn_hidden(model, layer, ffn_input(trace, layer))`)."""
-    return FFN(ffn_input(trace, layer), trace[f"enc.{layer}.ffn.hidden"][0], recomputed,
-               trace[f"enc.{layer}.ffn.out"][0])
+    return FFN(
+        ffn_input(trace, layer), trace[f"enc.{layer}.ffn.hidden"][0], recomputed, trace[f"enc.{layer}.ffn.out"][0]
+    )
 
 
 def zero_table(f: FFN, labels: list[str]) -> pd.DataFrame:
     """Per word: how many hidden units the ReLU switched off."""
     zeros = (f.hidden == 0).sum(-1)
-    return pd.DataFrame({"word": list(labels), "ReLU zeros": as_array(zeros).astype(int),
-                         "fraction": as_array(zeros / f.hidden.shape[-1]).round(4)})
+    return pd.DataFrame(
+        {
+            "word": list(labels),
+            "ReLU zeros": as_array(zeros).astype(int),
+            "fraction": as_array(zeros / f.hidden.shape[-1]).round(4),
+        }
+    )
 
 
 @dataclass(frozen=True)
@@ -181,8 +195,14 @@ def stage_table(s: Stages, digits: int = 4) -> pd.DataFrame:
     unit = v / safe[:, None]
     to_input = unit @ unit[0]
     to_prev = np.concatenate([[1.0], (unit[1:] * unit[:-1]).sum(1)])
-    return pd.DataFrame({"stage": s.labels, "norm": norms.round(digits),
-                         "cosine to input": to_input.round(digits), "cosine to previous stage": to_prev.round(digits)})
+    return pd.DataFrame(
+        {
+            "stage": s.labels,
+            "norm": norms.round(digits),
+            "cosine to input": to_input.round(digits),
+            "cosine to previous stage": to_prev.round(digits),
+        }
+    )
 
 
 def ln_params(n: Norm) -> torch.Tensor:
@@ -213,16 +233,21 @@ def attention_input(trace: Trace, layer: int) -> torch.Tensor:
 
 # --- Notices: one computed sentence per figure ----------------------------------------------------
 
+
 def norm_notice(n: Norm, labels: list[str], before: bool) -> str:
     """x (before) or x̂ (after): the spread of the per-word means and standard deviations."""
     v = n.x if before else n.normed
     mean, std = as_array(v.mean(-1)), as_array(v.std(-1, unbiased=False))
     if before:  # after: "mean 0 and standard deviation 1" is the definition; the numbers show it to rounding
         i = int(std.argmax())
-        return (f"Before: the words' means run from {mean.min():.2f} to {mean.max():.2f} and their standard deviations "
-                f"from {std.min():.2f} to {std.max():.2f} (largest: “{labels[i]}”).")
-    return (f"After: every word has mean 0 (largest |mean| {np.abs(mean).max():.1e}) and standard deviation 1 "
-            f"({std.min():.4f} to {std.max():.4f}): all rows now have the same size, only their patterns differ.")
+        return (
+            f"Before: the words' means run from {mean.min():.2f} to {mean.max():.2f} and their standard deviations "
+            f"from {std.min():.2f} to {std.max():.2f} (largest: “{labels[i]}”)."
+        )
+    return (
+        f"After: every word has mean 0 (largest |mean| {np.abs(mean).max():.1e}) and standard deviation 1 "
+        f"({std.min():.4f} to {std.max():.4f}): all rows now have the same size, only their patterns differ."
+    )
 
 
 def gamma_beta_notice(n: Norm) -> str:
@@ -230,9 +255,11 @@ def gamma_beta_notice(n: Norm) -> str:
     g, b = as_array(n.gamma), as_array(n.beta)
     j = int(np.abs(g).argmax())
     how = "amplified" if abs(g[j]) > 1 else "shrunk, like every feature here"
-    return (f"γ runs from {g.min():.2f} to {g.max():.2f} (mean {g.mean():.2f}; 1 would leave x̂ as it is), β from "
-            f"{b.min():.2f} to {b.max():.2f}. The largest |γ| is on d{j} ({g[j]:.2f}): that feature comes out "
-            f"of the LayerNorm {how} for every word.")
+    return (
+        f"γ runs from {g.min():.2f} to {g.max():.2f} (mean {g.mean():.2f}; 1 would leave x̂ as it is), β from "
+        f"{b.min():.2f} to {b.max():.2f}. The largest |γ| is on d{j} ({g[j]:.2f}): that feature comes out "
+        f"of the LayerNorm {how} for every word."
+    )
 
 
 def hidden_notice(f: FFN, labels: list[str]) -> str:
@@ -242,9 +269,11 @@ def hidden_notice(f: FFN, labels: list[str]) -> str:
     F = h.shape[1]
     never = int(((h > 0).sum(0) == 0).sum())
     lo, hi = int(active.argmin()), int(active.argmax())
-    return (f"{int(active.sum()):,} of {h.size:,} hidden values are active (ReLU > 0, {active.sum() / h.size:.0%}): "
-            f"from {active[lo]} of {F} units for “{labels[lo]}” to {active[hi]} for “{labels[hi]}”; {never} units stay "
-            "0 for every word of this sentence.")
+    return (
+        f"{int(active.sum()):,} of {h.size:,} hidden values are active (ReLU > 0, {active.sum() / h.size:.0%}): "
+        f"from {active[lo]} of {F} units for “{labels[lo]}” to {active[hi]} for “{labels[hi]}”; {never} units stay "
+        "0 for every word of this sentence."
+    )
 
 
 def stages_notice(s: Stages) -> str:
@@ -253,9 +282,13 @@ def stages_notice(s: Stages) -> str:
     norms = np.linalg.norm(v, axis=1)
     ln = [i for i, label in enumerate(s.labels) if "LayerNorm" in label]
     unit = v / np.where(norms > 0, norms, 1.0)[:, None]
-    out = (f"The vector's length goes from {norms[0]:.1f} (input) to {norms[-1]:.1f} ({s.labels[-1]}); its cosine to "
-           f"the input ends at {float(unit[-1] @ unit[0]):.2f}.")
+    out = (
+        f"The vector's length goes from {norms[0]:.1f} (input) to {norms[-1]:.1f} ({s.labels[-1]}); its cosine to "
+        f"the input ends at {float(unit[-1] @ unit[0]):.2f}."
+    )
     if ln:
-        out += (f" After each LayerNorm the length is between {norms[ln].min():.1f} and {norms[ln].max():.1f} "
-                f"(x̂ alone would have √D = {np.sqrt(v.shape[1]):.1f}; γ and β change it).")
+        out += (
+            f" After each LayerNorm the length is between {norms[ln].min():.1f} and {norms[ln].max():.1f} "
+            f"(x̂ alone would have √D = {np.sqrt(v.shape[1]):.1f}; γ and β change it)."
+        )
     return out

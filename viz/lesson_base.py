@@ -18,7 +18,7 @@ CONFIG = {"displayModeBar": False}
 
 
 def word(label: str) -> str:
-    """"3 the" -> "the" (axis labels carry their position)."""
+    """ "3 the" -> "the" (axis labels carry their position)."""
     return label.split(" ", 1)[1] if " " in label and label.split(" ", 1)[0].isdigit() else label
 
 
@@ -41,13 +41,22 @@ class Context:
     hidden: tuple[str, int] | None = None  # a lesson plan's mystery head (module, head): never named or drawn
 
 
-def context(a: Analysis, itos: list[str], src_vocab: int, model: Any = None, meta: dict | None = None,
-            decide: Callable[[str], Any] | None = None, hidden: tuple[str, int] | None = None) -> Context:
+def context(
+    a: Analysis,
+    itos: list[str],
+    src_vocab: int,
+    model: Any = None,
+    meta: dict | None = None,
+    decide: Callable[[str], Any] | None = None,
+    hidden: tuple[str, int] | None = None,
+) -> Context:
     return Context(a, lesson.focus(a), list(itos), src_vocab, model, meta, decide, hidden)
 
 
-PARKING_WHY = ("A head with nothing useful to read for a word parks its weight on <eos>: that token is in every "
-               "sentence and carries little, so reading it changes the word little.")
+PARKING_WHY = (
+    "A head with nothing useful to read for a word parks its weight on <eos>: that token is in every "
+    "sentence and carries little, so reading it changes the word little."
+)
 
 
 def parks(labels) -> bool:
@@ -66,19 +75,36 @@ class View:
 
 # --- small figure helpers -------------------------------------------------------------------------
 
+
 def layout(fig: go.Figure, height: int = 320, **kw) -> go.Figure:
-    fig.update_layout(height=height, margin={"l": 10, "r": 10, "t": 30, "b": 10}, showlegend=kw.pop("legend", False),
-                      **kw)
+    fig.update_layout(
+        height=height, margin={"l": 10, "r": 10, "t": 30, "b": 10}, showlegend=kw.pop("legend", False), **kw
+    )
     return fig
 
 
-def bars(labels: list[str], values, title: str, y_title: str, colour: str = BLUE, highlight: int | None = None,
-         digits: int = 3) -> go.Figure:
+def bars(
+    labels: list[str],
+    values,
+    title: str,
+    y_title: str,
+    colour: str = BLUE,
+    highlight: int | None = None,
+    digits: int = 3,
+) -> go.Figure:
     values = [float(v) for v in values]
     colours = [ORANGE if i == highlight else colour for i in range(len(values))]
-    fig = go.Figure(go.Bar(x=list(labels), y=values, marker_color=colours, text=[f"{v:.{digits}f}" for v in values],
-                           textposition="outside", cliponaxis=False,
-                           hovertemplate="%{x}: %{y:.4f}<extra></extra>"))
+    fig = go.Figure(
+        go.Bar(
+            x=list(labels),
+            y=values,
+            marker_color=colours,
+            text=[f"{v:.{digits}f}" for v in values],
+            textposition="outside",
+            cliponaxis=False,
+            hovertemplate="%{x}: %{y:.4f}<extra></extra>",
+        )
+    )
     return layout(fig, title=title, yaxis_title=y_title, xaxis={"type": "category"})
 
 
@@ -89,17 +115,19 @@ def plain_table(columns: dict[str, list], height: int | None = None) -> go.Figur
     """A small table drawn as a figure, every row ROW px high. Plotly reads "<eos>" in a cell as an HTML tag (an
     escaped &lt; too) and makes that row taller, so the columns' rows stopped lining up: the brackets of special
     tokens are drawn with the look-alike angle quotes ‹ › (U+2039, U+203A)."""
+
     def text(v):
         return v.replace("<", "\u2039").replace(">", "\u203a") if isinstance(v, str) else v
 
-    fig = go.Figure(go.Table(header={"values": list(columns), "align": "left", "fill_color": "#e8eef7", "height": ROW},
-                             cells={"values": [[text(v) for v in col] for col in columns.values()], "align": "left",
-                                    "height": ROW}))
+    fig = go.Figure(
+        go.Table(
+            header={"values": list(columns), "align": "left", "fill_color": "#e8eef7", "height": ROW},
+            cells={"values": [[text(v) for v in col] for col in columns.values()], "align": "left", "height": ROW},
+        )
+    )
     n = max((len(v) for v in columns.values()), default=1)
     return layout(fig, height=height or min(520, 60 + 28 * n))
 
 
 def dims(n: int) -> list[str]:
     return [str(i) for i in range(n)]
-
-

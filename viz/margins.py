@@ -30,10 +30,101 @@ import plotly.graph_objects as go
 
 # Advance widths of Source Sans (Streamlit's font), in hundredths of its size, for " " (32) to "~" (126).
 _ASCII = (
-    20, 29, 43, 50, 50, 82, 61, 25, 30, 30, 42, 50, 25, 31, 25, 35, 50, 50, 50, 50, 50, 50, 50, 50,
-    50, 50, 25, 25, 50, 50, 50, 42, 85, 54, 59, 57, 61, 53, 49, 62, 65, 26, 48, 58, 49, 73, 65, 66,
-    57, 66, 57, 53, 54, 64, 51, 79, 51, 48, 54, 30, 35, 30, 50, 50, 54, 50, 55, 46, 55, 50, 29, 50,
-    54, 25, 25, 49, 25, 83, 55, 54, 55, 55, 35, 42, 34, 54, 47, 72, 45, 47, 42, 30, 24, 30, 50,
+    20,
+    29,
+    43,
+    50,
+    50,
+    82,
+    61,
+    25,
+    30,
+    30,
+    42,
+    50,
+    25,
+    31,
+    25,
+    35,
+    50,
+    50,
+    50,
+    50,
+    50,
+    50,
+    50,
+    50,
+    50,
+    50,
+    25,
+    25,
+    50,
+    50,
+    50,
+    42,
+    85,
+    54,
+    59,
+    57,
+    61,
+    53,
+    49,
+    62,
+    65,
+    26,
+    48,
+    58,
+    49,
+    73,
+    65,
+    66,
+    57,
+    66,
+    57,
+    53,
+    54,
+    64,
+    51,
+    79,
+    51,
+    48,
+    54,
+    30,
+    35,
+    30,
+    50,
+    50,
+    54,
+    50,
+    55,
+    46,
+    55,
+    50,
+    29,
+    50,
+    54,
+    25,
+    25,
+    49,
+    25,
+    83,
+    55,
+    54,
+    55,
+    55,
+    35,
+    42,
+    34,
+    54,
+    47,
+    72,
+    45,
+    47,
+    42,
+    30,
+    24,
+    30,
+    50,
 )
 _OTHER = 100  # any other character (another script, a symbol): a full em, wider than any Latin letter
 _MINUS = 50  # Plotly writes negative ticks with U+2212, as wide as a digit
@@ -74,7 +165,7 @@ def _tick_labels(lo: float, hi: float) -> list[str]:
     labels = []
     for k in range(math.floor(math.log10(span / 12)), math.ceil(math.log10(span / 2)) + 1):
         for m in (1, 2, 5):
-            step = m * 10.0 ** k
+            step = m * 10.0**k
             if not 2 <= span / step <= 12:
                 continue
             decimals = max(0, -math.floor(math.log10(step) + 1e-9))
@@ -101,8 +192,11 @@ def reserve(fig: go.Figure, scale: float = 1.0) -> go.Figure:
     """Give a heatmap figure the margins its labels need (in place; returns it). `scale`: presenter mode's
     root font size (Streamlit's chart sizes follow it). Other figures are returned unchanged."""
     lay = fig.layout
-    if not fig.data or any(t.type != "heatmap" for t in fig.data) or any(
-            (t.xaxis or "x") != "x" or (t.yaxis or "y") != "y" for t in fig.data):
+    if (
+        not fig.data
+        or any(t.type != "heatmap" for t in fig.data)
+        or any((t.xaxis or "x") != "x" or (t.yaxis or "y") != "y" for t in fig.data)
+    ):
         return fig
     x, y = lay.xaxis, lay.yaxis
     angle = _angle(x)
@@ -129,8 +223,12 @@ def reserve(fig: go.Figure, scale: float = 1.0) -> go.Figure:
         right = max(right, COLORBAR + _colorbar_width(trace, px))  # the bar's own size is in px
 
     m = lay.margin
-    fig.update_layout(margin={side: math.ceil(max(getattr(m, side) or 0, need + SAFETY))
-                              for side, need in (("l", left), ("r", right), ("t", top), ("b", BOTTOM * scale))})
+    fig.update_layout(
+        margin={
+            side: math.ceil(max(getattr(m, side) or 0, need + SAFETY))
+            for side, need in (("l", left), ("r", right), ("t", top), ("b", BOTTOM * scale))
+        }
+    )
     return fig
 
 

@@ -36,8 +36,16 @@ BLOCKS = (
     DiagramBlock(8, "Linear + softmax", "pages/output.py"),
 )
 
-_COLOURS = {"embed": "#f8cecc", "pos": "#ffffff", "attn": "#ffe6cc", "norm": "#fff2cc", "ffn": "#dae8fc",
-            "linear": "#e1d5e7", "softmax": "#d5e8d4", "io": "#f5f5f5"}
+_COLOURS = {
+    "embed": "#f8cecc",
+    "pos": "#ffffff",
+    "attn": "#ffe6cc",
+    "norm": "#fff2cc",
+    "ffn": "#dae8fc",
+    "linear": "#e1d5e7",
+    "softmax": "#d5e8d4",
+    "io": "#f5f5f5",
+}
 
 # One font size for every label of the diagram, in the diagram's own units. Streamlit's frontend sets every text of
 # a Graphviz chart to one small CSS size, whatever the DOT says; ui/style.py sets them back to this one, so the
@@ -47,14 +55,17 @@ FONT_SIZE = 14
 
 
 def _node(name: str, label: str, kind: str, shape: str = "box") -> str:
-    return (f'  {name} [label="{label}", shape={shape}, style="rounded,filled", fillcolor="{_COLOURS[kind]}", '
-            f'fontname="Helvetica"];')
+    return (
+        f'  {name} [label="{label}", shape={shape}, style="rounded,filled", fillcolor="{_COLOURS[kind]}", '
+        f'fontname="Helvetica"];'
+    )
 
 
 # The decoder's three residual connections: around masked self-attention, cross-attention and the FFN.
 RESIDUAL_EDGES_DEC = tuple(
     f'  {a} -> {b} [style=dashed, color="#999999", arrowhead=none, constraint=false];'
-    for a, b in (("tgt_pos", "dec_norm1"), ("dec_norm1", "dec_norm2"), ("dec_norm2", "dec_norm3")))
+    for a, b in (("tgt_pos", "dec_norm1"), ("dec_norm1", "dec_norm2"), ("dec_norm2", "dec_norm3"))
+)
 
 
 def architecture_dot(cfg: Config) -> str:
@@ -117,8 +128,11 @@ def sizes_table(cfg: Config, n_params: int) -> pd.DataFrame:
         ("max_len (positions)", cfg.max_len, "any (sinusoids; the paper hopes they extrapolate)", "the same"),
         ("parameters", f"{n_params:,}", f"{BASE.params_millions}M", f"{BIG.params_millions}M"),
     ]
-    return pd.DataFrame([[str(c) for c in row[1:]] for row in rows], index=[r[0] for r in rows],
-                        columns=["this model", "paper: base", "paper: big"])
+    return pd.DataFrame(
+        [[str(c) for c in row[1:]] for row in rows],
+        index=[r[0] for r in rows],
+        columns=["this model", "paper: base", "paper: big"],
+    )
 
 
 def shape_rows(cfg: Config, m: int, t: int) -> list[tuple[str, str, str]]:
@@ -126,10 +140,16 @@ def shape_rows(cfg: Config, m: int, t: int) -> list[tuple[str, str, str]]:
     P = BASE
     return [
         ("encoder input X", f"{P.d_model} x m", f"{cfg.d_model} x {m}"),
-        ("one head's output", f"{P.d_k} x m  (each of {P.n_heads} heads)",
-         f"{cfg.d_k} x {m}  (each of {cfg.n_heads} heads)"),
-        ("heads concatenated", f"{P.n_heads}·{P.d_k} x m = {P.d_model} x m",
-         f"{cfg.n_heads}·{cfg.d_k} x {m} = {cfg.d_model} x {m}"),
+        (
+            "one head's output",
+            f"{P.d_k} x m  (each of {P.n_heads} heads)",
+            f"{cfg.d_k} x {m}  (each of {cfg.n_heads} heads)",
+        ),
+        (
+            "heads concatenated",
+            f"{P.n_heads}·{P.d_k} x m = {P.d_model} x m",
+            f"{cfg.n_heads}·{cfg.d_k} x {m} = {cfg.d_model} x {m}",
+        ),
         ("encoder output", f"{P.d_model} x m", f"{cfg.d_model} x {m}"),
         ("decoder input X'", f"{P.d_model} x t", f"{cfg.d_model} x {t}"),
         ("decoder output", f"{P.d_model} x t", f"{cfg.d_model} x {t}"),
@@ -138,8 +158,10 @@ def shape_rows(cfg: Config, m: int, t: int) -> list[tuple[str, str, str]]:
 
 def heads_latex(d_model: int, n_heads: int, d_k: int, m) -> str:
     """X (D x m) -> H heads of d_k x m -> concatenated back to D x m, in the notes' column convention."""
-    return (rf"X \in \mathbb{{R}}^{{{d_model} \times {m}}} \;\xrightarrow{{\;{n_heads} \text{{ heads}}\;}}\; "
-            rf"{n_heads} \times ({d_k} \times {m}) \;\xrightarrow{{\text{{concat}}}}\; {n_heads * d_k} \times {m}")
+    return (
+        rf"X \in \mathbb{{R}}^{{{d_model} \times {m}}} \;\xrightarrow{{\;{n_heads} \text{{ heads}}\;}}\; "
+        rf"{n_heads} \times ({d_k} \times {m}) \;\xrightarrow{{\text{{concat}}}}\; {n_heads * d_k} \times {m}"
+    )
 
 
 def _pct(v) -> str:
@@ -178,10 +200,12 @@ def data_summary(data: dict) -> pd.DataFrame:
     for p in train:
         example.setdefault(p.tag, p)
     tags = list(dict.fromkeys([p.tag for p in train] + [p.tag for p in heldout]))
-    return pd.DataFrame({
-        "family": tags,
-        "training pairs": [n_train[t] for t in tags],
-        "held-out pairs": [n_held[t] for t in tags],
-        "example (English)": [example[t].src if t in example else "" for t in tags],
-        "example (French)": [example[t].tgt if t in example else "" for t in tags],
-    })
+    return pd.DataFrame(
+        {
+            "family": tags,
+            "training pairs": [n_train[t] for t in tags],
+            "held-out pairs": [n_held[t] for t in tags],
+            "example (English)": [example[t].src if t in example else "" for t in tags],
+            "example (French)": [example[t].tgt if t in example else "" for t in tags],
+        }
+    )

@@ -52,10 +52,20 @@ def worked(pos: int, i: int, buffer: torch.Tensor) -> Worked:
     if not (0 <= pos < L and 0 <= i < D // 2):
         raise ValueError(f"pos must be in [0, {L}) and i in [0, {D // 2})")
     exponent = 2 * i / D
-    denominator = BASE ** exponent
+    denominator = BASE**exponent
     angle = pos / denominator
-    return Worked(pos, i, D, exponent, denominator, angle, math.sin(angle), math.cos(angle),
-                  float(buffer[pos, 2 * i]), float(buffer[pos, 2 * i + 1]))
+    return Worked(
+        pos,
+        i,
+        D,
+        exponent,
+        denominator,
+        angle,
+        math.sin(angle),
+        math.cos(angle),
+        float(buffer[pos, 2 * i]),
+        float(buffer[pos, 2 * i + 1]),
+    )
 
 
 def block(k: int, i: int, d_model: int) -> torch.Tensor:
@@ -100,14 +110,23 @@ def curves_figure(pe: torch.Tensor, dims: list[int]) -> go.Figure:
     for d in dims:
         i = d // 2
         kind = "sin" if d % 2 == 0 else "cos"
-        fig.add_trace(go.Scatter(
-            x=list(range(L)), y=pe[:, d].tolist(), mode="lines+markers", marker={"size": 4},
-            name=f"dim {d} ({kind}, i={i}, wavelength {2 * math.pi * BASE ** (2 * i / D):.1f})",
-            hovertemplate=f"dim {d}<br>pos %{{x}}<br>PE %{{y:.4f}}<extra></extra>",
-        ))
-    fig.update_layout(height=380, margin={"l": 10, "r": 10, "t": 10, "b": 10},
-                      xaxis={"title": "position"}, yaxis={"title": "PE(pos, dim)", "range": [-1.1, 1.1]},
-                      legend={"orientation": "h", "y": -0.25})
+        fig.add_trace(
+            go.Scatter(
+                x=list(range(L)),
+                y=pe[:, d].tolist(),
+                mode="lines+markers",
+                marker={"size": 4},
+                name=f"dim {d} ({kind}, i={i}, wavelength {2 * math.pi * BASE ** (2 * i / D):.1f})",
+                hovertemplate=f"dim {d}<br>pos %{{x}}<br>PE %{{y:.4f}}<extra></extra>",
+            )
+        )
+    fig.update_layout(
+        height=380,
+        margin={"l": 10, "r": 10, "t": 10, "b": 10},
+        xaxis={"title": "position"},
+        yaxis={"title": "PE(pos, dim)", "range": [-1.1, 1.1]},
+        legend={"orientation": "h", "y": -0.25},
+    )
     return fig
 
 
@@ -134,6 +153,7 @@ def make_order(n: int, how: str, seed: int = 0) -> list[int]:
 
 # --- Sizes: defaults that fit any model -----------------------------------------------------------
 
+
 def default_dims(d_model: int, wanted=(0, 1, 10, 40)) -> list[int]:
     """The curves drawn first: `wanted` where the model has them, else the first and the last pair."""
     dims = [d for d in wanted if d < d_model]
@@ -146,6 +166,7 @@ def clamp(value: int, low: int, high: int) -> int:
 
 
 # --- The formula in float64, and the Illustrated Transformer's layout ------------------------------
+
 
 def formula_table(max_len: int, d_model: int) -> torch.Tensor:
     """PE [max_len, D] from the formula in float64, interleaved as in the paper (sin in 2i, cos in 2i+1)."""
@@ -170,6 +191,7 @@ def concatenated(pe: torch.Tensor) -> torch.Tensor:
 
 # --- Notices: one computed sentence per figure ----------------------------------------------------
 
+
 def sentence_notice(pe) -> str:
     """The sentence's PE rows [T, D]: neighbours differ a lot in the first pair, hardly in the last.
 
@@ -179,11 +201,16 @@ def sentence_notice(pe) -> str:
     if T < 2:
         return "A single position: one row, PE(0) = (0, 1, 0, 1, …)."
     step = (pe[1:] - pe[:-1]).abs().mean(0)  # [D] mean change between neighbouring positions
-    verdict = ("the left columns tell neighbours apart, the right ones hardly move" if step[-1] * 10 <= step[0] else
-               "here both ends change")
-    return (f"From one position to the next, dimension 0 changes by {float(step[0]):.2f} on average and dimension "
-            f"{D - 1} by {float(step[-1]):.1e}: {verdict}. "
-            f"PE(0) and PE({T - 1}) are {float((pe[0] - pe[-1]).norm()):.2f} apart.")
+    verdict = (
+        "the left columns tell neighbours apart, the right ones hardly move"
+        if step[-1] * 10 <= step[0]
+        else "here both ends change"
+    )
+    return (
+        f"From one position to the next, dimension 0 changes by {float(step[0]):.2f} on average and dimension "
+        f"{D - 1} by {float(step[-1]):.1e}: {verdict}. "
+        f"PE(0) and PE({T - 1}) are {float((pe[0] - pe[-1]).norm()):.2f} apart."
+    )
 
 
 def table_notice(pe) -> str:
@@ -191,9 +218,11 @@ def table_notice(pe) -> str:
     pe = torch.as_tensor(pe).detach().to(torch.float64)
     L, D = pe.shape
     norms = pe.norm(dim=1)
-    out = (f"Every row has the same length, √(D/2) = {float(norms.mean()):.3f} (each pair is sin² + cos² = 1; "
-           f"largest deviation {float((norms - (D / 2) ** 0.5).abs().max()):.0e}), so PE moves the embedding by the "
-           "same amount at every position.")
+    out = (
+        f"Every row has the same length, √(D/2) = {float(norms.mean()):.3f} (each pair is sin² + cos² = 1; "
+        f"largest deviation {float((norms - (D / 2) ** 0.5).abs().max()):.0e}), so PE moves the embedding by the "
+        "same amount at every position."
+    )
     if L > 2:
         near, far = float((pe[0] - pe[1]).norm()), float((pe[0] - pe[L - 1]).norm())
         out += f" ‖PE(0) − PE(1)‖ = {near:.2f}, ‖PE(0) − PE({L - 1})‖ = {far:.2f}."
@@ -213,9 +242,15 @@ def curves_notice(pe, dims: list[int]) -> str:
         parts.append(f"dim {d}: {flips}")
     counts = [int(((pe[1:, d] > 0) != (pe[:-1, d] > 0)).sum()) for d in sorted(dims)]
     ordered = all(a + 1 >= b for a, b in zip(counts, counts[1:], strict=False))  # ±1: sin and cos of one pair
-    return (f"Sign changes over the {L} positions, " + ", ".join(parts)
-            + (": low dimensions are fast waves, high ones slow; together they give every position its own pattern."
-               if ordered else "."))
+    return (
+        f"Sign changes over the {L} positions, "
+        + ", ".join(parts)
+        + (
+            ": low dimensions are fast waves, high ones slow; together they give every position its own pattern."
+            if ordered
+            else "."
+        )
+    )
 
 
 def rotation_notice(M: torch.Tensor, k: int, i: int) -> str:
@@ -223,14 +258,18 @@ def rotation_notice(M: torch.Tensor, k: int, i: int) -> str:
     D = M.shape[0]
     nz = int((M.abs() > 1e-12).sum())
     angle = k * float(frequencies(D)[i])
-    return (f"Only {nz} of the {D * D:,} entries of M_{k} are non-zero (the 2 × 2 blocks on the diagonal). Pair {i} "
-            f"turns by k·w_{i} = {angle:.4f} rad, whatever pos is.")
+    return (
+        f"Only {nz} of the {D * D:,} entries of M_{k} are non-zero (the 2 × 2 blocks on the diagonal). Pair {i} "
+        f"turns by k·w_{i} = {angle:.4f} rad, whatever pos is."
+    )
 
 
 def layouts_notice(pe: torch.Tensor) -> str:
     D = pe.shape[1]
-    return (f"The same {D} numbers per position, in another order: column 2i here is column i there, column 2i+1 "
-            f"here is column {D // 2} + i there. A model must be trained with one layout; this one uses the paper's.")
+    return (
+        f"The same {D} numbers per position, in another order: column 2i here is column i there, column 2i+1 "
+        f"here is column {D // 2} + i there. A model must be trained with one layout; this one uses the paper's."
+    )
 
 
 def permuted_notice(enc: torch.Tensor, enc_perm: torch.Tensor, order, labels: list[str]) -> str:
@@ -240,5 +279,7 @@ def permuted_notice(enc: torch.Tensor, enc_perm: torch.Tensor, order, labels: li
         return "Nothing moved: the two heatmaps are the same rows in the same order."
     j = moved[0]
     diff = float((enc_perm[j] - enc[order[j]]).abs().max())
-    return (f"Row {j} of the permuted output is row {order[j]} (“{labels[order[j]]}”) of the original, moved: the "
-            f"largest difference is {diff:.0e}. Same rows, another order.")
+    return (
+        f"Row {j} of the permuted output is row {order[j]} (“{labels[order[j]]}”) of the original, moved: the "
+        f"largest difference is {diff:.0e}. Same rows, another order."
+    )

@@ -30,9 +30,11 @@ def _rows(s: Story, hidden: tuple[str, int] | None) -> tuple[list[tuple[str, flo
     pron_in = s.p.tgt_labels[-1].split(" ", 1)[-1]
     patched = [(f"encoder vector of {_w(s, j)}", s.encoder_at(j)[1]) for j in (s.animal, s.place, s.it, s.adjective)]
     for i in range(n_dec):
-        patched += [(f"decoder at “{pron_in}”, layer {i} after self-attn", s.decoder_after(i, "self-attn")),
-                    (f"decoder at “{pron_in}”, layer {i} after enc-dec attn", s.decoder_after(i, "enc-dec attn")),
-                    (f"layer {i} enc-dec heads together", s.heads_together(i))]
+        patched += [
+            (f"decoder at “{pron_in}”, layer {i} after self-attn", s.decoder_after(i, "self-attn")),
+            (f"decoder at “{pron_in}”, layer {i} after enc-dec attn", s.decoder_after(i, "enc-dec attn")),
+            (f"layer {i} enc-dec heads together", s.heads_together(i)),
+        ]
     layer, head, share = s.best_head(hidden)
     patched.append((f"best single head: layer {layer} head {head}", share))
     lost = [(row, s.hidden_loss(row)) for row in s.tracing.mask.rows]
@@ -44,16 +46,34 @@ def story_figure(s: Story, hidden: tuple[str, int] | None = None) -> go.Figure:
     the sentence's run into its partner's, and the share lost when the adjective is hidden from a layer."""
     patched, lost = _rows(s, hidden)
     pron = s.pronoun
-    fig = make_subplots(rows=2, cols=1, vertical_spacing=0.16, row_heights=[len(patched), len(lost)],
-                        subplot_titles=[f"patched from “…{s.words[s.adjective]}” into “…{s.partner.split()[-1]}”: "
-                                        f"share of p({pron})'s difference brought back",
-                                        f"{_w(s, s.adjective)} hidden from a layer (weight 0, rows renormalised): "
-                                        f"share of p({pron})'s difference lost"])
+    fig = make_subplots(
+        rows=2,
+        cols=1,
+        vertical_spacing=0.16,
+        row_heights=[len(patched), len(lost)],
+        subplot_titles=[
+            f"patched from “…{s.words[s.adjective]}” into “…{s.partner.split()[-1]}”: "
+            f"share of p({pron})'s difference brought back",
+            f"{_w(s, s.adjective)} hidden from a layer (weight 0, rows renormalised): "
+            f"share of p({pron})'s difference lost",
+        ],
+    )
     for row, bars in ((1, patched), (2, lost)):
-        fig.add_trace(go.Bar(y=[b[0] for b in bars], x=[b[1] for b in bars], orientation="h",
-                             marker_color=[ORANGE if b[1] >= HALF else BLUE for b in bars],
-                             text=[f"{num(b[1])}" for b in bars], textposition="outside", cliponaxis=False,
-                             hovertemplate="%{y}: %{x:.4f}<extra></extra>", showlegend=False), row=row, col=1)
+        fig.add_trace(
+            go.Bar(
+                y=[b[0] for b in bars],
+                x=[b[1] for b in bars],
+                orientation="h",
+                marker_color=[ORANGE if b[1] >= HALF else BLUE for b in bars],
+                text=[f"{num(b[1])}" for b in bars],
+                textposition="outside",
+                cliponaxis=False,
+                hovertemplate="%{y}: %{x:.4f}<extra></extra>",
+                showlegend=False,
+            ),
+            row=row,
+            col=1,
+        )
         fig.update_yaxes(autorange="reversed", type="category", automargin=True, ticksuffix=" ", row=row, col=1)
         low = min(b[1] for b in bars)  # a share below 0 writes its number left of 0: room for it
         fig.update_xaxes(range=[-0.15 if low < 0 else -0.02, 1.2], row=row, col=1)
@@ -68,47 +88,70 @@ def story_notice(s: Story, hidden: tuple[str, int] | None = None) -> str:
     if s.pronoun is None:
         return f"The model writes neither il nor elle for “…{adj}”, so there is no pronoun to follow."
     if s.same_pronoun:
-        return (f"Both nouns are {GENDER[s.pronoun]} here: the model writes {s.pronoun} with “{adj}” and with "
-                f"“{other_adj}”, so the adjective cannot change the pronoun.")
+        return (
+            f"Both nouns are {GENDER[s.pronoun]} here: the model writes {s.pronoun} with “{adj}” and with "
+            f"“{other_adj}”, so the adjective cannot change the pronoun."
+        )
     if s.tracing is None:
-        return (f"With “{adj}” the model writes {s.pronoun}, with “{other_adj}” {s.partner_pronoun}, but fed the same "
-                "French words the two runs give the pronoun nearly the same probability: nothing to trace.")
+        return (
+            f"With “{adj}” the model writes {s.pronoun}, with “{other_adj}” {s.partner_pronoun}, but fed the same "
+            "French words the two runs give the pronoun nearly the same probability: nothing to trace."
+        )
     p, pron = s.p, s.pronoun
-    out = [f"With “{adj}” the model writes {pron} (p = {num(p.p_clean)}); with “{other_adj}” in its place, "
-           f"{s.partner_pronoun} (p({pron}) = {p.p_corrupt:.3f} there): “{adj}” decides the pronoun here."]
+    out = [
+        f"With “{adj}” the model writes {pron} (p = {num(p.p_clean)}); with “{other_adj}” in its place, "
+        f"{s.partner_pronoun} (p({pron}) = {p.p_corrupt:.3f} there): “{adj}” decides the pronoun here."
+    ]
     lo = s.encoder_at(s.adjective)[0]
     others = {j: s.encoder_at(j)[1] for j in (s.animal, s.place, s.it)}
     said = ", ".join(f"{_w(s, j)} {num(v)}" for j, v in others.items())
     j_else, v_else = s.encoder_elsewhere()
-    out.append(f"Patched from this run into the other one, the encoder's vector of “{adj}” alone brings back "
-               f"{num(lo)} of the difference at every encoder layer (the least over the layers); {said} (the most). "
-               + (f"Only “{adj}” carries it in the encoder: no position but the adjective brings back more than "
-                  f"{num(max(v_else, 0.0))}, “it” included." if lo >= HALF and v_else < HALF else
-                  f"The adjective's vector brings back {num(lo)} at the least, and {_w(s, j_else)} up to "
-                  f"{num(v_else)}."))
+    out.append(
+        f"Patched from this run into the other one, the encoder's vector of “{adj}” alone brings back "
+        f"{num(lo)} of the difference at every encoder layer (the least over the layers); {said} (the most). "
+        + (
+            f"Only “{adj}” carries it in the encoder: no position but the adjective brings back more than "
+            f"{num(max(v_else, 0.0))}, “it” included."
+            if lo >= HALF and v_else < HALF
+            else f"The adjective's vector brings back {num(lo)} at the least, and {_w(s, j_else)} up to {num(v_else)}."
+        )
+    )
     first = s.first_carrying_layer()
     if first is not None:
-        out.append(f"In the decoder, the stream at the pronoun carries the difference from layer {first}'s "
-                   f"encoder-decoder attention on ({num(s.decoder_after(first, 'enc-dec attn'))}; after that layer's "
-                   f"self-attention {num(s.decoder_after(first, 'self-attn'))}).")
+        out.append(
+            f"In the decoder, the stream at the pronoun carries the difference from layer {first}'s "
+            f"encoder-decoder attention on ({num(s.decoder_after(first, 'enc-dec attn'))}; after that layer's "
+            f"self-attention {num(s.decoder_after(first, 'self-attn'))})."
+        )
     layer, head, share = s.best_head(hidden)
     if share >= HALF:
         out.append(f"Layer {layer} head {head} carries it alone ({num(share)}).")
     else:
         at = first if first is not None else 0
         together = s.heads_together(at)
-        out.append(f"No single encoder-decoder head carries it (the most: layer {layer} head {head}, {num(share)}); "
-                   + (f"layer {at}'s heads together carry it ({num(together)})." if together >= HALF else
-                      f"layer {at}'s heads together bring back {num(together)}."))
+        out.append(
+            f"No single encoder-decoder head carries it (the most: layer {layer} head {head}, {num(share)}); "
+            + (
+                f"layer {at}'s heads together carry it ({num(together)})."
+                if together >= HALF
+                else f"layer {at}'s heads together bring back {num(together)}."
+            )
+        )
     dec_rows = [r for r in s.tracing.mask.rows if r.startswith("decoder")]
     needed = [(r, s.hidden_loss(r)) for r in dec_rows if s.hidden_loss(r) >= HALF]
     every = s.hidden_loss("every layer")
     if needed:
-        out.append(" ".join(f"Hidden from {r}, “{adj}” takes {num(v)} of {pron}'s lead with it: reading it there is "
-                            "needed." for r, v in needed))
+        out.append(
+            " ".join(
+                f"Hidden from {r}, “{adj}” takes {num(v)} of {pron}'s lead with it: reading it there is needed."
+                for r, v in needed
+            )
+        )
     else:
-        out.append(f"Hidden from every layer at once, “{adj}” takes only {num(every)} of {pron}'s lead with it: "
-                   f"{pron} does not need the adjective read.")
+        out.append(
+            f"Hidden from every layer at once, “{adj}” takes only {num(every)} of {pron}'s lead with it: "
+            f"{pron} does not need the adjective read."
+        )
     if hidden is not None:
         out.append("(The mystery head is left out until your teacher reveals it.)")
     return " ".join(out)

@@ -29,17 +29,24 @@ def word(label: str) -> str:
 
 # --- The encoder, one step at a time ---------------------------------------------------------------
 
+
 def encoder_states(trace: Trace, step: int) -> np.ndarray:
     """h_0 .. h_step of the first sentence, later rows NaN (not computed yet): [Ts, H]."""
     h = as_array(trace["rnn.enc.h"][0])  # [Ts, H]
-    h[step + 1:] = np.nan
+    h[step + 1 :] = np.nan
     return h
 
 
 def encoder_figure(trace: Trace, step: int, labels: list[str]):
     h = encoder_states(trace, step)
-    return heatmap(h, [str(d) for d in range(h.shape[1])], labels, "activations", x_title="hidden unit",
-                   y_title="encoder state h_i")
+    return heatmap(
+        h,
+        [str(d) for d in range(h.shape[1])],
+        labels,
+        "activations",
+        x_title="hidden unit",
+        y_title="encoder state h_i",
+    )
 
 
 def encoder_notice(trace: Trace, step: int, labels: list[str], cell: str) -> str:
@@ -55,13 +62,19 @@ def encoder_notice(trace: Trace, step: int, labels: list[str], cell: str) -> str
         f = float(trace["rnn.enc.f"][0, step].mean())
         i = float(trace["rnn.enc.i"][0, step].mean())
         keep = f"the forget gate keeps on average {f:.0%} of the cell state and the input gate lets in {i:.0%}"
-    after = (f"Step {step + 2} cannot start before this one ends." if step + 1 < h.shape[0]
-             else "Only now can the decoder start: it needs h_1 … h_m.")
-    return (f"Step {step + 1} of {h.shape[0]} reads “{w}”: {keep}; the state moves by ‖h_{step + 1} − h_{step}‖ = "
-            f"{moved:.2f}. {after}")
+    after = (
+        f"Step {step + 2} cannot start before this one ends."
+        if step + 1 < h.shape[0]
+        else "Only now can the decoder start: it needs h_1 … h_m."
+    )
+    return (
+        f"Step {step + 1} of {h.shape[0]} reads “{w}”: {keep}; the state moves by ‖h_{step + 1} − h_{step}‖ = "
+        f"{moved:.2f}. {after}"
+    )
 
 
 # --- One decoder step: scores, α, c ------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class DecoderStep:
@@ -73,24 +86,47 @@ class DecoderStep:
 
 
 def decoder_step(trace: Trace, t: int, next_labels: list[str]) -> DecoderStep:
-    return DecoderStep(as_array(trace["rnn.dec.scores"][0, t]), as_array(trace["rnn.dec.alpha"][0, t]),
-                       as_array(trace["rnn.dec.context"][0, t]), as_array(trace["rnn.attn.v"][0]),
-                       word(next_labels[t]))
+    return DecoderStep(
+        as_array(trace["rnn.dec.scores"][0, t]),
+        as_array(trace["rnn.dec.alpha"][0, t]),
+        as_array(trace["rnn.dec.context"][0, t]),
+        as_array(trace["rnn.attn.v"][0]),
+        word(next_labels[t]),
+    )
 
 
 def bars_figure(scores: np.ndarray, alpha: np.ndarray, labels: list[str], score_name: str = "score e_ti"):
     """α as bars (left axis, 0-1) and the scores it came from as points (right axis), one per source word."""
     fig = go.Figure()
-    fig.add_trace(go.Scatter(x=labels, y=[float(s) if math.isfinite(s) else None for s in scores], name=score_name,
-                             mode="markers+lines", marker_color="#737373", line={"dash": "dot"}, yaxis="y2",
-                             hovertemplate="%{x}<br>score %{y:.4f}<extra></extra>"))
-    fig.add_trace(go.Bar(x=labels, y=alpha.tolist(), name="α (softmax)", marker_color="#2171b5",
-                         hovertemplate="%{x}<br>α %{y:.4f}<extra></extra>"))
-    fig.update_layout(height=300, margin={"l": 10, "r": 10, "t": 30, "b": 10},
-                      xaxis={"type": "category", "title": "source word i"},
-                      yaxis={"title": "α", "range": [0, 1]},
-                      yaxis2={"title": "score", "overlaying": "y", "side": "right", "showgrid": False},
-                      legend={"orientation": "h", "y": 1.15})
+    fig.add_trace(
+        go.Scatter(
+            x=labels,
+            y=[float(s) if math.isfinite(s) else None for s in scores],
+            name=score_name,
+            mode="markers+lines",
+            marker_color="#737373",
+            line={"dash": "dot"},
+            yaxis="y2",
+            hovertemplate="%{x}<br>score %{y:.4f}<extra></extra>",
+        )
+    )
+    fig.add_trace(
+        go.Bar(
+            x=labels,
+            y=alpha.tolist(),
+            name="α (softmax)",
+            marker_color="#2171b5",
+            hovertemplate="%{x}<br>α %{y:.4f}<extra></extra>",
+        )
+    )
+    fig.update_layout(
+        height=300,
+        margin={"l": 10, "r": 10, "t": 30, "b": 10},
+        xaxis={"type": "category", "title": "source word i"},
+        yaxis={"title": "α", "range": [0, 1]},
+        yaxis2={"title": "score", "overlaying": "y", "side": "right", "showgrid": False},
+        legend={"orientation": "h", "y": 1.15},
+    )
     return fig
 
 
@@ -98,20 +134,24 @@ def step_notice(s: DecoderStep, labels: list[str], t: int) -> str:
     """Rule: "the context is mostly that one word" only when c_t lies within 30% of ‖v‖ of the top word's value."""
     order = np.argsort(-s.alpha)
     top, second = int(order[0]), (int(order[1]) if len(order) > 1 else None)
-    text = (f"Step {t + 1}, which outputs “{s.predicted}”, gives the biggest weight to “{word(labels[top])}” "
-            f"(α = {s.alpha[top]:.2f})")
+    text = (
+        f"Step {t + 1}, which outputs “{s.predicted}”, gives the biggest weight to “{word(labels[top])}” "
+        f"(α = {s.alpha[top]:.2f})"
+    )
     if second is not None:
         text += f"; next is “{word(labels[second])}” ({s.alpha[second]:.2f})"
     near = float(np.linalg.norm(s.context - s.values[top]) / max(np.linalg.norm(s.values[top]), 1e-12))
-    return text + (f". c_{t + 1}, the α-weighted sum of the values, lies {near:.0%} of ‖value‖ away from that word's "
-                   "value alone: "
-                   + ("the context is mostly that one word." if near < 0.3 else "the context mixes several words."))
+    return text + (
+        f". c_{t + 1}, the α-weighted sum of the values, lies {near:.0%} of ‖value‖ away from that word's "
+        "value alone: " + ("the context is mostly that one word." if near < 0.3 else "the context mixes several words.")
+    )
 
 
 def context_figure(s: DecoderStep, t: int):
     c = s.context[None, :]
-    return _no_cell_text(heatmap(c, [str(d) for d in range(c.shape[1])], [f"c_{t + 1}"], "activations",
-                                 x_title="dimension", height=140))
+    return _no_cell_text(
+        heatmap(c, [str(d) for d in range(c.shape[1])], [f"c_{t + 1}"], "activations", x_title="dimension", height=140)
+    )
 
 
 def _no_cell_text(fig: go.Figure) -> go.Figure:
@@ -126,9 +166,17 @@ def step_table(s: DecoderStep, labels: list[str]) -> pd.DataFrame:
 
 # --- The alignment matrix: Bahdanau's picture ----------------------------------------------------------
 
+
 def alignment_figure(alpha, src_labels: list[str], out_labels: list[str], title: str | None = None):
-    return heatmap(alpha, src_labels, out_labels, "weights", title=title, x_title="source word (English)",
-                   y_title="output word (French)")
+    return heatmap(
+        alpha,
+        src_labels,
+        out_labels,
+        "weights",
+        title=title,
+        x_title="source word (English)",
+        y_title="output word (French)",
+    )
 
 
 def alignment_notice(alpha, src_labels: list[str], out_labels: list[str]) -> str:
@@ -136,21 +184,28 @@ def alignment_notice(alpha, src_labels: list[str], out_labels: list[str]) -> str
     top = a.argmax(1)
     peaked = int((a.max(1) > 0.5).sum())
     t = int(a.max(1).argmax())
-    return (f"{peaked} of {a.shape[0]} output words put more than half of their weight on one source word; the "
-            f"sharpest alignment is “{word(src_labels[top[t]])}” → “{word(out_labels[t])}” (α = {a[t, top[t]]:.2f}).")
+    return (
+        f"{peaked} of {a.shape[0]} output words put more than half of their weight on one source word; the "
+        f"sharpest alignment is “{word(src_labels[top[t]])}” → “{word(out_labels[t])}” (α = {a[t, top[t]]:.2f})."
+    )
 
 
 def agreement_notice(rnn_alpha, tf_alpha, rnn_out: list[str], tf_out: list[str], src_labels: list[str]) -> str:
     """Do the RNN's attention and one Transformer head point at the same source words?"""
     if [word(w) for w in rnn_out] != [word(w) for w in tf_out]:
-        return ("The two models translate this sentence differently, so their rows are not the same words: compare "
-                "the patterns, not row by row.")
+        return (
+            "The two models translate this sentence differently, so their rows are not the same words: compare "
+            "the patterns, not row by row."
+        )
     n = as_array(rnn_alpha).shape[0]
-    return (f"Same translation from both models: for {agreement(rnn_alpha, tf_alpha)} of {n} output words the "
-            f"RNN's strongest source word is also this head's.")
+    return (
+        f"Same translation from both models: for {agreement(rnn_alpha, tf_alpha)} of {n} output words the "
+        f"RNN's strongest source word is also this head's."
+    )
 
 
 # --- Attention without recurrence: the Transformer's encoder-decoder attention --------------------------
+
 
 def cross_shape(trace: Trace) -> tuple[int, int]:
     """(decoder layers, heads) of the Transformer whose trace this is."""
@@ -181,56 +236,91 @@ def closest_head(trace: Trace, rnn_alpha, same_rows: bool) -> tuple[int, int]:
 def context_pair_figure(x: CrossAttention, j: int):
     """c_:j recomputed as V·α_:j above the model's own z row j."""
     rows = np.stack([x.c[j], x.recorded_z[j]])  # [2, d_k]
-    return _no_cell_text(heatmap(rows, [str(d) for d in range(rows.shape[1])], [f"V·α_:{j + 1}", "model's z"],
-                                 "activations", x_title="dimension", height=170))
+    return _no_cell_text(
+        heatmap(
+            rows,
+            [str(d) for d in range(rows.shape[1])],
+            [f"V·α_:{j + 1}", "model's z"],
+            "activations",
+            x_title="dimension",
+            height=170,
+        )
+    )
 
 
 def c_matrix_figure(x: CrossAttention, out_labels: list[str]):
     """C = [c_:1 … c_:t] recomputed, one row per output word (the model's z of this head, transposed)."""
-    return _no_cell_text(heatmap(x.c, [str(d) for d in range(x.c.shape[1])], out_labels, "activations",
-                                 x_title="dimension", y_title="output word j"))
+    return _no_cell_text(
+        heatmap(
+            x.c,
+            [str(d) for d in range(x.c.shape[1])],
+            out_labels,
+            "activations",
+            x_title="dimension",
+            y_title="output word j",
+        )
+    )
 
 
 def c_matrix_notice(x: CrossAttention, off: bool = False) -> str:
     t, d = x.c.shape
     if off:
-        return (f"C is {t} × {d}: one context vector per output word, all from one matrix product "
-                f"softmax(QKᵀ/√d_k)·V (this head is switched off, so the model passes on zeros instead).")
-    return (f"C is {t} × {d}: one context vector per output word, all from one matrix product, equal to the "
-            f"model's {x.module}.z of this head to {x.c_error:.1e}. No row waited for another.")
+        return (
+            f"C is {t} × {d}: one context vector per output word, all from one matrix product "
+            f"softmax(QKᵀ/√d_k)·V (this head is switched off, so the model passes on zeros instead)."
+        )
+    return (
+        f"C is {t} × {d}: one context vector per output word, all from one matrix product, equal to the "
+        f"model's {x.module}.z of this head to {x.c_error:.1e}. No row waited for another."
+    )
 
 
-def cross_step_notice(x: CrossAttention, j: int, src_labels: list[str], out_labels: list[str],
-                      off: bool = False) -> str:
+def cross_step_notice(
+    x: CrossAttention, j: int, src_labels: list[str], out_labels: list[str], off: bool = False
+) -> str:
     top = int(x.alpha[j].argmax())
     err = float(np.abs(x.c[j] - x.recorded_z[j]).max())
-    text = (f"Output word {j + 1} (“{word(out_labels[j])}”) takes {x.alpha[j, top]:.0%} of its context from "
-            f"“{word(src_labels[top])}”; ")
+    text = (
+        f"Output word {j + 1} (“{word(out_labels[j])}”) takes {x.alpha[j, top]:.0%} of its context from "
+        f"“{word(src_labels[top])}”; "
+    )
     if off:
-        return text + (f"this head is switched off in the sidebar, so the model's z row {j + 1} is 0 and V·α_:{j + 1} "
-                       f"is what it would have passed on.")
+        return text + (
+            f"this head is switched off in the sidebar, so the model's z row {j + 1} is 0 and V·α_:{j + 1} "
+            f"is what it would have passed on."
+        )
     return text + f"V·α_:{j + 1} equals the model's z row {j + 1} to {err:.1e}."
 
 
-def cross_notice(x: CrossAttention, src_labels: list[str], out_labels: list[str], head: int,
-                 off: bool = False) -> str:
-    c_part = (f"C is not compared: head {head} is switched off in the sidebar, so the model's {x.module}.z is 0"
-              if off else f"C equals {x.module}.z to {x.c_error:.1e}")
-    return (f"Recomputed from K, V and the queries alone, α equals {x.module}.weights (head {head}) to "
-            f"{x.alpha_error:.1e}; {c_part}. " + alignment_notice(x.alpha, src_labels, out_labels))
+def cross_notice(x: CrossAttention, src_labels: list[str], out_labels: list[str], head: int, off: bool = False) -> str:
+    c_part = (
+        f"C is not compared: head {head} is switched off in the sidebar, so the model's {x.module}.z is 0"
+        if off
+        else f"C equals {x.module}.z to {x.c_error:.1e}"
+    )
+    return (
+        f"Recomputed from K, V and the queries alone, α equals {x.module}.weights (head {head}) to "
+        f"{x.alpha_error:.1e}; {c_part}. " + alignment_notice(x.alpha, src_labels, out_labels)
+    )
 
 
 # --- The measured comparison (assets/rnn_comparison.json) -----------------------------------------------
 
+
 def _line(fig: go.Figure, x, y, name: str, colour: str, dash: str | None = None) -> None:
-    fig.add_trace(go.Scatter(x=list(x), y=list(y), mode="lines+markers", name=name,
-                             line={"color": colour, "dash": dash}))
+    fig.add_trace(
+        go.Scatter(x=list(x), y=list(y), mode="lines+markers", name=name, line={"color": colour, "dash": dash})
+    )
 
 
 def _layout(fig: go.Figure, x_title: str, y_title: str, log_y: bool = False) -> go.Figure:
-    fig.update_layout(height=320, margin={"l": 10, "r": 10, "t": 30, "b": 10}, legend={"orientation": "h", "y": 1.2},
-                      xaxis={"title": x_title}, yaxis={"title": y_title, "type": "log" if log_y else "linear",
-                                                     **({"dtick": 1} if log_y else {})})  # no small 2, 5 labels
+    fig.update_layout(
+        height=320,
+        margin={"l": 10, "r": 10, "t": 30, "b": 10},
+        legend={"orientation": "h", "y": 1.2},
+        xaxis={"title": x_title},
+        yaxis={"title": y_title, "type": "log" if log_y else "linear", **({"dtick": 1} if log_y else {})},
+    )  # no small 2, 5 labels
     return fig
 
 
@@ -240,44 +330,69 @@ def steps_figure(data: dict) -> go.Figure:
     fig = go.Figure()
     _line(fig, m, [r["rnn"] for r in rows], "RNN: m + t (encode, then decode)", RNN_COLOUR)
     _line(fig, m, [r["transformer_decode"] for r in rows], "Transformer, translating: 1 + t", TRANSFORMER_COLOUR)
-    _line(fig, m, [r["transformer_train"] for r in rows], "Transformer, training: 2 stages (each a fixed stack of "
-          "layers)", TRANSFORMER_COLOUR, "dot")
+    _line(
+        fig,
+        m,
+        [r["transformer_train"] for r in rows],
+        "Transformer, training: 2 stages (each a fixed stack of layers)",
+        TRANSFORMER_COLOUR,
+        "dot",
+    )
     return _layout(fig, "source length m (tokens)", "steps that wait for each other")
 
 
 def steps_notice(data: dict) -> str:
     r = data["sequential_steps"]["rows"][-1]
-    return (f"For a {r['m']}-token source and its {r['t']}-token translation the RNN takes {r['rnn']} steps one after "
-            f"the other, the Transformer {r['transformer_decode']} to translate and {r['transformer_train']} to train "
-            f"on the pair: in training it has no loop over positions at all.")
+    return (
+        f"For a {r['m']}-token source and its {r['t']}-token translation the RNN takes {r['rnn']} steps one after "
+        f"the other, the Transformer {r['transformer_decode']} to translate and {r['transformer_train']} to train "
+        f"on the pair: in training it has no loop over positions at all."
+    )
 
 
 def encode_time_figure(data: dict) -> go.Figure:
     rows = data["encode_time"]["rows"]
     fig = go.Figure()
     _line(fig, [r["length"] for r in rows], [r["rnn_ms"] for r in rows], "RNN encoder", RNN_COLOUR)
-    _line(fig, [r["length"] for r in rows], [r["transformer_ms"] for r in rows], "Transformer encoder",
-          TRANSFORMER_COLOUR)
+    _line(
+        fig, [r["length"] for r in rows], [r["transformer_ms"] for r in rows], "Transformer encoder", TRANSFORMER_COLOUR
+    )
     return _layout(fig, "sentence length (tokens)", f"ms to encode {data['encode_time']['batch']} sentences")
 
 
 def encode_time_notice(data: dict) -> str:
     rows = data["encode_time"]["rows"]
     a, b = rows[0], rows[-1]
-    return (f"From {a['length']} to {b['length']} tokens the RNN encoder's time grows {b['rnn_ms'] / a['rnn_ms']:.1f}x "
-            f"({a['rnn_ms']:.1f} → {b['rnn_ms']:.1f} ms), the Transformer's "
-            f"{b['transformer_ms'] / a['transformer_ms']:.1f}x ({a['transformer_ms']:.1f} → {b['transformer_ms']:.1f} "
-            f"ms); at {b['length']} tokens the RNN takes {b['rnn_ms'] / b['transformer_ms']:.1f}x as long.")
+    return (
+        f"From {a['length']} to {b['length']} tokens the RNN encoder's time grows {b['rnn_ms'] / a['rnn_ms']:.1f}x "
+        f"({a['rnn_ms']:.1f} → {b['rnn_ms']:.1f} ms), the Transformer's "
+        f"{b['transformer_ms'] / a['transformer_ms']:.1f}x ({a['transformer_ms']:.1f} → {b['transformer_ms']:.1f} "
+        f"ms); at {b['length']} tokens the RNN takes {b['rnn_ms'] / b['transformer_ms']:.1f}x as long."
+    )
 
 
 def length_figure(data: dict) -> go.Figure:
     rows = data["accuracy_by_length"]["rows"]
     x = [r["bucket"] for r in rows]
     fig = go.Figure()
-    fig.add_trace(go.Bar(x=x, y=[100 * r["rnn"] for r in rows], name="RNN", marker_color=RNN_COLOUR,
-                         text=[f"{100 * r['rnn']:.0f}%" for r in rows]))
-    fig.add_trace(go.Bar(x=x, y=[100 * r["transformer"] for r in rows], name="Transformer",
-                         marker_color=TRANSFORMER_COLOUR, text=[f"{100 * r['transformer']:.0f}%" for r in rows]))
+    fig.add_trace(
+        go.Bar(
+            x=x,
+            y=[100 * r["rnn"] for r in rows],
+            name="RNN",
+            marker_color=RNN_COLOUR,
+            text=[f"{100 * r['rnn']:.0f}%" for r in rows],
+        )
+    )
+    fig.add_trace(
+        go.Bar(
+            x=x,
+            y=[100 * r["transformer"] for r in rows],
+            name="Transformer",
+            marker_color=TRANSFORMER_COLOUR,
+            text=[f"{100 * r['transformer']:.0f}%" for r in rows],
+        )
+    )
     fig.update_layout(barmode="group")
     fig = _layout(fig, "source length (words)", "held-out exact match, %")
     fig.update_xaxes(type="category")
@@ -297,18 +412,28 @@ def length_notice(data: dict) -> str:
     n = sum(r["n"] for r in rows)
     rnn, tf = (sum(right(r, m) for r in rows) for m in ("rnn", "transformer"))
     gap = right(worst, "transformer") - right(worst, "rnn")
-    return (f"Largest gap in the “{worst['bucket']}” bucket: RNN right on {right(worst, 'rnn')} of {worst['n']} "
-            f"sentences ({worst['rnn']:.1%}), Transformer on {right(worst, 'transformer')} "
-            f"({worst['transformer']:.1%}): "
-            f"{gap} sentence{'s' if abs(gap) != 1 else ''} apart. Over all {n}: {rnn} against {tf}, "
-            f"{abs(tf - rnn)} apart. il/elle on the {c['n']} coreference sentences: RNN {c['rnn']:.0%}, Transformer "
-            f"{c['transformer']:.0%}.")
+    return (
+        f"Largest gap in the “{worst['bucket']}” bucket: RNN right on {right(worst, 'rnn')} of {worst['n']} "
+        f"sentences ({worst['rnn']:.1%}), Transformer on {right(worst, 'transformer')} "
+        f"({worst['transformer']:.1%}): "
+        f"{gap} sentence{'s' if abs(gap) != 1 else ''} apart. Over all {n}: {rnn} against {tf}, "
+        f"{abs(tf - rnn)} apart. il/elle on the {c['n']} coreference sentences: RNN {c['rnn']:.0%}, Transformer "
+        f"{c['transformer']:.0%}."
+    )
 
 
 def length_table(data: dict) -> pd.DataFrame:
-    return pd.DataFrame([{"source length": r["bucket"], "sentences": r["n"], "RNN exact match": f"{r['rnn']:.1%}",
-                          "Transformer exact match": f"{r['transformer']:.1%}"}
-                         for r in data["accuracy_by_length"]["rows"]])
+    return pd.DataFrame(
+        [
+            {
+                "source length": r["bucket"],
+                "sentences": r["n"],
+                "RNN exact match": f"{r['rnn']:.1%}",
+                "Transformer exact match": f"{r['transformer']:.1%}",
+            }
+            for r in data["accuracy_by_length"]["rows"]
+        ]
+    )
 
 
 def gradient_figure(data: dict) -> go.Figure:
@@ -326,9 +451,11 @@ def gradient_notice(data: dict) -> str:
     far = len(d) - 1
     rnn, tf = g["rnn"][far], g["transformer"][far]
     verdict = "the RNN forgets faster" if rnn < tf else "no faster fading in the RNN here"
-    return (f"At distance {d[far]} (median over the {g['count'][far]} word pairs that far apart in "
-            f"{g['n_sentences']} held-out sentences) the RNN's gradient is {rnn:.2g} of its distance-0 value, the "
-            f"Transformer's {tf:.2g}: {verdict}.")
+    return (
+        f"At distance {d[far]} (median over the {g['count'][far]} word pairs that far apart in "
+        f"{g['n_sentences']} held-out sentences) the RNN's gradient is {rnn:.2g} of its distance-0 value, the "
+        f"Transformer's {tf:.2g}: {verdict}."
+    )
 
 
 def _steps(value: float | None) -> str:
@@ -341,24 +468,37 @@ def training_table(data: dict) -> pd.DataFrame:
     rows = []
     for name in ("rnn", "transformer"):
         r = t[name]
-        rows.append({"model": {"rnn": "RNN", "transformer": "Transformer"}[name], "best recipe": r["recipe"],
-                     "parameters": f"{r['parameters']:,}",
-                     f"steps to {t['target']:.0%}": _steps(r["steps_to_target"]),
-                     f"CPU s to {t['target']:.0%}": r["cpu_seconds_to_target"] or "–",
-                     "CPU ms per step": r["ms_per_step"],
-                     "final exact match": f"{r['final_exact_match']:.1%}"})
+        rows.append(
+            {
+                "model": {"rnn": "RNN", "transformer": "Transformer"}[name],
+                "best recipe": r["recipe"],
+                "parameters": f"{r['parameters']:,}",
+                f"steps to {t['target']:.0%}": _steps(r["steps_to_target"]),
+                f"CPU s to {t['target']:.0%}": r["cpu_seconds_to_target"] or "–",
+                "CPU ms per step": r["ms_per_step"],
+                "final exact match": f"{r['final_exact_match']:.1%}",
+            }
+        )
     return pd.DataFrame(rows)
 
 
 def sweep_table(data: dict) -> pd.DataFrame:
     """Every recipe of the sweep, both models: medians over the seeds."""
     t = data["training"]
-    return pd.DataFrame([{"model": {"rnn": "RNN", "transformer": "Transformer"}[r["arch"]], "recipe": r["recipe"],
-                          "parameters": f"{r['parameters']:,}",
-                          f"seeds reaching {t['target']:.0%}": f"{r['reached']} of {r['seeds']}",
-                          f"steps to {t['target']:.0%}": _steps(r["steps_to_target"]),
-                          f"CPU s to {t['target']:.0%}": r["cpu_seconds_to_target"] or "–",
-                          "CPU ms per step": r["ms_per_step"]} for r in t["sweep"]])
+    return pd.DataFrame(
+        [
+            {
+                "model": {"rnn": "RNN", "transformer": "Transformer"}[r["arch"]],
+                "recipe": r["recipe"],
+                "parameters": f"{r['parameters']:,}",
+                f"seeds reaching {t['target']:.0%}": f"{r['reached']} of {r['seeds']}",
+                f"steps to {t['target']:.0%}": _steps(r["steps_to_target"]),
+                f"CPU s to {t['target']:.0%}": r["cpu_seconds_to_target"] or "–",
+                "CPU ms per step": r["ms_per_step"],
+            }
+            for r in t["sweep"]
+        ]
+    )
 
 
 def training_notice(data: dict) -> str:
@@ -370,32 +510,48 @@ def training_notice(data: dict) -> str:
         return f"Not both models reached {t['target']:.0%} within {t['max_steps']} steps with any recipe (table)."
     ratio = r["cpu_seconds_to_target"] / f["cpu_seconds_to_target"]
     shown = round(r["cpu_seconds_to_target"], 1), round(f["cpu_seconds_to_target"], 1)  # as the sentence gives them
-    verdict = ("the two got there in the same CPU time" if shown[0] == shown[1]
-               else f"{'the Transformer' if ratio > 1 else 'the RNN'} got there first")
-    text = (f"Each model had the same sweep ({n} recipes × {t['seeds']} seeds, one CPU thread). The best RNN "
-            f"recipe reached {t['target']:.0%} held-out exact match after {r['steps_to_target']:.0f} steps and "
-            f"{r['cpu_seconds_to_target']:.1f} CPU s, the best Transformer recipe after {f['steps_to_target']:.0f} "
-            f"steps and {f['cpu_seconds_to_target']:.1f} CPU s: {verdict} "
-            f"(RNN/Transformer {ratio:.2f}x in CPU time, {r['steps_to_target'] / f['steps_to_target']:.2f}x in steps).")
+    verdict = (
+        "the two got there in the same CPU time"
+        if shown[0] == shown[1]
+        else f"{'the Transformer' if ratio > 1 else 'the RNN'} got there first"
+    )
+    text = (
+        f"Each model had the same sweep ({n} recipes × {t['seeds']} seeds, one CPU thread). The best RNN "
+        f"recipe reached {t['target']:.0%} held-out exact match after {r['steps_to_target']:.0f} steps and "
+        f"{r['cpu_seconds_to_target']:.1f} CPU s, the best Transformer recipe after {f['steps_to_target']:.0f} "
+        f"steps and {f['cpu_seconds_to_target']:.1f} CPU s: {verdict} "
+        f"(RNN/Transformer {ratio:.2f}x in CPU time, {r['steps_to_target'] / f['steps_to_target']:.2f}x in steps)."
+    )
     rows = data["encode_time"]["rows"]
     first, last = (row["rnn_ms"] / row["transformer_ms"] for row in (rows[0], rows[-1]))
     if shown[0] < shown[1]:
-        text += (f" On one core and sentences this short the recurrence is the cheaper computation; the "
-                 f"Transformer's gain is parallelism across positions, which needs parallel hardware and longer "
-                 f"sentences (the RNN/Transformer encode-time ratio is {first:.2f} at {rows[0]['length']} tokens and "
-                 f"{last:.2f} at {rows[-1]['length']}).")
+        text += (
+            f" On one core and sentences this short the recurrence is the cheaper computation; the "
+            f"Transformer's gain is parallelism across positions, which needs parallel hardware and longer "
+            f"sentences (the RNN/Transformer encode-time ratio is {first:.2f} at {rows[0]['length']} tokens and "
+            f"{last:.2f} at {rows[-1]['length']})."
+        )
     elif shown[0] > shown[1]:
         why = []
         if r["steps_to_target"] > f["steps_to_target"]:
             why.append(f"fewer steps ({f['steps_to_target']:.0f} against {r['steps_to_target']:.0f})")
         if r["ms_per_step"] > f["ms_per_step"]:
-            why.append(f"cheaper steps ({f['ms_per_step']:.1f} against {r['ms_per_step']:.1f} CPU ms: the RNN walks "
-                       f"the sentence position by position, a chain of small operations)")
+            why.append(
+                f"cheaper steps ({f['ms_per_step']:.1f} against {r['ms_per_step']:.1f} CPU ms: the RNN walks "
+                f"the sentence position by position, a chain of small operations)"
+            )
         if why:
             text += f" The Transformer's lead comes from {' and '.join(why)}."
-        how = ("faster" if max(first, last) < 1 else "slower" if min(first, last) > 1
-               else "faster at one end of the lengths and slower at the other")
-        text += (f" Encoding alone is another matter: on one core the RNN encodes a batch {how} (RNN/Transformer "
-                 f"time {first:.2f} at {rows[0]['length']} tokens, {last:.2f} at {rows[-1]['length']}); the "
-                 f"Transformer's gain there is that it takes all positions at once, which needs parallel hardware.")
+        how = (
+            "faster"
+            if max(first, last) < 1
+            else "slower"
+            if min(first, last) > 1
+            else "faster at one end of the lengths and slower at the other"
+        )
+        text += (
+            f" Encoding alone is another matter: on one core the RNN encodes a batch {how} (RNN/Transformer "
+            f"time {first:.2f} at {rows[0]['length']} tokens, {last:.2f} at {rows[-1]['length']}); the "
+            f"Transformer's gain there is that it takes all positions at once, which needs parallel hardware."
+        )
     return text

@@ -14,8 +14,15 @@ import plotly.graph_objects as go
 from model.train import rate
 
 MAX_POINTS = 2500  # a curve with more points is thinned (every k-th point) before drawing
-COLORS = {"train": "#1f77b4", "heldout": "#d62728", "lr": "#2ca02c", "em": "#9467bd", "bleu": "#ff7f0e",
-          "coref": "#8c564b", "now": "#000000"}
+COLORS = {
+    "train": "#1f77b4",
+    "heldout": "#d62728",
+    "lr": "#2ca02c",
+    "em": "#9467bd",
+    "bleu": "#ff7f0e",
+    "coref": "#8c564b",
+    "now": "#000000",
+}
 
 
 def ema(values: Sequence[float], alpha: float = 0.1) -> list[float]:
@@ -39,15 +46,27 @@ def _thin(xs: Sequence, ys: Sequence) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _layout(fig: go.Figure, title: str, x_title: str, y_title: str, height: int = 320) -> go.Figure:
-    fig.update_layout(title=title, height=height, margin={"l": 10, "r": 10, "t": 40, "b": 10},
-                      xaxis_title=x_title, yaxis_title=y_title, hovermode="x unified",
-                      legend={"orientation": "h", "y": -0.25})
+    fig.update_layout(
+        title=title,
+        height=height,
+        margin={"l": 10, "r": 10, "t": 40, "b": 10},
+        xaxis_title=x_title,
+        yaxis_title=y_title,
+        hovermode="x unified",
+        legend={"orientation": "h", "y": -0.25},
+    )
     return fig
 
 
-def loss_figure(steps: Sequence[int], losses: Sequence[float], eval_steps: Sequence[int] = (),
-                heldout: Sequence[float] = (), alpha: float = 0.1, title: str | None = None,
-                what: str = "label-smoothed cross-entropy") -> go.Figure:
+def loss_figure(
+    steps: Sequence[int],
+    losses: Sequence[float],
+    eval_steps: Sequence[int] = (),
+    heldout: Sequence[float] = (),
+    alpha: float = 0.1,
+    title: str | None = None,
+    what: str = "label-smoothed cross-entropy",
+) -> go.Figure:
     """Training loss at every step (raw, faint, and smoothed) and the held-out loss at the evaluations.
 
     Trace names: "training loss" (raw, exactly the values given), "training loss (smoothed)",
@@ -55,14 +74,27 @@ def loss_figure(steps: Sequence[int], losses: Sequence[float], eval_steps: Seque
     """
     fig = go.Figure()
     x, y = _thin(steps, losses)
-    fig.add_trace(go.Scatter(x=x, y=y, name="training loss", mode="lines", line={"color": COLORS["train"], "width": 1},
-                             opacity=0.35))
+    fig.add_trace(
+        go.Scatter(
+            x=x, y=y, name="training loss", mode="lines", line={"color": COLORS["train"], "width": 1}, opacity=0.35
+        )
+    )
     xs, ys = _thin(steps, ema(losses, alpha))
-    fig.add_trace(go.Scatter(x=xs, y=ys, name="training loss (smoothed)", mode="lines",
-                             line={"color": COLORS["train"], "width": 2.5}))
+    fig.add_trace(
+        go.Scatter(
+            x=xs, y=ys, name="training loss (smoothed)", mode="lines", line={"color": COLORS["train"], "width": 2.5}
+        )
+    )
     if len(eval_steps):
-        fig.add_trace(go.Scatter(x=list(eval_steps), y=list(heldout), name="held-out loss", mode="lines+markers",
-                                 line={"color": COLORS["heldout"], "width": 2.5}))
+        fig.add_trace(
+            go.Scatter(
+                x=list(eval_steps),
+                y=list(heldout),
+                name="held-out loss",
+                mode="lines+markers",
+                line={"color": COLORS["heldout"], "width": 2.5},
+            )
+        )
     return _layout(fig, title or f"Loss ({what}, nats per target token)", "step", "loss")
 
 
@@ -70,7 +102,7 @@ def schedule(total_steps: int, d_model: int, warmup: int, scale: float = 1.0) ->
     """`model.train.rate` at steps 1..total_steps, vectorised:
     scale * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)."""
     s = np.arange(1, total_steps + 1, dtype=float)
-    return scale * d_model ** -0.5 * np.minimum(s ** -0.5, s * warmup ** -1.5)
+    return scale * d_model**-0.5 * np.minimum(s**-0.5, s * warmup**-1.5)
 
 
 def lr_figure(total_steps: int, d_model: int, warmup: int, scale: float = 1.0, current: int | None = None) -> go.Figure:
@@ -81,31 +113,60 @@ def lr_figure(total_steps: int, d_model: int, warmup: int, scale: float = 1.0, c
     x, y = _thin(np.arange(1, total_steps + 1), schedule(total_steps, d_model, warmup, scale))
     fig = go.Figure(go.Scatter(x=x, y=y, name="learning rate", mode="lines", line={"color": COLORS["lr"], "width": 2}))
     if warmup <= total_steps:
-        fig.add_trace(go.Scatter(x=[warmup], y=[rate(warmup, d_model, warmup, scale)], name="peak", mode="markers",
-                                 marker={"color": COLORS["lr"], "size": 9, "symbol": "diamond"}))
+        fig.add_trace(
+            go.Scatter(
+                x=[warmup],
+                y=[rate(warmup, d_model, warmup, scale)],
+                name="peak",
+                mode="markers",
+                marker={"color": COLORS["lr"], "size": 9, "symbol": "diamond"},
+            )
+        )
     if current is not None and current >= 1:
         now = min(current, total_steps)
         fig.add_vline(x=now, line={"color": COLORS["now"], "dash": "dot"})
-        fig.add_trace(go.Scatter(x=[now], y=[rate(now, d_model, warmup, scale)], name="now", mode="markers",
-                                 marker={"color": COLORS["now"], "size": 10}))
+        fig.add_trace(
+            go.Scatter(
+                x=[now],
+                y=[rate(now, d_model, warmup, scale)],
+                name="now",
+                mode="markers",
+                marker={"color": COLORS["now"], "size": 10},
+            )
+        )
     fig.update_yaxes(exponentformat="e")
     return _layout(fig, "Learning-rate schedule", "step", "learning rate", height=280)
 
 
-def metrics_figure(eval_steps: Sequence[int], exact_match: Sequence[float], bleu: Sequence[float],
-                   coref: Sequence[float | None] = ()) -> go.Figure:
+def metrics_figure(
+    eval_steps: Sequence[int], exact_match: Sequence[float], bleu: Sequence[float], coref: Sequence[float | None] = ()
+) -> go.Figure:
     """Held-out exact match (%), BLEU (0-100) and il/elle accuracy (%) at every evaluation.
 
     Trace names: "exact match %", "BLEU", "il/elle accuracy %" (only when there are coref pairs).
     """
     x = list(eval_steps)
     fig = go.Figure()
-    fig.add_trace(go.Scatter(x=x, y=[100 * v for v in exact_match], name="exact match %", mode="lines+markers",
-                             line={"color": COLORS["em"]}))
+    fig.add_trace(
+        go.Scatter(
+            x=x,
+            y=[100 * v for v in exact_match],
+            name="exact match %",
+            mode="lines+markers",
+            line={"color": COLORS["em"]},
+        )
+    )
     fig.add_trace(go.Scatter(x=x, y=list(bleu), name="BLEU", mode="lines+markers", line={"color": COLORS["bleu"]}))
     if any(c is not None for c in coref):
-        fig.add_trace(go.Scatter(x=x, y=[None if c is None else 100 * c for c in coref], name="il/elle accuracy %",
-                                 mode="lines+markers", line={"color": COLORS["coref"], "dash": "dot"}))
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=[None if c is None else 100 * c for c in coref],
+                name="il/elle accuracy %",
+                mode="lines+markers",
+                line={"color": COLORS["coref"], "dash": "dot"},
+            )
+        )
     fig.update_yaxes(range=[0, 102])
     return _layout(fig, "Held-out translations (greedy)", "step", "score (0-100)")
 
@@ -159,12 +220,15 @@ def future_share(weights: np.ndarray) -> float:
     return float(np.triu(w, k=1).sum(axis=-1).mean())
 
 
-def attention_timeline(snapshots: Sequence, kind: str, layer: int, head: int | None, query: int,
-                       keys: dict[str, int]) -> tuple[list[int], dict[str, list[float]]]:
+def attention_timeline(
+    snapshots: Sequence, kind: str, layer: int, head: int | None, query: int, keys: dict[str, int]
+) -> tuple[list[int], dict[str, list[float]]]:
     """For each snapshot: the weight of query row `query` on each key column in `keys` (name -> column)."""
     steps = [s.step for s in snapshots]
-    series = {name: [float(head_weights(s.weights(kind), layer, head)[query, k]) for s in snapshots]
-              for name, k in keys.items()}
+    series = {
+        name: [float(head_weights(s.weights(kind), layer, head)[query, k]) for s in snapshots]
+        for name, k in keys.items()
+    }
     return steps, series
 
 
@@ -173,8 +237,14 @@ def future_timeline(snapshots: Sequence, layer: int, head: int | None) -> tuple[
     return [s.step for s in snapshots], [future_share(head_weights(s.dec_self, layer, head)) for s in snapshots]
 
 
-def timeline_figure(steps: Sequence[int], series: dict[str, Sequence[float]], title: str, y_title: str,
-                    current: int | None = None, y_range: tuple[float, float] | None = (0, 1)) -> go.Figure:
+def timeline_figure(
+    steps: Sequence[int],
+    series: dict[str, Sequence[float]],
+    title: str,
+    y_title: str,
+    current: int | None = None,
+    y_range: tuple[float, float] | None = (0, 1),
+) -> go.Figure:
     """Lines over training steps (one per series), with the chosen snapshot marked."""
     fig = go.Figure()
     for name, ys in series.items():

@@ -15,18 +15,23 @@ INTRO = (
     "toy data as the app's Transformer, then through the Transformer's own encoder-decoder attention."
 )
 
-NO_SENTENCE = ("Type a sentence in the sidebar (for example *i am a student*) to watch it go through the "
-               "recurrent model; the measurements at the end of the page do not need one.")
+NO_SENTENCE = (
+    "Type a sentence in the sidebar (for example *i am a student*) to watch it go through the "
+    "recurrent model; the measurements at the end of the page do not need one."
+)
 
 
 def model_line(cell: str, attention: str, hidden: int, params: int, metrics: dict) -> str:
     att = {"additive": "additive attention (Bahdanau)", "qkv": "key/query/value attention"}[attention]
     em, coref = metrics.get("exact_match"), metrics.get("coref_accuracy")
     score = f"; on the held-out pairs {em:.1%} exact match" if em is not None else ""
-    score += f", il/elle right in {coref:.1%} of the coreference sentences" if em is not None and coref is not None \
-        else ""
-    return (f"This recurrent model: a {cell.upper()} encoder and decoder with {att}, states of {hidden} numbers, "
-            f"{params:,} parameters, trained on the same data with the same recipe as the Transformer{score}.")
+    score += (
+        f", il/elle right in {coref:.1%} of the coreference sentences" if em is not None and coref is not None else ""
+    )
+    return (
+        f"This recurrent model: a {cell.upper()} encoder and decoder with {att}, states of {hidden} numbers, "
+        f"{params:,} parameters, trained on the same data with the same recipe as the Transformer{score}."
+    )
 
 
 ENCODER = (
@@ -44,8 +49,9 @@ LSTM_LATEX = [
     r"g_i = \tanh(W_{xg} x_i + W_{hg} h_{i-1} + b_g)",
     r"c_i = f_i \odot c_{i-1} + i_i \odot g_i, \qquad h_i = o_i \odot \tanh(c_i)",
 ]
-ENCODER_GREY = ("Grey rows are states not computed yet. Each row is one h_i: the only summary of words 1 … i the "
-                "next step gets.")
+ENCODER_GREY = (
+    "Grey rows are states not computed yet. Each row is one h_i: the only summary of words 1 … i the next step gets."
+)
 
 DECODER = (
     "The decoder writes the translation one word at a time from its own state s. Before step t it scores every "
@@ -61,10 +67,14 @@ QKV_LATEX = [
     r"q_t = W_Q s_{t-1},\quad k_{:i} = W_K h_i,\quad v_{:i} = W_V h_i, \qquad \alpha_{:t} = "
     r"\operatorname{softmax}(K^\top q_t), \qquad c_t = \sum_i \alpha_{it}\, v_{:i}",
 ]
-STATE_LATEX = r"s_t = \operatorname{cell}\big([\,y_{t-1};\ c_t\,],\ s_{t-1}\big), \qquad " \
-              r"p(y_t \mid y_{<t}, x) = \operatorname{softmax}\big(W_g \tanh(W_o [s_t; c_t])\big)"
-INDEX_NOTE = ("Indexing: the lecture computes c_j from s_j and feeds it into step j + 1; here c_t is computed from "
-              "s_{t-1} and fed into step t (Bahdanau's convention). Same data flow, index shifted by one.")
+STATE_LATEX = (
+    r"s_t = \operatorname{cell}\big([\,y_{t-1};\ c_t\,],\ s_{t-1}\big), \qquad "
+    r"p(y_t \mid y_{<t}, x) = \operatorname{softmax}\big(W_g \tanh(W_o [s_t; c_t])\big)"
+)
+INDEX_NOTE = (
+    "Indexing: the lecture computes c_j from s_j and feeds it into step j + 1; here c_t is computed from "
+    "s_{t-1} and fed into step t (Bahdanau's convention). Same data flow, index shifted by one."
+)
 
 ALIGNMENT = (
     "Stack the α of every step and you get Bahdanau's famous picture: one row per output word, one column per "
@@ -86,10 +96,14 @@ DERIVATION_LATEX = [
     r"c_{:j} = V \cdot \operatorname{softmax}\!\big(K^\top q_{:j} / \sqrt{d_k}\big), \qquad "
     r"C = [\,c_{:1}, \dots, c_{:t}\,] = \operatorname{Attn}(X, X')",
 ]
-HEAD_NOTE = ("The page opens on the head whose alignment is closest to the recurrent model's (the most output words "
-             "with the same strongest source word); the Transformer has one such matrix per head and layer.")
-SCALE_NOTE = ("The Transformer divides the scores by √d_k before the softmax (the lecture's form and the recurrent "
-              "model's do not); with scaling switched off in the sidebar it does not either.")
+HEAD_NOTE = (
+    "The page opens on the head whose alignment is closest to the recurrent model's (the most output words "
+    "with the same strongest source word); the Transformer has one such matrix per head and layer."
+)
+SCALE_NOTE = (
+    "The Transformer divides the scores by √d_k before the softmax (the lecture's form and the recurrent "
+    "model's do not); with scaling switched off in the sidebar it does not either."
+)
 NO_RECURRENCE = (
     "Every c_:j here is computed from the whole source at once and no c_:j waits for another: with the whole "
     "target known (training), all t columns of C come out of one matrix product. Self-attention, C = Attn(X, X), "

@@ -28,13 +28,19 @@ LOOPBACK = (
     "address instead (for example http://192.168.1.20:8501, started with `--server.address 0.0.0.0`: see the "
     "teachers' quick start in docs/teachers.md), and the link and QR code follow."
 )
-PRIVATE = ("Your own sentence and your own trained model stay yours: while you explore, nothing you do reaches "
-           "the teacher or the other students.")
-ENDS = ("A class ends when its teacher ends it, or after two hours without a teacher action. Then "
-        "everything it stored (its state, the question, the answers) is deleted.")
-ASK = ("A question is made from what you are showing now (the sentence, the model and what is switched off), "
-       "and the model answers it. Students vote on their own; you lock the vote, let them discuss and vote again "
-       "if the first vote calls for it, then reveal. Nobody sees the votes until you show them.")
+PRIVATE = (
+    "Your own sentence and your own trained model stay yours: while you explore, nothing you do reaches "
+    "the teacher or the other students."
+)
+ENDS = (
+    "A class ends when its teacher ends it, or after two hours without a teacher action. Then "
+    "everything it stored (its state, the question, the answers) is deleted."
+)
+ASK = (
+    "A question is made from what you are showing now (the sentence, the model and what is switched off), "
+    "and the model answers it. Students vote on their own; you lock the vote, let them discuss and vote again "
+    "if the first vote calls for it, then reveal. Nobody sees the votes until you show them."
+)
 KINDS = {
     "attention": "Which word does a word attend to most in one head (encoder layer and head below)?",
     "next_word": "Given the first words of the translation, which word does the decoder pick next?",

@@ -11,17 +11,21 @@ INTRO = (
     "sublayer computes Attn(X₍₆₎, C): keys and values from the encoder's last output X₍₆₎ (here `enc.out`), "
     "queries from C."
 )
-CROSS_LATEX = (r"\begin{gathered}"
-               r"\mathrm{Attention}(Q_{\text{dec}},K_{\text{enc}},V_{\text{enc}})=\mathrm{softmax}\!\left("
-               r"\frac{Q_{\text{dec}}K_{\text{enc}}^{\top}}{\sqrt{d_k}}\right)V_{\text{enc}} \\[4pt] "
-               r"Q_{\text{dec}}=YW^Q,\; K_{\text{enc}}=\mathrm{enc.out}\,W^K,\; V_{\text{enc}}=\mathrm{enc.out}\,W^V"
-               r"\end{gathered}")
+CROSS_LATEX = (
+    r"\begin{gathered}"
+    r"\mathrm{Attention}(Q_{\text{dec}},K_{\text{enc}},V_{\text{enc}})=\mathrm{softmax}\!\left("
+    r"\frac{Q_{\text{dec}}K_{\text{enc}}^{\top}}{\sqrt{d_k}}\right)V_{\text{enc}} \\[4pt] "
+    r"Q_{\text{dec}}=YW^Q,\; K_{\text{enc}}=\mathrm{enc.out}\,W^K,\; V_{\text{enc}}=\mathrm{enc.out}\,W^V"
+    r"\end{gathered}"
+)
 
 
 def cross_caption(n_src: int) -> str:
-    return ("Rows: decoder positions, labelled with their input word; row *t* is writing word *t + 1*. Columns: "
-            f"the {n_src} source positions (the encoder's output, ending with <eos>). Every row sums to 1. Pick the "
-            "layer and head with the sharpest rows: on some sentences it is not the last layer.")
+    return (
+        "Rows: decoder positions, labelled with their input word; row *t* is writing word *t + 1*. Columns: "
+        f"the {n_src} source positions (the encoder's output, ending with <eos>). Every row sums to 1. Pick the "
+        "layer and head with the sharpest rows: on some sentences it is not the last layer."
+    )
 
 
 ALIGNMENT = "The alignment row by row (exact numbers)"
@@ -38,11 +42,13 @@ PADDING_CAPTION = (
     "translation) changes just because it was batched with a longer sentence."
 )
 WHO = "The three kinds of attention in the Transformer:"
-OUTRO = ("After the last block, a linear layer and a softmax turn each decoder position into a probability for every "
-         "word of the target vocabulary. In the lecture's letters (W2), one decoder block, its three sublayers "
-         "(masked self-attention, this encoder-decoder attention, the dense feed-forward net) together, maps "
-         "(X̃, X′) to H: X̃ the encoder's output (`enc.out`), X′ the block's input (the French words so far, or the "
-         "block below), H its output (`dec.{i}.add_norm3.out`).\n\n"
-         "The paper's own code was released in Google Brain's Tensor2Tensor library (T2T); the lecture notes (DD) "
-         "point to its notebook, hello_t2t.ipynb (github.com/tensorflow/tensor2tensor, "
-         "tensor2tensor/notebooks), for a trained Transformer at full size.")
+OUTRO = (
+    "After the last block, a linear layer and a softmax turn each decoder position into a probability for every "
+    "word of the target vocabulary. In the lecture's letters (W2), one decoder block, its three sublayers "
+    "(masked self-attention, this encoder-decoder attention, the dense feed-forward net) together, maps "
+    "(X̃, X′) to H: X̃ the encoder's output (`enc.out`), X′ the block's input (the French words so far, or the "
+    "block below), H its output (`dec.{i}.add_norm3.out`).\n\n"
+    "The paper's own code was released in Google Brain's Tensor2Tensor library (T2T); the lecture notes (DD) "
+    "point to its notebook, hello_t2t.ipynb (github.com/tensorflow/tensor2tensor, "
+    "tensor2tensor/notebooks), for a trained Transformer at full size."
+)

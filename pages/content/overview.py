@@ -9,9 +9,11 @@ INTRO = (
     "app comes from a real, small, trained Transformer running on your sentence."
 )
 EMPTY = "Type a sentence in the sidebar (for example *i am a student*) to follow it through the model."
-STACK_CAPTION = ("Read bottom to top, as in the paper's Figure 1. Numbers in brackets are the pages on the right; "
-                 "dashed lines are the residual (skip) connections around each sub-layer: two in every encoder "
-                 "layer, three in every decoder layer.")
+STACK_CAPTION = (
+    "Read bottom to top, as in the paper's Figure 1. Numbers in brackets are the pages on the right; "
+    "dashed lines are the residual (skip) connections around each sub-layer: two in every encoder "
+    "layer, three in every decoder layer."
+)
 
 
 def blocks(n_enc_layers: int, n_dec_layers: int) -> str:
@@ -32,17 +34,24 @@ NAME = (
     "word goes in, one vector per word comes out. The goal is a richer internal representation, in which "
     "each word's vector also carries what the task needs from the other words."
 )
-COLUMNS = ("The lecture notes write the vectors as columns: a sentence of m words is a D × m matrix. "
-           "(The code stores the transpose, [m, D], one row per word.)")
+COLUMNS = (
+    "The lecture notes write the vectors as columns: a sentence of m words is a D × m matrix. "
+    "(The code stores the transpose, [m, D], one row per word.)"
+)
 
 
 def sizes_caption(citation: str, ratio: float, train_seconds: float | None = None, steps: int | None = None) -> str:
     """`train_seconds`, `steps`: what the checkpoint records of its own training (None: not recorded)."""
-    out = (f"Paper figures from {citation} (Table 3). The base model has about {ratio:,.0f} times as many "
-           "parameters as this one")
+    out = (
+        f"Paper figures from {citation} (Table 3). The base model has about {ratio:,.0f} times as many "
+        "parameters as this one"
+    )
     if train_seconds is not None:
-        out += (f"; this checkpoint was trained on a CPU in {train_seconds:,.0f} s"
-                + (f" ({steps:,} steps)" if steps else "") + ", on a toy data set.")
+        out += (
+            f"; this checkpoint was trained on a CPU in {train_seconds:,.0f} s"
+            + (f" ({steps:,} steps)" if steps else "")
+            + ", on a toy data set."
+        )
     else:
         out += ", which is small enough to train on a CPU, on a toy data set."
     return out
@@ -54,16 +63,20 @@ TOY_DATA = (
     "subject/verb/object combinations never seen in training, so the held-out score measures generalisation "
     "to new combinations of known words."
 )
-DATA_CHANGED = ("The data file has changed since this checkpoint was trained (its recorded hash differs); "
-                "the counts above are those of the current file.")
+DATA_CHANGED = (
+    "The data file has changed since this checkpoint was trained (its recorded hash differs); "
+    "the counts above are those of the current file."
+)
 UPLOADED = "A corpus uploaded in *Train your own* (not the shipped toy set)."
 
 
 def stack_alt(n_enc: int, n_dec: int) -> str:
     """The stack diagram in words (its text alternative for screen readers)."""
-    return (f"Diagram of the Transformer, bottom to top. Left, the encoder: source tokens, embedding and positional "
-            f"encoding, then {n_enc} encoder layer(s) of self-attention and a feed-forward net, each followed by "
-            f"add & norm. Right, the decoder: target tokens shifted right, embedding and positional encoding, then "
-            f"{n_dec} decoder layer(s) of masked self-attention, encoder-decoder attention reading the encoder's "
-            f"output, and a feed-forward net, each followed by add & norm; then a linear layer and a softmax give "
-            f"the next word's probabilities. The numbered blocks link to the pages listed beside it.")
+    return (
+        f"Diagram of the Transformer, bottom to top. Left, the encoder: source tokens, embedding and positional "
+        f"encoding, then {n_enc} encoder layer(s) of self-attention and a feed-forward net, each followed by "
+        f"add & norm. Right, the decoder: target tokens shifted right, embedding and positional encoding, then "
+        f"{n_dec} decoder layer(s) of masked self-attention, encoder-decoder attention reading the encoder's "
+        f"output, and a feed-forward net, each followed by add & norm; then a linear layer and a softmax give "
+        f"the next word's probabilities. The numbered blocks link to the pages listed beside it."
+    )

@@ -9,8 +9,10 @@ INTRO = (
     "back to distant words. The paper's question: since attention can reach *any* word directly, do we still "
     "need the recurrence? This page compares the layer types the way the paper does, then shows its results."
 )
-NO_SENTENCE = ("Type a sentence in the sidebar (for example *i am a student*) to see its own attention matrices "
-               "below; the tables on this page do not need one.")
+NO_SENTENCE = (
+    "Type a sentence in the sidebar (for example *i am a student*) to see its own attention matrices "
+    "below; the tables on this page do not need one."
+)
 TABLE1_NOTES = (
     "- **Sequential operations**: how many steps must wait for each other. An RNN needs O(n) steps for a "
     "sentence of n words: step t needs the hidden state of step t − 1. It still keeps a GPU busy, but only across "
@@ -27,36 +29,50 @@ TABLE1_NOTES = (
 def table1(rows) -> str:
     """The paper's Table 1 as a markdown table (complexities in LaTeX)."""
     body = "\n".join(f"| {t.name} | ${t.complexity}$ | ${t.sequential}$ | ${t.path}$ |" for t in rows)
-    return ("| Layer type | Complexity per layer | Sequential operations | Maximum path length |\n"
-            "|---|---|---|---|\n" + body)
+    return (
+        "| Layer type | Complexity per layer | Sequential operations | Maximum path length |\n"
+        "|---|---|---|---|\n" + body
+    )
 
 
 def restricted(n: int, d: int) -> str:
-    return (f"n = {n} ≥ d = {d}: for sequences this long the paper suggests restricted self-attention over a "
-            "neighbourhood of r positions, at the price of a path length of n/r.")
+    return (
+        f"n = {n} ≥ d = {d}: for sequences this long the paper suggests restricted self-attention over a "
+        "neighbourhood of r positions, at the price of a path length of n/r."
+    )
 
 
-COUNTS = ("Counts are the formulas inside the O(·), constant factors dropped. The convolution's path length "
-          "⌈log_k n⌉ is for dilated convolutions (contiguous kernels need ⌈n/k⌉ layers).")
-MEMORY = ("Self-attention stores a weight for every pair of positions: an n × n matrix per head and per layer. "
-          "Memory grows with the square of the sentence length.")
+COUNTS = (
+    "Counts are the formulas inside the O(·), constant factors dropped. The convolution's path length "
+    "⌈log_k n⌉ is for dilated convolutions (contiguous kernels need ⌈n/k⌉ layers)."
+)
+MEMORY = (
+    "Self-attention stores a weight for every pair of positions: an n × n matrix per head and per layer. "
+    "Memory grows with the square of the sentence length."
+)
 
 
 def memory(n: int, heads: int, layers: int, total: int) -> str:
-    return (f"{n} × {n} × {heads} heads × {layers} layers × 4 bytes = {total:,} bytes, for one sentence. "
-            "Doubling n multiplies it by 4.")
+    return (
+        f"{n} × {n} × {heads} heads × {layers} layers × 4 bytes = {total:,} bytes, for one sentence. "
+        "Doubling n multiplies it by 4."
+    )
 
 
 def your_sentence(shape: str, per_layer: int, n_layers: int, total: str) -> str:
-    return (f"**Your sentence in this model:** enc.0.self_attn.weights is {shape}: {per_layer:,} bytes for one "
-            f"encoder layer; {n_layers} encoder layers hold {total}.")
+    return (
+        f"**Your sentence in this model:** enc.0.self_attn.weights is {shape}: {per_layer:,} bytes for one "
+        f"encoder layer; {n_layers} encoder layers hold {total}."
+    )
 
 
 def table2(citation: str) -> str:
-    return (f"From the paper ({citation}), Table 2: BLEU on the newstest2014 English-German and English-French "
-            "test sets, and the estimated training cost in floating-point operations. \"-\": not reported. The "
-            "paper gives each Transformer one training cost for both tasks (a single cell spanning EN-DE and "
-            "EN-FR), so the same figure stands in both columns. The BLEU axis starts at 0.")
+    return (
+        f"From the paper ({citation}), Table 2: BLEU on the newstest2014 English-German and English-French "
+        'test sets, and the estimated training cost in floating-point operations. "-": not reported. The '
+        "paper gives each Transformer one training cost for both tasks (a single cell spanning EN-DE and "
+        "EN-FR), so the same figure stands in both columns. The BLEU axis starts at 0."
+    )
 
 
 TABLE3_INTRO = (
@@ -66,26 +82,31 @@ TABLE3_INTRO = (
     "times with different seeds on the toy set. The dots show how soon each reached 95% held-out exact match; "
     "pick a group to compare its rows with the paper's."
 )
-NO_ABLATIONS = ("The measured rows (assets/ablations.json) are not installed: `python -m bench.ablations --write` "
-                "makes them.")
+NO_ABLATIONS = (
+    "The measured rows (assets/ablations.json) are not installed: `python -m bench.ablations --write` makes them."
+)
 
 
 def ablations_setup(meta: dict, n_rows: int) -> str:
     b, p = meta["base"], chance_apart(meta["seeds"])
-    return (f"{n_rows} rows × {meta['seeds']} seeds, {meta['steps']} steps each. The base is the training page's "
-            f"default: h = {b['n_heads']}, d_k = {b['d_model'] // b['n_heads']}, N = {b['n_layers']}, d_model = "
-            f"{b['d_model']}, d_ff = {b['d_ff']}, dropout {b['dropout']:g}, label smoothing {b['label_smoothing']:g}; "
-            f"held-out evaluation every {meta['eval_every']} steps; measured with `{meta['command']}` "
-            f"({meta['measured']}). A row lies *apart from the base* when none of its seeds overlaps the base's "
-            f"seeds; with {meta['seeds']} seeds a side a change that does nothing does so by chance {p:.2f} of the "
-            f"time per metric, so read one such row as a hint. Every verdict is at {meta['steps']} steps: "
-            "“worse” may mean slower.")
+    return (
+        f"{n_rows} rows × {meta['seeds']} seeds, {meta['steps']} steps each. The base is the training page's "
+        f"default: h = {b['n_heads']}, d_k = {b['d_model'] // b['n_heads']}, N = {b['n_layers']}, d_model = "
+        f"{b['d_model']}, d_ff = {b['d_ff']}, dropout {b['dropout']:g}, label smoothing {b['label_smoothing']:g}; "
+        f"held-out evaluation every {meta['eval_every']} steps; measured with `{meta['command']}` "
+        f"({meta['measured']}). A row lies *apart from the base* when none of its seeds overlaps the base's "
+        f"seeds; with {meta['seeds']} seeds a side a change that does nothing does so by chance {p:.2f} of the "
+        f"time per metric, so read one such row as a hint. Every verdict is at {meta['steps']} steps: "
+        "“worse” may mean slower."
+    )
 
 
 def table3(citation: str, caption: str) -> str:
-    return (f"{caption} From the paper ({citation}). Our figures are exact match, BLEU and il/elle accuracy of greedy "
-            "translations of the toy set's held-out pairs; the paper's are perplexity and BLEU with beam search on "
-            "real news text, so compare directions, not numbers.")
+    return (
+        f"{caption} From the paper ({citation}). Our figures are exact match, BLEU and il/elle accuracy of greedy "
+        "translations of the toy set's held-out pairs; the paper's are perplexity and BLEU with beam search on "
+        "real news text, so compare directions, not numbers."
+    )
 
 
 SUMMARY = (

@@ -187,9 +187,11 @@ DIAGRAM_JS = """() => [...document.querySelectorAll('[data-testid="stGraphVizCha
 })"""
 
 
-@pytest.mark.parametrize(("width", "height", "query"), [(390, 844, {}), (1280, 720, {}),
-                                                        (1280, 720, {"presenter": "1"})],
-                         ids=["phone", "desktop", "presenter"])
+@pytest.mark.parametrize(
+    ("width", "height", "query"),
+    [(390, 844, {}), (1280, 720, {}), (1280, 720, {"presenter": "1"})],
+    ids=["phone", "desktop", "presenter"],
+)
 def test_overview_diagram_is_legible(app, width, height, query):
     """The stack diagram's labels, as drawn (font size times the diagram's scale in its column), are at least
     MIN_FONT_PX on a 390 px phone, at 1280 x 720 and in presenter mode; the diagram fits its column."""

@@ -46,15 +46,23 @@ def translate(text: str, iv: Interventions = NO_IV) -> str:
 
 def head_option(module: str, head: int) -> str:
     stack, layer, kind = module.split(".")
-    return HEAD_OPTION.format(where={"enc": "encoder", "dec": "decoder"}[stack], layer=layer,
-                              what={"self_attn": "self-attn", "cross_attn": "cross-attn"}[kind], head=head)
+    return HEAD_OPTION.format(
+        where={"enc": "encoder", "dec": "decoder"}[stack],
+        layer=layer,
+        what={"self_attn": "self-attn", "cross_attn": "cross-attn"}[kind],
+        head=head,
+    )
 
 
 # Sentences where switching one head off (and the look-ahead mask) visibly changes the translation of the
 # shipped model (found by the search below for the checkpoint of this writing; a retrained model is searched
 # again, over the held-out sentences of the toy set, within MAX_SEARCH decodes).
-IV_CANDIDATES = ("the big cars are green", "the young women are scared", "the boys are students",
-                 "i like thinking machines")
+IV_CANDIDATES = (
+    "the big cars are green",
+    "the young women are scared",
+    "the boys are students",
+    "i like thinking machines",
+)
 MAX_SEARCH = 500
 
 
@@ -101,6 +109,7 @@ def one_torch_thread():
 
 
 # --- small page actions ---------------------------------------------------------------------------------------
+
 
 def sentence_input(app):
     return app.sidebar.get_by_role("textbox", name="Your sentence", exact=True)
@@ -162,6 +171,7 @@ def main_has(app, text: str) -> None:
 
 
 # --- tests ----------------------------------------------------------------------------------------------------
+
 
 def test_app_lists_every_page():
     assert len(PAGES) >= 10 and page_list.DEFAULT.url_path == "overview"
@@ -302,6 +312,7 @@ def test_deep_link_on_a_fresh_server(tmp_path, browser, first):
 # numbers plotly writes into heatmap cells) and looks for values of the real tensors, computed here on the
 # page's default choices (layer 0, head 0, first word). A number counts as shown in any rounding to 2-4
 # decimals (pages choose their own precision); values too close to 0 to tell apart are skipped.
+
 
 def content(app) -> str:
     return app.main.evaluate("e => e.textContent")

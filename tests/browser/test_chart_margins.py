@@ -26,12 +26,15 @@ GROWN_JS = """() => [...document.querySelectorAll('[data-testid="stPlotlyChart"]
   })"""
 
 
-@pytest.mark.parametrize("path, query", [
-    ("decoder", {}),  # four heatmaps, slanted words, a grey and white mask
-    ("multi_head", {}),  # the grid of heads: words upright, no colour bar
-    ("tokens", {"presenter": "1"}),  # presenter mode: every size grows with the root font
-    ("cross_attention", {"s": "naïve café ümlaut 机器 学习"}),  # accents, another script, unknown words
-])
+@pytest.mark.parametrize(
+    "path, query",
+    [
+        ("decoder", {}),  # four heatmaps, slanted words, a grey and white mask
+        ("multi_head", {}),  # the grid of heads: words upright, no colour bar
+        ("tokens", {"presenter": "1"}),  # presenter mode: every size grows with the root font
+        ("cross_attention", {"s": "naïve café ümlaut 机器 学习"}),  # accents, another script, unknown words
+    ],
+)
 def test_every_heatmap_keeps_the_margins_it_asked_for(app, path, query):
     app.goto(path, **({"s": SENTENCE} | query))
     app.page.wait_for_function("() => document.querySelectorAll('.js-plotly-plot .main-svg').length > 0")

@@ -49,10 +49,13 @@ def count_full_run(page, frame) -> None:
 def look(tab: AppPage, state: str) -> None:
     """The tab goes out of sight ("hidden": another tab in front) or comes back ("visible"), as far as the page's
     scripts can tell (headless Chromium keeps every page visible)."""
-    tab.page.evaluate("""state => {
+    tab.page.evaluate(
+        """state => {
         Object.defineProperty(document, "visibilityState", {configurable: true, get: () => state});
         document.dispatchEvent(new Event("visibilitychange"));
-    }""", state)
+    }""",
+        state,
+    )
 
 
 def sentence_box(tab: AppPage):

@@ -22,12 +22,20 @@ SECONDS = 15_000  # ms: a class's change reaches a page (about a second on an id
 COREF = "the animal didn't cross the street because it was too tired"
 
 
-def tab(browser, app_url: str, name: str, width: int = 1280, height: int = 800, phone: bool = False,
-        outside: list | None = None) -> AppPage:
+def tab(
+    browser,
+    app_url: str,
+    name: str,
+    width: int = 1280,
+    height: int = 800,
+    phone: bool = False,
+    outside: list | None = None,
+) -> AppPage:
     """A new browser context (its own cookies: its own session, student or teacher) on the app. `outside`: every
     request to another host than the server is refused and recorded there."""
-    context = browser.new_context(viewport={"width": width, "height": height}, device_scale_factor=1,
-                                  is_mobile=phone, has_touch=phone)
+    context = browser.new_context(
+        viewport={"width": width, "height": height}, device_scale_factor=1, is_mobile=phone, has_touch=phone
+    )
     context.set_default_timeout(60_000)
     context.add_init_script(RUN_COUNTER_JS)
     if outside is not None:
@@ -76,8 +84,9 @@ def test_d2_d8_d36_a_phone_taps_the_cell_under_its_finger_and_another_row_is_ref
         teacher.act(lambda: teacher.main.get_by_role("button", name="Lock the vote").click())
         teacher.act(lambda: teacher.main.get_by_role("button", name="Reveal the model's answer").click())
         # D3: "7:it → 5:street: not what the model does" is written as it is (":it:" was drawn as a flag)
-        expect(phone.main.get_by_text(re.compile(f"Yours: {it}:it → {street}:street: (not what|the same)"))
-               ).to_be_visible(timeout=SECONDS)
+        expect(
+            phone.main.get_by_text(re.compile(f"Yours: {it}:it → {street}:street: (not what|the same)"))
+        ).to_be_visible(timeout=SECONDS)
         expect(phone.main.get_by_text("The model's weights")).to_be_visible()
         phone.shot("reveal-on-a-phone", full=True)
     finally:

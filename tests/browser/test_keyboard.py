@@ -56,8 +56,9 @@ def test_tab_reaches_the_sentence_box_every_switch_and_a_page_link(app):
     assert any(f and f["tag"] == "input" and f["label"] == "Your sentence" for f in seen), seen
     for label in SWITCHES:
         assert label in labels, f"switch {label!r} never got focus: {labels}"
-    assert any(f and f["tag"] == "a" and f["inSidebar"] and f["label"] == "Tokens and embeddings" for f in seen), \
+    assert any(f and f["tag"] == "a" and f["inSidebar"] and f["label"] == "Tokens and embeddings" for f in seen), (
         f"no page link reached: {list(zip(roles, labels, strict=True))}"
+    )
 
 
 def test_space_flips_a_switch(app):
@@ -81,7 +82,8 @@ def test_enter_on_a_page_link_opens_it(app):
     app.act(lambda: app.page.keyboard.press("Enter"))
     assert app.page.url.split("?")[0].endswith("/positional"), app.page.url
     expect(app.sidebar.get_by_role("link", name="Positional encoding", exact=True)).to_have_attribute(
-        "aria-current", "page")
+        "aria-current", "page"
+    )
 
 
 def root_font_px(app, expect: float | None = None) -> float:

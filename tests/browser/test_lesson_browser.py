@@ -110,8 +110,9 @@ def test_walk_the_lesson_and_in_depth_keeps_the_sentence(app, sentence):
         app.no_exception()
         expect(sentence_box(app)).to_have_value(sentence, timeout=20_000)
         if key == "qkv":
-            expect(app.main.get_by_text(f"Query word {a.src_labels[f.word]}, encoder layer {f.layer}, head {f.head}.")
-                   ).to_be_visible()
+            expect(
+                app.main.get_by_text(f"Query word {a.src_labels[f.word]}, encoder layer {f.layer}, head {f.head}.")
+            ).to_be_visible()
         app.shot(f"in-depth-{key}")
         app.act(lambda: app.sidebar.get_by_role("link", name="Guided lesson").click())  # back, same session
         expect(heading(app)).to_contain_text(f"{k}. {lesson.STEPS[k - 1].title}")

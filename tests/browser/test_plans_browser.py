@@ -21,8 +21,7 @@ FOLLOW_MS = 10_000
 def test_plan_pace_and_snapshot_in_chromium(browser, app_url, app):
     teacher = app
     teacher.goto("classroom")
-    teacher.act(lambda: teacher.main.get_by_test_id("stSelectbox").filter(
-        has_text="Start from a shipped plan").click())
+    teacher.act(lambda: teacher.main.get_by_test_id("stSelectbox").filter(has_text="Start from a shipped plan").click())
     teacher.act(lambda: teacher.page.get_by_role("option", name="What decides il or elle").click())
     expect(teacher.main.get_by_text("What decides il or elle · 9 stops")).to_be_visible()
     teacher.main.get_by_text("Add this view as a stop").first.scroll_into_view_if_needed()

@@ -25,8 +25,9 @@ pytestmark = pytest.mark.browser
 @pytest.fixture(scope="module")
 def study_app(tmp_path_factory):
     data = tmp_path_factory.mktemp("study-data")
-    server = start_app(log=ARTIFACTS / "streamlit-study.log", timeout=60,
-                       extra_env={**SERVER_ENV, "GLASS_DATA_DIR": str(data)})
+    server = start_app(
+        log=ARTIFACTS / "streamlit-study.log", timeout=60, extra_env={**SERVER_ENV, "GLASS_DATA_DIR": str(data)}
+    )
     try:
         yield server.url, data
     finally:
@@ -35,8 +36,12 @@ def study_app(tmp_path_factory):
 
 def grids(study) -> dict[str, tuple[str, str]]:
     """Every transfer item's shaded row's label and its first column's: {item id: (row label, column label)}."""
-    return {it["id"]: (it["grid"]["rows"][it["grid"]["row"]], it["grid"]["cols"][0])
-            for form in study.instrument["forms"].values() for it in form if it.get("grid")}
+    return {
+        it["id"]: (it["grid"]["rows"][it["grid"]["row"]], it["grid"]["cols"][0])
+        for form in study.instrument["forms"].values()
+        for it in form
+        if it.get("grid")
+    }
 
 
 # The middle of a cell on the screen: the x of its column's tick label, the y of its row's.

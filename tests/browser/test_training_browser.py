@@ -9,8 +9,12 @@ import pytest
 pytestmark = pytest.mark.browser
 
 SETTINGS = [  # (label of the number input, value): a tiny model that trains in the background for a while
-    ("d_model", 16), ("Heads", 2), ("Layers (encoder and decoder each)", 1), ("d_ff", 32),
-    ("Batch size (sentence pairs)", 16), ("Steps", 3000),
+    ("d_model", 16),
+    ("Heads", 2),
+    ("Layers (encoder and decoder each)", 1),
+    ("d_ff", 32),
+    ("Batch size (sentence pairs)", 16),
+    ("Steps", 3000),
     ("Evaluate on held-out pairs every … steps (0: only at the end)", 0),
 ]
 
@@ -42,13 +46,16 @@ def test_start_watch_progress_and_stop(app):
     app.main.get_by_test_id("stProgress").first.wait_for(state="visible", timeout=60_000)
     app.page.wait_for_function(
         "() => /Step [1-9]\\d* of 3000/.test(document.querySelector('[data-testid=\"stProgress\"]')?.innerText)",
-        timeout=60_000)
+        timeout=60_000,
+    )
     first_value, first_step = progress(app)
     app.page.wait_for_function(
         f"""() => {{
             const m = /Step (\\d+) of 3000/.exec(document.querySelector('[data-testid="stProgress"]')?.innerText);
             return m && Number(m[1]) > {first_step} + 20;
-        }}""", timeout=60_000)
+        }}""",
+        timeout=60_000,
+    )
     second_value, second_step = progress(app)
     assert second_step > first_step and second_value >= first_value
     assert re.search(r"[\d.]+ steps/s · about [\d,]+ s left", app.main_text())
@@ -58,7 +65,8 @@ def test_start_watch_progress_and_stop(app):
     # stop: the stopped state, and the model is "My model" in the sidebar
     app.act(stop.click)
     app.main.get_by_text(re.compile(r"Training stopped \(stopped by you\) after \d+ of 3000 steps")).wait_for(
-        timeout=30_000)
+        timeout=30_000
+    )
     mine = app.sidebar.get_by_role("radio", name="My model", exact=True)
     mine.wait_for(state="attached", timeout=30_000)
     assert mine.is_checked()

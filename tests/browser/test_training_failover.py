@@ -20,7 +20,6 @@ from tools.browser import IDLE_SELECTOR, STEP_JS, assert_no_exception, launch_ch
 pytestmark = pytest.mark.browser
 
 
-
 def test_a_training_run_survives_the_death_of_its_app_process():
     require_tool("haproxy")
     require_tool("redis-server")
@@ -31,8 +30,9 @@ def test_a_training_run_survives_the_death_of_its_app_process():
             page = ctx.new_page()
             page.goto(cluster.url + "/")
             page.wait_for_selector(IDLE_SELECTOR, state="attached", timeout=90_000)
-            start_training(page, [*SETTINGS, ("d_model", 32), ("d_ff", 64), ("Batch size (sentence pairs)", 32)],
-                           timeout=60_000)
+            start_training(
+                page, [*SETTINGS, ("d_model", 32), ("d_ff", 64), ("Batch size (sentence pairs)", 32)], timeout=60_000
+            )
             main = page.get_by_test_id("stMain")
             page.wait_for_function(f"() => ({STEP_JS})() >= 30", timeout=90_000)
 

@@ -10,8 +10,9 @@ from ui.models import analysis, current_model, load_shipped
 from ui.state import interventions
 
 
-def make_question(kind: str, layer: int = 0, head: int | None = None, position: int | None = None,
-                  off: tuple[str, int] | None = None) -> tuple[questions.Question, dict | None]:
+def make_question(
+    kind: str, layer: int = 0, head: int | None = None, position: int | None = None, off: tuple[str, int] | None = None
+) -> tuple[questions.Question, dict | None]:
     """A question of `kind` about the teacher's current sentence, model and interventions, answered by that model,
     and a click question's grid (None for the others): the one place a kind becomes a question (the console's Ask,
     a plan's stop)."""

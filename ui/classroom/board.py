@@ -74,11 +74,14 @@ def _run_of(view) -> dict:
     source, translation = (last.samples[0][0], last.samples[0][1]) if last is not None and last.samples else ("", "")
     plain = {"<": "‹", ">": "›"}  # special tokens (<unk>) as the lesson draws them: the board takes no < or >
     t = view.tcfg
-    return {"settings": {k: getattr(t, k) for k in classroom.plans.RUN_SETTINGS if hasattr(t, k)},
-            "steps": [curve[i][0] for i in picks], "losses": [curve[i][1] for i in picks],
-            "exact_match": float(last.exact_match) if last is not None else None,
-            "source": source.translate(str.maketrans(plain))[:classroom.plans.MAX_RUN_TEXT],
-            "translation": translation.translate(str.maketrans(plain))[:classroom.plans.MAX_RUN_TEXT]}
+    return {
+        "settings": {k: getattr(t, k) for k in classroom.plans.RUN_SETTINGS if hasattr(t, k)},
+        "steps": [curve[i][0] for i in picks],
+        "losses": [curve[i][1] for i in picks],
+        "exact_match": float(last.exact_match) if last is not None else None,
+        "source": source.translate(str.maketrans(plain))[: classroom.plans.MAX_RUN_TEXT],
+        "translation": translation.translate(str.maketrans(plain))[: classroom.plans.MAX_RUN_TEXT],
+    }
 
 
 def post_run(run: dict) -> None:
@@ -98,8 +101,9 @@ def board_button(view) -> None:
     if run is None:
         st.caption(":material/leaderboard: When your run has finished, you can put it on your class's board.")
         return
-    st.button("Put my run on the class board", key="board_post", icon=":material/leaderboard:", on_click=post_run,
-              args=(run,))
+    st.button(
+        "Put my run on the class board", key="board_post", icon=":material/leaderboard:", on_click=post_run, args=(run,)
+    )
 
 
 def board() -> None:
@@ -111,9 +115,11 @@ def board() -> None:
         return
     st.subheader(f"Class board: students' own runs ({len(runs)})")
     if not runs:
-        st.caption("A student who trained a model on “Train your own” puts it here with “Put my run on the class "
-                   "board”: its settings, its loss, how many held-out sentences it translates exactly, and one "
-                   "translation, side by side with the others.")
+        st.caption(
+            "A student who trained a model on “Train your own” puts it here with “Put my run on the class "
+            "board”: its settings, its loss, how many held-out sentences it translates exactly, and one "
+            "translation, side by side with the others."
+        )
         return
     st.markdown(md(board_notice(runs)))
     chart(board_figure(runs), key="class_board_figure")
@@ -135,8 +141,14 @@ def share_run(view, job=None) -> None:
 
         version = teacher.teacher_call(cls.store().set_class_model, *to_bytes(job.result)) or 0
         ss()[SHARED_JOB] = job.id if version else None
-    run = {**_run_of(view), "state": view.state, "step": int(view.step), "total": int(view.tcfg.steps),
-           "model": version, "attention": _attention_of(view)}
+    run = {
+        **_run_of(view),
+        "state": view.state,
+        "step": int(view.step),
+        "total": int(view.tcfg.steps),
+        "model": version,
+        "attention": _attention_of(view),
+    }
     if teacher.teacher_call(lambda c, k: cls.store().set_class_run(c, k, run)) is not None:
         ss()[SHARED] = (now, view.state, view.step)
 
@@ -153,10 +165,14 @@ def _attention_of(view) -> dict | None:
         return None
     plain = str.maketrans({"<": "‹", ">": "›"})  # special tokens as the lesson draws them: the store takes no < >
     weights = snap.cross[-1].mean(axis=0)  # [L, H, Tt, Ts] -> the last layer's mean over heads: [Tt, Ts]
-    title = f"Encoder-decoder attention on “{view.probes[0]}”"[:classroom.plans.MAX_RUN_TEXT].translate(plain)
-    return {"step": int(snap.step), "title": title,
-            "queries": [t.translate(plain) for t in queries], "keys": [t.translate(plain) for t in keys],
-            "weights": [[round(min(1.0, max(0.0, float(w))), 3) for w in row] for row in weights]}
+    title = f"Encoder-decoder attention on “{view.probes[0]}”"[: classroom.plans.MAX_RUN_TEXT].translate(plain)
+    return {
+        "step": int(snap.step),
+        "title": title,
+        "queries": [t.translate(plain) for t in queries],
+        "keys": [t.translate(plain) for t in keys],
+        "weights": [[round(min(1.0, max(0.0, float(w))), 3) for w in row] for row in weights],
+    }
 
 
 def attention_panel(run: dict) -> None:
@@ -165,9 +181,18 @@ def attention_panel(run: dict) -> None:
     if not att:
         return
     n_q, n_k = len(att["queries"]), len(att["keys"])
-    matrix(np.array(att["weights"]), att["keys"], att["queries"], "weights", key="class_run_attention",
-           title=f"{att['title']}: last decoder layer, mean of its heads, step {att['step']}",
-           shape=f"[{n_q}, {n_k}]", x_title="English word (key)", y_title="French word (query)", show_table=False)
+    matrix(
+        np.array(att["weights"]),
+        att["keys"],
+        att["queries"],
+        "weights",
+        key="class_run_attention",
+        title=f"{att['title']}: last decoder layer, mean of its heads, step {att['step']}",
+        shape=f"[{n_q}, {n_k}]",
+        x_title="English word (key)",
+        y_title="French word (query)",
+        show_table=False,
+    )
 
 
 # A class's shared model, loaded once per process and version: every student who explores it holds this one copy
@@ -232,8 +257,11 @@ def class_run_panel() -> None:
         line += f" · “{md(run['source'])}” → “{md(run['translation'])}”"
     figure = board_figure([{**run, "name": "teacher's run"}], title="Your teacher's run: training loss")
     if run["state"] == "running":
-        with st.expander(f"Your teacher's training run: step {run['step']} of {run['total']}", expanded=True,
-                         icon=":material/model_training:"):
+        with st.expander(
+            f"Your teacher's training run: step {run['step']} of {run['total']}",
+            expanded=True,
+            icon=":material/model_training:",
+        ):
             st.caption(line)
             chart(figure, key="class_run_figure")
             attention_panel(run)
@@ -242,15 +270,25 @@ def class_run_panel() -> None:
     if ss().get(RUN_HIDDEN) == which:  # put away by this student
         return
     with st.container(border=True, key="class_run_done"):
-        st.markdown(f":material/model_training: **Your teacher's training run {run['state']} after {run['step']} "
-                    f"steps** · {line}")
-        st.button("Put this away", key="class_run_hide", icon=":material/close:",
-                  on_click=lambda: ss().__setitem__(RUN_HIDDEN, which))
+        st.markdown(
+            f":material/model_training: **Your teacher's training run {run['state']} after {run['step']} "
+            f"steps** · {line}"
+        )
+        st.button(
+            "Put this away",
+            key="class_run_hide",
+            icon=":material/close:",
+            on_click=lambda: ss().__setitem__(RUN_HIDDEN, which),
+        )
         if run["model"] and ss().get(USED) == (cls.code(), run["model"]) and ss().get("model") == "mine":
             st.caption("You explore this model: it is “My model” in your sidebar, on every page.")
         elif run["model"]:
-            st.button("Explore this model on every page (it becomes “My model”)", key="class_run_use",
-                      icon=":material/download:", on_click=use_teacher_model)
+            st.button(
+                "Explore this model on every page (it becomes “My model”)",
+                key="class_run_use",
+                icon=":material/download:",
+                on_click=use_teacher_model,
+            )
         with st.expander("Its training loss and its attention"):
             chart(figure, key="class_run_figure")
             attention_panel(run)
@@ -262,8 +300,10 @@ def own_model_note() -> str | None:
     if run and run["model"] and ss().get(USED) == (cls.code(), run["model"]) and ss().get("model") == "mine":
         return "Your teacher shows the model they trained, and so do you: it is “My model” in your sidebar."
     if run and run["model"]:
-        return ("Your teacher shows the model they trained: you see the shipped model until you choose “Explore "
-                "this model on every page” above the page.")
+        return (
+            "Your teacher shows the model they trained: you see the shipped model until you choose “Explore "
+            "this model on every page” above the page."
+        )
     return None
 
 
@@ -272,6 +312,8 @@ def shared_model_notice() -> str | None:
     from ui.training.session import ADOPTED_KEY
 
     if ss().get(SHARED_JOB) is not None and ss().get(ADOPTED_KEY) == ss().get(SHARED_JOB):
-        return ("Your class sees the shipped model until each student chooses “Explore this model on every page”: "
-                "your finished run's model is shared with the class, and your questions are answered by it.")
+        return (
+            "Your class sees the shipped model until each student chooses “Explore this model on every page”: "
+            "your finished run's model is shared with the class, and your questions are answered by it."
+        )
     return None

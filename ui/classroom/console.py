@@ -49,19 +49,32 @@ def live_answers(private: bool = False) -> None:
     q = snap.question
     st.markdown(f"**Question {q.id}:** {md(q.text)}")
     st.caption(f"{snap.answered} of {snap.students} students answered")
-    chart(answers_figure(q.options, snap.counts, snap.answer if snap.revealed else None),
-          key="class_answers", config={"displayModeBar": False})
+    chart(
+        answers_figure(q.options, snap.counts, snap.answer if snap.revealed else None),
+        key="class_answers",
+        config={"displayModeBar": False},
+    )
     c1, c2 = st.columns(2)
     if not snap.revealed:
-        c1.button("Reveal the model's answer", key="class_reveal", on_click=asking.reveal, type="primary",
-                  icon=":material/visibility:")
+        c1.button(
+            "Reveal the model's answer",
+            key="class_reveal",
+            on_click=asking.reveal,
+            type="primary",
+            icon=":material/visibility:",
+        )
     else:
         st.success(f"**The model's answer:** {md(q.options[snap.answer])}", icon=":material/smart_toy:")
         asked = st.session_state.get(cls.ASKED)
         if asked and asked[0] == q.id:
             st.caption(md(asked[1].detail))
-    c2.button("Close the question", key="class_close_question", on_click=peer.move, args=("close_question",),
-              icon=":material/close:")
+    c2.button(
+        "Close the question",
+        key="class_close_question",
+        on_click=peer.move,
+        args=("close_question",),
+        icon=":material/close:",
+    )
 
 
 def loopback(link: str) -> bool:
@@ -125,10 +138,12 @@ def ask(text) -> None:
         params["position"] = st.number_input("Words of the translation given (0: none)", 0, 40, 2, key="class_pos")
     elif kind == "head_off":
         heads = questions.all_heads(current_model().bundle)
-        params["off"] = st.selectbox("Head to switch off", heads, format_func=lambda h: questions.head_label(*h),
-                                     key="class_off")
-    st.button("Ask the class", key="class_ask", type="primary", icon=":material/quiz:", on_click=peer.ask,
-              args=(kind, params))
+        params["off"] = st.selectbox(
+            "Head to switch off", heads, format_func=lambda h: questions.head_label(*h), key="class_off"
+        )
+    st.button(
+        "Ask the class", key="class_ask", type="primary", icon=":material/quiz:", on_click=peer.ask, args=(kind, params)
+    )
 
 
 def pace_and_plan(pause: bool = True) -> None:
@@ -139,28 +154,59 @@ def pace_and_plan(pause: bool = True) -> None:
     c1, c2 = st.columns([3, 2])
     with c1:
         st.session_state["pace_mode"] = p["mode"]
-        st.radio("Students", list(PACE_MODES), key="pace_mode", format_func=PACE_LABELS.get,
-                 on_change=lambda: plans.set_pace(mode=st.session_state["pace_mode"]), horizontal=True)
+        st.radio(
+            "Students",
+            list(PACE_MODES),
+            key="pace_mode",
+            format_func=PACE_LABELS.get,
+            on_change=lambda: plans.set_pace(mode=st.session_state["pace_mode"]),
+            horizontal=True,
+        )
     if pause and p["paused"]:
-        c2.button("Resume the class", key="pace_resume_main", icon=":material/play_arrow:", type="primary",
-                  on_click=plans.set_pace, kwargs={"paused": False})
+        c2.button(
+            "Resume the class",
+            key="pace_resume_main",
+            icon=":material/play_arrow:",
+            type="primary",
+            on_click=plans.set_pace,
+            kwargs={"paused": False},
+        )
         c2.caption("Every student sees “Eyes on the projector”.")
     elif pause:
-        c2.button("Pause: eyes on the projector", key="pace_pause_main", icon=":material/pause:",
-                  on_click=plans.set_pace, kwargs={"paused": True})
+        c2.button(
+            "Pause: eyes on the projector",
+            key="pace_pause_main",
+            icon=":material/pause:",
+            on_click=plans.set_pace,
+            kwargs={"paused": True},
+        )
     plan, stop = plans.class_plan(), plans.current_stop()
     st.subheader("Lesson plan")
     if plan is not None and stop is not None:
         st.markdown(f"The class follows **{md(plan.title)}**, stop **{stop[0] + 1}** of {len(plan.stops)}.")
-        st.selectbox("Go to stop", range(len(plan.stops)), index=stop[0], key="plan_jump",
-                     format_func=lambda i: plans.stop_label(plan, i))
-        st.button("Take the class there", key="plan_jump_go", icon=":material/flag:",
-                  on_click=lambda: plans.go_to_stop(st.session_state["plan_jump"]))
+        st.selectbox(
+            "Go to stop",
+            range(len(plan.stops)),
+            index=stop[0],
+            key="plan_jump",
+            format_func=lambda i: plans.stop_label(plan, i),
+        )
+        st.button(
+            "Take the class there",
+            key="plan_jump_go",
+            icon=":material/flag:",
+            on_click=lambda: plans.go_to_stop(st.session_state["plan_jump"]),
+        )
     with st.expander("Build or load a plan", expanded=plan is None):
         plan_editor.editor()
         if st.session_state.get(plans.DRAFT) is not None:
-            st.button("Teach this plan now (the class goes to its first stop)", key="plan_use", type="primary",
-                      on_click=plans.use_draft_in_class, icon=":material/play_lesson:")
+            st.button(
+                "Teach this plan now (the class goes to its first stop)",
+                key="plan_use",
+                type="primary",
+                on_click=plans.use_draft_in_class,
+                icon=":material/play_lesson:",
+            )
 
 
 def the_end(text) -> None:
@@ -212,13 +258,20 @@ def console(text) -> None:
 def student(text) -> None:
     code = cls.code()
     if cls.following():
-        st.success(f"You follow class **{code}**: your screen shows what the teacher shows.",
-                   icon=":material/cast_for_education:")
+        st.success(
+            f"You follow class **{code}**: your screen shows what the teacher shows.",
+            icon=":material/cast_for_education:",
+        )
     else:
         st.info(f"You are in class **{code}** and explore on your own. {text.PRIVATE}", icon=":material/explore:")
     board.board()
-    st.button("Leave the class", key="class_leave", on_click=cls.leave_class, args=("You left the class.",),
-              icon=":material/logout:")
+    st.button(
+        "Leave the class",
+        key="class_leave",
+        on_click=cls.leave_class,
+        args=("You left the class.",),
+        icon=":material/logout:",
+    )
 
 
 def outside(text) -> None:
@@ -230,20 +283,36 @@ def outside(text) -> None:
         st.button("Join", type="primary", key="class_join", icon=":material/login:", on_click=cls.join_typed)
     with c2:
         st.subheader("Teach a class")
-        st.button("Start a class", key="class_start", on_click=teacher.start_class, type="primary",
-                  icon=":material/co_present:")
+        st.button(
+            "Start a class",
+            key="class_start",
+            on_click=teacher.start_class,
+            type="primary",
+            icon=":material/co_present:",
+        )
         st.text_input("Teacher key, to take a class back", type="password", max_chars=200, key="class_resume_key")
         b1, b2 = st.columns(2)
         b1.button("Resume the class", key="class_resume", on_click=teacher.resume_typed, width="stretch")
-        b2.button("Open its console here", key="class_console", on_click=teacher.resume_typed, kwargs={"console": True},
-                  width="stretch", help=text.CONSOLE)
+        b2.button(
+            "Open its console here",
+            key="class_console",
+            on_click=teacher.resume_typed,
+            kwargs={"console": True},
+            width="stretch",
+            help=text.CONSOLE,
+        )
     st.caption(text.ENDS)
     st.divider()
     st.subheader("Prepare a lesson plan")
     plan_editor.editor()
     if st.session_state.get(plans.DRAFT) is not None:
-        st.button("Start a class with this plan", key="plan_start", on_click=plans.start_with_plan, type="primary",
-                  icon=":material/play_lesson:")
+        st.button(
+            "Start a class with this plan",
+            key="plan_start",
+            on_click=plans.start_with_plan,
+            type="primary",
+            icon=":material/play_lesson:",
+        )
 
 
 def page(text) -> None:

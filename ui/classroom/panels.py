@@ -83,18 +83,26 @@ def student_badge() -> None:
     if following() and not plans.leads():  # the teacher lets the class explore: nobody is moved
         st.badge(f"Exploring · class {snap.code} (your teacher's choice)", icon=":material/explore:", color="gray")
         st.caption("You follow the teacher again when they take the class back.")
-        st.button("Stop following", key="class_detach", icon=":material/explore_off:", on_click=set_following,
-                  args=(False,))
+        st.button(
+            "Stop following", key="class_detach", icon=":material/explore_off:", on_click=set_following, args=(False,)
+        )
     elif following():
         st.badge(f"Following class {snap.code}", icon=":material/cast_for_education:", color="green")
-        st.button("Explore on my own", key="class_detach", icon=":material/explore:", on_click=set_following,
-                  args=(False,))
+        st.button(
+            "Explore on my own", key="class_detach", icon=":material/explore:", on_click=set_following, args=(False,)
+        )
         if snap.state.get("own_model"):
             st.caption(board.own_model_note() or OWN_MODEL_STUDENT)
     else:
         st.badge(f"Exploring · class {snap.code}", icon=":material/explore:", color="gray")
-        st.button("Follow the teacher", key="class_follow", icon=":material/cast_for_education:", type="primary",
-                  on_click=set_following, args=(True,))
+        st.button(
+            "Follow the teacher",
+            key="class_follow",
+            icon=":material/cast_for_education:",
+            type="primary",
+            on_click=set_following,
+            args=(True,),
+        )
 
 
 def explorer_bar() -> None:
@@ -105,8 +113,14 @@ def explorer_bar() -> None:
         return
     with st.container(horizontal=True, vertical_alignment="center", key="class_explorer_bar"):
         st.caption(f":material/explore: You explore on your own · class {snap.code}")
-        st.button("Follow the teacher", key="class_follow_main", icon=":material/cast_for_education:",
-                  on_click=set_following, args=(True,), type="primary")
+        st.button(
+            "Follow the teacher",
+            key="class_follow_main",
+            icon=":material/cast_for_education:",
+            on_click=set_following,
+            args=(True,),
+            type="primary",
+        )
 
 
 def ended_notice() -> None:
@@ -194,18 +208,34 @@ def _question_panel() -> None:
     with st.container(border=True, key="class_question"):
         st.markdown(f":material/quiz: **Question from your teacher:** {md(q.text)}")
         if snap.revealed:
-            st.button("Put this question away", key=f"class_hide_{q.id}", icon=":material/close:",
-                      on_click=hide_question, args=(q.id,))
+            st.button(
+                "Put this question away",
+                key=f"class_hide_{q.id}",
+                icon=":material/close:",
+                on_click=hide_question,
+                args=(q.id,),
+            )
         if peer.student_panel(q):  # a peer-instruction question: vote, discuss, vote again, reveal
             return
         if not snap.revealed:
             cols = st.columns(len(q.options))
             for i, (col, option) in enumerate(zip(cols, q.options, strict=True)):
-                col.button(md(option), key=f"class_answer_{q.id}_{i}", on_click=answer, args=(q.id, i),
-                           type="primary" if snap.my_answer == i else "secondary", width="stretch")
-            st.caption("Your answer: " + (f"**{md(q.options[snap.my_answer])}** (you can change it until the "
-                                          "teacher reveals the model's)" if snap.my_answer is not None
-                                          else "none yet"))
+                col.button(
+                    md(option),
+                    key=f"class_answer_{q.id}_{i}",
+                    on_click=answer,
+                    args=(q.id, i),
+                    type="primary" if snap.my_answer == i else "secondary",
+                    width="stretch",
+                )
+            st.caption(
+                "Your answer: "
+                + (
+                    f"**{md(q.options[snap.my_answer])}** (you can change it until the teacher reveals the model's)"
+                    if snap.my_answer is not None
+                    else "none yet"
+                )
+            )
         else:
             model, mine = q.options[snap.answer], snap.my_answer
             st.success(f"**The model's answer:** {md(model)}", icon=":material/smart_toy:")
@@ -236,8 +266,11 @@ def teacher_panel() -> None:
         ss()[TOUCHED] = time.monotonic()
     if snap.version > ss().get(PUBLISHED_V, snap.version):
         st.rerun(scope="app")  # another device of the teacher moved the class: this screen shows it (`adopt`)
-    st.badge(f"Teaching class {snap.code}" + (" · console" if ss().get(CONSOLE) else ""), icon=":material/co_present:",
-             color="blue")
+    st.badge(
+        f"Teaching class {snap.code}" + (" · console" if ss().get(CONSOLE) else ""),
+        icon=":material/co_present:",
+        color="blue",
+    )
     people = roster.rows()
     if people is not None:
         roster.sidebar(people)
@@ -364,16 +397,31 @@ def redraws_alone(here: str) -> bool:
     """This run's page goes in `followed_page`: a student who follows the teacher's lead, on a shared page, with
     no pause and no open question (those are drawn around the page, by full runs)."""
     snap = ss().get(SNAP)
-    return (following() and plans.leads() and not plans.paused() and here not in NOT_SHARED
-            and snap is not None and shown_question(snap) is None and SHOWS in ss())
+    return (
+        following()
+        and plans.leads()
+        and not plans.paused()
+        and here not in NOT_SHARED
+        and snap is not None
+        and shown_question(snap) is None
+        and SHOWS in ss()
+    )
 
 
 def around(here: str) -> tuple:
     """What a full run of a follower draws around its page, as data: a fragment's run that finds it moved
     asks for a full run."""
     snap = ss().get(SNAP)
-    return (here, redraws_alone(here), bool(ss().get(UNREACHABLE)), plans.pace(), (ss().get(plans.PLAN) or (None,))[0],
-            snap.code if snap else None, bool(snap and snap.state.get("own_model")), NOTICE in ss())
+    return (
+        here,
+        redraws_alone(here),
+        bool(ss().get(UNREACHABLE)),
+        plans.pace(),
+        (ss().get(plans.PLAN) or (None,))[0],
+        snap.code if snap else None,
+        bool(snap and snap.state.get("own_model")),
+        NOTICE in ss(),
+    )
 
 
 @st.fragment
@@ -403,6 +451,8 @@ def teacher_line() -> None:
     following)."""
     settle_shared()
     off = interventions().describe()
-    st.caption(f":material/cast_for_education: Your teacher's view · sentence “{md(ss().get('sentence') or '')}” · "
-               f"{MODELS.get(ss().get('model'), ss().get('model'))} · "
-               + (md("; ".join(off)) if off else "nothing switched off"))
+    st.caption(
+        f":material/cast_for_education: Your teacher's view · sentence “{md(ss().get('sentence') or '')}” · "
+        f"{MODELS.get(ss().get('model'), ss().get('model'))} · "
+        + (md("; ".join(off)) if off else "nothing switched off")
+    )

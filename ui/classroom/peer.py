@@ -31,15 +31,19 @@ from viz.peer import click_grid, clicks_figure, rounds_figure, weights_figure
 PEEK = "class_peek"
 REFUSED = "_class_vote_refused"  # why the student's last vote was refused (shown once)
 WIDE_OPTION = 24  # characters: longer options are drawn one per line  # the teacher's toggle: the votes on this screen
-RULE = (f"The rule (Peer Instruction, Vickrey et al. 2015), from the first vote's share of right answers: below "
-        f"{REVISIT_BELOW:.0%} revisit the idea; from {REVISIT_BELOW:.0%} to {REVEAL_ABOVE:.0%} let students convince "
-        f"a neighbour and vote again; above {REVEAL_ABOVE:.0%} reveal and move on.")
-PHASES = {"vote": "Students vote (they may change their vote until you lock it).",
-          "locked": "The first vote is locked.",
-          "discuss": "The class discusses: each student convinces a neighbour who voted differently.",
-          "revote": "Students vote again.",
-          "locked again": "The second vote is locked.",
-          "revealed": "The model's answer is revealed."}
+RULE = (
+    f"The rule (Peer Instruction, Vickrey et al. 2015), from the first vote's share of right answers: below "
+    f"{REVISIT_BELOW:.0%} revisit the idea; from {REVISIT_BELOW:.0%} to {REVEAL_ABOVE:.0%} let students convince "
+    f"a neighbour and vote again; above {REVEAL_ABOVE:.0%} reveal and move on."
+)
+PHASES = {
+    "vote": "Students vote (they may change their vote until you lock it).",
+    "locked": "The first vote is locked.",
+    "discuss": "The class discusses: each student convinces a neighbour who voted differently.",
+    "revote": "Students vote again.",
+    "locked again": "The second vote is locked.",
+    "revealed": "The model's answer is revealed.",
+}
 
 
 # -- asking -----------------------------------------------------------------------------------------------
@@ -51,8 +55,16 @@ def ask(kind: str, params: dict) -> None:
         notify(str(e))
         return
     stop = (ss().get("_class_pace") or {}).get("stop", -1)  # the plan's stop the class is at (for the CSV)
-    qid = teacher_call(store().ask_peer, q.text, list(q.options), q.answer, q.kind, grid, q.detail,
-                       stop if isinstance(stop, int) and stop >= 0 else None)
+    qid = teacher_call(
+        store().ask_peer,
+        q.text,
+        list(q.options),
+        q.answer,
+        q.kind,
+        grid,
+        q.detail,
+        stop if isinstance(stop, int) and stop >= 0 else None,
+    )
     if qid is not None:
         ss()[ASKED] = (qid, q)
         ss()[PEEK] = False  # a new question: its votes off the projector again
@@ -88,8 +100,10 @@ def outside_row(r: int, asked: int | None, rows: tuple[str, ...]) -> bool:
     """A click in another row than the one asked about is refused with a message (never counted as a wrong vote)."""
     if asked is None or r == asked:
         return False
-    ss()[REFUSED] = (f"That cell is in the row of {rows[r]}: the question asks about the row of {rows[asked]}. "
-                     "Click a cell of that row (it is framed).")
+    ss()[REFUSED] = (
+        f"That cell is in the row of {rows[r]}: the question asks about the row of {rows[asked]}. "
+        "Click a cell of that row (it is framed)."
+    )
     return True
 
 
@@ -115,26 +129,48 @@ def _vote_widgets(poll: Poll) -> None:
         long = max(map(len, poll.options)) > WIDE_OPTION
         cols = [st.container() for _ in poll.options] if long else st.columns(len(poll.options))
         for i, (col, option) in enumerate(zip(cols, poll.options, strict=True)):
-            col.button(md(option), key=f"class_answer_{poll.qid}_{i}{suffix}", on_click=vote, args=(poll.qid, i),
-                       type="primary" if mine == i else "secondary", width="stretch")
+            col.button(
+                md(option),
+                key=f"class_answer_{poll.qid}_{i}{suffix}",
+                on_click=vote,
+                args=(poll.qid, i),
+                type="primary" if mine == i else "secondary",
+                width="stretch",
+            )
     else:
         g = poll.grid
         key = f"class_grid_{poll.qid}{suffix}"
         row = g.row if g.row is not None else 0
-        st.caption(f"Click a cell in the framed row, {md(g.rows[row])}: the word you think it gives its largest "
-                   "weight to.")
-        st.plotly_chart(click_grid(g.rows, g.cols, g.row, mine), key=key, selection_mode="points",
-                        on_select=functools.partial(clicked, poll.qid, key, g.cols, g.rows, g.row),
-                        config={"displayModeBar": False}, width="stretch")
+        st.caption(
+            f"Click a cell in the framed row, {md(g.rows[row])}: the word you think it gives its largest weight to."
+        )
+        st.plotly_chart(
+            click_grid(g.rows, g.cols, g.row, mine),
+            key=key,
+            selection_mode="points",
+            on_select=functools.partial(clicked, poll.qid, key, g.cols, g.rows, g.row),
+            config={"displayModeBar": False},
+            width="stretch",
+        )
         c1, c2 = st.columns([4, 1], vertical_alignment="bottom")
         col_key = f"class_cell_col_{poll.qid}{suffix}"
-        c1.selectbox(f"Or choose the column in the row of {g.rows[row]}", range(len(g.cols)),
-                     format_func=g.cols.__getitem__, key=col_key)
-        c2.button("Choose", key=f"class_cell_vote_{poll.qid}{suffix}", on_click=vote_cell,
-                  args=(poll.qid, row, col_key, len(g.cols)), width="stretch")
+        c1.selectbox(
+            f"Or choose the column in the row of {g.rows[row]}",
+            range(len(g.cols)),
+            format_func=g.cols.__getitem__,
+            key=col_key,
+        )
+        c2.button(
+            "Choose",
+            key=f"class_cell_vote_{poll.qid}{suffix}",
+            on_click=vote_cell,
+            args=(poll.qid, row, col_key, len(g.cols)),
+            width="stretch",
+        )
     you = choice_label(poll, mine) if mine is not None else None
-    st.caption("Your answer: " + (f"**{md(you)}** (you can change it until the teacher locks the vote)" if you
-                                  else "none yet"))
+    st.caption(
+        "Your answer: " + (f"**{md(you)}** (you can change it until the teacher locks the vote)" if you else "none yet")
+    )
 
 
 def student_panel(question) -> bool:
@@ -150,16 +186,19 @@ def student_panel(question) -> bool:
         st.warning(md(refused), icon=":material/block:")
     phase = poll.phase
     if phase == "vote":
-        st.caption("Vote on your own first: nobody sees who voted what, and the class's votes stay hidden until "
-                   "the reveal.")
+        st.caption(
+            "Vote on your own first: nobody sees who voted what, and the class's votes stay hidden until the reveal."
+        )
         _vote_widgets(poll)
     elif phase == "revote":
         first = choice_label(poll, poll.my_first) if poll.my_first is not None else "none"
         st.caption(f"Vote again after your discussion (your first vote: {md(first)}).")
         _vote_widgets(poll)
     elif phase == "discuss":
-        st.info("Discuss with a neighbour, ideally one who voted differently: convince each other. You will vote "
-                "again.", icon=":material/forum:")
+        st.info(
+            "Discuss with a neighbour, ideally one who voted differently: convince each other. You will vote again.",
+            icon=":material/forum:",
+        )
         _mine_line(poll)
     elif phase in ("locked", "locked again"):
         st.info("The vote is locked: wait for your teacher.", icon=":material/lock:")
@@ -174,9 +213,11 @@ def student_panel(question) -> bool:
 
 
 def _mine_line(poll: Poll) -> None:
-    parts = [f"{name}: **{md(choice_label(poll, v))}**" for name, v in (("Your first vote", poll.my_first),
-                                                                          ("your second vote", poll.my_second))
-             if v is not None]
+    parts = [
+        f"{name}: **{md(choice_label(poll, v))}**"
+        for name, v in (("Your first vote", poll.my_first), ("your second vote", poll.my_second))
+        if v is not None
+    ]
     st.caption(" · ".join(parts) if parts else "You did not vote.")
 
 
@@ -231,24 +272,39 @@ def console(snap, private: bool = False) -> bool:
     n = poll.voted[poll.round - 1]
     st.caption(f"{n} of {snap.students} students answered" + (" (second vote)" if poll.round == 2 else ""))
     reveal = ("reveal", "Reveal the model's answer", ":material/visibility:")
-    buttons = {"vote": [("lock_vote", "Lock the vote", ":material/lock:"), reveal],
-               "locked": [("discuss", "Discuss, then vote again", ":material/forum:"),
-                          ("revote", "Vote again now", ":material/replay:"), reveal],
-               "discuss": [("revote", "Open the second vote", ":material/replay:"), reveal],
-               "revote": [("lock_vote", "Lock the second vote", ":material/lock:"), reveal],
-               "locked again": [reveal],
-               "revealed": []}[poll.phase]
+    buttons = {
+        "vote": [("lock_vote", "Lock the vote", ":material/lock:"), reveal],
+        "locked": [
+            ("discuss", "Discuss, then vote again", ":material/forum:"),
+            ("revote", "Vote again now", ":material/replay:"),
+            reveal,
+        ],
+        "discuss": [("revote", "Open the second vote", ":material/replay:"), reveal],
+        "revote": [("lock_vote", "Lock the second vote", ":material/lock:"), reveal],
+        "locked again": [reveal],
+        "revealed": [],
+    }[poll.phase]
     if poll.phase in ("locked", "discuss") and not poll.shown:  # Mazur: the spread of the first vote, no answer
         buttons.append(("show_first_vote", "Show the class the first vote (not the answer)", ":material/bar_chart:"))
     buttons.append(("close_question", "Close the question", ":material/close:"))
     cols = st.columns(len(buttons))
     for col, (name, label, icon) in zip(cols, buttons, strict=True):
-        col.button(label, key="class_reveal" if name == "reveal" else f"class_{name}", on_click=move,
-                   args=(name,), icon=icon, type="primary" if col is cols[0] else "secondary", width="stretch")
+        col.button(
+            label,
+            key="class_reveal" if name == "reveal" else f"class_{name}",
+            on_click=move,
+            args=(name,),
+            icon=icon,
+            type="primary" if col is cols[0] else "secondary",
+            width="stretch",
+        )
     if poll.shown and not poll.revealed:
         st.caption(":material/bar_chart: The class sees how the first vote spread, without the answer.")
-    shown = poll.revealed or private or st.toggle("Show the votes and the suggested next move (not on the projector)",
-                                                  key=PEEK)
+    shown = (
+        poll.revealed
+        or private
+        or st.toggle("Show the votes and the suggested next move (not on the projector)", key=PEEK)
+    )
     if poll.revealed:
         st.success(f"**The model's answer:** {md(choice_label(poll, poll.correct))}", icon=":material/smart_toy:")
         if poll.detail:
@@ -258,9 +314,13 @@ def console(snap, private: bool = False) -> bool:
         with metrics_row():
             st.metric("First vote: right", "–" if first is None else f"{first:.0%}", border=True)
             change = None if first is None or second is None else round((second - first) * 100)
-            st.metric("Second vote: right", "–" if second is None else f"{second:.0%}", border=True,
-                      delta=None if change is None else f"{change:+d} points",
-                      delta_color="off" if change == 0 else "normal")
+            st.metric(
+                "Second vote: right",
+                "–" if second is None else f"{second:.0%}",
+                border=True,
+                delta=None if change is None else f"{change:+d} points",
+                delta_color="off" if change == 0 else "normal",
+            )
         _distribution(poll, key="class_rounds")
         move_name, why = suggest_after(first, second if poll.round == 2 else None)
         if not poll.revealed:
@@ -276,8 +336,14 @@ def download() -> None:
     except ClassStoreError:
         return
     if rows:
-        st.download_button("Download the class's results (CSV)", results_csv(rows), file_name=f"class-{code()}.csv",
-                           mime="text/csv", key="class_csv", icon=":material/download:")
+        st.download_button(
+            "Download the class's results (CSV)",
+            results_csv(rows),
+            file_name=f"class-{code()}.csv",
+            mime="text/csv",
+            key="class_csv",
+            icon=":material/download:",
+        )
 
 
 def answered(snap) -> int:

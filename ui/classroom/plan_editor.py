@@ -64,13 +64,21 @@ def add_stop() -> None:
     s = ss()
     try:
         question = stop_question(s.get("plan_question"))
-        caption = check_text(str(s.get("plan_caption", "")), classroom.plans.MAX_CAPTION, "the caption",
-                             allow_empty=True)
+        caption = check_text(
+            str(s.get("plan_caption", "")), classroom.plans.MAX_CAPTION, "the caption", allow_empty=True
+        )
         head = s.get("plan_hidden") or None
-        stop = classroom.plans.check_stop({"caption": caption, "state": view_state(),
-                                           **({"question": question} if question else {}),
-                                           **({"hidden": {"head": head}} if head else {})},
-                                          "The new stop", STOP_PAGES, heads())
+        stop = classroom.plans.check_stop(
+            {
+                "caption": caption,
+                "state": view_state(),
+                **({"question": question} if question else {}),
+                **({"hidden": {"head": head}} if head else {}),
+            },
+            "The new stop",
+            STOP_PAGES,
+            heads(),
+        )
         title = check_text(str(s.get("plan_title") or "My lesson plan"), classroom.plans.MAX_TITLE, "the title")
         draft = s.get(DRAFT) or classroom.plans.Plan(title, ())
         s[DRAFT] = classroom.plans.Plan(title, draft.stops).with_stop(stop)
@@ -110,21 +118,29 @@ def plan_link(plan: classroom.plans.Plan) -> str:
     return f"{base}?{PLAN_PARAM}={classroom.plans.plan_to_link(plan)}"
 
 
-
 def editor() -> None:
     """The plan editor: load (shipped, file, link), the draft's stops, add this view, save as file and link."""
     s = ss()
-    st.caption("A lesson plan is a list of stops, each a view of the app (page, sentence, model, switched-off "
-               "parts, lesson step) with a caption, and optionally a question and a mystery head. Build one by "
-               "visiting a page, setting it up, and adding it here as a stop; or start from a shipped plan.")
+    st.caption(
+        "A lesson plan is a list of stops, each a view of the app (page, sentence, model, switched-off "
+        "parts, lesson step) with a caption, and optionally a question and a mystery head. Build one by "
+        "visiting a page, setting it up, and adding it here as a stop; or start from a shipped plan."
+    )
     c1, c2 = st.columns(2)
     with c1:
         names = list(shipped())
-        st.selectbox("Start from a shipped plan", names, index=None, key="plan_shipped", on_change=pick_shipped,
-                     placeholder="choose a plan…")
+        st.selectbox(
+            "Start from a shipped plan",
+            names,
+            index=None,
+            key="plan_shipped",
+            on_change=pick_shipped,
+            placeholder="choose a plan…",
+        )
     with c2:
-        st.file_uploader("Or open a plan file (.json)", type=["json"], key="plan_file", on_change=uploaded,
-                         max_upload_size=1)
+        st.file_uploader(
+            "Or open a plan file (.json)", type=["json"], key="plan_file", on_change=uploaded, max_upload_size=1
+        )
     draft: classroom.plans.Plan | None = s.get(DRAFT)
     if draft is None:
         st.info("No plan yet: add the first stop below, or choose a shipped plan.", icon=":material/flag:")
@@ -134,28 +150,48 @@ def editor() -> None:
             with st.container(border=True, key=f"plan_stop_{i}"):
                 c1, c2 = st.columns([6, 1])
                 c1.markdown(f"**{i + 1}.** {md(stop.caption) or '*(no caption)*'}")
-                c1.caption(describe(stop.state) + (f" · question: {md(stop.question['text'])}" if stop.question
-                                                   else "") + (f" · mystery head {md(stop.hidden_head)}"
-                                                               if stop.hidden_head else ""))
+                c1.caption(
+                    describe(stop.state)
+                    + (f" · question: {md(stop.question['text'])}" if stop.question else "")
+                    + (f" · mystery head {md(stop.hidden_head)}" if stop.hidden_head else "")
+                )
                 c2.button("Remove", key=f"plan_remove_{i}", on_click=remove_stop, args=(i,), width="stretch")
     with st.container(border=True, key="plan_add"):
         st.markdown("**Add this view as a stop**")
-        st.caption("This view: " + describe(view_state()) + ". Change it on any page (the sidebar, the lesson, "
-                   "the page's own switches), then come back here.")
+        st.caption(
+            "This view: " + describe(view_state()) + ". Change it on any page (the sidebar, the lesson, "
+            "the page's own switches), then come back here."
+        )
         if draft is None:
-            st.text_input("The plan's title", max_chars=classroom.plans.MAX_TITLE, key="plan_title",
-                          placeholder="My lesson plan")
-        st.text_input("Caption: what the class should notice here", max_chars=classroom.plans.MAX_CAPTION,
-                      key="plan_caption")
-        st.selectbox("Question at this stop (made from this view, answered by the model)", [None, *STOP_QUESTIONS],
-                     key="plan_question", format_func=lambda k: "none" if k is None else STOP_QUESTIONS[k])
-        st.selectbox("Mystery head (its weights hidden on the multi-head page until you reveal them)",
-                     [None, *heads()], key="plan_hidden", format_func=lambda h: "none" if h is None else h)
+            st.text_input(
+                "The plan's title", max_chars=classroom.plans.MAX_TITLE, key="plan_title", placeholder="My lesson plan"
+            )
+        st.text_input(
+            "Caption: what the class should notice here", max_chars=classroom.plans.MAX_CAPTION, key="plan_caption"
+        )
+        st.selectbox(
+            "Question at this stop (made from this view, answered by the model)",
+            [None, *STOP_QUESTIONS],
+            key="plan_question",
+            format_func=lambda k: "none" if k is None else STOP_QUESTIONS[k],
+        )
+        st.selectbox(
+            "Mystery head (its weights hidden on the multi-head page until you reveal them)",
+            [None, *heads()],
+            key="plan_hidden",
+            format_func=lambda h: "none" if h is None else h,
+        )
         st.button("Add this view as a stop", key="plan_add_stop", icon=":material/add_location:", on_click=add_stop)
     if draft is not None and draft.stops:
         c1, c2 = st.columns(2)
-        c1.download_button("Save the plan as a file", draft.to_json(), file_name="lesson-plan.json",
-                           mime="application/json", key="plan_download", icon=":material/download:")
+        c1.download_button(
+            "Save the plan as a file",
+            draft.to_json(),
+            file_name="lesson-plan.json",
+            mime="application/json",
+            key="plan_download",
+            icon=":material/download:",
+        )
         try:
             link = plan_link(draft)
         except InvalidInput as e:

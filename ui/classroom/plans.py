@@ -170,16 +170,20 @@ def mystery_in(module_prefix: str) -> bool:
 
 def mystery_wait(what: str) -> None:
     """Where a section would give the mystery head away: a line that says it waits for the reveal."""
-    st.info(f":material/help: {what} would give the mystery head away: it appears when your teacher reveals it.",
-            icon=":material/visibility_off:")
+    st.info(
+        f":material/help: {what} would give the mystery head away: it appears when your teacher reveals it.",
+        icon=":material/visibility_off:",
+    )
 
 
 def mystery_box(head: int, height: int | None = None) -> None:
     """Where a mystery head's weights would be drawn: a box that says so."""
     with st.container(border=True, height=height or "content", key=f"mystery_{head}_{height}"):
         st.markdown(f"**Head {head}: the mystery head**")
-        st.markdown(":material/help: Its weights stay hidden until your teacher reveals them. Which words do you "
-                    "think it links? Look at the other heads, switch it off, and predict.")
+        st.markdown(
+            ":material/help: Its weights stay hidden until your teacher reveals them. Which words do you "
+            "think it links? Look at the other heads, switch it off, and predict."
+        )
 
 
 def pause_screen() -> None:
@@ -187,8 +191,10 @@ def pause_screen() -> None:
     with st.container(border=True, key="class_paused"):
         st.markdown("# :material/co_present:")
         st.title("Eyes on the projector")
-        st.markdown("Your teacher paused the class to talk it through. Your screen comes back by itself when they "
-                    "resume, and nothing you did is lost.")
+        st.markdown(
+            "Your teacher paused the class to talk it through. Your screen comes back by itself when they "
+            "resume, and nothing you did is lost."
+        )
 
 
 def stop_banner() -> None:
@@ -219,8 +225,11 @@ def new_shots() -> None:
     shots = teacher.teacher_call(cls.store().shots) or []
     new = [shot for shot in shots if shot["n"] > ss().get(SHOTS_SEEN, 0)]
     if new:
-        page_link(cls.PAGE_FILES[cls.CLASS_PAGE], f"{len(new)} new snapshot{'s' if len(new) != 1 else ''} from "
-                  "your students", icon=":material/photo_camera:")
+        page_link(
+            cls.PAGE_FILES[cls.CLASS_PAGE],
+            f"{len(new)} new snapshot{'s' if len(new) != 1 else ''} from your students",
+            icon=":material/photo_camera:",
+        )
 
 
 def shot_banner() -> None:
@@ -230,8 +239,10 @@ def shot_banner() -> None:
     if not shot or not all(cls.shared_state(page).get(k) == v for k, v in shot["state"].items()):
         return
     note = f": “{md(shot['note'])}”" if shot["note"] else " (no note)"
-    st.info(f"**Snapshot {shot['n']} from student {shot['student']}**{note} · {describe(shot['state'])}",
-            icon=":material/photo_camera:")
+    st.info(
+        f"**Snapshot {shot['n']} from student {shot['student']}**{note} · {describe(shot['state'])}",
+        icon=":material/photo_camera:",
+    )
 
 
 # -- the teacher ------------------------------------------------------------------------------------------------
@@ -331,22 +342,66 @@ def teacher_bar(main: bool = False) -> None:
             said = s.caption and (main or left)
             st.caption(f"Plan: **stop {i + 1} of {n}**{left}" + (f" · {md(s.caption)}" if said else ""))
             # one above the other: each label keeps its room beside its key (a sidebar's half is too narrow)
-            st.button("Next stop", key=f"plan_next{sfx}", icon=":material/arrow_forward:", disabled=i + 1 >= n,
-                      type="primary", on_click=go_to_stop, args=(i + 1,), width="stretch", shortcut=keys.get("next"))
-            st.button("Back a stop", key=f"plan_back{sfx}", icon=":material/arrow_back:", disabled=i == 0,
-                      on_click=go_to_stop, args=(i - 1,), width="stretch", shortcut=keys.get("back"))
+            st.button(
+                "Next stop",
+                key=f"plan_next{sfx}",
+                icon=":material/arrow_forward:",
+                disabled=i + 1 >= n,
+                type="primary",
+                on_click=go_to_stop,
+                args=(i + 1,),
+                width="stretch",
+                shortcut=keys.get("next"),
+            )
+            st.button(
+                "Back a stop",
+                key=f"plan_back{sfx}",
+                icon=":material/arrow_back:",
+                disabled=i == 0,
+                on_click=go_to_stop,
+                args=(i - 1,),
+                width="stretch",
+                shortcut=keys.get("back"),
+            )
             if left:
-                st.button(f"Back to stop {i + 1}", key=f"plan_again{sfx}", icon=":material/flag:", on_click=go_to_stop,
-                          args=(i,), width="stretch")
+                st.button(
+                    f"Back to stop {i + 1}",
+                    key=f"plan_again{sfx}",
+                    icon=":material/flag:",
+                    on_click=go_to_stop,
+                    args=(i,),
+                    width="stretch",
+                )
             if s.hidden_head is not None and not p["reveal"]:
-                st.button("Reveal the mystery head", key=f"plan_reveal{sfx}", icon=":material/visibility:",
-                          on_click=set_pace, kwargs={"reveal": True}, width="stretch")
+                st.button(
+                    "Reveal the mystery head",
+                    key=f"plan_reveal{sfx}",
+                    icon=":material/visibility:",
+                    on_click=set_pace,
+                    kwargs={"reveal": True},
+                    width="stretch",
+                )
         if p["paused"]:
-            st.button("Resume the class", key=f"pace_resume{sfx}", icon=":material/play_arrow:", type="primary",
-                      on_click=set_pace, kwargs={"paused": False}, width="stretch", shortcut=keys.get("pause"))
+            st.button(
+                "Resume the class",
+                key=f"pace_resume{sfx}",
+                icon=":material/play_arrow:",
+                type="primary",
+                on_click=set_pace,
+                kwargs={"paused": False},
+                width="stretch",
+                shortcut=keys.get("pause"),
+            )
         else:
-            st.button("Pause: eyes on the projector", key=f"pace_pause{sfx}", icon=":material/pause:",
-                      on_click=set_pace, kwargs={"paused": True}, width="stretch", shortcut=keys.get("pause"))
+            st.button(
+                "Pause: eyes on the projector",
+                key=f"pace_pause{sfx}",
+                icon=":material/pause:",
+                on_click=set_pace,
+                kwargs={"paused": True},
+                width="stretch",
+                shortcut=keys.get("pause"),
+            )
 
 
 def leads_the_lesson() -> bool:
@@ -367,8 +422,16 @@ def describe(state: dict) -> str:
     parts = [TITLES.get(state.get("page"), str(state.get("page"))), f"“{md(state.get('sentence', ''))}”"]
     if state.get("model") == "no_mask":
         parts.append("model trained without the look-ahead mask")
-    off = [label for k, label in (("iv_look_ahead", "look-ahead mask"), ("iv_padding", "padding mask"),
-                              ("iv_scale", "√d_k scaling"), ("iv_pos", "positional encoding")) if state.get(k) is False]
+    off = [
+        label
+        for k, label in (
+            ("iv_look_ahead", "look-ahead mask"),
+            ("iv_padding", "padding mask"),
+            ("iv_scale", "√d_k scaling"),
+            ("iv_pos", "positional encoding"),
+        )
+        if state.get(k) is False
+    ]
     if state.get("heads_off"):
         off.append(", ".join(md(h) for h in state["heads_off"]))
     if off:
@@ -397,8 +460,9 @@ def send_shot() -> None:
     """Callback (student): this view and the note, to the teacher's gallery."""
     s = ss()
     try:
-        n = cls.store().send_shot(cls.code(), s[cls.STUDENT], cls.client_id(), view_state(),
-                                  str(s.get("shot_note", "")))
+        n = cls.store().send_shot(
+            cls.code(), s[cls.STUDENT], cls.client_id(), view_state(), str(s.get("shot_note", ""))
+        )
         s["shot_note"] = ""
         cls.notify(f"Snapshot {n} sent to your teacher.")
         study.record("shared", "class/snapshot")  # a study's participant: "presenting" (ui/study/session.py)
@@ -419,12 +483,18 @@ def student_bar() -> None:
         options = list(range(p["stop"] + 1))
         if ss().get("plan_visit") not in options:
             ss()["plan_visit"] = options[-1]
-        st.selectbox("Stops so far", options, key="plan_visit", on_change=visit_stop,
-                     format_func=lambda i: stop_label(plan, i))
+        st.selectbox(
+            "Stops so far", options, key="plan_visit", on_change=visit_stop, format_func=lambda i: stop_label(plan, i)
+        )
     with st.popover("Send a snapshot to the teacher", icon=":material/photo_camera:", width="stretch"):
         # a text area: a text box's "Press Enter to apply" and its count covered the note in a narrow popover
-        st.text_area("One line for your teacher", max_chars=classroom.plans.MAX_NOTE, key="shot_note", height=80,
-                     placeholder="e.g. head 2 breaks il/elle!")
+        st.text_area(
+            "One line for your teacher",
+            max_chars=classroom.plans.MAX_NOTE,
+            key="shot_note",
+            height=80,
+            placeholder="e.g. head 2 breaks il/elle!",
+        )
         st.button("Send this view", key="shot_send", type="primary", icon=":material/send:", on_click=send_shot)
 
 
@@ -454,8 +524,10 @@ def gallery() -> None:
     ss()[SHOTS_SEEN] = max((shot["n"] for shot in shots), default=0)  # the sidebar's "new snapshots" are seen
     st.subheader(f"Snapshots from students ({len(shots)})")
     if not shots:
-        st.caption("A student sends one with “Send a snapshot to the teacher” in their sidebar: their view and a "
-                   "one-line note. Pick one here to project it.")
+        st.caption(
+            "A student sends one with “Send a snapshot to the teacher” in their sidebar: their view and a "
+            "one-line note. Pick one here to project it."
+        )
         return
     cols = st.columns(3)
     for i, shot in enumerate(reversed(shots)):
@@ -463,5 +535,11 @@ def gallery() -> None:
             st.markdown(f"**Snapshot {shot['n']}** · student {shot['student']}")
             st.markdown(f"“{md(shot['note'])}”" if shot["note"] else "*(no note)*")
             st.caption(describe(shot["state"]))
-            st.button("Project this", key=f"shot_project_{shot['n']}", on_click=project, args=(shot,),
-                      icon=":material/cast:", width="stretch")
+            st.button(
+                "Project this",
+                key=f"shot_project_{shot['n']}",
+                on_click=project,
+                args=(shot,),
+                icon=":material/cast:",
+                width="stretch",
+            )

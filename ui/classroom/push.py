@@ -145,8 +145,9 @@ async def events(request: Request):
             h.unlisten(listener)
             STREAMS.release(who, client)
 
-    return StreamingResponse(stream(), media_type="text/event-stream",
-                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+    return StreamingResponse(
+        stream(), media_type="text/event-stream", headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+    )
 
 
 def ended(listener) -> bool:
@@ -269,8 +270,9 @@ export default function (component) {
 """
 
 _CSS = ".glass-sync:empty {display: none} .glass-sync {font-size: 0.875rem; padding: 0.25rem 0}"
-_component = st.components.v2.component("glass_class_sync", html='<div class="glass-sync" role="status"></div>',
-                                        css=_CSS, js=_JS)
+_component = st.components.v2.component(
+    "glass_class_sync", html='<div class="glass-sync" role="status"></div>', css=_CSS, js=_JS
+)
 
 
 def counter(counters, watch: str) -> int:
@@ -283,8 +285,13 @@ def sync_frame(url: str) -> None:
     """Drawn by a full run of a follower whose page is a fragment (ui/classroom/panels.py `followed_page`), outside
     it: its trigger reruns the whole app, which the page's end uses when asking once did not bring the page up
     to date."""
-    _component(key="class_sync_frame", data={"url": url, "frame": True}, on_sync_change=lambda: None,
-               width="stretch", height="content")
+    _component(
+        key="class_sync_frame",
+        data={"url": url, "frame": True},
+        on_sync_change=lambda: None,
+        width="stretch",
+        height="content",
+    )
 
 
 def sync(url: str | None, watch: str, drawn: int | None, on_sync=None, view: str | None = None) -> None:
@@ -292,5 +299,10 @@ def sync(url: str | None, watch: str, drawn: int | None, on_sync=None, view: str
     `url` (None closes it), the counter the page shows (`watch`: "seq", "q", "tally", or a sum such as
     "seq+tally") and its value; `view` names what the page shows (its page and lesson step): when the class moves
     the page to another view, it opens at its top."""
-    _component(key="class_sync", data={"url": url, "watch": watch, "drawn": drawn, "view": view},
-               on_sync_change=on_sync or (lambda: None), width="stretch", height="content")
+    _component(
+        key="class_sync",
+        data={"url": url, "watch": watch, "drawn": drawn, "view": view},
+        on_sync_change=on_sync or (lambda: None),
+        width="stretch",
+        height="content",
+    )

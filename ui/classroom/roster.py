@@ -29,10 +29,13 @@ def status(here: str) -> dict:
     else:
         mode = "left" if isinstance(left, list) else "chose"
     page = here if here in cls.PAGE_FILES else None
-    out = {"mode": mode, "page": page,
-           "step": s.get(cls.lesson.STEP) if page == "lesson" else None,
-           "stop": plans.stop_of(cls.shared_state(page)) if page and page not in cls.NOT_SHARED else None,
-           "changed": left if mode == "left" else None}
+    out = {
+        "mode": mode,
+        "page": page,
+        "step": s.get(cls.lesson.STEP) if page == "lesson" else None,
+        "stop": plans.stop_of(cls.shared_state(page)) if page and page not in cls.NOT_SHARED else None,
+        "changed": left if mode == "left" else None,
+    }
     return {k: v for k, v in out.items() if v is not None}
 
 
@@ -60,8 +63,13 @@ def sidebar(roster: list[dict]) -> None:
     st.caption(roster_line(roster))
     c = roster_counts(roster)
     if c["free"] + c["chose"] + c["left"]:
-        st.button("Bring everyone back", key="class_bring_back", icon=":material/group_add:", on_click=plans.bring_back,
-                  help="Every student follows your screen again (also those who chose to explore).")
+        st.button(
+            "Bring everyone back",
+            key="class_bring_back",
+            icon=":material/group_add:",
+            on_click=plans.bring_back,
+            help="Every student follows your screen again (also those who chose to explore).",
+        )
 
 
 def section(console: bool) -> None:
@@ -78,8 +86,13 @@ def section(console: bool) -> None:
         st.metric("Left without choosing to", c["left"], border=True)
         st.metric("Away", c["away"], border=True)
     if c["free"] + c["chose"] + c["left"]:
-        st.button("Bring everyone back", key="class_bring_back_console", icon=":material/group_add:",
-                  on_click=plans.bring_back, type="primary" if c["left"] else "secondary")
+        st.button(
+            "Bring everyone back",
+            key="class_bring_back_console",
+            icon=":material/group_add:",
+            on_click=plans.bring_back,
+            type="primary" if c["left"] else "secondary",
+        )
     if plans.pace()["paused"]:
         st.caption(":material/pause: The class is paused: every student sees “Eyes on the projector”.")
     if not roster:

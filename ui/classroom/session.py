@@ -90,8 +90,13 @@ from ui.state import TOGGLES, init_state, read_link
 CODE, ROLE, FOLLOWING = "class_code", "class_role", "class_following"
 SECRET, STUDENT, APPLIED, SNAP = "_class_secret", "_class_student", "_class_applied", "_class_snap"
 SHOWS, RERUNS, EVENTS = "_class_shows", "_class_reruns", "_class_events"
-PUBLISHED, TEACHER_PAGE, ASKED, TOUCHED, NOTICE = ("_class_published", "_class_page", "_class_asked",
-                                                   "_class_touched", "_class_notice")
+PUBLISHED, TEACHER_PAGE, ASKED, TOUCHED, NOTICE = (
+    "_class_published",
+    "_class_page",
+    "_class_asked",
+    "_class_touched",
+    "_class_notice",
+)
 LINK_TOKEN = "_class_link_token"  # the join link's token (classroom.rules.link_token): teacher and student
 LEFT = "_class_left"  # how this student left follow mode: "chose" (its button) or the shared keys it changed
 REPORTED = "_class_reported"  # the status this student last reported to the class's roster (classroom/roster.py)
@@ -108,8 +113,31 @@ UNREACHABLE_TEXT = "The class service is unreachable: reconnecting…"
 # the tally (answers, votes, arrivals, snapshots) the teacher's class page drew in this full run (None: another
 # page): when the class's stream announces another, the teacher's sidebar panel redraws the whole page (no timer)
 CONSOLE_TALLY = "_class_console_tally"
-KEYS = (CODE, ROLE, FOLLOWING, SECRET, STUDENT, APPLIED, SHOWS, RERUNS, SNAP, PUBLISHED, TEACHER_PAGE, ASKED, TOUCHED,
-        LINK_TOKEN, UNREACHABLE, CONSOLE_TALLY, LEFT, REPORTED, RECALLED, NUMBER, CONSOLE, PUBLISHED_V, MOVED)
+KEYS = (
+    CODE,
+    ROLE,
+    FOLLOWING,
+    SECRET,
+    STUDENT,
+    APPLIED,
+    SHOWS,
+    RERUNS,
+    SNAP,
+    PUBLISHED,
+    TEACHER_PAGE,
+    ASKED,
+    TOUCHED,
+    LINK_TOKEN,
+    UNREACHABLE,
+    CONSOLE_TALLY,
+    LEFT,
+    REPORTED,
+    RECALLED,
+    NUMBER,
+    CONSOLE,
+    PUBLISHED_V,
+    MOVED,
+)
 CLASS_PAGE = "classroom"  # the class's own page: its url path
 NOT_SHARED = (CLASS_PAGE, "home")  # pages a teacher visits without taking the class along
 TOUCH_SECONDS = 60.0  # at most one touch a minute (the teacher's page also touches the class each minute)
@@ -180,10 +208,16 @@ def class_over(class_code: str | None, expired: bool = False) -> None:
     was_teacher = is_teacher()
     leave_class()
     name = f"Class {class_code}" if class_code else "The class"
-    ss()[ENDED] = (f"{name} has ended" + (" (or expired after two idle hours)" if expired else "") + ". "
-                   + ("Start a new class on the Classroom page whenever you like." if was_teacher else
-                      "Your screen is yours again: explore on your own, or join another class on the Classroom "
-                      "page."))
+    ss()[ENDED] = (
+        f"{name} has ended"
+        + (" (or expired after two idle hours)" if expired else "")
+        + ". "
+        + (
+            "Start a new class on the Classroom page whenever you like."
+            if was_teacher
+            else "Your screen is yours again: explore on your own, or join another class on the Classroom page."
+        )
+    )
 
 
 # -- the shared state -----------------------------------------------------------------------------------
@@ -191,8 +225,12 @@ def shared_state(page: str | None) -> dict:
     """This session's values of the keys a class shares (ui/state.py's, the lesson's, the page)."""
     init_state()
     s = ss()
-    state = {"sentence": s["sentence"], "model": s["model"] if s["model"] in SHAREABLE_MODELS else "base",
-             "heads_off": sorted(s["heads_off"]), **{k: bool(s[k]) for k in TOGGLES}}
+    state = {
+        "sentence": s["sentence"],
+        "model": s["model"] if s["model"] in SHAREABLE_MODELS else "base",
+        "heads_off": sorted(s["heads_off"]),
+        **{k: bool(s[k]) for k in TOGGLES},
+    }
     if page:
         state["page"] = page
     if isinstance(s.get(lesson.STEP), int):
@@ -215,12 +253,16 @@ def class_state(page: str | None) -> dict:
     return state
 
 
-OWN_MODEL_TEACHER = ("Your class sees the shipped model, not yours: the model you trained or uploaded stays "
-                     "in your session and cannot be shared. Your figures and numbers can differ from theirs, "
-                     "and questions you ask are answered by your model. Choose “Shipped model” to show what "
-                     "they see.")
-OWN_MODEL_STUDENT = ("Your teacher shows a model they trained themselves, which stays on their side: you see the "
-                     "shipped model, so some figures and numbers differ from the teacher's screen.")
+OWN_MODEL_TEACHER = (
+    "Your class sees the shipped model, not yours: the model you trained or uploaded stays "
+    "in your session and cannot be shared. Your figures and numbers can differ from theirs, "
+    "and questions you ask are answered by your model. Choose “Shipped model” to show what "
+    "they see."
+)
+OWN_MODEL_STUDENT = (
+    "Your teacher shows a model they trained themselves, which stays on their side: you see the "
+    "shipped model, so some figures and numbers differ from the teacher's screen."
+)
 
 
 def own_model_notice(published: dict | None) -> str | None:
@@ -263,8 +305,11 @@ def changed_keys(page: str, applied: dict) -> list[str]:
     """The shared keys whose value in this session differs from the teacher's state last applied (the
     class page itself does not count: a following student may look at it)."""
     mine = shared_state(page)
-    return [k for k, v in applied.items()
-            if k in STATE_KEYS and mine.get(k) != v and (k != "page" or page not in NOT_SHARED)]
+    return [
+        k
+        for k, v in applied.items()
+        if k in STATE_KEYS and mine.get(k) != v and (k != "page" or page not in NOT_SHARED)
+    ]
 
 
 def stale(page: str, keys: list[str], recent: tuple[dict, ...] | None) -> bool:
@@ -278,8 +323,9 @@ def stale(page: str, keys: list[str], recent: tuple[dict, ...] | None) -> bool:
     mine = shared_state(page)
     link = read_link(st.query_params.to_dict())[0]
     olds = (*(recent or ()), link)
-    return all(late_from(page) if k == "page" else any(k in old and mine.get(k) == old[k] for old in olds)
-               for k in keys)
+    return all(
+        late_from(page) if k == "page" else any(k in old and mine.get(k) == old[k] for old in olds) for k in keys
+    )
 
 
 # -- joining --------------------------------------------------------------------------------------------
@@ -405,12 +451,17 @@ def follow_on_run(page: str) -> None:
                 st.switch_page(PAGE_FILES[back], query_params=class_query(snap.code))
         elif changed:
             s[FOLLOWING], s[LEFT] = False, sorted(changed)
-            notify("You changed something yourself: you now explore on your own. "
-                   "“Follow the teacher” takes you back to the class.")
+            notify(
+                "You changed something yourself: you now explore on your own. "
+                "“Follow the teacher” takes you back to the class."
+            )
         if following() and (applied is None or applied[0] != snap.version):
             apply(snap.state)
-            s[APPLIED] = (snap.version, dict(snap.state),
-                          (applied[1], *applied[2])[:RECENT] if applied is not None else ())
+            s[APPLIED] = (
+                snap.version,
+                dict(snap.state),
+                (applied[1], *applied[2])[:RECENT] if applied is not None else (),
+            )
             target = snap.state.get("page")
             if target in PAGE_FILES and target != page:
                 moved_away(page)

@@ -155,8 +155,10 @@ def restore_teacher() -> None:
     except ClassStoreError:
         return
     become_teacher(class_code, secret, console=device_role == "console")
-    notify(f"You are still the teacher of class {class_code}" + (" (its console)." if device_role == "console" else
-                                                                  ": your screen shows the class's view."))
+    notify(
+        f"You are still the teacher of class {class_code}"
+        + (" (its console)." if device_role == "console" else ": your screen shows the class's view.")
+    )
 
 
 def teacher_call(op: Callable, *args):
@@ -194,9 +196,12 @@ def publish(page: str, warn: bool = True) -> None:
         s[TEACHER_PAGE] = page
     state, refused = publishable(class_state(s.get(TEACHER_PAGE, "overview")))
     if refused and warn:
-        st.warning("The class cannot see your " + " and ".join(k.replace("_", " ") for k in refused)
-                   + " (it holds < or >, or is over 500 characters): the students keep the one before.",
-                   icon=":material/visibility_off:")
+        st.warning(
+            "The class cannot see your "
+            + " and ".join(k.replace("_", " ") for k in refused)
+            + " (it holds < or >, or is over 500 characters): the students keep the one before.",
+            icon=":material/visibility_off:",
+        )
     if state != s.get(PUBLISHED):
         version = teacher_call(store().set_state, state)
         if version is not None:
@@ -256,5 +261,3 @@ def end_class() -> None:
     was = code()
     teacher_call(store().end)
     class_over(was)
-
-

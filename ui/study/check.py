@@ -15,8 +15,13 @@ from ui.study import session
 from ui.widgets import md
 
 ANSWERS = "_check_answers"  # {(part or step, sentence, item id): the option chosen}: this session only
-PREDICT = {"scale": ("scaling_row", "word"), "softmax": ("row_rest", "word"), "masked": ("mask_zeroes", "row"),
-           "cross": ("cross_shape", "row"), "chosen": ("greedy_pick", "position")}
+PREDICT = {
+    "scale": ("scaling_row", "word"),
+    "softmax": ("row_rest", "word"),
+    "masked": ("mask_zeroes", "row"),
+    "cross": ("cross_shape", "row"),
+    "chosen": ("greedy_pick", "position"),
+}
 
 
 def _models() -> Models:
@@ -44,8 +49,10 @@ def _feedback(item: Item, choice: int) -> None:
         return
     tag = item.tags[choice] if choice < len(item.tags) else None
     why = f" That answer is a common belief: “{MISCONCEPTIONS[tag]}”; the model's numbers say otherwise." if tag else ""
-    st.error(f"Not what the model does.{why} The model's answer: **{md(item.options[item.answer])}**. "
-             f"{md(item.explain)}", icon=":material/close:")
+    st.error(
+        f"Not what the model does.{why} The model's answer: **{md(item.options[item.answer])}**. {md(item.explain)}",
+        icon=":material/close:",
+    )
 
 
 def answered(key: tuple, item_key: str, item: Item, step: int, verb: str) -> None:
@@ -54,8 +61,13 @@ def answered(key: tuple, item_key: str, item: Item, step: int, verb: str) -> Non
     if choice is None:
         return
     st.session_state.setdefault(ANSWERS, {})[key] = choice
-    session.record(verb, f"{verb}/{step}/{item.template}", {"choice": int(choice), "correct": choice == item.answer},
-                   step=step, page="lesson")
+    session.record(
+        verb,
+        f"{verb}/{step}/{item.template}",
+        {"choice": int(choice), "correct": choice == item.answer},
+        step=step,
+        page="lesson",
+    )
 
 
 def _ask(key: tuple, item: Item, step: int, verb: str, label: str, n: int) -> bool:
@@ -66,14 +78,20 @@ def _ask(key: tuple, item: Item, step: int, verb: str, label: str, n: int) -> bo
         _feedback(item, chosen)
         return True
     widget = "check_" + hashlib.sha256(repr(key).encode()).hexdigest()[:12]
-    st.radio("Your answer", range(len(item.options)), format_func=lambda i: item.options[i], index=None, key=widget,
-             label_visibility="collapsed")
+    st.radio(
+        "Your answer",
+        range(len(item.options)),
+        format_func=lambda i: item.options[i],
+        index=None,
+        key=widget,
+        label_visibility="collapsed",
+    )
     st.button(label, key=widget + "_go", on_click=answered, args=(key, widget, item, step, verb))
     return False
 
 
 def panel(step_key: str, step: int, sentence: str, words: int) -> None:
-    """"Check yourself" at the end of a part of the lesson, on the sentence the student follows."""
+    """ "Check yourself" at the end of a part of the lesson, on the sentence the student follows."""
     part = part_ending_at(step_key)
     if part is None or not words:
         return
@@ -81,8 +99,11 @@ def panel(step_key: str, step: int, sentence: str, words: int) -> None:
     if not items:
         return
     steps = part_steps(part)
-    with st.expander(f"Check yourself: {len(items)} question(s) on part {PARTS.index(part) + 1}, “{part.title}” "
-                     f"(steps {steps[0]}-{steps[-1]})", icon=":material/quiz:"):
+    with st.expander(
+        f"Check yourself: {len(items)} question(s) on part {PARTS.index(part) + 1}, “{part.title}” "
+        f"(steps {steps[0]}-{steps[-1]})",
+        icon=":material/quiz:",
+    ):
         st.caption("Written and answered by the shipped model on your sentence. Nothing is kept beyond this session.")
         for n, item in enumerate(items, start=1):
             _ask((part.title, sentence, item.template), item, step, "checked", "Check", n)

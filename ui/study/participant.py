@@ -40,10 +40,11 @@ def date(ms: int) -> str:
 
 def consent_text(study) -> str:
     s = study.settings
-    delayed = (f", and {s['delay_days']} days later a last short test (optional)" if s["delay_days"] else "")
+    delayed = f", and {s['delay_days']} days later a last short test (optional)" if s["delay_days"] else ""
     text = "; this study keeps the sentences you type as text" if s["keep_text"] else ""
-    return schema.CONSENT[schema.CONSENT_VERSION].format(delayed=delayed, text=text, expires=date(study.expires),
-                                               days=s["retention_days"])
+    return schema.CONSENT[schema.CONSENT_VERSION].format(
+        delayed=delayed, text=text, expires=date(study.expires), days=s["retention_days"]
+    )
 
 
 def agree(code: str) -> None:
@@ -63,10 +64,20 @@ def consent(study) -> None:
     st.subheader(md(study.settings["title"]) or "A study of learning with this app")
     st.caption(f"Consent text {schema.CONSENT_VERSION} · instrument {study.instrument.get('version')}")
     st.markdown(consent_text(study))
-    st.text_input("Participant code (only if your teacher or researcher gave you one)", key="study_participant_code",
-                  max_chars=64, help="It lets you continue on another device. Leave it empty otherwise.")
-    st.button("I agree and take part", type="primary", on_click=agree, args=(study.code,), key="study_agree",
-              icon=":material/check:")
+    st.text_input(
+        "Participant code (only if your teacher or researcher gave you one)",
+        key="study_participant_code",
+        max_chars=64,
+        help="It lets you continue on another device. Leave it empty otherwise.",
+    )
+    st.button(
+        "I agree and take part",
+        type="primary",
+        on_click=agree,
+        args=(study.code,),
+        key="study_agree",
+        icon=":material/check:",
+    )
     st.caption("If you do not agree, simply close this page: nothing has been recorded.")
 
 
@@ -129,25 +140,58 @@ def test(study, participant, done: set[str]) -> None:
         rows, cols, row = tuple(g["rows"]), tuple(g["cols"]), int(g["row"])
         mine = ss().get(choice_key)
         grid_key = f"study_grid_{item['id']}"
-        st.plotly_chart(click_grid(rows, cols, row, row * len(cols) + mine if isinstance(mine, int) and mine >= 0
-                                   else None), key=grid_key, selection_mode="points",
-                        on_select=functools.partial(clicked, item["id"], grid_key, rows[row], cols),
-                        config={"displayModeBar": False}, width="stretch")
-        st.selectbox("Or choose the column here", range(len(cols)), format_func=cols.__getitem__, index=None,
-                     key=choice_key, placeholder="a column of the shaded row")
+        st.plotly_chart(
+            click_grid(rows, cols, row, row * len(cols) + mine if isinstance(mine, int) and mine >= 0 else None),
+            key=grid_key,
+            selection_mode="points",
+            on_select=functools.partial(clicked, item["id"], grid_key, rows[row], cols),
+            config={"displayModeBar": False},
+            width="stretch",
+        )
+        st.selectbox(
+            "Or choose the column here",
+            range(len(cols)),
+            format_func=cols.__getitem__,
+            index=None,
+            key=choice_key,
+            placeholder="a column of the shaded row",
+        )
         n_choices = len(cols)
     else:
-        st.radio("Your answer", range(len(item["options"])), format_func=lambda i: item["options"][i], index=None,
-                 key=choice_key)
+        st.radio(
+            "Your answer",
+            range(len(item["options"])),
+            format_func=lambda i: item["options"][i],
+            index=None,
+            key=choice_key,
+        )
         n_choices = len(item["options"])
-    st.radio("How sure are you?", list(CONFIDENCE), format_func=CONFIDENCE.get, index=None, horizontal=True,
-             key=f"study_conf_{item['id']}")
-    st.text_input("Why? (optional, one line)", key=f"study_reason_{item['id']}", max_chars=schema.MAX_REASON,
-                  placeholder="e.g. because the weights of a row add up to 1")
-    st.button("Submit this answer", type="primary", on_click=submit, args=(study.code, item["id"], n_choices),
-              key=f"study_submit_{item['id']}", icon=":material/send:")
-    st.caption("There is no going back to a question once answered: the first answer counts. You see the answers at "
-               "the end of the study.")
+    st.radio(
+        "How sure are you?",
+        list(CONFIDENCE),
+        format_func=CONFIDENCE.get,
+        index=None,
+        horizontal=True,
+        key=f"study_conf_{item['id']}",
+    )
+    st.text_input(
+        "Why? (optional, one line)",
+        key=f"study_reason_{item['id']}",
+        max_chars=schema.MAX_REASON,
+        placeholder="e.g. because the weights of a row add up to 1",
+    )
+    st.button(
+        "Submit this answer",
+        type="primary",
+        on_click=submit,
+        args=(study.code, item["id"], n_choices),
+        key=f"study_submit_{item['id']}",
+        icon=":material/send:",
+    )
+    st.caption(
+        "There is no going back to a question once answered: the first answer counts. You see the answers at "
+        "the end of the study."
+    )
 
 
 # -- between the tests ----------------------------------------------------------------------------------------
@@ -155,18 +199,27 @@ def path(study) -> None:
     st.subheader("Now the lesson")
     kind = study.settings["path"]
     if kind == "class":
-        st.markdown("Follow your teacher's class now: join it on the Classroom page with the code your teacher gives. "
-                    "When the class is over, come back here.")
+        st.markdown(
+            "Follow your teacher's class now: join it on the Classroom page with the code your teacher gives. "
+            "When the class is over, come back here."
+        )
         st.page_link(by_name("classroom").file, label="Classroom", icon=":material/groups:")
     else:
         what = "the guided lesson" if kind == "lesson" else "the lesson plan your teacher gave you"
-        st.markdown(f"Work through {what} at your own pace: take the time you need. Everything you do there is "
-                    "recorded for this study (pages and steps, switches, answers). When you have finished, come "
-                    "back here for the second test.")
+        st.markdown(
+            f"Work through {what} at your own pace: take the time you need. Everything you do there is "
+            "recorded for this study (pages and steps, switches, answers). When you have finished, come "
+            "back here for the second test."
+        )
         st.page_link(by_name("lesson").file, label="Open the guided lesson", icon=":material/school:")
     st.divider()
-    st.button("I have finished the lesson: start the second test", on_click=finish_path, args=(study.code,),
-              key="study_path_done", icon=":material/quiz:")
+    st.button(
+        "I have finished the lesson: start the second test",
+        on_click=finish_path,
+        args=(study.code,),
+        key="study_path_done",
+        icon=":material/quiz:",
+    )
 
 
 def finish_path(code: str) -> None:
@@ -204,14 +257,19 @@ def survey(study) -> None:
             st.slider(text, 0, 100, 50, step=5, key=f"study_q_{k}")
         st.markdown("**Learning**")
         for k, text in FEEL:
-            st.radio(f"{text} (1 = {FEEL_SCALE[2].lower()}, 7 = {FEEL_SCALE[3].lower()})",
-                     range(FEEL_SCALE[0], FEEL_SCALE[1] + 1), index=None, horizontal=True, key=f"study_q_{k}")
+            st.radio(
+                f"{text} (1 = {FEEL_SCALE[2].lower()}, 7 = {FEEL_SCALE[3].lower()})",
+                range(FEEL_SCALE[0], FEEL_SCALE[1] + 1),
+                index=None,
+                horizontal=True,
+                key=f"study_q_{k}",
+            )
         st.form_submit_button("Send", type="primary", on_click=send_survey, args=(study.code,))
 
 
 # -- the end ----------------------------------------------------------------------------------------------------
 def leave(code: str) -> None:
-    """"Delete my data" from the participant's own session."""
+    """ "Delete my data" from the participant's own session."""
     try:
         store().delete_participant(code, ss()[ACTOR])
     except StudyError as e:
@@ -224,25 +282,35 @@ def leave(code: str) -> None:
 
 def end(study, participant) -> None:
     if participant.phase == "finished":
-        st.success("Thank you: you finished every part of this study, the delayed test included.",
-                   icon=":material/celebration:")
+        st.success(
+            "Thank you: you finished every part of this study, the delayed test included.",
+            icon=":material/celebration:",
+        )
     else:
         st.success("Thank you: you finished the study.", icon=":material/celebration:")
         days = study.settings["delay_days"]
         if days:
             opens = participant.phase_at + days * 86_400_000
             if store().now() >= opens:
-                st.button("Start the delayed test", type="primary", on_click=start_delayed, args=(study.code,),
-                          key="study_delayed")
+                st.button(
+                    "Start the delayed test",
+                    type="primary",
+                    on_click=start_delayed,
+                    args=(study.code,),
+                    key="study_delayed",
+                )
             else:
-                st.info(f"Optional: open this same link again from **{date(opens)}** for a last short test.",
-                        icon=":material/event:")
+                st.info(
+                    f"Optional: open this same link again from **{date(opens)}** for a last short test.",
+                    icon=":material/event:",
+                )
     code = ss().get(DELETE)
     if code:
-        st.markdown(f"Your deletion code: **`{code}`**. Keep it: with it and the study's code "
-                    f"(**{study.code}**) you can delete your data on the Study page until {date(study.expires)}.")
-    st.button("Delete my data now", on_click=leave, args=(study.code,), key="study_leave",
-              icon=":material/delete:")
+        st.markdown(
+            f"Your deletion code: **`{code}`**. Keep it: with it and the study's code "
+            f"(**{study.code}**) you can delete your data on the Study page until {date(study.expires)}."
+        )
+    st.button("Delete my data now", on_click=leave, args=(study.code,), key="study_leave", icon=":material/delete:")
 
 
 def start_delayed(code: str) -> None:
@@ -261,8 +329,10 @@ def flow(study) -> None:
         return
     ss()[PHASE], ss()[CONDITION] = p.phase, p.condition
     if ss().get(DELETE) and p.phase == "pre":
-        st.info(f"Your deletion code: **`{ss()[DELETE]}`** (keep it: with it you can delete your data at any time).",
-                icon=":material/key:")
+        st.info(
+            f"Your deletion code: **`{ss()[DELETE]}`** (keep it: with it you can delete your data at any time).",
+            icon=":material/key:",
+        )
     if p.phase in schema.TEST_PHASES:
         test(study, p, store().done(study.code, p.actor))
     elif p.phase == "path":

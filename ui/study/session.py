@@ -187,8 +187,11 @@ def on_run(page) -> None:
     class_and_training(name, step)
     if name != "studies":
         with st.sidebar:
-            st.info(f"You are taking part in study **{ss()[CODE]}**. When you have finished the lesson, go back to "
-                    "the Study page for the second test.", icon=":material/science:")
+            st.info(
+                f"You are taking part in study **{ss()[CODE]}**. When you have finished the lesson, go back to "
+                "the Study page for the second test.",
+                icon=":material/science:",
+            )
             st.page_link("pages/studies.py", label="Back to the study", icon=":material/arrow_back:")
             if view_only():
                 st.caption("In this study your switches stay on: the model is shown as trained.")

@@ -20,8 +20,11 @@ from ui.widgets import chart, matrix, md, metrics_row
 from viz import training as vt
 
 DIRECTIONS = {"en-fr": "English → French", "fr-en": "French → English"}
-KINDS = {"enc_self": "encoder self-attention", "dec_self": "decoder self-attention (masked)",
-         "cross": "encoder-decoder (cross) attention"}
+KINDS = {
+    "enc_self": "encoder self-attention",
+    "dec_self": "decoder self-attention (masked)",
+    "cross": "encoder-decoder (cross) attention",
+}
 COREF = {"en": ("it", ("animal", "street")), "fr": ("il", ("animal", "rue"))}  # pronoun, its two candidates
 
 
@@ -41,9 +44,15 @@ def step_slider(steps: list[int]) -> int:
         st.session_state["training_probe_pick"] = st.session_state[key]
         st.session_state["training_probe_follow"] = st.session_state[key] == steps[-1]  # back at the end: follow again
 
-    return st.select_slider("Training step", options=steps, value=steps[-1] if follow else pinned, key=key,
-                            on_change=picked, help="Move it back to see the attention earlier in training; move it "
-                                                   "to the end to follow the newest snapshot again.")
+    return st.select_slider(
+        "Training step",
+        options=steps,
+        value=steps[-1] if follow else pinned,
+        key=key,
+        on_change=picked,
+        help="Move it back to see the attention earlier in training; move it "
+        "to the end to follow the newest snapshot again.",
+    )
 
 
 def attention_section(v: JobView) -> None:
@@ -51,12 +60,13 @@ def attention_section(v: JobView) -> None:
     if not v.snapshots:
         return
     st.subheader("Attention forming")
-    st.caption(f"Every {v.probe_every} steps the job runs the probe sentences through the model and keeps "
-               "its attention weights. The decoder reads the reference translation when the data has one, as "
-               "in training. Move the slider to scrub through training.")
+    st.caption(
+        f"Every {v.probe_every} steps the job runs the probe sentences through the model and keeps "
+        "its attention weights. The decoder reads the reference translation when the data has one, as "
+        "in training. Move the slider to scrub through training."
+    )
     c = st.columns([3, 3, 1, 1])
-    pi = c[0].selectbox("Probe sentence", range(len(v.probes)), format_func=lambda i: v.probes[i],
-                        key="training_probe")
+    pi = c[0].selectbox("Probe sentence", range(len(v.probes)), format_func=lambda i: v.probes[i], key="training_probe")
     kind = c[1].selectbox("Attention", list(KINDS), format_func=KINDS.get, key="training_probe_kind")
     mine = [s for s in v.snapshots if s.probe == pi]
     if not mine:
@@ -77,10 +87,18 @@ def attention_section(v: JobView) -> None:
     L, H, Tq, Tk = snap.weights(kind).shape
     left, right = st.columns([3, 2])
     with left:
-        matrix(w, list(keys), list(queries), "weights", key="training_probe_heatmap",
-               title=f"{KINDS[kind]}, layer {layer}, {'mean of the heads' if head is None else f'head {head}'}, "
-                     f"step {snap.step}",
-               shape=f"[{Tq}, {Tk}] of [{L}, {H}, {Tq}, {Tk}]", x_title="key (attended to)", y_title="query")
+        matrix(
+            w,
+            list(keys),
+            list(queries),
+            "weights",
+            key="training_probe_heatmap",
+            title=f"{KINDS[kind]}, layer {layer}, {'mean of the heads' if head is None else f'head {head}'}, "
+            f"step {snap.step}",
+            shape=f"[{Tq}, {Tk}] of [{L}, {H}, {Tq}, {Tk}]",
+            x_title="key (attended to)",
+            y_title="query",
+        )
         st.markdown(f"**Translation at step {snap.step}:** {md(snap.translation) or '*(empty)*'}")
     with right:
         pronoun, candidates = COREF[langs(st.session_state["training_direction"])[0]]
@@ -88,19 +106,34 @@ def attention_section(v: JobView) -> None:
         cols = {f"{pronoun} → {word}": vt.find_token(snap.src_labels, word) for word in candidates}
         if kind == "enc_self" and qi is not None and all(k is not None for k in cols.values()):
             xs, series = vt.attention_timeline(mine, "enc_self", layer, head, qi, cols)
-            chart(vt.timeline_figure(xs, series, f"Where does “{pronoun}” look? (layer {layer})",
-                                               "attention weight", current=snap.step),
-                            key="training_coref_timeline", config={"displayModeBar": False})
-            st.caption(f"The row of “{pronoun}” in the encoder's self-attention: its weight on "
-                       f"“{candidates[0]}” and on “{candidates[1]}” at every recorded step.")
+            chart(
+                vt.timeline_figure(
+                    xs, series, f"Where does “{pronoun}” look? (layer {layer})", "attention weight", current=snap.step
+                ),
+                key="training_coref_timeline",
+                config={"displayModeBar": False},
+            )
+            st.caption(
+                f"The row of “{pronoun}” in the encoder's self-attention: its weight on "
+                f"“{candidates[0]}” and on “{candidates[1]}” at every recorded step."
+            )
         elif kind == "dec_self":
             xs, ys = vt.future_timeline(mine, layer, head)
-            chart(vt.timeline_figure(xs, {"weight above the diagonal": ys},
-                                               f"Looking ahead (decoder layer {layer})", "mean weight on later words",
-                                               current=snap.step),
-                            key="training_future_timeline", config={"displayModeBar": False})
-            st.caption("Mean over query rows of the attention on later positions: exactly 0 with the look-ahead "
-                       "mask; a decoder trained without it learns to read the word it should predict.")
+            chart(
+                vt.timeline_figure(
+                    xs,
+                    {"weight above the diagonal": ys},
+                    f"Looking ahead (decoder layer {layer})",
+                    "mean weight on later words",
+                    current=snap.step,
+                ),
+                key="training_future_timeline",
+                config={"displayModeBar": False},
+            )
+            st.caption(
+                "Mean over query rows of the attention on later positions: exactly 0 with the look-ahead "
+                "mask; a decoder trained without it learns to read the word it should predict."
+            )
 
 
 def live_status() -> None:
@@ -118,40 +151,54 @@ def live_status() -> None:
     if v.state == "queued":
         svc = service()
         running, queued = svc.counts()
-        st.info(f"Waiting for a free slot: you are **number {v.position}** in the queue ({running} job(s) "
-                f"training, {queued} waiting). Training starts by itself.")
+        st.info(
+            f"Waiting for a free slot: you are **number {v.position}** in the queue ({running} job(s) "
+            f"training, {queued} waiting). Training starts by itself."
+        )
         if not svc.max_running:
-            st.warning("No training worker is connected to this server's queue right now, so nothing trains yet. "
-                       "Whoever runs the server starts them with `python -m training.queue_worker`.")
+            st.warning(
+                "No training worker is connected to this server's queue right now, so nothing trains yet. "
+                "Whoever runs the server starts them with `python -m training.queue_worker`."
+            )
         return
     if v.state == "running":
         left = f" · about {v.eta_s:,.0f} s left" if v.eta_s is not None else ""
         rate = f" · {v.steps_per_s:.1f} steps/s" if v.steps_per_s else ""
         st.progress(v.progress, text=f"Step {v.step} of {t.steps}{rate}{left}")
     elif v.state == "finished":
-        st.success(f"Training finished: {v.step} steps in {v.seconds:.0f} s."
-                   + (" Your model is **My model** in the sidebar." if job.result is not None else ""))
+        st.success(
+            f"Training finished: {v.step} steps in {v.seconds:.0f} s."
+            + (" Your model is **My model** in the sidebar." if job.result is not None else "")
+        )
     elif v.state == "stopped":
-        st.warning(f"Training stopped ({v.reason}) after {v.step} of {t.steps} steps."
-                   + (" The model as it was is **My model** in the sidebar." if job.result is not None else ""))
+        st.warning(
+            f"Training stopped ({v.reason}) after {v.step} of {t.steps} steps."
+            + (" The model as it was is **My model** in the sidebar." if job.result is not None else "")
+        )
     elif v.state == "failed":
         st.error(v.error or "Training failed.")
         if job.result is not None:
             st.info(f"The model as it was at step {v.step} is **My model** in the sidebar.")
         else:
-            st.info("Nothing was lost: change the settings (for example a learning-rate scale of 1 and a warm-up of "
-                    "a few hundred steps) and press Start again.")
+            st.info(
+                "Nothing was lost: change the settings (for example a learning-rate scale of 1 and a warm-up of "
+                "a few hundred steps) and press Start again."
+            )
     if v.handover_error and job.result_files is not None:
         handover_downloads(v.handover_error, job.result_files)
     if v.state != "running" and v.step:
         st.progress(v.progress, text=f"Step {v.step} of {t.steps}")
-    st.caption(f"Data: {md(v.data_label)} · {DIRECTIONS[t.direction]} · {t.n_layers}+{t.n_layers} layers, "
-               f"{t.n_heads} heads, d_model {t.d_model}, d_ff {t.d_ff} · batch {t.batch_size} · "
-               f"{v.parameters or 0:,} parameters · look-ahead mask {'on' if t.look_ahead_mask else 'OFF'}")
+    st.caption(
+        f"Data: {md(v.data_label)} · {DIRECTIONS[t.direction]} · {t.n_layers}+{t.n_layers} layers, "
+        f"{t.n_heads} heads, d_model {t.d_model}, d_ff {t.d_ff} · batch {t.batch_size} · "
+        f"{v.parameters or 0:,} parameters · look-ahead mask {'on' if t.look_ahead_mask else 'OFF'}"
+    )
     if not t.look_ahead_mask:
-        st.warning("This run trains **without the look-ahead mask**: the decoder can read the very word it must "
-                   "predict. Watch the training loss drop towards its floor while the held-out translations "
-                   "(which must be produced word by word, without the future) fail.")
+        st.warning(
+            "This run trains **without the look-ahead mask**: the decoder can read the very word it must "
+            "predict. Watch the training loss drop towards its floor while the held-out translations "
+            "(which must be produced word by word, without the future) fail."
+        )
     if not v.steps:
         st.caption("Building the model…")
         return
@@ -168,11 +215,24 @@ def handover_downloads(message: str, files: tuple[bytes, bytes]) -> None:
     """A trained model the app could not load: why, and its two files to download all the same."""
     st.warning(message)
     d1, d2, _ = st.columns(3)
-    d1.download_button("Download weights (.safetensors)", data=files[0], file_name="my_model.safetensors",
-                       mime="application/octet-stream", on_click="ignore", key="training_rescue_weights",
-                       icon=":material/download:")
-    d2.download_button("Download config (.json)", data=files[1], file_name="my_model.json", mime="application/json",
-                       on_click="ignore", key="training_rescue_json", icon=":material/download:")
+    d1.download_button(
+        "Download weights (.safetensors)",
+        data=files[0],
+        file_name="my_model.safetensors",
+        mime="application/octet-stream",
+        on_click="ignore",
+        key="training_rescue_weights",
+        icon=":material/download:",
+    )
+    d2.download_button(
+        "Download config (.json)",
+        data=files[1],
+        file_name="my_model.json",
+        mime="application/json",
+        on_click="ignore",
+        key="training_rescue_json",
+        icon=":material/download:",
+    )
 
 
 def live_figures() -> None:
@@ -187,26 +247,52 @@ def live_figures() -> None:
     ev_steps = [e.step for e in v.evals]
     c1, c2 = st.columns(2)
     with c1:
-        chart(vt.loss_figure(v.steps, v.losses, ev_steps, [e.heldout_loss for e in v.evals]),
-                        key="training_loss", config={"displayModeBar": False}, narrow=True)
+        chart(
+            vt.loss_figure(v.steps, v.losses, ev_steps, [e.heldout_loss for e in v.evals]),
+            key="training_loss",
+            config={"displayModeBar": False},
+            narrow=True,
+        )
     with c2:
-        chart(vt.loss_figure(v.steps, v.cross_entropy, ev_steps,
-                                       [e.heldout_cross_entropy for e in v.evals],
-                                       title="Cross-entropy without smoothing (can reach 0)",
-                                       what="cross-entropy"),
-                        key="training_ce", config={"displayModeBar": False}, narrow=True)
-    st.caption("The optimiser minimises the label-smoothed loss (left): with smoothing it cannot go below the "
-               "entropy of the smoothed target. The plain cross-entropy (right) reaches 0 when the model is sure "
-               "and right. Held-out losses are teacher-forced, like training.")
+        chart(
+            vt.loss_figure(
+                v.steps,
+                v.cross_entropy,
+                ev_steps,
+                [e.heldout_cross_entropy for e in v.evals],
+                title="Cross-entropy without smoothing (can reach 0)",
+                what="cross-entropy",
+            ),
+            key="training_ce",
+            config={"displayModeBar": False},
+            narrow=True,
+        )
+    st.caption(
+        "The optimiser minimises the label-smoothed loss (left): with smoothing it cannot go below the "
+        "entropy of the smoothed target. The plain cross-entropy (right) reaches 0 when the model is sure "
+        "and right. Held-out losses are teacher-forced, like training."
+    )
     c3, c4 = st.columns(2)
     with c3:
-        chart(vt.lr_figure(t.steps, t.d_model, t.warmup, t.lr_scale, current=v.step), key="training_lr",
-                        config={"displayModeBar": False}, narrow=True)
+        chart(
+            vt.lr_figure(t.steps, t.d_model, t.warmup, t.lr_scale, current=v.step),
+            key="training_lr",
+            config={"displayModeBar": False},
+            narrow=True,
+        )
     with c4:
         if v.evals:
-            chart(vt.metrics_figure(ev_steps, [e.exact_match for e in v.evals], [e.bleu for e in v.evals],
-                                              [e.coref_accuracy for e in v.evals]),
-                            key="training_metrics", config={"displayModeBar": False}, narrow=True)
+            chart(
+                vt.metrics_figure(
+                    ev_steps,
+                    [e.exact_match for e in v.evals],
+                    [e.bleu for e in v.evals],
+                    [e.coref_accuracy for e in v.evals],
+                ),
+                key="training_metrics",
+                config={"displayModeBar": False},
+                narrow=True,
+            )
         else:
             st.info(f"Held-out exact match and BLEU appear at the first evaluation (step {t.eval_every or t.steps}).")
     if v.evals:
@@ -234,9 +320,11 @@ def corpus_preview(parsed, src_lang: str, tgt_lang: str) -> None:
             st.metric(f"{src_lang} words", f"{prof.src_vocab - 4:,}")
             st.metric(f"{tgt_lang} words", f"{prof.tgt_vocab - 4:,}")
             st.metric("longest (tokens)", prof.longest)
-    st.caption(f"Preview: the first {min(20, len(parsed.pairs))} pairs "
-               f"({'tab' if parsed.delimiter == chr(9) else 'comma'}-separated"
-               f"{', header skipped' if parsed.header else ''}).")
+    st.caption(
+        f"Preview: the first {min(20, len(parsed.pairs))} pairs "
+        f"({'tab' if parsed.delimiter == chr(9) else 'comma'}-separated"
+        f"{', header skipped' if parsed.header else ''})."
+    )
     st.dataframe({src_lang: [p.src for p in parsed.pairs[:20]], tgt_lang: [p.tgt for p in parsed.pairs[:20]]})
 
 
@@ -248,21 +336,39 @@ def my_model_card(mine: Bundle | None) -> None:
     cfg = mine.config
     done = (mine.meta.get("training") or {}).get("steps_done")
     metrics = mine.meta.get("metrics") or {}
-    st.markdown(f"**{md(mine.name)}** · {DIRECTIONS.get(mine.direction, mine.direction)} · {cfg.n_enc_layers}+"
-                f"{cfg.n_dec_layers} layers, {cfg.n_heads} heads, d_model {cfg.d_model}, d_ff {cfg.d_ff}"
-                + (f" · {done} steps" if done is not None else "")
-                + (f" · held-out exact match {100 * metrics['exact_match']:.1f} % (step {metrics.get('step')})"
-                   if metrics.get("exact_match") is not None else ""))
+    st.markdown(
+        f"**{md(mine.name)}** · {DIRECTIONS.get(mine.direction, mine.direction)} · {cfg.n_enc_layers}+"
+        f"{cfg.n_dec_layers} layers, {cfg.n_heads} heads, d_model {cfg.d_model}, d_ff {cfg.d_ff}"
+        + (f" · {done} steps" if done is not None else "")
+        + (
+            f" · held-out exact match {100 * metrics['exact_match']:.1f} % (step {metrics.get('step')})"
+            if metrics.get("exact_match") is not None
+            else ""
+        )
+    )
     if st.session_state.get("model") == "mine":
         st.success("Every page now shows **My model** (change it in the sidebar under *Model*).")
     else:
-        st.button("Use my model on every page", on_click=on_use_mine, key="training_use_mine",
-                  icon=":material/swap_horiz:")
+        st.button(
+            "Use my model on every page", on_click=on_use_mine, key="training_use_mine", icon=":material/swap_horiz:"
+        )
     d1, d2, _ = st.columns(3)
     stem = "my_model"
-    d1.download_button("Download weights (.safetensors)", data=lambda b=mine: to_bytes(b)[0],
-                       file_name=f"{stem}.safetensors", mime="application/octet-stream", on_click="ignore",
-                       key="training_download_weights", icon=":material/download:")
-    d2.download_button("Download config (.json)", data=lambda b=mine: to_bytes(b)[1], file_name=f"{stem}.json",
-                       mime="application/json", on_click="ignore", key="training_download_json",
-                       icon=":material/download:")
+    d1.download_button(
+        "Download weights (.safetensors)",
+        data=lambda b=mine: to_bytes(b)[0],
+        file_name=f"{stem}.safetensors",
+        mime="application/octet-stream",
+        on_click="ignore",
+        key="training_download_weights",
+        icon=":material/download:",
+    )
+    d2.download_button(
+        "Download config (.json)",
+        data=lambda b=mine: to_bytes(b)[1],
+        file_name=f"{stem}.json",
+        mime="application/json",
+        on_click="ignore",
+        key="training_download_json",
+        icon=":material/download:",
+    )

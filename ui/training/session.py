@@ -53,15 +53,27 @@ JOB_KEY = "training_job"  # st.session_state key of the Job this session shows
 IDENTITY_KEY = "_training_identity"  # this session's identity.Identity (computed once per session)
 ADOPTED_KEY = "training_adopted"  # id of the job whose model became "my model"
 SWITCHED_KEY = "training_switched"  # whether the sidebar's choice could be set to "mine" at that moment
-OWNER_KEY, ERROR_KEY, CORPUS_KEY, MODEL_MSG_KEY = "training_owner", "training_error", "training_corpus", \
-    "training_model_msg"
+OWNER_KEY, ERROR_KEY, CORPUS_KEY, MODEL_MSG_KEY = (
+    "training_owner",
+    "training_error",
+    "training_corpus",
+    "training_model_msg",
+)
 PARSED_KEY, PROFILE_KEY = "_training_parsed", "_training_profile"
 CORPUS_MAX_MB, MODEL_MAX_MB = 2, MAX_BYTES // (1024 * 1024)
 SETTINGS = {  # widget key -> TrainConfig field
-    "training_direction": "direction", "training_n_layers": "n_layers", "training_n_heads": "n_heads",
-    "training_d_model": "d_model", "training_d_ff": "d_ff", "training_dropout": "dropout",
-    "training_batch_size": "batch_size", "training_steps": "steps", "training_warmup": "warmup",
-    "training_lr_scale": "lr_scale", "training_label_smoothing": "label_smoothing", "training_seed": "seed",
+    "training_direction": "direction",
+    "training_n_layers": "n_layers",
+    "training_n_heads": "n_heads",
+    "training_d_model": "d_model",
+    "training_d_ff": "d_ff",
+    "training_dropout": "dropout",
+    "training_batch_size": "batch_size",
+    "training_steps": "steps",
+    "training_warmup": "warmup",
+    "training_lr_scale": "lr_scale",
+    "training_label_smoothing": "label_smoothing",
+    "training_seed": "seed",
     "training_eval_every": "eval_every",
 }
 
@@ -191,8 +203,11 @@ def corpus():
     memo = ss.get(PARSED_KEY)
     if memo is None or memo[0] != (up["sha"], src_lang):
         try:
-            memo = ((up["sha"], src_lang), parse_corpus(up["data"], up["name"], src_lang=src_lang,
-                                                        tgt_lang=tgt_lang), None)
+            memo = (
+                (up["sha"], src_lang),
+                parse_corpus(up["data"], up["name"], src_lang=src_lang, tgt_lang=tgt_lang),
+                None,
+            )
         except CorpusError as e:
             memo = ((up["sha"], src_lang), None, str(e))
         ss[PARSED_KEY] = memo
@@ -233,9 +248,18 @@ def on_start() -> None:
     ident = identity()
     data, label, sha = chosen_data()
     try:
-        new = make_job(settings(), probes=probes(), probe_every=int(ss["training_probe_every"]), data=data,
-                       data_label=label, data_sha256=sha, session_id=ident.session, owner=owner(),
-                       client=ident.client, name="my model")
+        new = make_job(
+            settings(),
+            probes=probes(),
+            probe_every=int(ss["training_probe_every"]),
+            data=data,
+            data_label=label,
+            data_sha256=sha,
+            session_id=ident.session,
+            owner=owner(),
+            client=ident.client,
+            name="my model",
+        )
         ss[JOB_KEY] = service().submit(new)  # compare-and-set: the browser's one active job
     except (SettingsError, JobRefused) as e:
         ss[ERROR_KEY] = str(e)
@@ -272,13 +296,17 @@ def on_model_upload() -> None:
     meta = [f for f in files if f.name.lower().endswith(".json")]
     if len(weights) != 1 or len(meta) != 1:
         names = ", ".join(f.name for f in files)
-        ss[MODEL_MSG_KEY] = ("warning", "A checkpoint is two files: exactly one .safetensors and one .json "
-                                        f"(got: {names}). Select both at once.")
+        ss[MODEL_MSG_KEY] = (
+            "warning",
+            f"A checkpoint is two files: exactly one .safetensors and one .json (got: {names}). Select both at once.",
+        )
         return
     total = weights[0].size + meta[0].size
     if total > MAX_BYTES:
-        ss[MODEL_MSG_KEY] = ("error", f"This checkpoint cannot be used: it is {total / 2**20:.1f} MB; the limit is "
-                                      f"{MAX_BYTES / 2**20:.1f} MB.")
+        ss[MODEL_MSG_KEY] = (
+            "error",
+            f"This checkpoint cannot be used: it is {total / 2**20:.1f} MB; the limit is {MAX_BYTES / 2**20:.1f} MB.",
+        )
         return
     try:
         bundle = from_bytes(weights[0].getvalue(), meta[0].getvalue(), name=PurePath(weights[0].name).stem)
@@ -286,9 +314,12 @@ def on_model_upload() -> None:
         ss[MODEL_MSG_KEY] = ("error", f"This checkpoint cannot be used: {e}.")
         return
     use_model(ss, bundle)
-    ss[MODEL_MSG_KEY] = ("success", f"Loaded **{md(bundle.name)}** ({bundle.direction}, d_model "
-                                    f"{bundle.config.d_model}, {bundle.config.n_enc_layers}+"
-                                    f"{bundle.config.n_dec_layers} layers): it is now \"My model\" on every page.")
+    ss[MODEL_MSG_KEY] = (
+        "success",
+        f"Loaded **{md(bundle.name)}** ({bundle.direction}, d_model "
+        f"{bundle.config.d_model}, {bundle.config.n_enc_layers}+"
+        f'{bundle.config.n_dec_layers} layers): it is now "My model" on every page.',
+    )
 
 
 # --- What the settings would cost ---------------------------------------------------------------------
@@ -319,5 +350,13 @@ def run_preview() -> RunPreview:
     train_settings.check_checkpoint_size(tcfg, prof)  # refused here, before Start, with the reason
     memory = estimate_memory(tcfg, prof, n_probes=max(1, len(probes())))
     train_settings.check_memory(memory)
-    return RunPreview(tcfg, memory, worst_case(ss["training_direction"]), svc.max_running, svc.max_seconds,
-                train_settings.MAX_JOB_BYTES, train_settings.checkpoint_bytes(tcfg, prof), checkpoint.MAX_BYTES)
+    return RunPreview(
+        tcfg,
+        memory,
+        worst_case(ss["training_direction"]),
+        svc.max_running,
+        svc.max_seconds,
+        train_settings.MAX_JOB_BYTES,
+        train_settings.checkpoint_bytes(tcfg, prof),
+        checkpoint.MAX_BYTES,
+    )
