@@ -157,7 +157,7 @@ class End:
 
 @dataclass(frozen=True)
 class StopRequest:
-    kind: str  # "stop": after the current step, with the model so far; "kill": at once
+    how: str  # "stop": after the current step, with the model so far; "kill": at once (not `kind`: the header's)
     reason: str
 
 
@@ -460,7 +460,7 @@ _DECODERS: dict[str, Callable[[dict[str, Any], list[bytes]], Message]] = {
     "usage": _plain(Usage, {"peak_rss": lambda v: _int(v, "peak memory"), "memory_limit": _opt_int("memory limit")}),
     "failing": _end(Failing),
     "end": _end(End),
-    "stop_request": _plain(StopRequest, {"kind": _stop_kind, "reason": lambda v: _str(v, "reason")}),
+    "stop_request": _plain(StopRequest, {"how": _stop_kind, "reason": lambda v: _str(v, "reason")}),
     "job": _job,
 }
 _KIND_OF = {

@@ -187,7 +187,7 @@ def train(spec_json: str) -> str:
                 told = stop_request()
                 if told is not None:
                     why["reason"] = why["reason"] or told.reason
-                    why["kill"] = why["kill"] or told.kind == "kill"
+                    why["kill"] = why["kill"] or told.how == "kill"
                     stop.set()
                 elif not conn.exists(key("job", job_id, "alive")):
                     why["reason"], why["kill"] = why["reason"] or "session ended", True
