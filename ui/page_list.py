@@ -169,12 +169,12 @@ PAGES: tuple[PageSpec, ...] = (
 )
 
 
+_BY_NAME = {p.name: p for p in PAGES}  # (every page's run looks its page up: a dict, not a Path per page)
+
+
 def by_name(name: str) -> PageSpec:
-    """The page whose file stem is `name` ("self_attention")."""
-    for p in PAGES:
-        if p.name == name:
-            return p
-    raise KeyError(name)
+    """The page whose file stem is `name` ("self_attention"); KeyError for no page."""
+    return _BY_NAME[name]
 
 
 def by_file(file: str) -> PageSpec:
