@@ -7,6 +7,8 @@ encoder-side pages share: a figure with its computed notice line and its exact n
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import streamlit as st
 
 from explain.experiments import dot_product_samples, one_head_left, saturation, summarize
@@ -122,35 +124,28 @@ def show_steps(
             y_title="query",
             content=content,
         )
+
+    def per_word(matrix, title: str, name: str, y_title: str, note: Callable[[], str | None]) -> None:
+        """A [words, d_k] matrix, one row per key word; `name` ends its widget key."""
+        figure(
+            matrix,
+            dims(s.d_k),
+            key_labels,
+            "activations",
+            title=title,
+            shape=f"[{len(key_labels)}, {s.d_k}]",
+            key=f"{key}{name}",
+            x_title="dimension",
+            y_title=y_title,
+            note=note,
+            content=content,
+        )
+
     c1, c2 = st.columns(2)
     with c1:
-        figure(
-            s.k,
-            dims(s.d_k),
-            key_labels,
-            "activations",
-            title="k of every word",
-            shape=f"[{len(key_labels)}, {s.d_k}]",
-            key=f"{key}k",
-            x_title="dimension",
-            y_title="key",
-            note=lambda: va.keys_notice(s, key_labels, query_label),
-            content=content,
-        )
+        per_word(s.k, "k of every word", "k", "key", lambda: va.keys_notice(s, key_labels, query_label))
     with c2:
-        figure(
-            s.v,
-            dims(s.d_k),
-            key_labels,
-            "activations",
-            title="v of every word",
-            shape=f"[{len(key_labels)}, {s.d_k}]",
-            key=f"{key}v",
-            x_title="dimension",
-            y_title="value",
-            note=lambda: va.values_notice(s, key_labels),
-            content=content,
-        )
+        per_word(s.v, "v of every word", "v", "value", lambda: va.values_notice(s, key_labels))
 
     def scores() -> None:
         st.subheader(f"2 · Score, divide by √d_k = {s.sqrt_dk:.4g}, softmax")
@@ -173,19 +168,7 @@ def show_steps(
         st.subheader("3 · Weight each value, add them up: z")
 
     once(f"attention_steps.{key}scores", content, scores)
-    figure(
-        s.weighted,
-        dims(s.d_k),
-        key_labels,
-        "activations",
-        title="weight × v, one row per word",
-        shape=f"[{len(key_labels)}, {s.d_k}]",
-        key=f"{key}wv",
-        x_title="dimension",
-        y_title="word",
-        note=lambda: va.weighted_notice(s, key_labels),
-        content=content,
-    )
+    per_word(s.weighted, "weight × v, one row per word", "wv", "word", lambda: va.weighted_notice(s, key_labels))
     once(f"attention_steps.{key}z", content, lambda: (st.latex(r"z = \sum_j a_j\, v_j"), notice(va.z_notice(s))))
     with fold("Exact numbers · z", f"{key}z_numbers") as shown:
         if shown:
