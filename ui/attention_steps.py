@@ -282,6 +282,21 @@ def _set_sentence(sentence: str) -> None:
     st.session_state["sentence"] = sentence
 
 
+def focus_line(text, focus: vc.CorefFocus, tokens: tuple[str, ...], labels: list[str]) -> None:
+    """Why the layer and head pickers opened on `focus` (on the coreference sentence), in the page's words
+    (`text.focus`), naming the referent, the other noun and the adjective by their `labels`."""
+    c = vc.coref_parts(tokens)
+    st.markdown(
+        text.focus(
+            focus.layer,
+            focus.head,
+            *(md(va.word_of(labels[j])) for j in (c.referent, c.other, c.adjective)),
+            focus.weight,
+            focus.other,
+        )
+    )
+
+
 def coref_section(pair: tuple[str, str], cfg, key: str, prose) -> None:
     """The self-attention page's coreference section for the pair (tired, wide): where "it" looks in the encoder's
     heads (weights), where the adjective reaches the pronoun (traced: ui.tracing.show_story, for the page's
