@@ -222,25 +222,20 @@ def handover_downloads(message: str, files: tuple[bytes, bytes]) -> None:
 def model_downloads(weights: bytes | Callable[[], bytes], config: bytes | Callable[[], bytes], key: str) -> None:
     """A model's two files (or the functions that make them, called on the click) as two download buttons, of
     widget keys `key`_weights and `key`_json."""
-    d1, d2, _ = st.columns(3)
-    d1.download_button(
-        "Download weights (.safetensors)",
-        data=weights,
-        file_name="my_model.safetensors",
-        mime="application/octet-stream",
-        on_click="ignore",
-        key=f"{key}_weights",
-        icon=":material/download:",
+    files = (
+        ("Download weights (.safetensors)", weights, "safetensors", "application/octet-stream", "weights"),
+        ("Download config (.json)", config, "json", "application/json", "json"),
     )
-    d2.download_button(
-        "Download config (.json)",
-        data=config,
-        file_name="my_model.json",
-        mime="application/json",
-        on_click="ignore",
-        key=f"{key}_json",
-        icon=":material/download:",
-    )
+    for column, (label, data, ext, mime, name) in zip(st.columns(3), files, strict=False):  # (a third: room)
+        column.download_button(
+            label,
+            data=data,
+            file_name=f"my_model.{ext}",
+            mime=mime,
+            on_click="ignore",
+            key=f"{key}_{name}",
+            icon=":material/download:",
+        )
 
 
 def live_figures() -> None:
