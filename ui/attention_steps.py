@@ -27,6 +27,23 @@ from viz import scaling as vs
 from viz.attention import Projection, WordSteps, dims, step_table, z_table
 
 
+def word_row(vector, label: str, title: str, key: str, y_title: str, content: tuple | None = None) -> None:
+    """One word's vector (`label`) as a [1, d] heatmap."""
+    d = len(vector)
+    figure(
+        vector[None],
+        dims(d),
+        [label],
+        "activations",
+        title=title,
+        shape=f"[1, {d}]",
+        key=key,
+        x_title="dimension",
+        y_title=y_title,
+        content=content,
+    )
+
+
 def show_projection(p: Projection, query_label: str, key: str, content: tuple | None = None) -> None:
     """q = x·W^Q + b^Q for one word, with the real x, W^Q, b^Q and q; then k and v the same way. `content`: what
     `p` is of (a key for `once`), as in `show_steps`."""
@@ -63,28 +80,8 @@ def show_projection(p: Projection, query_label: str, key: str, content: tuple | 
                 y_title="x dimension",
             )
         with c2:
-            figure(
-                p.x[None],
-                dims(D),
-                [query_label],
-                "activations",
-                title=f"x of {md(query_label)}",
-                shape=f"[1, {D}]",
-                key=f"{key}x",
-                x_title="dimension",
-                y_title="word",
-            )
-            figure(
-                p.computed("q")[None],
-                dims(d_k),
-                [query_label],
-                "activations",
-                title="q = x·W^Q + b^Q",
-                shape=f"[1, {d_k}]",
-                key=f"{key}q",
-                x_title="dimension",
-                y_title="query",
-            )
+            word_row(p.x, query_label, f"x of {md(query_label)}", f"{key}x", "word")
+            word_row(p.computed("q"), query_label, "q = x·W^Q + b^Q", f"{key}q", "query")
 
 
 def show_steps(
@@ -112,18 +109,7 @@ def show_steps(
     if proj is not None:
         show_projection(proj, query_label, key, content)
     else:
-        figure(
-            s.q[None],
-            dims(s.d_k),
-            [query_label],
-            "activations",
-            title=f"q of {md(query_label)}",
-            shape=f"[1, {s.d_k}]",
-            key=f"{key}q",
-            x_title="dimension",
-            y_title="query",
-            content=content,
-        )
+        word_row(s.q, query_label, f"q of {md(query_label)}", f"{key}q", "query", content)
 
     def per_word(matrix, title: str, name: str, y_title: str, note: Callable[[], str | None]) -> None:
         """A [words, d_k] matrix, one row per key word; `name` ends its widget key."""
