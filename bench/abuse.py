@@ -50,7 +50,6 @@ from streamlit.proto.ClientState_pb2 import ClientState
 from streamlit.proto.Common_pb2 import FileUploaderState, FileURLsRequest, UploadedFileInfo
 from streamlit.proto.WidgetStates_pb2 import WidgetState, WidgetStates
 from streamlit.web.server.starlette.starlette_app_utils import generate_xsrf_token_string
-from websockets.asyncio.client import connect
 
 from model import checkpoint
 from serving.processes import start_app
@@ -150,21 +149,9 @@ class Visitor(StreamlitSession):
             if e.code not in (400, 413):
                 raise
 
-    async def connect(self, page: str = "", query: str = "") -> float:
-        t = time.perf_counter()
-        cookie = generate_xsrf_token_string(self.token, self.stamp)
-        self._ws = await connect(
-            self.ws_url,
-            subprotocols=["streamlit", "PLACEHOLDER_AUTH_TOKEN"],
-            max_size=None,
-            ping_interval=None,
-            open_timeout=self.timeout,
-            additional_headers={"Cookie": f"_streamlit_xsrf={cookie}", "X-Forwarded-For": self.address},
-        )
-        self._reader = asyncio.create_task(self._read())
-        self.query_string = query
-        await self._rerun(ClientState(page_script_hash="", page_name=page.strip("/")), t)
-        return time.perf_counter() - t
+    def upgrade_headers(self) -> dict[str, str]:
+        cookie = generate_xsrf_token_string(self.token, self.stamp)  # masked afresh on each connection
+        return {"Cookie": f"_streamlit_xsrf={cookie}", "X-Forwarded-For": self.address}
 
     def _button_id(self, label: str) -> str:
         for _, (_, el) in sorted(self.elements.items()):

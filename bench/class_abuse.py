@@ -60,21 +60,11 @@ from streamlit.proto.ClientState_pb2 import ClientState
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 from streamlit.proto.WidgetStates_pb2 import WidgetState, WidgetStates
 
-from bench.abuse import Visitor
+from bench.abuse import SENTENCES, Visitor
 from bench.classroom_load import CODE, cpu_seconds, pct, shows
 from serving.fair_share import CLIENT_BURST
 from serving.processes import start_app
 
-SENTENCES = [
-    "i am a student",
-    "the cat is small",
-    "she is happy",
-    "we are tired",
-    "the dog is young",
-    "thinking machines learn fast",
-    "he is a teacher",
-    "you are tall",
-]
 TEACHER, STUDENT, FLOODER = "192.0.2.10", "198.51.100.20", "203.0.113.66"
 
 

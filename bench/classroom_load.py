@@ -115,51 +115,23 @@ class Cookie(StreamlitSession):
         """What Streamlit's frontend does when its websocket drops: a new one (through the proxy: the same
         process, or another when that one is gone), and no run; the page keeps what it shows (its class
         component included, which asks for a run when the class moved)."""
-        from websockets.asyncio.client import connect
 
         with contextlib.suppress(Exception):
             await self._ws.close()
         if self._reader is not None:
             self._reader.cancel()
-        pairs = (("GLASS_REPLICA", self.cookie), ("_streamlit_xsrf", self.xsrf))
-        cookies = "; ".join(f"{k}={v}" for k, v in pairs if v)
-        protocols = ["streamlit", "PLACEHOLDER_AUTH_TOKEN", *([self.session_id] if self.session_id else [])]
-        self._ws = await connect(
-            self.ws_url,
-            subprotocols=protocols,
-            max_size=None,
-            ping_interval=None,
-            open_timeout=self.timeout,
-            additional_headers={"Cookie": cookies} if cookies else None,
-        )
-        self.replica = self._ws.response.headers.get("X-Glass-Replica")
-        self._reader = asyncio.create_task(self._read())
+        await self._open(*([self.session_id] if self.session_id else []))
         self._tries, self._asked = 0, 0.0
         self._check()
 
-    async def connect(self, page: str = "", query: str = "") -> float:
-        from streamlit.proto.ClientState_pb2 import ClientState
-        from websockets.asyncio.client import connect
+    def upgrade_headers(self) -> dict[str, str]:
+        pairs = (("GLASS_REPLICA", self.cookie), ("_streamlit_xsrf", self.xsrf))
+        cookies = "; ".join(f"{k}={v}" for k, v in pairs if v)
+        return {"Cookie": cookies} if cookies else {}
 
-        cookies = [
-            f"{name}={value}"
-            for name, value in (("GLASS_REPLICA", self.cookie), ("_streamlit_xsrf", self.xsrf))
-            if value
-        ]
-        t = time.perf_counter()
-        self._ws = await connect(
-            self.ws_url,
-            subprotocols=["streamlit", "PLACEHOLDER_AUTH_TOKEN"],
-            max_size=None,
-            ping_interval=None,
-            open_timeout=self.timeout,
-            additional_headers={"Cookie": "; ".join(cookies)} if cookies else None,
-        )
+    async def _open(self, *protocols: str) -> None:
+        await super()._open(*protocols)
         self.replica = self._ws.response.headers.get("X-Glass-Replica")
-        self._reader = asyncio.create_task(self._read())
-        self.query_string = query
-        await self._rerun(ClientState(page_script_hash="", page_name=page.strip("/")), t)
-        return time.perf_counter() - t
 
 
 async def start_class(url: str, cookie: str | None = None, page: str = "overview") -> tuple[StreamlitSession, str]:

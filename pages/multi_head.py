@@ -6,7 +6,7 @@ import streamlit as st
 
 from pages.content import multi_head as text
 from ui import shell
-from ui.attention_steps import show_one_head_left
+from ui.attention_steps import focus_line, show_one_head_left
 from ui.classroom.plans import hidden_head, mystery_box
 from ui.heads_steps import P, concat_section, heads_grid, switch_off_section, word_heads_section
 from ui.models import analysis, content_key, coref_decision, coref_defaults, current_model
@@ -23,7 +23,6 @@ from ui.widgets import (
     small_table,
 )
 from viz import attention as va
-from viz import coref as vc
 from viz import heads as vh
 from viz.attention import MODULES, axis_labels, module_name
 
@@ -84,16 +83,7 @@ heads_grid(a, module, weights, (x_labels, y_labels), mark, content)
 
 st.header("One head in detail")
 if focus is not None and hidden is None:  # (it names the head that links the words, maybe the mystery one)
-    c = vc.coref_parts(a.prepared.tokens)
-    st.markdown(
-        text.focus(
-            focus.layer,
-            focus.head,
-            *(md(va.word_of(a.src_labels[j])) for j in (c.referent, c.other, c.adjective)),
-            focus.weight,
-            focus.other,
-        )
-    )
+    focus_line(text, focus, a.prepared.tokens, a.src_labels)
 head = pick("Head", range(H), KEYS[1], format_func=lambda h: f"head {h}" + (" (off)" if h in off else ""))
 if mystery == (module, head):
     mystery_box(head)

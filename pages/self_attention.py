@@ -8,14 +8,13 @@ from explain.textbook import thinking_machines
 from model.examples import COREFERENCE_WIDE
 from pages.content import self_attention as text
 from ui import shell
-from ui.attention_steps import coref_section, show_steps, show_why_scale
+from ui.attention_steps import coref_section, focus_line, show_steps, show_why_scale
 from ui.classroom.plans import hidden_head, mystery_box
 from ui.models import analysis, content_key, coref_defaults, current_model, projection
 from ui.self_attention_steps import matrix_section, plain_section
 from ui.state import DEFAULT_SENTENCE
 from ui.widgets import fold, md, next_link, once, pick, require_sentence, sentence_header
 from viz import attention as va
-from viz import coref as vc
 from viz import heads as vh
 
 shell.enter(__file__)  # first: re-enter through app.py if Streamlit ran this page bare
@@ -96,16 +95,7 @@ def one_head(a, cfg, focus) -> None:
                 format_func=lambda i: labels[i],
             )
         if focus is not None:
-            c = vc.coref_parts(a.prepared.tokens)
-            st.markdown(
-                text.focus(
-                    focus.layer,
-                    focus.head,
-                    *(md(va.word_of(labels[j])) for j in (c.referent, c.other, c.adjective)),
-                    focus.weight,
-                    focus.other,
-                )
-            )
+            focus_line(text, focus, a.prepared.tokens, labels)
         st.markdown(f"Query word **{md(labels[word])}**, encoder layer {layer}, head {head}.")
         if hidden_head() == (f"enc.{layer}.self_attn", head):  # the class's mystery head: hidden until the reveal
             mystery_box(head)

@@ -113,6 +113,7 @@ def test_students_exploring_the_teachers_model_share_one_copy_of_it(monkeypatch)
     read of the store, and every student's "My model" is that copy, under one cache key (so the analyses of a
     sentence are made once for all of them too); a new version is loaded afresh. (The copy is the app process's,
     whichever store holds the model: the store's side, both back-ends, is the budget's test above.)"""
+    from bench.class_models import RUN
     from classroom import MemoryClassStore
     from model import checkpoint
 
@@ -126,19 +127,7 @@ def test_students_exploring_the_teachers_model_share_one_copy_of_it(monkeypatch)
     teacher.button(key="class_start").click().run()
     code, secret = teacher.session_state["class_code"], teacher.session_state["_class_secret"]
     weights, meta = checkpoint.to_bytes(checkpoint.load(checkpoint.SHIPPED))
-    run = {
-        "settings": {},
-        "steps": [1],
-        "losses": [1.0],
-        "exact_match": None,
-        "source": "",
-        "translation": "",
-        "state": "finished",
-        "step": 1,
-        "total": 1,
-        "attention": None,
-    }
-    store.set_class_run(code, secret, {**run, "model": store.set_class_model(code, secret, weights, meta)})
+    store.set_class_run(code, secret, {**RUN, "model": store.set_class_model(code, secret, weights, meta)})
     students = [run_app(query={"class": code}) for _ in range(3)]
     for s in students:
         s.button(key="class_run_use").click().run()
@@ -148,7 +137,7 @@ def test_students_exploring_the_teachers_model_share_one_copy_of_it(monkeypatch)
     assert len({s.session_state["my_model_key"] for s in students}) == 1
     assert all(s.session_state["model"] == "mine" for s in students)
 
-    store.set_class_run(code, secret, {**run, "model": store.set_class_model(code, secret, weights, meta)})
+    store.set_class_run(code, secret, {**RUN, "model": store.set_class_model(code, secret, weights, meta)})
     students[0].run()
     students[0].button(key="class_run_use").click().run()  # version 2: loaded afresh
     assert students[0].session_state["my_model"] is not mine[0] and len(reads) == 2

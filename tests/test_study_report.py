@@ -160,38 +160,18 @@ def test_item_report_suppresses_cells_under_five_participants():
 def test_study_report_sets_feeling_of_learning_beside_gain():
     people, events = cohort(30, 1.0, A, B, seed=2)
     for i, p in enumerate(people):
-        for k, _ in SUS:
+        ratings = [(k, 3) for k, _ in SUS] + [(k, 50) for k, _ in TLX] + [(FEEL[0][0], 1 + i % 7)]
+        for k, value in ratings:
             events.append(
                 {
                     "actor": p["actor"],
                     "verb": "rated",
                     "object": f"survey/{k}",
-                    "result": {"value": 3},
+                    "result": {"value": value},
                     "context": {"phase": "survey"},
                     "timestamp": 9,
                 }
             )
-        for k, _ in TLX:
-            events.append(
-                {
-                    "actor": p["actor"],
-                    "verb": "rated",
-                    "object": f"survey/{k}",
-                    "result": {"value": 50},
-                    "context": {"phase": "survey"},
-                    "timestamp": 9,
-                }
-            )
-        events.append(
-            {
-                "actor": p["actor"],
-                "verb": "rated",
-                "object": f"survey/{FEEL[0][0]}",
-                "result": {"value": 1 + i % 7},
-                "context": {"phase": "survey"},
-                "timestamp": 9,
-            }
-        )
     rep = report.build(instrument(), people, events)
     assert rep.sus.value == 50 and rep.tlx_raw.value == 50 and len(rep.feel) == 30
     assert rep.feel_gain_rho is not None and -1 <= rep.feel_gain_rho <= 1

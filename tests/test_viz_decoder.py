@@ -23,26 +23,8 @@ from viz import decoder as vd
 from viz import decoding as vo
 from viz.embeddings import one_hot, textbook_one_hot
 
-EN = ["i", "am", "a", "student", "the", "animal", "didn't", "cross", "street", "because", "it", "was", "too", "tired"]
-FR = [
-    "je",
-    "suis",
-    "étudiant",
-    "l'",
-    "animal",
-    "n'",
-    "a",
-    "pas",
-    "traversé",
-    "la",
-    "rue",
-    "parce",
-    "qu'",
-    "il",
-    "était",
-    "trop",
-    "fatigué",
-]
+EN = "i am a student the animal didn't cross street because it was too tired".split()
+FR = "je suis étudiant l' animal n' a pas traversé la rue parce qu' il était trop fatigué".split()
 
 
 @pytest.fixture(scope="module")

@@ -162,19 +162,28 @@ class StreamlitSession:
         """Open the websocket and do the first run of `page` (a url path; "" = default page) with
         query string `query`, as a browser opening `base_url/page?query` does. Returns its seconds."""
         t = time.perf_counter()
+        await self._open()
+        self.query_string = query
+        await self._rerun(ClientState(page_script_hash="", page_name=page.strip("/")), t)
+        return time.perf_counter() - t
+
+    def upgrade_headers(self) -> dict[str, str]:
+        """The headers of the websocket's upgrade request (a browser's cookies, a proxy's address): none here."""
+        return {}
+
+    async def _open(self, *protocols: str) -> None:
+        """Open the websocket (`protocols`: more entries after the two the frontend sends) and start reading it."""
         # max_size: a page's charts can exceed websockets' 1 MiB default message size. No protocol pings:
         # a browser sends none, and a busy server answering one late would cut the session.
         self._ws = await connect(
             self.ws_url,
-            subprotocols=["streamlit", "PLACEHOLDER_AUTH_TOKEN"],
+            subprotocols=["streamlit", "PLACEHOLDER_AUTH_TOKEN", *protocols],
             max_size=None,
             ping_interval=None,
             open_timeout=self.timeout,
+            additional_headers=self.upgrade_headers() or None,
         )
         self._reader = asyncio.create_task(self._read())
-        self.query_string = query
-        await self._rerun(ClientState(page_script_hash="", page_name=page.strip("/")), t)
-        return time.perf_counter() - t
 
     async def close(self) -> None:
         self.follow_events = False

@@ -7,6 +7,8 @@ encoder-side pages share: a figure with its computed notice line and its exact n
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import streamlit as st
 
 from explain.experiments import dot_product_samples, one_head_left, saturation, summarize
@@ -23,6 +25,23 @@ from viz import coref as vc
 from viz import heads as vh
 from viz import scaling as vs
 from viz.attention import Projection, WordSteps, dims, step_table, z_table
+
+
+def word_row(vector, label: str, title: str, key: str, y_title: str, content: tuple | None = None) -> None:
+    """One word's vector (`label`) as a [1, d] heatmap."""
+    d = len(vector)
+    figure(
+        vector[None],
+        dims(d),
+        [label],
+        "activations",
+        title=title,
+        shape=f"[1, {d}]",
+        key=key,
+        x_title="dimension",
+        y_title=y_title,
+        content=content,
+    )
 
 
 def show_projection(p: Projection, query_label: str, key: str, content: tuple | None = None) -> None:
@@ -61,28 +80,8 @@ def show_projection(p: Projection, query_label: str, key: str, content: tuple | 
                 y_title="x dimension",
             )
         with c2:
-            figure(
-                p.x[None],
-                dims(D),
-                [query_label],
-                "activations",
-                title=f"x of {md(query_label)}",
-                shape=f"[1, {D}]",
-                key=f"{key}x",
-                x_title="dimension",
-                y_title="word",
-            )
-            figure(
-                p.computed("q")[None],
-                dims(d_k),
-                [query_label],
-                "activations",
-                title="q = x·W^Q + b^Q",
-                shape=f"[1, {d_k}]",
-                key=f"{key}q",
-                x_title="dimension",
-                y_title="query",
-            )
+            word_row(p.x, query_label, f"x of {md(query_label)}", f"{key}x", "word")
+            word_row(p.computed("q"), query_label, "q = x·W^Q + b^Q", f"{key}q", "query")
 
 
 def show_steps(
@@ -110,47 +109,29 @@ def show_steps(
     if proj is not None:
         show_projection(proj, query_label, key, content)
     else:
+        word_row(s.q, query_label, f"q of {md(query_label)}", f"{key}q", "query", content)
+
+    def per_word(matrix, title: str, name: str, y_title: str, note: Callable[[], str | None]) -> None:
+        """A [words, d_k] matrix, one row per key word; `name` ends its widget key."""
         figure(
-            s.q[None],
+            matrix,
             dims(s.d_k),
-            [query_label],
+            key_labels,
             "activations",
-            title=f"q of {md(query_label)}",
-            shape=f"[1, {s.d_k}]",
-            key=f"{key}q",
+            title=title,
+            shape=f"[{len(key_labels)}, {s.d_k}]",
+            key=f"{key}{name}",
             x_title="dimension",
-            y_title="query",
+            y_title=y_title,
+            note=note,
             content=content,
         )
+
     c1, c2 = st.columns(2)
     with c1:
-        figure(
-            s.k,
-            dims(s.d_k),
-            key_labels,
-            "activations",
-            title="k of every word",
-            shape=f"[{len(key_labels)}, {s.d_k}]",
-            key=f"{key}k",
-            x_title="dimension",
-            y_title="key",
-            note=lambda: va.keys_notice(s, key_labels, query_label),
-            content=content,
-        )
+        per_word(s.k, "k of every word", "k", "key", lambda: va.keys_notice(s, key_labels, query_label))
     with c2:
-        figure(
-            s.v,
-            dims(s.d_k),
-            key_labels,
-            "activations",
-            title="v of every word",
-            shape=f"[{len(key_labels)}, {s.d_k}]",
-            key=f"{key}v",
-            x_title="dimension",
-            y_title="value",
-            note=lambda: va.values_notice(s, key_labels),
-            content=content,
-        )
+        per_word(s.v, "v of every word", "v", "value", lambda: va.values_notice(s, key_labels))
 
     def scores() -> None:
         st.subheader(f"2 · Score, divide by √d_k = {s.sqrt_dk:.4g}, softmax")
@@ -173,19 +154,7 @@ def show_steps(
         st.subheader("3 · Weight each value, add them up: z")
 
     once(f"attention_steps.{key}scores", content, scores)
-    figure(
-        s.weighted,
-        dims(s.d_k),
-        key_labels,
-        "activations",
-        title="weight × v, one row per word",
-        shape=f"[{len(key_labels)}, {s.d_k}]",
-        key=f"{key}wv",
-        x_title="dimension",
-        y_title="word",
-        note=lambda: va.weighted_notice(s, key_labels),
-        content=content,
-    )
+    per_word(s.weighted, "weight × v, one row per word", "wv", "word", lambda: va.weighted_notice(s, key_labels))
     once(f"attention_steps.{key}z", content, lambda: (st.latex(r"z = \sum_j a_j\, v_j"), notice(va.z_notice(s))))
     with fold("Exact numbers · z", f"{key}z_numbers") as shown:
         if shown:
@@ -297,6 +266,21 @@ def show_decision(texts: tuple[str, ...], key: str) -> None:
 
 def _set_sentence(sentence: str) -> None:
     st.session_state["sentence"] = sentence
+
+
+def focus_line(text, focus: vc.CorefFocus, tokens: tuple[str, ...], labels: list[str]) -> None:
+    """Why the layer and head pickers opened on `focus` (on the coreference sentence), in the page's words
+    (`text.focus`), naming the referent, the other noun and the adjective by their `labels`."""
+    c = vc.coref_parts(tokens)
+    st.markdown(
+        text.focus(
+            focus.layer,
+            focus.head,
+            *(md(va.word_of(labels[j])) for j in (c.referent, c.other, c.adjective)),
+            focus.weight,
+            focus.other,
+        )
+    )
 
 
 def coref_section(pair: tuple[str, str], cfg, key: str, prose) -> None:

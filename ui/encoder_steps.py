@@ -32,33 +32,21 @@ def layer_norm_section(
     st.latex(text.NORMALISE_LATEX)
     st.markdown(text.normalise(pre))
     once("encoder.norm", here, lambda: small_table(norm_stats(ln, labels), hide_index=True))
-    c1, c2 = st.columns(2)
-    with c1:
-        figure(
-            ln.x,
-            dims(D),
-            labels,
-            "activations",
-            title="before: x",
-            shape=f"[{len(labels)}, {D}]",
-            key=f"{P}ln_x",
-            x_title="dimension",
-            y_title="word",
-            note=vl.norm_notice(ln, labels, before=True),
-        )
-    with c2:
-        figure(
-            ln.normed,
-            dims(D),
-            labels,
-            "activations",
-            title="after: x̂ (mean 0, variance 1)",
-            shape=f"[{len(labels)}, {D}]",
-            key=f"{P}ln_normed",
-            x_title="dimension",
-            y_title="word",
-            note=vl.norm_notice(ln, labels, before=False),
-        )
+    before_after = ((ln.x, "before: x", "ln_x", True), (ln.normed, "after: x̂ (mean 0, variance 1)", "ln_normed", False))
+    for column, (values, title, suffix, before) in zip(st.columns(2), before_after, strict=True):
+        with column:
+            figure(
+                values,
+                dims(D),
+                labels,
+                "activations",
+                title=title,
+                shape=f"[{len(labels)}, {D}]",
+                key=f"{P}{suffix}",
+                x_title="dimension",
+                y_title="word",
+                note=vl.norm_notice(ln, labels, before=before),
+            )
 
     st.header("LayerNorm, step 2: scale and shift with learned γ and β")
     st.latex(r"\mathrm{LayerNorm}(x) = \gamma \odot \hat x + \beta")

@@ -21,7 +21,7 @@ from model.pipeline import Analysis
 from ui import page_list, replay, shell
 from ui.state import controls_are_mine
 from ui.style import PRESENTER_SCALE, chart_font, presenter
-from viz.heatmap import as_array, heatmap, table
+from viz.heatmap import as_array, heatmap, outline, table
 from viz.margins import fit_rows, reserve
 
 NO_BAR = {"displayModeBar": False}
@@ -216,16 +216,7 @@ def _heatmap(
 ) -> None:
     fig = heatmap(z, list(x_labels), list(y_labels), kind, **dict(settings))
     if mark_row is not None:
-        fig.add_shape(
-            type="rect",
-            xref="x",
-            yref="y",
-            x0=-0.5,
-            x1=len(x_labels) - 0.5,
-            y0=mark_row - 0.5,
-            y1=mark_row + 0.5,
-            line={"color": "#d62728", "width": 3},
-        )
+        outline(fig, (mark_row, mark_row), (0, len(x_labels) - 1))
     scale = PRESENTER_SCALE if presenter_mode else 1.0
     fit_rows(reserve(chart_font(fig, presenter_mode), scale), scale)
     st.plotly_chart(fig, key=key, alt=alt[:600], config=NO_BAR)

@@ -20,7 +20,7 @@ from explain.experiments import OneHeadLeft
 from model.pipeline import Analysis
 from model.trace import Trace
 from viz.attention import dims, module_name
-from viz.heatmap import as_array, heatmap
+from viz.heatmap import as_array, heatmap, outline
 
 OFF_OPACITY = 0.3  # a switched-off head is drawn faded
 
@@ -55,16 +55,7 @@ def head_figure(
         height=height,
     )
     if mark_row is not None:
-        fig.add_shape(
-            type="rect",
-            xref="x",
-            yref="y",
-            x0=-0.5,
-            x1=len(x_labels) - 0.5,
-            y0=mark_row - 0.5,
-            y1=mark_row + 0.5,
-            line={"color": "#d62728", "width": 3},
-        )
+        outline(fig, (mark_row, mark_row), (0, len(x_labels) - 1))
     fig.update_traces(showscale=False, texttemplate=None)
     if off:
         fig.update_traces(opacity=OFF_OPACITY)

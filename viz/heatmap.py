@@ -146,6 +146,24 @@ def heatmap(
     return fig
 
 
+MARKED = "#d62728"  # the frame of the row a notice talks about
+
+
+def outline(fig: go.Figure, rows: tuple[int, int], cols: tuple[int, int], color: str = MARKED) -> None:
+    """A frame of `color` around the cells of rows rows[0]..rows[1] and columns cols[0]..cols[1] (both ends
+    included, counted from 0 as the heatmap's categories)."""
+    fig.add_shape(
+        type="rect",
+        xref="x",
+        yref="y",
+        x0=cols[0] - 0.5,
+        x1=cols[1] + 0.5,
+        y0=rows[0] - 0.5,
+        y1=rows[1] + 0.5,
+        line={"color": color, "width": 3},
+    )
+
+
 def table(values, x_labels: list[str], y_labels: list[str], digits: int = 4) -> pd.DataFrame:
     """The exact numbers of a matrix, labelled like the heatmap (-inf stays -inf)."""
     z = as_array(values)

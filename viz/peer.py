@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import plotly.graph_objects as go
 
-from viz.heatmap import SCALES
+from viz.heatmap import SCALES, outline
 
 FIRST, SECOND, RIGHT = "#9ecae1", "#08519c", "#2ca02c"
 HIDDEN, ROW = "#f2f2f2", "#deebf7"
@@ -97,16 +97,7 @@ def click_grid(rows: Sequence[str], cols: Sequence[str], row: int | None, mine: 
         hovertemplate="row %{y}<br>column %{x}<br>click to choose this cell<extra></extra>",
     )
     if row is not None:
-        fig.add_shape(
-            type="rect",
-            xref="x",
-            yref="y",
-            x0=-0.5,
-            x1=len(cols) - 0.5,
-            y0=row - 0.5,
-            y1=row + 0.5,
-            line={"color": ASKED, "width": 3},
-        )
+        outline(fig, (row, row), (0, len(cols) - 1), ASKED)
     if mine is not None:
         r, c = divmod(mine, len(cols))
         fig.add_shape(
@@ -139,16 +130,7 @@ def _grid(z, rows: Sequence[str], cols: Sequence[str], answer: int | None, title
     fig = go.Figure(go.Heatmap(z=z, x=list(cols), y=list(rows), showscale=False, xgap=1, ygap=1, **trace))
     if answer is not None:
         r, c = divmod(answer, len(cols))
-        fig.add_shape(
-            type="rect",
-            xref="x",
-            yref="y",
-            x0=c - 0.5,
-            x1=c + 0.5,
-            y0=r - 0.5,
-            y1=r + 0.5,
-            line={"color": RIGHT, "width": 3},
-        )
+        outline(fig, (r, r), (c, c), RIGHT)
     fig.update_layout(
         title={"text": title},
         height=max(300, min(660, 110 + 30 * len(rows))),

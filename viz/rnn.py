@@ -375,24 +375,16 @@ def length_figure(data: dict) -> go.Figure:
     rows = data["accuracy_by_length"]["rows"]
     x = [r["bucket"] for r in rows]
     fig = go.Figure()
-    fig.add_trace(
-        go.Bar(
-            x=x,
-            y=[100 * r["rnn"] for r in rows],
-            name="RNN",
-            marker_color=RNN_COLOUR,
-            text=[f"{100 * r['rnn']:.0f}%" for r in rows],
+    for model, name, colour in (("rnn", "RNN", RNN_COLOUR), ("transformer", "Transformer", TRANSFORMER_COLOUR)):
+        fig.add_trace(
+            go.Bar(
+                x=x,
+                y=[100 * r[model] for r in rows],
+                name=name,
+                marker_color=colour,
+                text=[f"{100 * r[model]:.0f}%" for r in rows],
+            )
         )
-    )
-    fig.add_trace(
-        go.Bar(
-            x=x,
-            y=[100 * r["transformer"] for r in rows],
-            name="Transformer",
-            marker_color=TRANSFORMER_COLOUR,
-            text=[f"{100 * r['transformer']:.0f}%" for r in rows],
-        )
-    )
     fig.update_layout(barmode="group")
     fig = _layout(fig, "source length (words)", "held-out exact match, %")
     fig.update_xaxes(type="category")

@@ -62,14 +62,14 @@ def sidebar(roster: list[dict]) -> None:
     """The teacher's sidebar: the roster in one line, and "Bring everyone back" while anyone explores."""
     st.caption(roster_line(roster))
     c = roster_counts(roster)
+    bring_back(c, "class_bring_back", help="Every student follows your screen again (also those who chose to explore).")
+
+
+def bring_back(c: dict[str, int], key: str, **style: str) -> None:
+    """The button "Bring everyone back" (every student follows again), while anyone explores or left; `c`: its
+    roster_counts."""
     if c["free"] + c["chose"] + c["left"]:
-        st.button(
-            "Bring everyone back",
-            key="class_bring_back",
-            icon=":material/group_add:",
-            on_click=plans.bring_back,
-            help="Every student follows your screen again (also those who chose to explore).",
-        )
+        st.button("Bring everyone back", key=key, icon=":material/group_add:", on_click=plans.bring_back, **style)
 
 
 def section(console: bool) -> None:
@@ -85,14 +85,7 @@ def section(console: bool) -> None:
         st.metric("Exploring", c["free"] + c["chose"], border=True)
         st.metric("Left without choosing to", c["left"], border=True)
         st.metric("Away", c["away"], border=True)
-    if c["free"] + c["chose"] + c["left"]:
-        st.button(
-            "Bring everyone back",
-            key="class_bring_back_console",
-            icon=":material/group_add:",
-            on_click=plans.bring_back,
-            type="primary" if c["left"] else "secondary",
-        )
+    bring_back(c, "class_bring_back_console", type="primary" if c["left"] else "secondary")
     if plans.pace()["paused"]:
         st.caption(":material/pause: The class is paused: every student sees “Eyes on the projector”.")
     if not roster:

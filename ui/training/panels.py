@@ -7,6 +7,8 @@ for the trained or uploaded model. The figures come from `viz.training`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import streamlit as st
 
 from model.checkpoint import Bundle, to_bytes
@@ -214,25 +216,26 @@ def live_status() -> None:
 def handover_downloads(message: str, files: tuple[bytes, bytes]) -> None:
     """A trained model the app could not load: why, and its two files to download all the same."""
     st.warning(message)
-    d1, d2, _ = st.columns(3)
-    d1.download_button(
-        "Download weights (.safetensors)",
-        data=files[0],
-        file_name="my_model.safetensors",
-        mime="application/octet-stream",
-        on_click="ignore",
-        key="training_rescue_weights",
-        icon=":material/download:",
+    model_downloads(files[0], files[1], "training_rescue")
+
+
+def model_downloads(weights: bytes | Callable[[], bytes], config: bytes | Callable[[], bytes], key: str) -> None:
+    """A model's two files (or the functions that make them, called on the click) as two download buttons, of
+    widget keys `key`_weights and `key`_json."""
+    files = (
+        ("Download weights (.safetensors)", weights, "safetensors", "application/octet-stream", "weights"),
+        ("Download config (.json)", config, "json", "application/json", "json"),
     )
-    d2.download_button(
-        "Download config (.json)",
-        data=files[1],
-        file_name="my_model.json",
-        mime="application/json",
-        on_click="ignore",
-        key="training_rescue_json",
-        icon=":material/download:",
-    )
+    for column, (label, data, ext, mime, name) in zip(st.columns(3), files, strict=False):  # (a third: room)
+        column.download_button(
+            label,
+            data=data,
+            file_name=f"my_model.{ext}",
+            mime=mime,
+            on_click="ignore",
+            key=f"{key}_{name}",
+            icon=":material/download:",
+        )
 
 
 def live_figures() -> None:
@@ -352,23 +355,4 @@ def my_model_card(mine: Bundle | None) -> None:
         st.button(
             "Use my model on every page", on_click=on_use_mine, key="training_use_mine", icon=":material/swap_horiz:"
         )
-    d1, d2, _ = st.columns(3)
-    stem = "my_model"
-    d1.download_button(
-        "Download weights (.safetensors)",
-        data=lambda b=mine: to_bytes(b)[0],
-        file_name=f"{stem}.safetensors",
-        mime="application/octet-stream",
-        on_click="ignore",
-        key="training_download_weights",
-        icon=":material/download:",
-    )
-    d2.download_button(
-        "Download config (.json)",
-        data=lambda b=mine: to_bytes(b)[1],
-        file_name=f"{stem}.json",
-        mime="application/json",
-        on_click="ignore",
-        key="training_download_json",
-        icon=":material/download:",
-    )
+    model_downloads(lambda b=mine: to_bytes(b)[0], lambda b=mine: to_bytes(b)[1], "training_download")
