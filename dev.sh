@@ -2,7 +2,7 @@
 # Glass Transformer's one entry point. Sets everything up on a fresh machine, then:
 #   ./dev.sh app     start the app           (http://localhost:8501)
 #   ./dev.sh test    run every test: lint, types, unit, app (AppTest), services and browser tests (Chromium)
-#   ./dev.sh test fast   lint, types, unit and app tests only (no servers, no browser: a few minutes)
+#   ./dev.sh test fast   lint, types, unit and app tests only (no servers, no browser: about 20 min on 2 cores)
 #   ./dev.sh bench   run the benchmark scripts and print their figures
 #   ./dev.sh serve   several app processes behind HAProxy, + redis-server and training queue workers
 #                    (--replicas N --workers W --port 8500)
