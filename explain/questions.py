@@ -30,7 +30,7 @@ from torch import Tensor
 
 from model.checkpoint import Bundle
 from model.pipeline import Analysis, Prepared, analyse, prepare
-from model.trace import Interventions, attention_modules
+from model.trace import Interventions, attention_modules, describe_module
 from model.transformer import Config
 from model.vocab import BOS, EOS, PAD, UNK
 
@@ -149,10 +149,7 @@ def next_word(a: Analysis, tgt_itos: list[str], position: int | None = None) -> 
 
 # -- switching a head off -------------------------------------------------------------------------------
 def head_label(module: str, head: int) -> str:
-    stack, layer, kind = module.split(".")
-    where = {"enc": "encoder", "dec": "decoder"}[stack]
-    what = {"self_attn": "self-attention", "cross_attn": "encoder-decoder attention"}[kind]
-    return f"head {head} of {where} layer {layer}'s {what}"
+    return f"head {head} of {describe_module(module)}"
 
 
 def all_heads(bundle: Bundle) -> list[tuple[str, int]]:

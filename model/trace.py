@@ -78,6 +78,17 @@ def attention_modules(cfg: Depth) -> list[str]:
     ]
 
 
+def describe_module(module: str, short: bool = False) -> str:
+    """An attention module's name in words: "dec.1.cross_attn" -> "decoder layer 1's encoder-decoder attention",
+    or with `short` (a picker's option) "decoder L1 cross-attn"."""
+    stack, layer, kind = module.split(".")
+    where = {"enc": "encoder", "dec": "decoder"}[stack]
+    if short:
+        return f"{where} L{layer} {kind.replace('_attn', '-attn')}"
+    what = {"self_attn": "self-attention", "cross_attn": "encoder-decoder attention"}[kind]
+    return f"{where} layer {layer}'s {what}"
+
+
 @dataclass(frozen=True)
 class Patch:
     """Put `values` where `name[at]` is, in the run that carries this patch (activation patching).

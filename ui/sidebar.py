@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from model.trace import attention_modules
+from model.trace import attention_modules, describe_module
 from model.transformer import Config
 from ui.models import available_shipped, current_model
 from ui.state import (
@@ -28,10 +28,7 @@ def all_heads(cfg: Config) -> list[str]:
 
 def head_label(key: str) -> str:
     module, _, head = key.partition(":")
-    stack, layer, kind = module.split(".")
-    where = {"enc": "encoder", "dec": "decoder"}[stack]
-    what = {"self_attn": "self-attn", "cross_attn": "cross-attn"}[kind]
-    return f"{where} L{layer} {what} · head {head}"
+    return f"{describe_module(module, short=True)} · head {head}"
 
 
 def settle_shared() -> list[str]:
