@@ -117,6 +117,20 @@ class PageFigures:
     def ratios(self) -> list[float]:
         return [a / b for a, b in zip(self.nav, self.bare, strict=False) if b]
 
+    def times(self) -> str:
+        """The tables' three columns: the medians of a navigation, a new sentence and a toggle."""
+        return f"{fmt_s(med(self.nav))} {fmt_s(med(self.sentence)):>8s} {fmt_s(med(self.toggle))}"
+
+    def notes(self, error: str, bare: str) -> str:
+        """What follows a row: the navigation's CPU time (--cpu), the error (after `error`), and the navigation
+        against the bare page's (--bare; `bare` between "vs bare" and the ratios)."""
+        ratios = self.ratios()
+        return (
+            (f"  nav CPU {med(self.nav_cpu):.3f}s" if self.nav_cpu else "")
+            + (f"  {error}{self.error}" if self.error else "")
+            + (f"  vs bare{bare}: median {statistics.median(ratios):.2f}x, worst {max(ratios):.2f}x" if ratios else "")
+        )
+
 
 class Tab:
     """One browser context + page on one server, counting the websocket bytes it receives."""
@@ -349,18 +363,12 @@ def print_row(title: str, row: list[PageFigures | None], names: list[str]) -> No
         c = f.counts
         kb = med([b / 1000 for b in f.bytes])
         print(
-            f"  {name:24s} {fmt_s(med(f.nav))} {fmt_s(med(f.sentence)):>8s} {fmt_s(med(f.toggle))}  "
+            f"  {name:24s} {f.times()}  "
             f"{c.get('charts', '-'):>6} {c.get('drawn', '-'):>5} {c.get('in_view', '-'):>7} "
             f"{c.get('tables', '-'):>6} "
             f"{kb if kb is None else round(kb):>8}"
-            + (f"  nav CPU {med(f.nav_cpu):.3f}s" if f.nav_cpu else "")
-            + (f"  ERROR {f.error}" if f.error else "")
-            + (
-                f"  vs bare ({c.get('drawn')} heatmaps): median {statistics.median(f.ratios()):.2f}x, worst "
-                f"{max(f.ratios()):.2f}x (bare nav {med(f.bare):.2f}s)"
-                if f.ratios()
-                else ""
-            ),
+            + f.notes("ERROR ", f" ({c.get('drawn')} heatmaps)")
+            + (f" (bare nav {med(f.bare):.2f}s)" if f.ratios() else ""),
             flush=True,
         )
 
@@ -380,15 +388,7 @@ def print_summary(results: dict[str, list[PageFigures | None]], names: list[str]
             worst = max((m for m in (med(f.nav), med(f.sentence), med(f.toggle)) if m is not None), default=None)
             ok = not f.error and worst is not None and worst <= TARGET_S and f.counts.get("drawn", 99) <= TARGET_CHARTS
             print(
-                f"  {title:30s} {fmt_s(med(f.nav))} {fmt_s(med(f.sentence)):>8s} {fmt_s(med(f.toggle))} "
-                f"{f.counts.get('drawn', '-'):>6}  {'OK' if ok else 'SLOW'}"
-                + (f"  nav CPU {med(f.nav_cpu):.3f}s" if f.nav_cpu else "")
-                + (f"  {f.error}" if f.error else "")
-                + (
-                    f"  vs bare: median {statistics.median(f.ratios()):.2f}x, worst {max(f.ratios()):.2f}x"
-                    if f.ratios()
-                    else ""
-                )
+                f"  {title:30s} {f.times()} {f.counts.get('drawn', '-'):>6}  {'OK' if ok else 'SLOW'}" + f.notes("", "")
             )
 
 

@@ -56,7 +56,7 @@ from pathlib import Path
 
 import websockets
 
-from serving.processes import start_app
+from serving.processes import Child, start_app
 from serving.replicas import Cluster
 from tools.class_soak import dropped as dropped_out
 from tools.ws_client import StreamlitSession
@@ -805,6 +805,14 @@ def _button(s: StreamlitSession, key: str) -> list[bool]:
     ]
 
 
+def class_server(processes: int, log: str) -> Child | Cluster:
+    """The class's server: one `streamlit run app.py` (memory store), or `processes` app processes behind HAProxy
+    with Redis; one address may hold every simulated student."""
+    if not processes:
+        return start_app(log=Path("/tmp") / log, timeout=120, extra_env=ONE_ADDRESS)
+    return Cluster(replicas=processes, timeout=120, workers=0, env=ONE_ADDRESS).start()
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("what", choices=("follow", "throughput", "failover", "chaos", "votes"))
@@ -832,11 +840,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     out: dict = {"what": args.what}
     if args.what == "follow":
-        server = (
-            start_app(log=Path("/tmp") / "glass-classroom-load.log", timeout=120, extra_env=ONE_ADDRESS)
-            if not args.processes
-            else Cluster(replicas=args.processes, timeout=120, workers=0, env=ONE_ADDRESS).start()
-        )
+        server = class_server(args.processes, "glass-classroom-load.log")
         pids = [server.proc.pid] if not args.processes else [a.proc.pid for a in server.apps]
         out["processes"] = args.processes or "one streamlit run app.py (memory store)"
         try:
@@ -905,11 +909,7 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             server.stop()
     elif args.what == "votes":
-        server = (
-            start_app(log=Path("/tmp") / "glass-classroom-votes.log", timeout=120, extra_env=ONE_ADDRESS)
-            if not args.processes
-            else Cluster(replicas=args.processes, timeout=120, workers=0, env=ONE_ADDRESS).start()
-        )
+        server = class_server(args.processes, "glass-classroom-votes.log")
         out["processes"] = (
             f"{args.processes} app processes behind HAProxy, Redis"
             if args.processes

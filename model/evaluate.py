@@ -48,15 +48,6 @@ class Metrics:
     n: int  # pairs scored
     n_coref: int = 0  # coref pairs scored for il/elle
 
-    def as_dict(self) -> dict[str, float | None]:
-        return {
-            "exact_match": self.exact_match,
-            "bleu": self.bleu,
-            "coref_accuracy": self.coref_accuracy,
-            "n": self.n,
-            "n_coref": self.n_coref,
-        }
-
 
 def translate_batch(
     bundle: Bundle, sources: list[str], interventions: Interventions | None = None, batch_size: int = 256

@@ -172,34 +172,23 @@ def bleu_figure(frame: pd.DataFrame) -> go.Figure:
     )
     colours = {"EN-DE": "#1f77b4", "EN-FR": "#ff7f0e"}
     models = list(frame["model"])
+    # the panel's column, the frame's column, the bars' name, their opacity, the hover's number
+    panels = ((1, "BLEU", "BLEU", None, "%{y}"), (2, "training FLOPs", "FLOPs", 0.6, "%{y:.1e}"))
     for pair in ("EN-DE", "EN-FR"):
-        bleu = [None if pd.isna(v) else float(v) for v in frame[f"BLEU {pair}"]]
-        cost = [None if pd.isna(v) else float(v) for v in frame[f"training FLOPs {pair}"]]
-        fig.add_trace(
-            go.Bar(
-                name=f"BLEU {pair}",
-                x=models,
-                y=bleu,
-                marker_color=colours[pair],
-                legendgroup=pair,
-                hovertemplate="%{x}<br>BLEU " + pair + ": %{y}<extra></extra>",
-            ),
-            row=1,
-            col=1,
-        )
-        fig.add_trace(
-            go.Bar(
-                name=f"FLOPs {pair}",
-                x=models,
-                y=cost,
-                marker_color=colours[pair],
-                opacity=0.6,
-                legendgroup=pair,
-                hovertemplate="%{x}<br>FLOPs " + pair + ": %{y:.1e}<extra></extra>",
-            ),
-            row=1,
-            col=2,
-        )
+        for col, column, name, opacity, number in panels:
+            fig.add_trace(
+                go.Bar(
+                    name=f"{name} {pair}",
+                    x=models,
+                    y=[None if pd.isna(v) else float(v) for v in frame[f"{column} {pair}"]],
+                    marker_color=colours[pair],
+                    opacity=opacity,
+                    legendgroup=pair,
+                    hovertemplate=f"%{{x}}<br>{name} {pair}: {number}<extra></extra>",
+                ),
+                row=1,
+                col=col,
+            )
     fig.update_layout(
         barmode="group",
         height=460,

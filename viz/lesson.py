@@ -32,6 +32,7 @@ from viz.lesson_base import (  # noqa: F401 - CONFIG, context, PARKING_WHY: the 
     dims,
     plain_table,
     q,
+    vectors,
     word,
 )
 
@@ -162,13 +163,11 @@ def _embedding(c: Context) -> View:
     a = c.a
     e = lesson.embedding(a, c.f.word)
     x = a.trace["src.embed"][0]
-    fig = heatmap(
+    fig = vectors(
         x,
-        dims(x.shape[1]),
         a.src_labels,
-        "activations",
-        x_title="dimension",
-        y_title="token",
+        "dimension",
+        "token",
         title="the rows after × √d_model (src.embed)",
         height=max(240, min(540, 90 + 30 * x.shape[0])),
     )
@@ -213,7 +212,7 @@ def _positional(c: Context) -> View:
     labels = a.src_labels
     if not p.on:
         x = a.trace["src.input"][0]
-        fig = heatmap(x, dims(x.shape[1]), labels, "activations", x_title="dimension", y_title="position")
+        fig = vectors(x, labels, "dimension", "position")
         return View(
             fig,
             notice_positional(p, labels[pos], labels[c.f.word]),

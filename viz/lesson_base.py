@@ -12,6 +12,7 @@ import plotly.graph_objects as go
 
 from explain import lesson
 from model.pipeline import Analysis
+from viz.heatmap import heatmap
 
 BLUE, GREEN, GREY, ORANGE = "#1f77b4", "#2ca02c", "#9e9e9e", "#ff7f0e"
 CONFIG = {"displayModeBar": False}
@@ -131,3 +132,8 @@ def plain_table(columns: dict[str, list], height: int | None = None) -> go.Figur
 
 def dims(n: int) -> list[str]:
     return [str(i) for i in range(n)]
+
+
+def vectors(x, labels: list[str], x_title: str, y_title: str, **kw) -> go.Figure:
+    """A [rows, d] matrix of vectors as a heatmap: one row a label (a token, a position), its d numbers as columns."""
+    return heatmap(x, dims(x.shape[1]), labels, "activations", x_title=x_title, y_title=y_title, **kw)

@@ -23,7 +23,7 @@ from explain.textbook import D_K, WORDS, thinking_machines
 from viz import attention as va
 from viz.heatmap import SCALES, as_array, count, heatmap, table
 from viz.layers import attention_input
-from viz.lesson_base import BLUE, GREEN, GREY, PARKING_WHY, Context, View, bars, dims, layout, parks, q, word
+from viz.lesson_base import BLUE, GREEN, GREY, PARKING_WHY, Context, View, bars, dims, layout, parks, q, vectors, word
 
 PARK_NOTE = 0.1  # z's notice explains parking when <eos> is among its 3 largest weights with at least this
 
@@ -289,15 +289,7 @@ def _z(c: Context) -> View:
     rows = np.vstack([w * v, z])
     labels = [f"{r.weights[j]:.3f} · v({word(lab)})" for j, lab in enumerate(r.key_labels)] + ["z = sum"]
     labels = [f"{i}: {lab}" for i, lab in enumerate(labels)]  # unique axis labels
-    fig = heatmap(
-        rows,
-        dims(v.shape[1]),
-        labels,
-        "activations",
-        x_title="dimension",
-        y_title="",
-        height=max(240, min(560, 60 + 30 * len(labels))),
-    )
+    fig = vectors(rows, labels, "dimension", "", height=max(240, min(560, 60 + 30 * len(labels))))
     off = (r.module, r.head) in a.interventions.heads_off
     return View(fig, notice_z(r, off), table(rows, dims(v.shape[1]), labels), textbook_line("z"), _head_off(c))
 
@@ -361,14 +353,8 @@ def _concat(c: Context) -> View:
     x = _enc(c, "self_attn.concat")[0]
     cc = lesson.concat(a, f)
     n_heads = _enc(c, "self_attn.z").shape[1]
-    fig = heatmap(
-        x,
-        dims(x.shape[1]),
-        a.src_labels,
-        "activations",
-        x_title="dimension (head 0 | head 1 | …)",
-        y_title="token",
-        height=max(220, min(520, 60 + 30 * x.shape[0])),
+    fig = vectors(
+        x, a.src_labels, "dimension (head 0 | head 1 | …)", "token", height=max(220, min(520, 60 + 30 * x.shape[0]))
     )
     d_k = x.shape[1] // n_heads
     for h in range(1, n_heads):

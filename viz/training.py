@@ -111,29 +111,18 @@ def lr_figure(total_steps: int, d_model: int, warmup: int, scale: float = 1.0, c
     Trace names: "learning rate" (one point per step, 1..total_steps), "peak", "now" (when given).
     """
     x, y = _thin(np.arange(1, total_steps + 1), schedule(total_steps, d_model, warmup, scale))
+
+    def point(step: int, name: str, marker: dict) -> go.Scatter:
+        """The schedule's value at `step`, marked on the curve."""
+        return go.Scatter(x=[step], y=[rate(step, d_model, warmup, scale)], name=name, mode="markers", marker=marker)
+
     fig = go.Figure(go.Scatter(x=x, y=y, name="learning rate", mode="lines", line={"color": COLORS["lr"], "width": 2}))
     if warmup <= total_steps:
-        fig.add_trace(
-            go.Scatter(
-                x=[warmup],
-                y=[rate(warmup, d_model, warmup, scale)],
-                name="peak",
-                mode="markers",
-                marker={"color": COLORS["lr"], "size": 9, "symbol": "diamond"},
-            )
-        )
+        fig.add_trace(point(warmup, "peak", {"color": COLORS["lr"], "size": 9, "symbol": "diamond"}))
     if current is not None and current >= 1:
         now = min(current, total_steps)
         fig.add_vline(x=now, line={"color": COLORS["now"], "dash": "dot"})
-        fig.add_trace(
-            go.Scatter(
-                x=[now],
-                y=[rate(now, d_model, warmup, scale)],
-                name="now",
-                mode="markers",
-                marker={"color": COLORS["now"], "size": 10},
-            )
-        )
+        fig.add_trace(point(now, "now", {"color": COLORS["now"], "size": 10}))
     fig.update_yaxes(exponentformat="e")
     return _layout(fig, "Learning-rate schedule", "step", "learning rate", height=280)
 
