@@ -2,7 +2,7 @@
 # Glass Transformer's one entry point. Sets everything up on a fresh machine, then:
 #   ./dev.sh app     start the app           (http://localhost:8501)
 #   ./dev.sh test    run every test: lint, types, unit, app (AppTest), services and browser tests (Chromium)
-#   ./dev.sh test fast   lint, types, unit and app tests only (no servers, no browser: about 20 min on 2 cores)
+#   ./dev.sh test fast   lint, types, unit and app tests only (no servers, no processes, no browser)
 #   ./dev.sh bench   run the benchmark scripts and print their figures
 #   ./dev.sh serve   several app processes behind HAProxy, + redis-server and training queue workers
 #                    (--replicas N --workers W --port 8500)
@@ -85,12 +85,15 @@ case "$cmd" in
     .venv/bin/ruff check .
     .venv/bin/ruff format --check .  # the style: black's at 120 columns (pyproject.toml)
     .venv/bin/mypy  # strict types on the packages pyproject's [tool.mypy] lists
-    # The tiers (tests/conftest.py). Unit and app tests compute in this process only: they run on every core
-    # (pytest-xdist, each file in one worker). Services and browser tests start servers and wait on them, so they
-    # run one at a time, as a class's timings assume. pytest exits 5 when it selects no test: that is a failure
-    # here too, unless the other run ran tests (extra arguments such as a file may select from one tier only).
+    # The tiers (tests/conftest.py). Unit and app tests compute in this process only, processes tests in a training
+    # or command-line process they start: they run on every core (pytest-xdist, each file in one worker). Services
+    # and browser tests start servers and wait on them, so they run one at a time, as a class's timings assume.
+    # pytest exits 5 when it selects no test: that is a failure here too, unless the other run ran tests (extra
+    # arguments such as a file may select from one tier only).
+    tiers="unit or app or processes"
+    if [ "$fast" = 1 ]; then tiers="unit or app"; fi
     set +e
-    .venv/bin/python -m pytest -m "unit or app" -n auto --maxprocesses 4 --dist loadfile "$@"
+    .venv/bin/python -m pytest -m "$tiers" -n auto --maxprocesses 4 --dist loadfile "$@"
     first=$?
     set -e
     if [ "$fast" = 1 ]; then exit "$first"; fi

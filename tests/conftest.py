@@ -95,13 +95,18 @@ def app_store(make_store, monkeypatch, request):
 # Every test gets one tier marker, from what it runs (docs/contributors.md, "Test tiers"):
 #   unit      functions of model/, explain/, viz/, classroom/, ... in this process
 #   app       a page run through Streamlit's AppTest (no server)
+#   processes a training run's process or a command line in a subprocess (no server, nothing timed)
 #   services  a real redis-server, PostgreSQL, HAProxy or app processes, started by the test
 #   browser   the running app driven in Debian's Chromium (tests/browser/)
-# `./dev.sh test fast` runs unit and app; `./dev.sh test` runs all four.
+# `./dev.sh test fast` runs unit and app; `./dev.sh test` runs all five.
 _STARTS = re.compile(
     r"\b(start_app|start_replicas|redis_server|redis_url|postgres_server|haproxy|Popen|subprocess"
     r"|RedisClassStore|serve_app|app_process)\b"
 )
+# A training run in its own process (the local pool), or a command line in a subprocess (tests/test_cli.py's and
+# tests/test_rnn.py's run): no server, no port, nothing timed.
+_PROCESSES = re.compile(r"\bLocalPool\b|\brun\(\s*\"model\.")
+_TIERS = ("unit", "app", "processes", "services", "browser")
 _APP = re.compile(r"\b(AppTest|run_app|run_page|app_test)\b")
 
 
@@ -116,6 +121,9 @@ def _source(obj) -> str:
 def _tier(item: pytest.Item) -> str:
     if "browser" in Path(str(item.fspath)).parts:
         return "browser"
+    for tier in _TIERS:  # said by the test or its module: a page whose Start runs a training process
+        if item.get_closest_marker(tier):
+            return tier
     params = getattr(getattr(item, "callspec", None), "params", {})
     if "redis" in params.values() or "redis_url" in item.fixturenames:
         return "services"
@@ -128,9 +136,13 @@ def _tier(item: pytest.Item) -> str:
     sources = [_source(f) for f in funcs]
     if any(_STARTS.search(s) for s in sources):
         return "services"
+    if any(_PROCESSES.search(s) for s in sources):
+        return "processes"
     return "app" if any(_APP.search(s) for s in sources) else "unit"
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        item.add_marker(_tier(item))
+        tier = _tier(item)
+        if not item.get_closest_marker(tier):
+            item.add_marker(tier)

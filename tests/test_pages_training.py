@@ -30,6 +30,7 @@ from ui.state import MODELS
 from ui.training import session as training_session
 from viz import training as vt
 
+TRAINS = pytest.mark.processes  # the test starts a training run: its own process (tests/conftest.py, tiers)
 TINY = {
     "training_d_model": 16,
     "training_n_heads": 2,
@@ -202,6 +203,7 @@ def test_impossible_settings_are_refused_before_anything_starts():
 # --- a short run ----------------------------------------------------------------------------------
 
 
+@TRAINS
 def test_short_run_loss_falls_and_the_model_appears_on_every_page():
     at = run_navigated("training")
     job = start(at)
@@ -268,6 +270,7 @@ def test_short_run_loss_falls_and_the_model_appears_on_every_page():
     assert ss["my_model"].config.d_model == 16
 
 
+@TRAINS
 def test_stop_keeps_the_model_so_far():
     at = run_page("training")
     job = start(at, training_steps=1000, training_eval_every=0)
@@ -288,6 +291,7 @@ def test_stop_keeps_the_model_so_far():
     assert not at.button(key="training_start").disabled  # a new run can start
 
 
+@TRAINS
 def test_nan_stops_with_an_explanation_and_a_new_run_can_start():
     at = run_page("training")
     job = start(at, training_lr_scale=1e6, training_warmup=1, training_eval_every=0)
@@ -304,6 +308,7 @@ def test_nan_stops_with_an_explanation_and_a_new_run_can_start():
     assert at.session_state["my_model"] is again.result
 
 
+@TRAINS
 def test_training_without_the_mask_is_announced():
     at = run_page("training")
     job = start(at, training_no_mask=True, training_steps=10, training_eval_every=0)
@@ -318,6 +323,7 @@ def test_training_without_the_mask_is_announced():
     assert ys.max() > 0.05
 
 
+@TRAINS
 def test_the_slider_scrubs_through_training():
     at = run_page("training")
     v = finish(at, start(at, training_steps=20, training_eval_every=0, training_probe_every=5))
@@ -340,6 +346,7 @@ def test_the_slider_scrubs_through_training():
     assert at.session_state["training_probe_follow"] is True
 
 
+@TRAINS
 def test_queue_position_is_shown(monkeypatch):
     manager = LocalPool(max_running=1, poll=0.05)
     monkeypatch.setattr(training, "_SERVICE", manager)
@@ -384,6 +391,7 @@ def test_every_bad_corpus_gets_its_message(name, data, message):
     ]  # no "My corpus"
 
 
+@TRAINS
 def test_duplicates_are_dropped_with_a_warning_and_the_corpus_trains(tsv):
     at = run_page("training")
     upload(at, "training_corpus_upload", ("mine.tsv", tsv + tsv.splitlines(keepends=True)[0] * 3, "text/tab"))
@@ -475,6 +483,7 @@ def test_every_bad_model_upload_gets_its_message(shipped_files):
         assert at.session_state["model"] == "base"
 
 
+@TRAINS
 def test_download_is_the_model_in_the_checkpoint_format():
     at = run_page("training")
     job = start(at, training_steps=3, training_eval_every=0)
@@ -490,6 +499,7 @@ def test_download_is_the_model_in_the_checkpoint_format():
 # --- isolation ----------------------------------------------------------------------------------------
 
 
+@TRAINS
 def test_one_session_never_changes_what_another_sees(tsv):
     a = run_navigated("training")
     b = run_navigated("training")
@@ -595,6 +605,7 @@ def test_page_file_is_thin():
 # --- a job belongs to the browser -------------------------------------------------------------------------
 
 
+@TRAINS
 def test_a_reload_or_second_tab_of_the_same_browser_reattaches(monkeypatch):
     """Two sessions with the same browser identity (a reload, a second tab): the second shows the first's
     running job and its figures, can stop it, and gets its model; a Start there starts nothing new."""
@@ -620,6 +631,7 @@ def test_a_reload_or_second_tab_of_the_same_browser_reattaches(monkeypatch):
     assert "training_job" not in stranger.session_state and "No training yet" in all_text(stranger)
 
 
+@TRAINS
 def test_any_page_of_the_browser_keeps_its_run(monkeypatch):
     """A reload on another page than the training page still attaches the new session to the browser's run
     (app.py asks on every page), so the run is not ended while the student reads another page."""
