@@ -233,6 +233,12 @@ def heatmap_chart(
     replay.section(("heatmap", z.shape, str(z.dtype), digest, *args), lambda: _heatmap(z, *args))
 
 
+def _titled_heatmap(values, x_labels, y_labels, kind: str, *, title: str, shape: str, key: str, alt: str, **kw) -> None:
+    """The bold title and the shape on one line, the heatmap (`heatmap_chart`) under it."""
+    st.markdown(f"**{title}** · shape `{shape}`")
+    heatmap_chart(values, x_labels, y_labels, kind, key=key, alt=alt, **kw)
+
+
 def matrix(
     values,
     x_labels: list[str],
@@ -248,17 +254,19 @@ def matrix(
     show_table: bool = True,
 ) -> None:
     """A heatmap, its shape written next to it, and the exact numbers in a table under it."""
-    st.markdown(f"**{title}** · shape `{shape}`")
-    heatmap_chart(
+    alt = f"{title}, shape {shape}, {y_title or 'rows'} by {x_title or 'columns'}: a heatmap, values on hover"
+    _titled_heatmap(
         values,
         x_labels,
         y_labels,
         kind,
+        title=title,
+        shape=shape,
         key=key,
+        alt=alt,
         x_title=x_title,
         y_title=y_title,
         digits=digits,
-        alt=f"{title}, shape {shape}, {y_title or 'rows'} by {x_title or 'columns'}: a heatmap, values on hover",
     )
     if show_table:
         st.dataframe(table(values, x_labels, y_labels))
@@ -305,16 +313,9 @@ def figure(
 
     def draw() -> None:
         text = note() if callable(note) else note
-        st.markdown(f"**{title}** · shape `{shape}`")
-        heatmap_chart(
-            values,
-            x_labels,
-            y_labels,
-            kind,
-            key=key,
-            mark_row=mark_row,
-            alt=f"{title}, shape {shape}, a heatmap. " + (text or "Values on hover."),
-            **kw,
+        alt = f"{title}, shape {shape}, a heatmap. " + (text or "Values on hover.")
+        _titled_heatmap(
+            values, x_labels, y_labels, kind, title=title, shape=shape, key=key, alt=alt, mark_row=mark_row, **kw
         )
         if text:
             notice(text)
