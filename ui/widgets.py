@@ -233,6 +233,11 @@ def heatmap_chart(
     replay.section(("heatmap", z.shape, str(z.dtype), digest, *args), lambda: _heatmap(z, *args))
 
 
+def shape_of(values) -> str:
+    """A matrix's shape as the figures write it: "[7, 64]"."""
+    return f"[{', '.join(map(str, np.shape(values)))}]"
+
+
 def _titled_heatmap(values, x_labels, y_labels, kind: str, *, title: str, shape: str, key: str, alt: str, **kw) -> None:
     """The bold title and the shape on one line, the heatmap (`heatmap_chart`) under it."""
     st.markdown(f"**{title}** · shape `{shape}`")
@@ -246,14 +251,16 @@ def matrix(
     kind: str,
     *,
     title: str,
-    shape: str,
+    shape: str | None = None,
     key: str,
     x_title: str | None = None,
     y_title: str | None = None,
     digits: int = 3,
     show_table: bool = True,
 ) -> None:
-    """A heatmap, its shape written next to it, and the exact numbers in a table under it."""
+    """A heatmap, its shape written next to it (`values`' own unless given), and the exact numbers in a table under
+    it."""
+    shape = shape or shape_of(values)
     alt = f"{title}, shape {shape}, {y_title or 'rows'} by {x_title or 'columns'}: a heatmap, values on hover"
     _titled_heatmap(
         values,
@@ -298,7 +305,7 @@ def figure(
     kind: str,
     *,
     title: str,
-    shape: str,
+    shape: str | None = None,
     key: str,
     note: str | Callable[[], str | None] | None = None,
     numbers: bool = True,
@@ -309,7 +316,9 @@ def figure(
     """A heatmap with its shape, its notice line, and its exact numbers one click away (a collapsed table);
     `mark_row`: a row to outline (the row the notice talks about). `content`: what the figure is drawn from (it
     must name everything the figure shows, as `once`'s key): the title, the chart and the notice are then drawn
-    once per content in this process, and `note` may be a function, called only then."""
+    once per content in this process, and `note` may be a function, called only then. `shape`: `values`' own unless
+    given."""
+    shape = shape or shape_of(values)
 
     def draw() -> None:
         text = note() if callable(note) else note
