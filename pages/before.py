@@ -7,7 +7,7 @@ from explain import recompute
 from model.checkpoint import count_parameters
 from pages.content import before as text
 from ui import shell
-from ui.before_steps import P, chart, measured_section
+from ui.before_steps import P, chart, measured_section, word_slider
 from ui.models import content_key
 from ui.rnn import RNN_LABELS, STATE_KEY, available, view
 from ui.widgets import fold, md, notice, once, page_link, pick, section, sentence_header, small_table
@@ -64,13 +64,7 @@ else:
         st.latex(line)
     st.latex(text.STATE_LATEX)
     out = a.next_labels
-    dstep = pick(
-        "Decoder step t (the word it outputs)",
-        list(range(len(out))),
-        f"{P}dec_step",
-        style="slider",
-        format_func=lambda i: f"{i + 1}: {vr.word(out[i])}",
-    )
+    dstep = word_slider("Decoder step t (the word it outputs)", out, f"{P}dec_step")
     s = vr.decoder_step(t, dstep, out)
     rnn_chart(lambda: vr.bars_figure(s.scores, s.alpha, src), "step", dstep, note=lambda: vr.step_notice(s, src, dstep))
     with fold("Show the context c_t of this step and its numbers", f"{P}fold_context") as shown:
@@ -115,13 +109,7 @@ else:
     st.caption(text.SCALE_NOTE)
     with fold("Show one output word: Kᵀq, its softmax, and c = V·α beside the model's z", f"{P}fold_word") as shown:
         if shown:
-            j = pick(
-                "Output word j",
-                list(range(len(tf_out))),
-                f"{P}j",
-                style="slider",
-                format_func=lambda i: f"{i + 1}: {vr.word(tf_out[i])}",
-            )
+            j = word_slider("Output word j", tf_out, f"{P}j")
             col1, col2 = st.columns(2)
             with col1:
                 st.markdown(f"**Kᵀq_:{j + 1} and its softmax** (queries {x.module}.q, keys {x.module}.k)")

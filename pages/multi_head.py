@@ -94,7 +94,6 @@ else:
         y_labels,
         "weights",
         title=f"{module}, head {head}: attention weights",
-        shape=f"[{len(y_labels)}, {len(x_labels)}]",
         key=f"{P}detail",
         x_title="key",
         y_title="query",

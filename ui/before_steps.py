@@ -11,7 +11,7 @@ import streamlit as st
 
 from ui.rnn import comparison, comparison_key
 from ui.widgets import chart as labelled_chart
-from ui.widgets import fold, notice, once, section, small_table
+from ui.widgets import fold, notice, once, pick, section, small_table
 from viz import rnn as vr
 
 P = "before_"  # widget key prefix (the page's)
@@ -20,6 +20,11 @@ P = "before_"  # widget key prefix (the page's)
 def chart(fig, key: str) -> None:
     """A figure of the page, its key prefixed."""
     labelled_chart(fig, key=f"{P}{key}", config=vr.CONFIG)
+
+
+def word_slider(label: str, words: list[str], key: str) -> int:
+    """A slider over the output `words` ("1: word", "2: word", ...), remembered under `key`: the index chosen."""
+    return pick(label, range(len(words)), key, style="slider", format_func=lambda i: f"{i + 1}: {vr.word(words[i])}")
 
 
 def measured_section(text: ModuleType) -> None:

@@ -8,8 +8,10 @@ All are of the analysed sentence (`here`, its `content_key`), drawn once per con
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from types import ModuleType
 
+import pandas as pd
 import streamlit as st
 
 from model.checkpoint import Bundle
@@ -20,6 +22,12 @@ from viz import decoding as vo
 from viz.heatmap import shape_text
 
 CHART = {"displayModeBar": False}
+
+
+def top_chart(what: str, content: tuple, frame: Callable[[], pd.DataFrame], title: str, best: str, key: str) -> None:
+    """The bar chart of a few candidate words (`frame()`, computed only when drawn), `best` highlighted, drawn once
+    per `content`."""
+    once(what, content, lambda: chart(vo.top_bar(frame(), title, highlight=best), key=key, config=CHART))
 
 
 def linear_section(a: Analysis, bundle: Bundle, here: tuple, text: ModuleType) -> None:
@@ -67,15 +75,8 @@ def linear_section(a: Analysis, bundle: Bundle, here: tuple, text: ModuleType) -
     once("output.position", (*here, pos), position_numbers)
     c1, c2 = st.columns([3, 2])
     with c1:
-        once(
-            "output.top",
-            (*here, pos),
-            lambda: chart(
-                vo.top_bar(top(), f"Top 10 of p_{pos} (softmax over all {V} words)", highlight=itos[best]),
-                key="output_top",
-                config=CHART,
-            ),
-        )
+        title = f"Top 10 of p_{pos} (softmax over all {V} words)"
+        top_chart("output.top", (*here, pos), top, title, itos[best], "output_top")
     with c2:
         once("output.choice", (*here, pos), choice)
     with c2, fold("The 10 as a table", "output_fold_top") as shown:
@@ -102,15 +103,8 @@ def greedy_step(g, itos: list[str], content: tuple) -> None:
     cand = vo.step_candidates(step, itos)
     k1, k2 = st.columns([3, 2])
     with k1:
-        once(
-            "output.greedy",
-            (*content, gs),
-            lambda: chart(
-                vo.top_bar(cand, f"Top {len(cand)} candidates at step {gs}", highlight=itos[step.chosen]),
-                key="output_greedy_chart",
-                config=CHART,
-            ),
-        )
+        title = f"Top {len(cand)} candidates at step {gs}"
+        top_chart("output.greedy", (*content, gs), lambda: cand, title, itos[step.chosen], "output_greedy_chart")
     with k2:
         notice(vo.greedy_notice(step, gs, itos))
         with fold("The candidates as a table", "output_fold_candidates") as shown:

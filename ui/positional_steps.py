@@ -88,7 +88,6 @@ def layouts_section(pe_table, dims: list[str], text: ModuleType) -> None:
                     rows_shown,
                     "encoding",
                     title="interleaved: sin, cos, sin, cos, … (paper, this model)",
-                    shape=f"[{len(rows_shown)}, {D}]",
                     key="positional_interleaved",
                     numbers=False,
                 )
@@ -99,7 +98,6 @@ def layouts_section(pe_table, dims: list[str], text: ModuleType) -> None:
                     rows_shown,
                     "encoding",
                     title="halves: all sin, then all cos (Illustrated Transformer)",
-                    shape=f"[{len(rows_shown)}, {D}]",
                     key="positional_halves",
                     numbers=False,
                 )

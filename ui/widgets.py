@@ -233,6 +233,17 @@ def heatmap_chart(
     replay.section(("heatmap", z.shape, str(z.dtype), digest, *args), lambda: _heatmap(z, *args))
 
 
+def shape_of(values) -> str:
+    """A matrix's shape as the figures write it: "[7, 64]"."""
+    return f"[{', '.join(map(str, np.shape(values)))}]"
+
+
+def _titled_heatmap(values, x_labels, y_labels, kind: str, *, title: str, shape: str, key: str, alt: str, **kw) -> None:
+    """The bold title and the shape on one line, the heatmap (`heatmap_chart`) under it."""
+    st.markdown(f"**{title}** · shape `{shape}`")
+    heatmap_chart(values, x_labels, y_labels, kind, key=key, alt=alt, **kw)
+
+
 def matrix(
     values,
     x_labels: list[str],
@@ -240,25 +251,29 @@ def matrix(
     kind: str,
     *,
     title: str,
-    shape: str,
+    shape: str | None = None,
     key: str,
     x_title: str | None = None,
     y_title: str | None = None,
     digits: int = 3,
     show_table: bool = True,
 ) -> None:
-    """A heatmap, its shape written next to it, and the exact numbers in a table under it."""
-    st.markdown(f"**{title}** · shape `{shape}`")
-    heatmap_chart(
+    """A heatmap, its shape written next to it (`values`' own unless given), and the exact numbers in a table under
+    it."""
+    shape = shape or shape_of(values)
+    alt = f"{title}, shape {shape}, {y_title or 'rows'} by {x_title or 'columns'}: a heatmap, values on hover"
+    _titled_heatmap(
         values,
         x_labels,
         y_labels,
         kind,
+        title=title,
+        shape=shape,
         key=key,
+        alt=alt,
         x_title=x_title,
         y_title=y_title,
         digits=digits,
-        alt=f"{title}, shape {shape}, {y_title or 'rows'} by {x_title or 'columns'}: a heatmap, values on hover",
     )
     if show_table:
         st.dataframe(table(values, x_labels, y_labels))
@@ -290,7 +305,7 @@ def figure(
     kind: str,
     *,
     title: str,
-    shape: str,
+    shape: str | None = None,
     key: str,
     note: str | Callable[[], str | None] | None = None,
     numbers: bool = True,
@@ -301,20 +316,15 @@ def figure(
     """A heatmap with its shape, its notice line, and its exact numbers one click away (a collapsed table);
     `mark_row`: a row to outline (the row the notice talks about). `content`: what the figure is drawn from (it
     must name everything the figure shows, as `once`'s key): the title, the chart and the notice are then drawn
-    once per content in this process, and `note` may be a function, called only then."""
+    once per content in this process, and `note` may be a function, called only then. `shape`: `values`' own unless
+    given."""
+    shape = shape or shape_of(values)
 
     def draw() -> None:
         text = note() if callable(note) else note
-        st.markdown(f"**{title}** · shape `{shape}`")
-        heatmap_chart(
-            values,
-            x_labels,
-            y_labels,
-            kind,
-            key=key,
-            mark_row=mark_row,
-            alt=f"{title}, shape {shape}, a heatmap. " + (text or "Values on hover."),
-            **kw,
+        alt = f"{title}, shape {shape}, a heatmap. " + (text or "Values on hover.")
+        _titled_heatmap(
+            values, x_labels, y_labels, kind, title=title, shape=shape, key=key, alt=alt, mark_row=mark_row, **kw
         )
         if text:
             notice(text)

@@ -180,7 +180,6 @@ def attention_panel(run: dict) -> None:
     att = run.get("attention")
     if not att:
         return
-    n_q, n_k = len(att["queries"]), len(att["keys"])
     matrix(
         np.array(att["weights"]),
         att["keys"],
@@ -188,7 +187,6 @@ def attention_panel(run: dict) -> None:
         "weights",
         key="class_run_attention",
         title=f"{att['title']}: last decoder layer, mean of its heads, step {att['step']}",
-        shape=f"[{n_q}, {n_k}]",
         x_title="English word (key)",
         y_title="French word (query)",
         show_table=False,

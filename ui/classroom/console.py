@@ -162,24 +162,10 @@ def pace_and_plan(pause: bool = True) -> None:
             on_change=lambda: plans.set_pace(mode=st.session_state["pace_mode"]),
             horizontal=True,
         )
-    if pause and p["paused"]:
-        c2.button(
-            "Resume the class",
-            key="pace_resume_main",
-            icon=":material/play_arrow:",
-            type="primary",
-            on_click=plans.set_pace,
-            kwargs={"paused": False},
-        )
-        c2.caption("Every student sees “Eyes on the projector”.")
-    elif pause:
-        c2.button(
-            "Pause: eyes on the projector",
-            key="pace_pause_main",
-            icon=":material/pause:",
-            on_click=plans.set_pace,
-            kwargs={"paused": True},
-        )
+    if pause:
+        plans.pause_button(p["paused"], "_main", c2)
+        if p["paused"]:
+            c2.caption("Every student sees “Eyes on the projector”.")
     plan, stop = plans.class_plan(), plans.current_stop()
     st.subheader("Lesson plan")
     if plan is not None and stop is not None:

@@ -218,16 +218,7 @@ def _question_panel() -> None:
         if peer.student_panel(q):  # a peer-instruction question: vote, discuss, vote again, reveal
             return
         if not snap.revealed:
-            cols = st.columns(len(q.options))
-            for i, (col, option) in enumerate(zip(cols, q.options, strict=True)):
-                col.button(
-                    md(option),
-                    key=f"class_answer_{q.id}_{i}",
-                    on_click=answer,
-                    args=(q.id, i),
-                    type="primary" if snap.my_answer == i else "secondary",
-                    width="stretch",
-                )
+            peer.option_buttons(st.columns(len(q.options)), q.id, q.options, snap.my_answer, answer)
             st.caption(
                 "Your answer: "
                 + (

@@ -9,6 +9,7 @@ until the reveal: the teacher sees it on their screen by a toggle that says "not
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 
 import streamlit as st
 
@@ -122,21 +123,27 @@ def clicked(qid: int, key: str, cols: tuple[str, ...], row_labels: tuple[str, ..
             return
 
 
+def option_buttons(cols, qid: int, options, mine: int | None, on_click: Callable, suffix: str = "") -> None:
+    """A question's options as buttons, one in each of `cols` (key `class_answer_<qid>_<i><suffix>`): the one
+    chosen (`mine`) is primary, a click calls `on_click(qid, i)`. A plain question's and a peer vote's."""
+    for i, (col, option) in enumerate(zip(cols, options, strict=True)):
+        col.button(
+            md(option),
+            key=f"class_answer_{qid}_{i}{suffix}",
+            on_click=on_click,
+            args=(qid, i),
+            type="primary" if mine == i else "secondary",
+            width="stretch",
+        )
+
+
 def _vote_widgets(poll: Poll) -> None:
     mine = poll.my_first if poll.round == 1 else poll.my_second
     suffix = "" if poll.round == 1 else "_r2"
     if poll.grid is None:  # side by side when short, else one per line (a button cuts a long label)
         long = max(map(len, poll.options)) > WIDE_OPTION
         cols = [st.container() for _ in poll.options] if long else st.columns(len(poll.options))
-        for i, (col, option) in enumerate(zip(cols, poll.options, strict=True)):
-            col.button(
-                md(option),
-                key=f"class_answer_{poll.qid}_{i}{suffix}",
-                on_click=vote,
-                args=(poll.qid, i),
-                type="primary" if mine == i else "secondary",
-                width="stretch",
-            )
+        option_buttons(cols, poll.qid, poll.options, mine, vote, suffix)
     else:
         g = poll.grid
         key = f"class_grid_{poll.qid}{suffix}"

@@ -303,6 +303,19 @@ def set_pace(**changes) -> None:
     read_pace()
 
 
+# paused or not -> the button that toggles it: its label, its key (+ the place's suffix), its icon, its type
+PAUSE_BUTTONS = {
+    True: ("Resume the class", "pace_resume", ":material/play_arrow:", "primary"),
+    False: ("Pause: eyes on the projector", "pace_pause", ":material/pause:", "secondary"),
+}
+
+
+def pause_button(paused: bool, sfx: str, where, **kw) -> None:
+    """The teacher's Pause / Resume button (key `pace_pause` or `pace_resume` + `sfx`), drawn in `where`."""
+    label, key, icon, kind = PAUSE_BUTTONS[paused]
+    where.button(label, key=key + sfx, icon=icon, type=kind, on_click=set_pace, kwargs={"paused": not paused}, **kw)
+
+
 def start_with_plan() -> None:
     """Callback: a new class from the draft, on its first stop. The teacher stays on the class page, where the
     code and the QR code are: the class is on the first stop already (students who join land there)."""
@@ -381,27 +394,7 @@ def teacher_bar(main: bool = False) -> None:
                     kwargs={"reveal": True},
                     width="stretch",
                 )
-        if p["paused"]:
-            st.button(
-                "Resume the class",
-                key=f"pace_resume{sfx}",
-                icon=":material/play_arrow:",
-                type="primary",
-                on_click=set_pace,
-                kwargs={"paused": False},
-                width="stretch",
-                shortcut=keys.get("pause"),
-            )
-        else:
-            st.button(
-                "Pause: eyes on the projector",
-                key=f"pace_pause{sfx}",
-                icon=":material/pause:",
-                on_click=set_pace,
-                kwargs={"paused": True},
-                width="stretch",
-                shortcut=keys.get("pause"),
-            )
+        pause_button(p["paused"], sfx, st, width="stretch", shortcut=keys.get("pause"))
 
 
 def leads_the_lesson() -> bool:
