@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Glass Transformer's one entry point. Sets everything up on a fresh machine, then:
 #   ./dev.sh app     start the app           (http://localhost:8501)
-#   ./dev.sh test    run every test: lint, types, unit, app (AppTest), services and browser tests (Chromium)
+#   ./dev.sh test    run every test: lint, types, unit, app (AppTest), processes, services and browser tests (Chromium)
 #   ./dev.sh test fast   lint, types, unit and app tests only (no servers, no processes, no browser)
 #   ./dev.sh bench   run the benchmark scripts and print their figures
 #   ./dev.sh serve   several app processes behind HAProxy, + redis-server and training queue workers

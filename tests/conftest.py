@@ -121,28 +121,29 @@ def _source(obj) -> str:
 def _tier(item: pytest.Item) -> str:
     if "browser" in Path(str(item.fspath)).parts:
         return "browser"
-    for tier in _TIERS:  # said by the test or its module: a page whose Start runs a training process
-        if item.get_closest_marker(tier):
-            return tier
+    for mark in item.iter_markers():  # a tier said by the test, else by its module (the closest mark wins)
+        if mark.name in _TIERS:
+            return mark.name
     params = getattr(getattr(item, "callspec", None), "params", {})
     if "redis" in params.values() or "redis_url" in item.fixturenames:
         return "services"
-    funcs = [item.function] + [
-        d.func
+    fixtures = [
+        d
         for defs in item._fixtureinfo.name2fixturedefs.values()
         for d in defs
         if Path(inspect.getfile(d.func)).resolve().is_relative_to(TESTS)
     ]
-    sources = [_source(f) for f in funcs]
+    sources = [_source(f) for f in [item.function] + [d.func for d in fixtures]]
     if any(_STARTS.search(s) for s in sources):
         return "services"
-    if any(_PROCESSES.search(s) for s in sources):
+    # A pool made by an autouse fixture starts no process by itself (tests/test_pages_training.py's): a process is
+    # what the test, or a fixture it asks for, starts.
+    asked = [_source(f) for f in [item.function] + [d.func for d in fixtures if not d._autouse]]
+    if any(_PROCESSES.search(s) for s in asked):
         return "processes"
     return "app" if any(_APP.search(s) for s in sources) else "unit"
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        tier = _tier(item)
-        if not item.get_closest_marker(tier):
-            item.add_marker(tier)
+        item.add_marker(_tier(item))
