@@ -205,6 +205,24 @@ def test_processes_share_classes_and_see_the_real_client_address(probe):
     asyncio.run(asyncio.wait_for(run(), 30))
 
 
+def test_a_process_busy_for_four_seconds_is_not_marked_down(cluster):
+    """A process that answers its health checks late (busy: its warm-up on a loaded machine, a class's thirty
+    redraws) stays up: HAProxy waits `timeout check` (5 s) for the answer. With the default, `inter`'s 1 s, two
+    late answers marked it down, and every session that began meanwhile went to the other process (a teacher
+    sent to app1 found itself on app2: the failover test in test_classroom.py lost its teacher with app2)."""
+    app = cluster.apps[0]
+    log = cluster.dir / "haproxy.log"
+    down = log.read_text().count(f"{app.name} is DOWN")
+    os.kill(app.proc.pid, signal.SIGSTOP)  # (busy, as far as anyone outside can tell: the port still accepts)
+    try:
+        time.sleep(4.0)
+    finally:
+        os.kill(app.proc.pid, signal.SIGCONT)
+    time.sleep(1.5)  # (the check under way has its answer)
+    assert log.read_text().count(f"{app.name} is DOWN") == down, log.read_text()[-3000:]
+    assert get(cluster, "/", app.name)[1] == app.name
+
+
 def test_a_killed_process_sends_its_clients_to_the_other(cluster):
     async def run():
         victim, survivor = "app1", "app2"
@@ -294,6 +312,7 @@ def test_shipped_proxy_configs_are_valid(tmp_path):
     for cfg in (rendered, compose):
         backend = cfg.read_text().split("backend streamlit", 1)[1]
         assert "\n    option http-no-delay" in backend, cfg
+        assert re.search(r"\n    timeout check 5s", cfg.read_text()), cfg  # (a busy process is not a dead one)
 
 
 def test_serve_command_starts_and_stops_everything(tmp_path):
