@@ -452,3 +452,39 @@ def test_the_class_service_away_is_a_clear_state_and_the_class_resumes(monkeypat
             assert not any(UNREACHABLE_TEXT in c.value for c in student.sidebar.caption)
         finally:
             store.close()
+
+
+def test_thirty_waiting_runs_are_woken_one_at_a_time():
+    """A class's thirty redraws wait for one slot: each turn wakes the one run whose turn it is, not all of them
+    (waking all thirty at each turn cost each student about 1 ms of CPU). Every run gets its slot, in turn, one
+    at a time, and the runs of another client still go first."""
+    import threading
+
+    slots = RunSlots(1, wait=30.0)
+    inside: list[int] = []
+    order: list[str] = []
+    gate = threading.Event()
+
+    def run(name: str, client: str) -> None:
+        with slots.slot(client=client):
+            inside.append(1)
+            assert sum(inside) == 1
+            order.append(name)
+            gate.wait(5)
+            inside.pop()
+
+    threads = [threading.Thread(target=run, args=(f"follower {i}", "class")) for i in range(30)]
+    threads[0].start()
+    time.sleep(0.05)  # (the first holds the slot until the gate opens)
+    for t in threads[1:]:
+        t.start()
+    other = threading.Thread(target=run, args=("other", "elsewhere"))
+    time.sleep(0.2)
+    other.start()
+    time.sleep(0.2)
+    gate.set()
+    for t in (*threads, other):
+        t.join(10)
+    assert len(order) == 31 and order[:2] == ["follower 0", "other"], order
+    assert slots.waited == 30
+    assert slots.wakeups <= 2 * 30, slots.wakeups  # (waking every waiter at each turn: about 30 * 30 / 2)
