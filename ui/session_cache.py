@@ -21,6 +21,8 @@ import copy
 import dataclasses
 import functools
 import inspect
+import itertools
+import threading
 from collections.abc import Callable, Mapping
 
 import streamlit as st
@@ -114,27 +116,58 @@ def _session_memo(key: tuple, compute: Callable):
     return value
 
 
+_TOKENS: collections.OrderedDict[tuple, int] = collections.OrderedDict()  # a result's key -> its number
+_TOKENS_SIZE = 4096
+_numbers = itertools.count()
+_tokens_lock = threading.Lock()
+
+
+def _token(key: tuple) -> int:
+    """A number for `key`, the same while this process remembers it, never another key's: what the server-wide
+    cache hashes instead of the arguments. Streamlit's hash of the arguments (a sentence and an `Interventions`)
+    took 0.5 ms, once per follower per change; an int's takes a fifth of that. A key forgotten (the oldest of
+    more than _TOKENS_SIZE) gets a new number next time: the result is computed again, never mistaken."""
+    with _tokens_lock:
+        number = _TOKENS.get(key)
+        if number is None:
+            number = _TOKENS[key] = next(_numbers)
+            while len(_TOKENS) > _TOKENS_SIZE:
+                _TOKENS.popitem(last=False)
+        else:
+            _TOKENS.move_to_end(key)
+        return number
+
+
 def session_cache(max_entries: int = 256) -> Callable:
     """Cache `fn` server-wide (`st.cache_resource`) and hand each session its own deep copy, memoised.
 
     Call the result with positional arguments. As in Streamlit's caches, parameters whose names
-    start with "_" are not part of the key (pass a key naming them, such as the model key).
+    start with "_" are not part of the key (pass a key naming them, such as the model key); the others must be
+    hashable (the session's memo and `_token` look them up in a dict).
     """
 
     def decorate(fn: Callable) -> Callable:
-        cached = st.cache_resource(max_entries=max_entries, show_spinner=False)(fn)
+        def server_wide(token: int, _args: tuple):
+            return fn(*_args)
+
+        # (Streamlit names a function's cache by its module and name: one cache per decorated function)
+        server_wide.__module__, server_wide.__qualname__ = fn.__module__, f"{fn.__qualname__}.server_wide"
+        cached = st.cache_resource(max_entries=max_entries, show_spinner=False)(server_wide)
         names = list(inspect.signature(fn).parameters)
+
+        def key_of(args: tuple) -> tuple:
+            return (fn.__module__, fn.__qualname__, *(a for n, a in zip(names, args, strict=True) if n[0] != "_"))
 
         @functools.wraps(fn)
         def call(*args):
-            key = (
-                fn.__module__,
-                fn.__qualname__,
-                *(a for n, a in zip(names, args, strict=True) if not n.startswith("_")),
-            )
-            return _session_memo(key, lambda: fresh_copy(cached(*args)))
+            key = key_of(args)
+            return _session_memo(key, lambda: fresh_copy(cached(_token(key), args)))
 
-        call.server_wide = cached  # (fills the server-wide cache without a session: `warm_up`)
+        def fill(*args):  # (fills the server-wide cache without a session: `warm_up`)
+            return cached(_token(key_of(args)), args)
+
+        fill.clear = cached.clear
+        call.server_wide = fill
         return call
 
     return decorate
