@@ -12,7 +12,7 @@ from pages.content.lesson import BRIDGES, INTRO, TEXT
 from ui import lesson as state
 from ui import shell
 from ui.classroom import plans
-from ui.models import analysis, content_key, current_model
+from ui.models import analysis, content_key, current_model, lesson_focus
 from ui.page_list import by_name
 from ui.study import check
 from ui.style import presenter
@@ -68,6 +68,7 @@ ctx = viz.lesson.context(
     meta=bundle.meta,
     decide=story,
     hidden=plans.hidden_head(),
+    f=lesson_focus(a),
 )
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import pandas as pd
 import streamlit as st
 
-from explain import experiments, mask_experiments
+from explain import experiments, lesson, mask_experiments
 from explain.span import SpanCheck, span_check
 from model import checkpoint, data, pipeline
 from model.checkpoint import Bundle
@@ -199,6 +199,17 @@ def span(a: pipeline.Analysis, layer: int) -> SpanCheck:
     vectors (2 ms), computed once per content in this process rather than by every follower of a class."""
     cur = current_model()
     return _span(cur.key, a.prepared.text, a.interventions, layer, cur.bundle, a.trace)
+
+
+@session_cache(max_entries=64)
+def _lesson_focus(model_key: str, text: str, iv: Interventions, _a: pipeline.Analysis) -> lesson.Focus:
+    return lesson.focus(_a)
+
+
+def lesson_focus(a: pipeline.Analysis) -> lesson.Focus:
+    """`explain.lesson.focus` of the analysed sentence (what the guided lesson follows), once per content in this
+    process: a class's followers all follow the same, and each computed it on every redraw (0.8 ms of one)."""
+    return _lesson_focus(current_model().key, a.prepared.text, a.interventions, a)
 
 
 @session_cache()

@@ -50,8 +50,10 @@ def context(
     meta: dict | None = None,
     decide: Callable[[str], Any] | None = None,
     hidden: tuple[str, int] | None = None,
+    f: lesson.Focus | None = None,
 ) -> Context:
-    return Context(a, lesson.focus(a), list(itos), src_vocab, model, meta, decide, hidden)
+    """`f`: what the lesson follows in `a` when the caller has it already (`explain.lesson.focus`)."""
+    return Context(a, f or lesson.focus(a), list(itos), src_vocab, model, meta, decide, hidden)
 
 
 PARKING_WHY = (
