@@ -43,19 +43,34 @@ def install(out: str) -> None:
     runs: list[dict] = []
     local = threading.local()
     run_script, enqueue = sr.ScriptRunner._run_script, src.ScriptRunContext.enqueue
+    widgets = {"button", "selectbox", "radio", "text_input", "checkbox", "slider", "number_input", "multiselect"}
 
     def _run(self, rerun_data):
-        local.msgs = 0
+        local.msgs, local.widgets = 0, {}
         t = time.thread_time()
         try:
             run_script(self, rerun_data)
         finally:
             runs.append(
-                {"fragment": bool(rerun_data.fragment_id_queue), "cpu": time.thread_time() - t, "msgs": local.msgs}
+                {
+                    "fragment": bool(rerun_data.fragment_id_queue),
+                    "cpu": time.thread_time() - t,
+                    "msgs": local.msgs,
+                    "widgets": local.widgets,
+                }
             )
 
     def _enqueue(self, msg):
         local.msgs = getattr(local, "msgs", 0) + 1
+        if msg.WhichOneof("type") == "delta":  # (a widget's kind, as the bare app of bench.streamlit_floor draws it)
+            d = msg.delta
+            what = d.new_element.WhichOneof("type") if d.WhichOneof("type") == "new_element" else None
+            if d.WhichOneof("type") == "add_block" and d.add_block.WhichOneof("type") == "expandable":
+                what = "expander" if d.add_block.expandable.id else None
+            if what in widgets or what == "expander":
+                w = getattr(local, "widgets", {})
+                w[what] = w.get(what, 0) + 1
+                local.widgets = w
         enqueue(self, msg)
 
     sr.ScriptRunner._run_script, src.ScriptRunContext.enqueue = _run, _enqueue

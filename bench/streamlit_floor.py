@@ -12,7 +12,11 @@ and its first paragraph are one element).
 (--sessions students, --changes changes; the app's script runs recorded by bench/follower_profile.py's hook: the
 messages each follower's redraw enqueued), then the bare app with as many messages per rerun (its paragraphs, its
 title and its text box), the same number of sessions rerunning at once; the app's CPU per student per change
-against the bare app's per rerun (goal: at most 1.2x). `--root` runs another checkout's app (before / after).
+against the bare app's per rerun (goal: at most 1.2x). A second line compares it with a bare app that sends the
+same messages with the page's widgets in them (the same number of each kind, as the hook counted them: a Streamlit
+widget costs more than a paragraph: a selectbox about 0.6 ms more a rerun, a button 0.4 ms, a fold 0.2 ms, 30
+sessions at once): what remains above that one is the app's own. `--root` runs another checkout's app (before /
+after).
 
     .venv/bin/python -m bench.streamlit_floor [--sessions 30] [--elements 1 40 80 160] [--rounds 6]
     .venv/bin/python -m bench.streamlit_floor --follow overview self_attention lesson [--root .] [--rounds 2]
@@ -66,10 +70,29 @@ async def rounds(url: str, pid: int, sessions: int, count: int) -> list[float]:
         await asyncio.gather(*(c.close() for c in clients), return_exceptions=True)
 
 
-def measure(n: int, sessions: int, count: int) -> float:
+WIDGETS = {  # a widget of each kind a page may send (bench/follower_profile.py counts them), as the bare app draws it
+    "button": 'st.button("Button {i}", key="w{i}")',
+    "selectbox": 'st.selectbox("Pick {i}", range(6), key="w{i}")',
+    "radio": 'st.radio("Radio {i}", ["one", "two"], key="w{i}", horizontal=True)',
+    "text_input": 'st.text_input("Text {i}", key="w{i}")',
+    "checkbox": 'st.checkbox("Box {i}", key="w{i}")',
+    "slider": 'st.slider("Slider {i}", 0, 10, key="w{i}")',
+    "number_input": 'st.number_input("Number {i}", key="w{i}")',
+    "multiselect": 'st.multiselect("Several {i}", ["one", "two"], key="w{i}")',
+    "expander": 'st.expander("Fold {i}", key="w{i}", on_change="rerun")',  # (a keyed one: a fold)
+}
+
+
+def bare_app(n: int, widgets: dict[str, int] | None = None) -> str:
+    """The bare app: its title, its text box, the `widgets` (kind -> how many), then `n` paragraphs."""
+    lines = [WIDGETS[kind].format(i=f"{kind}{j}") for kind, k in (widgets or {}).items() for j in range(k)]
+    return APP.format(n=n) + "".join(line + "\n" for line in lines)
+
+
+def measure(n: int, sessions: int, count: int, widgets: dict[str, int] | None = None) -> float:
     with tempfile.TemporaryDirectory() as d:
         root = Path(d)
-        (root / "app.py").write_text(APP.format(n=n))
+        (root / "app.py").write_text(bare_app(n, widgets))
         (root / ".streamlit").mkdir()
         (root / ".streamlit" / "config.toml").write_text(CONFIG)
         port = free_port()
@@ -97,7 +120,11 @@ def against_follow(pages: list[str], roots: list[Path], students: int, changes: 
                 msgs = round(statistics.median(x["msgs"] for x in redraws)) if redraws else 0
                 app = statistics.median(f.change_cpu) / students * 1000
                 bare = measure(max(1, msgs - BARE_MESSAGES), students, count)
-                rows.setdefault((page, root.name), []).append((app, bare, msgs))
+                kinds = {k for x in redraws for k in x.get("widgets", {})}
+                widgets = {k: round(statistics.median(x.get("widgets", {}).get(k, 0) for x in redraws)) for k in kinds}
+                widgets = {k: v for k, v in sorted(widgets.items()) if v}
+                alike = measure(max(1, msgs - BARE_MESSAGES - sum(widgets.values())), students, count, widgets)
+                rows.setdefault((page, root.name), []).append((app, bare, alike))
                 print(
                     f"round {r + 1}: {page} ({root.name}): {students} followers, {msgs} messages a redraw, "
                     f"{app:.2f} ms per student per change; bare Streamlit, the same messages: {bare:.2f} ms per "
@@ -105,11 +132,21 @@ def against_follow(pages: list[str], roots: list[Path], students: int, changes: 
                     f"{sorted(f.latencies)[int(0.95 * (len(f.latencies) - 1))]:.2f} s, {f.missed} missed",
                     flush=True,
                 )
+                print(
+                    f"  the same messages with the page's widgets ({', '.join(f'{v} {k}' for k, v in widgets.items())}"
+                    f"): {alike:.2f} ms per rerun: {app / alike:.2f}x",
+                    flush=True,
+                )
     for (page, name), xs in rows.items():
         ratios = [a / b for a, b, _ in xs]
         print(
             f"{page} ({name}): a follower's redraw {statistics.median(ratios):.2f}x the bare-Streamlit floor for the "
             f"same messages (median of {len(xs)}; worst {max(ratios):.2f}x; goal <= 1.2x)"
+        )
+        alike_ratios = [a / c for a, _, c in xs]
+        print(
+            f"{page} ({name}): {statistics.median(alike_ratios):.2f}x the floor for the same messages and widgets "
+            f"(median of {len(xs)}; worst {max(alike_ratios):.2f}x): the rest of the gap is the widgets' own cost"
         )
 
 
