@@ -146,7 +146,7 @@ def against_follow(pages: list[str], roots: list[Path], students: int, changes: 
         alike_ratios = [a / c for a, _, c in xs]
         print(
             f"{page} ({name}): {statistics.median(alike_ratios):.2f}x the floor for the same messages and widgets "
-            f"(median of {len(xs)}; worst {max(alike_ratios):.2f}x): the rest of the gap is the widgets' own cost"
+            f"(median of {len(xs)}; worst {max(alike_ratios):.2f}x; the widgets' own cost taken out)"
         )
 
 
