@@ -10,7 +10,7 @@ from pages.content import self_attention as text
 from ui import shell
 from ui.attention_steps import coref_section, focus_line, show_steps, show_why_scale
 from ui.classroom.plans import hidden_head, mystery_box
-from ui.models import analysis, content_key, coref_defaults, current_model, projection
+from ui.models import analysis, content_key, coref_defaults, current_model, one_word
 from ui.self_attention_steps import matrix_section, plain_section
 from ui.state import DEFAULT_SENTENCE
 from ui.widgets import fold, md, next_link, once, pick, require_sentence, sentence_header
@@ -100,13 +100,14 @@ def one_head(a, cfg, focus) -> None:
         if hidden_head() == (f"enc.{layer}.self_attn", head):  # the class's mystery head: hidden until the reveal
             mystery_box(head)
             return
+        steps, proj = one_word(a, layer, head, word)
         show_steps(
-            va.word_steps(a.trace, f"enc.{layer}.self_attn", head, word),
+            steps,
             labels,
             labels[word],
             f"{P}w_",
             off=(f"enc.{layer}.self_attn", head) in iv.heads_off,
-            proj=projection(a, layer, head, word),
+            proj=proj,
             content=(*content_key(a), layer, head, word),
         )
     matrix_section(a, cfg.d_k, layer, head, word, mode == MODES[1], mode, text)

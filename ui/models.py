@@ -266,16 +266,23 @@ def cheating(text: str, reference: str, base: Bundle, cheat: Bundle) -> mask_exp
 # --- The encoder-side pages, part 2: the projection step and the coreference focus ----------------
 
 
-def projection(a: pipeline.Analysis, layer: int, head: int, word: int):
-    """q = x·W^Q + b^Q (and k, v) of one word in one head of encoder layer `layer`, from the current model's
-    weights and the analysed sentence's trace (a `viz.attention.Projection`)."""
+@session_cache(max_entries=128)
+def _one_word(model_key: str, text: str, iv: Interventions, layer: int, head: int, word: int, _a, _model):
     from viz import attention as va
 
-    model = current_model().bundle.model
-    x = layers.attention_input(a.trace, layer)[word]  # [D]
-    return va.projection(
-        a.trace, f"enc.{layer}.self_attn", head, word, x, *experiments.head_projection(model, layer, head)
-    )
+    module = f"enc.{layer}.self_attn"
+    x = layers.attention_input(_a.trace, layer)[word]  # [D]
+    proj = va.projection(_a.trace, module, head, word, x, *experiments.head_projection(_model, layer, head))
+    return va.word_steps(_a.trace, module, head, word), proj
+
+
+def one_word(a: pipeline.Analysis, layer: int, head: int, word: int):
+    """One word's query against every key in one head of encoder layer `layer` (a `viz.attention.WordSteps`), and
+    its projection q = x·W^Q + b^Q (and k, v: a `viz.attention.Projection`), from the current model's weights and
+    the analysed sentence's trace: once per content in this process (a class's followers each read seven of the
+    trace's tensors and multiplied the weights on every redraw)."""
+    cur = current_model()
+    return _one_word(cur.key, a.prepared.text, a.interventions, layer, head, word, a, cur.bundle.model)
 
 
 def coref_defaults(a: pipeline.Analysis, keys: tuple[str, str, str], n_layers: int):
