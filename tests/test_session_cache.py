@@ -215,3 +215,31 @@ def test_the_server_warms_up_the_first_visitors_page(monkeypatch):
     assert not at.exception and shown(at) > 0 and calls == []  # the default sentence, as the warm-up analysed it
     at = session(sentence="i am a student")
     assert not at.exception and len(calls) == 1  # (what the warm-up did not see is analysed as before)
+
+
+def _one_word_after_its_first_session_changed_its_trace() -> None:
+    """A session computes one word's steps (kept server-wide), then writes into its own trace; a second lookup (any
+    session's) still has the model's numbers."""
+    import streamlit as st
+
+    from model import checkpoint, pipeline
+    from model.trace import Interventions
+    from ui import models
+
+    b = checkpoint.load(checkpoint.SHIPPED)
+    text = "the animal didn't cross the street because it was too tired"
+    a = pipeline.analyse(b, pipeline.prepare(b, text), Interventions())
+    key = models.shipped_key("base", b)
+    models._one_word.server_wide.clear()
+    steps, _ = models._one_word.server_wide(key, text, a.interventions, 0, 1, 8, a, b.model)
+    before = steps.weights.clone()
+    a.trace.tensors["enc.0.self_attn.weights"].zero_()  # (the first session's own tensors, changed in place)
+    again, _ = models._one_word.server_wide(key, text, a.interventions, 0, 1, 8, a, b.model)
+    st.session_state["same"] = bool((again.weights == before).all()) and float(before.sum()) > 0.99
+
+
+def test_a_result_kept_server_wide_shares_no_tensor_with_the_session_that_computed_it():
+    """`ui.models.one_word` reads one word's steps from the session's trace (views of its tensors): what the process
+    keeps for every other session is its own copy, so a session writing into its trace changes nobody else's page."""
+    at = AppTest.from_function(_one_word_after_its_first_session_changed_its_trace, default_timeout=TIMEOUT).run()
+    assert not at.exception and at.session_state["same"] is True

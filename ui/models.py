@@ -24,7 +24,7 @@ from model import checkpoint, data, pipeline
 from model.checkpoint import Bundle
 from model.data import DATASET_PATH, data_hash, load_dataset
 from model.trace import Interventions
-from ui.session_cache import session_cache
+from ui.session_cache import fresh_copy, session_cache
 from ui.state import DEFAULT_SENTENCE, init_state, interventions
 from viz import layers
 from viz.overview import data_summary
@@ -273,7 +273,8 @@ def _one_word(model_key: str, text: str, iv: Interventions, layer: int, head: in
     module = f"enc.{layer}.self_attn"
     x = layers.attention_input(_a.trace, layer)[word]  # [D]
     proj = va.projection(_a.trace, module, head, word, x, *experiments.head_projection(_model, layer, head))
-    return va.word_steps(_a.trace, module, head, word), proj
+    # (its own tensors: the steps are views of this session's trace, which the server-wide entry must not share)
+    return fresh_copy((va.word_steps(_a.trace, module, head, word), proj))
 
 
 def one_word(a: pipeline.Analysis, layer: int, head: int, word: int):
