@@ -23,7 +23,7 @@ import functools
 import inspect
 import itertools
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 
 import streamlit as st
 import torch
@@ -102,18 +102,23 @@ MEMO_KEY = "_results_memo"  # st.session_state key: this session's last results
 MEMO_SIZE = 12  # results kept per session (an analysis with its recorded tensors is about 0.5 MB)
 
 
+def _remembered(memo: collections.OrderedDict, key: Hashable, compute: Callable, size: int):
+    """`memo[key]`, `compute()`d only on a miss; beyond `size` entries the least recently used one leaves."""
+    if key in memo:
+        memo.move_to_end(key)
+        return memo[key]
+    value = memo[key] = compute()
+    while len(memo) > size:
+        memo.popitem(last=False)
+    return value
+
+
 def _session_memo(key: tuple, compute: Callable):
     """This session's copy of a result: `compute()` only on a miss."""
     memo = st.session_state.get(MEMO_KEY)
     if memo is None:
         memo = st.session_state[MEMO_KEY] = collections.OrderedDict()
-    if key in memo:
-        memo.move_to_end(key)
-        return memo[key]
-    value = memo[key] = compute()
-    while len(memo) > MEMO_SIZE:
-        memo.popitem(last=False)
-    return value
+    return _remembered(memo, key, compute, MEMO_SIZE)
 
 
 _TOKENS: collections.OrderedDict[tuple, int] = collections.OrderedDict()  # a result's key -> its number
@@ -128,14 +133,7 @@ def _token(key: tuple) -> int:
     took 0.5 ms, once per follower per change; an int's takes a fifth of that. A key forgotten (the oldest of
     more than _TOKENS_SIZE) gets a new number next time: the result is computed again, never mistaken."""
     with _tokens_lock:
-        number = _TOKENS.get(key)
-        if number is None:
-            number = _TOKENS[key] = next(_numbers)
-            while len(_TOKENS) > _TOKENS_SIZE:
-                _TOKENS.popitem(last=False)
-        else:
-            _TOKENS.move_to_end(key)
-        return number
+        return _remembered(_TOKENS, key, lambda: next(_numbers), _TOKENS_SIZE)
 
 
 def session_cache(max_entries: int = 256) -> Callable:
