@@ -31,9 +31,23 @@ from pathlib import Path
 from bench import classroom_load as cl
 from serving.processes import ROOT, start_app
 
-
 # -- inside the app process -------------------------------------------------------------------------------
-def install(out: str) -> None:
+# The widgets the hook counts in each run, by kind (a keyed expander, a fold, is "expander"): bench.streamlit_floor
+# draws each kind in its bare app.
+COUNTED = (
+    "button",
+    "selectbox",
+    "radio",
+    "text_input",
+    "checkbox",
+    "slider",
+    "number_input",
+    "multiselect",
+    "expander",
+)
+
+
+def install(out: str, counted: tuple[str, ...]) -> None:
     """Record every script run (the server process only; written on SIGUSR1)."""
     import threading
 
@@ -43,7 +57,6 @@ def install(out: str) -> None:
     runs: list[dict] = []
     local = threading.local()
     run_script, enqueue = sr.ScriptRunner._run_script, src.ScriptRunContext.enqueue
-    widgets = {"button", "selectbox", "radio", "text_input", "checkbox", "slider", "number_input", "multiselect"}
 
     def _run(self, rerun_data):
         local.msgs, local.widgets = 0, {}
@@ -64,10 +77,11 @@ def install(out: str) -> None:
         local.msgs = getattr(local, "msgs", 0) + 1
         if msg.WhichOneof("type") == "delta":  # (a widget's kind, as the bare app of bench.streamlit_floor draws it)
             d = msg.delta
-            what = d.new_element.WhichOneof("type") if d.WhichOneof("type") == "new_element" else None
-            if d.WhichOneof("type") == "add_block" and d.add_block.WhichOneof("type") == "expandable":
-                what = "expander" if d.add_block.expandable.id else None
-            if what in widgets or what == "expander":
+            kind = d.WhichOneof("type")
+            what = d.new_element.WhichOneof("type") if kind == "new_element" else None
+            if kind == "add_block" and d.add_block.WhichOneof("type") == "expandable" and d.add_block.expandable.id:
+                what = "expander"
+            if what in counted:
                 w = getattr(local, "widgets", {})
                 w[what] = w.get(what, 0) + 1
                 local.widgets = w
@@ -158,7 +172,7 @@ class RunLog:
         (folder / "hook").mkdir(exist_ok=True)
         head = "import json, signal, time\nfrom pathlib import Path\n\n"
         (folder / "hook" / "sitecustomize.py").write_text(
-            head + inspect.getsource(install) + f"\n\ninstall({str(folder)!r})\n"
+            head + inspect.getsource(install) + f"\n\ninstall({str(folder)!r}, {COUNTED!r})\n"
         )
         self.env = {"PYTHONPATH": str(folder / "hook")}
 
