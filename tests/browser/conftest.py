@@ -24,6 +24,7 @@ import urllib.parse
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import expect
 
 from serving.processes import start_app
 from tools.browser import (
@@ -80,6 +81,18 @@ def browser():
 
 
 CLASS_LINK = re.compile(r"/classroom\?class=[A-Z0-9]{6}")  # the join link the class page shows
+
+
+def expect_app_page(page, title: str, sentence: str) -> None:
+    """The whole app answers on `title`: its sidebar with the sentence, that page marked current, no dialog."""
+    sidebar = page.locator('[data-testid="stSidebar"]')
+    box = sidebar.get_by_role("textbox", name="Your sentence", exact=True)
+    # retrying assertions: the sidebar's inputs can show up a moment after the run has ended
+    expect(box, "the page ran without app.py (no sidebar)").to_have_count(1)
+    expect(box).to_have_value(sentence)
+    expect(sidebar.get_by_role("link", name=title, exact=True)).to_have_attribute("aria-current", "page")
+    expect(page.get_by_role("dialog"), "a dialog (e.g. 'Page not found') is open").to_have_count(0)
+    expect(page.locator("h1").first).not_to_be_empty()
 
 
 class AppPage:

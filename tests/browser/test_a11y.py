@@ -18,6 +18,7 @@ from __future__ import annotations
 import pytest
 from axe_playwright_python.sync_playwright import Axe
 
+from tests.browser.conftest import expect_app_page
 from tools.browser import wait_rendered
 from ui import page_list
 
@@ -25,6 +26,7 @@ pytestmark = pytest.mark.browser
 
 SENTENCE = "i am a student"
 PAGES = [p.url_path for p in page_list.PAGES]
+TITLES = {p.url_path: p.title for p in page_list.PAGES}
 NAV = '[data-testid="stSidebarNavItems"]'
 AXE_EXCLUDED = {NAV: ("list", "listitem")}  # selector -> the rules switched off there (see the docstring)
 BLOCKING = ("serious", "critical")
@@ -114,10 +116,12 @@ OVERLAP_JS = """() => {
 
 @pytest.mark.parametrize("path", PAGES)
 def test_every_page_passes_axe_and_its_charts_are_labelled_and_legible(app, path):
-    """One visit per page (a visit costs a page's run and its drawing): no serious or critical axe violation,
-    every chart with a text alternative, chart text at least MIN_FONT_PX and no overlapping heatmap labels."""
+    """One visit per page, by its own address (a visit costs a page's run and its drawing): the whole app answers
+    there (its sidebar, the page marked current), no serious or critical axe violation, every chart with a text
+    alternative, chart text at least MIN_FONT_PX and no overlapping heatmap labels."""
     app.goto(path, s=SENTENCE)
     settle(app)
+    expect_app_page(app.page, TITLES[path], SENTENCE)
     bad = axe_violations(app)
     assert not bad, f"/{path}: serious or critical axe violations:\n{describe(bad)}"
     charts = app.page.evaluate(CHART_LABELS_JS)
