@@ -91,11 +91,11 @@ DEPTH_STEPS = ("qkv", "heads", "cross", "output")  # In depth → self-attention
 
 @pytest.mark.parametrize("sentence", [*lesson.SENTENCES, *toy_sentences()])
 def test_walk_the_lesson_and_in_depth_keeps_the_sentence(app, sentence):
-    """Next through every step, then each In-depth link of DEPTH_STEPS opens its page on the lesson's sentence (the
-    sidebar shows it) and, for self-attention, on the lesson's layer, head and word; the navigation brings the
-    lesson back on the same step. Thinking Machines walks it all. The other sentences (an apostrophe, a long one,
-    a held-out one) follow the self-attention link only: the link is built alike for every page, and AppTest opens
-    every In-depth page on its sentence, layer, head and word (tests/test_lesson.py), and every step's contents for
+    """Thinking Machines: Next through every step, then each In-depth link of DEPTH_STEPS opens its page on the
+    lesson's sentence (the sidebar shows it) and, for self-attention, on the lesson's layer, head and word; the
+    navigation brings the lesson back on the same step. The other sentences (an apostrophe, a long one, held-out
+    ones) follow the self-attention link only: the link is built alike for every page, and AppTest opens every
+    In-depth page on its sentence, layer, head and word (tests/test_lesson.py) and checks every step's contents for
     every preset (tests/test_notice_rules.py, tests/test_lesson*.py)."""
     page = app.page
     page.goto(link(app.base_url, 1, sentence), wait_until="domcontentloaded")
