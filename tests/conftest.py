@@ -7,6 +7,8 @@ import uuid
 from pathlib import Path
 
 import pytest
+from streamlit.components.v2 import manifest_scanner
+from streamlit.testing.v1 import local_script_runner
 
 import classroom
 import study  # noqa: F401 - the service packages, imported first: AppTest runs a page with pages/ first on
@@ -18,6 +20,28 @@ from tests.services import Clock, redis_server
 TESTS = Path(__file__).resolve().parent
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # as the app's server runs (ui/startup.py)
+
+# Every new AppTest scans the metadata of every installed distribution for Streamlit components (streamlit 1.67's
+# AppTest._run -> BidiComponentManager.discover_and_register_components): about 0.1 s each, on thousands of AppTests
+# in a run. Nothing is installed while the tests run, so each test process scans once.
+manifest_scanner.scan_component_manifests = functools.cache(manifest_scanner.scan_component_manifests)
+
+
+def _wait_for_the_run(runner: local_script_runner.LocalScriptRunner, timeout: float = 3) -> None:
+    """AppTest's wait for a script run (`require_widgets_deltas`), without its poll: that one wakes every millisecond
+    and reads all of the run's events, against the script's thread for the GIL. The script's thread ends once the run
+    has shut down, so this joins it; past `timeout` it stops the run and raises, as Streamlit's does."""
+    thread = runner._script_thread
+    if thread is not None:
+        thread.join(timeout)
+    if runner.script_stopped():
+        return
+    runner.request_stop()
+    runner.join()
+    raise RuntimeError(f"AppTest script run timed out after {timeout}(s)")
+
+
+local_script_runner.require_widgets_deltas = _wait_for_the_run
 
 
 @pytest.fixture(scope="module")
