@@ -26,7 +26,6 @@ pytestmark = pytest.mark.browser
 
 SENTENCE = "i am a student"
 PAGES = [p.url_path for p in page_list.PAGES]
-TITLES = {p.url_path: p.title for p in page_list.PAGES}
 NAV = '[data-testid="stSidebarNavItems"]'
 AXE_EXCLUDED = {NAV: ("list", "listitem")}  # selector -> the rules switched off there (see the docstring)
 BLOCKING = ("serious", "critical")
@@ -121,7 +120,7 @@ def test_every_page_passes_axe_and_its_charts_are_labelled_and_legible(app, path
     alternative, chart text at least MIN_FONT_PX and no overlapping heatmap labels."""
     app.goto(path, s=SENTENCE)
     settle(app)
-    expect_app_page(app.page, TITLES[path], SENTENCE)
+    expect_app_page(app.page, page_list.by_name(path).title, SENTENCE)
     bad = axe_violations(app)
     assert not bad, f"/{path}: serious or critical axe violations:\n{describe(bad)}"
     charts = app.page.evaluate(CHART_LABELS_JS)
