@@ -27,10 +27,12 @@ otherwise the value is on hover and in the exact-numbers table, which keeps big 
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
 import pandas as pd
+import plotly.colors
 import plotly.graph_objects as go
 import torch
 
@@ -111,8 +113,24 @@ def heatmap(
         settings.update(zmin=-lim, zmax=lim)
         settings.pop("zmid")
     n_rows = len(y_labels)
-    # The layout goes into the constructor: fig.update_layout(...) costs three times as much (plotly
-    # resolves every key as a property path), and a page builds a dozen of these on every run.
+    trace = {
+        "type": "heatmap",
+        "z": z,
+        "x": list(x_labels),
+        "y": list(y_labels),
+        "text": text,
+        "texttemplate": "%{text}" if z.size <= MAX_TEXT_CELLS and z.shape[1] <= MAX_TEXT_COLUMNS else None,
+        "textfont": {"size": CELL_FONT},
+        "hovertemplate": f"{y_title or 'row'}: %{{y}}<br>{x_title or 'column'}: %{{x}}<br>"
+        "value: %{text}<extra></extra>",
+        "showscale": kind != "mask",
+        "xgap": 1,
+        "ygap": 1,
+        **settings,
+        # the colour bar starts at the plot's edge (Plotly's 1.02 is 2 % of the plot's width past it, which a margin
+        # reserved in advance cannot know: viz/margins.py), 16 px from it
+        "colorbar": {"x": 1.0, "xpad": 16},
+    }
     layout = {
         # a title stands at the figure's top, above the column words and their axis title (viz/margins.py
         # reserves its line)
@@ -120,30 +138,42 @@ def heatmap(
         "height": height or max(220, min(720, 60 + 34 * n_rows)),
         "margin": {"l": 10, "r": 10, "t": 40 if title else 10, "b": 10},
         "plot_bgcolor": "#9e9e9e",
-        "xaxis": {"title": x_title, "side": "top", "type": "category", "tickangle": x_angle(x_labels)},
-        "yaxis": {"title": y_title, "autorange": "reversed", "type": "category"},
+        "xaxis": {"title": _text(x_title), "side": "top", "type": "category", "tickangle": x_angle(x_labels)},
+        "yaxis": {"title": _text(y_title), "autorange": "reversed", "type": "category"},
     }
-    fig = go.Figure(
-        go.Heatmap(
-            z=z,
-            x=list(x_labels),
-            y=list(y_labels),
-            text=text,
-            texttemplate="%{text}" if z.size <= MAX_TEXT_CELLS and z.shape[1] <= MAX_TEXT_COLUMNS else None,
-            textfont={"size": CELL_FONT},
-            hovertemplate=f"{y_title or 'row'}: %{{y}}<br>{x_title or 'column'}: %{{x}}<br>"
-            "value: %{text}<extra></extra>",
-            showscale=kind != "mask",
-            xgap=1,
-            ygap=1,
-            **settings,
-            # the colour bar starts at the plot's edge (Plotly's 1.02 is 2 % of the plot's width past it, which a margin
-            # reserved in advance cannot know: viz/margins.py), 16 px from it
-            colorbar={"x": 1.0, "xpad": 16},
-        ),
-        layout=layout,
-    )
+    return figure([trace], layout)
+
+
+def _text(title: str | None) -> dict | None:
+    return {"text": title} if title else None
+
+
+def _set(d: dict) -> dict:
+    """`d` without its None values, at every depth (None is plotly's "not set")."""
+    return {k: _set(v) if isinstance(v, dict) else v for k, v in d.items() if v is not None}
+
+
+def figure(traces: list[dict], layout: dict) -> go.Figure:
+    """A figure from plain dicts, without plotly's checks of every property (three quarters of the cost of building
+    a heatmap, paid again for every new sentence, setting and model). What plotly's checks would add is done here:
+    None values dropped, colour scales given by name resolved to their stops (plotly.js knows other scales by some
+    of the same names, "Blues" among them). Only the construction skips the checks: later changes are checked.
+    tests/test_viz_figure.py and tests/test_drawn_once.py hold that plotly's checks change nothing in what is sent."""
+    traces = [_set(t) for t in traces]
+    for t in traces:
+        if isinstance(t.get("colorscale"), str):
+            t["colorscale"] = _scale(t["colorscale"])
+    fig = go.Figure(data=traces, layout=_set(layout), _validate=False)
+    # what a caller changes afterwards (update_traces, add_annotation, ...) is checked as in any figure
+    fig._validate = fig.layout._validate = True
+    for trace in fig.data:
+        trace._validate = True
     return fig
+
+
+@functools.cache
+def _scale(name: str) -> tuple:
+    return tuple(tuple(stop) for stop in plotly.colors.get_colorscale(name))
 
 
 MARKED = "#d62728"  # the frame of the row a notice talks about

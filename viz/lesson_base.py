@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 
 from explain import lesson
 from model.pipeline import Analysis
-from viz.heatmap import heatmap
+from viz.heatmap import figure, heatmap
 
 BLUE, GREEN, GREY, ORANGE = "#1f77b4", "#2ca02c", "#9e9e9e", "#ff7f0e"
 CONFIG = {"displayModeBar": False}
@@ -79,10 +79,13 @@ class View:
 # --- small figure helpers -------------------------------------------------------------------------
 
 
+def _layout(height: int = 320, legend: bool = False, **kw) -> dict:
+    """The lesson's figure layout, as `figure` takes it (the layout's own keys: no "yaxis_title" paths)."""
+    return {"height": height, "margin": {"l": 10, "r": 10, "t": 30, "b": 10}, "showlegend": legend, **kw}
+
+
 def layout(fig: go.Figure, height: int = 320, **kw) -> go.Figure:
-    fig.update_layout(
-        height=height, margin={"l": 10, "r": 10, "t": 30, "b": 10}, showlegend=kw.pop("legend", False), **kw
-    )
+    fig.update_layout(_layout(height, kw.pop("legend", False)), **kw)
     return fig
 
 
@@ -97,18 +100,19 @@ def bars(
 ) -> go.Figure:
     values = [float(v) for v in values]
     colours = [ORANGE if i == highlight else colour for i in range(len(values))]
-    fig = go.Figure(
-        go.Bar(
-            x=list(labels),
-            y=values,
-            marker_color=colours,
-            text=[f"{v:.{digits}f}" for v in values],
-            textposition="outside",
-            cliponaxis=False,
-            hovertemplate="%{x}: %{y:.4f}<extra></extra>",
-        )
+    bar = {
+        "type": "bar",
+        "x": list(labels),
+        "y": values,
+        "marker": {"color": colours},
+        "text": [f"{v:.{digits}f}" for v in values],
+        "textposition": "outside",
+        "cliponaxis": False,
+        "hovertemplate": "%{x}: %{y:.4f}<extra></extra>",
+    }
+    return figure(
+        [bar], _layout(320, title={"text": title}, yaxis={"title": {"text": y_title}}, xaxis={"type": "category"})
     )
-    return layout(fig, title=title, yaxis_title=y_title, xaxis={"type": "category"})
 
 
 ROW = 26  # px, plain_table's row height
@@ -122,14 +126,13 @@ def plain_table(columns: dict[str, list], height: int | None = None) -> go.Figur
     def text(v):
         return v.replace("<", "\u2039").replace(">", "\u203a") if isinstance(v, str) else v
 
-    fig = go.Figure(
-        go.Table(
-            header={"values": list(columns), "align": "left", "fill_color": "#e8eef7", "height": ROW},
-            cells={"values": [[text(v) for v in col] for col in columns.values()], "align": "left", "height": ROW},
-        )
-    )
+    table = {
+        "type": "table",
+        "header": {"values": list(columns), "align": "left", "fill": {"color": "#e8eef7"}, "height": ROW},
+        "cells": {"values": [[text(v) for v in col] for col in columns.values()], "align": "left", "height": ROW},
+    }
     n = max((len(v) for v in columns.values()), default=1)
-    return layout(fig, height=height or min(520, 60 + 28 * n))
+    return figure([table], _layout(height or min(520, 60 + 28 * n)))
 
 
 def dims(n: int) -> list[str]:
