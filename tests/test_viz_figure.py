@@ -97,3 +97,15 @@ def test_what_a_caller_changes_afterwards_is_checked_as_before():
     assert sent(fig) == checked(fig)
     with pytest.raises(ValueError, match="colour"):
         fig.update_traces(colour="red")
+
+
+def test_every_lesson_steps_figure_is_what_plotly_checks_would_build():
+    from model import checkpoint, pipeline
+    from viz import lesson
+
+    b = checkpoint.load(checkpoint.SHIPPED)
+    a = pipeline.analyse(b, pipeline.prepare(b, "the animal didn't cross the street because it was too tired"))
+    c = lesson.context(a, b.tgt_vocab.itos, len(b.src_vocab), meta=b.meta)
+    for key in lesson.VIEWS:
+        fig = lesson.view(key, c).figure
+        assert sent(fig) == checked(fig), key
