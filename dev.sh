@@ -87,24 +87,26 @@ case "$cmd" in
     .venv/bin/mypy  # strict types on the packages pyproject's [tool.mypy] lists
     # The tiers (tests/conftest.py). Unit and app tests compute in this process only, processes tests in a training
     # or command-line process they start: they run on every core (pytest-xdist, each file in one worker). Services
-    # and browser tests start servers and wait on them, so they run one at a time, as a class's timings assume.
-    # pytest exits 5 when it selects no test: that is a failure here too, unless the other run ran tests (extra
+    # tests start servers and time them (a class's pushes, queues, failovers), so they run one at a time. Browser
+    # tests wait on Chromium, which draws a page on one core: two files at a time (each worker its own app server),
+    # with waits that fit a loaded machine (docs/contributors.md, "Test tiers").
+    # pytest exits 5 when it selects no test: that is a failure here too, unless another run ran tests (extra
     # arguments such as a file may select from one tier only).
     tiers="unit or app or processes"
     if [ "$fast" = 1 ]; then tiers="unit or app"; fi
     set +e
     .venv/bin/python -m pytest -m "$tiers" -n auto --maxprocesses 4 --dist loadfile "$@"
-    first=$?
+    rcs=$?
+    if [ "$fast" = 1 ]; then exit "$rcs"; fi
+    .venv/bin/python -m pytest -m services "$@"
+    rcs="$rcs $?"
+    .venv/bin/python -m pytest -m browser -n 2 --dist loadfile "$@"
+    rcs="$rcs $?"
     set -e
-    if [ "$fast" = 1 ]; then exit "$first"; fi
-    set +e
-    .venv/bin/python -m pytest -m "services or browser" "$@"
-    second=$?
-    set -e
-    for rc in "$first" "$second"; do
+    for rc in $rcs; do
       if [ "$rc" != 0 ] && [ "$rc" != 5 ]; then exit "$rc"; fi
     done
-    if [ "$first" = 5 ] && [ "$second" = 5 ]; then exit 5; fi
+    if [ "$rcs" = "5 5 5" ]; then exit 5; fi
     ;;
   serve)
     setup_python

@@ -14,12 +14,10 @@ import pytest
 from playwright.sync_api import expect
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
-from tests.browser.conftest import VIEWPORT, AppPage
+from tests.browser.conftest import FOLLOW_MS, VIEWPORT, AppPage
 from tools.browser import RUN_COUNTER_JS
 
 pytestmark = pytest.mark.browser
-
-FOLLOW_SECONDS = 10  # "within about a second" on an idle machine; the shared test machine gets room
 
 
 def new_tab(browser, app_url: str, name: str) -> AppPage:
@@ -84,7 +82,7 @@ def test_two_students_follow_the_teacher(browser, app_url, app):
             expect(s.main.get_by_role("heading", name="The Transformer at a glance")).to_be_visible()
             assert f"class={code}" in s.page.url
         # the teacher's sidebar counts them as they join, with nothing clicked (its stream's `tally`)
-        expect(teacher.sidebar.get_by_text("2 students here")).to_be_visible(timeout=FOLLOW_SECONDS * 1000)
+        expect(teacher.sidebar.get_by_text("2 students here")).to_be_visible(timeout=FOLLOW_MS)
 
         # the teacher goes to the overview (in the app: the session stays the teacher's), types, switches
         teacher.act(lambda: teacher.sidebar.get_by_role("link", name="Overview", exact=True).click())
@@ -94,7 +92,7 @@ def test_two_students_follow_the_teacher(browser, app_url, app):
         teacher.act(lambda: box.press("Enter"))
         seen = []
         for s in students:
-            expect(teacher_line(s, "sentence “i am a student”")).to_be_visible(timeout=FOLLOW_SECONDS * 1000)
+            expect(teacher_line(s, "sentence “i am a student”")).to_be_visible(timeout=FOLLOW_MS)
             seen.append(time.perf_counter() - t0)
             expect(sentence_box(s)).to_have_count(0)  # while following: the teacher's, in that line
         expect(scale_switch(teacher)).to_be_checked()
@@ -103,7 +101,7 @@ def test_two_students_follow_the_teacher(browser, app_url, app):
         teacher.act(lambda: teacher.sidebar.get_by_test_id("stCheckbox").filter(has=switch).locator("label").click())
         expect(scale_switch(teacher)).not_to_be_checked()
         for s in students:
-            expect(teacher_line(s, "no √d_k scaling")).to_be_visible(timeout=FOLLOW_SECONDS * 1000)
+            expect(teacher_line(s, "no √d_k scaling")).to_be_visible(timeout=FOLLOW_MS)
             assert "Source tokens: i am a student" in s.main_text()
             seen.append(time.perf_counter() - t1)
             s.no_exception()
@@ -127,13 +125,13 @@ def test_two_students_follow_the_teacher(browser, app_url, app):
         before = len(away.page.full_runs)
         box.fill("you are a teacher")
         teacher.act(lambda: box.press("Enter"))
-        expect(teacher_line(here, "“you are a teacher”")).to_be_visible(timeout=FOLLOW_SECONDS * 1000)
+        expect(teacher_line(here, "“you are a teacher”")).to_be_visible(timeout=FOLLOW_MS)
         away.page.wait_for_timeout(3_000)  # (the component asks again after 2.5 s when a page stays behind)
         assert len(away.page.full_runs) == before
         expect(teacher_line(away, "“i am a student”")).to_be_visible()
         t2 = time.perf_counter()
         look(away, "visible")
-        expect(teacher_line(away, "“you are a teacher”")).to_be_visible(timeout=FOLLOW_SECONDS * 1000)
+        expect(teacher_line(away, "“you are a teacher”")).to_be_visible(timeout=FOLLOW_MS)
         seen.append(time.perf_counter() - t2)
         assert "Source tokens: you are a teacher" in away.main_text()
         away.no_exception()

@@ -12,10 +12,10 @@ import re
 import pytest
 from playwright.sync_api import expect
 
+from tests.browser.conftest import FOLLOW_MS
 from tests.browser.test_classroom_browser import new_tab
 
 pytestmark = pytest.mark.browser
-FOLLOW_MS = 10_000
 
 
 def test_plan_pace_and_snapshot_in_chromium(browser, app_url, app):
