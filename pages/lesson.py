@@ -26,12 +26,14 @@ MORE = {"why": ("before", "why_attention"), "loss": ("training",)}  # linked bes
 state.init_lesson()
 k, n = state.step(), explain.lesson.N_STEPS
 # Presenter mode puts the projector first: the step and its figure on the first screen, the prose after them, no
-# title, no sentence picker (the sidebar has the sentence). In a class's plan the plan's Next moves the class.
-present, plan_leads = presenter(), plans.leads_the_lesson()
+# title, no sentence picker (the sidebar has the sentence). In a class's plan the plan's Next moves the class. A student
+# whose teacher leads gets no sentence picker and no Back / Next: the teacher moves them (`plans.led_lesson_bar`).
+present, plan_leads, led = presenter(), plans.leads_the_lesson(), plans.led()
 if not present:
     st.title("Guided lesson")
     if k == 1:
         st.markdown(INTRO)
+if not present and not led:
     with st.expander(
         f"Sentence: **{md(state.sentence()) or '(none)'}**: choose another, or type your own", expanded=k == 1
     ):
@@ -111,13 +113,17 @@ if present:  # the step and its figure first
     prose()
 else:
     st.progress(k / n, text=f"Step {k} of {n}")
-    state.navigation("top", k, plan_leads)
+    if not led:
+        state.navigation("top", k, plan_leads)
     st.header(f"{k}. {step.title}")
     prose()
     figure_once()
 check.panel(step.key, k, a.prepared.text, words)  # "Check yourself" at the end of each part of the lesson
 
-state.navigation("bottom", k, plan_leads)
+if led:
+    plans.led_lesson_bar()
+else:
+    state.navigation("bottom", k, plan_leads)
 depth = by_name(step.page)
 f = ctx.f
 state.seed_depth(

@@ -145,7 +145,15 @@ def test_students_follow_the_teacher_leave_and_come_back(store):
     s2.sidebar.button(key="class_detach").click().run()
     assert state(s2, "class_following") is False and s2.query_params.get("follow") == "0"
     s2.sidebar.text_input(key="sentence").input("she is a student").run()
-    # s3 just moves the lesson on: that alone leaves follow mode (its step stays its own)
+    # s3, led through the lesson, has no Back / Next, step picker or sentence picker: the teacher moves it. One button
+    # under the step lets it go on alone, and then the lesson's own are back (its step stays its own)
+    keys = {w.key for w in [*s3.button, *s3.selectbox, *s3.radio, *s3.text_input]}
+    assert not keys & {"lesson_back", "lesson_next", "lesson_next_bottom", "lesson_jump", "lesson_choice"}, keys
+    assert "Your teacher moves the class through the lesson." in " ".join(c.value for c in s3.caption)
+    s3.button(key="lesson_explore").click().run()
+    no_exception(s3)
+    assert state(s3, "class_following") is False and state(s3, "lesson_step") == 2
+    assert "Your teacher moves the class" not in " ".join(c.value for c in s3.caption)
     s3.button(key="lesson_next").click().run()
     assert state(s3, "class_following") is False and state(s3, "lesson_step") == 3
     assert s3.sidebar.text_input(key="sentence").value == "i am a student"  # its controls are back

@@ -403,6 +403,28 @@ def leads_the_lesson() -> bool:
     return cls.is_teacher() and not cls.is_console() and at_stop()
 
 
+def led() -> bool:
+    """A student who follows a teacher who leads: the teacher moves this student's page."""
+    return cls.following() and leads()
+
+
+def led_lesson_bar() -> None:
+    """Under a led student's lesson step, instead of the lesson's Back / Next / step picker (the sentence picker is
+    not drawn either): the teacher moves the class, and one button lets the student go on alone. A click on the
+    lesson's Next used to be the student's way out of follow mode, unannounced; on a phone the sidebar's "Explore on
+    my own" is out of sight. (The click reruns the page's fragment, which finds the student no longer following and
+    asks for a full run: ui/classroom/panels.py `around`.)"""
+    with st.container(horizontal=True, vertical_alignment="center", key="lesson_led"):
+        st.caption(":material/cast_for_education: Your teacher moves the class through the lesson.")
+        st.button(
+            "Explore on my own",
+            key="lesson_explore",
+            icon=":material/explore:",
+            on_click=cls.set_following,
+            args=(False,),
+        )
+
+
 # -- what a stop or a snapshot holds ---------------------------------------------------------------------------------
 def view_state() -> dict:
     """What "Add this view as a stop" takes: the session's shareable state on its last walkthrough page."""
