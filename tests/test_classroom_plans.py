@@ -175,6 +175,13 @@ def test_pace_pause_free_and_plan_modes(store):
     t.radio(key="pace_mode").set_value("lead").run()
     follower.run()
     assert ss(follower, "iv_look_ahead") is False and "Following class" in sidebar_text(follower)
+
+    # free again: a follower on the lesson is not led, and has the lesson's own Back / Next
+    t.radio(key="pace_mode").set_value("free").run()
+    follower.switch_page("pages/lesson.py")
+    follower.run()
+    keys = {b.key for b in follower.button}
+    assert "lesson_next" in keys and "lesson_explore" not in keys, keys
     for at in (t, follower, explorer):
         no_exception(at)
 
