@@ -87,9 +87,9 @@ case "$cmd" in
     .venv/bin/mypy  # strict types on the packages pyproject's [tool.mypy] lists
     # The tiers (tests/conftest.py). Unit and app tests compute in this process only, processes tests in a training
     # or command-line process they start: they run on every core (pytest-xdist, each file in one worker). Services
-    # tests start servers and time them (a class's pushes, queues, failovers), so they run one at a time. Browser
-    # tests wait on Chromium, which draws a page on one core: two files at a time (each worker its own app server),
-    # with waits that fit a loaded machine (docs/contributors.md, "Test tiers").
+    # tests start servers and time them (a class's pushes, queues, failovers), and browser tests drive several
+    # Chromium pages of one class at once: each tier runs one test at a time (two browser test files at a time failed
+    # runs: docs/contributors.md, "Test tiers").
     # pytest exits 5 when it selects no test: that is a failure here too, unless another run ran tests (extra
     # arguments such as a file may select from one tier only).
     tiers="unit or app or processes"
@@ -100,7 +100,7 @@ case "$cmd" in
     if [ "$fast" = 1 ]; then exit "$rcs"; fi
     .venv/bin/python -m pytest -m services "$@"
     rcs="$rcs $?"
-    .venv/bin/python -m pytest -m browser -n 2 --dist loadfile "$@"
+    .venv/bin/python -m pytest -m browser "$@"
     rcs="$rcs $?"
     set -e
     for rc in $rcs; do
