@@ -87,26 +87,24 @@ case "$cmd" in
     .venv/bin/mypy  # strict types on the packages pyproject's [tool.mypy] lists
     # The tiers (tests/conftest.py). Unit and app tests compute in this process only, processes tests in a training
     # or command-line process they start: they run on every core (pytest-xdist, each file in one worker). Services
-    # tests start servers and time them (a class's pushes, queues, failovers), and browser tests drive several
-    # Chromium pages of one class at once: each tier runs one test at a time (two browser test files at a time failed
-    # runs: docs/contributors.md, "Test tiers").
-    # pytest exits 5 when it selects no test: that is a failure here too, unless another run ran tests (extra
+    # and browser tests start servers and wait on them, so they run one at a time, as a class's timings assume.
+    # pytest exits 5 when it selects no test: that is a failure here too, unless the other run ran tests (extra
     # arguments such as a file may select from one tier only).
     tiers="unit or app or processes"
     if [ "$fast" = 1 ]; then tiers="unit or app"; fi
     set +e
     .venv/bin/python -m pytest -m "$tiers" -n auto --maxprocesses 4 --dist loadfile "$@"
-    rcs=$?
-    if [ "$fast" = 1 ]; then exit "$rcs"; fi
-    .venv/bin/python -m pytest -m services "$@"
-    rcs="$rcs $?"
-    .venv/bin/python -m pytest -m browser "$@"
-    rcs="$rcs $?"
+    first=$?
     set -e
-    for rc in $rcs; do
+    if [ "$fast" = 1 ]; then exit "$first"; fi
+    set +e
+    .venv/bin/python -m pytest -m "services or browser" "$@"
+    second=$?
+    set -e
+    for rc in "$first" "$second"; do
       if [ "$rc" != 0 ] && [ "$rc" != 5 ]; then exit "$rc"; fi
     done
-    if [ "$rcs" = "5 5 5" ]; then exit 5; fi
+    if [ "$first" = 5 ] && [ "$second" = 5 ]; then exit 5; fi
     ;;
   serve)
     setup_python

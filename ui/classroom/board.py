@@ -35,7 +35,7 @@ from classroom import ClassStoreError
 from model.checkpoint import Bundle
 from ui.classroom import session as cls
 from ui.classroom import teacher
-from ui.classroom.plans import leads, ss
+from ui.classroom.plans import led, ss
 from ui.widgets import chart, matrix, md
 from viz.classroom import board_figure, board_notice, board_table
 
@@ -245,7 +245,7 @@ def class_run_panel() -> None:
     """Above a following student's page: the teacher's training run, live (its loss curve, its step), then its
     result."""
     run = ss().get(RUN)
-    if run is None or not cls.is_student() or not (cls.following() and leads()):
+    if run is None or not led():  # (following: a student)
         return
     loss = run["losses"][-1] if run["losses"] else None
     line = f"training loss {loss:.3f}" if loss is not None else "starting"

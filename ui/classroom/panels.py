@@ -389,8 +389,7 @@ def redraws_alone(here: str) -> bool:
     no pause and no open question (those are drawn around the page, by full runs)."""
     snap = ss().get(SNAP)
     return (
-        following()
-        and plans.leads()
+        plans.led()
         and not plans.paused()
         and here not in NOT_SHARED
         and snap is not None

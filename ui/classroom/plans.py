@@ -201,7 +201,7 @@ def stop_banner() -> None:
     """Above the page: the class's current stop, for the teacher and the students who follow (while the view is
     the stop's: the teacher may have left it); for a student exploring the stops so far, the stop they look at."""
     plan = class_plan()
-    if cls.is_teacher() or (cls.following() and leads()):
+    if cls.is_teacher() or led():
         shot_banner()
         stop = current_stop()
         if stop is None or not at_stop():  # the teacher left the stop: its caption no longer belongs here
