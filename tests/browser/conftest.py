@@ -46,10 +46,9 @@ VIEWPORT = {"width": 1400, "height": 1000}
 # raised as docs/operators.md tells such a school (the soak, the walks and the peer tests start a class each, within
 # minutes, on this one server; the limits themselves are tested in tests/test_class_guard.py and test_class_store.py)
 SERVER_ENV = {"OMP_NUM_THREADS": "1", "GLASS_CLASSES_PER_CLIENT": "100", "GLASS_CLASS_STARTS_PER_MINUTE": "100"}
-# The waits fit a loaded machine: `./dev.sh test` runs two browser test files at a time, each with its own Chromium
-# (docs/contributors.md, "Test tiers"), and a chart can take several seconds to draw when the other one draws too.
-# Every `expect` waits up to 15 s (Playwright's default is 5); a class's change reaches a student's page in about a
-# second on an idle machine, and gets FOLLOW_MS.
+# The waits fit a loaded shared machine, where a chart can take several seconds to draw (docs/contributors.md, "Test
+# tiers"): every `expect` waits up to 15 s (Playwright's default is 5); a class's change reaches a student's page in
+# about a second on an idle machine, and gets FOLLOW_MS.
 expect.set_options(timeout=15_000)
 FOLLOW_MS = 20_000
 # Whole pages (GLASS_FULL_SHOTS=1) instead of the first screen: about twice the browser tests' time.
