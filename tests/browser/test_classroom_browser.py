@@ -140,3 +140,37 @@ def test_two_students_follow_the_teacher(browser, app_url, app):
     finally:
         for s in students:
             s.page.context.close()
+
+
+# (title in the sidebar, the page's heading)
+MOVES = [("Guided lesson", "Guided lesson"), ("Overview", "The Transformer at a glance")] * 2
+
+
+def test_teacher_moves_between_pages(browser, app_url, app):
+    """The teacher's own move publishes the class's state, whose event reaches the teacher's tab before the move's
+    run does: the teacher's sidebar panel then asks for its fragment's run with the page left. Such a run once moved
+    the session back to that page: it dropped the new page's state and the browser cleared its main area (the
+    projector showed an empty page). The pages are drawn first in another session, so that their runs are quick (the
+    race was lost most often then)."""
+    other = new_tab(browser, app_url, "other")
+    try:
+        for path in ("lesson", "overview"):
+            other.goto(path)
+    finally:
+        other.page.context.close()
+    teacher = app
+    teacher.start_class()
+    teacher.act(lambda: teacher.sidebar.get_by_role("link", name="Overview", exact=True).click())
+    box = sentence_box(teacher)
+    box.fill("i am a student")
+    teacher.act(lambda: box.press("Enter"))
+    for title, heading in MOVES:
+        teacher.act(lambda title=title: teacher.sidebar.get_by_role("link", name=title, exact=True).click())
+        teacher.page.wait_for_timeout(1_500)  # (the panel's fragment run comes after the page's)
+        teacher.wait_idle()
+        expect(teacher.main.get_by_role("heading", name=heading, exact=True)).to_be_visible()
+        expect(sentence_box(teacher)).to_have_value("i am a student")
+        expect(teacher.sidebar.get_by_role("link", name=title, exact=True)).to_have_attribute("aria-current", "page")
+        assert "s=i" in teacher.page.url, teacher.page.url
+    teacher.shot("last-move")
+    teacher.no_exception()
