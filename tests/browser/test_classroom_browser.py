@@ -136,6 +136,23 @@ def test_two_students_follow_the_teacher(browser, app_url, app):
         assert "Source tokens: you are a teacher" in away.main_text()
         away.no_exception()
         print(f"students showed the teacher's change after {', '.join(f'{x:.1f}' for x in seen)} s")
+
+        # the guided lesson: the teacher moves the students; they have no Back / Next or sentence picker of their own,
+        # only a button to go on alone, which gives them back (and the sidebar says they explore)
+        teacher.act(lambda: teacher.sidebar.get_by_role("link", name="Guided lesson", exact=True).click())
+        teacher.act(lambda: teacher.main.get_by_role("button", name="Next").first.click())
+        for s in students:
+            expect(s.main.get_by_text("Step 2 of 25").first).to_be_visible(timeout=FOLLOW_MS)
+            expect(s.main.get_by_text("Your teacher moves the class through the lesson.")).to_be_visible()
+            expect(s.main.get_by_role("button", name="Next")).to_have_count(0)
+            expect(s.main.get_by_text("choose another, or type your own")).to_have_count(0)
+        here.shot("led-lesson")
+        here.act(lambda: here.main.get_by_role("button", name="Explore on my own").click())
+        expect(here.sidebar.get_by_text(f"Exploring · class {code}")).to_be_visible()
+        here.act(lambda: here.main.get_by_role("button", name="Next").first.click())
+        expect(here.main.get_by_text("Step 3 of 25").first).to_be_visible()
+        expect(away.main.get_by_text("Step 2 of 25").first).to_be_visible()  # the other still follows the teacher
+        here.no_exception()
         teacher.no_exception()
     finally:
         for s in students:
