@@ -188,19 +188,14 @@ def test_the_suggestion_follows_the_written_rule(share):
     assert f"{share:.0%}" in why
 
 
+def a_result(**fields) -> list[dict]:
+    """One question's results as the store hands them to `results_csv` (one round of votes), but for `fields`."""
+    question = {"qid": 1, "kind": "question", "text": "?", "options": ["a", "b"], "answer": 0, "grid": None}
+    return [{**question, "first": {}, "second": None, **fields}]
+
+
 def test_the_csv_cannot_carry_a_spreadsheet_formula():
-    rows = [
-        {
-            "qid": 1,
-            "kind": "question",
-            "text": '=HYPERLINK("http://x")',
-            "options": ["+1", "@a"],
-            "answer": 0,
-            "grid": None,
-            "first": {"1": 2},
-            "second": None,
-        }
-    ]
+    rows = a_result(text='=HYPERLINK("http://x")', options=["+1", "@a"], first={"1": 2})
     header, line = list(csv.reader(io.StringIO(results_csv(rows))))
     cell = dict(zip(header, line, strict=True))
     assert cell["text"].startswith("'=") and cell["model's answer"] == "'+1"
@@ -280,17 +275,6 @@ def test_the_suggestion_after_a_second_vote_comes_from_it():
 
 def test_a_click_questions_csv_names_every_cell_of_its_row():
     grid = {"rows": ["0:the", "1:cat"], "cols": ["0:the", "1:cat"], "answer": 3, "row": 1}
-    rows = [
-        {
-            "qid": 1,
-            "kind": "click",
-            "text": "Click",
-            "options": ["a", "b"],
-            "answer": 0,
-            "grid": grid,
-            "first": {"3": 2, "0": 1},
-            "second": None,
-        }
-    ]
+    rows = a_result(kind="click", text="Click", grid=grid, first={"3": 2, "0": 1})
     (row,) = list(csv.DictReader(io.StringIO(results_csv(rows))))
     assert row["round 1 distribution"] == "1:cat → 0:the = 0; 1:cat → 1:cat = 2; other rows = 1"
