@@ -1,7 +1,8 @@
-"""A fragment's run stays on the page the session shows (ui/fragment_page.py).
+"""A fragment's run stays on the page the session shows, with its own widgets' values only (ui/fragment_page.py).
 
-The browser's side of the race (the teacher's move, its event back on the stream, the panel's ask naming the page left)
-is walked in Chromium: tests/browser/test_classroom_browser.py `test_teacher_moves_between_pages`.
+The browser's side of the race (the teacher's move, its event back on the stream, the panel's ask with the page left
+and the widgets' old values) is walked in Chromium: tests/browser/test_classroom_browser.py
+`test_teacher_moves_between_pages` and `test_a_teachers_lesson_step_holds_when_the_run_reaches_the_browser_late`.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
+from streamlit.proto.WidgetStates_pb2 import WidgetStates
 from streamlit.runtime.scriptrunner_utils.script_requests import (
     RerunData,
     ScriptRequest,
@@ -18,13 +20,26 @@ from streamlit.runtime.scriptrunner_utils.script_requests import (
 
 from ui import fragment_page
 
+# the widgets the session's last run drew: the lesson's step picker (outside any fragment), the teacher's panel's
+# event trigger (in fragment "panel"), a button of the follower's page (in fragment "page")
+DRAWN_IN = {"lesson_jump": None, "class_sync": "panel", "explore": "page"}
+
 
 @pytest.fixture
 def shown(monkeypatch):
-    """The session's last run drew page "lesson" with `?s=hello`."""
-    ctx = SimpleNamespace(page_script_hash="lesson", query_string="s=hello")
+    """The session's last run drew page "lesson" with `?s=hello`, and the widgets of DRAWN_IN."""
+    registry = {wid: SimpleNamespace(fragment_id=fragment) for wid, fragment in DRAWN_IN.items()}
+    state = SimpleNamespace(_state=SimpleNamespace(_new_widget_state=SimpleNamespace(widget_metadata=registry)))
+    ctx = SimpleNamespace(page_script_hash="lesson", query_string="s=hello", session_state=state)
     monkeypatch.setattr(fragment_page, "get_script_run_ctx", lambda suppress_warning=False: ctx)
     return ctx
+
+
+def states(*ids: str) -> WidgetStates:
+    out = WidgetStates()
+    for wid in ids:
+        out.widgets.add(id=wid, string_value="the browser's")
+    return out
 
 
 def rerun(**data) -> ScriptRequest:
@@ -43,6 +58,7 @@ def test_a_fragment_asked_for_under_the_page_left_runs_on_the_page_shown(shown):
     [
         rerun(page_script_hash="classroom"),  # a run of the whole app: a move, as the browser asked
         rerun(page_script_hash="lesson", query_string="s=x", fragment_id_queue=["panel"]),  # on the page shown
+        rerun(page_script_hash="lesson", fragment_id_queue=["panel"], widget_states=states("class_sync")),
         ScriptRequest(ScriptRequestType.STOP),
         None,
     ],
@@ -54,6 +70,27 @@ def test_other_requests_are_left_as_they_are(shown, asked):
 def test_no_page_drawn_yet_leaves_the_request(monkeypatch):
     monkeypatch.setattr(fragment_page, "get_script_run_ctx", lambda suppress_warning=False: None)
     asked = rerun(page_script_hash="classroom", fragment_id_queue=["panel"])
+    assert fragment_page.on_its_page(asked) is asked
+
+
+def test_a_fragment_takes_only_its_own_widgets_values_from_the_browser(shown):
+    """The step picker's value in a panel's ask is the browser's old one (the Next's run had not reached it): its
+    callback would take the lesson back a step. A widget the session does not know is left out too."""
+    asked = rerun(
+        page_script_hash="lesson",
+        fragment_id_queue=["panel"],
+        widget_states=states("lesson_jump", "class_sync", "explore", "unknown"),
+    )
+    taken = fragment_page.on_its_page(asked).rerun_data
+    assert [w.id for w in taken.widget_states.widgets] == ["class_sync"]
+    both = rerun(
+        page_script_hash="lesson", fragment_id_queue=["panel", "page"], widget_states=states("class_sync", "explore")
+    )
+    assert fragment_page.on_its_page(both) is both  # (nothing to leave out: the same request)
+
+
+def test_a_run_of_the_whole_app_takes_every_widgets_value(shown):
+    asked = rerun(page_script_hash="lesson", widget_states=states("lesson_jump", "class_sync", "explore"))
     assert fragment_page.on_its_page(asked) is asked
 
 

@@ -1,16 +1,20 @@
-"""A fragment's run redraws part of the page the session shows, never another page.
+"""A fragment's run redraws part of the page the session shows, from the values of its own widgets.
 
 The browser asks for a fragment's run (the class's event stream reruns the teacher's sidebar panel, and a follower's
-page: ui/classroom/push.py) with the page it believes it shows. Between a move to another page and the new page's first
-message reaching the browser, such an ask still names the page left: the teacher clicked the guided lesson in the
-sidebar, and that very run published the move, whose event came back on the stream before the run's own messages; or
-the class moved a follower with `st.switch_page`. Streamlit 1.67 ran that fragment as a move back to the old page: it
-dropped the new page's widget state (the lesson's sentence) and the browser then cleared the main area, so the
-teacher's projector showed an empty page until the next click.
+page: ui/classroom/push.py) with the page it believes it shows and the values of every widget it holds. Between a
+change and the change's run reaching the browser, both can be old: the teacher clicked Next in the guided lesson, or the
+lesson in the sidebar, and that very run published the move, whose event came back on the stream before the run's own
+messages; or the class moved a follower with `st.switch_page`. Streamlit 1.67 took such an ask as it came:
 
-`install()` (app.py, once per server process) holds every fragment run to the page of the session's last run, as
-Streamlit's script thread takes it from the session's queue: the page's hash and its query string are the last run's.
-A run of the whole app keeps the page the browser asked for.
+- under the page left, the fragment's run was a move back: it dropped the new page's widget state (the lesson's
+  sentence), and the browser then cleared the main area (the teacher's projector showed an empty page);
+- the lesson's step picker, outside the fragment, still held the step before Next: its callback took the lesson back
+  one step, and the teacher's next move published that step to the class.
+
+`install()` (app.py, once per server process) holds every fragment run, as Streamlit's script thread takes it from
+the session's queue, to the page of the session's last run (its hash and query string), and keeps from the browser
+only the values of the widgets of the fragments that run: a widget elsewhere is changed by a run of the whole app
+(Streamlit asks for one when it is used), never by a fragment's. A run of the whole app keeps what the browser sent.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import functools
 import logging
 from dataclasses import replace
 
+from streamlit.proto.WidgetStates_pb2 import WidgetStates
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 from streamlit.runtime.scriptrunner_utils.script_requests import ScriptRequest, ScriptRequests, ScriptRequestType
 
@@ -26,17 +31,40 @@ _log = logging.getLogger("glass.fragments")
 
 
 def on_its_page(request: ScriptRequest | None) -> ScriptRequest | None:
-    """`request`, with a fragment run's page made the page of the session's last run (when it named another)."""
+    """`request`, when it runs fragments: on the page of the session's last run, with the browser's values of those
+    fragments' widgets only."""
     if request is None or request.type != ScriptRequestType.RERUN or not request.rerun_data.fragment_id_queue:
         return request  # (no run, or a run of the whole app)
-    data = request.rerun_data
     ctx = get_script_run_ctx(suppress_warning=True)
-    page = ctx.page_script_hash if ctx is not None else ""
-    if not page or data.page_script_hash == page:
-        return request
-    _log.info("a fragment run asked for page %s; the session shows %s", data.page_script_hash[:8], page[:8])
-    held = replace(data, page_script_hash=page, page_name="", query_string=ctx.query_string)
-    return ScriptRequest(request.type, held)
+    if ctx is None or not ctx.page_script_hash:
+        return request  # (nothing drawn yet)
+    data, page = request.rerun_data, ctx.page_script_hash
+    held = data
+    if data.page_script_hash != page:
+        _log.info("a fragment run asked for page %s; the session shows %s", data.page_script_hash[:8], page[:8])
+        held = replace(held, page_script_hash=page, page_name="", query_string=ctx.query_string)
+    own = own_widgets(data.widget_states, set(data.fragment_id_queue), widget_fragments(ctx))
+    if own is not data.widget_states:
+        held = replace(held, widget_states=own)
+    return request if held is data else ScriptRequest(request.type, held)
+
+
+def widget_fragments(ctx) -> dict[str, str | None]:
+    """The fragment each widget of the session was last drawn in (None: outside any), by widget id."""
+    registry = ctx.session_state._state._new_widget_state.widget_metadata  # Streamlit 1.67's (pinned) bookkeeping
+    return {wid: meta.fragment_id for wid, meta in registry.items()}
+
+
+def own_widgets(states: WidgetStates | None, fragments: set[str], drawn_in: dict[str, str | None]):
+    """`states` less the widgets not drawn in one of `fragments` (the same object when none is left out)."""
+    if states is None:
+        return None
+    own = [w for w in states.widgets if drawn_in.get(w.id) in fragments]
+    if len(own) == len(states.widgets):
+        return states
+    kept = WidgetStates()
+    kept.widgets.extend(own)
+    return kept
 
 
 def install() -> None:

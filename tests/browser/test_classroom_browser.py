@@ -191,3 +191,60 @@ def test_teacher_moves_between_pages(browser, app_url, app):
         assert "s=i" in teacher.page.url, teacher.page.url
     teacher.shot("last-move")
     teacher.no_exception()
+
+
+class HeldDownstream:
+    """The app's websocket to this tab, whose messages from the server can be held back a while (a slow network, a
+    busy laptop): what the page asks in between, it asks with the widget values it had."""
+
+    def __init__(self, page):
+        self.on, self.frames, self.ws = False, [], None
+        page.route_web_socket("**/_stcore/stream", self.route)
+
+    def route(self, ws) -> None:
+        self.ws = ws
+        ws.connect_to_server().on_message(lambda m: self.frames.append(m) if self.on else ws.send(m))
+
+    def release(self) -> None:
+        self.on = False
+        while self.frames:
+            self.ws.send(self.frames.pop(0))
+
+
+def steps_shown(tab: AppPage, seconds: float) -> list[int]:
+    """The lesson steps `tab` shows over `seconds` (looked at every 0.1 s)."""
+    seen, end = [], time.monotonic() + seconds
+    while time.monotonic() < end:
+        m = re.search(r"Step (\d+) of 25", tab.main_text())
+        if m and (not seen or seen[-1] != int(m[1])):
+            seen.append(int(m[1]))
+        tab.page.wait_for_timeout(100)
+    return seen
+
+
+def test_a_teachers_lesson_step_holds_when_the_run_reaches_the_browser_late(browser, app_url, app):
+    """The teacher's Next publishes the new step: its event reaches the teacher's tab, whose sidebar panel asks for
+    its fragment's run, before the run's messages do. The ask carries the step picker's old value, whose callback
+    took the teacher's lesson back a step; the teacher's next move (here: to the class page) published that step, and
+    took the class back with it."""
+    teacher = app
+    held = HeldDownstream(teacher.page)
+    link, _ = teacher.start_class()
+    student = new_tab(browser, app_url, "student")
+    try:
+        student.page.goto(link)
+        student.wait_idle()
+        teacher.act(lambda: teacher.sidebar.get_by_role("link", name="Guided lesson", exact=True).click())
+        expect(student.main.get_by_text("Step 1 of 25").first).to_be_visible(timeout=FOLLOW_MS)
+        held.on = True
+        teacher.main.get_by_role("button", name="Next").first.click()
+        teacher.page.wait_for_timeout(2_000)  # the run ends, its event comes back, the panel asks: held from the tab
+        held.release()
+        teacher.wait_idle()
+        expect(teacher.main.get_by_text("Step 2 of 25").first).to_be_visible()
+        expect(student.main.get_by_text("Step 2 of 25").first).to_be_visible(timeout=FOLLOW_MS)
+        teacher.act(lambda: teacher.sidebar.get_by_role("link", name="Classroom", exact=True).click())
+        assert steps_shown(student, 5.0) == [2]  # the class stays where the teacher took it
+        teacher.no_exception()
+    finally:
+        student.page.context.close()
