@@ -8,7 +8,7 @@ import streamlit as st
 
 import explain.lesson
 import viz.lesson
-from pages.content.lesson import BRIDGES, INTRO, TEXT
+from pages.content.lesson import BRIDGES, INTRO, INTRO_LED, INTRO_OWN, TEXT
 from ui import lesson as state
 from ui import shell
 from ui.classroom import plans
@@ -32,7 +32,7 @@ present, plan_leads, led = presenter(), plans.leads_the_lesson(), plans.led()
 if not present:
     st.title("Guided lesson")
     if k == 1:
-        st.markdown(INTRO)
+        st.markdown(INTRO + (INTRO_LED if led else INTRO_OWN))
 if not present and not led:
     with st.expander(
         f"Sentence: **{md(state.sentence()) or '(none)'}**: choose another, or type your own", expanded=k == 1

@@ -9,9 +9,16 @@ from __future__ import annotations
 INTRO = (
     "Follow one sentence through the Transformer of *Attention Is All You Need*, from why it was built, through "
     "its words and every layer, to its translation and how it was trained. Each step shows one figure; the "
-    "line under it says what to notice, with numbers read from this very run of the model. The sentence is "
-    "the app's sentence (the sidebar's): every *In depth* link opens its page on it. Pick a sentence, or type "
-    "your own, then press **Next**."
+    "line under it says what to notice, with numbers read from this very run of the model."
+)
+# the intro's end: for a reader who moves through the lesson themselves, and for a student whose teacher leads
+INTRO_OWN = (
+    " The sentence is the app's sentence (the sidebar's): every *In depth* link opens its page on it. Pick a "
+    "sentence, or type your own, then press **Next**."
+)
+INTRO_LED = (
+    " The sentence is your teacher's, and your teacher moves the class from step to step. To go on alone, press "
+    "**Explore on my own** under the step."
 )
 
 TEXT: dict[str, str] = {
