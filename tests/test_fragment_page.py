@@ -27,10 +27,12 @@ DRAWN_IN = {"lesson_jump": None, "class_sync": "panel", "explore": "page"}
 
 @pytest.fixture
 def shown(monkeypatch):
-    """The session's last run drew page "lesson" with `?s=hello`, and the widgets of DRAWN_IN."""
+    """The session's last run drew page "lesson" at `?s=hello&step=3`, and the widgets of DRAWN_IN."""
     registry = {wid: SimpleNamespace(fragment_id=fragment) for wid, fragment in DRAWN_IN.items()}
-    state = SimpleNamespace(_state=SimpleNamespace(_new_widget_state=SimpleNamespace(widget_metadata=registry)))
-    ctx = SimpleNamespace(page_script_hash="lesson", query_string="s=hello", session_state=state)
+    query = SimpleNamespace(_query_params={"s": "hello", "step": "3"})
+    widgets = SimpleNamespace(widget_metadata=registry)
+    state = SimpleNamespace(_state=SimpleNamespace(_new_widget_state=widgets, query_params=query))
+    ctx = SimpleNamespace(page_script_hash="lesson", session_state=state)
     monkeypatch.setattr(fragment_page, "get_script_run_ctx", lambda suppress_warning=False: ctx)
     return ctx
 
@@ -49,7 +51,7 @@ def rerun(**data) -> ScriptRequest:
 def test_a_fragment_asked_for_under_the_page_left_runs_on_the_page_shown(shown):
     asked = rerun(page_script_hash="classroom", page_name="classroom", query_string="", fragment_id_queue=["panel"])
     taken = fragment_page.on_its_page(asked).rerun_data
-    assert (taken.page_script_hash, taken.page_name, taken.query_string) == ("lesson", "", "s=hello")
+    assert (taken.page_script_hash, taken.page_name, taken.query_string) == ("lesson", "", "s=hello&step=3")
     assert taken.fragment_id_queue == ["panel"]
 
 
@@ -57,8 +59,13 @@ def test_a_fragment_asked_for_under_the_page_left_runs_on_the_page_shown(shown):
     "asked",
     [
         rerun(page_script_hash="classroom"),  # a run of the whole app: a move, as the browser asked
-        rerun(page_script_hash="lesson", query_string="s=x", fragment_id_queue=["panel"]),  # on the page shown
-        rerun(page_script_hash="lesson", fragment_id_queue=["panel"], widget_states=states("class_sync")),
+        rerun(page_script_hash="lesson", query_string="s=hello&step=3", fragment_id_queue=["panel"]),  # as shown
+        rerun(
+            page_script_hash="lesson",
+            query_string="s=hello&step=3",
+            fragment_id_queue=["panel"],
+            widget_states=states("class_sync"),
+        ),
         ScriptRequest(ScriptRequestType.STOP),
         None,
     ],
@@ -78,20 +85,33 @@ def test_a_fragment_takes_only_its_own_widgets_values_from_the_browser(shown):
     callback would take the lesson back a step. A widget the session does not know is left out too."""
     asked = rerun(
         page_script_hash="lesson",
+        query_string="s=hello&step=3",
         fragment_id_queue=["panel"],
         widget_states=states("lesson_jump", "class_sync", "explore", "unknown"),
     )
     taken = fragment_page.on_its_page(asked).rerun_data
     assert [w.id for w in taken.widget_states.widgets] == ["class_sync"]
     both = rerun(
-        page_script_hash="lesson", fragment_id_queue=["panel", "page"], widget_states=states("class_sync", "explore")
+        page_script_hash="lesson",
+        query_string="s=hello&step=3",
+        fragment_id_queue=["panel", "page"],
+        widget_states=states("class_sync", "explore"),
     )
     assert fragment_page.on_its_page(both) is both  # (nothing to leave out: the same request)
 
 
+def test_a_fragment_runs_at_the_address_the_session_shows(shown):
+    """The browser's address in an ask sent before the Next's run reached it still says the step before: st.query_params
+    in the fragment's run says the session's."""
+    asked = rerun(page_script_hash="lesson", query_string="s=hello&step=2", fragment_id_queue=["panel"])
+    assert fragment_page.on_its_page(asked).rerun_data.query_string == "s=hello&step=3"
+
+
 def test_a_run_of_the_whole_app_takes_every_widgets_value(shown):
-    asked = rerun(page_script_hash="lesson", widget_states=states("lesson_jump", "class_sync", "explore"))
-    assert fragment_page.on_its_page(asked) is asked
+    asked = rerun(
+        page_script_hash="lesson", query_string="step=2", widget_states=states("lesson_jump", "class_sync", "explore")
+    )
+    assert fragment_page.on_its_page(asked) is asked  # (the address too: a link, the browser's back button)
 
 
 def test_installed_on_the_queue_the_script_thread_takes_its_runs_from(shown, monkeypatch):

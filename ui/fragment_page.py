@@ -12,9 +12,10 @@ messages; or the class moved a follower with `st.switch_page`. Streamlit 1.67 to
   one step, and the teacher's next move published that step to the class.
 
 `install()` (app.py, once per server process) holds every fragment run, as Streamlit's script thread takes it from
-the session's queue, to the page of the session's last run (its hash and query string), and keeps from the browser
-only the values of the widgets of the fragments that run: a widget elsewhere is changed by a run of the whole app
-(Streamlit asks for one when it is used), never by a fragment's. A run of the whole app keeps what the browser sent.
+the session's queue, to the page and the address (query string) of the session's last run, and keeps from the browser
+only the values of the widgets of the fragments that run. A widget elsewhere, the page and the address change in a
+run of the whole app (Streamlit asks for one when they are used: a click outside the fragment, a link, the browser's
+back button), never in a fragment's. A run of the whole app keeps what the browser sent.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from __future__ import annotations
 import functools
 import logging
 from dataclasses import replace
+from urllib import parse
 
 from streamlit.proto.WidgetStates_pb2 import WidgetStates
 from streamlit.runtime.scriptrunner import get_script_run_ctx
@@ -31,22 +33,30 @@ _log = logging.getLogger("glass.fragments")
 
 
 def on_its_page(request: ScriptRequest | None) -> ScriptRequest | None:
-    """`request`, when it runs fragments: on the page of the session's last run, with the browser's values of those
-    fragments' widgets only."""
+    """`request`, when it runs fragments: on the page and the address of the session's last run, with the browser's
+    values of those fragments' widgets only."""
     if request is None or request.type != ScriptRequestType.RERUN or not request.rerun_data.fragment_id_queue:
         return request  # (no run, or a run of the whole app)
     ctx = get_script_run_ctx(suppress_warning=True)
     if ctx is None or not ctx.page_script_hash:
         return request  # (nothing drawn yet)
-    data, page = request.rerun_data, ctx.page_script_hash
-    held = data
+    data, page, changes = request.rerun_data, ctx.page_script_hash, {}
     if data.page_script_hash != page:
         _log.info("a fragment run asked for page %s; the session shows %s", data.page_script_hash[:8], page[:8])
-        held = replace(held, page_script_hash=page, page_name="", query_string=ctx.query_string)
+        changes.update(page_script_hash=page, page_name="")
+    query = address(ctx)
+    if data.query_string != query:
+        changes["query_string"] = query
     own = own_widgets(data.widget_states, set(data.fragment_id_queue), widget_fragments(ctx))
     if own is not data.widget_states:
-        held = replace(held, widget_states=own)
-    return request if held is data else ScriptRequest(request.type, held)
+        changes["widget_states"] = own
+    return ScriptRequest(request.type, replace(data, **changes)) if changes else request
+
+
+def address(ctx) -> str:
+    """The query string of the session's page, as its last run left it (what the browser's address shows once that
+    run has reached it)."""
+    return parse.urlencode(ctx.session_state._state.query_params._query_params, doseq=True)  # (Streamlit 1.67's)
 
 
 def widget_fragments(ctx) -> dict[str, str | None]:
