@@ -216,7 +216,7 @@ def test_interventions_badge_translation_and_reset(app):
     assert shown_translation(app) == translate(text, Interventions(heads_off=frozenset({(module, head)})))
 
     app.act(look_ahead_label(app).click)
-    assert not look_ahead_switch(app).is_checked()
+    expect(look_ahead_switch(app)).not_to_be_checked()
     iv = Interventions(heads_off=frozenset({(module, head)}), look_ahead_mask=False)
     assert badge_count(app) == 2
     assert shown_translation(app) == translate(text, iv)
@@ -227,7 +227,7 @@ def test_interventions_badge_translation_and_reset(app):
 
     app.act(app.sidebar.get_by_role("button", name=re.compile("Reset")).click)
     assert badge(app).count() == 0
-    assert look_ahead_switch(app).is_checked()
+    expect(look_ahead_switch(app)).to_be_checked()
     assert shown_translation(app) == translate(text)
     assert "la=0" not in app.page.url and "off=" not in app.page.url, app.page.url
 
@@ -245,7 +245,7 @@ def test_link_restores_state(app):
     # the state stays in the address bar when moving on
     open_page(app, PAGES[1].title)
     assert "la=0" in app.page.url and "s=i" in app.page.url, app.page.url
-    assert not look_ahead_switch(app).is_checked()
+    expect(look_ahead_switch(app)).not_to_be_checked()
 
 
 def test_html_in_the_sentence_is_shown_literally(app):
