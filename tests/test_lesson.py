@@ -413,7 +413,7 @@ def test_back_next_and_the_picker():
     assert shown_step(at) == 5
     at.button(key="lesson_back").click().run()
     assert shown_step(at) == 4 and dict(at.query_params)["step"] == "4"
-    at.selectbox(key="lesson_jump").set_value(17).run()
+    at.selectbox(key="lesson_jump_4").set_value(17).run()  # (the picker of step 4)
     check_step(at, explain.lesson.DEFAULT_SENTENCE, 17)
     at.radio(key="lesson_choice").set_value("i am a student").run()  # another sentence: same step
     check_step(at, "i am a student", 17)

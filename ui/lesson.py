@@ -66,7 +66,7 @@ def init_lesson() -> None:
         ss[CHOICE] = ss[SENTENCE] if ss[SENTENCE] in SENTENCES else OWN
     if OWN_TEXT not in ss or (ss[CHOICE] == OWN and ss[OWN_TEXT] != ss[SENTENCE]):
         ss[OWN_TEXT] = "" if ss[SENTENCE] in SENTENCES else ss[SENTENCE]
-    ss[JUMP] = ss[STEP]  # before the picker is drawn: it shows the current step
+    ss[jump_key(ss[STEP])] = ss[STEP]  # before the picker is drawn: it shows the current step
 
 
 def sentence() -> str:
@@ -91,12 +91,23 @@ def forward() -> None:
     go(step() + 1)
 
 
+def jump_key(shown: int) -> str:
+    """The key of the step picker drawn while the lesson shows step `shown`: one picker per step. A request the browser
+    sent before a move reached it (a second Next, a switch flipped at once, on a slow connection) carries the picker of
+    the step it still shows, with that step: its callback (`jumped(shown)`) then sees a step the lesson has left, and
+    does nothing. With one key for every step, that old value looked like a jump back, and took the lesson (and a
+    teacher's class) back a step."""
+    return f"{JUMP}_{shown}"
+
+
 # A callback runs before the script, with the browser's value. When a class's teacher has just moved this session
 # on (ui/classroom/session.py `apply` forgets the lesson's widgets when the sentence changes), the widget's key may
 # be gone: then there is nothing of the student's to take, and the callback does nothing (never a KeyError).
-def jumped() -> None:
-    if JUMP in st.session_state:
-        go(st.session_state[JUMP])
+def jumped(shown: int) -> None:
+    """The picker drawn at step `shown` changed: go to its step (when the lesson still shows `shown`)."""
+    key = jump_key(shown)
+    if key in st.session_state and step() == shown:
+        go(st.session_state[key])
 
 
 def chose() -> None:
@@ -151,8 +162,9 @@ def navigation(where: str, k: int, plan_leads: bool) -> None:
         b3.selectbox(
             "Jump to step",
             list(range(1, n + 1)),
-            key=JUMP,
+            key=jump_key(k),
             on_change=jumped,
+            args=(k,),
             format_func=lambda i: f"Step {i}: {STEPS[i - 1].title}",
             label_visibility="collapsed",
         )

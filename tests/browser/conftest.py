@@ -157,6 +157,24 @@ class AppPage:
         return link, re.search(r"class=([A-Z0-9]{6})", link)[1]
 
 
+class HeldDownstream:
+    """The app's websocket to this tab, whose messages from the server can be held back a while (a slow network, a
+    busy laptop): what the page asks in between, it asks with the widget values it had."""
+
+    def __init__(self, page):
+        self.on, self.frames, self.ws = False, [], None
+        page.route_web_socket("**/_stcore/stream", self.route)
+
+    def route(self, ws) -> None:
+        self.ws = ws
+        ws.connect_to_server().on_message(lambda m: self.frames.append(m) if self.on else ws.send(m))
+
+    def release(self) -> None:
+        self.on = False
+        while self.frames:
+            self.ws.send(self.frames.pop(0))
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield

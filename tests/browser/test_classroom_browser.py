@@ -14,7 +14,7 @@ import pytest
 from playwright.sync_api import expect
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
-from tests.browser.conftest import FOLLOW_MS, VIEWPORT, AppPage
+from tests.browser.conftest import FOLLOW_MS, VIEWPORT, AppPage, HeldDownstream
 from tools.browser import RUN_COUNTER_JS
 
 pytestmark = pytest.mark.browser
@@ -193,24 +193,6 @@ def test_teacher_moves_between_pages(browser, app_url, app):
     teacher.no_exception()
 
 
-class HeldDownstream:
-    """The app's websocket to this tab, whose messages from the server can be held back a while (a slow network, a
-    busy laptop): what the page asks in between, it asks with the widget values it had."""
-
-    def __init__(self, page):
-        self.on, self.frames, self.ws = False, [], None
-        page.route_web_socket("**/_stcore/stream", self.route)
-
-    def route(self, ws) -> None:
-        self.ws = ws
-        ws.connect_to_server().on_message(lambda m: self.frames.append(m) if self.on else ws.send(m))
-
-    def release(self) -> None:
-        self.on = False
-        while self.frames:
-            self.ws.send(self.frames.pop(0))
-
-
 def steps_shown(tab: AppPage, seconds: float) -> list[int]:
     """The lesson steps `tab` shows over `seconds` (looked at every 0.1 s)."""
     seen, end = [], time.monotonic() + seconds
@@ -245,6 +227,37 @@ def test_a_teachers_lesson_step_holds_when_the_run_reaches_the_browser_late(brow
         expect(student.main.get_by_text("Step 2 of 25").first).to_be_visible(timeout=FOLLOW_MS)
         teacher.act(lambda: teacher.sidebar.get_by_role("link", name="Classroom", exact=True).click())
         assert steps_shown(student, 5.0) == [2]  # the class stays where the teacher took it
+        teacher.no_exception()
+    finally:
+        student.page.context.close()
+
+
+def test_a_teachers_next_and_a_switch_at_once_both_reach_the_class(browser, app_url, app):
+    """On a slow connection the teacher presses Next, then flips a switch before Next's run has reached the tab: the
+    switch's run carries the step picker as the tab still shows it (step 1). That old value took the lesson back to
+    step 1, for the whole class; the picker of a step the lesson has left now changes nothing."""
+    teacher = app
+    held = HeldDownstream(teacher.page)
+    link, _ = teacher.start_class()
+    student = new_tab(browser, app_url, "student")
+    try:
+        student.page.goto(link)
+        student.wait_idle()
+        teacher.act(lambda: teacher.sidebar.get_by_role("link", name="Guided lesson", exact=True).click())
+        expect(student.main.get_by_text("Step 1 of 25").first).to_be_visible(timeout=FOLLOW_MS)
+        held.on = True
+        teacher.main.get_by_role("button", name="Next").first.click()
+        teacher.page.wait_for_timeout(700)
+        teacher.sidebar.get_by_test_id("stCheckbox").filter(
+            has=teacher.page.get_by_role("switch", name="Positional encoding", exact=True)
+        ).locator("label").click()
+        teacher.page.wait_for_timeout(2_000)
+        held.release()
+        teacher.wait_idle()
+        expect(teacher.main.get_by_text("Step 2 of 25").first).to_be_visible()
+        expect(student.main.get_by_text("Step 2 of 25").first).to_be_visible(timeout=FOLLOW_MS)
+        assert steps_shown(student, 3.0) == [2]
+        expect(teacher_line(student, "positional encoding off")).to_be_visible()
         teacher.no_exception()
     finally:
         student.page.context.close()

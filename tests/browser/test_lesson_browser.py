@@ -17,6 +17,7 @@ from playwright.sync_api import expect
 from explain import lesson
 from model import checkpoint, pipeline
 from model.data import load_dataset
+from tests.browser.conftest import HeldDownstream
 from ui.page_list import by_name
 
 pytestmark = pytest.mark.browser
@@ -132,4 +133,22 @@ def test_root_link_opens_the_lesson(app):
     app.wait_idle()
     expect(heading(app)).to_contain_text(f"6. {lesson.STEPS[5].title}")
     expect(sentence_box(app)).to_have_value("i am a student", timeout=20_000)
+    app.no_exception()
+
+
+def test_two_quick_nexts_go_two_steps(app):
+    """Next pressed twice before the first Next's run reached the tab (a slow connection, a busy laptop): the second
+    request carries the step picker as the tab still shows it, step 1, which once took the lesson back there before
+    Next moved it on: step 2, not 3."""
+    held = HeldDownstream(app.page)
+    app.goto("lesson", lesson=SENTENCE, step="1")
+    held.on = True
+    app.main.get_by_role("button", name="Next").first.click()
+    app.page.wait_for_timeout(700)
+    app.main.get_by_role("button", name="Next").first.click()
+    app.page.wait_for_timeout(2_000)
+    held.release()
+    app.wait_idle()
+    expect(app.main.get_by_text("Step 3 of 25").first).to_be_visible()
+    expect(app.main.get_by_text("Step 2 of 25")).to_have_count(0)
     app.no_exception()
