@@ -174,6 +174,15 @@ class HeldDownstream:
         while self.frames:
             self.ws.send(self.frames.pop(0))
 
+    def during(self, tab: AppPage, action, ms: int = 2_000) -> None:
+        """Do `action()` (clicks) with the messages held back, for `ms` more (the runs end, their events come back on
+        the class's stream, the page asks); then let them through and wait for the tab's runs to end."""
+        self.on = True
+        action()
+        tab.page.wait_for_timeout(ms)
+        self.release()
+        tab.wait_idle()
+
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):

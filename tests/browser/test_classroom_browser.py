@@ -204,60 +204,52 @@ def steps_shown(tab: AppPage, seconds: float) -> list[int]:
     return seen
 
 
-def test_a_teachers_lesson_step_holds_when_the_run_reaches_the_browser_late(browser, app_url, app):
+@pytest.fixture
+def class_on_the_lesson(browser, app_url, app):
+    """A class on the guided lesson's step 1 (the teacher: `app`, its websocket can be held back), one student
+    following. Yields (held, student)."""
+    teacher = app
+    held = HeldDownstream(teacher.page)
+    link, _ = teacher.start_class()
+    student = new_tab(browser, app_url, "student")
+    try:
+        student.page.goto(link)
+        student.wait_idle()
+        teacher.act(lambda: teacher.sidebar.get_by_role("link", name="Guided lesson", exact=True).click())
+        expect(student.main.get_by_text("Step 1 of 25").first).to_be_visible(timeout=FOLLOW_MS)
+        yield held, student
+        teacher.no_exception()
+    finally:
+        student.page.context.close()
+
+
+def test_a_teachers_lesson_step_holds_when_the_run_reaches_the_browser_late(app, class_on_the_lesson):
     """The teacher's Next publishes the new step: its event reaches the teacher's tab, whose sidebar panel asks for
     its fragment's run, before the run's messages do. The ask carries the step picker's old value, whose callback
     took the teacher's lesson back a step; the teacher's next move (here: to the class page) published that step, and
     took the class back with it."""
-    teacher = app
-    held = HeldDownstream(teacher.page)
-    link, _ = teacher.start_class()
-    student = new_tab(browser, app_url, "student")
-    try:
-        student.page.goto(link)
-        student.wait_idle()
-        teacher.act(lambda: teacher.sidebar.get_by_role("link", name="Guided lesson", exact=True).click())
-        expect(student.main.get_by_text("Step 1 of 25").first).to_be_visible(timeout=FOLLOW_MS)
-        held.on = True
-        teacher.main.get_by_role("button", name="Next").first.click()
-        teacher.page.wait_for_timeout(2_000)  # the run ends, its event comes back, the panel asks: held from the tab
-        held.release()
-        teacher.wait_idle()
-        expect(teacher.main.get_by_text("Step 2 of 25").first).to_be_visible()
-        expect(student.main.get_by_text("Step 2 of 25").first).to_be_visible(timeout=FOLLOW_MS)
-        teacher.act(lambda: teacher.sidebar.get_by_role("link", name="Classroom", exact=True).click())
-        assert steps_shown(student, 5.0) == [2]  # the class stays where the teacher took it
-        teacher.no_exception()
-    finally:
-        student.page.context.close()
+    (held, student), teacher = class_on_the_lesson, app
+    held.during(app, lambda: teacher.main.get_by_role("button", name="Next").first.click())
+    expect(teacher.main.get_by_text("Step 2 of 25").first).to_be_visible()
+    expect(student.main.get_by_text("Step 2 of 25").first).to_be_visible(timeout=FOLLOW_MS)
+    teacher.act(lambda: teacher.sidebar.get_by_role("link", name="Classroom", exact=True).click())
+    assert steps_shown(student, 5.0) == [2]  # the class stays where the teacher took it
 
 
-def test_a_teachers_next_and_a_switch_at_once_both_reach_the_class(browser, app_url, app):
+def test_a_teachers_next_and_a_switch_at_once_both_reach_the_class(app, class_on_the_lesson):
     """On a slow connection the teacher presses Next, then flips a switch before Next's run has reached the tab: the
     switch's run carries the step picker as the tab still shows it (step 1). That old value took the lesson back to
     step 1, for the whole class; the picker of a step the lesson has left now changes nothing."""
-    teacher = app
-    held = HeldDownstream(teacher.page)
-    link, _ = teacher.start_class()
-    student = new_tab(browser, app_url, "student")
-    try:
-        student.page.goto(link)
-        student.wait_idle()
-        teacher.act(lambda: teacher.sidebar.get_by_role("link", name="Guided lesson", exact=True).click())
-        expect(student.main.get_by_text("Step 1 of 25").first).to_be_visible(timeout=FOLLOW_MS)
-        held.on = True
+    (held, student), teacher = class_on_the_lesson, app
+    switch = teacher.page.get_by_role("switch", name="Positional encoding", exact=True)
+
+    def next_then_switch() -> None:
         teacher.main.get_by_role("button", name="Next").first.click()
         teacher.page.wait_for_timeout(700)
-        teacher.sidebar.get_by_test_id("stCheckbox").filter(
-            has=teacher.page.get_by_role("switch", name="Positional encoding", exact=True)
-        ).locator("label").click()
-        teacher.page.wait_for_timeout(2_000)
-        held.release()
-        teacher.wait_idle()
-        expect(teacher.main.get_by_text("Step 2 of 25").first).to_be_visible()
-        expect(student.main.get_by_text("Step 2 of 25").first).to_be_visible(timeout=FOLLOW_MS)
-        assert steps_shown(student, 3.0) == [2]
-        expect(teacher_line(student, "positional encoding off")).to_be_visible()
-        teacher.no_exception()
-    finally:
-        student.page.context.close()
+        teacher.sidebar.get_by_test_id("stCheckbox").filter(has=switch).locator("label").click()
+
+    held.during(app, next_then_switch)
+    expect(teacher.main.get_by_text("Step 2 of 25").first).to_be_visible()
+    expect(student.main.get_by_text("Step 2 of 25").first).to_be_visible(timeout=FOLLOW_MS)
+    assert steps_shown(student, 3.0) == [2]
+    expect(teacher_line(student, "positional encoding off")).to_be_visible()

@@ -142,13 +142,13 @@ def test_two_quick_nexts_go_two_steps(app):
     Next moved it on: step 2, not 3."""
     held = HeldDownstream(app.page)
     app.goto("lesson", lesson=SENTENCE, step="1")
-    held.on = True
-    app.main.get_by_role("button", name="Next").first.click()
-    app.page.wait_for_timeout(700)
-    app.main.get_by_role("button", name="Next").first.click()
-    app.page.wait_for_timeout(2_000)
-    held.release()
-    app.wait_idle()
+
+    def next_twice() -> None:
+        app.main.get_by_role("button", name="Next").first.click()
+        app.page.wait_for_timeout(700)
+        app.main.get_by_role("button", name="Next").first.click()
+
+    held.during(app, next_twice)
     expect(app.main.get_by_text("Step 3 of 25").first).to_be_visible()
     expect(app.main.get_by_text("Step 2 of 25")).to_have_count(0)
     app.no_exception()
