@@ -20,7 +20,7 @@ if __name__ != "__main__":  # imported by `streamlit run app.py` (or an ASGI ser
     from ui.classroom import push
 
     session_info.limit_connections()  # a request's head has 10 s; the open-file limit is the hard one
-    fragment_page.install()  # a fragment's run stays on the page the session shows (a move's race: ui/fragment_page.py)
+    fragment_page.install()  # a fragment's run: the session's page and address, its own widgets (ui/fragment_page.py)
 
     # The first page's imports (torch, pandas, plotly: ui/startup.py; then the app's own modules) begin now, beside
     # the server's own start, instead of when the first visitor's page runs: that run finds them done (or waits
