@@ -47,7 +47,7 @@ def on_its_page(request: ScriptRequest | None) -> ScriptRequest | None:
     query = address(ctx)
     if data.query_string != query:
         changes["query_string"] = query
-    own = own_widgets(data.widget_states, set(data.fragment_id_queue), widget_fragments(ctx))
+    own = own_widgets(data.widget_states, set(data.fragment_id_queue), ctx)
     if own is not data.widget_states:
         changes["widget_states"] = own
     return ScriptRequest(request.type, replace(data, **changes)) if changes else request
@@ -59,17 +59,12 @@ def address(ctx) -> str:
     return parse.urlencode(ctx.session_state._state.query_params._query_params, doseq=True)  # (Streamlit 1.67's)
 
 
-def widget_fragments(ctx) -> dict[str, str | None]:
-    """The fragment each widget of the session was last drawn in (None: outside any), by widget id."""
-    registry = ctx.session_state._state._new_widget_state.widget_metadata  # Streamlit 1.67's (pinned) bookkeeping
-    return {wid: meta.fragment_id for wid, meta in registry.items()}
-
-
-def own_widgets(states: WidgetStates | None, fragments: set[str], drawn_in: dict[str, str | None]):
-    """`states` less the widgets not drawn in one of `fragments` (the same object when none is left out)."""
+def own_widgets(states: WidgetStates | None, fragments: set[str], ctx):
+    """`states` less the widgets not last drawn in one of `fragments` (the same object when none is left out)."""
     if states is None:
         return None
-    own = [w for w in states.widgets if drawn_in.get(w.id) in fragments]
+    drawn = ctx.session_state._state._new_widget_state.widget_metadata  # Streamlit 1.67's (pinned) bookkeeping
+    own = [w for w in states.widgets if (meta := drawn.get(w.id)) is not None and meta.fragment_id in fragments]
     if len(own) == len(states.widgets):
         return states
     kept = WidgetStates()
