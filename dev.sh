@@ -95,9 +95,7 @@ case "$cmd" in
     set +e
     .venv/bin/python -m pytest -m "$tiers" -n auto --maxprocesses 4 --dist loadfile "$@"
     first=$?
-    set -e
     if [ "$fast" = 1 ]; then exit "$first"; fi
-    set +e
     .venv/bin/python -m pytest -m "services or browser" "$@"
     second=$?
     set -e
