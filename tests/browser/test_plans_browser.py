@@ -12,14 +12,14 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.conftest import FOLLOW_MS
+from tests.browser.conftest import FOLLOW_MS, HeldDownstream
 from tests.browser.test_classroom_browser import new_tab
 
 pytestmark = pytest.mark.browser
 
 
-def test_plan_pace_and_snapshot_in_chromium(browser, app_url, app):
-    teacher = app
+def start_the_plan(teacher) -> str:
+    """As a teacher: start a class from the shipped plan "What decides il or elle" (on its first stop); the code."""
     teacher.goto("classroom")
     teacher.act(lambda: teacher.main.get_by_test_id("stSelectbox").filter(has_text="Start from a shipped plan").click())
     teacher.act(lambda: teacher.page.get_by_role("option", name="What decides il or elle").click())
@@ -30,7 +30,12 @@ def test_plan_pace_and_snapshot_in_chromium(browser, app_url, app):
     expect(teacher.main.get_by_text("Stop 1 of 9")).to_be_visible()
     teacher.act(lambda: teacher.sidebar.get_by_role("link", name="Classroom", exact=True).click())
     link = teacher.main.get_by_text(re.compile(r"/classroom\?class=[A-Z0-9]{6}")).first.inner_text()
-    code = re.search(r"class=([A-Z0-9]{6})", link)[1]
+    return re.search(r"class=([A-Z0-9]{6})", link)[1]
+
+
+def test_plan_pace_and_snapshot_in_chromium(browser, app_url, app):
+    teacher = app
+    code = start_the_plan(teacher)
     student = new_tab(browser, app_url, "student")
     try:
         student.goto("classroom", **{"class": code})
@@ -59,5 +64,51 @@ def test_plan_pace_and_snapshot_in_chromium(browser, app_url, app):
         teacher.shot("gallery")
         student.no_exception()
         teacher.no_exception()
+    finally:
+        student.page.context.close()
+
+
+@pytest.mark.parametrize(("left", "path"), [("Tokens and embeddings", "tokens"), ("Classroom", "classroom")])
+def test_a_click_that_crosses_a_plans_next_stop_keeps_the_stop_and_the_click(browser, app_url, app, left, path):
+    """On a slow connection the teacher, on a page off the plan's stop (the tokens page; the class page, where the
+    plan starts), presses Next stop, then flips a switch before the stop's run has reached the tab. The switch's
+    request still names the page the tab showed (and carries its widgets): it took the teacher back there, and from
+    a shared page published it, and the class with it. Now teacher and class stay on the stop's page, with the switch
+    off; a real move back, a moment later, still counts."""
+    teacher = app
+    held = HeldDownstream(teacher.page)
+    code = start_the_plan(teacher)  # (the teacher ends on the class page)
+    student = new_tab(browser, app_url, "student")
+    try:
+        student.goto("classroom", **{"class": code})
+        expect(student.main.get_by_text("Stop 1 of 9")).to_be_visible(timeout=FOLLOW_MS)
+        if path != "classroom":
+            teacher.act(lambda: teacher.sidebar.get_by_role("link", name=left, exact=True).click())
+            expect(student.main.get_by_role("heading", name=left)).to_be_visible(timeout=FOLLOW_MS)
+        switch = teacher.page.get_by_role("switch", name="Divide by √d_k", exact=True)
+
+        def next_then_switch() -> None:
+            teacher.sidebar.get_by_role("button", name=re.compile("^Next stop")).click()
+            teacher.page.wait_for_timeout(700)
+            teacher.sidebar.get_by_test_id("stCheckbox").filter(has=switch).locator("label").click()
+
+        held.during(teacher, next_then_switch)
+        teacher.page.wait_for_timeout(1_500)  # (the runs the release sets off)
+        teacher.wait_idle()
+        assert teacher.page.url.split("?")[0].endswith("/overview"), teacher.page.url
+        expect(switch).not_to_be_checked()
+        # stop 2's question is asked; its banner is gone, as the switch left the stop (the same without the delay)
+        expect(student.main.get_by_text("Which one word, changed, turned il into elle?")).to_be_visible()
+        expect(student.page).to_have_url(re.compile(r"/overview\?.*\bscale=0\b"), timeout=FOLLOW_MS)  # the switch too
+
+        # a move back to the page just left, a moment later, is the teacher's own (the class follows to a shared page)
+        teacher.act(lambda: teacher.sidebar.get_by_role("link", name=left, exact=True).click())
+        teacher.page.wait_for_timeout(1_500)
+        teacher.wait_idle()
+        assert teacher.page.url.split("?")[0].endswith(f"/{path}"), teacher.page.url
+        if path != "classroom":
+            expect(student.main.get_by_role("heading", name=left)).to_be_visible(timeout=FOLLOW_MS)
+        teacher.no_exception()
+        student.no_exception()
     finally:
         student.page.context.close()

@@ -60,7 +60,15 @@ from ui.classroom.session import (
     store,
     write_url,
 )
-from ui.classroom.teacher import adopt, console_from_link, publish, restore_teacher, teacher_call, teacher_snapshot
+from ui.classroom.teacher import (
+    adopt,
+    console_from_link,
+    hold_page,
+    publish,
+    restore_teacher,
+    teacher_call,
+    teacher_snapshot,
+)
 from ui.session_info import fair_share
 from ui.sidebar import settle_shared
 from ui.state import MODELS, interventions, sync_query_params
@@ -308,6 +316,7 @@ def run(page: StreamlitPage, sidebar: Callable[..., None]) -> None:
     if is_teacher():
         adopt(here)  # the class's state, when another device of the teacher moved it (or after a reload)
         plans.hold_shown()  # a late request does not take the teacher back to the stop before
+        hold_page(here)  # nor to the page before
     board.read_run()  # the teacher's training run, as the class follows it
     if is_student():
         follow_on_run(here)

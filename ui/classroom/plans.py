@@ -79,6 +79,7 @@ def on_run(here: str) -> None:
     read_pace()
     goto = s.pop(GOTO, None)
     if goto in cls.PAGE_FILES and goto != here:
+        cls.moved_away(here)  # (a click that crossed the move still comes from `here`: ui/classroom/session.py)
         st.switch_page(cls.PAGE_FILES[goto], query_params=cls.class_query(cls.code()) if cls.is_student() else None)
 
 

@@ -82,7 +82,7 @@ from classroom import (
     normalize_code,
 )
 from classroom.rules import SHAREABLE_MODELS
-from ui import lesson
+from ui import lesson, shell
 from ui.page_list import PAGES
 from ui.session_info import current_identity
 from ui.state import TOGGLES, init_state, read_link
@@ -477,9 +477,16 @@ def moved_away(page: str) -> None:
 
 
 def late_from(page: str) -> bool:
-    """A run of `page` that the class moved this session away from a moment ago (`moved_away`)."""
+    """At the top of a run: a request from `page` as the browser still showed it, which the class moved this session
+    away from a moment ago (`moved_away`): a click that crossed the move. A move back to `page` (a page link, the
+    navigation) is the user's own, however soon (`shell.from_its_page` tells them apart)."""
     moved = ss().get(MOVED)
-    return moved is not None and moved[0] == page and time.monotonic() - moved[1] < MOVED_SECONDS
+    return (
+        moved is not None
+        and moved[0] == page
+        and time.monotonic() - moved[1] < MOVED_SECONDS
+        and shell.from_its_page(page)
+    )
 
 
 def set_following(on: bool) -> None:

@@ -190,8 +190,6 @@ def publish(page: str, warn: bool = True) -> None:
             teacher_call(store().touch)
             s[TOUCHED] = time.monotonic()
         return
-    if late_from(page):  # a late request from the page another device of the teacher just moved this one off
-        return
     if page not in NOT_SHARED and page in PAGE_FILES:
         s[TEACHER_PAGE] = page
     state, refused = publishable(class_state(s.get(TEACHER_PAGE, "overview")))
@@ -235,6 +233,16 @@ def adopt(page: str) -> None:
         if target != page and (seen is not None or page != CLASS_PAGE) and not s.get(CONSOLE):
             moved_away(page)
             st.switch_page(PAGE_FILES[target])
+
+
+def hold_page(page: str) -> None:
+    """At the top of a teacher's run, after `adopt` and `plans.hold_shown`: a click that crossed a move (Next stop,
+    a stop, a projected snapshot; another device's move: `adopt`) still comes from the page the move left. The
+    teacher goes back to the move's page, which publishes it, with the click's values (not the page left, which
+    took the class back there). A console stays where it is."""
+    target = ss().get(TEACHER_PAGE)
+    if target in PAGE_FILES and target != page and not ss().get(CONSOLE) and late_from(page):
+        st.switch_page(PAGE_FILES[target])
 
 
 def teacher_snapshot() -> ClassSnapshot | None:
