@@ -8,10 +8,11 @@ import streamlit as st
 
 import explain.lesson
 import viz.lesson
-from pages.content.lesson import BRIDGES, INTRO, INTRO_LED, INTRO_OWN, TEXT
+from pages.content.lesson import BRIDGES, INTRO, INTRO_LED, INTRO_OWN, SWITCHED, SWITCHED_CLASS, TEXT
 from ui import lesson as state
 from ui import shell
 from ui.classroom import plans
+from ui.classroom.session import is_teacher
 from ui.models import analysis, content_key, current_model, lesson_focus
 from ui.page_list import by_name
 from ui.study import check
@@ -48,6 +49,9 @@ if not present and not led:
             placeholder="e.g. the cat is big",
             help="English words from the toy set. Press Enter to follow it through the lesson.",
         )
+if st.session_state.pop(state.SWITCHED, False):
+    said = SWITCHED.format(sentence=md(state.sentence())) + (SWITCHED_CLASS if is_teacher() else "")
+    st.toast(said, icon=":material/swap_horiz:")
 if st.session_state[state.NOTICE]:
     st.warning(md(st.session_state[state.NOTICE]), icon=":material/link_off:")
 

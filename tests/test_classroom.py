@@ -775,5 +775,6 @@ def test_a_teacher_opens_the_guided_lesson_without_an_error(store):
     teacher.run()
     no_exception(teacher)
     assert title(teacher) == "Guided lesson" and state(teacher, "sentence") == DEFAULT_SENTENCE
+    assert [t.value for t in teacher.toast if "Your class sees it too." in t.value], "the teacher is told"
     snap = store.snapshot(code)
     assert snap.state["page"] == "lesson" and snap.state["sentence"] == DEFAULT_SENTENCE

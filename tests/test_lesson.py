@@ -424,6 +424,7 @@ def test_back_next_and_the_picker():
 def test_deep_link_opens_the_step(k):
     at = lesson_app(page_only=False, lesson="i am a student", step=str(k))
     check_step(at, "i am a student", k)
+    assert not at.toast  # (the link's sentence: nothing moved)
     assert not [w for w in at.warning if "step" in str(w.value)]
 
 
@@ -534,6 +535,20 @@ def test_in_depth_opens_the_page_on_the_lessons_sentence_layer_head_and_word(key
     for widget, value in want.items():
         assert at.session_state[widget] == value, widget
     assert f.head != 0 or f.word != 0  # on "it": not the pickers' defaults, so the test can fail
+
+
+def test_the_lesson_says_once_that_it_moved_the_apps_sentence():
+    """A first visit without a sentence of its own moves the app from its untouched default to the lesson's: a toast
+    says so (the sidebar's box changed under the reader's eyes), once."""
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
+    at.query_params["step"] = "3"  # (`/?step=3` forwards to the lesson)
+    at.run()
+    no_exception(at)
+    assert at.session_state["sentence"] == explain.lesson.DEFAULT_SENTENCE
+    said = f"The lesson follows its own sentence, “{explain.lesson.DEFAULT_SENTENCE}”: every page shows it now."
+    assert [t.value for t in at.toast] == [said]
+    at.run()
+    assert not at.toast
 
 
 def test_the_lesson_and_the_sidebar_share_one_sentence():

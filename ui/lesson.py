@@ -19,6 +19,7 @@ key                 meaning                                                     
 sentence            the app's sentence, which the lesson follows (ui/state.py)   lesson (or s)
 lesson_step         the step shown, 1-based                                      step
 lesson_notice       what was wrong with the link's step, shown until a move      -
+_lesson_switched    the lesson has just moved the app to its own sentence        -
 lesson_choice       widget: one of the offered sentences, or OWN                 -
 lesson_own          widget: the student's own sentence                           -
 lesson_jump         widget: the step picker                                      -
@@ -40,6 +41,7 @@ from ui.state import MAX_URL_SENTENCE, init_state, request_sentence
 SENTENCE, STEP, NOTICE = "sentence", "lesson_step", "lesson_notice"  # SENTENCE: the app's (ui/state.py)
 CHOICE, OWN_TEXT, JUMP = "lesson_choice", "lesson_own", "lesson_jump"
 READY = "_lesson_ready"
+SWITCHED = "_lesson_switched"  # the lesson has just moved the app to its own sentence: the page says so, once
 OWN = "Type your own…"
 MAX_CHARS = 10_000  # as the sidebar's sentence (the model cuts to its own limit anyway)
 
@@ -53,6 +55,7 @@ def init_lesson() -> None:
         ss[STEP], ss[NOTICE] = parse_step(qp.get("step"))
         ss[READY] = True
         if "lesson" not in qp and "s" not in qp and ss[SENTENCE] == APP_DEFAULT:
+            ss[SWITCHED] = True
             request_sentence(DEFAULT_SENTENCE)  # reruns: the sidebar's box must show it too
     if not isinstance(ss.get(STEP), int) or not 1 <= ss[STEP] <= N_STEPS:
         ss[STEP] = 1

@@ -20,6 +20,9 @@ INTRO_LED = (
     " The sentence is your teacher's, and your teacher moves the class from step to step. To go on alone, press "
     "**Explore on my own** under the step."
 )
+# a toast, once, when the lesson has moved the app from its untouched default sentence to its own
+SWITCHED = "The lesson follows its own sentence, “{sentence}”: every page shows it now."
+SWITCHED_CLASS = " Your class sees it too."
 
 TEXT: dict[str, str] = {
     "why": (
