@@ -126,29 +126,10 @@ def run_page(page: StreamlitPage, alone: bool = False) -> None:
     finding D1). `tests/test_shell.py` checks the ids are the same both ways."""
     if alone:
         _local.inside = True  # (its links may use the session's page objects)
-    ctx = st.runtime.scriptrunner.get_script_run_ctx()
-    before = ctx.shared.widget_ids_this_run.snapshot() if ctx else frozenset()
     try:
         guarded(page, (lambda: _exec_page(page)) if alone else page.run)
     finally:
         _local.inside = False
-    if ctx:  # (a run the page ended early, by a move or a rerun, records nothing)
-        st.session_state.setdefault(OWN_WIDGETS, {})[page.url_path] = ctx.shared.widget_ids_this_run.snapshot() - before
-
-
-OWN_WIDGETS = "_glass_page_widgets"  # st.session_state: a page's url path -> the widgets its own script last drew
-
-
-def from_its_page(url_path: str) -> bool:
-    """At the top of a run, before anything is drawn: the request came from the page `url_path` as the browser
-    showed it, not from a move to it. A click sends the value of every widget the browser holds, the page's own
-    among them; a move (a page link, the navigation) sends only the app's own widgets (the sidebar's): Streamlit
-    1.67's frontend, `onPageChange`. A page that draws no widget of its own cannot tell the two apart: True."""
-    own = st.session_state.get(OWN_WIDGETS, {}).get(url_path)
-    ctx = st.runtime.scriptrunner.get_script_run_ctx()
-    if not own or ctx is None:
-        return True
-    return not own.isdisjoint(ctx.session_state._state._new_widget_state.states)  # the request's (1.67's bookkeeping)
 
 
 def _exec_page(page: StreamlitPage) -> None:

@@ -69,6 +69,7 @@ import time
 from urllib.parse import urlsplit
 
 import streamlit as st
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from classroom import (
     STATE_FIELDS,
@@ -82,7 +83,7 @@ from classroom import (
     normalize_code,
 )
 from classroom.rules import SHAREABLE_MODELS
-from ui import lesson, shell
+from ui import lesson
 from ui.page_list import PAGES
 from ui.session_info import current_identity
 from ui.state import TOGGLES, init_state, read_link
@@ -477,16 +478,25 @@ def moved_away(page: str) -> None:
 
 
 def late_from(page: str) -> bool:
-    """At the top of a run: a request from `page` as the browser still showed it, which the class moved this session
+    """At the top of a run: a request from `page` as the browser still shows it, which the class moved this session
     away from a moment ago (`moved_away`): a click that crossed the move. A move back to `page` (a page link, the
-    navigation) is the user's own, however soon (`shell.from_its_page` tells them apart)."""
+    navigation, the browser's back button) is the user's own, however soon (`still_shown`)."""
     moved = ss().get(MOVED)
-    return (
-        moved is not None
-        and moved[0] == page
-        and time.monotonic() - moved[1] < MOVED_SECONDS
-        and shell.from_its_page(page)
-    )
+    return moved is not None and moved[0] == page and time.monotonic() - moved[1] < MOVED_SECONDS and still_shown(page)
+
+
+def still_shown(page: str) -> bool:
+    """The request of this run came from a browser whose address still shows `page`. A click sends its request
+    from the page it was made on; a move to `page` leaves from the page the browser showed before, and the back
+    button changes the address first but says so (Streamlit 1.67's frontend sends the address with every request:
+    `st.context.url`'s source). Without a browser's address (a run of the server's own, AppTest): True."""
+    ctx = get_script_run_ctx()
+    info = ctx.context_info if ctx is not None else None
+    if info is None or not info.url:
+        return True
+    if ctx.is_history_navigation:
+        return False
+    return urlsplit(info.url).path.rstrip("/").rsplit("/", 1)[-1] == page
 
 
 def set_following(on: bool) -> None:
