@@ -48,11 +48,23 @@ def rerun(**data) -> ScriptRequest:
     return ScriptRequest(ScriptRequestType.RERUN, RerunData(**data))
 
 
-def test_a_fragment_asked_for_under_the_page_left_runs_on_the_page_shown(shown):
-    asked = rerun(page_script_hash="classroom", page_name="classroom", query_string="", fragment_id_queue=["panel"])
+def test_a_fragment_asked_for_under_the_page_left_is_the_whole_page_shown(shown):
+    """The browser is behind: the page the session shows, drawn whole with the session's values (a fragment's run
+    alone left the page empty)."""
+    asked = rerun(
+        page_script_hash="classroom",
+        page_name="classroom",
+        query_string="",
+        fragment_id_queue=["panel"],
+        is_fragment_scoped_rerun=True,
+        is_auto_rerun=True,
+        widget_states=states("lesson_jump", "class_sync"),
+    )
     taken = fragment_page.on_its_page(asked).rerun_data
     assert (taken.page_script_hash, taken.page_name, taken.query_string) == ("lesson", "", "s=hello&step=3")
-    assert taken.fragment_id_queue == ["panel"]
+    assert (taken.fragment_id, taken.fragment_id_queue, taken.is_fragment_scoped_rerun) == (None, [], False)
+    assert not taken.is_auto_rerun
+    assert taken.widget_states is None  # the session's values: the browser's are the page's it still shows
 
 
 @pytest.mark.parametrize(
@@ -128,4 +140,4 @@ def test_installed_on_the_queue_the_script_thread_takes_its_runs_from(shown, mon
         taken = getattr(queue, take)()
         assert taken.type == ScriptRequestType.RERUN
         assert taken.rerun_data.page_script_hash == "lesson"
-        assert taken.rerun_data.fragment_id_queue == ["panel"]
+        assert taken.rerun_data.fragment_id_queue == []  # (asked under another page: the whole page)

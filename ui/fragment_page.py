@@ -16,6 +16,15 @@ the session's queue, to the page and the address (query string) of the session's
 only the values of the widgets of the fragments that run. A widget elsewhere, the page and the address change in a
 run of the whole app (Streamlit asks for one when they are used: a click outside the fragment, a link, the browser's
 back button), never in a fragment's. A run of the whole app keeps what the browser sent.
+
+A fragment asked for under another page than the session's becomes a run of the whole app on the session's page, with
+the session's values (the browser's are those of the page it still shows; a click inside the fragment in that moment
+is dropped and can be made again): the browser has not yet drawn the run that changed the page. A fragment's run in the
+same burst of messages as that run made Streamlit's frontend take it for a page change, as it compared the page with
+the one it was still drawing: it cleared the page, and the fragment's run drew only itself (the teacher's projector
+stayed empty after the console's Next and a click in the sidebar). The run of the whole app draws the page again.
+With the browser's values instead, the teacher's sentence was lost on a move (3 runs in 3); with the fragment's own
+values only, a class stopped following the lesson's steps (2 runs in 3).
 """
 
 from __future__ import annotations
@@ -41,15 +50,24 @@ def on_its_page(request: ScriptRequest | None) -> ScriptRequest | None:
     if ctx is None or not ctx.page_script_hash:
         return request  # (nothing drawn yet)
     data, page, changes = request.rerun_data, ctx.page_script_hash, {}
-    if data.page_script_hash != page:
-        _log.info("a fragment run asked for page %s; the session shows %s", data.page_script_hash[:8], page[:8])
-        changes.update(page_script_hash=page, page_name="")
     query = address(ctx)
     if data.query_string != query:
         changes["query_string"] = query
-    own = own_widgets(data.widget_states, set(data.fragment_id_queue), ctx)
-    if own is not data.widget_states:
-        changes["widget_states"] = own
+    if data.page_script_hash != page:  # the browser is behind: the whole app, on the session's page
+        _log.info("a fragment run asked for page %s; the session shows %s", data.page_script_hash[:8], page[:8])
+        changes.update(
+            page_script_hash=page,
+            page_name="",
+            fragment_id=None,
+            fragment_id_queue=[],
+            is_fragment_scoped_rerun=False,
+            is_auto_rerun=False,
+            widget_states=None,
+        )
+    else:
+        own = own_widgets(data.widget_states, set(data.fragment_id_queue), ctx)
+        if own is not data.widget_states:
+            changes["widget_states"] = own
     return ScriptRequest(request.type, replace(data, **changes)) if changes else request
 
 
