@@ -126,6 +126,20 @@ def test_plan_moves_the_class_stop_by_stop(store):
         no_exception(at)
 
 
+def test_the_projector_drops_the_stops_banner_in_the_run_that_leaves_the_stops_page(store):
+    """The teacher, at stop 1 (the overview), moves to the tokens page: that very run says the teacher left the stop
+    (the plan's bar and the stop's banner were drawn with the page before, until the projector's next run)."""
+    t, _ = teacher_with_plan("What decides il or elle")
+    t.switch_page("pages/overview.py")
+    t.run()
+    assert "Stop 1 of 9" in banner(t) and "you left it" not in sidebar_text(t)
+    t.switch_page("pages/tokens.py")
+    t.run()
+    no_exception(t)
+    assert title(t) == "Tokens and embeddings"
+    assert banner(t) == "" and "you left it" in sidebar_text(t)
+
+
 # -- pacing --------------------------------------------------------------------------------------------------------
 def test_pace_pause_free_and_plan_modes(store):
     t, code = teacher_with_plan("Masks: how a decoder could cheat")

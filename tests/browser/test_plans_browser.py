@@ -112,3 +112,75 @@ def test_a_click_that_crosses_a_plans_next_stop_keeps_the_stop_and_the_click(bro
         student.no_exception()
     finally:
         student.page.context.close()
+
+
+def console_of(browser, app_url, teacher, code: str):
+    """As the teacher (on the class page): the console on a second device, opened with the teacher's key."""
+    teacher.act(lambda: teacher.main.get_by_text("Show my teacher key").click())
+    key = re.search(rf"{code}-[A-Za-z0-9_-]+", teacher.main.locator('[data-testid="stCode"]').nth(1).inner_text())[0]
+    teacher.act(lambda: teacher.main.get_by_text("Show my teacher key").click())
+    console = new_tab(browser, app_url, "console")
+    console.goto("classroom", console=key)
+    expect(console.main.get_by_text(f"Teacher's console · class {code}")).to_be_visible(timeout=FOLLOW_MS)
+    return console
+
+
+def test_a_projector_keeps_its_page_when_a_click_crosses_the_consoles_next(browser, app_url, app):
+    """The console moves the class to the next stop; half a second later the projector, whose messages come late,
+    opens the tokens page. The sidebar's panel kept asking for its own run from the page the tab still showed; one
+    such run, in the same burst as the run that changed the page, made the browser clear the page, and the
+    projector stayed empty (a review found it 2 runs in 2). Now such an ask draws the whole page."""
+    teacher = app
+    held = HeldDownstream(teacher.page)
+    code = start_the_plan(teacher)
+    console = console_of(browser, app_url, teacher, code)
+    try:
+        teacher.act(lambda: teacher.sidebar.get_by_role("button", name=re.compile("^Next stop")).click())
+
+        def console_next_then_link() -> None:
+            console.main.get_by_role("button", name=re.compile("^Next stop")).click()
+            teacher.page.wait_for_timeout(500)
+            teacher.sidebar.get_by_role("link", name="Tokens and embeddings", exact=True).click()
+
+        held.during(teacher, console_next_then_link)
+        teacher.page.wait_for_timeout(3_000)  # (the panel's asks the release sets off)
+        teacher.wait_idle()
+        assert teacher.page.url.split("?")[0].endswith("/tokens"), teacher.page.url
+        expect(teacher.main.get_by_role("heading", name="Tokens and embeddings").first).to_be_visible()
+        expect(teacher.main.get_by_test_id("stPlotlyChart").first).to_be_visible()  # the page, not only its title
+        teacher.no_exception()
+    finally:
+        console.page.context.close()
+
+
+def test_a_student_who_opens_a_page_as_the_class_moves_gets_that_page(browser, app_url, app):
+    """A following student, whose messages come late, opens the tokens page as the teacher's Next stop moves the
+    class on. The page's own stream then asked for the whole app from the page the tab still showed, the one the
+    class had left: the student ended exploring there, and in 3 runs of 4 under Streamlit's "Cached ForwardMsg MISS"
+    with a page that never finished."""
+    teacher = app
+    code = start_the_plan(teacher)
+    student = new_tab(browser, app_url, "student")
+    held = HeldDownstream(student.page)
+    try:
+        student.goto("classroom", **{"class": code})
+        expect(student.main.get_by_text("Stop 1 of 9")).to_be_visible(timeout=FOLLOW_MS)
+        for stop in (2, 3):
+            teacher.act(lambda: teacher.sidebar.get_by_role("button", name=re.compile("^Next stop")).click())
+            expect(student.main.get_by_text(f"Stop {stop} of 9")).to_be_visible(timeout=FOLLOW_MS)
+
+        def next_then_link() -> None:
+            teacher.sidebar.get_by_role("button", name=re.compile("^Next stop")).click()
+            student.page.wait_for_timeout(800)
+            student.sidebar.get_by_role("link", name="Tokens and embeddings", exact=True).click()
+
+        held.during(student, next_then_link)
+        student.page.wait_for_timeout(3_000)
+        student.wait_idle()
+        assert student.page.url.split("?")[0].endswith("/tokens"), student.page.url
+        expect(student.main.get_by_role("heading", name="Tokens and embeddings").first).to_be_visible()
+        expect(student.sidebar.get_by_text(f"Exploring · class {code}")).to_be_visible()
+        expect(student.page.get_by_text("Cached ForwardMsg MISS")).to_have_count(0)
+        student.no_exception()
+    finally:
+        student.page.context.close()

@@ -49,6 +49,7 @@ from ui.classroom.session import (
     code,
     follow_on_run,
     following,
+    hold_page,
     is_student,
     is_teacher,
     join_from_link,
@@ -63,7 +64,7 @@ from ui.classroom.session import (
 from ui.classroom.teacher import (
     adopt,
     console_from_link,
-    hold_page,
+    on_page,
     publish,
     restore_teacher,
     teacher_call,
@@ -316,10 +317,13 @@ def run(page: StreamlitPage, sidebar: Callable[..., None]) -> None:
     if is_teacher():
         adopt(here)  # the class's state, when another device of the teacher moved it (or after a reload)
         plans.hold_shown()  # a late request does not take the teacher back to the stop before
-        hold_page(here)  # nor to the page before
     board.read_run()  # the teacher's training run, as the class follows it
     if is_student():
         follow_on_run(here)
+    hold_page(here)  # nor a teacher or a student back to the page before
+    if is_teacher():
+        on_page(here)  # (the plan's bar and the stop's banner below say whether the teacher is at the stop)
+    if is_student():
         roster.report(here)
     teacher_slot = None
     with st.sidebar:
@@ -352,7 +356,7 @@ def run(page: StreamlitPage, sidebar: Callable[..., None]) -> None:
         plans.stop_banner()
         board.class_run_panel()  # the teacher's training run, live, on every following student's page
     if is_teacher():  # the widgets' new values are in the session already: the class sees them now,
-        publish(here, warn=False)  # not after the teacher's page has drawn (and again after it)
+        publish(warn=False)  # not after the teacher's page has drawn (and again after it)
         toast_notice(here)  # (a change the store refused says so in this very run)
     completed = False
     try:
@@ -361,7 +365,7 @@ def run(page: StreamlitPage, sidebar: Callable[..., None]) -> None:
     finally:  # (a RerunException, e.g. a newer request cutting this run short, is not a completed run; after
         # st.stop() nothing can be drawn: the page keeps its stream, and asks again until a run ends whole)
         if is_teacher() and completed:  # (a run cut short: the next one publishes before its page; publishing here
-            publish(here)  # would apply a sentence the page asked for after the sidebar's box was drawn: an error)
+            publish()  # would apply a sentence the page asked for after the sidebar's box was drawn: an error)
         write_url()
     if teacher_slot is not None and completed:
         with teacher_slot:  # after `publish`: the counters its stream compares include this run's own change (drawn

@@ -54,6 +54,7 @@ _class_console        this teacher's session is a console beside the projector: 
 _class_published_v    the version of the class's state this teacher's session last published or showed
 _class_restore_checked  this session looked for a class its browser teaches (a reload is the teacher again)
 _class_moved          the page the class moved this session away from, and when (a late request from it is stale)
+_class_page_shown     the page of this session's last run of the whole app that stayed on its page (`hold_page`)
 ====================  ================================================================================
 
 Security: every teacher operation goes through the store with `_class_secret`, which the store checks;
@@ -108,6 +109,7 @@ PUBLISHED_V = "_class_published_v"  # the version of the class's state this teac
 RESTORED = "_class_restore_checked"  # this session has looked for a class its browser teaches (once per session)
 MOVED = "_class_moved"  # (the page the class moved this session away from, when: time.monotonic())
 MOVED_SECONDS = 10.0  # how long a request from that page is a late one (`late_from`)
+PAGE_SHOWN = "_class_page_shown"  # the page of this session's last run of the whole app that stayed on its page
 UNREACHABLE = "_class_unreachable"  # the class store could not be reached on this session's last read
 ENDED = "_class_ended"  # the message that the class this session was in has ended (shown until dismissed)
 UNREACHABLE_TEXT = "The class service is unreachable: reconnecting…"
@@ -138,6 +140,7 @@ KEYS = (
     CONSOLE,
     PUBLISHED_V,
     MOVED,
+    PAGE_SHOWN,
 )
 CLASS_PAGE = "classroom"  # the class's own page: its url path
 NOT_SHARED = (CLASS_PAGE, "home")  # pages a teacher visits without taking the class along
@@ -483,6 +486,20 @@ def late_from(page: str) -> bool:
     navigation, the browser's back button) is the user's own, however soon (`still_shown`)."""
     moved = ss().get(MOVED)
     return moved is not None and moved[0] == page and time.monotonic() - moved[1] < MOVED_SECONDS and still_shown(page)
+
+
+def hold_page(page: str) -> None:
+    """At the top of a run of the whole app, after the class's own moves (a plan's Next, `adopt`, `follow_on_run`):
+    a request that crossed a move still comes from the page the move left (a click, or a page's own stream asking
+    for the whole app). It goes back to the page this session showed last, with the request's values, not to the
+    page left (where it took the teacher, and the class with it, or an exploring student). A console stays where it
+    is. Then this page is the session's."""
+    if role() is None:
+        return
+    shown = ss().get(PAGE_SHOWN)
+    if shown in PAGE_FILES and shown != page and not ss().get(CONSOLE) and late_from(page):
+        st.switch_page(PAGE_FILES[shown], query_params=class_query(code()) if is_student() else None)
+    ss()[PAGE_SHOWN] = page
 
 
 def still_shown(page: str) -> bool:

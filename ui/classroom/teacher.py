@@ -50,7 +50,6 @@ from ui.classroom.session import (
     client_id,
     code,
     is_teacher,
-    late_from,
     leave_class,
     moved_away,
     notify,
@@ -181,7 +180,7 @@ def teacher_call(op: Callable, *args):
     return None
 
 
-def publish(page: str, warn: bool = True) -> None:
+def publish(warn: bool = True) -> None:
     """In a teacher's run: share the state if it changed; touch the class at most once a minute. A console shares
     nothing (it only touches)."""
     s = ss()
@@ -190,8 +189,6 @@ def publish(page: str, warn: bool = True) -> None:
             teacher_call(store().touch)
             s[TOUCHED] = time.monotonic()
         return
-    if page not in NOT_SHARED and page in PAGE_FILES:
-        s[TEACHER_PAGE] = page
     state, refused = publishable(class_state(s.get(TEACHER_PAGE, "overview")))
     if refused and warn:
         st.warning(
@@ -207,6 +204,14 @@ def publish(page: str, warn: bool = True) -> None:
     elif time.monotonic() - s.get(TOUCHED, 0.0) > TOUCH_SECONDS:
         teacher_call(store().touch)
         s[TOUCHED] = time.monotonic()
+
+
+def on_page(page: str) -> None:
+    """At the top of a teacher's run, once the run stays on `page`: a page the class shares is the teacher's page from
+    now on, before the plan's bar and the stop's banner are drawn (drawn with the page before, the projector kept the
+    stop's banner over another page, until its next run). A console has no page of its own."""
+    if not ss().get(CONSOLE) and page not in NOT_SHARED and page in PAGE_FILES:
+        ss()[TEACHER_PAGE] = page
 
 
 def adopt(page: str) -> None:
@@ -233,16 +238,6 @@ def adopt(page: str) -> None:
         if target != page and (seen is not None or page != CLASS_PAGE) and not s.get(CONSOLE):
             moved_away(page)
             st.switch_page(PAGE_FILES[target])
-
-
-def hold_page(page: str) -> None:
-    """At the top of a teacher's run, after `adopt` and `plans.hold_shown`: a click that crossed a move (Next stop,
-    a stop, a projected snapshot; another device's move: `adopt`) still comes from the page the move left. The
-    teacher goes back to the move's page, which publishes it, with the click's values (not the page left, which
-    took the class back there). A console stays where it is."""
-    target = ss().get(TEACHER_PAGE)
-    if target in PAGE_FILES and target != page and not ss().get(CONSOLE) and late_from(page):
-        st.switch_page(PAGE_FILES[target])
 
 
 def teacher_snapshot() -> ClassSnapshot | None:
