@@ -170,6 +170,7 @@ def test_pace_pause_free_and_plan_modes(store):
     assert "explore freely" in sidebar_text(follower)
 
     # plan: students pick among the stops so far
+    t.session_state["_class_moved"] = None  # (AppTest sends no browser address: a move back so soon looks late)
     t.switch_page("pages/classroom.py")
     t.run()
     t.radio(key="pace_mode").set_value("plan").run()

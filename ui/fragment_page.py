@@ -42,8 +42,9 @@ _log = logging.getLogger("glass.fragments")
 
 
 def on_its_page(request: ScriptRequest | None) -> ScriptRequest | None:
-    """`request`, when it runs fragments: on the page and the address of the session's last run, with the browser's
-    values of those fragments' widgets only."""
+    """`request`, when it runs fragments: at the address of the session's last run, with the browser's values of those
+    fragments' widgets only; asked for under another page, a run of the whole app on the session's page, with the
+    session's values."""
     if request is None or request.type != ScriptRequestType.RERUN or not request.rerun_data.fragment_id_queue:
         return request  # (no run, or a run of the whole app)
     ctx = get_script_run_ctx(suppress_warning=True)
