@@ -52,6 +52,12 @@ def token_labels(tokens: list[str]) -> list[str]:
     return [f"{i} {t}" for i, t in enumerate(tokens)]
 
 
+def label_word(label: str) -> str:
+    """The token of a `token_labels` label, "3 the" -> "the"; any other text is returned as it is."""
+    position, space, token = label.partition(" ")
+    return token if space and position.isdigit() else label
+
+
 def source_limit(bundle: Bundle) -> int:
     """Most source tokens the model accepts (one position is kept for EOS)."""
     return bundle.config.max_len - 1

@@ -5,6 +5,7 @@ import streamlit as st
 
 from explain import recompute
 from model.checkpoint import count_parameters
+from model.pipeline import label_word
 from pages.content import before as text
 from ui import shell
 from ui.before_steps import P, chart, measured_section, word_slider
@@ -84,7 +85,7 @@ else:
     for line in text.DERIVATION_LATEX:
         st.latex(line)
     n_layers, n_heads = vr.cross_shape(tf.trace)
-    same = [vr.word(w) for w in out] == [vr.word(w) for w in tf.next_labels]
+    same = [label_word(w) for w in out] == [label_word(w) for w in tf.next_labels]
     best_layer, best_head = vr.closest_head(tf.trace, alpha, same)
     c1, c2 = st.columns(2)
     with c1:

@@ -21,6 +21,7 @@ import viz.lesson_decoder
 from explain.pronoun import story as pronoun_story
 from explain.textbook import thinking_machines
 from model import checkpoint, pipeline
+from model.pipeline import label_word
 from model.trace import Interventions
 from tests.apptest_util import ROOT, TIMEOUT, all_text, decode, figures, heatmap_z, no_exception
 from ui.widgets import md
@@ -161,7 +162,7 @@ def test_cross_attention_reordering_is_claimed_from_confident_rows_only():
         explain.lesson.cross(a, explain.lesson.focus(a)), a.src_labels, a.next_labels
     )
     assert diffuse
-    assert f"Diffuse rows (largest weight under 0.6), writing “{viz.lesson.word(a.next_labels[diffuse[0]])}”" in notice
+    assert f"Diffuse rows (largest weight under 0.6), writing “{label_word(a.next_labels[diffuse[0]])}”" in notice
 
 
 @pytest.mark.parametrize("text", [THINKING, "i am a student", CORE])
@@ -210,18 +211,18 @@ def test_every_notice_states_the_tensors(text):
     labels = a.src_labels
     top_s, top_w = int(scores.argmax()), int(weights.argmax())
     assert f"{float(scores.max()):.2f}" in n["scores"] and f"{float(scores.min()):.2f}" in n["scores"]
-    assert f"“{viz.lesson.word(labels[top_s])}”" in n["scores"]
+    assert f"“{label_word(labels[top_s])}”" in n["scores"]
     assert f"{float(scaled[top_s]):.2f}" in n["scale"] and f"{math.sqrt(t[f'{m}.q'].shape[-1]):.3f}" in n["scale"]
     assert torch.allclose(scaled, scores / math.sqrt(t[f"{m}.q"].shape[-1]))
-    assert f3(float(weights.max())) in n["softmax"] and f"“{viz.lesson.word(labels[top_w])}”" in n["softmax"]
+    assert f3(float(weights.max())) in n["softmax"] and f"“{label_word(labels[top_w])}”" in n["softmax"]
     assert f3(float(weights.sum())) in n["softmax"]
     z = t[f"{m}.z"][0, f.head, f.word]
     assert f3(float(z.norm())) in n["z"]
-    assert f"{float(weights.max()):.3f} · v({viz.lesson.word(labels[top_w])})" in n["z"]
+    assert f"{float(weights.max()):.3f} · v({label_word(labels[top_w])})" in n["z"]
     # heads: every head's favourite word and weight for the focus word
     for h in range(t[f"{m}.weights"].shape[1]):
         w = t[f"{m}.weights"][0, h, f.word]
-        assert f"head {h} → “{viz.lesson.word(labels[int(w.argmax())])}” {f3(float(w.max()))}" in n["heads"]
+        assert f"head {h} → “{label_word(labels[int(w.argmax())])}” {f3(float(w.max()))}" in n["heads"]
     # concat and W_O: the lengths of each head's z and of the output
     for h in range(t[f"{m}.z"].shape[1]):
         assert f3(float(t[f"{m}.z"][0, h, f.word].norm())) in n["concat"]
@@ -248,7 +249,7 @@ def test_every_notice_states_the_tensors(text):
     assert f3(float(sw[:, 1].mean(0).max())) in n["masked"]
     # cross: the row of the first word, what it predicts, where it looks
     cw = t[f"dec.{last}.cross_attn.weights"][0, :, 1].mean(0)
-    assert f3(float(cw.max())) in n["cross"] and f"“{viz.lesson.word(labels[int(cw.argmax())])}”" in n["cross"]
+    assert f3(float(cw.max())) in n["cross"] and f"“{label_word(labels[int(cw.argmax())])}”" in n["cross"]
     assert f"predicting “{a.out_tokens[1]}”" in n["cross"]
     # output: the top logit and its probability at the followed position (the decoder steps' row)
     logits, probs = t["logits"][0, f.row], t["probs"][0, f.row]

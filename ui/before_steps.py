@@ -9,6 +9,7 @@ from types import ModuleType
 
 import streamlit as st
 
+from model.pipeline import label_word
 from ui.rnn import comparison, comparison_key
 from ui.widgets import chart as labelled_chart
 from ui.widgets import fold, notice, once, pick, section, small_table
@@ -24,7 +25,7 @@ def chart(fig, key: str) -> None:
 
 def word_slider(label: str, words: list[str], key: str) -> int:
     """A slider over the output `words` ("1: word", "2: word", ...), remembered under `key`: the index chosen."""
-    return pick(label, range(len(words)), key, style="slider", format_func=lambda i: f"{i + 1}: {vr.word(words[i])}")
+    return pick(label, range(len(words)), key, style="slider", format_func=lambda i: f"{i + 1}: {label_word(words[i])}")
 
 
 def measured_section(text: ModuleType) -> None:

@@ -15,7 +15,7 @@ import pandas as pd
 import streamlit as st
 
 from model.checkpoint import Bundle
-from model.pipeline import Analysis
+from model.pipeline import Analysis, label_word
 from ui.models import beam
 from ui.widgets import chart, fold, md, metrics_row, notice, once, pick, section, small_table
 from viz import decoding as vo
@@ -42,7 +42,7 @@ def linear_section(a: Analysis, bundle: Bundle, here: tuple, text: ModuleType) -
         range(len(a.tgt_labels)),
         "output_pos",
         0,
-        format_func=lambda t: f"{a.tgt_labels[t]}  →  predicts {a.next_labels[t].split(' ', 1)[1]}",
+        format_func=lambda t: f"{a.tgt_labels[t]}  →  predicts {label_word(a.next_labels[t])}",
     )
     out = vo.position_output(tr, pos)
     best = out.best

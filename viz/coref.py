@@ -16,6 +16,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from explain.coref import LINK, READS, Coref, Decision, coref_parts  # noqa: F401 - coref_parts: the pages' import
+from model.pipeline import label_word
 from model.trace import Trace
 from viz.attention import is_parking, word_of
 from viz.heads import find_word, top_words, word_across_layers
@@ -153,7 +154,7 @@ def decision_notice(d: Decision) -> str:
         else f"reads “{d.adjective}” only weakly: {avg:.2f} on average at most, in decoder layer {L} ({heads})"
     )
     p = d.p_il if d.pronoun == "il" else d.p_elle
-    out = f"The decoder row that writes “{d.pronoun}” (input “{d.row_input.split(' ', 1)[-1]}”, p = {p:.2f}) {reads}."
+    out = f"The decoder row that writes “{d.pronoun}” (input “{label_word(d.row_input)}”, p = {p:.2f}) {reads}."
     if d.readers_off is not None:
         out += (
             f" Heads whose row gives “{d.adjective}” {READS:g} or more: {_heads(d.readers)}. "

@@ -21,6 +21,7 @@ from torch import Tensor
 
 from explain.recompute import MaskSteps, masked_row
 from model.checkpoint import Bundle
+from model.pipeline import label_word
 from model.trace import Trace
 from model.transformer import additive_mask
 from viz.heatmap import count, shape_text
@@ -179,7 +180,7 @@ def batch_table(demo: PaddingDemo) -> pd.DataFrame:
     """The padded batch as words: one row per sentence, one column per position."""
     T = demo.src.size(1)
     rows = {
-        f"sentence {i + 1}" + (" (shorter)" if i == demo.short else ""): [lab.split(" ", 1)[1] for lab in labels]
+        f"sentence {i + 1}" + (" (shorter)" if i == demo.short else ""): [label_word(lab) for lab in labels]
         for i, labels in enumerate(demo.labels)
     }
     return pd.DataFrame.from_dict(rows, orient="index", columns=[f"pos {t}" for t in range(T)])
@@ -335,11 +336,6 @@ def training_figures(bundle: Bundle) -> dict:
 # --- What to look at: one computed sentence per figure ------------------------------------------
 
 
-def _word(label: str) -> str:
-    """ "3 pensantes" -> "pensantes": the word of a position-prefixed axis label."""
-    return label.split(" ", 1)[1] if " " in label else label
-
-
 def block_notice(trace: Trace, layer: int) -> str:
     """Decoder block `layer` keeps the shape of its input; only enc.out has the source's length."""
     first = "tgt.input" if layer == 0 else f"dec.{layer - 1}.add_norm3.out"
@@ -365,7 +361,7 @@ def masked_notice(weights: Tensor, labels: list[str]) -> str:
             "the mask is off and positions read words that come later"
         )
     if T < 2:
-        return f"row {_word(labels[0])} can only look at itself (weight {float(weights[0, 0]):.3f}); {future}."
+        return f"row {label_word(labels[0])} can only look at itself (weight {float(weights[0, 0]):.3f}); {future}."
     peak = weights.argmax(-1)
     on_diag = sum(int(peak[t]) == t for t in range(1, T))
     before = sum(int(peak[t]) == t - 1 for t in range(1, T))
@@ -374,12 +370,12 @@ def masked_notice(weights: Tensor, labels: list[str]) -> str:
     i, j = divmod(int(low.argmax()), T)
     earlier = T - 1 - on_diag - later
     return (
-        f"row {_word(labels[0])} has only itself to look at (weight {float(weights[0, 0]):.3f}); "
+        f"row {label_word(labels[0])} has only itself to look at (weight {float(weights[0, 0]):.3f}); "
         f"of the other {T - 1} rows, {on_diag} put their largest weight on their own position and "
         f"{earlier} on an earlier word ({before} on the word just before"
         + (f"; {later} on a later word" if later else "")
-        + f"; the strongest: {_word(labels[i])} → "
-        f"{_word(labels[j])} {float(weights[i, j]):.3f}); {future}."
+        + f"; the strongest: {label_word(labels[i])} → "
+        f"{label_word(labels[j])} {float(weights[i, j]):.3f}); {future}."
     )
 
 
@@ -388,7 +384,7 @@ def renorm_notice(scaled_row: Tensor, mask_row: Tensor, label: str) -> str:
     r = masked_row(scaled_row, mask_row)
     share, n = r.share, r.n_allowed
     return (
-        f"over all keys, the {count(n, 'allowed key')} of row “{_word(label)}” would get {share:.3f} of the "
+        f"over all keys, the {count(n, 'allowed key')} of row “{label_word(label)}” would get {share:.3f} of the "
         f"weight; the masked softmax divides them by {share:.3f}, so they get all of it (1.000)."
     )
 
@@ -403,7 +399,7 @@ def future_notice(w_on: Tensor, w_off: Tensor, labels_off: list[str]) -> str:
     r = int(upper.argmax())
     return (
         f"with the mask on, the future gets {s_on:.3f} in total ({n_on} cells > 0); with it off, "
-        f"{n_off} cells > 0 get {s_off:.3f}, most in row {_word(labels_off[r])}, which gives "
+        f"{n_off} cells > 0 get {s_off:.3f}, most in row {label_word(labels_off[r])}, which gives "
         f"{float(upper[r]):.3f} of its weight to later words."
     )
 
@@ -425,7 +421,7 @@ def peek_notice(weights: Tensor, labels: list[str]) -> str:
     )
     return (
         f"in {hits} of {T - 1} rows the largest weight sits on position t + 1, the very word that "
-        f"position must predict (strongest: row {_word(labels[t])} → {_word(labels[t + 1])} "
+        f"position must predict (strongest: row {label_word(labels[t])} → {label_word(labels[t + 1])} "
         f"{float(nxt[t]):.3f}). {verdict}"
     )
 
@@ -436,7 +432,7 @@ def padding_notice(demo: PaddingDemo, layer: int, head: int) -> str:
         return "both sentences have the same length here: there is no <pad> to hide."
     on, off = demo.pad_weight(True)[layer, head], demo.pad_weight(False)[layer, head]  # [n_real]
     worst = int(off.argmax())
-    word = _word(demo.labels[demo.short][worst])
+    word = label_word(demo.labels[demo.short][worst])
     return (
         f"with the mask on, the {count(demo.n_pad, '<pad> column')} get exactly {float(on.max()):.3f}; with it "
         f"off, {word} gives {float(off[worst]):.3f} of its weight to <pad>, and the encoding moves by up to "
@@ -465,8 +461,8 @@ def alignment(weights: Tensor, src_labels: list[str], in_labels: list[str], next
     return pd.DataFrame(
         {
             "position (input word)": in_labels,
-            "predicts": [_word(n) for n in next_labels],
-            "reads most (source word)": [_word(src_labels[j]) for j in top.indices.tolist()],
+            "predicts": [label_word(n) for n in next_labels],
+            "reads most (source word)": [label_word(src_labels[j]) for j in top.indices.tolist()],
             "its weight": top.values.tolist(),
             "weight on <eos>": weights[:, -1].tolist(),
         }
@@ -482,10 +478,10 @@ def cross_notice(weights: Tensor, src_labels: list[str], in_labels: list[str], n
     """
     top = weights.max(-1)
     rows = [
-        f"{_word(i)} (writes {_word(n)}) reads {_word(src_labels[j])} {v:.2f}"
+        f"{label_word(i)} (writes {label_word(n)}) reads {label_word(src_labels[j])} {v:.2f}"
         for i, n, j, v in zip(in_labels, next_labels, top.indices.tolist(), top.values.tolist(), strict=True)
     ]
-    last, eos, end = _word(in_labels[-1]), float(weights[-1, -1]), weights.size(1) - 1
+    last, eos, end = label_word(in_labels[-1]), float(weights[-1, -1]), weights.size(1) - 1
     others = int((top.indices[:-1] == end).sum())
     if int(top.indices[-1]) == end:
         why = (

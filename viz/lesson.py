@@ -33,7 +33,6 @@ from viz.lesson_base import (  # noqa: F401 - CONFIG, context, PARKING_WHY: the 
     plain_table,
     q,
     vectors,
-    word,
 )
 
 # --- 0. why a Transformer -----------------------------------------------------------------------------

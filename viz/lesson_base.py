@@ -11,21 +11,16 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from explain import lesson
-from model.pipeline import Analysis
+from model.pipeline import Analysis, label_word
 from viz.heatmap import figure, heatmap
 
 BLUE, GREEN, GREY, ORANGE = "#1f77b4", "#2ca02c", "#9e9e9e", "#ff7f0e"
 CONFIG = {"displayModeBar": False}
 
 
-def word(label: str) -> str:
-    """ "3 the" -> "the" (axis labels carry their position)."""
-    return label.split(" ", 1)[1] if " " in label and label.split(" ", 1)[0].isdigit() else label
-
-
 def q(label: str) -> str:
     """A word for a notice: “the”."""
-    return f"“{word(label)}”"
+    return f"“{label_word(label)}”"
 
 
 @dataclass(frozen=True)
@@ -64,7 +59,7 @@ PARKING_WHY = (
 
 def parks(labels) -> bool:
     """Is any of these labels the <eos> token (the notice then explains parking)?"""
-    return any(word(lab) == "<eos>" for lab in labels)
+    return any(label_word(lab) == "<eos>" for lab in labels)
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,9 @@ from explain import lesson_training as LT
 from explain.coref import EncoderLinks, coref_parts, encoder_links, partner
 from explain.pronoun import Story
 from model.examples import COREFERENCE
-from model.pipeline import Analysis
+from model.pipeline import Analysis, label_word
 from viz.heatmap import as_array, count, heatmap, table
-from viz.lesson_base import GREEN, GREY, PARKING_WHY, Context, View, bars, layout, plain_table, q, word
+from viz.lesson_base import GREEN, GREY, PARKING_WHY, Context, View, bars, layout, plain_table, q
 from viz.pronoun import story_figure, story_notice, story_table
 
 # --- 15. decoder input, 16. masked self-attention, 17. cross-attention ---------------------------------
@@ -111,7 +111,7 @@ def notice_cross(x: lesson.Cross, src_labels: list[str] | None = None, next_labe
 def _cross(c: Context) -> View:
     a = c.a
     w = lesson.cross_matrix(a)
-    ylabels = [f"{lab} → {word(nxt)}" for lab, nxt in zip(a.tgt_labels, a.next_labels, strict=True)]
+    ylabels = [f"{lab} → {label_word(nxt)}" for lab, nxt in zip(a.tgt_labels, a.next_labels, strict=True)]
     fig = heatmap(
         w,
         a.src_labels,
@@ -165,7 +165,7 @@ def _coref(c: Context) -> View:
         before = story_notice(story) + " This step follows the coreference example instead. "
         story, own = (c.decide(COREFERENCE) if c.decide else None), False
     links = encoder_links(a.trace, lesson.n_layers(a, "enc"), parts) if own else None
-    noun = word(a.src_labels[parts.referent]) if own else None
+    noun = label_word(a.src_labels[parts.referent]) if own else None
     if story is not None and story.tracing is not None:
         fig, tab = story_figure(story, c.hidden), story_table(story, c.hidden)
     else:
@@ -318,7 +318,7 @@ def notice_loss(x: LT.Loss) -> str:
 def _loss(c: Context) -> View:
     r = LT.recipe(c.meta or {}, int(c.a.trace["enc.out"].shape[-1]))
     x = LT.loss(c.a, r.label_smoothing)
-    labels = [f"{t} → {word(w)}" for t, w in enumerate(x.words)]
+    labels = [f"{t} → {label_word(w)}" for t, w in enumerate(x.words)]
     fig = go.Figure(
         [
             go.Bar(name="−log p (one-hot target)", x=labels, y=list(x.terms), marker_color=GREEN),

@@ -20,10 +20,11 @@ from plotly.subplots import make_subplots
 from explain import lesson, paper
 from explain.experiments import head_projection
 from explain.textbook import D_K, WORDS, thinking_machines
+from model.pipeline import label_word
 from viz import attention as va
 from viz.heatmap import SCALES, as_array, count, heatmap, table
 from viz.layers import attention_input
-from viz.lesson_base import BLUE, GREEN, GREY, PARKING_WHY, Context, View, bars, dims, layout, parks, q, vectors, word
+from viz.lesson_base import BLUE, GREEN, GREY, PARKING_WHY, Context, View, bars, dims, layout, parks, q, vectors
 
 PARK_NOTE = 0.1  # z's notice explains parking when <eos> is among its 3 largest weights with at least this
 
@@ -82,7 +83,7 @@ def _qkv(c: Context) -> View:
             f"W^Q of head {f.head} [{p.d_model}, {p.d_k}]",
             f"q = x·W^Q + b^Q [1, {p.d_k}]",
         ]
-        ys = [dims(p.d_model), dims(p.d_model), [word(labels[f.word])]]
+        ys = [dims(p.d_model), dims(p.d_model), [label_word(labels[f.word])]]
     fig = make_subplots(
         rows=1,
         cols=3,
@@ -111,7 +112,7 @@ def _qkv(c: Context) -> View:
     if proj is not None:  # q is one row: a strip under its title, not a block as tall as W^Q
         fig.update_yaxes(domain=[0.86, 0.94], row=1, col=3)
     layout(fig, height=max(300, min(520, 80 + 30 * len(labels))))
-    tab = pd.DataFrame({"dimension": dims(p.d_k), f"q of {word(labels[f.word])}": p.q})
+    tab = pd.DataFrame({"dimension": dims(p.d_k), f"q of {label_word(labels[f.word])}": p.q})
     return View(
         fig,
         notice_qkv(p, f.head, proj),
@@ -212,7 +213,7 @@ def notice_z(r: lesson.Row, off: bool = False) -> str:
     when <eos> is among those terms with a weight of at least PARK_NOTE (0.1); the step before has already
     explained it when the largest weight is on <eos>, so then it points there."""
     order = _top3(r)
-    terms = " + ".join(f"{r.weights[j]:.3f} · v({word(r.key_labels[j])})" for j in order)
+    terms = " + ".join(f"{r.weights[j]:.3f} · v({label_word(r.key_labels[j])})" for j in order)
     more = " + …" if len(r.weights) > 3 else ""
     if off:
         return f"The head is switched off, so its z is all zeros; it would have been {terms}{more}."
@@ -237,7 +238,7 @@ def _scores(c: Context) -> View:
     fig = bars(
         list(r.key_labels),
         r.scores,
-        f"q({word(r.query_label)}) · k, head {r.head}",
+        f"q({label_word(r.query_label)}) · k, head {r.head}",
         "score",
         BLUE,
         highlight=r.query,
@@ -256,7 +257,7 @@ def _scale(c: Context) -> View:
     )
     layout(
         fig,
-        title=f"q({word(r.query_label)}) · k before and after ÷ √d_k",
+        title=f"q({label_word(r.query_label)}) · k before and after ÷ √d_k",
         yaxis_title="score",
         legend=True,
         barmode="group",
@@ -271,7 +272,7 @@ def _softmax(c: Context) -> View:
     fig = bars(
         list(r.key_labels),
         r.weights,
-        f"attention weights of “{word(r.query_label)}”, head {r.head}",
+        f"attention weights of “{label_word(r.query_label)}”, head {r.head}",
         "weight",
         BLUE,
         highlight=r.top,
@@ -287,7 +288,7 @@ def _z(c: Context) -> View:
     w = np.array(r.weights)[:, None]
     z = as_array(a.trace[f"{r.module}.z"][0, r.head, r.query])[None]
     rows = np.vstack([w * v, z])
-    labels = [f"{r.weights[j]:.3f} · v({word(lab)})" for j, lab in enumerate(r.key_labels)] + ["z = sum"]
+    labels = [f"{r.weights[j]:.3f} · v({label_word(lab)})" for j, lab in enumerate(r.key_labels)] + ["z = sum"]
     labels = [f"{i}: {lab}" for i, lab in enumerate(labels)]  # unique axis labels
     fig = vectors(rows, labels, "dimension", "", height=max(240, min(560, 60 + 30 * len(labels))))
     off = (r.module, r.head) in a.interventions.heads_off
@@ -394,7 +395,7 @@ def _add_norm(c: Context) -> View:
     )
     layout(
         fig,
-        title=f"the {len(r)} numbers of “{word(a.src_labels[f.word])}”",
+        title=f"the {len(r)} numbers of “{label_word(a.src_labels[f.word])}”",
         xaxis_title="dimension",
         legend=True,
         xaxis={"type": "category", "showticklabels": False},
@@ -426,7 +427,7 @@ def _ffn(c: Context) -> View:
     fig = bars(
         dims(len(h)),
         h,
-        f"ReLU(x W_1 + b_1) for “{word(a.src_labels[f.word])}”",
+        f"ReLU(x W_1 + b_1) for “{label_word(a.src_labels[f.word])}”",
         "activation",
         GREEN,
         highlight=x.largest,

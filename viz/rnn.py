@@ -15,16 +15,12 @@ import plotly.graph_objects as go
 import torch
 
 from explain.recompute import CrossAttention
+from model.pipeline import label_word
 from model.trace import Trace
 from viz.heatmap import as_array, heatmap
 
 RNN_COLOUR, TRANSFORMER_COLOUR = "#d95f02", "#1b9e77"
 CONFIG = {"displayModeBar": False}
-
-
-def word(label: str) -> str:
-    """ "3 cat" -> "cat" (axis labels carry their position)."""
-    return label.split(" ", 1)[1] if " " in label else label
 
 
 # --- The encoder, one step at a time ---------------------------------------------------------------
@@ -54,7 +50,7 @@ def encoder_notice(trace: Trace, step: int, labels: list[str], cell: str) -> str
     h = trace["rnn.enc.h"][0]  # [Ts, H]
     prev = h[step - 1] if step > 0 else torch.zeros_like(h[0])
     moved = float((h[step] - prev).norm())
-    w = word(labels[step])
+    w = label_word(labels[step])
     if cell == "gru":
         z = float(trace["rnn.enc.z"][0, step].mean())
         keep = f"the update gate keeps on average {z:.0%} of h_{step} and takes {1 - z:.0%} from the new candidate"
@@ -91,7 +87,7 @@ def decoder_step(trace: Trace, t: int, next_labels: list[str]) -> DecoderStep:
         as_array(trace["rnn.dec.alpha"][0, t]),
         as_array(trace["rnn.dec.context"][0, t]),
         as_array(trace["rnn.attn.v"][0]),
-        word(next_labels[t]),
+        label_word(next_labels[t]),
     )
 
 
@@ -135,11 +131,11 @@ def step_notice(s: DecoderStep, labels: list[str], t: int) -> str:
     order = np.argsort(-s.alpha)
     top, second = int(order[0]), (int(order[1]) if len(order) > 1 else None)
     text = (
-        f"Step {t + 1}, which outputs “{s.predicted}”, gives the biggest weight to “{word(labels[top])}” "
+        f"Step {t + 1}, which outputs “{s.predicted}”, gives the biggest weight to “{label_word(labels[top])}” "
         f"(α = {s.alpha[top]:.2f})"
     )
     if second is not None:
-        text += f"; next is “{word(labels[second])}” ({s.alpha[second]:.2f})"
+        text += f"; next is “{label_word(labels[second])}” ({s.alpha[second]:.2f})"
     near = float(np.linalg.norm(s.context - s.values[top]) / max(np.linalg.norm(s.values[top]), 1e-12))
     return text + (
         f". c_{t + 1}, the α-weighted sum of the values, lies {near:.0%} of ‖value‖ away from that word's "
@@ -186,13 +182,14 @@ def alignment_notice(alpha, src_labels: list[str], out_labels: list[str]) -> str
     t = int(a.max(1).argmax())
     return (
         f"{peaked} of {a.shape[0]} output words put more than half of their weight on one source word; the "
-        f"sharpest alignment is “{word(src_labels[top[t]])}” → “{word(out_labels[t])}” (α = {a[t, top[t]]:.2f})."
+        f"sharpest alignment is “{label_word(src_labels[top[t]])}” → “{label_word(out_labels[t])}” "
+        f"(α = {a[t, top[t]]:.2f})."
     )
 
 
 def agreement_notice(rnn_alpha, tf_alpha, rnn_out: list[str], tf_out: list[str], src_labels: list[str]) -> str:
     """Do the RNN's attention and one Transformer head point at the same source words?"""
-    if [word(w) for w in rnn_out] != [word(w) for w in tf_out]:
+    if [label_word(w) for w in rnn_out] != [label_word(w) for w in tf_out]:
         return (
             "The two models translate this sentence differently, so their rows are not the same words: compare "
             "the patterns, not row by row."
@@ -281,8 +278,8 @@ def cross_step_notice(
     top = int(x.alpha[j].argmax())
     err = float(np.abs(x.c[j] - x.recorded_z[j]).max())
     text = (
-        f"Output word {j + 1} (“{word(out_labels[j])}”) takes {x.alpha[j, top]:.0%} of its context from "
-        f"“{word(src_labels[top])}”; "
+        f"Output word {j + 1} (“{label_word(out_labels[j])}”) takes {x.alpha[j, top]:.0%} of its context from "
+        f"“{label_word(src_labels[top])}”; "
     )
     if off:
         return text + (
