@@ -165,6 +165,39 @@ def test_cross_attention_reordering_is_claimed_from_confident_rows_only():
     assert f"Diffuse rows (largest weight under 0.6), writing “{label_word(a.next_labels[diffuse[0]])}”" in notice
 
 
+def test_a_word_that_stands_twice_is_named_with_its_position():
+    """ "the" stands at positions 0 and 5: a notice that names either says which, as the bars' axis does ("5 the");
+    a word that stands once keeps its bare name."""
+    text = "the cat is big and the dog is small"
+    a = analyse(text)
+    f = ctx(text).f
+    t, m = a.trace, "enc.0.self_attn"
+    n = {k: viz.lesson.view(k, ctx(text)).notice for k in ("scores", "softmax", "z", "heads")}
+    labels = a.src_labels
+    assert [i for i, lab in enumerate(labels) if label_word(lab) == "the"] == [0, 5]
+
+    words = [label_word(lab) for lab in labels]
+
+    def named(i: int) -> str:  # "is" stands twice too (positions 2 and 7)
+        return f"“{words[i]}” (position {i})" if words.count(words[i]) > 1 else f"“{words[i]}”"
+
+    scores = t[f"{m}.scores"][0, f.head, f.word]
+    top, low = int(scores.argmax()), int(scores.argmin())
+    assert f"the key of {named(top)} ({float(scores[top]):.2f})" in n["scores"]
+    assert f"lowest against {named(low)} ({float(scores[low]):.2f})" in n["scores"]
+    assert "“the” (position" in n["scores"] + n["softmax"] + n["heads"]  # the sentence makes "the" matter somewhere
+    weights = t[f"{m}.weights"][0, f.head, f.word]
+    assert f"of its attention to {named(int(weights.argmax()))}" in n["softmax"]
+    for h in range(t[f"{m}.weights"].shape[1]):
+        w = t[f"{m}.weights"][0, h, f.word]
+        assert f"head {h} → {named(int(w.argmax()))} {f3(float(w.max()))}" in n["heads"]
+    j = int(weights.argmax())
+    where = f", position {j}" if words.count(words[j]) > 1 else ""
+    assert f"{float(weights[j]):.3f} · v({words[j]}{where})" in n["z"]
+    assert ", position 2)" in n["z"] or ", position 7)" in n["z"] or "v(is)" not in n["z"]
+    assert "“cat” (position" not in " ".join(n.values())
+
+
 @pytest.mark.parametrize("text", [THINKING, "i am a student", CORE])
 def test_every_notice_states_the_tensors(text):
     a = analyse(text)

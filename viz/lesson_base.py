@@ -3,7 +3,7 @@ small figure helpers every step uses. Pure: plotly, pandas, plain strings; no St
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,9 +18,22 @@ BLUE, GREEN, GREY, ORANGE = "#1f77b4", "#2ca02c", "#9e9e9e", "#ff7f0e"
 CONFIG = {"displayModeBar": False}
 
 
-def q(label: str) -> str:
-    """A word for a notice: “the”."""
-    return f"“{label_word(label)}”"
+def repeated(label: str, among: Sequence[str]) -> bool:
+    """Does the word of `label` ("5 the") stand more than once in `among` (the labels of a figure's axis)?"""
+    word = label_word(label)
+    return sum(label_word(x) == word for x in among) > 1
+
+
+def q(label: str, among: Sequence[str] = ()) -> str:
+    """A word for a notice: “the”; “the” (position 5) when the word stands more than once in `among`, so that the
+    notice names the bar or cell a reader finds on the axis ("5 the"), not its twin."""
+    where = f" (position {label.partition(' ')[0]})" if repeated(label, among) else ""
+    return f"“{label_word(label)}”{where}"
+
+
+def q_at(labels: Sequence[str], i: int) -> str:
+    """Word `i` of an axis for a notice (`q`: with its position when the axis holds the word twice)."""
+    return q(labels[i], labels)
 
 
 @dataclass(frozen=True)

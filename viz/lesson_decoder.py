@@ -5,6 +5,8 @@ word it uses."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
@@ -17,7 +19,7 @@ from explain.pronoun import Story
 from model.examples import COREFERENCE
 from model.pipeline import Analysis, label_word
 from viz.heatmap import as_array, count, heatmap, table
-from viz.lesson_base import GREEN, GREY, PARKING_WHY, Context, View, bars, layout, plain_table, q
+from viz.lesson_base import GREEN, GREY, PARKING_WHY, Context, View, bars, layout, plain_table, q, q_at
 from viz.pronoun import story_figure, story_notice, story_table
 
 # --- 15. decoder input, 16. masked self-attention, 17. cross-attention ---------------------------------
@@ -44,14 +46,14 @@ def _decoder_input(c: Context) -> View:
     return View(fig, notice_decoder_input(d), pd.DataFrame({"input": d.inputs, "predicts": d.targets}))
 
 
-def notice_masked(m: lesson.Masked) -> str:
+def notice_masked(m: lesson.Masked, among: Sequence[str] = ()) -> str:
     head = (
         f"With the look-ahead mask, every weight above the diagonal is {m.above:.3f}: no position sees a later word."
         if m.mask_on
         else f"The look-ahead mask is switched off: the largest weight on a later word is {m.above:.3f}."
     )
     return (
-        f"{head} Row {q(m.row_label)} (position {m.row}) looks most at {q(m.top_label)} "
+        f"{head} Row {q(m.row_label)} (position {m.row}) looks most at {q(m.top_label, among)} "
         f"({m.weights[m.top]:.3f}, average of the heads in the last layer)."
     )
 
@@ -66,7 +68,9 @@ def _masked(c: Context) -> View:
         if a.interventions.look_ahead_mask
         else ("The look-ahead mask is switched off in the sidebar: the upper triangle is no longer zero.")
     )
-    return View(fig, notice_masked(lesson.masked(a, c.f)), table(w, a.tgt_labels, a.tgt_labels), warning=warn)
+    return View(
+        fig, notice_masked(lesson.masked(a, c.f), a.tgt_labels), table(w, a.tgt_labels, a.tgt_labels), warning=warn
+    )
 
 
 def notice_cross(x: lesson.Cross, src_labels: list[str] | None = None, next_labels: list[str] | None = None) -> str:
@@ -76,16 +80,16 @@ def notice_cross(x: lesson.Cross, src_labels: list[str] | None = None, next_labe
     under CONFIDENT are named as diffuse, never used as evidence. A weight says where a row reads, not why."""
     out = (
         f"Row {q(x.row_label)} (position {x.row}, predicting {q(x.predicts)}) puts {x.weights[x.top]:.3f} of "
-        f"its attention on the source word {q(x.top_label)} (layer {x.layer}, average of the heads)."
+        f"its attention on the source word {q(x.top_label, src_labels or ())} (layer {x.layer}, average of the heads)."
     )
     if not (src_labels and next_labels):
         return out
-    writes = [q(n) for n in next_labels]
+    writes = [q(n, next_labels) for n in next_labels]
     if x.inversions:
         i, j = x.inversions[0]
         out += (
             f" The French order differs from the English here: the row writing {writes[j]} reads "
-            f"{q(src_labels[x.tops[j]])} ({x.peaks[j]:.2f}), an English word before {q(src_labels[x.tops[i]])}, "
+            f"{q_at(src_labels, x.tops[j])} ({x.peaks[j]:.2f}), an English word before {q_at(src_labels, x.tops[i])}, "
             f"which the earlier row writing {writes[i]} reads ({x.peaks[i]:.2f})."
         )
         if len(x.inversions) > 1:

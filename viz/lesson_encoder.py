@@ -9,7 +9,7 @@ largest weight is on <eos> (tests/test_notice_rules.py recomputes them).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -24,7 +24,22 @@ from model.pipeline import label_word
 from viz import attention as va
 from viz.heatmap import SCALES, as_array, count, heatmap, table
 from viz.layers import attention_input
-from viz.lesson_base import BLUE, GREEN, GREY, PARKING_WHY, Context, View, bars, dims, layout, parks, q, vectors
+from viz.lesson_base import (
+    BLUE,
+    GREEN,
+    GREY,
+    PARKING_WHY,
+    Context,
+    View,
+    bars,
+    dims,
+    layout,
+    parks,
+    q,
+    q_at,
+    repeated,
+    vectors,
+)
 
 PARK_NOTE = 0.1  # z's notice explains parking when <eos> is among its 3 largest weights with at least this
 
@@ -164,8 +179,9 @@ def notice_scores(r: lesson.Row) -> str:
     top = r.top_score
     low = min(range(len(r.scores)), key=r.scores.__getitem__)
     return (
-        f"In head {r.head}, q of {q(r.query_label)} scores highest against the key of {q(r.key_labels[top])} "
-        f"({r.scores[top]:.2f}) and lowest against {q(r.key_labels[low])} ({r.scores[low]:.2f})."
+        f"In head {r.head}, q of {q(r.query_label, r.key_labels)} scores highest against the key of "
+        f"{q_at(r.key_labels, top)} ({r.scores[top]:.2f}) and lowest against {q_at(r.key_labels, low)} "
+        f"({r.scores[low]:.2f})."
     )
 
 
@@ -173,12 +189,12 @@ def notice_scale(r: lesson.Row) -> str:
     top = r.top_score
     if not r.scale_on:
         return (
-            f"Scaling is switched off: the scores stay as they are ({q(r.key_labels[top])}: {r.scaled[top]:.2f}), "
+            f"Scaling is switched off: the scores stay as they are ({q_at(r.key_labels, top)}: {r.scaled[top]:.2f}), "
             f"√{r.d_k} = {r.d_k**0.5:.3f} times what the model was trained to put into the softmax."
         )
     spread, spread_s = max(r.scores) - min(r.scores), max(r.scaled) - min(r.scaled)
     return (
-        f"√d_k = √{r.d_k} = {r.d_k**0.5:.3f}: the score of {q(r.key_labels[top])}, {r.scores[top]:.2f}, becomes "
+        f"√d_k = √{r.d_k} = {r.d_k**0.5:.3f}: the score of {q_at(r.key_labels, top)}, {r.scores[top]:.2f}, becomes "
         f"{r.scaled[top]:.2f}, and the gap between the highest and the lowest score shrinks from "
         f"{spread:.2f} to {spread_s:.2f}."
     )
@@ -188,7 +204,7 @@ def notice_softmax(r: lesson.Row) -> str:
     """The largest weight and the sum; explains parking when the largest weight is on <eos>."""
     top = r.top
     out = (
-        f"{q(r.query_label)} gives {r.weights[top]:.3f} of its attention to {q(r.key_labels[top])}; "
+        f"{q(r.query_label, r.key_labels)} gives {r.weights[top]:.3f} of its attention to {q_at(r.key_labels, top)}; "
         f"the {len(r.weights)} weights add up to {sum(r.weights):.3f}."
     )
     return out + (" " + PARKING_WHY if parks([r.key_labels[top]]) else "")
@@ -208,17 +224,23 @@ def parking_explained(r: lesson.Row) -> int | None:
     return None
 
 
+def _value_of(labels: list[str], j: int) -> str:
+    """Whose value vector: "machines", or "the, position 5" when the sentence holds the word twice (as `q`)."""
+    where = f", position {labels[j].partition(' ')[0]}" if repeated(labels[j], labels) else ""
+    return label_word(labels[j]) + where
+
+
 def notice_z(r: lesson.Row, off: bool = False) -> str:
     """The 3 largest terms of z and the measured difference to the model's z. Rule: the parking sentence only
     when <eos> is among those terms with a weight of at least PARK_NOTE (0.1); the step before has already
     explained it when the largest weight is on <eos>, so then it points there."""
     order = _top3(r)
-    terms = " + ".join(f"{r.weights[j]:.3f} · v({label_word(r.key_labels[j])})" for j in order)
+    terms = " + ".join(f"{r.weights[j]:.3f} · v({_value_of(r.key_labels, j)})" for j in order)
     more = " + …" if len(r.weights) > 3 else ""
     if off:
         return f"The head is switched off, so its z is all zeros; it would have been {terms}{more}."
     out = (
-        f"z of {q(r.query_label)} = {terms}{more}: a vector of {r.d_k} numbers (length {r.z_norm:.3f}); "
+        f"z of {q(r.query_label, r.key_labels)} = {terms}{more}: a vector of {r.d_k} numbers (length {r.z_norm:.3f}); "
         f"the model's own z differs from this sum by at most {r.z_error:.1e}."
     )
     parked = [j for j in order if parks([r.key_labels[j]]) and r.weights[j] >= PARK_NOTE]
@@ -307,14 +329,18 @@ def sub(n: int) -> str:
     return str(n).translate(str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉"))
 
 
-def notice_heads(hs: list[lesson.HeadChoice], label: str, explained: int | None = None) -> str:
+def notice_heads(
+    hs: list[lesson.HeadChoice], label: str, explained: int | None = None, among: Sequence[str] = ()
+) -> str:
     """Every head's largest weight for the word ("looks hardest" = that argmax). Rule: "park on <eos>" only when a
     head's largest weight is on <eos>; why they park is said here unless step `explained` said it already."""
-    parts = "; ".join(f"head {h.head} → {q(h.top_label)} {h.weight:.3f}" + (" (off)" if h.off else "") for h in hs)
+    parts = "; ".join(
+        f"head {h.head} → {q(h.top_label, among)} {h.weight:.3f}" + (" (off)" if h.off else "") for h in hs
+    )
     distinct = len({h.top for h in hs})
     parked = [h.head for h in hs if parks([h.top_label])]
     out = (
-        f"Where {q(label)} looks hardest in each head: {parts}. {count(distinct, 'different word')} across "
+        f"Where {q(label, among)} looks hardest in each head: {parts}. {count(distinct, 'different word')} across "
         f"{len(hs)} heads."
     )
     if parked:
@@ -331,7 +357,7 @@ def _heads(c: Context) -> View:
     fig = heatmap(w, a.src_labels, ylabels, "weights", x_title="key word", y_title="head")
     return View(
         fig,
-        notice_heads(hs, a.src_labels[f.word], parking_explained(_row(c))),
+        notice_heads(hs, a.src_labels[f.word], parking_explained(_row(c)), a.src_labels),
         table(w, a.src_labels, ylabels),
         textbook=f"The Illustrated Transformer draws {paper.BASE.n_heads} heads (the paper's base model), "
         f"Z₀ … Z₇, one per head; this model has {len(hs)}: Z₀ … Z{sub(len(hs) - 1)}, each made "
