@@ -49,7 +49,7 @@ else:  # a run of the app's script
     from ui.sidebar import render_sidebar
     from ui.state import init_state, keep_widget_state
     from ui.study import session as study
-    from ui.training.session import job as attach_training_run
+    from ui.training.session import attach as attach_training_run
 
     # the icon is ours, served by the app: a Material icon here was fetched from fonts.gstatic.com (not offline)
     st.set_page_config(page_title="Glass Transformer", page_icon=str(ICON), layout="wide")
@@ -62,6 +62,6 @@ else:  # a run of the app's script
             keep_widget_state()
             init_state()  # the session's state (from a shared link on its first run), presenter mode included
             style.inject()  # the app's stylesheet (ui/style.py): contrast, formulas, phones, presenter mode
-            attach_training_run()  # a reload on any page keeps this browser's training run (ui/training/session.py)
+            attach_training_run(page.url_path)  # a reload on any page keeps this browser's run and its model
             study.on_run(page)  # a study's participant: what they view and change is logged (ui/study/session.py)
             classroom.run(page, render_sidebar)  # follow a class / lead one

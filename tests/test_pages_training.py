@@ -650,6 +650,29 @@ def test_any_page_of_the_browser_keeps_its_run(monkeypatch):
     assert finish(first, job, 60).state == "stopped"
 
 
+@TRAINS
+def test_a_reload_on_another_page_after_the_run_keeps_my_model(monkeypatch):
+    """The run ended while the student read another page; a reload there (a new session) gets the trained model as
+    "My model", selected, with a toast saying so, without a visit to the training page first."""
+    browser = identity.Identity("local", "b-00000000000000000000000000000002", None)
+    monkeypatch.setattr(training_session, "current_identity", lambda: browser)
+    first = run_page("training")
+    job = start(first, training_steps=5000, training_eval_every=0)
+    wait_steps(job, 2)
+    first.button(key="training_stop").click().run()
+    assert finish(first, job, 60).state == "stopped"
+    monkeypatch.setattr(
+        training_session, "current_identity", lambda: identity.Identity("local", browser.browser, "reloaded-session")
+    )
+    at = run_app()  # the reload, on the overview
+    no_exception(at)
+    assert at.session_state["my_model"] is job.result and at.session_state["model"] == "mine"
+    assert [t.value for t in at.toast] == [training_session.ADOPTED_ELSEWHERE]
+    switch(at, "self_attention")  # once: the next page says nothing more, and shows the model
+    assert not at.toast and at.sidebar.radio(key="model").value == "mine"
+    assert "My model" in at.sidebar.radio(key="model").options
+
+
 def test_a_model_too_large_to_save_is_refused_before_start(monkeypatch):
     monkeypatch.setattr(checkpoint, "MAX_BYTES", 20 * 2**20)  # 4 layers of d_model 256 make about 30 MB
     at = run_page("training")

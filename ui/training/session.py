@@ -157,6 +157,18 @@ def adopt_finished(state=None) -> bool:
     return True
 
 
+ADOPTED_ELSEWHERE = "Your model has finished training: every page now shows “My model” (the sidebar switches back)."
+
+
+def attach(page_name: str) -> None:
+    """Start of every run of every page (app.py): this browser's training run is re-attached (a reload, another tab),
+    and once it has ended its model becomes "my model" here, before the sidebar is drawn, so that it is in the
+    sidebar on every page and not only after a visit to the training page; a toast says so off that page."""
+    job()
+    if adopt_finished() and page_name != "training" and st.session_state.get("my_model") is not None:
+        st.toast(ADOPTED_ELSEWHERE, icon=":material/model_training:")
+
+
 def waiting_for_adoption() -> bool:
     """True while the job is queued or running, or has ended and its model is not handed over yet."""
     job = st.session_state.get(JOB_KEY)
