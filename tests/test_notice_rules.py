@@ -386,7 +386,8 @@ def test_attention_notices_follow_their_rules():
         small = int((wt < 0.01).sum())
         weighted = va.weighted_notice(s, labels)
         assert (f"the {small} of {T} rows with weight under 0.01" in weighted) == bool(small)
-        assert ("broad mix" in weighted) == (not small)
+        assert ("broad mix" in weighted) == (not small and float(wt.max()) < 0.5)
+        assert ("so z is mostly its value" in weighted) == (not small and float(wt.max()) >= 0.5)
         W = a.trace[f"{m}.weights"][0, head]
         mat = va.matrix_notice(W, labels, labels)
         self_rows = int((W.argmax(1) == torch.arange(T)).sum())

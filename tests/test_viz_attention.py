@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -559,3 +560,18 @@ def test_one_head_left_runs_the_model_with_the_other_heads_off():
     assert "4 of 24 runs change the translation" in text and "Decoder 1 · encoder-decoder needs more than one" in text
     df = vh.one_head_table(r, "dec.1.cross_attn")
     assert list(df["same as all heads"]) == [False] * 4 and list(df["at the word"]) == ["<eos>"] * 4
+
+
+def test_the_textbook_notices_say_what_its_weights_show():
+    """The Illustrated Transformer's "Thinking" row, 0.88 / 0.12: z is mostly the value of "Thinking" (never "a broad
+    mix"), and the z it is checked against is the example's, not a model's."""
+    tm = thinking_machines()
+    s = va.textbook_steps(tm, 0)
+    w = s.weights
+    assert float(w.min()) >= 0.01 and float(w.max()) >= 0.5
+    text = va.weighted_notice(s, ["Thinking", "Machines"])
+    assert f"“Thinking” has {float(w.max()):.2f} of the weight, so z is mostly its value" in text
+    assert "broad mix" not in text
+    assert "the example's z" in va.z_notice(s, textbook=True) and "model" not in va.z_notice(s, textbook=True)
+    spread = dataclasses.replace(s, weights=torch.tensor([0.40, 0.35]))  # (the rule alone: no word has half)
+    assert "no word has half of the weight (the most is 0.40)" in va.weighted_notice(spread, ["a", "b"])

@@ -99,9 +99,14 @@ def show_steps(
     then draws the figures, tables and notices once per content, each student's page replays them."""
     section(
         "1 · The query, the keys and the values",
-        f"Each word's vector is multiplied by three learned matrices: its **query** q (what this word looks "
-        f"for), its **key** k (what it offers to be found by) and its **value** v (what it passes on). In "
-        f"one head each has d_k = {s.d_k} numbers.",
+        (
+            "In the example each word comes with made-up vectors (a model gets them by multiplying the word's "
+            "vector by three learned matrices): "
+            if textbook
+            else "Each word's vector is multiplied by three learned matrices: "
+        )
+        + f"its **query** q (what this word looks for), its **key** k (what it offers to be found by) and its "
+        f"**value** v (what it passes on). In one head each has d_k = {s.d_k} numbers.",
         level=3,
     )
     if proj is not None:
@@ -152,7 +157,11 @@ def show_steps(
 
     once(f"attention_steps.{key}scores", content, scores)
     per_word(s.weighted, "weight × v, one row per word", "wv", "word", lambda: va.weighted_notice(s, key_labels))
-    once(f"attention_steps.{key}z", content, lambda: (st.latex(r"z = \sum_j a_j\, v_j"), notice(va.z_notice(s))))
+    once(
+        f"attention_steps.{key}z",
+        content,
+        lambda: (st.latex(r"z = \sum_j a_j\, v_j"), notice(va.z_notice(s, textbook))),
+    )
     with fold("Exact numbers · z", f"{key}z_numbers") as shown:
         if shown:
             small_table(z_table(s))

@@ -245,7 +245,9 @@ def values_notice(s: WordSteps, key_labels: list[str]) -> str:
 
 
 def weighted_notice(s: WordSteps, key_labels: list[str]) -> str:
-    """The weight × v rows: which row is largest, and how much of z the big-weight rows make up."""
+    """The weight × v rows: which row is largest, and how much of z the big-weight rows make up. Rule: "nearly
+    blank" rows are those under 0.01; with none, z is "mostly" one word's value when that word has at least half
+    of the weight, "a broad mix" only when no word has."""
     norms = as_array(s.weighted.norm(dim=-1))
     j = int(norms.argmax())
     small = int((as_array(s.weights) < 0.01).sum())
@@ -255,17 +257,28 @@ def weighted_notice(s: WordSteps, key_labels: list[str]) -> str:
             f"; the {small} of {len(key_labels)} rows with weight under 0.01 are nearly blank, so z is "
             "made of the words that got weight."
         )
-    return out + f"; every one of the {len(key_labels)} rows has weight 0.01 or more: z is a broad mix."
+    top = int(s.weights.argmax())
+    if float(s.weights[top]) >= 0.5:
+        return out + (
+            f"; “{key_labels[top]}” has {float(s.weights[top]):.2f} of the weight, so z is mostly its value (every "
+            f"one of the {len(key_labels)} rows has weight 0.01 or more)."
+        )
+    return out + (
+        f"; no word has half of the weight (the most is {float(s.weights[top]):.2f}) and every one of the "
+        f"{len(key_labels)} rows has 0.01 or more: z is a broad mix."
+    )
 
 
-def z_notice(s: WordSteps) -> str:
-    """Σ weight × v beside the model's own z: the largest difference (0 up to rounding)."""
+def z_notice(s: WordSteps, textbook: bool = False) -> str:
+    """Σ weight × v beside the model's own z (`textbook`: the example's z): the largest difference (0 up to
+    rounding)."""
     if s.z_model is None:
         return "z is the sum of the rows above."
     diff = float((s.z_sum - s.z_model).abs().max())
     if not float(s.z_model.abs().max()):
         return "The model's z is 0 (the head is switched off); the sum above is what the head would have passed on."
-    return f"Adding the rows up by hand gives the model's own z: largest difference {diff:.1e} (float rounding)."
+    whose = "the example's z" if textbook else "the model's own z"
+    return f"Adding the rows up by hand gives {whose}: largest difference {diff:.1e} (float rounding)."
 
 
 def scores_notice(scores, labels: list[str], scaled=None, sqrt_dk: float | None = None) -> str:

@@ -184,10 +184,10 @@ def _embedding(c: Context) -> View:
 
 def notice_positional(p: lesson.Positional, label: str, followed: str | None = None) -> str:
     """`followed`: the word the lesson follows. Rule: "the lesson follows … instead" only when this step shows
-    another position than the followed word's (position 0 shows nothing)."""
+    another position than the followed word's (position 0 is sin 0 = 0 and cos 0 = 1 throughout)."""
     moved = (
-        f"The lesson follows {q(followed)}, at position 0, where sin 0 = 0 and cos 0 = 1 show nothing; this "
-        "step looks at the next position instead. "
+        f"The lesson follows {q(followed)}, at position 0, where every sine is 0 and every cosine 1 (sin 0 and "
+        "cos 0, the same in every pair of dimensions); this step looks at the next position instead. "
         if followed and followed != label
         else ""
     )

@@ -115,7 +115,9 @@ TEXT: dict[str, str] = {
         "one **encoder layer**. This model stacks "
         "{n_enc} of them; each reads the previous one's output and has its own weights. The last layer's output "
         "is the encoder's result: one vector per source word. A cosine similarity of 1 means a vector still points "
-        "where the word's input pointed; lower values mean the layers have mixed in context from other words."
+        "where the word's input pointed; lower values mean the layers have turned it. Attention turns it by mixing in "
+        "other words, but the feed-forward net and LayerNorm turn it too, word by word, so a drop alone does not "
+        "say how much came from context."
     ),
     "decoder_input": (
         "The decoder writes one word at a time. Its input is the translation so far, shifted one place to the "
@@ -129,9 +131,12 @@ TEXT: dict[str, str] = {
         "The decoder's first sublayer is self-attention over the French words, with one change: the "
         "**look-ahead mask** adds −∞ to the score of every later position before the softmax, so their weights "
         "become exactly 0. A position may use the words already written, never the ones it is about to predict. "
-        "While translating, later words do not exist yet; the mask matters in **training**, where the whole "
-        "right translation is fed in at once (teacher forcing, step {step_training}): without it, position t could "
-        "read word t + 1, the very word it must predict, and learn to copy it."
+        "While translating, the newest position has no later word to see, but the decoder recomputes every "
+        "earlier position at each step, and without the mask those would read the words written after them: the "
+        "numbers, and sometimes the translation, change (switch the mask off in the sidebar on step {step_chosen}). "
+        "The mask matters most in **training**, where the whole right translation is fed in at once (teacher "
+        "forcing, step {step_training}): without it, position t could read word t + 1, the very word it must "
+        "predict, and learn to copy it."
     ),
     "cross": (
         "The second sublayer is **encoder-decoder attention**: the queries come from the decoder, the keys and "
