@@ -14,7 +14,7 @@ import pytest
 
 from viz.heads import head_figure
 from viz.heatmap import heatmap
-from viz.margins import SAFETY, TITLE_LINE, reserve, text_width
+from viz.margins import ROW_PX, SAFETY, TITLE_LINE, fit_rows, reserve, text_width
 
 SENTENCE = [
     "0 the",
@@ -187,3 +187,29 @@ def test_column_words_lie_flat_only_when_they_fit_side_by_side():
     assert longer.layout.xaxis.tickangle == -45
     assert heatmap(np.eye(9), list("abcdefghi"), list("abcdefghi"), "weights").layout.xaxis.tickangle == 0
     assert heatmap(np.eye(20), [f"{i} w" for i in range(20)], list(range(20)), "weights").layout.xaxis.tickangle == -45
+
+
+def test_rows_get_their_height_only_where_they_are_labelled():
+    """fit_rows gives each labelled row at least ROW_PX; a heatmap whose y axis shows no labels keeps the height it
+    asked for (the lesson's x beside W^Q: 128 unlabelled rows, once stretched to 2,800 px)."""
+    labelled = reserve(heatmap(np.zeros((40, 4)), list("abcd"), [f"{i} w" for i in range(40)], "weights"))
+    labelled.update_layout(height=300)
+    assert fit_rows(labelled).layout.height >= 40 * ROW_PX
+    bare = reserve(heatmap(np.zeros((128, 4)), list("abcd"), [f"d{i}" for i in range(128)], "weights"))
+    bare.update_layout(height=300).update_yaxes(showticklabels=False)
+    assert fit_rows(bare).layout.height == 300
+
+
+def test_the_lessons_projection_step_is_no_taller_than_it_asks():
+    """Lesson step "qkv" with the model's projection (x, W^Q, q side by side) keeps its own height once the chart's
+    margins and rows are fitted as the page does (ui/widgets.chart)."""
+    from model import checkpoint, pipeline
+    from viz import lesson
+
+    b = checkpoint.load(checkpoint.SHIPPED)
+    a = pipeline.analyse(b, pipeline.prepare(b, "thinking machines"))
+    view = lesson.view("qkv", lesson.context(a, b.tgt_vocab.itos, len(b.src_vocab), model=b.model, meta=b.meta))
+    fig = view.figure
+    assert [a.text for a in fig.layout.annotations][0].startswith("xᵀ [128, 1]")  # the projection's three panels
+    asked = fig.layout.height
+    assert asked and fit_rows(reserve(fig)).layout.height == asked <= 600

@@ -238,9 +238,12 @@ ROW_PX = 22.0  # the least height of one row of a heatmap, at the theme's size (
 def fit_rows(fig: go.Figure, scale: float = 1.0) -> go.Figure:
     """A heatmap whose margins are reserved (`reserve`) gets at least `ROW_PX` (times `scale`) per row between them:
     a fixed height minus the margins of larger labels (presenter mode) once left a 4-row mask 55 px tall. In
-    place; other figures unchanged."""
+    place; other figures unchanged, and so is a heatmap whose rows have no labels to read (its y axis shows none:
+    the lesson's 128 rows of xᵀ beside W^Q were once drawn 2,800 px tall)."""
     lay = fig.layout
     if not fig.data or any(t.type != "heatmap" for t in fig.data) or lay.margin.t is None or lay.margin.b is None:
+        return fig
+    if lay["yaxis" + (fig.data[0].yaxis or "y")[1:]].showticklabels is False:
         return fig
     rows = len(fig.data[0].y) if fig.data[0].y is not None else len(fig.data[0].z or ())
     need = math.ceil(lay.margin.t + lay.margin.b + rows * ROW_PX * scale)
