@@ -49,7 +49,7 @@ else:
         f"{md(tf.translation) or '*(empty)*'}"
     )
     t = a.trace
-    src = a.src_labels
+    src = vr.numbered(a.src_labels)  # positions from 1 on this page, as in its formulas (h_1 … h_m, s_1, ...)
 
     section("1 · The encoder reads one word at a time", text.ENCODER)
     for line in text.GRU_LATEX if cfg.cell == "gru" else text.LSTM_LATEX:
@@ -64,7 +64,7 @@ else:
     for line in text.ADDITIVE_LATEX if cfg.attention == "additive" else text.QKV_LATEX:
         st.latex(line)
     st.latex(text.STATE_LATEX)
-    out = a.next_labels
+    out = vr.numbered(a.next_labels)
     dstep = word_slider("Decoder step t (the word it outputs)", out, f"{P}dec_step")
     s = vr.decoder_step(t, dstep, out)
     rnn_chart(lambda: vr.bars_figure(s.scores, s.alpha, src), "step", dstep, note=lambda: vr.step_notice(s, src, dstep))
@@ -96,7 +96,7 @@ else:
         head = pick("Head", list(range(n_heads)), f"{P}head", default=best_head, format_func=lambda h: f"head {h}")
     st.caption(text.HEAD_NOTE)
     x = recompute.cross_attention(tf.trace, layer, head, tf.interventions.scale)
-    tf_src, tf_out = tf.src_labels, tf.next_labels
+    tf_src, tf_out = vr.numbered(tf.src_labels), vr.numbered(tf.next_labels)
     off = (x.module, head) in tf.interventions.heads_off
     once(
         "before.tf_align",

@@ -171,3 +171,59 @@ def test_in_the_app_between_the_overview_and_why_attention():
     at = run_app("before", sentence=SENTENCE)
     no_exception(at)
     assert "Before the Transformer" in text_of(at)
+
+
+def row_of(i: int, rows: list[str], z: np.ndarray, h: np.ndarray) -> np.ndarray:
+    """The encoder figure's row labelled i, checked to hold h_i (= h[i - 1]); h_0, the zero state, has no row."""
+    if i == 0:
+        assert not any(r.startswith("0 ") for r in rows)
+        return np.zeros(h.shape[1])
+    (row,) = [n for n, r in enumerate(rows) if r.split(" ")[0] == str(i)]
+    np.testing.assert_allclose(z[row], h[i - 1], atol=1e-6)
+    return z[row]
+
+
+def test_the_notices_count_positions_as_the_rows_they_name(rnn):
+    """One numbering on the page, from 1 as in its formulas: the state a notice calls h_i is the figure's row
+    labelled i, and decoder step t (slider "t: word", notice "Step t", c_t) is the alignment row and table row t."""
+    import re
+
+    a = pipeline.analyse(rnn, pipeline.prepare(rnn, SENTENCE))
+    h = a.trace["rnn.enc.h"][0].numpy()  # [Ts, H], row 0 = h_1
+    at = run_page("before", sentence=SENTENCE)
+    for step in (len(h), 3, 1):
+        at.slider(key="before_enc_step").set_value(step).run()
+        no_exception(at)
+        fig = figures(at)[0]
+        rows, z = list(fig["data"][0]["y"]), heatmap_z(fig)
+        found = re.search(
+            r"Step (\d+) of \d+ reads “([^”]+)”: .*? of h_(\d+) .*?‖h_(\d+) − h_(\d+)‖ = (\d+\.\d\d)", text_of(at)
+        )
+        assert found, text_of(at)
+        k, word, kept, new, old, moved = found.groups()
+        assert int(k) == step and int(kept) == int(old) == step - 1 and int(new) == step
+        assert rows[step - 1] == f"{step} {word}"  # the slider's step i is the row labelled i, the word it read
+        moved_again = row_of(int(new), rows, z, h) - row_of(int(old), rows, z, h)
+        assert f"{np.linalg.norm(moved_again):.2f}" == moved  # the distance stated, between those rows
+    # the decoder: the slider's "3: word", the notice's step 3 and c_3, the alignment's and the table's row 3
+    at.select_slider(key="before_dec_step").set_value(2).run()
+    no_exception(at)
+    word = a.out_tokens[2]
+    assert at.select_slider(key="before_dec_step").options[2] == f"3: {word}"
+    text = text_of(at)
+    assert f"Step 3, which outputs “{word}”" in text and "c_3, the α-weighted sum" in text
+    alpha = a.trace["rnn.dec.alpha"][0].numpy()
+    figs = figures(at)
+    assert heatmap_z(figs[2]).shape[0] == 1 and figs[2]["data"][0]["y"] == ["c_3"]
+    align = figs[3]
+    assert align["data"][0]["y"][2] == f"3 {word}"
+    np.testing.assert_allclose(heatmap_z(align)[2], alpha[2], atol=1e-6)
+    src = [*a.prepared.tokens, "<eos>"]
+    assert align["data"][0]["x"] == [f"{i} {w}" for i, w in enumerate(src, 1)] == figs[1]["data"][1]["x"]
+    (table,) = [d.value for d in at.dataframe if f"3 {word}" in list(d.value.index)]
+    np.testing.assert_allclose(table.loc[f"3 {word}"].to_numpy(dtype=float), alpha[2], atol=1e-4)
+    # the Transformer's side counts the same way: output word 1 (the notice, V·α_:1) is row 1 of its α and of C
+    first = a.out_tokens[0]
+    assert f"Output word 1 (“{first}”)" in text and "V·α_:1 equals the model's z row 1" in text
+    assert figs[4]["data"][0]["y"] == figs[7]["data"][0]["y"] == align["data"][0]["y"]
+    assert figs[6]["data"][0]["y"][0] == "V·α_:1" and figs[4]["data"][0]["y"][0] == f"1 {first}"

@@ -479,3 +479,30 @@ def test_bench_prints_its_tables(capsys):
     out = capsys.readouterr().out
     for part in ("1. sequential steps", "2. encode a batch", "4. held-out exact match", "5. ‖∂out_t/∂x_i‖"):
         assert part in out
+
+
+def test_measured_charts_show_every_point_with_the_legend_off_the_data():
+    """Each measured chart's axis ranges hold every point it draws (the steps chart's last RNN point, the one its
+    notice cites, included), and its legend sits outside the plotting area: above it, bottom edge at its top."""
+    import math
+
+    from viz import rnn as vr
+
+    data = json.loads(COMPARISON.read_text())
+    last = data["sequential_steps"]["rows"][-1]
+    assert f"the RNN takes {last['rnn']} steps" in vr.steps_notice(data)
+    for build in (vr.steps_figure, vr.encode_time_figure, vr.length_figure, vr.gradient_figure):
+        fig = build(data)
+        legend = fig.layout.legend
+        assert (legend.yanchor == "bottom" and legend.y >= 1) or (legend.yanchor == "top" and legend.y <= 0), legend
+        log = fig.layout.yaxis.type == "log"
+        lo, hi = fig.layout.yaxis.range
+        for trace in fig.data:
+            for y in trace.y:
+                assert lo < (math.log10(y) if log else y) < hi, (build.__name__, trace.name, y, (lo, hi))
+            if trace.type == "scatter":
+                x_lo, x_hi = fig.layout.xaxis.range
+                assert all(x_lo < x < x_hi for x in trace.x), (build.__name__, trace.name, trace.x)
+    steps = vr.steps_figure(data)
+    rnn = next(tr for tr in steps.data if tr.name.startswith("RNN"))
+    assert (rnn.x[-1], rnn.y[-1]) == (last["m"], last["rnn"])  # the notice's point, inside the ranges above

@@ -23,17 +23,36 @@ RNN_COLOUR, TRANSFORMER_COLOUR = "#d95f02", "#1b9e77"
 CONFIG = {"displayModeBar": False}
 
 
+# --- Numbering: positions count from 1 on this page ----------------------------------------------------
+
+
+def numbered(labels: list[str]) -> list[str]:
+    """The page's position labels counted from 1: ["0 the", "1 cat", "2 <eos>"] -> ["1 the", "2 cat", "3 <eos>"].
+
+    One numbering for the whole page, the one its formulas and the lecture use: the encoder reads x_1 … x_m into
+    h_1 … h_m from the zero state h_0, and decoder step t reads s_{t-1} (s_0 from the encoder) into c_t and s_t and
+    outputs y_t. The sliders ("Encoder step i" 1 … m, "1: l'"), the notices (step i, h_i, c_t) and the rows and
+    columns of every figure and table on the page (the row labelled "11 tired" is h_11, the one read at step 11)
+    all count this way. Counting from 0 instead, as the Transformer pages' axes do, would make the first state
+    h_0, which on this page is the state before any word; so the axes follow the formulas, not the other way
+    round. Layer and head numbers are not positions: they stay the trace's names (dec.0.cross_attn, head 0).
+    """
+    return [f"{i} {label_word(label)}" for i, label in enumerate(labels, 1)]
+
+
 # --- The encoder, one step at a time ---------------------------------------------------------------
 
 
 def encoder_states(trace: Trace, step: int) -> np.ndarray:
-    """h_0 .. h_step of the first sentence, later rows NaN (not computed yet): [Ts, H]."""
+    """The first sentence's states h_1 … h_{step+1} (rows 0 … step, `step` counted from 0), later rows NaN (not
+    computed yet): [Ts, H]."""
     h = as_array(trace["rnn.enc.h"][0])  # [Ts, H]
     h[step + 1 :] = np.nan
     return h
 
 
 def encoder_figure(trace: Trace, step: int, labels: list[str]):
+    """One row per state h_i, labelled with `labels` (the page's: `numbered`, so row "i word" is h_i)."""
     h = encoder_states(trace, step)
     return heatmap(
         h,
@@ -46,7 +65,8 @@ def encoder_figure(trace: Trace, step: int, labels: list[str]):
 
 
 def encoder_notice(trace: Trace, step: int, labels: list[str], cell: str) -> str:
-    """What step `step` did: how much of the previous state it kept, how far the state moved."""
+    """What step `step` (0-based; the sentence says step `step` + 1) did: how much of the previous state h_step it
+    kept, how far the state moved from it to h_{step+1}."""
     h = trace["rnn.enc.h"][0]  # [Ts, H]
     prev = h[step - 1] if step > 0 else torch.zeros_like(h[0])
     moved = float((h[step] - prev).norm())
@@ -310,14 +330,43 @@ def _line(fig: go.Figure, x, y, name: str, colour: str, dash: str | None = None)
     )
 
 
-def _layout(fig: go.Figure, x_title: str, y_title: str, log_y: bool = False) -> go.Figure:
+LEGEND_ROW = 20  # px: one row of legend entries above a chart
+
+
+def _layout(fig: go.Figure, x_title: str, y_title: str, log_y: bool = False, legend_rows: int = 1) -> go.Figure:
+    """Axis titles, the legend above the plotting area (its bottom edge at the area's top: it never covers a
+    line; `legend_rows` rows of entries are reserved, Plotly makes room for more when a narrow column wraps them)
+    and both axes' ranges from the data, so every point is inside the area."""
     fig.update_layout(
-        height=320,
-        margin={"l": 10, "r": 10, "t": 30, "b": 10},
-        legend={"orientation": "h", "y": 1.2},
+        height=300 + LEGEND_ROW * legend_rows,
+        margin={"l": 10, "r": 10, "t": 10 + LEGEND_ROW * legend_rows, "b": 10},
+        legend={"orientation": "h", "x": 0, "xanchor": "left", "y": 1.02, "yanchor": "bottom"},
         xaxis={"title": x_title},
         yaxis={"title": y_title, "type": "log" if log_y else "linear", **({"dtick": 1} if log_y else {})},
     )  # no small 2, 5 labels
+    return _fit_ranges(fig, log_y)
+
+
+def _fit_ranges(fig: go.Figure, log_y: bool) -> go.Figure:
+    """x and y ranges holding every point of every trace with a margin (a marker on the edge is not cut in half);
+    bars start at 0, a log axis's range is in decades (Plotly's convention), a category axis keeps Plotly's own."""
+    ys = [float(y) for tr in fig.data for y in tr.y if y is not None and math.isfinite(y) and (y > 0 or not log_y)]
+    if ys:
+        lo, hi = min(ys), max(ys)
+        if log_y:
+            lo, hi = math.log10(lo), math.log10(hi)
+            pad = 0.08 * (hi - lo) or 0.5
+            fig.update_yaxes(range=[lo - pad, hi + pad])
+        elif all(tr.type == "bar" for tr in fig.data):
+            fig.update_yaxes(range=[min(0.0, lo), 1.12 * hi or 1.0])  # room for the bars' numbers
+        else:
+            pad = 0.08 * (hi - min(lo, 0.0)) or 1.0
+            fig.update_yaxes(range=[min(0.0, lo - pad), hi + pad])
+    xs = [x for tr in fig.data if tr.type == "scatter" for x in tr.x]
+    if xs and all(isinstance(x, int | float) for x in xs):
+        lo, hi = min(xs), max(xs)
+        pad = 0.04 * (hi - lo) or 0.5
+        fig.update_xaxes(range=[lo - pad, hi + pad])
     return fig
 
 
@@ -335,7 +384,7 @@ def steps_figure(data: dict) -> go.Figure:
         TRANSFORMER_COLOUR,
         "dot",
     )
-    return _layout(fig, "source length m (tokens)", "steps that wait for each other")
+    return _layout(fig, "source length m (tokens)", "steps that wait for each other", legend_rows=3)
 
 
 def steps_notice(data: dict) -> str:

@@ -50,7 +50,9 @@ LSTM_LATEX = [
     r"c_i = f_i \odot c_{i-1} + i_i \odot g_i, \qquad h_i = o_i \odot \tanh(c_i)",
 ]
 ENCODER_GREY = (
-    "Grey rows are states not computed yet. Each row is one h_i: the only summary of words 1 … i the next step gets."
+    "Grey rows are states not computed yet. Each row is one h_i: the only summary of words 1 … i the next step gets. "
+    "Positions on this page count from 1, as in the formulas: row i is h_i, the state after word i (h_0, the zero "
+    "state before the first word, has no row)."
 )
 
 DECODER = (
