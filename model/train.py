@@ -175,6 +175,13 @@ class TrainConfig:
         """The largest learning rate of the schedule, reached at step `warmup`."""
         return rate(self.warmup, self.d_model, self.warmup, self.lr_scale)
 
+    @property
+    def highest_lr(self) -> tuple[float, int]:
+        """The largest learning rate this run reaches, and its step: the peak, or the last step when the run ends
+        while still warming up (warmup > steps)."""
+        step = min(self.warmup, self.steps)
+        return rate(step, self.d_model, self.warmup, self.lr_scale), step
+
 
 TRAIN_POSITIONS = (*POSITIONS, "none")
 _MODEL_NAMES = {
@@ -435,8 +442,8 @@ class Trainer:
         raise TrainingDiverged(
             f"Training diverged: {what} became {value} (the paper's recipe cannot recover from that). "
             f"The model keeps the weights after {self.step} updates, the last that gave a finite loss. "
-            f"Try a smaller lr_scale (now {t.lr_scale:g}, peak learning rate {t.peak_lr:.2g}), a longer "
-            f"warm-up (now {t.warmup} steps), or gradient clipping (clip_grad_norm, e.g. 1.0)."
+            f"Try a smaller lr_scale (now {t.lr_scale:g}, peak learning rate {t.peak_lr:.2g}) or a longer "
+            f"warm-up (now {t.warmup} steps)."
         )
 
     # --- evaluation -----------------------------------------------------------------------------

@@ -179,6 +179,20 @@ def test_page_alone_shows_defaults_and_their_real_sizes():
     assert at.text_area(key="training_probes").value == "\n".join(PROBES)
 
 
+def test_a_warm_up_longer_than_the_run_says_the_rate_never_peaks():
+    """Warm-up 4,000 steps in a 50-step run: the summary gives the rate the run ends at (the highest it reaches),
+    below the schedule's peak, and the chart's curve ends there too."""
+    at = run_page("training")
+    set_widgets(at, {"training_steps": 50, "training_warmup": 4000})
+    d = ts.DEFAULTS
+    end, peak = rate(50, d.d_model, 4000, d.lr_scale), rate(4000, d.d_model, 4000, d.lr_scale)
+    text = all_text(at)
+    assert f"warm-up (4,000 steps) is longer than the run (50 steps), so it ends at {end:.2e}" in text
+    assert f"below the schedule's peak {peak:.2e}" in text and "at step 4000" not in text
+    ys = decode(trace(chart_spec(at, "training_lr_preview"), "learning rate")["y"])
+    assert max(ys) == pytest.approx(end) and end < peak
+
+
 def test_probe_sentences_follow_the_direction_until_edited():
     at = run_page("training")
     set_widgets(at, {"training_direction": "fr-en"})
@@ -299,6 +313,7 @@ def test_nan_stops_with_an_explanation_and_a_new_run_can_start():
     assert v.state == "failed"
     errors = texts(at, "error")
     assert any("Training diverged" in e and "smaller lr_scale" in e for e in errors), errors
+    assert not any("clip" in e for e in errors), errors  # (no advice the page gives no control for)
     assert "my_model" not in at.session_state  # a diverged model is not handed over
     assert at.button(key="training_start").disabled is False
     again = start(at, training_lr_scale=1.0, training_warmup=10, training_steps=10, training_eval_every=0)

@@ -57,12 +57,22 @@ def corpus_help(src_lang: str, tgt_lang: str, min_pairs: int, max_mb: int) -> st
     )
 
 
+def _highest_lr(tcfg) -> str:
+    lr, step = tcfg.highest_lr
+    if step == tcfg.warmup:
+        return f"peak learning rate {lr:.2e} at step {step}"
+    return (
+        f"the learning rate only rises in this run: its warm-up ({tcfg.warmup:,} steps) is longer than the run "
+        f"({tcfg.steps:,} steps), so it ends at {lr:.2e}, below the schedule's peak {tcfg.peak_lr:.2e}"
+    )
+
+
 def summary(preview) -> str:
     """The size, memory and server limits of a `ui.training.session.RunPreview`."""
     tcfg, mem, worst = preview.tcfg, preview.memory, preview.worst
     return (
         f"**This model:** d_k = d_model / heads = {tcfg.d_model} / {tcfg.n_heads} = {tcfg.d_model // tcfg.n_heads}; "
-        f"{mem.parameters:,} parameters; peak learning rate {tcfg.peak_lr:.2e} at step {tcfg.warmup}.  \n"
+        f"{mem.parameters:,} parameters; {_highest_lr(tcfg)}.  \n"
         f"**Memory (estimate):** {mem.total / 1e6:,.0f} MB for this run: weights, gradients, Adam's two moments "
         f"and copies {mem.state_bytes / 1e6:,.1f} MB, activations kept for the backward pass of the largest batch "
         f"{mem.activation_bytes / 1e6:,.1f} MB (a held-out evaluation batch: {mem.eval_bytes / 1e6:,.1f} MB, "
