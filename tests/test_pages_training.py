@@ -171,6 +171,7 @@ def test_page_alone_shows_defaults_and_their_real_sizes():
     assert f"about {ts.worst_case().total / 1e6:,.0f} MB" in text
     assert f"at most {training.service().max_running} model(s) at once" in text
     assert "No training yet" in text
+    assert "measured on one computer" in text and "your run of the same recipe can end a few points apart" in text
     lr = chart_spec(at, "training_lr_preview")
     np.testing.assert_allclose(
         decode(trace(lr, "learning rate")["y"]),

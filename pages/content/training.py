@@ -45,7 +45,8 @@ def defaults_note(d, shipped) -> str:
         f"{d.d_model}, {d.n_heads} heads, d_ff {d.d_ff}, dropout {d.dropout:g}, batch {d.batch_size}, {d.steps} "
         f"steps. The shipped model has {shipped.n_layers} + {shipped.n_layers} layers of d_model "
         f"{shipped.d_model}, d_ff {shipped.d_ff}, dropout {shipped.dropout:g}, {shipped.steps} steps. What each "
-        "setting is worth, measured: the page *Why attention*, section 5."
+        "setting is worth, measured on one computer: the page *Why attention*, section 5 (your run of the same "
+        "recipe can end a few points apart: another processor rounds floats differently)."
     )
 
 
