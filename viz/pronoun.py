@@ -15,6 +15,7 @@ from plotly.subplots import make_subplots
 
 from explain.pronoun import GENDER, Story
 from explain.tracing import HALF
+from model.pipeline import label_word
 from viz.tracing import num
 
 BLUE, ORANGE = "#1f77b4", "#ff7f0e"
@@ -24,10 +25,15 @@ def _w(s: Story, i: int) -> str:
     return f"“{s.words[i]}”"
 
 
+def _writer(s: Story) -> str:
+    """The decoder's input at the position that writes the pronoun (its bars' label): "qu'" before "il"."""
+    return label_word(s.p.tgt_labels[-1])
+
+
 def _rows(s: Story, hidden: tuple[str, int] | None) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
     """(patched bars, hidden bars): label and share, in the figure's order."""
     n_dec = sum(1 for r in s.tracing.decoder.rows if r.endswith("enc-dec attn"))
-    pron_in = s.p.tgt_labels[-1].split(" ", 1)[-1]
+    pron_in = _writer(s)
     patched = [(f"encoder vector of {_w(s, j)}", s.encoder_at(j)[1]) for j in (s.animal, s.place, s.it, s.adjective)]
     for i in range(n_dec):
         patched += [
@@ -107,8 +113,8 @@ def story_notice(s: Story, hidden: tuple[str, int] | None = None) -> str:
     said = ", ".join(f"{_w(s, j)} {num(v)}" for j, v in others.items())
     j_else, v_else = s.encoder_elsewhere()
     out.append(
-        f"Patched from this run into the other one, the encoder's vector of “{adj}” alone brings back "
-        f"{num(lo)} of the difference at every encoder layer (the least over the layers); {said} (the most). "
+        f"Patched from this run into the other one, the encoder's vector of “{adj}” alone brings back at least "
+        f"{num(lo)} of the difference, at every encoder layer; at the layer where each brings back most, {said}. "
         + (
             f"Only “{adj}” carries it in the encoder: no position but the adjective brings back more than "
             f"{num(max(v_else, 0.0))}, “it” included."
@@ -119,7 +125,8 @@ def story_notice(s: Story, hidden: tuple[str, int] | None = None) -> str:
     first = s.first_carrying_layer()
     if first is not None:
         out.append(
-            f"In the decoder, the stream at the pronoun carries the difference from layer {first}'s "
+            f"In the decoder, the stream at “{_writer(s)}” (the position that writes {pron}) carries the difference "
+            f"from layer {first}'s "
             f"encoder-decoder attention on ({num(s.decoder_after(first, 'enc-dec attn'))}; after that layer's "
             f"self-attention {num(s.decoder_after(first, 'self-attn'))})."
         )
