@@ -616,7 +616,7 @@ def test_the_coreference_step_traces_where_the_adjective_reaches_the_pronoun():
     adj = [row[10] for row in t.encoder.share]
     assert f"the encoder's vector of “tired” alone brings back at least {min(adj):.2f} of the difference" in n
     it_most = max(row[s.it] for row in t.encoder.share)
-    assert "Only “tired” carries it in the encoder" in n and f"where each brings back most, " in n
+    assert "Only “tired” carries it in the encoder" in n and "where each brings back most, " in n
     assert f"“it” {max(it_most, 0.0):.2f}." in n or f"“it” {it_most:.2f}." in n
     after = t.decoder.share[t.decoder.rows.index("layer 0 after enc-dec attn")][0]
     writer = label_word(s.p.tgt_labels[-1])
