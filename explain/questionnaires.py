@@ -9,6 +9,8 @@ learning 1-7.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 SUS_SCALE = (1, 5, "Strongly disagree", "Strongly agree")
 SUS = (
     ("sus1", "I think that I would like to use this app frequently."),
@@ -48,3 +50,17 @@ def scale_of(key: str) -> tuple[int, int, int]:
 
 
 KEYS = tuple(k for k, _ in (*SUS, *TLX, *FEEL))
+
+
+def unanswered(keys: Iterable[str]) -> str:
+    """The questions `keys` as the survey names them, in its order: "using the app, questions 2, 5; workload:
+    Effort; how much you learned"."""
+    left = set(keys)
+    sus = [k.removeprefix("sus") for k, _ in SUS if k in left]
+    tlx = [text.split(":")[0] for k, text in TLX if k in left]
+    parts = [
+        *([f"using the app, question{'s' * (len(sus) > 1)} {', '.join(sus)}"] if sus else []),
+        *([f"workload: {', '.join(tlx)}"] if tlx else []),
+        *(["how much you learned"] if any(k in left for k, _ in FEEL) else []),
+    ]
+    return "; ".join(parts)

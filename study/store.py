@@ -10,9 +10,11 @@ participant exists (`NotConsented`): nothing is recorded before consent, and an 
 nothing. Answers are checked against the frozen key by the store itself; each item, questionnaire answer and
 phase step is recorded once (a replay is `AlreadyRecorded`); nothing is accepted after the study closed.
 
-Deleting: the owner deletes the whole study (`delete_study`); a participant deletes their own data with the code
-shown to them at consent (`delete_mine`) or from their session (`delete_participant`); every study is deleted,
-with everything it recorded, when its retention period ends (`purge`, run by every process at most once a minute).
+Deleting: the owner deletes the whole study (`delete_study`); a participant deletes their own data with their
+deletion code (`delete_mine`; the code is derived from the study's key and their pseudonym, never stored, so their
+own session can show it again at any time: `deletion_code`) or from their session (`delete_participant`); every
+study is deleted, with everything it recorded, when its retention period ends (`purge`, run by every process at
+most once a minute).
 
 Guessing: a typed study code that matches nothing, and a wrong deletion code, count as failed attempts of the
 client (its hashed address, as the class store counts joins); past `MAX_FAILED` in `WINDOW_SECONDS` the client
@@ -91,6 +93,13 @@ def normalize_code(code) -> str | None:
 
 def _hash(*parts: str) -> str:
     return hashlib.sha256("|".join(parts).encode()).hexdigest()
+
+
+def _deletion_code(actor_key: bytes, actor: str) -> str:
+    """A participant's deletion code: 12 hex digits of an HMAC of their pseudonym, keyed by a key of its own made
+    from the study's key (so no pseudonym or typed sentence's hash, both HMACs with the study's key, can equal it)."""
+    key = hashlib.sha256(b"deletion-code|" + actor_key).digest()
+    return hmac.new(key, actor.encode(), "sha256").hexdigest()[:12].upper()
 
 
 def link_token(secret_hash: str) -> str:
@@ -258,6 +267,10 @@ class StudyStore:
             )
         return self._instruments[code]
 
+    @staticmethod
+    def _actor_key(tx, code: str) -> bytes:
+        return bytes.fromhex(tx.execute("SELECT actor_key FROM studies WHERE code = ?", (code,))[0][0])
+
     def _limit(self, tx, kind: str, ckey: str, now: int, limit: int, seconds: float) -> None:
         since = now - int(seconds * 1000)
         rows = tx.execute(
@@ -289,12 +302,12 @@ class StudyStore:
         if consent_version not in schema.CONSENT:
             raise InvalidInput("no such consent text")
         now = self.now()
-        delete_code = secrets.token_hex(6).upper()
         with self.db.transaction() as tx:
             study = self._open(tx, code, lock=True)
             old = self._participant(tx, study.code, actor)
             if old is not None:
                 return old, None
+            delete_code = _deletion_code(self._actor_key(tx, study.code), actor)
             rows = tx.execute(
                 "SELECT condition, first_form, COUNT(*) FROM participants WHERE study = ? "
                 "GROUP BY condition, first_form",
@@ -326,6 +339,20 @@ class StudyStore:
             )
             return Participant(actor, condition, first, "pre", now, now), delete_code
 
+    def deletion_code(self, code, actor: str) -> str | None:
+        """The deletion code of `actor`, again (the same one `consent` gave): derived from the study's own key and
+        the pseudonym, so only a session that is this participant can ask for it. None when there is no such
+        participant, or they agreed before codes were derived (their random code was shown once, and not kept)."""
+        norm = normalize_code(code)
+        if norm is None or not isinstance(actor, str):
+            return None
+        with self.db.transaction(write=False) as tx:
+            rows = tx.execute("SELECT delete_hash FROM participants WHERE study = ? AND actor = ?", (norm, actor))
+            if not rows:
+                return None
+            delete_code = _deletion_code(self._actor_key(tx, norm), actor)
+        return delete_code if hmac.compare_digest(rows[0][0], _hash(norm, delete_code)) else None
+
     def participant(self, code, actor: str) -> Participant | None:
         norm = normalize_code(code)
         if norm is None or not isinstance(actor, str):
@@ -356,6 +383,23 @@ class StudyStore:
         if p is None:
             raise NotConsented("Nothing is recorded before you agree to take part (or after your data were deleted).")
         return study, p
+
+    def answers_of(self, code, actor: str) -> dict[tuple[str, str], int]:
+        """This participant's own test answers: (phase, item id) -> the choice, e.g. ("pre", "A03") -> 2."""
+        norm = normalize_code(code)
+        if norm is None or not isinstance(actor, str):
+            return {}
+        with self.db.transaction(write=False) as tx:
+            rows = tx.execute(
+                "SELECT once, result FROM events WHERE study = ? AND actor = ? AND verb = 'answered' "
+                "AND once IS NOT NULL",
+                (norm, actor),
+            )
+        out = {}
+        for once, result in rows:
+            phase, _, item_id = once.partition(":")
+            out[(phase, item_id)] = int(json.loads(result)["choice"])
+        return out
 
     def done(self, code, actor: str) -> set[str]:
         """What this participant has recorded once already: "pre:A03" (an answer), "survey:sus2", "completed:pre"."""

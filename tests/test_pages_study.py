@@ -4,13 +4,16 @@ the owner's report, and the lesson's "Check yourself" (nothing kept)."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from explain.questionnaires import FEEL, SUS, TLX
 from study import get_store
 from tests.apptest_util import ROOT, TIMEOUT, run_app
-from ui.study import session
+from ui.study import participant, session
+from ui.widgets import md
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -66,6 +69,8 @@ def test_study_participant_flow_consent_pre_path_post_questionnaires(store):
     at.button(key="study_finish_post").click().run()
     for k, _ in (*SUS, *FEEL):
         at.radio(key=f"study_q_{k}").set_value(4)
+    for k, _ in TLX:
+        at.select_slider(key=f"study_q_{k}").set_value(50)
     next(b for b in at.button if b.label == "Send").click().run()
     assert any("finished the study" in s.value for s in at.success)
     study, people, events = store.records(code, secret)
@@ -76,6 +81,133 @@ def test_study_participant_flow_consent_pre_path_post_questionnaires(store):
     reasons = {e["result"].get("reason") for e in events if e["verb"] == "answered"}
     assert "<b>sum</b> = 1" in reasons  # kept as typed, drawn as text
     assert not any("<b>" in m.value for m in at.markdown)
+
+
+BROWSER = "s-" + "5e" * 16  # what a returning browser's pseudonym is made from (AppTest has no browser id)
+DELETION_CODE = re.compile(r"Your deletion code: \*\*`([0-9A-F]{12})`\*\*")
+
+
+def deletion_codes(at: AppTest) -> set[str]:
+    """Every deletion code the page shows."""
+    return {m for el in (*at.info, *at.markdown, *at.caption) for m in DELETION_CODE.findall(el.value)}
+
+
+def reload(code: str, token: str, browser: str = BROWSER) -> AppTest:
+    """The study's link opened again by the same browser (a reload, a new tab, another day)."""
+    return run_app("studies", query={"study": code, "sk": token}, _study_session_source=browser)
+
+
+def test_study_deletion_code_shown_after_a_reload_and_to_nobody_else(store):
+    code, secret, token = new_study(store)
+    at = reload(code, token)
+    at.button(key="study_agree").click().run()
+    (shown,) = deletion_codes(at)
+    assert store.deletion_code(code, store.pseudonym(code, BROWSER)) == shown
+    again = reload(code, token)
+    assert any((b.key or "").startswith("study_submit_") for b in again.button)  # the same participant, mid-test
+    assert deletion_codes(again) == {shown}
+    other = reload(code, token, "s-" + "77" * 16)  # another browser opening the same link: no code of anyone's
+    assert any(b.key == "study_agree" for b in other.button) and deletion_codes(other) == set()
+    other.button(key="study_agree").click().run()
+    assert len(deletion_codes(other)) == 1 and deletion_codes(other) != {shown}
+    store.delete_mine(code, shown, "10.3.3.3")  # the code shown deletes this participant, and only them
+    assert len(store.records(code, secret)[1]) == 1 and reload(code, token).button(key="study_agree")
+
+
+def to_the_survey(store, code: str, choose=lambda n, item: 0) -> tuple[str, dict[tuple[str, str], int]]:
+    """A participant (of BROWSER) through both tests, answering item n with `choose(n, item)`: (actor, answers)."""
+    actor = store.pseudonym(code, BROWSER)
+    p, _ = store.consent(code, actor)
+    forms = store.study(code).instrument["forms"]
+    answers = {}
+    for phase, nxt in (("pre", "path"), ("post", "survey")):
+        for n, item in enumerate(forms[p.form(phase)], start=1):
+            answers[(phase, item["id"])] = choose(n, item)
+            store.answer(code, actor, item["id"], answers[(phase, item["id"])], 2)
+        store.advance(code, actor, nxt)
+        if phase == "pre":
+            store.advance(code, actor, "post")
+    return actor, answers
+
+
+def finish_survey(store, code: str, actor: str) -> None:
+    for k, _ in (*SUS, *FEEL):
+        store.rate(code, actor, k, 3, (1, 7, 1))
+    for k, _ in TLX:
+        store.rate(code, actor, k, 40, (0, 100, 5))
+    store.advance(code, actor, "done")
+
+
+def shown_answers(at: AppTest) -> dict[str, list[str]]:
+    """Expander label -> the questions drawn in it (markdown), on the end page."""
+    return {e.label: [m.value for m in e.markdown] for e in at.expander if " right" in e.label}
+
+
+def test_study_end_page_shows_the_answers_and_the_deletion_code(store):
+    code, secret, token = new_study(store, delay_days=0)
+    choose = lambda n, item: (item["answer"] + (n % 2)) % len(item["options"])  # noqa: E731 - odd items wrong
+    actor, answers = to_the_survey(store, code, choose)
+    at = reload(code, token)
+    assert any(b.label == "Send" for b in at.button)  # the questionnaires: no answers shown yet
+    assert shown_answers(at) == {} and not any("Your answer:" in m.value for m in at.markdown)
+    finish_survey(store, code, actor)
+    at = reload(code, token)
+    assert any("finished the study" in s.value for s in at.success) and not at.exception
+    assert deletion_codes(at) == {store.deletion_code(code, actor)}
+    p = store.participant(code, actor)
+    forms = store.study(code).instrument["forms"]
+    shown = shown_answers(at)
+    assert len(shown) == 2
+    for phase in ("pre", "post"):
+        items = forms[p.form(phase)]
+        right = sum(answers[(phase, it["id"])] == it["answer"] for it in items)
+        label = f"{participant.TITLES[phase]}: {right} of {len(items)} right"
+        assert right == 8 and label in shown
+        assert len(shown[label]) == len(items)
+        for n, (it, text) in enumerate(zip(items, shown[label], strict=True), start=1):
+            mine, key = it["options"][answers[(phase, it["id"])]], it["options"][it["answer"]]
+            assert text.startswith(f"**{n}.** {md(it['text'])}")
+            assert f"Your answer: {md(mine)} ({':green[right]' if n % 2 == 0 else ':red[wrong]'})" in text
+            assert f"Right answer: **{md(key)}**" in text
+    explained = {c.value for e in at.expander for c in e.caption}
+    assert {md(it["explain"]) for f in (p.form("pre"), p.form("post")) for it in forms[f] if it["explain"]} <= explained
+
+
+def test_study_end_page_keeps_the_first_tests_answers_until_the_delayed_test(store):
+    code, _, token = new_study(store)  # a delayed test (7 days): it asks the first test's questions again
+    actor, answers = to_the_survey(store, code)
+    finish_survey(store, code, actor)
+    at = reload(code, token)
+    assert [label.split(":")[0] for label in shown_answers(at)] == ["Second test"]
+    assert any("after the delayed test" in c.value for c in at.caption)
+
+
+def test_study_untouched_workload_slider_blocks_sending(store):
+    code, secret, token = new_study(store)
+    actor, _ = to_the_survey(store, code)
+    at = reload(code, token)
+    for k, _ in (*SUS, *FEEL):
+        if k != "sus5":
+            at.radio(key=f"study_q_{k}").set_value(4)
+    next(b for b in at.button if b.label == "Send").click().run()  # no slider touched
+    names = ", ".join(text.split(":")[0] for _, text in TLX)
+    assert [w.value for w in at.warning] == [md(f"Still unanswered: using the app, question 5; workload: {names}.")]
+    assert all(at.select_slider(key=f"study_q_{k}").value is None for k, _ in TLX)  # none starts on a value
+    at.radio(key="study_q_sus5").set_value(2)
+    values = {k: 5 * i for i, (k, _) in enumerate(TLX)}  # 0 for the first: a real answer, not "no answer"
+    for k, v in values.items():
+        if k != "tlx_effort":
+            at.select_slider(key=f"study_q_{k}").set_value(v)
+    next(b for b in at.button if b.label == "Send").click().run()
+    assert [w.value for w in at.warning] == [md("Still unanswered: workload: Effort.")]
+    _, people, events = store.records(code, secret)
+    assert [p["phase"] for p in people] == ["survey"] and not any(e["verb"] == "rated" for e in events)
+    at.select_slider(key="study_q_tlx_effort").set_value(50)  # moved to where the old slider used to start
+    next(b for b in at.button if b.label == "Send").click().run()
+    assert any("finished the study" in s.value for s in at.success)
+    events = store.records(code, secret)[2]
+    rated = {e["object"].removeprefix("survey/"): e["result"]["value"] for e in events if e["verb"] == "rated"}
+    assert {k: rated[k] for k, _ in TLX} == {**values, "tlx_effort": 50} and rated["sus5"] == 2
 
 
 def test_study_consent_gate_nothing_recorded_before_agreeing(store):

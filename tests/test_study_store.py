@@ -321,6 +321,47 @@ def test_delete_my_data_with_the_code_shown_at_consent(make):
     assert store.delete_participant(code, other) and store.records(code, secret)[1] == []
 
 
+def test_deletion_code_shown_again_to_its_own_participant_only(make):
+    store = make()
+    code, secret, actor = joined(store)
+    assert store.deletion_code(code, actor) is None  # not a participant yet: no code
+    _, delete_code = store.consent(code, actor)
+    other = store.pseudonym(code, "b-another-browser-000")
+    _, other_code = store.consent(code, other)
+    assert store.deletion_code(code, actor) == delete_code  # the same code, whenever asked (a reload, the end)
+    assert make().deletion_code(code, actor) == delete_code  # another app process on the same database
+    assert store.deletion_code(code, other) == other_code != delete_code
+    assert store.deletion_code(code, "p-" + "0" * 32) is None and store.deletion_code("ZZZZZZZZ", actor) is None
+    with store.db.transaction() as tx:  # a participant whose code was random (agreed before codes were derived)
+        tx.execute("UPDATE participants SET delete_hash = ? WHERE actor = ?", ("0" * 64, other))
+    assert store.deletion_code(code, other) is None
+    store.delete_mine(code, store.deletion_code(code, actor), "10.1.1.2")  # the code shown is the stored one
+    assert [p["actor"] for p in store.records(code, secret)[1]] == [other]
+    assert store.deletion_code(code, actor) is None
+
+
+def test_answers_of_a_participant_are_theirs_by_test(make):
+    store = make()
+    code, _, actor = joined(store)
+    p, _ = store.consent(code, actor)
+    other = store.pseudonym(code, "b-another-browser-000")
+    q, _ = store.consent(code, other)
+    store.answer(code, other, f"{q.first_form}01", 3, 2)
+    assert store.answers_of(code, actor) == {}
+    for n, choice in ((1, 2), (2, 0)):
+        store.answer(code, actor, f"{p.first_form}{n:02d}", choice, 3)
+    store.advance(code, actor, "path")
+    store.advance(code, actor, "post")
+    store.answer(code, actor, f"{p.form('post')}01", 1, 4)
+    assert store.answers_of(code, actor) == {
+        ("pre", f"{p.first_form}01"): 2,
+        ("pre", f"{p.first_form}02"): 0,
+        ("post", f"{p.form('post')}01"): 1,
+    }
+    assert store.answers_of(code, other) == {("pre", f"{q.first_form}01"): 3}
+    assert store.answers_of("ZZZZZZZZ", actor) == {}
+
+
 def test_delete_this_study_and_retention_enforced(make):
     clock = Clock(NOW)
     store = make(clock)

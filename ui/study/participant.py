@@ -1,6 +1,8 @@
 """The participant's side of a study: consent, the tests (one item at a time: an answer, how sure, an optional
 one-line reason; a transfer item on the classroom's click grid), the path between them, the questionnaires, the
-end (the deletion code, the delayed test). The store decides every step (study/store.py); this draws and calls it.
+end (the answers beside the right ones, the delayed test). The deletion code is the store's to derive
+(`StudyStore.deletion_code`): this session shows it on every step, a reload included, and to nobody else. The store
+decides every step (study/store.py); this draws and calls it.
 """
 
 from __future__ import annotations
@@ -11,14 +13,13 @@ import time
 
 import streamlit as st
 
-from explain.questionnaires import CONFIDENCE, FEEL, FEEL_SCALE, SUS, SUS_SCALE, TLX, scale_of
+from explain.questionnaires import CONFIDENCE, FEEL, FEEL_SCALE, SUS, SUS_SCALE, TLX, TLX_SCALE, scale_of, unanswered
 from study import StudyError, schema
 from ui.page_list import by_name
 from ui.study.session import (
     ACTOR,
     CODE,
     CONDITION,
-    DELETE,
     PHASE,
     SHOWN,
     notify,
@@ -51,13 +52,11 @@ def agree(code: str) -> None:
     """Callback of "I agree": the only place a participant comes to exist."""
     try:
         actor = store().pseudonym(code, source(str(ss().get("study_participant_code", ""))))
-        p, delete_code = store().consent(code, actor)
+        p, _ = store().consent(code, actor)  # (its deletion code: `flow` asks the store for it on every run)
     except StudyError as e:
         notify(str(e))
         return
     ss()[ACTOR], ss()[PHASE], ss()[CONDITION] = actor, p.phase, p.condition
-    if delete_code:
-        ss()[DELETE] = delete_code
 
 
 def consent(study) -> None:
@@ -230,11 +229,20 @@ def finish_path(code: str) -> None:
 
 
 # -- the questionnaires ---------------------------------------------------------------------------------------
+TLX_STOPS = (None, *range(TLX_SCALE[0], TLX_SCALE[1] + 1, scale_of("tlx_mental")[2]))  # a slider starts unanswered
+
+
+def tlx_label(value: int | None) -> str:
+    return "not answered" if value is None else str(value)
+
+
 def send_survey(code: str) -> None:
+    """Callback of the questionnaires' Send: every answer or none (a workload slider still on "not answered" is
+    unanswered, never a 0 or a 50)."""
     values = {k: ss().get(f"study_q_{k}") for k, _ in (*SUS, *TLX, *FEEL)}
     missing = [k for k, v in values.items() if v is None]
     if missing:
-        notify(f"{len(missing)} question(s) still need an answer.")
+        notify(f"Still unanswered: {unanswered(missing)}.")
         return
     done = store().done(code, ss()[ACTOR])
     try:
@@ -252,9 +260,9 @@ def survey(study) -> None:
         st.markdown(f"**Using the app** (1 = {SUS_SCALE[2].lower()}, 5 = {SUS_SCALE[3].lower()})")
         for k, text in SUS:
             st.radio(text, range(SUS_SCALE[0], SUS_SCALE[1] + 1), index=None, horizontal=True, key=f"study_q_{k}")
-        st.markdown("**The lesson's workload** (0 = very low, 100 = very high)")
+        st.markdown("**The lesson's workload** (0 = very low, 100 = very high; move each slider to your answer)")
         for k, text in TLX:
-            st.slider(text, 0, 100, 50, step=5, key=f"study_q_{k}")
+            st.select_slider(text, TLX_STOPS, format_func=tlx_label, key=f"study_q_{k}")
         st.markdown("**Learning**")
         for k, text in FEEL:
             st.radio(
@@ -275,12 +283,12 @@ def leave(code: str) -> None:
     except StudyError as e:
         notify(str(e))
         return
-    for key in (ACTOR, PHASE, CONDITION, DELETE, CODE):
+    for key in (ACTOR, PHASE, CONDITION, CODE):
         ss().pop(key, None)
     notify("Everything recorded about you in this study has been deleted.")
 
 
-def end(study, participant) -> None:
+def end(study, participant, delete_code: str | None) -> None:
     if participant.phase == "finished":
         st.success(
             "Thank you: you finished every part of this study, the delayed test included.",
@@ -304,13 +312,43 @@ def end(study, participant) -> None:
                     f"Optional: open this same link again from **{date(opens)}** for a last short test.",
                     icon=":material/event:",
                 )
-    code = ss().get(DELETE)
-    if code:
+    review(study, participant)
+    if delete_code:
         st.markdown(
-            f"Your deletion code: **`{code}`**. Keep it: with it and the study's code "
+            f"Your deletion code: **`{delete_code}`**. Keep it: with it and the study's code "
             f"(**{study.code}**) you can delete your data on the Study page until {date(study.expires)}."
         )
+    else:  # (agreed before deletion codes could be shown again)
+        st.caption("Your deletion code was shown once, when you agreed. This button deletes your data as well.")
     st.button("Delete my data now", on_click=leave, args=(study.code,), key="study_leave", icon=":material/delete:")
+
+
+def review(study, participant) -> None:
+    """The participant's answers beside the right ones, test by test (drawn on the end page only: after the
+    questionnaires). While the delayed test is still ahead, the first test's stay hidden: it asks the same
+    questions."""
+    mine = store().answers_of(study.code, participant.actor)
+    delayed_ahead = participant.phase == "done" and bool(study.settings["delay_days"]) and not study.closed
+    phases = [ph for ph in schema.TEST_PHASES if any(k[0] == ph for k in mine) and not (delayed_ahead and ph == "pre")]
+    if not phases:
+        return
+    st.subheader("Your answers")
+    if delayed_ahead:
+        st.caption("The first test's answers come after the delayed test: it asks the same questions.")
+    for phase in phases:
+        items = study.instrument["forms"][participant.form(phase)]
+        right = sum(mine.get((phase, it["id"])) == it["answer"] for it in items)
+        with st.expander(f"{TITLES[phase]}: {right} of {len(items)} right", icon=":material/fact_check:"):
+            for n, it in enumerate(items, start=1):
+                choice, options = mine.get((phase, it["id"])), it["options"]
+                yours = md(options[choice]) if choice is not None and 0 <= choice < len(options) else "no answer"
+                verdict = ":green[right]" if choice == it["answer"] else ":red[wrong]"
+                st.markdown(
+                    f"**{n}.** {md(it['text'])}  \nYour answer: {yours} ({verdict})  \n"
+                    f"Right answer: **{md(options[it['answer']])}**"
+                )
+                if it.get("explain"):
+                    st.caption(md(it["explain"]))
 
 
 def start_delayed(code: str) -> None:
@@ -328,11 +366,10 @@ def flow(study) -> None:
         consent(study)
         return
     ss()[PHASE], ss()[CONDITION] = p.phase, p.condition
-    if ss().get(DELETE) and p.phase == "pre":
-        st.info(
-            f"Your deletion code: **`{ss()[DELETE]}`** (keep it: with it you can delete your data at any time).",
-            icon=":material/key:",
-        )
+    delete_code = store().deletion_code(study.code, p.actor)  # (this session's participant's own: nobody else's)
+    keep = f"Your deletion code: **`{delete_code}`** (keep it: with it you can delete your data at any time)."
+    if delete_code and p.phase == "pre":
+        st.info(keep, icon=":material/key:")
     if p.phase in schema.TEST_PHASES:
         test(study, p, store().done(study.code, p.actor))
     elif p.phase == "path":
@@ -340,4 +377,7 @@ def flow(study) -> None:
     elif p.phase == "survey":
         survey(study)
     else:
-        end(study, p)
+        end(study, p, delete_code)  # (it says the code itself)
+        return
+    if delete_code and p.phase != "pre":
+        st.caption(keep)

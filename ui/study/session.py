@@ -17,7 +17,6 @@ study_code          the study this session takes part in (or owns)
 _study_actor        this participant's pseudonym (set only by the consent callback or a returning browser)
 _study_phase        the participant's phase as last read (a cache: the store decides)
 _study_condition    the participant's condition
-_study_delete       the deletion code shown at consent (this session only)
 _study_owner        (code, key) of the study this session owns, never drawn after creation
 _study_seen         what `on_run` last recorded: (page, step, the shared controls' digest)
 _study_shown        (item id, monotonic time) of the item on screen: its latency
@@ -45,7 +44,7 @@ from ui.models import load_shipped
 from ui.session_info import current_identity
 
 CODE, ACTOR, PHASE, CONDITION = "study_code", "_study_actor", "_study_phase", "_study_condition"
-DELETE, OWNER, SEEN, SHOWN, NOTICE = "_study_delete", "_study_owner", "_study_seen", "_study_shown", "_study_notice"
+OWNER, SEEN, SHOWN, NOTICE = "_study_owner", "_study_seen", "_study_shown", "_study_notice"
 CLASS_SEEN = "_study_class_seen"
 PARAM, TOKEN, LINK = "study", "sk", "_study_link"
 SHARED = ("sentence", "model", "heads_off", "iv_look_ahead", "iv_padding", "iv_scale", "iv_pos")
