@@ -23,7 +23,7 @@ from explain.experiments import (
     variance_by_dk,
 )
 from explain.textbook import thinking_machines
-from model.pipeline import analyse, prepare
+from model.pipeline import analyse, label_word, prepare
 from model.trace import Interventions
 from model.transformer import Config, Transformer, traced
 from viz import attention as va
@@ -310,7 +310,7 @@ def test_row_notice_biggest_weight_and_parking():
     assert "parks its weight on <eos>" in text  # why <eos>: nothing useful to read
     text = va.row_notice(torch.tensor([0.1, 0.2, 0.6, 0.05, 0.05]), LABELS, "2 sat")
     assert "0.60, to “2 sat” (itself)" in text and "parks" not in text
-    assert va.word_of("11 <eos>") == "<eos>" and va.word_of("plain") == "plain" and va.is_parking("3 .")
+    assert label_word("11 <eos>") == "<eos>" and label_word("plain") == "plain" and va.is_parking("3 .")
 
 
 def test_matrix_notice_diagonal_and_parked_rows():

@@ -281,7 +281,7 @@ def focus_line(text, focus: vc.CorefFocus, tokens: tuple[str, ...], labels: list
         text.focus(
             focus.layer,
             focus.head,
-            *(md(va.word_of(labels[j])) for j in (c.referent, c.other, c.adjective)),
+            *(md(pipeline.label_word(labels[j])) for j in (c.referent, c.other, c.adjective)),
             focus.weight,
             focus.other,
         )

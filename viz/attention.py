@@ -24,7 +24,7 @@ import torch
 
 from explain.recompute import ColumnForm
 from explain.textbook import WORDS, ThinkingMachines
-from model.pipeline import Analysis
+from model.pipeline import Analysis, label_word
 from model.trace import Trace
 from viz.heatmap import as_array, dims
 
@@ -196,14 +196,8 @@ PARKING_WHY = (
 )
 
 
-def word_of(label: str) -> str:
-    """ "11 <eos>" -> "<eos>": the token of a position-prefixed axis label."""
-    head, _, rest = label.partition(" ")
-    return rest if head.isdigit() and rest else label
-
-
 def is_parking(label: str) -> bool:
-    return word_of(label) in PARKING
+    return label_word(label) in PARKING
 
 
 def row_notice(weights, key_labels: list[str], query_label: str) -> str:
@@ -402,8 +396,8 @@ def column_notice(c: ColumnForm, labels: list[str], word: int, off: bool = False
     j = int(c.alpha[:, word].argmax())
     text = (
         f"C = Attn(X, X) is {d_k} × {T}: one column c_:j per word, each computed on its own from K, V and that "
-        f"word's q_:j. The column of “{word_of(labels[word])}” (position {word}) takes {c.alpha[j, word]:.2f} of "
-        f"its mix from the value of “{word_of(labels[j])}” (position {j}). "
+        f"word's q_:j. The column of “{label_word(labels[word])}” (position {word}) takes {c.alpha[j, word]:.2f} of "
+        f"its mix from the value of “{label_word(labels[j])}” (position {j}). "
     )
     if off:
         return text + (

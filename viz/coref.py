@@ -18,7 +18,7 @@ from plotly.subplots import make_subplots
 from explain.coref import LINK, READS, Coref, Decision, coref_parts  # noqa: F401 - coref_parts: the pages' import
 from model.pipeline import label_word
 from model.trace import Trace
-from viz.attention import is_parking, word_of
+from viz.attention import is_parking
 from viz.heads import find_word, top_words, word_across_layers
 
 
@@ -50,7 +50,7 @@ def coref_notice(rows: np.ndarray, row_labels: list[str], key_labels: list[str],
     Rule: "links" only when a head gives the deciding noun at least LINK (0.5) and at least twice what it gives
     the other noun (`EncoderLinks.links`); otherwise the notice says plainly that no encoder head picks the
     noun out, with the largest weight each noun gets, and points to where the pronoun is decided."""
-    ref, other, adj = (word_of(key_labels[j]) for j in (c.referent, c.other, c.adjective))
+    ref, other, adj = (label_word(key_labels[j]) for j in (c.referent, c.other, c.adjective))
     strongest = np.unravel_index(int(rows.argmax()), rows.shape)
     parked = int(sum(is_parking(key_labels[j]) for j in rows.argmax(1)))
     best = row_labels.index(f"L{f.layer} h{f.head}")
@@ -66,7 +66,7 @@ def coref_notice(rows: np.ndarray, row_labels: list[str], key_labels: list[str],
         )
     return (
         f"“{adj}” makes “it” the {ref}. {head} The strongest single weight of “it” is {rows[strongest]:.2f}, in "
-        f"{row_labels[strongest[0]]}, to “{word_of(key_labels[strongest[1]])}”; {parked} of {len(rows)} heads "
+        f"{row_labels[strongest[0]]}, to “{label_word(key_labels[strongest[1]])}”; {parked} of {len(rows)} heads "
         "put most of it on <eos> or punctuation. Where il / elle is decided: see the encoder-decoder "
         "attention row below."
     )

@@ -65,8 +65,8 @@ def context(
 
 
 PARKING_WHY = (
-    "A head with nothing useful to read for a word parks its weight on <eos>: that token is in every "
-    "sentence and carries little, so reading it changes the word little."
+    "Weight a head has no better use for lands on <eos>: that token is in every sentence and carries little, so "
+    "reading it changes the word little."
 )
 
 

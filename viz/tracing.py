@@ -17,14 +17,14 @@ import numpy as np
 import plotly.graph_objects as go
 
 from explain.tracing import HALF, Grid, HeadTracing, Pair, Tracing
-from viz.attention import word_of
+from model.pipeline import label_word
 from viz.heatmap import heatmap
 
 MYSTERY = "(the mystery head: hidden)"
 
 
 def q(label: str) -> str:
-    return f"“{word_of(label)}”"
+    return f"“{label_word(label)}”"
 
 
 def num(x: float) -> str:
