@@ -187,7 +187,7 @@ def test_the_notice_says_what_lies_apart_at_the_budget_and_why_the_toy_may_disag
         "within 600 steps (after 575 (550–600))"
     )
     assert "by chance 0.10 of the time per metric (about 1 in 10)" in text
-    assert "As the paper found: the row." in text and "Unlike the paper" not in text
+    assert "As the paper found: the row (worse)." in text and "Unlike the paper" not in text
     assert "attered" not in text  # audit 4, B5: three seeds apart is a hint, not "mattered"
 
 
@@ -253,7 +253,9 @@ def test_the_papers_findings_say_what_its_table_says(shipped):
     assert "only suspects" in TABLE3_FINDINGS["E"] and "explains why" not in TABLE3_FINDINGS["E"]
     e = va.group_notice(shipped, "E")
     found = e.split("As the paper found: ")[1].split(".")[0]
-    assert "(not in the paper)" not in found and "As expected: no positional encoding (not in the paper)" in e
+    assert "(not in the paper)" not in found and "As expected: no positional encoding (not in the paper) (worse)" in e
+    a = va.group_notice(shipped, "A")  # every row the paper agrees with says its verdict: h = 8 did not "hurt too"
+    assert "h = 8, d_k = d_v = 8 (about the same)" in a and "h = 1, d_k = d_v = 64 (worse)" in a, a
 
 
 def test_the_papers_rows_are_the_papers():

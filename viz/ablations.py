@@ -339,11 +339,16 @@ def group_notice(data: dict, group: str) -> str:
         parts.append(f"The paper found: {TABLE3_FINDINGS[group]}")
     judged = [r for r in rows if verdicts[r["label"]] != "mixed" and r not in noisy]
     agree = [r["label"] for r in judged if verdicts[r["label"]] == expected(r, base)]
+    said = {"worse": "worse", "better": "better", "same": "about the same"}  # each row with its verdict
+
+    def listed(labels: list[str]) -> str:
+        return "; ".join(f"{lab} ({said[verdicts[lab]]})" for lab in labels) + "."
+
     found = [lab for lab in agree if NOT_IN_PAPER not in lab]
     if found:
-        parts.append("As the paper found: " + ", ".join(found) + ".")
+        parts.append("As the paper found: " + listed(found))
     if len(found) < len(agree):
-        parts.append("As expected: " + ", ".join(lab for lab in agree if NOT_IN_PAPER in lab) + ".")
+        parts.append("As expected: " + listed([lab for lab in agree if NOT_IN_PAPER in lab]))
     reasons: dict[tuple[str, int], list[str]] = {}
     for r in judged:
         actual, predicted = verdicts[r["label"]], expected(r, base)
