@@ -251,6 +251,9 @@ def _rows(text: str, delimiter: str) -> list[tuple[int, list[str]]]:
     return [(i, cells) for i, cells in rows if any(c.strip() for c in cells)]
 
 
+BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")  # embeddings, overrides, isolates
+
+
 def parse_corpus(
     data: bytes,
     filename: str,
@@ -293,6 +296,13 @@ def parse_corpus(
             f"(line {line}) cannot be decoded. Save the file as UTF-8 and upload it again."
         ) from None
     text = text.replace("\r\n", "\n").replace("\r", "\n")
+    bidi = next((i for i, ch in enumerate(text) if ch in BIDI_CONTROLS), None)
+    if bidi is not None:  # the page would show "evil" as "live": a pair would not read as what it trains on
+        raise CorpusError(
+            f"Line {text.count(chr(10), 0, bidi) + 1} contains an invisible character that changes the direction "
+            f"text is shown in (U+{ord(text[bidi]):04X}), so the preview would not show the words as they are. "
+            "Remove it and upload the file again."
+        )
     delimiter = _delimiter(text, filename)
     kind = "tab" if delimiter == "\t" else "comma"
     rows = _rows(text, delimiter)

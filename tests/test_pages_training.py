@@ -395,6 +395,7 @@ def test_queue_position_is_shown(monkeypatch):
         ("c.tsv", b"i am\tje suis\n" * 1_000_000, "The file is too large"),
         ("c.txt", b"abc", "neither a tab nor a comma"),
         ("c.csv", b"x\x00y,z\n", "binary file"),
+        ("c.tsv", b"i am\tje suis\n" * 3 + "\u202elive\tmal\n".encode(), "Line 4 contains an invisible"),
     ],
 )
 def test_every_bad_corpus_gets_its_message(name, data, message):
