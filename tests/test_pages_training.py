@@ -408,6 +408,30 @@ def test_every_bad_corpus_gets_its_message(name, data, message):
     ]  # no "My corpus"
 
 
+def test_a_reload_keeps_the_browsers_uploaded_corpus_and_no_one_else_gets_it(tsv, monkeypatch):
+    """An upload, then a reload (a new session of the same browser): the corpus is still offered and chosen, with
+    its preview; another browser never sees it; removing the file forgets it for the next reload too."""
+    browser = identity.Identity("local", "b-00000000000000000000000000000003", None)
+    monkeypatch.setattr(training_session, "current_identity", lambda: browser)
+    first = run_page("training")
+    upload(first, "training_corpus_upload", ("mine.tsv", tsv, "text/tab"))
+    assert first.session_state["training_data"] == "upload"
+    reloaded = run_page("training")
+    no_exception(reloaded)
+    assert reloaded.session_state["training_data"] == "upload"
+    assert reloaded.session_state["training_corpus"]["name"] == "mine.tsv"
+    assert len(reloaded.radio(key="training_data").options) == 2
+    rows = [line.split("\t") for line in tsv.decode().splitlines()[:20]]
+    assert reloaded.dataframe[0].value["en"].tolist() == [r[0] for r in rows]
+    other = identity.Identity("local", "b-00000000000000000000000000000004", None)
+    monkeypatch.setattr(training_session, "current_identity", lambda: other)
+    stranger = run_page("training")
+    assert "training_corpus" not in stranger.session_state and len(stranger.radio(key="training_data").options) == 1
+    monkeypatch.setattr(training_session, "current_identity", lambda: browser)
+    upload(first, "training_corpus_upload", None)  # the student removes the file
+    assert "training_corpus" not in run_page("training").session_state
+
+
 @TRAINS
 def test_duplicates_are_dropped_with_a_warning_and_the_corpus_trains(tsv):
     at = run_page("training")

@@ -20,7 +20,9 @@ by a burst of Start messages is always the one shown and stopped. `on_start` is 
 from __future__ import annotations
 
 import hashlib
+import threading
 import uuid
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import PurePath
 
@@ -78,6 +80,30 @@ SETTINGS = {  # widget key -> TrainConfig field
 }
 
 
+class _Uploads:
+    """The last corpus each browser uploaded, kept by this process so that a reload (a new session) still offers
+    it; at most `size` browsers (the least recent forgotten first), each file within the upload limit (2 MB).
+    Keyed by the browser's identity, as its training job is: another browser never sees it."""
+
+    def __init__(self, size: int = 32) -> None:
+        self.size, self._lock, self._by = size, threading.Lock(), OrderedDict[str, dict]()
+
+    def get(self, browser: str) -> dict | None:
+        with self._lock:
+            return self._by.get(browser)
+
+    def put(self, browser: str, corpus: dict | None) -> None:
+        with self._lock:
+            self._by.pop(browser, None)
+            if corpus is not None:
+                self._by[browser] = corpus
+                while len(self._by) > self.size:
+                    self._by.popitem(last=False)
+
+
+_uploads = _Uploads()
+
+
 def init() -> None:
     """The page's defaults (kept once set, so a choice survives a visit to another page)."""
     ss = st.session_state
@@ -85,8 +111,11 @@ def init() -> None:
         ss.setdefault(key, getattr(DEFAULTS, field))
     ss.setdefault("training_no_mask", False)
     ss.setdefault("training_probe_every", DEFAULT_PROBE_EVERY)
-    ss.setdefault("training_data", "toy")
     ss.setdefault(OWNER_KEY, uuid.uuid4().hex)
+    if CORPUS_KEY not in ss and (kept := _uploads.get(owner())) is not None:  # a reload keeps the upload
+        ss[CORPUS_KEY] = kept
+        ss.setdefault("training_data", "upload")
+    ss.setdefault("training_data", "toy")
     job()  # this browser's job, if any (a reload, another tab)
 
 
@@ -291,10 +320,12 @@ def on_corpus_upload() -> None:
     ss.pop(PARSED_KEY, None)
     if f is None:
         ss.pop(CORPUS_KEY, None)
+        _uploads.put(owner(), None)
         ss["training_data"] = "toy"
         return
     data = f.getvalue()
     ss[CORPUS_KEY] = {"name": f.name, "data": data, "sha": hashlib.sha256(data).hexdigest()}
+    _uploads.put(owner(), ss[CORPUS_KEY])
     ss["training_data"] = "upload"
 
 
