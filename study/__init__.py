@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import threading
 
+from study.codes import normalize_code  # noqa: F401
 from study.database import URL_ENV, data_dir, open_database
 from study.errors import *  # noqa: F403
-from study.store import Participant, Study, StudyStore, normalize_code  # noqa: F401
+from study.store import Participant, Study, StudyStore  # noqa: F401
 
 _stores: dict[str, StudyStore] = {}
 _lock = threading.Lock()

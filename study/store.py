@@ -23,7 +23,6 @@ is refused before anything is looked up. A study's link carries a token that ski
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import json
 import random
@@ -35,6 +34,7 @@ from dataclasses import dataclass
 
 from serving.identity import client_key
 from study import schema
+from study.codes import deletion_code_of, hashed, link_token, new_code, normalize_code, pseudonym_of
 from study.database import Database
 from study.errors import (
     AlreadyRecorded,
@@ -47,8 +47,6 @@ from study.errors import (
     WrongPhase,
 )
 
-CODE_ALPHABET = "23456789ABCDEFGHJKMNPQRSTUVWXYZ"  # as class codes: no 0/O, 1/I/L
-CODE_LENGTH = 8
 MAX_FAILED, WINDOW_SECONDS = 10, 60  # failed codes per client per window (class joins: the same)
 STUDIES_PER_HOUR = 20  # studies one client may create per hour
 MAX_PARTICIPANTS = 5_000
@@ -84,28 +82,6 @@ class Participant:
         return self.first_form if phase in ("pre", "delayed") else "B" if self.first_form == "A" else "A"
 
 
-def normalize_code(code) -> str | None:
-    if not isinstance(code, str) or len(code) > 32:
-        return None
-    code = "".join(code.split()).replace("-", "").upper()
-    return code if len(code) == CODE_LENGTH and all(c in CODE_ALPHABET for c in code) else None
-
-
-def _hash(*parts: str) -> str:
-    return hashlib.sha256("|".join(parts).encode()).hexdigest()
-
-
-def _deletion_code(actor_key: bytes, actor: str) -> str:
-    """A participant's deletion code: 12 hex digits of an HMAC of their pseudonym, keyed by a key of its own made
-    from the study's key (so no pseudonym or typed sentence's hash, both HMACs with the study's key, can equal it)."""
-    key = hashlib.sha256(b"deletion-code|" + actor_key).digest()
-    return hmac.new(key, actor.encode(), "sha256").hexdigest()[:12].upper()
-
-
-def link_token(secret_hash: str) -> str:
-    return _hash("study-link", secret_hash)[:20]
-
-
 class StudyStore:
     """Every operation of a study, over a `Database` (SQLite or PostgreSQL)."""
 
@@ -132,7 +108,7 @@ class StudyStore:
             tx.execute("INSERT INTO attempts (kind, client, ts) VALUES (?, ?, ?)", ("create", ckey, now))
             for _ in range(20):
                 code, secret = (
-                    "".join(secrets.choice(CODE_ALPHABET) for _ in range(CODE_LENGTH)),
+                    new_code(),
                     secrets.token_urlsafe(24),
                 )
                 if not tx.execute("SELECT 1 FROM studies WHERE code = ?", (code,)):
@@ -142,7 +118,7 @@ class StudyStore:
                 "closed, owner) VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?)",
                 (
                     code,
-                    _hash(code, secret),
+                    hashed(code, secret),
                     secrets.token_hex(32),
                     json.dumps(settings),
                     body,
@@ -161,7 +137,7 @@ class StudyStore:
         if (
             not isinstance(secret, str)
             or not 0 < len(secret) <= 256
-            or not hmac.compare_digest(rows[0][0], _hash(code, secret))
+            or not hmac.compare_digest(rows[0][0], hashed(code, secret))
         ):
             raise Forbidden("Only the study's owner can do this (with the study's key).")
         return code
@@ -292,7 +268,7 @@ class StudyStore:
             rows = tx.execute("SELECT actor_key FROM studies WHERE code = ?", (norm,)) if norm else []
         if not rows:
             raise NotFound("No study with this code.")
-        return "p-" + hmac.new(bytes.fromhex(rows[0][0]), source.encode(), "sha256").hexdigest()[:32]
+        return pseudonym_of(bytes.fromhex(rows[0][0]), source)
 
     def consent(
         self, code, actor: str, consent_version: str = schema.CONSENT_VERSION
@@ -307,7 +283,7 @@ class StudyStore:
             old = self._participant(tx, study.code, actor)
             if old is not None:
                 return old, None
-            delete_code = _deletion_code(self._actor_key(tx, study.code), actor)
+            delete_code = deletion_code_of(self._actor_key(tx, study.code), actor)
             rows = tx.execute(
                 "SELECT condition, first_form, COUNT(*) FROM participants WHERE study = ? "
                 "GROUP BY condition, first_form",
@@ -324,7 +300,7 @@ class StudyStore:
             tx.execute(
                 "INSERT INTO participants (study, actor, condition, first_form, phase, delete_hash, consent, "
                 "joined, phase_at) VALUES (?, ?, ?, ?, 'pre', ?, ?, ?, ?)",
-                (study.code, actor, condition, first, _hash(study.code, delete_code), consent_version, now, now),
+                (study.code, actor, condition, first, hashed(study.code, delete_code), consent_version, now, now),
             )
             self._event(
                 tx,
@@ -350,8 +326,8 @@ class StudyStore:
             rows = tx.execute("SELECT delete_hash FROM participants WHERE study = ? AND actor = ?", (norm, actor))
             if not rows:
                 return None
-            delete_code = _deletion_code(self._actor_key(tx, norm), actor)
-        return delete_code if hmac.compare_digest(rows[0][0], _hash(norm, delete_code)) else None
+            delete_code = deletion_code_of(self._actor_key(tx, norm), actor)
+        return delete_code if hmac.compare_digest(rows[0][0], hashed(norm, delete_code)) else None
 
     def participant(self, code, actor: str) -> Participant | None:
         norm = normalize_code(code)
@@ -568,7 +544,7 @@ class StudyStore:
             rows = (
                 tx.execute(
                     "SELECT actor FROM participants WHERE study = ? AND delete_hash = ?",
-                    (norm, _hash(norm, delete_code.strip().upper())),
+                    (norm, hashed(norm, delete_code.strip().upper())),
                 )
                 if ok
                 else []
