@@ -694,7 +694,8 @@ def test_any_page_of_the_browser_keeps_its_run(monkeypatch):
 @TRAINS
 def test_a_reload_on_another_page_after_the_run_keeps_my_model(monkeypatch):
     """The run ended while the student read another page; a reload there (a new session) gets the trained model as
-    "My model", selected, with a toast saying so, without a visit to the training page first."""
+    "My model" in the sidebar, with a toast saying so, without a visit to the training page first; the page goes on
+    showing the model chosen (a teacher's choice would move the class)."""
     browser = identity.Identity("local", "b-00000000000000000000000000000002", None)
     monkeypatch.setattr(training_session, "current_identity", lambda: browser)
     first = run_page("training")
@@ -707,11 +708,13 @@ def test_a_reload_on_another_page_after_the_run_keeps_my_model(monkeypatch):
     )
     at = run_app()  # the reload, on the overview
     no_exception(at)
-    assert at.session_state["my_model"] is job.result and at.session_state["model"] == "mine"
+    assert at.session_state["my_model"] is job.result and at.session_state["model"] == "base"
     assert [t.value for t in at.toast] == [training_session.ADOPTED_ELSEWHERE]
-    switch(at, "self_attention")  # once: the next page says nothing more, and shows the model
-    assert not at.toast and at.sidebar.radio(key="model").value == "mine"
-    assert "My model" in at.sidebar.radio(key="model").options
+    switch(at, "self_attention")  # once: the next page says nothing more, and offers the model
+    assert not at.toast and "My model" in at.sidebar.radio(key="model").options
+    at.sidebar.radio(key="model").set_value("mine").run()
+    no_exception(at)
+    assert at.session_state["model"] == "mine"
 
 
 def test_a_model_too_large_to_save_is_refused_before_start(monkeypatch):

@@ -152,7 +152,7 @@ def job():
 # --- "My model" ------------------------------------------------------------------------------------
 
 
-def use_model(state, bundle: Bundle, key: str | None = None) -> None:
+def use_model(state, bundle: Bundle, key: str | None = None, select: bool = True) -> None:
     """Make `bundle` this session's "my model" (`state` is st.session_state or any mutable mapping). `key` names its
     weights in every cache key (default: a new random one, for weights of this session's own); a model several
     sessions share read-only (a class's, ui/classroom/board.py) passes the same key for all of them.
@@ -163,6 +163,9 @@ def use_model(state, bundle: Bundle, key: str | None = None) -> None:
     """
     state["my_model"] = bundle
     state["my_model_key"] = key or uuid.uuid4().hex  # names these weights in every cache key
+    if not select:  # offered in the sidebar, not chosen (`attach`: a class would follow the teacher's choice)
+        state[SWITCHED_KEY] = False
+        return
     try:
         state["model"] = "mine"
         state[SWITCHED_KEY] = True
@@ -170,7 +173,7 @@ def use_model(state, bundle: Bundle, key: str | None = None) -> None:
         state[SWITCHED_KEY] = False
 
 
-def adopt_finished(state=None) -> bool:
+def adopt_finished(state=None, select: bool = True) -> bool:
     """When this session's job has ended, hand its model over as "my model" (once per job).
 
     True when something changed (the page then reruns so the sidebar shows it). A failed job has no
@@ -182,19 +185,20 @@ def adopt_finished(state=None) -> bool:
         return False
     state[ADOPTED_KEY] = job.id
     if job.result is not None:
-        use_model(state, job.result)
+        use_model(state, job.result, select=select)
     return True
 
 
-ADOPTED_ELSEWHERE = "Your model has finished training: every page now shows “My model” (the sidebar switches back)."
+ADOPTED_ELSEWHERE = "Your model has finished training: choose “My model” in the sidebar to see it on every page."
 
 
 def attach(page_name: str) -> None:
     """Start of every run of every page (app.py): this browser's training run is re-attached (a reload, another tab),
-    and once it has ended its model becomes "my model" here, before the sidebar is drawn, so that it is in the
-    sidebar on every page and not only after a visit to the training page; a toast says so off that page."""
+    and once it has ended its model becomes "my model" here, offered in the sidebar on every page and not only after
+    a visit to the training page; a toast says so off that page. It is not chosen for the student: a teacher's
+    choice moves the class, and a reload should not change what a page shows unasked."""
     job()
-    if adopt_finished() and page_name != "training" and st.session_state.get("my_model") is not None:
+    if adopt_finished(select=False) and page_name != "training" and st.session_state.get("my_model") is not None:
         st.toast(ADOPTED_ELSEWHERE, icon=":material/model_training:")
 
 
