@@ -204,6 +204,30 @@ def question_text(at) -> str:
     return " ".join(m.value for m in at.markdown if "Question from your teacher" in m.value)
 
 
+def test_a_question_keeps_the_teachers_line_and_no_controls_for_those_who_follow(store):
+    """While a question is open (drawn by a full run, not by the followed page's fragment), a following student still
+    reads the teacher's line above the page, switches included, and has no sentence, model or switch of their own
+    in the sidebar: those were live, and the line gone, for as long as a question stayed on the screen."""
+    teacher, code = start_teacher()
+    student = join_by_link(code)
+    teacher.switch_page("pages/multi_head.py")
+    teacher.run()
+    teacher.sidebar.toggle(key="iv_scale").set_value(False).run()
+    teacher.switch_page("pages/classroom.py")
+    teacher.run()
+    teacher.radio(key="class_kind").set_value("attention").run()
+    teacher.button(key="class_ask").click().run()
+    no_exception(teacher)
+    student.run()
+    no_exception(student)
+    assert "Question from your teacher" in question_text(student)
+    line = teacher_line(student)
+    assert "no √d\\_k scaling" in line, line  # (markdown-escaped)
+    assert not [w for w in student.sidebar.text_input if w.key == "sentence"]
+    assert not [w for w in student.sidebar.toggle if w.key in ("iv_scale", "iv_pos")]
+    assert not [w for w in student.sidebar.radio if w.key == "model"]
+
+
 def test_a_question_live_answers_and_the_reveal(store):
     teacher, code = start_teacher()
     students = [join_by_link(code) for _ in range(3)]

@@ -347,11 +347,17 @@ def run(page: StreamlitPage, sidebar: Callable[..., None]) -> None:
             finally:
                 write_url()
         return
-    body = lambda: shell.run(page, sidebar)  # noqa: E731
+    # A led student drawn by a full run (an open question, a first run): the teacher's line above the page and the
+    # sidebar without the controls, as in `followed_page` (the controls here were live, and the line was gone).
+    led_here = plans.led() and here not in NOT_SHARED
+    body = lambda: shell.run(page, (lambda: sidebar(shared=False)) if led_here else sidebar)  # noqa: E731
     if plans.paused():  # every student's screen: eyes on the projector, until the teacher resumes
         body = plans.pause_screen
-    elif is_student() and shown_question(ss().get(SNAP)) is not None:
-        question_panel()
+    else:
+        if led_here:
+            teacher_line()
+        if is_student() and shown_question(ss().get(SNAP)) is not None:
+            question_panel()
     if here != CLASS_PAGE and not plans.paused():
         plans.stop_banner()
         board.class_run_panel()  # the teacher's training run, live, on every following student's page
