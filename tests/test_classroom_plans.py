@@ -126,6 +126,55 @@ def test_plan_moves_the_class_stop_by_stop(store):
         no_exception(at)
 
 
+def test_a_next_in_the_middle_of_the_mystery_vote_keeps_the_head_hidden(store):
+    """Stop 5 asks where the mystery head looks; the teacher presses Next (stop 6, the same page) before revealing:
+    the head's weights stay hidden while the vote is open, and appear with the reveal of the question."""
+    plan = shipped("What decides il or elle")
+    t, code = teacher_with_plan(plan.title)
+    (s,) = students(code, 1)
+    for _ in range(4):  # to stop 5: the mystery head, and its question
+        t.sidebar.button(key="plan_next").click().run()
+    assert plan.stops[4].hidden_head and plan.stops[4].question
+    t.sidebar.button(key="plan_next").click().run()  # stop 6, the vote still open
+    no_exception(t)
+    s.run()
+    assert store.pace(code)["stop"] == 5 and not store.snapshot(code).revealed
+    s.radio(key="multi_head_kind").set_value("decoder cross-attention (encoder-decoder)").run()
+    s.selectbox(key="multi_head_layer").set_value(1).run()
+    no_exception(s)
+    grid = {el.proto.id.rsplit("-", 1)[-1] for el in s.get("plotly_chart")}
+    assert "multi_head_grid_0" not in grid and {"multi_head_grid_1", "multi_head_grid_3"} <= grid
+    assert "the mystery head" in all_text(s)
+    t.session_state["_class_moved"] = None  # (AppTest sends no browser address: a move back would count as late)
+    t.switch_page("pages/classroom.py")
+    t.run()
+    t.button(key="class_lock_vote").click().run()
+    t.button(key="class_reveal").click().run()  # the question's reveal gives the head back
+    no_exception(t)
+    s.run()
+    assert "multi_head_grid_0" in {el.proto.id.rsplit("-", 1)[-1] for el in s.get("plotly_chart")}
+
+
+def test_revealing_the_mystery_head_reveals_its_open_question_and_the_next_stop_shows_the_head(store):
+    """At stop 5, "Reveal the mystery head" during the vote: the question is revealed with it (its answer is now on
+    every screen), so the next stop, the vote closed, draws the head too."""
+    plan = shipped("What decides il or elle")
+    t, code = teacher_with_plan(plan.title)
+    (s,) = students(code, 1)
+    for _ in range(4):
+        t.sidebar.button(key="plan_next").click().run()
+    assert store.snapshot(code).question is not None and not store.snapshot(code).revealed
+    t.sidebar.button(key="plan_reveal").click().run()
+    no_exception(t)
+    assert store.pace(code)["reveal"] is True and store.snapshot(code).revealed
+    t.sidebar.button(key="plan_next").click().run()
+    s.run()
+    s.radio(key="multi_head_kind").set_value("decoder cross-attention (encoder-decoder)").run()
+    s.selectbox(key="multi_head_layer").set_value(1).run()
+    no_exception(s)
+    assert "multi_head_grid_0" in {el.proto.id.rsplit("-", 1)[-1] for el in s.get("plotly_chart")}
+
+
 def test_the_projector_drops_the_stops_banner_in_the_run_that_leaves_the_stops_page(store):
     """The teacher, at stop 1 (the overview), moves to the tokens page: that very run says the teacher left the stop
     (the plan's bar and the stop's banner were drawn with the page before, until the projector's next run)."""

@@ -153,11 +153,25 @@ def at_stop() -> bool:
 
 
 def hidden_head() -> tuple[str, int] | None:
-    """The mystery head of the class's current stop while it is not revealed: (module, head), else None."""
+    """The mystery head of the class's current stop while it is not revealed: (module, head), else None. A stop's
+    mystery also stays hidden on the stops after it while its question is still open and unrevealed: a Next (or a
+    clicker's PageDown) in the middle of the vote drew its weights, the answer, under the vote still running.
+    (Revealing the mystery reveals its open question too: `reveal_mystery`.)"""
     stop = current_stop()
-    if stop is None or stop[1].hidden_head is None or pace()["reveal"]:
+    hidden = None
+    if stop is not None and stop[1].hidden_head is not None:
+        hidden = None if pace()["reveal"] else stop[1].hidden_head
+    else:
+        snap, plan = ss().get(cls.SNAP), class_plan()
+        q = snap.question if snap is not None else None
+        if q is not None and not snap.revealed and plan is not None:
+            hidden = next(
+                (s.hidden_head for s in plan.stops if s.hidden_head and s.question and s.question["text"] == q.text),
+                None,
+            )
+    if hidden is None:
         return None
-    module, _, head = stop[1].hidden_head.partition(":")
+    module, _, head = hidden.partition(":")
     return module, int(head)
 
 
@@ -298,6 +312,17 @@ def hold_shown() -> None:
         cls.apply(back)
 
 
+def reveal_mystery() -> None:
+    """Callback (teacher): the stop's mystery head is shown, and the stop's question with it when it is still open
+    (the head's weights are its answer: a vote after them is not a vote, and the stops after it show the head)."""
+    set_pace(reveal=True)
+    stop, snap = current_stop(), teacher.teacher_call(lambda c, k: cls.store().snapshot(c, secret=k))
+    q = snap.question if snap is not None else None
+    if stop is not None and stop[1].question and q is not None and not snap.revealed:
+        if q.text == stop[1].question["text"]:
+            teacher.teacher_call(cls.store().reveal)
+
+
 def set_pace(**changes) -> None:
     """Callback (teacher): pause / resume, a mode, the reveal."""
     teacher.teacher_call(lambda c, k: cls.store().set_pace(c, k, **changes))
@@ -391,8 +416,7 @@ def teacher_bar(main: bool = False) -> None:
                     "Reveal the mystery head",
                     key=f"plan_reveal{sfx}",
                     icon=":material/visibility:",
-                    on_click=set_pace,
-                    kwargs={"reveal": True},
+                    on_click=reveal_mystery,
                     width="stretch",
                 )
         pause_button(p["paused"], sfx, st, width="stretch", shortcut=keys.get("pause"))
