@@ -484,6 +484,7 @@ def test_shipped_plans_claim_only_what_their_runs_show(bundles):
     changed = set(elle.stops[0].state["sentence"].split()) ^ set(elle.stops[1].state["sentence"].split())
     assert q["text"] == "Which one word, changed, turned il into elle?"
     assert [o for o in q["options"] if o in changed] == [q["options"][q["answer"]]] == ["wide"]
+    assert not any(w in elle.stops[1].caption.split() for w in changed | {"tired", "wide"})  # the caption: no answer
     # B9: no head gives either noun more than 0.13 of "it"'s attention (L1 h0 gives "animal" 4.7x "street": no
     # "clearly more" claim either way)
     p = pipeline.prepare(base, elle.stops[2].state["sentence"])
