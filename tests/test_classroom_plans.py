@@ -155,6 +155,33 @@ def test_a_next_in_the_middle_of_the_mystery_vote_keeps_the_head_hidden(store):
     assert "multi_head_grid_0" in {el.proto.id.rsplit("-", 1)[-1] for el in s.get("plotly_chart")}
 
 
+def test_a_revealed_question_leaves_with_the_stop_and_an_open_one_stays(store):
+    """Stop 2's question, revealed, then Next (stop 3 asks nothing): it leaves every screen instead of filling a
+    phone's first screen above the next stop; a question still open when the teacher moves on stays open."""
+    plan = shipped("What decides il or elle")
+    t, code = teacher_with_plan(plan.title)
+    (s,) = students(code, 1)
+    t.sidebar.button(key="plan_next").click().run()  # stop 2: the question
+    assert plan.stops[1].question and not plan.stops[2].question
+    s.run()
+    assert "Question from your teacher" in " ".join(m.value for m in s.markdown)
+    t.session_state["_class_moved"] = None  # (AppTest sends no browser address: a move back would count as late)
+    t.switch_page("pages/classroom.py")
+    t.run()
+    t.button(key="class_lock_vote").click().run()
+    t.button(key="class_reveal").click().run()
+    assert store.snapshot(code).revealed
+    t.sidebar.button(key="plan_next").click().run()  # stop 3
+    no_exception(t)
+    assert store.snapshot(code).question is None
+    s.run()
+    no_exception(s)
+    assert "Question from your teacher" not in " ".join(m.value for m in s.markdown)
+    t.sidebar.button(key="plan_back").click().run()  # stop 2 again: asked again, open
+    t.sidebar.button(key="plan_next").click().run()  # stop 3, the vote not revealed: it stays
+    assert store.snapshot(code).question is not None and not store.snapshot(code).revealed
+
+
 def test_revealing_the_mystery_head_reveals_its_open_question_and_the_next_stop_shows_the_head(store):
     """At stop 5, "Reveal the mystery head" during the vote: the question is revealed with it (its answer is now on
     every screen), so the next stop, the vote closed, draws the head too."""
