@@ -200,6 +200,12 @@ def test_students_follow_the_teacher_leave_and_come_back(store):
 
 
 # -- predict, then reveal -------------------------------------------------------------------------------
+def ask_attention(teacher) -> None:
+    """The teacher asks the class an attention question (the class page's console)."""
+    teacher.radio(key="class_kind").set_value("attention").run()
+    teacher.button(key="class_ask").click().run()
+
+
 def question_text(at) -> str:
     return " ".join(m.value for m in at.markdown if "Question from your teacher" in m.value)
 
@@ -215,8 +221,7 @@ def test_a_question_keeps_the_teachers_line_and_no_controls_for_those_who_follow
     teacher.sidebar.toggle(key="iv_scale").set_value(False).run()
     teacher.switch_page("pages/classroom.py")
     teacher.run()
-    teacher.radio(key="class_kind").set_value("attention").run()
-    teacher.button(key="class_ask").click().run()
+    ask_attention(teacher)
     no_exception(teacher)
     student.run()
     no_exception(student)
@@ -231,8 +236,7 @@ def test_a_question_keeps_the_teachers_line_and_no_controls_for_those_who_follow
 def test_a_question_live_answers_and_the_reveal(store):
     teacher, code = start_teacher()
     students = [join_by_link(code) for _ in range(3)]
-    teacher.radio(key="class_kind").set_value("attention").run()
-    teacher.button(key="class_ask").click().run()
+    ask_attention(teacher)
     no_exception(teacher)
     snap = store.snapshot(code, secret=state(teacher, "_class_secret"))
     q = snap.question
@@ -307,8 +311,7 @@ def test_shared_text_is_shown_as_text(store):
     teacher.sidebar.text_input(key="sentence").input(sentence).run()
     teacher.switch_page("pages/classroom.py")
     teacher.run()
-    teacher.radio(key="class_kind").set_value("attention").run()
-    teacher.button(key="class_ask").click().run()
+    ask_attention(teacher)
     s1.run()
     no_exception(s1)
     assert state(s1, "sentence") == sentence

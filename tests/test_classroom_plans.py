@@ -69,6 +69,15 @@ def shipped(name: str) -> classroom.plans.Plan:
     return next(plan for plan in read if plan.title == name)
 
 
+def cross_attention_grids(s) -> set[str]:
+    """The multi-head page's head grids drawn for decoder layer 1's encoder-decoder attention (where the plan's
+    mystery head is), by their keys: "multi_head_grid_0" is head 0's."""
+    s.radio(key="multi_head_kind").set_value("decoder cross-attention (encoder-decoder)").run()
+    s.selectbox(key="multi_head_layer").set_value(1).run()
+    no_exception(s)
+    return {el.proto.id.rsplit("-", 1)[-1] for el in s.get("plotly_chart")}
+
+
 # -- a whole plan --------------------------------------------------------------------------------------------------
 def test_plan_moves_the_class_stop_by_stop(store):
     plan = shipped("What decides il or elle")
@@ -97,10 +106,7 @@ def test_plan_moves_the_class_stop_by_stop(store):
     s = class_[1]
     s.run()
     assert title(s) == "Multi-head attention" and "mystery" in banner(s)
-    s.radio(key="multi_head_kind").set_value("decoder cross-attention (encoder-decoder)").run()
-    s.selectbox(key="multi_head_layer").set_value(1).run()
-    no_exception(s)
-    grid = {el.proto.id.rsplit("-", 1)[-1] for el in s.get("plotly_chart")}
+    grid = cross_attention_grids(s)
     assert "multi_head_grid_0" not in grid and {"multi_head_grid_1", "multi_head_grid_3"} <= grid
     assert "the mystery head" in all_text(s)
     t.sidebar.button(key="plan_reveal").click().run()
@@ -139,10 +145,7 @@ def test_a_next_in_the_middle_of_the_mystery_vote_keeps_the_head_hidden(store):
     no_exception(t)
     s.run()
     assert store.pace(code)["stop"] == 5 and not store.snapshot(code).revealed
-    s.radio(key="multi_head_kind").set_value("decoder cross-attention (encoder-decoder)").run()
-    s.selectbox(key="multi_head_layer").set_value(1).run()
-    no_exception(s)
-    grid = {el.proto.id.rsplit("-", 1)[-1] for el in s.get("plotly_chart")}
+    grid = cross_attention_grids(s)
     assert "multi_head_grid_0" not in grid and {"multi_head_grid_1", "multi_head_grid_3"} <= grid
     assert "the mystery head" in all_text(s)
     t.session_state["_class_moved"] = None  # (AppTest sends no browser address: a move back would count as late)
@@ -196,10 +199,7 @@ def test_revealing_the_mystery_head_reveals_its_open_question_and_the_next_stop_
     assert store.pace(code)["reveal"] is True and store.snapshot(code).revealed
     t.sidebar.button(key="plan_next").click().run()
     s.run()
-    s.radio(key="multi_head_kind").set_value("decoder cross-attention (encoder-decoder)").run()
-    s.selectbox(key="multi_head_layer").set_value(1).run()
-    no_exception(s)
-    assert "multi_head_grid_0" in {el.proto.id.rsplit("-", 1)[-1] for el in s.get("plotly_chart")}
+    assert "multi_head_grid_0" in cross_attention_grids(s)
 
 
 def test_the_projector_drops_the_stops_banner_in_the_run_that_leaves_the_stops_page(store):
