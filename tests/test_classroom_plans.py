@@ -148,6 +148,10 @@ def test_a_next_in_the_middle_of_the_mystery_vote_keeps_the_head_hidden(store):
     grid = cross_attention_grids(s)
     assert "multi_head_grid_0" not in grid and {"multi_head_grid_1", "multi_head_grid_3"} <= grid
     assert "the mystery head" in all_text(s)
+    t.session_state["_class_moved"] = None  # (AppTest sends no browser address: its next clicks would count as late)
+    t.switch_page("pages/multi_head.py")  # the teacher's screen, the one the projector shows, hides it too
+    t.run()
+    assert "multi_head_grid_0" not in cross_attention_grids(t)
     t.session_state["_class_moved"] = None  # (AppTest sends no browser address: a move back would count as late)
     t.switch_page("pages/classroom.py")
     t.run()

@@ -162,11 +162,10 @@ def hidden_head() -> tuple[str, int] | None:
     if stop is not None and stop[1].hidden_head is not None:
         hidden = None if pace()["reveal"] else stop[1].hidden_head
     else:
-        snap, plan = ss().get(cls.SNAP), class_plan()
-        q = snap.question if snap is not None else None
-        if q is not None and not snap.revealed and plan is not None:
+        asked, plan = cls.open_question(), class_plan()
+        if asked is not None and not asked[1] and plan is not None:
             hidden = next(
-                (s.hidden_head for s in plan.stops if s.hidden_head and s.question and s.question["text"] == q.text),
+                (s.hidden_head for s in plan.stops if s.hidden_head and s.question and s.question["text"] == asked[0]),
                 None,
             )
     if hidden is None:

@@ -111,6 +111,7 @@ MOVED = "_class_moved"  # (the page the class moved this session away from, when
 MOVED_SECONDS = 10.0  # how long a request from that page is a late one (`late_from`)
 PAGE_SHOWN = "_class_page_shown"  # the page of this session's last run of the whole app that stayed on its page
 UNREACHABLE = "_class_unreachable"  # the class store could not be reached on this session's last read
+OPEN_QUESTION = "_class_open_question"  # a teacher's: the class's question at the run's top, (text, revealed) or None
 ENDED = "_class_ended"  # the message that the class this session was in has ended (shown until dismissed)
 UNREACHABLE_TEXT = "The class service is unreachable: reconnecting…"
 # the tally (answers, votes, arrivals, snapshots) the teacher's class page drew in this full run (None: another
@@ -141,6 +142,7 @@ KEYS = (
     PUBLISHED_V,
     MOVED,
     PAGE_SHOWN,
+    OPEN_QUESTION,
 )
 CLASS_PAGE = "classroom"  # the class's own page: its url path
 NOT_SHARED = (CLASS_PAGE, "home")  # pages a teacher visits without taking the class along
@@ -413,6 +415,15 @@ def join_from_link() -> None:
 
 
 # -- the student's side ---------------------------------------------------------------------------------
+def open_question() -> tuple[str, bool] | None:
+    """The class's question as this session last read it: (its text, revealed), or None. A student's from their
+    snapshot, a teacher's from the top of their run (`teacher.adopt`)."""
+    if is_student():
+        snap = ss().get(SNAP)
+        return (snap.question.text, snap.revealed) if snap is not None and snap.question is not None else None
+    return ss().get(OPEN_QUESTION)
+
+
 def poll() -> ClassSnapshot | None:
     """The class as this student sees it now (None: the class is gone; the session leaves it)."""
     try:

@@ -32,6 +32,7 @@ from ui.classroom.session import (
     ENDED,
     LINK_TOKEN,
     NOT_SHARED,
+    OPEN_QUESTION,
     PAGE_FILES,
     PARAM,
     PUBLISHED,
@@ -225,6 +226,7 @@ def adopt(page: str) -> None:
     snap = teacher_snapshot()
     if snap is None:
         return
+    s[OPEN_QUESTION] = (snap.question.text, snap.revealed) if snap.question is not None else None
     seen = s.get(PUBLISHED_V)
     if seen is not None and snap.version <= seen:
         return
