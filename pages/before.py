@@ -11,7 +11,7 @@ from ui import shell
 from ui.before_steps import P, chart, measured_section, word_slider
 from ui.models import content_key
 from ui.rnn import RNN_LABELS, STATE_KEY, available, view
-from ui.widgets import fold, md, notice, once, page_link, pick, section, sentence_header, small_table
+from ui.widgets import fold, intro, md, notice, once, page_link, pick, section, sentence_header, small_table
 from viz import rnn as vr
 from viz.heatmap import table
 
@@ -31,7 +31,7 @@ def rnn_chart(build, key: str, *content, note=None) -> None:
 
 
 st.title(text.TITLE)
-st.markdown(text.INTRO)
+intro(text.INTRO)
 kind = pick("Recurrent model", available(), STATE_KEY, style="radio", format_func=RNN_LABELS.get)
 v = view(kind)
 a, tf = v.rnn, v.transformer

@@ -9,6 +9,7 @@ from ui.classroom.plans import hidden_head, mystery_box
 from ui.models import analysis, content_key, current_model, padding_demo
 from ui.widgets import (
     fold,
+    intro,
     layer_and_head,
     matrix,
     md,
@@ -29,7 +30,7 @@ shell.enter(__file__)  # first: re-enter through app.py if Streamlit ran this pa
 a = analysis()
 cfg = current_model().bundle.config
 st.title("Encoder-decoder attention")
-st.markdown(text.INTRO)
+intro(text.INTRO)
 require_sentence(a)
 sentence_header(a)
 tr, src, lab = a.trace, a.src_labels, a.tgt_labels

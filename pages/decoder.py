@@ -13,6 +13,7 @@ from ui.state import interventions
 from ui.widgets import (
     fold,
     four_steps,
+    intro,
     layer_and_head,
     metrics_row,
     next_link,
@@ -44,7 +45,7 @@ def exact_numbers(steps, labels: list[str], key: str) -> None:  # the four matri
 
 
 st.title("The decoder and masking")
-st.markdown(text.intro(a.out_tokens))
+intro(text.intro(a.out_tokens))
 require_sentence(a)
 sentence_header(a)
 sentence, lab = a.prepared.text, a.tgt_labels

@@ -11,6 +11,7 @@ from ui.models import analysis, content_key, current_model, encoder_layer
 from ui.widgets import (
     figure,
     fold,
+    intro,
     md,
     next_link,
     once,
@@ -39,7 +40,7 @@ P = "encoder_"  # widget key prefix
 st.title("The encoder layer")
 a = analysis()
 cfg = current_model().bundle.config
-st.markdown(text.intro(cfg.n_enc_layers, cfg.d_model))
+intro(text.intro(cfg.n_enc_layers, cfg.d_model))
 require_sentence(a)
 sentence_header(a)
 pre = cfg.norm_first

@@ -13,6 +13,7 @@ from ui.models import analysis, content_key, coref_decision, coref_defaults, cur
 from ui.widgets import (
     figure,
     fold,
+    intro,
     md,
     next_link,
     once,
@@ -36,7 +37,7 @@ def _set_sentence(sentence: str) -> None:
 
 
 st.title("Multi-head attention")
-st.markdown(text.INTRO)
+intro(text.INTRO)
 
 a = analysis()
 require_sentence(a)

@@ -15,6 +15,7 @@ from ui.models import analysis, content_key, current_model, teacher_forced, used
 from ui.widgets import (
     chart,
     fold,
+    intro,
     md,
     metrics_row,
     next_link,
@@ -38,7 +39,7 @@ itos = bundle.tgt_vocab.itos
 V = len(itos)
 
 st.title("Output and decoding")
-st.markdown(text.intro(V))
+intro(text.intro(V))
 require_sentence(a)
 sentence_header(a)
 

@@ -9,7 +9,7 @@ from ui import shell
 from ui.models import analysis, current_model, state_key, toy_data
 from ui.page_list import by_file
 from ui.state import MODELS, controls_are_mine
-from ui.widgets import next_link, once, page_link, section, sentence_header, small_table
+from ui.widgets import intro, next_link, once, page_link, section, sentence_header, small_table
 from viz.heatmap import shape_text
 from viz.overview import (
     BLOCKS,
@@ -39,7 +39,7 @@ def top() -> None:
     empty = a.prepared.empty
 
     st.title("The Transformer at a glance")
-    st.markdown(text.INTRO)
+    intro(text.INTRO)
     link("pages/lesson.py", "Start here: follow one sentence step by step", icon=":material/school:")
 
     st.header("Your sentence, translated")

@@ -12,6 +12,7 @@ from ui.widgets import (
     chart,
     figure,
     fold,
+    intro,
     md,
     next_link,
     notice,
@@ -28,7 +29,7 @@ shell.enter(__file__)  # first: re-enter through app.py if Streamlit ran this pa
 
 
 st.title("Positional encoding")
-st.markdown(text.INTRO)
+intro(text.INTRO)
 
 a = analysis()
 require_sentence(a)

@@ -13,7 +13,7 @@ from ui.classroom.plans import hidden_head, mystery_box
 from ui.models import analysis, content_key, coref_defaults, current_model, one_word
 from ui.self_attention_steps import matrix_section, plain_section
 from ui.state import DEFAULT_SENTENCE
-from ui.widgets import fold, md, next_link, once, pick, require_sentence, sentence_header
+from ui.widgets import fold, intro, md, next_link, once, pick, require_sentence, sentence_header
 from viz import attention as va
 from viz import heads as vh
 
@@ -32,7 +32,7 @@ once(
     content_key(a),
     lambda: (
         st.title("Self-attention, step by step"),
-        st.markdown(text.INTRO),
+        intro(text.INTRO),
         require_sentence(a),
         sentence_header(a),
     ),

@@ -6,7 +6,18 @@ from model.vocab import BOS, EOS
 from pages.content import tokens as text
 from ui import shell
 from ui.models import analysis, content_key, current_model
-from ui.widgets import figure, md, metrics_row, next_link, once, require_sentence, section, sentence_header, small_table
+from ui.widgets import (
+    figure,
+    intro,
+    md,
+    metrics_row,
+    next_link,
+    once,
+    require_sentence,
+    section,
+    sentence_header,
+    small_table,
+)
 from viz.embeddings import (
     TEXTBOOK_VOCAB,
     column_labels,
@@ -24,7 +35,7 @@ from viz.heatmap import shape_text
 shell.enter(__file__)  # first: re-enter through app.py if Streamlit ran this page bare
 
 st.title("Tokens and embeddings")
-st.markdown(text.INTRO)
+intro(text.INTRO)
 
 a = analysis()
 require_sentence(a)

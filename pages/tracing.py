@@ -17,7 +17,7 @@ from pages.content import tracing as text
 from ui import shell
 from ui import tracing as ut
 from ui.models import analysis, current_model
-from ui.widgets import next_link, notice, reference_box, require_sentence, section, sentence_header
+from ui.widgets import intro, next_link, notice, reference_box, require_sentence, section, sentence_header
 from viz import tracing as vt
 
 shell.enter(__file__)  # first: re-enter through app.py if Streamlit ran this page bare
@@ -32,7 +32,7 @@ def _load_pair() -> None:
 
 
 st.title("Causal tracing: where the model carries a difference")
-st.markdown(text.INTRO)
+intro(text.INTRO)
 st.latex(text.SHARE_LATEX)
 st.markdown(text.SHARE)
 

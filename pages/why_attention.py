@@ -8,7 +8,7 @@ from pages.content import why_attention as text
 from ui import shell
 from ui.ablations import measured, measured_key
 from ui.models import analysis, current_model
-from ui.widgets import chart, next_link, notice, once, pick, section, small_table
+from ui.widgets import chart, intro, next_link, notice, once, pick, section, small_table
 from viz import ablations as va
 from viz.complexity import (
     attention_matrix_bytes,
@@ -28,7 +28,7 @@ from viz.heatmap import shape_text
 shell.enter(__file__)  # first: re-enter through app.py if Streamlit ran this page bare
 
 st.title("Why attention?")
-st.markdown(text.INTRO)
+intro(text.INTRO)
 
 a = analysis()
 cfg = current_model().bundle.config

@@ -89,3 +89,17 @@ def test_streamlit_accepts_every_checkpoint_the_app_accepts(config):
     from model import checkpoint
 
     assert config["server"]["maxUploadSize"] * 2**20 >= checkpoint.MAX_BYTES >= checkpoint.MAX_MODEL_BYTES
+
+
+@pytest.mark.parametrize("page", ["overview", "multi_head", "self_attention", "cross_attention", "tracing"])
+def test_presenter_mode_folds_a_pages_introduction(page):
+    """On a projector (presenter mode) a page's introduction is one line, "About this page", that unfolds it: the
+    first screen keeps room for the stop's caption and the figure. Elsewhere it is open text under the title."""
+    content = importlib.import_module(f"pages.content.{page}")
+    first = content.INTRO.split("\n")[0][:60]
+    plain = run_app(page)
+    assert not [e for e in plain.expander if e.label == "About this page"]
+    assert any(first in m.value for m in plain.markdown)
+    projected = run_app(page, query={"presenter": "1"})
+    (folded,) = [e for e in projected.expander if e.label == "About this page"]
+    assert any(first in m.value for m in folded.markdown)

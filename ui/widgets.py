@@ -293,6 +293,17 @@ def once(what: str, key: tuple | None, draw: Callable[[], None]) -> None:
         replay.section(("once", what, key, presenter(), shell.linked()), draw)
 
 
+def intro(text: str) -> None:
+    """A page's introduction, under its title. In presenter mode (a projector) it is folded into one line, "About
+    this page": the teacher tells it, and the first screen keeps room for the stop's caption and the page's figure
+    (at 1280 x 800 the introductions of four stop pages pushed every figure below the fold)."""
+    if presenter():
+        with st.expander("About this page", icon=":material/info:"):
+            st.markdown(text)
+    else:
+        st.markdown(text)
+
+
 def notice(text: str) -> None:
     """The figure's "notice" line: what to look at, computed from the tensors it draws (escaped, never HTML)."""
     st.info(f"**Notice:** {md(text)}", icon=":material/visibility:")
