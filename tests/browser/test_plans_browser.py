@@ -45,6 +45,9 @@ def test_plan_pace_and_snapshot_in_chromium(browser, app_url, app):
         teacher.act(lambda: teacher.sidebar.get_by_role("button", name=re.compile("^Next stop")).click())
         expect(student.main.get_by_text("Stop 2 of 9")).to_be_visible(timeout=FOLLOW_MS)
         expect(student.main.get_by_text("Which one word, changed, turned il into elle?")).to_be_visible()
+        # with the question open, still the teacher's line above the page and no controls of the student's own
+        expect(student.main.get_by_text(re.compile("Your teacher's view · sentence"))).to_be_visible()
+        expect(student.sidebar.get_by_label("Your sentence")).to_have_count(0)
 
         teacher.act(lambda: teacher.sidebar.get_by_role("button", name="Pause: eyes on the projector").click())
         expect(student.main.get_by_role("heading", name="Eyes on the projector")).to_be_visible(timeout=FOLLOW_MS)
