@@ -34,9 +34,10 @@ if not present:
     st.title("Guided lesson")
     if k == 1:
         st.markdown(INTRO + (INTRO_LED if led else INTRO_OWN))
+a = analysis()  # the app's sentence (the sidebar's, which the lesson follows), model and interventions
 if not present and not led:
     with st.expander(
-        f"Sentence: **{md(state.sentence()) or '(none)'}**: choose another, or type your own", expanded=k == 1
+        f"Sentence: **{md(state.read(a.prepared)) or '(none)'}**: choose another, or type your own", expanded=k == 1
     ):
         c1, c2 = st.columns([3, 2])
         c1.radio(
@@ -55,7 +56,6 @@ if st.session_state.pop(state.SWITCHED, False):
 if st.session_state[state.NOTICE]:
     st.warning(md(st.session_state[state.NOTICE]), icon=":material/link_off:")
 
-a = analysis()  # the app's sentence (the sidebar's, which the lesson follows), model and interventions
 if a.prepared.empty:
     st.info("Choose a sentence above, or type one, to follow it through the model.")
     state.write_url()

@@ -435,6 +435,19 @@ def test_odd_typed_sentences_walk_without_exception(text):
     assert shown_step(at) == explain.lesson.N_STEPS
 
 
+def test_a_cut_sentence_is_named_as_the_model_reads_it():
+    """A paste longer than the model's limit: the lesson's header names the words the model reads and how many were
+    cut off, not the whole paste (which no step shows)."""
+    text = " ".join(["the cat is big"] * 60)
+    at = lesson_app(lesson=text)
+    p = analyse(text).prepared
+    assert p.truncated > 0
+    label = at.expander[0].label
+    assert md(f"{' '.join(p.tokens)} … ({p.truncated} more cut off)") in label
+    assert len(label) < len(text) / 2
+    assert lesson_app(lesson=THINKING).expander[0].label.startswith(f"Sentence: **{THINKING}**")
+
+
 def test_an_empty_sentence_asks_for_one():
     at = lesson_app(lesson="")
     assert not at.header and "Choose a sentence" in all_text(at)

@@ -35,6 +35,7 @@ from __future__ import annotations
 import streamlit as st
 
 from explain.lesson import DEFAULT_SENTENCE, N_STEPS, SENTENCES, STEPS, parse_step
+from model.pipeline import Prepared
 from ui.state import DEFAULT_SENTENCE as APP_DEFAULT
 from ui.state import MAX_URL_SENTENCE, init_state, request_sentence
 
@@ -74,6 +75,15 @@ def init_lesson() -> None:
 
 def sentence() -> str:
     return st.session_state[SENTENCE]
+
+
+def read(p: Prepared) -> str:
+    """The sentence as the lesson's header names it: as typed, or, when the model's limit cut it, the words the model
+    reads and how many it dropped (a header of a 10,000-character paste would fill the screen and name words no step
+    shows)."""
+    if not p.truncated:
+        return p.text.strip()
+    return f"{' '.join(p.tokens)} … ({p.truncated} more cut off)"
 
 
 def step() -> int:
