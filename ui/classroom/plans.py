@@ -267,14 +267,16 @@ def go_to_stop(i: int) -> None:
     if plan is None or not 0 <= i < len(plan.stops):
         return
     stop = plan.stops[i]
-    before = teacher.teacher_call(lambda c, k: cls.store().snapshot(c, secret=k))
     if teacher.teacher_call(lambda c, k: cls.store().set_pace(c, k, stop=i, reveal=False, shot=None)) is None:
         return
     show_state(stop.state)
-    if stop.question is None and before is not None and before.question is not None and before.revealed:
-        # a revealed question is done with: it no longer fills the students' first screen above the next stop
-        teacher.teacher_call(cls.store().close_question)
-    if stop.question is not None:
+    if stop.question is None:
+        # a revealed question is done with: it no longer fills the students' first screen above the next stop.
+        # (Read from the store, not this run's top: another screen of the teacher's may have revealed it since.)
+        before = teacher.teacher_call(lambda c, k: cls.store().snapshot(c, secret=k))
+        if before is not None and before.question is not None and before.revealed:
+            teacher.teacher_call(cls.store().close_question)
+    else:
         q = stop.question
         # asked as every question is: a peer-instruction vote (vote, discuss, vote again, reveal)
         teacher.teacher_call(cls.store().ask_peer, q["text"], list(q["options"]), q["answer"], "plan")
