@@ -135,6 +135,11 @@ class StreamlitSession:
         self._reader: asyncio.Task | None = None
         self._waiter: asyncio.Future | None = None  # set while a rerun waits for its answer
         self._started = False  # a run has started (new_session) since the rerun was sent
+        self._in_run = False  # a run's new_session came and its script_finished has not
+        # The run the rerun started never said it ended: Streamlit drops a finished runner's last events when a
+        # request (here a fragment's, the class's event) reaches the session between that run's end and its runner's
+        # shutdown, and the request's own runner (a fragment run) then ends the chain.
+        self._end_dropped = False
         self._full = False  # the run going on is a full run (not a fragment's)
         self.fragments: dict[str, float] = {}  # fragment id -> its run_every (auto_rerun messages)
         self.on_full_run = None  # called with this session after every run that redrew its page: a full run, or the
@@ -248,7 +253,7 @@ class StreamlitSession:
                 state = ClientState(
                     page_script_hash=self.page_hash, fragment_id=fid, is_auto_rerun=True, query_string=self.query_string
                 )
-                state.widget_states.CopyFrom(WidgetStates(widgets=list(self.widgets.values())))
+                state.widget_states.CopyFrom(WidgetStates(widgets=self._values()))
                 state.context_info.timezone, state.context_info.locale = "UTC", "en-US"
                 state.context_info.url = self.page_url
                 try:
@@ -316,7 +321,7 @@ class StreamlitSession:
             page_script_hash=self.page_hash, query_string=self.query_string, fragment_id=sync.get("fragment", "")
         )
         trigger = WidgetState(id=wid, json_trigger_value=json.dumps([{"event": "sync", "value": value}]))
-        state.widget_states.CopyFrom(WidgetStates(widgets=[*self.widgets.values(), trigger]))
+        state.widget_states.CopyFrom(WidgetStates(widgets=[*self._values(), trigger]))
         state.context_info.timezone, state.context_info.locale = "UTC", "en-US"
         state.context_info.url = self.page_url
         with contextlib.suppress(Exception):  # the websocket is gone: the next ask (or a reconnect) repairs it
@@ -368,22 +373,35 @@ class StreamlitSession:
                     writer.close()
             await asyncio.sleep(1.0 + random.random() * 0.5)
 
+    def _values(self) -> list[WidgetState]:
+        """Every widget's state less a click's pending trigger: a trigger is true for the one request that carries
+        it, as the frontend sends it (a fragment's request crossing a click must not click again)."""
+        triggers = ("trigger_value", "json_trigger_value")
+        return [w for w in self.widgets.values() if w.WhichOneof("value") not in triggers]
+
     async def _rerun(self, state: ClientState, t: float | None = None, only: set[str] | None = None) -> float:
         """Send a rerun and wait until a run started after it ends the chain (FINISHED_SUCCESSFULLY or a
-        compile error; a FINISHED_EARLY_FOR_RERUN run is followed by another run)."""
+        compile error; a FINISHED_EARLY_FOR_RERUN run is followed by another run). A chain whose full run's end
+        Streamlit dropped (`_end_dropped`) may also have lost that run's last elements: a second full run, without
+        the click's trigger, redraws the page (as the next event would in a browser)."""
         state.query_string = self.query_string
         state.widget_states.CopyFrom(
             WidgetStates(widgets=[w for i, w in self.widgets.items() if only is None or i in only])
         )
         state.context_info.timezone, state.context_info.locale = "UTC", "en-US"
         state.context_info.url = self.page_url
-        self._waiter, self._started = asyncio.get_running_loop().create_future(), False
         t = time.perf_counter() if t is None else t
-        await self._ws.send(BackMsg(rerun_script=state).SerializeToString())
-        try:
-            await asyncio.wait_for(self._waiter, self.timeout)
-        finally:
-            self._waiter = None
+        for _ in range(2):
+            self._waiter, self._started = asyncio.get_running_loop().create_future(), False
+            self._end_dropped = False
+            await self._ws.send(BackMsg(rerun_script=state).SerializeToString())
+            try:
+                ended = await asyncio.wait_for(self._waiter, self.timeout)
+            finally:
+                self._waiter = None
+            if ended != ForwardMsg.FINISHED_FRAGMENT_RUN_SUCCESSFULLY:
+                break
+            state.widget_states.CopyFrom(WidgetStates(widgets=self._values()))
         return time.perf_counter() - t
 
     # -- what the page shows --------------------------------------------------------------------
@@ -450,7 +468,9 @@ class StreamlitSession:
             )
             del self.runs[:-120]
         if kind == "new_session":
-            self.running = True
+            if self._in_run and self._started:  # the run before this one never ended: its end was dropped
+                self._end_dropped = True
+            self.running = self._in_run = True
             ns = msg.new_session
             if ns.HasField("initialize") and ns.initialize.session_id:
                 self.session_id = ns.initialize.session_id  # a reconnect names it, as the frontend does
@@ -498,6 +518,7 @@ class StreamlitSession:
             self.fragments[msg.auto_rerun.fragment_id] = msg.auto_rerun.interval
         elif kind == "script_finished":
             self.running = msg.script_finished == ForwardMsg.FINISHED_EARLY_FOR_RERUN  # another run follows
+            self._in_run = False
             page_alone = msg.script_finished == ForwardMsg.FINISHED_FRAGMENT_RUN_SUCCESSFULLY and self._page_fragment
             if (msg.script_finished in DONE and self._full) or page_alone:
                 if page_alone:
@@ -507,7 +528,11 @@ class StreamlitSession:
                 self._full = self._page_fragment = False
                 if self.on_full_run is not None:
                     self.on_full_run(self)
-            if msg.script_finished in DONE and self._started:
+            ends = msg.script_finished in DONE or (
+                self._end_dropped and msg.script_finished == ForwardMsg.FINISHED_FRAGMENT_RUN_SUCCESSFULLY
+            )
+            if ends and self._started:
+                self._end_dropped = False
                 active = {w.widget_id for _, el in self.elements.values() if (w := _Widget(el)).widget_id}
                 self.widgets = {i: s for i, s in self.widgets.items() if i in active}  # drop stale widgets
                 if self._waiter is not None and not self._waiter.done():
