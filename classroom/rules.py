@@ -167,6 +167,26 @@ def _step(value: object, what: str) -> int:
     return value
 
 
+MAX_VIEW = 8  # pickers of one page a class shares (ui/page_list.py `PageSpec.view`)
+
+
+def _view(value: object, what: str) -> dict[str, int | str]:
+    """The teacher's choices in the page's own pickers (a layer, a head, a word, a kind of attention): widget key ->
+    an index (-1 to 999) or a short label. Which keys a student's session takes is the app's list, not this one."""
+    if not isinstance(value, dict) or len(value) > MAX_VIEW:
+        raise InvalidInput(f"{what} must be a dict of at most {MAX_VIEW} choices")
+    clean: dict[str, int | str] = {}
+    for key, choice in value.items():
+        key = _slug(key, f"a key of {what}")
+        if isinstance(choice, int) and not isinstance(choice, bool) and -1 <= choice <= 999:
+            clean[key] = choice
+        elif isinstance(choice, str):
+            clean[key] = check_text(choice, 64, f"{what}: {key}")
+        else:
+            raise InvalidInput(f"{what}: {key} must be a whole number from -1 to 999 or a label")
+    return clean
+
+
 # The state a teacher shares (the session-state keys of ui/state.py, plus the page and lesson step).
 # A new key is one line here; anything not listed is refused.
 STATE_FIELDS = {
@@ -181,6 +201,7 @@ STATE_FIELDS = {
     "lesson": _slug,
     "step": _step,
     "own_model": _bool,  # the teacher shows a model of their own (private): the class sees `model` instead
+    "view": _view,  # the page's pickers (which layer, head, word): every follower sees the projector's figure
 }
 
 

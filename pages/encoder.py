@@ -12,6 +12,7 @@ from ui.widgets import (
     figure,
     fold,
     intro,
+    keep_valid,
     md,
     next_link,
     once,
@@ -52,6 +53,7 @@ c1, c2, c3 = st.columns(3)
 with c1:
     layer = pick("Encoder layer", range(cfg.n_enc_layers), f"{P}layer", format_func=lambda i: f"layer {i}")
 with c2:
+    keep_valid(f"{P}sub", list(SUBLAYERS), 1)  # (a class's shared choice: one of these)
     sub = st.radio(
         "Sublayer", list(SUBLAYERS), key=f"{P}sub", format_func=lambda s: f"{s} · {SUBLAYERS[s]}", horizontal=True
     )

@@ -14,6 +14,7 @@ from ui.widgets import (
     figure,
     fold,
     intro,
+    keep_valid,
     md,
     next_link,
     once,
@@ -59,6 +60,7 @@ with c2:
 st.header("All heads of a layer")
 c1, c2 = st.columns(2)
 with c1:
+    keep_valid(f"{P}kind", list(MODULES), next(iter(MODULES)))  # (a class's shared choice: one of these)
     kind_label = st.radio("Attention", list(MODULES), key=f"{P}kind")
 stack, kind = MODULES[kind_label]
 focus = coref_defaults(a, KEYS, cfg.n_enc_layers) if stack == "enc" else None

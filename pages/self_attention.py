@@ -13,7 +13,7 @@ from ui.classroom.plans import hidden_head, mystery_box
 from ui.models import analysis, content_key, coref_defaults, current_model, one_word
 from ui.self_attention_steps import matrix_section, plain_section
 from ui.state import DEFAULT_SENTENCE
-from ui.widgets import fold, intro, md, next_link, once, pick, require_sentence, sentence_header
+from ui.widgets import fold, intro, keep_valid, md, next_link, once, pick, require_sentence, sentence_header
 from viz import attention as va
 from viz import heads as vh
 
@@ -61,6 +61,7 @@ def one_head(a, cfg, focus) -> None:
     sentence, another model or an intervention is a full run, which calls this again with the new analysis."""
     iv, labels = a.interventions, a.src_labels
     st.header("One word through one head")
+    keep_valid(f"{P}mode", MODES, MODES[0])  # (a class's shared choice: one of these)
     mode = st.radio("Numbers from", MODES, key=f"{P}mode", horizontal=True)
     if mode == MODES[1]:  # the pickers belong to the trained model: hidden, their choices kept for later
         for k in KEYS:
@@ -71,6 +72,7 @@ def one_head(a, cfg, focus) -> None:
         word = ss.get(KEYS[2], 0) if ss.get(KEYS[2], 0) in range(len(labels)) else 0
         st.info(text.TEXTBOOK)
         tb_labels = va.textbook_labels()
+        keep_valid(f"{P}tb_word", [0, 1], 0)
         tb_word = st.radio("Query", [0, 1], key=f"{P}tb_word", horizontal=True, format_func=lambda i: tb_labels[i])
         show_steps(
             va.textbook_steps(thinking_machines(), tb_word),

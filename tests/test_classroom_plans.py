@@ -162,6 +162,100 @@ def test_a_next_in_the_middle_of_the_mystery_vote_keeps_the_head_hidden(store):
     assert "multi_head_grid_0" in {el.proto.id.rsplit("-", 1)[-1] for el in s.get("plotly_chart")}
 
 
+def grids(at) -> set[str]:
+    return {el.proto.id.rsplit("-", 1)[-1] for el in at.get("plotly_chart")}
+
+
+def test_the_stop_s_and_the_teacher_s_pickers_are_every_follower_s(store):
+    """Stop 5 names its figure (decoder cross-attention, layer 1, where the mystery head is): every follower lands on
+    it without choosing. The teacher's next choice of a picker moves every follower's; a student's own choice of
+    the head in detail keeps them following, and stays theirs until the teacher picks another head. A request
+    that crossed the teacher's move (it carries the picker's old value) is the teacher's again."""
+    plan = shipped("What decides il or elle")
+    t, code = teacher_with_plan(plan.title)
+    a, b = students(code, 2)
+    for _ in range(4):  # to stop 5
+        t.sidebar.button(key="plan_next").click().run()
+    for s in (a, b):
+        s.run()
+        no_exception(s)
+        assert title(s) == "Multi-head attention" and "mystery" in banner(s)
+        assert (
+            ss(s, "multi_head_kind") == "decoder cross-attention (encoder-decoder)" and ss(s, "multi_head_layer") == 1
+        )
+        assert "multi_head_grid_0" not in grids(s) and {"multi_head_grid_1", "multi_head_grid_3"} <= grids(s)
+    a.selectbox(key="multi_head_head").set_value(2).run()  # a's own look at head 2: a still follows
+    assert ss(a, "class_following") and "Exploring" not in sidebar_text(a)
+
+    t.session_state["_class_moved"] = None  # (AppTest sends no browser address: its next clicks would count as late)
+    t.switch_page("pages/multi_head.py")  # the projector's screen
+    t.run()
+    t.selectbox(key="multi_head_layer").set_value(0).run()  # the teacher looks at layer 0
+    assert ss(t, "_class_published")["view"]["multi_head_layer"] == 0
+    assert "Stop 5" not in banner(t)  # layer 0 is not the stop's figure any more
+    for s in (a, b):
+        s.run()
+        no_exception(s)
+        assert ss(s, "multi_head_layer") == 0 and ss(s, "class_following")
+    assert ss(a, "multi_head_head") == 2 and ss(b, "multi_head_head") == 0  # a's own head: the teacher moved none
+    a.selectbox(key="multi_head_layer").set_value(1).run()  # a request sent before the move reached a's browser
+    assert ss(a, "multi_head_layer") == 0
+    a.session_state["_class_view_at"] = ({}, 0.0)  # later, a picker is the student's to change
+    a.selectbox(key="multi_head_layer").set_value(1).run()
+    assert ss(a, "multi_head_layer") == 1 and ss(a, "class_following")
+    t.selectbox(key="multi_head_head").set_value(3).run()  # the teacher's head in detail: everyone's
+    a.run()
+    assert ss(a, "multi_head_head") == 3 and ss(a, "multi_head_layer") == 1  # (the layer the teacher did not move)
+
+
+@pytest.mark.parametrize("page", [p for p in PAGES if p.view], ids=lambda p: p.name)
+def test_every_shared_picker_is_a_widget_of_its_page(page):
+    """ui/page_list.py names each page's shared pickers by their keys: each one is a widget the page draws (the
+    self-attention page's textbook query, in its textbook mode)."""
+    at = run_app(page.name)
+    drawn: set[str] = set()
+    for kind in ("radio", "selectbox", "select_slider"):
+        drawn |= {w.key for w in at.get(kind)}
+    if page.name == "self_attention":
+        at.radio(key="self_attention_mode").set_value(at.radio(key="self_attention_mode").options[1]).run()
+        drawn |= {w.key for w in at.get("radio")}
+    assert set(page.view) <= drawn
+
+
+def test_a_shared_view_writes_only_the_pages_pickers(store):
+    """The view a teacher shares is checked for its form by the store, and a student's session takes only the keys
+    of pages' pickers from it: a hostile teacher cannot write a student's role, secret or sentence through it."""
+    from classroom import InvalidInput
+    from classroom.rules import check_state
+
+    for bad in (
+        [1],
+        {"multi_head_layer": True},
+        {"multi_head_layer": 1000},
+        {"a b": 1},
+        {f"k{i}": 1 for i in range(9)},
+    ):
+        with pytest.raises(InvalidInput):
+            check_state({"page": "multi_head", "view": bad})
+    with pytest.raises(InvalidInput):
+        check_state({"page": "multi_head", "view": {"multi_head_kind": "<b>x</b>"}})
+    t = run_app("classroom")
+    t.button(key="class_start").click().run()
+    code = ss(t, "class_code")
+    (s,) = students(code, 1)
+    view = {
+        "class_role": "teacher",
+        "_class_secret": "x",
+        "sentence": "go",
+        "multi_head_kind": "decoder self-attention (masked)",
+    }
+    store.set_state(code, ss(t, "_class_secret"), {"page": "multi_head", "view": view})
+    s.run()
+    no_exception(s)
+    assert ss(s, "multi_head_kind") == "decoder self-attention (masked)" and ss(s, "class_role") == "student"
+    assert ss(s, "sentence") != "go" and "_class_secret" not in s.session_state
+
+
 def test_a_revealed_question_leaves_with_the_stop_and_an_open_one_stays(store):
     """Stop 2's question, revealed, then Next (stop 3 asks nothing): it leaves every screen instead of filling a
     phone's first screen above the next stop; a question still open when the teacher moves on stays open."""

@@ -22,6 +22,10 @@ class PageSpec:
     icon: str
     summary: str  # one line: what the page shows (docs/students.md, screenshot captions)
     walkthrough: bool = True
+    # The page's pickers a class shares (their session-state keys): a teacher's layer, head or word is every
+    # follower's too, so the projector and the laptops show one figure (ui/classroom/session.py `shared_state`).
+    # A student's own choice in them keeps them following; the teacher's next change of a picker moves it again.
+    view: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
@@ -113,6 +117,13 @@ PAGES: tuple[PageSpec, ...] = (
         "Self-attention, step by step",
         ":material/visibility:",
         "One word through one head: query, keys and values, scores divided by √d_k, softmax, the weighted sum",
+        view=(
+            "self_attention_mode",
+            "self_attention_layer",
+            "self_attention_head",
+            "self_attention_word",
+            "self_attention_tb_word",
+        ),
     ),
     PageSpec(
         "Encoder",
@@ -120,6 +131,7 @@ PAGES: tuple[PageSpec, ...] = (
         "Multi-head attention",
         ":material/view_column:",
         "Every head of a layer side by side, one head in detail, concatenation and W_O, switching heads off",
+        view=("multi_head_kind", "multi_head_layer", "multi_head_head", "multi_head_word"),
     ),
     PageSpec(
         "Encoder",
@@ -127,6 +139,7 @@ PAGES: tuple[PageSpec, ...] = (
         "The encoder layer",
         ":material/layers:",
         "Residual connection, LayerNorm in two steps, the feed-forward net, one word through the stack",
+        view=("encoder_layer", "encoder_sub", "encoder_word"),
     ),
     PageSpec(
         "Decoder",
@@ -134,6 +147,7 @@ PAGES: tuple[PageSpec, ...] = (
         "Decoder and masking",
         ":material/masks:",
         "The decoder block, the look-ahead mask added to the scores, and a model trained without it",
+        view=("decoder_block_layer", "decoder_renorm_row"),
     ),
     PageSpec(
         "Decoder",
@@ -141,6 +155,7 @@ PAGES: tuple[PageSpec, ...] = (
         "Encoder-decoder attention",
         ":material/compare_arrows:",
         "Each target position reads the source sentence; the source's padding mask",
+        view=("cross_layer", "cross_head"),
     ),
     PageSpec(
         "Decoder",

@@ -71,6 +71,59 @@ def test_plan_pace_and_snapshot_in_chromium(browser, app_url, app):
         student.page.context.close()
 
 
+def picker(tab, label: str):
+    """A selectbox of the page's main area, by its label (its value: the option shown)."""
+    return tab.main.get_by_role("combobox", name=label, exact=True)
+
+
+def choose(tab, label: str, option: str) -> None:
+    """Choose `option` in the selectbox `label` of the page's main area, as a reader does with the keyboard: click
+    it, type the option, Enter."""
+
+    def typed() -> None:
+        picker(tab, label).click()
+        tab.page.keyboard.type(option)
+        tab.page.keyboard.press("Enter")
+
+    tab.act(typed)
+
+
+def test_a_stop_s_figure_and_the_teacher_s_pickers_reach_the_student_s_screen(browser, app_url, app):
+    """Stop 5 of "What decides il or elle" names its figure (decoder cross-attention, layer 1, the mystery head's):
+    the student's screen shows it without a click. The teacher, on the projector, picks layer 0: the student's
+    picker follows. The student's own choice of the head in detail keeps them following."""
+    teacher = app
+    code = start_the_plan(teacher)
+    student = new_tab(browser, app_url, "student")
+    try:
+        student.goto("classroom", **{"class": code})
+        expect(student.main.get_by_text("Stop 1 of 9")).to_be_visible(timeout=FOLLOW_MS)
+        for n in range(2, 6):
+            teacher.act(lambda: teacher.sidebar.get_by_role("button", name=re.compile("^Next stop")).click())
+            expect(student.main.get_by_text(f"Stop {n} of 9")).to_be_visible(timeout=FOLLOW_MS)
+        cross = "decoder cross-attention (encoder-decoder)"
+        expect(student.main.get_by_role("radio", name=cross)).to_be_checked(timeout=FOLLOW_MS)
+        expect(picker(student, "Layer")).to_have_value("layer 1")
+        expect(student.main.get_by_text("the mystery head").first).to_be_visible()
+        student.wait_idle()
+        student.main.get_by_text("All heads of a layer").scroll_into_view_if_needed()
+        student.shot("stop-5-student")
+
+        expect(teacher.main.get_by_role("radio", name=cross)).to_be_checked()
+        choose(teacher, "Layer", "layer 0")
+        expect(picker(student, "Layer")).to_have_value("layer 0", timeout=FOLLOW_MS)
+        choose(student, "Head", "head 2")
+        student.page.wait_for_timeout(1_000)
+        student.wait_idle()
+        expect(picker(student, "Head")).to_have_value("head 2")
+        expect(student.sidebar.get_by_text(f"Following class {code}")).to_be_visible()
+        expect(picker(student, "Layer")).to_have_value("layer 0")
+        student.no_exception()
+        teacher.no_exception()
+    finally:
+        student.page.context.close()
+
+
 @pytest.mark.parametrize(("left", "path"), [("Tokens and embeddings", "tokens"), ("Classroom", "classroom")])
 def test_a_click_that_crosses_a_plans_next_stop_keeps_the_stop_and_the_click(browser, app_url, app, left, path):
     """On a slow connection the teacher, on a page off the plan's stop (the tokens page; the class page, where the

@@ -134,8 +134,14 @@ def current_stop() -> tuple[int, classroom.plans.Stop] | None:
 
 def shows(stop: classroom.plans.Stop, state: dict) -> bool:
     """`state` (a session's shared state) is the stop's view: every key the stop names (page, sentence, model,
-    switches, lesson step) has the stop's value."""
-    return all(state.get(k) == v for k, v in stop.state.items() if k != "own_model")
+    switches, lesson step) has the stop's value, and every picker it names (`view`: a layer, a kind of attention)
+    the stop's choice (a picker it leaves out, the head in detail, is the teacher's to move)."""
+    view = state.get("view") or {}
+    return all(
+        all(view.get(p) == c for p, c in v.items()) if k == "view" else state.get(k) == v
+        for k, v in stop.state.items()
+        if k != "own_model"
+    )
 
 
 def stop_of(state: dict) -> int | None:
@@ -291,7 +297,7 @@ def show_state(state: dict) -> None:
         teacher.teacher_call(cls.store().set_state, cls.publishable(state)[0])
         return
     if cls.is_teacher():
-        ss()[SHOWN] = (state, cls.shared_state(None), time.monotonic())
+        ss()[SHOWN] = (state, cls.shared_state(state.get("page")), time.monotonic())
     cls.apply(state)
     page = state.get("page")
     if page in cls.PAGE_FILES:
@@ -311,7 +317,7 @@ def hold_shown() -> None:
         ss().pop(SHOWN, None)
         return
     state, before, _ = shown
-    mine = cls.shared_state(None)
+    mine = cls.shared_state(state.get("page"))
     back = {k: v for k, v in state.items() if k in before and mine.get(k) == before[k] != v}
     if back:
         cls.apply(back)

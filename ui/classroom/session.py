@@ -111,6 +111,7 @@ MOVED = "_class_moved"  # (the page the class moved this session away from, when
 MOVED_SECONDS = 10.0  # how long a request from that page is a late one (`late_from`)
 PAGE_SHOWN = "_class_page_shown"  # the page of this session's last run of the whole app that stayed on its page
 UNREACHABLE = "_class_unreachable"  # the class store could not be reached on this session's last read
+VIEW_AT = "_class_view_at"  # ({picker: (the teacher's choice applied, the one before)}, when): `follow_view`
 OPEN_QUESTION = "_class_open_question"  # a teacher's: the class's question at the run's top, (text, revealed) or None
 ENDED = "_class_ended"  # the message that the class this session was in has ended (shown until dismissed)
 UNREACHABLE_TEXT = "The class service is unreachable: reconnecting…"
@@ -143,6 +144,7 @@ KEYS = (
     MOVED,
     PAGE_SHOWN,
     OPEN_QUESTION,
+    VIEW_AT,
 )
 CLASS_PAGE = "classroom"  # the class's own page: its url path
 NOT_SHARED = (CLASS_PAGE, "home")  # pages a teacher visits without taking the class along
@@ -152,7 +154,11 @@ MAX_RERUNS = 2  # a run that ends on a class that moved meanwhile reruns at once
 PARAM, FOLLOW_PARAM, TOKEN_PARAM = "class", "follow", "k"  # URL: ?class=CODE&k=TOKEN (&follow=0 while exploring)
 CONSOLE_PARAM = "console"  # URL: /classroom?console=TEACHER-KEY opens the class's console (read once, then removed)
 PAGE_FILES = {p.url_path: p.file for p in PAGES}
-STATE_KEYS = tuple(k for k in STATE_FIELDS if k != "own_model")  # what a student's session holds (not news)
+# what a student's session holds and changing it makes a student an explorer (own_model is news; the page's pickers,
+# `view`, stay each student's to change while they follow: `follow_view`)
+STATE_KEYS = tuple(k for k in STATE_FIELDS if k not in ("own_model", "view"))
+VIEW_KEYS = {p.url_path: p.view for p in PAGES if p.view}  # page -> the pickers a class shares (ui/page_list.py)
+ANY_VIEW_KEY = frozenset(k for keys in VIEW_KEYS.values() for k in keys)  # the only keys a shared `view` may set
 
 
 def ss():
@@ -241,6 +247,9 @@ def shared_state(page: str | None) -> dict:
         state["page"] = page
     if isinstance(s.get(lesson.STEP), int):
         state["step"] = s[lesson.STEP]
+    view = {k: s[k] for k in VIEW_KEYS.get(page or "", ()) if isinstance(s.get(k), int | str) and s[k] is not True}
+    if view:
+        state["view"] = {k: int(v) if isinstance(v, int) else v for k, v in view.items()}
     return state
 
 
@@ -290,9 +299,17 @@ def publishable(state: dict) -> tuple[dict, list[str]]:
     return clean, refused
 
 
-def apply(state: dict) -> None:
-    """Write the teacher's state into this session (before any widget of the run is drawn)."""
+def apply(state: dict, before: dict | None = None) -> None:
+    """Write the teacher's state into this session (before any widget of the run is drawn). Of the page's pickers
+    (`view`), only those the teacher changed since `before` (the state applied last; None: all of them): a student's
+    own choice of a head stays until the teacher picks another."""
     s = ss()
+    view, old = state.get("view"), (before or {}).get("view") or {}
+    if isinstance(view, dict):
+        moved = {k: v for k, v in view.items() if k in ANY_VIEW_KEY and (before is None or old.get(k) != v)}
+        if moved:
+            s[VIEW_AT] = ({k: (v, s.get(k)) for k, v in moved.items()}, time.monotonic())
+        s.update(moved)  # (a key of no page's pickers is never written: the state is the teacher's, not the app's)
     if "sentence" in state and state["sentence"] != s.get("sentence"):
         s.pop(lesson.CHOICE, None)  # the lesson's widgets follow the new sentence (ui/lesson.init_lesson)
         s.pop(lesson.OWN_TEXT, None)
@@ -459,7 +476,7 @@ def follow_on_run(page: str) -> None:
         applied = s.get(APPLIED)  # (version, state, the RECENT states applied before it, newest first)
         changed = changed_keys(page, applied[1]) if applied is not None else []
         if changed and stale(page, changed, applied[2]):
-            apply(applied[1])  # a late request wrote old values back: the teacher's again
+            apply(applied[1], before=applied[1])  # a late request wrote old values back: the teacher's again
             back = applied[1].get("page")
             if "page" in changed and back in PAGE_FILES:  # (from the page the class just left: back to the class's)
                 moved_away(page)
@@ -470,8 +487,10 @@ def follow_on_run(page: str) -> None:
                 "You changed something yourself: you now explore on your own. "
                 "“Follow the teacher” takes you back to the class."
             )
+        if following() and applied is not None and applied[0] == snap.version:
+            follow_view()
         if following() and (applied is None or applied[0] != snap.version):
-            apply(snap.state)
+            apply(snap.state, before=applied[1] if applied is not None else None)
             s[APPLIED] = (
                 snap.version,
                 dict(snap.state),
@@ -482,6 +501,16 @@ def follow_on_run(page: str) -> None:
                 moved_away(page)
                 st.switch_page(PAGE_FILES[target], query_params=class_query(snap.code))
     s[SHOWS] = shows(snap)
+
+
+def follow_view() -> None:
+    """A follower's run after the teacher's pickers moved its own: a picker back at the value it had before, a moment
+    later, was written back by a request the browser sent before the move reached it (it carries every widget's
+    value): the teacher's choice again. Later, a picker is the student's to change."""
+    at = ss().get(VIEW_AT)
+    if at is None or time.monotonic() - at[1] > MOVED_SECONDS:
+        return
+    ss().update({k: new for k, (new, old) in at[0].items() if ss().get(k) == old != new})
 
 
 def moved_away(page: str) -> None:
