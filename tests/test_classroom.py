@@ -542,6 +542,53 @@ def test_a_late_request_with_old_values_does_not_detach_a_student(store):
     assert state(s1, "class_following") is False and state(s1, "sentence") == "she is a student"
 
 
+def test_a_run_the_class_s_component_asked_for_never_detaches_a_student(store, monkeypatch):
+    """The page's stream asks for a run on its own (the class's component, its trigger). Such a run carries the
+    values of the page as it was when it asked, from the page the class may have just left: never the student's
+    choice. In Chromium, a follower walking a plan's stops fast was dropped from following by one such run (its
+    browser's address already showed the new page, so it read as the student's own move back)."""
+    import ui.classroom.session
+
+    teacher, code = start_teacher()
+    s1 = join_by_link(code)
+    teacher.switch_page("pages/overview.py")
+    teacher.run()
+    teacher.sidebar.text_input(key="sentence").input("i am a student").run()
+    s1.run()
+    monkeypatch.setattr(ui.classroom.session, "asked_by_class", lambda: True)
+    s1.session_state["sentence"] = "she is a student"  # not one of the teacher's: a student's, but for the ask
+    s1.run()
+    no_exception(s1)
+    assert state(s1, "class_following") is True and state(s1, "sentence") == "i am a student"
+    monkeypatch.setattr(ui.classroom.session, "asked_by_class", lambda: False)
+    s1.session_state["sentence"] = "she is a student"  # the same change by the student's own request
+    s1.run()
+    assert state(s1, "class_following") is False and state(s1, "sentence") == "she is a student"
+
+
+def test_asked_by_class_holds_for_the_run_the_component_asked_for_only():
+    """`push.asked_by_class` is true in the run whose callback the component's trigger called, and false in the
+    run after it (no callback): the mark is of one run, not a flag that lingers."""
+    from streamlit.testing.v1 import AppTest
+
+    def script():
+        import streamlit as st
+
+        from ui.classroom import push
+
+        if st.session_state.get("ask", False):
+            push._asked()
+        st.write(f"asked={push.asked_by_class()}")
+
+    at = AppTest.from_function(script)
+    at.session_state["ask"] = True
+    at.run()
+    assert at.markdown[0].value == "asked=True"
+    at.session_state["ask"] = False
+    at.run()
+    assert at.markdown[0].value == "asked=False"
+
+
 # -- a student keeps their id on every process ---------------------------------------------------------
 XSRF = "2|0a0b0c0d|{}|1700000000"  # Streamlit's XSRF cookie: version|mask|token XOR mask|timestamp (hex)
 

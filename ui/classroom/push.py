@@ -46,6 +46,7 @@ import streamlit as st
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, StreamingResponse
 from starlette.routing import Route
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from classroom import get_store, normalize_code
 from classroom.hub import EventHub
@@ -281,6 +282,29 @@ def counter(counters, watch: str) -> int:
     return sum(getattr(counters, name) for name in watch.split("+"))
 
 
+SYNC_RUN = "_class_sync_run"  # the run the class's component asked for (its trigger), as `_this_run` names it
+
+
+def _this_run() -> object | None:
+    """An object Streamlit makes anew for every run of this session (the run context's fragment coordinator): the
+    same object only within one run."""
+    ctx = get_script_run_ctx()
+    return ctx.parallel_coordinator if ctx is not None else None
+
+
+def _asked() -> None:
+    """Callback of the class's components: their trigger (an ask of the page's stream) started this run."""
+    st.session_state[SYNC_RUN] = _this_run()
+
+
+def asked_by_class() -> bool:
+    """This run was asked for by the class's component, not by the student: the widget values it carries are the
+    ones the page had when it asked (a request that crossed a move of the class), never the student's new choice
+    (a click or a link sends its own request)."""
+    run = _this_run()
+    return run is not None and st.session_state.get(SYNC_RUN) is run
+
+
 def sync_frame(url: str) -> None:
     """Drawn by a full run of a follower whose page is a fragment (ui/classroom/panels.py `followed_page`), outside
     it: its trigger reruns the whole app, which the page's end uses when asking once did not bring the page up
@@ -288,13 +312,13 @@ def sync_frame(url: str) -> None:
     _component(
         key="class_sync_frame",
         data={"url": url, "frame": True},
-        on_sync_change=lambda: None,
+        on_sync_change=_asked,
         width="stretch",
         height="content",
     )
 
 
-def sync(url: str | None, watch: str, drawn: int | None, on_sync=None, view: str | None = None) -> None:
+def sync(url: str | None, watch: str, drawn: int | None, view: str | None = None) -> None:
     """The last element of a class member's run (nothing may be drawn after it): the page's event stream
     `url` (None closes it), the counter the page shows (`watch`: "seq", "q", "tally", or a sum such as
     "seq+tally") and its value; `view` names what the page shows (its page and lesson step): when the class moves
@@ -302,7 +326,7 @@ def sync(url: str | None, watch: str, drawn: int | None, on_sync=None, view: str
     _component(
         key="class_sync",
         data={"url": url, "watch": watch, "drawn": drawn, "view": view},
-        on_sync_change=on_sync or (lambda: None),
+        on_sync_change=_asked,
         width="stretch",
         height="content",
     )

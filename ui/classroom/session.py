@@ -85,6 +85,7 @@ from classroom import (
 )
 from classroom.rules import SHAREABLE_MODELS
 from ui import lesson
+from ui.classroom.push import asked_by_class
 from ui.page_list import PAGES
 from ui.session_info import current_identity
 from ui.state import TOGGLES, init_state, read_link
@@ -475,7 +476,7 @@ def follow_on_run(page: str) -> None:
     if following() and class_leads():
         applied = s.get(APPLIED)  # (version, state, the RECENT states applied before it, newest first)
         changed = changed_keys(page, applied[1]) if applied is not None else []
-        if changed and stale(page, changed, applied[2]):
+        if changed and (asked_by_class() or stale(page, changed, applied[2])):
             apply(applied[1], before=applied[1])  # a late request wrote old values back: the teacher's again
             back = applied[1].get("page")
             if "page" in changed and back in PAGE_FILES:  # (from the page the class just left: back to the class's)
