@@ -19,6 +19,7 @@ from ui.widgets import (
     next_link,
     once,
     pick,
+    projector_fold,
     require_sentence,
     section,
     sentence_header,
@@ -48,14 +49,19 @@ cfg = current_model().bundle.config
 iv = a.interventions
 H, D, d_k = cfg.n_heads, cfg.d_model, cfg.d_k
 
-for formula in text.FORMULAS:
-    st.latex(formula)
-st.markdown(text.matrices(H, D, d_k))
-c1, c2 = st.columns([3, 2])
-with c1:
-    once("multi_head.shapes", (D, H, len(a.src_labels)), lambda: small_table(vh.shapes_table(D, H, len(a.src_labels))))
-with c2:
-    st.caption(text.SHAPES_CAPTION)
+with projector_fold("The formulas and the shapes", ":material/functions:"):
+    for formula in text.FORMULAS:
+        st.latex(formula)
+    st.markdown(text.matrices(H, D, d_k))
+    c1, c2 = st.columns([3, 2])
+    with c1:
+        once(
+            "multi_head.shapes",
+            (D, H, len(a.src_labels)),
+            lambda: small_table(vh.shapes_table(D, H, len(a.src_labels))),
+        )
+    with c2:
+        st.caption(text.SHAPES_CAPTION)
 
 st.header("All heads of a layer")
 c1, c2 = st.columns(2)

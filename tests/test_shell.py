@@ -103,3 +103,15 @@ def test_presenter_mode_folds_a_pages_introduction(page):
     projected = run_app(page, query={"presenter": "1"})
     (folded,) = [e for e in projected.expander if e.label == "About this page"]
     assert any(first in m.value for m in folded.markdown)
+
+
+def test_presenter_mode_folds_the_multi_head_formulas_so_the_heads_come_first():
+    """On the projector the multi-head page's formulas and shapes table are one line too: its grid of heads (a plan's
+    mystery stop) comes right after the sentence. Elsewhere they stand open before the grid."""
+    plain = run_app("multi_head")
+    assert len(plain.latex) >= 2 and not [e for e in plain.expander if e.label == "The formulas and the shapes"]
+    projected = run_app("multi_head", query={"presenter": "1"})
+    (folded,) = [e for e in projected.expander if e.label == "The formulas and the shapes"]
+    content = importlib.import_module("pages.content.multi_head")
+    assert len(folded.latex) == len(content.FORMULAS)
+    assert any(c.value == content.SHAPES_CAPTION for c in folded.caption)

@@ -297,11 +297,15 @@ def intro(text: str) -> None:
     """A page's introduction, under its title. In presenter mode (a projector) it is folded into one line, "About
     this page": the teacher tells it, and the first screen keeps room for the stop's caption and the page's figure
     (at 1280 x 800 the introductions of four stop pages pushed every figure below the fold)."""
-    if presenter():
-        with st.expander("About this page", icon=":material/info:"):
-            st.markdown(text)
-    else:
+    with projector_fold("About this page", ":material/info:"):
         st.markdown(text)
+
+
+def projector_fold(label: str, icon: str):
+    """A block read in place, folded into the one line `label` in presenter mode (`intro`'s rule, for what comes
+    before a page's figure: the multi-head page's formulas and shapes table kept its grid of heads off the
+    projector's first screen). Use as `with projector_fold(...):`."""
+    return st.expander(label, icon=icon) if presenter() else st.container()
 
 
 def notice(text: str) -> None:
