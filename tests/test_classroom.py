@@ -492,9 +492,9 @@ def _join_and_stop_short() -> None:
     as a run does that the next request (a click, the class's next change) interrupts."""
     import streamlit as st
 
-    from ui.classroom import session
+    from ui.classroom import joining
 
-    session.join_from_link()
+    joining.join_from_link()
     st.stop()
 
 

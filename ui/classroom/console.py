@@ -22,7 +22,7 @@ import streamlit as st
 
 from classroom.plans import PACE_LABELS, PACE_MODES
 from explain import questions
-from ui.classroom import asking, board, peer, plan_editor, plans, roster, teacher
+from ui.classroom import asking, board, joining, peer, plan_editor, plans, roster, teacher
 from ui.classroom import session as cls
 from ui.models import current_model
 from ui.widgets import chart, md
@@ -266,7 +266,7 @@ def outside(text) -> None:
     with c1:
         st.subheader("Join a class")
         st.text_input("Class code", max_chars=32, placeholder="e.g. K7M2QX", key="class_join_code")
-        st.button("Join", type="primary", key="class_join", icon=":material/login:", on_click=cls.join_typed)
+        st.button("Join", type="primary", key="class_join", icon=":material/login:", on_click=joining.join_typed)
     with c2:
         st.subheader("Teach a class")
         st.button(

@@ -24,6 +24,7 @@ from streamlit.navigation.page import StreamlitPage
 from classroom import ClassSnapshot, ClassStoreError
 from ui import shell
 from ui.classroom import board, peer, plans, push, roster
+from ui.classroom.joining import join_from_link
 from ui.classroom.session import (
     CLASS_PAGE,
     CONSOLE,
@@ -52,7 +53,6 @@ from ui.classroom.session import (
     hold_page,
     is_student,
     is_teacher,
-    join_from_link,
     notify,
     own_model_notice,
     role,
