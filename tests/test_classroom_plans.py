@@ -208,6 +208,32 @@ def test_the_stop_s_and_the_teacher_s_pickers_are_every_follower_s(store):
     assert ss(a, "multi_head_head") == 3 and ss(a, "multi_head_layer") == 1  # (the layer the teacher did not move)
 
 
+def test_a_picker_streamlit_forgot_takes_the_teacher_s_choice_again():
+    """Streamlit forgets a picker's value in a run that does not draw it (a request that crossed the class's move, from
+    the page the move left): in Chromium a follower then showed encoder self-attention at the mystery stop. A picker
+    with no value takes the teacher's, in a state that did not move it and in a run with no new state; a picker
+    with a value of the student's own keeps it while the teacher does not move it."""
+    from streamlit.testing.v1 import AppTest
+
+    def script():
+        import streamlit as st
+
+        from ui.classroom import session
+
+        kind = "decoder cross-attention (encoder-decoder)"
+        before = {"page": "multi_head", "view": {"multi_head_kind": kind, "multi_head_layer": 1, "multi_head_head": 0}}
+        st.session_state["multi_head_head"] = 2  # the student's own head; kind and layer: forgotten
+        session.apply({**before, "iv_scale": False}, before)
+        st.write(repr([st.session_state.get(k) for k in ("multi_head_kind", "multi_head_layer", "multi_head_head")]))
+        del st.session_state["multi_head_layer"]
+        session.follow_view(before)
+        st.write(repr(st.session_state.get("multi_head_layer")))
+
+    at = AppTest.from_function(script)
+    at.run()
+    assert [m.value for m in at.markdown] == ["['decoder cross-attention (encoder-decoder)', 1, 2]", "1"]
+
+
 @pytest.mark.parametrize("page", [p for p in PAGES if p.view], ids=lambda p: p.name)
 def test_every_shared_picker_is_a_widget_of_its_page(page):
     """ui/page_list.py names each page's shared pickers by their keys: each one is a widget the page draws (the

@@ -298,12 +298,18 @@ def publishable(state: dict) -> tuple[dict, list[str]]:
 
 def apply(state: dict, before: dict | None = None) -> None:
     """Write the teacher's state into this session (before any widget of the run is drawn). Of the page's pickers
-    (`view`), only those the teacher changed since `before` (the state applied last; None: all of them): a student's
-    own choice of a head stays until the teacher picks another."""
+    (`view`), those the teacher changed since `before` (the state applied last; None: all of them) and those this
+    session has no value for: a student's own choice of a head stays until the teacher picks another. (Streamlit
+    forgets a picker's value in every run that does not draw it, such as a request that crossed the class's move
+    from the page it left: the picker then holds no choice of anyone's.)"""
     s = ss()
     view, old = state.get("view"), (before or {}).get("view") or {}
     if isinstance(view, dict):
-        moved = {k: v for k, v in view.items() if k in ANY_VIEW_KEY and (before is None or old.get(k) != v)}
+        moved = {
+            k: v
+            for k, v in view.items()
+            if k in ANY_VIEW_KEY and (before is None or old.get(k) != v or s.get(k) is None)
+        }
         if moved:
             s[VIEW_AT] = ({k: (v, s.get(k)) for k, v in moved.items()}, time.monotonic())
         s.update(moved)  # (a key of no page's pickers is never written: the state is the teacher's, not the app's)
@@ -424,7 +430,7 @@ def follow_on_run(page: str) -> None:
                 "“Follow the teacher” takes you back to the class."
             )
         if following() and applied is not None and applied[0] == snap.version:
-            follow_view()
+            follow_view(applied[1])
         if following() and (applied is None or applied[0] != snap.version):
             apply(snap.state, before=applied[1] if applied is not None else None)
             s[APPLIED] = (
@@ -439,10 +445,13 @@ def follow_on_run(page: str) -> None:
     s[SHOWS] = shows(snap)
 
 
-def follow_view() -> None:
-    """A follower's run after the teacher's pickers moved its own: a picker back at the value it had before, a moment
-    later, was written back by a request the browser sent before the move reached it (it carries every widget's
-    value): the teacher's choice again. Later, a picker is the student's to change."""
+def follow_view(applied: dict) -> None:
+    """A follower's run with no new state of the teacher's (`applied`, the one applied last). A picker with no value
+    (Streamlit forgot it in a run of another page) takes the teacher's. A picker back at the value it had before the
+    teacher's last move of it, a moment later, was written back by a request the browser sent before the move
+    reached it (it carries every widget's value): the teacher's choice again. Later, a picker is the student's."""
+    view = applied.get("view") or {}
+    ss().update({k: v for k, v in view.items() if k in ANY_VIEW_KEY and ss().get(k) is None})
     at = ss().get(VIEW_AT)
     if at is None or time.monotonic() - at[1] > MOVED_SECONDS:
         return
