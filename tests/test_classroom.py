@@ -515,17 +515,23 @@ def test_the_address_holds_the_class_from_the_moment_a_student_joins(store):
     assert at.query_params.get("k") == "not-the-token"  # the link's token stays with the code
 
 
+def teacher_and_follower(sentence: str):
+    """A teacher on the overview who typed `sentence`, and a student who joined by the link and shows it."""
+    teacher, code = start_teacher()
+    s1 = join_by_link(code)
+    teacher.switch_page("pages/overview.py")
+    teacher.run()
+    teacher.sidebar.text_input(key="sentence").input(sentence).run()
+    s1.run()
+    return teacher, s1
+
+
 def test_a_late_request_with_old_values_does_not_detach_a_student(store):
     """A request carries every widget's value; one sent before the teacher's last changes reached the
     student's browser (a click as a redraw ends, during a burst of changes) writes an old sentence back. That
     is one of the teacher's recent values, not the student's doing: the student keeps following and shows
     the teacher's sentence again."""
-    teacher, code = start_teacher()
-    s1 = join_by_link(code)
-    teacher.switch_page("pages/overview.py")
-    teacher.run()
-    teacher.sidebar.text_input(key="sentence").input("i am a student").run()
-    s1.run()
+    teacher, s1 = teacher_and_follower("i am a student")
     assert state(s1, "sentence") == "i am a student"
     s1.session_state["sentence"] = SENTENCE  # the value before the change, sent late (a widget's old value)
     s1.run()
@@ -549,12 +555,7 @@ def test_a_run_the_class_s_component_asked_for_never_detaches_a_student(store, m
     browser's address already showed the new page, so it read as the student's own move back)."""
     import ui.classroom.session
 
-    teacher, code = start_teacher()
-    s1 = join_by_link(code)
-    teacher.switch_page("pages/overview.py")
-    teacher.run()
-    teacher.sidebar.text_input(key="sentence").input("i am a student").run()
-    s1.run()
+    _, s1 = teacher_and_follower("i am a student")
     monkeypatch.setattr(ui.classroom.session, "asked_by_class", lambda: True)
     s1.session_state["sentence"] = "she is a student"  # not one of the teacher's: a student's, but for the ask
     s1.run()
