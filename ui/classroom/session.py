@@ -244,9 +244,10 @@ def shared_state(page: str | None) -> dict:
         state["page"] = page
     if isinstance(s.get(lesson.STEP), int):
         state["step"] = s[lesson.STEP]
-    view = {k: s[k] for k in VIEW_KEYS.get(page or "", ()) if isinstance(s.get(k), int | str) and s[k] is not True}
+    picks = ((k, s.get(k)) for k in VIEW_KEYS.get(page or "", ()))
+    view = {k: v for k, v in picks if isinstance(v, int | str) and not isinstance(v, bool)}  # (the store's form)
     if view:
-        state["view"] = {k: int(v) if isinstance(v, int) else v for k, v in view.items()}
+        state["view"] = view
     return state
 
 
