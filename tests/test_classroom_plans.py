@@ -69,13 +69,18 @@ def shipped(name: str) -> classroom.plans.Plan:
     return next(plan for plan in read if plan.title == name)
 
 
+def grids(at) -> set[str]:
+    """The keys of the charts the page drew: "multi_head_grid_0" is the multi-head page's grid of head 0."""
+    return {el.proto.id.rsplit("-", 1)[-1] for el in at.get("plotly_chart")}
+
+
 def cross_attention_grids(s) -> set[str]:
     """The multi-head page's head grids drawn for decoder layer 1's encoder-decoder attention (where the plan's
     mystery head is), by their keys: "multi_head_grid_0" is head 0's."""
     s.radio(key="multi_head_kind").set_value("decoder cross-attention (encoder-decoder)").run()
     s.selectbox(key="multi_head_layer").set_value(1).run()
     no_exception(s)
-    return {el.proto.id.rsplit("-", 1)[-1] for el in s.get("plotly_chart")}
+    return grids(s)
 
 
 # -- a whole plan --------------------------------------------------------------------------------------------------
@@ -112,7 +117,7 @@ def test_plan_moves_the_class_stop_by_stop(store):
     t.sidebar.button(key="plan_reveal").click().run()
     assert store.pace(code)["reveal"] is True
     s.run()
-    assert "multi_head_grid_0" in {el.proto.id.rsplit("-", 1)[-1] for el in s.get("plotly_chart")}
+    assert "multi_head_grid_0" in grids(s)
 
     # a student who explores is not moved; Follow takes them back to the class's stop
     leaver = class_[2]
@@ -159,11 +164,7 @@ def test_a_next_in_the_middle_of_the_mystery_vote_keeps_the_head_hidden(store):
     t.button(key="class_reveal").click().run()  # the question's reveal gives the head back
     no_exception(t)
     s.run()
-    assert "multi_head_grid_0" in {el.proto.id.rsplit("-", 1)[-1] for el in s.get("plotly_chart")}
-
-
-def grids(at) -> set[str]:
-    return {el.proto.id.rsplit("-", 1)[-1] for el in at.get("plotly_chart")}
+    assert "multi_head_grid_0" in grids(s)
 
 
 def test_the_stop_s_and_the_teacher_s_pickers_are_every_follower_s(store):

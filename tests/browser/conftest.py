@@ -146,6 +146,22 @@ class AppPage:
     def main_text(self) -> str:
         return self.main.inner_text()
 
+    def picker(self, label: str):
+        """The main area's selectbox labelled `label` (its value: the option it shows)."""
+        return self.main.get_by_role("combobox", name=label, exact=True)
+
+    def choose(self, label: str, option: str) -> None:
+        """Choose `option` in the main area's selectbox `label` as a reader does with the keyboard: click it, type
+        the option, Enter (the first option the typed text matches). A click on the open list could miss it when a
+        run redrew the page under it (a teacher's page reruns at every class event)."""
+
+        def typed() -> None:
+            self.picker(label).click()
+            self.page.keyboard.type(option)
+            self.page.keyboard.press("Enter")
+
+        self.act(typed)
+
     def no_exception(self) -> None:
         assert_no_exception(self.page)
 

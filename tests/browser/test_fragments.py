@@ -40,13 +40,6 @@ class Reruns:
         return self.sent[n:]
 
 
-def choose(app, label: str, option: str) -> None:
-    """Pick `option` in the main area's selectbox labelled `label` (a click on the box, then on the option)."""
-    box = app.main.get_by_test_id("stSelectbox").filter(has_text=label).first
-    box.get_by_role("combobox").click()
-    app.act(app.page.get_by_role("option", name=option, exact=True).click)
-
-
 def flip(app, label: str) -> None:
     switch = app.page.get_by_role("switch", name=label, exact=True)
     app.act(app.sidebar.get_by_test_id("stCheckbox").filter(has=switch).locator("label").click)
@@ -59,7 +52,7 @@ def test_self_attention_head_picker_is_a_fragment_and_interventions_still_reach_
     assert_numbers_shown(app, head0.tolist(), "softmax weights of layer 0, head 0")
 
     n = len(reruns.sent)
-    choose(app, "Head", "head 1")
+    app.choose("Head", "head 1")
     assert reruns.since(n) and all(reruns.since(n)), f"the head picker sent a full run: {reruns.since(n)}"
     head1 = analyse(SENTENCE).trace["enc.0.self_attn.weights"][0, 1, 0]
     assert not math.isclose(float(head1.max()), float(head0.max()), abs_tol=1e-3)

@@ -71,23 +71,6 @@ def test_plan_pace_and_snapshot_in_chromium(browser, app_url, app):
         student.page.context.close()
 
 
-def picker(tab, label: str):
-    """A selectbox of the page's main area, by its label (its value: the option shown)."""
-    return tab.main.get_by_role("combobox", name=label, exact=True)
-
-
-def choose(tab, label: str, option: str) -> None:
-    """Choose `option` in the selectbox `label` of the page's main area, as a reader does with the keyboard: click
-    it, type the option, Enter."""
-
-    def typed() -> None:
-        picker(tab, label).click()
-        tab.page.keyboard.type(option)
-        tab.page.keyboard.press("Enter")
-
-    tab.act(typed)
-
-
 def test_a_stop_s_figure_and_the_teacher_s_pickers_reach_the_student_s_screen(browser, app_url, app):
     """Stop 5 of "What decides il or elle" names its figure (decoder cross-attention, layer 1, the mystery head's):
     the student's screen shows it without a click. The teacher, on the projector, picks layer 0: the student's
@@ -103,21 +86,21 @@ def test_a_stop_s_figure_and_the_teacher_s_pickers_reach_the_student_s_screen(br
             expect(student.main.get_by_text(f"Stop {n} of 9")).to_be_visible(timeout=FOLLOW_MS)
         cross = "decoder cross-attention (encoder-decoder)"
         expect(student.main.get_by_role("radio", name=cross)).to_be_checked(timeout=FOLLOW_MS)
-        expect(picker(student, "Layer")).to_have_value("layer 1")
+        expect(student.picker("Layer")).to_have_value("layer 1")
         expect(student.main.get_by_text("the mystery head").first).to_be_visible()
         student.wait_idle()
         student.main.get_by_text("All heads of a layer").scroll_into_view_if_needed()
         student.shot("stop-5-student")
 
         expect(teacher.main.get_by_role("radio", name=cross)).to_be_checked()
-        choose(teacher, "Layer", "layer 0")
-        expect(picker(student, "Layer")).to_have_value("layer 0", timeout=FOLLOW_MS)
-        choose(student, "Head", "head 2")
+        teacher.choose("Layer", "layer 0")
+        expect(student.picker("Layer")).to_have_value("layer 0", timeout=FOLLOW_MS)
+        student.choose("Head", "head 2")
         student.page.wait_for_timeout(1_000)
         student.wait_idle()
-        expect(picker(student, "Head")).to_have_value("head 2")
+        expect(student.picker("Head")).to_have_value("head 2")
         expect(student.sidebar.get_by_text(f"Following class {code}")).to_be_visible()
-        expect(picker(student, "Layer")).to_have_value("layer 0")
+        expect(student.picker("Layer")).to_have_value("layer 0")
         student.no_exception()
         teacher.no_exception()
     finally:
