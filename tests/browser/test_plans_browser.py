@@ -74,37 +74,44 @@ def test_plan_pace_and_snapshot_in_chromium(browser, app_url, app):
 def test_a_stop_s_figure_and_the_teacher_s_pickers_reach_the_student_s_screen(browser, app_url, app):
     """Stop 5 of "What decides il or elle" names its figure (decoder cross-attention, layer 1, the mystery head's):
     the student's screen shows it without a click. The teacher, on the projector, picks layer 0: the student's
-    picker follows. The student's own choice of the head in detail keeps them following."""
+    picker follows, on a laptop and on a phone. The student's own choice of the head in detail keeps them
+    following."""
     teacher = app
     code = start_the_plan(teacher)
-    student = new_tab(browser, app_url, "student")
+    student, phone = new_tab(browser, app_url, "student"), new_tab(browser, app_url, "phone")
+    phone.page.set_viewport_size({"width": 390, "height": 844})
     try:
-        student.goto("classroom", **{"class": code})
-        expect(student.main.get_by_text("Stop 1 of 9")).to_be_visible(timeout=FOLLOW_MS)
+        for tab in (student, phone):
+            tab.goto("classroom", **{"class": code})
+            expect(tab.main.get_by_text("Stop 1 of 9")).to_be_visible(timeout=FOLLOW_MS)
         for n in range(2, 6):
             teacher.act(lambda: teacher.sidebar.get_by_role("button", name=re.compile("^Next stop")).click())
-            expect(student.main.get_by_text(f"Stop {n} of 9")).to_be_visible(timeout=FOLLOW_MS)
+            for tab in (student, phone):
+                expect(tab.main.get_by_text(f"Stop {n} of 9")).to_be_visible(timeout=FOLLOW_MS)
         cross = "decoder cross-attention (encoder-decoder)"
-        expect(student.main.get_by_role("radio", name=cross)).to_be_checked(timeout=FOLLOW_MS)
-        expect(student.picker("Layer")).to_have_value("layer 1")
-        expect(student.main.get_by_text("the mystery head").first).to_be_visible()
-        student.wait_idle()
-        student.main.get_by_text("All heads of a layer").scroll_into_view_if_needed()
-        student.shot("stop-5-student")
+        for tab in (student, phone):
+            expect(tab.main.get_by_role("radio", name=cross)).to_be_checked(timeout=FOLLOW_MS)
+            expect(tab.picker("Layer")).to_have_value("layer 1")
+            expect(tab.main.get_by_text("the mystery head").first).to_be_visible()
+            tab.wait_idle()
+            tab.main.get_by_text("All heads of a layer").scroll_into_view_if_needed()
+            tab.shot("stop-5")
 
         expect(teacher.main.get_by_role("radio", name=cross)).to_be_checked()
         teacher.choose("Layer", "layer 0")
-        expect(student.picker("Layer")).to_have_value("layer 0", timeout=FOLLOW_MS)
+        for tab in (student, phone):
+            expect(tab.picker("Layer")).to_have_value("layer 0", timeout=FOLLOW_MS)
         student.choose("Head", "head 2")
         student.page.wait_for_timeout(1_000)
         student.wait_idle()
         expect(student.picker("Head")).to_have_value("head 2")
         expect(student.sidebar.get_by_text(f"Following class {code}")).to_be_visible()
         expect(student.picker("Layer")).to_have_value("layer 0")
-        student.no_exception()
-        teacher.no_exception()
+        for tab in (student, phone, teacher):
+            tab.no_exception()
     finally:
         student.page.context.close()
+        phone.page.context.close()
 
 
 @pytest.mark.parametrize(("left", "path"), [("Tokens and embeddings", "tokens"), ("Classroom", "classroom")])
