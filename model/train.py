@@ -438,12 +438,12 @@ class Trainer:
                 torch._foreach_copy_(self._params, self._good)
                 self.step -= 1
             self.optimizer.zero_grad(set_to_none=True)
-        t = self.tcfg
+        t, n = self.tcfg, self.step
+        when = f"after {n} update{'' if n == 1 else 's'}, the last that gave a finite loss" if n else "at once"
         raise TrainingDiverged(
-            f"Training diverged: {what} became {value} (the paper's recipe cannot recover from that). "
-            f"The model keeps the weights after {self.step} updates, the last that gave a finite loss. "
+            f"Training diverged: {what} became {value} {when} (the paper's recipe cannot recover from that). "
             f"Try a smaller lr_scale (now {t.lr_scale:g}, peak learning rate {t.peak_lr:.2g}) or a longer "
-            f"warm-up (now {t.warmup} steps)."
+            f"warm-up (now {t.warmup} step{'' if t.warmup == 1 else 's'})."
         )
 
     # --- evaluation -----------------------------------------------------------------------------

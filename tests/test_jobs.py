@@ -335,6 +335,7 @@ def test_nan_fails_the_job_with_an_explanation_and_the_manager_goes_on(small_dat
     v = j.view()
     assert (v.state, v.reason) == ("failed", "diverged")
     assert "Training diverged" in v.error and "smaller lr_scale" in v.error and "warm-up" in v.error
+    assert f"after {v.step} update" in v.error and v.steps == list(range(1, v.step + 1))  # curve and panel agree
     assert j.result is None
     assert manager.counts() == (0, 0)
     again = manager.submit(job(small_data, owner="me", steps=3))  # the same session trains again

@@ -330,21 +330,27 @@ def _loop(
         m.send(conn, m.Steps(tuple(pending)))
         pending, flushed = [], time.perf_counter()
 
-    for ev in trainer.run(stop):
-        now = time.perf_counter() - start
-        if isinstance(ev, StepEvent):
-            pending.append((ev, now))
-            if probe_every and ev.step % probe_every == 0:
+    try:
+        for ev in trainer.run(stop):
+            now = time.perf_counter() - start
+            if isinstance(ev, StepEvent):
+                pending.append((ev, now))
+                if probe_every and ev.step % probe_every == 0:
+                    flush()
+                    snapshot()
+                    last_snap = ev.step
+            elif isinstance(ev, EvalEvent):
                 flush()
-                snapshot()
-                last_snap = ev.step
-        elif isinstance(ev, EvalEvent):
+                m.send(conn, m.Eval(ev, now))
+            if pending and time.perf_counter() - flushed >= FLUSH_SECONDS:
+                flush()
+            if stop.is_set():
+                break  # stopped: no final evaluation, the model is handed over at once
+    except TrainingDiverged:  # the curve goes on to the update its message names (the last with a finite loss)
+        pending = [(ev, s) for ev, s in pending if ev.step <= trainer.step]
+        if pending:
             flush()
-            m.send(conn, m.Eval(ev, now))
-        if pending and time.perf_counter() - flushed >= FLUSH_SECONDS:
-            flush()
-        if stop.is_set():
-            break  # stopped: no final evaluation, the model is handed over at once
+        raise
     if pending:
         flush()
     return last_snap
