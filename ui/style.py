@@ -7,7 +7,7 @@ it takes no room on the page and is not redrawn when unchanged). What the styles
   (about 3.9:1 on white); they get the body colour at 80 % (about 7:1 on white, theme-aware).
 - **Formulas**: a KaTeX display wider than its column scrolls sideways, and a scroll region must be
   reachable by keyboard (axe: scrollable-region-focusable). The formula is made a little smaller on
-  narrow screens, and `FOCUSABLE_JS` gives every display that overflows `tabindex="0"`, `role="group"`
+  narrow screens, and `KEYBOARD_JS` gives every display that overflows `tabindex="0"`, `role="group"`
   and a label, so a keyboard user can focus it and scroll it with the arrow keys.
 - **Phones (390 px wide)**: the whole page never scrolls sideways; wide tables and formulas scroll
   inside themselves.
@@ -18,6 +18,8 @@ it takes no room on the page and is not redrawn when unchanged). What the styles
   larger text everywhere (the root font size, which Streamlit's rem-based sizes follow) and larger
   chart fonts (`PRESENTER_FONT`, applied to a figure by `chart_font`).
 - A visible keyboard focus ring on links, buttons and switches.
+- **A clicker after a switch**: Streamlit's shortcuts ignore keys sent to any input, so the plan's PageDown / PageUp
+  / B did nothing once a switch had the focus; the same script presses the plan's button for those keys there.
 - Page links wrap instead of being cut off with an ellipsis.
 """
 
@@ -78,7 +80,7 @@ html {{ font-size: {PRESENTER_SCALE * 100:.0f}%; }}
 # Every KaTeX display that overflows its box becomes keyboard-focusable (WCAG 2.1.1), named for screen
 # readers by its own TeX source (KaTeX keeps it in an <annotation>), re-checked when the page changes; so does
 # every table written as text that overflows (named by its column headers; it keeps its table role).
-FOCUSABLE_JS = """
+KEYBOARD_JS = """
 <script>
 (() => {
   if (window.__glassFocusable) return;
@@ -106,6 +108,22 @@ FOCUSABLE_JS = """
         + [...el.querySelectorAll('th')].map(th => th.textContent.trim()).filter(Boolean).join(', '));
     }
   };
+  // A presentation clicker's PageDown / PageUp (and B) right after a switch was flipped: Streamlit's shortcuts ignore
+  // every key sent to an input, a switch's too, so the plan's button is pressed here (a teacher who flipped
+  // "Divide by sqrt(d_k)" and then clicked on found the class stuck on its stop).
+  const KEYS = {PageDown: 'plan_next', PageUp: 'plan_back', b: 'pace_pause', B: 'pace_pause'};
+  document.addEventListener('keydown', (e) => {
+    const t = e.target, key = KEYS[e.key];
+    if (!key || e.ctrlKey || e.metaKey || e.altKey || !(t instanceof HTMLInputElement)) return;
+    if (t.type !== 'checkbox' && t.type !== 'radio') return;
+    const button = document.querySelector(`[data-testid="stSidebar"] .st-key-${key} button:not([disabled])`)
+      || (key === 'pace_pause'
+          && document.querySelector('[data-testid="stSidebar"] .st-key-pace_resume button:not([disabled])'));
+    if (!button) return;
+    e.preventDefault();
+    t.blur();
+    button.click();
+  }, true);
   let queued = false;
   const later = () => { if (!queued) { queued = true; requestAnimationFrame(() => { queued = false; mark(); }); } };
   new MutationObserver(later).observe(document.body, {childList: true, subtree: true});
@@ -155,7 +173,7 @@ def inject() -> None:
 def inject_script() -> None:
     """The keyboard script: an invisible element at the end of the sidebar (st.html with JavaScript
     takes a place in a container; the sidebar's end is out of the reader's way)."""
-    st.sidebar.html(FOCUSABLE_JS, unsafe_allow_javascript=True)
+    st.sidebar.html(KEYBOARD_JS, unsafe_allow_javascript=True)
 
 
 def chart_font(fig, presenter_mode: bool | None = None, narrow: bool = False):

@@ -230,3 +230,29 @@ def test_a_student_who_opens_a_page_as_the_class_moves_gets_that_page(browser, a
         student.no_exception()
     finally:
         student.page.context.close()
+
+
+def test_a_clicker_moves_the_plan_right_after_a_switch_was_flipped(app):
+    """A presentation clicker sends PageDown / PageUp, and B pauses. Streamlit's own shortcuts ignore every key sent
+    to an input, a switch's too: a teacher who flipped "Divide by √d_k" and then clicked on found the plan stuck.
+    The keyboard script (ui/style.py) presses the plan's button for those keys on a switch."""
+    teacher = app
+    start_the_plan(teacher)
+    switch = teacher.sidebar.get_by_role("switch", name="Divide by √d_k", exact=True)
+
+    def on_the_switch(key: str) -> None:
+        switch.focus()
+        teacher.act(lambda: teacher.page.keyboard.press(key))
+
+    on_the_switch("Space")
+    expect(switch).not_to_be_checked()
+    assert teacher.page.evaluate("document.activeElement.getAttribute('role')") == "switch"
+    on_the_switch("PageDown")
+    expect(teacher.sidebar.get_by_text("stop 2 of 9", exact=True)).to_be_visible(timeout=FOLLOW_MS)
+    on_the_switch("PageUp")
+    expect(teacher.sidebar.get_by_text("stop 1 of 9", exact=True)).to_be_visible(timeout=FOLLOW_MS)
+    on_the_switch("b")
+    expect(teacher.sidebar.get_by_role("button", name="Resume the class")).to_be_visible(timeout=FOLLOW_MS)
+    on_the_switch("b")
+    expect(teacher.sidebar.get_by_role("button", name="Pause: eyes on the projector")).to_be_visible(timeout=FOLLOW_MS)
+    teacher.no_exception()
