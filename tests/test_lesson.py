@@ -668,3 +668,19 @@ def test_step_one_counts_the_before_pages_training_stages_in_words_defined_so_fa
     assert "2 to train on the pair" in v.notice and "in one pass" not in v.notice
     for term in ("token", "<eos>", "encoder", "decoder", "self-attention"):
         assert term not in v.notice.lower(), term
+
+
+@pytest.mark.parametrize("text", ["the cat is big and the dog is small", "thinking machines", "she is happy"])
+def test_orange_marks_the_highest_bar_at_the_scores_and_at_the_softmax(text):
+    """Steps 7 and 9 draw one bar per key; orange marks the highest of each (the score, then the weight), and their
+    notices say so. (Step 7 marked the word's own key, step 9 the largest weight: one colour, two meanings.)"""
+    from viz.lesson_base import ORANGE
+
+    c = ctx(text)
+    t, m = analyse(text).trace, "enc.0.self_attn"
+    for step, name in (("scores", "scores"), ("softmax", "weights")):
+        v = viz.lesson.view(step, c)
+        bar = v.figure.data[0]
+        row = t[f"{m}.{name}"][0, c.f.head, c.f.word]
+        assert [i for i, col in enumerate(bar.marker.color) if col == ORANGE] == [int(row.argmax())], step
+        assert "rang" in v.notice, step  # ("Orange marks the highest." / "(orange)")

@@ -181,7 +181,7 @@ def notice_scores(r: lesson.Row) -> str:
     return (
         f"In head {r.head}, q of {q(r.query_label, r.key_labels)} scores highest against the key of "
         f"{q_at(r.key_labels, top)} ({r.scores[top]:.2f}) and lowest against {q_at(r.key_labels, low)} "
-        f"({r.scores[low]:.2f})."
+        f"({r.scores[low]:.2f}). Orange marks the highest."
     )
 
 
@@ -204,8 +204,8 @@ def notice_softmax(r: lesson.Row) -> str:
     """The largest weight and the sum; explains parking when the largest weight is on <eos>."""
     top = r.top
     out = (
-        f"{q(r.query_label, r.key_labels)} gives {r.weights[top]:.3f} of its attention to {q_at(r.key_labels, top)}; "
-        f"the {len(r.weights)} weights add up to {sum(r.weights):.3f}."
+        f"{q(r.query_label, r.key_labels)} gives {r.weights[top]:.3f} of its attention to "
+        f"{q_at(r.key_labels, top)} (orange); the {len(r.weights)} weights add up to {sum(r.weights):.3f}."
     )
     return out + (" " + PARKING_WHY if parks([r.key_labels[top]]) else "")
 
@@ -263,7 +263,7 @@ def _scores(c: Context) -> View:
         f"q({label_word(r.query_label)}) · k, head {r.head}",
         "score",
         BLUE,
-        highlight=r.query,
+        highlight=r.top_score,
         digits=2,
     )
     return View(fig, notice_scores(r), _row_table(r), textbook_line("scores"), _head_off(c))
