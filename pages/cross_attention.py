@@ -6,20 +6,18 @@ import streamlit as st
 from pages.content import cross_attention as text
 from ui import shell
 from ui.classroom.plans import hidden_head, mystery_box
-from ui.models import analysis, content_key, current_model, padding_demo
+from ui.models import content_key, current_model, padding_demo
 from ui.widgets import (
     fold,
-    intro,
     layer_and_head,
     matrix,
     md,
     next_link,
     notice,
     once,
+    opening,
     pick,
-    require_sentence,
     section,
-    sentence_header,
     small_table,
 )
 from viz import decoder as vd
@@ -27,12 +25,8 @@ from viz.heatmap import shape_text, table
 
 shell.enter(__file__)  # first: re-enter through app.py if Streamlit ran this page bare
 
-a = analysis()
 cfg = current_model().bundle.config
-st.title("Encoder-decoder attention")
-intro(text.INTRO)
-require_sentence(a)
-sentence_header(a)
+a = opening("Encoder-decoder attention", text.INTRO)
 tr, src, lab = a.trace, a.src_labels, a.tgt_labels
 content = content_key(a)  # what every figure and table below is drawn from: the same for a whole class
 

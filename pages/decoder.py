@@ -8,21 +8,19 @@ from explain.paper import BASE, SECTIONS
 from pages.content import decoder as text
 from ui import shell
 from ui.mask_steps import mask_off_section, no_mask_section
-from ui.models import analysis, content_key, current_model
+from ui.models import content_key, current_model
 from ui.state import interventions
 from ui.widgets import (
     fold,
     four_steps,
-    intro,
     layer_and_head,
     metrics_row,
     next_link,
     notice,
     once,
+    opening,
     pick,
-    require_sentence,
     section,
-    sentence_header,
     small_table,
 )
 from viz import decoder as vd
@@ -30,7 +28,6 @@ from viz.heatmap import table
 
 shell.enter(__file__)  # first: re-enter through app.py if Streamlit ran this page bare
 
-a = analysis()
 bundle = current_model().bundle
 cfg = bundle.config
 iv = interventions()
@@ -44,10 +41,7 @@ def exact_numbers(steps, labels: list[str], key: str) -> None:  # the four matri
                 st.dataframe(table(m, labels, labels))
 
 
-st.title("The decoder and masking")
-intro(text.intro(a.out_tokens))
-require_sentence(a)
-sentence_header(a)
+a = opening("The decoder and masking", lambda a: text.intro(a.out_tokens))
 sentence, lab = a.prepared.text, a.tgt_labels
 content = content_key(a)  # what the figures and tables below are drawn from: the same for a whole class
 

@@ -7,19 +7,17 @@ import streamlit as st
 from pages.content import encoder as text
 from ui import shell
 from ui.encoder_steps import ffn_section, layer_norm_section
-from ui.models import analysis, content_key, current_model, encoder_layer
+from ui.models import content_key, current_model, encoder_layer
 from ui.widgets import (
     figure,
     fold,
-    intro,
     keep_valid,
     md,
     next_link,
     once,
+    opening,
     pick,
-    require_sentence,
     section,
-    sentence_header,
     small_table,
 )
 from viz import layers as vl
@@ -38,12 +36,8 @@ shell.enter(__file__)  # first: re-enter through app.py if Streamlit ran this pa
 
 P = "encoder_"  # widget key prefix
 
-st.title("The encoder layer")
-a = analysis()
 cfg = current_model().bundle.config
-intro(text.intro(cfg.n_enc_layers, cfg.d_model))
-require_sentence(a)
-sentence_header(a)
+a = opening("The encoder layer", text.intro(cfg.n_enc_layers, cfg.d_model))
 pre = cfg.norm_first
 if pre:
     st.info(text.PRE_LN)

@@ -9,20 +9,18 @@ from ui import shell
 from ui.attention_steps import focus_line, show_one_head_left
 from ui.classroom.plans import hidden_head, mystery_box
 from ui.heads_steps import P, concat_section, heads_grid, switch_off_section, word_heads_section
-from ui.models import analysis, content_key, coref_decision, coref_defaults, current_model
+from ui.models import content_key, coref_decision, coref_defaults, current_model
 from ui.widgets import (
     figure,
     fold,
-    intro,
     keep_valid,
     md,
     next_link,
     once,
+    opening,
     pick,
     projector_fold,
-    require_sentence,
     section,
-    sentence_header,
     small_table,
 )
 from viz import attention as va
@@ -38,12 +36,7 @@ def _set_sentence(sentence: str) -> None:
     st.session_state["sentence"] = sentence
 
 
-st.title("Multi-head attention")
-intro(text.INTRO)
-
-a = analysis()
-require_sentence(a)
-sentence_header(a)
+a = opening("Multi-head attention", text.INTRO)
 content = content_key(a)  # what the grid, the notice and the one-head figure are drawn from: the same for a class
 cfg = current_model().bundle.config
 iv = a.interventions

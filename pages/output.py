@@ -11,21 +11,19 @@ from model.data import dataset_reference
 from pages.content import output as text
 from ui import shell
 from ui.decoding_steps import CHART, beam_section, greedy_section, linear_section
-from ui.models import analysis, content_key, current_model, teacher_forced, used_text
+from ui.models import content_key, current_model, teacher_forced, used_text
 from ui.widgets import (
     chart,
     fold,
-    intro,
     md,
     metrics_row,
     next_link,
     notice,
     once,
+    opening,
     pick,
     reference_box,
-    require_sentence,
     section,
-    sentence_header,
     small_table,
 )
 from viz import decoding as vo
@@ -33,15 +31,11 @@ from viz.embeddings import textbook_one_hot
 
 shell.enter(__file__)  # first: re-enter through app.py if Streamlit ran this page bare
 
-a = analysis()
 bundle = current_model().bundle
 itos = bundle.tgt_vocab.itos
 V = len(itos)
 
-st.title("Output and decoding")
-intro(text.intro(V))
-require_sentence(a)
-sentence_header(a)
+a = opening("Output and decoding", text.intro(V))
 
 here = content_key(a)  # the analysis: what the figures below are of (drawn once, replayed to a class)
 linear_section(a, bundle, here, text)

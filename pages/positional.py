@@ -12,14 +12,12 @@ from ui.widgets import (
     chart,
     figure,
     fold,
-    intro,
     md,
     next_link,
     notice,
     once,
-    require_sentence,
+    opening,
     section,
-    sentence_header,
 )
 from viz import positional as vp
 from viz.heatmap import shape_text
@@ -28,11 +26,7 @@ from viz.positional import curves_figure
 shell.enter(__file__)  # first: re-enter through app.py if Streamlit ran this page bare
 
 
-st.title("Positional encoding")
-intro(text.INTRO)
-
-a = analysis()
-require_sentence(a)
+a = opening("Positional encoding", text.INTRO, translation=False)
 cur = current_model()
 bundle, cfg = cur.bundle, cur.bundle.config
 D, L = cfg.d_model, cfg.max_len
@@ -40,7 +34,6 @@ pe_table = bundle.model.src_embed.pe  # [max_len, D], the model's own buffer
 ref = analysis(iv=Interventions())  # the unmodified model: src.pos is recorded even when PE is switched off
 dims = [f"d{j}" for j in range(D)]
 
-sentence_header(a, show_translation=False)
 if not interventions().positional_encoding:
     st.warning(text.PE_OFF)
 

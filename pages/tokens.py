@@ -5,17 +5,15 @@ import streamlit as st
 from model.vocab import BOS, EOS
 from pages.content import tokens as text
 from ui import shell
-from ui.models import analysis, content_key, current_model
+from ui.models import content_key, current_model
 from ui.widgets import (
     figure,
-    intro,
     md,
     metrics_row,
     next_link,
     once,
-    require_sentence,
+    opening,
     section,
-    sentence_header,
     small_table,
 )
 from viz.embeddings import (
@@ -34,11 +32,7 @@ from viz.heatmap import shape_text
 
 shell.enter(__file__)  # first: re-enter through app.py if Streamlit ran this page bare
 
-st.title("Tokens and embeddings")
-intro(text.INTRO)
-
-a = analysis()
-require_sentence(a)
+a = opening("Tokens and embeddings", text.INTRO, translation=False)
 bundle = current_model().bundle
 cfg = bundle.config
 p = a.prepared
@@ -46,8 +40,6 @@ src_ids = [int(i) for i in a.trace["src.tokens"][0]]
 src_tokens = [*p.tokens, EOS]
 D = cfg.d_model
 content = content_key(a)  # what every figure and table below is drawn from: the same for a whole class
-
-sentence_header(a, show_translation=False)
 
 section("1. Words to tokens", text.TOKENIZER)
 

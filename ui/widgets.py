@@ -18,7 +18,7 @@ from streamlit.errors import StreamlitPageNotFoundError
 
 from classroom.rules import printable
 from model.pipeline import Analysis
-from ui import page_list, replay, shell
+from ui import models, page_list, replay, shell
 from ui.state import controls_are_mine
 from ui.style import PRESENTER_SCALE, chart_font, presenter
 from viz.heatmap import as_array, heatmap, outline, table
@@ -185,6 +185,18 @@ def sentence_header(a: Analysis, show_translation: bool = True) -> None:
         st.info(
             f"The sentence was cut to the model's limit of {len(p.tokens)} tokens ({p.truncated} token(s) dropped)."
         )
+
+
+def opening(title: str, about: str | Callable[[Analysis], str], translation: bool = True) -> Analysis:
+    """The top of a page that follows the app's sentence: its title, its introduction (`about`, or made from the
+    analysis), the sentence through the current model (or the prompt for one, and the page ends there), and the
+    sentence's header. Returns the analysis."""
+    a = models.analysis()
+    st.title(title)
+    intro(about(a) if callable(about) else about)
+    require_sentence(a)
+    sentence_header(a, show_translation=translation)
+    return a
 
 
 def require_sentence(a: Analysis) -> None:
