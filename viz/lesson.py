@@ -29,7 +29,7 @@ from viz.lesson_base import (  # noqa: F401 - CONFIG, context, PARKING_WHY: the 
     View,
     bars,
     context,
-    dims,
+    indices,
     plain_table,
     q,
     vectors,
@@ -173,7 +173,7 @@ def _embedding(c: Context) -> View:
     return View(
         fig,
         notice_embedding(e, c.f.word),
-        table(x, dims(x.shape[1]), a.src_labels),
+        table(x, indices(x.shape[1]), a.src_labels),
         textbook=f"The paper's base model uses d_model = {paper.BASE.d_model}, so √d_model = "
         f"{paper.BASE.d_model**0.5:.2f} there; this model uses d_model = {x.shape[1]}.",
     )
@@ -215,21 +215,21 @@ def _positional(c: Context) -> View:
         return View(
             fig,
             notice_positional(p, labels[pos], labels[c.f.word]),
-            table(x, dims(x.shape[1]), labels),
+            table(x, indices(x.shape[1]), labels),
             warning="Positional encoding is switched off in the sidebar: the figure shows the encoder's "
             "input, which is now the embedding alone.",
         )
     pe = a.trace["src.pos"][0]
     fig = heatmap(
         pe,
-        dims(pe.shape[1]),
+        indices(pe.shape[1]),
         labels,
         "encoding",
         x_title="dimension (even: sin, odd: cos)",
         y_title="position",
         height=max(220, min(520, 60 + 30 * pe.shape[0])),
     )
-    return View(fig, notice_positional(p, labels[pos], labels[c.f.word]), table(pe, dims(pe.shape[1]), labels))
+    return View(fig, notice_positional(p, labels[pos], labels[c.f.word]), table(pe, indices(pe.shape[1]), labels))
 
 
 VIEWS: dict[str, Callable[[Context], View]] = {

@@ -143,10 +143,12 @@ def plain_table(columns: dict[str, list], height: int | None = None) -> go.Figur
     return figure([table], _layout(height or min(520, 60 + 28 * n)))
 
 
-def dims(n: int) -> list[str]:
+def indices(n: int) -> list[str]:
+    """Category labels "0", "1", ... for a vector's numbers or a layer's units (the pages' dimension axes say "d0":
+    `viz.heatmap.dims`)."""
     return [str(i) for i in range(n)]
 
 
 def vectors(x, labels: list[str], x_title: str, y_title: str, **kw) -> go.Figure:
     """A [rows, d] matrix of vectors as a heatmap: one row a label (a token, a position), its d numbers as columns."""
-    return heatmap(x, dims(x.shape[1]), labels, "activations", x_title=x_title, y_title=y_title, **kw)
+    return heatmap(x, indices(x.shape[1]), labels, "activations", x_title=x_title, y_title=y_title, **kw)

@@ -32,7 +32,7 @@ from viz.lesson_base import (
     Context,
     View,
     bars,
-    dims,
+    indices,
     layout,
     parks,
     q,
@@ -98,7 +98,7 @@ def _qkv(c: Context) -> View:
             f"W^Q of head {f.head} [{p.d_model}, {p.d_k}]",
             f"q = x·W^Q + b^Q [1, {p.d_k}]",
         ]
-        ys = [dims(p.d_model), dims(p.d_model), [label_word(labels[f.word])]]
+        ys = [indices(p.d_model), indices(p.d_model), [label_word(labels[f.word])]]
     fig = make_subplots(
         rows=1,
         cols=3,
@@ -111,7 +111,7 @@ def _qkv(c: Context) -> View:
         fig.add_trace(
             go.Heatmap(
                 z=x,
-                x=dims(x.shape[1]),
+                x=indices(x.shape[1]),
                 y=y,
                 zmin=-lim,
                 zmax=lim,
@@ -127,7 +127,7 @@ def _qkv(c: Context) -> View:
     if proj is not None:  # q is one row: a strip under its title, not a block as tall as W^Q
         fig.update_yaxes(domain=[0.86, 0.94], row=1, col=3)
     layout(fig, height=max(300, min(520, 80 + 30 * len(labels))))
-    tab = pd.DataFrame({"dimension": dims(p.d_k), f"q of {label_word(labels[f.word])}": p.q})
+    tab = pd.DataFrame({"dimension": indices(p.d_k), f"q of {label_word(labels[f.word])}": p.q})
     return View(
         fig,
         notice_qkv(p, f.head, proj),
@@ -314,7 +314,7 @@ def _z(c: Context) -> View:
     labels = [f"{i}: {lab}" for i, lab in enumerate(labels)]  # unique axis labels
     fig = vectors(rows, labels, "dimension", "", height=max(240, min(560, 60 + 30 * len(labels))))
     off = (r.module, r.head) in a.interventions.heads_off
-    return View(fig, notice_z(r, off), table(rows, dims(v.shape[1]), labels), textbook_line("z"), _head_off(c))
+    return View(fig, notice_z(r, off), table(rows, indices(v.shape[1]), labels), textbook_line("z"), _head_off(c))
 
 
 def _row_table(r: lesson.Row) -> pd.DataFrame:
@@ -390,7 +390,7 @@ def _concat(c: Context) -> View:
     return View(
         fig,
         notice_concat(cc, a.src_labels[f.word], n_heads),
-        table(x, dims(x.shape[1]), a.src_labels),
+        table(x, indices(x.shape[1]), a.src_labels),
         textbook=f"The Illustrated Transformer's picture: Z₀ … Z₇ ({B.n_heads} heads × {B.d_k} = "
         f"{B.d_model} numbers per word) concatenated, then × W^O [{B.d_model}, {B.d_model}] gives Z. "
         f"Here the same with Z₀ … Z{sub(n_heads - 1)}: {n_heads} × {d_k} = {x.shape[1]}, "
@@ -412,7 +412,7 @@ def notice_add_norm(n: lesson.AddNormStep) -> str:
 def _add_norm(c: Context) -> View:
     a, f = c.a, c.f
     r, z = (as_array(_enc(c, f"add_norm1.{n}")[0, f.word]) for n in ("resid", "normed"))
-    d = dims(len(r))
+    d = indices(len(r))
     fig = go.Figure(
         [
             go.Scatter(x=d, y=r, name="x + attention(x)", mode="lines", line_color=GREY),
@@ -451,7 +451,7 @@ def _ffn(c: Context) -> View:
     h = as_array(_enc(c, "ffn.hidden")[0, f.word])
     x = lesson.ffn(a, f)
     fig = bars(
-        dims(len(h)),
+        indices(len(h)),
         h,
         f"ReLU(x W_1 + b_1) for “{label_word(a.src_labels[f.word])}”",
         "activation",
@@ -463,7 +463,7 @@ def _ffn(c: Context) -> View:
     return View(
         fig,
         notice_ffn(x),
-        pd.DataFrame({"unit": dims(len(h)), "activation": h}).round(4),
+        pd.DataFrame({"unit": indices(len(h)), "activation": h}).round(4),
         textbook=f"The paper's base model: d_ff = {paper.BASE.d_ff} = 4 × d_model; this model: d_ff = {x.d_ff}.",
     )
 

@@ -17,14 +17,10 @@ import numpy as np
 import plotly.graph_objects as go
 
 from explain.tracing import HALF, Grid, HeadTracing, Pair, Tracing
-from model.pipeline import label_word
 from viz.heatmap import heatmap
+from viz.lesson_base import q_at
 
 MYSTERY = "(the mystery head: hidden)"
-
-
-def q(label: str) -> str:
-    return f"“{label_word(label)}”"
 
 
 def num(x: float) -> str:
@@ -106,7 +102,7 @@ def pair_notice(p: Pair) -> str:
     )
     out = (
         f"The sentences differ at {changed}. Fed the first translation up to position {p.position} "
-        f"({q(p.tgt_labels[-1])}), the model gives “{word}” p = {p.p_clean:.3f} in the first run and "
+        f"({q_at(p.tgt_labels, -1)}), the model gives “{word}” p = {p.p_clean:.3f} in the first run and "
         f"{p.p_corrupt:.3f} in the second: a difference of {p.gap:+.3f} to trace."
     )
     if len(p.differs) == 1 and theirs is not None and theirs != word:
@@ -133,11 +129,11 @@ def encoder_notice(t: Tracing) -> str:
     if not carriers:
         return (
             f"No single encoder position carries half of the difference: the most, {num(s)}, is "
-            f"{q(g.columns[c])} {g.rows[r]}. The difference is spread over several positions."
+            f"{q_at(g.columns, c)} {g.rows[r]}. The difference is spread over several positions."
         )
-    names = ", ".join(q(g.columns[j]) for j in carriers)
+    names = ", ".join(q_at(g.columns, j) for j in carriers)
     spans = "; ".join(
-        (f"{q(g.columns[j])} " if len(carriers) > 1 else "") + span([row[j] for row in g.share]) for j in carriers
+        (f"{q_at(g.columns, j)} " if len(carriers) > 1 else "") + span([row[j] for row in g.share]) for j in carriers
     )
     rest = [(j, s) for _, j, s in _cells(g) if j not in carriers]
     out = (
@@ -158,17 +154,17 @@ def heads_notice(t: Tracing, hidden: set[int] = frozenset()) -> str:
     together = [x for x in _cells(g) if "all" in g.rows[x[0]]]
     r, c, s = max(single, key=lambda x: x[2])
     lead = (
-        f"{g.rows[r].capitalize()} carries it alone: its z at {q(g.columns[c])} brings back {num(s)}."
+        f"{g.rows[r].capitalize()} carries it alone: its z at {q_at(g.columns, c)} brings back {num(s)}."
         if s >= HALF
         else f"No single encoder-decoder head carries it: the most one head's z brings back is {num(s)} ({g.rows[r]}, "
-        f"at {q(g.columns[c])})."
+        f"at {q_at(g.columns, c)})."
     )
     parts = []
     for row in sorted({x[0] for x in together}):
         c2, s2 = max(((c, s) for r2, c, s in together if r2 == row), key=lambda x: x[1])
         layer = g.rows[row].replace(" all heads", "")
         verb = f"carry it ({num(s2)}, " if s2 >= HALF else f"bring back {num(s2)} ("
-        parts.append(f"{layer}'s heads together {verb}at {q(g.columns[c2])})")
+        parts.append(f"{layer}'s heads together {verb}at {q_at(g.columns, c2)})")
     together_text = "; ".join(parts)
     out = f"{lead} {together_text[:1].upper()}{together_text[1:]}."
     if hidden:
@@ -181,12 +177,12 @@ def decoder_notice(t: Tracing) -> str:
     g, p = t.decoder, t.pair
     col = len(g.columns) - 1  # the followed position
     first = next((r for r in range(len(g.rows)) if g.share[r][col] >= HALF), None)
-    here = q(g.columns[col])
+    here = q_at(g.columns, col)
     if first is None:
         r, c, s = max(_cells(g), key=lambda x: x[2])
         return (
             f"The decoder's stream at {here} never carries half of the difference alone: the most is {num(s)}, "
-            f"{g.rows[r]} at {q(g.columns[c])}."
+            f"{g.rows[r]} at {q_at(g.columns, c)}."
         )
     before = f" (just before it: {num(g.share[first - 1][col])})" if first > 0 else ""
     earlier = max((s for r, c, s in _cells(g) if c != col), default=None)
@@ -208,19 +204,19 @@ def mask_notice(t: Tracing) -> str:
     r, c, s = max(((r, c, s) for r, c, s in _cells(g) if r != every), key=lambda x: x[2])
     if needed:
         out = " ".join(
-            f"Hidden from {g.rows[r]}, {q(g.columns[c])} takes {num(s)} of “{p.word}”'s lead with it: "
+            f"Hidden from {g.rows[r]}, {q_at(g.columns, c)} takes {num(s)} of “{p.word}”'s lead with it: "
             f"reading it there is needed."
             for r, c, s in needed
         )
     else:
         out = (
-            f"No word hidden from one layer is needed: the most that goes is {num(s)} ({q(g.columns[c])} hidden "
+            f"No word hidden from one layer is needed: the most that goes is {num(s)} ({q_at(g.columns, c)} hidden "
             f"from {g.rows[r]})."
         )
     for i in p.differs:
         if i < len(g.columns):
             out += (
-                f" Hidden from every layer at once, {q(g.columns[i])} takes {num(g.share[every][i])} of it "
+                f" Hidden from every layer at once, {q_at(g.columns, i)} takes {num(g.share[every][i])} of it "
                 f"({'needed' if g.share[every][i] >= HALF else 'not needed'})."
             )
     return out
@@ -236,9 +232,9 @@ def head_notice(h: HeadTracing) -> str:
     best = [max(_cells(g), key=lambda x: x[2]) for g in (h.query, h.key)]
     (r, c, s), (r2, c2, s2) = best
     out = (
-        f"Its {h.query.rows[r]} at {q(h.query.columns[c])} brings back {num(s)}"
+        f"Its {h.query.rows[r]} at {q_at(h.query.columns, c)} brings back {num(s)}"
         f"{' (it carries the difference)' if s >= HALF else ''}; its {h.key.rows[r2]} at "
-        f"{q(h.key.columns[c2])} {num(s2)}{' (it carries the difference)' if s2 >= HALF else ''}."
+        f"{q_at(h.key.columns, c2)} {num(s2)}{' (it carries the difference)' if s2 >= HALF else ''}."
     )
     z = h.query.rows.index("output z")
     zs = max(h.query.share[z])
