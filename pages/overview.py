@@ -6,7 +6,7 @@ from explain.paper import BASE, CITATION
 from model.checkpoint import count_parameters
 from pages.content import overview as text
 from ui import shell
-from ui.models import analysis, current_model, state_key, toy_data
+from ui.models import analysis, current_model, state_key, toy_summary
 from ui.page_list import by_file
 from ui.state import MODELS, controls_are_mine
 from ui.widgets import intro, next_link, once, page_link, section, sentence_header, small_table
@@ -115,7 +115,7 @@ def bottom() -> None:
     else:
         st.caption("This checkpoint records no training metadata.")
 
-    summary, toy_hash = toy_data()
+    summary, toy_hash = toy_summary()
     trained_hash = bundle.meta.get("data_sha256")
     if current_model().label != "my model" or trained_hash in (None, toy_hash):
         section("What it was trained on", text.TOY_DATA, level=3)
@@ -128,7 +128,7 @@ def bottom() -> None:
     next_link(__file__)
 
 
-key = (*state_key(), toy_data()[1])
+key = (*state_key(), toy_summary()[1])
 once("overview.top", key, top)
 cur = current_model()
 section(

@@ -138,14 +138,14 @@ def teacher_forced(target: str, iv: Interventions | None = None) -> pipeline.Tea
 
 
 @session_cache(max_entries=4)
-def _toy_data(mtime: float) -> tuple[pd.DataFrame, str]:  # keyed on the file's modification time
+def _toy_summary(mtime: float) -> tuple[pd.DataFrame, str]:  # keyed on the file's modification time
     return data_summary(load_dataset()), data_hash(DATASET_PATH)
 
 
-def toy_data() -> tuple[pd.DataFrame, str]:
+def toy_summary() -> tuple[pd.DataFrame, str]:
     """The shipped toy data set: pairs per family and split (a table), and the file's hash. A regenerated
     file is read again."""
-    return _toy_data(DATASET_PATH.stat().st_mtime)
+    return _toy_summary(DATASET_PATH.stat().st_mtime)
 
 
 @session_cache(max_entries=64)
