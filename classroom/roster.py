@@ -28,6 +28,7 @@ import hmac
 import json
 import re
 import threading
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -122,7 +123,7 @@ def check_device(record: object) -> dict[str, Any] | None:
     return {"code": normalize_code(record["code"]), "role": record["role"], "wrapped": record["wrapped"]}
 
 
-class RosterOps:
+class RosterOps(ABC):
     """The public operations (mixed into `ClassStore`; a back-end implements the underscored ones)."""
 
     def report(self, code: str, student_id: str, status: dict[str, Any]) -> None:
@@ -188,18 +189,23 @@ class RosterOps:
         raise NotImplementedError
 
     # the back-end's part
+    @abstractmethod
     def _report(self, code: str, student_id: str, status: dict[str, Any]) -> None:
         raise NotImplementedError
 
+    @abstractmethod
     def _number(self, code: str, student_id: str) -> int | None:
         raise NotImplementedError
 
+    @abstractmethod
     def _roster(self, code: str) -> list[dict[str, Any]]:
         raise NotImplementedError
 
+    @abstractmethod
     def _set_device(self, key: str, record: str | None, seconds: float) -> None:
         raise NotImplementedError
 
+    @abstractmethod
     def _device(self, key: str) -> str | None:
         raise NotImplementedError
 

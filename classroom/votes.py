@@ -29,6 +29,7 @@ from __future__ import annotations
 import csv
 import io
 import time
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -276,7 +277,7 @@ def _cell(value: object) -> object:
 
 
 # -- the public operations (mixed into ClassStore) ---------------------------------------------------------
-class PeerVotes:
+class PeerVotes(ABC):
     """Peer instruction's operations on a `ClassStore` (the back-end implements the underscored ones)."""
 
     def ask_peer(
@@ -397,24 +398,31 @@ class PeerVotes:
         raise NotImplementedError
 
     # -- the back-end's part (`MemoryVotes` below, classroom/redis_votes.py `RedisVotes`) ---------------------------
+    @abstractmethod
     def _poll_open(self, code: str, shash: str, qid: int, record: dict[str, Any]) -> None:
         raise NotImplementedError
 
+    @abstractmethod
     def _vote(self, code: str, student_id: str, question_id: int, choice: int, ckey: str) -> None:
         raise NotImplementedError
 
+    @abstractmethod
     def _poll_move(self, code: str, shash: str, move: str) -> None:
         raise NotImplementedError
 
+    @abstractmethod
     def _poll_read(self, code: str, student_id: str | None) -> dict[str, Any] | None:
         raise NotImplementedError
 
+    @abstractmethod
     def _poll_results(self, code: str) -> list[dict[str, Any]]:
         raise NotImplementedError
 
+    @abstractmethod
     def _close_question(self, code: str, shash: str) -> None:
         raise NotImplementedError
 
+    @abstractmethod
     def _end_votes(self, code: str) -> None:
         raise NotImplementedError
 

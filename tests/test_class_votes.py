@@ -278,3 +278,19 @@ def test_a_click_questions_csv_names_every_cell_of_its_row():
     rows = a_result(kind="click", text="Click", grid=grid, first={"3": 2, "0": 1})
     (row,) = list(csv.DictReader(io.StringIO(results_csv(rows))))
     assert row["round 1 distribution"] == "1:cat → 0:the = 0; 1:cat → 1:cat = 2; other rows = 1"
+
+
+def test_a_back_end_must_say_every_part_of_the_contract_the_votes_and_the_roster_rely_on():
+    """The underscored operations the votes and roster mixins call (`_vote`, `_poll_open`, `_report`, ...) are
+    abstract: a back-end that leaves one out cannot be built (before: a NotImplementedError at the first vote)."""
+    from classroom.memory import MemoryClassStore
+    from classroom.roster import RosterOps
+    from classroom.votes import PeerVotes
+
+    needed = {"_vote", "_poll_open", "_poll_move", "_poll_read", "_poll_results", "_close_question", "_end_votes"}
+    assert needed <= PeerVotes.__abstractmethods__
+    assert {"_report", "_number", "_roster", "_set_device", "_device"} <= RosterOps.__abstractmethods__
+    lacking = type("Lacking", (MemoryClassStore,), {"_vote": PeerVotes._vote})  # the abstract one back
+    with pytest.raises(TypeError, match="_vote"):
+        lacking()
+    assert not MemoryClassStore.__abstractmethods__
