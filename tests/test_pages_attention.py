@@ -440,7 +440,7 @@ def test_html_input_is_harmless(page):
         assert "<script" not in el.value and "<img" not in el.value
 
 
-# --- Issue 10: the coreference focus, the projection, textbook labels, collapsed tables, notices --------
+# --- The coreference focus, the projection, textbook labels, collapsed tables, notices --------
 
 
 def plain_text(at) -> str:

@@ -441,7 +441,7 @@ def test_why_figures_helper_sees_all_charts():
     assert re.search(r"Table 2", all_text(at))
 
 
-# --- Issue 10 / 11: computed sentences, notices, layouts, next links, any model size --------------------
+# --- Computed sentences, notices, layouts, next links, any model size --------------------
 
 
 def plain(at) -> str:

@@ -1,4 +1,4 @@
-"""Issue 11, the training part: a classroom server that no visitor can take down.
+"""The training part of a classroom server that no visitor can take down.
 
 Each test is a case measured against the server before the fix: settings the page accepted but could
 not save, a finished run thrown away, a reload that lost its run, a burst of Start messages, one
