@@ -476,10 +476,10 @@ def test_textbook_labels_the_second_query_q2():
     s = va.textbook_steps(thinking_machines(), 1)
     tb = va.textbook_table(s, va.textbook_labels(), 1)
     assert tb.loc["Score"].tolist() == ["q2·k1 = 32", "q2·k2 = 80"]
-    line = va.textbook_line(s, 1, book=False)
+    line = va.worked_line(s, 1, book=False)
     assert line.startswith("This app's own construction") and "q2·k1 = 32, q2·k2 = 80" in line
     assert "4, 10 → softmax → 0.00, 1.00" in line
-    book = va.textbook_line(va.textbook_steps(thinking_machines(), 0), 0, book=True)
+    book = va.worked_line(va.textbook_steps(thinking_machines(), 0), 0, book=True)
     assert book == (
         "From the Illustrated Transformer: q1·k1 = 112, q1·k2 = 96 → ÷ √64 = 8 → 14, 12 → softmax → 0.88, 0.12"
     )

@@ -149,7 +149,7 @@ def show_steps(
             )
         if textbook:
             small_table(va.textbook_table(s, key_labels, query))
-            st.markdown(f"**{va.textbook_line(s, query, from_book(query))}**")  # no user text: written as is
+            st.markdown(f"**{va.worked_line(s, query, from_book(query))}**")  # no user text: written as is
         small_table(step_table(s, key_labels), hide_index=True)
         notice(va.row_notice(s.weights, key_labels, query_label))
         st.caption("The weights are all ≥ 0 and add up to 1: a weighted average, not a sum that can grow.")

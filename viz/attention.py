@@ -161,7 +161,7 @@ def textbook_table(s: WordSteps, key_labels: list[str], query: int = 0) -> pd.Da
     )
 
 
-def textbook_line(s: WordSteps, query: int, book: bool) -> str:
+def worked_line(s: WordSteps, query: int, book: bool) -> str:
     """The worked numbers in one line, saying whose they are (the Illustrated Transformer's or this app's)."""
     source = (
         "From the Illustrated Transformer"
