@@ -7,6 +7,7 @@ installs redis-server and haproxy (as it installs chromium).
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import tempfile
 import time
@@ -63,23 +64,51 @@ def postgres_server():
 def wait_for(
     cond: Callable[[], object],
     timeout: float = 60.0,
-    what: str = "condition",
+    what: str | Callable[[], str] = "condition",
+    every: float = 0.05,
+    tolerate: bool = False,
+    sleep: Callable[[float], object] = time.sleep,
+) -> float:
+    """Wait until `cond()` is true (a part of the system on its way), polling every `every` seconds; the seconds it
+    took. Past `timeout`, fail the test naming `what` (a callable: called then, to say what the test saw).
+    `tolerate`: an exception from `cond` counts as "not yet" (a process on its way back up). `sleep`: how to pass
+    the time between two polls (a browser page's `wait_for_timeout`, which keeps its driver's events flowing)."""
+    start = time.monotonic()
+    while True:
+        if _holds(cond, tolerate):
+            return time.monotonic() - start
+        assert time.monotonic() - start < timeout, _timed_out(what)
+        sleep(every)
+
+
+async def until(
+    cond: Callable[[], object],
+    timeout: float = 60.0,
+    what: str | Callable[[], str] = "condition",
     every: float = 0.05,
     tolerate: bool = False,
 ) -> float:
-    """Wait until `cond()` is true (a part of the system on its way), polling every `every` seconds; the seconds it
-    took. Past `timeout`, fail the test naming `what`. `tolerate`: an exception from `cond` counts as "not yet" (a
-    process on its way back up)."""
+    """`wait_for` on an event loop: the same polls, bound and failure, sleeping with `asyncio.sleep` so the loop's
+    other tasks (the part the test waits for) run in between."""
     start = time.monotonic()
     while True:
-        try:
-            if cond():
-                return time.monotonic() - start
-        except Exception:  # noqa: BLE001 - only with tolerate: a part on its way back up
-            if not tolerate:
-                raise
-        assert time.monotonic() - start < timeout, f"timed out waiting for {what}"
-        time.sleep(every)
+        if _holds(cond, tolerate):
+            return time.monotonic() - start
+        assert time.monotonic() - start < timeout, _timed_out(what)
+        await asyncio.sleep(every)
+
+
+def _holds(cond: Callable[[], object], tolerate: bool) -> bool:
+    try:
+        return bool(cond())
+    except Exception:  # noqa: BLE001 - only with tolerate: a part on its way back up
+        if not tolerate:
+            raise
+        return False
+
+
+def _timed_out(what: str | Callable[[], str]) -> str:
+    return f"timed out waiting for {what() if callable(what) else what}"
 
 
 class Clock:

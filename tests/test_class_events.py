@@ -4,7 +4,6 @@ and through a Redis restart: every listener ends on the class's latest counters 
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
 
 import pytest
@@ -12,16 +11,9 @@ import pytest
 from classroom import Counters, MemoryClassStore, RedisClassStore
 from classroom.hub import EventHub
 from serving.processes import stop
-from tests.services import redis_server
+from tests.services import redis_server, until, wait_for
 
 STATE = {"page": "overview", "sentence": "thinking machines", "model": "base"}
-
-
-async def until(check, seconds: float = 10.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while not check() and time.monotonic() < deadline:
-        await asyncio.sleep(0.02)
-    return check()
 
 
 async def _follow_changes(store, other) -> None:
@@ -37,10 +29,10 @@ async def _follow_changes(store, other) -> None:
         assert a.latest == Counters(1, 0, 0) and a.up
         assert hub.connected(code) == {"student-1": 2, "student-2": 1, "teacher": 1}
         # every app process can tell who has a page of the class open (the teacher is no student)
-        assert await until(lambda: store.connected(code) == {"student-1", "student-2"})
+        await until(lambda: store.connected(code) == {"student-1", "student-2"}, 10, "the record", every=0.02)
         for i in range(10):  # a burst: each listener wakes, and ends on the last counters
             store.set_state(code, secret, {**STATE, "sentence": f"i am a student {i}"})
-        assert await until(lambda: all(x.latest == Counters(11, 0, 0) for x in (a, b, a2)))
+        await until(lambda: all(x.latest == Counters(11, 0, 0) for x in (a, b, a2)), 10, "the burst", every=0.02)
         # what a page's run asks at its end instead of the store (ui/classroom/panels.py end_of_run)
         assert hub.latest(code) == Counters(11, 0, 0) and hub.latest("ZZZZZZ") is None
         assert a.changed.is_set()
@@ -49,15 +41,15 @@ async def _follow_changes(store, other) -> None:
         hub.unlisten(t)
         assert hub.connected(code) == {"student-1": 1, "student-2": 1}
         hub.unlisten(b)  # a student's last page closed: gone from the record at once
-        assert await until(lambda: store.connected(code) == {"student-1"})
+        await until(lambda: store.connected(code) == {"student-1"}, 10, "student-2 to leave", every=0.02)
         b = await hub.listen(code, "student-2")
         store.join(code, "203.0.113.9", "student-0003")  # the teacher's counts move: so does the tally
-        assert await until(lambda: a.latest == Counters(11, 0, 1) and a.changed.is_set())
+        await until(lambda: a.latest == Counters(11, 0, 1) and a.changed.is_set(), 10, "the tally", every=0.02)
         hub.unlisten(a)
         hub.unlisten(b)
         assert hub.connected(code) == {} and hub.listeners() == 0
         assert hub.latest(code) is None  # nobody listens here: not kept (a run reads the store)
-        assert await until(lambda: store.connected(code) == set())
+        await until(lambda: store.connected(code) == set(), 10, "an empty record", every=0.02)
         assert store.connected("ZZZZZZ") == set()
     finally:
         hub.stop()
@@ -91,13 +83,18 @@ def test_a_redis_restart_is_told_and_the_listeners_catch_up():
             code, secret = store.create(STATE)
             listener = await hub.listen(code, "student-1")
             stop(server.child)
-            assert await until(lambda: not hub.up and not listener.up, 15)
+            await until(lambda: not hub.up and not listener.up, 15, "up=False", every=0.02)
             assert hub.latest(code) is None  # the events are interrupted: a run reads the store (and waits)
             server.start()
             store.set_state(code, secret, {**STATE, "sentence": "i am a student"})  # (maybe before we resubscribe)
-            assert await until(lambda: hub.up and listener.up and listener.latest.seq == 2, 20), listener.latest
+            await until(
+                lambda: hub.up and listener.up and listener.latest.seq == 2,
+                20,
+                lambda: f"up again on seq 2: {listener.latest}",
+                every=0.02,
+            )
             store.set_state(code, secret, {**STATE, "sentence": "he is tired"})  # and events flow again
-            assert await until(lambda: listener.latest.seq == 3, 10)
+            await until(lambda: listener.latest.seq == 3, 10, "seq 3", every=0.02)
             assert hub.latest(code) == listener.latest
         finally:
             hub.stop()
@@ -158,12 +155,6 @@ def test_a_class_wide_read_is_made_once_a_process_until_the_class_moves():
     nothing is kept while this process hears no events, nor longer than `KEEP_SECONDS`."""
     from classroom.reads import KEEP_SECONDS, ClassReads
 
-    def wait(check, seconds: float = 10.0) -> bool:
-        deadline = time.monotonic() + seconds
-        while not check() and time.monotonic() < deadline:
-            time.sleep(0.01)
-        return check()
-
     with redis_server() as url:
         prefix = f"test:{uuid.uuid4().hex[:8]}"
         other, here = RedisClassStore(url, prefix=prefix), RedisClassStore(url, prefix=prefix)  # two processes
@@ -190,7 +181,7 @@ def test_a_class_wide_read_is_made_once_a_process_until_the_class_moves():
             here.snapshot(code, student_id="student-1")
             assert calls["snapshot"] == 2  # no events heard here yet: every read goes to Redis
             here.watch(lambda c, counters: heard.append(counters))
-            assert wait(lambda: here.reads.up)
+            wait_for(lambda: here.reads.up, 10, "the reads to hear events", every=0.01)
             for _ in range(5):
                 snap = here.snapshot(code, student_id="student-1")
                 assert here.pace(code)["paused"] is True and here.class_run(code) is None
@@ -198,17 +189,18 @@ def test_a_class_wide_read_is_made_once_a_process_until_the_class_moves():
             snap.state["sentence"] = "changed by one reader"  # each reader parses its own copy
             assert here.snapshot(code, student_id="student-1").state == STATE
             other.set_state(code, secret, {**STATE, "sentence": "the cat sat"})  # another process's change
-            assert wait(lambda: len(heard) == 1)
+            wait_for(lambda: len(heard) == 1, 10, "the first event", every=0.01)
             snap = here.snapshot(code, student_id="student-1")
             assert snap.state["sentence"] == "the cat sat" and snap.seq == heard[0].seq and calls["snapshot"] == 4
             here.snapshot(code, student_id="student-2")
             assert calls["snapshot"] == 4  # the same record for every student
             other.set_pace(code, secret, paused=False)
-            assert wait(lambda: len(heard) == 2) and here.pace(code)["paused"] is False
+            wait_for(lambda: len(heard) == 2, 10, "the pace's event", every=0.01)
+            assert here.pace(code)["paused"] is False
             qid = other.ask(code, secret, "Which word?", ["le", "chat"], 1)
-            assert wait(lambda: len(heard) == 3)
+            wait_for(lambda: len(heard) == 3, 10, "the question's event", every=0.01)
             other.answer(code, "student-1", qid, 1)
-            assert wait(lambda: len(heard) == 4)
+            wait_for(lambda: len(heard) == 4, 10, "the answer's event", every=0.01)
             assert here.snapshot(code, student_id="student-1").my_answer == 1  # their own answer, read for them
             assert here.snapshot(code, student_id="student-2").my_answer is None
             n = calls["snapshot"]

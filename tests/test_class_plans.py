@@ -6,7 +6,6 @@ from __future__ import annotations
 import base64
 import json
 import threading
-import time
 import uuid
 import zlib
 
@@ -23,6 +22,7 @@ from classroom import (
     plans,
 )
 from classroom.rules import LIMITS
+from tests.services import wait_for
 
 PAGES = {"overview", "multi_head", "self_attention", "decoder", "lesson"}
 HEADS = {
@@ -407,10 +407,8 @@ def test_plan_pace_snapshot_across_two_app_processes(redis_url):
         assert student_side.pace(code)["paused"] is True and student_side.plan(code)["title"] == "A test plan"
         student_side.send_shot(code, "student-aaaa", "10.0.0.5", STATE, "from the other process")
         assert [g["note"] for g in teacher_side.shots(code, secret)] == ["from the other process"]
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline and not any(c.q >= 2 for c in heard):
-            time.sleep(0.05)
-        assert any(c.q >= 2 for c in heard), heard  # the pause reached the other process as an event
+        # the pause reached the other process as an event
+        wait_for(lambda: any(c.q >= 2 for c in heard), 5, lambda: f"the pause's event: {heard}")
     finally:
         stop()
         teacher_side.close()

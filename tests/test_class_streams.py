@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import time
 import uuid
 from urllib.parse import quote
 
@@ -22,6 +21,7 @@ from starlette.requests import Request
 from classroom import MemoryClassStore, RedisClassStore
 from classroom.hub import EventHub
 from serving.streams import StreamCaps
+from tests.services import until
 from ui.classroom import push
 
 STATE = {"page": "overview", "sentence": "thinking machines", "model": "base"}
@@ -63,20 +63,13 @@ class Stream:
     async def open(self) -> Stream:
         response = await push.events(Request(self.scope, self._receive))
         self.task = asyncio.create_task(response(self.scope, self._receive, self._send))
-        await until(lambda: self.status is not None)
+        await until(lambda: self.status is not None, 10, "the response's start", every=0.01)
         return self
 
     async def close(self) -> None:
         self._gone.set()
         if self.task is not None:
             await asyncio.wait_for(self.task, 5)
-
-
-async def until(check, seconds: float = 10.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while not check() and time.monotonic() < deadline:
-        await asyncio.sleep(0.01)
-    return check()
 
 
 @pytest.fixture(params=["memory", "redis"])
@@ -146,7 +139,7 @@ def test_a_replayed_token_holds_a_few_streams_and_every_other_class_still_follow
         newcomer = await Stream(other, push.token(other, "student-0009"), address="198.51.100.7").open()
         assert newcomer.status == 200 and newcomer.events[-1]["seq"] == 1
         store.set_state(other, other_secret, {**STATE, "sentence": "he is tired"})
-        assert await until(lambda: newcomer.events[-1]["seq"] == 2), newcomer.events  # it follows
+        await until(lambda: newcomer.events[-1]["seq"] == 2, 10, lambda: f"it to follow: {newcomer.events}", every=0.01)
 
         for s in held[:3]:
             await s.close()
@@ -168,10 +161,16 @@ def test_a_class_that_ends_says_so_once_and_its_streams_close(hub_of):
         code, secret = store.create(STATE)
         streams = [await Stream(code, push.token(code, m)).open() for m in ("student-0001", "teacher")]
         store.end(code, secret)
-        assert await until(lambda: all(s.task.done() for s in streams)), [s.events for s in streams]
+        await until(
+            lambda: all(s.task.done() for s in streams),
+            10,
+            lambda: f"the streams' end: {[s.events for s in streams]}",
+            every=0.01,
+        )
         assert all(s.events[-1]["ended"] is True for s in streams)
         late = await Stream(code, push.token(code, "student-0001")).open()
-        assert await until(lambda: late.task.done()) and late.status == 200 and late.events[-1]["ended"] is True
+        await until(lambda: late.task.done(), 10, "the late stream's end", every=0.01)
+        assert late.status == 200 and late.events[-1]["ended"] is True
         assert hub.listeners() == 0 and push.STREAMS.open == 0
 
     asyncio.run(run())

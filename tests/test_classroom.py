@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 import uuid
 
 import pytest
@@ -24,6 +23,7 @@ from explain import questions
 from model import checkpoint, pipeline
 from model.trace import Interventions
 from tests.apptest_util import all_text, decode, no_exception, run_app, state, title
+from tests.services import until
 from ui.widgets import md
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -65,14 +65,6 @@ def sidebar_text(at) -> str:
 
 def published(store, code):
     return store.snapshot(code)
-
-
-async def until(check, seconds: float) -> bool:
-    """Wait (polling every 50 ms) until `check()` holds, at most `seconds`; its last value."""
-    deadline = time.monotonic() + seconds
-    while not check() and time.monotonic() < deadline:
-        await asyncio.sleep(0.05)
-    return check()
 
 
 # -- following ----------------------------------------------------------------------------------------
@@ -773,9 +765,10 @@ def test_a_page_whose_run_lost_its_end_asks_again_until_it_shows_the_class(tmp_p
             assert (await asyncio.to_thread(get, url, events[:-4] + "0000"))[0] == 403  # a forged token
             assert (await asyncio.to_thread(get, url, events.replace(code, "ZZZZZZ")))[0] == 403  # another class
             student.start_following()
-            assert await until(
+            await until(
                 lambda: student.latest is not None and student.page_hash == teacher.page_hash and not student.running,
                 30,
+                "the student's page to show the teacher's",
             )
             await asyncio.sleep(1.0)
 
@@ -786,12 +779,14 @@ def test_a_page_whose_run_lost_its_end_asks_again_until_it_shows_the_class(tmp_p
 
             student.keep = 2
             await teacher.type_sentence("i am a student")  # the event reaches the page, which asks: a redraw...
-            assert await until(lambda: ForwardMsg.FINISHED_FRAGMENT_RUN_SUCCESSFULLY in student.dropped, 20), (
-                student.dropped
-            )  # (the page alone: a fragment's run)
+            await until(  # (the page alone: a fragment's run)
+                lambda: ForwardMsg.FINISHED_FRAGMENT_RUN_SUCCESSFULLY in student.dropped,
+                20,
+                lambda: f"the redraw's end to be lost: {student.dropped}",
+            )
             assert redraws() == runs and not shows(student, "i am a student")  # ...half drawn
             assert student.sync["drawn"] == 1  # the page knows it does not show the class's state
-            assert await until(lambda: redraws() > runs, 10), student.runs[-6:]  # asked again: repaired
+            await until(lambda: redraws() > runs, 10, lambda: f"the page to ask again: {student.runs[-6:]}")  # repaired
             assert shows(student, "i am a student") and not student.exceptions()
             assert "i am a student" in student.text() and student.sync["drawn"] == 2
             assert student.asks == asks + 2
@@ -824,14 +819,18 @@ def test_the_teachers_console_has_no_timer_and_follows_the_class_by_its_events(t
             teacher.start_following()
             assert "0 of 0 students answered" in teacher.text()
             student = await join(url, code)
-            assert await until(lambda: _button(student, "class_answer_1_0"), 10)
+            await until(lambda: _button(student, "class_answer_1_0"), 10, "the question's answer button")
             asks = teacher.asks
             await student.click("class_answer_1_0")
-            assert await until(lambda: "1 of 1 students answered" in teacher.text(), 15), teacher.text()[-400:]
+            await until(
+                lambda: "1 of 1 students answered" in teacher.text(), 15, lambda: f"the tally: {teacher.text()[-400:]}"
+            )
             assert teacher.asks > asks  # the teacher's page asked for the redraw itself, on the class's event
             # (the panel is drawn at the end of a full run: once the redraws are over, its one timer is back)
-            assert await until(lambda: not teacher.running and set(teacher.fragments.values()) == {60.0}, 15), (
-                teacher.fragments
+            await until(
+                lambda: not teacher.running and set(teacher.fragments.values()) == {60.0},
+                15,
+                lambda: f"the one timer back: {teacher.fragments}",
             )
         finally:
             await asyncio.gather(teacher.close(), *([student.close()] if student else []), return_exceptions=True)

@@ -14,7 +14,6 @@ import os
 import pickle
 import sys
 import tempfile
-import time
 import uuid
 import zlib
 from pathlib import Path
@@ -64,10 +63,14 @@ def worker(redis):
         "worker", [sys.executable, "-m", "training.queue_worker", "--name", "hostile-w", "--url", redis.worker_url], log
     )
     conn = new_client(redis.url)
-    deadline = time.monotonic() + 60
-    while not conn.zscore(PREFIX + "workers", "hostile-w"):
-        assert child.alive() and time.monotonic() < deadline, child.log_tail()
-        time.sleep(0.1)
+
+    def registered() -> bool:
+        if conn.zscore(PREFIX + "workers", "hostile-w"):
+            return True
+        assert child.alive(), child.log_tail()
+        return False
+
+    wait_for(registered, 60, lambda: f"the worker's registration:\n{child.log_tail()}", every=0.1)
     yield child
     stop(child)
 

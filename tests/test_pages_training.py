@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 
 import numpy as np
 import pytest
@@ -24,6 +23,7 @@ from model.data import Pair, build_vocabs, load_dataset, split_pairs
 from model.probes import PROBES as DEFAULT_PROBES
 from model.train import EvalEvent, rate
 from serving import identity
+from tests.services import wait_for
 from training.local_pool import LocalPool
 from ui.models import available_shipped
 from ui.state import MODELS
@@ -100,10 +100,7 @@ def switch(at: AppTest, page: str) -> None:
 
 
 def wait_steps(job, n: int = 3, timeout: float = 60):
-    deadline = time.monotonic() + timeout
-    while job.view().step < n and not job.done:
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
+    wait_for(lambda: job.view().step >= n or job.done, timeout, f"{n} steps of the run (or its end)", every=0.02)
 
 
 def upload(at, key: str, files) -> None:

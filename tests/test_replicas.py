@@ -34,7 +34,7 @@ from websockets.asyncio.client import connect
 from classroom import RedisClassStore
 from serving.processes import Child, free_port, stop
 from serving.replicas import Cluster, render_haproxy
-from tests.services import require_tool
+from tests.services import require_tool, wait_for
 from tools.browser import IDLE_SELECTOR, assert_no_exception, launch_chromium
 from tools.ws_client import StreamlitSession
 
@@ -263,11 +263,13 @@ def test_a_killed_process_sends_its_clients_to_the_other(cluster):
 
             # the tab reconnects by itself (Streamlit's frontend retries its websocket): the proxy sends it
             # to the live process and its cookie now names that one; the page is still drawn
-            t, deadline = time.perf_counter(), time.monotonic() + 30
-            while replica_cookie(ctx) != "app2":
-                assert time.monotonic() < deadline, f"the tab did not reconnect: cookie {replica_cookie(ctx)}"
-                page.wait_for_timeout(100)
-            reconnect = time.perf_counter() - t
+            reconnect = wait_for(
+                lambda: replica_cookie(ctx) == "app2",
+                30,
+                lambda: f"the tab to reconnect: cookie {replica_cookie(ctx)}",
+                every=0.1,
+                sleep=lambda seconds: page.wait_for_timeout(seconds * 1000),  # (the driver's events keep flowing)
+            )
             assert_no_exception(page)
             assert "Source tokens: i am a student" in main_text(page)
             page.goto(cluster.url + "/overview?s=she+is+a+student")  # the student goes on, on the live process
@@ -344,10 +346,14 @@ def test_serve_command_starts_and_stops_everything(tmp_path):
             start_new_session=True,
         )
     try:
-        deadline = time.monotonic() + 60
-        while b"Glass Transformer: http://127.0.0.1:" not in log.read_bytes():
-            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
-            time.sleep(0.2)
+
+        def serving() -> bool:
+            if b"Glass Transformer: http://127.0.0.1:" in log.read_bytes():
+                return True
+            assert proc.poll() is None, log.read_text()
+            return False
+
+        wait_for(serving, 60, lambda: f"the launcher's address:\n{log.read_text()}", every=0.2)
         children = [int(p) for p in Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()]
         assert len(children) == 5  # redis-server, two app processes, a training queue worker, haproxy
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=5) as r:
