@@ -684,3 +684,6 @@ def test_orange_marks_the_highest_bar_at_the_scores_and_at_the_softmax(text):
         row = t[f"{m}.{name}"][0, c.f.head, c.f.word]
         assert [i for i, col in enumerate(bar.marker.color) if col == ORANGE] == [int(row.argmax())], step
         assert "rang" in v.notice, step  # ("Orange marks the highest." / "(orange)")
+    scores, own = t[f"{m}.scores"][0, c.f.head, c.f.word], c.f.word
+    named = f"Its own key scores {float(scores[own]):.2f}."  # a head need not score the word itself highest
+    assert (named in viz.lesson.view("scores", c).notice) == (own not in (int(scores.argmax()), int(scores.argmin())))

@@ -182,6 +182,7 @@ def notice_scores(r: lesson.Row) -> str:
         f"In head {r.head}, q of {q(r.query_label, r.key_labels)} scores highest against the key of "
         f"{q_at(r.key_labels, top)} ({r.scores[top]:.2f}) and lowest against {q_at(r.key_labels, low)} "
         f"({r.scores[low]:.2f}). Orange marks the highest."
+        + ("" if r.query in (top, low) else f" Its own key scores {r.scores[r.query]:.2f}.")
     )
 
 

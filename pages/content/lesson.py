@@ -68,7 +68,8 @@ TEXT: dict[str, str] = {
     "scores": (
         "To decide how much one word should take from each word of the sentence (itself included), the model "
         "takes the dot product of its query with every key: score_j = q · k_j. A large score means a good match. "
-        "The orange bar is the word itself; a learned head need not score the word itself highest."
+        "The orange bar is the highest score, the key this query matches best: a learned head need not score the "
+        "word itself highest."
     ),
     "scale": (
         "The dot product of two vectors of d_k numbers grows with d_k: with unit-variance entries its variance is "
@@ -77,8 +78,8 @@ TEXT: dict[str, str] = {
     ),
     "softmax": (
         "Softmax turns the scaled scores into weights: exp(s_j) / Σ exp(s_j'). Every weight is between 0 and 1 "
-        "and together they add up to 1, so the word's new vector will be a weighted average. The orange bar is "
-        "now the largest weight."
+        "and together they add up to 1, so the word's new vector will be a weighted average. Softmax keeps the "
+        "order of the scores: the orange bar, the largest weight, goes to the key that scored highest."
     ),
     "z": (
         "Each value vector is multiplied by its weight, and the results are added: z = Σ_j a_j v_j. A word with "
