@@ -1,4 +1,5 @@
-"""Small numerical experiments the attention pages run live (pure PyTorch: random vectors, and the trained model where a function takes one).
+"""Small numerical experiments the attention pages run live (pure PyTorch: random vectors, and the trained model
+where a function takes one).
 
 - Why divide by sqrt(d_k): with q, k of independent N(0, 1) entries, q·k is a sum of d_k products
   of variance 1, so Var(q·k) = d_k (`dot_product_samples`, `variance_by_dk`). Large scores make the
