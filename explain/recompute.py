@@ -1,6 +1,7 @@
 """The attention pages' formulas, recomputed from a trace (or the lecture notes' numbers) to set beside what the
 model recorded: the column form c_:j = V · softmax(Kᵀ q_:j / √d_k), the recurrent model's encoder-decoder attention,
-the masked scores and their softmax, and label smoothing's loss. Pure PyTorch; viz/ draws the results.
+the masked scores and their softmax, label smoothing's loss, and one word's q, k, v from its vector and a head's
+weights. Pure PyTorch; viz/ draws the results.
 """
 
 from __future__ import annotations
@@ -225,3 +226,41 @@ def label_smoothing(logits: Tensor, gold: Sequence[int], eps: float, itos: list[
     floor = float(-(q0 * q0.clamp_min(1e-300).log()).sum())
     ref = float(F.cross_entropy(logits, torch.tensor(list(gold)), label_smoothing=eps))
     return Smoothing(eps, rows, sum(plain) / T, sum(smooth) / T, floor, ref)
+
+
+# --- q = x · W^Q + b^Q: one word's projection, beside what the model recorded ------------------------------------
+
+
+@dataclass(frozen=True)
+class Projection:
+    """One word's query, key and value computed from its input vector and the head's weights."""
+
+    x: Tensor  # [D] the word's vector entering the attention
+    W: dict[str, Tensor]  # "q"/"k"/"v" -> [D, d_k] this head's columns of W^Q, W^K, W^V (x · W convention)
+    b: dict[str, Tensor]  # "q"/"k"/"v" -> [d_k] biases
+    traced: dict[str, Tensor]  # "q"/"k"/"v" -> [d_k] what the model recorded for this word
+
+    def computed(self, which: str) -> Tensor:
+        return self.x @ self.W[which] + self.b[which]  # [1, D]·[D, d_k] + [d_k] = [d_k]
+
+    def error(self, which: str) -> float:
+        return float((self.computed(which) - self.traced[which]).abs().max())
+
+
+def projection(
+    trace: Trace,
+    module: str,
+    head: int,
+    word: int,
+    x: Tensor,
+    weights: dict[str, Tensor],
+    biases: dict[str, Tensor],
+) -> Projection:
+    """x [D] of `word`, this head's W [D, d_k] and b [d_k] per "q"/"k"/"v", and the traced q, k, v of the word."""
+    traced = {w: trace[f"{module}.{w}"][0, head, word] for w in ("q", "k", "v")}
+    return Projection(
+        x.double(),
+        {w: m.double() for w, m in weights.items()},
+        {w: b.double() for w, b in biases.items()},
+        {w: t.double() for w, t in traced.items()},
+    )

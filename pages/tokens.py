@@ -2,6 +2,7 @@
 
 import streamlit as st
 
+from explain.embeddings import lookup_demo, one_hot
 from model.vocab import BOS, EOS
 from pages.content import tokens as text
 from ui import shell
@@ -20,9 +21,7 @@ from viz.embeddings import (
     TEXTBOOK_VOCAB,
     column_labels,
     embed_notice,
-    lookup_demo,
     lookup_table,
-    one_hot,
     one_hot_notice,
     textbook_one_hot,
     token_table,

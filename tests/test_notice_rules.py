@@ -26,6 +26,7 @@ import explain.lesson
 import viz.lesson
 import viz.lesson_decoder
 import viz.lesson_encoder
+from explain import positional as ep
 from explain import recompute
 from explain.coref import coref_parts, decision, encoder_links
 from explain.experiments import dot_product_samples, layer_norm_params, one_head_left, plain_self_attention, saturation
@@ -582,7 +583,7 @@ def test_layers_embeddings_positional_notices_follow_their_rules():
         step = (pe[1:] - pe[:-1]).abs().double().mean(0) if pe.shape[0] > 1 else None
         if step is not None:
             assert ("hardly move" in vp.sentence_notice(pe)) == bool(step[-1] * 10 <= step[0])
-    table = vp.formula_table(64, 128)
+    table = ep.formula_table(64, 128)
     for dims in ([0, 1, 10, 40], [40, 10], [2, 3], [0, 126]):
         counts = [int(((table[1:, d] > 0) != (table[:-1, d] > 0)).sum()) for d in sorted(dims)]
         ordered = all(x + 1 >= y for x, y in zip(counts, counts[1:], strict=False))

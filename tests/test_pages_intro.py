@@ -495,7 +495,7 @@ def test_positional_computed_sentences_and_layouts(bundle):
     pe64 = torch.zeros(64, 128, dtype=torch.float64)
     ang = torch.arange(64, dtype=torch.float64)[:, None] / 10000 ** (torch.arange(0, 128, 2, dtype=torch.float64) / 128)
     pe64[:, 0::2], pe64[:, 1::2] = torch.sin(ang), torch.cos(ang)
-    from viz.positional import rotation  # the block-diagonal M_k (tested against the formula in test_viz_intro)
+    from explain.positional import rotation  # the block-diagonal M_k (tested against the formula in test_viz_intro)
 
     err = float((pe64[:62] @ rotation(2, 128).T - pe64[2:]).abs().max())
     assert f"computed in float64, the identity holds to {err:.0e}" in text

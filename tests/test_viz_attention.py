@@ -461,7 +461,7 @@ def test_projection_is_the_models_q_k_v():
     assert W["q"].shape == (16, 4) and b["q"].shape == (4,)
     assert torch.equal(W["q"], m.encoder[1].self_attn.W_q.weight[8:12].T)  # head 2 owns columns 8..11
     x = vl.attention_input(t, 1)[3]
-    p = va.projection(t, "enc.1.self_attn", 2, 3, x, W, b)
+    p = recompute.projection(t, "enc.1.self_attn", 2, 3, x, W, b)
     for which in "qkv":
         assert p.error(which) < 1e-5
         assert torch.allclose(p.computed(which).float(), t[f"enc.1.self_attn.{which}"][0, 2, 3], atol=1e-5)
@@ -469,7 +469,7 @@ def test_projection_is_the_models_q_k_v():
     pre = small_model(norm_first=True)
     tp = traced(pre, SRC, TGT)
     Wp, bp = head_projection(pre, 0, 1)
-    assert va.projection(tp, "enc.0.self_attn", 1, 0, vl.attention_input(tp, 0)[0], Wp, bp).error("k") < 1e-5
+    assert recompute.projection(tp, "enc.0.self_attn", 1, 0, vl.attention_input(tp, 0)[0], Wp, bp).error("k") < 1e-5
 
 
 def test_textbook_labels_the_second_query_q2():

@@ -12,6 +12,7 @@ import torch
 
 from explain import mask_experiments as me
 from explain import recompute
+from explain.embeddings import one_hot
 from model import pipeline
 from model.checkpoint import Bundle
 from model.data import pad
@@ -21,7 +22,7 @@ from model.transformer import Config, Transformer, traced
 from model.vocab import BOS_ID, EOS_ID, SPECIALS, Vocab, tokenize
 from viz import decoder as vd
 from viz import decoding as vo
-from viz.embeddings import one_hot, textbook_one_hot
+from viz.embeddings import textbook_one_hot
 
 EN = "i am a student the animal didn't cross street because it was too tired".split()
 FR = "je suis étudiant l' animal n' a pas traversé la rue parce qu' il était trop fatigué".split()

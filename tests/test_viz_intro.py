@@ -1,4 +1,5 @@
-"""Unit tests of the intro pages' helpers: paper data, complexity calculator, embeddings, positional encoding."""
+"""Unit tests of the intro pages' helpers: paper data, complexity calculator, embeddings, positional encoding (the
+formulas they draw are explain/'s, tested in tests/test_explain_formulas.py)."""
 
 import math
 
@@ -6,8 +7,11 @@ import pandas as pd
 import pytest
 import torch
 
+from explain import positional as ep
+from explain.embeddings import lookup_demo, one_hot
 from explain.experiments import permutation_check
 from explain.paper import BASE, BIG, BLEU_TABLE, TABLE1
+from explain.positional import rotation
 from model.checkpoint import Bundle, count_parameters
 from model.data import Pair
 from model.transformer import Config, Transformer, sinusoidal_encoding
@@ -30,9 +34,7 @@ from viz.complexity import (
 from viz.embeddings import (
     TEXTBOOK_VOCAB,
     column_labels,
-    lookup_demo,
     lookup_table,
-    one_hot,
     textbook_one_hot,
     token_table,
     vocab_window,
@@ -49,13 +51,9 @@ from viz.overview import (
 )
 from viz.positional import (
     ORDERS,
-    block,
     curves_figure,
-    frequencies,
     make_order,
-    rotation,
     shift_check,
-    worked,
 )
 
 # --- The paper's numbers (written out here independently of explain/paper.py) ---------------------
@@ -189,18 +187,15 @@ def test_textbook_one_hot_of_am():
         textbook_one_hot("cat")
 
 
-def test_lookup_demo_is_row_selection():
+def test_lookup_table_draws_the_lookup():
     torch.manual_seed(0)
     E = torch.randn(50, 16)
     demo = lookup_demo(E, 7, traced=E[7] * 4.0)
-    assert torch.equal(demo.product, E[7]) and demo.lookup_error == 0.0
-    assert demo.scale == 4.0 and torch.allclose(demo.scaled, E[7] * 4)
-    assert demo.trace_error == 0.0
-    assert lookup_demo(E, 7, traced=E[7]).trace_error > 0.1  # an unscaled row is caught
     t = lookup_table(demo, dims=4)
+    assert list(t.index) == ["one-hot row @ E", "E[id] (row of the table)", "E[id] x √16", "traced src.embed"]
     assert t.loc["E[id] (row of the table)"].tolist() == [round(float(x), 5) for x in E[7, :4]]
-    with pytest.raises(ValueError):
-        lookup_demo(E, 50)
+    assert t.loc["E[id] x √16"].tolist() == [round(float(x), 5) for x in E[7, :4] * 4]
+    assert list(t.columns) == ["d0", "d1", "d2", "d3"] and lookup_table(lookup_demo(E, 7)).shape == (3, 8)
 
 
 def test_token_table_and_window():
@@ -214,47 +209,6 @@ def test_token_table_and_window():
 
 
 # --- Positional encoding -------------------------------------------------------------------------
-
-
-def test_frequencies():
-    w = frequencies(128)
-    assert w.shape == (64,) and w[0] == 1.0
-    assert w[1].item() == pytest.approx(1 / 10000 ** (2 / 128), rel=1e-12)
-
-
-def test_worked_matches_formula_and_buffer():
-    pe = sinusoidal_encoding(64, 128)
-    w = worked(3, 1, pe)
-    angle = 3 / 10000 ** (2 / 128)
-    assert w.angle == pytest.approx(angle, rel=1e-12)
-    assert w.sin == pytest.approx(math.sin(angle), rel=1e-12) and w.cos == pytest.approx(math.cos(angle), rel=1e-12)
-    assert w.buffer_sin == float(pe[3, 2]) and w.buffer_cos == float(pe[3, 3])
-    assert w.error < 1e-5
-    with pytest.raises(ValueError):
-        worked(64, 0, pe)
-
-
-def test_rotation_is_block_diagonal_and_orthogonal():
-    M = rotation(5, 16)
-    assert torch.allclose(M @ M.T, torch.eye(16, dtype=torch.float64), atol=1e-12)
-    assert torch.equal(M[0:2, 0:2], block(5, 0, 16))
-    assert torch.equal(M[4:6, 4:6], block(5, 2, 16))
-    assert M[0, 2] == 0 and M[3, 0] == 0
-    assert torch.allclose(rotation(0, 16), torch.eye(16, dtype=torch.float64))
-
-
-def test_pe_shift_is_linear_in_float64():
-    """With the formula in float64, M_k PE(pos) = PE(pos+k) to rounding, the same M_k for every pos."""
-    D, L = 32, 40
-    pos = torch.arange(L, dtype=torch.float64)[:, None]
-    angle = pos * frequencies(D)[None, :]
-    pe = torch.zeros(L, D, dtype=torch.float64)
-    pe[:, 0::2], pe[:, 1::2] = torch.sin(angle), torch.cos(angle)
-    for k in (0, 1, 7, 20):
-        M = rotation(k, D)
-        assert torch.allclose((M @ pe[: L - k].T).T, pe[k:], atol=1e-12)
-    # a wrong matrix fails: M_k applied with offset k+1
-    assert not torch.allclose((rotation(3, D) @ pe[:10].T).T, pe[4:14], atol=1e-3)
 
 
 def test_shift_check_on_model_buffer():
@@ -413,9 +367,9 @@ def test_positional_defaults_fit_any_model():
 
 
 def test_formula_table_layouts_and_float64_error():
-    pe64 = vp.formula_table(16, 8)
+    pe64 = ep.formula_table(16, 8)
     assert torch.allclose(pe64.float(), sinusoidal_encoding(16, 8), atol=1e-6)
-    err = vp.float64_shift_error(64, 128, 2)
+    err = ep.float64_shift_error(64, 128, 2)
     assert 0 < err < 1e-12  # the identity itself holds to rounding in float64
     halves = vp.concatenated(pe64)
     assert torch.equal(halves[:, :4], pe64[:, 0::2]) and torch.equal(halves[:, 4:], pe64[:, 1::2])
@@ -434,7 +388,7 @@ def test_positional_notices_are_the_encoding():
     assert f"dim 0: {flips}," in vp.curves_notice(pe, [0, 40])
     M = rotation(2, 128)
     assert "Only 256 of the 16,384 entries of M_2 are non-zero" in vp.rotation_notice(M, 2, 1)
-    assert f"k·w_1 = {2 * float(frequencies(128)[1]):.4f} rad" in vp.rotation_notice(M, 2, 1)
+    assert f"k·w_1 = {2 * float(ep.frequencies(128)[1]):.4f} rad" in vp.rotation_notice(M, 2, 1)
     enc = torch.randn(4, 3)
     order = [1, 0, 2, 3]
     assert (

@@ -12,6 +12,7 @@ from collections.abc import Callable
 import streamlit as st
 
 from explain.experiments import dot_product_samples, one_head_left, saturation, summarize
+from explain.recompute import Projection
 from explain.textbook import from_book
 from model import pipeline
 from ui.classroom.plans import mystery_in, mystery_wait
@@ -24,7 +25,7 @@ from viz import attention as va
 from viz import coref as vc
 from viz import heads as vh
 from viz import scaling as vs
-from viz.attention import Projection, WordSteps, dims, step_table, z_table
+from viz.attention import WordSteps, dims, step_table, z_table
 
 
 def word_row(vector, label: str, title: str, key: str, y_title: str, content: tuple | None = None) -> None:

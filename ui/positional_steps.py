@@ -11,13 +11,14 @@ from types import ModuleType
 
 import streamlit as st
 
+from explain.positional import block, float64_shift_error, rotation, worked
 from model.pipeline import Analysis, token_labels
 from model.vocab import EOS
 from ui.models import content_key, current_model, permutation_checks
 from ui.widgets import figure, fold, md, notice, once, section, small_table
 from viz import positional as vp
 from viz.heatmap import shape_text, table
-from viz.positional import ORDERS, block, clamp, make_order, rotation, shift_check, worked
+from viz.positional import ORDERS, clamp, make_order, shift_check
 
 
 def formula_section(ref: Analysis, pe_table, text: ModuleType) -> int:
@@ -139,7 +140,7 @@ def shift(pe_table, D: int, L: int, i: int, dims: list[str], text: ModuleType) -
             (current_model().key, k),
             lambda: (
                 st.metric(f"Largest error over all {len(checks())} positions", f"{checks().iloc[:, 2].max():.1e}"),
-                st.caption(text.shift_caption(vp.float64_shift_error(L, D, k))),
+                st.caption(text.shift_caption(float64_shift_error(L, D, k))),
             ),
         )
     with c2:

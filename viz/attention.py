@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from explain.recompute import ColumnForm
+from explain.recompute import ColumnForm, Projection
 from explain.textbook import WORDS, ThinkingMachines
 from model.pipeline import Analysis, label_word
 from model.trace import Trace
@@ -345,35 +345,6 @@ def plain_notice(plain_weights, learned_weights, labels: list[str]) -> str:
 
 
 # --- The projection: x · W^Q + b^Q = q ------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Projection:
-    """One word's query, key and value computed from its input vector and the head's weights."""
-
-    x: torch.Tensor  # [D] the word's vector entering the attention
-    W: dict[str, torch.Tensor]  # "q"/"k"/"v" -> [D, d_k] this head's columns of W^Q, W^K, W^V (x · W convention)
-    b: dict[str, torch.Tensor]  # "q"/"k"/"v" -> [d_k] biases
-    traced: dict[str, torch.Tensor]  # "q"/"k"/"v" -> [d_k] what the model recorded for this word
-
-    def computed(self, which: str) -> torch.Tensor:
-        return self.x @ self.W[which] + self.b[which]  # [1, D]·[D, d_k] + [d_k] = [d_k]
-
-    def error(self, which: str) -> float:
-        return float((self.computed(which) - self.traced[which]).abs().max())
-
-
-def projection(
-    trace: Trace, module: str, head: int, word: int, x: torch.Tensor, weights: dict, biases: dict
-) -> Projection:
-    """x [D] of `word`, this head's W [D, d_k] and b [d_k] per "q"/"k"/"v", and the traced q, k, v of the word."""
-    traced = {w: trace[f"{module}.{w}"][0, head, word] for w in ("q", "k", "v")}
-    return Projection(
-        x.double(),
-        {w: m.double() for w, m in weights.items()},
-        {w: b.double() for w, b in biases.items()},
-        {w: t.double() for w, t in traced.items()},
-    )
 
 
 def projection_notice(p: Projection) -> str:

@@ -15,11 +15,11 @@ import pandas as pd
 import plotly.graph_objects as go
 from torch import Tensor
 
+from explain.embeddings import one_hot
 from explain.recompute import Smoothing, smoothed_target
 from model.decoding import BeamResult, Greedy, GreedyStep, Hypothesis, length_penalty
 from model.trace import Trace
 from model.vocab import BOS, BOS_ID, EOS_ID, detokenize
-from viz.embeddings import one_hot
 from viz.heatmap import count
 
 if TYPE_CHECKING:  # result types only: viz draws what model/ computed, it never runs the network

@@ -1,28 +1,20 @@
 """Tokens -> ids -> one-hot rows -> embedding rows -> scaled by √d_model, with the real weights.
 
-`lookup_demo` shows that multiplying a one-hot row by the embedding matrix picks out one row of it
-(onehot @ E == E[id]), and that the traced ``src.embed`` is that row times √d_model.
-`TEXTBOOK_VOCAB` is the lecture notes' six-word output vocabulary: a clearly labelled textbook
-example, not the model's vocabulary.
+`lookup_table` draws explain/embeddings.py's `lookup_demo`: multiplying a one-hot row by the embedding matrix picks
+out one row of it (onehot @ E == E[id]), and the traced ``src.embed`` is that row times √d_model.
+`TEXTBOOK_VOCAB` is the lecture notes' six-word output vocabulary: a clearly labelled textbook example, not the
+model's vocabulary.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
-
 import pandas as pd
 import torch
 
+from explain.embeddings import LookupDemo, one_hot
 from model.vocab import SPECIALS, UNK, UNK_ID, Vocab
 
 TEXTBOOK_VOCAB = ("a", "am", "I", "thanks", "student", "<eos>")  # the notes' output vocabulary, index 0..5
-
-
-def one_hot(ids, size: int) -> torch.Tensor:
-    """[T] ids -> [T, size] float rows with a single 1 at each id."""
-    ids = torch.as_tensor(list(ids), dtype=torch.long)
-    return torch.nn.functional.one_hot(ids, size).to(torch.float32)
 
 
 def textbook_one_hot(word: str) -> pd.DataFrame:
@@ -60,54 +52,6 @@ def token_table(tokens, ids, vocab: Vocab, unknown=()) -> pd.DataFrame:
             status.append("in vocabulary")
     return pd.DataFrame(
         {"position": list(range(len(ids))), "token": list(tokens), "id": [int(i) for i in ids], "status": status}
-    )
-
-
-@dataclass(frozen=True)
-class LookupDemo:
-    """One token's trip from id to the scaled embedding, every step a real tensor."""
-
-    token_id: int
-    d_model: int
-    one_hot: torch.Tensor  # [V]
-    product: torch.Tensor  # [D] one_hot @ E
-    row: torch.Tensor  # [D] E[id]
-    scale: float  # √d_model
-    scaled: torch.Tensor  # [D] E[id] * √d_model
-    traced: torch.Tensor | None  # [D] the model's traced embedding at that position ("src.embed")
-    traced_name: str = "src.embed"
-
-    @property
-    def lookup_error(self) -> float:
-        """max |onehot @ E - E[id]|: 0, a one-hot row selects a row."""
-        return float((self.product - self.row).abs().max())
-
-    @property
-    def trace_error(self) -> float | None:
-        """max |E[id] * √d_model - traced|: 0 when the trace is the scaled row."""
-        return None if self.traced is None else float((self.scaled - self.traced).abs().max())
-
-
-def lookup_demo(
-    E: torch.Tensor, token_id: int, traced: torch.Tensor | None = None, traced_name: str = "src.embed"
-) -> LookupDemo:
-    """onehot(id) @ E, E[id], and E[id] * √d_model (the model's scale) beside the traced row."""
-    E = E.detach()
-    V, D = E.shape
-    if not 0 <= token_id < V:
-        raise ValueError(f"id {token_id} is outside the vocabulary of {V} tokens")
-    oh = one_hot([token_id], V)[0].to(E.dtype)  # [V]
-    scale = math.sqrt(D)
-    return LookupDemo(
-        int(token_id),
-        D,
-        oh,
-        oh @ E,
-        E[token_id].clone(),
-        scale,
-        E[token_id] * scale,
-        None if traced is None else traced.detach().reshape(-1).clone(),
-        traced_name,
     )
 
 

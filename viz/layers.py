@@ -1,7 +1,9 @@
 """Builders for the encoder-layer page: residual connections, LayerNorm's two steps, the FFN, the stack.
 
 All numbers come from a `Trace`, plus what `explain.experiments` reads or recomputes from the model's
-parameters (γ, β: `layer_norm_params`; max(0, x W_1 + b_1): `ffn_hidden`); nothing here runs the model.
+parameters (γ, β: `layer_norm_params`; max(0, x W_1 + b_1): `ffn_hidden`) and what `explain.layers` computes from
+them (LayerNorm's statistics and γ · x̂ + β, the norms and cosines of one word through the stack); nothing here runs
+the model.
 Works for post-LN models (the paper's and the shipped one: LayerNorm(x + Sublayer(x))) and for pre-LN models
 (x + Sublayer(LayerNorm(x)), with a final LayerNorm after the stack), which a user may upload.
 """
@@ -14,6 +16,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from explain import layers as el
 from model.trace import Trace
 from viz.heatmap import as_array, dims
 
@@ -94,20 +97,21 @@ def layer_norm(trace: Trace, layer: int, sub: int, gamma: torch.Tensor, beta: to
 
 def norm_stats(n: Norm, labels: list[str], digits: int = 4) -> pd.DataFrame:
     """Per word: mean and variance (over the D features) before and after normalising."""
+    before, after = el.row_stats(n.x), el.row_stats(n.normed)
     return pd.DataFrame(
         {
             "word": list(labels),
-            "mean before": as_array(n.x.mean(-1)).round(digits),
-            "variance before": as_array(n.x.var(-1, unbiased=False)).round(digits),
-            "mean after": as_array(n.normed.mean(-1)).round(digits),
-            "variance after": as_array(n.normed.var(-1, unbiased=False)).round(digits),
+            "mean before": as_array(before.mean).round(digits),
+            "variance before": as_array(before.var).round(digits),
+            "mean after": as_array(after.mean).round(digits),
+            "variance after": as_array(after.var).round(digits),
         }
     )
 
 
 def affine(n: Norm) -> torch.Tensor:
     """γ · normed + β, recomputed from the learned parameters ([T, D])."""
-    return n.normed * n.gamma + n.beta
+    return el.affine(n.normed, n.gamma, n.beta)
 
 
 def affine_table(n: Norm, word: int, n_dims: int = 8, digits: int = 4) -> pd.DataFrame:
@@ -189,18 +193,13 @@ def word_stages(trace: Trace, word: int) -> Stages:
 
 def stage_table(s: Stages, digits: int = 4) -> pd.DataFrame:
     """Norm of the word's vector per stage and its cosine similarity to the input and to the stage before."""
-    v = s.vectors
-    norms = np.linalg.norm(v, axis=1)
-    safe = np.where(norms > 0, norms, 1.0)
-    unit = v / safe[:, None]
-    to_input = unit @ unit[0]
-    to_prev = np.concatenate([[1.0], (unit[1:] * unit[:-1]).sum(1)])
+    g = el.stage_geometry(s.vectors)
     return pd.DataFrame(
         {
             "stage": s.labels,
-            "norm": norms.round(digits),
-            "cosine to input": to_input.round(digits),
-            "cosine to previous stage": to_prev.round(digits),
+            "norm": g.norms.round(digits),
+            "cosine to input": g.to_input.round(digits),
+            "cosine to previous stage": g.to_prev.round(digits),
         }
     )
 
@@ -236,8 +235,8 @@ def attention_input(trace: Trace, layer: int) -> torch.Tensor:
 
 def norm_notice(n: Norm, labels: list[str], before: bool) -> str:
     """x (before) or x̂ (after): the spread of the per-word means and standard deviations."""
-    v = n.x if before else n.normed
-    mean, std = as_array(v.mean(-1)), as_array(v.std(-1, unbiased=False))
+    stats = el.row_stats(n.x if before else n.normed)
+    mean, std = as_array(stats.mean), as_array(stats.std)
     if before:  # after: "mean 0 and standard deviation 1" is the definition; the numbers show it to rounding
         i = int(std.argmax())
         return (
@@ -278,17 +277,16 @@ def hidden_notice(f: FFN, labels: list[str]) -> str:
 
 def stages_notice(s: Stages) -> str:
     """One word through the stack: the norm after the input and after the last stage, LayerNorm's reset."""
-    v = s.vectors
-    norms = np.linalg.norm(v, axis=1)
+    g = el.stage_geometry(s.vectors)
+    norms = g.norms
     ln = [i for i, label in enumerate(s.labels) if "LayerNorm" in label]
-    unit = v / np.where(norms > 0, norms, 1.0)[:, None]
     out = (
         f"The vector's length goes from {norms[0]:.1f} (input) to {norms[-1]:.1f} ({s.labels[-1]}); its cosine to "
-        f"the input ends at {float(unit[-1] @ unit[0]):.2f}."
+        f"the input ends at {float(g.to_input[-1]):.2f}."
     )
     if ln:
         out += (
             f" After each LayerNorm the length is between {norms[ln].min():.1f} and {norms[ln].max():.1f} "
-            f"(x̂ alone would have √D = {np.sqrt(v.shape[1]):.1f}; γ and β change it)."
+            f"(x̂ alone would have √D = {np.sqrt(s.vectors.shape[1]):.1f}; γ and β change it)."
         )
     return out

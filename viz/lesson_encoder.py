@@ -17,11 +17,11 @@ import plotly.graph_objects as go
 import torch
 from plotly.subplots import make_subplots
 
-from explain import lesson, paper
+from explain import lesson, paper, recompute
 from explain.experiments import head_projection
+from explain.recompute import Projection
 from explain.textbook import D_K, WORDS, thinking_machines
 from model.pipeline import label_word
-from viz import attention as va
 from viz.heatmap import SCALES, as_array, count, heatmap, table
 from viz.layers import attention_input
 from viz.lesson_base import (
@@ -52,7 +52,7 @@ def _enc(c: Context, name: str) -> torch.Tensor:
 # --- 5. q, k, v -------------------------------------------------------------------------------------
 
 
-def notice_qkv(p: lesson.Projections, head: int, proj: va.Projection | None = None) -> str:
+def notice_qkv(p: lesson.Projections, head: int, proj: Projection | None = None) -> str:
     """Shapes, per head (N12: this head's W^Q is [d_model, d_k]), and, with the model's weights, the product
     x·W^Q + b^Q checked against the model's own q. No judging words."""
     shapes = (
@@ -72,13 +72,13 @@ def notice_qkv(p: lesson.Projections, head: int, proj: va.Projection | None = No
     )
 
 
-def projection(c: Context) -> va.Projection | None:
+def projection(c: Context) -> Projection | None:
     """x·W^Q + b^Q (and k, v) of the followed word in the followed head, from the model's own weights."""
     if c.model is None:
         return None
     f = c.f
     x = attention_input(c.a.trace, f.layer)[f.word]  # [D]
-    return va.projection(
+    return recompute.projection(
         c.a.trace, f"enc.{f.layer}.self_attn", f.head, f.word, x, *head_projection(c.model, f.layer, f.head)
     )
 

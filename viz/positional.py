@@ -1,105 +1,29 @@
 """Positional encoding: the formula with numbers, PE(pos+k) as a rotation of PE(pos), word order.
 
-- `worked`: one entry of the table computed from the formula in float64, beside the model's buffer.
-- `rotation` / `shift_check`: for a fixed offset k, PE(pos+k) = M_k PE(pos), with M_k block-diagonal
-  (2x2 rotations by the angles k·w_i) and the same for every pos.
+The formulas are explain/positional.py's (the float64 table, one worked entry `worked`, M_k `rotation` and its
+check); this module draws them:
+
+- `shift_check`: for a fixed offset k, PE(pos+k) = M_k PE(pos), with M_k block-diagonal (2x2 rotations by the
+  angles k·w_i) and the same for every pos, as a table.
 - `make_order`: the permutations the word-order experiment offers (the experiment itself, which runs
   the model, is `explain.experiments.permutation_check`).
 """
 
 from __future__ import annotations
 
-import math
 import random
-from dataclasses import dataclass
+from collections.abc import Iterable
 
 import pandas as pd
 import plotly.graph_objects as go
 import torch
 
-BASE = 10000.0
+from explain.positional import pair_angle, shift_errors, wavelength
 
 
-def frequencies(d_model: int) -> torch.Tensor:
-    """w_i = 1 / 10000^(2i / d_model) for i = 0 .. d_model/2 - 1, float64."""
-    two_i = torch.arange(0, d_model, 2, dtype=torch.float64)
-    return 1.0 / torch.pow(torch.tensor(BASE, dtype=torch.float64), two_i / d_model)
-
-
-@dataclass(frozen=True)
-class Worked:
-    """PE(pos, 2i) and PE(pos, 2i+1) from the formula, and what the model's buffer holds."""
-
-    pos: int
-    i: int
-    d_model: int
-    exponent: float  # 2i / d_model
-    denominator: float  # 10000^(2i / d_model)
-    angle: float  # pos / denominator
-    sin: float  # formula, float64
-    cos: float
-    buffer_sin: float  # the model's PE table (float32)
-    buffer_cos: float
-
-    @property
-    def error(self) -> float:
-        return max(abs(self.sin - self.buffer_sin), abs(self.cos - self.buffer_cos))
-
-
-def worked(pos: int, i: int, buffer: torch.Tensor) -> Worked:
-    """The formula for one (pos, i), in float64, beside buffer[pos, 2i] and buffer[pos, 2i+1]."""
-    L, D = buffer.shape
-    if not (0 <= pos < L and 0 <= i < D // 2):
-        raise ValueError(f"pos must be in [0, {L}) and i in [0, {D // 2})")
-    exponent = 2 * i / D
-    denominator = BASE**exponent
-    angle = pos / denominator
-    return Worked(
-        pos,
-        i,
-        D,
-        exponent,
-        denominator,
-        angle,
-        math.sin(angle),
-        math.cos(angle),
-        float(buffer[pos, 2 * i]),
-        float(buffer[pos, 2 * i + 1]),
-    )
-
-
-def block(k: int, i: int, d_model: int) -> torch.Tensor:
-    """The 2x2 block of M_k for the pair (2i, 2i+1): [[cos kw_i, sin kw_i], [-sin kw_i, cos kw_i]]."""
-    a = k * float(frequencies(d_model)[i])
-    return torch.tensor([[math.cos(a), math.sin(a)], [-math.sin(a), math.cos(a)]], dtype=torch.float64)
-
-
-def rotation(k: int, d_model: int) -> torch.Tensor:
-    """M_k [D, D], block-diagonal: PE(pos + k) = M_k @ PE(pos) for every pos. Depends on k only."""
-    a = k * frequencies(d_model)  # [D/2]
-    c, s = torch.cos(a), torch.sin(a)
-    M = torch.zeros(d_model, d_model, dtype=torch.float64)
-    idx = torch.arange(0, d_model, 2)
-    M[idx, idx] = c  # sin(x + a) = sin x cos a + cos x sin a
-    M[idx, idx + 1] = s
-    M[idx + 1, idx] = -s  # cos(x + a) = cos x cos a - sin x sin a
-    M[idx + 1, idx + 1] = c
-    return M
-
-
-def shift_check(pe: torch.Tensor, k: int, positions=None) -> pd.DataFrame:
+def shift_check(pe: torch.Tensor, k: int, positions: Iterable[int] | None = None) -> pd.DataFrame:
     """For each pos (with pos + k inside the table): max |M_k PE(pos) - PE(pos + k)| with the same M_k."""
-    L, D = pe.shape
-    if not 0 <= k < L:
-        raise ValueError(f"k must be in [0, {L})")
-    pe64 = pe.detach().to(torch.float64)
-    M = rotation(k, D)
-    positions = range(L - k) if positions is None else [p for p in positions if 0 <= p and p + k < L]
-    rows = []
-    for p in positions:
-        err = float((M @ pe64[p] - pe64[p + k]).abs().max())
-        rows.append((p, p + k, err))
-    return pd.DataFrame(rows, columns=["pos", "pos + k", "max |M_k·PE(pos) − PE(pos+k)|"])
+    return pd.DataFrame(shift_errors(pe, k, positions), columns=["pos", "pos + k", "max |M_k·PE(pos) − PE(pos+k)|"])
 
 
 def curves_figure(pe: torch.Tensor, dims: list[int]) -> go.Figure:
@@ -116,7 +40,7 @@ def curves_figure(pe: torch.Tensor, dims: list[int]) -> go.Figure:
                 y=pe[:, d].tolist(),
                 mode="lines+markers",
                 marker={"size": 4},
-                name=f"dim {d} ({kind}, i={i}, wavelength {2 * math.pi * BASE ** (2 * i / D):.1f})",
+                name=f"dim {d} ({kind}, i={i}, wavelength {wavelength(i, D):.1f})",
                 hovertemplate=f"dim {d}<br>pos %{{x}}<br>PE %{{y:.4f}}<extra></extra>",
             )
         )
@@ -165,23 +89,7 @@ def clamp(value: int, low: int, high: int) -> int:
     return max(low, min(value, high))
 
 
-# --- The formula in float64, and the Illustrated Transformer's layout ------------------------------
-
-
-def formula_table(max_len: int, d_model: int) -> torch.Tensor:
-    """PE [max_len, D] from the formula in float64, interleaved as in the paper (sin in 2i, cos in 2i+1)."""
-    angles = torch.arange(max_len, dtype=torch.float64)[:, None] * frequencies(d_model)[None, :]  # [L, D/2]
-    pe = torch.zeros(max_len, d_model, dtype=torch.float64)
-    pe[:, 0::2], pe[:, 1::2] = torch.sin(angles), torch.cos(angles)
-    return pe
-
-
-def float64_shift_error(max_len: int, d_model: int, k: int) -> float:
-    """max |M_k PE(pos) - PE(pos + k)| over every pos, with PE computed in float64 (the identity's own error)."""
-    pe = formula_table(max_len, d_model)
-    if k >= max_len:
-        return 0.0
-    return float((pe[: max_len - k] @ rotation(k, d_model).T - pe[k:]).abs().max())
+# --- The Illustrated Transformer's layout ---------------------------------------------------------
 
 
 def concatenated(pe: torch.Tensor) -> torch.Tensor:
@@ -257,7 +165,7 @@ def rotation_notice(M: torch.Tensor, k: int, i: int) -> str:
     """M_k [D, D]: how many entries are non-zero (block-diagonal), and the angle of the chosen pair."""
     D = M.shape[0]
     nz = int((M.abs() > 1e-12).sum())
-    angle = k * float(frequencies(D)[i])
+    angle = pair_angle(k, i, D)
     return (
         f"Only {nz} of the {D * D:,} entries of M_{k} are non-zero (the 2 × 2 blocks on the diagonal). Pair {i} "
         f"turns by k·w_{i} = {angle:.4f} rad, whatever pos is."

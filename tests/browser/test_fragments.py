@@ -15,9 +15,9 @@ import math
 import pytest
 from streamlit.proto.BackMsg_pb2 import BackMsg
 
+from explain.positional import block
 from model.trace import Interventions
 from tests.browser.test_browser import SENTENCE, analyse, assert_numbers_shown, bundle, content, sentence_input
-from viz.positional import block
 
 pytestmark = pytest.mark.browser
 
