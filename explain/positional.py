@@ -7,7 +7,7 @@
   block-diagonal (2x2 rotations by the angles k·w_i) and the same for every pos.
 - `formula_table`, `float64_shift_error`: the whole table from the formula, and the identity's own rounding error.
 
-viz/positional.py draws these numbers (and hands these names on to the page).
+viz/positional.py draws these numbers; ui/positional_steps.py takes them from here.
 """
 
 from __future__ import annotations
