@@ -13,6 +13,7 @@ shipped weights.
 from __future__ import annotations
 
 import functools
+import uuid
 from dataclasses import dataclass
 
 import pandas as pd
@@ -320,3 +321,29 @@ def coref_decision(text: str, iv: Interventions | None = None):
     None for another sentence): the pronoun row's cross-attention and each decoder layer switched off."""
     cur = current_model()
     return _decision(cur.key, used_text(text), interventions() if iv is None else iv, cur.bundle)
+
+
+# -- "My model": a model handed to this session (a finished run's, an upload, the teacher's shared one) -------------
+ADOPTED_KEY = "training_adopted"  # id of the training job whose model became "my model"
+SWITCHED_KEY = "training_switched"  # whether the sidebar's choice could be set to "mine" at that moment
+
+
+def use_model(state, bundle: Bundle, key: str | None = None, select: bool = True) -> None:
+    """Make `bundle` this session's "my model" (`state` is st.session_state or any mutable mapping). `key` names its
+    weights in every cache key (default: a new random one, for weights of this session's own); a model several
+    sessions share read-only (a class's, ui/classroom/board.py) passes the same key for all of them.
+
+    Also selects it in the sidebar (state["model"] = "mine") when Streamlit allows that at this
+    moment: in a callback, a fragment run, or before the sidebar is drawn; not after the sidebar's
+    radio was drawn in the same run (then state[SWITCHED_KEY] is False and the page offers a button).
+    """
+    state["my_model"] = bundle
+    state["my_model_key"] = key or uuid.uuid4().hex  # names these weights in every cache key
+    if not select:  # offered in the sidebar, not chosen (`attach`: a class would follow the teacher's choice)
+        state[SWITCHED_KEY] = False
+        return
+    try:
+        state["model"] = "mine"
+        state[SWITCHED_KEY] = True
+    except Exception:  # noqa: BLE001 - Streamlit refuses to change a widget drawn in this run
+        state[SWITCHED_KEY] = False

@@ -36,6 +36,7 @@ from model.checkpoint import Bundle
 from ui.classroom import session as cls
 from ui.classroom import teacher
 from ui.classroom.plans import led, ss
+from ui.models import ADOPTED_KEY, use_model
 from ui.widgets import chart, matrix, md
 from viz.classroom import board_figure, board_notice, board_table
 
@@ -230,7 +231,6 @@ def shared_class_model(code: str, version: int | None) -> tuple[Bundle, int, str
 def use_teacher_model() -> None:
     """Callback (student): the teacher's shared model becomes this session's own ("My model"), on every page."""
     from model.checkpoint import CheckpointError
-    from ui.training.session import use_model
 
     try:
         bundle, version, key = shared_class_model(cls.code(), (ss().get(RUN) or {}).get("model"))
@@ -307,8 +307,6 @@ def own_model_note() -> str | None:
 
 def shared_model_notice() -> str | None:
     """The teacher's notice when the model they show is the one their finished run shared with the class."""
-    from ui.training.session import ADOPTED_KEY
-
     if ss().get(SHARED_JOB) is not None and ss().get(ADOPTED_KEY) == ss().get(SHARED_JOB):
         return (
             "Your class sees the shipped model until each student chooses “Explore this model on every page”: "

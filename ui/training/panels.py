@@ -16,7 +16,8 @@ from model.data import langs
 from model.train_settings import SettingsError, check_corpus_profile
 from training import JobView
 from ui.classroom.board import share_run
-from ui.training.session import ADOPTED_KEY, JOB_KEY, adopt_finished, corpus_profile, on_use_mine, service
+from ui.models import ADOPTED_KEY
+from ui.training.session import JOB_KEY, adopt_finished, corpus_profile, on_use_mine, service
 from ui.training.session import job as browser_job
 from ui.widgets import chart, matrix, md, metrics_row
 from viz import training as vt

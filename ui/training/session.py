@@ -30,7 +30,7 @@ import streamlit as st
 
 import training
 from model import checkpoint, train_settings
-from model.checkpoint import MAX_BYTES, Bundle, CheckpointError, from_bytes
+from model.checkpoint import MAX_BYTES, CheckpointError, from_bytes
 from model.data import CorpusError, langs, parse_corpus, split_pairs
 from model.probes import default_probes
 from model.train import TrainConfig
@@ -48,13 +48,12 @@ from model.train_settings import (
 )
 from serving.identity import Identity
 from training import JobRefused, make_job
+from ui.models import ADOPTED_KEY, SWITCHED_KEY, use_model
 from ui.session_info import current_identity, streamlit_session_alive
 from ui.widgets import md
 
 JOB_KEY = "training_job"  # st.session_state key of the Job this session shows
 IDENTITY_KEY = "_training_identity"  # this session's identity.Identity (computed once per session)
-ADOPTED_KEY = "training_adopted"  # id of the job whose model became "my model"
-SWITCHED_KEY = "training_switched"  # whether the sidebar's choice could be set to "mine" at that moment
 OWNER_KEY, ERROR_KEY, CORPUS_KEY, MODEL_MSG_KEY = (
     "training_owner",
     "training_error",
@@ -150,27 +149,6 @@ def job():
 
 
 # --- "My model" ------------------------------------------------------------------------------------
-
-
-def use_model(state, bundle: Bundle, key: str | None = None, select: bool = True) -> None:
-    """Make `bundle` this session's "my model" (`state` is st.session_state or any mutable mapping). `key` names its
-    weights in every cache key (default: a new random one, for weights of this session's own); a model several
-    sessions share read-only (a class's, ui/classroom/board.py) passes the same key for all of them.
-
-    Also selects it in the sidebar (state["model"] = "mine") when Streamlit allows that at this
-    moment: in a callback, a fragment run, or before the sidebar is drawn; not after the sidebar's
-    radio was drawn in the same run (then state[SWITCHED_KEY] is False and the page offers a button).
-    """
-    state["my_model"] = bundle
-    state["my_model_key"] = key or uuid.uuid4().hex  # names these weights in every cache key
-    if not select:  # offered in the sidebar, not chosen (`attach`: a class would follow the teacher's choice)
-        state[SWITCHED_KEY] = False
-        return
-    try:
-        state["model"] = "mine"
-        state[SWITCHED_KEY] = True
-    except Exception:  # noqa: BLE001 - Streamlit refuses to change a widget drawn in this run
-        state[SWITCHED_KEY] = False
 
 
 def adopt_finished(state=None, select: bool = True) -> bool:
