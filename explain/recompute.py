@@ -264,3 +264,11 @@ def projection(
         {w: b.double() for w, b in biases.items()},
         {w: t.double() for w, t in traced.items()},
     )
+
+
+# --- what backpropagation starts from: the loss's gradient with respect to the logits -----------------------------
+
+
+def logit_gradient(probs: Tensor, gold: int) -> Tensor:
+    """∂(−log p_gold)/∂logits = p − one-hot(gold) ([V]): what backpropagation starts from at this position."""
+    return probs - F.one_hot(torch.tensor(gold), probs.numel()).to(probs.dtype)

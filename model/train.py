@@ -225,6 +225,13 @@ def rate(step: int, d_model: int, warmup: int, scale: float = 1.0) -> float:
     return lrate
 
 
+def rates(total_steps: int, d_model: int, warmup: int, scale: float = 1.0) -> torch.Tensor:
+    """`rate` at steps 1..total_steps at once (float64, [total_steps]): the whole schedule a run will follow."""
+    step = torch.arange(1, total_steps + 1, dtype=torch.float64)  # [total_steps]
+    lr: torch.Tensor = scale * d_model**-0.5 * torch.minimum(step**-0.5, step * warmup**-1.5)
+    return lr
+
+
 # --- Events the training loop yields -------------------------------------------------------------
 
 

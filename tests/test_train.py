@@ -311,3 +311,12 @@ def test_losses_are_torch_cross_entropy_with_and_without_smoothing(eps):
     smoothed.backward()
     expected = torch.autograd.grad(F.cross_entropy(*flat, ignore_index=0, label_smoothing=eps), logits)[0]
     assert torch.allclose(logits.grad, expected, atol=1e-7)
+
+
+def test_the_whole_schedule_at_once_is_rate_at_every_step():
+    from model.train import rates
+
+    got = rates(500, 128, 200, scale=1.5)
+    assert got.shape == (500,) and got.dtype == torch.float64
+    assert got.tolist() == pytest.approx([rate(s, 128, 200, 1.5) for s in range(1, 501)], rel=1e-12)
+    assert int(got.argmax()) + 1 == 200  # the peak at the end of the warm-up

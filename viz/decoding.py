@@ -15,8 +15,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from torch import Tensor
 
-from explain.embeddings import one_hot
-from explain.recompute import Smoothing, smoothed_target
+from explain.recompute import Smoothing, logit_gradient, smoothed_target
 from model.decoding import BeamResult, Greedy, GreedyStep, Hypothesis, length_penalty
 from model.trace import Trace
 from model.vocab import BOS, BOS_ID, EOS_ID, detokenize
@@ -194,17 +193,6 @@ def loss_notice(tf: TeacherForced, itos: list[str]) -> str:
         f"p = {p:.4f}: −log p = {lt:.3f} of the total {tf.loss * len(tf.gold):.3f} (the mean over the "
         f"{len(tf.gold)} positions is L = {tf.loss:.4f})."
     )
-
-
-def cross_entropy(gold_probs) -> float:
-    """Mean of -log p(gold) over the positions (nats per token)."""
-    vals = [-math.log(p) if p > 0 else math.inf for p in gold_probs]
-    return sum(vals) / len(vals)
-
-
-def logit_gradient(probs: Tensor, gold: int) -> Tensor:
-    """∂(−log p_gold)/∂logits = p − one-hot(gold): what backpropagation starts from at this position."""
-    return probs - one_hot([gold], probs.numel())[0]
 
 
 def gradient_table(probs: Tensor, gold: int, itos: list[str], k: int = 6) -> pd.DataFrame:

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from model.train import rate
+from model.train import rate, rates
 
 MAX_POINTS = 2500  # a curve with more points is thinned (every k-th point) before drawing
 COLORS = {
@@ -98,19 +98,12 @@ def loss_figure(
     return _layout(fig, title or f"Loss ({what}, nats per target token)", "step", "loss")
 
 
-def schedule(total_steps: int, d_model: int, warmup: int, scale: float = 1.0) -> np.ndarray:
-    """`model.train.rate` at steps 1..total_steps, vectorised:
-    scale * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)."""
-    s = np.arange(1, total_steps + 1, dtype=float)
-    return scale * d_model**-0.5 * np.minimum(s**-0.5, s * warmup**-1.5)
-
-
 def lr_figure(total_steps: int, d_model: int, warmup: int, scale: float = 1.0, current: int | None = None) -> go.Figure:
     """The paper's schedule over the whole run, its peak at step `warmup`, and the current step marked.
 
     Trace names: "learning rate" (one point per step, 1..total_steps), "peak", "now" (when given).
     """
-    x, y = _thin(np.arange(1, total_steps + 1), schedule(total_steps, d_model, warmup, scale))
+    x, y = _thin(np.arange(1, total_steps + 1), rates(total_steps, d_model, warmup, scale).numpy())
 
     def point(step: int, name: str, marker: dict) -> go.Scatter:
         """The schedule's value at `step`, marked on the curve."""
