@@ -467,8 +467,9 @@ def test_self_attention_opens_on_the_coreference_head_and_says_why(ref, bundle):
     enc = torch.stack([r.trace[f"enc.{i}.self_attn.weights"][0, :, 7] for i in range(2)])  # [L, H, Ts]
     assert float(enc[..., 1].max()) > float(w[1])  # so "the most" alone would be false
     assert (
-        f"of the heads that give “animal” more than “street”, it gives “animal” the most, {float(w[1]):.2f}, "
-        f"against {float(w[5]):.2f} for “street”. Both weights are small"
+        f"of the heads whose row for “it” gives “animal” more than “street”, it gives “animal” the most, "
+        f"{float(w[1]):.2f}, against {float(w[5]):.2f} for “street”. Both weights are small: by the weights, no "
+        "encoder head of this model links “it” to “animal”, the noun “tired” describes."
     ) in text
     assert float(w[1]) < 0.5 and "no real preference" not in text
     assert "park" in text and "<eos>" in text  # attention to <eos> is explained up front

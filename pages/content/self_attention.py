@@ -131,9 +131,10 @@ def focus(layer: int, head: int, referent: str, other: str, adjective: str, weig
             "tracing*, and the last section of the self-attention page)."
         )
     return (
-        f"{opened}: of the heads that give “{referent}” more than “{other}”, it gives “{referent}” the most, "
-        f"{weight:.2f}, against {other_weight:.2f} for “{other}”. Both weights are small: by the weights, no "
-        f"encoder head of this model picks out the noun “{adjective}” points to. Where “{adjective}” reaches the "
+        f"{opened}: of the heads whose row for “it” gives “{referent}” more than “{other}”, it gives “{referent}” "
+        f"the most, {weight:.2f}, against {other_weight:.2f} for “{other}”. Both weights are small: by the "
+        f"weights, no encoder head of this model links “it” to “{referent}”, the noun “{adjective}” describes. "
+        f"Where “{adjective}” reaches the "
         "pronoun is measured by tracing (page *Causal tracing*, and the last section of the self-attention page)."
     )
 
