@@ -125,3 +125,11 @@ def float64_shift_error(max_len: int, d_model: int, k: int) -> float:
     if k >= max_len:
         return 0.0
     return float((pe[: max_len - k] @ rotation(k, d_model).T - pe[k:]).abs().max())
+
+
+def sign_changes(values: Tensor) -> int:
+    """How many times a curve [L] crosses zero: changes of sign between its non-zero values (sin(0) = 0 at position 0
+    starts a sine dimension on the axis, which is no crossing)."""
+    signs = torch.sign(values)
+    signs = signs[signs != 0]  # [L'] the curve's sides of the axis
+    return int((signs[1:] != signs[:-1]).sum())

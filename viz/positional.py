@@ -18,7 +18,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import torch
 
-from explain.positional import pair_angle, shift_errors, wavelength
+from explain.positional import pair_angle, shift_errors, sign_changes, wavelength
 
 
 def shift_check(pe: torch.Tensor, k: int, positions: Iterable[int] | None = None) -> pd.DataFrame:
@@ -145,10 +145,8 @@ def curves_notice(pe, dims: list[int]) -> str:
     L, D = pe.shape
     parts = []
     for d in dims:
-        col = pe[:, d]
-        flips = int(((col[1:] > 0) != (col[:-1] > 0)).sum())
-        parts.append(f"dim {d}: {flips}")
-    counts = [int(((pe[1:, d] > 0) != (pe[:-1, d] > 0)).sum()) for d in sorted(dims)]
+        parts.append(f"dim {d}: {sign_changes(pe[:, d])}")
+    counts = [sign_changes(pe[:, d]) for d in sorted(dims)]
     ordered = all(a + 1 >= b for a, b in zip(counts, counts[1:], strict=False))  # ±1: sin and cos of one pair
     return (
         f"Sign changes over the {L} positions, "
