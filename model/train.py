@@ -449,7 +449,7 @@ class Trainer:
         when = f"after {n} update{'' if n == 1 else 's'}, the last that gave a finite loss" if n else "at once"
         raise TrainingDiverged(
             f"Training diverged: {what} became {value} {when} (the paper's recipe cannot recover from that). "
-            f"Try a smaller lr_scale (now {t.lr_scale:g}, peak learning rate {t.peak_lr:.2g}) or a longer "
+            f"Try a smaller lr_scale (now {t.lr_scale:g}, peak learning rate {t.peak_lr:.2e}) or a longer "
             f"warm-up (now {t.warmup} step{'' if t.warmup == 1 else 's'})."
         )
 

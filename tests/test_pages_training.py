@@ -312,6 +312,7 @@ def test_nan_stops_with_an_explanation_and_a_new_run_can_start():
     errors = texts(at, "error")
     assert any("Training diverged" in e and "smaller lr_scale" in e for e in errors), errors
     assert not any("clip" in e for e in errors), errors  # (no advice the page gives no control for)
+    assert any("ended before its first evaluation" in i for i in texts(at, "info"))  # no promise of one to come
     assert "my_model" not in at.session_state  # a diverged model is not handed over
     assert at.button(key="training_start").disabled is False
     again = start(at, training_lr_scale=1.0, training_warmup=10, training_steps=10, training_eval_every=0)
@@ -607,6 +608,36 @@ def test_long_curves_are_thinned():
     fig = vt.loss_figure(list(range(1, 5001)), [1.0] * 5000)
     raw = fig.data[0]
     assert len(raw.x) == 2500 and raw.x[1] - raw.x[0] == 2
+
+
+def test_a_run_of_one_step_draws_its_point_and_titles_fit_half_a_page():
+    """A run that failed at its first update has one loss: drawn as a point (a line of one point is invisible), and
+    the loss chart's title fits a half-width chart (it was cut at "nats per target toke")."""
+    fig = vt.loss_figure([1], [6.16])
+    assert [t.mode for t in fig.data] == ["markers", "markers"] and list(fig.data[1].y) == pytest.approx([6.16])
+    assert [t.mode for t in vt.loss_figure([1, 2], [6.2, 6.1]).data] == ["lines", "lines"]
+    assert len(fig.layout.title.text) <= 50, fig.layout.title.text
+
+
+def test_a_run_that_ends_above_chance_says_it_did_not_learn():
+    """A run at a huge learning-rate scale can end without a NaN, its loss far above chance (ln V): its "My model"
+    translates noise on every page, and the page says so; a run below chance gets no such line."""
+
+    def script():
+        import streamlit as st
+
+        from ui.training import panels
+
+        panels.not_learned(st.session_state["loss"], 331)
+
+    at = AppTest.from_function(script)
+    at.session_state["loss"] = 39573.837
+    at.run()
+    (warning,) = [w.value for w in at.warning]
+    assert "did not learn" in warning and "39,573.837" in warning and "ln V = 5.80" in warning and "331" in warning
+    at.session_state["loss"] = 2.5
+    at.run()
+    assert not at.warning
 
 
 def test_tables_of_translations():

@@ -76,13 +76,22 @@ def loss_figure(
     x, y = _thin(steps, losses)
     fig.add_trace(
         go.Scatter(
-            x=x, y=y, name="training loss", mode="lines", line={"color": COLORS["train"], "width": 1}, opacity=0.35
+            x=x,
+            y=y,
+            name="training loss",
+            mode="lines" if len(x) > 1 else "markers",  # (a run that ended at its first step: one point, drawn)
+            line={"color": COLORS["train"], "width": 1},
+            opacity=0.35,
         )
     )
     xs, ys = _thin(steps, ema(losses, alpha))
     fig.add_trace(
         go.Scatter(
-            x=xs, y=ys, name="training loss (smoothed)", mode="lines", line={"color": COLORS["train"], "width": 2.5}
+            x=xs,
+            y=ys,
+            name="training loss (smoothed)",
+            mode="lines" if len(xs) > 1 else "markers",
+            line={"color": COLORS["train"], "width": 2.5},
         )
     )
     if len(eval_steps):
@@ -95,7 +104,7 @@ def loss_figure(
                 line={"color": COLORS["heldout"], "width": 2.5},
             )
         )
-    return _layout(fig, title or f"Loss ({what}, nats per target token)", "step", "loss")
+    return _layout(fig, title or f"Loss: {what} (nats/token)", "step", "loss")
 
 
 def lr_figure(total_steps: int, d_model: int, warmup: int, scale: float = 1.0, current: int | None = None) -> go.Figure:

@@ -7,6 +7,7 @@ for the trained or uploaded model. The figures come from `viz.training`.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import streamlit as st
@@ -189,6 +190,8 @@ def live_status() -> None:
             )
     if v.handover_error and job.result_files is not None:
         handover_downloads(v.handover_error, job.result_files)
+    if v.state in ("finished", "stopped") and job.result is not None and v.losses:
+        not_learned(vt.ema(v.losses)[-1], len(job.result.tgt_vocab))
     if v.state != "running" and v.step:
         st.progress(v.progress, text=f"Step {v.step} of {t.steps}")
     st.caption(
@@ -212,6 +215,22 @@ def live_status() -> None:
         st.metric("held-out exact match", f"{100 * last.exact_match:.1f} %" if last else "—")
         st.metric("held-out BLEU", f"{last.bleu:.1f}" if last else "—")
         st.metric("steps / s", f"{v.steps_per_s:.1f}" if v.steps_per_s else "—")
+
+
+def not_learned(loss: float, vocab: int) -> None:
+    """A run that ended with its training loss above chance (ln V: a model that gives every target word the same
+    probability) learned nothing: its model is handed over like any other, and the page says what it is (a run at a
+    huge learning-rate scale "finished" with a loss of 39,573 and every translation "enfant enfant ...")."""
+    chance = math.log(vocab)
+    if not loss > chance:
+        return
+    st.warning(
+        f"This run did not learn: its smoothed training loss ends at {loss:,.3f}, above ln V = {chance:.2f}, the loss "
+        f"of a model that gives each of the {vocab:,} target words the same probability. Its translations are noise, "
+        "and **My model** shows them on every page: choose another model in the sidebar to leave it. A learning-rate "
+        "scale of 1 and a warm-up of a few hundred steps train this set.",
+        icon=":material/trending_down:",
+    )
 
 
 def handover_downloads(message: str, files: tuple[bytes, bytes]) -> None:
@@ -297,8 +316,10 @@ def live_figures() -> None:
                 config={"displayModeBar": False},
                 narrow=True,
             )
-        else:
+        elif v.state in ("queued", "running"):
             st.info(f"Held-out exact match and BLEU appear at the first evaluation (step {t.eval_every or t.steps}).")
+        else:
+            st.info(f"This run ended before its first evaluation (step {t.eval_every or t.steps}): no held-out scores.")
     if v.evals:
         st.subheader("Held-out sentences, translated at each evaluation")
         st.dataframe(vt.samples_table(v.evals), hide_index=True)
