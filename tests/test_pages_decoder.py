@@ -673,3 +673,13 @@ def test_decoder_intro_shifts_the_sentences_own_translation():
     )
     words = " ".join(a.out_tokens)
     assert f"input `<bos> {words}`, output `{words} <eos>`" in all_text(at)
+
+
+def test_the_decoder_intro_names_its_example_when_there_is_no_sentence():
+    """With no sentence the shifted-right example is the textbook's, and says so (the intro ends "Everything below is
+    computed on your sentence"); with one, it is that sentence's own translation."""
+    from pages.content import decoder as text
+
+    assert "(for “thinking machines”: input `<bos> les machines pensantes`" in text.intro([])
+    mine = text.intro(["je", "suis"])
+    assert "(input `<bos> je suis`, output `je suis <eos>`)" in mine and "thinking machines" not in mine

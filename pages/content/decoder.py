@@ -2,14 +2,16 @@
 
 
 def intro(words: list[str]) -> str:
-    """The page's opening, with the sentence's own translation as the shifted-right example."""
+    """The page's opening, with the sentence's own translation as the shifted-right example (with no sentence, the
+    textbook's, named as such: the page's "computed on your sentence" would not be true of it)."""
     shown = " ".join(w.replace("`", "'") for w in (words or ["les", "machines", "pensantes"])[:12])
-    return INTRO.format(inp=f"<bos> {shown}", out=f"{shown} <eos>")
+    example = f"input `<bos> {shown}`, output `{shown} <eos>`"
+    return INTRO.format(example=example if words else f"for “thinking machines”: {example}")
 
 
 INTRO = (
     "The decoder writes the translation one word at a time. Its input is the translation shifted right by one: "
-    "**position t reads word t and predicts word t + 1** (input `{inp}`, output `{out}`). Each of its blocks "
+    "**position t reads word t and predicts word t + 1** ({example}). Each of its blocks "
     "has **three** sub-layers: **masked self-attention** over the "
     "words written so far, **encoder-decoder attention** over the encoded source sentence (next page), and a "
     "**feed-forward** net; each is wrapped in a residual connection and layer normalisation (add & norm). This "
