@@ -37,7 +37,7 @@ class StageGeometry:
 
     norms: np.ndarray  # [S] ‖v_s‖
     to_input: np.ndarray  # [S] cos(v_s, v_0): v_0 is the input (embedding + PE)
-    to_prev: np.ndarray  # [S] cos(v_s, v_{s-1}), 1 for the input itself
+    to_prev: np.ndarray  # [S] cos(v_s, v_{s-1}); NaN for the input, which has no stage before it (a blank cell)
 
 
 def stage_geometry(vectors: np.ndarray) -> StageGeometry:
@@ -46,5 +46,5 @@ def stage_geometry(vectors: np.ndarray) -> StageGeometry:
     safe = np.where(norms > 0, norms, 1.0)
     unit = vectors / safe[:, None]  # [S, D]
     to_input = unit @ unit[0]  # [S]
-    to_prev = np.concatenate([[1.0], (unit[1:] * unit[:-1]).sum(1)])  # [S]
+    to_prev = np.concatenate([[np.nan], (unit[1:] * unit[:-1]).sum(1)])  # [S]
     return StageGeometry(norms, to_input, to_prev)

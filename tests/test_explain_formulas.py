@@ -196,5 +196,5 @@ def test_stage_geometry_norms_and_cosines():
     cos_input = F.cosine_similarity(v, v[0:1], dim=1).numpy()
     cos_prev = F.cosine_similarity(v[1:], v[:-1], dim=1).numpy()
     assert np.allclose(g.to_input, cos_input) and g.to_input[0] == pytest.approx(1.0)
-    assert g.to_prev[0] == 1.0 and np.allclose(g.to_prev[1:], cos_prev)
+    assert np.isnan(g.to_prev[0]) and np.allclose(g.to_prev[1:], cos_prev)  # the input has no stage before it
     assert g.to_prev[3] == pytest.approx(1.0) and g.to_input[4] == 0.0 and g.to_prev[5] == 0.0

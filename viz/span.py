@@ -57,18 +57,22 @@ def span_figure(check: SpanCheck, labels: list[str]) -> go.Figure:
                 y=y.tolist(),
                 mode="markers",
                 showlegend=i == 0,
-                name="one word",
+                name="each word",
                 marker={"color": "#08306b", "size": 7, "opacity": 0.7},
                 text=list(labels),
                 hovertemplate="%{text}: %{y:.2e} outside<extra></extra>",
             )
         )
-    fig.add_hline(
-        y=STAYS,
-        line_dash="dash",
-        line_color="#636363",
-        annotation_text="below the line: float error",
-        annotation_position="bottom left",
+    fig.add_hline(y=STAYS, line_dash="dash", line_color="#636363")
+    fig.add_annotation(  # (an hline's own annotation lands at the top of a log axis: its y is taken as log10 y there)
+        x=0,
+        xref="paper",
+        y=float(np.log10(STAYS)),
+        text="below the line: float error",
+        showarrow=False,
+        xanchor="left",
+        yanchor="top",
+        font={"color": "#636363"},
     )
     fig.update_layout(
         height=360,
