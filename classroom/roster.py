@@ -28,11 +28,12 @@ import hmac
 import json
 import re
 import threading
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from classroom.errors import InvalidInput, NotFound
+from classroom.parts import StoreParts
 from classroom.rules import check_id, check_text, normalize_code
 
 if TYPE_CHECKING:
@@ -123,7 +124,7 @@ def check_device(record: object) -> dict[str, Any] | None:
     return {"code": normalize_code(record["code"]), "role": record["role"], "wrapped": record["wrapped"]}
 
 
-class RosterOps(ABC):
+class RosterOps(StoreParts):
     """The public operations (mixed into `ClassStore`; a back-end implements the underscored ones)."""
 
     def report(self, code: str, student_id: str, status: dict[str, Any]) -> None:
@@ -179,14 +180,6 @@ class RosterOps(ABC):
 
     def forget_device(self, browser: str) -> None:
         self._set_device(device_key(browser), None, 0)
-
-    # the store's part (classroom/store.py: `ClassStore`)
-    @staticmethod
-    def _code(code: object) -> str:
-        raise NotImplementedError
-
-    def _teacher(self, code: str, secret: object) -> str:
-        raise NotImplementedError
 
     # the back-end's part
     @abstractmethod

@@ -29,11 +29,12 @@ from __future__ import annotations
 import csv
 import io
 import time
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from classroom.errors import Forbidden, InvalidInput
+from classroom.parts import StoreParts
 from classroom.rules import MAX_OPTION, check_id, check_question, check_text, client_key, normalize_code
 
 if TYPE_CHECKING:
@@ -277,7 +278,7 @@ def _cell(value: object) -> object:
 
 
 # -- the public operations (mixed into ClassStore) ---------------------------------------------------------
-class PeerVotes(ABC):
+class PeerVotes(StoreParts):
     """Peer instruction's operations on a `ClassStore` (the back-end implements the underscored ones)."""
 
     def ask_peer(
@@ -388,13 +389,6 @@ class PeerVotes(ABC):
         raise NotImplementedError
 
     def is_teacher(self, code: str, secret: object) -> bool:
-        raise NotImplementedError
-
-    @staticmethod
-    def _code(code: object) -> str:
-        raise NotImplementedError
-
-    def _teacher(self, code: str, secret: object) -> str:
         raise NotImplementedError
 
     # -- the back-end's part (`MemoryVotes` below, classroom/redis_votes.py `RedisVotes`) ---------------------------

@@ -290,6 +290,7 @@ def test_a_back_end_must_say_every_part_of_the_contract_the_votes_and_the_roster
     needed = {"_vote", "_poll_open", "_poll_move", "_poll_read", "_poll_results", "_close_question", "_end_votes"}
     assert needed <= PeerVotes.__abstractmethods__
     assert {"_report", "_number", "_roster", "_set_device", "_device"} <= RosterOps.__abstractmethods__
+    assert {"_code", "_teacher"} <= PeerVotes.__abstractmethods__ & RosterOps.__abstractmethods__  # the store's part
     lacking = type("Lacking", (MemoryClassStore,), {"_vote": PeerVotes._vote})  # the abstract one back
     with pytest.raises(TypeError, match="_vote"):
         lacking()
