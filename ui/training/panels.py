@@ -190,7 +190,7 @@ def live_status() -> None:
             )
     if v.handover_error and job.result_files is not None:
         handover_downloads(v.handover_error, job.result_files)
-    if v.state in ("finished", "stopped") and job.result is not None and v.losses:
+    if v.state == "finished" and job.result is not None and v.losses:  # (a run stopped early has not learned *yet*)
         not_learned(vt.ema(v.losses)[-1], len(job.result.tgt_vocab))
     if v.state != "running" and v.step:
         st.progress(v.progress, text=f"Step {v.step} of {t.steps}")
@@ -228,7 +228,7 @@ def not_learned(loss: float, vocab: int) -> None:
         f"This run did not learn: its smoothed training loss ends at {loss:,.3f}, above ln V = {chance:.2f}, the loss "
         f"of a model that gives each of the {vocab:,} target words the same probability. Its translations are noise, "
         "and **My model** shows them on every page: choose another model in the sidebar to leave it. A learning-rate "
-        "scale of 1 and a warm-up of a few hundred steps train this set.",
+        "scale of 1, a warm-up of a few hundred steps and a few hundred steps or more train this set.",
         icon=":material/trending_down:",
     )
 
