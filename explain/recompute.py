@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from explain.embeddings import one_hot
 from model.trace import Trace
 from model.transformer import additive_mask, look_ahead_mask
 
@@ -271,4 +272,4 @@ def projection(
 
 def logit_gradient(probs: Tensor, gold: int) -> Tensor:
     """∂(−log p_gold)/∂logits = p − one-hot(gold) ([V]): what backpropagation starts from at this position."""
-    return probs - F.one_hot(torch.tensor(gold), probs.numel()).to(probs.dtype)
+    return probs - one_hot([gold], probs.numel())[0].to(probs.dtype)

@@ -190,8 +190,9 @@ def live_status() -> None:
             )
     if v.handover_error and job.result_files is not None:
         handover_downloads(v.handover_error, job.result_files)
-    if v.state == "finished" and job.result is not None and v.losses:  # (a run stopped early has not learned *yet*)
-        not_learned(vt.ema(v.losses)[-1], len(job.result.tgt_vocab))
+    smoothed = vt.ema(v.losses)[-1] if v.losses else None  # the loss the panel writes, and judges a finished run by
+    if v.state == "finished" and job.result is not None and smoothed is not None:  # (stopped early: not learned *yet*)
+        not_learned(smoothed, len(job.result.tgt_vocab))
     if v.state != "running" and v.step:
         st.progress(v.progress, text=f"Step {v.step} of {t.steps}")
     st.caption(
@@ -211,7 +212,7 @@ def live_status() -> None:
     last = v.evals[-1] if v.evals else None
     with metrics_row():
         st.metric("step", f"{v.step} / {t.steps}")
-        st.metric("training loss (smoothed)", f"{vt.ema(v.losses)[-1]:.3f}")
+        st.metric("training loss (smoothed)", f"{smoothed:.3f}")
         st.metric("held-out exact match", f"{100 * last.exact_match:.1f} %" if last else "—")
         st.metric("held-out BLEU", f"{last.bleu:.1f}" if last else "—")
         st.metric("steps / s", f"{v.steps_per_s:.1f}" if v.steps_per_s else "—")
