@@ -29,7 +29,7 @@ from tests.services import wait_for
 from training import job as job_module
 from training import run_process
 from training.contract import JobRefused
-from training.job import Job, make_job
+from training.job import Job, Link, make_job
 from training.local_pool import LocalPool
 from ui import session_info
 
@@ -411,7 +411,7 @@ def test_a_process_stuck_after_saying_it_is_failing_is_killed_and_its_reason_kep
     ends = []
     waiting = threading.Thread(
         target=lambda: ends.append(
-            run_process.run(spec, threading.Event(), lambda: False, lambda p: None, lambda msg: None)
+            run_process.run(spec, Link(threading.Event(), lambda: False, lambda p: None, lambda msg: None))
         ),
         daemon=True,
     )

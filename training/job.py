@@ -92,18 +92,22 @@ class JobService(Protocol):
     def release(self, job: Job) -> None: ...
 
 
+@dataclass(frozen=True)
+class Link:
+    """What a runner is handed with its spec, to talk to its job: `stop` set, the run is to stop after its current
+    step and send the model so far; `kill()` true, nobody waits for the model; `started(process)`, the training
+    process of this server has started (a follower of a queue worker has none); `receive(message)`, each message
+    of the run but its end."""
+
+    stop: threading.Event
+    kill: Callable[[], bool]
+    started: Callable[[subprocess.Popen[bytes]], None]
+    receive: Callable[[m.Message], None]
+
+
 # What runs a job (`training.run_process.run`, or `RedisQueue`'s follower of a queue worker):
-# (spec, stop, kill, started, receive) -> (state, reason, error).
-Runner = Callable[
-    [
-        m.Spec,
-        threading.Event,
-        Callable[[], bool],
-        Callable[[subprocess.Popen[bytes]], None],
-        Callable[[m.Message], None],
-    ],
-    tuple[str, str, str | None],
-]
+# (spec, link) -> (state, reason, error).
+Runner = Callable[[m.Spec, Link], tuple[str, str, str | None]]
 
 
 class Job:
@@ -341,7 +345,7 @@ class Job:
 
                 runner = run_process.run
             state, reason, error = runner(
-                self.spec(), self.stop_event, lambda: self._kill, self._started, self._receive
+                self.spec(), Link(self.stop_event, lambda: self._kill, self._started, self._receive)
             )
             if state == "stopped" and self.stop_event.is_set():
                 reason = self._stop_reason or reason

@@ -43,6 +43,7 @@ from serving.shared_redis import new_client, redis_url
 from training import messages as m
 from training import run_process
 from training.contract import FAIR_REASON, FAIR_SECONDS
+from training.job import Link
 from training.redis_queue import (
     QUEUE,
     TRAIN_FUNCTION,
@@ -213,7 +214,7 @@ def train(spec_json: str) -> str:
         publish_one(m.Started(time.time(), socket.gethostname()))
         started(conn, job_id)  # (it counts for its client's share of the slots from now)
         threading.Thread(target=control, name="training-control", daemon=True).start()
-        state, reason, error = run_process.run(spec, stop, lambda: why["kill"], lambda proc: None, publish_one)
+        state, reason, error = run_process.run(spec, Link(stop, lambda: why["kill"], lambda proc: None, publish_one))
         if state == "stopped" and why["reason"]:
             reason = why["reason"]
         end = m.End(state, reason, error)

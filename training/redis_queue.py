@@ -44,7 +44,6 @@ import contextlib
 import functools
 import logging
 import re
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -58,7 +57,7 @@ from serving.shared_redis import client as redis_client
 from serving.shared_redis import redis_url
 from training import messages as m
 from training.contract import DEFAULT_GRACE, DEFAULT_MAX_SECONDS, JobRefused, Watchdog, any_alive, client_shares
-from training.job import Job
+from training.job import Job, Link
 from training.redis_lua import KEEP, PICK, SUBMIT, WORKERS, YIELD
 
 if TYPE_CHECKING:
@@ -351,22 +350,15 @@ class RedisQueue:
             job.follow()
         return job
 
-    def _follow(
-        self,
-        spec: m.Spec,
-        stop: threading.Event,
-        kill: Callable[[], bool],
-        started: Callable[[subprocess.Popen[bytes]], None],
-        receive: Callable[[m.Message], None],
-    ) -> tuple[str, str, str | None]:
-        """A job's runner in this process: pass each message of its stream to `receive` until its end;
+    def _follow(self, spec: m.Spec, link: Link) -> tuple[str, str, str | None]:
+        """A job's runner in this process: pass each message of its stream to `link.receive` until its end;
         forward a stop (or kill) of this process's page to the worker."""
         job_id, last = spec.job_id, "0"
         told: str | None = None
         attempt: bytes | None = None
         while True:
             try:
-                wanted = "kill" if kill() else "stop" if stop.is_set() else None
+                wanted = "kill" if link.kill() else "stop" if link.stop.is_set() else None
                 if wanted is not None and wanted != told:
                     self.redis.set(
                         key("job", job_id, "stop"),
@@ -399,7 +391,7 @@ class RedisQueue:
                         continue  # a late message of an attempt whose worker died (a retry runs now)
                     if isinstance(msg, m.End):
                         return msg.state, msg.reason, msg.error
-                    receive(msg)
+                    link.receive(msg)
 
 
 def _refusal(verdict: Sequence[bytes]) -> JobRefused:

@@ -41,7 +41,7 @@ import time
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 import torch
 
@@ -51,6 +51,9 @@ from model.probes import find_reference, snapshots
 from model.train import EvalEvent, StepEvent, Trainer, TrainingDiverged
 from model.train_settings import toy_data, toy_sha256
 from training import messages as m
+
+if TYPE_CHECKING:
+    from training.job import Link
 
 ROOT = Path(__file__).resolve().parents[1]  # the process runs as `python -m training.run_process` from here
 _log = logging.getLogger("glass.training")
@@ -64,17 +67,11 @@ MEMORY_SLACK = 256 * 2**20  # ... + this (allocator arenas, torch's lazily loade
 # --- The server's end ----------------------------------------------------------------------------
 
 
-def run(
-    spec: m.Spec,
-    stop: threading.Event,
-    kill: Callable[[], bool],
-    started: Callable[[subprocess.Popen[bytes]], None],
-    receive: Callable[[m.Message], None],
-) -> tuple[str, str, str | None]:
-    """Start a training process with `spec`, pass each of its messages to `receive`; returns (state, reason,
+def run(spec: m.Spec, link: Link) -> tuple[str, str, str | None]:
+    """Start a training process with `spec`, pass each of its messages to `link.receive`; returns (state, reason,
     error).
 
-    `stop` set: the process is told to stop after its current step and send the model so far; `kill()`
+    `link.stop` set: the process is told to stop after its current step and send the model so far; `link.kill()`
     true (nobody waits for the model) or a process stuck for `STOP_GRACE` seconds: it is killed. So is a
     process that said it is failing (out of memory: its last act, handing over the model, may fail too, and
     a library's failed allocation can leave a process that neither talks nor exits) and has not ended
@@ -95,16 +92,16 @@ def run(
             env={**os.environ, "OMP_NUM_THREADS": "1", "RUST_BACKTRACE": "0"},
         )
         child_conn.close()
-        started(proc)
+        link.started(proc)
         m.send(conn, spec)
         stop_sent: float | None = None
         failing: tuple[str, str, str | None] | None = None  # the process's reason, sent before a risky last act
         failing_since = 0.0
         while True:
-            if stop.is_set() and stop_sent is None:
+            if link.stop.is_set() and stop_sent is None:
                 m.send(conn, m.StopAfterStep())  # it ends after its current step and sends the model so far
                 stop_sent = time.monotonic()
-            if kill() or (stop_sent is not None and time.monotonic() - stop_sent > STOP_GRACE):
+            if link.kill() or (stop_sent is not None and time.monotonic() - stop_sent > STOP_GRACE):
                 proc.kill()  # nobody waits for this model (session ended), or the process is stuck
                 state, reason = "stopped", "stopped"
                 break
@@ -131,7 +128,7 @@ def run(
                 if isinstance(msg, m.Failing):
                     failing, failing_since = (msg.state, msg.reason, msg.error), time.monotonic()
                     continue
-                receive(msg)
+                link.receive(msg)
             elif proc.poll() is not None:
                 state, reason, error = failing or _died(proc, spec)
                 break
