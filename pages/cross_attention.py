@@ -8,9 +8,9 @@ from ui import shell
 from ui.classroom.plans import hidden_head, mystery_box
 from ui.models import content_key, current_model, padding_demo
 from ui.widgets import (
+    figure,
     fold,
     layer_and_head,
-    matrix,
     md,
     next_link,
     notice,
@@ -70,14 +70,14 @@ def cross_weights() -> None:
         if skip is None
         else f"average of the heads but head {skip}, the mystery head"
     )
-    matrix(
+    figure(
         cw,
         src,
         lab,
         "weights",
         shape=shape_text(cw, "t, m"),
         key="cross_weights",
-        show_table=False,
+        numbers=False,
         title=f"{cm}.weights, {which}",
         x_title="source word (encoder)",
         y_title="target position (decoder)",
@@ -103,11 +103,11 @@ def batch() -> None:
     demo = padding_demo(a.prepared)
     st.markdown(f"**The batch** (source ids padded with id 0 = `<pad>`) · shape `{shape_text(demo.src, 'B, T')}`")
     small_table(vd.batch_table(demo))
-    matrix(
+    figure(
         vd.mask_grid(demo),
         *vd.grid_labels(demo),
         "mask",
-        show_table=False,
+        numbers=False,
         title="Padding mask (0 = may be looked at, −inf = <pad> key hidden)",
         shape=shape_text(demo.mask, "B, 1, 1, T"),
         key="cross_pad_mask",
@@ -126,12 +126,12 @@ with fold("Show the weights with the padding mask on and off", "cross_fold_paddi
             with col:
                 w, state = vd.padding_weights(demo, pl, ph, on), "on" if on else "off"
                 st.markdown(f"**Padding mask {state}**")
-                matrix(
+                figure(
                     w,
                     list(demo.labels[demo.short]),
                     list(demo.labels[demo.short]),
                     "weights",
-                    show_table=False,
+                    numbers=False,
                     title=f"enc.{pl}.self_attn.weights, sentence {demo.short + 1}, head {ph}",
                     shape=shape_text(w, "T, T"),
                     key=f"cross_pad_{state}",

@@ -93,7 +93,6 @@ four_steps(
     text.step_titles(module, head),
     vd.step_shapes(a.trace, module),  # (columns: not in a once)
     ["decoder_scaled", "decoder_mask", "decoder_masked", "decoder_weights"],
-    show_table=False,
     **kw,
 )
 once("decoder.masked", here, lambda: notice(vd.masked_notice(steps.weights, lab)))
@@ -132,7 +131,6 @@ with fold("Show the lecture's four 4 × 4 matrices", "decoder_fold_lecture") as 
             ["Scaled scores", "Look-ahead mask", "Masked scores", "Weights"],
             ["[4, 4]"] * 4,
             ["decoder_ex_scaled", "decoder_ex_mask", "decoder_ex_masked", "decoder_ex_weights"],
-            show_table=False,
         )
         notice(vd.lecture_notice(ex))
         exact_numbers(ex, ex_lab, "decoder_ex_exact")

@@ -14,7 +14,7 @@ import streamlit as st
 from model.checkpoint import Bundle, CheckpointError
 from model.trace import Interventions
 from ui.models import analysis, cheating, load_shipped, no_mask_reference
-from ui.widgets import fold, md, notice, pick, reference_box, small_table, weights_panel
+from ui.widgets import figure, fold, md, notice, pick, reference_box, small_table
 from viz import decoder as vd
 from viz.heatmap import shape_text
 
@@ -34,9 +34,11 @@ def mask_off_section(iv: Interventions, layer: int, head: int, text: ModuleType,
             with col:
                 n, s = vd.above_diagonal(w)
                 st.markdown(f"**Look-ahead {name}** · translation: {md(an.translation) or '*(empty)*'}")
-                weights_panel(
+                figure(
                     w,
                     an.tgt_labels,
+                    an.tgt_labels,
+                    "weights",
                     title=f"{module}.weights, head {head}",
                     key=f"decoder_la_{name[5:]}",
                     shape=shape_text(an.trace[f"{module}.weights"], "B, H, t, t"),
@@ -101,9 +103,11 @@ def no_mask_section(sentence: str, bundle: Bundle, text: ModuleType, kw: dict) -
                 w_cheat = vd.head_weights(tr_c, f"dec.{lh[0]}.self_attn", lh[1])
                 h1, h2 = st.columns([3, 2])
                 with h1:
-                    weights_panel(
+                    figure(
                         w_cheat,
                         story.cheat_tf.in_labels,
+                        story.cheat_tf.in_labels,
+                        "weights",
                         key="decoder_cheat_weights",
                         **kw,
                         title=f"No-mask model, teacher-forced: dec.{lh[0]}.self_attn.weights, head {lh[1]}",

@@ -250,47 +250,6 @@ def shape_of(values) -> str:
     return f"[{', '.join(map(str, np.shape(values)))}]"
 
 
-def _titled_heatmap(values, x_labels, y_labels, kind: str, *, title: str, shape: str, key: str, alt: str, **kw) -> None:
-    """The bold title and the shape on one line, the heatmap (`heatmap_chart`) under it."""
-    st.markdown(f"**{title}** · shape `{shape}`")
-    heatmap_chart(values, x_labels, y_labels, kind, key=key, alt=alt, **kw)
-
-
-def matrix(
-    values,
-    x_labels: list[str],
-    y_labels: list[str],
-    kind: str,
-    *,
-    title: str,
-    shape: str | None = None,
-    key: str,
-    x_title: str | None = None,
-    y_title: str | None = None,
-    digits: int = 3,
-    show_table: bool = True,
-) -> None:
-    """A heatmap, its shape written next to it (`values`' own unless given), and the exact numbers in a table under
-    it."""
-    shape = shape or shape_of(values)
-    alt = f"{title}, shape {shape}, {y_title or 'rows'} by {x_title or 'columns'}: a heatmap, values on hover"
-    _titled_heatmap(
-        values,
-        x_labels,
-        y_labels,
-        kind,
-        title=title,
-        shape=shape,
-        key=key,
-        alt=alt,
-        x_title=x_title,
-        y_title=y_title,
-        digits=digits,
-    )
-    if show_table:
-        st.dataframe(table(values, x_labels, y_labels))
-
-
 # -- other elements, drawn once per content ---------------------------------------------------------------
 def once(what: str, key: tuple | None, draw: Callable[[], None]) -> None:
     """`draw()` the first time this process meets (`what`, `key`); after that its messages are replayed
@@ -340,19 +299,20 @@ def figure(
     content: tuple | None = None,
     **kw,
 ) -> None:
-    """A heatmap with its shape, its notice line, and its exact numbers one click away (a collapsed table);
-    `mark_row`: a row to outline (the row the notice talks about). `content`: what the figure is drawn from (it
-    must name everything the figure shows, as `once`'s key): the title, the chart and the notice are then drawn
-    once per content in this process, and `note` may be a function, called only then. `shape`: `values`' own unless
-    given."""
+    """A heatmap with its title and shape on one line above it, its notice line under it, and its exact numbers one
+    click away (a collapsed table; `numbers` False: none). `mark_row`: a row to outline (the row the notice talks
+    about). `content`: what the figure is drawn from (it must name everything the figure shows, as `once`'s key):
+    the title, the chart and the notice are then drawn once per content in this process, and `note` may be a
+    function, called only then. `shape`: `values`' own unless given. `kw` goes to the heatmap (`x_title`,
+    `y_title`, `digits`, ...)."""
     shape = shape or shape_of(values)
 
     def draw() -> None:
         text = note() if callable(note) else note
-        alt = f"{title}, shape {shape}, a heatmap. " + (text or "Values on hover.")
-        _titled_heatmap(
-            values, x_labels, y_labels, kind, title=title, shape=shape, key=key, alt=alt, mark_row=mark_row, **kw
-        )
+        axes = f"{kw['y_title']} by {kw['x_title']}, " if kw.get("x_title") and kw.get("y_title") else ""
+        alt = f"{title}, shape {shape}, {axes}a heatmap. " + (text or "Values on hover.")
+        st.markdown(f"**{title}** · shape `{shape}`")
+        heatmap_chart(values, x_labels, y_labels, kind, key=key, alt=alt, mark_row=mark_row, **kw)
         if text:
             notice(text)
 
@@ -454,23 +414,17 @@ def four_steps(s, labels: list[str], titles: list[str], shapes: list[str], keys:
     operators between."""
     g1, g2, g3 = st.columns([10, 1, 10])
     with g1:
-        matrix(s.scaled, labels, labels, "scores", title=titles[0], shape=shapes[0], key=keys[0], **kw)
+        figure(s.scaled, labels, labels, "scores", title=titles[0], shape=shapes[0], key=keys[0], numbers=False, **kw)
     with g2:
         operator("+")
     with g3:
-        matrix(s.mask, labels, labels, "mask", title=titles[1], shape=shapes[1], key=keys[1], **kw)
+        figure(s.mask, labels, labels, "mask", title=titles[1], shape=shapes[1], key=keys[1], numbers=False, **kw)
     g1, g2, g3 = st.columns([10, 1, 10])
     with g1:
         st.markdown("<div style='font-size:2.2rem;line-height:1'>=</div>", unsafe_allow_html=True)
-        matrix(s.masked, labels, labels, "scores", title=titles[2], shape=shapes[2], key=keys[2], **kw)
+        figure(s.masked, labels, labels, "scores", title=titles[2], shape=shapes[2], key=keys[2], numbers=False, **kw)
     with g2:
         operator("→")
     with g3:
         st.markdown("<div style='font-size:1.3rem;line-height:1.7'>softmax, row by row</div>", unsafe_allow_html=True)
-        matrix(s.weights, labels, labels, "weights", title=titles[3], shape=shapes[3], key=keys[3], **kw)
-
-
-def weights_panel(w, labels: list[str], *, title: str, shape: str, key: str, **kw) -> None:
-    """A square weight heatmap with its exact numbers folded away in an expander."""
-    matrix(w, labels, labels, "weights", title=title, shape=shape, key=key, show_table=False, **kw)
-    exact_numbers("Exact numbers", f"{key}_numbers", [(w, labels, labels)])
+        figure(s.weights, labels, labels, "weights", title=titles[3], shape=shapes[3], key=keys[3], numbers=False, **kw)

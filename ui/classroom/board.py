@@ -37,7 +37,7 @@ from ui.classroom import session as cls
 from ui.classroom import teacher
 from ui.classroom.plans import led, ss
 from ui.models import ADOPTED_KEY, use_model
-from ui.widgets import chart, matrix, md
+from ui.widgets import chart, figure, md
 from viz.classroom import board_figure, board_notice, board_table
 
 RUN, SHARED, USED, SHARED_JOB = "_class_run", "_class_run_shared", "_class_model_used", "_class_model_job"
@@ -181,7 +181,7 @@ def attention_panel(run: dict) -> None:
     att = run.get("attention")
     if not att:
         return
-    matrix(
+    figure(
         np.array(att["weights"]),
         att["keys"],
         att["queries"],
@@ -190,7 +190,7 @@ def attention_panel(run: dict) -> None:
         title=f"{att['title']}: last decoder layer, mean of its heads, step {att['step']}",
         x_title="English word (key)",
         y_title="French word (query)",
-        show_table=False,
+        numbers=False,
     )
 
 

@@ -20,8 +20,9 @@ from ui.classroom.board import share_run
 from ui.models import ADOPTED_KEY
 from ui.training.session import JOB_KEY, adopt_finished, corpus_profile, on_use_mine, service
 from ui.training.session import job as browser_job
-from ui.widgets import chart, matrix, md, metrics_row
+from ui.widgets import chart, figure, md, metrics_row
 from viz import training as vt
+from viz.heatmap import table
 
 DIRECTIONS = {"en-fr": "English → French", "fr-en": "French → English"}
 KINDS = {
@@ -91,7 +92,7 @@ def attention_section(v: JobView) -> None:
     L, H, Tq, Tk = snap.weights(kind).shape
     left, right = st.columns([3, 2])
     with left:
-        matrix(
+        figure(
             w,
             list(keys),
             list(queries),
@@ -102,7 +103,9 @@ def attention_section(v: JobView) -> None:
             shape=f"[{Tq}, {Tk}] of [{L}, {H}, {Tq}, {Tk}]",
             x_title="key (attended to)",
             y_title="query",
+            numbers=False,
         )
+        st.dataframe(table(w, list(keys), list(queries)))
         st.markdown(f"**Translation at step {snap.step}:** {md(snap.translation) or '*(empty)*'}")
     with right:
         pronoun, candidates = COREF[langs(st.session_state["training_direction"])[0]]
