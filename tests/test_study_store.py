@@ -15,18 +15,8 @@ from pathlib import Path
 import pytest
 
 import study.schema
-from study import export
+from study import errors, export
 from study.database import PostgresDatabase, SqliteDatabase
-from study.errors import (
-    AlreadyRecorded,
-    Forbidden,
-    InvalidInput,
-    NotConsented,
-    NotFound,
-    RateLimited,
-    StudyClosed,
-    WrongPhase,
-)
 from study.store import MAX_FAILED, StudyStore
 from tests.services import Clock, postgres_server
 from tests.threads import at_once
@@ -126,7 +116,7 @@ def test_study_consent_gate_records_nothing_before_consent(make):
         lambda: store.advance(code, actor, "path"),
         lambda: store.rate(code, actor, "sus1", 3, (1, 5, 1)),
     ):
-        with pytest.raises(NotConsented):
+        with pytest.raises(errors.NotConsented):
             call()
     _, people, events = store.records(code, secret)
     assert people == [] and events == []
@@ -165,10 +155,10 @@ def test_item_answers_checked_against_the_frozen_key_and_recorded_once(make):
     key = {it["id"]: it["answer"] for it in instrument()["forms"][form]}
     assert store.answer(code, actor, f"{form}01", key[f"{form}01"], 4, "<b>because</b> = sum", 2500) is True
     assert store.answer(code, actor, f"{form}02", (key[f"{form}02"] + 1) % 4, 1) is False
-    with pytest.raises(AlreadyRecorded):  # a double click, a replayed message: the first answer counts
+    with pytest.raises(errors.AlreadyRecorded):  # a double click, a replayed message: the first answer counts
         store.answer(code, actor, f"{form}01", (key[f"{form}01"] + 1) % 4, 1)
     other = "B" if form == "A" else "A"
-    with pytest.raises(InvalidInput):  # an item of the other form is not this participant's now
+    with pytest.raises(errors.InvalidInput):  # an item of the other form is not this participant's now
         store.answer(code, actor, f"{other}03", 0, 1)
     _, _, events = store.records(code, secret)
     answers = [e for e in events if e["verb"] == "answered"]
@@ -195,12 +185,12 @@ def test_item_hostile_answers_refused_and_nothing_stored(make):
         {"latency_ms": -5},
     ):
         args = {"choice": 0, "confidence": 2, "reason": "", "latency_ms": 10, **kwargs}
-        with pytest.raises(InvalidInput):
+        with pytest.raises(errors.InvalidInput):
             store.answer(code, actor, item, args["choice"], args["confidence"], args["reason"], args["latency_ms"])
     forged = "p-" + "0" * 32
-    with pytest.raises(NotConsented):  # an id nobody consented as
+    with pytest.raises(errors.NotConsented):  # an id nobody consented as
         store.answer(code, forged, item, 0, 2)
-    with pytest.raises(NotFound):
+    with pytest.raises(errors.NotFound):
         store.answer("ZZZZZZZZ", actor, item, 0, 2)
     _, _, events = store.records(code, secret)
     assert [e["verb"] for e in events] == ["consented"]
@@ -211,11 +201,11 @@ def test_study_answers_after_close_refused(make):
     code, secret, actor = joined(store)
     p, _ = store.consent(code, actor)
     store.close(code, secret)
-    with pytest.raises(StudyClosed):
+    with pytest.raises(errors.StudyClosed):
         store.answer(code, actor, f"{p.first_form}01", 0, 2)
-    with pytest.raises(StudyClosed):
+    with pytest.raises(errors.StudyClosed):
         store.consent(code, store.pseudonym(code, "another-browser"))
-    with pytest.raises(Forbidden):
+    with pytest.raises(errors.Forbidden):
         store.close(code, "not the key", closed=False)
     store.close(code, secret, closed=False)
     store.answer(code, actor, f"{p.first_form}01", 0, 2)
@@ -225,23 +215,23 @@ def test_study_phases_in_order_and_the_delayed_test_after_its_days(make):
     clock = Clock(NOW)
     store = make(clock)
     code, secret, actor = consented(store)
-    with pytest.raises(WrongPhase):
+    with pytest.raises(errors.WrongPhase):
         store.advance(code, actor, "post")
     for phase in ("path", "post", "survey"):
         store.advance(code, actor, phase)
     store.rate(code, actor, "tlx_mental", 55, (0, 100, 5))
-    with pytest.raises(InvalidInput):
+    with pytest.raises(errors.InvalidInput):
         store.rate(code, actor, "tlx_effort", 52, (0, 100, 5))
-    with pytest.raises(AlreadyRecorded):
+    with pytest.raises(errors.AlreadyRecorded):
         store.rate(code, actor, "tlx_mental", 60, (0, 100, 5))
     store.advance(code, actor, "done")
     clock.t += 6 * 86400
-    with pytest.raises(WrongPhase):
+    with pytest.raises(errors.WrongPhase):
         store.advance(code, actor, "delayed")
     clock.t += 86400
     p = store.advance(code, actor, "delayed")
     assert p.phase == "delayed" and p.form("delayed") == p.first_form
-    with pytest.raises(WrongPhase):  # a second tab pressing the same button: one step only
+    with pytest.raises(errors.WrongPhase):  # a second tab pressing the same button: one step only
         store.advance(code, actor, "delayed")
 
 
@@ -278,15 +268,15 @@ def test_study_events_schema_enforced_and_rate_limited(make):
         ("voted", "class/question/1", {"choice": "1"}),
         ("nonsense", "page/x", {}),
     ):
-        with pytest.raises(InvalidInput):
+        with pytest.raises(errors.InvalidInput):
             store.log(code, actor, verb, obj, result)
-    with pytest.raises(InvalidInput):
+    with pytest.raises(errors.InvalidInput):
         store.log(code, actor, "viewed", "page/x", None, {"phase": "post"})  # the context's phase is the store's
     from study import store as module
 
     for _ in range(module.EVENTS_PER_MINUTE - 1):
         store.log(code, actor, "viewed", "lesson/step/1")
-    with pytest.raises(RateLimited):
+    with pytest.raises(errors.RateLimited):
         store.log(code, actor, "viewed", "lesson/step/1")
 
 
@@ -294,13 +284,13 @@ def test_study_code_guessing_rate_limited_like_class_codes(make):
     store = make()
     code, secret = store.create(SETTINGS, instrument())
     for i in range(MAX_FAILED):
-        with pytest.raises(NotFound):
+        with pytest.raises(errors.NotFound):
             store.find(f"ABCDEF{i:02d}"[-8:].replace("0", "A").replace("1", "B"), "10.0.0.7")
-    with pytest.raises(RateLimited):  # refused before the code is looked at: a right guess learns nothing
+    with pytest.raises(errors.RateLimited):  # refused before the code is looked at: a right guess learns nothing
         store.find(code, "10.0.0.7")
     assert store.find(code, "10.0.0.8").code == code  # another client is not held back
     assert store.find(code, "10.0.0.7", token=store.link(code, secret)).code == code  # the link holds the study
-    with pytest.raises(RateLimited):  # a deletion code is guessed no faster
+    with pytest.raises(errors.RateLimited):  # a deletion code is guessed no faster
         store.delete_mine(code, "AAAAAAAAAAAA", "10.0.0.7")
 
 
@@ -311,12 +301,12 @@ def test_delete_my_data_with_the_code_shown_at_consent(make):
     store.answer(code, actor, f"{p.first_form}01", 0, 2)
     other = store.pseudonym(code, "b-another-browser-000")
     store.consent(code, other)
-    with pytest.raises(NotFound):
+    with pytest.raises(errors.NotFound):
         store.delete_mine(code, "000000000000", "10.1.1.1")
     store.delete_mine(code, delete_code.lower(), "10.1.1.1")
     _, people, events = store.records(code, secret)
     assert [p["actor"] for p in people] == [other] and {e["actor"] for e in events} == {other}
-    with pytest.raises(NotConsented):  # deleted: nothing more is recorded under that id
+    with pytest.raises(errors.NotConsented):  # deleted: nothing more is recorded under that id
         store.log(code, actor, "viewed", "page/overview")
     assert store.delete_participant(code, other) and store.records(code, secret)[1] == []
 
@@ -366,11 +356,11 @@ def test_delete_this_study_and_retention_enforced(make):
     clock = Clock(NOW)
     store = make(clock)
     code, secret, actor = consented(store)
-    with pytest.raises(Forbidden):
+    with pytest.raises(errors.Forbidden):
         store.delete_study(code, "wrong")
     store.delete_study(code, secret)
     assert store.study(code) is None
-    with pytest.raises(NotFound):
+    with pytest.raises(errors.NotFound):
         store.records(code, secret)
     code, secret, actor = consented(store)  # 30 days of retention
     clock.t += 29 * 86400
