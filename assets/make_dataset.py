@@ -6,7 +6,9 @@ give byte-identical files (a test checks this against the shipped file).
 
 The data is a small grammar, not real text. Every English sentence has exactly one French
 translation and vice versa, so a small Transformer can learn it in both directions. Everything is
-lower case, without final punctuation.
+lower case, without final punctuation. The words are in `assets/lexicon.py`, their English and
+French spelling-out in `assets/grammar.py`; this module draws the combinations and writes the file
+(also run as ``python assets/make_dataset.py [OUTPUT.tsv]``).
 
 Families (the ``tag`` column)
 -----------------------------
@@ -67,9 +69,54 @@ from __future__ import annotations
 
 import random
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
+if not __package__:  # run as a script (python assets/make_dataset.py): import from the repository's root
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from assets.grammar import (
+    PRONOUNS,
+    Realizer,
+    Sentence,
+    Subject,
+    be_phrase,
+    combo_key,
+    en_text,
+    fr_text,
+    noun_phrase,
+    nouns_of,
+    pronoun,
+    subject_heads,
+    verb_phrase,
+)
+from assets.lexicon import (
+    ADJECTIVES,
+    ADVERBS,
+    ALLER,
+    ANIMAL_STATES,
+    DRINK,
+    GO_PLACES,
+    INTRANSITIVE,
+    LIKE_MASS,
+    LOCATION_PLACES,
+    LOCATION_SUBJECTS,
+    MASS,
+    NOUNS,
+    PARTITIVE_VERBS,
+    PERSON_ADJS,
+    PLACE_STATES,
+    PREPOSITIONS,
+    PROFESSIONS,
+    SMALL_THINGS_ON_IN,
+    SUBJECT_NOUNS_ANIMALS,
+    SUBJECT_NOUNS_PEOPLE,
+    THINKING_PREDICATES,
+    THINKING_VERBS,
+    TM,
+    VERB_ADVERBS,
+    VERBS,
+    clash,
+)
 from model.vocab import tokenize
 
 SEED = 20170612  # the day "Attention Is All You Need" appeared on arXiv
@@ -101,565 +148,8 @@ FORCED_TRAIN = (
     "the animal didn't cross the street because it was too wide",
 )
 
-FR_VOWELS = set("aàâeéèêëiîïoôœuùûyh")  # every h-word of this lexicon has a mute h
-EN_VOWELS = set("aeiou")
-
-
-# --- Lexicon ------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Adj:
-    """An adjective: English, French forms (masc. sg., fem. sg., masc. pl., fem. pl.), position."""
-
-    en: str
-    m: str
-    f: str
-    mp: str
-    fp: str
-    before: bool = False  # French position: True = before the noun (petit, grand, ...)
-    m_vowel: str = ""  # masc. sg. form before a vowel ("vieil"), if different
-
-    def form(self, gender: str, number: str, next_word: str = "") -> str:
-        if number == "pl":
-            return self.mp if gender == "m" else self.fp
-        if gender == "f":
-            return self.f
-        if self.m_vowel and next_word and next_word[0] in FR_VOWELS:
-            return self.m_vowel
-        return self.m
-
-
-def _regular(en: str, m: str, **kw) -> Adj:
-    """An adjective with regular French endings: +e, +s, +es (no extra e after a final e)."""
-    f = m if m.endswith("e") else m + "e"
-    return Adj(en, m, f, m if m.endswith(("s", "x")) else m + "s", f + "s", **kw)
-
-
-ADJECTIVES = {
-    a.en: a
-    for a in [
-        # before the noun
-        _regular("small", "petit", before=True),
-        _regular("big", "grand", before=True),
-        _regular("young", "jeune", before=True),
-        Adj("good", "bon", "bonne", "bons", "bonnes", before=True),
-        Adj("old", "vieux", "vieille", "vieux", "vieilles", before=True, m_vowel="vieil"),
-        # after the noun: colours
-        _regular("red", "rouge"),
-        _regular("blue", "bleu"),
-        _regular("green", "vert"),
-        _regular("black", "noir"),
-        Adj("white", "blanc", "blanche", "blancs", "blanches"),
-        # people and animals
-        Adj("happy", "heureux", "heureuse", "heureux", "heureuses"),
-        _regular("sad", "triste"),
-        _regular("tired", "fatigué"),
-        _regular("hungry", "affamé"),
-        _regular("scared", "effrayé"),
-        Adj("lazy", "paresseux", "paresseuse", "paresseux", "paresseuses"),
-        _regular("clever", "intelligent"),
-        # things
-        _regular("heavy", "lourd"),
-        _regular("broken", "cassé"),
-        # places
-        _regular("wide", "large"),
-        Adj("long", "long", "longue", "longs", "longues"),
-        _regular("narrow", "étroit"),
-        _regular("busy", "animé"),
-    ]
-}
-
-ANIMAL_STATES = ("tired", "scared", "hungry", "lazy")  # coref: fit only an animal
-PLACE_STATES = ("wide", "long", "narrow", "busy")  # coref: fit only a place
-PERSON_ADJS = ("young", "old", "happy", "sad", "tired", "hungry", "scared", "lazy", "clever")
-ANIMAL_ADJS = (
-    "small",
-    "big",
-    "young",
-    "old",
-    "black",
-    "white",
-    "happy",
-    "sad",
-    "tired",
-    "hungry",
-    "scared",
-    "lazy",
-    "clever",
-)
-
-
-@dataclass(frozen=True)
-class Noun:
-    """A noun: English sg./pl., French sg./pl., gender, kinds (what it can do or have done to it)."""
-
-    en: str
-    en_pl: str
-    fr: str
-    fr_pl: str
-    gender: str
-    kinds: tuple[str, ...]
-    adjs: tuple[str, ...] = ()  # adjectives that fit it (attributive and predicative)
-
-    def en_form(self, number: str) -> str:
-        return self.en_pl if number == "pl" else self.en
-
-    def fr_form(self, number: str) -> str:
-        return self.fr_pl if number == "pl" else self.fr
-
-
-def _n(
-    en: str, fr: str, gender: str, kinds: str, adjs: str | tuple[str, ...] = "", en_pl: str = "", fr_pl: str = ""
-) -> Noun:
-    adj_tuple = tuple(adjs.split()) if isinstance(adjs, str) else adjs
-    return Noun(en, en_pl or en + "s", fr, fr_pl or fr + "s", gender, tuple(kinds.split()), adj_tuple)
-
-
-NOUNS = {
-    n.en: n
-    for n in [
-        # people
-        _n("man", "homme", "m", "person", PERSON_ADJS, en_pl="men"),
-        _n("woman", "femme", "f", "person", PERSON_ADJS, en_pl="women"),
-        _n("boy", "garçon", "m", "person", PERSON_ADJS),
-        _n("girl", "fille", "f", "person", PERSON_ADJS),
-        _n("child", "enfant", "m", "person", PERSON_ADJS, en_pl="children"),
-        _n("student", "étudiant", "m", "person", PERSON_ADJS),
-        _n("teacher", "professeur", "m", "person", PERSON_ADJS),
-        _n("friend", "ami", "m", "person", PERSON_ADJS),
-        # animals
-        _n("animal", "animal", "m", "animal", ANIMAL_ADJS, fr_pl="animaux"),
-        _n("dog", "chien", "m", "animal", ANIMAL_ADJS),
-        _n("horse", "cheval", "m", "animal", ANIMAL_ADJS, fr_pl="chevaux"),
-        _n("cat", "chat", "m", "animal", ANIMAL_ADJS),
-        _n("bird", "oiseau", "m", "animal", ANIMAL_ADJS, fr_pl="oiseaux"),
-        _n("cow", "vache", "f", "animal", ANIMAL_ADJS),
-        _n("mouse", "souris", "f", "animal", ANIMAL_ADJS, en_pl="mice", fr_pl="souris"),
-        _n("goat", "chèvre", "f", "animal", ANIMAL_ADJS),
-        _n("rabbit", "lapin", "m", "animal", ANIMAL_ADJS),
-        _n("hen", "poule", "f", "animal", ANIMAL_ADJS),
-        # food (count nouns)
-        _n("apple", "pomme", "f", "food thing small", "small big good red green"),
-        _n("cake", "gâteau", "m", "food thing small", "small big good", fr_pl="gâteaux"),
-        _n("orange", "orange", "f", "food thing small", "small big good"),
-        _n("egg", "œuf", "m", "food thing small", "small big white"),
-        # things
-        _n("book", "livre", "m", "thing small readable openable", "small big good old red blue green black heavy"),
-        _n("letter", "lettre", "f", "thing small readable openable", "old blue white"),
-        _n(
-            "car",
-            "voiture",
-            "f",
-            "thing washable place_in place_under",
-            "small big old red blue green black white broken",
-        ),
-        _n("house", "maison", "f", "thing buildable place_in", "small big old red blue white"),
-        _n("ball", "balle", "f", "thing small", "small big red blue green white black"),
-        _n("tree", "arbre", "m", "thing place_under place_near", "small big old young green"),
-        _n("door", "porte", "f", "thing openable place_near", "big small old red blue green black white broken heavy"),
-        _n("window", "fenêtre", "f", "thing openable washable", "small big old broken"),
-        _n(
-            "table",
-            "table",
-            "f",
-            "thing washable buildable place_on place_under",
-            "small big old heavy broken black white",
-        ),
-        _n(
-            "chair",
-            "chaise",
-            "f",
-            "thing small washable buildable place_on place_under",
-            "small big old broken heavy red blue black white",
-        ),
-        _n("key", "clé", "f", "thing small", "small big old black"),
-        _n(
-            "box",
-            "boîte",
-            "f",
-            "thing small openable buildable place_in place_on",
-            "small big old heavy red blue black white",
-            en_pl="boxes",
-        ),
-        _n("bag", "sac", "m", "thing small openable place_in", "small big old heavy red black"),
-        _n("boat", "bateau", "m", "thing buildable", "small big old red blue white", fr_pl="bateaux"),
-        _n("machine", "machine", "f", "thing buildable", "small big old heavy broken"),
-        _n("bed", "lit", "m", "thing place_on place_under", "small big old"),
-        # places
-        _n("street", "rue", "f", "place coref_place", PLACE_STATES),
-        _n("road", "route", "f", "place coref_place", PLACE_STATES),
-        _n("river", "rivière", "f", "place coref_place go place_near", PLACE_STATES),
-        _n("bridge", "pont", "m", "place coref_place go place_on place_under place_near", PLACE_STATES),
-        _n("park", "parc", "m", "place coref_place go place_in place_near", PLACE_STATES),
-        _n("path", "chemin", "m", "place coref_place", PLACE_STATES),
-        _n("lane", "ruelle", "f", "place coref_place", PLACE_STATES),
-        _n("garden", "jardin", "m", "place go place_in place_near", "small big old"),
-        _n("school", "école", "f", "place go place_in place_near", "small big old"),
-        _n("market", "marché", "m", "place go place_near", "busy"),
-        _n("station", "gare", "f", "place go place_in place_near", "busy"),
-        _n("beach", "plage", "f", "place go place_near", "busy", en_pl="beaches"),
-        _n("hospital", "hôpital", "m", "place go place_in place_near", "", fr_pl="hôpitaux"),
-        _n("shop", "magasin", "m", "place go", ""),
-    ]
-}
-
-# preposition -> the nouns after it ("the cat is under the table"); GO_PLACES: "we go to the park"
-LOCATION_PLACES = {
-    "in": ("house", "garden", "school", "park", "station", "hospital", "box", "bag", "car"),
-    "on": ("table", "chair", "bed", "box", "bridge"),
-    "under": ("table", "chair", "bed", "tree", "bridge", "car"),
-    "near": (
-        "house",
-        "tree",
-        "door",
-        "river",
-        "bridge",
-        "park",
-        "garden",
-        "school",
-        "market",
-        "station",
-        "beach",
-        "hospital",
-    ),
-    "behind": ("house", "tree", "door", "car", "school", "chair"),
-}
-PREPOSITIONS = {"in": "dans", "on": "sur", "under": "sous", "near": "près de", "behind": "derrière"}
-GO_PLACES = ("park", "school", "market", "station", "beach", "hospital", "river", "bridge", "garden", "shops", "house")
-LOCATION_SUBJECTS = (
-    "man",
-    "woman",
-    "boy",
-    "girl",
-    "child",
-    "student",
-    "teacher",
-    "friend",
-    "dog",
-    "cat",
-    "horse",
-    "bird",
-    "cow",
-    "mouse",
-    "goat",
-    "rabbit",
-    "hen",
-    "animal",
-    "book",
-    "key",
-    "ball",
-    "apple",
-    "letter",
-    "bag",
-)
-SMALL_THINGS_ON_IN = ("book", "key", "ball", "apple", "letter", "bag")
-
-
-@dataclass(frozen=True)
-class Mass:
-    en: str
-    fr: str
-    gender: str
-
-
-MASS = {
-    m.en: m
-    for m in [
-        Mass("water", "eau", "f"),
-        Mass("milk", "lait", "m"),
-        Mass("bread", "pain", "m"),
-        Mass("soup", "soupe", "f"),
-        Mass("coffee", "café", "m"),
-        Mass("tea", "thé", "m"),
-        Mass("juice", "jus", "m"),
-        Mass("rice", "riz", "m"),
-        Mass("cheese", "fromage", "m"),
-        Mass("oil", "huile", "f"),
-    ]
-}
-
-
-@dataclass(frozen=True)
-class Profession:
-    en: str
-    en_pl: str
-    m: str
-    f: str
-    mp: str
-    fp: str
-
-
-PROFESSIONS = {
-    p.en: p
-    for p in [
-        Profession("student", "students", "étudiant", "étudiante", "étudiants", "étudiantes"),
-        Profession("teacher", "teachers", "professeur", "professeure", "professeurs", "professeures"),
-        Profession("doctor", "doctors", "médecin", "médecin", "médecins", "médecins"),
-        Profession("singer", "singers", "chanteur", "chanteuse", "chanteurs", "chanteuses"),
-        Profession("cook", "cooks", "cuisinier", "cuisinière", "cuisiniers", "cuisinières"),
-    ]
-}
-
-PERSONS = ("1s", "2s", "3s", "1p", "3p")
-
-
-@dataclass(frozen=True)
-class Verb:
-    """A verb: English base and 3rd-sg. forms, French present tense in PERSONS order."""
-
-    en: str
-    en3: str
-    fr: tuple[str, str, str, str, str]
-    subjects: tuple[str, ...] = ("person",)  # noun kinds that can be the subject
-    objects: tuple[str, ...] = ()  # noun kinds (or noun names) that can be the object
-
-    def fr_form(self, person: str) -> str:
-        return self.fr[PERSONS.index(person)]
-
-    def en_form(self, person: str) -> str:
-        return self.en3 if person == "3s" else self.en
-
-
-def _er(stem: str) -> tuple[str, str, str, str, str]:
-    """Present tense of a regular -er verb: aim -> aime, aimes, aime, aimons, aiment."""
-    nous = stem + ("eons" if stem.endswith("g") else "ons")
-    return (stem + "e", stem + "es", stem + "e", nous, stem + "ent")
-
-
-PA = ("person", "animal")
-VERBS = {
-    v.en: v
-    for v in [
-        Verb("eat", "eats", _er("mang"), PA, ("food",)),
-        Verb("see", "sees", ("vois", "vois", "voit", "voyons", "voient"), PA, ("person", "animal", "thing")),
-        Verb("like", "likes", _er("aim"), PA, ("person", "animal", "thing")),
-        Verb("want", "wants", ("veux", "veux", "veut", "voulons", "veulent"), PA, ("thing", "animal")),
-        Verb("have", "has", ("ai", "as", "a", "avons", "ont"), ("person",), ("thing", "animal")),
-        Verb("watch", "watches", _er("regard"), PA, ("person", "animal", "thing")),
-        Verb("find", "finds", _er("trouv"), PA, ("thing", "animal")),
-        Verb("carry", "carries", _er("port"), ("person",), ("small",)),
-        Verb("wash", "washes", _er("lav"), ("person",), ("washable", "animal")),
-        Verb("read", "reads", ("lis", "lis", "lit", "lisons", "lisent"), ("person",), ("readable",)),
-        Verb("open", "opens", ("ouvre", "ouvres", "ouvre", "ouvrons", "ouvrent"), ("person",), ("openable",)),
-        Verb("help", "helps", _er("aid"), ("person",), ("person", "animal")),
-        Verb(
-            "feed", "feeds", ("nourris", "nourris", "nourrit", "nourrissons", "nourrissent"), ("person",), ("animal",)
-        ),
-        Verb("buy", "buys", ("achète", "achètes", "achète", "achetons", "achètent"), ("person",), ("thing", "animal")),
-        Verb(
-            "build",
-            "builds",
-            ("construis", "construis", "construit", "construisons", "construisent"),
-            ("person",),
-            ("buildable",),
-        ),
-    ]
-}
-PARTITIVE_VERBS = {  # verb -> mass nouns it takes
-    "eat": ("bread", "soup", "rice", "cheese"),
-    "drink": ("water", "milk", "coffee", "tea", "juice", "soup"),
-    "want": ("water", "milk", "bread", "soup", "coffee", "tea", "juice", "rice", "cheese"),
-    "buy": ("milk", "bread", "coffee", "tea", "juice", "rice", "cheese", "oil"),
-}
-DRINK = Verb("drink", "drinks", ("bois", "bois", "boit", "buvons", "boivent"))
-LIKE_MASS = ("water", "milk", "bread", "soup", "coffee", "tea", "juice", "rice", "cheese")
-
-INTRANSITIVE = {
-    v.en: v
-    for v in [
-        Verb("learn", "learns", ("apprends", "apprends", "apprend", "apprenons", "apprennent"), ("person", "animal")),
-        Verb("run", "runs", ("cours", "cours", "court", "courons", "courent"), ("person", "animal")),
-        Verb("sleep", "sleeps", ("dors", "dors", "dort", "dormons", "dorment"), ("person", "animal")),
-        Verb("work", "works", _er("travaill"), ("person",)),
-        Verb("swim", "swims", _er("nag"), ("person", "animal")),
-        Verb("sing", "sings", _er("chant"), ("person", "bird")),
-        Verb("eat", "eats", _er("mang"), ("person", "animal")),
-        Verb("read", "reads", ("lis", "lis", "lit", "lisons", "lisent"), ("person",)),
-    ]
-}
-ADVERBS = {"fast": "vite", "slowly": "lentement", "well": "bien", "badly": "mal", "a lot": "beaucoup"}
-VERB_ADVERBS = {
-    "learn": ("fast", "slowly", "well", "a lot"),
-    "run": ("fast", "slowly", "a lot"),
-    "sleep": ("well", "badly", "a lot"),
-    "work": ("fast", "slowly", "well", "badly", "a lot"),
-    "swim": ("fast", "slowly", "well", "badly", "a lot"),
-    "sing": ("well", "badly", "a lot"),
-    "eat": ("fast", "slowly", "well", "a lot"),
-    "read": ("fast", "slowly", "well", "a lot"),
-}
-THINKING_VERBS = {
-    "learn": ("fast", "slowly", "well", "a lot"),
-    "work": ("fast", "slowly", "well", "a lot"),
-    "read": ("fast", "slowly", "a lot"),
-}
-THINKING_PREDICATES = ("clever", "big", "small", "heavy", "broken")
-
-ETRE_FR = ("suis", "es", "est", "sommes", "sont")
-ETRE_EN = {"1s": "am", "2s": "are", "3s": "is", "1p": "are", "3p": "are"}
-ALLER = Verb("go", "goes", ("vais", "vas", "va", "allons", "vont"))
-
-
-@dataclass(frozen=True)
-class Subject:
-    """A realised subject: English and French words, and what the verb/adjective must agree with."""
-
-    en: tuple[str, ...]
-    fr: tuple[str, ...]
-    person: str
-    gender: str
-    number: str
-    head: str  # lemma for the combination key
-
-
-PRONOUNS = {
-    "i": ("je", "1s", "m", "sg"),
-    "you": ("tu", "2s", "m", "sg"),
-    "he": ("il", "3s", "m", "sg"),
-    "she": ("elle", "3s", "f", "sg"),
-    "we": ("nous", "1p", "m", "pl"),
-    "they": ("ils", "3p", "m", "pl"),
-}
-
-
-def pronoun(p: str) -> Subject:
-    fr, person, gender, number = PRONOUNS[p]
-    return Subject((p,), (fr,), person, gender, number, p)
-
-
-def noun_phrase(noun: Noun, det: str, number: str, adj: str = "", neg_indef: bool = False) -> Subject:
-    """ "the small dogs" -> "les petits chiens". det is "the" or "a"; neg_indef: "a" -> "de" (after ne ... pas)."""
-    en = [det] + ([adj] if adj else []) + [noun.en_form(number)]
-    noun_fr = noun.fr_form(number)
-    words = [noun_fr]
-    if adj:
-        a = ADJECTIVES[adj]
-        if a.before:
-            words = [a.form(noun.gender, number, noun_fr), noun_fr]
-        else:
-            words = [noun_fr, a.form(noun.gender, number)]
-    if det == "the":
-        article = "les" if number == "pl" else ("le" if noun.gender == "m" else "la")
-    elif neg_indef:
-        article = "de"
-    else:
-        article = "un" if noun.gender == "m" else "une"
-    person = "3p" if number == "pl" else "3s"
-    return Subject(tuple(en), (article, *words), person, noun.gender, number, noun.en)
-
-
-# --- Spelling: a/an, elision, contraction ---------------------------------------------------------
-
-
-def en_text(words: list[str] | tuple[str, ...]) -> str:
-    """Join English words, turning "a" into "an" before a vowel: "an apple", "an old dog"."""
-    words = list(words)
-    for i, w in enumerate(words[:-1]):
-        if w == "a" and words[i + 1][0] in EN_VOWELS:
-            words[i] = "an"
-    return " ".join(words)
-
-
-ELIDE = {"je": "j'", "le": "l'", "la": "l'", "de": "d'", "ne": "n'", "que": "qu'"}
-
-
-def fr_text(words: list[str] | tuple[str, ...]) -> str:
-    """Join French words with contraction (de le -> du, à les -> aux) and elision (le arbre -> l'arbre)."""
-    words = [w for part in words for w in part.split()]  # "près de" is two words
-    out: list[str] = []
-    i = 0
-    while i < len(words):
-        w = words[i]
-        nxt = words[i + 1] if i + 1 < len(words) else ""
-        after = words[i + 2] if i + 2 < len(words) else ""
-        if w in ("de", "à") and nxt == "les":
-            out.append("des" if w == "de" else "aux")
-            i += 2
-            continue
-        if w in ("de", "à") and nxt == "le" and after and after[0] not in FR_VOWELS:
-            out.append("du" if w == "de" else "au")
-            i += 2
-            continue
-        out.append(ELIDE[w] if w in ELIDE and nxt and nxt[0] in FR_VOWELS else w)
-        i += 1
-    return " ".join(out).replace("' ", "'")
-
-
-# --- Sentence builders ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Sentence:
-    en: str
-    fr: str
-    tag: str
-    key: tuple[str, ...]
-
-
-def verb_phrase(subj: Subject, en_verb: Verb, negative: bool) -> tuple[list[str], list[str]]:
-    """Subject + conjugated verb, with do-support / ne ... pas when negative (the object comes after)."""
-    fr_verb = en_verb.fr_form(subj.person)
-    if negative:
-        do = "doesn't" if subj.person == "3s" else "don't"
-        return [*subj.en, do, en_verb.en], [*subj.fr, "ne", fr_verb, "pas"]
-    return [*subj.en, en_verb.en_form(subj.person)], [*subj.fr, fr_verb]
-
-
-def be_phrase(subj: Subject, negative: bool) -> tuple[list[str], list[str]]:
-    en = [*subj.en, ETRE_EN[subj.person]] + (["not"] if negative else [])
-    fr_verb = ETRE_FR[PERSONS.index(subj.person)]
-    fr = [*subj.fr, "ne", fr_verb, "pas"] if negative else [*subj.fr, fr_verb]
-    return en, fr
-
-
-def nouns_of(kinds: tuple[str, ...]) -> list[Noun]:
-    return [n for n in NOUNS.values() if set(kinds) & set(n.kinds) and "place" not in n.kinds]
-
-
-class Realizer:
-    """Random surface choices (determiner, number, adjective) for a given combination."""
-
-    def __init__(self, rng: random.Random):
-        self.rng = rng
-
-    def subject(self, head: str, adj_p: float = 0.3, allow_a: bool = True) -> Subject:
-        if head in PRONOUNS:
-            return pronoun(head)
-        noun = NOUNS[head]
-        return self.np(noun, adj_p, allow_a=allow_a)
-
-    def np(
-        self,
-        noun: Noun,
-        adj_p: float = 0.3,
-        allow_a: bool = True,
-        number: str = "",
-        neg_indef: bool = False,
-        adjs: tuple[str, ...] | None = None,
-    ) -> Subject:
-        rng = self.rng
-        det = "a" if allow_a and rng.random() < 0.35 else "the"
-        if not number:
-            number = "pl" if det == "the" and rng.random() < 0.4 else "sg"
-        if det == "a":
-            number = "sg"
-        choices = noun.adjs if adjs is None else adjs
-        adj = rng.choice(choices) if choices and rng.random() < adj_p else ""
-        return noun_phrase(noun, det, number, adj, neg_indef=neg_indef and det == "a")
-
 
 # --- Families: every combination, and a function realising one sentence for a combination --------
-
-SUBJECT_NOUNS_PEOPLE = tuple(n.en for n in NOUNS.values() if "person" in n.kinds)
-SUBJECT_NOUNS_ANIMALS = tuple(n.en for n in NOUNS.values() if "animal" in n.kinds)
-
-
-def subject_heads(kinds: tuple[str, ...]) -> list[str]:
-    heads = list(PRONOUNS) if "person" in kinds else []
-    heads += [n.en for n in NOUNS.values() if set(n.kinds) & set(kinds) and "place" not in n.kinds]
-    heads += [n.en for n in NOUNS.values() if n.en in kinds]  # a single noun named as a kind ("bird")
-    return list(dict.fromkeys(heads))
 
 
 def do_keys() -> list[tuple[str, ...]]:
@@ -679,21 +169,6 @@ def be_keys() -> list[tuple[str, ...]]:
     for n in NOUNS.values():
         keys += [("be", n.en, a) for a in n.adjs]
     return keys
-
-
-ADJ_GROUPS = (
-    ("small", "big"),
-    ("young", "old"),
-    ("red", "blue", "green", "black", "white"),
-    ("happy", "sad"),
-    ANIMAL_STATES,
-    PLACE_STATES,
-)
-
-
-def clash(attributive: str, predicate: str) -> bool:
-    """ "the tired dog is hungry", "the green car is red": two adjectives of one group sound wrong together."""
-    return any(attributive in g and predicate in g for g in ADJ_GROUPS) or attributive == predicate
 
 
 def realize_be(key: tuple[str, ...], r: Realizer, negative: bool, tag: str) -> Sentence:
@@ -830,9 +305,6 @@ def realize_location(key: tuple[str, ...], r: Realizer, negative: bool, tag: str
     return Sentence(en_text(en), fr_text(fr), tag, key)
 
 
-TM = "thinking machine"
-
-
 def thinking_candidates() -> list[Sentence]:
     """Every "thinking machine(s)" sentence (a small family: all of them are enumerated)."""
     out = []
@@ -913,66 +385,6 @@ def coref_sentence(animal: str, place: str, adj: str) -> Sentence:
 COREF_ANIMALS = ("animal", "dog", "horse", "cat", "bird", "rabbit", "cow", "mouse", "goat", "hen")
 COREF_PLACES = tuple(n.en for n in NOUNS.values() if "coref_place" in n.kinds)
 COREF_ADJS = ANIMAL_STATES + PLACE_STATES
-
-
-# --- Reading the combination back from an English sentence ----------------------------------------
-
-
-def _lemma_table() -> dict[str, str]:
-    table = {}
-    for n in NOUNS.values():
-        table[n.en] = table[n.en_pl] = n.en
-    table["shops"] = "shops"
-    for p in PROFESSIONS.values():
-        table[p.en] = table[p.en_pl] = p.en
-    for v in [*VERBS.values(), *INTRANSITIVE.values(), DRINK, ALLER]:
-        table[v.en] = table[v.en3] = v.en
-    for w in [*PRONOUNS, *MASS, *ADJECTIVES, *ADVERBS]:
-        table[w] = w
-    return table
-
-
-LEMMAS = _lemma_table()
-BE_FORMS = ("am", "is", "are")
-NEGATORS = ("don't", "doesn't", "not")
-VERBS_AND_GO = {v.en for v in [*VERBS.values(), *INTRANSITIVE.values(), DRINK, ALLER]}
-
-
-def combo_key(en: str) -> tuple[str, ...]:
-    """The combination of an English sentence of this data set (see the module docstring).
-
-    >>> combo_key("the small dogs don't eat the red apples")
-    ('do', 'dog', 'eat', 'apple')
-    """
-    words = en.split()
-    if "because" in words:  # the animal didn't cross the PLACE because it was too ADJ
-        return ("coref", LEMMAS[words[1]], LEMMAS[words[5]], words[-1])
-    # the subject head is the last word before the verb; "thinking machine(s)" counts as one head
-    verb_at = next(
-        i
-        for i, w in enumerate(words)
-        if w in BE_FORMS
-        or w in NEGATORS
-        or (i > 0 and LEMMAS.get(w) in VERBS_AND_GO and words[i - 1] not in ("a", "the", "thinking"))
-    )
-    subject = LEMMAS[words[verb_at - 1]]
-    if verb_at >= 2 and words[verb_at - 2] == "thinking":
-        subject = TM
-    rest = words[verb_at:]
-    while rest and rest[0] in NEGATORS:
-        rest = rest[1:]
-    head = TM if words[-2] == "thinking" else LEMMAS.get(words[-1], words[-1])
-    if words[verb_at] in BE_FORMS:
-        rest = [w for w in rest[1:] if w != "not"]
-        if rest[0] in PREPOSITIONS:
-            return ("at", subject, rest[0], head)
-        return ("be", subject, head)
-    verb = LEMMAS[rest[0]]
-    if verb == "go":
-        return ("go", subject, head)
-    if " ".join(rest[1:]) in ADVERBS:
-        return ("adv", subject, verb, " ".join(rest[1:]))
-    return ("do", subject, verb, head)
 
 
 # --- Putting it together --------------------------------------------------------------------------------
