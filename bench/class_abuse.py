@@ -61,7 +61,7 @@ from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 from streamlit.proto.WidgetStates_pb2 import WidgetState, WidgetStates
 
 from bench.abuse import SENTENCES, Visitor
-from bench.classroom_load import CODE, cpu_seconds, pct, shows
+from bench.class_clients import CODE, cpu_seconds, pct, shows
 from serving.fair_share import CLIENT_BURST
 from serving.processes import start_app
 
@@ -317,8 +317,8 @@ async def outage(seconds: float, timeout: float = 60) -> dict:
     and log lines during the outage, how many runs the two pages made meanwhile, what each page said, and
     whether the class came back (its question, the student's place, the teacher's next change on the student's
     page)."""
-    from bench.classroom_load import Cookie
-    from bench.classroom_load import join as join_class
+    from bench.class_clients import Cookie
+    from bench.class_clients import join as join_class
     from classroom import RedisClassStore
     from serving.processes import wait_until
     from serving.replicas import Cluster

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from bench.abuse import Memory
-from bench.classroom_load import ONE_ADDRESS, join
+from bench.class_clients import ONE_ADDRESS, join
 from classroom import RedisClassStore
 from serving.processes import start_app
 from serving.replicas import start_redis

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 from bench.class_abuse import SENTENCES, Member
-from bench.classroom_load import CODE, pct, shows
+from bench.class_clients import CODE, pct, shows
 from serving.processes import start_app
 
 SCHOOL, OUTSIDER = "203.0.113.7", "198.51.100.99"

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from bench.abuse import Memory
 from bench.class_abuse import SENTENCES, STUDENT, TEACHER, Member, join
-from bench.classroom_load import CODE, pct, shows
+from bench.class_clients import CODE, pct, shows
 from serving.processes import start_app
 
 ATTACKER = "203.0.113.66"

@@ -51,212 +51,28 @@ import re
 import statistics
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
-import websockets
-
-from serving.processes import Child, start_app
+from bench.class_chaos import chaos, failover
+from bench.class_clients import (
+    CODE,
+    ONE_ADDRESS,
+    SENTENCES,
+    ChromiumStudents,
+    Cookie,
+    Follow,
+    button_states,
+    class_server,
+    cpu_seconds,
+    half_drawn,
+    join,
+    machine_busy,
+    shows,
+    start_class,
+    summary,
+)
 from serving.replicas import Cluster
-from tools.class_soak import dropped as dropped_out
 from tools.ws_client import StreamlitSession
-from ui.widgets import md
-
-SENTENCES = [
-    "i am a student",
-    "thinking machines",
-    "she is a student",
-    "we are students",
-    "the cat is big",
-    "he is tired",
-    "the animal didn't cross the street because it was too tired",
-    "you are a teacher",
-]
-# Every simulated student comes from 127.0.0.1: the class is a school behind one address, which raises the
-# per-address limit of students (docs/operators.md, "Every setting").
-ONE_ADDRESS = {"GLASS_STUDENTS_PER_ADDRESS": "1000"}
-CODE = re.compile(r"classroom\?class=([23456789A-HJKMNP-Z]{6})")  # the join link on the teacher's page
-
-
-def pct(xs: list[float], q: float) -> float:
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, max(0, round(q * (len(xs) - 1))))] if xs else float("nan")
-
-
-def summary(xs: list[float]) -> dict:
-    return {
-        "n": len(xs),
-        "p50": statistics.median(xs) if xs else float("nan"),
-        "p95": pct(xs, 0.95),
-        "max": max(xs, default=float("nan")),
-    }
-
-
-def xsrf_cookie() -> str:
-    """A browser's `_streamlit_xsrf` cookie as Streamlit sets it (version 2: mask, token XOR mask, time):
-    what names the browser, and so its student, on every app process (serving.identity.browser_id)."""
-    mask, token = os.urandom(4), os.urandom(32)
-    return f"2|{mask.hex()}|{bytes(b ^ mask[i % 4] for i, b in enumerate(token)).hex()}|{int(time.time())}"
-
-
-class Cookie(StreamlitSession):
-    """A session that sends HAProxy's cookie (the process it sticks to), and with `xsrf` a browser's XSRF
-    cookie, as a browser does."""
-
-    def __init__(self, url: str, cookie: str | None = None, timeout: float = 60, xsrf: str | None = None):
-        super().__init__(url, timeout)
-        self.cookie = cookie
-        self.xsrf = xsrf
-
-    def extra_headers(self) -> dict[str, str]:
-        return {"Cookie": f"GLASS_REPLICA={self.cookie}"} if self.cookie else {}
-
-    async def reconnect(self) -> None:
-        """What Streamlit's frontend does when its websocket drops: a new one (through the proxy: the same
-        process, or another when that one is gone), and no run; the page keeps what it shows (its class
-        component included, which asks for a run when the class moved)."""
-
-        with contextlib.suppress(Exception):
-            await self._ws.close()
-        if self._reader is not None:
-            self._reader.cancel()
-        await self._open(*([self.session_id] if self.session_id else []))
-        self._tries, self._asked = 0, 0.0
-        self._check()
-
-    def upgrade_headers(self) -> dict[str, str]:
-        pairs = (("GLASS_REPLICA", self.cookie), ("_streamlit_xsrf", self.xsrf))
-        cookies = "; ".join(f"{k}={v}" for k, v in pairs if v)
-        return {"Cookie": cookies} if cookies else {}
-
-    async def _open(self, *protocols: str) -> None:
-        await super()._open(*protocols)
-        self.replica = self._ws.response.headers.get("X-Glass-Replica")
-
-
-async def start_class(url: str, cookie: str | None = None, page: str = "overview") -> tuple[StreamlitSession, str]:
-    """A teacher: opens the class page, starts a class, goes to `page` (the overview). (session, code)."""
-    teacher = Cookie(url, cookie, timeout=120)
-    await teacher.connect("classroom")
-    await teacher.click("class_start")
-    m = CODE.search(teacher.text())
-    if not m:
-        raise RuntimeError(f"no class code on the teacher's page:\n{teacher.text()[:500]}")
-    await teacher.switch_page(page)
-    return teacher, m[1]
-
-
-async def join(
-    url: str, code: str, cookie: str | None = None, timeout: float = 120, xsrf: str | None = None
-) -> StreamlitSession:
-    s = Cookie(url, cookie, timeout=timeout, xsrf=xsrf)
-    await s.connect("classroom", f"class={code}")
-    if f"Following class {code}" not in s.text(1):
-        raise RuntimeError(f"the student did not join: {s.text(1)[:300]!r} {s.exceptions()}")
-    return s
-
-
-def shows(s: StreamlitSession, sentence: str) -> bool:
-    """The page shows `sentence`: in its sentence box, or (a student who follows) in the teacher's line above it."""
-    try:
-        return s.widget_value("Your sentence") == sentence
-    except KeyError:
-        line = f"sentence “{md(sentence)}”"
-        return any(el.WhichOneof("type") == "markdown" and line in el.markdown.body for _, el in s.elements.values())
-
-
-def half_drawn(s: StreamlitSession, since: float) -> int:
-    """How many full runs since `since` this client saw start and never saw end: the next run started first
-    (Streamlit dropped the end of the page: the race ui/classroom/panels.py repairs with its mark)."""
-    count, open_full = 0, False
-    for _, kind, what in (r for r in s.runs if r[0] >= since and r[1] in ("new_session", "script_finished")):
-        if kind == "new_session":
-            count += open_full
-            open_full = not what  # a full run has no fragment ids
-        else:
-            open_full = False
-    return count
-
-
-@dataclass
-class Follow:
-    students: int
-    latencies: list[float] = field(default_factory=list)
-    events: list[float] = field(default_factory=list)  # teacher change -> its event on a student's event stream
-    missed: int = 0
-    half_drawn: int = 0
-    full_runs: int = 0  # the students' full runs of the app during the changes
-    pages_alone: int = 0  # the students' pages redrawn alone (the fragment that holds a follower's page)
-    join_seconds: float = 0.0
-    idle_cpu: float = float("nan")  # the app processes' CPU-s per second while every student waits, no change
-    change_cpu: list[float] = field(default_factory=list)  # the app processes' CPU-s from one change to the next
-    client_cpu: list[float] = field(default_factory=list)  # this process's (the simulated students') CPU-s, the same
-    machine_cpu: list[float] = field(default_factory=list)  # the whole machine's busy CPU-s, the same
-    browsers: int = 0  # students in real Chromium besides the websocket clients (--browsers)
-    browser_latencies: list[float] = field(default_factory=list)  # teacher change -> a Chromium student shows it
-    browser_missed: int = 0
-    browser_dropouts: int = 0  # Chromium students found exploring (or on an empty sentence) after a change
-
-
-class ChromiumStudents:
-    """Students in real Chromium (Playwright's async API, Debian's chromium), each its own browser context, who join
-    by the link and follow: the witness the websocket clients are not (they missed students dropping out of follow
-    mode). Nothing is clicked on their side."""
-
-    STATUS = """() => ({main: document.querySelector('[data-testid="stMain"]')?.innerText || '',
-                        side: document.querySelector('[data-testid="stSidebar"]')?.textContent || '',
-                        url: location.href})"""
-
-    def __init__(self, n: int):
-        self.n, self.pages, self._pw, self._browser = n, [], None, None
-
-    async def start(self, url: str, code: str, timeout: float = 120) -> None:
-        from playwright.async_api import async_playwright
-
-        from tools.browser import CHROMIUM_ARGS, require_chromium  # (only for --browsers)
-
-        self._pw = await async_playwright().start()
-        self._browser = await self._pw.chromium.launch(executable_path=require_chromium(), args=CHROMIUM_ARGS)
-        for i in range(self.n):
-            phone = i % 3 == 1  # every third a phone
-            context = await self._browser.new_context(
-                viewport={"width": 390, "height": 844} if phone else {"width": 1280, "height": 800},
-                is_mobile=phone,
-                has_touch=phone,
-            )
-            page = await context.new_page()
-            await page.goto(f"{url}/classroom?class={code}", wait_until="domcontentloaded")
-            self.pages.append(page)
-        deadline = time.perf_counter() + timeout
-        for page in self.pages:
-            while f"Following class {code}" not in (await page.evaluate(self.STATUS))["side"]:
-                if time.perf_counter() > deadline:
-                    raise RuntimeError("a Chromium student did not join")
-                await asyncio.sleep(0.2)
-
-    async def wait(self, sentence: str, t0: float, timeout: float) -> tuple[list[float], int, int]:
-        """Each page until it shows the teacher's `sentence`: (seconds from t0 of those that did, missed, dropped)."""
-        line = f"sentence “{sentence}”"
-        seen: dict[int, float] = {}
-        dropped: set[int] = set()
-        deadline = t0 + timeout
-        while len(seen) + len(dropped) < self.n and time.perf_counter() < deadline:
-            for i, page in enumerate(self.pages):
-                if i in seen or i in dropped:
-                    continue
-                st = await page.evaluate(self.STATUS)
-                if dropped_out(st) is not None:
-                    dropped.add(i)
-                elif line in st["main"]:
-                    seen[i] = time.perf_counter() - t0
-            await asyncio.sleep(0.05)
-        return list(seen.values()), self.n - len(seen) - len(dropped), len(dropped)
-
-    async def close(self) -> None:
-        if self._browser is not None:
-            await self._browser.close()
-        if self._pw is not None:
-            await self._pw.stop()
 
 
 async def follow(
@@ -365,23 +181,6 @@ async def follow(
     return out
 
 
-def cpu_seconds(pids: list[int]) -> float:
-    """CPU seconds used so far by these processes (user + system)."""
-    total = 0.0
-    for pid in pids:
-        with contextlib.suppress(OSError):
-            f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            total += (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
-    return total
-
-
-def machine_busy() -> float:
-    """CPU seconds the whole machine has spent busy so far (all processes, every core)."""
-    f = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
-    ticks = [int(x) for x in f]
-    return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")  # minus idle and iowait
-
-
 async def saturate(url: str, n: int, seconds: float, pids: list[int] | None = None) -> dict:
     """n sessions, each typing its own sentences back to back for `seconds`: interactions per second, and
     where the machine's CPU went meanwhile (the app processes, this script's clients, everything)."""
@@ -424,259 +223,6 @@ async def saturate(url: str, n: int, seconds: float, pids: list[int] | None = No
         **summary(times),
         "cpu_seconds": cpu,
         "per_app_cpu_second": done / cpu["apps"] if cpu["apps"] else float("nan"),
-    }
-
-
-async def failover(cluster: Cluster, n: int, timeout: float) -> dict:
-    """A class on 2 processes; kill app2; its students come back through the proxy and rejoin."""
-    from classroom import RedisClassStore
-
-    teacher, code = await start_class(cluster.url, "app1")
-    await teacher.type_sentence("thinking machines")
-    browsers = [xsrf_cookie() for _ in range(n)]  # each student a browser (a cookie that outlives its process)
-    students = list(
-        await asyncio.gather(*(join(cluster.url, code, f"app{1 + i % 2}", xsrf=browsers[i]) for i in range(n)))
-    )
-    where = [s.replica for s in students]
-    store = RedisClassStore(cluster.redis_url)
-    try:
-        await teacher.switch_page("classroom")
-        await teacher.click("class_ask")  # the default question: attention, from the teacher's sentence
-        q = store.snapshot(code).question
-        await asyncio.gather(*(s.rerun() for s in students))  # their poll: the question shows
-        for s in students[: n // 2]:  # half the class answers
-            await s.click(f"class_answer_{q.id}_0")
-        dead = [i for i, r in enumerate(where) if r == "app2"]
-        explorer = students[dead[0]]  # one of them explores on its own, its own sentence
-        await explorer.click("class_detach")
-        await explorer.type_sentence("she is a student")
-        before, votes_before = store.snapshot(code), store.votes(code)
-        if teacher.replica != "app1":  # (the proxy found app1 down as the class began: its log says why)
-            raise RuntimeError(f"the teacher asked for app1 and is on {teacher.replica}:\n{cluster.logs(20)}")
-        cluster.kill_app(1)
-        t0 = time.perf_counter()
-        back: dict[int, float] = {}
-
-        async def reconnect(i: int) -> None:
-            """As a browser does: its address (the class code and the state of its last completed run in it)
-            and its widgets' values. (A sentence whose Enter met the dead process itself is not kept: the new
-            session starts from the address; reading the widget values a reconnect sends would need Streamlit's
-            private state.)"""
-            old = students[i]
-            with contextlib.suppress(Exception):
-                await old.close()
-            deadline = time.perf_counter() + timeout
-            for attempt in range(20):  # as Streamlit's page does: a connection that fails is tried again
-                s = Cookie(cluster.url, "app2", timeout=timeout, xsrf=browsers[i])
-                s.widgets = dict(old.widgets)
-                try:
-                    await s.connect("", old.query_string)
-                    break
-                except (OSError, ConnectionError, websockets.exceptions.WebSocketException, TimeoutError):
-                    # (the proxy had not yet seen app2 die, and sent this connection there: a busy machine)
-                    with contextlib.suppress(Exception):
-                        await s.close()
-                    if time.perf_counter() > deadline:
-                        raise
-                    await asyncio.sleep(min(0.5 * 2**attempt, 3.0))
-            students[i] = s
-            ok = (
-                f"Exploring · class {code}" in s.text(1) and shows(s, "she is a student")
-                if old is explorer
-                else f"Following class {code}" in s.text(1) and shows(s, "thinking machines")
-            )
-            if ok:
-                back[i] = time.perf_counter() - t0
-
-        await asyncio.gather(*(reconnect(i) for i in dead))
-        after, votes_after = store.snapshot(code), store.votes(code)
-        # the same students: not counted twice, and those who answered still see their own answer
-        answered_moved = [i for i in dead if i < n // 2]
-        kept = sum(f"Your answer: {q.options[0]}" in students[i].text() for i in answered_moved)
-        same = (after.state, after.question, after.counts, after.version) == (
-            before.state,
-            before.question,
-            before.counts,
-            before.version,
-        )
-        # the teacher goes on: every student, moved or not, follows
-        await teacher.switch_page("overview")
-        await teacher.type_sentence("i am a student")
-        await asyncio.gather(*(s.rerun() for s in students))  # each one's poll
-        followed = sum(shows(s, "i am a student") for s in students)
-        explorer_kept = shows(students[dead[0]], "she is a student")
-        return {
-            "students": n,
-            "on_killed_process": len(dead),
-            "rejoined": len(back),
-            "rejoin_seconds": summary(list(back.values())),
-            "class_state_unchanged": same,
-            "answers_before": list(votes_before.voted),
-            "answers_after": list(votes_after.voted),
-            "students_before": before.students,
-            "students_after": after.students,
-            "moved_who_answered": len(answered_moved),
-            "moved_answer_kept": kept,
-            "followed_next_change": followed,
-            "explorer_kept_own_sentence": explorer_kept,
-            "now_on": sorted({s.replica for s in students if s.replica}),
-        }
-    finally:
-        store.close()
-        await asyncio.gather(*(s.close() for s in [teacher, *students]), return_exceptions=True)
-
-
-async def chaos(cluster: Cluster, n: int, timeout: float, burst: int = 10, clickers: float = 0.2, log=print) -> dict:
-    """A class on 2 processes behind HAProxy (Redis) through everything that can go wrong, each phase ending
-    with every student's page on the teacher's latest sentence, or counted stale:
-
-    1. bursts: the teacher types `burst` sentences within about a second, twice, while a share of the
-       students (`clickers`) click as each of their redraws ends (a rerun request right at a run's end: what
-       makes Streamlit drop the end of a run);
-    2. killed connections: every student's event stream is cut, and a third of their websockets (the page
-       reconnects as Streamlit's frontend does, with no run), then a change;
-    3. Redis killed (SIGKILL) and started again by the cluster's supervisor, with its data (a change the
-       teacher makes meanwhile is refused and typed again);
-    4. HAProxy killed and started again: every connection through it drops at once, then a change;
-    5. an app process killed: its students' pages reconnect through the proxy, then a change.
-    (`cluster` must supervise its parts, as `python -m serving.replicas` does.)
-    """
-    import random
-
-    rng = random.Random(7)
-    teacher, code = await start_class(cluster.url, "app1")
-    students: list[Cookie] = []
-    for i in range(0, n, 10):
-        students += await asyncio.gather(
-            *(join(cluster.url, code, timeout=timeout, xsrf=xsrf_cookie()) for _ in range(min(10, n - i)))
-        )
-    clicks = 0
-
-    def click_at_end(s) -> None:  # a student who clicks something as their redraw ends
-        nonlocal clicks
-        if s.clicker and rng.random() < 0.5 and s._ws is not None:
-            clicks += 1
-            asyncio.get_running_loop().create_task(s._trigger("click"))
-
-    for i, s in enumerate(students):
-        s.clicker = i < clickers * n
-        s.on_full_run = click_at_end
-        s.start_following()
-    phases: dict[str, dict] = {}
-    latest = ["thinking machines"]
-
-    async def revive() -> None:
-        """Pages whose websocket dropped reconnect (Streamlit's frontend does, every few hundred ms)."""
-        for _ in range(3):
-            dead = [s for s in [teacher, *students] if s._reader is None or s._reader.done()]
-            if not dead:
-                return
-            results = await asyncio.gather(*(s.reconnect() for s in dead), return_exceptions=True)
-            if all(not isinstance(r, Exception) for r in results):
-                return
-            await asyncio.sleep(1.0)
-
-    async def settle(name: str, t0: float) -> None:
-        want = latest[0]
-        deadline = time.perf_counter() + timeout
-        while time.perf_counter() < deadline and not all(shows(s, want) for s in students):
-            await asyncio.sleep(0.1)
-        stale = [s for s in students if not shows(s, want)]
-        phases[name] = {"stale": len(stale), "seconds": round(time.perf_counter() - t0, 2)}
-        log(
-            f"  {name}: {n - len(stale)}/{n} students on the teacher's latest state after "
-            f"{phases[name]['seconds']:.1f} s ({len(stale)} stale)"
-        )
-        if stale:
-            seen = [
-                (
-                    s.replica,
-                    s.sync and s.sync.get("watch"),
-                    s.sync and s.sync.get("drawn"),
-                    s.latest,
-                    next((x for x in s.text(1).splitlines() if "class" in x), ""),
-                    [el.toast.body[:60] for _, el in s.elements.values() if el.WhichOneof("type") == "toast"],
-                    s.query_string[:40],
-                )
-                for s in stale[:5]
-            ]
-            log(f"    stale: {seen}")
-            for s in stale[:3]:
-                log(f"    runs of one: {s.runs[-70:]}")
-                log(f"    its page: {s.text()[:300]!r} / sidebar {s.text(1)[:300]!r}")
-
-    from classroom import ClassStoreError, RedisClassStore
-
-    store = RedisClassStore(cluster.redis_url)
-
-    def published() -> str | None:
-        with contextlib.suppress(ClassStoreError):
-            return store.snapshot(code).state.get("sentence")
-        return None
-
-    async def type_(text: str) -> None:
-        """The teacher types `text` (again, until the class has it: a change refused while Redis is away)."""
-        for _ in range(40):
-            try:
-                await teacher.type_sentence(text)
-            except Exception:  # noqa: BLE001 - the teacher's own page reconnects, then types again
-                await revive()
-            if published() == text:
-                latest[0] = text
-                return
-            await asyncio.sleep(0.5)
-        raise RuntimeError("the teacher could not publish")
-
-    try:
-        await teacher.type_sentence(latest[0])
-        await settle("start", time.perf_counter())
-        for b in range(2):
-            t0 = time.perf_counter()
-            for k in range(burst):
-                await type_(f"{SENTENCES[k % len(SENTENCES)]} {b}{k}" if k % 3 else SENTENCES[k % len(SENTENCES)])
-            await settle(f"burst {b + 1} ({burst} changes in {time.perf_counter() - t0:.1f} s)", t0)
-        t0 = time.perf_counter()
-        for s in students:  # every event stream cut
-            if s._events is not None:
-                s._events.cancel()
-                s._stream_url = None
-        for s in students[::3]:  # a third of the websockets cut
-            with contextlib.suppress(Exception):
-                await s._ws.close()
-        await asyncio.sleep(0.5)
-        await revive()
-        for s in students:
-            s._sync_changed()
-        await type_("we are students")
-        await settle("killed connections", t0)
-        t0 = time.perf_counter()
-        cluster.kill("redis")
-        with contextlib.suppress(Exception):  # refused while Redis is away (the teacher types it again)
-            await asyncio.wait_for(teacher.type_sentence("the cat is big"), 10)
-        await type_("the cat is big")
-        await settle("Redis killed and restarted", t0)
-        t0 = time.perf_counter()
-        cluster.kill("haproxy")
-        await asyncio.sleep(1.0)
-        await revive()
-        await type_("he is tired")
-        await settle("HAProxy killed and restarted", t0)
-        t0 = time.perf_counter()
-        on_app2 = sum(s.replica == "app2" for s in students)
-        cluster.kill("app2")
-        await asyncio.sleep(0.5)
-        await revive()
-        await type_("you are a teacher")
-        await settle(f"app process killed ({on_app2} students on it)", t0)
-    finally:
-        store.close()
-        await asyncio.gather(*(s.close() for s in [teacher, *students]), return_exceptions=True)
-    return {
-        "students": n,
-        "clicks_at_run_ends": clicks,
-        "phases": phases,
-        "stale": sum(p["stale"] for p in phases.values()),
-        "asks": sum(s.asks for s in students),
     }
 
 
@@ -724,12 +270,12 @@ async def votes(url: str, n: int, timeout: float, rounds: int = 2) -> dict:
         s.start_following()
     out: dict = {"students": n, "rounds": []}
     await students[0].rerun()
-    k = sum(1 for o in range(6) if _button(students[0], f"class_answer_1_{o}"))  # the question's options
+    k = sum(1 for o in range(6) if button_states(students[0], f"class_answer_1_{o}"))  # the question's options
     for r in range(1, rounds + 1):
         suffix = "" if r == 1 else "_r2"
         for s in students:  # every page shows the open vote (the event reruns it; a late one is asked again)
             for _ in range(3):
-                if _button(s, f"class_answer_1_0{suffix}"):
+                if button_states(s, f"class_answer_1_0{suffix}"):
                     break
                 await s.rerun()
         final = {i: (i % 10 // 3 + r) % k for i in range(n)}  # an uneven spread (3:3:3:1), moved each round
@@ -740,7 +286,7 @@ async def votes(url: str, n: int, timeout: float, rounds: int = 2) -> dict:
             for option in options:
                 key = f"class_answer_1_{option}{suffix}"
                 for _ in range(int(timeout / 0.05)):  # a redraw under way (an event's) has not drawn it yet
-                    if not s.running and _button(s, key):
+                    if not s.running and button_states(s, key):
                         break
                     await asyncio.sleep(0.05)
                 await s.click(key)
@@ -797,22 +343,6 @@ async def votes(url: str, n: int, timeout: float, rounds: int = 2) -> dict:
             await teacher.click("class_revote")
     await asyncio.gather(*(s.close() for s in [teacher, *students]), return_exceptions=True)
     return out
-
-
-def _button(s: StreamlitSession, key: str) -> list[bool]:
-    return [
-        True
-        for _, (_, el) in s.elements.items()
-        if el.WhichOneof("type") == "button" and el.button.id.endswith(f"-{key}")
-    ]
-
-
-def class_server(processes: int, log: str) -> Child | Cluster:
-    """The class's server: one `streamlit run app.py` (memory store), or `processes` app processes behind HAProxy
-    with Redis; one address may hold every simulated student."""
-    if not processes:
-        return start_app(log=Path("/tmp") / log, timeout=120, extra_env=ONE_ADDRESS)
-    return Cluster(replicas=processes, timeout=120, workers=0, env=ONE_ADDRESS).start()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -28,6 +28,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from bench import class_clients as cc
 from bench import classroom_load as cl
 from serving.processes import ROOT, start_app
 
@@ -194,12 +195,12 @@ def follow(
     pause: float = 2.0,
     sampler: list[str] | None = None,
     raw: Path | None = None,
-) -> tuple[cl.Follow, list[dict]]:
+) -> tuple[cc.Follow, list[dict]]:
     """`classroom_load follow` on `root`'s app, its script runs recorded from the moment every student has joined
     (and `sampler` + [--pid, PID, --output, raw] running meanwhile): the figures, and the runs."""
     with tempfile.TemporaryDirectory() as d:
         log = RunLog(Path(d))
-        server = start_app(log=Path(d) / "log.txt", timeout=120, extra_env={**cl.ONE_ADDRESS, **log.env}, root=root)
+        server = start_app(log=Path(d) / "log.txt", timeout=120, extra_env={**cc.ONE_ADDRESS, **log.env}, root=root)
         pid, before, spies = server.proc.pid, [], []
         try:
 
