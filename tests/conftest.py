@@ -160,7 +160,7 @@ def _tier(item: pytest.Item) -> str:
     sources = [_source(f) for f in [item.function] + [d.func for d in fixtures]]
     if any(_STARTS.search(s) for s in sources):
         return "services"
-    # A pool made by an autouse fixture starts no process by itself (tests/test_pages_training.py's): a process is
+    # A pool made by an autouse fixture starts no process by itself (tests/training_util.py's): a process is
     # what the test, or a fixture it asks for, starts.
     asked = [_source(f) for f in [item.function] + [d.func for d in fixtures if not d._autouse]]
     if any(_PROCESSES.search(s) for s in asked):

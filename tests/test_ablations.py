@@ -12,7 +12,6 @@ import json
 import math
 
 import pytest
-from apptest_util import all_text, figures, no_exception, read_table, run_page, tables
 
 from bench.ablations import rows as ablation_rows
 from bench.ablations import seed_record, settings_of
@@ -20,6 +19,7 @@ from bench.training_runs import Spec, measure
 from explain import ablations
 from explain.paper import TABLE3
 from model import train_settings
+from tests.apptest_util import all_text, figures, no_exception, read_table, run_page, tables
 from ui.widgets import markdown_table, md
 from viz import ablations as va
 

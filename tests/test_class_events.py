@@ -116,7 +116,7 @@ def test_chaos_leaves_no_student_on_a_stale_state():
     HAProxy killed, an app process killed (its students' pages reconnect through the proxy and start new sessions
     from their addresses): after each, every student's page shows the teacher's latest sentence by itself (their
     class component asked for the runs), none is left on a stale state."""
-    from bench.classroom_load import chaos
+    from bench.class_chaos import chaos
     from serving.replicas import Cluster
     from tests.services import require_tool
 
@@ -134,7 +134,8 @@ def test_a_class_behind_the_proxy_follows_every_change():
     behind HAProxy (Redis) follow 3 of the teacher's changes; every student's page shows each one, and each
     change's event reached every student's event stream (what the benchmark times apart from the redraws), and
     each redraw was of the page alone."""
-    from bench.classroom_load import ONE_ADDRESS, follow
+    from bench.class_clients import ONE_ADDRESS
+    from bench.classroom_load import follow
     from serving.replicas import Cluster
     from tests.services import require_tool
 

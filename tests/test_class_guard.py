@@ -1,6 +1,6 @@
 """A class no visitor can disrupt: one client's flood waits its turn (serving/fair_share.py), and a lost Redis is a
 clear state the class comes back from (a real redis-server stopped and started again, tests/services.py).
-The store's own limits (presence, students per address, classes per client) are in tests/test_class_store.py;
+The store's own limits (presence, students per address, classes per client) are in tests/test_class_store_admission.py;
 the long versions of these scenarios, with their figures, are `python -m bench.class_abuse`."""
 
 from __future__ import annotations
@@ -380,7 +380,7 @@ def test_a_student_with_a_page_open_stays_in_the_count_and_leaves_it_after_the_g
     stays counted past the grace, a student without a page leaves; when the page closes, that student leaves
     too, and the teacher's tally moves so that the console redraws its count. The store runs on a clock the test
     moves (the grace passes at once, exactly); the hub's reports come in real time. (The presence rule's real-time
-    test on Redis is tests/test_class_store.py's.)"""
+    test on Redis is tests/test_class_store_admission.py's.)"""
     import classroom.hub as hub_module
     from classroom import MemoryClassStore
     from classroom.hub import EventHub

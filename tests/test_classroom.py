@@ -1,61 +1,32 @@
-"""Classroom mode in the app (ui/classroom/session.py, panels.py, pages/classroom.py, explain/questions.py).
+"""Classroom mode in the app (ui/classroom/session.py, panels.py, pages/classroom.py): joining, following, leaving.
 
 A teacher and three students, each its own AppTest session of app.py, on the memory store AND on a real
 redis-server started here (tests/services.py): following (page, sentence, a switch, a head, the lesson's
-step), leaving and rejoining, a question with live counts and the reveal, the end of the class, a
-failover (a new session from the student's URL), and what a student cannot do. AppTest runs no JavaScript:
-the class's event that reruns a student's page in a browser is the test's next `run()` here; the event path
-itself runs against a real server (the last test) and in Chromium (tests/browser/test_classroom_browser.py).
+step), leaving and rejoining, the end of the class, a failover (a new session from the student's URL), late
+requests that must not detach a student, the teacher's own model, and what a student cannot do. AppTest runs no
+JavaScript: the class's event that reruns a student's page in a browser is the test's next `run()` here; the event
+path itself runs against a real server (tests/test_classroom_servers.py) and in Chromium
+(tests/browser/test_classroom_browser.py). Questions and their reveal: tests/test_classroom_questions.py.
 """
 
 from __future__ import annotations
 
-import asyncio
-import json
 import uuid
 
 import pytest
-import torch
 
-import classroom
-from classroom import Forbidden, QuestionClosed, RedisClassStore, check_question
-from explain import questions
-from model import checkpoint, pipeline
-from model.trace import Interventions
-from tests.apptest_util import all_text, decode, no_exception, run_app, state, title
-from tests.services import until
-from ui.widgets import md
+from classroom import Forbidden, RedisClassStore
+from model import checkpoint
+from tests.apptest_util import all_text, no_exception, run_app, state, title
+from tests.classroom_util import SENTENCE, join_by_link, start_teacher, teacher_line
+from tests.classroom_util import store as store  # noqa: F401 - the fixture (tests/test_classroom_walk.py's too)
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
-SENTENCE = "the animal didn't cross the street because it was too tired"
-
-
-@pytest.fixture
-def store(app_store):
-    return app_store()
-
-
-def start_teacher():
-    teacher = run_app("classroom")
-    teacher.button(key="class_start").click().run()
-    no_exception(teacher)
-    return teacher, state(teacher, "class_code")
 
 
 def teacher_link(teacher) -> str:
     """The join link the teacher's page shows (and its QR code holds)."""
     return next(c.value for c in teacher.code if "class=" in c.value)
-
-
-def join_by_link(code: str, **query):
-    at = run_app(query={"class": code, **query})
-    no_exception(at)
-    return at
-
-
-def teacher_line(at) -> str:
-    """The line above a following student's page: the teacher's sentence, model and switches."""
-    return " ".join(c.value for c in at.caption if "Your teacher's view" in c.value)
 
 
 def sidebar_text(at) -> str:
@@ -191,136 +162,6 @@ def test_students_follow_the_teacher_leave_and_come_back(store):
         assert store._r.keys(f"{store._p}:{code}*") == [f"{store._p}:{code}"]  # the "ended" marker only
 
 
-# -- predict, then reveal -------------------------------------------------------------------------------
-def ask_attention(teacher) -> None:
-    """The teacher asks the class an attention question (the class page's console)."""
-    teacher.radio(key="class_kind").set_value("attention").run()
-    teacher.button(key="class_ask").click().run()
-
-
-def question_text(at) -> str:
-    return " ".join(m.value for m in at.markdown if "Question from your teacher" in m.value)
-
-
-def test_a_question_keeps_the_teachers_line_and_no_controls_for_those_who_follow(store):
-    """While a question is open (drawn by a full run, not by the followed page's fragment), a following student still
-    reads the teacher's line above the page, switches included, and has no sentence, model or switch of their own
-    in the sidebar: those were live, and the line gone, for as long as a question stayed on the screen."""
-    teacher, code = start_teacher()
-    student = join_by_link(code)
-    teacher.switch_page("pages/multi_head.py")
-    teacher.run()
-    teacher.sidebar.toggle(key="iv_scale").set_value(False).run()
-    teacher.switch_page("pages/classroom.py")
-    teacher.run()
-    ask_attention(teacher)
-    no_exception(teacher)
-    student.run()
-    no_exception(student)
-    assert "Question from your teacher" in question_text(student)
-    line = teacher_line(student)
-    assert "no √d\\_k scaling" in line, line  # (markdown-escaped)
-    assert not [w for w in student.sidebar.text_input if w.key == "sentence"]
-    assert not [w for w in student.sidebar.toggle if w.key in ("iv_scale", "iv_pos")]
-    assert not [w for w in student.sidebar.radio if w.key == "model"]
-
-
-def test_a_question_live_answers_and_the_reveal(store):
-    teacher, code = start_teacher()
-    students = [join_by_link(code) for _ in range(3)]
-    ask_attention(teacher)
-    no_exception(teacher)
-    snap = store.snapshot(code, secret=state(teacher, "_class_secret"))
-    q = snap.question
-    assert q is not None and not snap.revealed and snap.answered == 0
-    # the model's answer, recomputed from the tensors: the largest weight of "it" in the asked head
-    bundle = checkpoint.load(checkpoint.SHIPPED)
-    a = pipeline.analyse(bundle, pipeline.prepare(bundle, SENTENCE))
-    it = a.prepared.tokens.index("it")
-    head = int(a.trace["enc.0.self_attn.weights"][0, :, it].max(-1).values.argmax())
-    w = a.trace["enc.0.self_attn.weights"][0, head, it]
-    words = [*a.prepared.tokens, "<eos>"]
-    assert f"head {head}:" in q.text and q.options[snap.answer] == words[int(w.argmax())]
-    assert float(w.max()) == pytest.approx(
-        float(torch.softmax(a.trace["enc.0.self_attn.scaled"][0, head, it], -1).max()), abs=1e-6
-    )
-
-    right, wrong = snap.answer, (snap.answer + 1) % len(q.options)
-    for s in students:
-        s.run()
-        no_exception(s)
-        assert "Question from your teacher" in question_text(s)
-        assert "The model's answer:" not in all_text(s)  # hidden until the reveal
-        assert store.snapshot(code, student_id=state(s, "_class_student")).answer is None
-    students[0].button(key=f"class_answer_{q.id}_{right}").click().run()
-    students[1].button(key=f"class_answer_{q.id}_{right}").click().run()
-    students[1].button(key=f"class_answer_{q.id}_{wrong}").click().run()  # changed their mind
-    no_exception(students[1])
-    # the teacher's live view (a fragment each second): the count; the distribution only on the teacher's word
-    teacher.run()
-    assert "2 of 3 students answered" in all_text(teacher)
-    assert "The model's answer:" not in all_text(teacher) and not teacher.get("plotly_chart")  # nor the projector
-    assert "Question: 2 answers" in all_text(teacher)  # the sidebar line (st.caption)
-    teacher.toggle(key="class_peek").set_value(True).run()
-    counts = [0] * len(q.options)
-    counts[right] += 1
-    counts[wrong] += 1
-    chart = next(c for c in teacher.get("plotly_chart") if "First vote" in c.proto.spec)
-    bars = json.loads(chart.proto.spec)["data"][0]
-    assert [int(v) for v in decode(bars["x"])] == counts
-
-    teacher.button(key="class_reveal").click().run()
-    no_exception(teacher)
-    assert f"The model's answer:** {md(q.options[right])}" in all_text(teacher)
-    for s in students:
-        s.run()
-        no_exception(s)
-        assert f"The model's answer:** {md(q.options[right])}" in all_text(s)
-    assert "the same as the model's" in all_text(students[0])
-    assert "not what the model does" in all_text(students[1])
-    assert "You did not answer" in all_text(students[2])
-    with pytest.raises(QuestionClosed):  # answers close with the reveal
-        store.answer(code, state(students[2], "_class_student"), q.id, right)
-
-
-@pytest.mark.parametrize("kind", ["next_word", "head_off", "no_mask"])
-def test_every_kind_of_question_can_be_asked(store, kind):
-    teacher, code = start_teacher()
-    teacher.radio(key="class_kind").set_value(kind).run()
-    teacher.button(key="class_ask").click().run()
-    no_exception(teacher)
-    snap = store.snapshot(code, secret=state(teacher, "_class_secret"))
-    assert snap.question is not None and 2 <= len(snap.question.options) <= 6
-
-
-def test_shared_text_is_shown_as_text(store):
-    teacher, code = start_teacher()
-    s1 = join_by_link(code)
-    # markdown in the teacher's sentence reaches the students as the characters typed
-    sentence = "the **animal** [it](javascript:alert(1)) was too `tired`"
-    teacher.switch_page("pages/overview.py")
-    teacher.run()
-    teacher.sidebar.text_input(key="sentence").input(sentence).run()
-    teacher.switch_page("pages/classroom.py")
-    teacher.run()
-    ask_attention(teacher)
-    s1.run()
-    no_exception(s1)
-    assert state(s1, "sentence") == sentence
-    shown = question_text(s1)
-    q = store.snapshot(code).question
-    assert md(q.text) in shown
-    assert "[it](javascript" not in shown and "**animal**" not in shown
-    # HTML cannot be shared at all: the teacher is told, the students keep the sentence before
-    teacher.switch_page("pages/overview.py")
-    teacher.run()
-    teacher.sidebar.text_input(key="sentence").input("<b>bold</b> <script>x</script>").run()
-    no_exception(teacher)
-    assert any("cannot see your sentence" in w.value for w in teacher.warning)
-    s1.run()
-    assert state(s1, "sentence") == sentence
-
-
 # -- what a student cannot do ---------------------------------------------------------------------------
 def test_a_student_cannot_act_as_the_teacher(store):
     teacher, code = start_teacher()
@@ -405,78 +246,6 @@ def test_an_idle_class_ends_by_itself(app_store, make_store):
     no_exception(s1)
     assert state(s1, "class_role") is None and "class" not in s1.query_params
     assert store.snapshot(code) is None or store.snapshot(code).ended
-
-
-# -- explain/questions.py: the answers are the model's --------------------------------------------------------
-@pytest.fixture(scope="module")
-def bundles():
-    return checkpoint.load(checkpoint.SHIPPED), checkpoint.load(checkpoint.SHIPPED_NO_MASK)
-
-
-@pytest.mark.parametrize("text", [SENTENCE, "i am a student", "thinking machines", "the the cat <b>"])
-def test_question_answers_are_recomputed_from_the_tensors(bundles, text):
-    base, cheat = bundles
-    prepared = pipeline.prepare(base, text)
-    a = pipeline.analyse(base, prepared)
-    qs = []
-    for layer in range(base.config.n_enc_layers):
-        for head in range(base.config.n_heads):
-            q = questions.attention(a, layer, head)
-            w = a.trace[f"enc.{layer}.self_attn.weights"][0, head, questions.default_query(a)]
-            label = questions._labels([*a.prepared.tokens, "<eos>"])[int(w.argmax())]
-            assert q.answer_text == label
-            qs.append(q)
-    for t in range(len(a.out_tokens) + 1):
-        q = questions.next_word(a, base.tgt_vocab.itos, t)
-        best = base.tgt_vocab.itos[int(a.trace["probs"][0, t].argmax())]
-        assert q.answer_text == questions._labels([best])[0]
-        if t < len(a.out_tokens):  # what greedy decoding picked
-            assert best == a.out_tokens[t]
-        qs.append(q)
-    off = ("dec.0.cross_attn", 1)
-    q = questions.head_off(base, prepared, Interventions(), off)
-    changed = pipeline.analyse(base, prepared, Interventions().with_head(*off, on=False)).translation != a.translation
-    assert q.answer == int(changed)
-    qs.append(q)
-    q = questions.no_mask(base, cheat, prepared)
-    same = pipeline.analyse(cheat, pipeline.prepare(cheat, text)).translation == a.translation
-    assert q.answer == (0 if same else 1)
-    qs.append(q)
-    for q in qs:  # every question is one a class store accepts as it is
-        check_question(q.text, list(q.options), q.answer)
-        assert "<" not in q.detail + q.text
-
-
-def test_the_no_mask_model_gets_the_lecture_sentence_wrong(bundles):
-    base, cheat = bundles
-    q = questions.no_mask(base, cheat, pipeline.prepare(base, "i am a student"))
-    assert q.answer_text.startswith("No") and "je je je" in q.detail
-
-
-# -- several processes: one class through Redis, and a process killed mid-class ---------------------------
-def test_two_processes_share_a_class_and_its_students_survive_a_killed_process():
-    """2 × `streamlit run app.py` behind HAProxy with a redis-server (serving/replicas.py); a teacher on app1,
-    students on both (websocket sessions, tools/ws_client.py). A question is open, half answered; app2 is
-    killed. Its students reconnect through the proxy with their own address (``?class=CODE``) and widget
-    values: they are in the class again on app1, following, and the class's state, question and counts are as
-    they were; one who was exploring keeps exploring, with its own sentence (from its address: a sentence whose
-    Enter met the dead process itself is lost, see README). Each student sends a browser's XSRF cookie: the moved
-    students are the same students (the count is unchanged, an answer given on app2 is still theirs on app1)."""
-    from bench.classroom_load import failover
-    from serving.replicas import Cluster
-    from tests.services import require_tool
-
-    require_tool("haproxy")
-    require_tool("redis-server")
-    with Cluster(replicas=2, timeout=120) as c:
-        res = asyncio.run(asyncio.wait_for(failover(c, 6, 60), 300))
-    assert res["on_killed_process"] == 3 and res["rejoined"] == 3, res
-    # each student is a browser (an XSRF cookie): the moved ones come back as the same students
-    assert res["students_before"] == res["students_after"] == 6, res
-    assert res["moved_who_answered"] == 1 and res["moved_answer_kept"] == 1, res
-    assert res["class_state_unchanged"] and res["answers_after"] == res["answers_before"]
-    assert sum(res["answers_after"]) == 3
-    assert res["followed_next_change"] == 5 and res["explorer_kept_own_sentence"] and res["now_on"] == ["app1"], res
 
 
 def _join_and_stop_short() -> None:
@@ -582,89 +351,6 @@ def test_asked_by_class_holds_for_the_run_the_component_asked_for_only():
     assert at.markdown[0].value == "asked=False"
 
 
-# -- a student keeps their id on every process ---------------------------------------------------------
-XSRF = "2|0a0b0c0d|{}|1700000000"  # Streamlit's XSRF cookie: version|mask|token XOR mask|timestamp (hex)
-
-
-def xsrf_cookie(token: bytes) -> str:
-    mask = bytes.fromhex("0a0b0c0d")
-    return XSRF.format(bytes(b ^ mask[i % 4] for i, b in enumerate(token)).hex())
-
-
-def test_a_browser_is_the_same_student_on_every_process(redis_url, monkeypatch):
-    """With GLASS_REDIS_URL, a browser's id (its XSRF cookie hashed with the key all processes share in
-    Redis) names the same student on every app process: a student moved to another process (a failover)
-    rejoins as themselves, their answer still theirs and the class not counting them twice. Each "process"
-    here has its own class store client and its own fallback key; only Redis is shared."""
-    from serving import identity, shared_redis
-    from serving.identity import Identity
-    from ui.classroom import session as class_session
-
-    monkeypatch.setenv(shared_redis.REDIS_URL_ENV, redis_url)
-    monkeypatch.setattr(shared_redis, "_clients", {})
-    conn = shared_redis.client(redis_url)
-    conn.delete(shared_redis.BROWSER_KEY)  # a fresh shared key for this test
-    prefix = f"test:{uuid.uuid4().hex[:8]}"
-    stores = [RedisClassStore(redis_url, prefix=prefix) for _ in range(2)]
-    cookie = {"value": None}
-
-    def on_process(i: int, browser_cookie: str | None) -> None:
-        """What this process's next session sees: its store, its own key (until it reads Redis's)."""
-        monkeypatch.setitem(classroom._stores, redis_url, stores[i])
-        monkeypatch.setattr(identity, "_SECRET", uuid.uuid4().bytes)
-        monkeypatch.setattr(identity, "_KEY", None)
-        cookie["value"] = browser_cookie
-
-    monkeypatch.setattr(
-        class_session, "current_identity", lambda: Identity("local", identity.browser_id(cookie["value"]), None)
-    )
-    mine, other = xsrf_cookie(b"browser-one-token-0123456789"), xsrf_cookie(b"browser-two-token-0123456789")
-    try:
-        on_process(0, None)
-        teacher, code = start_teacher()
-        on_process(0, mine)
-        s1 = join_by_link(code)
-        sid = state(s1, "_class_student")
-        assert sid.startswith("s-") and store_students(stores[0], code) == 1
-        teacher.radio(key="class_kind").set_value("attention").run()
-        teacher.button(key="class_ask").click().run()
-        s1.run()
-        q = stores[0].snapshot(code).question
-        s1.button(key=f"class_answer_{q.id}_1").click().run()
-        no_exception(s1)
-
-        on_process(1, mine)  # process 0 died: the same browser, a new session on process 1
-        again = join_by_link(code)
-        assert state(again, "_class_student") == sid and identity._KEY != identity._SECRET
-        assert store_students(stores[1], code) == 1  # not a second student
-        votes = stores[1].votes(code, student_id=sid)
-        assert votes.my_first == 1 and votes.voted == (1, 0)  # the answer is still theirs
-        assert f"Your answer: **{md(q.options[1])}**" in all_text(again)
-        again.button(key=f"class_answer_{q.id}_0").click().run()  # changing it replaces it
-        assert stores[0].votes(code, secret=state(teacher, "_class_secret")).first == {0: 1}
-
-        on_process(1, other)  # another browser: another student
-        s2 = join_by_link(code)
-        assert state(s2, "_class_student") not in (sid, None) and store_students(stores[1], code) == 2
-
-        on_process(0, None)  # no cookie (a script, AppTest): a random id per session, as before
-        s3, s4 = join_by_link(code), join_by_link(code)
-        assert state(s3, "_class_student") != state(s4, "_class_student")
-        assert not state(s3, "_class_student").startswith("s-") and store_students(stores[0], code) == 4
-
-        on_process(1, mine)  # the same browser in another class: an unrelated id
-        teacher2, code2 = start_teacher()
-        s5 = join_by_link(code2)
-        assert state(s5, "_class_student") not in (sid, None) and state(s5, "_class_student").startswith("s-")
-    finally:
-        for s in stores:
-            s.close()
-
-
-def store_students(store, code) -> int:
-    return store.snapshot(code).students
-
-
 # -- the teacher's own model ----------------------------------------------------------------------------
 def test_a_teacher_showing_their_own_model_is_told_and_so_are_the_students(store):
     """A model the teacher trained lives in the teacher's session: the class sees the shipped one. The
@@ -698,146 +384,7 @@ def test_a_teacher_showing_their_own_model_is_told_and_so_are_the_students(store
     assert state(s1, "model") == "no_mask" and OWN_MODEL_STUDENT not in [c.value for c in s1.sidebar.caption]
 
 
-# -- a browser that missed the end of a redraw ----------------------------------------------------------
-def against_an_app(run, tmp_path) -> None:
-    """`run(url)`, a coroutine, against one `streamlit run app.py` on 127.0.0.1 (180 s at the most)."""
-    from serving.processes import running_app
-
-    with running_app(log=tmp_path / "server.log", timeout=120) as server:
-        asyncio.run(asyncio.wait_for(run(server.url), 180))
-
-
-def test_a_page_whose_run_lost_its_end_asks_again_until_it_shows_the_class(tmp_path):
-    """Streamlit can drop a run's last messages (a new script runner started as the old one stopped: Streamlit
-    issue 9921). Simulated in the client, on a real `streamlit run app.py`: the redraw after the teacher's
-    change loses everything after its first few messages, the class component (the run's last element)
-    included. The page, like the component's JavaScript, compares the class's counter (its event stream) with
-    the one its last complete run drew, and asks again (2.5 s later): the page is repaired, with no click and
-    no timer, and then asks nothing more. Also: a student's page registers no fragment timer, and the stream
-    is only for the class's members."""
-    import http.client
-
-    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
-
-    from bench.classroom_load import Cookie, shows, start_class
-
-    class Lossy(Cookie):
-        """Once armed (`keep`), drops every message of the next run after its first `keep` (its end included),
-        up to the next run's start (a following student's page is redrawn by runs of its fragment)."""
-
-        def __init__(self, *a, **kw):
-            super().__init__(*a, **kw)
-            self.keep: int | None = None
-            self.losing, self.seen, self.dropped = False, 0, []
-
-        def _handle(self, msg):
-            kind = msg.WhichOneof("type")
-            if kind == "new_session":
-                self.losing = self.keep is not None
-                self.keep, self.seen = (None, 0) if self.losing else (self.keep, 0)
-            if self.losing:
-                self.seen += 1
-                if self.seen > 2:  # the run's start and its first element arrive
-                    self.dropped.append(msg.script_finished if kind == "script_finished" else kind)
-                    return
-            super()._handle(msg)
-
-    def get(url: str, path: str) -> tuple[int, str]:
-        host, port = url.split("//")[1].split(":")
-        conn = http.client.HTTPConnection(host, int(port), timeout=10)
-        conn.request("GET", path)
-        r = conn.getresponse()
-        body = r.read(200) if r.status != 200 else r.readline() + r.readline() + r.readline()
-        conn.close()
-        return r.status, body.decode(errors="replace")
-
-    async def run(url: str) -> None:
-        teacher, code = await start_class(url)
-        student = Lossy(url, timeout=120)
-        await student.connect("classroom", f"class={code}")
-        try:
-            assert f"Following class {code}" in student.text(1)
-            assert not student.fragments  # no timer on a student's page
-            events = student.sync["url"]
-            assert student.sync["watch"] == "seq" and student.sync["drawn"] == 1
-            status, body = await asyncio.to_thread(get, url, events)
-            assert status == 200 and '"seq": 1' in body, body
-            assert (await asyncio.to_thread(get, url, events[:-4] + "0000"))[0] == 403  # a forged token
-            assert (await asyncio.to_thread(get, url, events.replace(code, "ZZZZZZ")))[0] == 403  # another class
-            student.start_following()
-            await until(
-                lambda: student.latest is not None and student.page_hash == teacher.page_hash and not student.running,
-                30,
-                "the student's page to show the teacher's",
-            )
-            await asyncio.sleep(1.0)
-
-            def redraws():
-                return student.full_runs + student.page_runs
-
-            runs, asks = redraws(), student.asks
-
-            student.keep = 2
-            await teacher.type_sentence("i am a student")  # the event reaches the page, which asks: a redraw...
-            await until(  # (the page alone: a fragment's run)
-                lambda: ForwardMsg.FINISHED_FRAGMENT_RUN_SUCCESSFULLY in student.dropped,
-                20,
-                lambda: f"the redraw's end to be lost: {student.dropped}",
-            )
-            assert redraws() == runs and not shows(student, "i am a student")  # ...half drawn
-            assert student.sync["drawn"] == 1  # the page knows it does not show the class's state
-            await until(lambda: redraws() > runs, 10, lambda: f"the page to ask again: {student.runs[-6:]}")  # repaired
-            assert shows(student, "i am a student") and not student.exceptions()
-            assert "i am a student" in student.text() and student.sync["drawn"] == 2
-            assert student.asks == asks + 2
-            runs = redraws()
-            await asyncio.sleep(3.0)
-            assert redraws() == runs and student.asks == asks + 2  # and then nothing more
-        finally:
-            await asyncio.gather(teacher.close(), student.close(), return_exceptions=True)
-
-    against_an_app(run, tmp_path)
-
-
-def test_the_teachers_console_has_no_timer_and_follows_the_class_by_its_events(tmp_path):
-    """The teacher's class page (answers, votes, arrivals, snapshots) is redrawn by the class's events: its only
-    timer is the sidebar's touch of the class once a minute (before: the answers every second, the snapshots every
-    two). A student's answer moves the class's tally; the teacher's page hears it and shows the answer, with no
-    request of the teacher's own. (In Chromium the event reruns the sidebar's panel, which redraws the whole page
-    because the console drew an older tally: tests/browser/test_classroom_peer_browser.py sees the answers arrive.)"""
-    from bench.classroom_load import CODE, Cookie, _button, join
-
-    async def run(url: str) -> None:
-        teacher = Cookie(url, timeout=120)
-        student = None
-        try:
-            await teacher.connect("classroom")
-            await teacher.click("class_start")
-            code = CODE.search(teacher.text())[1]
-            await teacher.click("class_ask")
-            assert set(teacher.fragments.values()) == {60.0}, teacher.fragments  # the touch, and nothing else
-            teacher.start_following()
-            assert "0 of 0 students answered" in teacher.text()
-            student = await join(url, code)
-            await until(lambda: _button(student, "class_answer_1_0"), 10, "the question's answer button")
-            asks = teacher.asks
-            await student.click("class_answer_1_0")
-            await until(
-                lambda: "1 of 1 students answered" in teacher.text(), 15, lambda: f"the tally: {teacher.text()[-400:]}"
-            )
-            assert teacher.asks > asks  # the teacher's page asked for the redraw itself, on the class's event
-            # (the panel is drawn at the end of a full run: once the redraws are over, its one timer is back)
-            await until(
-                lambda: not teacher.running and set(teacher.fragments.values()) == {60.0},
-                15,
-                lambda: f"the one timer back: {teacher.fragments}",
-            )
-        finally:
-            await asyncio.gather(teacher.close(), *([student.close()] if student else []), return_exceptions=True)
-
-    against_an_app(run, tmp_path)
-
-
+# -- the guided lesson -----------------------------------------------------------------------------------
 def test_a_teacher_opens_the_guided_lesson_without_an_error(store):
     """The lesson's first run in a session asks for its own sentence and reruns the app; that run, cut short
     after the sidebar's box was drawn, must not publish (publishing applied the asked-for sentence to the drawn

@@ -15,7 +15,7 @@ import pytest
 from classroom.votes import results_csv
 from model import checkpoint, pipeline
 from tests.apptest_util import all_text, decode, no_exception, state
-from tests.test_classroom import join_by_link, start_teacher, store  # noqa: F401
+from tests.classroom_util import join_by_link, start_teacher, store  # noqa: F401
 from ui.widgets import md
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -162,7 +162,8 @@ def test_votes_and_revotes_reach_the_teacher_by_push_exactly():
     import asyncio
     from pathlib import Path
 
-    from bench.classroom_load import ONE_ADDRESS, votes
+    from bench.class_clients import ONE_ADDRESS
+    from bench.classroom_load import votes
     from serving.processes import start_app
 
     server = start_app(log=Path("/tmp") / "glass-test-votes.log", timeout=120, extra_env=ONE_ADDRESS)

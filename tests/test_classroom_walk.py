@@ -14,9 +14,8 @@ from classroom.plans import check_plan
 from explain import questions
 from model import checkpoint, pipeline
 from tests.apptest_util import all_text, no_exception, run_app, state, title
-from tests.test_classroom import start_teacher
-from tests.test_classroom import store as store  # noqa: F401 - the fixture
-from tests.test_classroom_plans import PLANS, banner, sidebar_text, students, teacher_with_plan
+from tests.classroom_util import PLANS, banner, sidebar_text, start_teacher, students, teacher_with_plan
+from tests.classroom_util import store as store  # noqa: F401 - the fixture
 from ui.classroom import console as class_page
 from ui.widgets import md
 

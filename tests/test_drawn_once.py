@@ -15,8 +15,8 @@ import plotly.graph_objects as go
 import plotly.io as pio
 import pytest
 import streamlit as st
-from apptest_util import run_app
 
+from tests.apptest_util import run_app
 from ui import replay
 
 TM, TIRED = "thinking machines", "the animal didn't cross the street because it was too tired"

@@ -8,13 +8,13 @@ import logging
 
 import pytest
 import torch
-from apptest_util import run_app
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from model import checkpoint
 from model.limits import BOUNDS, MODEL_BOUNDS
 from model.transformer import Config, Transformer
+from tests.apptest_util import run_app
 from ui import page_list
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

@@ -19,10 +19,10 @@ import zlib
 from pathlib import Path
 
 import pytest
-from apptest_util import no_exception, run_app
 
 from serving.processes import spawn, stop
 from serving.shared_redis import new_client
+from tests.apptest_util import no_exception, run_app
 from tests.services import redis_server, wait_for
 from training import messages as m
 from training.job import make_job

@@ -312,11 +312,10 @@ def test_a_dead_queue_worker_stops_counting_toward_the_cap_within_a_minute(url, 
 def test_the_training_page_trains_through_the_queue(url, workers, monkeypatch):
     """The page as a student uses it, with GLASS_REDIS_URL set: Start queues the run, a queue worker trains
     it, and the model it hands over becomes "my model" like a local run's."""
-    from apptest_util import all_text, chart_spec, decode, no_exception
-    from test_pages_training import TINY as PAGE_TINY
-    from test_pages_training import finish, run_navigated, start, trace
-
     import training
+    from tests.apptest_util import all_text, chart_spec, decode, no_exception
+    from tests.training_util import TINY as PAGE_TINY
+    from tests.training_util import finish, run_navigated, start, trace
 
     monkeypatch.setenv("GLASS_REDIS_URL", url)
     monkeypatch.setattr(training, "_SERVICE", None)
@@ -351,13 +350,12 @@ def test_the_page_says_when_no_worker_serves_the_queue():
 
 
 def test_an_unreachable_redis_is_a_message_not_a_traceback(monkeypatch):
-    from apptest_util import no_exception
-    from test_pages_training import TINY as PAGE_TINY
-    from test_pages_training import run_navigated, set_widgets
-
     import training
     from serving import identity
     from serving.processes import free_port
+    from tests.apptest_util import no_exception
+    from tests.training_util import TINY as PAGE_TINY
+    from tests.training_util import run_navigated, set_widgets
 
     monkeypatch.setenv("GLASS_REDIS_URL", f"redis://127.0.0.1:{free_port()}/0")  # nothing listens there
     monkeypatch.setattr(training, "_SERVICE", None)

@@ -14,12 +14,12 @@ import plotly.graph_objects as go
 import plotly.io as pio
 import pytest
 import torch
-from apptest_util import all_text, chart_spec, decode, figures, no_exception, run_app, run_page, tables
 
 from model import checkpoint, pipeline
 from model.trace import Interventions, Trace
 from model.transformer import sinusoidal_encoding
 from model.vocab import EOS_ID, tokenize
+from tests.apptest_util import all_text, chart_spec, decode, figures, no_exception, run_app, run_page, tables
 from ui import page_list
 
 SENT = "the animal didn't cross the street because it was too tired"

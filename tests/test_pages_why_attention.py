@@ -1,8 +1,7 @@
 """The why-attention page's fixes and notices (pages/why_attention.py), through AppTest. The rest of the page's
 tests live in tests/test_pages_intro.py."""
 
-from apptest_util import all_text, no_exception, run_page, tables
-
+from tests.apptest_util import all_text, no_exception, run_page, tables
 from ui.widgets import md
 from viz.complexity import bleu_frame, bleu_notice
 

@@ -209,7 +209,7 @@ def test_a_process_busy_for_four_seconds_is_not_marked_down(cluster):
     """A process that answers its health checks late (busy: its warm-up on a loaded machine, a class's thirty
     redraws) stays up: HAProxy waits `timeout check` (5 s) for the answer. With the default, `inter`'s 1 s, two
     late answers marked it down, and every session that began meanwhile went to the other process (a teacher
-    sent to app1 found itself on app2: the failover test in test_classroom.py lost its teacher with app2)."""
+    sent to app1 found itself on app2: the failover test in test_classroom_servers.py lost its teacher with app2)."""
     app = cluster.apps[0]
     log = cluster.dir / "haproxy.log"
     down = log.read_text().count(f"{app.name} is DOWN")

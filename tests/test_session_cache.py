@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from apptest_util import TIMEOUT
 from streamlit.testing.v1 import AppTest
+
+from tests.apptest_util import TIMEOUT
 
 
 def script():

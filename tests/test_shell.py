@@ -7,9 +7,9 @@ import importlib
 import tomllib
 
 import pytest
-from apptest_util import ROOT, all_text, run_app
 
 import ui.models
+from tests.apptest_util import ROOT, all_text, run_app
 from ui.state import DEFAULT_SENTENCE
 
 

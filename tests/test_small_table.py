@@ -4,9 +4,9 @@ import math
 
 import numpy as np
 import pandas as pd
-from apptest_util import read_table, tables
 from streamlit.testing.v1 import AppTest
 
+from tests.apptest_util import read_table, tables
 from ui.widgets import SMALL_TABLE, markdown_table
 
 

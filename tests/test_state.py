@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from apptest_util import run_app
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.apptest_util import run_app
 from ui import page_list
 from ui.state import MAX_LINK_SENTENCE, TOGGLES, parse_head, read_link
 

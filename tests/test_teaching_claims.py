@@ -2,8 +2,8 @@
 it true: D1 (a gap of one sentence said as one sentence), D2 (the column form with this model's biases), D4 (a
 question's label and its detail say what they measure), D5 (α = 0.6 is the paper's value), C2 (W2's decoder block
 and the paper's code on the encoder-decoder page). The other findings are tested beside their code: A1, A2, B3
-(tests/test_pages_attention.py, tests/test_lesson.py, tests/test_notice_rules.py), B1 and D6 (tests/test_lesson.py),
-B2, B4, B9, C1, D3 (tests/test_classroom_plans.py), B5-B7 (tests/test_ablations.py), B8 (tests/test_tracing.py).
+(tests/test_pages_attention.py, tests/test_lesson.py, tests/test_notice_rules*.py), B1 and D6 (tests/test_lesson.py),
+B2, B4, B9, C1, D3 (tests/test_classroom_plan_files.py), B5-B7 (tests/test_ablations.py), B8 (tests/test_tracing.py).
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import json
 
 import pytest
 import torch
-from apptest_util import ROOT, all_text, no_exception, run_page
 
 from explain import questions
 from explain.paper import RECIPE
@@ -21,6 +20,7 @@ from model.trace import Interventions
 from model.transformer import traced
 from pages.content import before, classroom
 from pages.content import self_attention as sa
+from tests.apptest_util import ROOT, all_text, no_exception, run_page
 from viz import rnn as vr
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

@@ -12,7 +12,6 @@ from functools import cache
 
 import numpy as np
 import pytest
-from apptest_util import all_text, chart_spec, decode, no_exception, run_page
 from safetensors.numpy import load_file
 
 import ui.tracing
@@ -20,6 +19,7 @@ from explain import pronoun, tracing
 from model import checkpoint
 from model.examples import COREFERENCE, COREFERENCE_WIDE
 from model.trace import Interventions
+from tests.apptest_util import all_text, chart_spec, decode, no_exception, run_page
 from viz import tracing as vt
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

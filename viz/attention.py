@@ -7,7 +7,7 @@ computation (weight × value rows and their sum); the tests compare each step wi
 tensors. The other attention builders: viz/heads.py (heads side by side, concat and W^O, heads switched
 off), viz/scaling.py (why divide by √d_k), viz/coref.py (the coreference example).
 
-Notice words and their rules (tests/test_notice_rules.py checks them over the toy set's held-out sentences):
+Notice words and their rules (tests/test_notice_rules_pages.py checks them over the toy set's held-out sentences):
 "parks" only for a query whose largest weight is on <eos> or a punctuation mark; "itself" only when the
 largest weight is on the query's own position; "nearly blank" for rows of weight < 0.01; "points almost
 where" only with a cosine ≥ 0.9 (else "points partly where").

@@ -1,7 +1,7 @@
 """Multi-head attention: every head side by side, one word across heads and layers, Concat and W^O, and the
 model before and after heads are switched off; with their notice lines.
 
-Notice words and their rules (checked in tests/test_notice_rules.py): a head "mostly" does what gets the
+Notice words and their rules (checked in tests/test_notice_rules_pages.py): a head "mostly" does what gets the
 largest share of its rows; "the most focused" head has the largest single weight; a head "contributes the
 most" with the largest share of the concat's sum of squares. With one head left in a layer, the translation
 "changes" when the greedy output differs from the unmodified model's by any token and "keeps" otherwise; a layer

@@ -1,7 +1,7 @@
 """The span argument on the encoder page: how much of each word's vector lies outside the span its step is
 confined to (explain/span.py measures it), as a chart, a table and a notice line.
 
-Notice words and their rules (checked in tests/test_notice_rules.py): a step "stays inside its span" only when
+Notice words and their rules (checked in tests/test_notice_rules_pages.py): a step "stays inside its span" only when
 the span is a proper subspace (its rank is below the dimension) and every word's share outside is at most STAYS
 (1e-4; float32 arithmetic leaves about 1e-7); the FFN's output "leaves" only when its span is a proper subspace
 and the words' mean share outside is at least LEAVES (0.05). Otherwise the notice states the numbers alone.

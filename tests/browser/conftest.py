@@ -44,7 +44,8 @@ VIEWPORT = {"width": 1400, "height": 1000}
 # --torch-threads 1 shows the difference), and equal thread counts give bit-identical numbers on both sides.
 # Every browser test comes from 127.0.0.1, as a school behind one NAT address does: the class limits per address are
 # raised as docs/operators.md tells such a school (the soak, the walks and the peer tests start a class each, within
-# minutes, on this one server; the limits themselves are tested in tests/test_class_guard.py and test_class_store.py)
+# minutes, on this one server; the limits themselves are tested in tests/test_class_guard.py and
+# tests/test_class_store_admission.py)
 SERVER_ENV = {"OMP_NUM_THREADS": "1", "GLASS_CLASSES_PER_CLIENT": "100", "GLASS_CLASS_STARTS_PER_MINUTE": "100"}
 # The waits fit a loaded shared machine, where a chart can take several seconds to draw (docs/contributors.md, "Test
 # tiers"): every `expect` waits up to 15 s (Playwright's default is 5); a class's change reaches a student's page in

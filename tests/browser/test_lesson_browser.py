@@ -39,7 +39,7 @@ def heading(app):
 
 # Steps opened from their links here: the first, one in every four (encoder, heads, decoder, output) and the last. A
 # link is read alike for every step (ui/lesson.py); the Thinking Machines walk below draws every step in this browser,
-# and AppTest opens steps from their links and walks every step on every preset (tests/test_lesson.py).
+# and AppTest opens steps from their links and walks every step on every preset (tests/test_lesson_page.py).
 LINKED_STEPS = sorted({*range(1, lesson.N_STEPS + 1, 4), lesson.N_STEPS})
 
 
@@ -96,7 +96,7 @@ def test_walk_the_lesson_and_in_depth_keeps_the_sentence(app, sentence):
     lesson's sentence (the sidebar shows it) and, for self-attention, on the lesson's layer, head and word; the
     navigation brings the lesson back on the same step. The other sentences (an apostrophe, a long one, held-out
     ones) follow the self-attention link only: the link is built alike for every page, and AppTest opens every
-    In-depth page on its sentence, layer, head and word (tests/test_lesson.py) and checks every step's contents for
+    In-depth page on its sentence, layer, head and word (tests/test_lesson_page.py) and checks every step's contents for
     every preset (tests/test_notice_rules.py, tests/test_lesson*.py)."""
     page = app.page
     page.goto(link(app.base_url, 1, sentence), wait_until="domcontentloaded")
