@@ -38,9 +38,9 @@ DRAWN_JS = """() => {
 def head_pairs():
     """Endless distinct pairs of heads (as sidebar state strings): every rerun a new cache key."""
     from model import checkpoint
-    from ui.sidebar import all_heads
+    from ui.sidebar import head_keys
 
-    heads = all_heads(checkpoint.load(checkpoint.SHIPPED).config)
+    heads = head_keys(checkpoint.load(checkpoint.SHIPPED).config)
     return itertools.cycle([sorted(p) for p in itertools.combinations(heads, 2)])
 
 

@@ -34,7 +34,7 @@ from explain.items_decoding import decoder_input, greedy_beam, greedy_pick, laye
 from explain.lesson import n_layers
 from explain.questions import plain, quote
 from model.pipeline import analyse, prepare
-from model.trace import Interventions
+from model.trace import Interventions, describe_head
 from model.vocab import BOS, EOS
 
 __all__ = ["MISCONCEPTIONS", "TEMPLATES", "Item", "Models", "make"]  # the study's imports
@@ -263,7 +263,7 @@ def head_translation(m: Models, sentence: str, module: str, head: int) -> Item:
     q = questions.head_off(m.base, prepare(m.base, sentence), Interventions(), (module, head))
     before = _analysis(m.base, sentence).translation
     after = analyse(m.base, prepare(m.base, sentence), Interventions().with_head(module, head, on=False)).translation
-    where = questions.head_label(module, head)
+    where = describe_head(module, head)
     wrong: Wrong
     if after == before:
         right, wrong = (

@@ -30,8 +30,7 @@ from torch import Tensor
 
 from model.checkpoint import Bundle
 from model.pipeline import Analysis, Prepared, analyse, prepare
-from model.trace import Interventions, attention_modules, describe_module
-from model.transformer import Config
+from model.trace import Interventions, describe_head
 from model.vocab import BOS, EOS, PAD, UNK
 
 KINDS = {
@@ -148,16 +147,6 @@ def next_word(a: Analysis, tgt_itos: list[str], position: int | None = None) -> 
 
 
 # -- switching a head off -------------------------------------------------------------------------------
-def head_label(module: str, head: int) -> str:
-    return f"head {head} of {describe_module(module)}"
-
-
-def all_heads(bundle: Bundle) -> list[tuple[str, int]]:
-    cfg = bundle.config
-    assert isinstance(cfg, Config), "questions ask about the Transformer's heads"
-    return [(m, h) for m in attention_modules(cfg) for h in range(cfg.n_heads)]
-
-
 HEAD_OFF_OPTIONS = ("The translation stays the same", "The translation changes")
 
 
@@ -172,10 +161,10 @@ def head_off(bundle: Bundle, prepared: Prepared, iv: Interventions, head: tuple[
     return Question(
         "head_off",
         f"{quote(prepared.tokens)} translates as {quote([before]) if before else 'nothing'}. "
-        f"Switch off {head_label(*head)}: does the translation change?",
+        f"Switch off {describe_head(*head)}: does the translation change?",
         HEAD_OFF_OPTIONS,
         int(after != before),
-        f"With {head_label(*head)} off the model gives {quote([after]) if after else 'nothing'}.",
+        f"With {describe_head(*head)} off the model gives {quote([after]) if after else 'nothing'}.",
     )
 
 

@@ -78,6 +78,27 @@ def attention_modules(cfg: Depth) -> list[str]:
     ]
 
 
+class Heads(Depth, Protocol):
+    """What `attention_heads` reads of a config: its depth and its heads per module."""
+
+    @property
+    def n_heads(self) -> int: ...
+
+
+def attention_heads(cfg: Heads) -> list[tuple[str, int]]:
+    """Every head of every attention module (`attention_modules`), as (module, head): what
+    `Interventions.heads_off` holds."""
+    return [(m, h) for m in attention_modules(cfg) for h in range(cfg.n_heads)]
+
+
+def describe_head(module: str, head: int, short: bool = False) -> str:
+    """A head in words: "head 2 of decoder layer 1's encoder-decoder attention", or with `short` (a picker's
+    option) "decoder L1 cross-attn · head 2"."""
+    if short:
+        return f"{describe_module(module, short=True)} · head {head}"
+    return f"head {head} of {describe_module(module)}"
+
+
 def describe_module(module: str, short: bool = False) -> str:
     """An attention module's name in words: "dec.1.cross_attn" -> "decoder layer 1's encoder-decoder attention",
     or with `short` (a picker's option) "decoder L1 cross-attn"."""

@@ -2,7 +2,7 @@
 
 import torch
 
-from model.trace import Interventions, Trace, tensor_names
+from model.trace import Interventions, Trace, attention_heads, describe_head, tensor_names
 from model.transformer import Config, Transformer, traced
 
 ATTN = ["q", "k", "v", "scores", "scaled", "mask", "masked", "weights", "z", "concat", "out"]
@@ -81,3 +81,17 @@ def test_positional_encoding_off_records_no_pos_and_input_equals_embed():
     t = traced(model(), SRC, TGT, Interventions(positional_encoding=False))
     assert "src.pos" not in t.tensors
     assert torch.equal(t["src.input"], t["src.embed"])
+
+
+def test_every_head_once_and_in_words():
+    """A model with 2 encoder and 1 decoder layers of 4 heads has (2 + 2 x 1) x 4 heads, the decoder's self- and
+    cross-attention each; a head reads the same in a sentence and, short, in a picker."""
+
+    class Cfg:
+        n_enc_layers, n_dec_layers, n_heads = 2, 1, 4
+
+    heads = attention_heads(Cfg())
+    assert len(heads) == len(set(heads)) == 16
+    assert heads[0] == ("enc.0.self_attn", 0) and heads[-1] == ("dec.0.cross_attn", 3)
+    assert describe_head("dec.1.cross_attn", 2) == "head 2 of decoder layer 1's encoder-decoder attention"
+    assert describe_head("enc.0.self_attn", 3, short=True) == "encoder L0 self-attn · head 3"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from model.trace import attention_modules, describe_module
+from model.trace import attention_heads, describe_head
 from model.transformer import Config
 from ui.models import available_shipped, current_model
 from ui.state import (
@@ -21,14 +21,15 @@ from ui.study import session as study
 from ui.style import PRESENTER_KEY, inject_script
 
 
-def all_heads(cfg: Config) -> list[str]:
-    """Every head of the model, as state strings: encoder self-attention, decoder self- and cross-attention."""
-    return [head_key(m, h) for m in attention_modules(cfg) for h in range(cfg.n_heads)]
+def head_keys(cfg: Config) -> list[str]:
+    """Every head of the model (`model.trace.attention_heads`), as the state's strings ("enc.0.self_attn:2")."""
+    return [head_key(m, h) for m, h in attention_heads(cfg)]
 
 
 def head_label(key: str) -> str:
+    """A head's state string as its picker's option: "encoder L0 self-attn · head 2"."""
     module, _, head = key.partition(":")
-    return f"{describe_module(module, short=True)} · head {head}"
+    return describe_head(module, int(head), short=True)
 
 
 def settle_shared() -> list[str]:
@@ -37,7 +38,7 @@ def settle_shared() -> list[str]:
     ss = st.session_state
     if ss["model"] not in model_options():
         ss["model"] = "base"
-    heads = all_heads(current_model().bundle.config)
+    heads = head_keys(current_model().bundle.config)
     ss["heads_off"] = [h for h in ss["heads_off"] if h in heads]
     return heads
 

@@ -22,7 +22,7 @@ from ui import page_list
 pytestmark = pytest.mark.browser
 
 SENTENCE = "i am a student"
-HEAD_OPTION = "{where} L{layer} {what} · head {head}"  # ui.sidebar.head_label's format
+HEAD_OPTION = "{where} L{layer} {what} · head {head}"  # model.trace.describe_head's short format
 
 
 PAGES = page_list.PAGES

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from explain import questions
+from model.trace import attention_heads
 from ui.classroom.session import store
 from ui.classroom.teacher import teacher_call
 from ui.models import analysis, current_model, load_shipped
@@ -28,7 +29,7 @@ def make_question(
     if kind == "next_word":
         return questions.next_word(a, bundle.tgt_vocab.itos, position), None
     if kind == "head_off":
-        return questions.head_off(bundle, a.prepared, interventions(), off or questions.all_heads(bundle)[0]), None
+        return questions.head_off(bundle, a.prepared, interventions(), off or attention_heads(bundle.config)[0]), None
     if kind == "no_mask":
         return questions.no_mask(load_shipped("base"), load_shipped("no_mask"), a.prepared), None
     if kind == "scaling":

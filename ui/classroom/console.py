@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 import streamlit as st
 
 from classroom.plans import PACE_LABELS, PACE_MODES
-from explain import questions
+from model.trace import attention_heads, describe_head
 from ui.classroom import asking, board, joining, peer, plan_editor, plans, roster, teacher
 from ui.classroom import session as cls
 from ui.models import current_model
@@ -137,9 +137,9 @@ def ask(text) -> None:
     elif kind == "next_word":
         params["position"] = st.number_input("Words of the translation given (0: none)", 0, 40, 2, key="class_pos")
     elif kind == "head_off":
-        heads = questions.all_heads(current_model().bundle)
+        heads = attention_heads(current_model().bundle.config)
         params["off"] = st.selectbox(
-            "Head to switch off", heads, format_func=lambda h: questions.head_label(*h), key="class_off"
+            "Head to switch off", heads, format_func=lambda h: describe_head(*h), key="class_off"
         )
     st.button(
         "Ask the class", key="class_ask", type="primary", icon=":material/quiz:", on_click=peer.ask, args=(kind, params)

@@ -55,9 +55,9 @@ def heads() -> list[str]:
     """The heads a plan may name: the shipped model's (a class shares only shipped models, whatever this session
     shows: a student's own model may have other heads)."""
     from ui.models import load_shipped
-    from ui.sidebar import all_heads
+    from ui.sidebar import head_keys
 
-    return all_heads(load_shipped("base").config)
+    return head_keys(load_shipped("base").config)
 
 
 # -- every run ---------------------------------------------------------------------------------------------------
