@@ -65,11 +65,16 @@ def variance_by_dk(d_ks: list[int], n: int = 4000, seed: int = 0) -> list[Varian
     return [summarize(running[:, d_k - 1], d_k) for d_k in d_ks]
 
 
+def scaled(samples: Tensor, d_k: int) -> Tensor:
+    """The dot products as attention uses them: q·k / sqrt(d_k)."""
+    return samples / math.sqrt(d_k)
+
+
 def summarize(samples: Tensor, d_k: int) -> VarianceRow:
     """Variance (raw and divided by sqrt(d_k)) and 1%-99% range of sampled dot products [n]."""
     s = samples.double()
     return VarianceRow(
-        d_k, float(s.var()), float((s / math.sqrt(d_k)).var()), float(s.quantile(0.01)), float(s.quantile(0.99))
+        d_k, float(s.var()), float(scaled(s, d_k).var()), float(s.quantile(0.01)), float(s.quantile(0.99))
     )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from explain.recompute import textbook_steps
 from explain.textbook import thinking_machines
 from model.examples import COREFERENCE_WIDE
 from pages.content import self_attention as text
@@ -75,7 +76,7 @@ def one_head(a, cfg, focus) -> None:
         keep_valid(f"{P}tb_word", [0, 1], 0)
         tb_word = st.radio("Query", [0, 1], key=f"{P}tb_word", horizontal=True, format_func=lambda i: tb_labels[i])
         show_steps(
-            va.textbook_steps(thinking_machines(), tb_word),
+            textbook_steps(thinking_machines(), tb_word),
             tb_labels,
             tb_labels[tb_word],
             f"{P}tb_",

@@ -23,7 +23,14 @@ from hypothesis import strategies as st
 
 from explain import positional as ep
 from explain import recompute
-from explain.experiments import dot_product_samples, layer_norm_params, one_head_left, plain_self_attention, saturation
+from explain.experiments import (
+    dot_product_samples,
+    layer_norm_params,
+    one_head_left,
+    plain_self_attention,
+    saturation,
+    scaled,
+)
 from explain.pronoun import story
 from explain.span import span_check
 from model import checkpoint, pipeline
@@ -221,7 +228,7 @@ def test_attention_notices_follow_their_rules():
         T = len(labels)
         head, word = k % 4, k % T
         m = "enc.0.self_attn"
-        s = va.word_steps(a.trace, m, head, word)
+        s = recompute.word_steps(a.trace, m, head, word)
         wt = s.weights
         j = int(wt.argmax())
         row = va.row_notice(wt, labels, labels[word])
@@ -488,7 +495,7 @@ def test_scaling_notices_follow_their_rules(d_k, seed):
     largest weight is smaller with scaling."""
     s = dot_product_samples(d_k, n=2000, seed=seed)
     sd = float(np.asarray(s).std())
-    assert ("≈ √" in vs.histogram_notice(s, d_k)) == (abs(sd - math.sqrt(d_k)) <= 0.15 * math.sqrt(d_k))
+    assert ("≈ √" in vs.histogram_notice(s, scaled(s, d_k), d_k)) == (abs(sd - math.sqrt(d_k)) <= 0.15 * math.sqrt(d_k))
     sat = saturation(d_k, n_keys=8, seed=seed)
     assert ("spreads its weight more" in vs.saturation_notice(sat.max_raw, sat.max_scaled, d_k)) == (
         sat.max_scaled < sat.max_raw

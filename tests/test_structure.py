@@ -193,9 +193,24 @@ RECOMPUTES = {
 }
 # Arithmetic a notice line may do to state a number about what its figure draws ("a sentence that states a number
 # computes it", DESIGN.md), but a builder of a figure, table or record may not: a matrix product (a lookup, a
-# rotation, a cosine), e^x, a power, a variance or standard deviation. A mean along the last axis (one number per
-# word over its features, as LayerNorm takes it) counts too; a mean over heads or words, drawn, does not.
-ARITHMETIC = {"matmul", "mm", "bmm", "mv", "einsum", "dot", "inner", "outer", "tensordot", "exp", "pow", "var", "std"}
+# rotation, a cosine), e^x, a power, a square root, a variance or standard deviation. A mean along the last axis (one
+# number per word over its features, as LayerNorm takes it) counts too; a mean over heads or words, drawn, does not.
+ARITHMETIC = {
+    "matmul",
+    "mm",
+    "bmm",
+    "mv",
+    "einsum",
+    "dot",
+    "inner",
+    "outer",
+    "tensordot",
+    "exp",
+    "pow",
+    "var",
+    "std",
+    "sqrt",
+}
 MATH_MODULES = {"math", "numpy", "torch", "scipy"}  # a bare name imported from these is their function
 # Formulas still drawn where they are computed, to move to explain/ with their files' next change (an entry that
 # no longer flags anything fails, so the list only shrinks).
@@ -262,8 +277,9 @@ def formulas_in(source: str, module: str = "viz.example") -> list[str]:
 
 def test_viz_only_draws():
     """viz/ draws what model/ and explain/ computed: no softmax, loss, layer or encoding of its own, and outside the
-    notice lines no matrix product, variance or per-word mean (explain/positional.py, explain/embeddings.py and
-    explain/layers.py compute the encoding's table and its rotation, the embedding lookup and LayerNorm's numbers)."""
+    notice lines no matrix product, variance, square root or per-word mean (explain/positional.py,
+    explain/embeddings.py and explain/layers.py compute the encoding's table and its rotation, the embedding lookup
+    and LayerNorm's numbers; explain/recompute.py one word's steps through a head)."""
     found = [f for name, path in MODULES.items() if room(name) == "viz" for f in formulas_in(path.read_text(), name)]
     left = [f for f in found if f.rsplit(":", 1)[0] not in NOT_YET_MOVED]  # "module:function"
     assert not left, f"a formula computed in viz/ (move it to explain/): {left}"
@@ -281,6 +297,7 @@ def test_viz_only_draws():
         "def stats(x):\n    return x.mean(dim=-1) + x.mean(-n)",
         "def stage_table(unit):\n    return np.dot(unit, unit[0])",  # cosines (viz/layers.py's, moved)
         "def weights(s):\n    return s.softmax(-1)",
+        "def histogram(s, d_k):\n    return s / math.sqrt(d_k)",  # ÷ √d_k (viz/scaling.py's, moved)
         "def weights_notice(s):\n    return f'{s.softmax(-1).max():.2f}'",  # no softmax even in a notice
         "def frequencies(d):\n    return torch.pow(10000.0, torch.arange(d) / d)",
         "class Step:\n    def computed(self):\n        return self.x @ self.W",

@@ -18,6 +18,7 @@ from explain.experiments import (
     plain_self_attention,
     saturation,
     saturation_by_dk,
+    scaled,
     softmax_jacobian,
     summarize,
     variance_by_dk,
@@ -103,7 +104,7 @@ TGT = torch.tensor([[1, 9, 10, 11]])
 @pytest.mark.parametrize("scale", [True, False])
 def test_word_steps_match_the_trace(scale):
     t = traced(small_model(), SRC, TGT, Interventions(scale=scale))
-    s = va.word_steps(t, "enc.1.self_attn", 2, 3)
+    s = recompute.word_steps(t, "enc.1.self_attn", 2, 3)
     q, k = t["enc.1.self_attn.q"][0, 2], t["enc.1.self_attn.k"][0, 2]
     assert s.d_k == 4 and s.sqrt_dk == 2.0
     assert torch.allclose(s.scores, (q @ k.T)[3], atol=1e-6)
@@ -120,7 +121,7 @@ def test_word_steps_match_the_trace(scale):
 
 def test_word_steps_decoder_mask_column_and_head_off():
     t = traced(small_model(), SRC, TGT, Interventions(heads_off=frozenset({("dec.0.self_attn", 1)})))
-    s = va.word_steps(t, "dec.0.self_attn", 1, 1)
+    s = recompute.word_steps(t, "dec.0.self_attn", 1, 1)
     assert s.has_mask
     df = va.step_table(s, ["0", "1", "2", "3"])
     assert list(df.columns) == ["word", "q·k", "÷√d_k", "+ mask", "softmax weight"]
@@ -129,7 +130,7 @@ def test_word_steps_decoder_mask_column_and_head_off():
 
 
 def test_textbook_steps_give_the_book_numbers():
-    s = va.textbook_steps(thinking_machines())
+    s = recompute.textbook_steps(thinking_machines())
     assert s.scores.tolist() == [112.0, 96.0] and s.scaled.tolist() == [14.0, 12.0] and s.sqrt_dk == 8.0
     assert [round(float(w), 2) for w in s.weights] == [0.88, 0.12]
     tb = va.textbook_table(s, va.textbook_labels())
@@ -215,7 +216,7 @@ def test_greedy_probs_and_shapes_table():
 
 def test_histogram_variance_and_saturation_builders():
     s = dot_product_samples(16, n=1000, seed=0)
-    fig = vs.histogram_figure(s, 16, bins=30)
+    fig = vs.histogram_figure(s, scaled(s, 16), 16, bins=30)
     assert [d.name for d in fig.data] == ["q·k", "q·k / √d_k"]
     assert sum(fig.data[0].y) == 1000 and sum(fig.data[1].y) == 1000
     rows = variance_by_dk([1, 4], n=500)
@@ -346,7 +347,7 @@ def test_scores_and_z_matrix_notices():
 
 def test_weighted_and_z_notices_on_a_trace():
     t = traced(small_model(), SRC, TGT)
-    s = va.word_steps(t, "enc.0.self_attn", 1, 2)
+    s = recompute.word_steps(t, "enc.0.self_attn", 1, 2)
     labels = list("abcde")
     norms = s.weighted.norm(dim=-1)
     j = int(norms.argmax())
@@ -364,11 +365,11 @@ def test_weighted_and_z_notices_on_a_trace():
     longest = f"the longest value is that of “{labels[int(vn.argmax())]}” (‖v‖ = {float(vn.max()):.2f})"
     assert longest in va.values_notice(s, labels)
     off = traced(small_model(), SRC, TGT, Interventions(heads_off=frozenset({("enc.0.self_attn", 1)})))
-    assert "switched off" in va.z_notice(va.word_steps(off, "enc.0.self_attn", 1, 2))
+    assert "switched off" in va.z_notice(recompute.word_steps(off, "enc.0.self_attn", 1, 2))
 
 
 def test_values_notice_when_all_values_are_as_long():
-    s = va.textbook_steps(thinking_machines(), 1)  # v1, v2: 32 ones each
+    s = recompute.textbook_steps(thinking_machines(), 1)  # v1, v2: 32 ones each
     assert va.values_notice(s, va.textbook_labels()).endswith("every value has the same length here (‖v‖ = 5.66).")
 
 
@@ -447,7 +448,9 @@ def test_why_scale_notices_are_the_samples():
     assert f"at d_k = 256, 98% of the scores lie between {rows[1].low:.0f} and {rows[1].high:.0f}" in text
     assert f"at d_k = 1024 between {rows[2].low:.0f} and {rows[2].high:.0f}" in text
     s = dot_product_samples(64, n=4000, seed=0)
-    assert f"standard deviation {float(s.std(unbiased=False)):.2f} ≈ √64 = 8.00" in vs.histogram_notice(s, 64)
+    assert f"standard deviation {float(s.std(unbiased=False)):.2f} ≈ √64 = 8.00" in vs.histogram_notice(
+        s, scaled(s, 64), 64
+    )
     sat = saturation(256, 8, 0)
     assert f"{sat.max_raw:.2f} of the weight without scaling and {sat.max_scaled:.2f}" in vs.saturation_notice(
         sat.max_raw, sat.max_scaled, 256
@@ -473,13 +476,13 @@ def test_projection_is_the_models_q_k_v():
 
 
 def test_textbook_labels_the_second_query_q2():
-    s = va.textbook_steps(thinking_machines(), 1)
+    s = recompute.textbook_steps(thinking_machines(), 1)
     tb = va.textbook_table(s, va.textbook_labels(), 1)
     assert tb.loc["Score"].tolist() == ["q2·k1 = 32", "q2·k2 = 80"]
     line = va.worked_line(s, 1, book=False)
     assert line.startswith("This app's own construction") and "q2·k1 = 32, q2·k2 = 80" in line
     assert "4, 10 → softmax → 0.00, 1.00" in line
-    book = va.worked_line(va.textbook_steps(thinking_machines(), 0), 0, book=True)
+    book = va.worked_line(recompute.textbook_steps(thinking_machines(), 0), 0, book=True)
     assert book == (
         "From the Illustrated Transformer: q1·k1 = 112, q1·k2 = 96 → ÷ √64 = 8 → 14, 12 → softmax → 0.88, 0.12"
     )
@@ -566,7 +569,7 @@ def test_the_textbook_notices_say_what_its_weights_show():
     """The Illustrated Transformer's "Thinking" row, 0.88 / 0.12: z is mostly the value of "Thinking" (never "a broad
     mix"), and the z it is checked against is the example's, not a model's."""
     tm = thinking_machines()
-    s = va.textbook_steps(tm, 0)
+    s = recompute.textbook_steps(tm, 0)
     w = s.weights
     assert float(w.min()) >= 0.01 and float(w.max()) >= 0.5
     text = va.weighted_notice(s, ["Thinking", "Machines"])

@@ -1,6 +1,6 @@
 """One query's attention in the order the model computes it: x·W -> q, k, v -> scores, ÷√d_k, softmax -> z.
 
-Renders a `viz.attention.WordSteps` (from a trace, `word_steps`, or the textbook example,
+Renders a `explain.recompute.WordSteps` (from a trace, `word_steps`, or the textbook example,
 `textbook_steps`), so any page can walk through one word of any attention module. Also the pieces the
 encoder-side pages share: a figure with its computed notice line and its exact numbers folded away.
 """
@@ -11,8 +11,8 @@ from collections.abc import Callable
 
 import streamlit as st
 
-from explain.experiments import dot_product_samples, one_head_left, saturation, summarize
-from explain.recompute import Projection
+from explain.experiments import dot_product_samples, one_head_left, saturation, scaled, summarize
+from explain.recompute import Projection, WordSteps
 from explain.textbook import from_book
 from model import pipeline
 from ui.classroom.plans import mystery_in, mystery_wait
@@ -25,7 +25,7 @@ from viz import attention as va
 from viz import coref as vc
 from viz import heads as vh
 from viz import scaling as vs
-from viz.attention import WordSteps, dims, step_table, z_table
+from viz.attention import dims, step_table, z_table
 
 
 def word_row(vector, label: str, title: str, key: str, y_title: str, content: tuple | None = None) -> None:
@@ -191,8 +191,9 @@ def show_why_scale(model_dk: int, key: str, prose) -> None:
     with metrics_row():
         st.metric(f"measured Var(q·k), d_k = {dk}", f"{chosen.variance:.1f}", help="theory: d_k")
         st.metric("measured Var(q·k / √d_k)", f"{chosen.variance_scaled:.3f}", help="theory: 1")
-    chart(vs.histogram_figure(samples, dk), key=f"{key}hist", config=NO_BAR)
-    notice(vs.histogram_notice(samples, dk))
+    divided = scaled(samples, dk)
+    chart(vs.histogram_figure(samples, divided, dk), key=f"{key}hist", config=NO_BAR)
+    notice(vs.histogram_notice(samples, divided, dk))
     c1, c2 = st.columns(2)
     with c1:
         chart(vs.variance_figure(var_rows), key=f"{key}var", config=NO_BAR)

@@ -269,17 +269,16 @@ def cheating(text: str, reference: str, base: Bundle, cheat: Bundle) -> mask_exp
 
 @session_cache(max_entries=128)
 def _one_word(model_key: str, text: str, iv: Interventions, layer: int, head: int, word: int, _a, _model):
-    from viz import attention as va
 
     module = f"enc.{layer}.self_attn"
     x = layers.attention_input(_a.trace, layer)[word]  # [D]
     proj = recompute.projection(_a.trace, module, head, word, x, *experiments.head_projection(_model, layer, head))
     # (its own tensors: the steps are views of this session's trace, which the server-wide entry must not share)
-    return fresh_copy((va.word_steps(_a.trace, module, head, word), proj))
+    return fresh_copy((recompute.word_steps(_a.trace, module, head, word), proj))
 
 
 def one_word(a: pipeline.Analysis, layer: int, head: int, word: int):
-    """One word's query against every key in one head of encoder layer `layer` (a `viz.attention.WordSteps`), and
+    """One word's query against every key in one head of encoder layer `layer` (a `explain.recompute.WordSteps`), and
     its projection q = x·W^Q + b^Q (and k, v: an `explain.recompute.Projection`), from the current model's weights and
     the analysed sentence's trace: once per content in this process (a class's followers each read seven of the
     trace's tensors and multiplied the weights on every redraw)."""

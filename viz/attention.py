@@ -15,17 +15,12 @@ where" only with a cosine ≥ 0.9 (else "points partly where").
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
-
 import numpy as np
 import pandas as pd
-import torch
 
-from explain.recompute import ColumnForm, Projection
-from explain.textbook import WORDS, ThinkingMachines
+from explain.recompute import ColumnForm, Projection, WordSteps
+from explain.textbook import WORDS
 from model.pipeline import Analysis, label_word
-from model.trace import Trace
 from viz.heatmap import as_array, dims
 
 # The attention modules a page can pick: label -> (stack, kind).
@@ -50,76 +45,6 @@ def axis_labels(a: Analysis, module: str) -> tuple[list[str], list[str]]:
     if stack == "enc":
         return a.src_labels, a.src_labels
     return (a.src_labels if kind == "cross_attn" else a.tgt_labels), a.tgt_labels
-
-
-@dataclass(frozen=True)
-class WordSteps:
-    """Every step of attention for one query word in one head, as real tensors."""
-
-    q: torch.Tensor  # [d_k] the word's query
-    k: torch.Tensor  # [Tk, d_k] every word's key
-    v: torch.Tensor  # [Tk, d_k] every word's value
-    scores: torch.Tensor  # [Tk] q·k
-    scaled: torch.Tensor  # [Tk] q·k / sqrt(d_k) (= scores when scaling is off)
-    masked: torch.Tensor  # [Tk] scaled + mask (-inf where the word may not look)
-    weights: torch.Tensor  # [Tk] softmax, sums to 1
-    weighted: torch.Tensor  # [Tk, d_k] weight_j × v_j
-    z_sum: torch.Tensor  # [d_k] sum of the weighted values
-    z_model: torch.Tensor | None  # [d_k] the model's z for this word and head (0 when the head is off)
-    d_k: int
-    scale: bool  # was the score divided by sqrt(d_k)?
-
-    @property
-    def sqrt_dk(self) -> float:
-        return math.sqrt(self.d_k)
-
-    @property
-    def has_mask(self) -> bool:
-        return bool(torch.isinf(self.masked).any())
-
-
-def word_steps(trace: Trace, module: str, head: int, word: int) -> WordSteps:
-    """Read one word's query, all keys and values, and each step of the softmax from the trace."""
-    t = trace.tensors
-    q = t[f"{module}.q"][0, head, word]  # [d_k]
-    k = t[f"{module}.k"][0, head]  # [Tk, d_k]
-    v = t[f"{module}.v"][0, head]  # [Tk, d_k]
-    weights = t[f"{module}.weights"][0, head, word]  # [Tk]
-    weighted = weights[:, None] * v  # [Tk, d_k]
-    return WordSteps(
-        q=q,
-        k=k,
-        v=v,
-        scores=t[f"{module}.scores"][0, head, word],
-        scaled=t[f"{module}.scaled"][0, head, word],
-        masked=t[f"{module}.masked"][0, head, word],
-        weights=weights,
-        weighted=weighted,
-        z_sum=weighted.sum(0),
-        z_model=t[f"{module}.z"][0, head, word],
-        d_k=q.numel(),
-        scale=trace.interventions.scale,
-    )
-
-
-def textbook_steps(tm: ThinkingMachines, word: int = 0) -> WordSteps:
-    """The same steps for the Illustrated Transformer's example (query of "Thinking" by default)."""
-    weights = tm.weights[word]  # [2]
-    weighted = weights[:, None] * tm.v  # [2, 64]
-    return WordSteps(
-        q=tm.q[word],
-        k=tm.k,
-        v=tm.v,
-        scores=tm.scores[word],
-        scaled=tm.scaled[word],
-        masked=tm.scaled[word],
-        weights=weights,
-        weighted=weighted,
-        z_sum=weighted.sum(0),
-        z_model=tm.z[word],
-        d_k=tm.q.shape[-1],
-        scale=True,
-    )
 
 
 def textbook_labels() -> list[str]:

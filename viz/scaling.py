@@ -14,10 +14,9 @@ from explain.experiments import SaturationRow, VarianceRow
 from viz.heatmap import as_array
 
 
-def histogram_figure(samples, d_k: int, bins: int = 60) -> go.Figure:
-    """Histogram of q·k and of q·k/√d_k (pre-binned bars: the figure stays small)."""
-    s = as_array(samples)
-    scaled = s / math.sqrt(d_k)
+def histogram_figure(samples, divided, d_k: int, bins: int = 60) -> go.Figure:
+    """Histogram of q·k (`samples`) and of q·k/√d_k (`divided`), pre-binned bars: the figure stays small."""
+    s, scaled = as_array(samples), as_array(divided)
     lim = float(max(np.abs(s).max(), np.abs(scaled).max(), 1e-9))
     edges = np.linspace(-lim, lim, bins + 1)
     centres = (edges[:-1] + edges[1:]) / 2
@@ -124,13 +123,13 @@ def range_notice(rows: list[VarianceRow]) -> str:
     return out + (", and the softmax of such numbers is all-or-nothing." if r.high - r.low >= 10 else ".")
 
 
-def histogram_notice(samples, d_k: int) -> str:
+def histogram_notice(samples, divided, d_k: int) -> str:
     """ "≈ √d_k" only when the measured standard deviation is within 15% of √d_k (else "against")."""
-    s = as_array(samples)
+    s, scaled = as_array(samples), as_array(divided)
     near = "≈" if abs(s.std() - math.sqrt(d_k)) <= 0.15 * math.sqrt(d_k) else "against"
     return (
         f"Red: q·k spreads over ±{np.abs(s).max():.1f} (standard deviation {s.std():.2f} {near} √{d_k} = "
-        f"{math.sqrt(d_k):.2f}); blue: divided by √d_k, standard deviation {(s / math.sqrt(d_k)).std():.2f}."
+        f"{math.sqrt(d_k):.2f}); blue: divided by √d_k, standard deviation {scaled.std():.2f}."
     )
 
 
