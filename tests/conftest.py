@@ -44,11 +44,12 @@ def _wait_for_the_run(runner: local_script_runner.LocalScriptRunner, timeout: fl
 local_script_runner.require_widgets_deltas = _wait_for_the_run
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session", autouse=True)
 def one_torch_thread():
-    """One intra-op torch thread for a module (`pytestmark = pytest.mark.usefixtures("one_torch_thread")`):
-    tiny models and page runs are fastest on one, and on 2 busy cores a second thread spins against the
-    test process and the other processes (a page's run was 10x slower with two). Restored afterwards."""
+    """One intra-op torch thread in every test process: tiny models and page runs are fastest on one, and on 2 busy
+    cores a second thread spins against the other test processes, the servers and Chromium a test starts (a page's
+    run was 10x slower with two; a browser test's search of expected values took 80 s instead of 1 s). Restored
+    at the end. (A training process sets its own: training/run_process.py.)"""
     import torch
 
     before = torch.get_num_threads()

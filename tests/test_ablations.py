@@ -23,8 +23,6 @@ from tests.apptest_util import all_text, figures, no_exception, read_table, run_
 from ui.widgets import markdown_table, md
 from viz import ablations as va
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")  # conftest.py
-
 
 @pytest.fixture(scope="module")
 def shipped() -> dict:

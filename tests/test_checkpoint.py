@@ -18,9 +18,6 @@ from model.checkpoint import SHIPPED, Bundle, CheckpointError, from_bytes, load,
 from model.transformer import Config, Transformer
 from model.vocab import SPECIALS, Vocab
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")  # conftest.py
-
-
 SRC = torch.tensor([[4, 5, 6, 2, 0], [7, 8, 2, 0, 0]])
 TGT_IN = torch.tensor([[1, 4, 5, 6], [1, 7, 0, 0]])
 

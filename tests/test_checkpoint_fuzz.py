@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -21,8 +20,6 @@ from model.checkpoint import SHIPPED, Bundle, CheckpointError, from_bytes, to_by
 from model.limits import MODEL_BOUNDS
 from viz.decoder import training_table
 from viz.overview import model_record
-
-pytestmark = pytest.mark.usefixtures("one_torch_thread")  # conftest.py
 
 EXAMPLES = int(os.environ.get("CHECKPOINT_FUZZ_EXAMPLES", "60"))  # per test; 3 tests
 FUZZ = settings(

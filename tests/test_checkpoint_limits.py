@@ -35,8 +35,6 @@ from model.transformer import Config, Transformer, sinusoidal_encoding
 from model.vocab import SPECIALS, Vocab
 from tests.apptest_util import chart_spec, heatmap_z, no_exception, run_page
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")  # conftest.py
-
 ROOT = Path(__file__).resolve().parents[1]
 WEIGHTS = SHIPPED.with_name("base.safetensors").read_bytes()
 META = json.loads(SHIPPED.with_name("base.json").read_bytes())

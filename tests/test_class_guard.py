@@ -30,8 +30,6 @@ from serving.shared_redis import REDIS_URL_ENV
 from tests.apptest_util import no_exception, run_app
 from tests.services import Clock, redis_server, wait_for
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
-
 
 # -- each client's share ------------------------------------------------------------------------------------
 def test_a_client_over_its_share_waits_and_nobody_else_does():

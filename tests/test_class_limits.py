@@ -18,8 +18,6 @@ from serving.shared_redis import REDIS_URL_ENV, new_client
 from tests.apptest_util import all_text, no_exception, run_app
 from tests.services import redis_server
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
-
 
 def shown(at) -> str:
     """Everything the page says in words: its text, toasts and warnings."""

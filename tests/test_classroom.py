@@ -21,8 +21,6 @@ from tests.apptest_util import all_text, no_exception, run_app, state, title
 from tests.classroom_util import SENTENCE, join_by_link, start_teacher, teacher_line
 from tests.classroom_util import store as store  # noqa: F401 - the fixture (tests/test_classroom_walk.py's too)
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
-
 
 def teacher_link(teacher) -> str:
     """The join link the teacher's page shows (and its QR code holds)."""

@@ -18,7 +18,6 @@ from tests.apptest_util import all_text, decode, no_exception, state
 from tests.classroom_util import join_by_link, start_teacher, store  # noqa: F401
 from ui.widgets import md
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
 SENTENCE = "the animal didn't cross the street because it was too tired"
 
 

@@ -23,8 +23,6 @@ from tests.apptest_util import all_text, no_exception, run_app
 from tests.apptest_util import state as ss
 from tests.classroom_util import PLANS, STOP_PAGES, shipped
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
-
 
 # -- building, saving and loading a plan ---------------------------------------------------------------------------
 def test_plan_built_in_the_app_saved_as_link_and_file():

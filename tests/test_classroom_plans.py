@@ -17,8 +17,6 @@ from tests.classroom_util import banner, shipped, sidebar_text, students, teache
 from tests.classroom_util import store as store  # noqa: F401 - the fixture
 from ui.page_list import PAGES
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
-
 
 def grids(at) -> set[str]:
     """The keys of the charts the page drew: "multi_head_grid_0" is the multi-head page's grid of head 0."""

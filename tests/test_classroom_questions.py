@@ -23,8 +23,6 @@ from tests.classroom_util import SENTENCE, join_by_link, start_teacher, teacher_
 from tests.classroom_util import store as store  # noqa: F401 - the fixture
 from ui.widgets import md
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
-
 
 # -- predict, then reveal -------------------------------------------------------------------------------
 def ask_attention(teacher) -> None:

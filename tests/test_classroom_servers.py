@@ -12,16 +12,12 @@ from __future__ import annotations
 import asyncio
 import uuid
 
-import pytest
-
 import classroom
 from classroom import RedisClassStore
 from tests.apptest_util import all_text, no_exception, state
 from tests.classroom_util import join_by_link, start_teacher
 from tests.services import until
 from ui.widgets import md
-
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 # -- several processes: one class through Redis, and a process killed mid-class ---------------------------

@@ -21,8 +21,6 @@ from tests.apptest_util import state as ss
 from tests.classroom_util import students, teacher_with_plan
 from ui.widgets import md
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
-
 
 @pytest.fixture
 def local_training(monkeypatch):

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 
 import plotly.io
-import pytest
 
 from classroom.plans import check_plan
 from explain import questions
@@ -19,7 +18,6 @@ from tests.classroom_util import store as store  # noqa: F401 - the fixture
 from ui.classroom import console as class_page
 from ui.widgets import md
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
 COREF = "the animal didn't cross the street because it was too tired"
 
 

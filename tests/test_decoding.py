@@ -12,8 +12,6 @@ from model.pipeline import prepare
 from model.transformer import Config, Transformer
 from model.vocab import EOS_ID, PAD_ID, detokenize
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")  # conftest.py
-
 
 @pytest.fixture(scope="module")
 def bundle():

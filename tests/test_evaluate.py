@@ -9,8 +9,6 @@ from model.trace import Interventions
 from model.train import TrainConfig, Trainer
 from model.vocab import PAD_ID, tokenize
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")  # conftest.py
-
 
 @pytest.fixture(scope="module")
 def half_trained():

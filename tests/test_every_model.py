@@ -17,8 +17,6 @@ from model.transformer import Config, Transformer
 from tests.apptest_util import run_app
 from ui import page_list
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
-
 SHIPPED = checkpoint.load(checkpoint.SHIPPED)
 PAGES = [p.name for p in page_list.PAGES]
 

@@ -79,9 +79,6 @@ def failures(text: str) -> dict[str, list[str]]:
     return out
 
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")  # conftest.py
-
-
 def test_every_page_is_listed():
     """Every listed page exists, and every script in pages/ is listed: Streamlit serves any pages/*.py as a
     page of its own on a fresh server, so helper modules live in pages/content/ (not globbed)."""

@@ -21,8 +21,6 @@ from model.trace import Interventions
 from tests.apptest_util import ROOT
 from tests.lesson_util import CORE, THINKING, analyse, bundle, ctx, decide
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
-
 ODD = ("", "hello", "zzz qqq", "?", "the cat " * 40, "<script>alert(1)</script> **bold** $x$")
 
 

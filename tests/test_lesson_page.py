@@ -24,9 +24,6 @@ from tests.apptest_util import ROOT, TIMEOUT, all_text, decode, figures, heatmap
 from tests.lesson_util import CORE, NO_IV, THINKING, analyse, bundle, ctx
 from ui.widgets import md
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
-
-
 # --- the page, through AppTest ------------------------------------------------------------------------------
 
 

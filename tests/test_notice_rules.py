@@ -17,7 +17,6 @@ import re
 import textwrap
 
 import numpy as np
-import pytest
 import torch
 
 import explain.lesson
@@ -41,8 +40,6 @@ from viz import rnn as vr
 from viz import scaling as vs
 from viz import span as vspan
 from viz import tracing as vt
-
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def notice_word(labels: list[str], i: int) -> str:

@@ -50,9 +50,6 @@ from viz import scaling as vs
 from viz import span as vspan
 from viz import tracing as vt
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
-
-
 # --- causal tracing and the pronoun's story (viz/tracing.py, viz/pronoun.py) ---------------------------------
 
 

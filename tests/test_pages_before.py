@@ -11,8 +11,6 @@ from tests.apptest_util import all_text, figures, heatmap_z, no_exception, run_p
 from ui.rnn import RNN_STEM
 from viz.rnn import agreement, closest_head
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
-
 SENTENCE = "the black cat is under the table"
 
 

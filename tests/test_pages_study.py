@@ -15,8 +15,6 @@ from tests.apptest_util import ROOT, TIMEOUT, run_app
 from ui.study import participant, session
 from ui.widgets import md
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
-
 
 @pytest.fixture
 def store(tmp_path, monkeypatch):

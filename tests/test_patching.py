@@ -13,8 +13,6 @@ import torch
 from model.trace import Interventions, Patch, Trace, WeightEdit, edit_weights
 from model.transformer import Config, Transformer, traced
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
-
 
 def model(**kw) -> Transformer:
     torch.manual_seed(0)

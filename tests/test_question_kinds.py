@@ -16,7 +16,6 @@ from explain import questions
 from model import checkpoint, pipeline
 from model.trace import Interventions
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
 BUNDLE = checkpoint.load(checkpoint.SHIPPED)
 WORDS = [w for w in BUNDLE.src_vocab.itos if w.isalpha()][:300]
 NOUNS = ["cat", "dog", "student", "teacher", "animal", "street", "machine"]

@@ -23,8 +23,6 @@ from model.train import TrainConfig, Trainer
 ROOT = Path(__file__).resolve().parents[1]
 RNN_STEM = ROOT / "assets" / "checkpoints" / "rnn"
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
-
 
 def small(cell="gru", attention="additive", **kw) -> RNNSeq2Seq:
     torch.manual_seed(0)

@@ -14,8 +14,6 @@ from model import checkpoint, pipeline
 from model.transformer import Config, Transformer, traced
 from viz import span as vspan
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
-
 
 @pytest.fixture(scope="module")
 def bundle():

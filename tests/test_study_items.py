@@ -18,7 +18,6 @@ from model.examples import COREFERENCE, STUDENT, THINKING
 from model.pipeline import analyse, prepare
 from model.vocab import tokenize
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
 HELDOUT = sorted({p.src for p in load_dataset()["heldout"] if p.tag in ("action", "basic", "location", "negation")})
 PROPERTY = settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
 import torch
 
 from explain import questions
@@ -22,8 +21,6 @@ from pages.content import before, classroom
 from pages.content import self_attention as sa
 from tests.apptest_util import ROOT, all_text, no_exception, run_page
 from viz import rnn as vr
-
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def test_d1_the_length_gap_is_counted_in_sentences():

@@ -22,7 +22,6 @@ from model.trace import Interventions
 from tests.apptest_util import all_text, chart_spec, decode, no_exception, run_page
 from viz import tracing as vt
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
 TIRED, WIDE = COREFERENCE, COREFERENCE_WIDE
 
 

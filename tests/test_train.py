@@ -17,9 +17,6 @@ from model.evaluate import evaluate
 from model.train import EvalEvent, StepEvent, TrainConfig, Trainer, TrainingDiverged, rate
 from model.transformer import Config, Transformer
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")  # conftest.py
-
-
 TINY = {
     "d_model": 32,
     "n_heads": 2,

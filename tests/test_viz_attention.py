@@ -537,7 +537,6 @@ def test_column_notice_head_off_and_wrong_scale():
     assert wrong.error > 1e-3 and "differs from the model's Zᵀ" in va.column_notice(wrong, labels, 0)
 
 
-@pytest.mark.usefixtures("one_torch_thread")
 def test_one_head_left_runs_the_model_with_the_other_heads_off():
     from explain.experiments import one_head_left
     from model import checkpoint

@@ -97,18 +97,6 @@ def changing_head() -> tuple[str, str, int]:
     return SENTENCE, modules[0], 0
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_torch_thread():
-    """This process computes the expected values while the server and Chromium run on the same 2 cores:
-    with torch's default 2 intra-op threads the three fight (a search above took 80 s instead of 1 s)."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 # --- small page actions ---------------------------------------------------------------------------------------
 
 
