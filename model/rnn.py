@@ -212,7 +212,7 @@ def make_cell(kind: str, d_in: int, hidden: int) -> GRUCell | LSTMCell:
 
 
 class Attention(nn.Module):
-    """additive: e_ti = vᵀ tanh(W s + U h_i), v_i = h_i.   qkv: e_ti = (W_K h_i)ᵀ (W_Q s), v_i = W_V h_i.
+    """additive: e_ti = vᵀ tanh(W s + b + U h_i), v_i = h_i.   qkv: e_ti = (W_K h_i)ᵀ (W_Q s), v_i = W_V h_i.
 
     Keys and values depend only on the encoder states, so `keys_values` runs once per sentence;
     `forward` runs at every decoder step with that step's query state s_{t-1}.

@@ -94,7 +94,7 @@ else:
         )
     with c2:
         head = pick("Head", list(range(n_heads)), f"{P}head", default=best_head, format_func=lambda h: f"head {h}")
-    st.caption(text.HEAD_NOTE)
+    st.caption(text.head_note(same))
     x = recompute.cross_attention(tf.trace, layer, head, tf.interventions.scale)
     tf_src, tf_out = vr.numbered(tf.src_labels), vr.numbered(tf.next_labels)
     off = (x.module, head) in tf.interventions.heads_off

@@ -109,10 +109,8 @@ st.latex(
     rf"= E[\text{{id}}] \cdot {demo.scale:.4f}"
 )
 st.markdown(text.SCALE)
-lo, hi = st.slider("Dimensions shown", 0, D, (0, min(32, D)), key="tokens_dims")
-if hi <= lo:  # an empty range: show one dimension
-    hi = min(D, lo + 1)
-    lo = hi - 1
+lo, last = st.slider("Dimensions shown (first and last)", 0, D - 1, (0, min(31, D - 1)), key="tokens_dims")
+hi = last + 1  # the slider's ends are both shown
 dims = [f"d{j}" for j in range(lo, hi)]
 
 

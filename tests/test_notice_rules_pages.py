@@ -468,7 +468,11 @@ def test_rnn_comparison_verdicts_follow_the_numbers(rnn, tf, ratio_r, ratio_t):
         "target": 0.9,
         "max_steps": 1000,
         "seeds": 2,
-        "sweep": [{}] * 4,
+        "sweep": [
+            {"arch": arch, "recipe": f"{arch} {i}", "steps_to_target": steps}
+            for arch, steps in (("rnn", 100), ("transformer", 100))
+            for i in range(2)
+        ],
         "rnn": {"steps_to_target": 100, "cpu_seconds_to_target": ratio_r, "ms_per_step": 10.0},
         "transformer": {"steps_to_target": 100, "cpu_seconds_to_target": ratio_t, "ms_per_step": 10.0},
     }

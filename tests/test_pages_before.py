@@ -225,3 +225,30 @@ def test_the_notices_count_positions_as_the_rows_they_name(rnn):
     assert f"Output word 1 (“{first}”)" in text and "V·α_:1 equals the model's z row 1" in text
     assert figs[4]["data"][0]["y"] == figs[7]["data"][0]["y"] == align["data"][0]["y"]
     assert figs[6]["data"][0]["y"][0] == "V·α_:1" and figs[4]["data"][0]["y"][0] == f"1 {first}"
+
+
+@pytest.mark.parametrize("sentence", [SENTENCE, "he wants the good apple"])
+def test_the_head_caption_says_the_rule_that_chose_the_head(rnn, transformer, sentence):
+    """The head is matched to the recurrent model's alignment only when both translate into the same words; else it is
+    the sharpest head, and the caption must say which (for "he wants the good apple" the recurrent model writes
+    "bonne", the Transformer does not)."""
+    a = pipeline.analyse(rnn, pipeline.prepare(rnn, sentence))
+    tf = pipeline.analyse(transformer, pipeline.prepare(transformer, sentence))
+    same = a.next_labels == tf.next_labels
+    assert same == (sentence == SENTENCE)  # the two cases this test is about
+    text = text_of(run_page("before", sentence=sentence))
+    assert ("closest to the recurrent model's" in text) == same
+    assert ("opens on the sharpest head" in text) == (not same)
+
+
+def test_the_context_matrix_is_named_as_the_formula_writes_it(transformer):
+    """C = [c_:1 … c_:t] has one column per output word (d × t); the figure draws one row per word, and the notice
+    says both."""
+    from explain.recompute import cross_attention
+    from viz.rnn import c_matrix_notice
+
+    tf = pipeline.analyse(transformer, pipeline.prepare(transformer, SENTENCE))
+    x = cross_attention(tf.trace, 1, 0)
+    t, d = x.c.shape
+    assert t == len(tf.next_labels) and d == transformer.config.d_model // transformer.config.n_heads
+    assert f"C = [c_:1 … c_:{t}] is {d} × {t}, drawn transposed ({t} rows of {d} numbers)" in c_matrix_notice(x)

@@ -222,11 +222,14 @@ def test_tokens_sqrt_d_model_and_embed_heatmap(bundle):
     ids = ids_of(bundle, SENT)
     want = (E[ids] * math.sqrt(128)).numpy()
     np.testing.assert_allclose(z_of(chart(at, "tokens_src_embed")), want[:, 0:32], atol=1e-5)
-    at.slider(key="tokens_dims").set_value((40, 50)).run()
+    at.slider(key="tokens_dims").set_value((40, 49)).run()  # both ends shown, as the title says: "dimensions 40-49"
     no_exception(at)
     fig = chart(at, "tokens_src_embed")
-    assert fig.data[0].x[0] == "d40" and len(fig.data[0].x) == 10
+    assert fig.data[0].x[0] == "d40" and fig.data[0].x[-1] == "d49" and len(fig.data[0].x) == 10
+    assert "dimensions 40-49" in all_text(at)
     np.testing.assert_allclose(z_of(fig), want[:, 40:50], atol=1e-5)
+    at.slider(key="tokens_dims").set_value((7, 7)).run()  # one dimension
+    assert list(chart(at, "tokens_src_embed").data[0].x) == ["d7"]
 
 
 def test_tokens_decoder_side(bundle):

@@ -464,6 +464,12 @@ def test_shipped_comparison_and_its_notices():
     assert f"after {r['steps_to_target']:.0f} steps and {r['cpu_seconds_to_target']:.1f} CPU s" in notice
     first = "the Transformer" if r["cpu_seconds_to_target"] > f["cpu_seconds_to_target"] else "the RNN"
     assert f"{first} got there first" in notice
+    fewest = {
+        a: min(x["steps_to_target"] for x in t["sweep"] if x["arch"] == a and x["steps_to_target"])
+        for a in ("rnn", "transformer")
+    }
+    if first == "the Transformer":  # a lead said to come from fewer steps is checked against the whole sweep
+        assert ("In steps alone the Transformer is not ahead" in notice) == (fewest["rnn"] <= fewest["transformer"])
     assert len(vr.sweep_table(data)) == len(t["sweep"])
     g = data["gradient"]
     assert f"{g['rnn'][-1]:.2g}" in vr.gradient_notice(data)

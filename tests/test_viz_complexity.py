@@ -13,9 +13,12 @@ def test_costs_notice(n, d):
     assert f"{attn:,} operations against a recurrent layer's {rnn:,}" in note
     assert f"the recurrent layer takes {n}" in note
     if n < d:
-        assert f"n = {n} < d = {d}, so self-attention is cheaper" in note and f"({rnn / attn:.3g}× more)" in note
+        assert (
+            f"n = {n} < d = {d}, so self-attention is cheaper" in note
+            and f"(the recurrent layer needs {rnn / attn:.3g}× as many)" in note
+        )
     else:
-        assert f"n = {n} ≥ d = {d}" in note and f"({attn / rnn:.3g}× more)" in note
+        assert f"n = {n} ≥ d = {d}" in note and f"(self-attention needs {attn / rnn:.3g}× as many)" in note
 
 
 def test_bleu_notice():

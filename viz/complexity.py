@@ -63,10 +63,10 @@ def costs_notice(costs: pd.DataFrame, d: int) -> str:
     n = int(costs["sequential operations"][1])
     verdict = (
         f"n = {n} < d = {d}, so self-attention is cheaper: {attn:,} operations against a recurrent layer's "
-        f"{rnn:,} ({rnn / attn:.3g}× more)"
+        f"{rnn:,} (the recurrent layer needs {rnn / attn:.3g}× as many)"
         if attn < rnn
         else f"n = {n} ≥ d = {d}, so self-attention costs at least as much: {attn:,} operations against a "
-        f"recurrent layer's {rnn:,} ({attn / rnn:.3g}× more)"
+        f"recurrent layer's {rnn:,} (self-attention needs {attn / rnn:.3g}× as many)"
     )
     return (
         f"{verdict}. And self-attention takes 1 sequential step where the recurrent layer takes {n}, "

@@ -62,7 +62,7 @@ DECODER = (
     "with c_t to update its state and predict the next word."
 )
 ADDITIVE_LATEX = [
-    r"e_{ti} = v^\top \tanh(W s_{t-1} + U h_i), \qquad \alpha_{ti} = \frac{\exp(e_{ti})}{\sum_{i'} \exp(e_{ti'})}, "
+    r"e_{ti} = v^\top \tanh(W s_{t-1} + b + U h_i), \qquad \alpha_{ti} = \frac{\exp(e_{ti})}{\sum_{i'} \exp(e_{ti'})}, "
     r"\qquad c_t = \sum_i \alpha_{ti}\, h_i",
 ]
 QKV_LATEX = [
@@ -88,9 +88,11 @@ DERIVATION = (
     "Why keep the RNN at all? Attention already reaches every source state in one step; the recurrence only "
     "built the h_i and s_j. Replace h_i by the Transformer encoder's output vectors and s_j by the decoder's "
     "vectors, and the lecture's formulas become the Transformer's **encoder-decoder attention**: keys and values "
-    "from the encoder side, the query from the decoder side. Below, x_i are the rows of enc.out (W2's X₍₆₎, the "
-    "last encoder layer's output) and x′_j the rows of the decoder's first sublayer output (W2's C = Attn(X′, X′), "
-    "the masked self-attention over the French words so far): the lecture's Attn(X, X′) is W2's Attn(X₍₆₎, C)."
+    "from the encoder side, the query from the decoder side. Below, x_i are the rows of enc.out, the last "
+    "encoder layer's output (W2's X₍₆₎, after the paper's 6 layers), and x′_j the vectors the decoder layer takes its "
+    "queries from: its stream after the masked self-attention and its add & norm, LayerNorm(y + masked "
+    "self-attention(y)), where y is the layer's input (in layer 0, the French words so far). W2 calls this "
+    "C = Attn(X′, X′), leaving the add & norm out: the lecture's Attn(X, X′) is W2's Attn(X₍₆₎, C)."
 )
 DERIVATION_LATEX = [
     r"k_{:i} = W_K x_i + b_K,\quad v_{:i} = W_V x_i + b_V \quad (\text{encoder side}), \qquad "
@@ -98,10 +100,22 @@ DERIVATION_LATEX = [
     r"c_{:j} = V \cdot \operatorname{softmax}\!\big(K^\top q_{:j} / \sqrt{d_k}\big), \qquad "
     r"C = [\,c_{:1}, \dots, c_{:t}\,] = \operatorname{Attn}(X, X')",
 ]
-HEAD_NOTE = (
-    "The page opens on the head whose alignment is closest to the recurrent model's (the most output words "
-    "with the same strongest source word); the Transformer has one such matrix per head and layer."
-)
+
+
+def head_note(same_words: bool) -> str:
+    """Why the page opens on its head: `closest_head`'s rule for this sentence."""
+    if same_words:
+        return (
+            "The page opens on the head whose alignment is closest to the recurrent model's (the most output words "
+            "with the same strongest source word); the Transformer has one such matrix per head and layer."
+        )
+    return (
+        "The two models translate this sentence into different words, so their rows cannot be matched: the page "
+        "opens on the sharpest head (the largest average top weight per row); the Transformer has one such matrix "
+        "per head and layer."
+    )
+
+
 SCALE_NOTE = (
     "The Transformer divides the scores by √d_k before the softmax (the lecture's form and the recurrent "
     "model's do not); with scaling switched off in the sidebar it does not either."
