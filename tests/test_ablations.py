@@ -298,3 +298,23 @@ def test_without_the_file_the_page_says_how_to_make_it(tmp_path, monkeypatch):
     at = run_page("why_attention")
     no_exception(at)
     assert "python -m bench.ablations --write" in all_text(at)
+
+
+def test_the_steps_chart_shows_every_seed_even_where_two_share_a_step(shipped):
+    """One dot per step a row's seeds reached 95% at, numbered with its seeds when more than one: every seed is
+    counted once, at its step; a seed that never got there is an × past the run's end (its dotted line)."""
+    fig = va.steps_figure(shipped)
+    meta = shipped["meta"]
+    late = meta["steps"] + meta["eval_every"]
+    traces = [t for t in fig.data if t.type == "scatter"]
+    assert len(traces) == len(shipped["rows"])
+    shared = 0
+    for r, t in zip(shipped["rows"], traces, strict=True):
+        counts = [int(n.split()[0]) if n else 1 for n in t.text]
+        assert sum(counts) == len(r["seeds"])
+        want = sorted(s["steps_to_95"] if s["steps_to_95"] is not None else late for s in r["seeds"])
+        assert sorted(x for x, n in zip(t.x, counts, strict=True) for _ in range(n)) == want
+        assert [sym == "x" for sym in t.marker.symbol] == [x == late for x in t.x]
+        shared += sum(n > 1 for n in counts)
+    assert shared > 0  # the shipped runs have seeds at the same step: the case this chart had hidden
+    assert any(s.x0 == meta["steps"] for s in fig.layout.shapes)

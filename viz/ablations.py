@@ -147,41 +147,57 @@ def paper_frame(group: str) -> pd.DataFrame:
 
 
 def steps_figure(data: dict) -> go.Figure:
-    """Steps to 95% held-out exact match, one dot per seed and row; the base's range shaded."""
+    """Steps to 95% held-out exact match, one dot per seed and row (seeds at the same step share a dot, numbered with
+    their count); the base's range shaded; a seed that never got there is an × past the run's end."""
     meta = data["meta"]
     late = meta["steps"] + meta["eval_every"]
     base = _steps(base_row(data), data)
     fig = go.Figure()
     fig.add_vrect(x0=min(base), x1=max(base), fillcolor="#1f77b4", opacity=0.12, line_width=0)
+    fig.add_vline(x=meta["steps"], line_dash="dot", line_color="#888888")
+    fig.add_annotation(
+        x=meta["steps"], y=1, yref="paper", text="end of the run", showarrow=False, xanchor="right", yanchor="bottom"
+    )
     labels = []
     for row in data["rows"]:
         name = f"({row['group']}) {row['label']}" if row["group"] != "base" else "base"
         labels.append(name)
-        steps = _steps(row, data)
-        reached = [s["steps_to_95"] is not None for s in row["seeds"]]
+        seeds_at: dict[int, list[int]] = {}
+        for step, seed in zip(_steps(row, data), row["seeds"], strict=True):
+            seeds_at.setdefault(step, []).append(seed["seed"])
+        steps = list(seeds_at)
+        n = [len(seeds_at[x]) for x in steps]
         fig.add_trace(
             go.Scatter(
                 x=steps,
                 y=[name] * len(steps),
-                mode="markers",
+                mode="markers+text",
                 showlegend=False,
+                # a count inside a dot that stands for several seeds; beside an × (nothing is drawn right of it)
+                text=["" if k == 1 else f"{k} seeds" if x == late else str(k) for x, k in zip(steps, n, strict=True)],
+                textposition=["middle right" if x == late else "middle center" for x in steps],
+                textfont={"size": 11, "color": ["#555555" if x == late else "white" for x in steps]},
                 marker={
-                    "symbol": ["circle" if r else "x" for r in reached],
-                    "size": 9,
+                    "symbol": ["x" if x == late else "circle" for x in steps],
+                    "size": [9 if k == 1 else 17 if x != late else 12 for x, k in zip(steps, n, strict=True)],
                     "color": "#1f77b4" if row["group"] == "base" else "#ff7f0e",
                 },
                 customdata=[
-                    [s["seed"], "reached" if r else f"not within {meta['steps']} steps"]
-                    for s, r in zip(row["seeds"], reached, strict=True)
+                    [
+                        ", ".join(map(str, seeds_at[x])),
+                        f"not within {meta['steps']} steps" if x == late else f"reached at step {x}",
+                    ]
+                    for x in steps
                 ],
-                hovertemplate="%{y}<br>seed %{customdata[0]}: %{customdata[1]} at step %{x}<extra></extra>",
+                hovertemplate="%{y}<br>seed %{customdata[0]}: %{customdata[1]}<extra></extra>",
             )
         )
     fig.update_layout(
         height=max(320, 26 * len(labels) + 90),
         margin={"l": 10, "r": 10, "t": 40, "b": 40},
-        title=f"Steps to 95% held-out exact match, each dot a seed (× : not within {meta['steps']})",
-        xaxis={"title": "training steps", "range": [0, late + meta["eval_every"]]},
+        title=f"Steps to 95% held-out exact match, a dot per seed (a number: seeds at the same step; ×: not within "
+        f"{meta['steps']})",
+        xaxis={"title": "training steps", "range": [0, late + 2 * meta["eval_every"]]},
         yaxis={"categoryorder": "array", "categoryarray": labels[::-1], "automargin": True},
     )
     return fig
