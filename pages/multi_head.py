@@ -105,7 +105,9 @@ else:
 
 section("One word, one head or several", text.ONE_WORD)
 it = vh.find_word(a.prepared.tokens, "it") if stack == "enc" else None
-word = pick("Word (query)", range(len(y_labels)), KEYS[2], default=it or 0, format_func=lambda i: y_labels[i])
+# the decoder's self-attention opens on a word that sees several: the mask leaves <bos> itself only, in every head
+first = min(2, len(y_labels) - 1) if module.startswith("dec.") and module.endswith("self_attn") else 0
+word = pick("Word (query)", range(len(y_labels)), KEYS[2], default=it or first, format_func=lambda i: y_labels[i])
 word_heads_section(weights, word, (x_labels, y_labels), off, hidden is not None)
 
 concat_section(a, cfg, module, y_labels, off, text)

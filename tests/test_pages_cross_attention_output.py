@@ -86,7 +86,7 @@ def test_padding_demo(cross_page, base):
     worst = labels[int(pad_off.argmax())].split(" ", 1)[1]
     shown = " ".join(i.value for i in cross_page.info)
     assert md(f"{len(labels) - n_real} <pad> columns get exactly 0.000") in shown
-    assert md(f"{worst} gives {pad_off.max():.3f} of its weight to <pad>") in shown
+    assert md(f"“{worst}” gives {pad_off.max():.3f} of its weight to <pad>") in shown
 
 
 def test_padding_demo_with_a_short_sentence(base):
@@ -133,7 +133,9 @@ def test_cross_attention_opens_on_the_last_layer_with_its_notice(base):
     sharp = int((top.values >= 0.5).sum())
     assert notice.startswith("**Notice:** " + md(f"{sharp} of {len(top.values)} rows put at least half their weight"))
     assert "Row by row" in notice
-    assert md(f"les (writes machines) reads {src_words[int(top.indices[1])]} {float(top.values[1]):.2f}") in notice
+    assert (
+        md(f"“les” (writes “machines”) reads “{src_words[int(top.indices[1])]}” {float(top.values[1]):.2f}") in notice
+    )
     assert src_words[int(top.indices[1])] == "machines" and float(top.values[1]) > 0.9
     # the last row writes <eos> and reads the source's <eos> most
     assert int(top.indices[-1]) == len(src_words) - 1

@@ -69,5 +69,5 @@ def test_d5_and_c2_the_pages_credit_the_paper():
     cross = run_page("cross_attention")
     no_exception(cross)
     text = all_text(cross).replace("\\", "")
-    assert "maps (X̃, X′) to H: X̃ the encoder's output (`enc.out`)" in text
+    assert "maps (X̃, X′) to H: X̃ the encoder's output (`enc.out`, the X₍₆₎ above)" in text
     assert "Tensor2Tensor" in text and "hello_t2t.ipynb" in text

@@ -330,7 +330,7 @@ def test_matrix_notice_diagonal_and_parked_rows():
         f"holds {float(torch.diagonal(w).mean()):.2f} of a row on average; 4 of 5 words look most at themselves" in text
     )
     # rows "3 ." and "4 <eos>" look at themselves: not parking; row "1 cat" parks on <eos>
-    assert "1 of 3 words put their largest weight on <eos> or punctuation" in text
+    assert "1 of the 3 words that are not <eos> or punctuation put their largest weight on <eos> or punctuation" in text
 
 
 def test_scores_and_z_matrix_notices():
@@ -577,3 +577,12 @@ def test_the_textbook_notices_say_what_its_weights_show():
     assert "the example's z" in va.z_notice(s, textbook=True) and "model" not in va.z_notice(s, textbook=True)
     spread = dataclasses.replace(s, weights=torch.tensor([0.40, 0.35]))  # (the rule alone: no word has half)
     assert "no word has half of the weight (the most is 0.40)" in va.weighted_notice(spread, ["a", "b"])
+
+
+def test_a_word_the_mask_leaves_one_key_is_no_head_s_choice():
+    """<bos> in the decoder's self-attention sees itself only: every head gives it 1, and the notice says the mask
+    decided instead of naming a "most focused" head (head 0 won a tie)."""
+    rows = np.array([[1.0, 0.0, 0.0]] * 4)
+    text = vh.word_heads_notice(rows, ["0 <bos>", "1 je", "2 suis"], "0 <bos>")
+    assert "may look at “0 <bos>” only" in text and "every head gives it 1.00" in text
+    assert "most focused" not in text

@@ -309,7 +309,7 @@ def test_padding_notices(bundle):
     off = d.pad_weight(False)[0, 1]
     worst = int(off.argmax())
     assert "the 7 <pad> columns get exactly 0.000" in note
-    assert f"{d.labels[0][worst].split(' ', 1)[1]} gives {float(off[worst]):.3f} of its weight to <pad>" in note
+    assert f"“{d.labels[0][worst].split(' ', 1)[1]}” gives {float(off[worst]):.3f} of its weight to <pad>" in note
     assert f"{d.out_change(False):.2e}" in note
     assert "sentence 1 has 5 real tokens and 7 <pad>" in vd.mask_grid_notice(d)
 
@@ -319,9 +319,9 @@ def test_cross_notice_and_alignment():
     w = torch.tensor([[0.2, 0.45, 0.35], [0.01, 0.99, 0.0], [1.0, 0.0, 0.0], [0.05, 0.02, 0.93]])
     nxt = ["0 les", "1 machines", "2 pensantes", "3 <eos>"]
     note = vd.cross_notice(w, src, LAB4, nxt)
-    assert "les (writes machines) reads machines 0.99" in note
-    assert "<bos> (writes les) reads machines 0.45" in note
-    assert "machines (writes pensantes) reads thinking 1.00" in note
+    assert "“les” (writes “machines”) reads “machines” 0.99" in note
+    assert "“<bos>” (writes “les”) reads “machines” 0.45" in note
+    assert "“machines” (writes “pensantes”) reads “thinking” 1.00" in note
     assert "The last row (pensantes) must write <eos>, and it reads the source's <eos> most (0.93)" in note
     assert "other row" not in note and note.startswith("3 of 4 rows put at least half their weight on one source")
     w2 = w.clone()

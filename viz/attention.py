@@ -235,8 +235,8 @@ def matrix_notice(weights, q_labels: list[str], k_labels: list[str]) -> str:
     parked = int(sum(is_parking(k_labels[int(w[i].argmax())]) for i in rows))
     if parked:
         out += (
-            f" {parked} of {len(rows)} words put their largest weight on <eos> or punctuation, where a head "
-            "parks when it finds nothing useful to read."
+            f" {parked} of the {len(rows)} words that are not <eos> or punctuation put their largest weight on <eos> "
+            "or punctuation, where a head parks when it finds nothing useful to read."
         )
     return out
 

@@ -435,7 +435,7 @@ def padding_notice(demo: PaddingDemo, layer: int, head: int) -> str:
     word = label_word(demo.labels[demo.short][worst])
     return (
         f"with the mask on, the {count(demo.n_pad, '<pad> column')} get exactly {float(on.max()):.3f}; with it "
-        f"off, {word} gives {float(off[worst]):.3f} of its weight to <pad>, and the encoding moves by up to "
+        f"off, “{word}” gives {float(off[worst]):.3f} of its weight to <pad>, and the encoding moves by up to "
         f"{demo.out_change(False):.2e} (mask on: {demo.out_change(True):.1e})."
     )
 
@@ -478,7 +478,7 @@ def cross_notice(weights: Tensor, src_labels: list[str], in_labels: list[str], n
     """
     top = weights.max(-1)
     rows = [
-        f"{label_word(i)} (writes {label_word(n)}) reads {label_word(src_labels[j])} {v:.2f}"
+        f"“{label_word(i)}” (writes “{label_word(n)}”) reads “{label_word(src_labels[j])}” {v:.2f}"
         for i, n, j, v in zip(in_labels, next_labels, top.indices.tolist(), top.values.tolist(), strict=True)
     ]
     last, eos, end = label_word(in_labels[-1]), float(weights[-1, -1]), weights.size(1) - 1

@@ -279,7 +279,16 @@ def heads_notice(weights, labels: list[str], off=()) -> str:
 
 
 def word_heads_notice(rows: np.ndarray, x_labels: list[str], word_label: str) -> str:
-    """One word's weights in every head [H, Tk]: the head that is most certain, and where the heads disagree."""
+    """One word's weights in every head [H, Tk]: the head that is most certain, and where the heads disagree. A word
+    that sees one key only (the look-ahead mask leaves <bos> itself) gives it 1 in every head: no head is the most
+    focused, the mask decided."""
+    seen = (rows > 0).any(0)
+    if int(seen.sum()) == 1:
+        key = x_labels[int(seen.argmax())]
+        return (
+            f"“{word_label}” may look at “{key}” only (the other keys are masked): every head gives it "
+            f"{rows.max():.2f}, so the heads cannot differ here. Pick a later word."
+        )
     top = rows.argmax(1)
     h = int(rows.max(1).argmax())
     distinct = len(set(int(j) for j in top))

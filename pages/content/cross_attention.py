@@ -3,13 +3,14 @@ are functions of it."""
 
 INTRO = (
     "The second sub-layer of every decoder block is where the translation meets the source sentence. Its "
-    "**queries** come from the decoder (the layer below), its **keys and values** from the encoder output "
+    "**queries** come from the decoder (its stream after the masked self-attention, Y below), its **keys and "
+    "values** from the encoder output "
     "`enc.out`: decoder position *t*, which reads word *t* and must write word *t + 1*, asks which source words "
     "matter for the word it is about to write. The weights form a target × source *alignment* matrix. The "
     "source's **padding mask** decides which of its keys exist at all. In the lecture's letters (W2): the "
     "decoder's first sublayer gives C = Attn(X′, X′) (masked self-attention over the French words X′), and this "
-    "sublayer computes Attn(X₍₆₎, C): keys and values from the encoder's last output X₍₆₎ (here `enc.out`), "
-    "queries from C."
+    "sublayer computes Attn(X₍₆₎, C): keys and values from the encoder's last output X₍₆₎ (after the paper's 6 "
+    "layers; here `enc.out`), queries from C (here Y: C after its add & norm)."
 )
 CROSS_LATEX = (
     r"\begin{gathered}"
@@ -46,8 +47,8 @@ OUTRO = (
     "After the last block, a linear layer and a softmax turn each decoder position into a probability for every "
     "word of the target vocabulary. In the lecture's letters (W2), one decoder block, its three sublayers "
     "(masked self-attention, this encoder-decoder attention, the dense feed-forward net) together, maps "
-    "(X̃, X′) to H: X̃ the encoder's output (`enc.out`), X′ the block's input (the French words so far, or the "
-    "block below), H its output (`dec.{i}.add_norm3.out`).\n\n"
+    "(X̃, X′) to H: X̃ the encoder's output (`enc.out`, the X₍₆₎ above), X′ the block's input (the French words "
+    "so far, or the block below), H its output (`dec.{i}.add_norm3.out`).\n\n"
     "The paper's own code was released in Google Brain's Tensor2Tensor library (T2T); the lecture notes (DD) "
     "point to its notebook, hello_t2t.ipynb (github.com/tensorflow/tensor2tensor, "
     "tensor2tensor/notebooks), for a trained Transformer at full size."

@@ -62,7 +62,7 @@ ONE_HEAD = (
     "every head of one layer but one, so that layer gives each word a single pattern, and run the whole "
     "translation again; then the next head, and the next layer. A ✗ marks a run whose translation "
     "changed; the colour is the lowest probability the model still gives a word of its unmodified "
-    "translation (fed the words one by one, as in training)."
+    "translation (fed the whole translation at once, as in training: teacher forcing)."
 )
 ONE_HEAD_CAPTION = (
     "A layer that keeps the translation with any one head has heads that overlap on this sentence: "

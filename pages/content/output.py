@@ -93,8 +93,9 @@ GREEDY = (
 BEAM = (
     "Greedy decoding can paint itself into a corner: a likely first word may lead to an unlikely sentence. Beam "
     "search keeps the **k** most probable prefixes at every step, expands each by its k best next words, and keeps "
-    "the k best of all expansions (by total log-probability). Finished hypotheses (that said `<eos>`) are ranked by "
-    "a **length-normalised** score, so short outputs are not favoured just for having fewer factors < 1."
+    "the best of all expansions (by total log-probability). A hypothesis that says `<eos>` is finished and set "
+    "aside, so the beam keeps k minus the finished ones: it narrows as hypotheses end. Finished hypotheses are "
+    "ranked by a **length-normalised** score, so short outputs are not favoured just for having fewer factors < 1."
 )
 BEAM_LATEX = (
     r"\log P(y) = \sum_t \log p(y_t \mid y_{<t}, x),\qquad \text{score}(y) = "
