@@ -586,3 +586,12 @@ def test_a_word_the_mask_leaves_one_key_is_no_head_s_choice():
     text = vh.word_heads_notice(rows, ["0 <bos>", "1 je", "2 suis"], "0 <bos>")
     assert "may look at “0 <bos>” only" in text and "every head gives it 1.00" in text
     assert "most focused" not in text
+
+
+def test_a_head_of_the_grid_writes_every_key_word():
+    """Plotly skips every other category label on a narrow figure; the grid's words are the ones its notices name, so
+    every one is written (up to the grid's limit)."""
+    words = [f"{i} w{i}" for i in range(12)]
+    fig = vh.head_figure(np.full((12, 12), 1 / 12), words, words, 0, False)
+    assert fig.layout.xaxis.tickmode == "array" and list(fig.layout.xaxis.ticktext) == words
+    assert list(fig.layout.xaxis.tickvals) == words and fig.layout.xaxis.showticklabels

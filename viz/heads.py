@@ -70,8 +70,15 @@ def head_figure(
             bgcolor="rgba(255,255,255,0.8)",
         )
     # (a grid's figure is narrow: its key words stand upright, else they overlap one another)
+    # every key word is written (plotly would skip every other one on a narrow figure, the very words a notice names)
     fig.update_layout(
-        xaxis={"showticklabels": len(x_labels) <= MAX_GRID_LABELS, "tickangle": -90},
+        xaxis={
+            "showticklabels": len(x_labels) <= MAX_GRID_LABELS,
+            "tickangle": -90,
+            "tickmode": "array",
+            "tickvals": list(x_labels),
+            "ticktext": list(x_labels),
+        },
         yaxis={"showticklabels": row_labels and len(y_labels) <= MAX_GRID_LABELS},
     )
     return fig
