@@ -9,17 +9,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from copy import deepcopy
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 import torch.nn.functional as F
-from torch import Tensor
+from torch import Tensor, nn
 
 from explain.embeddings import one_hot
 from explain.textbook import ThinkingMachines
-from model.trace import Trace
+from model.trace import Interventions, Trace
 from model.transformer import additive_mask, look_ahead_mask
+from model.vocab import BOS_ID
 
 
 def as_array(values: Tensor) -> np.ndarray:
@@ -302,6 +304,26 @@ def label_smoothing(logits: Tensor, gold: Sequence[int], eps: float, itos: list[
     floor = float(-(q0 * q0.clamp_min(1e-300).log()).sum())
     ref = float(F.cross_entropy(logits, torch.tensor(list(gold)), label_smoothing=eps))
     return Smoothing(eps, rows, sum(plain) / T, sum(smooth) / T, floor, ref)
+
+
+def gold_probability_in_training(
+    model: nn.Module, src: Tensor, gold: Sequence[int], passes: int = 20, seed: int = 0
+) -> float:
+    """Mean p(gold) over the reference's positions as training sees the model: dropout on (its P_drop), averaged over
+    `passes` teacher-forced passes drawn from `seed` (`gold`: the reference's ids and EOS; the decoder reads BOS and
+    the reference). A copy of the model runs in training mode (the shared one stays in eval mode, as every page's run
+    needs), and torch's random state is put back afterwards."""
+    copy = deepcopy(model).train()
+    ids = torch.tensor(list(gold))  # [Tt]
+    tgt_in = torch.tensor([[BOS_ID, *ids[:-1].tolist()]])  # [1, Tt]: shifted right
+    total = 0.0
+    with torch.random.fork_rng(devices=[]), torch.no_grad():
+        torch.manual_seed(seed)
+        for _ in range(passes):
+            trace = Trace(Interventions())
+            copy(src, tgt_in, trace)
+            total += float(trace["probs"][0].gather(1, ids[:, None]).mean())  # [Tt, V] -> [Tt, 1]
+    return total / passes
 
 
 # --- q = x · W^Q + b^Q: one word's projection, beside what the model recorded ------------------------------------

@@ -118,6 +118,9 @@ def smoothing() -> None:
         st.metric("loss vs one-hot", f"{sm().plain:.4f}")
         st.metric("loss vs smoothed target", f"{sm().smoothed:.4f}")
         st.metric("lowest possible smoothed loss (entropy of q)", f"{sm().floor:.4f}")
+    p_drop = bundle.config.dropout
+    trained = recompute.gold_probability_in_training(bundle.model, a.prepared.src(), tf.gold) if p_drop else None
+    notice(vo.confidence_notice(tf.gold_probs, trained, eps, V, p_drop))
 
 
 once("output.smoothing", smoothed, smoothing)

@@ -46,6 +46,7 @@ from viz import layers as vl
 from viz import positional as vp
 from viz import pronoun as vpr
 from viz import rnn as vr
+from viz import rnn_measured as vm
 from viz import scaling as vs
 from viz import span as vspan
 from viz import tracing as vt
@@ -463,7 +464,7 @@ def test_rnn_comparison_verdicts_follow_the_numbers(rnn, tf, ratio_r, ratio_t):
     the cheaper computation" and "the RNN got there first" iff the RNN needed fewer CPU seconds (as shown, to 0.1 s),
     "the Transformer got there first" iff it needed fewer."""
     g = {"distance": [0, 10], "rnn": [1.0, rnn], "transformer": [1.0, tf], "count": [50, 8], "n_sentences": 100}
-    assert ("the RNN forgets faster" in vr.gradient_notice({"gradient": g})) == (rnn < tf)
+    assert ("the RNN forgets faster" in vm.gradient_notice({"gradient": g})) == (rnn < tf)
     t = {
         "target": 0.9,
         "max_steps": 1000,
@@ -482,7 +483,7 @@ def test_rnn_comparison_verdicts_follow_the_numbers(rnn, tf, ratio_r, ratio_t):
             {"length": 50, "rnn_ms": 9.0, "transformer_ms": 3.0},
         ]
     }
-    text = vr.training_notice({"training": t, "encode_time": enc})
+    text = vm.training_notice({"training": t, "encode_time": enc})
     shown_r, shown_t = round(ratio_r, 1), round(ratio_t, 1)  # the CPU seconds as the sentence gives them
     assert ("the recurrence is the cheaper computation" in text) == (shown_r < shown_t)
     assert ("the Transformer got there first" in text) == (shown_r > shown_t)
@@ -509,3 +510,27 @@ def test_complexity_verdict_follows_n_and_d(n, d):
     """ "self-attention is cheaper" iff n < d (n²·d < n·d²)."""
     text = vx.costs_notice(vx.layer_costs(n, d, 3, 4), d)
     assert ("so self-attention is cheaper" in text) == (n < d)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    probs=st.lists(st.floats(0.0, 1.0), min_size=1, max_size=12),
+    trained=st.one_of(st.none(), st.floats(0.0, 1.0)),
+    eps=st.floats(0.0, 0.5),
+)
+def test_the_confidence_notice_places_p_against_q_by_its_rule(probs, trained, eps):
+    """ "near" q(gold) only within 0.02, else "above" or "below" as the numbers are; the dropout run is said only for a
+    model trained with dropout."""
+    V = 500
+    q = 1 - eps + eps / V
+    text = vdec.confidence_notice(probs, trained, eps, V, 0.1 if trained is not None else 0.0)
+
+    def side(p: float) -> str:
+        return "near" if abs(p - q) <= 0.02 else "above" if p > q else "below"
+
+    p = sum(probs) / len(probs)
+    assert f"p = {p:.3f} on average, {side(p)} the smoothed target's q(gold) = {q:.5f}" in text
+    if trained is None:
+        assert text.endswith("This model was trained without dropout.")
+    else:
+        assert f"it gives p = {trained:.3f}, {side(trained)} q(gold)" in text

@@ -370,3 +370,20 @@ def test_output_position_convention_and_folded_tables(out_page):
         "Every position: targets and losses",
         "Every expansion of one step, as a table",
     } <= labels
+
+
+def test_the_page_says_why_the_model_is_surer_than_its_smoothed_target(base):
+    """The model gives the gold words more than q(gold) on this page (dropout off); with dropout on, as training ran
+    it, it gives them about q(gold). Both averages are the model's own, and the shared model stays in eval mode."""
+    from explain.recompute import gold_probability_in_training
+
+    at = run_page("output")
+    no_exception(at)
+    gold, probs = gold_and_probs(base, S, REF)
+    p = float(probs[torch.arange(len(gold)), gold].mean())
+    trained = gold_probability_in_training(base.model, torch.tensor([src_ids(base, S)]), gold.tolist())
+    q = 1 - 0.1 + 0.1 / len(base.tgt_vocab)
+    text = all_text(at).replace("\\", "")
+    assert f"the gold word p = {p:.3f} on average, above the smoothed target's q(gold) = {q:.5f}" in text
+    assert f"it gives p = {trained:.3f}, near q(gold)" in text and abs(trained - q) <= 0.02 < p - q
+    assert not base.model.training

@@ -228,6 +228,29 @@ def smoothing_notice(probs: Tensor, gold: int, eps: float, itos: list[str]) -> s
     )
 
 
+def confidence_notice(gold_probs, in_training: float | None, eps: float, vocab_size: int, p_drop: float) -> str:
+    """The model's p(gold) on the reference against the smoothed target's q(gold), without dropout (as the page runs
+    it) and with it (as training saw it: `in_training`, None for a model trained without dropout). Rule: "near" only
+    within 0.02 of q(gold), else "above" or "below"."""
+    q = 1 - eps + eps / vocab_size
+
+    def side(p: float) -> str:
+        return "near" if abs(p - q) <= 0.02 else "above" if p > q else "below"
+
+    p = sum(gold_probs) / len(gold_probs)
+    text = (
+        f"On this reference the model gives the gold word p = {p:.3f} on average, {side(p)} the smoothed target's "
+        f"q(gold) = {q:.5f}: this page runs the model as it translates, with dropout off."
+    )
+    if in_training is None:
+        return text + " This model was trained without dropout."
+    return text + (
+        f" Training ran it with dropout (P_drop = {p_drop:g}), and so run (the average of 20 passes) it gives "
+        f"p = {in_training:.3f}, {side(in_training)} q(gold): the smoothed loss was minimised on the model with "
+        "dropout, not on the one you translate with."
+    )
+
+
 def target_figure(probs: Tensor, gold: int, eps: float, itos: list[str], k: int = 8) -> go.Figure:
     """Grouped bars on the k most probable words (and the gold word): model p, one-hot y, smoothed q."""
     ids = probs.topk(min(k, probs.numel())).indices.tolist()
