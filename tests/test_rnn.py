@@ -445,22 +445,22 @@ COMPARISON = ROOT / "assets" / "rnn_comparison.json"
 
 
 def test_shipped_comparison_and_its_notices():
-    from viz import rnn as vr
+    from viz import rnn_measured as vm
 
     data = json.loads(COMPARISON.read_text())
     parts = {"sequential_steps", "encode_time", "training", "accuracy_by_length", "coref", "gradient", "meta"}
     assert parts <= set(data)
-    for fig in (vr.steps_figure, vr.encode_time_figure, vr.length_figure, vr.gradient_figure):
+    for fig in (vm.steps_figure, vm.encode_time_figure, vm.length_figure, vm.gradient_figure):
         assert fig(data).data
     last = data["encode_time"]["rows"][-1]
-    assert f"{last['rnn_ms'] / last['transformer_ms']:.1f}x as long" in vr.encode_time_notice(data)
+    assert f"{last['rnn_ms'] / last['transformer_ms']:.1f}x as long" in vm.encode_time_notice(data)
     t = data["training"]
     for arch in ("rnn", "transformer"):  # each model's result is the best recipe of the same sweep
         rows = [r for r in t["sweep"] if r["arch"] == arch]
         assert len(rows) == len(t["sweep"]) // 2
         assert t[arch]["cpu_seconds_to_target"] == min(r["cpu_seconds_to_target"] for r in rows)
     r, f = t["rnn"], t["transformer"]
-    notice = vr.training_notice(data)
+    notice = vm.training_notice(data)
     assert f"after {r['steps_to_target']:.0f} steps and {r['cpu_seconds_to_target']:.1f} CPU s" in notice
     first = "the Transformer" if r["cpu_seconds_to_target"] > f["cpu_seconds_to_target"] else "the RNN"
     assert f"{first} got there first" in notice
@@ -470,10 +470,10 @@ def test_shipped_comparison_and_its_notices():
     }
     if first == "the Transformer":  # a lead said to come from fewer steps is checked against the whole sweep
         assert ("In steps alone the Transformer is not ahead" in notice) == (fewest["rnn"] <= fewest["transformer"])
-    assert len(vr.sweep_table(data)) == len(t["sweep"])
+    assert len(vm.sweep_table(data)) == len(t["sweep"])
     g = data["gradient"]
-    assert f"{g['rnn'][-1]:.2g}" in vr.gradient_notice(data)
-    assert len(vr.training_table(data)) == 2 and len(vr.length_table(data)) == len(data["accuracy_by_length"]["rows"])
+    assert f"{g['rnn'][-1]:.2g}" in vm.gradient_notice(data)
+    assert len(vm.training_table(data)) == 2 and len(vm.length_table(data)) == len(data["accuracy_by_length"]["rows"])
 
 
 def test_bench_prints_its_tables(capsys):
@@ -490,12 +490,12 @@ def test_measured_charts_show_every_point_with_the_legend_off_the_data():
     notice cites, included), and its legend sits outside the plotting area: above it, bottom edge at its top."""
     import math
 
-    from viz import rnn as vr
+    from viz import rnn_measured as vm
 
     data = json.loads(COMPARISON.read_text())
     last = data["sequential_steps"]["rows"][-1]
-    assert f"the RNN takes {last['rnn']} steps" in vr.steps_notice(data)
-    for build in (vr.steps_figure, vr.encode_time_figure, vr.length_figure, vr.gradient_figure):
+    assert f"the RNN takes {last['rnn']} steps" in vm.steps_notice(data)
+    for build in (vm.steps_figure, vm.encode_time_figure, vm.length_figure, vm.gradient_figure):
         fig = build(data)
         legend = fig.layout.legend
         assert (legend.yanchor == "bottom" and legend.y >= 1) or (legend.yanchor == "top" and legend.y <= 0), legend
@@ -507,6 +507,6 @@ def test_measured_charts_show_every_point_with_the_legend_off_the_data():
             if trace.type == "scatter":
                 x_lo, x_hi = fig.layout.xaxis.range
                 assert all(x_lo < x < x_hi for x in trace.x), (build.__name__, trace.name, trace.x)
-    steps = vr.steps_figure(data)
+    steps = vm.steps_figure(data)
     rnn = next(tr for tr in steps.data if tr.name.startswith("RNN"))
     assert (rnn.x[-1], rnn.y[-1]) == (last["m"], last["rnn"])  # the notice's point, inside the ranges above

@@ -20,7 +20,7 @@ from model.transformer import traced
 from pages.content import before, classroom
 from pages.content import self_attention as sa
 from tests.apptest_util import ROOT, all_text, no_exception, run_page
-from viz import rnn as vr
+from viz import rnn_measured as vm
 
 
 def test_d1_the_length_gap_is_counted_in_sentences():
@@ -29,7 +29,7 @@ def test_d1_the_length_gap_is_counted_in_sentences():
     worst = min(rows, key=lambda r: r["rnn"] - r["transformer"])
     rnn, tf = (round(worst[m] * worst["n"]) for m in ("rnn", "transformer"))
     assert all(abs(worst[m] * worst["n"] - round(worst[m] * worst["n"])) < 1e-6 for m in ("rnn", "transformer"))
-    n = vr.length_notice(data)
+    n = vm.length_notice(data)
     gap = tf - rnn
     assert f"RNN right on {rnn} of {worst['n']} sentences" in n and f"Transformer on {tf} " in n
     assert f"{gap} sentence{'s' if gap != 1 else ''} apart" in n  # today: 142 against 143, 1 sentence

@@ -14,6 +14,7 @@ from ui.rnn import comparison, comparison_key
 from ui.widgets import chart as labelled_chart
 from ui.widgets import fold, notice, once, pick, section, small_table
 from viz import rnn as vr
+from viz import rnn_measured as vm
 
 P = "before_"  # widget key prefix (the page's)
 
@@ -40,32 +41,32 @@ def measured_section(text: ModuleType) -> None:
             if shown:
                 c1, c2 = st.columns(2)
                 with c1:
-                    chart(vr.steps_figure(data), "m_steps")
-                    notice(vr.steps_notice(data))
+                    chart(vm.steps_figure(data), "m_steps")
+                    notice(vm.steps_notice(data))
                 with c2:
-                    chart(vr.encode_time_figure(data), "m_time")
-                    notice(vr.encode_time_notice(data))
+                    chart(vm.encode_time_figure(data), "m_time")
+                    notice(vm.encode_time_notice(data))
         st.markdown(text.PARALLEL_NOTE)
         st.subheader("Training to the same accuracy")
         once(
             "before.training",
             comparison_key(),
             lambda: (  # the shipped measurements: the same for everyone
-                small_table(vr.training_table(data), hide_index=True),
-                notice(vr.training_notice(data)),
+                small_table(vm.training_table(data), hide_index=True),
+                notice(vm.training_notice(data)),
             ),
         )
         with fold("Show every recipe of the sweep, both models", f"{P}fold_sweep") as shown:
             if shown:
-                small_table(vr.sweep_table(data), hide_index=True)
+                small_table(vm.sweep_table(data), hide_index=True)
         st.subheader("Accuracy by sentence length, and il/elle")
         with fold("Show the accuracy by sentence length and its numbers", f"{P}fold_length") as shown:
             if shown:
-                chart(vr.length_figure(data), "m_len")
-                notice(vr.length_notice(data))
-                small_table(vr.length_table(data), hide_index=True)
+                chart(vm.length_figure(data), "m_len")
+                notice(vm.length_notice(data))
+                small_table(vm.length_table(data), hide_index=True)
         section("The long-term dependency problem", text.GRADIENT, level=3)
         with fold("Show the gradient norm by distance t − i, both models", f"{P}fold_gradient") as shown:
             if shown:
-                chart(vr.gradient_figure(data), "m_grad")
-                notice(vr.gradient_notice(data))
+                chart(vm.gradient_figure(data), "m_grad")
+                notice(vm.gradient_notice(data))

@@ -210,7 +210,8 @@ def steps_notice(r: Report) -> str:
     if w is None:
         return "Which step failed the class appears once post-test items have 5 participants or more."
     return f"Weakest step: {w['step']}. {w['title']}: its items were {w['post_correct']:.0%} right after the lesson" + (
-        f"; participants spent a median {w['median_seconds']:.0f} s there, mostly {w['level']}."
+        f"; participants spent a median {w['median_seconds']:.0f} s there, and the median participant got as far as "
+        f"{w['level']}."
         if w["median_seconds"] is not None
         else "."
     )
