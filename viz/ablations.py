@@ -176,10 +176,10 @@ def steps_figure(data: dict) -> go.Figure:
                 # a count inside a dot that stands for several seeds; beside an × (nothing is drawn right of it)
                 text=["" if k == 1 else f"{k} seeds" if x == late else str(k) for x, k in zip(steps, n, strict=True)],
                 textposition=["middle right" if x == late else "middle center" for x in steps],
-                textfont={"size": 11, "color": ["#555555" if x == late else "white" for x in steps]},
+                textfont={"size": 12, "color": ["#555555" if x == late else "white" for x in steps]},
                 marker={
                     "symbol": ["x" if x == late else "circle" for x in steps],
-                    "size": [9 if k == 1 else 17 if x != late else 12 for x, k in zip(steps, n, strict=True)],
+                    "size": [9 if k == 1 else 18 if x != late else 12 for x, k in zip(steps, n, strict=True)],
                     "color": "#1f77b4" if row["group"] == "base" else "#ff7f0e",
                 },
                 customdata=[
