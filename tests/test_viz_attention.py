@@ -439,7 +439,8 @@ def test_multi_head_notices():
     text = vh.out_notice(concat[:, :2], out, ["a", "b"])
     assert "“a” gets the longest output vector (‖out‖ = 5.00)" in text
     ratio = float(out.norm(dim=1).mean() / concat[:, :2].norm(dim=1).mean())
-    assert f"on average ‖out‖ is {ratio:.2f} × ‖concat‖" in text
+    assert f"on average ‖out‖ is {ratio:.2f} × ‖concat‖" in text and "mixes every head." in text
+    assert "mixes every head that is on (head 0 gives zeros)" in vh.out_notice(concat[:, :2], out, ["a", "b"], off=(0,))
 
 
 def test_why_scale_notices_are_the_samples():

@@ -41,9 +41,9 @@ def concat_section(a: Analysis, cfg: Config, module: str, y_labels: list[str], o
             )
             chart(block_figure(concat, y_labels, H, off=off), key=f"{P}concat", config=NO_BAR)
             notice(vh.concat_notice(concat, H, off))
-            st.markdown(f"**Concat · W_O** · shape `[{T}, {D}]` — every output dimension mixes all heads")
+            st.markdown(f"**Concat · W_O** · shape `[{T}, {D}]` — every output dimension mixes the heads")
             chart(block_figure(out, y_labels, 1), key=f"{P}out", config=NO_BAR)
-            notice(vh.out_notice(concat, out, y_labels))
+            notice(vh.out_notice(concat, out, y_labels, off))
             exact_numbers(
                 "Exact numbers: concat and output",
                 f"{P}concat_numbers",

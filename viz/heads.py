@@ -321,14 +321,17 @@ def concat_notice(concat, n_heads: int, off=()) -> str:
     return out + "."
 
 
-def out_notice(concat, out, labels: list[str]) -> str:
-    """Concat · W_O [T, D]: every output column mixes all heads; which word's vector is longest."""
+def out_notice(concat, out, labels: list[str], off=()) -> str:
+    """Concat · W_O [T, D]: every output column mixes all heads (the heads that are on: a switched-off head gives
+    zeros); which word's vector is longest."""
     c, o = as_array(concat), as_array(out)
     norms = np.linalg.norm(o, axis=1)
     i = int(norms.argmax())
     ratio = float(norms.mean() / max(np.linalg.norm(c, axis=1).mean(), 1e-12))
+    which = f"heads {', '.join(map(str, off))} give" if len(off) > 1 else f"head {', '.join(map(str, off))} gives"
+    mixes = f"every head that is on ({which} zeros)" if off else "every head"
     return (
-        f"No block borders any more: each of the {o.shape[1]} output columns mixes every head. “{labels[i]}” gets "
+        f"No block borders any more: each of the {o.shape[1]} output columns mixes {mixes}. “{labels[i]}” gets "
         f"the longest output vector (‖out‖ = {norms[i]:.2f}); on average ‖out‖ is {ratio:.2f} × ‖concat‖."
     )
 
