@@ -189,6 +189,35 @@ def cross_attention(trace: Trace, layer: int, head: int, scale: bool = True) -> 
     )
 
 
+# --- The recurrent model's alignment beside the Transformer's heads: which head is closest ---------------------
+
+
+def decoder_layers_and_heads(trace: Trace) -> tuple[int, int]:
+    """(decoder layers, heads) of the Transformer whose trace this is."""
+    layers = sum(1 for name in trace.tensors if name.startswith("dec.") and name.endswith(".cross_attn.weights"))
+    return layers, int(trace["dec.0.cross_attn.weights"].shape[1])
+
+
+def agreement(rnn_alpha: Tensor, tf_alpha: Tensor) -> int:
+    """Output words whose strongest source word is the same in both [Tt, Ts] weight matrices."""
+    return int((rnn_alpha.argmax(1) == tf_alpha.argmax(1)).sum())
+
+
+def closest_head(trace: Trace, rnn_alpha: Tensor, same_rows: bool) -> tuple[int, int]:
+    """(layer, head) of the encoder-decoder attention that best matches the RNN's alignment: the most
+    output words with the same strongest source word (when both translations are the same words), else
+    the sharpest head (largest mean of each row's maximum)."""
+    layers, heads = decoder_layers_and_heads(trace)
+    best, best_score = (layers - 1, 0), -1.0
+    for layer in range(layers):
+        w = trace[f"dec.{layer}.cross_attn.weights"][0]  # [H, Tt, Ts]
+        for head in range(heads):
+            score = agreement(rnn_alpha, w[head]) if same_rows else float(w[head].max(-1).values.mean())
+            if score > best_score:
+                best, best_score = (layer, head), score
+    return best
+
+
 # --- The look-ahead mask: scaled + mask = masked -> softmax -------------------------------------------
 
 LECTURE_SCALED = (

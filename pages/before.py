@@ -84,9 +84,9 @@ else:
     section("4 · Remove the RNN, keep the attention", text.DERIVATION)
     for line in text.DERIVATION_LATEX:
         st.latex(line)
-    n_layers, n_heads = vr.cross_shape(tf.trace)
+    n_layers, n_heads = recompute.decoder_layers_and_heads(tf.trace)
     same = [label_word(w) for w in out] == [label_word(w) for w in tf.next_labels]
-    best_layer, best_head = vr.closest_head(tf.trace, alpha, same)
+    best_layer, best_head = recompute.closest_head(tf.trace, alpha, same)
     c1, c2 = st.columns(2)
     with c1:
         layer = pick(

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import torch
 
+from explain.recompute import agreement, closest_head
 from model import checkpoint, pipeline
 from tests.apptest_util import all_text, figures, heatmap_z, no_exception, run_page
 from ui.rnn import RNN_STEM
-from viz.rnn import agreement, closest_head
 
 SENTENCE = "the black cat is under the table"
 

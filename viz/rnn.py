@@ -14,7 +14,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import torch
 
-from explain.recompute import CrossAttention
+from explain.recompute import CrossAttention, agreement
 from model.pipeline import label_word
 from model.trace import Trace
 from viz.heatmap import as_array, heatmap
@@ -222,32 +222,6 @@ def agreement_notice(rnn_alpha, tf_alpha, rnn_out: list[str], tf_out: list[str],
 
 
 # --- Attention without recurrence: the Transformer's encoder-decoder attention --------------------------
-
-
-def cross_shape(trace: Trace) -> tuple[int, int]:
-    """(decoder layers, heads) of the Transformer whose trace this is."""
-    layers = sum(1 for name in trace.tensors if name.startswith("dec.") and name.endswith(".cross_attn.weights"))
-    return layers, int(trace["dec.0.cross_attn.weights"].shape[1])
-
-
-def agreement(rnn_alpha, tf_alpha) -> int:
-    """Output words whose strongest source word is the same in both [Tt, Ts] weight matrices."""
-    return int((as_array(rnn_alpha).argmax(1) == as_array(tf_alpha).argmax(1)).sum())
-
-
-def closest_head(trace: Trace, rnn_alpha, same_rows: bool) -> tuple[int, int]:
-    """(layer, head) of the encoder-decoder attention that best matches the RNN's alignment: the most
-    output words with the same strongest source word (when both translations are the same words), else
-    the sharpest head (largest mean of each row's maximum)."""
-    layers, heads = cross_shape(trace)
-    best, best_score = (layers - 1, 0), -1.0
-    for layer in range(layers):
-        w = trace[f"dec.{layer}.cross_attn.weights"][0]  # [H, Tt, Ts]
-        for head in range(heads):
-            score = agreement(rnn_alpha, w[head]) if same_rows else float(w[head].max(-1).values.mean())
-            if score > best_score:
-                best, best_score = (layer, head), score
-    return best
 
 
 def context_pair_figure(x: CrossAttention, j: int):

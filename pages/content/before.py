@@ -103,7 +103,7 @@ DERIVATION_LATEX = [
 
 
 def head_note(same_words: bool) -> str:
-    """Why the page opens on its head: `closest_head`'s rule for this sentence."""
+    """Why the page opens on its head: `explain.recompute.closest_head`'s rule for this sentence."""
     if same_words:
         return (
             "The page opens on the head whose alignment is closest to the recurrent model's (the most output words "
