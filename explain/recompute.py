@@ -335,8 +335,11 @@ def label_smoothing(logits: Tensor, gold: Sequence[int], eps: float, itos: list[
     return Smoothing(eps, rows, sum(plain) / T, sum(smooth) / T, floor, ref)
 
 
+DROPOUT_PASSES = 20  # passes `gold_probability_in_training` averages
+
+
 def gold_probability_in_training(
-    model: nn.Module, src: Tensor, gold: Sequence[int], passes: int = 20, seed: int = 0
+    model: nn.Module, src: Tensor, gold: Sequence[int], passes: int = DROPOUT_PASSES, seed: int = 0
 ) -> float:
     """Mean p(gold) over the reference's positions as training sees the model: dropout on (its P_drop), averaged over
     `passes` teacher-forced passes drawn from `seed` (`gold`: the reference's ids and EOS; the decoder reads BOS and

@@ -15,7 +15,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from torch import Tensor
 
-from explain.recompute import Smoothing, logit_gradient, smoothed_target
+from explain.recompute import DROPOUT_PASSES, Smoothing, logit_gradient, smoothed_target
 from model.decoding import BeamResult, Greedy, GreedyStep, Hypothesis, length_penalty
 from model.trace import Trace
 from model.vocab import BOS, BOS_ID, EOS_ID, detokenize
@@ -232,7 +232,7 @@ def confidence_notice(gold_probs, in_training: float | None, eps: float, vocab_s
     """The model's p(gold) on the reference against the smoothed target's q(gold), without dropout (as the page runs
     it) and with it (as training saw it: `in_training`, None for a model trained without dropout). Rule: "near" only
     within 0.02 of q(gold), else "above" or "below"."""
-    q = 1 - eps + eps / vocab_size
+    q = float(smoothed_target(0, vocab_size, eps)[0])
 
     def side(p: float) -> str:
         return "near" if abs(p - q) <= 0.02 else "above" if p > q else "below"
@@ -245,8 +245,8 @@ def confidence_notice(gold_probs, in_training: float | None, eps: float, vocab_s
     if in_training is None:
         return text + " This model was trained without dropout."
     return text + (
-        f" Training ran it with dropout (P_drop = {p_drop:g}), and so run (the average of 20 passes) it gives "
-        f"p = {in_training:.3f}, {side(in_training)} q(gold): the smoothed loss was minimised on the model with "
+        f" Training ran it with dropout (P_drop = {p_drop:g}), and so run (the average of {DROPOUT_PASSES} passes) it "
+        f"gives p = {in_training:.3f}, {side(in_training)} q(gold): the smoothed loss was minimised on the model with "
         "dropout, not on the one you translate with."
     )
 
